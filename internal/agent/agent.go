@@ -1,0 +1,98 @@
+// Package agent calls the agents that play a workflow's roles. A Provider
+// turns a Request into the agent's raw answer plus what the call cost; the
+// runner validates the answer and decides what happens next.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/manifest"
+)
+
+// Request is everything an agent is told for one call (seed 002's request
+// structure plus where to work).
+type Request struct {
+	JobID           string         `json:"job_id"`
+	Phase           string         `json:"phase"`
+	Role            string         `json:"role"`
+	ContextFiles    []string       `json:"context_files"`
+	SystemPrompt    string         `json:"system_prompt"`
+	TaskDescription string         `json:"task_description"`
+	Prompt          string         `json:"prompt"`
+	Metadata        map[string]any `json:"metadata"`
+	Workspace       string         `json:"workspace"`
+	// Not sent to agents:
+	JobDir      string `json:"-"`
+	Interaction int    `json:"-"`
+	// CallIndex is how many answers this role has given before (the
+	// scripted agent's cursor).
+	CallIndex int `json:"-"`
+}
+
+// Result is one call's raw outcome. Streaming providers fill it only when
+// the answer is complete: partial output is never a result.
+type Result struct {
+	Raw       []byte
+	CostUSD   float64
+	Tokens    *history.Tokens
+	SessionID string
+	Stderr    string
+}
+
+// Provider runs one call. It must return when ctx is done, having stopped
+// everything it started.
+type Provider interface {
+	Call(ctx context.Context, req *Request) (*Result, error)
+}
+
+// Error codes of failed calls (seed 004 §7.2 style).
+const (
+	CodeAPIError    = "API_ERROR"
+	CodeExit        = "AGENT_EXIT"
+	CodeStart       = "AGENT_START"
+	CodeOutputLimit = "AGENT_OUTPUT_LIMIT"
+	CodeTimeout     = "AGENT_TIMEOUT"
+	CodeCanceled    = "AGENT_CANCELED"
+	CodeInterrupted = "AGENT_INTERRUPTED"
+	CodeConfig      = "AGENT_CONFIG"
+)
+
+// Error is a failed call. Transient errors (API and transport failures, an
+// agent program that crashed) are retried automatically with backoff; the
+// others need a steward.
+type Error struct {
+	Code      string
+	Transient bool
+	Msg       string
+	// Partial is whatever the agent had produced; kept for the record,
+	// never treated as an answer.
+	Partial []byte
+	Stderr  string
+	CostUSD float64
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Msg }
+
+// AsError returns err as *Error if it is one.
+func AsError(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+// New builds the provider a role's configuration names.
+func New(cfg manifest.AgentConfig) (Provider, error) {
+	switch cfg.Provider {
+	case "script":
+		return &Script{Steps: cfg.Script}, nil
+	case "command":
+		if cfg.Command == nil {
+			return nil, &Error{Code: CodeConfig, Msg: "command provider without command"}
+		}
+		return &Command{Cfg: *cfg.Command}, nil
+	}
+	return nil, &Error{Code: CodeConfig, Msg: fmt.Sprintf("unknown provider %q", cfg.Provider)}
+}

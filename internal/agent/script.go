@@ -1,0 +1,67 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/pathguard"
+)
+
+// Script is the built-in deterministic agent: the n-th call of a role plays
+// the n-th step of its script (the last step repeats). Steps can write
+// files, cost money, take time, answer raw bytes or fail like an API.
+type Script struct {
+	Steps []manifest.ScriptStep
+}
+
+// Call plays the step for req.CallIndex.
+func (s *Script) Call(ctx context.Context, req *Request) (*Result, error) {
+	if len(s.Steps) == 0 {
+		return nil, &Error{Code: CodeConfig, Msg: "script has no steps"}
+	}
+	st := s.Steps[min(req.CallIndex, len(s.Steps)-1)]
+	if st.DelayMS > 0 {
+		t := time.NewTimer(time.Duration(st.DelayMS) * time.Millisecond)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+	if st.Error == "api" {
+		return nil, &Error{Code: CodeAPIError, Transient: true, Msg: "scripted API error (HTTP 503)", CostUSD: st.CostUSD}
+	}
+	for name, content := range st.Files {
+		p, _, err := pathguard.Resolve(req.Workspace, name)
+		if err != nil {
+			return nil, &Error{Code: CodeConfig, Msg: fmt.Sprintf("script file: %v", err)}
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return nil, &Error{Code: CodeConfig, Msg: err.Error()}
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			return nil, &Error{Code: CodeConfig, Msg: err.Error()}
+		}
+	}
+	res := &Result{CostUSD: st.CostUSD}
+	if st.Raw != nil {
+		res.Raw = []byte(*st.Raw)
+		return res, nil
+	}
+	ev := st.EvidenceFiles
+	if ev == nil {
+		ev = []string{}
+	}
+	res.Raw, _ = json.Marshal(map[string]any{
+		"action":                 st.Action,
+		"evidence_files":         ev,
+		"summary_for_supervisor": st.Summary,
+	})
+	return res, nil
+}

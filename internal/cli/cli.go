@@ -1,0 +1,228 @@
+// Package cli is logist, the steward's command line. Every command reads
+// the jobs folder directly (so read commands work whether or not logistd
+// runs) and changes jobs only through internal/steward.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"sort"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/steward"
+)
+
+// Exit codes (seed 001).
+const (
+	ExitOK         = 0
+	ExitUsage      = 1 // invalid arguments or invalid input
+	ExitOutOfOrder = 2 // not allowed in the job's current state
+	ExitPermission = 3
+	ExitNotFound   = 4
+)
+
+// Version is set at build time.
+var Version = "dev"
+
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+// ExitCode maps an error to its exit code; the only place that does.
+func ExitCode(err error) int {
+	var ooo *jobtx.OutOfOrderError
+	var exists *steward.ExistsError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ooo), errors.As(err, &exists):
+		return ExitOutOfOrder
+	case errors.Is(err, fs.ErrPermission):
+		return ExitPermission
+	case errors.Is(err, jobstore.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		return ExitNotFound
+	}
+	return ExitUsage
+}
+
+// env is what commands share.
+type env struct {
+	ctx    context.Context
+	getenv func(string) string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	format string
+	store  *jobstore.Store
+	fs     *pflag.FlagSet
+}
+
+type command struct {
+	name    string
+	args    string
+	summary string
+	example string
+	flags   func(fs *pflag.FlagSet)
+	run     func(e *env, args []string) (*Result, error)
+}
+
+var commands []*command
+
+func init() {
+	commands = []*command{
+		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdValidate,
+	}
+}
+
+func find(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// Main runs logist with args and returns the exit code.
+func Main(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	name, rest := splitCommand(args[1:])
+	switch name {
+	case "", "help", "-h", "--help":
+		if name == "help" && len(rest) > 0 {
+			if c := find(rest[0]); c != nil {
+				fmt.Fprint(stdout, commandHelp(c))
+				return ExitOK
+			}
+			fmt.Fprintf(stderr, "logist: unknown command %q\n", rest[0])
+			return ExitUsage
+		}
+		fmt.Fprint(stdout, mainHelp())
+		if name == "" {
+			return ExitUsage
+		}
+		return ExitOK
+	case "version", "--version":
+		fmt.Fprintf(stdout, "logist %s\n", Version)
+		return ExitOK
+	}
+	c := find(name)
+	if c == nil {
+		fmt.Fprintf(stderr, "logist: unknown command %q; run 'logist help' for the list\n", name)
+		return ExitUsage
+	}
+	fs := pflag.NewFlagSet("logist "+c.name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	def := getenv("LOGIST_JOBS_DIR")
+	if def == "" {
+		def = "./jobs"
+	}
+	jobsDir := fs.String("jobs-dir", def, "jobs folder (env LOGIST_JOBS_DIR, default ./jobs)")
+	format := fs.String("format", "text", "output format: text, json or markdown")
+	help := fs.BoolP("help", "h", false, "show help")
+	if c.flags != nil {
+		c.flags(fs)
+	}
+	e := &env{ctx: ctx, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr, fs: fs}
+	if err := fs.Parse(rest); err != nil {
+		e.format = *format
+		renderError(stdout, stderr, "text", ExitUsage, fmt.Errorf("%v\n%s", err, commandHelp(c)))
+		return ExitUsage
+	}
+	if *help {
+		fmt.Fprint(stdout, commandHelp(c))
+		return ExitOK
+	}
+	switch *format {
+	case "text", "json", "markdown":
+	default:
+		renderError(stdout, stderr, "text", ExitUsage, usagef("--format %q: use text, json or markdown", *format))
+		return ExitUsage
+	}
+	e.format = *format
+	e.store = jobstore.New(*jobsDir)
+	res, err := c.run(e, fs.Args())
+	var vf *validationFailed
+	if errors.As(err, &vf) {
+		return ExitUsage // the per-file results are already printed
+	}
+	if err != nil {
+		code := ExitCode(err)
+		renderError(stdout, stderr, e.format, code, err)
+		return code
+	}
+	render(stdout, e.format, res)
+	return ExitOK
+}
+
+// splitCommand finds the command word, which may come after global flags.
+func splitCommand(args []string) (string, []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") {
+			return a, append(append([]string{}, args[:i]...), args[i+1:]...)
+		}
+		if (a == "--jobs-dir" || a == "--format") && i+1 < len(args) {
+			i++
+		}
+		if a == "-h" || a == "--help" || a == "--version" {
+			return a, nil
+		}
+	}
+	return "", nil
+}
+
+func (e *env) txEnv() *jobtx.Env {
+	return &jobtx.Env{Store: e.store, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+}
+
+func (e *env) steward() *steward.Steward { return steward.New(e.txEnv()) }
+
+func mainHelp() string {
+	var b strings.Builder
+	b.WriteString("logist — steer the AI-agent jobs that logistd supervises.\n\nUsage: logist COMMAND [flags] [args]\n\nCommands:\n")
+	names := make([]string, 0, len(commands))
+	for _, c := range commands {
+		names = append(names, c.name)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		c := find(n)
+		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
+	}
+	b.WriteString(`  help       show help for a command: logist help COMMAND
+  version    print the version
+
+Global flags (any command):
+  --jobs-dir DIR   jobs folder (else $LOGIST_JOBS_DIR, else ./jobs)
+  --format F       text, json or markdown
+
+Exit codes: 0 success, 1 invalid arguments or input, 2 out of order (not allowed
+in the job's current status), 3 permission denied, 4 not found.
+`)
+	return b.String()
+}
+
+func commandHelp(c *command) string {
+	fs := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
+	fs.String("jobs-dir", "./jobs", "jobs folder (env LOGIST_JOBS_DIR)")
+	fs.String("format", "text", "output format: text, json or markdown")
+	if c.flags != nil {
+		c.flags(fs)
+	}
+	s := fmt.Sprintf("Usage: logist %s %s\n\n%s\n\nFlags:\n%s", c.name, c.args, c.summary, fs.FlagUsages())
+	if c.example != "" {
+		s += "\nExamples:\n" + c.example
+	}
+	return s
+}
+

@@ -1,0 +1,403 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/response"
+	"github.com/logist/logist/internal/steward"
+)
+
+func oneJob(args []string) (string, error) {
+	if len(args) != 1 {
+		return "", usagef("expected one JOB argument, got %d", len(args))
+	}
+	if err := manifest.ValidID(args[0]); err != nil {
+		return "", usagef("%v", err)
+	}
+	return args[0], nil
+}
+
+func dollars(cents float64) string { return fmt.Sprintf("$%.2f", cents/100) }
+
+func costText(m *manifest.Manifest) string {
+	s := dollars(m.Metrics.CumulativeCost)
+	if m.CostThreshold != nil {
+		s += " of " + dollars(*m.CostThreshold)
+	}
+	return s
+}
+
+func timeText(m *manifest.Manifest) string {
+	s := (time.Duration(m.Metrics.CumulativeTimeSeconds*1000) * time.Millisecond).String()
+	if m.TimeThresholdMinutes != nil {
+		s += " of " + (time.Duration(*m.TimeThresholdMinutes * float64(time.Minute))).String()
+	}
+	return s
+}
+
+var cmdSubmit = &command{
+	name: "submit", args: "FILE", summary: "validate a manifest and place it in the jobs folder as a new job; prints the job id",
+	example: "  logist submit my-job.json\n  logist submit --jobs-dir /srv/jobs job.json --format json\n",
+	run: func(e *env, args []string) (*Result, error) {
+		if len(args) != 1 {
+			return nil, usagef("expected one FILE argument")
+		}
+		id, m, err := e.steward().Submit(args[0])
+		if err != nil {
+			return nil, err
+		}
+		r := &Result{Message: fmt.Sprintf("Job %s submitted", id), Fields: []Field{
+			{"job_id", "Job", id}, {"status", "Status", string(m.Status)}, {"path", "Folder", e.store.JobDir(id)},
+		}}
+		if e.format == "text" {
+			r.Text = id + "\n"
+		}
+		return r, nil
+	},
+}
+
+var cmdList = &command{
+	name: "list", args: "", summary: "list jobs with status, phase, cost and time (invalid manifests too)",
+	run: func(e *env, args []string) (*Result, error) {
+		if len(args) != 0 {
+			return nil, usagef("list takes no arguments")
+		}
+		entries, err := e.store.List()
+		if err != nil {
+			return nil, err
+		}
+		r := &Result{Columns: []string{"JOB", "STATUS", "PHASE", "COST", "TIME", "NOTE"}}
+		items := []map[string]any{}
+		for _, en := range entries {
+			item := map[string]any{"job_id": en.ID}
+			if en.Err != nil {
+				note := en.Err.Error()
+				status := "INVALID"
+				if en.Unplaced != "" {
+					status = "INVALID (unplaced)"
+				}
+				r.Rows = append(r.Rows, []string{en.ID, status, "-", "-", "-", firstLine(note, 100)})
+				item["status"], item["error"] = "INVALID", note
+				items = append(items, item)
+				continue
+			}
+			m := en.Manifest
+			note := m.Run.Reason
+			if en.Unplaced != "" {
+				note = "not yet placed by logistd: " + filepath.Base(en.Unplaced)
+			}
+			r.Rows = append(r.Rows, []string{en.ID, string(m.Status), orDash(m.Phase()), costText(m), timeText(m), firstLine(note, 100)})
+			item["status"], item["current_phase"], item["metrics"] = m.Status, m.CurrentPhase, m.Metrics
+			item["cost_threshold"], item["time_threshold_minutes"], item["reason"] = m.CostThreshold, m.TimeThresholdMinutes, m.Run.Reason
+			items = append(items, item)
+		}
+		r.Items = items
+		r.Message = fmt.Sprintf("%d jobs in %s", len(entries), e.store.Dir)
+		if e.format == "text" {
+			r.Message = ""
+		}
+		return r, nil
+	},
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func firstLine(s string, n int) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len([]rune(s)) > n {
+		s = string([]rune(s)[:n]) + "…"
+	}
+	return s
+}
+
+var cmdStatus = &command{
+	name: "status", args: "JOB", summary: "show a job: status, phase, budgets, why it stopped and what to do next",
+	run: func(e *env, args []string) (*Result, error) {
+		id, err := oneJob(args)
+		if err != nil {
+			return nil, err
+		}
+		m, err := e.store.Load(id)
+		if err != nil {
+			if errors.Is(err, jobstore.ErrNotFound) {
+				return nil, err
+			}
+			// Invalid manifest: show why, as status INVALID.
+			return &Result{Message: fmt.Sprintf("Job %s has an invalid manifest", id), Fields: []Field{
+				{"job_id", "Job", id}, {"status", "Status", "INVALID"}, {"error", "Error", err.Error()},
+				{"next", "Next", "fix " + filepath.Join(e.store.JobDir(id), jobstore.ManifestFile) + "; logistd picks it up when saved"},
+			}}, nil
+		}
+		wfName := manifest.DefaultWorkflow
+		if wf, err := m.ResolveWorkflow(); err == nil {
+			wfName = wf.Name
+		}
+		daemon := "not running"
+		if pid := e.store.DaemonPID(); pid > 0 {
+			daemon = fmt.Sprintf("running (pid %d)", pid)
+		}
+		r := &Result{Message: fmt.Sprintf("Job %s is %s", id, m.Status), Fields: []Field{
+			{"job_id", "Job", id},
+			{"status", "Status", string(m.Status)},
+			{"current_phase", "Phase", m.Phase()},
+			{"workflow", "Workflow", wfName},
+			{"description", "Description", m.Description},
+			{"cost", "Cost", costText(m)},
+			{"time", "Time", timeText(m)},
+			{"agent_calls", "Agent calls", m.Metrics.AgentCalls},
+			{"reason", "Reason", m.Run.Reason},
+			{"error_code", "Error code", m.Run.ErrorCode},
+			{"last_summary", "Last summary", m.Run.LastSummary},
+			{"guidance", "Pending guidance", m.Run.Guidance},
+			{"checkpoint_id", "Checkpoint", m.Run.CheckpointID},
+			{"updated_at", "Updated", m.Run.UpdatedAt},
+			{"daemon", "Daemon", daemon},
+			{"next", "Next", steward.Hint(m.Status, id)},
+		}}
+		if e.format == "json" {
+			r.JSON = map[string]any{"status": "success", "job": m, "workflow": wfName, "daemon": daemon, "next": steward.Hint(m.Status, id)}
+		}
+		return r, nil
+	},
+}
+
+var cmdHistory = &command{
+	name: "history", args: "JOB", summary: "show a job's interactions, steward actions and recovery points (--format json: jobHistory.json)",
+	run: func(e *env, args []string) (*Result, error) {
+		id, err := oneJob(args)
+		if err != nil {
+			return nil, err
+		}
+		dir := e.store.JobDir(id)
+		if _, err := os.Stat(filepath.Join(dir, jobstore.ManifestFile)); err != nil {
+			return nil, fmt.Errorf("job %s: %w", id, jobstore.ErrNotFound)
+		}
+		recs, err := history.ReadAll(dir)
+		if err != nil {
+			return nil, err
+		}
+		created := ""
+		if m, err := e.store.Load(id); err == nil {
+			created = m.CreatedAt
+		}
+		h := history.Materialise(id, created, e.store.Workspace(id), recs)
+		r := &Result{JSON: h, Message: fmt.Sprintf("%d interactions, %d recovery points", len(h.Interactions), len(h.RecoveryPoints)),
+			Columns: []string{"SEQ", "TIME", "ROLE", "PHASE", "STATUS", "ACTION", "COST", "SECONDS", "SUMMARY / ERROR"}}
+		for _, in := range h.Interactions {
+			row := []string{fmt.Sprint(in.Sequence), shortTime(in.Timestamp), in.Role, orDash(in.Phase), "IN FLIGHT", "-", "-", "-", firstLine(in.Request.Prompt, 60)}
+			if in.Response != nil {
+				rs := in.Response
+				note := rs.Summary
+				if rs.ErrorCode != "" {
+					note = rs.ErrorCode + ": " + rs.Error
+				}
+				row = []string{fmt.Sprint(in.Sequence), shortTime(in.Timestamp), in.Role, orDash(in.Phase), rs.Status, orDash(rs.Action),
+					fmt.Sprintf("$%.4f", rs.CostUSD), fmt.Sprintf("%.2f", rs.ExecutionTimeSeconds), firstLine(note, 80)}
+			}
+			r.Rows = append(r.Rows, row)
+		}
+		for _, cp := range h.RecoveryPoints {
+			r.Rows = append(r.Rows, []string{"cp", "", "", cp.ResumePhase, "CHECKPOINT", cp.CheckpointID, "", "", firstLine(cp.Description, 80)})
+		}
+		return r, nil
+	},
+}
+
+func shortTime(ts string) string {
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil {
+		return ts
+	}
+	return t.UTC().Format("2006-01-02 15:04:05")
+}
+
+var cmdResume = &command{
+	name: "resume", args: "JOB [--guidance TEXT] [--cost-threshold CENTS] [--time-threshold-minutes M]",
+	summary: "continue a job in INTERVENTION_REQUIRED, HALTED_COST or HALTED_TIME at the phase where it stopped",
+	example: "  logist resume fix-login --guidance 'use the staging database'\n  logist resume big-refactor --cost-threshold 5000\n",
+	flags: func(fs *pflag.FlagSet) {
+		fs.String("guidance", "", "guidance for the next agent (part of its prompt, recorded in history)")
+		fs.Float64("cost-threshold", 0, "new cost budget in cents")
+		fs.Float64("time-threshold-minutes", 0, "new time budget in minutes")
+	},
+	run: func(e *env, args []string) (*Result, error) {
+		id, err := oneJob(args)
+		if err != nil {
+			return nil, err
+		}
+		var o steward.ResumeOptions
+		o.Guidance, _ = e.fs.GetString("guidance")
+		resumeCost, _ := e.fs.GetFloat64("cost-threshold")
+		resumeTime, _ := e.fs.GetFloat64("time-threshold-minutes")
+		if e.fs.Changed("cost-threshold") {
+			if resumeCost < 0 {
+				return nil, usagef("--cost-threshold must be at least 0")
+			}
+			v := resumeCost
+			o.CostThreshold = &v
+		}
+		if e.fs.Changed("time-threshold-minutes") {
+			if resumeTime <= 0 {
+				return nil, usagef("--time-threshold-minutes must be more than 0")
+			}
+			v := resumeTime
+			o.TimeThresholdMinutes = &v
+		}
+		m, err := e.steward().Resume(id, o)
+		if err != nil {
+			return nil, err
+		}
+		return changed(e, m, fmt.Sprintf("Job %s resumed at phase %s", id, orDash(m.Phase()))), nil
+	},
+}
+
+func changed(e *env, m *manifest.Manifest, msg string) *Result {
+	note := ""
+	if e.store.DaemonPID() == 0 && m.Status.Active() {
+		note = "logistd is not running on this folder; the job continues when it starts"
+	}
+	return &Result{Message: msg, Fields: []Field{
+		{"job_id", "Job", m.JobID}, {"status", "Status", string(m.Status)}, {"current_phase", "Phase", m.Phase()}, {"note", "Note", note},
+	}}
+}
+
+var cmdHalt = &command{
+	name: "halt", args: "JOB [--reason TEXT]", summary: "cancel a job (CANCELED); an agent call in flight is killed",
+	flags: func(fs *pflag.FlagSet) { fs.String("reason", "", "why, recorded in history") },
+	run: func(e *env, args []string) (*Result, error) {
+		id, err := oneJob(args)
+		if err != nil {
+			return nil, err
+		}
+		reason, _ := e.fs.GetString("reason")
+		m, err := e.steward().Halt(id, reason)
+		if err != nil {
+			return nil, err
+		}
+		return changed(e, m, fmt.Sprintf("Job %s halted", id)), nil
+	},
+}
+
+var cmdActivate = &command{
+	name: "activate", args: "JOB", summary: "move a DRAFT job to PENDING so logistd runs it",
+	run: func(e *env, args []string) (*Result, error) {
+		id, err := oneJob(args)
+		if err != nil {
+			return nil, err
+		}
+		m, err := e.steward().Activate(id)
+		if err != nil {
+			return nil, err
+		}
+		return changed(e, m, fmt.Sprintf("Job %s activated", id)), nil
+	},
+}
+
+// validationFailed carries per-file results of a failed validate.
+type validationFailed struct{ n int }
+
+func (v *validationFailed) Error() string { return fmt.Sprintf("%d file(s) invalid", v.n) }
+
+var cmdValidate = &command{
+	name: "validate", args: "FILE...", summary: "check manifests or agent answers against the schemas, with clear errors",
+	example: "  logist validate jobs/*/job.json\n  logist validate --kind response answer.json --workspace jobs/x/workspace\n",
+	flags: func(fs *pflag.FlagSet) {
+		fs.String("kind", "auto", "auto, manifest or response")
+		fs.String("workspace", "", "for responses: workspace to resolve evidence files in (default: the file's folder)")
+	},
+	run: func(e *env, args []string) (*Result, error) {
+		if len(args) == 0 {
+			return nil, usagef("expected at least one FILE")
+		}
+		validateKind, _ := e.fs.GetString("kind")
+		validateWorkspace, _ := e.fs.GetString("workspace")
+		switch validateKind {
+		case "auto", "manifest", "response":
+		default:
+			return nil, usagef("--kind %q: use auto, manifest or response", validateKind)
+		}
+		r := &Result{Columns: []string{"FILE", "KIND", "RESULT"}}
+		items := []map[string]any{}
+		bad := 0
+		for _, f := range args {
+			kind, errs, warns := validateFile(f, validateKind, validateWorkspace)
+			res := "ok"
+			if len(errs) > 0 {
+				bad++
+				res = "INVALID: " + strings.Join(errs, "; ")
+			} else if len(warns) > 0 {
+				res = "ok (warning: " + strings.Join(warns, "; ") + ")"
+			}
+			r.Rows = append(r.Rows, []string{f, kind, res})
+			items = append(items, map[string]any{"file": f, "kind": kind, "valid": len(errs) == 0, "errors": errs, "warnings": warns})
+		}
+		r.Items = items
+		if bad > 0 {
+			render(e.stdout, e.format, r)
+			return nil, &validationFailed{bad}
+		}
+		return r, nil
+	},
+}
+
+func validateFile(f, kind, ws string) (string, []string, []string) {
+	data, err := os.ReadFile(f)
+	if err != nil {
+		return kind, []string{err.Error()}, nil
+	}
+	if kind == "auto" {
+		kind = "manifest"
+		var probe map[string]json.RawMessage
+		if json.Unmarshal(data, &probe) == nil {
+			if _, ok := probe["action"]; ok {
+				kind = "response"
+			}
+		} else if _, err := response.Extract(data); err == nil {
+			kind = "response"
+		}
+	}
+	if kind == "response" {
+		if ws == "" {
+			ws = filepath.Dir(f)
+		}
+		_, warns, err := response.Validate(data, ws)
+		var ws2 []string
+		for _, w := range warns {
+			ws2 = append(ws2, w.Detail)
+		}
+		if err != nil {
+			return kind, []string{f + ": " + err.Error()}, ws2
+		}
+		return kind, nil, ws2
+	}
+	if _, err := manifest.Decode(f, data); err != nil {
+		var es manifest.Errors
+		if errors.As(err, &es) {
+			out := make([]string, len(es))
+			for i, x := range es {
+				out[i] = x.Error()
+			}
+			return kind, out, nil
+		}
+		return kind, []string{err.Error()}, nil
+	}
+	return kind, nil, nil
+}

@@ -1,0 +1,377 @@
+// Package daemon is logistd: it serves one jobs folder, picks up manifests
+// as they are dropped (fsnotify, plus a full scan at start and whenever the
+// watcher overflows), and runs them with the runner's scheduler.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
+
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/metrics"
+	"github.com/logist/logist/internal/runner"
+)
+
+// Set at build time (-ldflags -X).
+var (
+	Version  = "dev"
+	Revision = "unknown"
+)
+
+// Options are logistd's settings.
+type Options struct {
+	JobsDir     string
+	Once        bool
+	MaxParallel int
+	Listen      string
+	LogFormat   string
+	LogLevel    string
+	Grace       time.Duration
+}
+
+// Main parses args and runs the daemon until ctx ends (SIGTERM/SIGINT) or,
+// with --once, until no job is runnable. It returns the exit code.
+func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("logistd", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o Options
+	def := getenv("LOGIST_JOBS_DIR")
+	if def == "" {
+		def = "./jobs"
+	}
+	fs.StringVar(&o.JobsDir, "jobs-dir", def, "jobs folder to serve (env LOGIST_JOBS_DIR)")
+	fs.BoolVar(&o.Once, "once", false, "run every runnable job, then exit 0 when none is runnable")
+	fs.IntVar(&o.MaxParallel, "max-parallel", 4, "jobs run at the same time")
+	fs.StringVar(&o.Listen, "listen", "", "address for /metrics, /healthz and /readyz (e.g. 127.0.0.1:9464); empty: off")
+	fs.StringVar(&o.LogFormat, "log-format", "json", "log format: json or text")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.DurationVar(&o.Grace, "grace", 30*time.Second, "on SIGTERM, how long calls in flight may finish before they are killed")
+	version := fs.Bool("version", false, "print the version and exit")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: logistd [flags]\n\nlogistd supervises the AI-agent jobs in a jobs folder.\n\nFlags:\n%s", fs.FlagUsages())
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		return 1
+	}
+	if *version {
+		fmt.Fprintf(stdout, "logistd %s (%s)\n", Version, Revision)
+		return 0
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "logistd: unexpected argument %q\n", fs.Arg(0))
+		return 1
+	}
+	logger, err := newLogger(stderr, o.LogFormat, o.LogLevel)
+	if err != nil {
+		fmt.Fprintf(stderr, "logistd: %v\n", err)
+		return 1
+	}
+	if err := Run(ctx, o, logger); err != nil {
+		logger.Error(err.Error(), "type", "error", "job_id", "", "status", "", "actor", "SYSTEM", "error_code", "DAEMON", "attempt", 0, "checkpoint_id", "")
+		fmt.Fprintf(stderr, "logistd: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use json or text", format)
+}
+
+// Daemon is a running logistd.
+type Daemon struct {
+	opts    Options
+	log     *slog.Logger
+	store   *jobstore.Store
+	sched   *runner.Scheduler
+	engine  *runner.Engine
+	metrics *metrics.Metrics
+	ready   atomic.Bool
+
+	mu      sync.Mutex
+	invalid map[string]string // job or file -> last reported error
+	watched map[string]bool
+	watcher *fsnotify.Watcher
+}
+
+// Run serves the jobs folder until ctx ends or, with Once, until idle.
+func Run(ctx context.Context, o Options, logger *slog.Logger) error {
+	if err := os.MkdirAll(o.JobsDir, 0o700); err != nil {
+		return fmt.Errorf("jobs folder: %w", err)
+	}
+	store := jobstore.New(o.JobsDir)
+	lock, err := store.LockDaemon()
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
+
+	reg := prometheus.NewRegistry()
+	d := &Daemon{opts: o, log: logger, store: store, metrics: metrics.New(reg, Version, Revision),
+		invalid: map[string]string{}, watched: map[string]bool{}}
+	env := &jobtx.Env{Store: store, Logger: logger, Obs: d.metrics}
+	d.engine = runner.NewEngine(env)
+	// Runs live until shutdown decides otherwise, not until the signal.
+	runCtx, stopRuns := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRuns()
+	d.sched = runner.NewScheduler(runCtx, d.engine, o.MaxParallel, logger)
+
+	if o.Listen != "" {
+		srv, err := d.serve(o.Listen, reg)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+	}
+	logger.Info("logistd starting", "jobs_dir", store.Dir, "version", Version, "once", o.Once, "max_parallel", o.MaxParallel)
+
+	if !o.Once {
+		w, err := fsnotify.NewWatcher()
+		if err != nil {
+			return fmt.Errorf("watch jobs folder: %w", err)
+		}
+		defer w.Close()
+		d.watcher = w
+		if err := w.Add(store.Dir); err != nil {
+			return fmt.Errorf("watch %s: %w", store.Dir, err)
+		}
+	}
+	// Watch first, then scan: a manifest dropped in between is seen twice,
+	// never missed.
+	d.scan()
+	d.ready.Store(true)
+
+	if o.Once {
+		<-d.sched.Idle()
+		d.sched.Wait()
+		d.sched.Close()
+		logger.Info("logistd done: no runnable job left")
+		return nil
+	}
+	d.loop(ctx)
+	return d.shutdown()
+}
+
+func (d *Daemon) serve(addr string, reg *prometheus.Registry) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !d.ready.Load() {
+			http.Error(w, "loading jobs folder", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	d.log.Info("listening", "addr", ln.Addr().String())
+	return srv, nil
+}
+
+// scan looks at the whole folder: places bare manifests, reports invalid
+// ones, starts runnable jobs.
+func (d *Daemon) scan() {
+	entries, err := d.store.List()
+	if err != nil {
+		d.logErr("", "SCAN", err)
+		return
+	}
+	nInvalid := 0
+	for _, e := range entries {
+		if e.Unplaced != "" {
+			d.place(e.Unplaced)
+			continue
+		}
+		d.watchJob(e.ID)
+		if e.Err != nil {
+			nInvalid++
+			d.reportInvalid(e.ID, e.Err)
+			continue
+		}
+		d.clearInvalid(e.ID)
+		d.metrics.JobStatus(e.ID, "", e.Manifest.Status)
+		if e.Manifest.Status.Active() {
+			d.sched.Nudge(e.ID)
+		}
+	}
+	d.metrics.SetInvalid(nInvalid)
+}
+
+func (d *Daemon) place(bare string) {
+	id, err := d.store.Place(bare)
+	if err != nil {
+		d.reportInvalid(filepath.Base(bare), err)
+		return
+	}
+	d.log.Info("placed manifest", "job_id", id, "from", filepath.Base(bare))
+	d.watchJob(id)
+	d.consider(id)
+}
+
+// consider looks at one job after a change.
+func (d *Daemon) consider(id string) {
+	m, err := d.store.Load(id)
+	if err != nil {
+		if errors.Is(err, jobstore.ErrNotFound) {
+			return
+		}
+		d.reportInvalid(id, err)
+		return
+	}
+	d.clearInvalid(id)
+	d.metrics.JobStatus(id, "", m.Status)
+	d.sched.Nudge(id)
+}
+
+func (d *Daemon) watchJob(id string) {
+	if d.watcher == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.watched[id] {
+		return
+	}
+	if err := d.watcher.Add(d.store.JobDir(id)); err != nil {
+		d.log.Warn("cannot watch job folder; steward changes reach it at the next rescan", "job_id", id, "err", err.Error())
+		return
+	}
+	d.watched[id] = true
+}
+
+func (d *Daemon) reportInvalid(id string, err error) {
+	d.mu.Lock()
+	same := d.invalid[id] == err.Error()
+	d.invalid[id] = err.Error()
+	d.mu.Unlock()
+	if !same {
+		d.log.Error("invalid manifest", "type", "error", "job_id", id, "status", "INVALID", "actor", "SYSTEM",
+			"error_code", "MANIFEST_INVALID", "attempt", 0, "checkpoint_id", "", "err", err.Error())
+	}
+}
+
+func (d *Daemon) clearInvalid(id string) {
+	d.mu.Lock()
+	delete(d.invalid, id)
+	d.mu.Unlock()
+}
+
+func (d *Daemon) logErr(id, code string, err error) {
+	d.log.Error(err.Error(), "type", "error", "job_id", id, "status", "", "actor", "SYSTEM", "error_code", code, "attempt", 0, "checkpoint_id", "")
+}
+
+// loop handles watcher events until ctx ends.
+func (d *Daemon) loop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-d.watcher.Events:
+			if !ok {
+				return
+			}
+			d.event(ev)
+		case err, ok := <-d.watcher.Errors:
+			if !ok {
+				return
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				d.log.Warn("watcher overflow; rescanning the jobs folder")
+				d.scan()
+				continue
+			}
+			d.logErr("", "WATCHER", err)
+		}
+	}
+}
+
+func (d *Daemon) event(ev fsnotify.Event) {
+	rel, err := filepath.Rel(d.store.Dir, ev.Name)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return
+	}
+	parts := strings.Split(rel, string(filepath.Separator))
+	base := parts[len(parts)-1]
+	if strings.HasPrefix(parts[0], ".") {
+		return
+	}
+	switch len(parts) {
+	case 1:
+		if ev.Op&(fsnotify.Create|fsnotify.Write|fsnotify.Rename) == 0 {
+			if ev.Op&fsnotify.Remove != 0 {
+				d.mu.Lock()
+				delete(d.watched, base)
+				d.mu.Unlock()
+			}
+			return
+		}
+		fi, err := os.Lstat(ev.Name)
+		if err != nil {
+			return
+		}
+		switch {
+		case fi.IsDir():
+			d.watchJob(base)
+			d.consider(base)
+		case fi.Mode().IsRegular() && strings.HasSuffix(base, ".json"):
+			d.place(ev.Name)
+		}
+	case 2:
+		if base == jobstore.ManifestFile && ev.Op&(fsnotify.Create|fsnotify.Write|fsnotify.Rename) != 0 {
+			d.consider(parts[0])
+		}
+	}
+}
+
+// shutdown stops taking work, lets calls in flight finish within the grace
+// period, then kills them; the interrupted turns are recorded and resumed
+// at the next start.
+func (d *Daemon) shutdown() error {
+	d.log.Info("shutting down: no new work; waiting for calls in flight", "grace", d.opts.Grace.String())
+	d.sched.Close()
+	d.engine.Draining.Store(true)
+	select {
+	case <-d.sched.Idle():
+	case <-time.After(d.opts.Grace):
+		d.log.Warn("grace period over; killing calls in flight")
+	}
+	d.sched.Stop(runner.ErrShutdown)
+	d.log.Info("logistd stopped")
+	return nil
+}

@@ -1,0 +1,109 @@
+package history
+
+import (
+	"encoding/json"
+	"path/filepath"
+
+	"github.com/logist/logist/internal/atomicfile"
+)
+
+// JobHistoryFile is the seed-format history kept current at safe boundaries.
+const JobHistoryFile = "jobHistory.json"
+
+// JobHistory is seed 002's jobHistory.json.
+type JobHistory struct {
+	JobID          string          `json:"job_id"`
+	CreatedAt      string          `json:"created_at"`
+	Interactions   []Interaction   `json:"interactions"`
+	RecoveryPoints []RecoveryPoint `json:"recovery_points"`
+	Events         []Event         `json:"events"`
+}
+
+// Interaction pairs a request with its response (nil while in flight or
+// when the call was interrupted). Steward commands appear as interactions
+// with role Steward.
+type Interaction struct {
+	Sequence      int       `json:"sequence"`
+	Timestamp     string    `json:"timestamp"`
+	StateBefore   string    `json:"state_before"`
+	WorkspacePath string    `json:"workspace_path"`
+	Phase         string    `json:"phase,omitempty"`
+	Role          string    `json:"role"`
+	Attempt       int       `json:"attempt,omitempty"`
+	Request       Request   `json:"request"`
+	Response      *Response `json:"response"`
+}
+
+// Event is a transition, steward command or error, in order.
+type Event struct {
+	Seq        int64       `json:"seq"`
+	Timestamp  string      `json:"timestamp"`
+	Type       string      `json:"type"`
+	Transition *Transition `json:"transition,omitempty"`
+	Steward    *Steward    `json:"steward,omitempty"`
+	Error      *ErrorInfo  `json:"error,omitempty"`
+	Role       string      `json:"role,omitempty"`
+	Phase      string      `json:"phase,omitempty"`
+}
+
+// Materialise builds jobHistory.json's content from records.
+func Materialise(jobID, createdAt, workspace string, recs []Record) *JobHistory {
+	h := &JobHistory{JobID: jobID, CreatedAt: createdAt, Interactions: []Interaction{}, RecoveryPoints: []RecoveryPoint{}, Events: []Event{}}
+	open := map[int]int{} // interaction number -> index in h.Interactions
+	for _, r := range recs {
+		switch r.Type {
+		case TypeIntent:
+			in := Interaction{Sequence: *r.Interaction, Timestamp: r.Time, StateBefore: r.StateBefore, WorkspacePath: workspace,
+				Phase: r.Phase, Role: r.Role, Attempt: r.Attempt}
+			if r.Request != nil {
+				in.Request = *r.Request
+				if r.Request.WorkspacePath != "" {
+					in.WorkspacePath = r.Request.WorkspacePath
+				}
+			}
+			if i, ok := open[in.Sequence]; ok {
+				// Re-attempt of the same turn after an interruption.
+				h.Interactions[i] = in
+			} else {
+				open[in.Sequence] = len(h.Interactions)
+				h.Interactions = append(h.Interactions, in)
+			}
+		case TypeResponse:
+			if r.Interaction == nil {
+				continue
+			}
+			if i, ok := open[*r.Interaction]; ok {
+				resp := *r.Response
+				h.Interactions[i].Response = &resp
+			}
+		case TypeRecoveryPoint:
+			h.RecoveryPoints = append(h.RecoveryPoints, *r.RecoveryPoint)
+		case TypeSteward:
+			seq := len(h.Interactions)
+			if r.Interaction != nil {
+				seq = *r.Interaction
+			}
+			h.Interactions = append(h.Interactions, Interaction{Sequence: seq, Timestamp: r.Time, StateBefore: r.StateBefore,
+				WorkspacePath: workspace, Phase: r.Phase, Role: "Steward",
+				Request:  Request{Prompt: r.Steward.Guidance, FilesContext: []string{}, Metadata: map[string]any{"role": "Steward", "command": r.Steward.Command, "reason": r.Steward.Reason}},
+				Response: &Response{Status: StatusSuccess, Action: r.Steward.Command, EvidenceFiles: []string{}, Summary: r.Steward.Reason}})
+			h.Events = append(h.Events, Event{Seq: r.Seq, Timestamp: r.Time, Type: r.Type, Steward: r.Steward, Phase: r.Phase})
+		case TypeTransition, TypeError:
+			h.Events = append(h.Events, Event{Seq: r.Seq, Timestamp: r.Time, Type: r.Type, Transition: r.Transition, Error: r.Error, Role: r.Role, Phase: r.Phase})
+		}
+	}
+	return h
+}
+
+// WriteJobHistory materialises jobHistory.json in dir atomically.
+func WriteJobHistory(dir, jobID, createdAt, workspace string) error {
+	recs, err := ReadAll(dir)
+	if err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(Materialise(jobID, createdAt, workspace, recs), "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(dir, JobHistoryFile), append(b, '\n'), 0o600)
+}

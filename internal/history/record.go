@@ -1,0 +1,116 @@
+package history
+
+// RecordVersion is the version of the record format this Logist writes.
+const RecordVersion = 1
+
+// Record types. Each is appended once and never rewritten.
+const (
+	TypeIntent        = "intent"         // a request, written before the agent is called
+	TypeResponse      = "response"       // the outcome of that call
+	TypeTransition    = "transition"     // a status or phase change
+	TypeSteward       = "steward"        // a steward command
+	TypeRecoveryPoint = "recovery_point" // a safe phase boundary
+	TypeError         = "error"          // an error event that is not a response (interruption, ...)
+)
+
+// Record is one line of history.jsonl.
+type Record struct {
+	V           int    `json:"v"`
+	Seq         int64  `json:"seq"`
+	Type        string `json:"type"`
+	Time        string `json:"ts"`
+	Interaction *int   `json:"interaction,omitempty"`
+	Phase       string `json:"phase,omitempty"`
+	Role        string `json:"role,omitempty"`
+	Attempt     int    `json:"attempt,omitempty"`
+	StateBefore string `json:"state_before,omitempty"`
+
+	Request       *Request       `json:"request,omitempty"`
+	Response      *Response      `json:"response,omitempty"`
+	Transition    *Transition    `json:"transition,omitempty"`
+	Steward       *Steward       `json:"steward,omitempty"`
+	RecoveryPoint *RecoveryPoint `json:"recovery_point,omitempty"`
+	Error         *ErrorInfo     `json:"error,omitempty"`
+}
+
+// Request is what an agent was asked, complete enough to ask again.
+type Request struct {
+	Prompt          string         `json:"prompt"`
+	FilesContext    []string       `json:"files_context"`
+	Metadata        map[string]any `json:"metadata"`
+	SystemPrompt    string         `json:"system_prompt,omitempty"`
+	TaskDescription string         `json:"task_description,omitempty"`
+	WorkspacePath   string         `json:"workspace_path,omitempty"`
+}
+
+// Response statuses (seed 002).
+const (
+	StatusSuccess = "SUCCESS"
+	StatusError   = "ERROR"
+	StatusTimeout = "TIMEOUT"
+)
+
+// Response is what came back, valid or not.
+type Response struct {
+	Status               string   `json:"status"`
+	Action               string   `json:"action,omitempty"`
+	EvidenceFiles        []string `json:"evidence_files"`
+	Summary              string   `json:"summary_for_supervisor"`
+	RawResponse          string   `json:"raw_response"`
+	ExecutionTimeSeconds float64  `json:"execution_time_seconds"`
+	CostUSD              float64  `json:"cost_usd"`
+	ErrorCode            string   `json:"error_code,omitempty"`
+	Error                string   `json:"error,omitempty"`
+	Warnings             []string `json:"warnings,omitempty"`
+	SessionID            string   `json:"session_id,omitempty"`
+	Tokens               *Tokens  `json:"tokens,omitempty"`
+	NewStatus            string   `json:"new_status,omitempty"`
+	Stderr               string   `json:"stderr,omitempty"`
+}
+
+// Tokens counts model usage where a provider reports it.
+type Tokens struct {
+	Input  int64 `json:"input"`
+	Output int64 `json:"output"`
+	Cache  int64 `json:"cache,omitempty"`
+}
+
+// Transition is a status/phase change, as logged (seed 004 §7.1).
+type Transition struct {
+	From         string `json:"from"`
+	To           string `json:"to"`
+	FromPhase    string `json:"from_phase,omitempty"`
+	ToPhase      string `json:"to_phase,omitempty"`
+	Event        string `json:"event"`
+	Actor        string `json:"actor"`
+	CheckpointID string `json:"checkpoint_id,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+}
+
+// Steward records a steward command.
+type Steward struct {
+	Command   string         `json:"command"`
+	CommandID string         `json:"command_id"`
+	User      string         `json:"user,omitempty"`
+	Guidance  string         `json:"guidance,omitempty"`
+	Reason    string         `json:"reason,omitempty"`
+	Changes   map[string]any `json:"changes,omitempty"`
+}
+
+// RecoveryPoint is a safe boundary a job can resume from (seed 002).
+type RecoveryPoint struct {
+	CheckpointID  string         `json:"checkpoint_id"`
+	Sequence      int            `json:"sequence"`
+	ResumePhase   string         `json:"resume_phase"`
+	CanResumeFrom bool           `json:"can_resume_from"`
+	Description   string         `json:"description"`
+	RollbackFiles []string       `json:"rollback_files"`
+	Metadata      map[string]any `json:"metadata,omitempty"`
+}
+
+// ErrorInfo is an error event (seed 004 §7.2 fields beyond job and actor).
+type ErrorInfo struct {
+	Code         string `json:"code"`
+	Message      string `json:"message"`
+	CheckpointID string `json:"checkpoint_id,omitempty"`
+}

@@ -1,0 +1,270 @@
+// Package jobstore is the jobs folder on disk: one folder per job holding
+// job.json (the manifest), history.jsonl, jobHistory.json and workspace/.
+// It owns the per-job lock that serialises every change to a job, whether
+// the daemon or a steward's CLI makes it, and the daemon's folder lock.
+package jobstore
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/manifest"
+)
+
+// Names inside a job folder.
+const (
+	ManifestFile = "job.json"
+	WorkspaceDir = "workspace"
+	RequestsDir  = "requests"
+	lockFile     = ".lock"
+	daemonLock   = ".logistd.lock"
+)
+
+// ErrNotFound marks a job that does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Store is a jobs folder.
+type Store struct{ Dir string }
+
+// New returns a store for dir (made absolute so agents can be given paths).
+func New(dir string) *Store {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	return &Store{Dir: dir}
+}
+
+// JobDir is the folder of job id.
+func (s *Store) JobDir(id string) string { return filepath.Join(s.Dir, id) }
+
+// Workspace is the job's workspace folder.
+func (s *Store) Workspace(id string) string { return filepath.Join(s.Dir, id, WorkspaceDir) }
+
+// Entry is one job found in the folder, valid or not.
+type Entry struct {
+	ID       string
+	Dir      string
+	Manifest *manifest.Manifest
+	Err      error // why the manifest is invalid
+	// Unplaced is set for a bare <name>.json the daemon has not moved yet.
+	Unplaced string
+}
+
+// List returns every job folder and every bare manifest, sorted by id.
+func (s *Store) List() ([]Entry, error) {
+	ents, err := os.ReadDir(s.Dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("jobs folder %s: %w", s.Dir, ErrNotFound)
+		}
+		return nil, fmt.Errorf("read jobs folder: %w", err)
+	}
+	var out []Entry
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		if e.IsDir() {
+			if _, err := os.Stat(filepath.Join(s.Dir, name, ManifestFile)); err != nil {
+				continue
+			}
+			m, err := s.Load(name)
+			out = append(out, Entry{ID: name, Dir: s.JobDir(name), Manifest: m, Err: err})
+			continue
+		}
+		if strings.HasSuffix(name, ".json") && e.Type().IsRegular() {
+			p := filepath.Join(s.Dir, name)
+			m, err := manifest.ReadFile(p)
+			out = append(out, Entry{ID: strings.TrimSuffix(name, ".json"), Manifest: m, Err: err, Unplaced: p})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// Load reads and checks job id's manifest. The job_id inside must match the
+// folder (a missing one is taken from the folder).
+func (s *Store) Load(id string) (*manifest.Manifest, error) {
+	if err := manifest.ValidID(id); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
+	}
+	p := filepath.Join(s.JobDir(id), ManifestFile)
+	m, err := manifest.ReadFile(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+		}
+		return nil, err
+	}
+	if m.JobID == "" {
+		m.JobID = id
+	} else if m.JobID != id {
+		return nil, &manifest.Error{File: p, Pointer: "/job_id", Reason: fmt.Sprintf("%q does not match its folder %q", m.JobID, id)}
+	}
+	return m, nil
+}
+
+// Save replaces job id's manifest atomically and durably.
+func (s *Store) Save(m *manifest.Manifest) error {
+	b, err := m.Encode()
+	if err != nil {
+		return fmt.Errorf("encode manifest: %w", err)
+	}
+	return atomicfile.WriteFile(filepath.Join(s.JobDir(m.JobID), ManifestFile), b, 0o600)
+}
+
+// Lock is a held per-job or daemon lock.
+type Lock struct{ f *os.File }
+
+// Unlock releases the lock.
+func (l *Lock) Unlock() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	err := syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
+	l.f.Close()
+	l.f = nil
+	return err
+}
+
+// LockJob takes job id's exclusive lock, waiting for it. Every
+// read-modify-write of a job's manifest and history happens under it, so a
+// steward command and the daemon never lose each other's updates.
+func (s *Store) LockJob(id string) (*Lock, error) {
+	dir := s.JobDir(id)
+	if _, err := os.Stat(filepath.Join(dir, ManifestFile)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+		}
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open job lock: %w", err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock job %s: %w", id, err)
+	}
+	return &Lock{f: f}, nil
+}
+
+// DaemonLockedError says another daemon serves the folder.
+type DaemonLockedError struct {
+	Dir string
+	PID int
+}
+
+func (e *DaemonLockedError) Error() string {
+	if e.PID > 0 {
+		return fmt.Sprintf("another logistd (pid %d) is already running on %s", e.PID, e.Dir)
+	}
+	return fmt.Sprintf("another logistd is already running on %s", e.Dir)
+}
+
+// LockDaemon takes the folder's daemon lock without waiting and writes our
+// pid into it. The kernel releases it when the process dies, so a crash
+// never leaves a stale lock.
+func (s *Store) LockDaemon() (*Lock, error) {
+	p := filepath.Join(s.Dir, daemonLock)
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open daemon lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		b, _ := os.ReadFile(p)
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, &DaemonLockedError{Dir: s.Dir, PID: pid}
+		}
+		return nil, fmt.Errorf("lock %s: %w", p, err)
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return &Lock{f: f}, nil
+}
+
+// DaemonPID returns the pid of the daemon serving the folder, or 0.
+func (s *Store) DaemonPID() int {
+	p := filepath.Join(s.Dir, daemonLock)
+	f, err := os.Open(p)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err == nil {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		return 0
+	}
+	b, _ := os.ReadFile(p)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+// Create makes a new job folder with the manifest and an empty workspace.
+// It fails with fs.ErrExist if the job exists.
+func (s *Store) Create(m *manifest.Manifest) error {
+	dir := s.JobDir(m.JobID)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("create job %s: %w", m.JobID, err)
+	}
+	if err := atomicfile.SyncDir(s.Dir); err != nil {
+		return err
+	}
+	if err := s.EnsureWorkspace(m.JobID); err != nil {
+		return err
+	}
+	return s.Save(m)
+}
+
+// EnsureWorkspace creates the job's workspace if it is missing.
+func (s *Store) EnsureWorkspace(id string) error {
+	return atomicfile.MkdirAll(s.Workspace(id), 0o700)
+}
+
+// Place moves a bare <name>.json from the jobs folder into its own folder
+// <id>/job.json and returns the id. The id is the manifest's job_id when the
+// manifest is readable and names one, else the file name.
+func (s *Store) Place(bare string) (string, error) {
+	id := strings.TrimSuffix(filepath.Base(bare), ".json")
+	if m, err := manifest.ReadFile(bare); err == nil && m.JobID != "" {
+		id = m.JobID
+	}
+	if err := manifest.ValidID(id); err != nil {
+		return "", fmt.Errorf("%s: %w", bare, err)
+	}
+	dir := s.JobDir(id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("%s: job %s already exists; rename the file or change its job_id", bare, id)
+		}
+		return "", fmt.Errorf("place %s: %w", bare, err)
+	}
+	if err := os.Rename(bare, filepath.Join(dir, ManifestFile)); err != nil {
+		os.Remove(dir)
+		return "", fmt.Errorf("place %s: %w", bare, err)
+	}
+	if err := atomicfile.SyncDir(dir); err != nil {
+		return "", err
+	}
+	if err := atomicfile.SyncDir(s.Dir); err != nil {
+		return "", err
+	}
+	return id, nil
+}

@@ -1,0 +1,225 @@
+// Package jobtx is the one way a job changes: take the job's lock, read the
+// manifest and history as they are on disk now, check each status change
+// against the lifecycle table, append history records (fsync'd), log the
+// change, then replace the manifest atomically and release the lock. The
+// daemon's engine and the steward's CLI both use it, so neither can lose
+// the other's update.
+package jobtx
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
+)
+
+// Env is what transactions need from their process.
+type Env struct {
+	Store  *jobstore.Store
+	Logger *slog.Logger
+	Obs    Observer
+	Now    func() time.Time
+}
+
+func (e *Env) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}
+
+func (e *Env) obs() Observer {
+	if e.Obs != nil {
+		return e.Obs
+	}
+	return Nop{}
+}
+
+// Tx is an open transaction on one job.
+type Tx struct {
+	env     *Env
+	ID      string
+	Dir     string
+	M       *manifest.Manifest
+	Log     *history.Log
+	lock    *jobstore.Lock
+	ownLog  bool
+	parked  bool // the job left the active statuses: materialise jobHistory.json
+	changed bool
+}
+
+// Begin locks job id and loads it. log may be a history the caller keeps
+// open across transactions (it is refreshed); nil opens one for this
+// transaction.
+func Begin(env *Env, id string, log *history.Log) (*Tx, error) {
+	lk, err := env.Store.LockJob(id)
+	if err != nil {
+		return nil, err
+	}
+	t := &Tx{env: env, ID: id, Dir: env.Store.JobDir(id), lock: lk}
+	m, err := env.Store.Load(id)
+	if err != nil {
+		lk.Unlock()
+		return nil, err
+	}
+	t.M = m
+	if log == nil {
+		l, torn, err := history.Open(t.Dir)
+		if err != nil {
+			lk.Unlock()
+			return nil, err
+		}
+		if torn != nil {
+			env.Logger.Warn("history torn tail cut", "type", "error", "job_id", id, "status", string(m.Status),
+				"actor", "SYSTEM", "error_code", "HISTORY_TORN_TAIL", "attempt", 0, "checkpoint_id", l.State().LastCheckpoint,
+				"offset", torn.Offset, "bytes", torn.Bytes)
+		}
+		t.Log, t.ownLog = l, true
+	} else {
+		if err := log.Refresh(); err != nil {
+			lk.Unlock()
+			return nil, err
+		}
+		t.Log = log
+	}
+	return t, nil
+}
+
+// Close releases the lock (and the history if the transaction opened it).
+// Uncommitted manifest changes are dropped.
+func (t *Tx) Close() {
+	if t.ownLog && t.Log != nil {
+		t.Log.Close()
+	}
+	t.lock.Unlock()
+}
+
+// Now is the transaction's clock.
+func (t *Tx) Now() time.Time { return t.env.now() }
+
+// Append writes a history record durably.
+func (t *Tx) Append(rec *history.Record) error {
+	start := time.Now()
+	err := t.Log.Append(rec)
+	t.env.obs().HistoryAppend(time.Since(start), err)
+	if err != nil {
+		t.LogError("HISTORY_WRITE", "SYSTEM", 0, err.Error())
+	}
+	return err
+}
+
+// Checkpoint is the last safe checkpoint id.
+func (t *Tx) Checkpoint() string { return t.Log.State().LastCheckpoint }
+
+// Transition moves the job to status `to` (and phase toPhase; "" keeps the
+// phase) for event ev, if the lifecycle table allows it. The transition is
+// recorded in history and logged; an illegal one is logged as a bug and
+// refused.
+func (t *Tx) Transition(ev lifecycle.Event, to lifecycle.Status, toPhase, actor, reason string) error {
+	from := t.M.Status
+	fromPhase := t.M.Phase()
+	if err := lifecycle.Check(from, ev, to); err != nil {
+		t.LogError("ILLEGAL_TRANSITION", actor, 0, err.Error())
+		return err
+	}
+	if toPhase == "" {
+		toPhase = fromPhase
+	}
+	tr := &history.Transition{From: string(from), To: string(to), FromPhase: fromPhase, ToPhase: toPhase,
+		Event: string(ev), Actor: actor, CheckpointID: t.Checkpoint(), Reason: reason}
+	if err := t.Append(&history.Record{Type: history.TypeTransition, Phase: toPhase, Transition: tr}); err != nil {
+		return err
+	}
+	t.M.Status = to
+	t.M.SetPhase(toPhase)
+	now := t.Now().UTC().Format(time.RFC3339Nano)
+	switch {
+	case to.Waiting():
+		t.M.Run.Reason = reason
+	case to.Terminal():
+		t.M.Run.FinishedAt = now
+		if to == lifecycle.Canceled {
+			t.M.Run.Reason = reason
+		}
+	case to.Active():
+		t.M.Run.Reason, t.M.Run.ErrorCode = "", ""
+	}
+	if !to.Active() {
+		t.parked = true
+	}
+	t.changed = true
+	t.env.Logger.Info("transition", "type", "transition", "job_id", t.ID, "from", string(from), "to", string(to),
+		"event", string(ev), "actor", actor, "checkpoint_id", tr.CheckpointID, "from_phase", fromPhase, "to_phase", toPhase, "reason", reason)
+	t.env.obs().JobStatus(t.ID, from, to)
+	return nil
+}
+
+// LogError logs an error event with seed 004 §7.2's fields.
+func (t *Tx) LogError(code, actor string, attempt int, msg string) {
+	t.env.Logger.Error(msg, "type", "error", "job_id", t.ID, "status", string(t.M.Status), "actor", actor,
+		"error_code", code, "attempt", attempt, "checkpoint_id", t.Checkpoint(), "phase", t.M.Phase())
+}
+
+// RecordError appends an error event to history and logs it.
+func (t *Tx) RecordError(code, actor string, attempt int, msg string) error {
+	t.LogError(code, actor, attempt, msg)
+	return t.Append(&history.Record{Type: history.TypeError, Phase: t.M.Phase(), Role: actor, Attempt: attempt,
+		Error: &history.ErrorInfo{Code: code, Message: msg, CheckpointID: t.Checkpoint()}})
+}
+
+// MarkParked asks Commit to refresh jobHistory.json (a safe boundary).
+func (t *Tx) MarkParked() { t.parked = true }
+
+// Commit saves the manifest atomically. The history records it depends on
+// were fsync'd by Append before, so the manifest never runs ahead of them.
+func (t *Tx) Commit() error {
+	t.M.Run.UpdatedAt = t.Now().UTC().Format(time.RFC3339Nano)
+	if t.M.CreatedAt == "" {
+		t.M.CreatedAt = t.M.Run.UpdatedAt
+	}
+	if err := t.env.Store.Save(t.M); err != nil {
+		t.LogError("MANIFEST_WRITE", "SYSTEM", 0, err.Error())
+		return fmt.Errorf("save manifest: %w", err)
+	}
+	if t.parked {
+		if err := history.WriteJobHistory(t.Dir, t.ID, t.M.CreatedAt, t.env.Store.Workspace(t.ID)); err != nil {
+			// jobHistory.json is derived; the durable record is intact.
+			t.LogError("JOBHISTORY_WRITE", "SYSTEM", 0, err.Error())
+		}
+	}
+	return nil
+}
+
+// OutOfOrderError says a command does not apply to the job's status.
+type OutOfOrderError struct {
+	ID     string
+	Status lifecycle.Status
+	Want   string
+	Hint   string
+}
+
+func (e *OutOfOrderError) Error() string {
+	s := fmt.Sprintf("job %s is %s; %s", e.ID, e.Status, e.Want)
+	if e.Hint != "" {
+		s += " (" + e.Hint + ")"
+	}
+	return s
+}
+
+// IsOutOfOrder reports whether err is an OutOfOrderError.
+func IsOutOfOrder(err error) bool {
+	var e *OutOfOrderError
+	return errors.As(err, &e)
+}
+
+// KeepLog leaves the history open at Close: its owner (the engine's Run)
+// reuses it, refreshing it in each later transaction.
+func (t *Tx) KeepLog() { t.ownLog = false }
+
+// Store is the jobs folder.
+func (t *Tx) Store() *jobstore.Store { return t.env.Store }

@@ -1,0 +1,28 @@
+package jobtx
+
+import (
+	"time"
+
+	"github.com/logist/logist/internal/lifecycle"
+)
+
+// Observer hears what the engine does (metrics implement it). It must not
+// block.
+type Observer interface {
+	JobStatus(id string, from, to lifecycle.Status)
+	AgentCall(role, provider, outcome string, d time.Duration, costUSD float64)
+	Violation(code string)
+	Retry(cause string)
+	Halt(reason string)
+	HistoryAppend(d time.Duration, err error)
+}
+
+// Nop is an Observer that ignores everything.
+type Nop struct{}
+
+func (Nop) JobStatus(string, lifecycle.Status, lifecycle.Status)     {}
+func (Nop) AgentCall(string, string, string, time.Duration, float64) {}
+func (Nop) Violation(string)                                         {}
+func (Nop) Retry(string)                                             {}
+func (Nop) Halt(string)                                              {}
+func (Nop) HistoryAppend(time.Duration, error)                       {}

@@ -1,0 +1,439 @@
+// Package manifest reads, checks and writes job manifests (job.json): the
+// seed 002 manifest plus what a job needs to run. Decoding is strict: the
+// schema refuses unknown fields, and a manifest from a newer Logist is
+// refused rather than half-read.
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/workflow"
+	"github.com/logist/logist/schemas"
+)
+
+// CurrentVersion is the manifest schema_version this Logist writes.
+const CurrentVersion = 1
+
+// MaxSize bounds a manifest file; larger files are refused unread.
+const MaxSize = 1 << 20
+
+// Defaults for limits the manifest leaves out.
+const (
+	DefaultMaxRetries      = 3
+	DefaultMaxAPIRetries   = 3
+	DefaultBackoffMS       = 1000
+	DefaultCallTimeoutSecs = 1800
+	DefaultWorkflow        = "supervised"
+)
+
+// Manifest is a job's authoritative snapshot.
+type Manifest struct {
+	SchemaVersion        int                    `json:"schema_version"`
+	JobID                string                 `json:"job_id"`
+	Description          string                 `json:"description,omitempty"`
+	Status               lifecycle.Status       `json:"status"`
+	CurrentPhase         *string                `json:"current_phase"`
+	CreatedAt            string                 `json:"created_at,omitempty"`
+	Workflow             json.RawMessage        `json:"workflow,omitempty"`
+	TaskDescription      string                 `json:"task_description"`
+	ContextFiles         []string               `json:"context_files,omitempty"`
+	Agents               map[string]AgentConfig `json:"agents"`
+	Prompts              map[string]string      `json:"prompts,omitempty"`
+	CostThreshold        *float64               `json:"cost_threshold,omitempty"`
+	TimeThresholdMinutes *float64               `json:"time_threshold_minutes,omitempty"`
+	Limits               *Limits                `json:"limits,omitempty"`
+	Seed                 *int64                 `json:"seed,omitempty"`
+	Metrics              Metrics                `json:"metrics"`
+	History              []AuditEntry           `json:"history"`
+	Run                  RunState               `json:"run"`
+}
+
+// AgentConfig says which provider plays a role and how.
+type AgentConfig struct {
+	Provider       string       `json:"provider"`
+	Model          string       `json:"model,omitempty"`
+	TimeoutSeconds float64      `json:"timeout_seconds,omitempty"`
+	Script         []ScriptStep `json:"script,omitempty"`
+	Command        *Command     `json:"command,omitempty"`
+}
+
+// ScriptStep is one answer of the built-in scripted agent.
+type ScriptStep struct {
+	Action        string            `json:"action,omitempty"`
+	Summary       string            `json:"summary,omitempty"`
+	EvidenceFiles []string          `json:"evidence_files,omitempty"`
+	Files         map[string]string `json:"files,omitempty"`
+	Raw           *string           `json:"raw,omitempty"`
+	CostUSD       float64           `json:"cost_usd,omitempty"`
+	DelayMS       int64             `json:"delay_ms,omitempty"`
+	Error         string            `json:"error,omitempty"`
+}
+
+// Command configures the command provider.
+type Command struct {
+	Argv           []string          `json:"argv"`
+	Stdin          string            `json:"stdin,omitempty"`
+	Answer         string            `json:"answer,omitempty"`
+	EnvAllow       []string          `json:"env_allow,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	MaxOutputBytes int64             `json:"max_output_bytes,omitempty"`
+}
+
+// Limits bounds retries and calls.
+type Limits struct {
+	MaxRetries         *int     `json:"max_retries,omitempty"`
+	MaxAPIRetries      *int     `json:"max_api_retries,omitempty"`
+	BackoffInitialMS   *int64   `json:"backoff_initial_ms,omitempty"`
+	CallTimeoutSeconds *float64 `json:"call_timeout_seconds,omitempty"`
+}
+
+// Metrics are the job's accumulated spend.
+type Metrics struct {
+	CumulativeCost        float64 `json:"cumulative_cost"`         // cents
+	CumulativeTimeSeconds float64 `json:"cumulative_time_seconds"` // agent execution time
+	AgentCalls            int     `json:"agent_calls,omitempty"`
+}
+
+// AuditEntry is the manifest's short audit trail entry (seed 002 history).
+type AuditEntry struct {
+	Timestamp     string   `json:"timestamp"`
+	Role          string   `json:"role"`
+	Action        string   `json:"action"`
+	Phase         *string  `json:"phase,omitempty"`
+	EvidenceFiles []string `json:"evidence_files,omitempty"`
+	Note          string   `json:"note,omitempty"`
+}
+
+// RunState is runtime state Logist keeps between calls and across restarts.
+type RunState struct {
+	Reason          string   `json:"reason,omitempty"`
+	ErrorCode       string   `json:"error_code,omitempty"`
+	PhaseRetries    int      `json:"phase_retries,omitempty"`
+	APIFailures     int      `json:"api_failures,omitempty"`
+	Evidence        []string `json:"evidence,omitempty"`
+	Feedback        string   `json:"feedback,omitempty"`
+	PreviousSummary string   `json:"previous_summary,omitempty"`
+	Guidance        string   `json:"guidance,omitempty"`
+	LastSummary     string   `json:"last_summary,omitempty"`
+	CheckpointID    string   `json:"checkpoint_id,omitempty"`
+	UpdatedAt       string   `json:"updated_at,omitempty"`
+	StartedAt       string   `json:"started_at,omitempty"`
+	FinishedAt      string   `json:"finished_at,omitempty"`
+}
+
+// Error is a manifest problem: which file, which field (JSON pointer), why.
+type Error struct {
+	File    string
+	Pointer string
+	Reason  string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Pointer != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Pointer)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Reason)
+	return b.String()
+}
+
+// Errors is a list of manifest problems found at once.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	parts := make([]string, len(es))
+	for i, e := range es {
+		parts[i] = e.Error()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// ErrTooNew marks a manifest written by a newer Logist.
+var ErrTooNew = errors.New("manifest schema_version is newer than this logist supports")
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// ValidID reports whether id may name a job (and so a folder): no '/', no
+// '..', no control characters.
+func ValidID(id string) error {
+	if !idPattern.MatchString(id) || strings.Contains(id, "..") {
+		return fmt.Errorf("job id %q is invalid: use letters, digits, '.', '_' and '-' (at most 128, no '..')", id)
+	}
+	return nil
+}
+
+// ReadFile reads and decodes a manifest file; see Decode.
+func ReadFile(file string) (*Manifest, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", file, err)
+	}
+	return Decode(file, data)
+}
+
+// Decode parses and checks a manifest: size, JSON syntax, version, schema,
+// workflow and agents. file only names the source in errors.
+func Decode(file string, data []byte) (*Manifest, error) {
+	if len(data) > MaxSize {
+		return nil, &Error{File: file, Reason: fmt.Sprintf("file is larger than %d bytes", MaxSize)}
+	}
+	if !json.Valid(data) {
+		return nil, &Error{File: file, Reason: "invalid JSON: " + syntaxError(data)}
+	}
+	var doc any
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
+		return nil, &Error{File: file, Reason: "invalid JSON: " + err.Error()}
+	}
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		return nil, &Error{File: file, Reason: "manifest must be a JSON object"}
+	}
+	if v, ok := obj["schema_version"]; ok {
+		n, isNum := v.(json.Number)
+		iv, err := n.Int64()
+		if isNum && err == nil && iv > CurrentVersion {
+			return nil, &Error{File: file, Pointer: "/schema_version", Reason: fmt.Sprintf("%v (version %d is newer than this logist supports, %d; upgrade logist)", ErrTooNew, iv, CurrentVersion)}
+		}
+	}
+	if err := schemas.Validate(schemas.Manifest, doc); err != nil {
+		var se *schemas.Error
+		if errors.As(err, &se) {
+			es := make(Errors, len(se.Violations))
+			for i, v := range se.Violations {
+				p := v.Pointer
+				if p == "" {
+					p = "/"
+				}
+				es[i] = &Error{File: file, Pointer: p, Reason: v.Reason}
+			}
+			return nil, es
+		}
+		return nil, &Error{File: file, Reason: err.Error()}
+	}
+	var m Manifest
+	strict := json.NewDecoder(bytes.NewReader(data))
+	strict.DisallowUnknownFields()
+	if err := strict.Decode(&m); err != nil {
+		return nil, &Error{File: file, Reason: err.Error()}
+	}
+	m.normalise()
+	if err := m.check(file); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+func syntaxError(data []byte) string {
+	var v any
+	err := json.Unmarshal(data, &v)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		line, col := 1, 1
+		for _, c := range data[:min(int(se.Offset), len(data))] {
+			if c == '\n' {
+				line++
+				col = 1
+			} else {
+				col++
+			}
+		}
+		return fmt.Sprintf("%s at line %d column %d", se.Error(), line, col)
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "trailing data after the JSON value"
+}
+
+func (m *Manifest) normalise() {
+	if m.SchemaVersion == 0 {
+		m.SchemaVersion = CurrentVersion
+	}
+	if m.Status == "" {
+		m.Status = lifecycle.Pending
+	}
+	if m.History == nil {
+		m.History = []AuditEntry{}
+	}
+}
+
+// check does the semantic checks the schema cannot express.
+func (m *Manifest) check(file string) error {
+	var es Errors
+	wf, err := m.ResolveWorkflow()
+	if err != nil {
+		es = append(es, &Error{File: file, Pointer: "/workflow", Reason: err.Error()})
+	} else {
+		for _, role := range wf.Roles() {
+			if _, ok := m.Agents[role]; !ok {
+				es = append(es, &Error{File: file, Pointer: "/agents", Reason: fmt.Sprintf("workflow %s needs an agent for role %q", wf.Name, role)})
+			}
+		}
+		if m.CurrentPhase != nil {
+			if _, ok := wf.Phases[*m.CurrentPhase]; !ok {
+				es = append(es, &Error{File: file, Pointer: "/current_phase", Reason: fmt.Sprintf("phase %q is not in workflow %s", *m.CurrentPhase, wf.Name)})
+			}
+		}
+	}
+	for role, a := range m.Agents {
+		if a.Provider == "command" && a.Command != nil {
+			if a.Command.Answer == "file" && !hasPlaceholder(a.Command.Argv, "{answer_file}") {
+				es = append(es, &Error{File: file, Pointer: "/agents/" + role + "/command/argv", Reason: `answer "file" needs {answer_file} in argv so the program knows where to write`})
+			}
+		}
+	}
+	for i, p := range m.ContextFiles {
+		if path.IsAbs(p) || strings.HasPrefix(path.Clean(p), "..") {
+			es = append(es, &Error{File: file, Pointer: fmt.Sprintf("/context_files/%d", i), Reason: "path must stay inside the workspace"})
+		}
+	}
+	if len(es) > 0 {
+		return es
+	}
+	return nil
+}
+
+func hasPlaceholder(argv []string, ph string) bool {
+	for _, a := range argv {
+		if strings.Contains(a, ph) {
+			return true
+		}
+	}
+	return false
+}
+
+// ResolveWorkflow returns the job's workflow: a built-in by name (default
+// supervised) or the inline definition.
+func (m *Manifest) ResolveWorkflow() (*workflow.Workflow, error) {
+	raw := bytes.TrimSpace(m.Workflow)
+	if len(raw) == 0 {
+		return workflow.Builtin(DefaultWorkflow)
+	}
+	if raw[0] == '"' {
+		var name string
+		if err := json.Unmarshal(raw, &name); err != nil {
+			return nil, err
+		}
+		return workflow.Builtin(name)
+	}
+	var w workflow.Workflow
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return nil, err
+	}
+	if err := w.Check(); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+// Encode renders the manifest as indented JSON with a trailing newline.
+func (m *Manifest) Encode() ([]byte, error) {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// Phase returns the current phase or "".
+func (m *Manifest) Phase() string {
+	if m.CurrentPhase == nil {
+		return ""
+	}
+	return *m.CurrentPhase
+}
+
+// SetPhase sets or clears the current phase.
+func (m *Manifest) SetPhase(p string) {
+	if p == "" {
+		m.CurrentPhase = nil
+		return
+	}
+	m.CurrentPhase = &p
+}
+
+// MaxRetries returns the RETRY limit per phase.
+func (m *Manifest) MaxRetries() int {
+	if m.Limits != nil && m.Limits.MaxRetries != nil {
+		return *m.Limits.MaxRetries
+	}
+	return DefaultMaxRetries
+}
+
+// MaxAPIRetries returns how often an API/transport error is retried.
+func (m *Manifest) MaxAPIRetries() int {
+	if m.Limits != nil && m.Limits.MaxAPIRetries != nil {
+		return *m.Limits.MaxAPIRetries
+	}
+	return DefaultMaxAPIRetries
+}
+
+// BackoffInitial returns the first API-retry delay.
+func (m *Manifest) BackoffInitial() time.Duration {
+	if m.Limits != nil && m.Limits.BackoffInitialMS != nil {
+		return time.Duration(*m.Limits.BackoffInitialMS) * time.Millisecond
+	}
+	return DefaultBackoffMS * time.Millisecond
+}
+
+// CallTimeout returns the per-call timeout for role.
+func (m *Manifest) CallTimeout(role string) time.Duration {
+	if a, ok := m.Agents[role]; ok && a.TimeoutSeconds > 0 {
+		return seconds(a.TimeoutSeconds)
+	}
+	if m.Limits != nil && m.Limits.CallTimeoutSeconds != nil {
+		return seconds(*m.Limits.CallTimeoutSeconds)
+	}
+	return DefaultCallTimeoutSecs * time.Second
+}
+
+func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+
+// TimeBudget returns the job's time budget, or 0 when it has none.
+func (m *Manifest) TimeBudget() time.Duration {
+	if m.TimeThresholdMinutes == nil {
+		return 0
+	}
+	return time.Duration(*m.TimeThresholdMinutes * float64(time.Minute))
+}
+
+// OverCost reports whether the job is at or over its cost budget.
+func (m *Manifest) OverCost() bool {
+	return m.CostThreshold != nil && m.Metrics.CumulativeCost >= *m.CostThreshold
+}
+
+// OverTime reports whether the job has used its time budget.
+func (m *Manifest) OverTime() bool {
+	b := m.TimeBudget()
+	return b > 0 && seconds(m.Metrics.CumulativeTimeSeconds) >= b
+}
+
+// Audit appends a short entry to the manifest's history.
+func (m *Manifest) Audit(now time.Time, role, action, note string, evidence []string) {
+	e := AuditEntry{Timestamp: now.UTC().Format(time.RFC3339Nano), Role: role, Action: action, Note: note, EvidenceFiles: evidence}
+	if m.CurrentPhase != nil {
+		p := *m.CurrentPhase
+		e.Phase = &p
+	}
+	m.History = append(m.History, e)
+}

@@ -1,0 +1,81 @@
+// Package pathguard keeps paths that come from agents and manifests inside
+// their job folder: no absolute paths, no '..' that climbs out, no symlink
+// that points outside.
+package pathguard
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// EscapeError says a path would leave its root.
+type EscapeError struct {
+	Path   string
+	Reason string
+}
+
+func (e *EscapeError) Error() string {
+	return fmt.Sprintf("path %q escapes the workspace: %s", e.Path, e.Reason)
+}
+
+// Resolve returns the absolute path of rel inside root and whether it
+// exists. It fails with *EscapeError when rel is absolute, climbs out with
+// '..', or resolves through a symlink to a place outside root (root itself
+// may be a symlink; what counts is where it really is).
+func Resolve(root, rel string) (abs string, exists bool, err error) {
+	if rel == "" {
+		return "", false, &EscapeError{Path: rel, Reason: "empty path"}
+	}
+	if strings.ContainsRune(rel, 0) {
+		return "", false, &EscapeError{Path: rel, Reason: "contains a NUL byte"}
+	}
+	if filepath.IsAbs(rel) {
+		return "", false, &EscapeError{Path: rel, Reason: "absolute path"}
+	}
+	clean := filepath.Clean(rel)
+	if clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return "", false, &EscapeError{Path: rel, Reason: "'..' leads outside"}
+	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", false, fmt.Errorf("workspace %s: %w", root, err)
+	}
+	full := filepath.Join(realRoot, clean)
+	// The longest prefix that exists decides where the path really goes;
+	// a missing tail cannot contain a symlink yet.
+	p := full
+	for {
+		if _, err := os.Lstat(p); err == nil {
+			break
+		} else if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, os.ErrInvalid) {
+			return "", false, fmt.Errorf("stat %s: %w", rel, err)
+		}
+		if p == realRoot {
+			break
+		}
+		p = filepath.Dir(p)
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		// A dangling symlink: where it points is unknowable, refuse it.
+		return "", false, &EscapeError{Path: rel, Reason: "dangling symlink"}
+	}
+	if !Within(realRoot, real) {
+		return "", false, &EscapeError{Path: rel, Reason: "symlink points outside"}
+	}
+	if p == full {
+		return filepath.Join(real), true, nil
+	}
+	return filepath.Join(real, strings.TrimPrefix(full, p)), false, nil
+}
+
+// Within reports whether path is root or below it (both clean, absolute).
+func Within(root, path string) bool {
+	if path == root {
+		return true
+	}
+	return strings.HasPrefix(path, strings.TrimSuffix(root, string(filepath.Separator))+string(filepath.Separator))
+}

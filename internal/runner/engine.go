@@ -1,0 +1,553 @@
+// Package runner is the engine: it drives one job through its workflow, one
+// agent call at a time, with the request recorded before the call and the
+// response after it, answers validated, the escalation matrix applied, and
+// budgets enforced. Scheduler runs many jobs in parallel.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/response"
+	"github.com/logist/logist/internal/workflow"
+)
+
+// Causes of a cancelled call.
+var (
+	ErrShutdown = errors.New("daemon shutting down")
+	ErrHalted   = errors.New("job halted by a steward")
+)
+
+// Engine runs jobs.
+type Engine struct {
+	Env *jobtx.Env
+	// NewProvider builds a role's agent (agent.New unless a test swaps it).
+	NewProvider func(manifest.AgentConfig) (agent.Provider, error)
+	// Sleep waits for backoff; tests make it instant.
+	Sleep func(ctx context.Context, d time.Duration) error
+
+	// Draining stops runs from starting another call (graceful shutdown);
+	// calls in flight go on.
+	Draining atomic.Bool
+
+	rngMu sync.Mutex
+	rng   *rand.Rand
+}
+
+// NewEngine returns an engine with the real providers and clock.
+func NewEngine(env *jobtx.Env) *Engine {
+	if env.Obs == nil {
+		env.Obs = jobtx.Nop{}
+	}
+	return &Engine{Env: env, NewProvider: agent.New, Sleep: sleepCtx, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Run drives job id until it leaves the active statuses (finished, waiting
+// for a steward, halted) or ctx ends. Cancel ctx with cause ErrHalted to
+// kill the call in flight because a steward halted the job, or ErrShutdown
+// to interrupt it so that the next start re-attempts the same turn.
+func (e *Engine) Run(ctx context.Context, id string) error {
+	var log *history.Log
+	defer func() {
+		if log != nil {
+			log.Close()
+		}
+	}()
+	for {
+		if ctx.Err() != nil || e.Draining.Load() {
+			return nil
+		}
+		next, l, err := e.step(ctx, id, log)
+		log = l
+		if err != nil {
+			return err
+		}
+		if next.done {
+			return nil
+		}
+		if next.backoff > 0 {
+			if err := e.Sleep(ctx, next.backoff); err != nil {
+				return nil
+			}
+		}
+	}
+}
+
+type stepResult struct {
+	done    bool
+	backoff time.Duration
+}
+
+// call is what the pre-call transaction hands to the call.
+type call struct {
+	req         *agent.Request
+	hreq        *history.Request
+	interaction int
+	attempt     int
+	phase       string
+	role        string
+	provider    string
+	stateBefore lifecycle.Status
+	deadline    time.Duration
+	budgetBound bool // the deadline is the job's remaining time budget
+}
+
+// step does one unit of work: prepare and record a call, make it, record
+// its outcome and the transition it implies.
+func (e *Engine) step(ctx context.Context, id string, log *history.Log) (stepResult, *history.Log, error) {
+	tx, err := jobtx.Begin(e.Env, id, log)
+	if err != nil {
+		return stepResult{done: true}, log, err
+	}
+	// The engine keeps the history open across steps of this Run.
+	log = tx.Log
+	tx.KeepLog()
+	c, res, err := e.prepare(tx)
+	tx.Close()
+	if err != nil || c == nil {
+		return res, log, err
+	}
+
+	prov, perr := e.NewProvider(tx.M.Agents[c.role])
+	start := time.Now()
+	var out *agent.Result
+	var callErr error
+	cctx, cancel := context.WithTimeout(ctx, c.deadline)
+	if perr != nil {
+		callErr = perr
+	} else {
+		out, callErr = prov.Call(cctx, c.req)
+	}
+	elapsed := time.Since(start)
+	timedOut := errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+	cancel()
+
+	tx, err = jobtx.Begin(e.Env, id, log)
+	if err != nil {
+		return stepResult{done: true}, log, err
+	}
+	tx.KeepLog()
+	defer tx.Close()
+	res, err = e.finish(ctx, tx, c, out, callErr, elapsed, timedOut)
+	return res, log, err
+}
+
+// prepare runs under the job lock before a call: start the job, enforce
+// budgets, and write the request (intent) durably. It returns nil call when
+// there is nothing to call.
+func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
+	m := tx.M
+	done := stepResult{done: true}
+	if !m.Status.Active() {
+		return nil, done, nil
+	}
+	wf, err := m.ResolveWorkflow()
+	if err != nil {
+		return nil, done, err
+	}
+	if m.Status == lifecycle.Pending {
+		if halted, err := e.enforceBudgets(tx); halted || err != nil {
+			return nil, done, err
+		}
+		phase := m.Phase()
+		if phase == "" {
+			phase = wf.Start
+		}
+		if m.Run.StartedAt == "" {
+			m.Run.StartedAt = tx.Now().UTC().Format(time.RFC3339Nano)
+		}
+		if err := tx.Transition(lifecycle.EvStart, wf.Phases[phase].Status, phase, "SYSTEM", ""); err != nil {
+			return nil, done, err
+		}
+		if err := tx.Commit(); err != nil {
+			return nil, done, err
+		}
+	}
+	if halted, err := e.enforceBudgets(tx); halted || err != nil {
+		return nil, done, err
+	}
+	phase := m.Phase()
+	ph, ok := wf.Phases[phase]
+	if !ok {
+		return nil, done, fmt.Errorf("job %s: phase %q is not in workflow %s", tx.ID, phase, wf.Name)
+	}
+	c := &call{phase: phase, role: ph.Role, provider: m.Agents[ph.Role].Provider, stateBefore: m.Status}
+	c.deadline, c.budgetBound = callDeadline(m, ph.Role)
+
+	st := tx.Log.State()
+	if oi := st.OpenIntent; oi != nil && oi.Phase == phase && oi.Request != nil && oi.Interaction != nil {
+		// The last call was cut off (crash, shutdown): ask again with the
+		// same stored request, never a new one, and never record a
+		// half-finished answer.
+		c.interaction, c.attempt, c.hreq = *oi.Interaction, oi.Attempt+1, oi.Request
+		c.req = requestFromHistory(tx, c, oi.Request)
+		if err := tx.RecordError(agent.CodeInterrupted, c.role, c.attempt,
+			fmt.Sprintf("re-attempting interrupted interaction %d with its stored request", c.interaction)); err != nil {
+			return nil, done, err
+		}
+		return c, stepResult{}, nil
+	}
+	sys, err := systemPrompt(m, tx.Dir, ph.Role)
+	if err != nil {
+		// A broken prompt override is the manifest's fault: a steward fixes it.
+		m.Run.ErrorCode = agent.CodeConfig
+		if terr := tx.Transition(lifecycle.EvAgentFailed, lifecycle.InterventionRequired, "", "SYSTEM", err.Error()); terr != nil {
+			return nil, done, terr
+		}
+		return nil, done, tx.Commit()
+	}
+	c.interaction = st.NextInteraction
+	c.attempt = m.Run.APIFailures + 1
+	files := append(append([]string{}, m.ContextFiles...), m.Run.Evidence...)
+	files = dedupe(files)
+	meta := map[string]any{
+		"role":             ph.Role,
+		"phase":            phase,
+		"provider":         c.provider,
+		"accepted_formats": []string{workflow.ActionCompleted, workflow.ActionStuck, workflow.ActionRetry},
+		"attempt":          c.attempt,
+		"interaction":      c.interaction,
+	}
+	if m.Agents[ph.Role].Model != "" {
+		meta["model"] = m.Agents[ph.Role].Model
+	}
+	if m.CostThreshold != nil {
+		meta["cost_threshold"] = *m.CostThreshold
+	}
+	if m.TimeThresholdMinutes != nil {
+		meta["time_threshold_minutes"] = *m.TimeThresholdMinutes
+	}
+	if m.Seed != nil {
+		meta["seed"] = *m.Seed
+	}
+	c.hreq = &history.Request{
+		Prompt:          renderPrompt(sys, m.TaskDescription, ph, files, m.Run),
+		FilesContext:    files,
+		Metadata:        meta,
+		SystemPrompt:    sys,
+		TaskDescription: m.TaskDescription,
+		WorkspacePath:   tx.Store().Workspace(tx.ID),
+	}
+	c.req = requestFromHistory(tx, c, c.hreq)
+	if err := tx.Store().EnsureWorkspace(tx.ID); err != nil {
+		return nil, done, err
+	}
+	n := c.interaction
+	if err := tx.Append(&history.Record{Type: history.TypeIntent, Interaction: &n, Phase: phase, Role: ph.Role,
+		Attempt: c.attempt, StateBefore: string(m.Status), Request: c.hreq}); err != nil {
+		return nil, done, err
+	}
+	return c, stepResult{}, nil
+}
+
+func requestFromHistory(tx *jobtx.Tx, c *call, h *history.Request) *agent.Request {
+	return &agent.Request{
+		JobID: tx.ID, Phase: c.phase, Role: c.role, ContextFiles: h.FilesContext, SystemPrompt: h.SystemPrompt,
+		TaskDescription: h.TaskDescription, Prompt: h.Prompt, Metadata: h.Metadata,
+		Workspace: tx.Store().Workspace(tx.ID), JobDir: tx.Dir, Interaction: c.interaction,
+		CallIndex: tx.Log.State().Responses[c.role],
+	}
+}
+
+func dedupe(in []string) []string {
+	seen := map[string]bool{}
+	out := []string{}
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// callDeadline is the smaller of the role's call timeout and what is left
+// of the job's time budget.
+func callDeadline(m *manifest.Manifest, role string) (time.Duration, bool) {
+	d := m.CallTimeout(role)
+	if b := m.TimeBudget(); b > 0 {
+		left := b - time.Duration(m.Metrics.CumulativeTimeSeconds*float64(time.Second))
+		if left < d {
+			return max(left, time.Millisecond), true
+		}
+	}
+	return d, false
+}
+
+// enforceBudgets halts a job at or over its cost or time budget. It runs
+// before every call, so a budget is overshot by at most one call.
+func (e *Engine) enforceBudgets(tx *jobtx.Tx) (bool, error) {
+	m := tx.M
+	switch {
+	case m.OverCost():
+		reason := fmt.Sprintf("cost %.2f cents reached the budget of %.2f cents; raise it with logist resume %s --cost-threshold CENTS", m.Metrics.CumulativeCost, *m.CostThreshold, tx.ID)
+		m.Run.ErrorCode = "COST_BUDGET"
+		if err := tx.Transition(lifecycle.EvCostExceeded, lifecycle.HaltedCost, "", "SYSTEM", reason); err != nil {
+			return true, err
+		}
+		e.Env.Obs.Halt("cost")
+		return true, tx.Commit()
+	case m.OverTime():
+		reason := fmt.Sprintf("time %.1fs reached the budget of %.1f minutes; raise it with logist resume %s --time-threshold-minutes M", m.Metrics.CumulativeTimeSeconds, *m.TimeThresholdMinutes, tx.ID)
+		m.Run.ErrorCode = "TIME_BUDGET"
+		if err := tx.Transition(lifecycle.EvTimeExceeded, lifecycle.HaltedTime, "", "SYSTEM", reason); err != nil {
+			return true, err
+		}
+		e.Env.Obs.Halt("time")
+		return true, tx.Commit()
+	}
+	return false, nil
+}
+
+// finish runs under the job lock after a call: account its cost and time,
+// record the response exactly once, and apply the escalation matrix.
+func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.Result, callErr error, elapsed time.Duration, timedOut bool) (stepResult, error) {
+	m := tx.M
+	done := stepResult{done: true}
+	cost := 0.0
+	if out != nil {
+		cost = out.CostUSD
+	} else if ae, ok := agent.AsError(callErr); ok {
+		cost = ae.CostUSD
+	}
+	m.Metrics.CumulativeCost += cost * 100
+	m.Metrics.CumulativeTimeSeconds += elapsed.Seconds()
+	m.Metrics.AgentCalls++
+	resp := &history.Response{EvidenceFiles: []string{}, ExecutionTimeSeconds: round3(elapsed.Seconds()), CostUSD: cost}
+	if out != nil {
+		resp.RawResponse = string(out.Raw)
+		resp.SessionID, resp.Tokens, resp.Stderr = out.SessionID, out.Tokens, truncate(out.Stderr, 4096)
+	}
+	n := c.interaction
+	record := func() error {
+		return tx.Append(&history.Record{Type: history.TypeResponse, Interaction: &n, Phase: c.phase, Role: c.role,
+			Attempt: c.attempt, StateBefore: string(c.stateBefore), Response: resp})
+	}
+	outcome := func(o string) { e.Env.Obs.AgentCall(c.role, c.provider, o, elapsed, cost) }
+
+	// Cancelled by a steward: the job changed under us; record what the
+	// call produced and leave the status as the steward set it.
+	if !m.Status.Active() || m.Phase() != c.phase {
+		resp.Status, resp.ErrorCode, resp.Error = history.StatusError, agent.CodeCanceled, fmt.Sprintf("job became %s during the call", m.Status)
+		outcome("canceled")
+		if err := record(); err != nil {
+			return done, err
+		}
+		return done, tx.Commit()
+	}
+	// Daemon shutdown: no response is written, so the next start asks again
+	// with the same request.
+	if ctx.Err() != nil {
+		outcome("interrupted")
+		if err := tx.RecordError(agent.CodeInterrupted, c.role, c.attempt, "agent call interrupted by shutdown; it will be re-attempted with the same request"); err != nil {
+			return done, err
+		}
+		return done, tx.Commit()
+	}
+	if timedOut {
+		resp.Status, resp.ErrorCode = history.StatusTimeout, agent.CodeTimeout
+		outcome("timeout")
+		if c.budgetBound {
+			resp.Error = fmt.Sprintf("time budget ran out after %.1fs; agent killed", elapsed.Seconds())
+			if err := record(); err != nil {
+				return done, err
+			}
+			tx.LogError(agent.CodeTimeout, c.role, c.attempt, resp.Error)
+			m.Run.ErrorCode = "TIME_BUDGET"
+			reason := fmt.Sprintf("time budget of %.1f minutes ran out during the %s call; raise it with logist resume %s --time-threshold-minutes M", *m.TimeThresholdMinutes, c.role, tx.ID)
+			if err := tx.Transition(lifecycle.EvTimeExceeded, lifecycle.HaltedTime, "", "SYSTEM", reason); err != nil {
+				return done, err
+			}
+			e.Env.Obs.Halt("time")
+			return done, tx.Commit()
+		}
+		resp.Error = fmt.Sprintf("call exceeded its timeout of %s; agent killed", c.deadline)
+		return done, e.escalate(tx, c, resp, record, lifecycle.EvAgentFailed, agent.CodeTimeout, resp.Error)
+	}
+	if callErr != nil {
+		ae, ok := agent.AsError(callErr)
+		if !ok {
+			ae = &agent.Error{Code: agent.CodeAPIError, Transient: true, Msg: callErr.Error()}
+		}
+		resp.Status, resp.ErrorCode, resp.Error = history.StatusError, ae.Code, ae.Msg
+		resp.RawResponse, resp.Stderr = truncate(string(ae.Partial), 64<<10), truncate(ae.Stderr, 4096)
+		if ae.Transient {
+			outcome("error")
+			m.Run.APIFailures++
+			if m.Run.APIFailures <= m.MaxAPIRetries() {
+				if err := record(); err != nil {
+					return done, err
+				}
+				tx.LogError(ae.Code, c.role, c.attempt, ae.Msg)
+				e.Env.Obs.Retry("api_error")
+				if err := tx.Commit(); err != nil {
+					return done, err
+				}
+				return stepResult{backoff: e.backoff(m.BackoffInitial(), m.Run.APIFailures)}, nil
+			}
+			reason := fmt.Sprintf("%s after %d automatic retries: %s", ae.Code, m.MaxAPIRetries(), ae.Msg)
+			return done, e.escalate(tx, c, resp, record, lifecycle.EvAgentFailed, ae.Code, reason)
+		}
+		outcome("error")
+		return done, e.escalate(tx, c, resp, record, lifecycle.EvAgentFailed, ae.Code, ae.Msg)
+	}
+
+	ans, warns, verr := response.Validate(out.Raw, tx.Store().Workspace(tx.ID))
+	if verr != nil {
+		var re *response.Error
+		errors.As(verr, &re)
+		resp.Status, resp.ErrorCode, resp.Error = history.StatusError, re.Code, re.Reason
+		outcome("invalid")
+		e.Env.Obs.Violation(re.Code)
+		return done, e.escalate(tx, c, resp, record, lifecycle.EvInvalid, re.Code, "invalid agent answer: "+verr.Error())
+	}
+	outcome("ok")
+	resp.Status, resp.Action, resp.EvidenceFiles, resp.Summary = history.StatusSuccess, ans.Action, ans.EvidenceFiles, ans.Summary
+	for _, w := range warns {
+		resp.Warnings = append(resp.Warnings, w.Detail)
+		tx.LogError(w.Code, c.role, c.attempt, w.Detail)
+	}
+	return e.apply(tx, c, ans, resp, record)
+}
+
+// escalate records a failed response and moves the job to
+// INTERVENTION_REQUIRED with the reason (the seed's STUCK rows).
+func (e *Engine) escalate(tx *jobtx.Tx, c *call, resp *history.Response, record func() error, ev lifecycle.Event, code, reason string) error {
+	resp.NewStatus = string(lifecycle.InterventionRequired)
+	if err := record(); err != nil {
+		return err
+	}
+	tx.LogError(code, c.role, c.attempt, reason)
+	tx.M.Run.ErrorCode = code
+	tx.M.Run.APIFailures = 0
+	tx.M.Audit(tx.Now(), c.role, "STUCK", code+": "+truncate(reason, 300), nil)
+	if err := tx.Transition(ev, lifecycle.InterventionRequired, "", c.role, reason); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// apply follows a valid answer along the workflow.
+func (e *Engine) apply(tx *jobtx.Tx, c *call, ans *response.Answer, resp *history.Response, record func() error) (stepResult, error) {
+	m := tx.M
+	done := stepResult{done: true}
+	wf, err := m.ResolveWorkflow()
+	if err != nil {
+		return done, err
+	}
+	target, err := wf.Next(c.phase, ans.Action)
+	if err != nil {
+		return done, err
+	}
+	m.Run.APIFailures = 0
+	m.Run.LastSummary = ans.Summary
+	m.Audit(tx.Now(), c.role, ans.Action, truncate(ans.Summary, 300), ans.EvidenceFiles)
+
+	var ev lifecycle.Event
+	var to lifecycle.Status
+	toPhase := ""
+	reason := ""
+	switch {
+	case target == workflow.TargetIntervention:
+		ev, to = lifecycle.EvStuck, lifecycle.InterventionRequired
+		reason = fmt.Sprintf("%s answered %s: %s", c.role, ans.Action, ans.Summary)
+		m.Run.ErrorCode = "AGENT_STUCK"
+	case target == workflow.TargetSuccess:
+		ev, to = lifecycle.EvSucceed, lifecycle.Success
+	case ans.Action == workflow.ActionRetry:
+		m.Run.PhaseRetries++
+		if m.Run.PhaseRetries > m.MaxRetries() {
+			ev, to = lifecycle.EvRetryLimit, lifecycle.InterventionRequired
+			reason = fmt.Sprintf("RETRY limit of %d reached in phase %s; last summary: %s", m.MaxRetries(), c.phase, ans.Summary)
+			m.Run.ErrorCode = "RETRY_LIMIT"
+		} else {
+			ev, to, toPhase = lifecycle.EvRetry, wf.Phases[target].Status, target
+			e.Env.Obs.Retry("agent_retry")
+		}
+	default:
+		ev, to, toPhase = lifecycle.EvAdvance, wf.Phases[target].Status, target
+	}
+	resp.NewStatus = string(to)
+	if err := record(); err != nil {
+		return done, err
+	}
+
+	// Context for whoever plays next.
+	switch ans.Action {
+	case workflow.ActionCompleted:
+		m.Run.PreviousSummary, m.Run.Feedback, m.Run.PhaseRetries = ans.Summary, "", 0
+		m.Run.Evidence = ans.EvidenceFiles
+	case workflow.ActionRetry:
+		m.Run.Feedback = ans.Summary
+		if len(ans.EvidenceFiles) > 0 {
+			m.Run.Evidence = ans.EvidenceFiles
+		}
+	}
+	if to.Active() || to == lifecycle.Success {
+		m.Run.Guidance = "" // delivered in this call's prompt
+	}
+
+	// A phase boundary is a safe place to resume from.
+	if ans.Action == workflow.ActionCompleted {
+		n := c.interaction
+		cp := &history.RecoveryPoint{
+			CheckpointID: fmt.Sprintf("cp-%04d-%s", n, c.phase), Sequence: n, ResumePhase: toPhase, CanResumeFrom: true,
+			Description:   fmt.Sprintf("%s completed phase %s: %s", c.role, c.phase, truncate(ans.Summary, 200)),
+			RollbackFiles: ans.EvidenceFiles,
+			Metadata:      map[string]any{"evidence_count": len(ans.EvidenceFiles), "role": c.role, "phase": c.phase},
+		}
+		if err := tx.Append(&history.Record{Type: history.TypeRecoveryPoint, Phase: c.phase, Role: c.role, RecoveryPoint: cp}); err != nil {
+			return done, err
+		}
+		m.Run.CheckpointID = cp.CheckpointID
+		tx.MarkParked()
+	}
+	if err := tx.Transition(ev, to, toPhase, c.role, reason); err != nil {
+		return done, err
+	}
+	if err := tx.Commit(); err != nil {
+		return done, err
+	}
+	return stepResult{done: !to.Active()}, nil
+}
+
+// backoff is initial·2^(n-1) with ±50% jitter, capped at five minutes.
+func (e *Engine) backoff(initial time.Duration, n int) time.Duration {
+	d := float64(initial) * math.Pow(2, float64(n-1))
+	d = math.Min(d, float64(5*time.Minute))
+	e.rngMu.Lock()
+	j := 0.5 + e.rng.Float64()
+	e.rngMu.Unlock()
+	return time.Duration(d * j)
+}
+
+func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…[truncated]"
+}

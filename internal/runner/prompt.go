@@ -1,0 +1,68 @@
+package runner
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/pathguard"
+	"github.com/logist/logist/internal/workflow"
+)
+
+const genericPrompt = `You are the %s in a Logist job. Work in the current directory (the job's workspace).
+Answer with exactly one JSON object and nothing else:
+{"action": "COMPLETED" | "STUCK" | "RETRY", "evidence_files": ["relative/paths"], "summary_for_supervisor": "at most 500 characters"}
+`
+
+// systemPrompt is the role's prompt: the manifest's override file (inside
+// the job folder), else the built-in one for the role, else a generic one.
+func systemPrompt(m *manifest.Manifest, jobDir, role string) (string, error) {
+	if rel, ok := m.Prompts[role]; ok {
+		p, _, err := pathguard.Resolve(jobDir, rel)
+		if err != nil {
+			return "", fmt.Errorf("prompts.%s: %w", role, err)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return "", fmt.Errorf("prompts.%s: %w", role, err)
+		}
+		return string(b), nil
+	}
+	if s := workflow.DefaultPrompt(role); s != "" {
+		return s, nil
+	}
+	return fmt.Sprintf(genericPrompt, role), nil
+}
+
+// renderPrompt is the complete text an LLM agent sees: system prompt, task,
+// context files, and what earlier turns and the steward said.
+func renderPrompt(system, task string, phase workflow.Phase, ctxFiles []string, run manifest.RunState) string {
+	var b strings.Builder
+	b.WriteString(strings.TrimSpace(system))
+	b.WriteString("\n\n## Task\n")
+	b.WriteString(strings.TrimSpace(task))
+	b.WriteString("\n")
+	if phase.Task != "" {
+		b.WriteString("\n## This phase\n")
+		b.WriteString(strings.TrimSpace(phase.Task))
+		b.WriteString("\n")
+	}
+	if len(ctxFiles) > 0 {
+		b.WriteString("\n## Context files (relative to the workspace)\n")
+		for _, f := range ctxFiles {
+			b.WriteString("- " + filepath.ToSlash(f) + "\n")
+		}
+	}
+	if run.PreviousSummary != "" {
+		b.WriteString("\n## Summary of the previous phase\n" + run.PreviousSummary + "\n")
+	}
+	if run.Feedback != "" {
+		b.WriteString("\n## Feedback to address (the work was sent back)\n" + run.Feedback + "\n")
+	}
+	if run.Guidance != "" {
+		b.WriteString("\n## Guidance from the human steward\n" + run.Guidance + "\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,208 @@
+// Package steward applies a human steward's commands to a job: submit,
+// activate, resume, halt. Each runs as one job transaction (internal/jobtx)
+// under the job's lock, checks the status first and records itself in the
+// history before the manifest changes, so a command takes effect exactly
+// once and never races the daemon, whether or not the daemon runs. The
+// daemon sees the new manifest through its watcher and acts on it (starts
+// the job, or kills the call in flight of a halted one).
+package steward
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
+)
+
+// Steward runs commands for one person.
+type Steward struct {
+	Env  *jobtx.Env
+	User string
+}
+
+// New returns a steward acting as the current OS user.
+func New(env *jobtx.Env) *Steward {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	return &Steward{Env: env, User: name}
+}
+
+func commandID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// ExistsError says a submitted job id is taken.
+type ExistsError struct{ ID string }
+
+func (e *ExistsError) Error() string {
+	return fmt.Sprintf("job %s already exists; choose another job_id or file name", e.ID)
+}
+
+// Submit validates a manifest file and places it in the jobs folder as a
+// new job. It returns the job id.
+func (s *Steward) Submit(file string) (string, *manifest.Manifest, error) {
+	m, err := manifest.ReadFile(file)
+	if err != nil {
+		return "", nil, err
+	}
+	id := m.JobID
+	if id == "" {
+		base := filepath.Base(file)
+		if base == "job.json" {
+			id = filepath.Base(filepath.Dir(file))
+		} else {
+			id = strings.TrimSuffix(base, filepath.Ext(base))
+		}
+	}
+	if err := manifest.ValidID(id); err != nil {
+		return "", nil, &manifest.Error{File: file, Pointer: "/job_id", Reason: err.Error() + "; set job_id in the manifest"}
+	}
+	if !m.Status.Valid() || (m.Status != lifecycle.Draft && m.Status != lifecycle.Pending) {
+		return "", nil, &manifest.Error{File: file, Pointer: "/status", Reason: fmt.Sprintf("a new job starts as DRAFT or PENDING, not %s", m.Status)}
+	}
+	m.JobID = id
+	if err := os.MkdirAll(s.Env.Store.Dir, 0o700); err != nil {
+		return "", nil, err
+	}
+	if err := s.Env.Store.Create(m); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return "", nil, &ExistsError{ID: id}
+		}
+		return "", nil, err
+	}
+	return id, m, nil
+}
+
+// ResumeOptions are resume's optional changes.
+type ResumeOptions struct {
+	Guidance             string
+	CostThreshold        *float64
+	TimeThresholdMinutes *float64
+}
+
+// Resume continues a job waiting for a steward (INTERVENTION_REQUIRED,
+// HALTED_COST, HALTED_TIME) at the phase where it stopped.
+func (s *Steward) Resume(id string, o ResumeOptions) (*manifest.Manifest, error) {
+	tx, err := jobtx.Begin(s.Env, id, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Close()
+	m := tx.M
+	if !m.Status.Waiting() {
+		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "only INTERVENTION_REQUIRED, HALTED_COST or HALTED_TIME jobs can be resumed", Hint: hintFor(m.Status, id)}
+	}
+	changes := map[string]any{}
+	if o.CostThreshold != nil {
+		m.CostThreshold = o.CostThreshold
+		changes["cost_threshold"] = *o.CostThreshold
+	}
+	if o.TimeThresholdMinutes != nil {
+		m.TimeThresholdMinutes = o.TimeThresholdMinutes
+		changes["time_threshold_minutes"] = *o.TimeThresholdMinutes
+	}
+	if m.OverCost() {
+		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: fmt.Sprintf("its cost %.2f cents is still at or over the budget of %.2f cents", m.Metrics.CumulativeCost, *m.CostThreshold),
+			Hint: fmt.Sprintf("raise it: logist resume %s --cost-threshold %.0f", id, m.Metrics.CumulativeCost*2+100)}
+	}
+	if m.OverTime() {
+		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: fmt.Sprintf("its time %.1fs is still at or over the budget of %g minutes", m.Metrics.CumulativeTimeSeconds, *m.TimeThresholdMinutes),
+			Hint: fmt.Sprintf("raise it: logist resume %s --time-threshold-minutes %g", id, *m.TimeThresholdMinutes*2)}
+	}
+	if err := s.record(tx, "resume", o.Guidance, "", changes); err != nil {
+		return nil, err
+	}
+	if o.Guidance != "" {
+		m.Run.Guidance = o.Guidance
+	}
+	m.Run.PhaseRetries, m.Run.APIFailures = 0, 0
+	m.Audit(tx.Now(), "Steward", "RESUME", o.Guidance, nil)
+	if err := tx.Transition(lifecycle.EvResume, lifecycle.Pending, "", "STEWARD", "resumed by "+s.User); err != nil {
+		return nil, err
+	}
+	return m, tx.Commit()
+}
+
+// Halt cancels a job; the daemon kills its call in flight.
+func (s *Steward) Halt(id, reason string) (*manifest.Manifest, error) {
+	tx, err := jobtx.Begin(s.Env, id, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Close()
+	m := tx.M
+	if !lifecycle.Allows(m.Status, lifecycle.EvHalt) {
+		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "a finished job cannot be halted"}
+	}
+	if reason == "" {
+		reason = "halted by " + s.User
+	}
+	if err := s.record(tx, "halt", "", reason, nil); err != nil {
+		return nil, err
+	}
+	m.Audit(tx.Now(), "Steward", "HALT", reason, nil)
+	if err := tx.Transition(lifecycle.EvHalt, lifecycle.Canceled, "", "STEWARD", reason); err != nil {
+		return nil, err
+	}
+	return m, tx.Commit()
+}
+
+// Activate moves a DRAFT job to PENDING.
+func (s *Steward) Activate(id string) (*manifest.Manifest, error) {
+	tx, err := jobtx.Begin(s.Env, id, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Close()
+	m := tx.M
+	if m.Status != lifecycle.Draft {
+		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "only DRAFT jobs can be activated", Hint: hintFor(m.Status, id)}
+	}
+	if err := s.record(tx, "activate", "", "", nil); err != nil {
+		return nil, err
+	}
+	m.Audit(tx.Now(), "Steward", "ACTIVATE", "", nil)
+	if err := tx.Transition(lifecycle.EvActivate, lifecycle.Pending, "", "STEWARD", "activated by "+s.User); err != nil {
+		return nil, err
+	}
+	return m, tx.Commit()
+}
+
+func (s *Steward) record(tx *jobtx.Tx, cmd, guidance, reason string, changes map[string]any) error {
+	n := tx.Log.State().NextInteraction
+	return tx.Append(&history.Record{Type: history.TypeSteward, Interaction: &n, Phase: tx.M.Phase(), Role: "Steward",
+		StateBefore: string(tx.M.Status),
+		Steward:     &history.Steward{Command: cmd, CommandID: commandID(), User: s.User, Guidance: guidance, Reason: reason, Changes: changes}})
+}
+
+// hintFor says what a steward can do with a job in status st.
+func hintFor(st lifecycle.Status, id string) string {
+	switch st {
+	case lifecycle.Draft:
+		return "activate it first: logist activate " + id
+	case lifecycle.Pending, lifecycle.Running, lifecycle.Reviewing:
+		return "it is queued or running; logist halt " + id + " stops it"
+	case lifecycle.Success, lifecycle.Canceled:
+		return "it has finished"
+	case lifecycle.InterventionRequired, lifecycle.HaltedCost, lifecycle.HaltedTime:
+		return "continue it: logist resume " + id + " --guidance TEXT"
+	}
+	return ""
+}
+
+// Hint is hintFor for other packages.
+func Hint(st lifecycle.Status, id string) string { return hintFor(st, id) }

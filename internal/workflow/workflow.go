@@ -1,0 +1,163 @@
+// Package workflow describes workflows as data: phases, the role that plays
+// each, and where each answer (COMPLETED, RETRY, STUCK) leads. The engine in
+// internal/runner interprets them; adding a workflow needs no engine change.
+package workflow
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/logist/logist/internal/lifecycle"
+)
+
+// Terminal targets an answer can lead to instead of a phase.
+const (
+	TargetSuccess      = "SUCCESS"
+	TargetIntervention = "INTERVENTION_REQUIRED"
+)
+
+// Actions an agent can answer.
+const (
+	ActionCompleted = "COMPLETED"
+	ActionRetry     = "RETRY"
+	ActionStuck     = "STUCK"
+)
+
+// Actions in the order of the response schema's enum.
+var Actions = []string{ActionCompleted, ActionStuck, ActionRetry}
+
+// Phase is one step of a workflow.
+type Phase struct {
+	Role        string            `json:"role"`
+	Status      lifecycle.Status  `json:"status,omitempty"`
+	Description string            `json:"description,omitempty"`
+	Task        string            `json:"task,omitempty"`
+	On          map[string]string `json:"on"`
+}
+
+// Workflow is a named graph of phases.
+type Workflow struct {
+	Name        string           `json:"name"`
+	Description string           `json:"description,omitempty"`
+	Start       string           `json:"start"`
+	Phases      map[string]Phase `json:"phases"`
+}
+
+//go:embed builtin/*.json
+var builtinFS embed.FS
+
+//go:embed prompts/*.md
+var promptFS embed.FS
+
+// Builtin returns a built-in workflow by name.
+func Builtin(name string) (*Workflow, error) {
+	b, err := builtinFS.ReadFile("builtin/" + name + ".json")
+	if err != nil {
+		return nil, fmt.Errorf("unknown workflow %q (built-in: %s)", name, strings.Join(BuiltinNames(), ", "))
+	}
+	var w Workflow
+	if err := json.Unmarshal(b, &w); err != nil {
+		return nil, fmt.Errorf("built-in workflow %s: %w", name, err)
+	}
+	if err := w.Check(); err != nil {
+		return nil, fmt.Errorf("built-in workflow %s: %w", name, err)
+	}
+	return &w, nil
+}
+
+// BuiltinNames lists the built-in workflows.
+func BuiltinNames() []string {
+	ents, _ := builtinFS.ReadDir("builtin")
+	var out []string
+	for _, e := range ents {
+		out = append(out, strings.TrimSuffix(e.Name(), path.Ext(e.Name())))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// DefaultPrompt returns the embedded system prompt for a role, or "" if
+// there is none.
+func DefaultPrompt(role string) string {
+	b, err := promptFS.ReadFile("prompts/" + role + ".md")
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// Check verifies the graph: the start phase exists, every target is a phase
+// or a terminal, every phase declares all three answers.
+func (w *Workflow) Check() error {
+	if _, ok := w.Phases[w.Start]; !ok {
+		return fmt.Errorf("start phase %q is not defined", w.Start)
+	}
+	for _, name := range w.PhaseNames() {
+		p := w.Phases[name]
+		if p.Role == "" {
+			return fmt.Errorf("phase %q: role is empty", name)
+		}
+		switch p.Status {
+		case "":
+			p.Status = lifecycle.Running
+			w.Phases[name] = p
+		case lifecycle.Running, lifecycle.Reviewing:
+		default:
+			return fmt.Errorf("phase %q: status must be RUNNING or REVIEWING, not %q", name, p.Status)
+		}
+		for _, a := range Actions {
+			t, ok := p.On[a]
+			if !ok {
+				return fmt.Errorf("phase %q: no target for %s", name, a)
+			}
+			if t == TargetSuccess || t == TargetIntervention {
+				continue
+			}
+			if _, ok := w.Phases[t]; !ok {
+				return fmt.Errorf("phase %q: %s leads to unknown phase %q", name, a, t)
+			}
+		}
+	}
+	return nil
+}
+
+// PhaseNames returns phase names sorted for stable output.
+func (w *Workflow) PhaseNames() []string {
+	out := make([]string, 0, len(w.Phases))
+	for n := range w.Phases {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Roles returns the roles the workflow needs.
+func (w *Workflow) Roles() []string {
+	set := map[string]bool{}
+	for _, p := range w.Phases {
+		set[p.Role] = true
+	}
+	out := make([]string, 0, len(set))
+	for r := range set {
+		out = append(out, r)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Next says where an action in phase leads: a phase name, or a terminal.
+func (w *Workflow) Next(phase, action string) (string, error) {
+	p, ok := w.Phases[phase]
+	if !ok {
+		return "", fmt.Errorf("phase %q is not in workflow %s", phase, w.Name)
+	}
+	t, ok := p.On[action]
+	if !ok {
+		return "", fmt.Errorf("phase %q has no target for action %q", phase, action)
+	}
+	return t, nil
+}

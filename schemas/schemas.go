@@ -1,0 +1,149 @@
+// Package schemas holds Logist's JSON Schemas (the contract with agents and
+// manifest authors) and validates documents against them. The .json files in
+// this folder are the source of truth and are embedded into the binaries.
+package schemas
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+)
+
+//go:embed *.json
+var files embed.FS
+
+// Schema file names.
+const (
+	Response = "llm-chat-schema.json"
+	Manifest = "job-manifest-schema.json"
+)
+
+var (
+	once     sync.Once
+	compiled map[string]*jsonschema.Schema
+	compErr  error
+)
+
+func load() {
+	c := jsonschema.NewCompiler()
+	c.Draft = jsonschema.Draft7
+	c.AssertFormat = true
+	entries, err := files.ReadDir(".")
+	if err != nil {
+		compErr = err
+		return
+	}
+	compiled = map[string]*jsonschema.Schema{}
+	for _, e := range entries {
+		b, _ := files.ReadFile(e.Name())
+		if err := c.AddResource(e.Name(), bytes.NewReader(b)); err != nil {
+			compErr = fmt.Errorf("schema %s: %w", e.Name(), err)
+			return
+		}
+	}
+	for _, e := range entries {
+		s, err := c.Compile(e.Name())
+		if err != nil {
+			compErr = fmt.Errorf("schema %s: %w", e.Name(), err)
+			return
+		}
+		compiled[e.Name()] = s
+	}
+}
+
+// Raw returns the text of an embedded schema.
+func Raw(name string) ([]byte, error) { return files.ReadFile(name) }
+
+// Violation is one reason a document does not conform: where (JSON pointer
+// into the document) and why.
+type Violation struct {
+	Pointer string `json:"pointer"`
+	Reason  string `json:"reason"`
+}
+
+func (v Violation) String() string {
+	p := v.Pointer
+	if p == "" {
+		p = "/"
+	}
+	return p + ": " + v.Reason
+}
+
+// Error reports every violation of a document against a schema.
+type Error struct {
+	Schema     string      `json:"schema"`
+	Violations []Violation `json:"violations"`
+}
+
+func (e *Error) Error() string {
+	parts := make([]string, len(e.Violations))
+	for i, v := range e.Violations {
+		parts[i] = v.String()
+	}
+	return fmt.Sprintf("does not match %s: %s", e.Schema, strings.Join(parts, "; "))
+}
+
+// Validate checks a decoded JSON value (from encoding/json with UseNumber or
+// plain) against the named schema. It returns *Error when the document does
+// not conform.
+func Validate(name string, doc any) error {
+	once.Do(load)
+	if compErr != nil {
+		return compErr
+	}
+	s, ok := compiled[name]
+	if !ok {
+		return fmt.Errorf("unknown schema %q", name)
+	}
+	err := s.Validate(doc)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	return &Error{Schema: name, Violations: leaves(ve)}
+}
+
+// ValidateJSON decodes data and validates it.
+func ValidateJSON(name string, data []byte) error {
+	var doc any
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
+		return err
+	}
+	return Validate(name, doc)
+}
+
+// leaves flattens the error tree to its most specific causes, which name the
+// exact field; intermediate nodes only say "doesn't validate with ...".
+func leaves(ve *jsonschema.ValidationError) []Violation {
+	var out []Violation
+	seen := map[string]bool{}
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			v := Violation{Pointer: e.InstanceLocation, Reason: e.Message}
+			if !seen[v.String()] {
+				seen[v.String()] = true
+				out = append(out, v)
+			}
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Pointer < out[j].Pointer })
+	return out
+}
