@@ -225,4 +225,3 @@ func commandHelp(c *command) string {
 	}
 	return s
 }
-

@@ -39,7 +39,7 @@ func costText(m *manifest.Manifest) string {
 }
 
 func timeText(m *manifest.Manifest) string {
-	s := (time.Duration(m.Metrics.CumulativeTimeSeconds*1000) * time.Millisecond).String()
+	s := fmt.Sprintf("%.3fs", m.Metrics.CumulativeTimeSeconds)
 	if m.TimeThresholdMinutes != nil {
 		s += " of " + (time.Duration(*m.TimeThresholdMinutes * float64(time.Minute))).String()
 	}
@@ -82,12 +82,16 @@ var cmdList = &command{
 		for _, en := range entries {
 			item := map[string]any{"job_id": en.ID}
 			if en.Err != nil {
-				note := en.Err.Error()
+				// The folder already names the job; keep the note to the point.
+				note := strings.ReplaceAll(en.Err.Error(), filepath.Join(e.store.Dir, en.ID, jobstore.ManifestFile)+": ", "")
+				if en.Unplaced != "" {
+					note = strings.ReplaceAll(note, en.Unplaced+": ", "")
+				}
 				status := "INVALID"
 				if en.Unplaced != "" {
 					status = "INVALID (unplaced)"
 				}
-				r.Rows = append(r.Rows, []string{en.ID, status, "-", "-", "-", firstLine(note, 100)})
+				r.Rows = append(r.Rows, []string{en.ID, status, "-", "-", "-", firstLine(note, 120)})
 				item["status"], item["error"] = "INVALID", note
 				items = append(items, item)
 				continue

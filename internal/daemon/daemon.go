@@ -25,6 +25,7 @@ import (
 
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/metrics"
 	"github.com/logist/logist/internal/runner"
 )
@@ -215,7 +216,7 @@ func (d *Daemon) scan() {
 	nInvalid := 0
 	for _, e := range entries {
 		if e.Unplaced != "" {
-			d.place(e.Unplaced)
+			d.place(e.Unplaced, true)
 			continue
 		}
 		d.watchJob(e.ID)
@@ -233,23 +234,37 @@ func (d *Daemon) scan() {
 	d.metrics.SetInvalid(nInvalid)
 }
 
-func (d *Daemon) place(bare string) {
+// place moves a bare manifest into its folder. At a scan (atStart) a file
+// still incomplete is reported; on a watcher event it is being written and
+// its next write brings it back.
+func (d *Daemon) place(bare string, atStart bool) {
 	id, err := d.store.Place(bare)
+	if errors.Is(err, jobstore.ErrIncomplete) && !atStart {
+		d.log.Debug("manifest still being written", "file", filepath.Base(bare))
+		return
+	}
 	if err != nil {
 		d.reportInvalid(filepath.Base(bare), err)
 		return
 	}
 	d.log.Info("placed manifest", "job_id", id, "from", filepath.Base(bare))
 	d.watchJob(id)
-	d.consider(id)
+	d.consider(id, false)
 }
 
-// consider looks at one job after a change.
-func (d *Daemon) consider(id string) {
+// consider looks at one job after a change. From a watcher event, a
+// manifest that is not yet complete JSON is being written: wait for the
+// next write instead of reporting it.
+func (d *Daemon) consider(id string, fromEvent bool) {
 	m, err := d.store.Load(id)
 	if err != nil {
 		if errors.Is(err, jobstore.ErrNotFound) {
 			return
+		}
+		if fromEvent {
+			if data, rerr := os.ReadFile(filepath.Join(d.store.JobDir(id), jobstore.ManifestFile)); rerr == nil && manifest.Incomplete(data) {
+				return
+			}
 		}
 		d.reportInvalid(id, err)
 		return
@@ -348,13 +363,13 @@ func (d *Daemon) event(ev fsnotify.Event) {
 		switch {
 		case fi.IsDir():
 			d.watchJob(base)
-			d.consider(base)
+			d.consider(base, true)
 		case fi.Mode().IsRegular() && strings.HasSuffix(base, ".json"):
-			d.place(ev.Name)
+			d.place(ev.Name, false)
 		}
 	case 2:
 		if base == jobstore.ManifestFile && ev.Op&(fsnotify.Create|fsnotify.Write|fsnotify.Rename) != 0 {
-			d.consider(parts[0])
+			d.consider(parts[0], true)
 		}
 	}
 }

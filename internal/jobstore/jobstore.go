@@ -5,6 +5,7 @@
 package jobstore
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -238,13 +239,29 @@ func (s *Store) EnsureWorkspace(id string) error {
 	return atomicfile.MkdirAll(s.Workspace(id), 0o700)
 }
 
+// ErrIncomplete says a manifest file is still being written.
+var ErrIncomplete = errors.New("manifest is still being written")
+
 // Place moves a bare <name>.json from the jobs folder into its own folder
-// <id>/job.json and returns the id. The id is the manifest's job_id when the
-// manifest is readable and names one, else the file name.
+// <id>/job.json and returns the id. The id is the manifest's job_id when it
+// names a valid one (even if the rest of the manifest is invalid, so the
+// job shows up under the name its author chose), else the file name. A file
+// that is not yet complete JSON is left alone (ErrIncomplete): its writer
+// is still at work and the next write event brings it back.
 func (s *Store) Place(bare string) (string, error) {
+	data, err := os.ReadFile(bare)
+	if err != nil {
+		return "", fmt.Errorf("place %s: %w", bare, err)
+	}
+	if manifest.Incomplete(data) {
+		return "", ErrIncomplete
+	}
 	id := strings.TrimSuffix(filepath.Base(bare), ".json")
-	if m, err := manifest.ReadFile(bare); err == nil && m.JobID != "" {
-		id = m.JobID
+	var probe struct {
+		JobID string `json:"job_id"`
+	}
+	if json.Unmarshal(data, &probe) == nil && probe.JobID != "" && manifest.ValidID(probe.JobID) == nil {
+		id = probe.JobID
 	}
 	if err := manifest.ValidID(id); err != nil {
 		return "", fmt.Errorf("%s: %w", bare, err)

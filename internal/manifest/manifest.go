@@ -243,6 +243,18 @@ func Decode(file string, data []byte) (*Manifest, error) {
 	return &m, nil
 }
 
+// Incomplete reports whether data looks like a JSON document still being
+// written: empty, or valid up to an unexpected end.
+func Incomplete(data []byte) bool {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return true
+	}
+	var v any
+	err := json.Unmarshal(data, &v)
+	var se *json.SyntaxError
+	return errors.As(err, &se) && se.Offset >= int64(len(data)) && strings.Contains(se.Error(), "unexpected end")
+}
+
 func syntaxError(data []byte) string {
 	var v any
 	err := json.Unmarshal(data, &v)

@@ -1,0 +1,29 @@
+#!/bin/sh
+# make demo: run the example jobs on the built-in agent in a scratch folder.
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/logist-demo.XXXXXX")
+cp -R "$root/jobs/." "$scratch/"
+logist="$root/bin/logist"
+echo "Jobs copied to $scratch; running: logistd --once --jobs-dir $scratch"
+"$root/bin/logistd" --once --jobs-dir "$scratch" 2>"$scratch/.logistd.log" || {
+  echo "logistd failed; its log:"; cat "$scratch/.logistd.log"; exit 1; }
+echo
+"$logist" list --jobs-dir "$scratch"
+echo
+for id in $("$logist" list --jobs-dir "$scratch" --format json | sed -n 's/.*"job_id": "\(.*\)".*/\1/p'); do
+  st=$("$logist" status "$id" --jobs-dir "$scratch" --format json | sed -n 's/^    "status": "\(.*\)",$/\1/p' | head -n 1)
+  case "$st" in
+  INTERVENTION_REQUIRED|HALTED_COST|HALTED_TIME)
+    echo "== $id is $st"
+    "$logist" status "$id" --jobs-dir "$scratch" | grep -E '^(Reason|Error code|Next):' | sed 's/^/   /'
+    ;;
+  esac
+done
+cat <<EOT
+
+To continue the stuck job, as a steward would:
+  bin/logist resume demo-stuck --jobs-dir $scratch --guidance 'Keep legacy_email; add the new column beside it.'
+  bin/logistd --once --jobs-dir $scratch
+Daemon log (JSON lines): $scratch/.logistd.log
+EOT
