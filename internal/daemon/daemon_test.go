@@ -1,0 +1,157 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/manifest"
+)
+
+const quick = `{"task_description": "t", "agents": {"worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done"}]}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`
+
+func discard() *slog.Logger { return slog.New(slog.NewJSONHandler(io.Discard, nil)) }
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+func get(t *testing.T, url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func waitFor(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if f() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func TestDaemonServesMetricsAndHealth(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "one.json"), []byte(quick), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, Options{JobsDir: dir, MaxParallel: 2, Listen: addr, Grace: time.Second}, discard()) }()
+
+	waitFor(t, "readyz", func() bool { code, _ := get(t, "http://"+addr+"/readyz"); return code == 200 })
+	if code, body := get(t, "http://"+addr+"/healthz"); code != 200 || !strings.Contains(body, "ok") {
+		t.Fatalf("healthz = %d %q", code, body)
+	}
+	waitFor(t, "job one SUCCESS", func() bool {
+		m, err := manifest.ReadFile(filepath.Join(dir, "one", "job.json"))
+		return err == nil && m.Status == "SUCCESS"
+	})
+	_, body := get(t, "http://"+addr+"/metrics")
+	for _, want := range []string{
+		`logistd_jobs{status="SUCCESS"} 1`,
+		`logistd_jobs{status="RUNNING"} 0`,
+		`logistd_agent_calls_total{outcome="ok",provider="script",role="worker"} 1`,
+		`logistd_agent_calls_total{outcome="ok",provider="script",role="supervisor"} 1`,
+		`logistd_build_info{revision=`,
+		`go_goroutines`,
+		`process_open_fds`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("daemon did not stop after cancel")
+	}
+}
+
+func TestSecondDaemonIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, Options{JobsDir: dir, MaxParallel: 1, Grace: time.Second}, discard()) }()
+	store := jobstore.New(dir)
+	waitFor(t, "daemon lock", func() bool { return store.DaemonPID() == os.Getpid() })
+
+	err := Run(context.Background(), Options{JobsDir: dir, Once: true, MaxParallel: 1}, discard())
+	var locked *jobstore.DaemonLockedError
+	if !errors.As(err, &locked) || locked.PID != os.Getpid() {
+		t.Fatalf("second daemon: err = %v, want DaemonLockedError naming pid %d", err, os.Getpid())
+	}
+	if !strings.Contains(err.Error(), "already running on "+store.Dir) {
+		t.Fatalf("message %q does not say what is wrong", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// The lock dies with its holder: a new daemon may start now.
+	if err := Run(context.Background(), Options{JobsDir: dir, Once: true, MaxParallel: 1}, discard()); err != nil {
+		t.Fatalf("daemon after the first stopped: %v", err)
+	}
+}
+
+func TestMainFlags(t *testing.T) {
+	var out, errb strings.Builder
+	env := func(k string) string { return "" }
+	if code := Main(context.Background(), []string{"logistd", "--log-format", "xml"}, env, &out, &errb); code != 1 || !strings.Contains(errb.String(), "--log-format") {
+		t.Fatalf("bad --log-format: code %d, stderr %q", code, errb.String())
+	}
+	errb.Reset()
+	if code := Main(context.Background(), []string{"logistd", "--log-level", "loud"}, env, &out, &errb); code != 1 || !strings.Contains(errb.String(), "--log-level") {
+		t.Fatalf("bad --log-level: code %d, stderr %q", code, errb.String())
+	}
+	if code := Main(context.Background(), []string{"logistd", "--version"}, env, &out, &errb); code != 0 || !strings.Contains(out.String(), "logistd ") {
+		t.Fatalf("--version: code %d, out %q", code, out.String())
+	}
+	dir := t.TempDir()
+	errb.Reset()
+	env2 := func(k string) string {
+		if k == "LOGIST_JOBS_DIR" {
+			return dir
+		}
+		return ""
+	}
+	os.WriteFile(filepath.Join(dir, "x.json"), []byte(quick), 0o600)
+	if code := Main(context.Background(), []string{"logistd", "--once", "--log-format", "text"}, env2, &out, &errb); code != 0 {
+		t.Fatalf("--once with LOGIST_JOBS_DIR: code %d, stderr %s", code, errb.String())
+	}
+	m, err := manifest.ReadFile(filepath.Join(dir, "x", "job.json"))
+	if err != nil || m.Status != "SUCCESS" {
+		t.Fatalf("job x after --once: %v %v", m, err)
+	}
+	if !strings.Contains(errb.String(), "msg=transition") {
+		t.Fatalf("text log lacks transitions: %s", errb.String())
+	}
+}
