@@ -54,6 +54,8 @@ func TestScripts(t *testing.T) {
 			"waitgone":    cmdWaitGone,
 			"copyexample": cmdCopyExample,
 			"historyhas":  cmdHistoryHas,
+			"bigfile":     cmdBigFile,
+			"deepjson":    cmdDeepJSON,
 		},
 	})
 }
@@ -224,4 +226,26 @@ func cmdHistoryHas(ts *testscript.TestScript, neg bool, args []string) {
 	if (n == want) == neg {
 		ts.Fatalf("job %s: %d %s records with code %s, want %d", args[1], n, args[2], args[3], want)
 	}
+}
+
+// bigfile PATH SIZE: a JSON object of about SIZE bytes.
+func cmdBigFile(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: bigfile PATH SIZE")
+	}
+	n, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	body := `{"task_description": "` + strings.Repeat("x", n) + `"}`
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]), []byte(body), 0o600))
+}
+
+// deepjson PATH DEPTH: an array nested DEPTH levels deep.
+func cmdDeepJSON(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: deepjson PATH DEPTH")
+	}
+	n, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	body := `{"task_description": ` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}`
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]), []byte(body), 0o600))
 }

@@ -53,6 +53,9 @@ func Materialise(jobID, createdAt, workspace string, recs []Record) *JobHistory 
 	for _, r := range recs {
 		switch r.Type {
 		case TypeIntent:
+			if r.Interaction == nil {
+				continue
+			}
 			in := Interaction{Sequence: *r.Interaction, Timestamp: r.Time, StateBefore: r.StateBefore, WorkspacePath: workspace,
 				Phase: r.Phase, Role: r.Role, Attempt: r.Attempt}
 			if r.Request != nil {
@@ -69,7 +72,7 @@ func Materialise(jobID, createdAt, workspace string, recs []Record) *JobHistory 
 				h.Interactions = append(h.Interactions, in)
 			}
 		case TypeResponse:
-			if r.Interaction == nil {
+			if r.Interaction == nil || r.Response == nil {
 				continue
 			}
 			if i, ok := open[*r.Interaction]; ok {
@@ -77,8 +80,14 @@ func Materialise(jobID, createdAt, workspace string, recs []Record) *JobHistory 
 				h.Interactions[i].Response = &resp
 			}
 		case TypeRecoveryPoint:
+			if r.RecoveryPoint == nil {
+				continue
+			}
 			h.RecoveryPoints = append(h.RecoveryPoints, *r.RecoveryPoint)
 		case TypeSteward:
+			if r.Steward == nil {
+				continue
+			}
 			seq := len(h.Interactions)
 			if r.Interaction != nil {
 				seq = *r.Interaction

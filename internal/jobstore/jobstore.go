@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -249,9 +250,18 @@ var ErrIncomplete = errors.New("manifest is still being written")
 // that is not yet complete JSON is left alone (ErrIncomplete): its writer
 // is still at work and the next write event brings it back.
 func (s *Store) Place(bare string) (string, error) {
-	data, err := os.ReadFile(bare)
+	f, err := os.Open(bare)
 	if err != nil {
 		return "", fmt.Errorf("place %s: %w", bare, err)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, manifest.MaxSize+1))
+	f.Close()
+	if err != nil {
+		return "", fmt.Errorf("place %s: %w", bare, err)
+	}
+	if len(data) > manifest.MaxSize {
+		// Not moved: a file this size is not a manifest, whatever it is.
+		return "", &manifest.Error{File: bare, Reason: fmt.Sprintf("file is larger than %d bytes; not placed", manifest.MaxSize)}
 	}
 	if manifest.Incomplete(data) {
 		return "", ErrIncomplete

@@ -106,7 +106,7 @@ type Metrics struct {
 
 // AuditEntry is the manifest's short audit trail entry (seed 002 history).
 type AuditEntry struct {
-	Timestamp     string   `json:"timestamp"`
+	Timestamp     string   `json:"timestamp,omitempty"`
 	Role          string   `json:"role"`
 	Action        string   `json:"action"`
 	Phase         *string  `json:"phase,omitempty"`
@@ -314,8 +314,16 @@ func (m *Manifest) check(file string) error {
 			}
 		}
 	}
+	// The schema compares exact decimals; a positive value too small for a
+	// float64 decodes as 0, which the schema would refuse once re-encoded.
+	if m.TimeThresholdMinutes != nil && !(*m.TimeThresholdMinutes > 0) {
+		es = append(es, &Error{File: file, Pointer: "/time_threshold_minutes", Reason: "must be > 0"})
+	}
+	if m.Limits != nil && m.Limits.CallTimeoutSeconds != nil && !(*m.Limits.CallTimeoutSeconds > 0) {
+		es = append(es, &Error{File: file, Pointer: "/limits/call_timeout_seconds", Reason: "must be > 0"})
+	}
 	for i, p := range m.ContextFiles {
-		if path.IsAbs(p) || strings.HasPrefix(path.Clean(p), "..") {
+		if c := path.Clean(p); path.IsAbs(p) || c == ".." || strings.HasPrefix(c, "../") {
 			es = append(es, &Error{File: file, Pointer: fmt.Sprintf("/context_files/%d", i), Reason: "path must stay inside the workspace"})
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // EscapeError says a path would leave its root.
@@ -50,7 +51,7 @@ func Resolve(root, rel string) (abs string, exists bool, err error) {
 	for {
 		if _, err := os.Lstat(p); err == nil {
 			break
-		} else if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, os.ErrInvalid) {
+		} else if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, os.ErrInvalid) && !errors.Is(err, syscall.ENOTDIR) {
 			return "", false, fmt.Errorf("stat %s: %w", rel, err)
 		}
 		if p == realRoot {

@@ -141,7 +141,8 @@ func (e *Engine) step(ctx context.Context, id string, log *history.Log) (stepRes
 		out, callErr = prov.Call(cctx, c.req)
 	}
 	elapsed := time.Since(start)
-	timedOut := errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+	// An answer that arrived just as the deadline passed still counts.
+	timedOut := callErr != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 	cancel()
 
 	tx, err = jobtx.Begin(e.Env, id, log)
@@ -355,6 +356,9 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 		if err := record(); err != nil {
 			return done, err
 		}
+		// The steward's command already wrote jobHistory.json; refresh it
+		// so the parked job's record includes this response.
+		tx.MarkParked()
 		return done, tx.Commit()
 	}
 	// Daemon shutdown: no response is written, so the next start asks again
@@ -497,7 +501,10 @@ func (e *Engine) apply(tx *jobtx.Tx, c *call, ans *response.Answer, resp *histor
 	// Context for whoever plays next.
 	switch ans.Action {
 	case workflow.ActionCompleted:
-		m.Run.PreviousSummary, m.Run.Feedback, m.Run.PhaseRetries = ans.Summary, "", 0
+		// PhaseRetries is not reset here: a supervisor RETRY sends the work
+		// back after the worker's COMPLETED, and resetting on COMPLETED
+		// would let that loop run forever. Only a steward resets it.
+		m.Run.PreviousSummary, m.Run.Feedback = ans.Summary, ""
 		m.Run.Evidence = ans.EvidenceFiles
 	case workflow.ActionRetry:
 		m.Run.Feedback = ans.Summary

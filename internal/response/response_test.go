@@ -1,0 +1,406 @@
+package response
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const okAnswer = `{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"Done."}`
+
+func wantCode(t *testing.T, err error, code string) *Error {
+	t.Helper()
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v (%T), want *response.Error with code %s", err, err, code)
+	}
+	if e.Code != code {
+		t.Fatalf("code %s (%s), want %s", e.Code, e.Reason, code)
+	}
+	if e.Reason == "" {
+		t.Errorf("error %s has no reason", e.Code)
+	}
+	if !strings.HasPrefix(e.Error(), code+": ") {
+		t.Errorf("Error() = %q, want prefix %q", e.Error(), code+": ")
+	}
+	return e
+}
+
+func TestExtract(t *testing.T) {
+	ok := []struct{ name, raw string }{
+		{"plain", okAnswer},
+		{"whitespace", "\n\t  " + okAnswer + "  \r\n\n"},
+		{"bom", "\xef\xbb\xbf" + okAnswer},
+		{"bom and whitespace", "\xef\xbb\xbf \n" + okAnswer + "\n"},
+		{"fenced json", "```json\n" + okAnswer + "\n```"},
+		{"fenced JSON", "```JSON\n" + okAnswer + "\n```\n"},
+		{"fenced bare", "```\n" + okAnswer + "\n```"},
+		{"fenced with spaces", "  ```json  \n\n  " + okAnswer + "  \n```  "},
+		{"bom fenced", "\xef\xbb\xbf```json\n" + okAnswer + "\n```"},
+		{"multiline", "{\n  \"action\": \"COMPLETED\",\n  \"evidence_files\": [],\n  \"summary_for_supervisor\": \"Done.\"\n}"},
+	}
+	for _, c := range ok {
+		t.Run(c.name, func(t *testing.T) {
+			obj, err := Extract([]byte(c.raw))
+			if err != nil {
+				t.Fatalf("Extract: %v", err)
+			}
+			if obj["action"] != "COMPLETED" || obj["summary_for_supervisor"] != "Done." {
+				t.Fatalf("Extract gave %v", obj)
+			}
+		})
+	}
+
+	bad := []struct{ name, raw, code string }{
+		{"nil", "", CodeEmpty},
+		{"spaces", "   \n\t ", CodeEmpty},
+		{"bom only", "\xef\xbb\xbf", CodeEmpty},
+		{"bom and whitespace only", "\xef\xbb\xbf  \n", CodeEmpty},
+		{"prose", "I finished the task.", CodeNotJSON},
+		{"prose before", "Here is my answer: " + okAnswer, CodeNotJSON},
+		{"prose after", okAnswer + " hope that helps", CodeNotJSON},
+		{"two objects", okAnswer + okAnswer, CodeSeveralObjects},
+		{"two objects newline", okAnswer + "\n" + okAnswer, CodeSeveralObjects},
+		{"object then number", okAnswer + " 1", CodeSeveralObjects},
+		{"array", `[` + okAnswer + `]`, CodeNotJSON},
+		{"string", `"COMPLETED"`, CodeNotJSON},
+		{"number", `42`, CodeNotJSON},
+		{"bool", `true`, CodeNotJSON},
+		{"null", `null`, CodeNotJSON},
+		{"truncated", `{"action":"COMPLETED"`, CodeNotJSON},
+		{"fence with prose before", "Sure!\n```json\n" + okAnswer + "\n```", CodeNotJSON},
+		{"fence with prose after", "```json\n" + okAnswer + "\n```\nLet me know.", CodeNotJSON},
+		{"fence one line", "```json " + okAnswer + "```", CodeNotJSON},
+		{"fence not closed", "```json\n" + okAnswer, CodeNotJSON},
+		{"fence other language", "```python\n" + okAnswer + "\n```", CodeNotJSON},
+		{"two fences", "```json\n" + okAnswer + "\n```\n```json\n" + okAnswer + "\n```", CodeNotJSON},
+		{"fenced two objects", "```json\n" + okAnswer + "\n" + okAnswer + "\n```", CodeSeveralObjects},
+		{"fenced empty", "```json\n```", CodeNotJSON},
+		{"fenced array", "```json\n[]\n```", CodeNotJSON},
+	}
+	for _, c := range bad {
+		t.Run(c.name, func(t *testing.T) {
+			obj, err := Extract([]byte(c.raw))
+			if obj != nil {
+				t.Errorf("Extract returned an object %v with an error", obj)
+			}
+			wantCode(t, err, c.code)
+		})
+	}
+}
+
+func TestExtractNamesTheKind(t *testing.T) {
+	for raw, kind := range map[string]string{`[]`: "array", `"x"`: "string", `1.5`: "number", `false`: "boolean", `null`: "null"} {
+		_, err := Extract([]byte(raw))
+		e := wantCode(t, err, CodeNotJSON)
+		if !strings.Contains(e.Reason, kind) {
+			t.Errorf("Extract(%s) reason %q does not name %q", raw, e.Reason, kind)
+		}
+	}
+}
+
+// workspace makes a workspace with a few files; it is a real path.
+func workspace(t *testing.T) string {
+	t.Helper()
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"report.md", "src/pkg/main.go"} {
+		p := filepath.Join(ws, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ws
+}
+
+func answer(action any, evidence any, summary any) []byte {
+	m := map[string]any{}
+	if action != nil {
+		m["action"] = action
+	}
+	if evidence != nil {
+		m["evidence_files"] = evidence
+	}
+	if summary != nil {
+		m["summary_for_supervisor"] = summary
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func TestValidateAccepts(t *testing.T) {
+	ws := workspace(t)
+	for _, action := range []string{"COMPLETED", "STUCK", "RETRY"} {
+		a, warns, err := Validate(answer(action, []string{"report.md", "src/pkg/main.go"}, "Wrote the report."), ws)
+		if err != nil {
+			t.Fatalf("%s: %v", action, err)
+		}
+		if a.Action != action || a.Summary != "Wrote the report." {
+			t.Errorf("answer %+v", a)
+		}
+		if len(a.EvidenceFiles) != 2 || a.EvidenceFiles[0] != "report.md" || a.EvidenceFiles[1] != "src/pkg/main.go" {
+			t.Errorf("evidence %v", a.EvidenceFiles)
+		}
+		if len(warns) != 0 {
+			t.Errorf("warnings %v for existing files", warns)
+		}
+		if a.CostUSD != nil {
+			t.Errorf("cost %v without cost_usd", *a.CostUSD)
+		}
+	}
+}
+
+func TestValidateEmptyEvidenceIsNonNil(t *testing.T) {
+	a, warns, err := Validate([]byte(okAnswer), workspace(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.EvidenceFiles == nil || len(a.EvidenceFiles) != 0 {
+		t.Errorf("EvidenceFiles = %#v, want empty non-nil", a.EvidenceFiles)
+	}
+	if warns != nil {
+		t.Errorf("warnings %v", warns)
+	}
+}
+
+func TestValidateExtraFieldsAndCost(t *testing.T) {
+	raw := []byte(`{"action":"RETRY","evidence_files":[],"summary_for_supervisor":"again","cost_usd":0.0125,"usage":{"tokens":3}}`)
+	a, _, err := Validate(raw, workspace(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.CostUSD == nil || *a.CostUSD != 0.0125 {
+		t.Errorf("CostUSD = %v, want 0.0125", a.CostUSD)
+	}
+	_, _, err = Validate([]byte(`{"action":"RETRY","evidence_files":[],"summary_for_supervisor":"again","cost_usd":-1}`), workspace(t))
+	e := wantCode(t, err, CodeSchemaInvalid)
+	if !strings.Contains(e.Reason, "/cost_usd") {
+		t.Errorf("reason %q does not point at /cost_usd", e.Reason)
+	}
+	_, _, err = Validate([]byte(`{"action":"RETRY","evidence_files":[],"summary_for_supervisor":"again","cost_usd":"free"}`), workspace(t))
+	wantCode(t, err, CodeSchemaInvalid)
+}
+
+func TestValidateExtractionErrorsPassThrough(t *testing.T) {
+	ws := workspace(t)
+	for raw, code := range map[string]string{
+		"":                     CodeEmpty,
+		"done":                 CodeNotJSON,
+		okAnswer + okAnswer:    CodeSeveralObjects,
+		`["COMPLETED"]`:        CodeNotJSON,
+		`"COMPLETED"`:          CodeNotJSON,
+		"Sure:\n" + okAnswer:   CodeNotJSON,
+		"```json\n" + okAnswer: CodeNotJSON,
+	} {
+		a, w, err := Validate([]byte(raw), ws)
+		if a != nil || w != nil {
+			t.Errorf("Validate(%q) returned answer %v warnings %v with error", raw, a, w)
+		}
+		wantCode(t, err, code)
+	}
+	a, _, err := Validate([]byte("\xef\xbb\xbf\n```json\n"+okAnswer+"\n```\n"), ws)
+	if err != nil || a.Action != "COMPLETED" {
+		t.Errorf("fenced answer with BOM: %v %v", a, err)
+	}
+}
+
+func TestValidateSchema(t *testing.T) {
+	ws := workspace(t)
+	cases := []struct {
+		name, raw, pointer string
+	}{
+		{"evidence string", `{"action":"COMPLETED","evidence_files":"report.md","summary_for_supervisor":"x"}`, "/evidence_files"},
+		{"evidence missing", `{"action":"COMPLETED","summary_for_supervisor":"x"}`, "evidence_files"},
+		{"evidence item number", `{"action":"COMPLETED","evidence_files":["a",3],"summary_for_supervisor":"x"}`, "/evidence_files/1"},
+		{"evidence null", `{"action":"COMPLETED","evidence_files":null,"summary_for_supervisor":"x"}`, "/evidence_files"},
+		{"action missing", `{"evidence_files":[],"summary_for_supervisor":"x"}`, "action"},
+		{"summary number", `{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":5}`, "/summary_for_supervisor"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := Validate([]byte(c.raw), ws)
+			e := wantCode(t, err, CodeSchemaInvalid)
+			if !strings.Contains(e.Reason, c.pointer) {
+				t.Errorf("reason %q does not mention %q", e.Reason, c.pointer)
+			}
+		})
+	}
+}
+
+func TestValidateAction(t *testing.T) {
+	ws := workspace(t)
+	for _, action := range []any{"completed", "Completed", "DONE", "", " COMPLETED", 1, 0, true, []string{"COMPLETED"}, map[string]string{}} {
+		_, _, err := Validate(answer(action, []string{}, "summary"), ws)
+		e := wantCode(t, err, CodeActionInvalid)
+		for _, a := range []string{"COMPLETED", "STUCK", "RETRY"} {
+			if !strings.Contains(e.Reason, a) {
+				t.Errorf("action %v: reason %q does not list %s", action, e.Reason, a)
+			}
+		}
+	}
+	// JSON null is not an absent field: it is an invalid action.
+	_, _, err := Validate([]byte(`{"action":null,"evidence_files":[],"summary_for_supervisor":"x"}`), ws)
+	wantCode(t, err, CodeActionInvalid)
+	// The offending value is quoted in the reason.
+	_, _, err = Validate(answer("DONE", []string{}, "x"), ws)
+	if e := wantCode(t, err, CodeActionInvalid); !strings.Contains(e.Reason, `"DONE"`) {
+		t.Errorf("reason %q does not quote the action", e.Reason)
+	}
+}
+
+func TestValidateSummary(t *testing.T) {
+	ws := workspace(t)
+	for name, raw := range map[string]string{
+		"missing":    `{"action":"COMPLETED","evidence_files":[]}`,
+		"empty":      `{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":""}`,
+		"whitespace": `{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":" \n\t "}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := Validate([]byte(raw), ws)
+			wantCode(t, err, CodeSummaryMissing)
+		})
+	}
+
+	t.Run("501 chars", func(t *testing.T) {
+		_, _, err := Validate(answer("COMPLETED", []string{}, strings.Repeat("a", MaxSummary+1)), ws)
+		e := wantCode(t, err, CodeSchemaInvalid)
+		if !strings.Contains(e.Reason, "summary_for_supervisor") {
+			t.Errorf("reason %q does not name the field", e.Reason)
+		}
+	})
+	t.Run("501 multibyte runes", func(t *testing.T) {
+		_, _, err := Validate(answer("COMPLETED", []string{}, strings.Repeat("é", MaxSummary+1)), ws)
+		wantCode(t, err, CodeSchemaInvalid)
+	})
+	t.Run("500 chars", func(t *testing.T) {
+		s := strings.Repeat("a", MaxSummary)
+		a, _, err := Validate(answer("COMPLETED", []string{}, s), ws)
+		if err != nil || a.Summary != s {
+			t.Fatalf("500 chars: %v", err)
+		}
+	})
+	t.Run("500 multibyte runes", func(t *testing.T) {
+		// 500 characters but 1500-2000 bytes: the limit is in characters.
+		s := strings.Repeat("日", 250) + strings.Repeat("😀", 250)
+		if len(s) <= MaxSummary {
+			t.Fatal("test string is not multibyte")
+		}
+		a, _, err := Validate(answer("COMPLETED", []string{}, s), ws)
+		if err != nil {
+			t.Fatalf("500 multibyte runes refused: %v", err)
+		}
+		if a.Summary != s {
+			t.Errorf("summary altered")
+		}
+	})
+}
+
+// Layer order: an invalid action is reported as ACTION_INVALID even when the
+// summary is also missing, and a missing summary before other schema errors.
+func TestValidateLayerPrecedence(t *testing.T) {
+	ws := workspace(t)
+	_, _, err := Validate([]byte(`{"action":"done"}`), ws)
+	wantCode(t, err, CodeActionInvalid)
+	_, _, err = Validate([]byte(`{"action":"COMPLETED","evidence_files":"x"}`), ws)
+	wantCode(t, err, CodeSummaryMissing)
+}
+
+func TestValidateEvidence(t *testing.T) {
+	ws := workspace(t)
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	links := map[string]string{
+		"leak":      filepath.Join(outside, "secret"),
+		"outdir":    outside,
+		"dangling":  filepath.Join(outside, "nope"),
+		"inside":    "report.md",
+		"src/up":    "..",
+		"src/upper": "../..",
+	}
+	for link, target := range links {
+		if err := os.Symlink(target, filepath.Join(ws, link)); err != nil {
+			t.Skipf("symlinks unavailable: %v", err)
+		}
+	}
+
+	t.Run("missing file warns and accepts", func(t *testing.T) {
+		a, warns, err := Validate(answer("COMPLETED", []string{"report.md", "nope.txt", "src/new/dir.go"}, "x"), ws)
+		if err != nil {
+			t.Fatalf("missing evidence refused: %v", err)
+		}
+		if a.Action != "COMPLETED" || len(a.EvidenceFiles) != 3 {
+			t.Errorf("answer %+v", a)
+		}
+		if len(warns) != 2 {
+			t.Fatalf("warnings %v, want 2", warns)
+		}
+		for i, name := range []string{"nope.txt", "src/new/dir.go"} {
+			if warns[i].Code != "EVIDENCE_MISSING" || !strings.Contains(warns[i].Detail, name) {
+				t.Errorf("warning %d = %+v, want EVIDENCE_MISSING naming %s", i, warns[i], name)
+			}
+		}
+	})
+	t.Run("path through a file warns", func(t *testing.T) {
+		_, warns, err := Validate(answer("COMPLETED", []string{"report.md/sub"}, "x"), ws)
+		if err != nil {
+			t.Fatalf("refused: %v", err)
+		}
+		if len(warns) != 1 || warns[0].Code != "EVIDENCE_MISSING" {
+			t.Errorf("warnings %v", warns)
+		}
+	})
+	t.Run("nested and symlinked inside ok", func(t *testing.T) {
+		_, warns, err := Validate(answer("STUCK", []string{"src/pkg/main.go", "inside", "src/up/report.md", "./src/../report.md"}, "x"), ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(warns) != 0 {
+			t.Errorf("warnings %v", warns)
+		}
+	})
+	for name, p := range map[string]string{
+		"dotdot":            "../x",
+		"dotdot nested":     "src/../../x",
+		"absolute":          "/etc/passwd",
+		"symlink outside":   "leak",
+		"dir link outside":  "outdir/secret",
+		"missing via link":  "outdir/nothing",
+		"dangling":          "dangling",
+		"climb via symlink": "src/upper/x",
+		"empty":             "",
+		"nul":               "a\x00b",
+	} {
+		t.Run(name, func(t *testing.T) {
+			a, warns, err := Validate(answer("COMPLETED", []string{"report.md", p}, "x"), ws)
+			if a != nil || warns != nil {
+				t.Errorf("answer %v warnings %v returned with violation", a, warns)
+			}
+			e := wantCode(t, err, CodeProtocolViolation)
+			if !strings.Contains(e.Reason, "evidence_files") {
+				t.Errorf("reason %q does not name evidence_files", e.Reason)
+			}
+		})
+	}
+}
+
+func TestValidateMissingWorkspace(t *testing.T) {
+	_, _, err := Validate(answer("COMPLETED", []string{"a"}, "x"), filepath.Join(t.TempDir(), "gone"))
+	wantCode(t, err, CodeProtocolViolation)
+	// Without evidence, the workspace is not consulted.
+	if _, _, err := Validate([]byte(okAnswer), filepath.Join(t.TempDir(), "gone")); err != nil {
+		t.Errorf("no evidence, missing workspace: %v", err)
+	}
+}

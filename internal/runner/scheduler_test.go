@@ -1,0 +1,206 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/lifecycle"
+)
+
+// gauge counts calls in flight and remembers the most seen at once.
+type gauge struct{ cur, peak atomic.Int32 }
+
+func (g *gauge) enter() {
+	n := g.cur.Add(1)
+	for {
+		p := g.peak.Load()
+		if n <= p || g.peak.CompareAndSwap(p, n) {
+			return
+		}
+	}
+}
+
+func (g *gauge) leave() { g.cur.Add(-1) }
+
+func sleepOrDone(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+func newScheduler(t *testing.T, f *fixture, n int) *Scheduler {
+	t.Helper()
+	s := NewScheduler(context.Background(), f.Engine, n, testLogger())
+	t.Cleanup(func() { s.Stop(ErrShutdown) })
+	return s
+}
+
+func waitIdle(t *testing.T, s *Scheduler, d time.Duration) {
+	t.Helper()
+	select {
+	case <-s.Idle():
+	case <-time.After(d):
+		t.Fatalf("scheduler not idle after %s (%d running)", d, s.Running())
+	}
+}
+
+func TestSchedulerBoundsParallelCalls(t *testing.T) {
+	f := newFixture(t)
+	ids := make([]string, 6)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("job-%d", i)
+		f.writeJob(ids[i], job(okSupervisor(), okSupervisor()))
+	}
+	var all gauge
+	var total atomic.Int32
+	f.fake(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+		all.enter()
+		defer all.leave()
+		total.Add(1)
+		if err := sleepOrDone(ctx, 200*time.Millisecond); err != nil {
+			return nil, err
+		}
+		return answer("COMPLETED", req.Role+" of "+req.JobID+" done"), nil
+	})
+	s := newScheduler(t, f, 2)
+	for _, id := range ids {
+		s.Nudge(id)
+	}
+	if r := s.Running(); r != 6 {
+		t.Errorf("Running() = %d right after nudging 6 jobs, want 6 (queued runs count)", r)
+	}
+	waitIdle(t, s, 20*time.Second)
+
+	if p := all.peak.Load(); p != 2 {
+		t.Errorf("peak concurrent calls = %d, want 2 (maxParallel)", p)
+	}
+	if n := total.Load(); n != 12 {
+		t.Errorf("%d calls, want 12", n)
+	}
+	for _, id := range ids {
+		if m := f.load(id); m.Status != lifecycle.Success {
+			t.Errorf("%s is %s", id, m.Status)
+		}
+	}
+}
+
+func TestSchedulerNeverRunsAJobTwice(t *testing.T) {
+	f := newFixture(t)
+	f.writeJob("j", job(okSupervisor(), okSupervisor()))
+	f.writeJob("k", job(okSupervisor(), okSupervisor()))
+	gauges := map[string]*gauge{"j": {}, "k": {}}
+	var calls sync.Map // job -> *atomic.Int32
+	for id := range gauges {
+		calls.Store(id, new(atomic.Int32))
+	}
+	f.fake(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+		g := gauges[req.JobID]
+		g.enter()
+		defer g.leave()
+		c, _ := calls.Load(req.JobID)
+		n := c.(*atomic.Int32).Add(1)
+		if err := sleepOrDone(ctx, 30*time.Millisecond); err != nil {
+			return nil, err
+		}
+		// The worker retries twice before completing: 4 calls per job.
+		if req.Role == "worker" && n <= 2 {
+			return answer("RETRY", "again"), nil
+		}
+		return answer("COMPLETED", "done"), nil
+	})
+	s := newScheduler(t, f, 4)
+	var wg sync.WaitGroup
+	stop := time.Now().Add(400 * time.Millisecond)
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := []string{"j", "k"}[i%2]
+			for time.Now().Before(stop) {
+				s.Nudge(id)
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	waitFor(t, "both jobs to finish", 20*time.Second, func() bool {
+		return f.load("j").Status == lifecycle.Success && f.load("k").Status == lifecycle.Success
+	})
+	waitIdle(t, s, 10*time.Second)
+
+	for id, g := range gauges {
+		if p := g.peak.Load(); p != 1 {
+			t.Errorf("job %s had %d calls in flight at once", id, p)
+		}
+		c, _ := calls.Load(id)
+		if n := c.(*atomic.Int32).Load(); n != 4 {
+			t.Errorf("job %s: %d calls, want 4", id, n)
+		}
+		recs := f.records(id)
+		seen := map[int]int{}
+		for _, r := range ofType(recs, history.TypeResponse) {
+			seen[*r.Interaction]++
+		}
+		if len(seen) != 4 {
+			t.Errorf("job %s: responses %v", id, seen)
+		}
+		for in, n := range seen {
+			if n != 1 {
+				t.Errorf("job %s: interaction %d answered %d times", id, in, n)
+			}
+		}
+		if n := len(ofType(recs, history.TypeIntent)); n != 4 {
+			t.Errorf("job %s: %d intents", id, n)
+		}
+	}
+}
+
+func TestSchedulerStopInterruptsCalls(t *testing.T) {
+	f := newFixture(t)
+	f.writeJob("j", job(okSupervisor(), okSupervisor()))
+	inCall := make(chan struct{}, 1)
+	f.fake(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+		inCall <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	s := NewScheduler(context.Background(), f.Engine, 1, testLogger())
+	s.Nudge("j")
+	select {
+	case <-inCall:
+	case <-time.After(10 * time.Second):
+		t.Fatal("agent never called")
+	}
+	stopped := make(chan struct{})
+	go func() { s.Stop(ErrShutdown); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop did not return")
+	}
+	recs := f.records("j")
+	if n := len(ofType(recs, history.TypeResponse)); n != 0 {
+		t.Errorf("%d responses after shutdown, want none", n)
+	}
+	errs := ofType(recs, history.TypeError)
+	if len(errs) != 1 || errs[0].Error.Code != agent.CodeInterrupted {
+		t.Errorf("errors = %+v", errs)
+	}
+	if m := f.load("j"); m.Status != lifecycle.Running {
+		t.Errorf("status %s, want RUNNING (resumed by the next daemon)", m.Status)
+	}
+	// A stopped scheduler takes no new work.
+	s.Nudge("j")
+	if s.Running() != 0 {
+		t.Errorf("stopped scheduler started a run")
+	}
+}

@@ -1,0 +1,638 @@
+package steward_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/runner"
+	"github.com/logist/logist/internal/steward"
+)
+
+// ---------------------------------------------------------------------------
+// Resume
+// ---------------------------------------------------------------------------
+
+func TestResumeWithGuidanceReachesTheNextPrompt(t *testing.T) {
+	f := newFixture(t)
+	f.writeJob("j", map[string]any{"agents": map[string]any{
+		"worker":     script(step("STUCK", "Dropping legacy_email needs a human decision."), step("COMPLETED", "Migration keeps legacy_email.")),
+		"supervisor": script(step("COMPLETED", "Safe migration.")),
+	}})
+	f.run("j")
+	if m := f.load("j"); m.Status != lifecycle.InterventionRequired || m.Phase() != "work" {
+		t.Fatalf("before resume: %s/%s", m.Status, m.Phase())
+	}
+	const guidance = "Keep legacy_email; add email_v2 instead."
+	m, err := f.St.Resume("j", steward.ResumeOptions{Guidance: guidance})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Status != lifecycle.Pending || m.Phase() != "work" || m.Run.Guidance != guidance {
+		t.Fatalf("returned manifest: %s/%s guidance %q", m.Status, m.Phase(), m.Run.Guidance)
+	}
+	stored := f.load("j")
+	if stored.Status != lifecycle.Pending || stored.Phase() != "work" || stored.Run.Reason != "" || stored.Run.ErrorCode != "" {
+		t.Fatalf("stored manifest: %s/%s run %+v", stored.Status, stored.Phase(), stored.Run)
+	}
+	if a := stored.History[len(stored.History)-1]; a.Role != "Steward" || a.Action != "RESUME" || a.Note != guidance {
+		t.Errorf("audit entry %+v", a)
+	}
+	recs := f.records("j")
+	sw := ofType(recs, history.TypeSteward)
+	if len(sw) != 1 {
+		t.Fatalf("%d steward records", len(sw))
+	}
+	s := sw[0]
+	if s.Steward.Command != "resume" || s.Steward.Guidance != guidance || s.Steward.CommandID == "" ||
+		s.StateBefore != string(lifecycle.InterventionRequired) || s.Phase != "work" {
+		t.Errorf("steward record = %+v %+v", s, s.Steward)
+	}
+	trs := ofType(recs, history.TypeTransition)
+	if tr := trs[len(trs)-1].Transition; tr.Event != string(lifecycle.EvResume) || tr.To != string(lifecycle.Pending) || tr.Actor != "STEWARD" ||
+		tr.ToPhase != "work" {
+		t.Errorf("transition = %+v", tr)
+	}
+	if trs[len(trs)-1].Seq < s.Seq {
+		t.Errorf("transition recorded before the steward command")
+	}
+
+	f.run("j")
+	if m := f.load("j"); m.Status != lifecycle.Success || m.Run.Guidance != "" {
+		t.Fatalf("after running on: %s, guidance %q (must be cleared once delivered)", m.Status, m.Run.Guidance)
+	}
+	intents := ofType(f.records("j"), history.TypeIntent)
+	if len(intents) != 3 {
+		t.Fatalf("%d intents", len(intents))
+	}
+	const head = "## Guidance from the human steward\n"
+	if !strings.Contains(intents[1].Request.Prompt, head+guidance) {
+		t.Errorf("worker prompt after resume lacks the guidance:\n%s", intents[1].Request.Prompt)
+	}
+	if strings.Contains(intents[0].Request.Prompt, guidance) || strings.Contains(intents[2].Request.Prompt, guidance) {
+		t.Errorf("guidance leaked into a prompt before or after the one it was meant for")
+	}
+	if intents[1].Phase != "work" || intents[1].Role != "worker" {
+		t.Errorf("resumed at %s/%s, want work/worker", intents[1].Phase, intents[1].Role)
+	}
+}
+
+func TestResumeRefusedOutOfOrder(t *testing.T) {
+	for _, st := range []lifecycle.Status{lifecycle.Success, lifecycle.Pending, lifecycle.Draft, lifecycle.Canceled, lifecycle.Running} {
+		t.Run(string(st), func(t *testing.T) {
+			f := newFixture(t)
+			phase := ""
+			if st == lifecycle.Running {
+				phase = "work"
+			}
+			f.writeJob("j", withStatus(string(st), phase))
+			before := f.snapshot("j")
+			_, err := f.St.Resume("j", steward.ResumeOptions{Guidance: "try again"})
+			e, ok := isOutOfOrder(err)
+			if !ok {
+				t.Fatalf("err = %v, want *jobtx.OutOfOrderError", err)
+			}
+			if e.Status != st || e.ID != "j" || !strings.Contains(err.Error(), "resumed") {
+				t.Errorf("error = %+v", e)
+			}
+			if f.snapshot("j") != before {
+				t.Errorf("a refused resume changed the job")
+			}
+		})
+	}
+	t.Run("missing job", func(t *testing.T) {
+		f := newFixture(t)
+		if _, err := f.St.Resume("nope", steward.ResumeOptions{}); !errors.Is(err, jobstore.ErrNotFound) {
+			t.Errorf("err = %v, want ErrNotFound", err)
+		}
+	})
+}
+
+func TestResumeWaitingStatuses(t *testing.T) {
+	for _, st := range []lifecycle.Status{lifecycle.InterventionRequired, lifecycle.HaltedCost, lifecycle.HaltedTime} {
+		t.Run(string(st), func(t *testing.T) {
+			f := newFixture(t)
+			f.writeJob("j", withStatus(string(st), "review"))
+			m, err := f.St.Resume("j", steward.ResumeOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Status != lifecycle.Pending || m.Phase() != "review" {
+				t.Errorf("%s/%s", m.Status, m.Phase())
+			}
+		})
+	}
+}
+
+func TestConcurrentResumeTakesEffectOnce(t *testing.T) {
+	f := newFixture(t)
+	f.writeJob("b", withStatus("INTERVENTION_REQUIRED", "work"))
+	// Meanwhile the engine works on another job of the same folder.
+	f.writeJob("a", map[string]any{"agents": map[string]any{
+		"worker": script(map[string]any{"action": "COMPLETED", "summary": "w", "delay_ms": 40}),
+		"supervisor": script(map[string]any{"action": "RETRY", "summary": "redo", "delay_ms": 40},
+			map[string]any{"action": "COMPLETED", "summary": "ok", "delay_ms": 40}),
+	}})
+	engineDone := make(chan error, 1)
+	go func() { engineDone <- f.Engine.Run(context.Background(), "a") }()
+
+	const n = 20
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		ok, ooo  int
+		other    []error
+		runningA int
+	)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, err := f.St.Resume("b", steward.ResumeOptions{Guidance: fmt.Sprintf("guidance %d", i)})
+			// Resuming the job the engine runs is refused, never applied.
+			_, errA := f.St.Resume("a", steward.ResumeOptions{})
+			mu.Lock()
+			defer mu.Unlock()
+			switch _, isOOO := isOutOfOrder(err); {
+			case err == nil:
+				ok++
+			case isOOO:
+				ooo++
+			default:
+				other = append(other, err)
+			}
+			if _, isOOO := isOutOfOrder(errA); isOOO {
+				runningA++
+			} else {
+				other = append(other, fmt.Errorf("resume of running job a: %v", errA))
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if ok != 1 || ooo != n-1 || len(other) != 0 {
+		t.Errorf("%d succeeded, %d out of order, others %v; want 1 and %d", ok, ooo, other, n-1)
+	}
+	if runningA != n {
+		t.Errorf("%d of %d resumes of the running job were refused", runningA, n)
+	}
+	recs := f.records("b")
+	var resumes int
+	for _, r := range ofType(recs, history.TypeSteward) {
+		if r.Steward.Command == "resume" {
+			resumes++
+		}
+	}
+	if resumes != 1 || len(ofType(recs, history.TypeTransition)) != 1 {
+		t.Errorf("%d steward resume records and %d transitions, want 1 each", resumes, len(ofType(recs, history.TypeTransition)))
+	}
+	m := f.load("b")
+	if m.Status != lifecycle.Pending || !strings.HasPrefix(m.Run.Guidance, "guidance ") {
+		t.Errorf("b = %s guidance %q", m.Status, m.Run.Guidance)
+	}
+
+	select {
+	case err := <-engineDone:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("engine did not finish job a")
+	}
+	a := f.load("a")
+	if a.Status != lifecycle.Success || a.Metrics.AgentCalls != 4 {
+		t.Errorf("a = %s after %d calls, want SUCCESS after 4", a.Status, a.Metrics.AgentCalls)
+	}
+	ra := f.records("a")
+	if len(ofType(ra, history.TypeSteward)) != 0 || len(ofType(ra, history.TypeResponse)) != 4 {
+		t.Errorf("job a's history was disturbed: %d steward records, %d responses",
+			len(ofType(ra, history.TypeSteward)), len(ofType(ra, history.TypeResponse)))
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Halt and activate
+// ---------------------------------------------------------------------------
+
+func TestHalt(t *testing.T) {
+	for _, st := range []lifecycle.Status{lifecycle.Draft, lifecycle.Pending, lifecycle.InterventionRequired, lifecycle.HaltedCost} {
+		t.Run(string(st), func(t *testing.T) {
+			f := newFixture(t)
+			f.writeJob("j", withStatus(string(st), ""))
+			m, err := f.St.Halt("j", "no longer needed")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Status != lifecycle.Canceled {
+				t.Errorf("status %s", m.Status)
+			}
+			stored := f.load("j")
+			if stored.Status != lifecycle.Canceled || stored.Run.Reason != "no longer needed" || stored.Run.FinishedAt == "" {
+				t.Errorf("stored: %s run %+v", stored.Status, stored.Run)
+			}
+			recs := f.records("j")
+			sw := ofType(recs, history.TypeSteward)
+			if len(sw) != 1 || sw[0].Steward.Command != "halt" || sw[0].Steward.Reason != "no longer needed" {
+				t.Errorf("steward records %+v", sw)
+			}
+			trs := ofType(recs, history.TypeTransition)
+			if len(trs) != 1 || trs[0].Transition.Event != string(lifecycle.EvHalt) || trs[0].Transition.From != string(st) {
+				t.Errorf("transitions %+v", trs)
+			}
+			if _, err := os.Stat(filepath.Join(f.Dir, "j", history.JobHistoryFile)); err != nil {
+				t.Errorf("jobHistory.json missing after halt: %v", err)
+			}
+
+			// Halting it again is out of order and changes nothing.
+			before := f.snapshot("j")
+			_, err = f.St.Halt("j", "again")
+			if e, ok := isOutOfOrder(err); !ok || e.Status != lifecycle.Canceled {
+				t.Errorf("second halt: err = %v", err)
+			}
+			if f.snapshot("j") != before {
+				t.Errorf("a refused halt changed the job")
+			}
+		})
+	}
+	t.Run("SUCCESS", func(t *testing.T) {
+		f := newFixture(t)
+		f.writeJob("j", withStatus("SUCCESS", ""))
+		if _, err := f.St.Halt("j", ""); !jobtx.IsOutOfOrder(err) {
+			t.Errorf("halt of a finished job: err = %v", err)
+		}
+	})
+	t.Run("default reason", func(t *testing.T) {
+		f := newFixture(t)
+		f.writeJob("j", withStatus("PENDING", ""))
+		m, err := f.St.Halt("j", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(m.Run.Reason, "halted by") {
+			t.Errorf("reason %q", m.Run.Reason)
+		}
+	})
+}
+
+func TestActivate(t *testing.T) {
+	f := newFixture(t)
+	f.writeJob("j", withStatus("DRAFT", ""))
+	// The engine leaves a DRAFT alone.
+	f.run("j")
+	if m := f.load("j"); m.Status != lifecycle.Draft || len(f.records("j")) != 0 {
+		t.Fatalf("engine touched a DRAFT: %s", m.Status)
+	}
+	m, err := f.St.Activate("j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Status != lifecycle.Pending || f.load("j").Status != lifecycle.Pending {
+		t.Fatalf("after activate: %s", f.load("j").Status)
+	}
+	recs := f.records("j")
+	if sw := ofType(recs, history.TypeSteward); len(sw) != 1 || sw[0].Steward.Command != "activate" {
+		t.Errorf("steward records %+v", sw)
+	}
+	if trs := ofType(recs, history.TypeTransition); len(trs) != 1 || trs[0].Transition.Event != string(lifecycle.EvActivate) {
+		t.Errorf("transitions %+v", trs)
+	}
+	before := f.snapshot("j")
+	_, err = f.St.Activate("j")
+	if e, ok := isOutOfOrder(err); !ok || e.Status != lifecycle.Pending {
+		t.Errorf("activate of PENDING: err = %v", err)
+	}
+	if f.snapshot("j") != before {
+		t.Errorf("a refused activate changed the job")
+	}
+	// And the activated job runs.
+	f.run("j")
+	if m := f.load("j"); m.Status != lifecycle.Success {
+		t.Errorf("activated job ended %s", m.Status)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Submit
+// ---------------------------------------------------------------------------
+
+func writeFile(t *testing.T, p string, b []byte) string {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestSubmit(t *testing.T) {
+	f := newFixture(t)
+	src := t.TempDir()
+
+	// The id comes from the file name when the manifest names none.
+	p := writeFile(t, filepath.Join(src, "nightly-report.json"), manifestJSON(t, "", map[string]any{}))
+	id, m, err := f.St.Submit(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id != "nightly-report" || m.JobID != id {
+		t.Errorf("id = %q / %q", id, m.JobID)
+	}
+	stored := f.load(id)
+	if stored.Status != lifecycle.Pending || stored.JobID != id {
+		t.Errorf("stored = %s %q", stored.Status, stored.JobID)
+	}
+	if fi, err := os.Stat(f.Env.Store.Workspace(id)); err != nil || !fi.IsDir() {
+		t.Errorf("workspace not created: %v", err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Errorf("submit removed its source file: %v", err)
+	}
+	// A placed job runs.
+	f.run(id)
+	if m := f.load(id); m.Status != lifecycle.Success {
+		t.Errorf("submitted job ended %s", m.Status)
+	}
+
+	// The same id again is refused, whatever the file.
+	before := f.snapshot(id)
+	_, _, err = f.St.Submit(p)
+	var ee *steward.ExistsError
+	if !errors.As(err, &ee) || ee.ID != id {
+		t.Errorf("resubmit: err = %v, want *ExistsError", err)
+	}
+	p2 := writeFile(t, filepath.Join(src, "other.json"), manifestJSON(t, id, map[string]any{}))
+	if _, _, err := f.St.Submit(p2); !errors.As(err, &ee) {
+		t.Errorf("submit of an existing job_id: err = %v", err)
+	}
+	if f.snapshot(id) != before {
+		t.Errorf("a refused submit changed the existing job")
+	}
+
+	// job.json takes its id from its folder.
+	p3 := writeFile(t, filepath.Join(src, "from-folder", "job.json"), manifestJSON(t, "", map[string]any{"status": "DRAFT"}))
+	id3, m3, err := f.St.Submit(p3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id3 != "from-folder" || m3.Status != lifecycle.Draft || f.load("from-folder").Status != lifecycle.Draft {
+		t.Errorf("id %q status %s", id3, m3.Status)
+	}
+
+	// An explicit job_id wins over the file name.
+	p4 := writeFile(t, filepath.Join(src, "file-name.json"), manifestJSON(t, "explicit-id", map[string]any{}))
+	if id4, _, err := f.St.Submit(p4); err != nil || id4 != "explicit-id" {
+		t.Errorf("id = %q, err = %v", id4, err)
+	}
+	if _, err := os.Stat(filepath.Join(f.Dir, "file-name")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a folder named after the file was created")
+	}
+}
+
+func TestSubmitRefusesInvalidManifests(t *testing.T) {
+	cases := map[string][]byte{
+		"not json":            []byte(`{"task_description": "x", `),
+		"missing agents":      []byte(`{"task_description": "x"}`),
+		"unknown field":       []byte(`{"task_description": "x", "agents": {"worker": {"provider": "script", "script": []}, "supervisor": {"provider": "script", "script": []}}, "colour": "red"}`),
+		"missing role":        []byte(`{"task_description": "x", "agents": {"worker": {"provider": "script", "script": []}}}`),
+		"finished status":     nil, // filled below
+		"running status":      nil,
+		"invalid derived id":  nil,
+		"bad workflow":        []byte(`{"task_description": "x", "workflow": "nope", "agents": {"worker": {"provider": "script", "script": []}}}`),
+		"context escapes":     []byte(`{"task_description": "x", "context_files": ["../secret"], "agents": {"worker": {"provider": "script", "script": []}, "supervisor": {"provider": "script", "script": []}}}`),
+		"wrong status string": []byte(`{"task_description": "x", "status": "DONE", "agents": {"worker": {"provider": "script", "script": []}, "supervisor": {"provider": "script", "script": []}}}`),
+	}
+	for name := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			src := t.TempDir()
+			file := filepath.Join(src, "job-x.json")
+			body := cases[name]
+			switch name {
+			case "finished status":
+				body = manifestJSON(t, "", map[string]any{"status": "SUCCESS"})
+			case "running status":
+				body = manifestJSON(t, "", map[string]any{"status": "RUNNING", "current_phase": "work"})
+			case "invalid derived id":
+				body = manifestJSON(t, "", map[string]any{})
+				file = filepath.Join(src, "-bad name.json")
+			}
+			writeFile(t, file, body)
+			id, m, err := f.St.Submit(file)
+			if err == nil {
+				t.Fatalf("accepted as %q: %+v", id, m)
+			}
+			var me *manifest.Error
+			var mes manifest.Errors
+			if !errors.As(err, &me) && !errors.As(err, &mes) {
+				t.Errorf("err = %T %v, want a manifest error", err, err)
+			}
+			ents, _ := os.ReadDir(f.Dir)
+			if len(ents) != 0 {
+				t.Errorf("a refused submit left %d entries in the jobs folder", len(ents))
+			}
+		})
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Halt while a call is in flight
+// ---------------------------------------------------------------------------
+
+func TestHaltKillsTheCallInFlight(t *testing.T) {
+	f := newFixture(t)
+	pidFile := filepath.Join(t.TempDir(), "agent.pid")
+	worker := map[string]any{"provider": "command", "timeout_seconds": 120,
+		"command": map[string]any{"argv": []string{"sh", "-c", `echo $$ > "$1"; exec sleep 30`, "agent", pidFile}}}
+	f.writeJob("j", map[string]any{"agents": map[string]any{"worker": worker, "supervisor": script(step("COMPLETED", "ok"))}})
+	// Another job runs alongside and must be unaffected.
+	f.writeJob("k", map[string]any{})
+
+	s := runner.NewScheduler(context.Background(), f.Engine, 4, testLogger())
+	defer s.Stop(runner.ErrShutdown)
+	s.Nudge("j")
+	s.Nudge("k")
+	var pid int
+	waitFor(t, "the agent to start", 10*time.Second, func() bool {
+		var ok bool
+		pid, ok = readPID(pidFile)
+		return ok && len(ofType(f.records("j"), history.TypeIntent)) == 1
+	})
+
+	start := time.Now()
+	if _, err := f.St.Halt("j", "wrong task"); err != nil {
+		t.Fatal(err)
+	}
+	s.Nudge("j")
+	waitFor(t, "the run of j to end", 5*time.Second, func() bool {
+		return len(ofType(f.records("j"), history.TypeResponse)) == 1
+	})
+	select {
+	case <-s.Idle():
+	case <-time.After(5 * time.Second):
+		t.Fatal("scheduler still busy after the halt")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("halt took %s to stop the agent", d)
+	}
+	waitFor(t, "the agent process to be gone", 2*time.Second, func() bool {
+		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+	})
+
+	m := f.load("j")
+	if m.Status != lifecycle.Canceled || m.Run.Reason != "wrong task" {
+		t.Fatalf("status %s reason %q, want CANCELED", m.Status, m.Run.Reason)
+	}
+	recs := f.records("j")
+	resps := ofType(recs, history.TypeResponse)
+	if r := resps[0].Response; r.ErrorCode != agent.CodeCanceled || r.Status != history.StatusError || r.ExecutionTimeSeconds > 5 {
+		t.Errorf("response = %+v, want ERROR/AGENT_CANCELED", r)
+	}
+	trs := ofType(recs, history.TypeTransition)
+	if last := trs[len(trs)-1].Transition; last.To != string(lifecycle.Canceled) || last.Event != string(lifecycle.EvHalt) {
+		t.Errorf("last transition %+v: the engine overwrote the halt", last)
+	}
+	if n := len(ofType(recs, history.TypeIntent)); n != 1 {
+		t.Errorf("%d intents: the halted job was called again", n)
+	}
+	// jobHistory.json, refreshed when a job parks, includes that response.
+	var jh history.JobHistory
+	b, err := os.ReadFile(filepath.Join(f.Dir, "j", history.JobHistoryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &jh); err != nil {
+		t.Fatal(err)
+	}
+	var inter *history.Interaction
+	for i := range jh.Interactions {
+		if jh.Interactions[i].Role == "worker" {
+			inter = &jh.Interactions[i]
+		}
+	}
+	if inter == nil || inter.Response == nil || inter.Response.ErrorCode != agent.CodeCanceled {
+		t.Errorf("jobHistory.json is stale: the canceled call has no response there: %+v", inter)
+	}
+	// Nudging a finished job starts nothing.
+	s.Nudge("j")
+	if f.load("j").Status != lifecycle.Canceled {
+		t.Errorf("status changed after a later nudge")
+	}
+	if k := f.load("k"); k.Status != lifecycle.Success {
+		t.Errorf("the other job ended %s", k.Status)
+	}
+	if c := f.load("j").Metrics.AgentCalls; c != 1 {
+		t.Errorf("agent_calls = %d", c)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// G. Illegal transitions are refused
+// ---------------------------------------------------------------------------
+
+func TestIllegalTransitionChangesNothing(t *testing.T) {
+	cases := []struct {
+		from, phase string
+		ev          lifecycle.Event
+		to          lifecycle.Status
+	}{
+		{"PENDING", "", lifecycle.EvResume, lifecycle.Pending},
+		{"SUCCESS", "review", lifecycle.EvResume, lifecycle.Pending},
+		{"CANCELED", "work", lifecycle.EvActivate, lifecycle.Pending},
+		{"DRAFT", "", lifecycle.EvStart, lifecycle.Running},
+		{"RUNNING", "work", lifecycle.EvSucceed, lifecycle.Canceled},
+		{"RUNNING", "work", lifecycle.EvAdvance, lifecycle.Success},
+		{"INTERVENTION_REQUIRED", "work", lifecycle.EvAdvance, lifecycle.Running},
+		{"HALTED_COST", "work", lifecycle.EvStart, lifecycle.Running},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%s-%s-%s", tc.from, tc.ev, tc.to), func(t *testing.T) {
+			f := newFixture(t)
+			f.writeJob("j", withStatus(tc.from, tc.phase))
+			tx, err := jobtx.Begin(f.Env, "j", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = tx.Transition(tc.ev, tc.to, "", "TEST", "should be refused")
+			var it *lifecycle.IllegalTransition
+			if !errors.As(err, &it) {
+				tx.Close()
+				t.Fatalf("err = %v, want *lifecycle.IllegalTransition", err)
+			}
+			if it.From != lifecycle.Status(tc.from) || it.To != tc.to || it.Event != tc.ev {
+				t.Errorf("error = %+v", it)
+			}
+			if tx.M.Status != lifecycle.Status(tc.from) || tx.M.Phase() != tc.phase {
+				t.Errorf("in-memory manifest changed to %s/%s", tx.M.Status, tx.M.Phase())
+			}
+			// Even a commit after the refusal must not record it.
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			tx.Close()
+			m := f.load("j")
+			if m.Status != lifecycle.Status(tc.from) || m.Phase() != tc.phase {
+				t.Errorf("stored manifest became %s/%s", m.Status, m.Phase())
+			}
+			if n := len(f.records("j")); n != 0 {
+				t.Errorf("history has %d records after a refused transition", n)
+			}
+		})
+	}
+	t.Run("untouched without commit", func(t *testing.T) {
+		f := newFixture(t)
+		f.writeJob("j", withStatus("SUCCESS", "review"))
+		before := f.snapshot("j")
+		tx, err := jobtx.Begin(f.Env, "j", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = tx.Transition(lifecycle.EvHalt, lifecycle.Canceled, "", "TEST", "")
+		tx.Close()
+		var it *lifecycle.IllegalTransition
+		if !errors.As(err, &it) {
+			t.Fatalf("err = %v", err)
+		}
+		if f.snapshot("j") != before {
+			t.Errorf("manifest or history changed")
+		}
+	})
+	t.Run("a legal one is applied", func(t *testing.T) {
+		f := newFixture(t)
+		f.writeJob("j", withStatus("PENDING", ""))
+		tx, err := jobtx.Begin(f.Env, "j", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Transition(lifecycle.EvStart, lifecycle.Running, "work", "TEST", ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		tx.Close()
+		if m := f.load("j"); m.Status != lifecycle.Running || m.Phase() != "work" {
+			t.Errorf("stored %s/%s", m.Status, m.Phase())
+		}
+		if trs := ofType(f.records("j"), history.TypeTransition); len(trs) != 1 {
+			t.Errorf("%d transitions recorded", len(trs))
+		}
+	})
+}

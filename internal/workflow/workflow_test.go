@@ -1,0 +1,78 @@
+package workflow
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/logist/logist/internal/lifecycle"
+)
+
+func TestSupervisedGraph(t *testing.T) {
+	w, err := Builtin("supervised")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ phase, action, want string }{
+		{"work", ActionCompleted, "review"},
+		{"work", ActionRetry, "work"},
+		{"work", ActionStuck, TargetIntervention},
+		{"review", ActionCompleted, TargetSuccess},
+		{"review", ActionRetry, "work"},
+		{"review", ActionStuck, TargetIntervention},
+	}
+	for _, c := range cases {
+		got, err := w.Next(c.phase, c.action)
+		if err != nil || got != c.want {
+			t.Errorf("Next(%s, %s) = %q, %v; want %q", c.phase, c.action, got, err, c.want)
+		}
+	}
+	if w.Phases["work"].Status != lifecycle.Running || w.Phases["review"].Status != lifecycle.Reviewing {
+		t.Errorf("phase statuses: %+v", w.Phases)
+	}
+	if got := strings.Join(w.Roles(), ","); got != "supervisor,worker" {
+		t.Errorf("roles = %s", got)
+	}
+	if _, err := w.Next("nope", ActionCompleted); err == nil {
+		t.Error("unknown phase accepted")
+	}
+	for _, role := range []string{"worker", "supervisor"} {
+		if !strings.Contains(DefaultPrompt(role), "summary_for_supervisor") {
+			t.Errorf("%s prompt does not state the answer contract", role)
+		}
+	}
+	if DefaultPrompt("nobody") != "" {
+		t.Error("prompt for an unknown role")
+	}
+}
+
+func TestCheckRefusesBrokenGraphs(t *testing.T) {
+	on := func(c, r, s string) map[string]string {
+		return map[string]string{ActionCompleted: c, ActionRetry: r, ActionStuck: s}
+	}
+	cases := map[string]struct {
+		w    Workflow
+		want string
+	}{
+		"missing start": {Workflow{Name: "x", Start: "a", Phases: map[string]Phase{"b": {Role: "r", On: on("SUCCESS", "b", "INTERVENTION_REQUIRED")}}}, `start phase "a"`},
+		"unknown target": {Workflow{Name: "x", Start: "a", Phases: map[string]Phase{"a": {Role: "r", On: on("zzz", "a", "INTERVENTION_REQUIRED")}}}, `unknown phase "zzz"`},
+		"missing action": {Workflow{Name: "x", Start: "a", Phases: map[string]Phase{"a": {Role: "r", On: map[string]string{ActionCompleted: "SUCCESS"}}}}, "no target for"},
+		"bad status":     {Workflow{Name: "x", Start: "a", Phases: map[string]Phase{"a": {Role: "r", Status: lifecycle.Success, On: on("SUCCESS", "a", "a")}}}, "status must be RUNNING or REVIEWING"},
+		"no role":        {Workflow{Name: "x", Start: "a", Phases: map[string]Phase{"a": {On: on("SUCCESS", "a", "a")}}}, "role is empty"},
+	}
+	for name, c := range cases {
+		err := c.w.Check()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want %q", name, err, c.want)
+		}
+	}
+	ok := Workflow{Name: "x", Start: "a", Phases: map[string]Phase{"a": {Role: "r", On: on("SUCCESS", "a", "INTERVENTION_REQUIRED")}}}
+	if err := ok.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if ok.Phases["a"].Status != lifecycle.Running {
+		t.Error("a phase without status should run as RUNNING")
+	}
+	if _, err := Builtin("nope"); err == nil || !strings.Contains(err.Error(), "supervised") {
+		t.Errorf("unknown built-in: %v", err)
+	}
+}
