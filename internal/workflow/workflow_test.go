@@ -53,7 +53,7 @@ func TestCheckRefusesBrokenGraphs(t *testing.T) {
 		w    Workflow
 		want string
 	}{
-		"missing start": {Workflow{Name: "x", Start: "a", Phases: map[string]Phase{"b": {Role: "r", On: on("SUCCESS", "b", "INTERVENTION_REQUIRED")}}}, `start phase "a"`},
+		"missing start":  {Workflow{Name: "x", Start: "a", Phases: map[string]Phase{"b": {Role: "r", On: on("SUCCESS", "b", "INTERVENTION_REQUIRED")}}}, `start phase "a"`},
 		"unknown target": {Workflow{Name: "x", Start: "a", Phases: map[string]Phase{"a": {Role: "r", On: on("zzz", "a", "INTERVENTION_REQUIRED")}}}, `unknown phase "zzz"`},
 		"missing action": {Workflow{Name: "x", Start: "a", Phases: map[string]Phase{"a": {Role: "r", On: map[string]string{ActionCompleted: "SUCCESS"}}}}, "no target for"},
 		"bad status":     {Workflow{Name: "x", Start: "a", Phases: map[string]Phase{"a": {Role: "r", Status: lifecycle.Success, On: on("SUCCESS", "a", "a")}}}, "status must be RUNNING or REVIEWING"},
