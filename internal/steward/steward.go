@@ -198,8 +198,12 @@ func hintFor(st lifecycle.Status, id string) string {
 		return "it is queued or running; logist halt " + id + " stops it"
 	case lifecycle.Success, lifecycle.Canceled:
 		return "it has finished"
-	case lifecycle.InterventionRequired, lifecycle.HaltedCost, lifecycle.HaltedTime:
+	case lifecycle.InterventionRequired:
 		return "continue it: logist resume " + id + " --guidance TEXT"
+	case lifecycle.HaltedCost:
+		return "raise the budget to continue: logist resume " + id + " --cost-threshold CENTS"
+	case lifecycle.HaltedTime:
+		return "raise the budget to continue: logist resume " + id + " --time-threshold-minutes M"
 	}
 	return ""
 }
