@@ -15,8 +15,10 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/steward"
 )
 
@@ -80,7 +82,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdValidate,
+		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdValidate, cmdVerify,
 	}
 }
 
@@ -151,9 +153,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	e.format = *format
 	e.store = jobstore.New(*jobsDir)
 	res, err := c.run(e, fs.Args())
-	var vf *validationFailed
-	if errors.As(err, &vf) {
-		return ExitUsage // the per-file results are already printed
+	if isReported(err) {
+		return ExitUsage // the per-item results are already printed
 	}
 	if err != nil {
 		code := ExitCode(err)
@@ -181,11 +182,17 @@ func splitCommand(args []string) (string, []string) {
 	return "", nil
 }
 
-func (e *env) txEnv() *jobtx.Env {
-	return &jobtx.Env{Store: e.store, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+// steward returns the steward for commands that change jobs. Their
+// history records are signed with the folder's key, so only someone who may
+// read it (the daemon's user) can steer jobs.
+func (e *env) steward() (*steward.Steward, error) {
+	key, err := signing.LoadOrCreate(e.store.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("history signing key (steering needs the daemon's user): %w", err)
+	}
+	return steward.New(&jobtx.Env{Store: e.store, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		History: history.Options{Signer: key}}), nil
 }
-
-func (e *env) steward() *steward.Steward { return steward.New(e.txEnv()) }
 
 func mainHelp() string {
 	var b strings.Builder

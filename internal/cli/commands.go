@@ -53,7 +53,11 @@ var cmdSubmit = &command{
 		if len(args) != 1 {
 			return nil, usagef("expected one FILE argument")
 		}
-		id, m, err := e.steward().Submit(args[0])
+		st, err := e.steward()
+		if err != nil {
+			return nil, err
+		}
+		id, m, err := st.Submit(args[0])
 		if err != nil {
 			return nil, err
 		}
@@ -184,7 +188,10 @@ var cmdStatus = &command{
 }
 
 var cmdHistory = &command{
-	name: "history", args: "JOB", summary: "show a job's interactions, steward actions and recovery points (--format json: jobHistory.json)",
+	name: "history", args: "JOB [--seq N]", summary: "show a job's interactions, steward actions and recovery points (--format json: jobHistory.json)",
+	flags: func(fs *pflag.FlagSet) {
+		fs.Int64("seq", 0, "show only record N (found through the archive index, decompressing at most one archive)")
+	},
 	run: func(e *env, args []string) (*Result, error) {
 		id, err := oneJob(args)
 		if err != nil {
@@ -193,6 +200,19 @@ var cmdHistory = &command{
 		dir := e.store.JobDir(id)
 		if _, err := os.Stat(filepath.Join(dir, jobstore.ManifestFile)); err != nil {
 			return nil, fmt.Errorf("job %s: %w", id, jobstore.ErrNotFound)
+		}
+		if e.fs.Changed("seq") {
+			seq, _ := e.fs.GetInt64("seq")
+			en, err := history.ReadSeq(dir, seq)
+			if err != nil {
+				if errors.Is(err, history.ErrNoRecord) {
+					return nil, fmt.Errorf("job %s: %v: %w", id, err, jobstore.ErrNotFound)
+				}
+				return nil, err
+			}
+			b, _ := json.MarshalIndent(en.Record, "", "  ")
+			return &Result{JSON: en.Record, Text: string(b) + "\n", Message: fmt.Sprintf("Record %d of job %s", seq, id),
+				Fields: []Field{{"record", "Record", string(b)}}}, nil
 		}
 		recs, err := history.ReadAll(dir)
 		if err != nil {
@@ -265,7 +285,11 @@ var cmdResume = &command{
 			v := resumeTime
 			o.TimeThresholdMinutes = &v
 		}
-		m, err := e.steward().Resume(id, o)
+		st, err := e.steward()
+		if err != nil {
+			return nil, err
+		}
+		m, err := st.Resume(id, o)
 		if err != nil {
 			return nil, err
 		}
@@ -292,7 +316,11 @@ var cmdHalt = &command{
 			return nil, err
 		}
 		reason, _ := e.fs.GetString("reason")
-		m, err := e.steward().Halt(id, reason)
+		st, err := e.steward()
+		if err != nil {
+			return nil, err
+		}
+		m, err := st.Halt(id, reason)
 		if err != nil {
 			return nil, err
 		}
@@ -307,7 +335,11 @@ var cmdActivate = &command{
 		if err != nil {
 			return nil, err
 		}
-		m, err := e.steward().Activate(id)
+		st, err := e.steward()
+		if err != nil {
+			return nil, err
+		}
+		m, err := st.Activate(id)
 		if err != nil {
 			return nil, err
 		}

@@ -23,11 +23,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/metrics"
 	"github.com/logist/logist/internal/runner"
+	"github.com/logist/logist/internal/signing"
 )
 
 // Set at build time (-ldflags -X).
@@ -45,6 +47,8 @@ type Options struct {
 	LogFormat   string
 	LogLevel    string
 	Grace       time.Duration
+	// HistoryMaxBytes rotates a job's history file past this size.
+	HistoryMaxBytes int64
 }
 
 // Main parses args and runs the daemon until ctx ends (SIGTERM/SIGINT) or,
@@ -64,6 +68,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs.StringVar(&o.LogFormat, "log-format", "json", "log format: json or text")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&o.Grace, "grace", 30*time.Second, "on SIGTERM, how long calls in flight may finish before they are killed")
+	fs.Int64Var(&o.HistoryMaxBytes, "history-max-bytes", history.DefaultMaxBytes, "rotate a job's history.jsonl into a gzip archive past this size")
 	version := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: logistd [flags]\n\nlogistd supervises the AI-agent jobs in a jobs folder.\n\nFlags:\n%s", fs.FlagUsages())
@@ -138,10 +143,16 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	}
 	defer lock.Unlock()
 
+	key, err := signing.LoadOrCreate(store.Dir)
+	if err != nil {
+		return fmt.Errorf("history signing key: %w", err)
+	}
+
 	reg := prometheus.NewRegistry()
 	d := &Daemon{opts: o, log: logger, store: store, metrics: metrics.New(reg, Version, Revision),
 		invalid: map[string]string{}, watched: map[string]bool{}}
-	env := &jobtx.Env{Store: store, Logger: logger, Obs: d.metrics}
+	env := &jobtx.Env{Store: store, Logger: logger, Obs: d.metrics,
+		History: history.Options{Signer: key, MaxBytes: o.HistoryMaxBytes}}
 	d.engine = runner.NewEngine(env)
 	// Runs live until shutdown decides otherwise, not until the signal.
 	runCtx, stopRuns := context.WithCancel(context.WithoutCancel(ctx))
@@ -155,7 +166,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 		}
 		defer srv.Close()
 	}
-	logger.Info("logistd starting", "jobs_dir", store.Dir, "version", Version, "once", o.Once, "max_parallel", o.MaxParallel)
+	logger.Info("logistd starting", "jobs_dir", store.Dir, "version", Version, "once", o.Once, "max_parallel", o.MaxParallel, "signing_key", key.ID())
 
 	if !o.Once {
 		w, err := fsnotify.NewWatcher()

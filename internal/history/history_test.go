@@ -130,12 +130,18 @@ func TestAppendReadAllRoundTrip(t *testing.T) {
 		t.Fatalf("file has %d lines", len(lines))
 	}
 	for _, ln := range lines {
-		var m map[string]any
-		if err := json.Unmarshal(ln, &m); err != nil {
+		var env struct {
+			Hash string         `json:"hash"`
+			Rec  map[string]any `json:"rec"`
+		}
+		if err := json.Unmarshal(ln, &env); err != nil {
 			t.Fatalf("line %q: %v", ln, err)
 		}
-		for _, k := range []string{"v", "seq", "type", "ts"} {
-			if _, ok := m[k]; !ok {
+		if len(env.Hash) != 64 {
+			t.Errorf("line %s has no hash", ln)
+		}
+		for _, k := range []string{"v", "seq", "type", "ts", "prev_hash"} {
+			if _, ok := env.Rec[k]; !ok {
 				t.Errorf("line %s lacks %q", ln, k)
 			}
 		}
@@ -358,7 +364,7 @@ func TestNewerRecordVersionRefused(t *testing.T) {
 			l := open(t, dir)
 			appendAll(t, l, intent(0, "worker"))
 			l.Close()
-			appendBytes(t, historyPath(dir), []byte(`{"v":2,"seq":1,"type":"quantum"}`+"\n"))
+			appendBytes(t, historyPath(dir), []byte(`{"hash":"00","rec":{"v":3,"seq":1,"type":"quantum"}}`+"\n"))
 			if where == "middle" {
 				appendBytes(t, historyPath(dir), []byte(`{"v":1,"seq":2,"type":"intent","interaction":1}`+"\n"))
 			}
@@ -368,7 +374,7 @@ func TestNewerRecordVersionRefused(t *testing.T) {
 				l2.Close()
 				t.Fatal("Open accepted a newer record")
 			}
-			if !strings.Contains(err.Error(), "newer") || !strings.Contains(err.Error(), "version 2") {
+			if !strings.Contains(err.Error(), "newer") || !strings.Contains(err.Error(), "version 3") {
 				t.Errorf("Open error %q", err)
 			}
 			after, _ := os.ReadFile(historyPath(dir))

@@ -1,13 +1,20 @@
 // Package history is a job's durable, append-only record: every request
 // (written before the agent is called), response, transition, steward
-// command and recovery point, one JSON line each in history.jsonl, fsync'd
-// before anything that depends on it is acknowledged. jobHistory.json, the
-// seed's format, is materialised from it.
+// command and recovery point, one line each in history.jsonl, fsync'd before
+// anything that depends on it is acknowledged. Each line is an envelope
+// holding the record's exact bytes, their SHA-256, and an Ed25519 signature;
+// each record names its predecessor's hash, so the lines form a chain that
+// `logist verify` checks. Past a size limit the file is rotated into gzip
+// archives listed in an index. jobHistory.json, the seed's format, is
+// materialised from the records.
 package history
 
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,35 +26,54 @@ import (
 	"github.com/logist/logist/internal/atomicfile"
 )
 
-// FileName is the append-only log inside the job folder.
+// FileName is the active append-only log inside the job folder.
 const FileName = "history.jsonl"
 
-// MaxRecord bounds one record line; longer lines are corrupt.
-const MaxRecord = 64 << 20
+// DefaultMaxBytes is the size past which the active file is rotated.
+const DefaultMaxBytes = 100 << 20
+
+// Signer signs record hashes (internal/signing's Key).
+type Signer interface {
+	ID() string
+	Sign(msg []byte) []byte
+}
+
+// Options tune a Log.
+type Options struct {
+	// Signer signs each appended record; nil appends unsigned records
+	// (tests), which verify reports.
+	Signer Signer
+	// MaxBytes rotates the active file once it reaches this size;
+	// 0 means DefaultMaxBytes, a negative value never rotates.
+	MaxBytes int64
+}
 
 // Log appends to one job's history. Callers hold the job's lock while they
 // use it, so a Log may be shared by processes taking turns: Refresh picks up
 // what others appended since.
 type Log struct {
-	path  string
-	f     *os.File
-	size  int64
-	state State
-	now   func() time.Time
+	dir      string
+	path     string
+	f        *os.File
+	size     int64
+	state    State
+	lastHash string
+	opts     Options
+	now      func() time.Time
 }
 
 // State is what the runner needs to know from the history without reading
 // it again: counters and the open intent, if any.
 type State struct {
-	NextSeq         int64
-	NextInteraction int
+	NextSeq         int64 `json:"next_seq"`
+	NextInteraction int   `json:"next_interaction"`
 	// OpenIntent is the last intent with no response after it: a call that
 	// was in flight when the process stopped.
-	OpenIntent *Record
+	OpenIntent *Record `json:"open_intent,omitempty"`
 	// Responses counts responses per role (the scripted agent's cursor).
-	Responses map[string]int
+	Responses map[string]int `json:"responses"`
 	// LastCheckpoint is the newest recovery point id.
-	LastCheckpoint string
+	LastCheckpoint string `json:"last_checkpoint,omitempty"`
 }
 
 // TornTail reports bytes cut off a history because they were an incomplete
@@ -58,13 +84,29 @@ type TornTail struct {
 	Bytes  int64
 }
 
-// Open opens (creating if needed) the history in dir, cuts off a torn last
-// record, and reads the state. The torn tail, if any, is returned so the
-// caller can log and count it.
-func Open(dir string) (*Log, *TornTail, error) {
-	p := filepath.Join(dir, FileName)
-	_, statErr := os.Stat(p)
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+// Open opens the history in dir without signing; see OpenWith.
+func Open(dir string) (*Log, *TornTail, error) { return OpenWith(dir, Options{}) }
+
+// OpenWith opens (creating if needed) the history in dir, finishes a
+// rotation a crash interrupted, cuts off a torn last record, and reads the
+// state. The torn tail, if any, is returned so the caller can log and count
+// it.
+func OpenWith(dir string, opts Options) (*Log, *TornTail, error) {
+	if opts.MaxBytes == 0 {
+		opts.MaxBytes = DefaultMaxBytes
+	}
+	l := &Log{dir: dir, path: filepath.Join(dir, FileName), opts: opts, now: time.Now}
+	if err := l.recoverRotation(); err != nil {
+		return nil, nil, err
+	}
+	idx, err := readIndex(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	l.state = idx.State.clone()
+	l.lastHash = idx.LastHash
+	_, statErr := os.Stat(l.path)
+	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open history: %w", err)
 	}
@@ -74,7 +116,7 @@ func Open(dir string) (*Log, *TornTail, error) {
 			return nil, nil, err
 		}
 	}
-	l := &Log{path: p, f: f, now: time.Now, state: State{Responses: map[string]int{}}}
+	l.f = f
 	torn, err := l.scan(0, true)
 	if err != nil {
 		f.Close()
@@ -89,25 +131,42 @@ func (l *Log) Close() error { return l.f.Close() }
 // State returns the current counters.
 func (l *Log) State() State { return l.state }
 
-// Path is the log's file.
+// LastHash is the hash of the newest chained record (genesis if none).
+func (l *Log) LastHash() string {
+	if l.lastHash == "" {
+		return GenesisHash
+	}
+	return l.lastHash
+}
+
+// Path is the active file.
 func (l *Log) Path() string { return l.path }
 
-// Refresh reads records appended by another process since the last read.
+// Refresh reads records appended by another process since the last read,
+// including a rotation it made.
 func (l *Log) Refresh() error {
-	fi, err := l.f.Stat()
+	cur, err := os.Stat(l.path)
 	if err != nil {
 		return fmt.Errorf("stat history: %w", err)
 	}
-	switch {
-	case fi.Size() == l.size:
-		return nil
-	case fi.Size() < l.size:
-		l.state = State{Responses: map[string]int{}}
-		l.size = 0
-		_, err = l.scan(0, true)
-	default:
-		_, err = l.scan(l.size, true)
+	mine, err := l.f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat history: %w", err)
 	}
+	if !os.SameFile(cur, mine) || cur.Size() < l.size {
+		// Rotated or replaced under us: start again from the index.
+		nl, _, err := OpenWith(l.dir, l.opts)
+		if err != nil {
+			return err
+		}
+		l.f.Close()
+		*l = *nl
+		return nil
+	}
+	if cur.Size() == l.size {
+		return nil
+	}
+	_, err = l.scan(l.size, true)
 	return err
 }
 
@@ -122,19 +181,23 @@ func (l *Log) scan(off int64, repair bool) (*TornTail, error) {
 	for {
 		line, err := r.ReadBytes('\n')
 		if len(line) > 0 && err == nil {
-			var rec Record
-			if jerr := json.Unmarshal(line, &rec); jerr != nil {
+			e, perr := ParseLine(line)
+			if perr != nil {
 				// A bad line followed by more data is corruption, not a
 				// torn write: refuse rather than guess.
-				if _, perr := r.Peek(1); perr == nil {
-					return nil, fmt.Errorf("history %s: record at byte %d is corrupt: %v", l.path, pos, jerr)
+				if _, peekErr := r.Peek(1); peekErr == nil {
+					return nil, fmt.Errorf("history %s: record at byte %d is corrupt: %v", l.path, pos, perr)
+				}
+				var tooNew *VersionError
+				if errors.As(perr, &tooNew) {
+					return nil, fmt.Errorf("history %s: %w", l.path, perr)
 				}
 				return l.cut(pos, int64(len(line)), repair)
 			}
-			if rec.V > RecordVersion {
-				return nil, fmt.Errorf("history %s: record %d has version %d, newer than this logist supports (%d)", l.path, rec.Seq, rec.V, RecordVersion)
+			l.state.apply(&e.Record)
+			if !e.Legacy {
+				l.lastHash = e.Hash
 			}
-			l.state.apply(&rec)
 			pos += int64(len(line))
 			continue
 		}
@@ -163,6 +226,19 @@ func (l *Log) cut(pos, n int64, repair bool) (*TornTail, error) {
 	}
 	l.size = pos
 	return &TornTail{Path: l.path, Offset: pos, Bytes: n}, nil
+}
+
+func (s State) clone() State {
+	c := s
+	c.Responses = map[string]int{}
+	for k, v := range s.Responses {
+		c.Responses[k] = v
+	}
+	if s.OpenIntent != nil {
+		oi := *s.OpenIntent
+		c.OpenIntent = &oi
+	}
+	return c
 }
 
 func (s *State) apply(r *Record) {
@@ -195,20 +271,22 @@ func (s *State) apply(r *Record) {
 	}
 }
 
-// Append assigns the record its sequence number and time, writes it as one
-// line and fsyncs before returning.
+// Append assigns the record its sequence number, time and predecessor's
+// hash, writes it as one line (envelope with hash and signature) and fsyncs
+// before returning. The write costs the size of the record, not of the
+// history.
 func (l *Log) Append(rec *Record) error {
 	rec.V = RecordVersion
 	rec.Seq = l.state.NextSeq
+	rec.PrevHash = l.LastHash()
 	if rec.Time == "" {
 		rec.Time = l.now().UTC().Format(time.RFC3339Nano)
 	}
-	b, err := json.Marshal(rec)
+	line, hash, err := encodeLine(rec, l.opts.Signer)
 	if err != nil {
-		return fmt.Errorf("encode history record: %w", err)
+		return err
 	}
-	b = append(b, '\n')
-	n, err := l.f.Write(b)
+	n, err := l.f.Write(line)
 	if err != nil {
 		// Cut off whatever part reached the file so the log stays whole.
 		if n > 0 {
@@ -217,40 +295,172 @@ func (l *Log) Append(rec *Record) error {
 		return fmt.Errorf("append history: %w", err)
 	}
 	if err := l.f.Sync(); err != nil {
+		_ = l.f.Truncate(l.size)
 		return fmt.Errorf("fsync history: %w", err)
 	}
 	l.size += int64(n)
+	l.lastHash = hash
 	l.state.apply(rec)
+	if l.opts.MaxBytes > 0 && l.size >= l.opts.MaxBytes {
+		if err := l.rotate(); err != nil {
+			// The record is durable; a failed rotation is retried at the
+			// next append or open.
+			return fmt.Errorf("rotate history (record %d is stored): %w", rec.Seq, err)
+		}
+	}
 	return nil
+}
+
+// encodeLine renders the envelope by hand so the hashed bytes are exactly
+// the bytes stored.
+func encodeLine(rec *Record, signer Signer) (line []byte, hash string, err error) {
+	body, err := json.Marshal(rec)
+	if err != nil {
+		return nil, "", fmt.Errorf("encode history record: %w", err)
+	}
+	sum := sha256.Sum256(body)
+	hash = hex.EncodeToString(sum[:])
+	var b bytes.Buffer
+	b.Grow(len(body) + 200)
+	b.WriteString(`{"hash":"`)
+	b.WriteString(hash)
+	b.WriteString(`"`)
+	if signer != nil {
+		b.WriteString(`,"key":"`)
+		b.WriteString(signer.ID())
+		b.WriteString(`","sig":"`)
+		b.WriteString(base64.StdEncoding.EncodeToString(signer.Sign(sum[:])))
+		b.WriteString(`"`)
+	}
+	b.WriteString(`,"rec":`)
+	b.Write(body)
+	b.WriteString("}\n")
+	return b.Bytes(), hash, nil
+}
+
+// Entry is a record as stored, with what protects it.
+type Entry struct {
+	Record
+	Hash string
+	Sig  string
+	Key  string
+	// Body is the exact bytes the hash covers (nil for legacy lines).
+	Body []byte
+	// Legacy marks a version 1 line: migrated, unprotected.
+	Legacy bool
+}
+
+// VersionError is a record from a newer Logist.
+type VersionError struct{ V int }
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("record version %d is newer than this logist supports (%d); upgrade logist", e.V, RecordVersion)
+}
+
+type envelope struct {
+	Hash string          `json:"hash"`
+	Key  string          `json:"key"`
+	Sig  string          `json:"sig"`
+	Rec  json.RawMessage `json:"rec"`
+}
+
+// ParseLine decodes one stored line (with or without its newline): a
+// version 2 envelope, or a version 1 bare record (migrated).
+func ParseLine(line []byte) (Entry, error) {
+	line = bytes.TrimRight(line, "\n")
+	var env envelope
+	if err := json.Unmarshal(line, &env); err != nil {
+		return Entry{}, err
+	}
+	if env.Rec == nil {
+		// Version 1: the record itself.
+		var rec Record
+		if err := json.Unmarshal(line, &rec); err != nil {
+			return Entry{}, err
+		}
+		if rec.V > RecordVersion {
+			return Entry{}, &VersionError{rec.V}
+		}
+		if rec.V != 1 || rec.Type == "" {
+			return Entry{}, fmt.Errorf("not a history record")
+		}
+		return Entry{Record: rec, Legacy: true}, nil
+	}
+	var rec Record
+	if err := json.Unmarshal(env.Rec, &rec); err != nil {
+		return Entry{}, err
+	}
+	if rec.V > RecordVersion {
+		return Entry{}, &VersionError{rec.V}
+	}
+	if rec.V < 2 || rec.Type == "" {
+		return Entry{}, fmt.Errorf("not a history record")
+	}
+	return Entry{Record: rec, Hash: env.Hash, Sig: env.Sig, Key: env.Key, Body: []byte(env.Rec)}, nil
 }
 
 // NewInteraction reserves the next interaction number.
 func (l *Log) NewInteraction() int { return l.state.NextInteraction }
 
-// ReadAll reads every record of the history in dir. A torn final line is
-// skipped (not repaired: readers never write).
+// ReadAll reads every record of the history in dir, archives included. A
+// torn final line is skipped (not repaired: readers never write).
 func ReadAll(dir string) ([]Record, error) {
-	data, err := os.ReadFile(filepath.Join(dir, FileName))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+	es, err := ReadEntries(dir)
+	if len(es) == 0 {
+		return nil, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read history: %w", err)
+	out := make([]Record, len(es))
+	for i := range es {
+		out[i] = es[i].Record
 	}
-	var out []Record
+	return out, err
+}
+
+// ReadEntries reads every stored entry, archives first, then the active
+// file. It is safe against a concurrent rotation: if the index changes while
+// reading, it reads again.
+func ReadEntries(dir string) ([]Entry, error) {
+	for attempt := 0; ; attempt++ {
+		before, err := readIndex(dir)
+		if err != nil {
+			return nil, err
+		}
+		var out []Entry
+		for _, a := range before.Archives {
+			es, err := readArchive(dir, a)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, es...)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, FileName))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return out, fmt.Errorf("read history: %w", err)
+		}
+		es, perr := parseLines(data, len(out))
+		out = append(out, es...)
+		after, err := readIndex(dir)
+		if err != nil {
+			return nil, err
+		}
+		if len(after.Archives) == len(before.Archives) || attempt >= 3 {
+			return out, perr
+		}
+	}
+}
+
+func parseLines(data []byte, base int) ([]Entry, error) {
+	var out []Entry
 	for len(data) > 0 {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
 			break // torn tail: in flight or cut by a crash
 		}
-		var rec Record
-		if err := json.Unmarshal(data[:i], &rec); err != nil {
-			return out, fmt.Errorf("history record %d is corrupt: %w", len(out), err)
+		e, err := ParseLine(data[:i])
+		if err != nil {
+			return out, fmt.Errorf("history record %d is corrupt: %w", base+len(out), err)
 		}
-		if rec.V > RecordVersion {
-			return out, fmt.Errorf("history record %d has version %d, newer than this logist supports (%d)", rec.Seq, rec.V, RecordVersion)
-		}
-		out = append(out, rec)
+		out = append(out, e)
 		data = data[i+1:]
 	}
 	return out, nil

@@ -1,7 +1,13 @@
 package history
 
 // RecordVersion is the version of the record format this Logist writes.
-const RecordVersion = 1
+// Version 1 (Logist's first release) wrote bare records, one per line;
+// version 2 wraps each in a hash-chained, signed envelope. Version 1 lines
+// are migrated on read: they keep their content but carry no protection.
+const RecordVersion = 2
+
+// GenesisHash is the predecessor of a history's first chained record.
+const GenesisHash = "0000000000000000000000000000000000000000000000000000000000000000"
 
 // Record types. Each is appended once and never rewritten.
 const (
@@ -11,12 +17,14 @@ const (
 	TypeSteward       = "steward"        // a steward command
 	TypeRecoveryPoint = "recovery_point" // a safe phase boundary
 	TypeError         = "error"          // an error event that is not a response (interruption, ...)
+	TypeRollback      = "rollback"       // a steward restored a checkpoint's workspace
 )
 
 // Record is one line of history.jsonl.
 type Record struct {
 	V           int    `json:"v"`
 	Seq         int64  `json:"seq"`
+	PrevHash    string `json:"prev_hash,omitempty"`
 	Type        string `json:"type"`
 	Time        string `json:"ts"`
 	Interaction *int   `json:"interaction,omitempty"`

@@ -24,6 +24,8 @@ type Env struct {
 	Logger *slog.Logger
 	Obs    Observer
 	Now    func() time.Time
+	// History says how histories are signed and rotated.
+	History history.Options
 }
 
 func (e *Env) now() time.Time {
@@ -69,7 +71,7 @@ func Begin(env *Env, id string, log *history.Log) (*Tx, error) {
 	}
 	t.M = m
 	if log == nil {
-		l, torn, err := history.Open(t.Dir)
+		l, torn, err := history.OpenWith(t.Dir, env.History)
 		if err != nil {
 			lk.Unlock()
 			return nil, err

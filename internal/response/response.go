@@ -131,41 +131,9 @@ func kind(v any) string {
 // workspace; evidence paths are resolved inside it. It returns the answer
 // and warnings, or *Error.
 func Validate(raw []byte, workspace string) (*Answer, []Warning, error) {
-	obj, err := Extract(raw)
+	ans, err := Check(raw)
 	if err != nil {
 		return nil, nil, err
-	}
-	// Layers 2 and 4 first where they name the problem better than the
-	// generic schema message does.
-	if a, ok := obj["action"]; ok {
-		s, isStr := a.(string)
-		if !isStr || !validAction(s) {
-			return nil, nil, &Error{CodeActionInvalid, fmt.Sprintf("action %s is not one of %s", jsonText(a), strings.Join(workflow.Actions, ", "))}
-		}
-	}
-	if sum, ok := obj["summary_for_supervisor"]; !ok {
-		return nil, nil, &Error{CodeSummaryMissing, "summary_for_supervisor is missing"}
-	} else if s, isStr := sum.(string); isStr && strings.TrimSpace(s) == "" {
-		return nil, nil, &Error{CodeSummaryMissing, "summary_for_supervisor is empty"}
-	}
-	if err := schemas.Validate(schemas.Response, obj); err != nil {
-		var se *schemas.Error
-		if errors.As(err, &se) {
-			parts := make([]string, len(se.Violations))
-			for i, v := range se.Violations {
-				parts[i] = v.String()
-			}
-			return nil, nil, &Error{CodeSchemaInvalid, strings.Join(parts, "; ")}
-		}
-		return nil, nil, &Error{CodeSchemaInvalid, err.Error()}
-	}
-	b, _ := json.Marshal(obj)
-	var ans Answer
-	if err := json.Unmarshal(b, &ans); err != nil {
-		return nil, nil, &Error{CodeSchemaInvalid, err.Error()}
-	}
-	if n := len([]rune(ans.Summary)); n > MaxSummary {
-		return nil, nil, &Error{CodeSchemaInvalid, fmt.Sprintf("summary_for_supervisor has %d characters, at most %d", n, MaxSummary)}
 	}
 	var warns []Warning
 	for _, p := range ans.EvidenceFiles {
@@ -181,10 +149,52 @@ func Validate(raw []byte, workspace string) (*Answer, []Warning, error) {
 			warns = append(warns, Warning{Code: "EVIDENCE_MISSING", Detail: fmt.Sprintf("evidence file %q does not exist in the workspace", p)})
 		}
 	}
+	return ans, warns, nil
+}
+
+// Check runs the layers that need no workspace: extraction, action,
+// summary, schema. Replay (logist verify) uses it on recorded answers.
+func Check(raw []byte) (*Answer, error) {
+	obj, err := Extract(raw)
+	if err != nil {
+		return nil, err
+	}
+	// Layers 2 and 4 first where they name the problem better than the
+	// generic schema message does.
+	if a, ok := obj["action"]; ok {
+		s, isStr := a.(string)
+		if !isStr || !validAction(s) {
+			return nil, &Error{CodeActionInvalid, fmt.Sprintf("action %s is not one of %s", jsonText(a), strings.Join(workflow.Actions, ", "))}
+		}
+	}
+	if sum, ok := obj["summary_for_supervisor"]; !ok {
+		return nil, &Error{CodeSummaryMissing, "summary_for_supervisor is missing"}
+	} else if s, isStr := sum.(string); isStr && strings.TrimSpace(s) == "" {
+		return nil, &Error{CodeSummaryMissing, "summary_for_supervisor is empty"}
+	}
+	if err := schemas.Validate(schemas.Response, obj); err != nil {
+		var se *schemas.Error
+		if errors.As(err, &se) {
+			parts := make([]string, len(se.Violations))
+			for i, v := range se.Violations {
+				parts[i] = v.String()
+			}
+			return nil, &Error{CodeSchemaInvalid, strings.Join(parts, "; ")}
+		}
+		return nil, &Error{CodeSchemaInvalid, err.Error()}
+	}
+	b, _ := json.Marshal(obj)
+	var ans Answer
+	if err := json.Unmarshal(b, &ans); err != nil {
+		return nil, &Error{CodeSchemaInvalid, err.Error()}
+	}
+	if n := len([]rune(ans.Summary)); n > MaxSummary {
+		return nil, &Error{CodeSchemaInvalid, fmt.Sprintf("summary_for_supervisor has %d characters, at most %d", n, MaxSummary)}
+	}
 	if ans.EvidenceFiles == nil {
 		ans.EvidenceFiles = []string{}
 	}
-	return &ans, warns, nil
+	return &ans, nil
 }
 
 func validAction(s string) bool {

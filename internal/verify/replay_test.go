@@ -1,0 +1,114 @@
+package verify
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/signing"
+)
+
+var update = flag.Bool("update", false, "rewrite the captured example histories in testdata/captured")
+
+// examples are the repo's example jobs (jobs/); each has a captured history.
+var examples = []string{"demo-retry-success", "demo-stuck", "demo-cost-halt", "demo-invalid-answer", "demo-command"}
+
+// TestCapturedHistoriesReplay replays the committed histories of every
+// example job: they must verify (chain, signatures, replay with today's
+// validation and state machine), and running the example today must behave
+// exactly as recorded. An engine change that alters recorded behaviour
+// fails here; if the change is intended, run
+// `go test ./internal/verify -run Captured -update` and commit the new
+// captures with it.
+func TestCapturedHistoriesReplay(t *testing.T) {
+	capDir := filepath.Join("testdata", "captured")
+	for _, name := range examples {
+		t.Run(name, func(t *testing.T) {
+			dir, key := runExample(t, name)
+			now := filepath.Join(dir, name, history.FileName)
+			captured := filepath.Join(capDir, name+".jsonl")
+			if *update {
+				os.MkdirAll(capDir, 0o755)
+				b, _ := os.ReadFile(now)
+				if err := os.WriteFile(captured, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				os.WriteFile(filepath.Join(capDir, name+".pub"), []byte(signing.EncodePublic(key.Public())+"\n"), 0o644)
+				return
+			}
+			pub, err := signing.LoadPublic(filepath.Join(capDir, name+".pub"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The captured history, in a job folder with today's example manifest.
+			jobs := t.TempDir()
+			os.CopyFS(filepath.Join(jobs, name), os.DirFS(filepath.Join("..", "..", "jobs", name)))
+			b, err := os.ReadFile(captured)
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(jobs, name, history.FileName), b, 0o600)
+			m, err := jobstore.New(jobs).Load(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := Job(name, filepath.Join(jobs, name), Options{Public: pub, Manifest: m})
+			if err != nil || !r.OK() {
+				t.Fatalf("captured history does not verify: %v %v", err, r.Problems)
+			}
+			want, got := trace(t, filepath.Join(jobs, name)), trace(t, filepath.Join(dir, name))
+			for i := 0; i < len(want) || i < len(got); i++ {
+				var w, g string
+				if i < len(want) {
+					w = want[i]
+				}
+				if i < len(got) {
+					g = got[i]
+				}
+				if w != g {
+					t.Fatalf("record %d: recorded %q, today's engine %q", i, w, g)
+				}
+			}
+		})
+	}
+}
+
+// trace is a history without what legitimately varies between runs
+// (times, hashes, signatures, durations, paths).
+func trace(t *testing.T, jobDir string) []string {
+	t.Helper()
+	recs, err := history.ReadAll(jobDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range recs {
+		s := fmt.Sprintf("%d %s %s %s", r.Seq, r.Type, r.Role, r.Phase)
+		switch {
+		case r.Request != nil:
+			meta, _ := json.Marshal(r.Request.Metadata)
+			s += fmt.Sprintf(" files=%v meta=%s prompt=%q", r.Request.FilesContext, meta,
+				strings.ReplaceAll(r.Request.Prompt, jobDir, "$JOB"))
+		case r.Response != nil:
+			p := r.Response
+			s += fmt.Sprintf(" %s %s %s evidence=%v summary=%q raw=%q cost=%v warnings=%v new=%s", p.Status, p.Action, p.ErrorCode,
+				p.EvidenceFiles, p.Summary, p.RawResponse, p.CostUSD, p.Warnings, p.NewStatus)
+		case r.Transition != nil:
+			tr := r.Transition
+			s += fmt.Sprintf(" %s->%s %s->%s %s %s %s %q", tr.From, tr.To, tr.FromPhase, tr.ToPhase, tr.Event, tr.Actor, tr.CheckpointID, tr.Reason)
+		case r.RecoveryPoint != nil:
+			cp := r.RecoveryPoint
+			s += fmt.Sprintf(" %s %d %s %v", cp.CheckpointID, cp.Sequence, cp.ResumePhase, cp.RollbackFiles)
+		case r.Error != nil:
+			s += " " + r.Error.Code
+		}
+		out = append(out, s)
+	}
+	return out
+}

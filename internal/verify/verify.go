@@ -1,0 +1,289 @@
+// Package verify checks a job's history offline: the hash chain (every
+// record names its predecessor's hash; genesis is 64 zeros), the Ed25519
+// signatures against the jobs folder's public key, and a replay that
+// re-validates every recorded answer and recomputes every transition with
+// the current engine rules. It names the first bad record.
+//
+// What an intact result proves: no record was edited, removed, inserted or
+// reordered, and none was appended by anyone without the signing key, since
+// the key signed the last record. What it cannot prove: that someone holding
+// the private key did not rewrite the whole chain; nor anything about a
+// record cut from the end before anything else was appended (the tail of a
+// chain has no successor to vouch for it; compare record counts with the
+// manifest's agent_calls or an external copy to detect that).
+package verify
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/response"
+	"github.com/logist/logist/internal/signing"
+	"github.com/logist/logist/internal/workflow"
+)
+
+// Failure classes (seed 003's names where it has one).
+const (
+	ClassHashMismatch      = "HASH_MISMATCH"
+	ClassChainBreak        = "CHAIN_BREAK"
+	ClassSequenceGap       = "SEQUENCE_GAP"
+	ClassSignatureInvalid  = "SIGNATURE_INVALID"
+	ClassSignatureMissing  = "SIGNATURE_MISSING"
+	ClassSchemaInvalid     = "SCHEMA_INVALID"
+	ClassIllegalTransition = "ILLEGAL_TRANSITION"
+	ClassReplayDivergence  = "REPLAY_DIVERGENCE"
+	ClassUnreadable        = "UNREADABLE"
+)
+
+// Problem is one failed check at one record.
+type Problem struct {
+	Seq    int64  `json:"seq"`
+	Class  string `json:"class"`
+	Detail string `json:"detail"`
+}
+
+func (p Problem) String() string { return fmt.Sprintf("record %d: %s: %s", p.Seq, p.Class, p.Detail) }
+
+// Report is the outcome of verifying one job.
+type Report struct {
+	JobID       string    `json:"job_id"`
+	Records     int       `json:"records"`
+	Legacy      int       `json:"legacy_records"`
+	Responses   int       `json:"responses"`
+	Transitions int       `json:"transitions"`
+	KeyID       string    `json:"key_id,omitempty"`
+	LastHash    string    `json:"last_hash,omitempty"`
+	Problems    []Problem `json:"problems"`
+}
+
+// OK reports an intact, replayable history.
+func (r *Report) OK() bool { return len(r.Problems) == 0 }
+
+// First is the first problem, by record order.
+func (r *Report) First() *Problem {
+	if len(r.Problems) == 0 {
+		return nil
+	}
+	return &r.Problems[0]
+}
+
+// Options for a verification.
+type Options struct {
+	// Public is the trusted key; nil skips signature checks (and says so).
+	Public ed25519.PublicKey
+	// Manifest supplies the workflow and limits for the replay; nil replays
+	// with the default workflow.
+	Manifest *manifest.Manifest
+}
+
+// Job verifies the history in jobDir. Problems stop nothing: every check
+// runs, so the report lists the first problem of each kind in order.
+func Job(jobID, jobDir string, o Options) (*Report, error) {
+	entries, err := history.ReadEntries(jobDir)
+	r := &Report{JobID: jobID, Records: len(entries), Problems: []Problem{}}
+	if err != nil {
+		next := int64(len(entries))
+		if len(entries) > 0 {
+			next = entries[len(entries)-1].Seq + 1
+		}
+		r.add(Problem{Seq: next, Class: ClassUnreadable, Detail: err.Error()})
+	}
+	if o.Public != nil {
+		r.KeyID = signing.KeyID(o.Public)
+	}
+	chain(r, entries, o.Public)
+	replay(r, entries, o.Manifest)
+	sortProblems(r)
+	return r, nil
+}
+
+func (r *Report) add(p Problem) { r.Problems = append(r.Problems, p) }
+
+func sortProblems(r *Report) {
+	ps := r.Problems
+	for i := 1; i < len(ps); i++ {
+		for j := i; j > 0 && ps[j].Seq < ps[j-1].Seq; j-- {
+			ps[j], ps[j-1] = ps[j-1], ps[j]
+		}
+	}
+}
+
+// chain checks hashes, links, sequence and signatures.
+func chain(r *Report, es []history.Entry, pub ed25519.PublicKey) {
+	prev := history.GenesisHash
+	chained := false
+	var lastSeq int64 = -1
+	for i := range es {
+		e := &es[i]
+		if e.Seq != lastSeq+1 {
+			r.add(Problem{e.Seq, ClassSequenceGap, fmt.Sprintf("follows record %d (records missing or reordered)", lastSeq)})
+		}
+		lastSeq = e.Seq
+		if e.Legacy {
+			r.Legacy++
+			if chained {
+				r.add(Problem{e.Seq, ClassChainBreak, "an unprotected version 1 record after chained records"})
+			}
+			continue
+		}
+		chained = true
+		sum := sha256.Sum256(e.Body)
+		if hex.EncodeToString(sum[:]) != e.Hash {
+			r.add(Problem{e.Seq, ClassHashMismatch, "content does not match its hash (edited)"})
+		}
+		if e.PrevHash != prev {
+			r.add(Problem{e.Seq, ClassChainBreak, "does not name its predecessor's hash (a record before it was removed, inserted or reordered)"})
+		}
+		prev = e.Hash
+		r.LastHash = e.Hash
+		if pub == nil {
+			continue
+		}
+		if e.Sig == "" {
+			r.add(Problem{e.Seq, ClassSignatureMissing, "not signed"})
+			continue
+		}
+		if e.Key != signing.KeyID(pub) {
+			r.add(Problem{e.Seq, ClassSignatureInvalid, fmt.Sprintf("signed by key %s, not the trusted key %s", e.Key, signing.KeyID(pub))})
+			continue
+		}
+		sig, err := base64.StdEncoding.DecodeString(e.Sig)
+		hb, herr := hex.DecodeString(e.Hash)
+		if err != nil || herr != nil || !ed25519.Verify(pub, hb, sig) {
+			r.add(Problem{e.Seq, ClassSignatureInvalid, "signature does not verify"})
+		}
+	}
+}
+
+// replay re-validates recorded answers and recomputes transitions.
+func replay(r *Report, es []history.Entry, m *manifest.Manifest) {
+	wf, _ := workflow.Builtin(manifest.DefaultWorkflow)
+	maxRetries := manifest.DefaultMaxRetries
+	if m != nil {
+		if w, err := m.ResolveWorkflow(); err == nil {
+			wf = w
+		}
+		maxRetries = m.MaxRetries()
+	}
+	var cur lifecycle.Status
+	retries := 0
+	// expect is what the current engine says the next transition must be,
+	// set by a response and checked against the next transition record.
+	var expect *expectation
+	for i := range es {
+		rec := &es[i].Record
+		switch rec.Type {
+		case history.TypeResponse:
+			if rec.Response == nil {
+				r.add(Problem{rec.Seq, ClassSchemaInvalid, "response record without a response"})
+				continue
+			}
+			r.Responses++
+			expect = nil
+			resp := rec.Response
+			ans, err := response.Check([]byte(resp.RawResponse))
+			switch {
+			case resp.Status == history.StatusSuccess && err != nil:
+				r.add(Problem{rec.Seq, ClassSchemaInvalid, "recorded as valid, but the answer fails validation now: " + err.Error()})
+				continue
+			case resp.Status == history.StatusSuccess && ans.Action != resp.Action:
+				r.add(Problem{rec.Seq, ClassReplayDivergence, fmt.Sprintf("recorded action %s, the answer says %s", resp.Action, ans.Action)})
+				continue
+			case resp.Status != history.StatusSuccess && isValidationCode(resp.ErrorCode):
+				var ve *response.Error
+				if err == nil {
+					r.add(Problem{rec.Seq, ClassReplayDivergence, fmt.Sprintf("recorded as %s, but the answer is valid now", resp.ErrorCode)})
+				} else if errors.As(err, &ve) && ve.Code != resp.ErrorCode && resp.ErrorCode != response.CodeProtocolViolation {
+					r.add(Problem{rec.Seq, ClassReplayDivergence, fmt.Sprintf("recorded as %s, validation now says %s", resp.ErrorCode, ve.Code)})
+				}
+				expect = &expectation{rec.Seq, lifecycle.EvInvalid, lifecycle.InterventionRequired, ""}
+				continue
+			case resp.Status != history.StatusSuccess:
+				continue // agent errors: the transition table check covers them
+			}
+			expect = expectFor(wf, rec.Phase, ans.Action, &retries, maxRetries)
+			if expect != nil {
+				expect.seq = rec.Seq
+			}
+		case history.TypeSteward:
+			if rec.Steward != nil && rec.Steward.Command == "resume" {
+				retries = 0
+			}
+		case history.TypeTransition:
+			t := rec.Transition
+			if t == nil {
+				r.add(Problem{rec.Seq, ClassSchemaInvalid, "transition record without a transition"})
+				continue
+			}
+			r.Transitions++
+			from, to, ev := lifecycle.Status(t.From), lifecycle.Status(t.To), lifecycle.Event(t.Event)
+			if err := lifecycle.Check(from, ev, to); err != nil {
+				r.add(Problem{rec.Seq, ClassIllegalTransition, err.Error()})
+			}
+			if cur != "" && from != cur {
+				r.add(Problem{rec.Seq, ClassReplayDivergence, fmt.Sprintf("leaves %s, but the job was %s", from, cur)})
+			}
+			cur = to
+			if expect != nil {
+				if ev != expect.event || to != expect.to || (expect.phase != "" && t.ToPhase != expect.phase) {
+					r.add(Problem{rec.Seq, ClassReplayDivergence, fmt.Sprintf("recorded %s -> %s (phase %s) after record %d; the current engine gives %s -> %s (phase %s)",
+						t.Event, t.To, t.ToPhase, expect.seq, expect.event, expect.to, orDash(expect.phase))})
+				}
+				expect = nil
+			}
+		}
+	}
+}
+
+type expectation struct {
+	seq   int64
+	event lifecycle.Event
+	to    lifecycle.Status
+	phase string
+}
+
+type exp = expectation
+
+// expectFor is the engine's rule for a valid answer (runner.apply).
+func expectFor(wf *workflow.Workflow, phase, action string, retries *int, max int) *expectation {
+	target, err := wf.Next(phase, action)
+	if err != nil {
+		return &exp{event: "unknown phase " + lifecycle.Event(phase)}
+	}
+	switch {
+	case target == workflow.TargetIntervention:
+		return &exp{event: lifecycle.EvStuck, to: lifecycle.InterventionRequired}
+	case target == workflow.TargetSuccess:
+		return &exp{event: lifecycle.EvSucceed, to: lifecycle.Success}
+	case action == workflow.ActionRetry:
+		*retries++
+		if *retries > max {
+			return &exp{event: lifecycle.EvRetryLimit, to: lifecycle.InterventionRequired}
+		}
+		return &exp{event: lifecycle.EvRetry, to: wf.Phases[target].Status, phase: target}
+	}
+	return &exp{event: lifecycle.EvAdvance, to: wf.Phases[target].Status, phase: target}
+}
+
+func isValidationCode(c string) bool {
+	switch c {
+	case response.CodeEmpty, response.CodeNotJSON, response.CodeSeveralObjects, response.CodeSchemaInvalid,
+		response.CodeActionInvalid, response.CodeSummaryMissing, response.CodeProtocolViolation:
+		return true
+	}
+	return false
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,264 @@
+package verify
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/runner"
+	"github.com/logist/logist/internal/signing"
+)
+
+// runExample runs one example job from the repo's jobs/ folder to its end
+// in a temp jobs folder, signed, and returns the folder and key.
+func runExample(t *testing.T, name string) (string, *signing.Key) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(filepath.Join(dir, name), os.DirFS(filepath.Join("..", "..", "jobs", name))); err != nil {
+		t.Fatal(err)
+	}
+	key, err := signing.LoadOrCreate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &jobtx.Env{Store: jobstore.New(dir), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		History: history.Options{Signer: key}}
+	if err := runner.NewEngine(env).Run(t.Context(), name); err != nil {
+		t.Fatal(err)
+	}
+	return dir, key
+}
+
+func verifyDir(t *testing.T, dir, id string, pub ed25519.PublicKey) *Report {
+	t.Helper()
+	m, _ := jobstore.New(dir).Load(id)
+	r, err := Job(id, filepath.Join(dir, id), Options{Public: pub, Manifest: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func lines(t *testing.T, file string) [][]byte {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.SplitAfter(b, []byte("\n"))
+}
+
+func writeLines(t *testing.T, file string, ls [][]byte) {
+	t.Helper()
+	if err := os.WriteFile(file, bytes.Join(ls, nil), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestIntactHistoriesVerify(t *testing.T) {
+	for _, name := range []string{"demo-retry-success", "demo-stuck", "demo-cost-halt", "demo-invalid-answer", "demo-command"} {
+		dir, key := runExample(t, name)
+		r := verifyDir(t, dir, name, key.Public())
+		if !r.OK() {
+			t.Errorf("%s: %v", name, r.Problems)
+		}
+		if r.Responses == 0 || r.Transitions == 0 || r.Legacy != 0 {
+			t.Errorf("%s: report %+v", name, r)
+		}
+	}
+}
+
+// Each way of tampering is caught, and the report names the first record
+// that is wrong.
+func TestTamperingIsDetected(t *testing.T) {
+	var forger history.Signer
+	cases := []struct {
+		name      string
+		tamper    func(t *testing.T, file string)
+		wantSeq   int64
+		wantClass string
+	}{
+		{"edit a summary", func(t *testing.T, f string) {
+			ls := lines(t, f)
+			ls[6] = bytes.Replace(ls[6], []byte("greet.py works"), []byte("greet.py rocks"), 1)
+			writeLines(t, f, ls)
+		}, 6, ClassHashMismatch},
+		{"edit and re-hash without the key", func(t *testing.T, f string) {
+			ls := lines(t, f)
+			ls[6] = rehash(t, bytes.Replace(ls[6], []byte("greet.py works"), []byte("greet.py rocks"), 1))
+			writeLines(t, f, ls)
+		}, 6, ClassSignatureInvalid},
+		{"delete a record", func(t *testing.T, f string) {
+			ls := lines(t, f)
+			writeLines(t, f, append(ls[:4:4], ls[5:]...))
+		}, 5, ClassSequenceGap},
+		{"reorder two records", func(t *testing.T, f string) {
+			ls := lines(t, f)
+			ls[3], ls[4] = ls[4], ls[3]
+			writeLines(t, f, ls)
+		}, 3, ClassSequenceGap},
+		{"truncate in the middle", func(t *testing.T, f string) {
+			ls := lines(t, f)
+			writeLines(t, f, append(ls[:2:2], ls[8:]...))
+		}, 8, ClassSequenceGap},
+		{"swap two signatures", func(t *testing.T, f string) {
+			ls := lines(t, f)
+			s2, s6 := sigOf(t, ls[2]), sigOf(t, ls[6])
+			ls[2] = bytes.Replace(ls[2], []byte(s2), []byte(s6), 1)
+			ls[6] = bytes.Replace(ls[6], []byte(s6), []byte(s2), 1)
+			writeLines(t, f, ls)
+		}, 2, ClassSignatureInvalid},
+		{"strip a signature", func(t *testing.T, f string) {
+			ls := lines(t, f)
+			ls[7] = bytes.Replace(ls[7], []byte(`,"sig":"`+sigOf(t, ls[7])+`"`), nil, 1)
+			writeLines(t, f, ls)
+		}, 7, ClassSignatureMissing},
+		{"change an action so replay diverges", func(t *testing.T, f string) {
+			// A consistent forgery of the content (re-hashed and relinked, as
+			// someone with the key could) still fails the replay: the answer
+			// says RETRY but the recorded outcome is COMPLETED.
+			ls := lines(t, f)
+			ls[6] = bytes.Replace(ls[6], []byte(`"action":"RETRY"`), []byte(`"action":"COMPLETED"`), 1)
+			writeLines(t, f, relink(t, ls, forger))
+		}, 6, ClassReplayDivergence},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir, key := runExample(t, "demo-retry-success")
+			forger = key
+			file := filepath.Join(dir, "demo-retry-success", history.FileName)
+			if r := verifyDir(t, dir, "demo-retry-success", key.Public()); !r.OK() {
+				t.Fatalf("before tampering: %v", r.Problems)
+			}
+			c.tamper(t, file)
+			r := verifyDir(t, dir, "demo-retry-success", key.Public())
+			if r.OK() {
+				t.Fatal("tampering not detected")
+			}
+			first := r.First()
+			if first.Seq != c.wantSeq || first.Class != c.wantClass {
+				t.Errorf("first problem %s; want record %d %s (all: %v)", first, c.wantSeq, c.wantClass, r.Problems)
+			}
+		})
+	}
+}
+
+func TestForeignKeyIsRefused(t *testing.T) {
+	dir, _ := runExample(t, "demo-stuck")
+	other, _, _ := ed25519.GenerateKey(nil)
+	r := verifyDir(t, dir, "demo-stuck", other)
+	if r.OK() || r.First().Class != ClassSignatureInvalid || r.First().Seq != 0 || !strings.Contains(r.First().Detail, "not the trusted key") {
+		t.Fatalf("foreign key: %v", r.Problems)
+	}
+}
+
+// The version 1 histories written by Logist's first release (committed
+// samples) are migrated on read: they replay cleanly and are reported as
+// unprotected; new records appended after them are chained and signed.
+func TestVersion1HistoriesMigrate(t *testing.T) {
+	samples, _ := filepath.Glob("../history/testdata/v1/*.jsonl")
+	if len(samples) == 0 {
+		t.Fatal("no v1 samples")
+	}
+	for _, s := range samples {
+		name := strings.TrimSuffix(filepath.Base(s), ".jsonl")
+		dir := t.TempDir()
+		jobDir := filepath.Join(dir, name)
+		os.MkdirAll(jobDir, 0o700)
+		b, _ := os.ReadFile(s)
+		os.WriteFile(filepath.Join(jobDir, history.FileName), b, 0o600)
+		key, _ := signing.LoadOrCreate(dir)
+		r, err := Job(name, jobDir, Options{Public: key.Public()})
+		if err != nil || !r.OK() {
+			t.Fatalf("%s: %v %v", name, err, r.Problems)
+		}
+		n := bytes.Count(b, []byte("\n"))
+		if r.Legacy != n || r.Records != n {
+			t.Errorf("%s: legacy %d records %d, want %d", name, r.Legacy, r.Records, n)
+		}
+		l, torn, err := history.OpenWith(jobDir, history.Options{Signer: key})
+		if err != nil || torn != nil {
+			t.Fatalf("open v1 history: %v %v", err, torn)
+		}
+		st := l.State()
+		if st.NextSeq != int64(n) {
+			t.Errorf("%s: next seq %d after %d v1 records", name, st.NextSeq, n)
+		}
+		if err := l.Append(&history.Record{Type: history.TypeError, Error: &history.ErrorInfo{Code: "X", Message: "after migration"}}); err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+		r, _ = Job(name, jobDir, Options{Public: key.Public()})
+		if !r.OK() || r.Records != n+1 || r.Legacy != n {
+			t.Errorf("%s after append: %+v", name, r)
+		}
+		// A v1 line slipped in after the chain started is refused.
+		f, _ := os.OpenFile(filepath.Join(jobDir, history.FileName), os.O_APPEND|os.O_WRONLY, 0)
+		f.Write([]byte(`{"v":1,"seq":` + itoa(n+1) + `,"type":"error","ts":"2026-01-01T00:00:00Z"}` + "\n"))
+		f.Close()
+		r, _ = Job(name, jobDir, Options{Public: key.Public()})
+		if r.OK() || r.First().Class != ClassChainBreak {
+			t.Errorf("%s: downgrade not detected: %v", name, r.Problems)
+		}
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+func sigOf(t *testing.T, line []byte) string {
+	var env struct {
+		Sig string `json:"sig"`
+	}
+	if err := json.Unmarshal(line, &env); err != nil || env.Sig == "" {
+		t.Fatalf("no signature in %s", line)
+	}
+	return env.Sig
+}
+
+// rehash recomputes a line's hash as a forger without the key could.
+func rehash(t *testing.T, line []byte) []byte {
+	e, err := history.ParseLine(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []byte(strings.Replace(string(line), e.Hash, sha(e.Body), 1))
+}
+
+// relink rewrites every line as a forger holding the signing key would: new
+// hashes, links and signatures, so chain and signatures verify and only the
+// replay can tell.
+func relink(t *testing.T, ls [][]byte, key history.Signer) [][]byte {
+	t.Helper()
+	prev := history.GenesisHash
+	out := make([][]byte, 0, len(ls))
+	for _, ln := range ls {
+		if len(bytes.TrimSpace(ln)) == 0 {
+			continue
+		}
+		e, err := history.ParseLine(ln)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec map[string]json.RawMessage
+		if err := json.Unmarshal(e.Body, &rec); err != nil {
+			t.Fatal(err)
+		}
+		rec["prev_hash"], _ = json.Marshal(prev)
+		body, _ := json.Marshal(rec)
+		var buf bytes.Buffer
+		json.Compact(&buf, body)
+		line, h := encodeFor(buf.Bytes(), key)
+		prev = h
+		out = append(out, line)
+	}
+	return out
+}
