@@ -17,7 +17,6 @@ const (
 	TypeSteward       = "steward"        // a steward command
 	TypeRecoveryPoint = "recovery_point" // a safe phase boundary
 	TypeError         = "error"          // an error event that is not a response (interruption, ...)
-	TypeRollback      = "rollback"       // a steward restored a checkpoint's workspace
 )
 
 // Record is one line of history.jsonl.
@@ -114,6 +113,17 @@ type RecoveryPoint struct {
 	Description   string         `json:"description"`
 	RollbackFiles []string       `json:"rollback_files"`
 	Metadata      map[string]any `json:"metadata,omitempty"`
+	// Snapshot is the restorable copy of the workspace at this point
+	// (internal/snapshot); nil if none could be taken.
+	Snapshot *SnapshotRef `json:"snapshot,omitempty"`
+}
+
+// SnapshotRef points at a workspace snapshot.
+type SnapshotRef struct {
+	Listing string `json:"listing"`
+	Files   int    `json:"files"`
+	Bytes   int64  `json:"bytes"`
+	New     int64  `json:"new_bytes"`
 }
 
 // ErrorInfo is an error event (seed 004 §7.2 fields beyond job and actor).

@@ -20,6 +20,7 @@ import (
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/response"
+	"github.com/logist/logist/internal/snapshot"
 	"github.com/logist/logist/internal/workflow"
 )
 
@@ -168,6 +169,21 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 	if err != nil {
 		return nil, done, err
 	}
+	// Never run an agent in a workspace that is not the job's own folder
+	// (a symlink out of the job folder, a file): a steward must fix it.
+	// Checked before anything touches the workspace.
+	if err := checkWorkspace(tx.Dir); err != nil {
+		var unsafe *unsafeWorkspaceError
+		if !errors.As(err, &unsafe) {
+			return nil, done, err
+		}
+		m.Run.ErrorCode = CodeWorkspaceUnsafe
+		tx.LogError(CodeWorkspaceUnsafe, "SYSTEM", 0, err.Error())
+		if terr := tx.Transition(lifecycle.EvAgentFailed, lifecycle.InterventionRequired, "", "SYSTEM", err.Error()); terr != nil {
+			return nil, done, terr
+		}
+		return nil, done, tx.Commit()
+	}
 	if m.Status == lifecycle.Pending {
 		if halted, err := e.enforceBudgets(tx); halted || err != nil {
 			return nil, done, err
@@ -178,6 +194,17 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		}
 		if m.Run.StartedAt == "" {
 			m.Run.StartedAt = tx.Now().UTC().Format(time.RFC3339Nano)
+			// The workspace as the job found it: rollback can always return here.
+			if err := tx.Store().EnsureWorkspace(tx.ID); err != nil {
+				return nil, done, err
+			}
+			cp := &history.RecoveryPoint{CheckpointID: "cp-start", Sequence: -1, ResumePhase: phase, CanResumeFrom: true,
+				Description: "workspace before the first phase", RollbackFiles: []string{}}
+			e.snapshot(tx, cp)
+			if err := tx.Append(&history.Record{Type: history.TypeRecoveryPoint, Phase: phase, Role: "SYSTEM", RecoveryPoint: cp}); err != nil {
+				return nil, done, err
+			}
+			m.Run.CheckpointID = cp.CheckpointID
 		}
 		if err := tx.Transition(lifecycle.EvStart, wf.Phases[phase].Status, phase, "SYSTEM", ""); err != nil {
 			return nil, done, err
@@ -523,8 +550,9 @@ func (e *Engine) apply(tx *jobtx.Tx, c *call, ans *response.Answer, resp *histor
 			CheckpointID: fmt.Sprintf("cp-%04d-%s", n, c.phase), Sequence: n, ResumePhase: toPhase, CanResumeFrom: true,
 			Description:   fmt.Sprintf("%s completed phase %s: %s", c.role, c.phase, truncate(ans.Summary, 200)),
 			RollbackFiles: ans.EvidenceFiles,
-			Metadata:      map[string]any{"evidence_count": len(ans.EvidenceFiles), "role": c.role, "phase": c.phase},
+			Metadata:      map[string]any{"evidence_count": len(ans.EvidenceFiles), "role": c.role, "phase": c.phase, "summary": ans.Summary},
 		}
+		e.snapshot(tx, cp)
 		if err := tx.Append(&history.Record{Type: history.TypeRecoveryPoint, Phase: c.phase, Role: c.role, RecoveryPoint: cp}); err != nil {
 			return done, err
 		}
@@ -538,6 +566,18 @@ func (e *Engine) apply(tx *jobtx.Tx, c *call, ans *response.Answer, resp *histor
 		return done, err
 	}
 	return stepResult{done: !to.Active()}, nil
+}
+
+// snapshot copies the workspace for a recovery point. A failure is logged
+// and leaves the point without a snapshot: the job goes on, only rollback
+// to this point is lost.
+func (e *Engine) snapshot(tx *jobtx.Tx, cp *history.RecoveryPoint) {
+	info, err := snapshot.Take(tx.Store().Workspace(tx.ID), tx.Dir, cp.CheckpointID)
+	if err != nil {
+		tx.LogError("SNAPSHOT_FAILED", "SYSTEM", 0, err.Error())
+		return
+	}
+	cp.Snapshot = &history.SnapshotRef{Listing: info.Listing, Files: info.Files, Bytes: info.Bytes, New: info.New}
 }
 
 // backoff is initial·2^(n-1) with ±50% jitter, capped at five minutes.

@@ -492,13 +492,19 @@ func TestSupervisedWorkflowRetryThenSuccess(t *testing.T) {
 		}
 	}
 
-	// Recovery points at each COMPLETED.
+	// Recovery points before the first phase and at each COMPLETED, each
+	// with a workspace snapshot.
 	rps := ofType(recs, history.TypeRecoveryPoint)
 	wantCP := []struct {
 		id    string
 		seq   int
 		phase string
-	}{{"cp-0000-work", 0, "review"}, {"cp-0002-work", 2, "review"}, {"cp-0003-review", 3, ""}}
+	}{{"cp-start", -1, "work"}, {"cp-0000-work", 0, "review"}, {"cp-0002-work", 2, "review"}, {"cp-0003-review", 3, ""}}
+	for i, rp := range rps {
+		if rp.RecoveryPoint.Snapshot == nil {
+			t.Errorf("recovery point %d has no snapshot", i)
+		}
+	}
 	if len(rps) != len(wantCP) {
 		t.Fatalf("%d recovery points, want %d", len(rps), len(wantCP))
 	}
@@ -571,7 +577,7 @@ func TestSupervisedWorkflowRetryThenSuccess(t *testing.T) {
 		t.Errorf("state_before wrong: %v / %v", its[1].(map[string]any)["state_before"], its[2].(map[string]any)["state_before"])
 	}
 	rpsDoc, _ := doc["recovery_points"].([]any)
-	if len(rpsDoc) != 3 {
+	if len(rpsDoc) != 4 {
 		t.Fatalf("jobHistory has %d recovery points", len(rpsDoc))
 	}
 	for _, rp := range rpsDoc {

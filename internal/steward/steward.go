@@ -19,9 +19,11 @@ import (
 	"strings"
 
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/snapshot"
 )
 
 // Steward runs commands for one person.
@@ -159,6 +161,73 @@ func (s *Steward) Halt(id, reason string) (*manifest.Manifest, error) {
 		return nil, err
 	}
 	return m, tx.Commit()
+}
+
+// RollbackOptions are rollback's optional changes.
+type RollbackOptions struct {
+	Guidance string
+	Reason   string
+}
+
+// Rollback restores the workspace of checkpoint cp and makes the job
+// PENDING at the phase that checkpoint resumes. The history keeps
+// everything that happened after cp (append-only) and records the rollback.
+func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest, *history.RecoveryPoint, error) {
+	tx, err := jobtx.Begin(s.Env, id, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer tx.Close()
+	m := tx.M
+	if !lifecycle.Allows(m.Status, lifecycle.EvRollback) {
+		hint := "halt it first: logist halt " + id
+		if m.Status.Terminal() {
+			hint = "a canceled job is final; submit it again"
+		}
+		return nil, nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "only a stopped job (INTERVENTION_REQUIRED, HALTED_*, SUCCESS) can be rolled back", Hint: hint}
+	}
+	recs, err := history.ReadAll(tx.Dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	var point *history.RecoveryPoint
+	var known []string
+	for _, r := range recs {
+		if r.Type == history.TypeRecoveryPoint && r.RecoveryPoint != nil {
+			known = append(known, r.RecoveryPoint.CheckpointID)
+			if r.RecoveryPoint.CheckpointID == cp {
+				point = r.RecoveryPoint
+			}
+		}
+	}
+	if point == nil {
+		return nil, nil, fmt.Errorf("job %s has no checkpoint %q (it has: %s): %w", id, cp, strings.Join(known, ", "), jobstore.ErrNotFound)
+	}
+	if point.ResumePhase == "" {
+		return nil, nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: fmt.Sprintf("checkpoint %s is where the job ended; roll back to an earlier one", cp)}
+	}
+	if point.Snapshot == nil {
+		return nil, nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: fmt.Sprintf("checkpoint %s has no workspace snapshot to restore", cp)}
+	}
+	// The command is recorded before the workspace changes, so a crash in
+	// between leaves a trace of why files moved.
+	if err := s.record(tx, "rollback", o.Guidance, o.Reason, map[string]any{"checkpoint_id": cp, "resume_phase": point.ResumePhase}); err != nil {
+		return nil, nil, err
+	}
+	if err := snapshot.Restore(tx.Store().Workspace(id), tx.Dir, cp); err != nil {
+		tx.RecordError("ROLLBACK_FAILED", "STEWARD", 0, err.Error())
+		return nil, nil, fmt.Errorf("restore %s: %w", cp, err)
+	}
+	m.SetPhase(point.ResumePhase)
+	summary, _ := point.Metadata["summary"].(string)
+	m.Run.PreviousSummary, m.Run.Feedback, m.Run.Guidance = summary, "", o.Guidance
+	m.Run.Evidence = point.RollbackFiles
+	m.Run.PhaseRetries, m.Run.APIFailures, m.Run.CheckpointID = 0, 0, cp
+	m.Audit(tx.Now(), "Steward", "ROLLBACK", cp+": "+o.Reason, nil)
+	if err := tx.Transition(lifecycle.EvRollback, lifecycle.Pending, point.ResumePhase, "STEWARD", "rolled back to "+cp+" by "+s.User); err != nil {
+		return nil, nil, err
+	}
+	return m, point, tx.Commit()
 }
 
 // Activate moves a DRAFT job to PENDING.

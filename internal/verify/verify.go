@@ -213,7 +213,7 @@ func replay(r *Report, es []history.Entry, m *manifest.Manifest) {
 				expect.seq = rec.Seq
 			}
 		case history.TypeSteward:
-			if rec.Steward != nil && rec.Steward.Command == "resume" {
+			if rec.Steward != nil && (rec.Steward.Command == "resume" || rec.Steward.Command == "rollback") {
 				retries = 0
 			}
 		case history.TypeTransition:

@@ -89,14 +89,14 @@ func TestTamperingIsDetected(t *testing.T) {
 	}{
 		{"edit a summary", func(t *testing.T, f string) {
 			ls := lines(t, f)
-			ls[6] = bytes.Replace(ls[6], []byte("greet.py works"), []byte("greet.py rocks"), 1)
+			ls[7] = bytes.Replace(ls[7], []byte("greet.py works"), []byte("greet.py rocks"), 1)
 			writeLines(t, f, ls)
-		}, 6, ClassHashMismatch},
+		}, 7, ClassHashMismatch},
 		{"edit and re-hash without the key", func(t *testing.T, f string) {
 			ls := lines(t, f)
-			ls[6] = rehash(t, bytes.Replace(ls[6], []byte("greet.py works"), []byte("greet.py rocks"), 1))
+			ls[7] = rehash(t, bytes.Replace(ls[7], []byte("greet.py works"), []byte("greet.py rocks"), 1))
 			writeLines(t, f, ls)
-		}, 6, ClassSignatureInvalid},
+		}, 7, ClassSignatureInvalid},
 		{"delete a record", func(t *testing.T, f string) {
 			ls := lines(t, f)
 			writeLines(t, f, append(ls[:4:4], ls[5:]...))
@@ -127,9 +127,9 @@ func TestTamperingIsDetected(t *testing.T) {
 			// someone with the key could) still fails the replay: the answer
 			// says RETRY but the recorded outcome is COMPLETED.
 			ls := lines(t, f)
-			ls[6] = bytes.Replace(ls[6], []byte(`"action":"RETRY"`), []byte(`"action":"COMPLETED"`), 1)
+			ls[7] = bytes.Replace(ls[7], []byte(`"action":"RETRY"`), []byte(`"action":"COMPLETED"`), 1)
 			writeLines(t, f, relink(t, ls, forger))
-		}, 6, ClassReplayDivergence},
+		}, 7, ClassReplayDivergence},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

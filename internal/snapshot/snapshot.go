@@ -1,0 +1,290 @@
+// Package snapshot keeps restorable copies of a job's workspace at its
+// recovery points. Files are stored once by content (SHA-256) under
+// <job>/snapshots/objects, so unchanged files cost nothing at later
+// checkpoints; each checkpoint has a small listing. Files are copied, never
+// hard-linked: an agent editing a file in place must not change a snapshot.
+// Git metadata (.git) is neither snapshotted nor touched by a restore: a
+// user's repository is theirs.
+package snapshot
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/logist/logist/internal/atomicfile"
+)
+
+// Dir is the snapshot folder inside a job folder.
+const Dir = "snapshots"
+
+// MaxBytes bounds one snapshot's new content; past it the snapshot fails
+// rather than fill the disk.
+const MaxBytes = 1 << 30
+
+// Entry is one workspace path in a snapshot.
+type Entry struct {
+	Path   string      `json:"path"`
+	Mode   fs.FileMode `json:"mode"`
+	SHA256 string      `json:"sha256,omitempty"`
+	Size   int64       `json:"size,omitempty"`
+	Link   string      `json:"link,omitempty"` // symlink target, stored as is
+}
+
+// Listing is one checkpoint's snapshot.
+type Listing struct {
+	CheckpointID string  `json:"checkpoint_id"`
+	Entries      []Entry `json:"entries"`
+}
+
+// Info summarises a snapshot for the recovery point record.
+type Info struct {
+	Listing string `json:"listing"`
+	Files   int    `json:"files"`
+	Bytes   int64  `json:"bytes"`
+	New     int64  `json:"new_bytes"`
+}
+
+func skip(rel string) bool {
+	return rel == ".git" || strings.HasPrefix(rel, ".git"+string(filepath.Separator))
+}
+
+func listingPath(jobDir, cp string) string { return filepath.Join(jobDir, Dir, cp+".json") }
+
+// Take snapshots workspace for checkpoint cp.
+func Take(workspace, jobDir, cp string) (*Info, error) {
+	objDir := filepath.Join(jobDir, Dir, "objects")
+	if err := atomicfile.MkdirAll(objDir, 0o700); err != nil {
+		return nil, err
+	}
+	l := Listing{CheckpointID: cp, Entries: []Entry{}}
+	info := &Info{Listing: filepath.Join(Dir, cp+".json")}
+	err := filepath.WalkDir(workspace, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(workspace, p)
+		if rel == "." {
+			return nil
+		}
+		if skip(rel) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		e := Entry{Path: filepath.ToSlash(rel), Mode: fi.Mode()}
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			t, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			e.Link = t
+		case fi.IsDir():
+		case fi.Mode().IsRegular():
+			sum, n, fresh, err := store(objDir, p)
+			if err != nil {
+				return err
+			}
+			e.SHA256, e.Size = sum, n
+			info.Files++
+			info.Bytes += n
+			if fresh {
+				info.New += n
+				if info.New > MaxBytes {
+					return fmt.Errorf("snapshot of %s exceeds %d bytes of new content", workspace, MaxBytes)
+				}
+			}
+		default:
+			return nil // sockets, devices, fifos: not workspace content
+		}
+		l.Entries = append(l.Entries, e)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", cp, err)
+	}
+	b, _ := json.MarshalIndent(l, "", " ")
+	if err := atomicfile.WriteFile(listingPath(jobDir, cp), b, 0o600); err != nil {
+		return nil, err
+	}
+	return info, nil
+}
+
+// store copies file into the object store unless its content is there.
+func store(objDir, file string) (sum string, n int64, fresh bool, err error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", 0, false, err
+	}
+	defer f.Close()
+	tmp, err := os.CreateTemp(objDir, ".obj-*")
+	if err != nil {
+		return "", 0, false, err
+	}
+	defer os.Remove(tmp.Name())
+	h := sha256.New()
+	n, err = io.Copy(io.MultiWriter(tmp, h), f)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", 0, false, err
+	}
+	sum = hex.EncodeToString(h.Sum(nil))
+	dst := filepath.Join(objDir, sum)
+	if _, err := os.Stat(dst); err == nil {
+		return sum, n, false, nil
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return "", 0, false, err
+	}
+	return sum, n, true, atomicfile.SyncDir(objDir)
+}
+
+// Load reads checkpoint cp's listing.
+func Load(jobDir, cp string) (*Listing, error) {
+	b, err := os.ReadFile(listingPath(jobDir, cp))
+	if err != nil {
+		return nil, fmt.Errorf("snapshot of %s: %w", cp, err)
+	}
+	var l Listing
+	if err := json.Unmarshal(b, &l); err != nil {
+		return nil, fmt.Errorf("snapshot of %s is corrupt: %w", cp, err)
+	}
+	return &l, nil
+}
+
+// Restore makes workspace look as it did at checkpoint cp: files from the
+// snapshot are written back (each atomically), paths that did not exist then
+// are removed. .git is left alone. Every object is checked before anything
+// changes, so a damaged snapshot fails without touching the workspace.
+func Restore(workspace, jobDir, cp string) error {
+	l, err := Load(jobDir, cp)
+	if err != nil {
+		return err
+	}
+	objDir := filepath.Join(jobDir, Dir, "objects")
+	want := map[string]Entry{}
+	for _, e := range l.Entries {
+		clean := filepath.Clean(filepath.FromSlash(e.Path))
+		if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) || skip(clean) {
+			return fmt.Errorf("snapshot of %s names %q, outside the workspace", cp, e.Path)
+		}
+		if e.SHA256 != "" {
+			if err := checkObject(filepath.Join(objDir, e.SHA256), e.SHA256); err != nil {
+				return fmt.Errorf("snapshot of %s: %s: %w", cp, e.Path, err)
+			}
+		}
+		want[clean] = e
+	}
+	if err := atomicfile.MkdirAll(workspace, 0o700); err != nil {
+		return err
+	}
+	// Remove what the checkpoint did not have, deepest first.
+	var extra []string
+	err = filepath.WalkDir(workspace, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(workspace, p)
+		if rel == "." {
+			return nil
+		}
+		if skip(rel) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		e, ok := want[rel]
+		if !ok || (d.IsDir() && e.Mode&fs.ModeDir == 0) || (!d.IsDir() && e.Mode&fs.ModeDir != 0) ||
+			(d.Type()&fs.ModeSymlink != 0) != (e.Link != "") {
+			extra = append(extra, p)
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("restore %s: %w", cp, err)
+	}
+	for _, p := range extra {
+		if err := os.RemoveAll(p); err != nil {
+			return fmt.Errorf("restore %s: %w", cp, err)
+		}
+	}
+	paths := make([]string, 0, len(want))
+	for p := range want {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths) // parents before children
+	for _, rel := range paths {
+		e := want[rel]
+		dst := filepath.Join(workspace, rel)
+		switch {
+		case e.Mode&fs.ModeDir != 0:
+			if err := os.MkdirAll(dst, e.Mode.Perm()|0o700); err != nil {
+				return err
+			}
+		case e.Link != "":
+			os.Remove(dst)
+			if err := os.Symlink(e.Link, dst); err != nil {
+				return err
+			}
+		default:
+			if cur, err := fileSum(dst); err == nil && cur == e.SHA256 {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(objDir, e.SHA256))
+			if err != nil {
+				return err
+			}
+			if err := atomicfile.WriteFile(dst, b, e.Mode.Perm()); err != nil {
+				return err
+			}
+		}
+	}
+	return atomicfile.SyncDir(workspace)
+}
+
+func checkObject(p, sum string) error {
+	got, err := fileSum(p)
+	if err != nil {
+		return err
+	}
+	if got != sum {
+		return errors.New("stored content does not match its hash")
+	}
+	return nil
+}
+
+func fileSum(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
