@@ -210,6 +210,9 @@ var cmdHistory = &command{
 				}
 				return nil, err
 			}
+			if reveal := e.revealer(id); reveal != nil {
+				reveal(&en.Record)
+			}
 			b, _ := json.MarshalIndent(en.Record, "", "  ")
 			return &Result{JSON: en.Record, Text: string(b) + "\n", Message: fmt.Sprintf("Record %d of job %s", seq, id),
 				Fields: []Field{{"record", "Record", string(b)}}}, nil
@@ -217,6 +220,11 @@ var cmdHistory = &command{
 		recs, err := history.ReadAll(dir)
 		if err != nil {
 			return nil, err
+		}
+		if reveal := e.revealer(id); reveal != nil {
+			for i := range recs {
+				reveal(&recs[i])
+			}
 		}
 		created := ""
 		if m, err := e.store.Load(id); err == nil {

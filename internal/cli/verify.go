@@ -9,7 +9,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/secrets"
 	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/verify"
 )
@@ -50,12 +52,15 @@ var cmdVerify = &command{
 				return nil, fmt.Errorf("job %s: %w", id, jobstore.ErrNotFound)
 			}
 			m, _ := e.store.Load(id) // an invalid manifest replays with the default workflow
-			rep, err := verify.Job(id, dir, verify.Options{Public: pub, Manifest: m})
+			rep, err := verify.Job(id, dir, verify.Options{Public: pub, Manifest: m, Reveal: e.revealer(id)})
 			if err != nil {
 				return nil, err
 			}
 			reports = append(reports, rep)
 			res := fmt.Sprintf("intact: chain, signatures (key %s) and replay of %d answers, %d transitions", rep.KeyID, rep.Responses, rep.Transitions)
+			if rep.Encrypted > 0 {
+				res += fmt.Sprintf("; %d encrypted answers not re-validated (no readable content key)", rep.Encrypted)
+			}
 			if rep.Legacy > 0 {
 				res += fmt.Sprintf("; %d version 1 records before the chain are unprotected", rep.Legacy)
 			}
@@ -85,4 +90,21 @@ func isReported(err error) bool {
 	var vf *validationFailed
 	var vr *verifyFailed
 	return errors.As(err, &vf) || errors.As(err, &vr)
+}
+
+// revealer decrypts a job's encrypted history content for someone who can
+// read the content key; without it, content stays encrypted.
+func (e *env) revealer(id string) func(*history.Record) {
+	c, err := secrets.LoadCipher(filepath.Join(e.store.Dir, signing.Dir, secrets.KeyFile))
+	if err != nil {
+		return nil
+	}
+	return func(r *history.Record) {
+		r.Content(func(s string) string {
+			if out, err := c.Open(s, id); err == nil {
+				return out
+			}
+			return s
+		})
+	}
 }

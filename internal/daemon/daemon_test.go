@@ -157,3 +157,45 @@ func TestMainFlags(t *testing.T) {
 		t.Fatalf("text log lacks transitions: %s", errb.String())
 	}
 }
+
+// Everything Logist creates in the jobs folder is private to the daemon's
+// user (0700 folders, 0600 files), even when the manifest was dropped with
+// wider permissions.
+func TestFilesArePrivate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "jobs")
+	if err := Run(context.Background(), Options{JobsDir: dir, Once: true, MaxParallel: 1}, discard()); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "open.json"), []byte(`{"task_description": "t", "encrypt_history": true, "agents": {"worker": {"provider": "command", "command": {"argv": ["sh", "-c", "echo hi > out.txt; echo '{\"action\":\"COMPLETED\",\"evidence_files\":[\"out.txt\"],\"summary_for_supervisor\":\"ok\"}'"]}}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`), 0o644)
+	if err := Run(context.Background(), Options{JobsDir: dir, Once: true, MaxParallel: 1}, discard()); err != nil {
+		t.Fatal(err)
+	}
+	m, err := manifest.ReadFile(filepath.Join(dir, "open", "job.json"))
+	if err != nil || m.Status != "SUCCESS" {
+		t.Fatalf("job: %v %v", m, err)
+	}
+	n := 0
+	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(dir, p)
+		// What the agent wrote into its workspace is the agent's business.
+		if strings.HasPrefix(rel, filepath.Join("open", "workspace")+string(filepath.Separator)) || fi.Mode()&os.ModeSymlink != 0 {
+			return nil
+		}
+		n++
+		if fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s has mode %v", rel, fi.Mode().Perm())
+		}
+		return nil
+	})
+	for _, want := range []string{".logist/signing.key", ".logist/content.key", "open/history.jsonl", "open/requests", "open/snapshots"} {
+		if _, err := os.Stat(filepath.Join(dir, want)); err != nil {
+			t.Errorf("expected %s: %v", want, err)
+		}
+	}
+	if n < 12 {
+		t.Fatalf("walked only %d paths", n)
+	}
+}

@@ -10,12 +10,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/secrets"
+	"github.com/logist/logist/internal/signing"
 )
 
 // Env is what transactions need from their process.
@@ -26,6 +30,25 @@ type Env struct {
 	Now    func() time.Time
 	// History says how histories are signed and rotated.
 	History history.Options
+	// Getenv reads the daemon's environment (secret values to redact).
+	Getenv func(string) string
+
+	cipherOnce sync.Once
+	cipher     *secrets.Cipher
+	cipherErr  error
+}
+
+// Cipher returns the jobs folder's content key, creating it on first use.
+func (e *Env) Cipher() (*secrets.Cipher, error) {
+	e.cipherOnce.Do(func() { e.cipher, e.cipherErr = secrets.LoadOrCreateCipher(e.Store.Dir, signing.Dir) })
+	return e.cipher, e.cipherErr
+}
+
+func (e *Env) getenv(k string) string {
+	if e.Getenv != nil {
+		return e.Getenv(k)
+	}
+	return os.Getenv(k)
 }
 
 func (e *Env) now() time.Time {
@@ -53,6 +76,8 @@ type Tx struct {
 	ownLog  bool
 	parked  bool // the job left the active statuses: materialise jobHistory.json
 	changed bool
+	redact  *secrets.Redactor
+	seal    *secrets.Cipher
 }
 
 // Begin locks job id and loads it. log may be a history the caller keeps
@@ -70,6 +95,15 @@ func Begin(env *Env, id string, log *history.Log) (*Tx, error) {
 		return nil, err
 	}
 	t.M = m
+	t.redact = secrets.NewRedactor(m.SecretEnv, env.getenv)
+	if m.EncryptHistory {
+		c, err := env.Cipher()
+		if err != nil {
+			lk.Unlock()
+			return nil, fmt.Errorf("job %s asks for encrypted history: %w", id, err)
+		}
+		t.seal = c
+	}
 	if log == nil {
 		l, torn, err := history.OpenWith(t.Dir, env.History)
 		if err != nil {
@@ -104,15 +138,51 @@ func (t *Tx) Close() {
 // Now is the transaction's clock.
 func (t *Tx) Now() time.Time { return t.env.now() }
 
-// Append writes a history record durably.
+// Append writes a history record durably: a copy with secret values
+// redacted and, for jobs that ask for it, content encrypted. rec itself is
+// left as it was (the agent still gets the real request) except for the
+// fields the log assigns (seq, time, links).
 func (t *Tx) Append(rec *history.Record) error {
+	stored := rec.Clone()
+	stored.Text(t.Redact)
+	if t.seal != nil {
+		stored.Content(func(s string) string { return t.seal.Seal(s, t.ID) })
+	}
 	start := time.Now()
-	err := t.Log.Append(rec)
+	err := t.Log.Append(&stored)
+	rec.V, rec.Seq, rec.PrevHash, rec.Time = stored.V, stored.Seq, stored.PrevHash, stored.Time
 	t.env.obs().HistoryAppend(time.Since(start), err)
 	if err != nil {
 		t.LogError("HISTORY_WRITE", "SYSTEM", 0, err.Error())
 	}
 	return err
+}
+
+// Redact replaces the job's secret values in s.
+func (t *Tx) Redact(s string) string { return t.redact.Redact(s) }
+
+// Reveal returns a stored record as it was before sealing (for the engine's
+// re-attempt of an interrupted call).
+func (t *Tx) Reveal(rec *history.Record) (*history.Record, error) {
+	c := rec.Clone()
+	var err error
+	c.Content(func(s string) string {
+		if !secrets.Sealed(s) {
+			return s
+		}
+		ciph, cerr := t.env.Cipher()
+		if cerr != nil {
+			err = cerr
+			return s
+		}
+		out, oerr := ciph.Open(s, t.ID)
+		if oerr != nil {
+			err = oerr
+			return s
+		}
+		return out
+	})
+	return &c, err
 }
 
 // Checkpoint is the last safe checkpoint id.
@@ -156,14 +226,14 @@ func (t *Tx) Transition(ev lifecycle.Event, to lifecycle.Status, toPhase, actor,
 	}
 	t.changed = true
 	t.env.Logger.Info("transition", "type", "transition", "job_id", t.ID, "from", string(from), "to", string(to),
-		"event", string(ev), "actor", actor, "checkpoint_id", tr.CheckpointID, "from_phase", fromPhase, "to_phase", toPhase, "reason", reason)
+		"event", string(ev), "actor", actor, "checkpoint_id", tr.CheckpointID, "from_phase", fromPhase, "to_phase", toPhase, "reason", t.Redact(reason))
 	t.env.obs().JobStatus(t.ID, from, to)
 	return nil
 }
 
 // LogError logs an error event with seed 004 §7.2's fields.
 func (t *Tx) LogError(code, actor string, attempt int, msg string) {
-	t.env.Logger.Error(msg, "type", "error", "job_id", t.ID, "status", string(t.M.Status), "actor", actor,
+	t.env.Logger.Error(t.Redact(msg), "type", "error", "job_id", t.ID, "status", string(t.M.Status), "actor", actor,
 		"error_code", code, "attempt", attempt, "checkpoint_id", t.Checkpoint(), "phase", t.M.Phase())
 }
 
@@ -180,6 +250,11 @@ func (t *Tx) MarkParked() { t.parked = true }
 // Commit saves the manifest atomically. The history records it depends on
 // were fsync'd by Append before, so the manifest never runs ahead of them.
 func (t *Tx) Commit() error {
+	r := &t.M.Run
+	r.Reason, r.LastSummary, r.Feedback, r.PreviousSummary = t.Redact(r.Reason), t.Redact(r.LastSummary), t.Redact(r.Feedback), t.Redact(r.PreviousSummary)
+	for i := range t.M.History {
+		t.M.History[i].Note = t.Redact(t.M.History[i].Note)
+	}
 	t.M.Run.UpdatedAt = t.Now().UTC().Format(time.RFC3339Nano)
 	if t.M.CreatedAt == "" {
 		t.M.CreatedAt = t.M.Run.UpdatedAt

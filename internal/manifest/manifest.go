@@ -53,6 +53,8 @@ type Manifest struct {
 	TimeThresholdMinutes *float64               `json:"time_threshold_minutes,omitempty"`
 	Limits               *Limits                `json:"limits,omitempty"`
 	Seed                 *int64                 `json:"seed,omitempty"`
+	SecretEnv            []string               `json:"secret_env,omitempty"`
+	EncryptHistory       bool                   `json:"encrypt_history,omitempty"`
 	Metrics              Metrics                `json:"metrics"`
 	History              []AuditEntry           `json:"history"`
 	Run                  RunState               `json:"run"`

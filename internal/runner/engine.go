@@ -131,7 +131,14 @@ func (e *Engine) step(ctx context.Context, id string, log *history.Log) (stepRes
 		return res, log, err
 	}
 
-	prov, perr := e.NewProvider(tx.M.Agents[c.role])
+	cfg := tx.M.Agents[c.role]
+	if cfg.Command != nil && len(tx.M.SecretEnv) > 0 {
+		// Secret variables reach the agent (and only the agent).
+		cmd := *cfg.Command
+		cmd.EnvAllow = append(append([]string{}, cmd.EnvAllow...), tx.M.SecretEnv...)
+		cfg.Command = &cmd
+	}
+	prov, perr := e.NewProvider(cfg)
 	start := time.Now()
 	var out *agent.Result
 	var callErr error
@@ -229,7 +236,11 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		// The last call was cut off (crash, shutdown): ask again with the
 		// same stored request, never a new one, and never record a
 		// half-finished answer.
-		c.interaction, c.attempt, c.hreq = *oi.Interaction, oi.Attempt+1, oi.Request
+		stored, err := tx.Reveal(oi)
+		if err != nil {
+			return nil, done, fmt.Errorf("job %s: open the interrupted request: %w", tx.ID, err)
+		}
+		c.interaction, c.attempt, c.hreq = *oi.Interaction, oi.Attempt+1, stored.Request
 		c.req = requestFromHistory(tx, c, oi.Request)
 		if err := tx.RecordError(agent.CodeInterrupted, c.role, c.attempt,
 			fmt.Sprintf("re-attempting interrupted interaction %d with its stored request", c.interaction)); err != nil {

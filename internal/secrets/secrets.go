@@ -1,0 +1,153 @@
+// Package secrets keeps secret values out of what Logist records: a
+// Redactor replaces the values of the environment variables a manifest marks
+// secret, and a Cipher encrypts prompt and answer content at rest (AES-GCM)
+// for jobs that opt in.
+package secrets
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/logist/logist/internal/atomicfile"
+)
+
+// Redactor replaces secret values with [REDACTED:NAME].
+type Redactor struct{ r *strings.Replacer }
+
+// NewRedactor builds a redactor for the named variables' values. Longer
+// values are replaced first, so a secret containing another is not split.
+func NewRedactor(names []string, getenv func(string) string) *Redactor {
+	type pair struct{ name, value string }
+	var ps []pair
+	for _, n := range names {
+		if v := getenv(n); v != "" {
+			ps = append(ps, pair{n, v})
+		}
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	sort.Slice(ps, func(i, j int) bool { return len(ps[i].value) > len(ps[j].value) })
+	var args []string
+	for _, p := range ps {
+		args = append(args, p.value, "[REDACTED:"+p.name+"]")
+	}
+	return &Redactor{strings.NewReplacer(args...)}
+}
+
+// Redact replaces every secret value in s. A nil Redactor returns s.
+func (r *Redactor) Redact(s string) string {
+	if r == nil || s == "" {
+		return s
+	}
+	return r.r.Replace(s)
+}
+
+// KeyFile is the content key, in the jobs folder's .logist.
+const KeyFile = "content.key"
+
+// Prefix marks an encrypted field.
+const Prefix = "enc:v1:"
+
+// Cipher encrypts history content with AES-256-GCM.
+type Cipher struct{ aead cipher.AEAD }
+
+// LoadOrCreateCipher loads <jobs>/.logist/content.key, creating it (0600)
+// if missing.
+func LoadOrCreateCipher(jobsDir, dotDir string) (*Cipher, error) {
+	p := filepath.Join(jobsDir, dotDir, KeyFile)
+	c, err := LoadCipher(p)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return c, err
+	}
+	if err := atomicfile.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return nil, err
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return LoadCipher(p)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create content key: %w", err)
+	}
+	_, werr := f.WriteString(base64.StdEncoding.EncodeToString(key) + "\n")
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		return nil, fmt.Errorf("write content key: %w", err)
+	}
+	if err := atomicfile.SyncDir(filepath.Dir(p)); err != nil {
+		return nil, err
+	}
+	return newCipher(key)
+}
+
+// LoadCipher loads a content key file.
+func LoadCipher(p string) (*Cipher, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("content key: %w", err)
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(key) != 32 {
+		return nil, fmt.Errorf("content key %s is malformed", p)
+	}
+	return newCipher(key)
+}
+
+func newCipher(key []byte) (*Cipher, error) {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	return &Cipher{aead}, nil
+}
+
+// Seal encrypts s; aad binds the ciphertext to its job (a ciphertext moved
+// to another job does not open).
+func (c *Cipher) Seal(s, aad string) string {
+	if s == "" || strings.HasPrefix(s, Prefix) {
+		return s
+	}
+	nonce := make([]byte, c.aead.NonceSize())
+	rand.Read(nonce)
+	ct := c.aead.Seal(nonce, nonce, []byte(s), []byte(aad))
+	return Prefix + base64.StdEncoding.EncodeToString(ct)
+}
+
+// Open decrypts a sealed field; other strings are returned as they are.
+func (c *Cipher) Open(s, aad string) (string, error) {
+	if !strings.HasPrefix(s, Prefix) {
+		return s, nil
+	}
+	ct, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, Prefix))
+	n := c.aead.NonceSize()
+	if err != nil || len(ct) < n {
+		return "", errors.New("encrypted field is malformed")
+	}
+	pt, err := c.aead.Open(nil, ct[:n], ct[n:], []byte(aad))
+	if err != nil {
+		return "", errors.New("encrypted field does not open with this key")
+	}
+	return string(pt), nil
+}
+
+// Sealed reports whether s is an encrypted field.
+func Sealed(s string) bool { return strings.HasPrefix(s, Prefix) }
