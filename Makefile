@@ -7,7 +7,7 @@ LDFLAGS  := -X github.com/logist/logist/internal/daemon.Version=$(VERSION) \
             -X github.com/logist/logist/internal/cli.Version=$(VERSION)
 FUZZTIME ?= 10s
 
-.PHONY: all build demo test test-unit fuzz vet clean
+.PHONY: all build demo test test-unit test-alerts fuzz vet clean
 
 all: build
 
@@ -21,10 +21,14 @@ demo: build
 	@sh scripts/demo.sh
 
 # The whole suite, with the race detector, plus a short run of every fuzzer.
-test: vet test-unit fuzz
+test: vet test-alerts test-unit fuzz
 
 test-unit:
 	$(GO) test -race -count=1 ./...
+
+# promtool check + unit tests of the alert rules (installs Debian's prometheus).
+test-alerts:
+	@sh scripts/promtool.sh
 
 vet:
 	$(GO) vet ./...

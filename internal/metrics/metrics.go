@@ -1,5 +1,7 @@
 // Package metrics exposes the daemon's Prometheus metrics on a registry the
-// caller passes in.
+// caller passes in. Names follow Prometheus conventions: prefix logistd_,
+// base units (seconds, bytes, USD), _total for counters, no job ids or free
+// text as labels, and every known label value present from the start.
 package metrics
 
 import (
@@ -13,25 +15,55 @@ import (
 	"github.com/logist/logist/internal/lifecycle"
 )
 
-// Metrics implements jobtx.Observer.
+// Known label values, initialised to 0 so that rates and alerts work before
+// the first event.
+var (
+	Outcomes       = []string{"ok", "invalid", "error", "timeout", "canceled", "interrupted"}
+	Roles          = []string{"worker", "supervisor"}
+	Providers      = []string{"script", "command"}
+	RetryCauses    = []string{"api_error", "agent_retry"}
+	HaltReasons    = []string{"cost", "time"}
+	FinishOutcomes = []string{"success", "canceled", "intervention_required", "halted_cost", "halted_time"}
+	TokenKinds     = []string{"input", "output", "cache"}
+	StewardCmds    = []string{"submit", "activate", "resume", "halt", "rollback"}
+	StewardResults = []string{"ok", "out_of_order", "not_found", "invalid", "error"}
+	CronOutcomes   = []string{"created", "skipped", "replaced", "missed", "failed"}
+	ViolationCodes = []string{"AGENT_EMPTY", "NOT_JSON", "SEVERAL_OBJECTS", "SCHEMA_INVALID", "ACTION_INVALID", "SUMMARY_MISSING", "PROTOCOL_VIOLATION"}
+)
+
+// Metrics implements the engine's and the daemon's observers.
 type Metrics struct {
 	jobs          *prometheus.GaugeVec
+	started       prometheus.Counter
+	finished      *prometheus.CounterVec
 	agentCalls    *prometheus.CounterVec
 	agentDuration *prometheus.HistogramVec
+	pickup        prometheus.Histogram
+	phase         *prometheus.HistogramVec
 	costUSD       *prometheus.CounterVec
+	tokens        *prometheus.CounterVec
 	violations    *prometheus.CounterVec
 	retries       *prometheus.CounterVec
 	halts         *prometheus.CounterVec
+	waiting       prometheus.Gauge
+	oldestWaiting prometheus.Gauge
 	appendSeconds prometheus.Histogram
+	fsyncSeconds  prometheus.Histogram
+	appendBytes   prometheus.Counter
 	writeFailures prometheus.Counter
+	tornTails     prometheus.Counter
+	steward       *prometheus.CounterVec
+	cron          *prometheus.CounterVec
 	invalid       prometheus.Gauge
 
-	mu     sync.Mutex
-	status map[string]lifecycle.Status
+	mu      sync.Mutex
+	status  map[string]lifecycle.Status
+	waitTS  map[string]time.Time
+	nowFunc func() time.Time
 }
 
-// Outcomes of agent calls.
-var Outcomes = []string{"ok", "invalid", "error", "timeout", "canceled", "interrupted"}
+// Durations from 100 ms to hours.
+var callBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400}
 
 // New registers the metrics, the Go and process collectors, and
 // logistd_build_info on reg.
@@ -41,42 +73,154 @@ func New(reg prometheus.Registerer, version, revision string) *Metrics {
 	f.NewGaugeVec(prometheus.GaugeOpts{Name: "logistd_build_info", Help: "Build information; always 1."},
 		[]string{"version", "revision"}).WithLabelValues(version, revision).Set(1)
 	m := &Metrics{
-		jobs: f.NewGaugeVec(prometheus.GaugeOpts{Name: "logistd_jobs", Help: "Jobs in the jobs folder by status."}, []string{"status"}),
+		jobs:     f.NewGaugeVec(prometheus.GaugeOpts{Name: "logistd_jobs", Help: "Jobs in the jobs folder by status."}, []string{"status"}),
+		started:  f.NewCounter(prometheus.CounterOpts{Name: "logistd_jobs_started_total", Help: "Jobs that entered their first phase."}),
+		finished: f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_jobs_finished_total", Help: "Jobs that stopped running, by outcome (finished, waiting for a steward, or halted)."}, []string{"outcome"}),
 		agentCalls: f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_agent_calls_total", Help: "Agent calls by role, provider and outcome."},
 			[]string{"role", "provider", "outcome"}),
 		agentDuration: f.NewHistogramVec(prometheus.HistogramOpts{Name: "logistd_agent_call_duration_seconds", Help: "Agent call duration.",
-			Buckets: []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400}}, []string{"role", "provider"}),
+			Buckets: callBuckets}, []string{"role", "provider"}),
+		pickup: f.NewHistogram(prometheus.HistogramOpts{Name: "logistd_pickup_latency_seconds", Help: "From a manifest seen by the daemon to its first agent call starting.",
+			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}}),
+		phase: f.NewHistogramVec(prometheus.HistogramOpts{Name: "logistd_phase_duration_seconds", Help: "Time from entering a phase to leaving it, by the role that plays it.",
+			Buckets: callBuckets}, []string{"role"}),
 		costUSD:    f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_agent_cost_usd_total", Help: "Agent cost in USD by provider."}, []string{"provider"}),
-		violations: f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_response_violations_total", Help: "Invalid agent answers by code."}, []string{"code"}),
+		tokens:     f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_agent_tokens_total", Help: "Model tokens by provider and kind."}, []string{"provider", "kind"}),
+		violations: f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_response_violations_total", Help: "Invalid agent answers (schema and protocol violations) by code."}, []string{"code"}),
 		retries:    f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_retries_total", Help: "Retries by cause."}, []string{"cause"}),
 		halts:      f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_halts_total", Help: "Budget halts by reason."}, []string{"reason"}),
-		appendSeconds: f.NewHistogram(prometheus.HistogramOpts{Name: "logistd_history_append_duration_seconds", Help: "Durable history append latency (write+fsync).",
+		waiting:    f.NewGauge(prometheus.GaugeOpts{Name: "logistd_jobs_waiting_for_steward", Help: "Jobs in INTERVENTION_REQUIRED, HALTED_COST or HALTED_TIME."}),
+		oldestWaiting: f.NewGauge(prometheus.GaugeOpts{Name: "logistd_oldest_waiting_job_timestamp_seconds",
+			Help: "Unix time since which the longest-waiting job has waited for a steward; 0 when none waits."}),
+		appendSeconds: f.NewHistogram(prometheus.HistogramOpts{Name: "logistd_history_append_duration_seconds", Help: "Durable history append latency (write and fsync).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
+		fsyncSeconds: f.NewHistogram(prometheus.HistogramOpts{Name: "logistd_history_fsync_duration_seconds", Help: "History fsync latency.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
+		appendBytes:   f.NewCounter(prometheus.CounterOpts{Name: "logistd_history_appended_bytes_total", Help: "Bytes appended to histories."}),
 		writeFailures: f.NewCounter(prometheus.CounterOpts{Name: "logistd_history_write_failures_total", Help: "Failed history appends."}),
+		tornTails:     f.NewCounter(prometheus.CounterOpts{Name: "logistd_history_torn_tails_total", Help: "Incomplete last records cut off a history when it was opened."}),
+		steward:       f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_steward_commands_total", Help: "Steward commands seen by the daemon, by command and result."}, []string{"command", "result"}),
+		cron:          f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_cron_runs_total", Help: "Scheduled runs by outcome."}, []string{"outcome"}),
 		invalid:       f.NewGauge(prometheus.GaugeOpts{Name: "logistd_invalid_manifests", Help: "Job folders whose manifest is invalid."}),
 		status:        map[string]lifecycle.Status{},
+		waitTS:        map[string]time.Time{},
+		nowFunc:       time.Now,
 	}
 	for _, s := range lifecycle.All {
 		m.jobs.WithLabelValues(string(s))
 	}
-	for _, c := range []string{"api_error", "agent_retry"} {
-		m.retries.WithLabelValues(c)
+	for _, r := range Roles {
+		for _, p := range Providers {
+			m.agentDuration.WithLabelValues(r, p)
+			for _, o := range Outcomes {
+				m.agentCalls.WithLabelValues(r, p, o)
+			}
+		}
+		m.phase.WithLabelValues(r)
 	}
-	for _, r := range []string{"cost", "time"} {
-		m.halts.WithLabelValues(r)
+	for _, p := range Providers {
+		m.costUSD.WithLabelValues(p)
+		for _, k := range TokenKinds {
+			m.tokens.WithLabelValues(p, k)
+		}
+	}
+	init1 := func(v *prometheus.CounterVec, vals []string) {
+		for _, x := range vals {
+			v.WithLabelValues(x)
+		}
+	}
+	init1(m.retries, RetryCauses)
+	init1(m.halts, HaltReasons)
+	init1(m.finished, FinishOutcomes)
+	init1(m.violations, ViolationCodes)
+	init1(m.cron, CronOutcomes)
+	for _, c := range StewardCmds {
+		for _, r := range StewardResults {
+			m.steward.WithLabelValues(c, r)
+		}
 	}
 	return m
 }
 
-// JobStatus moves a job between status gauges.
+// JobStatus moves a job between status gauges; transitions out of the
+// active statuses count as finished, into the first phase as started.
 func (m *Metrics) JobStatus(id string, from, to lifecycle.Status) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old, ok := m.status[id]; ok {
+	old, known := m.status[id]
+	if known {
 		m.jobs.WithLabelValues(string(old)).Dec()
 	}
 	m.status[id] = to
 	m.jobs.WithLabelValues(string(to)).Inc()
+	if from != "" { // a real transition, not a (re)scan
+		if from == lifecycle.Pending && to.Active() {
+			m.started.Inc()
+		}
+		if from.Active() && !to.Active() {
+			m.finished.WithLabelValues(finishOutcome(to)).Inc()
+		}
+	}
+	if to.Waiting() {
+		if _, ok := m.waitTS[id]; !ok {
+			m.waitTS[id] = m.nowFunc()
+		}
+	} else {
+		delete(m.waitTS, id)
+	}
+	m.updateWaiting()
+}
+
+// Forget drops a job that left the folder.
+func (m *Metrics) Forget(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.status[id]; ok {
+		m.jobs.WithLabelValues(string(old)).Dec()
+		delete(m.status, id)
+	}
+	delete(m.waitTS, id)
+	m.updateWaiting()
+}
+
+// WaitingSince sets when a job started waiting, for jobs found waiting at
+// start-up (their manifest's updated_at).
+func (m *Metrics) WaitingSince(id string, t time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.waitTS[id]; ok && !t.IsZero() {
+		m.waitTS[id] = t
+		m.updateWaiting()
+	}
+}
+
+func (m *Metrics) updateWaiting() {
+	m.waiting.Set(float64(len(m.waitTS)))
+	var oldest time.Time
+	for _, t := range m.waitTS {
+		if oldest.IsZero() || t.Before(oldest) {
+			oldest = t
+		}
+	}
+	if oldest.IsZero() {
+		m.oldestWaiting.Set(0)
+		return
+	}
+	m.oldestWaiting.Set(float64(oldest.UnixNano()) / 1e9)
+}
+
+func finishOutcome(s lifecycle.Status) string {
+	switch s {
+	case lifecycle.Success:
+		return "success"
+	case lifecycle.Canceled:
+		return "canceled"
+	case lifecycle.HaltedCost:
+		return "halted_cost"
+	case lifecycle.HaltedTime:
+		return "halted_time"
+	}
+	return "intervention_required"
 }
 
 // SetInvalid sets the number of invalid manifests.
@@ -88,6 +232,19 @@ func (m *Metrics) AgentCall(role, provider, outcome string, d time.Duration, cos
 	m.agentDuration.WithLabelValues(role, provider).Observe(d.Seconds())
 	m.costUSD.WithLabelValues(provider).Add(costUSD)
 }
+
+// Tokens counts model tokens.
+func (m *Metrics) Tokens(provider string, input, output, cache int64) {
+	m.tokens.WithLabelValues(provider, "input").Add(float64(input))
+	m.tokens.WithLabelValues(provider, "output").Add(float64(output))
+	m.tokens.WithLabelValues(provider, "cache").Add(float64(cache))
+}
+
+// Pickup observes the time from a manifest seen to its first agent call.
+func (m *Metrics) Pickup(d time.Duration) { m.pickup.Observe(d.Seconds()) }
+
+// Phase observes how long a phase took.
+func (m *Metrics) Phase(role string, d time.Duration) { m.phase.WithLabelValues(role).Observe(d.Seconds()) }
 
 // Violation counts an invalid answer.
 func (m *Metrics) Violation(code string) { m.violations.WithLabelValues(code).Inc() }
@@ -106,3 +263,18 @@ func (m *Metrics) HistoryAppend(d time.Duration, err error) {
 	}
 	m.appendSeconds.Observe(d.Seconds())
 }
+
+// HistoryWrite observes the bytes and fsync time of one append.
+func (m *Metrics) HistoryWrite(bytes int, fsync time.Duration) {
+	m.appendBytes.Add(float64(bytes))
+	m.fsyncSeconds.Observe(fsync.Seconds())
+}
+
+// TornTail counts a repaired torn history tail.
+func (m *Metrics) TornTail() { m.tornTails.Inc() }
+
+// Steward counts a steward command the daemon saw applied or refused.
+func (m *Metrics) Steward(command, result string) { m.steward.WithLabelValues(command, result).Inc() }
+
+// Cron counts a scheduled run outcome.
+func (m *Metrics) Cron(outcome string) { m.cron.WithLabelValues(outcome).Inc() }
