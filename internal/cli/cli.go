@@ -82,7 +82,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdValidate, cmdVerify, cmdRollback,
+		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdValidate, cmdVerify, cmdRollback, cmdSchedules,
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/robfig/cron/v3"
+
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/workflow"
 	"github.com/logist/logist/schemas"
@@ -55,6 +57,9 @@ type Manifest struct {
 	Seed                 *int64                 `json:"seed,omitempty"`
 	SecretEnv            []string               `json:"secret_env,omitempty"`
 	EncryptHistory       bool                   `json:"encrypt_history,omitempty"`
+	Schedule             *Schedule              `json:"schedule,omitempty"`
+	ScheduledFrom        string                 `json:"scheduled_from,omitempty"`
+	ScheduledAt          string                 `json:"scheduled_at,omitempty"`
 	Metrics              Metrics                `json:"metrics"`
 	History              []AuditEntry           `json:"history"`
 	Run                  RunState               `json:"run"`
@@ -90,6 +95,35 @@ type Command struct {
 	Env            map[string]string `json:"env,omitempty"`
 	MaxOutputBytes int64             `json:"max_output_bytes,omitempty"`
 }
+
+// Schedule makes a manifest a template for recurring jobs.
+type Schedule struct {
+	Cron                       string   `json:"cron"`
+	Timezone                   string   `json:"timezone,omitempty"`
+	ConcurrencyPolicy          string   `json:"concurrency_policy,omitempty"`
+	StartingDeadlineSeconds    *float64 `json:"starting_deadline_seconds,omitempty"`
+	SuccessfulRunsHistoryLimit *int     `json:"successful_runs_history_limit,omitempty"`
+	FailedRunsHistoryLimit     *int     `json:"failed_runs_history_limit,omitempty"`
+	Suspend                    bool     `json:"suspend,omitempty"`
+}
+
+// Spec returns the cron schedule, parsed in its time zone.
+func (s *Schedule) Spec() (cron.Schedule, error) {
+	spec := s.Cron
+	if s.Timezone != "" {
+		if _, err := time.LoadLocation(s.Timezone); err != nil {
+			return nil, fmt.Errorf("timezone %q: %v", s.Timezone, err)
+		}
+		spec = "CRON_TZ=" + s.Timezone + " " + spec
+	}
+	sch, err := cronParser.Parse(spec)
+	if err != nil {
+		return nil, fmt.Errorf("cron %q: %v", s.Cron, err)
+	}
+	return sch, nil
+}
+
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // Limits bounds retries and calls.
 type Limits struct {
@@ -128,6 +162,7 @@ type RunState struct {
 	Guidance        string   `json:"guidance,omitempty"`
 	LastSummary     string   `json:"last_summary,omitempty"`
 	CheckpointID    string   `json:"checkpoint_id,omitempty"`
+	LastScheduledAt string   `json:"last_scheduled_at,omitempty"`
 	UpdatedAt       string   `json:"updated_at,omitempty"`
 	StartedAt       string   `json:"started_at,omitempty"`
 	FinishedAt      string   `json:"finished_at,omitempty"`
@@ -323,6 +358,15 @@ func (m *Manifest) check(file string) error {
 	}
 	if m.Limits != nil && m.Limits.CallTimeoutSeconds != nil && !(*m.Limits.CallTimeoutSeconds > 0) {
 		es = append(es, &Error{File: file, Pointer: "/limits/call_timeout_seconds", Reason: "must be > 0"})
+	}
+	if m.Schedule != nil {
+		if _, err := m.Schedule.Spec(); err != nil {
+			ptr := "/schedule/cron"
+			if strings.HasPrefix(err.Error(), "timezone") {
+				ptr = "/schedule/timezone"
+			}
+			es = append(es, &Error{File: file, Pointer: ptr, Reason: err.Error()})
+		}
 	}
 	for i, p := range m.ContextFiles {
 		if c := path.Clean(p); path.IsAbs(p) || c == ".." || strings.HasPrefix(c, "../") {

@@ -169,8 +169,8 @@ func (e *Engine) step(ctx context.Context, id string, log *history.Log) (stepRes
 func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 	m := tx.M
 	done := stepResult{done: true}
-	if !m.Status.Active() {
-		return nil, done, nil
+	if !m.Status.Active() || m.Schedule != nil {
+		return nil, done, nil // a template never runs itself; its runs do
 	}
 	wf, err := m.ResolveWorkflow()
 	if err != nil {

@@ -1,0 +1,453 @@
+// Package schedule runs recurring jobs: a manifest with a `schedule` is a
+// template, and each tick of its cron expression (robfig/cron/v3) creates a
+// new job from it, <template>-<YYYYMMDD-HHMMSS>, that the daemon then runs
+// like any other. Concurrency policies, a starting deadline for ticks missed
+// while the daemon was down, and history limits follow Kubernetes CronJob.
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/steward"
+)
+
+// Policies.
+const (
+	Allow   = "Allow"
+	Forbid  = "Forbid"
+	Replace = "Replace"
+)
+
+// Defaults of a schedule's history limits.
+const (
+	DefaultSuccessfulLimit = 3
+	DefaultFailedLimit     = 1
+	// maxMissed bounds how many missed ticks are counted after downtime.
+	maxMissed = 100
+)
+
+// Observer counts outcomes: created, skipped, replaced, missed, failed.
+type Observer interface{ Cron(outcome string) }
+
+// Clock is time, injectable for tests.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Scheduler fires the templates of one jobs folder.
+type Scheduler struct {
+	Env     *jobtx.Env
+	Logger  *slog.Logger
+	Obs     Observer
+	Clock   Clock
+	Created func(id string) // the daemon starts the new job
+
+	mu        sync.Mutex
+	templates map[string]*entry
+	wake      chan struct{}
+}
+
+type entry struct {
+	id   string
+	next time.Time
+}
+
+// New returns a scheduler.
+func New(env *jobtx.Env, logger *slog.Logger, obs Observer) *Scheduler {
+	return &Scheduler{Env: env, Logger: logger, Obs: obs, Clock: realClock{}, templates: map[string]*entry{}, wake: make(chan struct{}, 1)}
+}
+
+// Sync adds, updates or (m nil, or without schedule) removes template id.
+// A template seen for the first time catches up: the latest tick missed
+// since its last run (at most its starting deadline old) runs now, older
+// ones are counted as missed.
+func (s *Scheduler) Sync(id string, m *manifest.Manifest) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m == nil || m.Schedule == nil || m.Schedule.Suspend {
+		delete(s.templates, id)
+		s.poke()
+		return
+	}
+	spec, err := m.Schedule.Spec()
+	if err != nil {
+		delete(s.templates, id) // intake already reported it
+		return
+	}
+	now := s.Clock.Now()
+	e, known := s.templates[id]
+	if !known {
+		e = &entry{id: id}
+		s.templates[id] = e
+		e.next = spec.Next(now)
+		if last, err := time.Parse(time.RFC3339Nano, m.Run.LastScheduledAt); err == nil {
+			// Ticks between the last run and now were missed.
+			var missed []time.Time
+			for t := spec.Next(last); !t.After(now) && len(missed) < maxMissed; t = spec.Next(t) {
+				missed = append(missed, t)
+			}
+			if n := len(missed); n > 0 {
+				latest := missed[n-1]
+				for range missed[:n-1] {
+					s.Obs.Cron("missed")
+				}
+				dl := m.Schedule.StartingDeadlineSeconds
+				if dl != nil && now.Sub(latest) > time.Duration(*dl*float64(time.Second)) {
+					s.Obs.Cron("missed")
+					s.Logger.Warn("scheduled run missed: past its starting deadline", "job_id", id, "tick", latest.UTC().Format(time.RFC3339), "missed", n)
+				} else {
+					e.next = latest // due now
+				}
+			}
+		}
+	} else {
+		// The expression may have changed; keep a due tick due.
+		if n := spec.Next(now); n.Before(e.next) || e.next.IsZero() {
+			e.next = n
+		}
+	}
+	s.poke()
+}
+
+func (s *Scheduler) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run fires due templates until ctx ends.
+func (s *Scheduler) Run(ctx context.Context) {
+	for {
+		s.mu.Lock()
+		var due []string
+		var soonest time.Time
+		now := s.Clock.Now()
+		for id, e := range s.templates {
+			if !e.next.After(now) {
+				due = append(due, id)
+			} else if soonest.IsZero() || e.next.Before(soonest) {
+				soonest = e.next
+			}
+		}
+		s.mu.Unlock()
+		sort.Strings(due)
+		for _, id := range due {
+			s.fire(id)
+		}
+		if len(due) > 0 {
+			continue
+		}
+		var timer <-chan time.Time
+		if !soonest.IsZero() {
+			timer = s.Clock.After(soonest.Sub(now))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-timer:
+		}
+	}
+}
+
+// fire creates the run for template id's due tick and schedules the next.
+func (s *Scheduler) fire(id string) {
+	s.mu.Lock()
+	e, ok := s.templates[id]
+	if !ok {
+		s.mu.Unlock()
+		return
+	}
+	tick := e.next
+	s.mu.Unlock()
+
+	next, err := s.fireAt(id, tick)
+	s.mu.Lock()
+	if e, ok := s.templates[id]; ok {
+		if err != nil || next.IsZero() {
+			// Do not spin on a broken template: try again at the next tick.
+			if m, lerr := s.Env.Store.Load(id); lerr == nil && m.Schedule != nil {
+				if spec, perr := m.Schedule.Spec(); perr == nil {
+					next = spec.Next(s.Clock.Now())
+				}
+			}
+		}
+		if next.IsZero() {
+			delete(s.templates, id)
+		} else {
+			e.next = next
+		}
+	}
+	s.mu.Unlock()
+}
+
+// fireAt creates the run of template id for tick, applying its concurrency
+// policy, records the tick in the template, prunes old runs, and returns
+// the template's next tick.
+func (s *Scheduler) fireAt(id string, tick time.Time) (time.Time, error) {
+	tpl, err := s.Env.Store.Load(id)
+	if err != nil || tpl.Schedule == nil {
+		return time.Time{}, err
+	}
+	spec, err := tpl.Schedule.Spec()
+	if err != nil {
+		return time.Time{}, err
+	}
+	next := spec.Next(tick)
+	if tpl.Schedule.Suspend {
+		return next, nil
+	}
+	runs, err := Runs(s.Env.Store, id)
+	if err != nil {
+		s.fail(id, err)
+		return next, err
+	}
+	var unfinished []string
+	for _, r := range runs {
+		if !r.Manifest.Status.Terminal() {
+			unfinished = append(unfinished, r.ID)
+		}
+	}
+	switch tpl.Schedule.ConcurrencyPolicy {
+	case Forbid:
+		if len(unfinished) > 0 {
+			s.Obs.Cron("skipped")
+			s.Logger.Info("scheduled run skipped: an earlier run is not finished (Forbid)", "job_id", id, "tick", tick.UTC().Format(time.RFC3339), "unfinished", unfinished)
+			return next, s.markTick(id, tick)
+		}
+	case Replace:
+		st := &steward.Steward{Env: s.Env, User: "schedule"}
+		for _, r := range unfinished {
+			if _, err := st.Halt(r, "replaced by the run of "+tick.UTC().Format(time.RFC3339)+" (Replace)"); err != nil && !jobtx.IsOutOfOrder(err) {
+				s.fail(id, fmt.Errorf("replace %s: %w", r, err))
+				return next, err
+			}
+			s.Obs.Cron("replaced")
+		}
+	}
+	runID, err := s.create(id, tpl, tick)
+	if err != nil {
+		s.fail(id, err)
+		return next, err
+	}
+	s.Obs.Cron("created")
+	s.Logger.Info("scheduled run created", "job_id", runID, "template", id, "tick", tick.UTC().Format(time.RFC3339))
+	if err := s.markTick(id, tick); err != nil {
+		s.fail(id, err)
+	}
+	s.prune(id, tpl.Schedule)
+	if s.Created != nil {
+		s.Created(runID)
+	}
+	return next, nil
+}
+
+func (s *Scheduler) fail(id string, err error) {
+	s.Obs.Cron("failed")
+	s.Logger.Error("scheduled run failed: "+err.Error(), "type", "error", "job_id", id, "status", "", "actor", "SYSTEM",
+		"error_code", "CRON_FAILED", "attempt", 0, "checkpoint_id", "")
+}
+
+// RunID is the id of template id's run for tick.
+func RunID(id string, tick time.Time) string { return id + "-" + tick.UTC().Format("20060102-150405") }
+
+// create makes the run's folder: the template folder's files (scripts,
+// prompts, an initial workspace) and, last, its manifest, so the daemon
+// never sees a half-made job.
+func (s *Scheduler) create(id string, tpl *manifest.Manifest, tick time.Time) (string, error) {
+	runID := RunID(id, tick)
+	if err := manifest.ValidID(runID); err != nil {
+		return "", err
+	}
+	dst := s.Env.Store.JobDir(runID)
+	if err := os.Mkdir(dst, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("run %s exists already", runID)
+		}
+		return "", err
+	}
+	if err := copyTemplate(s.Env.Store.JobDir(id), dst); err != nil {
+		os.RemoveAll(dst)
+		return "", fmt.Errorf("copy template: %w", err)
+	}
+	run := *tpl
+	run.JobID, run.Schedule, run.Status, run.CurrentPhase = runID, nil, lifecycle.Pending, nil
+	run.ScheduledFrom, run.ScheduledAt = id, tick.UTC().Format(time.RFC3339)
+	run.CreatedAt = s.Clock.Now().UTC().Format(time.RFC3339Nano)
+	run.Metrics, run.History, run.Run = manifest.Metrics{}, []manifest.AuditEntry{}, manifest.RunState{}
+	if err := atomicfile.SyncDir(s.Env.Store.Dir); err != nil {
+		return "", err
+	}
+	if err := s.Env.Store.EnsureWorkspace(runID); err != nil {
+		return "", err
+	}
+	return runID, s.Env.Store.Save(&run)
+}
+
+// Files of a job folder that belong to the job's run, not its definition.
+var runtimeNames = map[string]bool{
+	jobstore.ManifestFile: true, ".lock": true, "requests": true, "snapshots": true, "jobHistory.json": true,
+	"history.jsonl": true, "history-index.json": true,
+}
+
+func copyTemplate(src, dst string) error {
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if runtimeNames[name] || filepath.Ext(name) == ".gz" || strings.HasPrefix(name, "history-") {
+			continue
+		}
+		switch {
+		case e.IsDir():
+			if err := os.CopyFS(filepath.Join(dst, name), os.DirFS(filepath.Join(src, name))); err != nil {
+				return err
+			}
+		case e.Type().IsRegular():
+			b, err := os.ReadFile(filepath.Join(src, name))
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(dst, name), b, 0o600); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Scheduler) markTick(id string, tick time.Time) error {
+	lk, err := s.Env.Store.LockJob(id)
+	if err != nil {
+		return err
+	}
+	defer lk.Unlock()
+	m, err := s.Env.Store.Load(id)
+	if err != nil {
+		return err
+	}
+	m.Run.LastScheduledAt = tick.UTC().Format(time.RFC3339Nano)
+	return s.Env.Store.Save(m)
+}
+
+// Runs lists template id's runs, oldest first.
+func Runs(store *jobstore.Store, id string) ([]jobstore.Entry, error) {
+	ents, err := store.List()
+	if err != nil {
+		return nil, err
+	}
+	var out []jobstore.Entry
+	for _, e := range ents {
+		if e.Err == nil && e.Manifest != nil && e.Unplaced == "" && e.Manifest.ScheduledFrom == id {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Manifest.ScheduledAt < out[j].Manifest.ScheduledAt })
+	return out, nil
+}
+
+// prune deletes finished runs beyond the history limits, oldest first.
+func (s *Scheduler) prune(id string, sch *manifest.Schedule) {
+	okLimit, failLimit := DefaultSuccessfulLimit, DefaultFailedLimit
+	if sch.SuccessfulRunsHistoryLimit != nil {
+		okLimit = *sch.SuccessfulRunsHistoryLimit
+	}
+	if sch.FailedRunsHistoryLimit != nil {
+		failLimit = *sch.FailedRunsHistoryLimit
+	}
+	runs, err := Runs(s.Env.Store, id)
+	if err != nil {
+		return
+	}
+	var ok, failed []string
+	for _, r := range runs {
+		switch r.Manifest.Status {
+		case lifecycle.Success:
+			ok = append(ok, r.ID)
+		case lifecycle.Canceled:
+			failed = append(failed, r.ID)
+		}
+	}
+	for _, group := range []struct {
+		ids   []string
+		limit int
+	}{{ok, okLimit}, {failed, failLimit}} {
+		for i := 0; i < len(group.ids)-group.limit; i++ {
+			if err := Delete(s.Env.Store, group.ids[i]); err != nil {
+				s.Logger.Warn("could not delete an old scheduled run", "job_id", group.ids[i], "err", err.Error())
+				continue
+			}
+			s.Logger.Info("deleted an old scheduled run (history limit)", "job_id", group.ids[i], "template", id)
+		}
+	}
+}
+
+// Delete removes a finished job's folder, under its lock.
+func Delete(store *jobstore.Store, id string) error {
+	lk, err := store.LockJob(id)
+	if err != nil {
+		return err
+	}
+	defer lk.Unlock()
+	m, err := store.Load(id)
+	if err != nil {
+		return err
+	}
+	if !m.Status.Terminal() {
+		return fmt.Errorf("job %s is %s, not finished", id, m.Status)
+	}
+	if err := os.RemoveAll(store.JobDir(id)); err != nil {
+		return err
+	}
+	return atomicfile.SyncDir(store.Dir)
+}
+
+// Prune deletes finished jobs (SUCCESS, CANCELED) that finished more than
+// retention ago: the daemon's optional maintenance.
+func Prune(store *jobstore.Store, retention time.Duration, now time.Time, logger *slog.Logger) int {
+	ents, err := store.List()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		if e.Err != nil || e.Manifest == nil || !e.Manifest.Status.Terminal() || e.Manifest.Schedule != nil {
+			continue
+		}
+		fin, err := time.Parse(time.RFC3339Nano, e.Manifest.Run.FinishedAt)
+		if err != nil || now.Sub(fin) < retention {
+			continue
+		}
+		if err := Delete(store, e.ID); err != nil {
+			logger.Warn("retention: could not delete a finished job", "job_id", e.ID, "err", err.Error())
+			continue
+		}
+		logger.Info("retention: deleted a finished job", "job_id", e.ID, "finished_at", e.Manifest.Run.FinishedAt)
+		n++
+	}
+	return n
+}

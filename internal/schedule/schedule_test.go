@@ -1,0 +1,227 @@
+package schedule
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
+)
+
+type counts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *counts) Cron(o string) { c.mu.Lock(); c.n[o]++; c.mu.Unlock() }
+func (c *counts) get(o string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[o]
+}
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (f *fakeClock) Now() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }
+func (f *fakeClock) After(d time.Duration) <-chan time.Time {
+	return make(chan time.Time) // tests drive fire() directly
+}
+func (f *fakeClock) set(t time.Time) { f.mu.Lock(); f.now = t; f.mu.Unlock() }
+
+const tplBody = `{"job_id": "nightly", "task_description": "t", "schedule": %s,
+ "agents": {"worker": {"provider": "command", "command": {"argv": ["sh", "../agent.sh"]}}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`
+
+func setup(t *testing.T, schedule string) (*Scheduler, *fakeClock, *counts, *jobstore.Store) {
+	t.Helper()
+	dir := t.TempDir()
+	store := jobstore.New(dir)
+	os.MkdirAll(store.JobDir("nightly"), 0o700)
+	os.WriteFile(filepath.Join(store.JobDir("nightly"), "job.json"), []byte(strings.Replace(tplBody, "%s", schedule, 1)), 0o600)
+	os.WriteFile(filepath.Join(store.JobDir("nightly"), "agent.sh"), []byte("echo hi"), 0o600)
+	env := &jobtx.Env{Store: store, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+	c := &counts{n: map[string]int{}}
+	s := New(env, env.Logger, c)
+	clk := &fakeClock{now: time.Date(2026, 11, 21, 10, 0, 30, 0, time.UTC)}
+	s.Clock = clk
+	return s, clk, c, store
+}
+
+func load(t *testing.T, store *jobstore.Store, id string) *manifest.Manifest {
+	t.Helper()
+	m, err := store.Load(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func setStatus(t *testing.T, store *jobstore.Store, id string, st lifecycle.Status) {
+	m := load(t, store, id)
+	m.Status = st
+	if st.Terminal() {
+		m.Run.FinishedAt = time.Now().UTC().Format(time.RFC3339Nano)
+	}
+	store.Save(m)
+}
+
+func TestIntakeRefusesBadExpressions(t *testing.T) {
+	for _, c := range []struct{ sched, ptr string }{
+		{`{"cron": "61 * * * *"}`, "/schedule/cron"},
+		{`{"cron": "every day"}`, "/schedule/cron"},
+		{`{"cron": "0 3 * * *", "timezone": "Mars/Olympus"}`, "/schedule/timezone"},
+		{`{"cron": "0 3 * * *", "concurrency_policy": "Sometimes"}`, "/schedule/concurrency_policy"},
+	} {
+		_, err := manifest.Decode("t.json", []byte(strings.Replace(tplBody, "%s", c.sched, 1)))
+		var es manifest.Errors
+		if !errors.As(err, &es) || es[0].Pointer != c.ptr {
+			t.Errorf("%s: err = %v, want pointer %s", c.sched, err, c.ptr)
+		}
+	}
+	if _, err := manifest.Decode("t.json", []byte(strings.Replace(tplBody, "%s", `{"cron": "@every 10m", "timezone": "Europe/Berlin"}`, 1))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTickCreatesRunFromTemplate(t *testing.T) {
+	s, clk, c, store := setup(t, `{"cron": "*/5 * * * *"}`)
+	var created []string
+	s.Created = func(id string) { created = append(created, id) }
+	s.Sync("nightly", load(t, store, "nightly"))
+	e := s.templates["nightly"]
+	if want := time.Date(2026, 11, 21, 10, 5, 0, 0, time.UTC); !e.next.Equal(want) {
+		t.Fatalf("next = %v, want %v", e.next, want)
+	}
+	clk.set(e.next)
+	s.fire("nightly")
+	id := "nightly-20261121-100500"
+	if len(created) != 1 || created[0] != id || c.get("created") != 1 {
+		t.Fatalf("created %v, counts %v", created, c.n)
+	}
+	run := load(t, store, id)
+	if run.Status != lifecycle.Pending || run.Schedule != nil || run.ScheduledFrom != "nightly" || run.ScheduledAt != "2026-11-21T10:05:00Z" {
+		t.Fatalf("run %+v", run)
+	}
+	if _, err := os.Stat(filepath.Join(store.JobDir(id), "agent.sh")); err != nil {
+		t.Error("template files not copied:", err)
+	}
+	if load(t, store, "nightly").Run.LastScheduledAt == "" {
+		t.Error("tick not recorded in the template")
+	}
+	if !s.templates["nightly"].next.Equal(time.Date(2026, 11, 21, 10, 10, 0, 0, time.UTC)) {
+		t.Errorf("next after fire = %v", s.templates["nightly"].next)
+	}
+}
+
+func TestConcurrencyPolicies(t *testing.T) {
+	for _, policy := range []string{Allow, Forbid, Replace} {
+		t.Run(policy, func(t *testing.T) {
+			s, clk, c, store := setup(t, `{"cron": "*/5 * * * *", "concurrency_policy": "`+policy+`"}`)
+			s.Sync("nightly", load(t, store, "nightly"))
+			clk.set(s.templates["nightly"].next)
+			s.fire("nightly") // 10:05, stays PENDING (unfinished)
+			clk.set(s.templates["nightly"].next)
+			s.fire("nightly") // 10:10
+			first, second := "nightly-20261121-100500", "nightly-20261121-101000"
+			_, err := store.Load(second)
+			switch policy {
+			case Allow:
+				if err != nil || c.get("created") != 2 || load(t, store, first).Status != lifecycle.Pending {
+					t.Fatalf("Allow: %v %v", err, c.n)
+				}
+			case Forbid:
+				if err == nil || c.get("skipped") != 1 || c.get("created") != 1 {
+					t.Fatalf("Forbid: %v %v", err, c.n)
+				}
+			case Replace:
+				if err != nil || c.get("replaced") != 1 || load(t, store, first).Status != lifecycle.Canceled {
+					t.Fatalf("Replace: %v %v %s", err, c.n, load(t, store, first).Status)
+				}
+			}
+		})
+	}
+}
+
+func TestCatchUpAfterDowntime(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		deadline    string
+		wantCreated int
+		wantMissed  int
+	}{
+		{"no deadline: latest missed tick runs", ``, 1, 2},
+		{"deadline covers the latest", `, "starting_deadline_seconds": 120`, 1, 2},
+		{"deadline passed", `, "starting_deadline_seconds": 10`, 0, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, _, cnt, store := setup(t, `{"cron": "*/5 * * * *"`+c.deadline+`}`)
+			m := load(t, store, "nightly")
+			// Last run 09:45; down through the 09:50, 09:55 and 10:00 ticks; now 10:00:30.
+			m.Run.LastScheduledAt = "2026-11-21T09:45:00Z"
+			store.Save(m)
+			s.Sync("nightly", load(t, store, "nightly"))
+			if c.wantCreated == 1 {
+				s.fire("nightly")
+				if _, err := store.Load("nightly-20261121-100000"); err != nil {
+					t.Fatal("the latest missed tick did not run:", err)
+				}
+			} else if s.templates["nightly"].next.Before(s.Clock.Now()) {
+				t.Fatal("a tick past its deadline is due")
+			}
+			if cnt.get("created") != c.wantCreated || cnt.get("missed") != c.wantMissed {
+				t.Fatalf("counts %v", cnt.n)
+			}
+		})
+	}
+}
+
+func TestHistoryLimitsAndRetention(t *testing.T) {
+	s, clk, _, store := setup(t, `{"cron": "*/5 * * * *", "successful_runs_history_limit": 2, "failed_runs_history_limit": 1}`)
+	s.Sync("nightly", load(t, store, "nightly"))
+	var ids []string
+	for i := 0; i < 6; i++ {
+		clk.set(s.templates["nightly"].next)
+		s.fire("nightly")
+		runs, _ := Runs(store, "nightly")
+		last := runs[len(runs)-1].ID
+		ids = append(ids, last)
+		if i == 1 {
+			setStatus(t, store, last, lifecycle.Canceled)
+		} else if i < 5 {
+			setStatus(t, store, last, lifecycle.Success)
+		}
+	}
+	runs, _ := Runs(store, "nightly")
+	var got []string
+	for _, r := range runs {
+		got = append(got, r.ID+":"+string(r.Manifest.Status))
+	}
+	// Kept: the canceled run (limit 1), the 2 newest successes, the new pending run.
+	want := []string{ids[1] + ":CANCELED", ids[3] + ":SUCCESS", ids[4] + ":SUCCESS", ids[5] + ":PENDING"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("runs kept:\n%v\nwant\n%v", got, want)
+	}
+	// Retention deletes finished jobs older than the setting, never
+	// unfinished ones or templates.
+	if n := Prune(store, time.Hour, time.Now().Add(2*time.Hour), s.Logger); n != 3 {
+		t.Fatalf("pruned %d", n)
+	}
+	runs, _ = Runs(store, "nightly")
+	if len(runs) != 1 || runs[0].ID != ids[5] {
+		t.Fatalf("after retention: %v", runs)
+	}
+	if _, err := store.Load("nightly"); err != nil {
+		t.Fatal("template deleted")
+	}
+}
