@@ -18,6 +18,10 @@ import (
 	"github.com/logist/logist/internal/manifest"
 )
 
+// MaxCallCostUSD is the most one call is believed to cost (the answer
+// schema's maximum for cost_usd).
+const MaxCallCostUSD = 10000
+
 // DefaultMaxOutput caps what an agent program may print, per stream.
 const DefaultMaxOutput = 4 << 20
 
@@ -134,7 +138,9 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	var meta struct {
 		CostUSD float64 `json:"cost_usd"`
 	}
-	if json.Unmarshal(bytes.TrimSpace(res.Raw), &meta) == nil && meta.CostUSD > 0 {
+	// A cost outside (0, MaxCallCostUSD] is not believed (the answer's schema
+	// check reports it); an absurd figure must not poison the job's budget.
+	if json.Unmarshal(bytes.TrimSpace(res.Raw), &meta) == nil && meta.CostUSD > 0 && meta.CostUSD <= MaxCallCostUSD {
 		res.CostUSD = meta.CostUSD
 	}
 	return res, nil

@@ -129,7 +129,32 @@ type Daemon struct {
 	invalid map[string]string // job or file -> last reported error
 	watched map[string]bool
 	watcher *fsnotify.Watcher
+
+	lock *jobstore.Lock // the daemon lock of the jobs folder
+	key  *keyHolder
+	// root is the jobs folder being served. rootGone is set while it is
+	// gone (removed or moved away): the daemon polls for it to come back.
+	root     os.FileInfo
+	rootGone bool
 }
+
+// rootPoll is how often the daemon checks that the jobs folder is still the
+// one it serves (a removal is not always reported by the watcher: the
+// daemon's own lock file inside keeps the folder's inode alive), and, once
+// it is gone, looks for it to come back.
+const rootPoll = 200 * time.Millisecond
+
+// testHookStarted, if set, is called once the daemon has scanned the folder
+// (tests reach the watcher through it).
+var testHookStarted func(*Daemon)
+
+// keyHolder signs with the jobs folder's key. When the folder is removed and
+// recreated the key goes with it; the daemon loads (or makes) the new
+// folder's key and swaps it in before it runs any job there.
+type keyHolder struct{ k atomic.Pointer[signing.Key] }
+
+func (h *keyHolder) ID() string             { return h.k.Load().ID() }
+func (h *keyHolder) Sign(msg []byte) []byte { return h.k.Load().Sign(msg) }
 
 // Run serves the jobs folder until ctx ends or, with Once, until idle.
 func Run(ctx context.Context, o Options, logger *slog.Logger) error {
@@ -141,7 +166,6 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer lock.Unlock()
 
 	key, err := signing.LoadOrCreate(store.Dir)
 	if err != nil {
@@ -150,9 +174,12 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	d := &Daemon{opts: o, log: logger, store: store, metrics: metrics.New(reg, Version, Revision),
-		invalid: map[string]string{}, watched: map[string]bool{}}
+		invalid: map[string]string{}, watched: map[string]bool{}, lock: lock, key: &keyHolder{}}
+	// The lock may be replaced (the folder recreated): release whichever is held.
+	defer func() { d.lock.Unlock() }()
+	d.key.k.Store(key)
 	env := &jobtx.Env{Store: store, Logger: logger, Obs: d.metrics,
-		History: history.Options{Signer: key, MaxBytes: o.HistoryMaxBytes}}
+		History: history.Options{Signer: d.key, MaxBytes: o.HistoryMaxBytes}}
 	d.engine = runner.NewEngine(env)
 	// Runs live until shutdown decides otherwise, not until the signal.
 	runCtx, stopRuns := context.WithCancel(context.WithoutCancel(ctx))
@@ -178,21 +205,33 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 		if err := w.Add(store.Dir); err != nil {
 			return fmt.Errorf("watch %s: %w", store.Dir, err)
 		}
+		if d.root, err = os.Stat(store.Dir); err != nil {
+			return fmt.Errorf("jobs folder: %w", err)
+		}
 	}
 	// Watch first, then scan: a manifest dropped in between is seen twice,
 	// never missed.
 	d.scan()
 	d.ready.Store(true)
+	if testHookStarted != nil {
+		testHookStarted(d)
+	}
 
 	if o.Once {
-		<-d.sched.Idle()
+		select {
+		case <-d.sched.Idle():
+		case <-ctx.Done():
+			// A job waiting for disk space (or a long call) must not keep
+			// a signalled --once daemon alive.
+			return d.shutdown()
+		}
 		d.sched.Wait()
 		d.sched.Close()
 		logger.Info("logistd done: no runnable job left")
 		return nil
 	}
-	d.loop(ctx)
-	return d.shutdown()
+	lerr := d.loop(ctx)
+	return errors.Join(d.shutdown(), lerr)
 }
 
 func (d *Daemon) serve(addr string, reg *prometheus.Registry) (*http.Server, error) {
@@ -270,6 +309,13 @@ func (d *Daemon) consider(id string, fromEvent bool) {
 	m, err := d.store.Load(id)
 	if err != nil {
 		if errors.Is(err, jobstore.ErrNotFound) {
+			// A folder whose name cannot be a job id (control characters,
+			// '..', ...) is reported as the scan reports it, not ignored.
+			if ierr := manifest.ValidID(id); ierr != nil {
+				if _, serr := os.Stat(filepath.Join(d.store.JobDir(id), jobstore.ManifestFile)); serr == nil {
+					d.reportInvalid(id, err)
+				}
+			}
 			return
 		}
 		if fromEvent {
@@ -322,20 +368,38 @@ func (d *Daemon) logErr(id, code string, err error) {
 	d.log.Error(err.Error(), "type", "error", "job_id", id, "status", "", "actor", "SYSTEM", "error_code", code, "attempt", 0, "checkpoint_id", "")
 }
 
-// loop handles watcher events until ctx ends.
-func (d *Daemon) loop(ctx context.Context) {
+// loop handles watcher events until ctx ends (nil) or the daemon cannot go
+// on serving the folder.
+func (d *Daemon) loop(ctx context.Context) error {
+	poll := time.NewTicker(rootPoll)
+	defer poll.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
+		case <-poll.C:
+			if !d.rootGone {
+				if fi, err := os.Stat(d.store.Dir); err == nil && os.SameFile(fi, d.root) {
+					continue
+				}
+				if err := d.rootLost(0); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := d.rootBack(); err != nil {
+				return err
+			}
 		case ev, ok := <-d.watcher.Events:
 			if !ok {
-				return
+				return nil
 			}
-			d.event(ev)
+			if err := d.event(ev); err != nil {
+				return err
+			}
 		case err, ok := <-d.watcher.Errors:
 			if !ok {
-				return
+				return nil
 			}
 			if errors.Is(err, fsnotify.ErrEventOverflow) {
 				d.log.Warn("watcher overflow; rescanning the jobs folder")
@@ -347,7 +411,18 @@ func (d *Daemon) loop(ctx context.Context) {
 	}
 }
 
-func (d *Daemon) event(ev fsnotify.Event) {
+func (d *Daemon) event(ev fsnotify.Event) error {
+	if filepath.Clean(ev.Name) == d.store.Dir {
+		if ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 {
+			return d.rootLost(ev.Op)
+		}
+		return nil
+	}
+	d.fileEvent(ev)
+	return nil
+}
+
+func (d *Daemon) fileEvent(ev fsnotify.Event) {
 	rel, err := filepath.Rel(d.store.Dir, ev.Name)
 	if err != nil || strings.HasPrefix(rel, "..") {
 		return
@@ -383,6 +458,79 @@ func (d *Daemon) event(ev fsnotify.Event) {
 			d.consider(parts[0], true)
 		}
 	}
+}
+
+// rootLost handles the jobs folder itself being removed or moved away: its
+// watch is gone with it (and the watches of its job folders), so the daemon
+// polls for a folder at the same path and takes it up when it appears.
+func (d *Daemon) rootLost(op fsnotify.Op) error {
+	if d.rootGone {
+		return nil
+	}
+	d.rootGone = true
+	_ = d.watcher.Remove(d.store.Dir) // moved away: stop hearing about the old folder
+	d.mu.Lock()
+	for id := range d.watched {
+		_ = d.watcher.Remove(d.store.JobDir(id))
+	}
+	d.watched = map[string]bool{}
+	d.invalid = map[string]string{}
+	d.mu.Unlock()
+	how := "noticed by polling"
+	if op != 0 {
+		how = op.String()
+	}
+	d.log.Error("jobs folder removed or moved away; waiting for it to come back", "type", "error", "job_id", "",
+		"status", "", "actor", "SYSTEM", "error_code", "JOBS_DIR_GONE", "attempt", 0, "checkpoint_id", "",
+		"jobs_dir", d.store.Dir, "how", how)
+	return d.rootBack()
+}
+
+// rootBack takes up a jobs folder that has reappeared: its daemon lock (the
+// old one went with the old folder), its signing key, a watch, and a full
+// scan. It fails when the daemon must stop: another logistd took the new
+// folder first.
+func (d *Daemon) rootBack() error {
+	fi, err := os.Stat(d.store.Dir)
+	if err != nil || !fi.IsDir() {
+		return nil // not back yet
+	}
+	// The watch goes on the new folder first, then the scan: a job
+	// dropped in between is seen twice, never missed.
+	lock, err := d.store.LockDaemon()
+	var held *jobstore.DaemonLockedError
+	if errors.As(err, &held) && held.PID == os.Getpid() {
+		// The same folder, moved away and back: the lock we hold is its lock.
+		lock, err = d.lock, nil
+	}
+	if err != nil {
+		return fmt.Errorf("jobs folder %s is back but cannot be taken up: %w", d.store.Dir, err)
+	}
+	release := func() {
+		if lock != d.lock {
+			lock.Unlock()
+		}
+	}
+	key, err := signing.LoadOrCreate(d.store.Dir)
+	if err != nil {
+		release()
+		d.logErr("", "DAEMON_KEY", fmt.Errorf("jobs folder %s is back but its signing key cannot be set up: %w; will try again", d.store.Dir, err))
+		return nil
+	}
+	if err := d.watcher.Add(d.store.Dir); err != nil {
+		release()
+		d.logErr("", "WATCHER", fmt.Errorf("watch %s: %w; will try again", d.store.Dir, err))
+		return nil
+	}
+	if lock != d.lock {
+		d.lock.Unlock()
+		d.lock = lock
+	}
+	d.key.k.Store(key)
+	d.root, d.rootGone = fi, false
+	d.log.Info("jobs folder is back; rescanning", "jobs_dir", d.store.Dir, "signing_key", key.ID())
+	d.scan()
+	return nil
 }
 
 // shutdown stops taking work, lets calls in flight finish within the grace

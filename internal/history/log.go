@@ -46,6 +46,9 @@ type Options struct {
 	// MaxBytes rotates the active file once it reaches this size;
 	// 0 means DefaultMaxBytes, a negative value never rotates.
 	MaxBytes int64
+	// Write, if set, replaces an append's write to the file. Tests only:
+	// it injects short writes and errors such as ENOSPC.
+	Write func(f *os.File, line []byte) (int, error)
 }
 
 // Log appends to one job's history. Callers hold the job's lock while they
@@ -286,7 +289,11 @@ func (l *Log) Append(rec *Record) error {
 	if err != nil {
 		return err
 	}
-	n, err := l.f.Write(line)
+	write := l.f.Write
+	if l.opts.Write != nil {
+		write = func(p []byte) (int, error) { return l.opts.Write(l.f, p) }
+	}
+	n, err := write(line)
 	if err != nil {
 		// Cut off whatever part reached the file so the log stays whole.
 		if n > 0 {

@@ -338,6 +338,9 @@ func (m *Manifest) check(file string) error {
 				es = append(es, &Error{File: file, Pointer: "/agents", Reason: fmt.Sprintf("workflow %s needs an agent for role %q", wf.Name, role)})
 			}
 		}
+		if (m.Status == lifecycle.Running || m.Status == lifecycle.Reviewing) && m.CurrentPhase == nil {
+			es = append(es, &Error{File: file, Pointer: "/current_phase", Reason: fmt.Sprintf("a %s job must name its current phase; leave status out (PENDING) to start from the beginning", m.Status)})
+		}
 		if m.CurrentPhase != nil {
 			if _, ok := wf.Phases[*m.CurrentPhase]; !ok {
 				es = append(es, &Error{File: file, Pointer: "/current_phase", Reason: fmt.Sprintf("phase %q is not in workflow %s", *m.CurrentPhase, wf.Name)})

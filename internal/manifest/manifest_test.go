@@ -137,7 +137,15 @@ func TestDecodeExplicitFields(t *testing.T) {
 
 func TestDecodeEveryStatus(t *testing.T) {
 	for _, s := range lifecycle.All {
-		m := decodeOK(t, withFields(`"status": "`+string(s)+`"`))
+		fields := `"status": "` + string(s) + `"`
+		if s == lifecycle.Running || s == lifecycle.Reviewing {
+			// A running job must say where it is.
+			if _, err := Decode("job.json", []byte(withFields(fields))); err == nil || !strings.Contains(err.Error(), "/current_phase") {
+				t.Errorf("%s without current_phase: err = %v", s, err)
+			}
+			fields += `, "current_phase": "work"`
+		}
+		m := decodeOK(t, withFields(fields))
 		if m.Status != s {
 			t.Errorf("status %s decoded as %s", s, m.Status)
 		}

@@ -2,10 +2,26 @@ package runner
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
+	"time"
 
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/manifest"
+)
+
+// Defaults for StorageRetryInitial and StorageRetryMax.
+const (
+	DefaultStorageRetryInitial = time.Second
+	DefaultStorageRetryMax     = time.Minute
 )
 
 // Scheduler runs jobs in parallel, at most MaxParallel at once, never one
@@ -13,6 +29,11 @@ import (
 type Scheduler struct {
 	Engine *Engine
 	Logger *slog.Logger
+	// A run that failed because the disk refused a write (full, over
+	// quota, read-only, I/O error) is run again after a wait that doubles
+	// from StorageRetryInitial up to StorageRetryMax. Set them before the
+	// first Nudge.
+	StorageRetryInitial, StorageRetryMax time.Duration
 
 	sem     chan struct{}
 	mu      sync.Mutex
@@ -21,6 +42,8 @@ type Scheduler struct {
 	wg      sync.WaitGroup
 	idle    chan struct{} // closed and replaced when the last run ends
 	baseCtx context.Context
+	quit    chan struct{} // closed by Close and Stop: waits before a retry end
+	quitted sync.Once
 }
 
 type run struct {
@@ -36,7 +59,8 @@ func NewScheduler(ctx context.Context, e *Engine, maxParallel int, logger *slog.
 		maxParallel = 1
 	}
 	return &Scheduler{Engine: e, Logger: logger, sem: make(chan struct{}, maxParallel), active: map[string]*run{},
-		idle: make(chan struct{}), baseCtx: ctx}
+		idle: make(chan struct{}), baseCtx: ctx, quit: make(chan struct{}),
+		StorageRetryInitial: DefaultStorageRetryInitial, StorageRetryMax: DefaultStorageRetryMax}
 }
 
 // Nudge tells the scheduler job id may have changed. A runnable job that
@@ -70,19 +94,156 @@ func (s *Scheduler) start(id string) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		select {
-		case s.sem <- struct{}{}:
-		case <-ctx.Done():
-			s.end(id, r)
-			return
+		defer s.end(id, r)
+		for attempt := 1; ; attempt++ {
+			select {
+			case s.sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			err := s.runOnce(ctx, id)
+			<-s.sem
+			if err == nil {
+				return
+			}
+			code, retry := runErrorCode(err)
+			if !retry || ctx.Err() != nil {
+				s.Logger.Error("job run failed", "type", "error", "job_id", id, "status", "", "actor", "SYSTEM",
+					"error_code", code, "attempt", attempt, "checkpoint_id", "", "err", err.Error())
+				return
+			}
+			// The disk refused a write. Nothing half-written is kept (the
+			// history cuts a partial record, the manifest is replaced
+			// atomically), so the job is as a crash at that point would
+			// have left it: wait, without holding a slot other jobs need,
+			// and run it again; the run's recovery takes it from there.
+			d := s.storageBackoff(attempt)
+			s.Logger.Error("storage error: job paused, will run again", "type", "error", "job_id", id, "status", "",
+				"actor", "SYSTEM", "error_code", code, "attempt", attempt, "checkpoint_id", "", "err", err.Error(),
+				"retry_in", d.String())
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-s.quit:
+				t.Stop()
+				return
+			}
 		}
-		if err := s.Engine.Run(ctx, id); err != nil {
-			s.Logger.Error("job run failed", "type", "error", "job_id", id, "status", "", "actor", "SYSTEM",
-				"error_code", "RUN_FAILED", "attempt", 0, "checkpoint_id", "", "err", err.Error())
-		}
-		<-s.sem
-		s.end(id, r)
 	}()
+}
+
+// runOnce runs the job once, unless its history has gone missing.
+func (s *Scheduler) runOnce(ctx context.Context, id string) error {
+	if m, err := s.Engine.Env.Store.Load(id); err == nil {
+		if err := historyGone(s.Engine.Env.Store.JobDir(id), m); err != nil {
+			return err
+		}
+	}
+	return s.Engine.Run(ctx, id)
+}
+
+func (s *Scheduler) storageBackoff(attempt int) time.Duration {
+	d, limit := s.StorageRetryInitial, s.StorageRetryMax
+	if d <= 0 {
+		d = DefaultStorageRetryInitial
+	}
+	if limit < d {
+		limit = d
+	}
+	for i := 1; i < attempt && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// storageFull reports a write the disk refused: it may succeed later,
+// once space (or the file system) is back.
+func storageFull(err error) bool {
+	for _, e := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.EIO} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// historyMissingError is a job whose manifest says Logist has recorded its
+// history but whose history file is gone.
+type historyMissingError struct{ msg string }
+
+func (e *historyMissingError) Error() string { return e.msg }
+
+// runErrorCode names why a run failed, for the log, and whether the
+// scheduler runs the job again by itself.
+func runErrorCode(err error) (code string, retry bool) {
+	var missing *historyMissingError
+	msg := err.Error()
+	switch {
+	case errors.As(err, &missing):
+		return "HISTORY_MISSING", false
+	case storageFull(err):
+		// What failed is named before the first colon ("append history:
+		// write …", "save manifest: …"); paths may say anything.
+		before, _, _ := strings.Cut(msg, ":")
+		var words []string
+		for _, w := range strings.Fields(before) {
+			if !strings.ContainsRune(w, filepath.Separator) {
+				words = append(words, w)
+			}
+		}
+		op := strings.Join(words, " ")
+		switch {
+		case strings.Contains(op, "history"):
+			return "HISTORY_WRITE", true
+		case strings.Contains(op, "manifest"):
+			return "MANIFEST_WRITE", true
+		}
+		return "STORAGE_WRITE", true
+	case errors.Is(err, fs.ErrNotExist) && strings.Contains(msg, "stat history"):
+		// Deleted under a run in progress: never start a new one.
+		return "HISTORY_MISSING", false
+	case strings.Contains(msg, "history") && strings.Contains(msg, "newer than this logist supports"):
+		// Written by a newer Logist: never cut off as if torn, never run.
+		return "HISTORY_TOO_NEW", false
+	case strings.Contains(msg, "history") && strings.Contains(msg, "corrupt"):
+		return "HISTORY_CORRUPT", false
+	}
+	return "RUN_FAILED", false
+}
+
+// historyGone refuses to run a job whose history has been deleted or
+// emptied while its manifest shows Logist recorded work (run.updated_at is
+// set by every commit, and every commit follows a history record): opening
+// it would start a new, empty history and silently drop the old one.
+// Restoring the file lets the job go on.
+func historyGone(jobDir string, m *manifest.Manifest) error {
+	if m.Run.UpdatedAt == "" {
+		return nil
+	}
+	p := filepath.Join(jobDir, history.FileName)
+	fi, err := os.Stat(p)
+	switch {
+	case err == nil && fi.Size() > 0:
+		return nil
+	case err == nil:
+		// Empty right after a rotation: the records are in the archives.
+		if _, ierr := os.Stat(filepath.Join(jobDir, history.IndexFile)); ierr == nil {
+			return nil
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		// A rotation cut short by a crash leaves the records in a plain
+		// archive; opening the history finishes it.
+		if plain, _ := filepath.Glob(filepath.Join(jobDir, "history-[0-9]*.jsonl")); len(plain) > 0 {
+			return nil
+		}
+	default:
+		return nil // let the run report what it cannot read
+	}
+	return &historyMissingError{fmt.Sprintf("history %s is missing or empty, but the manifest shows recorded work (last updated %s); "+
+		"not starting a new history over it: restore the file", p, m.Run.UpdatedAt)}
 }
 
 func (s *Scheduler) end(id string, r *run) {
@@ -122,6 +283,7 @@ func (s *Scheduler) Idle() <-chan struct{} {
 // Stop takes no new work and cancels every run with cause (ErrShutdown),
 // then waits for them to record what they were doing.
 func (s *Scheduler) Stop(cause error) {
+	s.quitted.Do(func() { close(s.quit) })
 	s.mu.Lock()
 	s.closed = true
 	for _, r := range s.active {
@@ -133,6 +295,7 @@ func (s *Scheduler) Stop(cause error) {
 
 // Close takes no new work (already running jobs go on).
 func (s *Scheduler) Close() {
+	s.quitted.Do(func() { close(s.quit) })
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()

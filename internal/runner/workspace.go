@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/pathguard"
@@ -34,8 +35,11 @@ func checkWorkspace(jobDir string) error {
 		target, _ := os.Readlink(ws)
 		if _, _, err := pathguard.Resolve(jobDir, jobstore.WorkspaceDir); err != nil {
 			var esc *pathguard.EscapeError
-			if errors.As(err, &esc) {
-				return &unsafeWorkspaceError{fmt.Sprintf("workspace/ is a symlink to %s (%s, outside the job folder); agents are not run there: replace it with a real folder", target, esc.Reason)}
+			if errors.As(err, &esc) && strings.Contains(esc.Reason, "dangling") {
+				return &unsafeWorkspaceError{fmt.Sprintf("workspace/ is a dangling symlink to %s; agents are not run there: replace it with a real folder", target)}
+			}
+			if esc != nil {
+				return &unsafeWorkspaceError{fmt.Sprintf("workspace/ is a symlink to %s, outside the job folder; agents are not run there: replace it with a real folder", target)}
 			}
 			return &unsafeWorkspaceError{fmt.Sprintf("workspace/ is a symlink to %s that cannot be resolved (%v); replace it with a real folder", target, err)}
 		}

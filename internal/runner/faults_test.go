@@ -1,0 +1,588 @@
+package runner
+
+// Faults under a running scheduler (docs/hostile-inputs.md, "Faults"): the
+// disk fills up, the history is deleted or corrupted, the wall clock jumps,
+// the workspace is swapped for a symlink between calls.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/verify"
+)
+
+// logBuffer collects JSON log lines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// count is how many lines for job id carry error_code code (and msg, if
+// given).
+func (l *logBuffer) count(id, code, msg string) int {
+	l.mu.Lock()
+	data := append([]byte(nil), l.b.Bytes()...)
+	l.mu.Unlock()
+	n := 0
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		var m map[string]any
+		if json.Unmarshal(line, &m) != nil {
+			continue
+		}
+		if m["job_id"] == id && m["error_code"] == code && (msg == "" || m["msg"] == msg) {
+			n++
+		}
+	}
+	return n
+}
+
+// faultFixture is a fixture whose engine logs to a buffer, run by a
+// scheduler that retries storage errors quickly.
+func faultFixture(t *testing.T) (*fixture, *Scheduler, *logBuffer) {
+	t.Helper()
+	f := newFixture(t)
+	lb := &logBuffer{}
+	f.Env.Logger = slog.New(slog.NewJSONHandler(lb, nil))
+	s := NewScheduler(context.Background(), f.Engine, 4, f.Env.Logger)
+	s.StorageRetryInitial, s.StorageRetryMax = 10*time.Millisecond, 40*time.Millisecond
+	t.Cleanup(func() { s.Stop(ErrShutdown) })
+	return f, s, lb
+}
+
+const pausedMsg = "storage error: job paused, will run again"
+
+// checkIntact asserts a job's history parses completely, ends on a record
+// boundary, and verifies as one unbroken chain whose replay agrees with it.
+func checkIntact(t *testing.T, f *fixture, id string) {
+	t.Helper()
+	dir := filepath.Join(f.Dir, id)
+	b, err := os.ReadFile(filepath.Join(dir, history.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		t.Errorf("%s: history ends in a partial record", id)
+	}
+	if _, err := history.ReadEntries(dir); err != nil {
+		t.Errorf("%s: history unreadable: %v", id, err)
+	}
+	rep, err := verify.Job(id, dir, verify.Options{Manifest: f.load(id)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		t.Errorf("%s: history does not verify: %v", id, rep.Problems)
+	}
+}
+
+// responsesOnce asserts every interaction was answered exactly once.
+func responsesOnce(t *testing.T, f *fixture, id string, want int) {
+	t.Helper()
+	seen := map[int]int{}
+	for _, r := range ofType(f.records(id), history.TypeResponse) {
+		seen[*r.Interaction]++
+	}
+	if len(seen) != want {
+		t.Errorf("%s: responses for %d interactions, want %d: %v", id, len(seen), want, seen)
+	}
+	for in, n := range seen {
+		if n != 1 {
+			t.Errorf("%s: interaction %d answered %d times", id, in, n)
+		}
+	}
+}
+
+// H86: the disk is full while the history is appended to. The job pauses
+// with HISTORY_WRITE logged at each attempt, keeps no partial record, and
+// goes on once space is back; the other job does not wait for it.
+func TestDiskFullPausesJobAndResumes(t *testing.T) {
+	f, s, lb := faultFixture(t)
+	f.writeJob("full", job(okSupervisor(), okSupervisor()))
+	f.writeJob("other", job(okSupervisor(), okSupervisor()))
+	var full atomic.Bool
+	full.Store(true)
+	var refused atomic.Int32
+	f.Env.History.Write = func(file *os.File, line []byte) (int, error) {
+		if full.Load() && strings.Contains(file.Name(), string(filepath.Separator)+"full"+string(filepath.Separator)) {
+			refused.Add(1)
+			// The disk took part of the record before it filled up.
+			n, _ := file.Write(line[:len(line)/2])
+			return n, &os.PathError{Op: "write", Path: file.Name(), Err: syscall.ENOSPC}
+		}
+		return file.Write(line)
+	}
+	before, _ := os.ReadFile(filepath.Join(f.Dir, "full", "job.json"))
+	s.Nudge("full")
+	s.Nudge("other")
+
+	waitFor(t, "the other job to succeed", 10*time.Second, func() bool { return f.load("other").Status == lifecycle.Success })
+	waitFor(t, "three paused attempts", 10*time.Second, func() bool { return lb.count("full", "HISTORY_WRITE", pausedMsg) >= 3 })
+	// The paused job keeps its place in the scheduler (a --once daemon
+	// waits for it) but not a slot: the other job got one.
+	waitFor(t, "only the paused job left in the scheduler", 5*time.Second, func() bool { return s.Running() == 1 })
+	if n := lb.count("full", "RUN_FAILED", ""); n != 0 {
+		t.Errorf("the paused job was logged as failed %d times", n)
+	}
+	// While paused: nothing is half-written and the job is not failed.
+	if after, _ := os.ReadFile(filepath.Join(f.Dir, "full", "job.json")); !bytes.Equal(before, after) {
+		t.Errorf("the manifest changed while no history could be written")
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.Dir, "full", history.FileName)); len(b) != 0 {
+		t.Errorf("history holds %d bytes of refused records", len(b))
+	}
+
+	full.Store(false)
+	waitFor(t, "the paused job to succeed once space is back", 10*time.Second, func() bool { return f.load("full").Status == lifecycle.Success })
+	waitIdle(t, s, 5*time.Second)
+	checkIntact(t, f, "full")
+	responsesOnce(t, f, "full", 2)
+	checkIntact(t, f, "other")
+	if n := lb.count("full", "HISTORY_WRITE", ""); n < 6 {
+		t.Errorf("HISTORY_WRITE logged %d times, want the append's and the scheduler's line at every attempt", n)
+	}
+	if refused.Load() < 3 {
+		t.Errorf("the hook refused %d writes", refused.Load())
+	}
+}
+
+// H87: the disk fills up just after an agent answered: its response cannot
+// be recorded. Nothing is recorded for it, so (as after a crash) the call is
+// asked again with the same stored request, and each interaction ends up
+// answered exactly once.
+func TestDiskFullAfterCallReasksWithSameRequest(t *testing.T) {
+	f, s, lb := faultFixture(t)
+	f.writeJob("j", job(okSupervisor(), okSupervisor()))
+	var (
+		mu   sync.Mutex
+		reqs []agent.Request
+	)
+	f.fake(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+		mu.Lock()
+		reqs = append(reqs, *req)
+		mu.Unlock()
+		return answer("COMPLETED", req.Role+" done"), nil
+	})
+	var failures atomic.Int32
+	f.Env.History.Write = func(file *os.File, line []byte) (int, error) {
+		// The first two attempts to record the worker's answer hit a full disk.
+		if bytes.Contains(line, []byte(`"type":"response"`)) && bytes.Contains(line, []byte(`"role":"worker"`)) && failures.Add(1) <= 2 {
+			n, _ := file.Write(line[:len(line)-10])
+			return n, syscall.ENOSPC
+		}
+		return file.Write(line)
+	}
+	s.Nudge("j")
+	waitFor(t, "the job to succeed", 10*time.Second, func() bool { return f.load("j").Status == lifecycle.Success })
+	waitIdle(t, s, 5*time.Second)
+
+	mu.Lock()
+	defer mu.Unlock()
+	var roles []string
+	for _, r := range reqs {
+		roles = append(roles, r.Role)
+	}
+	if strings.Join(roles, ",") != "worker,worker,worker,supervisor" {
+		t.Fatalf("calls %v, want the worker asked three times (two answers lost to the full disk), then the supervisor", roles)
+	}
+	for _, again := range reqs[1:3] {
+		if again.Interaction != reqs[0].Interaction || again.Prompt != reqs[0].Prompt {
+			t.Errorf("re-asked with another request (interaction %d vs %d)", again.Interaction, reqs[0].Interaction)
+		}
+	}
+	if n := len(ofType(f.records("j"), history.TypeIntent)); n != 2 {
+		t.Errorf("%d intents, want 2: the re-asks reuse the stored request", n)
+	}
+	if n := lb.count("j", "HISTORY_WRITE", pausedMsg); n != 2 {
+		t.Errorf("%d paused lines, want 2", n)
+	}
+	responsesOnce(t, f, "j", 2)
+	checkIntact(t, f, "j")
+}
+
+// H88: the same, on a real file system that is full: a 512 KiB tmpfs. Skipped
+// where mounting is not allowed (not root, no CAP_SYS_ADMIN).
+func TestDiskFullOnRealTmpfs(t *testing.T) {
+	dir := t.TempDir()
+	if err := exec.Command("mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", dir).Run(); err != nil {
+		if os.Getenv("CI") == "true" && os.Geteuid() == 0 {
+			t.Fatalf("CI runs as root but cannot mount a tmpfs: %v", err)
+		}
+		t.Skipf("SKIPPED: cannot mount a tmpfs here (%v); TestDiskFullPausesJobAndResumes covers ENOSPC by injection", err)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+
+	f, s, lb := faultFixture(t)
+	f.Dir = dir
+	f.Env.Store.Dir = dir
+	f.writeJob("j", job(okSupervisor(), okSupervisor()))
+	filler := filepath.Join(dir, "filler")
+	fill, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := fill.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	fill.Close()
+
+	s.Nudge("j")
+	waitFor(t, "two paused attempts", 10*time.Second, func() bool {
+		return lb.count("j", "HISTORY_WRITE", pausedMsg)+lb.count("j", "MANIFEST_WRITE", pausedMsg)+lb.count("j", "STORAGE_WRITE", pausedMsg) >= 2
+	})
+	if m := f.load("j"); m.Status != lifecycle.Pending {
+		t.Errorf("status %s while the disk is full, want PENDING (nothing could be recorded)", m.Status)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the job to succeed once space is back", 10*time.Second, func() bool { return f.load("j").Status == lifecycle.Success })
+	waitIdle(t, s, 5*time.Second)
+	responsesOnce(t, f, "j", 2)
+	checkIntact(t, f, "j")
+}
+
+// blockingAgent answers COMPLETED, except that the call named by block
+// (role) waits for release.
+type blockingAgent struct {
+	block   string
+	entered chan struct{}
+	release chan struct{}
+	calls   atomic.Int32
+	once    sync.Once
+}
+
+func newBlockingAgent(role string) *blockingAgent {
+	return &blockingAgent{block: role, entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (b *blockingAgent) call(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+	if req.JobID == "victim" {
+		b.calls.Add(1)
+		if req.Role == b.block {
+			first := false
+			b.once.Do(func() { first = true })
+			if first {
+				close(b.entered)
+				select {
+				case <-b.release:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+		}
+	}
+	return answer("COMPLETED", req.Role+" of "+req.JobID+" done"), nil
+}
+
+func (b *blockingAgent) waitEntered(t *testing.T) {
+	t.Helper()
+	select {
+	case <-b.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent was never called")
+	}
+}
+
+// H89: history.jsonl deleted while the job's agent is running. The answer
+// cannot be recorded, and the engine never starts a new, empty history over
+// the lost one: the job is refused (HISTORY_MISSING) at every nudge until
+// the file is restored, and then goes on with the same request.
+func TestHistoryDeletedUnderRunningJob(t *testing.T) {
+	f, s, lb := faultFixture(t)
+	f.writeJob("victim", job(okSupervisor(), okSupervisor()))
+	f.writeJob("other", job(okSupervisor(), okSupervisor()))
+	ag := newBlockingAgent("worker")
+	f.fake(ag.call)
+	s.Nudge("victim")
+	ag.waitEntered(t)
+
+	hp := filepath.Join(f.Dir, "victim", history.FileName)
+	saved, err := os.ReadFile(hp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(hp); err != nil {
+		t.Fatal(err)
+	}
+	manifestBefore, _ := os.ReadFile(filepath.Join(f.Dir, "victim", "job.json"))
+	close(ag.release)
+	waitFor(t, "the run to be refused", 10*time.Second, func() bool { return lb.count("victim", "HISTORY_MISSING", "job run failed") >= 1 })
+	waitIdle(t, s, 5*time.Second)
+
+	s.Nudge("other")
+	s.Nudge("victim") // as a manifest change would
+	waitFor(t, "the other job to succeed", 10*time.Second, func() bool { return f.load("other").Status == lifecycle.Success })
+	waitFor(t, "the nudged run to be refused", 10*time.Second, func() bool { return lb.count("victim", "HISTORY_MISSING", "job run failed") >= 2 })
+	waitIdle(t, s, 5*time.Second)
+	if _, err := os.Stat(hp); err == nil {
+		t.Fatal("a new history was started over the deleted one")
+	}
+	if after, _ := os.ReadFile(filepath.Join(f.Dir, "victim", "job.json")); !bytes.Equal(manifestBefore, after) {
+		t.Errorf("the manifest changed although nothing could be recorded")
+	}
+	if n := ag.calls.Load(); n != 1 {
+		t.Errorf("the agent was called %d times while the history was missing, want 1", n)
+	}
+
+	// Restored: the interrupted call is asked again and the job finishes.
+	if err := os.WriteFile(hp, saved, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.Nudge("victim")
+	waitFor(t, "the job to succeed after the restore", 10*time.Second, func() bool { return f.load("victim").Status == lifecycle.Success })
+	waitIdle(t, s, 5*time.Second)
+	responsesOnce(t, f, "victim", 2)
+	checkIntact(t, f, "victim")
+	if n := len(ofType(f.records("victim"), history.TypeIntent)); n != 2 {
+		t.Errorf("%d intents, want 2 (the re-ask reuses the stored request)", n)
+	}
+}
+
+// H90: history.jsonl corrupted in the middle while the job's agent is running.
+// The job stops with HISTORY_CORRUPT logged, the file is left exactly as it
+// was for a human (never repaired, never appended to), later nudges are
+// refused the same way, and the other job is not affected.
+func TestHistoryCorruptedUnderRunningJob(t *testing.T) {
+	f, s, lb := faultFixture(t)
+	f.writeJob("victim", job(okSupervisor(), okSupervisor()))
+	f.writeJob("other", job(okSupervisor(), okSupervisor()))
+	ag := newBlockingAgent("supervisor")
+	f.fake(ag.call)
+	s.Nudge("victim")
+	ag.waitEntered(t)
+
+	hp := filepath.Join(f.Dir, "victim", history.FileName)
+	b, err := os.ReadFile(hp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	if len(lines) < 4 {
+		t.Fatalf("history has %d lines", len(lines))
+	}
+	lines[1] = []byte("garbage\n")
+	corrupt := bytes.Join(lines, nil)
+	if err := os.WriteFile(hp, corrupt, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	manifestBefore, _ := os.ReadFile(filepath.Join(f.Dir, "victim", "job.json"))
+	close(ag.release)
+	waitFor(t, "the run to stop", 10*time.Second, func() bool { return lb.count("victim", "HISTORY_CORRUPT", "job run failed") >= 1 })
+	waitIdle(t, s, 5*time.Second)
+
+	s.Nudge("other")
+	s.Nudge("victim")
+	waitFor(t, "the other job to succeed", 10*time.Second, func() bool { return f.load("other").Status == lifecycle.Success })
+	waitFor(t, "the nudged run to be refused", 10*time.Second, func() bool { return lb.count("victim", "HISTORY_CORRUPT", "job run failed") >= 2 })
+	waitIdle(t, s, 5*time.Second)
+	if now, _ := os.ReadFile(hp); !bytes.Equal(now, corrupt) {
+		t.Errorf("the corrupt history was changed (%d bytes, was %d)", len(now), len(corrupt))
+	}
+	if after, _ := os.ReadFile(filepath.Join(f.Dir, "victim", "job.json")); !bytes.Equal(manifestBefore, after) {
+		t.Errorf("the manifest changed over a corrupt history")
+	}
+	if m := f.load("victim"); m.Status != lifecycle.Reviewing {
+		t.Errorf("status %s, want REVIEWING as it was", m.Status)
+	}
+	if n := ag.calls.Load(); n != 2 {
+		t.Errorf("%d calls, want 2 (no call over a corrupt history)", n)
+	}
+}
+
+// H94: the wall clock (jobtx.Env.Now) jumps a day back and forth between
+// every reading. Call durations come from the monotonic clock, so budgets
+// neither run out early nor stretch, and records keep their order.
+func TestWallClockJumpsDoNotCorruptBudgetsOrOrder(t *testing.T) {
+	f := newFixture(t)
+	var ticks atomic.Int64
+	f.Env.Now = func() time.Time {
+		n := ticks.Add(1)
+		jump := time.Duration(n) * 24 * time.Hour
+		if n%2 == 0 {
+			jump = -jump
+		}
+		return time.Now().Add(jump)
+	}
+	f.fake(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+		if err := sleepOrDone(ctx, 30*time.Millisecond); err != nil {
+			return nil, err
+		}
+		if req.Role == "worker" && req.CallIndex < 2 {
+			return answer("RETRY", "again"), nil
+		}
+		return answer("COMPLETED", "done"), nil
+	})
+
+	// A budget of 3 s of agent time: four 30 ms calls stay far inside it,
+	// however far the wall clock jumps.
+	j := job(okSupervisor(), okSupervisor())
+	j["time_threshold_minutes"] = 0.05
+	f.writeJob("roomy", j)
+	f.run("roomy")
+	m := f.load("roomy")
+	if m.Status != lifecycle.Success {
+		t.Fatalf("status %s (%s), want SUCCESS", m.Status, m.Run.Reason)
+	}
+	sum := 0.0
+	recs := f.records("roomy")
+	for _, r := range ofType(recs, history.TypeResponse) {
+		d := r.Response.ExecutionTimeSeconds
+		if d < 0.025 || d > 2 {
+			t.Errorf("execution_time_seconds = %v, want about 0.03", d)
+		}
+		sum += d
+	}
+	if got := m.Metrics.CumulativeTimeSeconds; got < 0.1 || got > 2 || got-sum > 0.01 || sum-got > 0.01 {
+		t.Errorf("cumulative_time_seconds = %v, want the sum of the calls, %v", got, sum)
+	}
+	for i := 1; i < len(recs); i++ {
+		if recs[i].Seq != recs[i-1].Seq+1 {
+			t.Errorf("record %d has seq %d after %d", i, recs[i].Seq, recs[i-1].Seq)
+		}
+	}
+	last := -1
+	for _, r := range ofType(recs, history.TypeIntent) {
+		if *r.Interaction <= last {
+			t.Errorf("interaction %d after %d", *r.Interaction, last)
+		}
+		last = *r.Interaction
+	}
+	if ticks.Load() == 0 {
+		t.Fatal("the jumping clock was never read")
+	}
+	started, _ := time.Parse(time.RFC3339Nano, m.Run.StartedAt)
+	if d := time.Since(started); d > -time.Hour && d < time.Hour {
+		t.Errorf("started_at %s is not off by the jumps: the test clock was not used", m.Run.StartedAt)
+	}
+
+	// A budget of 75 ms: it runs out after 75 ms of calls whatever the
+	// wall clock says, not earlier and not later.
+	f.writeJob("tight", func() map[string]any {
+		j := job(okSupervisor(), okSupervisor())
+		j["time_threshold_minutes"] = 0.00125
+		return j
+	}())
+	f.run("tight")
+	m = f.load("tight")
+	if m.Status != lifecycle.HaltedTime {
+		t.Fatalf("status %s (%s), want HALTED_TIME", m.Status, m.Run.Reason)
+	}
+	if n := m.Metrics.AgentCalls; n < 1 || n > 4 {
+		t.Errorf("%d calls, want the 75 ms to be spent on two or three 30 ms calls", n)
+	}
+	if got := m.Metrics.CumulativeTimeSeconds; got < 0.075 || got > 1 {
+		t.Errorf("cumulative_time_seconds = %v, want just past the 0.075 s budget: a wall-clock jump was counted", got)
+	}
+}
+
+// H80: an agent replaces the workspace with a symlink out of the job folder
+// during its call. The next call is not made: the job stops with
+// WORKSPACE_UNSAFE, and nothing is written through the link.
+func TestWorkspaceSwappedForSymlinkBetweenCalls(t *testing.T) {
+	f := newFixture(t)
+	outside := t.TempDir()
+	f.writeJob("j", job(okSupervisor(), okSupervisor()))
+	var calls atomic.Int32
+	f.fake(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+		calls.Add(1)
+		if err := os.RemoveAll(req.Workspace); err != nil {
+			return nil, err
+		}
+		if err := os.Symlink(outside, req.Workspace); err != nil {
+			return nil, err
+		}
+		return answer("COMPLETED", "moved the workspace elsewhere"), nil
+	})
+	f.run("j")
+	m := f.load("j")
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != CodeWorkspaceUnsafe {
+		t.Fatalf("status %s/%s (%s), want INTERVENTION_REQUIRED/%s", m.Status, m.Run.ErrorCode, m.Run.Reason, CodeWorkspaceUnsafe)
+	}
+	if !strings.Contains(m.Run.Reason, outside) || !strings.Contains(m.Run.Reason, "outside the job folder") {
+		t.Errorf("reason %q does not say where the link points", m.Run.Reason)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("%d calls, want 1: no agent may run in the linked folder", n)
+	}
+	if m.Phase() != "review" {
+		t.Errorf("phase %q, want review (the worker's answer was accepted)", m.Phase())
+	}
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Errorf("something was written through the link: %v", ents)
+	}
+	trs := ofType(f.records("j"), history.TypeTransition)
+	if tr := trs[len(trs)-1].Transition; tr.To != string(lifecycle.InterventionRequired) || tr.Actor != "SYSTEM" || tr.Event != string(lifecycle.EvAgentFailed) {
+		t.Errorf("last transition %+v", tr)
+	}
+	// A steward who replaces the link with a real folder can resume.
+	ws := f.Env.Store.Workspace("j")
+	if err := os.Remove(ws); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkWorkspace(filepath.Join(f.Dir, "j")); err != nil {
+		t.Errorf("a real workspace is refused: %v", err)
+	}
+}
+
+// The storage-error classification the scheduler relies on.
+func TestRunErrorCode(t *testing.T) {
+	for _, c := range []struct {
+		err   error
+		code  string
+		retry bool
+	}{
+		{fmt.Errorf("append history: %w", &os.PathError{Op: "write", Path: "h", Err: syscall.ENOSPC}), "HISTORY_WRITE", true},
+		{fmt.Errorf("fsync history: %w", syscall.EIO), "HISTORY_WRITE", true},
+		{fmt.Errorf("save manifest: %w", &os.PathError{Op: "write", Path: "m", Err: syscall.EDQUOT}), "MANIFEST_WRITE", true},
+		{fmt.Errorf("mkdir /srv/history/manifest/ws: %w", syscall.EROFS), "STORAGE_WRITE", true},
+		{fmt.Errorf("stat history: %w", &os.PathError{Op: "stat", Path: "h", Err: syscall.ENOENT}), "HISTORY_MISSING", false},
+		{&historyMissingError{"gone"}, "HISTORY_MISSING", false},
+		{errors.New("history /x: record at byte 10 is corrupt: bad"), "HISTORY_CORRUPT", false},
+		{errors.New("history /x: record version 3 is newer than this logist supports (2); upgrade logist"), "HISTORY_TOO_NEW", false},
+		{errors.New(`job j: phase "" is not in workflow supervised`), "RUN_FAILED", false},
+	} {
+		code, retry := runErrorCode(c.err)
+		if code != c.code || retry != c.retry {
+			t.Errorf("%v: %s/%v, want %s/%v", c.err, code, retry, c.code, c.retry)
+		}
+	}
+	s := &Scheduler{StorageRetryInitial: 10 * time.Millisecond, StorageRetryMax: 50 * time.Millisecond}
+	var got []time.Duration
+	for n := 1; n <= 5; n++ {
+		got = append(got, s.storageBackoff(n))
+	}
+	if fmt.Sprint(got) != "[10ms 20ms 40ms 50ms 50ms]" {
+		t.Errorf("storage backoff %v", got)
+	}
+}
