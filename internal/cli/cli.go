@@ -76,11 +76,32 @@ type command struct {
 	example string
 	flags   func(fs *pflag.FlagSet)
 	run     func(e *env, args []string) (*Result, error)
+	// steers marks commands that change jobs (counted in the daemon's
+	// steward metrics).
+	steers bool
+}
+
+// eventResult classifies a steward command's outcome for metrics.
+func eventResult(err error) string {
+	switch ExitCode(err) {
+	case ExitOK:
+		return "ok"
+	case ExitOutOfOrder:
+		return "out_of_order"
+	case ExitNotFound:
+		return "not_found"
+	case ExitUsage:
+		return "invalid"
+	}
+	return "error"
 }
 
 var commands []*command
 
 func init() {
+	for _, c := range []*command{cmdSubmit, cmdResume, cmdHalt, cmdActivate, cmdRollback} {
+		c.steers = true
+	}
 	commands = []*command{
 		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdValidate, cmdVerify, cmdRollback, cmdSchedules,
 	}
@@ -153,6 +174,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	e.format = *format
 	e.store = jobstore.New(*jobsDir)
 	res, err := c.run(e, fs.Args())
+	if c.steers {
+		steward.RecordEvent(e.store.Dir, c.name, eventResult(err))
+	}
 	if isReported(err) {
 		return ExitUsage // the per-item results are already printed
 	}

@@ -21,15 +21,19 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/robfig/cron/v3"
 	"github.com/spf13/pflag"
 
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/metrics"
 	"github.com/logist/logist/internal/runner"
+	"github.com/logist/logist/internal/schedule"
 	"github.com/logist/logist/internal/signing"
+	"github.com/logist/logist/internal/steward"
 )
 
 // Set at build time (-ldflags -X).
@@ -49,6 +53,9 @@ type Options struct {
 	Grace       time.Duration
 	// HistoryMaxBytes rotates a job's history file past this size.
 	HistoryMaxBytes int64
+	// Retention deletes finished jobs this long after they finished
+	// (hourly maintenance); 0 keeps them.
+	Retention time.Duration
 }
 
 // Main parses args and runs the daemon until ctx ends (SIGTERM/SIGINT) or,
@@ -69,6 +76,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&o.Grace, "grace", 30*time.Second, "on SIGTERM, how long calls in flight may finish before they are killed")
 	fs.Int64Var(&o.HistoryMaxBytes, "history-max-bytes", history.DefaultMaxBytes, "rotate a job's history.jsonl into a gzip archive past this size")
+	fs.DurationVar(&o.Retention, "retention", 0, "delete finished jobs (SUCCESS, CANCELED) this long after they finished, checked hourly; 0 keeps them (e.g. 720h)")
 	version := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: logistd [flags]\n\nlogistd supervises the AI-agent jobs in a jobs folder.\n\nFlags:\n%s", fs.FlagUsages())
@@ -126,9 +134,13 @@ type Daemon struct {
 	ready   atomic.Bool
 
 	mu      sync.Mutex
-	invalid map[string]string // job or file -> last reported error
-	watched map[string]bool
-	watcher *fsnotify.Watcher
+	invalid map[string]string    // job or file -> last reported error
+	seen    map[string]time.Time // runnable jobs not yet called: when first seen
+	cron    *schedule.Scheduler
+	// stewardOff is how far the steward events file has been read.
+	stewardOff int64
+	watched    map[string]bool
+	watcher    *fsnotify.Watcher
 
 	lock *jobstore.Lock // the daemon lock of the jobs folder
 	key  *keyHolder
@@ -174,13 +186,19 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	d := &Daemon{opts: o, log: logger, store: store, metrics: metrics.New(reg, Version, Revision),
-		invalid: map[string]string{}, watched: map[string]bool{}, lock: lock, key: &keyHolder{}}
+		invalid: map[string]string{}, watched: map[string]bool{}, seen: map[string]time.Time{}, lock: lock, key: &keyHolder{}}
 	// The lock may be replaced (the folder recreated): release whichever is held.
 	defer func() { d.lock.Unlock() }()
 	d.key.k.Store(key)
 	env := &jobtx.Env{Store: store, Logger: logger, Obs: d.metrics,
 		History: history.Options{Signer: d.key, MaxBytes: o.HistoryMaxBytes}}
 	d.engine = runner.NewEngine(env)
+	d.engine.Timings = d
+	d.cron = schedule.New(env, logger, d.metrics)
+	d.cron.Created = func(id string) {
+		d.watchJob(id)
+		d.consider(id, false)
+	}
 	// Runs live until shutdown decides otherwise, not until the signal.
 	runCtx, stopRuns := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRuns()
@@ -212,6 +230,18 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	// Watch first, then scan: a manifest dropped in between is seen twice,
 	// never missed.
 	d.scan()
+	if !o.Once {
+		go d.cron.Run(runCtx)
+		d.watchStewardEvents()
+		if o.Retention > 0 {
+			maint := cron.New()
+			prune := func() { schedule.Prune(d.store, o.Retention, time.Now(), logger) }
+			maint.AddFunc("@hourly", prune)
+			maint.Start()
+			defer maint.Stop()
+			go prune()
+		}
+	}
 	d.ready.Store(true)
 	if testHookStarted != nil {
 		testHookStarted(d)
@@ -276,7 +306,7 @@ func (d *Daemon) scan() {
 			continue
 		}
 		d.clearInvalid(e.ID)
-		d.metrics.JobStatus(e.ID, "", e.Manifest.Status)
+		d.note(e.ID, e.Manifest)
 		if e.Manifest.Status.Active() {
 			d.sched.Nudge(e.ID)
 		}
@@ -327,8 +357,72 @@ func (d *Daemon) consider(id string, fromEvent bool) {
 		return
 	}
 	d.clearInvalid(id)
-	d.metrics.JobStatus(id, "", m.Status)
+	d.note(id, m)
 	d.sched.Nudge(id)
+}
+
+// note records what the daemon knows of a job it has just read: its status
+// for the gauges, since when it waits, when it was first seen runnable (for
+// pickup latency), and its schedule if it is a template.
+func (d *Daemon) note(id string, m *manifest.Manifest) {
+	d.metrics.JobStatus(id, "", m.Status)
+	if m.Status.Waiting() {
+		if t, err := time.Parse(time.RFC3339Nano, m.Run.UpdatedAt); err == nil {
+			d.metrics.WaitingSince(id, t)
+		}
+	}
+	d.mu.Lock()
+	if m.Status == lifecycle.Pending && m.Schedule == nil {
+		if _, ok := d.seen[id]; !ok {
+			d.seen[id] = time.Now()
+		}
+	}
+	d.mu.Unlock()
+	if d.cron != nil && !d.opts.Once {
+		d.cron.Sync(id, m)
+	}
+}
+
+// watchStewardEvents starts counting steward commands from now on.
+func (d *Daemon) watchStewardEvents() {
+	dir := filepath.Join(d.store.Dir, signing.Dir)
+	if fi, err := os.Stat(filepath.Join(dir, steward.EventsFile)); err == nil {
+		d.stewardOff = fi.Size()
+	}
+	if d.watcher != nil {
+		if err := d.watcher.Add(dir); err != nil {
+			d.log.Warn("cannot watch steward events; steward command metrics stay at 0", "err", err.Error())
+		}
+	}
+}
+
+func (d *Daemon) readStewardEvents() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	evs, off := steward.ReadEvents(filepath.Join(d.store.Dir, signing.Dir, steward.EventsFile), d.stewardOff)
+	d.stewardOff = off
+	for _, e := range evs {
+		d.metrics.Steward(e.Command, e.Result)
+	}
+}
+
+// CallStart (runner.Timings) observes pickup latency at a job's first call.
+func (d *Daemon) CallStart(id string) {
+	d.mu.Lock()
+	t, ok := d.seen[id]
+	delete(d.seen, id)
+	d.mu.Unlock()
+	if ok {
+		d.metrics.Pickup(time.Since(t))
+	}
+}
+
+// Phase (runner.Timings) observes a phase's duration.
+func (d *Daemon) Phase(role string, dur time.Duration) { d.metrics.Phase(role, dur) }
+
+// Tokens (runner.Timings) counts model tokens.
+func (d *Daemon) Tokens(provider string, in, out, cache int64) {
+	d.metrics.Tokens(provider, in, out, cache)
 }
 
 func (d *Daemon) watchJob(id string) {
@@ -429,6 +523,10 @@ func (d *Daemon) fileEvent(ev fsnotify.Event) {
 	}
 	parts := strings.Split(rel, string(filepath.Separator))
 	base := parts[len(parts)-1]
+	if rel == filepath.Join(signing.Dir, steward.EventsFile) {
+		d.readStewardEvents()
+		return
+	}
 	if strings.HasPrefix(parts[0], ".") {
 		return
 	}

@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/steward"
 )
 
 const quick = `{"task_description": "t", "agents": {"worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done"}]}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`
@@ -197,5 +199,62 @@ func TestFilesArePrivate(t *testing.T) {
 	}
 	if n < 12 {
 		t.Fatalf("walked only %d paths", n)
+	}
+}
+
+func TestScheduleCreatesRunsAndMetrics(t *testing.T) {
+	dir := t.TempDir()
+	tpl := `{"task_description": "t", "schedule": {"cron": "@every 1s", "concurrency_policy": "Forbid"},
+	  "agents": {"worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done"}]}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`
+	os.WriteFile(filepath.Join(dir, "tick.json"), []byte(tpl), 0o600)
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{JobsDir: dir, MaxParallel: 2, Listen: addr, Grace: time.Second}, discard())
+	}()
+	store := jobstore.New(dir)
+	var run string
+	waitFor(t, "a scheduled run to succeed", func() bool {
+		ents, _ := store.List()
+		for _, e := range ents {
+			if e.Manifest != nil && e.Manifest.ScheduledFrom == "tick" && e.Manifest.Status == "SUCCESS" {
+				run = e.ID
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.HasPrefix(run, "tick-") {
+		t.Fatalf("run id %q", run)
+	}
+	tplM, err := store.Load("tick")
+	if err != nil || tplM.Status != "PENDING" || tplM.Run.LastScheduledAt == "" {
+		t.Fatalf("template: %+v %v", tplM, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tick", "history.jsonl")); err == nil {
+		t.Error("the template itself ran")
+	}
+	// A steward command counted through the events file.
+	steward.RecordEvent(dir, "resume", "out_of_order")
+	waitFor(t, "metrics", func() bool {
+		_, body := get(t, "http://"+addr+"/metrics")
+		for _, want := range []string{
+			`logistd_steward_commands_total{command="resume",result="out_of_order"} 1`,
+			`logistd_jobs_finished_total{outcome="success"}`,
+			`logistd_pickup_latency_seconds_count`,
+			`logistd_phase_duration_seconds_count{role="worker"}`,
+		} {
+			if !strings.Contains(body, want) {
+				return false
+			}
+		}
+		return regexp.MustCompile(`logistd_cron_runs_total\{outcome="created"\} [1-9]`).MatchString(body) &&
+			!strings.Contains(body, "logistd_pickup_latency_seconds_count 0") &&
+			!strings.Contains(body, "logistd_jobs_started_total 0")
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

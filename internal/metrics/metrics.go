@@ -244,7 +244,9 @@ func (m *Metrics) Tokens(provider string, input, output, cache int64) {
 func (m *Metrics) Pickup(d time.Duration) { m.pickup.Observe(d.Seconds()) }
 
 // Phase observes how long a phase took.
-func (m *Metrics) Phase(role string, d time.Duration) { m.phase.WithLabelValues(role).Observe(d.Seconds()) }
+func (m *Metrics) Phase(role string, d time.Duration) {
+	m.phase.WithLabelValues(role).Observe(d.Seconds())
+}
 
 // Violation counts an invalid answer.
 func (m *Metrics) Violation(code string) { m.violations.WithLabelValues(code).Inc() }

@@ -41,9 +41,53 @@ type Engine struct {
 	// Draining stops runs from starting another call (graceful shutdown);
 	// calls in flight go on.
 	Draining atomic.Bool
+	// Timings, if set, hears what only the engine can time.
+	Timings Timings
+
+	phaseMu    sync.Mutex
+	phaseSince map[string]phaseMark
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
+}
+
+// Timings hears when calls start, how long phases take and what models
+// report they used (metrics implement it).
+type Timings interface {
+	CallStart(jobID string)
+	Phase(role string, d time.Duration)
+	Tokens(provider string, input, output, cache int64)
+}
+
+type phaseMark struct {
+	phase, role string
+	since       time.Time
+}
+
+// markPhase notes when a job's phase started (at its first call there).
+func (e *Engine) markPhase(id string, c *call) {
+	e.phaseMu.Lock()
+	defer e.phaseMu.Unlock()
+	if e.phaseSince == nil {
+		e.phaseSince = map[string]phaseMark{}
+	}
+	if m, ok := e.phaseSince[id]; !ok || m.phase != c.phase {
+		e.phaseSince[id] = phaseMark{c.phase, c.role, time.Now()}
+	}
+}
+
+// endPhase observes a phase that the job has left (or stopped in).
+func (e *Engine) endPhase(id string, m *manifest.Manifest) {
+	e.phaseMu.Lock()
+	defer e.phaseMu.Unlock()
+	mark, ok := e.phaseSince[id]
+	if !ok || (m.Status.Active() && m.Phase() == mark.phase) {
+		return
+	}
+	delete(e.phaseSince, id)
+	if e.Timings != nil {
+		e.Timings.Phase(mark.role, time.Since(mark.since))
+	}
 }
 
 // NewEngine returns an engine with the real providers and clock.
@@ -139,6 +183,10 @@ func (e *Engine) step(ctx context.Context, id string, log *history.Log) (stepRes
 		cfg.Command = &cmd
 	}
 	prov, perr := e.NewProvider(cfg)
+	e.markPhase(id, c)
+	if e.Timings != nil {
+		e.Timings.CallStart(id)
+	}
 	start := time.Now()
 	var out *agent.Result
 	var callErr error
@@ -160,6 +208,12 @@ func (e *Engine) step(ctx context.Context, id string, log *history.Log) (stepRes
 	tx.KeepLog()
 	defer tx.Close()
 	res, err = e.finish(ctx, tx, c, out, callErr, elapsed, timedOut)
+	if err == nil {
+		e.endPhase(id, tx.M)
+		if out != nil && out.Tokens != nil && e.Timings != nil {
+			e.Timings.Tokens(c.provider, out.Tokens.Input, out.Tokens.Output, out.Tokens.Cache)
+		}
+	}
 	return res, log, err
 }
 

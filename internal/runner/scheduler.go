@@ -80,7 +80,7 @@ func (s *Scheduler) Nudge(id string) {
 		}
 		return
 	}
-	if err != nil || !m.Status.Active() {
+	if err != nil || !m.Status.Active() || m.Schedule != nil { // templates never run themselves
 		return
 	}
 	s.start(id)
