@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/logist/logist/internal/config"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
@@ -145,11 +146,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	}
 	fs := pflag.NewFlagSet("logist "+c.name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	def := getenv("LOGIST_JOBS_DIR")
-	if def == "" {
-		def = "./jobs"
-	}
-	jobsDir := fs.String("jobs-dir", def, "jobs folder (env LOGIST_JOBS_DIR, default ./jobs)")
+	jobsDir := fs.String("jobs-dir", config.JobsDir(getenv), "jobs folder (env LOGIST_JOBS_DIR, else logistd's config file jobs_dir, else ./jobs)")
 	format := fs.String("format", "text", "output format: text, json or markdown")
 	help := fs.BoolP("help", "h", false, "show help")
 	if c.flags != nil {

@@ -5,6 +5,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"github.com/spf13/pflag"
 
+	"github.com/logist/logist/internal/config"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
@@ -64,11 +66,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs := pflag.NewFlagSet("logistd", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o Options
-	def := getenv("LOGIST_JOBS_DIR")
-	if def == "" {
-		def = "./jobs"
-	}
-	fs.StringVar(&o.JobsDir, "jobs-dir", def, "jobs folder to serve (env LOGIST_JOBS_DIR)")
+	fs.StringVar(&o.JobsDir, "jobs-dir", "./jobs", "jobs folder to serve (env LOGIST_JOBS_DIR)")
 	fs.BoolVar(&o.Once, "once", false, "run every runnable job, then exit 0 when none is runnable")
 	fs.IntVar(&o.MaxParallel, "max-parallel", 4, "jobs run at the same time")
 	fs.StringVar(&o.Listen, "listen", "", "address for /metrics, /healthz and /readyz (e.g. 127.0.0.1:9464); empty: off")
@@ -78,6 +76,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs.Int64Var(&o.HistoryMaxBytes, "history-max-bytes", history.DefaultMaxBytes, "rotate a job's history.jsonl into a gzip archive past this size")
 	fs.DurationVar(&o.Retention, "retention", 0, "delete finished jobs (SUCCESS, CANCELED) this long after they finished, checked hourly; 0 keeps them (e.g. 720h)")
 	version := fs.Bool("version", false, "print the version and exit")
+	configFile := fs.String("config", "", "JSON config file (default $LOGISTD_CONFIG, else "+config.DefaultFile+" if it exists); flags win over environment (LOGISTD_<FLAG>), environment over the file")
+	printConfig := fs.Bool("print-config", false, "print the effective configuration and where each value came from, then exit")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: logistd [flags]\n\nlogistd supervises the AI-agent jobs in a jobs folder.\n\nFlags:\n%s", fs.FlagUsages())
 	}
@@ -89,6 +89,16 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	}
 	if *version {
 		fmt.Fprintf(stdout, "logistd %s (%s)\n", Version, Revision)
+		return 0
+	}
+	sources, err := config.Apply(fs, config.Path(*configFile, getenv), getenv, "config", "print-config", "version", "help")
+	if err != nil {
+		fmt.Fprintf(stderr, "logistd: %v\n", err)
+		return 1
+	}
+	if *printConfig {
+		b, _ := json.MarshalIndent(config.Redacted(sources), "", "  ")
+		fmt.Fprintln(stdout, string(b))
 		return 0
 	}
 	if fs.NArg() > 0 {
@@ -273,16 +283,41 @@ func (d *Daemon) serve(addr string, reg *prometheus.Registry) (*http.Server, err
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !d.ready.Load() {
-			http.Error(w, "loading jobs folder", http.StatusServiceUnavailable)
+		if problem := d.notReady(); problem != "" {
+			http.Error(w, problem, http.StatusServiceUnavailable)
 			return
 		}
-		fmt.Fprintln(w, "ready")
+		fmt.Fprintln(w, "ready: jobs folder loaded, watcher running, history writable")
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	d.log.Info("listening", "addr", ln.Addr().String())
 	return srv, nil
+}
+
+// notReady says why the daemon is not ready, or "" when it is: the jobs
+// folder has been loaded, the watcher runs, and a file can be written and
+// fsync'd where histories live.
+func (d *Daemon) notReady() string {
+	if !d.ready.Load() {
+		return "loading jobs folder"
+	}
+	if !d.opts.Once && d.watcher == nil {
+		return "watcher not running"
+	}
+	f, err := os.CreateTemp(d.store.Dir, ".readyz-*")
+	if err != nil {
+		return "history not writable: " + err.Error()
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if _, err := f.Write([]byte("ok")); err != nil {
+		return "history not writable: " + err.Error()
+	}
+	if err := f.Sync(); err != nil {
+		return "history not writable: " + err.Error()
+	}
+	return ""
 }
 
 // scan looks at the whole folder: places bare manifests, reports invalid

@@ -1,0 +1,163 @@
+// Package config gives logistd (and logist's --jobs-dir default) settings
+// from, in order of precedence: command-line flags, environment variables
+// (LOGISTD_<FLAG>, plus LOGIST_JOBS_DIR), an optional JSON config file
+// (--config, else $LOGISTD_CONFIG, else /etc/logist/logistd.json if it
+// exists), and the defaults.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+// DefaultFile is read when no --config and no $LOGISTD_CONFIG is given.
+const DefaultFile = "/etc/logist/logistd.json"
+
+// Source says where a setting's value came from.
+type Source struct {
+	Value  string `json:"value"`
+	Origin string `json:"origin"`
+}
+
+// Path is the config file to read: --config's value if set, else
+// $LOGISTD_CONFIG, else DefaultFile if it exists; "" for none.
+func Path(flagValue string, getenv func(string) string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	if p := getenv("LOGISTD_CONFIG"); p != "" {
+		return p
+	}
+	if _, err := os.Stat(DefaultFile); err == nil {
+		return DefaultFile
+	}
+	return ""
+}
+
+// EnvName is the variable for a flag: LOGISTD_MAX_PARALLEL for
+// max-parallel; jobs-dir is LOGIST_JOBS_DIR, shared with logist.
+func EnvName(flag string) string {
+	if flag == "jobs-dir" {
+		return "LOGIST_JOBS_DIR"
+	}
+	return "LOGISTD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// Apply fills every flag the command line did not set from the
+// environment, then from the config file, and returns where each setting
+// came from. skip names flags that are not settings (config, help, ...).
+func Apply(fs *pflag.FlagSet, file string, getenv func(string) string, skip ...string) (map[string]Source, error) {
+	skipped := map[string]bool{}
+	for _, s := range skip {
+		skipped[s] = true
+	}
+	fromFile := map[string]string{}
+	if file != "" {
+		vals, err := readFile(file, fs, skipped)
+		if err != nil {
+			return nil, err
+		}
+		fromFile = vals
+	}
+	sources := map[string]Source{}
+	var errs []error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if skipped[f.Name] {
+			return
+		}
+		origin := "default"
+		switch {
+		case f.Changed:
+			origin = "flag --" + f.Name
+		case getenv(EnvName(f.Name)) != "":
+			if err := fs.Set(f.Name, getenv(EnvName(f.Name))); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %v", EnvName(f.Name), err))
+			}
+			origin = "env " + EnvName(f.Name)
+		case fromFile[f.Name] != "":
+			if err := fs.Set(f.Name, fromFile[f.Name]); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %s: %v", file, keyOf(f.Name), err))
+			}
+			origin = "config " + file
+		}
+		sources[f.Name] = Source{Value: f.Value.String(), Origin: origin}
+	})
+	return sources, errors.Join(errs...)
+}
+
+func keyOf(flag string) string { return strings.ReplaceAll(flag, "-", "_") }
+
+func readFile(file string, flags *pflag.FlagSet, skipped map[string]bool) (map[string]string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	var raw map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("config file %s: invalid JSON: %v", file, err)
+	}
+	out := map[string]string{}
+	var unknown []string
+	for k, v := range raw {
+		name := strings.ReplaceAll(k, "_", "-")
+		if flags.Lookup(name) == nil || skipped[name] {
+			unknown = append(unknown, k)
+			continue
+		}
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			s = strings.TrimSpace(string(v)) // a number or a boolean
+		}
+		out[name] = s
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, fmt.Errorf("config file %s: unknown setting(s) %s", file, strings.Join(unknown, ", "))
+	}
+	return out, nil
+}
+
+var secretName = regexp.MustCompile(`(?i)(secret|token|password|passwd|api[-_]?key|credential)`)
+
+// Redacted returns sources with values of secret-looking settings hidden.
+// Logist keeps no secrets in its configuration (agents get API keys by
+// variable name), so this guards future settings.
+func Redacted(src map[string]Source) map[string]Source {
+	out := make(map[string]Source, len(src))
+	for k, v := range src {
+		if secretName.MatchString(k) && v.Value != "" {
+			v.Value = "[REDACTED]"
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// JobsDir is logist's default jobs folder: $LOGIST_JOBS_DIR, else the
+// config file's jobs_dir, else ./jobs.
+func JobsDir(getenv func(string) string) string {
+	if d := getenv("LOGIST_JOBS_DIR"); d != "" {
+		return d
+	}
+	if p := Path("", getenv); p != "" {
+		b, err := os.ReadFile(p)
+		if err == nil {
+			var c struct {
+				JobsDir string `json:"jobs_dir"`
+			}
+			if json.Unmarshal(b, &c) == nil && c.JobsDir != "" {
+				return c.JobsDir
+			}
+		}
+	}
+	return "./jobs"
+}

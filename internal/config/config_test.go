@@ -1,0 +1,86 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func flags() (*pflag.FlagSet, *int, *string, *time.Duration, *string) {
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	n := fs.Int("max-parallel", 4, "")
+	l := fs.String("listen", "", "")
+	g := fs.Duration("grace", 30*time.Second, "")
+	j := fs.String("jobs-dir", "./jobs", "")
+	fs.String("config", "", "")
+	return fs, n, l, g, j
+}
+
+func TestPrecedenceFlagsEnvFileDefaults(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.json")
+	os.WriteFile(file, []byte(`{"max_parallel": 8, "listen": "127.0.0.1:1", "grace": "5s", "jobs_dir": "/from/file"}`), 0o600)
+	fs, n, l, g, j := flags()
+	fs.Parse([]string{"--max-parallel", "2"})
+	env := map[string]string{"LOGISTD_LISTEN": "127.0.0.1:2"}
+	src, err := Apply(fs, file, func(k string) string { return env[k] }, "config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *n != 2 || *l != "127.0.0.1:2" || *g != 5*time.Second || *j != "/from/file" {
+		t.Fatalf("got %d %s %s %s", *n, *l, *g, *j)
+	}
+	want := map[string]string{"max-parallel": "flag --max-parallel", "listen": "env LOGISTD_LISTEN", "grace": "config " + file, "jobs-dir": "config " + file}
+	for k, o := range want {
+		if src[k].Origin != o {
+			t.Errorf("%s from %q, want %q", k, src[k].Origin, o)
+		}
+	}
+	if _, ok := src["config"]; ok {
+		t.Error("--config listed as a setting")
+	}
+}
+
+func TestBadFilesAreClearErrors(t *testing.T) {
+	dir := t.TempDir()
+	for name, c := range map[string]struct{ body, want string }{
+		"unknown": {`{"max_paralel": 8}`, "unknown setting(s) max_paralel"},
+		"json":    {`{"max_parallel": `, "invalid JSON"},
+		"type":    {`{"max_parallel": "lots"}`, "max_parallel"},
+		"config":  {`{"config": "x"}`, "unknown setting(s) config"},
+	} {
+		file := filepath.Join(dir, name+".json")
+		os.WriteFile(file, []byte(c.body), 0o600)
+		fs, _, _, _, _ := flags()
+		_, err := Apply(fs, file, func(string) string { return "" }, "config")
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), file) {
+			t.Errorf("%s: err = %v, want %q naming the file", name, err, c.want)
+		}
+	}
+	fs, _, _, _, _ := flags()
+	if _, err := Apply(fs, filepath.Join(dir, "missing.json"), func(string) string { return "" }); err == nil {
+		t.Error("a missing config file given explicitly is not an error")
+	}
+}
+
+func TestRedactedAndJobsDir(t *testing.T) {
+	r := Redacted(map[string]Source{"api-token": {Value: "abc"}, "listen": {Value: "x"}})
+	if r["api-token"].Value != "[REDACTED]" || r["listen"].Value != "x" {
+		t.Fatalf("%v", r)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.json")
+	os.WriteFile(file, []byte(`{"jobs_dir": "/srv/jobs"}`), 0o600)
+	env := map[string]string{"LOGISTD_CONFIG": file}
+	if got := JobsDir(func(k string) string { return env[k] }); got != "/srv/jobs" {
+		t.Errorf("JobsDir from config = %s", got)
+	}
+	env["LOGIST_JOBS_DIR"] = "/env"
+	if got := JobsDir(func(k string) string { return env[k] }); got != "/env" {
+		t.Errorf("JobsDir with env = %s", got)
+	}
+}
