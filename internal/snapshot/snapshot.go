@@ -57,17 +57,10 @@ func skip(rel string) bool {
 	return rel == ".git" || strings.HasPrefix(rel, ".git"+string(filepath.Separator))
 }
 
-func listingPath(jobDir, cp string) string { return filepath.Join(jobDir, Dir, cp+".json") }
-
-// Take snapshots workspace for checkpoint cp.
-func Take(workspace, jobDir, cp string) (*Info, error) {
-	objDir := filepath.Join(jobDir, Dir, "objects")
-	if err := atomicfile.MkdirAll(objDir, 0o700); err != nil {
-		return nil, err
-	}
-	l := Listing{CheckpointID: cp, Entries: []Entry{}}
-	info := &Info{Listing: filepath.Join(Dir, cp+".json")}
-	err := filepath.WalkDir(workspace, func(p string, d fs.DirEntry, err error) error {
+// walk visits every path below workspace except .git, with its path
+// relative to workspace.
+func walk(workspace string, fn func(p, rel string, d fs.DirEntry) error) error {
+	return filepath.WalkDir(workspace, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -81,6 +74,21 @@ func Take(workspace, jobDir, cp string) (*Info, error) {
 			}
 			return nil
 		}
+		return fn(p, rel, d)
+	})
+}
+
+func listingPath(jobDir, cp string) string { return filepath.Join(jobDir, Dir, cp+".json") }
+
+// Take snapshots workspace for checkpoint cp.
+func Take(workspace, jobDir, cp string) (*Info, error) {
+	objDir := filepath.Join(jobDir, Dir, "objects")
+	if err := atomicfile.MkdirAll(objDir, 0o700); err != nil {
+		return nil, err
+	}
+	l := Listing{CheckpointID: cp, Entries: []Entry{}}
+	info := &Info{Listing: filepath.Join(Dir, cp+".json")}
+	err := walk(workspace, func(p, rel string, d fs.DirEntry) error {
 		fi, err := d.Info()
 		if err != nil {
 			return err
@@ -199,20 +207,7 @@ func Restore(workspace, jobDir, cp string) error {
 	}
 	// Remove what the checkpoint did not have, deepest first.
 	var extra []string
-	err = filepath.WalkDir(workspace, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(workspace, p)
-		if rel == "." {
-			return nil
-		}
-		if skip(rel) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	err = walk(workspace, func(p, rel string, d fs.DirEntry) error {
 		e, ok := want[rel]
 		if !ok || (d.IsDir() && e.Mode&fs.ModeDir == 0) || (!d.IsDir() && e.Mode&fs.ModeDir != 0) ||
 			(d.Type()&fs.ModeSymlink != 0) != (e.Link != "") {
