@@ -7,7 +7,7 @@ LDFLAGS  := -X github.com/logist/logist/internal/daemon.Version=$(VERSION) \
             -X github.com/logist/logist/internal/cli.Version=$(VERSION)
 FUZZTIME ?= 10s
 
-.PHONY: all build demo test test-unit test-alerts fuzz vet clean
+.PHONY: all build demo test test-unit test-alerts fuzz vet bench clean
 
 all: build
 
@@ -37,6 +37,12 @@ vet:
 # Each fuzz target for FUZZTIME (go test -fuzz takes one target at a time).
 fuzz:
 	@sh scripts/fuzz.sh $(FUZZTIME)
+
+# Every benchmark (BenchmarkAppend: one fsync'd append to histories of 10,
+# 1,000 and 10,000 records), a fixed number of iterations each.
+BENCHTIME ?= 200x
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) $$(grep -rl --include='*_test.go' '^func Benchmark' cmd internal | xargs -n1 dirname | sort -u | sed 's|^|./|')
 
 clean:
 	rm -rf bin

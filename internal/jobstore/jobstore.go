@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/logist/logist/internal/atomicfile"
 	"github.com/logist/logist/internal/manifest"
@@ -188,9 +189,21 @@ func (s *Store) LockDaemon() (*Lock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open daemon lock: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	for start := time.Now(); ; {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
 		b, _ := os.ReadFile(p)
 		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		// A daemon that was killed while starting an agent leaves the child
+		// holding a copy of the lock's descriptor until its exec closes it:
+		// if the holder is dead, wait a moment for that.
+		if errors.Is(err, syscall.EWOULDBLOCK) && pid > 0 && pid != os.Getpid() &&
+			syscall.Kill(pid, 0) == syscall.ESRCH && time.Since(start) < 2*time.Second {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, &DaemonLockedError{Dir: s.Dir, PID: pid}

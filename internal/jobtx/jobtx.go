@@ -78,6 +78,11 @@ type Tx struct {
 	changed bool
 	redact  *secrets.Redactor
 	seal    *secrets.Cipher
+	// saved is the manifest as on disk. Once M differs from it, appended
+	// records wait in queue for Commit, which writes them and the manifest
+	// as one unit a crash cannot split (commit.go).
+	saved []byte
+	queue []queued
 }
 
 // Begin locks job id and loads it. log may be a history the caller keeps
@@ -123,12 +128,31 @@ func Begin(env *Env, id string, log *history.Log) (*Tx, error) {
 		}
 		t.Log = log
 	}
+	// A commit a crash cut short is finished before anything reads the
+	// job: until then the manifest is behind its history.
+	done, err := t.finishPending()
+	if err == nil && done {
+		m, err = env.Store.Load(id)
+		t.M = m
+	}
+	if err == nil {
+		t.saved, err = m.Encode()
+	}
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
 	return t, nil
 }
 
 // Close releases the lock (and the history if the transaction opened it).
-// Uncommitted manifest changes are dropped.
+// Uncommitted manifest changes, and the records waiting for them, are
+// dropped.
 func (t *Tx) Close() {
+	if len(t.queue) > 0 {
+		t.env.Logger.Warn("uncommitted history records dropped", "job_id", t.ID, "records", len(t.queue))
+		t.queue = nil
+	}
 	if t.ownLog && t.Log != nil {
 		t.Log.Close()
 	}
@@ -142,15 +166,39 @@ func (t *Tx) Now() time.Time { return t.env.now() }
 // redacted and, for jobs that ask for it, content encrypted. rec itself is
 // left as it was (the agent still gets the real request) except for the
 // fields the log assigns (seq, time, links).
+//
+// Once the transaction has changed the manifest, a record belongs to that
+// change: it is written by Commit, with the manifest, so that a crash
+// leaves both or neither (commit.go). An intent is always written at once,
+// since the agent is called after it.
 func (t *Tx) Append(rec *history.Record) error {
+	return t.add(rec, false)
+}
+
+func (t *Tx) add(rec *history.Record, change bool) error {
 	stored := rec.Clone()
 	stored.Text(t.Redact)
 	if t.seal != nil {
 		stored.Content(func(s string) string { return t.seal.Seal(s, t.ID) })
 	}
+	if change || len(t.queue) > 0 || (rec.Type != history.TypeIntent && t.manifestChanged()) {
+		if rec.Type == history.TypeIntent {
+			return fmt.Errorf("job %s: an intent cannot wait for a manifest change to be committed; commit first", t.ID)
+		}
+		t.enqueue(stored, rec)
+		return nil
+	}
+	return t.write(&stored, rec)
+}
+
+// write appends one record now (fsync'd); rec, if not nil, gets the fields
+// the log assigned.
+func (t *Tx) write(stored, rec *history.Record) error {
 	start := time.Now()
-	err := t.Log.Append(&stored)
-	rec.V, rec.Seq, rec.PrevHash, rec.Time = stored.V, stored.Seq, stored.PrevHash, stored.Time
+	err := t.Log.Append(stored)
+	if rec != nil {
+		rec.V, rec.Seq, rec.PrevHash, rec.Time = stored.V, stored.Seq, stored.PrevHash, stored.Time
+	}
 	t.env.obs().HistoryAppend(time.Since(start), err)
 	if err != nil {
 		t.LogError("HISTORY_WRITE", "SYSTEM", 0, err.Error())
@@ -185,8 +233,16 @@ func (t *Tx) Reveal(rec *history.Record) (*history.Record, error) {
 	return &c, err
 }
 
-// Checkpoint is the last safe checkpoint id.
-func (t *Tx) Checkpoint() string { return t.Log.State().LastCheckpoint }
+// Checkpoint is the last safe checkpoint id, one waiting for Commit
+// included.
+func (t *Tx) Checkpoint() string {
+	for i := len(t.queue) - 1; i >= 0; i-- {
+		if r := t.queue[i].stored; r.Type == history.TypeRecoveryPoint && r.RecoveryPoint != nil {
+			return r.RecoveryPoint.CheckpointID
+		}
+	}
+	return t.Log.State().LastCheckpoint
+}
 
 // Transition moves the job to status `to` (and phase toPhase; "" keeps the
 // phase) for event ev, if the lifecycle table allows it. The transition is
@@ -204,7 +260,8 @@ func (t *Tx) Transition(ev lifecycle.Event, to lifecycle.Status, toPhase, actor,
 	}
 	tr := &history.Transition{From: string(from), To: string(to), FromPhase: fromPhase, ToPhase: toPhase,
 		Event: string(ev), Actor: actor, CheckpointID: t.Checkpoint(), Reason: reason}
-	if err := t.Append(&history.Record{Type: history.TypeTransition, Phase: toPhase, Transition: tr}); err != nil {
+	// A transition is a manifest change: written by Commit.
+	if err := t.add(&history.Record{Type: history.TypeTransition, Phase: toPhase, Transition: tr}, true); err != nil {
 		return err
 	}
 	t.M.Status = to
@@ -247,8 +304,10 @@ func (t *Tx) RecordError(code, actor string, attempt int, msg string) error {
 // MarkParked asks Commit to refresh jobHistory.json (a safe boundary).
 func (t *Tx) MarkParked() { t.parked = true }
 
-// Commit saves the manifest atomically. The history records it depends on
-// were fsync'd by Append before, so the manifest never runs ahead of them.
+// Commit saves the manifest atomically, after the history records it
+// depends on are fsync'd, so the manifest never runs ahead of them. The
+// records that waited for it and the manifest are one unit: a crash
+// between them is finished by the next Begin (commit.go).
 func (t *Tx) Commit() error {
 	r := &t.M.Run
 	r.Reason, r.LastSummary, r.Feedback, r.PreviousSummary = t.Redact(r.Reason), t.Redact(r.LastSummary), t.Redact(r.Feedback), t.Redact(r.PreviousSummary)
@@ -259,9 +318,8 @@ func (t *Tx) Commit() error {
 	if t.M.CreatedAt == "" {
 		t.M.CreatedAt = t.M.Run.UpdatedAt
 	}
-	if err := t.env.Store.Save(t.M); err != nil {
-		t.LogError("MANIFEST_WRITE", "SYSTEM", 0, err.Error())
-		return fmt.Errorf("save manifest: %w", err)
+	if err := t.commit(); err != nil {
+		return err
 	}
 	if t.parked {
 		if err := history.WriteJobHistory(t.Dir, t.ID, t.M.CreatedAt, t.env.Store.Workspace(t.ID)); err != nil {

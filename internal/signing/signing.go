@@ -57,7 +57,7 @@ func EncodePublic(pub ed25519.PublicKey) string { return base64.StdEncoding.Enco
 
 // LoadOrCreate loads the jobs folder's key, creating it (0600, in a 0700
 // folder) if there is none. Two processes racing to create it agree: the
-// key file is created with O_EXCL and the loser loads the winner's.
+// key file appears whole, only once, and the loser loads the winner's.
 func LoadOrCreate(jobsDir string) (*Key, error) {
 	dir := filepath.Join(jobsDir, Dir)
 	k, err := Load(jobsDir)
@@ -86,18 +86,17 @@ func LoadOrCreate(jobsDir string) (*Key, error) {
 	if err := atomicfile.WriteFile(filepath.Join(dir, PublicFile+"."+KeyID(pub)), []byte(EncodePublic(pub)+"\n"), 0o600); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, PrivateFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	// The key file appears whole or not at all: written and fsync'd under
+	// a temporary name, then hard-linked into place, which fails if another
+	// process won the race. (Created in place, a crash between creating
+	// and writing it left an empty key file that no start could load.)
+	seed := []byte(base64.StdEncoding.EncodeToString(priv.Seed()) + "\n")
+	err = createWhole(filepath.Join(dir, PrivateFile), seed)
 	if errors.Is(err, fs.ErrExist) {
 		os.Remove(filepath.Join(dir, PublicFile+"."+KeyID(pub)))
 		return Load(jobsDir)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("create signing key: %w", err)
-	}
-	_, werr := f.WriteString(base64.StdEncoding.EncodeToString(priv.Seed()) + "\n")
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
 		return nil, fmt.Errorf("write signing key: %w", err)
 	}
 	if err := os.Rename(filepath.Join(dir, PublicFile+"."+KeyID(pub)), filepath.Join(dir, PublicFile)); err != nil {
@@ -107,6 +106,34 @@ func LoadOrCreate(jobsDir string) (*Key, error) {
 		return nil, err
 	}
 	return &Key{priv: priv, pub: pub, id: KeyID(pub)}, nil
+}
+
+// createWhole creates file with data unless it exists (fs.ErrExist).
+func createWhole(file string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, werr := f.Write(data)
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		return err
+	}
+	err = os.Link(f.Name(), file)
+	if err == nil || errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	// No hard links on this file system: create in place.
+	g, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, werr = g.Write(data)
+	serr = g.Sync()
+	cerr = g.Close()
+	return errors.Join(werr, serr, cerr)
 }
 
 // Load loads the jobs folder's key.

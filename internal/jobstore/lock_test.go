@@ -1,0 +1,86 @@
+package jobstore
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// holdLock takes the daemon lock file's flock through a descriptor of its
+// own, as a process other than the one that wrote the pid would, and
+// writes pid into it.
+func holdLock(t *testing.T, dir string, pid int) *os.File {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, daemonLock), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte(strconv.Itoa(pid)+"\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid
+}
+
+// A killed daemon's lock can outlive it for a moment, held by a child that
+// had not yet exec'd: a new daemon waits for it rather than refusing.
+func TestDaemonLockOfADeadDaemonIsWaitedFor(t *testing.T) {
+	dir := t.TempDir()
+	s := New(dir)
+	f := holdLock(t, dir, deadPID(t))
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		f.Close() // the child execs: its copy of the descriptor closes
+	}()
+	start := time.Now()
+	lk, err := s.LockDaemon()
+	if err != nil {
+		t.Fatalf("LockDaemon after the holder died: %v", err)
+	}
+	defer lk.Unlock()
+	if d := time.Since(start); d < 80*time.Millisecond {
+		t.Errorf("took the lock after %s, while it was still held", d)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, daemonLock))
+	if string(b) != strconv.Itoa(os.Getpid())+"\n" {
+		t.Errorf("lock file says %q", b)
+	}
+}
+
+// A live daemon's lock is refused at once, naming it.
+func TestDaemonLockOfALiveDaemonIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	s := New(dir)
+	live := exec.Command("sleep", "10")
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { live.Process.Kill(); live.Wait() }()
+	f := holdLock(t, dir, live.Process.Pid)
+	defer f.Close()
+	start := time.Now()
+	_, err := s.LockDaemon()
+	var locked *DaemonLockedError
+	if !errors.As(err, &locked) || locked.PID != live.Process.Pid {
+		t.Fatalf("LockDaemon = %v, want DaemonLockedError naming %d", err, live.Process.Pid)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("refusal took %s", d)
+	}
+}

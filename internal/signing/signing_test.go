@@ -1,0 +1,106 @@
+package signing
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// Processes starting together on a fresh jobs folder (a daemon and a
+// steward command) must end up with one key: none may read the winner's
+// key file before it is whole.
+func TestConcurrentCreateAgreesOnOneKey(t *testing.T) {
+	for round := range 60 {
+		dir := t.TempDir()
+		const n = 8
+		ids := make([]string, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				k, err := LoadOrCreate(dir)
+				if err == nil {
+					ids[i] = k.ID()
+				}
+				errs[i] = err
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("round %d: LoadOrCreate %d: %v", round, i, errs[i])
+			}
+			if ids[i] != ids[0] {
+				t.Fatalf("round %d: two keys: %s and %s", round, ids[0], ids[i])
+			}
+		}
+		k, err := Load(dir)
+		if err != nil || k.ID() != ids[0] {
+			t.Fatalf("round %d: stored key %v, %v; want %s", round, k, err, ids[0])
+		}
+		pub, err := LoadPublic(filepath.Join(dir, Dir, PublicFile))
+		if err != nil || KeyID(pub) != ids[0] {
+			t.Fatalf("round %d: public key %v does not match", round, err)
+		}
+		if left, _ := filepath.Glob(filepath.Join(dir, Dir, ".*tmp*")); len(left) != 0 {
+			t.Fatalf("round %d: temporary files left: %v", round, left)
+		}
+	}
+}
+
+// What a crash in the middle of creating the key can leave: a temporary
+// file, or the private key without its public half. The next start goes on.
+func TestCreateAfterCrash(t *testing.T) {
+	t.Run("temporary file only", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(dir, Dir), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, Dir, "."+PrivateFile+".tmp-123"), []byte("AAAA"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, Dir, PublicFile+".0123456789abcdef"), []byte("AAAA\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		k, err := LoadOrCreate(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, err := LoadOrCreate(dir); err != nil || again.ID() != k.ID() {
+			t.Fatalf("second start: %v, %v", again, err)
+		}
+	})
+	t.Run("public half missing", func(t *testing.T) {
+		dir := t.TempDir()
+		k, err := LoadOrCreate(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(dir, Dir, PublicFile)); err != nil {
+			t.Fatal(err)
+		}
+		again, err := LoadOrCreate(dir)
+		if err != nil || again.ID() != k.ID() {
+			t.Fatalf("restart: %v, %v", again, err)
+		}
+		if pub, err := LoadPublic(filepath.Join(dir, Dir, PublicFile)); err != nil || KeyID(pub) != k.ID() {
+			t.Fatalf("public key not restored: %v", err)
+		}
+	})
+	t.Run("private key file mode", func(t *testing.T) {
+		dir := t.TempDir()
+		if _, err := LoadOrCreate(dir); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(filepath.Join(dir, Dir, PrivateFile))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("key file mode %v, %v", fi.Mode(), err)
+		}
+	})
+}
