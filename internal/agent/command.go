@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,10 +63,6 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	cmd.Dir = req.Workspace
 	cmd.Env = c.env(req, reqFile, ansFile)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// A child that outlives the agent keeps our pipes open; once the agent
-	// itself has exited, wait only briefly for them before closing them and
-	// killing the group.
-	cmd.WaitDelay = 250 * time.Millisecond
 	if c.Cfg.Stdin == "request" {
 		cmd.Stdin = bytes.NewReader(body)
 	} // else nil: /dev/null
@@ -79,13 +76,40 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	onOver := func() { overOnce.Do(func() { close(over) }) }
 	stdout := &capWriter{limit: limit, onOver: onOver}
 	stderr := &capWriter{limit: limit, onOver: onOver}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// Our own pipes, read by our own goroutines: Wait returns when the agent
+	// exits, and the readers run to EOF once the agent's whole group is
+	// gone, so an answer is never cut short by a deadline on the copying
+	// (exec's WaitDelay would drop unread output under load).
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, &Error{Code: CodeStart, Msg: err.Error()}
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, &Error{Code: CodeStart, Msg: err.Error()}
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go func() { defer readers.Done(); io.Copy(stdout, outR); outR.Close() }()
+	go func() { defer readers.Done(); io.Copy(stderr, errR); errR.Close() }()
 
-	if err := cmd.Start(); err != nil {
-		return nil, &Error{Code: CodeStart, Msg: fmt.Sprintf("start %s: %v", argv[0], err)}
+	startErr := cmd.Start()
+	outW.Close() // the child has its copies
+	errW.Close()
+	if startErr != nil {
+		readers.Wait()
+		return nil, &Error{Code: CodeStart, Msg: fmt.Sprintf("start %s: %v", argv[0], startErr)}
 	}
 	pgid := cmd.Process.Pid
 	killGroup := func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) }
+	// Remember the group, so that a daemon restarted after a crash can stop
+	// an agent its predecessor left running (KillOrphan).
+	pidFile := filepath.Join(reqDir, fmt.Sprintf("%06d.pid", req.Interaction))
+	writePidFile(pidFile, pgid)
+	defer os.Remove(pidFile)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 
@@ -101,12 +125,17 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	// Whatever happened, nothing the agent started may outlive the call.
 	killGroup()
 	if why != "" {
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			// A child that escaped the group and holds our pipes: give up
-			// on its output rather than hang.
-		}
+		waitErr = <-done
+	}
+	drained := make(chan struct{})
+	go func() { readers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(5 * time.Second):
+		// A process that left the group (setsid) holds our pipes: give up
+		// on the rest of its output rather than hang.
+		outR.Close()
+		errR.Close()
 	}
 	errText := stderr.String()
 	switch why {
@@ -114,9 +143,6 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 		return nil, ctx.Err()
 	case "over":
 		return nil, &Error{Code: CodeOutputLimit, Msg: fmt.Sprintf("agent printed more than %d bytes; killed", limit), Partial: stdout.Bytes(), Stderr: errText}
-	}
-	if errors.Is(waitErr, exec.ErrWaitDelay) {
-		waitErr = nil
 	}
 	if waitErr != nil {
 		var ee *exec.ExitError
@@ -169,6 +195,57 @@ func (c *Command) env(req *Request, reqFile, ansFile string) []string {
 	add("LOGIST_ANSWER_FILE", ansFile)
 	add("LOGIST_INTERACTION", strconv.Itoa(req.Interaction))
 	return env
+}
+
+// writePidFile records an agent's process group and its start time (to
+// tell it from a later process that reuses the pid).
+func writePidFile(p string, pid int) {
+	st, ok := procStart(pid)
+	if !ok {
+		return
+	}
+	os.WriteFile(p, []byte(fmt.Sprintf("%d %s\n", pid, st)), 0o600)
+}
+
+// procStart is the start time of a process in clock ticks since boot
+// (field 22 of /proc/PID/stat).
+func procStart(pid int) (string, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return "", false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return "", false
+	}
+	return f[19], true
+}
+
+// KillOrphan kills the process group of the agent call for interaction n
+// of the job in jobDir if it still runs: a daemon killed mid-call leaves
+// its agent running, and the re-attempt must not run beside it. It
+// reports whether it killed anything.
+func KillOrphan(jobDir string, n int) bool {
+	p := filepath.Join(jobDir, "requests", fmt.Sprintf("%06d.pid", n))
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return false
+	}
+	defer os.Remove(p)
+	var pid int
+	var start string
+	if _, err := fmt.Sscanf(string(b), "%d %s", &pid, &start); err != nil || pid <= 1 {
+		return false
+	}
+	if cur, ok := procStart(pid); !ok || cur != start {
+		return false // gone, or the pid now belongs to someone else
+	}
+	return syscall.Kill(-pid, syscall.SIGKILL) == nil
 }
 
 func readCapped(p string, limit int64) ([]byte, error) {

@@ -291,13 +291,17 @@ func (s *Store) Place(bare string) (string, error) {
 	}
 	dir := s.JobDir(id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
-		if errors.Is(err, fs.ErrExist) {
+		if !errors.Is(err, fs.ErrExist) {
+			return "", fmt.Errorf("place %s: %w", bare, err)
+		}
+		// A folder without a manifest is what a crash between the mkdir and
+		// the rename leaves: take it. One with a manifest is another job.
+		if _, serr := os.Stat(filepath.Join(dir, ManifestFile)); !errors.Is(serr, fs.ErrNotExist) {
 			return "", fmt.Errorf("%s: job %s already exists; rename the file or change its job_id", bare, id)
 		}
-		return "", fmt.Errorf("place %s: %w", bare, err)
 	}
 	if err := os.Rename(bare, filepath.Join(dir, ManifestFile)); err != nil {
-		os.Remove(dir)
+		os.Remove(dir) // only if empty
 		return "", fmt.Errorf("place %s: %w", bare, err)
 	}
 	if err := atomicfile.SyncDir(dir); err != nil {

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -82,5 +83,24 @@ func TestDaemonLockOfALiveDaemonIsRefused(t *testing.T) {
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("refusal took %s", d)
+	}
+}
+
+// A crash between creating a job's folder and moving its manifest in
+// leaves an empty folder; placing the manifest again takes it.
+func TestPlaceTakesFolderLeftByCrash(t *testing.T) {
+	dir := t.TempDir()
+	s := New(dir)
+	os.Mkdir(filepath.Join(dir, "left"), 0o700)
+	bare := filepath.Join(dir, "left.json")
+	os.WriteFile(bare, []byte(`{"task_description": "t"}`), 0o600)
+	id, err := s.Place(bare)
+	if err != nil || id != "left" {
+		t.Fatalf("Place: %q %v", id, err)
+	}
+	// A folder with a manifest is another job.
+	os.WriteFile(bare, []byte(`{"task_description": "t"}`), 0o600)
+	if _, err := s.Place(bare); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("second Place: %v", err)
 	}
 }

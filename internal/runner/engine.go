@@ -295,6 +295,9 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 			return nil, done, fmt.Errorf("job %s: open the interrupted request: %w", tx.ID, err)
 		}
 		c.interaction, c.attempt, c.hreq = *oi.Interaction, oi.Attempt+1, stored.Request
+		if agent.KillOrphan(tx.Dir, c.interaction) {
+			tx.LogError("AGENT_ORPHAN_KILLED", c.role, c.attempt, fmt.Sprintf("killed the agent of interaction %d left running by a previous daemon", c.interaction))
+		}
 		c.req = requestFromHistory(tx, c, oi.Request)
 		if err := tx.RecordError(agent.CodeInterrupted, c.role, c.attempt,
 			fmt.Sprintf("re-attempting interrupted interaction %d with its stored request", c.interaction)); err != nil {
@@ -427,14 +430,16 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 	}
 	m.Metrics.CumulativeCost += cost * 100
 	m.Metrics.CumulativeTimeSeconds += elapsed.Seconds()
-	m.Metrics.AgentCalls++
 	resp := &history.Response{EvidenceFiles: []string{}, ExecutionTimeSeconds: round3(elapsed.Seconds()), CostUSD: cost}
 	if out != nil {
 		resp.RawResponse = string(out.Raw)
 		resp.SessionID, resp.Tokens, resp.Stderr = out.SessionID, out.Tokens, truncate(out.Stderr, 4096)
 	}
 	n := c.interaction
+	// agent_calls counts calls with a recorded outcome, one per response
+	// record; an interrupted call is asked again and counted then.
 	record := func() error {
+		m.Metrics.AgentCalls++
 		return tx.Append(&history.Record{Type: history.TypeResponse, Interaction: &n, Phase: c.phase, Role: c.role,
 			Attempt: c.attempt, StateBefore: string(c.stateBefore), Response: resp})
 	}

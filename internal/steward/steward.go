@@ -125,14 +125,16 @@ func (s *Steward) Resume(id string, o ResumeOptions) (*manifest.Manifest, error)
 		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: fmt.Sprintf("its time %.1fs is still at or over the budget of %g minutes", m.Metrics.CumulativeTimeSeconds, *m.TimeThresholdMinutes),
 			Hint: fmt.Sprintf("raise it: logist resume %s --time-threshold-minutes %g", id, *m.TimeThresholdMinutes*2)}
 	}
-	if err := s.record(tx, "resume", o.Guidance, "", changes); err != nil {
-		return nil, err
-	}
+	// The manifest changes first, so the command's record is committed
+	// with its effect as one unit (jobtx): never one without the other.
 	if o.Guidance != "" {
 		m.Run.Guidance = o.Guidance
 	}
 	m.Run.PhaseRetries, m.Run.APIFailures = 0, 0
 	m.Audit(tx.Now(), "Steward", "RESUME", o.Guidance, nil)
+	if err := s.record(tx, "resume", o.Guidance, "", changes); err != nil {
+		return nil, err
+	}
 	if err := tx.Transition(lifecycle.EvResume, lifecycle.Pending, "", "STEWARD", "resumed by "+s.User); err != nil {
 		return nil, err
 	}
@@ -153,10 +155,10 @@ func (s *Steward) Halt(id, reason string) (*manifest.Manifest, error) {
 	if reason == "" {
 		reason = "halted by " + s.User
 	}
+	m.Audit(tx.Now(), "Steward", "HALT", reason, nil)
 	if err := s.record(tx, "halt", "", reason, nil); err != nil {
 		return nil, err
 	}
-	m.Audit(tx.Now(), "Steward", "HALT", reason, nil)
 	if err := tx.Transition(lifecycle.EvHalt, lifecycle.Canceled, "", "STEWARD", reason); err != nil {
 		return nil, err
 	}
@@ -241,10 +243,10 @@ func (s *Steward) Activate(id string) (*manifest.Manifest, error) {
 	if m.Status != lifecycle.Draft {
 		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "only DRAFT jobs can be activated", Hint: hintFor(m.Status, id)}
 	}
+	m.Audit(tx.Now(), "Steward", "ACTIVATE", "", nil)
 	if err := s.record(tx, "activate", "", "", nil); err != nil {
 		return nil, err
 	}
-	m.Audit(tx.Now(), "Steward", "ACTIVATE", "", nil)
 	if err := tx.Transition(lifecycle.EvActivate, lifecycle.Pending, "", "STEWARD", "activated by "+s.User); err != nil {
 		return nil, err
 	}
