@@ -201,7 +201,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	defer func() { d.lock.Unlock() }()
 	d.key.k.Store(key)
 	env := &jobtx.Env{Store: store, Logger: logger, Obs: d.metrics,
-		History: history.Options{Signer: d.key, MaxBytes: o.HistoryMaxBytes}}
+		History: history.Options{Signer: d.key, MaxBytes: o.HistoryMaxBytes, Observe: d.metrics.HistoryWrite}}
 	d.engine = runner.NewEngine(env)
 	d.engine.Timings = d
 	d.cron = schedule.New(env, logger, d.metrics)

@@ -89,6 +89,12 @@ func TestDaemonServesMetricsAndHealth(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+	for _, re := range []string{`logistd_history_appended_bytes_total [1-9]`, `logistd_history_fsync_duration_seconds_count [1-9]`,
+		`logistd_jobs_finished_total\{outcome="success"\} 1`, `logistd_jobs_started_total 1`} {
+		if !regexp.MustCompile(re).MatchString(body) {
+			t.Errorf("/metrics lacks %s", re)
+		}
+	}
 	cancel()
 	select {
 	case err := <-done:

@@ -49,6 +49,9 @@ type Options struct {
 	// Write, if set, replaces an append's write to the file. Tests only:
 	// it injects short writes and errors such as ENOSPC.
 	Write func(f *os.File, line []byte) (int, error)
+	// Observe, if set, hears each durable append: bytes written and how
+	// long the fsync took (metrics).
+	Observe func(bytes int, fsync time.Duration)
 }
 
 // Log appends to one job's history. Callers hold the job's lock while they
@@ -301,9 +304,13 @@ func (l *Log) Append(rec *Record) error {
 		}
 		return fmt.Errorf("append history: %w", err)
 	}
+	syncStart := time.Now()
 	if err := l.f.Sync(); err != nil {
 		_ = l.f.Truncate(l.size)
 		return fmt.Errorf("fsync history: %w", err)
+	}
+	if l.opts.Observe != nil {
+		l.opts.Observe(n, time.Since(syncStart))
 	}
 	l.size += int64(n)
 	l.lastHash = hash

@@ -119,6 +119,7 @@ func Begin(env *Env, id string, log *history.Log) (*Tx, error) {
 			env.Logger.Warn("history torn tail cut", "type", "error", "job_id", id, "status", string(m.Status),
 				"actor", "SYSTEM", "error_code", "HISTORY_TORN_TAIL", "attempt", 0, "checkpoint_id", l.State().LastCheckpoint,
 				"offset", torn.Offset, "bytes", torn.Bytes)
+			env.obs().TornTail()
 		}
 		t.Log, t.ownLog = l, true
 	} else {

@@ -15,6 +15,7 @@ type Observer interface {
 	Retry(cause string)
 	Halt(reason string)
 	HistoryAppend(d time.Duration, err error)
+	TornTail()
 }
 
 // Nop is an Observer that ignores everything.
@@ -26,3 +27,4 @@ func (Nop) Violation(string)                                         {}
 func (Nop) Retry(string)                                             {}
 func (Nop) Halt(string)                                              {}
 func (Nop) HistoryAppend(time.Duration, error)                       {}
+func (Nop) TornTail()                                                {}
