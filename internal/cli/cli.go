@@ -80,6 +80,8 @@ type command struct {
 	// steers marks commands that change jobs (counted in the daemon's
 	// steward metrics).
 	steers bool
+	// hidden commands (for shell completion) are left out of the help.
+	hidden bool
 }
 
 // eventResult classifies a steward command's outcome for metrics.
@@ -104,7 +106,7 @@ func init() {
 		c.steers = true
 	}
 	commands = []*command{
-		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdValidate, cmdVerify, cmdRollback, cmdSchedules,
+		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdValidate, cmdVerify, cmdRollback, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs,
 	}
 }
 
@@ -127,7 +129,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 				fmt.Fprint(stdout, commandHelp(c))
 				return ExitOK
 			}
-			fmt.Fprintf(stderr, "logist: unknown command %q\n", rest[0])
+			fmt.Fprintf(stderr, "logist: unknown command %q; run 'logist help' for the list\n", rest[0])
 			return ExitUsage
 		}
 		fmt.Fprint(stdout, mainHelp())
@@ -178,11 +180,14 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		return ExitUsage // the per-item results are already printed
 	}
 	if err != nil {
+		err = helpful(e, c, err)
 		code := ExitCode(err)
 		renderError(stdout, stderr, e.format, code, err)
 		return code
 	}
-	render(stdout, e.format, res)
+	if res != nil { // nil: the command printed its output as it went (watch, logs)
+		render(stdout, e.format, res)
+	}
 	return ExitOK
 }
 
@@ -220,7 +225,9 @@ func mainHelp() string {
 	b.WriteString("logist — steer the AI-agent jobs that logistd supervises.\n\nUsage: logist COMMAND [flags] [args]\n\nCommands:\n")
 	names := make([]string, 0, len(commands))
 	for _, c := range commands {
-		names = append(names, c.name)
+		if !c.hidden {
+			names = append(names, c.name)
+		}
 	}
 	sort.Strings(names)
 	for _, n := range names {

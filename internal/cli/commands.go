@@ -73,6 +73,7 @@ var cmdSubmit = &command{
 
 var cmdList = &command{
 	name: "list", args: "", summary: "list jobs with status, phase, cost and time (invalid manifests too)",
+	example: "  logist list\n  logist list --jobs-dir /srv/jobs --format json\n",
 	run: func(e *env, args []string) (*Result, error) {
 		if len(args) != 0 {
 			return nil, usagef("list takes no arguments")
@@ -138,6 +139,7 @@ func firstLine(s string, n int) string {
 
 var cmdStatus = &command{
 	name: "status", args: "JOB", summary: "show a job: status, phase, budgets, why it stopped and what to do next",
+	example: "  logist status fix-login\n  logist status fix-login --format json\n",
 	run: func(e *env, args []string) (*Result, error) {
 		id, err := oneJob(args)
 		if err != nil {
@@ -189,6 +191,7 @@ var cmdStatus = &command{
 
 var cmdHistory = &command{
 	name: "history", args: "JOB [--seq N]", summary: "show a job's interactions, steward actions and recovery points (--format json: jobHistory.json)",
+	example: "  logist history fix-login\n  logist history fix-login --seq 12\n  logist history fix-login --format json > jobHistory.json\n",
 	flags: func(fs *pflag.FlagSet) {
 		fs.Int64("seq", 0, "show only record N (found through the archive index, decompressing at most one archive)")
 	},
@@ -317,7 +320,8 @@ func changed(e *env, m *manifest.Manifest, msg string) *Result {
 
 var cmdHalt = &command{
 	name: "halt", args: "JOB [--reason TEXT]", summary: "cancel a job (CANCELED); an agent call in flight is killed",
-	flags: func(fs *pflag.FlagSet) { fs.String("reason", "", "why, recorded in history") },
+	example: "  logist halt fix-login --reason 'wrong approach'\n",
+	flags:   func(fs *pflag.FlagSet) { fs.String("reason", "", "why, recorded in history") },
 	run: func(e *env, args []string) (*Result, error) {
 		id, err := oneJob(args)
 		if err != nil {
@@ -338,6 +342,7 @@ var cmdHalt = &command{
 
 var cmdActivate = &command{
 	name: "activate", args: "JOB", summary: "move a DRAFT job to PENDING so logistd runs it",
+	example: "  logist submit draft.json   # a manifest with \"status\": \"DRAFT\"\n  logist activate draft\n",
 	run: func(e *env, args []string) (*Result, error) {
 		id, err := oneJob(args)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 
 var cmdSchedules = &command{
 	name: "schedules", args: "", summary: "list schedules (template jobs) with their next run, last run and unfinished runs",
+	example: "  logist schedules\n  logist schedules --format json\n",
 	run: func(e *env, args []string) (*Result, error) {
 		if len(args) != 0 {
 			return nil, usagef("schedules takes no arguments")

@@ -1,0 +1,611 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/spf13/pflag"
+
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/manifest"
+)
+
+var cmdWatch = &command{
+	name: "watch", args: "[JOB] [--once] [--exit-on-finish]",
+	summary: "a live view of the jobs (or one): status, phase, elapsed time, cost against budget, last summary; updated as they change",
+	example: "  logist watch                                 # every job; redrawn in place on a terminal\n" +
+		"  logist watch fix-login --exit-on-finish      # one job, until it stops\n" +
+		"  logist watch --once                          # the current view, once (scripts)\n" +
+		"  logist watch > watch.log                     # not a terminal: one line per change\n" +
+		"  logist watch --format json | jq .status      # one JSON object per change\n",
+	flags: func(fs *pflag.FlagSet) {
+		fs.Bool("once", false, "print the current view once and exit")
+		fs.Bool("exit-on-finish", false, "exit once the job (without JOB: every job) has stopped: SUCCESS, CANCELED, or waiting for a steward (INTERVENTION_REQUIRED, HALTED_*)")
+	},
+	run: func(e *env, args []string) (*Result, error) {
+		if len(args) > 1 {
+			return nil, usagef("expected at most one JOB argument, got %d", len(args))
+		}
+		cfg := watchConfig{format: e.format, now: time.Now, dir: e.store.Dir}
+		if len(args) == 1 {
+			id, err := oneJob(args)
+			if err != nil {
+				return nil, err
+			}
+			cfg.job = id
+		}
+		once, _ := e.fs.GetBool("once")
+		cfg.exitOnFinish, _ = e.fs.GetBool("exit-on-finish")
+		if once {
+			views, err := loadViews(e.store, cfg.job)
+			if err != nil {
+				return nil, err
+			}
+			return viewsResult(views, cfg.now()), nil
+		}
+		if e.format == "markdown" {
+			return nil, usagef("--format markdown is for --once; the live view prints text or json")
+		}
+		cfg.tty = isTerminal(e.stdout)
+		if cfg.tty && e.format == "text" {
+			cfg.tick = time.Second // elapsed times move on; redrawn from memory
+		}
+		ctx, stop := signalContext(e.ctx)
+		defer stop()
+		fw, err := newFolderWatch(e.store.Dir, cfg.job)
+		if err != nil {
+			return nil, err
+		}
+		defer fw.close()
+		go fw.run(ctx)
+		return nil, watchLoop(ctx, e.store, fw.out, e.stdout, cfg)
+	},
+}
+
+// signalContext ends on SIGINT or SIGTERM: the live commands exit cleanly
+// (status 0) when interrupted.
+func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// jobView is what watch shows of one job.
+type jobView struct {
+	ID       string
+	Status   string
+	Phase    string
+	Started  time.Time
+	Finished time.Time // only for a final status
+	Cost     float64   // cents
+	Budget   *float64  // cents
+	Summary  string
+	Reason   string // why it stopped
+	Error    string // an invalid manifest
+	Updated  time.Time
+	done     bool
+}
+
+func viewOf(id string, m *manifest.Manifest, err error) jobView {
+	if err != nil {
+		return jobView{ID: id, Status: "INVALID", Error: err.Error()}
+	}
+	v := jobView{ID: id, Status: string(m.Status), Phase: m.Phase(), Cost: m.Metrics.CumulativeCost,
+		Budget: m.CostThreshold, Summary: m.Run.LastSummary, Reason: m.Run.Reason, done: finished(m.Status)}
+	v.Started, _ = time.Parse(time.RFC3339Nano, m.Run.StartedAt)
+	if m.Status.Terminal() {
+		v.Finished, _ = time.Parse(time.RFC3339Nano, m.Run.FinishedAt)
+	}
+	v.Updated, _ = time.Parse(time.RFC3339Nano, m.Run.UpdatedAt)
+	return v
+}
+
+// key is what a change is: everything shown but the elapsed time.
+func (v jobView) key() string {
+	b := "-"
+	if v.Budget != nil {
+		b = fmt.Sprint(*v.Budget)
+	}
+	return strings.Join([]string{v.Status, v.Phase, fmt.Sprint(v.Cost), b, v.Summary, v.Reason, v.Error}, "\x00")
+}
+
+func (v jobView) elapsed(now time.Time) time.Duration {
+	if v.Started.IsZero() {
+		return -1
+	}
+	end := now
+	if !v.Finished.IsZero() {
+		end = v.Finished
+	}
+	if end.Before(v.Started) {
+		return 0
+	}
+	return end.Sub(v.Started)
+}
+
+func (v jobView) elapsedText(now time.Time) string {
+	d := v.elapsed(now)
+	if d < 0 {
+		return "-"
+	}
+	return d.Round(time.Second).String()
+}
+
+// costText is "$0.40/$1.00", or "$0.40" without a budget.
+func (v jobView) costText() string {
+	s := dollars(v.Cost)
+	if v.Budget != nil {
+		s += "/" + dollars(*v.Budget)
+	}
+	return s
+}
+
+// progressBar is "[#####-----]" for the share of the budget spent, or ""
+// without a budget.
+func progressBar(cost float64, budget *float64, width int) string {
+	if budget == nil {
+		return ""
+	}
+	filled := width
+	if *budget > 0 {
+		r := cost / *budget
+		if r < 0 {
+			r = 0
+		}
+		filled = int(r*float64(width) + 0.5)
+		if filled > width {
+			filled = width
+		}
+	}
+	return "[" + strings.Repeat("#", filled) + strings.Repeat("-", width-filled) + "]"
+}
+
+func (v jobView) note() string {
+	if v.Error != "" {
+		return firstLine(v.Error, 100)
+	}
+	if v.Summary == "" {
+		return firstLine(v.Reason, 100) // e.g. an invalid answer: no summary, a reason
+	}
+	return firstLine(v.Summary, 100)
+}
+
+// line is the plain one-line form: time id status phase elapsed cost "summary".
+func (v jobView) line(now time.Time) string {
+	ts := v.Updated
+	if ts.IsZero() {
+		ts = now
+	}
+	s := fmt.Sprintf("%s %s %s %s %s %s", ts.UTC().Format(time.RFC3339), v.ID, v.Status, orDash(v.Phase), v.elapsedText(now), v.costText())
+	if n := v.note(); n != "" {
+		s += fmt.Sprintf(" %q", n)
+	}
+	return s
+}
+
+func (v jobView) object(now time.Time) map[string]any {
+	o := map[string]any{"job_id": v.ID, "status": v.Status, "current_phase": v.Phase, "cost_cents": v.Cost,
+		"cost_threshold_cents": v.Budget, "last_summary": v.Summary, "reason": v.Reason}
+	if d := v.elapsed(now); d >= 0 {
+		o["elapsed_seconds"] = d.Round(time.Millisecond).Seconds()
+	}
+	if v.Error != "" {
+		o["error"] = v.Error
+	}
+	if !v.Updated.IsZero() {
+		o["updated_at"] = v.Updated.UTC().Format(time.RFC3339Nano)
+	}
+	return o
+}
+
+// watchSource is what watch reads: the jobs folder (jobstore.Store), or a
+// fake in tests.
+type watchSource interface {
+	List() ([]jobstore.Entry, error)
+	Load(id string) (*manifest.Manifest, error)
+}
+
+// loadViews reads every job (or the one named) once.
+func loadViews(src watchSource, only string) (map[string]jobView, error) {
+	views := map[string]jobView{}
+	if only != "" {
+		m, err := src.Load(only)
+		if errors.Is(err, jobstore.ErrNotFound) {
+			return nil, err
+		}
+		views[only] = viewOf(only, m, err)
+		return views, nil
+	}
+	entries, err := src.List()
+	if err != nil {
+		return nil, err
+	}
+	for _, en := range entries {
+		if en.Unplaced != "" {
+			continue // logistd moves it into its folder; shown from there
+		}
+		views[en.ID] = viewOf(en.ID, en.Manifest, en.Err)
+	}
+	return views, nil
+}
+
+func sortedIDs(views map[string]jobView) []string {
+	ids := make([]string, 0, len(views))
+	for id := range views {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+var watchColumns = []string{"JOB", "STATUS", "PHASE", "ELAPSED", "COST", "SUMMARY"}
+
+func (v jobView) row(now time.Time) []string {
+	cost := v.costText()
+	if bar := progressBar(v.Cost, v.Budget, 10); bar != "" {
+		cost = bar + " " + cost
+	}
+	return []string{v.ID, v.Status, orDash(v.Phase), v.elapsedText(now), cost, v.note()}
+}
+
+// viewsResult is the view as a table (--once, any format).
+func viewsResult(views map[string]jobView, now time.Time) *Result {
+	r := &Result{Columns: watchColumns}
+	items := []map[string]any{}
+	for _, id := range sortedIDs(views) {
+		v := views[id]
+		r.Rows = append(r.Rows, v.row(now))
+		items = append(items, v.object(now))
+	}
+	r.Items = items
+	return r
+}
+
+type watchConfig struct {
+	job          string // "" = every job
+	tty          bool   // redraw a table in place
+	format       string // text or json
+	exitOnFinish bool
+	now          func() time.Time
+	tick         time.Duration // on a terminal, redraw (from memory) this often; 0 = only on changes
+	dir          string
+}
+
+// watchLoop shows the jobs and then, for each id received on events, reads
+// that one job again and shows what changed: on a terminal (cfg.tty) by
+// redrawing the table in place, else as one line per change. An empty id
+// means events were lost: everything is read again. It returns nil when
+// ctx ends or, with cfg.exitOnFinish, when every job shown has stopped.
+func watchLoop(ctx context.Context, src watchSource, events <-chan string, w io.Writer, cfg watchConfig) error {
+	if cfg.now == nil {
+		cfg.now = time.Now
+	}
+	views, err := loadViews(src, cfg.job)
+	if err != nil {
+		return err
+	}
+	shown := map[string]string{} // id -> key last printed (lines and json)
+	out := &watchOutput{w: w, cfg: cfg}
+	emit := func(changed []string) error {
+		if cfg.tty && cfg.format == "text" {
+			return out.redraw(views)
+		}
+		for _, id := range changed {
+			v, ok := views[id]
+			if !ok {
+				if _, was := shown[id]; was {
+					delete(shown, id)
+					if err := out.removed(id); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			if shown[id] == v.key() {
+				continue
+			}
+			shown[id] = v.key()
+			if err := out.changed(v); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	allDone := func() bool {
+		if !cfg.exitOnFinish || len(views) == 0 {
+			return false
+		}
+		for _, v := range views {
+			if !v.done {
+				return false
+			}
+		}
+		return true
+	}
+	if err := emit(sortedIDs(views)); err != nil {
+		return err
+	}
+	if allDone() {
+		return nil
+	}
+	var tick <-chan time.Time
+	if cfg.tick > 0 {
+		t := time.NewTicker(cfg.tick)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		var ids []string
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick:
+			if err := out.redraw(views); err != nil {
+				return err
+			}
+			continue
+		case id, ok := <-events:
+			if !ok {
+				return errors.New("file watcher stopped")
+			}
+			ids = append(ids, id)
+		}
+		// Take whatever else is queued: one redraw for a burst.
+	drain:
+		for {
+			select {
+			case id, ok := <-events:
+				if !ok {
+					break drain
+				}
+				ids = append(ids, id)
+			default:
+				break drain
+			}
+		}
+		changed, err := refresh(src, views, cfg.job, ids)
+		if err != nil {
+			return err
+		}
+		if err := emit(changed); err != nil {
+			return err
+		}
+		if allDone() {
+			return nil
+		}
+	}
+}
+
+// refresh re-reads the jobs named (each once; "" = all) and returns the
+// ids whose view may have changed, sorted.
+func refresh(src watchSource, views map[string]jobView, only string, ids []string) ([]string, error) {
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if id == "" {
+			fresh, err := loadViews(src, only)
+			if err != nil && !errors.Is(err, jobstore.ErrNotFound) {
+				return nil, err
+			}
+			for id := range views {
+				seen[id] = true
+				delete(views, id)
+			}
+			for id, v := range fresh {
+				seen[id] = true
+				views[id] = v
+			}
+			continue
+		}
+		if (only != "" && id != only) || seen[id] {
+			continue
+		}
+		seen[id] = true
+		m, err := src.Load(id)
+		if errors.Is(err, jobstore.ErrNotFound) {
+			delete(views, id) // removed (or its job.json is)
+			continue
+		}
+		views[id] = viewOf(id, m, err)
+	}
+	out := make([]string, 0, len(seen))
+	for id := range seen {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// watchOutput writes the view.
+type watchOutput struct {
+	w   io.Writer
+	cfg watchConfig
+}
+
+func (o *watchOutput) changed(v jobView) error {
+	now := o.cfg.now()
+	if o.cfg.format == "json" {
+		b, err := json.Marshal(v.object(now))
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(o.w, "%s\n", b)
+		return err
+	}
+	_, err := fmt.Fprintln(o.w, v.line(now))
+	return err
+}
+
+func (o *watchOutput) removed(id string) error {
+	now := o.cfg.now().UTC()
+	if o.cfg.format == "json" {
+		b, _ := json.Marshal(map[string]any{"job_id": id, "status": "REMOVED", "updated_at": now.Format(time.RFC3339Nano)})
+		_, err := fmt.Fprintf(o.w, "%s\n", b)
+		return err
+	}
+	_, err := fmt.Fprintf(o.w, "%s %s REMOVED\n", now.Format(time.RFC3339), id)
+	return err
+}
+
+// ANSI: cursor to the top left, clear the screen below it.
+const ansiRedraw = "\x1b[H\x1b[J"
+
+// redraw draws the whole table in place, in one write.
+func (o *watchOutput) redraw(views map[string]jobView) error {
+	if !o.cfg.tty || o.cfg.format != "text" {
+		return nil
+	}
+	now := o.cfg.now()
+	var b bytes.Buffer
+	b.WriteString(ansiRedraw)
+	what := "all jobs"
+	if o.cfg.job != "" {
+		what = "job " + o.cfg.job
+	}
+	fmt.Fprintf(&b, "logist watch: %s in %s, %s (Ctrl-C to quit)\n\n", what, o.cfg.dir, now.Format("15:04:05"))
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(watchColumns, "\t"))
+	for _, id := range sortedIDs(views) {
+		fmt.Fprintln(tw, strings.Join(views[id].row(now), "\t"))
+	}
+	tw.Flush()
+	if len(views) == 0 {
+		b.WriteString("(no jobs yet; logist submit FILE adds one)\n")
+	}
+	_, err := o.w.Write(b.Bytes())
+	return err
+}
+
+// folderWatch turns fsnotify events in the jobs folder into the ids of the
+// jobs to read again: a job folder that appears or goes, a job.json that
+// is replaced (the daemon and the steward replace it by rename), written
+// or removed.
+type folderWatch struct {
+	dir  string
+	only string
+	w    *fsnotify.Watcher
+	out  chan string
+}
+
+func newFolderWatch(dir, only string) (*folderWatch, error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("watch %s: %w", dir, err)
+	}
+	fw := &folderWatch{dir: dir, only: only, w: w, out: make(chan string, 64)}
+	if err := w.Add(dir); err != nil {
+		w.Close()
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("jobs folder %s: %w", dir, jobstore.ErrNotFound)
+		}
+		return nil, fmt.Errorf("watch %s: %w", dir, err)
+	}
+	// Watches go on before the first read (watchLoop's): a change in
+	// between is read twice, never missed.
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("read jobs folder: %w", err)
+	}
+	for _, e := range ents {
+		if e.IsDir() && fw.wants(e.Name()) {
+			_ = w.Add(filepath.Join(dir, e.Name())) // gone already: nothing to watch
+		}
+	}
+	return fw, nil
+}
+
+func (fw *folderWatch) wants(name string) bool {
+	if strings.HasPrefix(name, ".") {
+		return false
+	}
+	return fw.only == "" || name == fw.only
+}
+
+func (fw *folderWatch) close() { fw.w.Close() }
+
+// run forwards events until ctx ends; it closes out when the watcher fails.
+func (fw *folderWatch) run(ctx context.Context) {
+	send := func(id string) bool {
+		select {
+		case fw.out <- id:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-fw.w.Events:
+			if !ok {
+				close(fw.out)
+				return
+			}
+			if id, ok := fw.job(ev); ok && !send(id) {
+				return
+			}
+		case _, ok := <-fw.w.Errors:
+			if !ok {
+				close(fw.out)
+				return
+			}
+			if !send("") { // events may be lost: read everything again
+				return
+			}
+		}
+	}
+}
+
+// job maps an event to the job to read again.
+func (fw *folderWatch) job(ev fsnotify.Event) (string, bool) {
+	rel, err := filepath.Rel(fw.dir, ev.Name)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return "", false
+	}
+	parts := strings.Split(rel, string(filepath.Separator))
+	if !fw.wants(parts[0]) {
+		return "", false
+	}
+	switch len(parts) {
+	case 1:
+		if ev.Has(fsnotify.Create) {
+			if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() {
+				// A new job folder: watch it, then read it (its job.json
+				// may already be there).
+				_ = fw.w.Add(ev.Name)
+				return parts[0], true
+			}
+			return "", false
+		}
+		if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+			return parts[0], true // the folder went: the job is gone (or was a file)
+		}
+	case 2:
+		if parts[1] == jobstore.ManifestFile {
+			return parts[0], true
+		}
+	}
+	return "", false
+}
