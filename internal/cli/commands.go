@@ -106,7 +106,17 @@ var cmdList = &command{
 			if en.Unplaced != "" {
 				note = "not yet placed by logistd: " + filepath.Base(en.Unplaced)
 			}
-			r.Rows = append(r.Rows, []string{en.ID, string(m.Status), orDash(m.Phase()), costText(m), timeText(m), firstLine(note, 100)})
+			status := string(m.Status)
+			if m.Schedule != nil {
+				// A template never runs itself: show what it does instead.
+				status = "SCHEDULE"
+				note = "cron " + m.Schedule.Cron
+				if spec, err := m.Schedule.Spec(); err == nil && !m.Schedule.Suspend {
+					note += ", next " + spec.Next(time.Now()).UTC().Format(time.RFC3339)
+				}
+				item["schedule"] = m.Schedule
+			}
+			r.Rows = append(r.Rows, []string{en.ID, status, orDash(m.Phase()), costText(m), timeText(m), firstLine(note, 100)})
 			item["status"], item["current_phase"], item["metrics"] = m.Status, m.CurrentPhase, m.Metrics
 			item["cost_threshold"], item["time_threshold_minutes"], item["reason"] = m.CostThreshold, m.TimeThresholdMinutes, m.Run.Reason
 			items = append(items, item)

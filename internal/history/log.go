@@ -430,11 +430,16 @@ func ReadAll(dir string) ([]Record, error) {
 	return out, err
 }
 
+// ErrBusy says a history kept rotating while it was read.
+var ErrBusy = errors.New("history kept rotating while it was read; try again")
+
 // ReadEntries reads every stored entry, archives first, then the active
 // file. It is safe against a concurrent rotation: if the index changes while
-// reading, it reads again.
+// reading, it reads again, and rather than return a history with a gap it
+// fails with ErrBusy after a few seconds of continuous rotation.
 func ReadEntries(dir string) ([]Entry, error) {
-	for attempt := 0; ; attempt++ {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
 		before, err := readIndex(dir)
 		if err != nil {
 			return nil, err
@@ -457,8 +462,11 @@ func ReadEntries(dir string) ([]Entry, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(after.Archives) == len(before.Archives) || attempt >= 3 {
+		if len(after.Archives) == len(before.Archives) {
 			return out, perr
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s: %w", dir, ErrBusy)
 		}
 	}
 }
