@@ -41,8 +41,14 @@ fuzz:
 # Every benchmark (BenchmarkAppend: one fsync'd append to histories of 10,
 # 1,000 and 10,000 records), a fixed number of iterations each.
 BENCHTIME ?= 200x
-bench:
+# Then logist-bench: whole-process scenarios against baselines measured in the
+# same run, written to docs/benchmarks.md (generated) and docs/benchmarks.json.
+# BENCH_FLAGS=-quick: reduced sizes, a smoke test (written to a temp folder).
+BENCH_FLAGS ?=
+bench: build
+	@command -v inotifywait >/dev/null 2>&1 || apt-get install -y inotify-tools >/dev/null 2>&1 || echo "inotify-tools not installed: the pickup baseline will be reported unavailable"
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) $$(grep -rl --include='*_test.go' '^func Benchmark' cmd internal | xargs -n1 dirname | sort -u | sed 's|^|./|')
+	$(GO) run ./cmd/logist-bench $(BENCH_FLAGS)
 
 clean:
 	rm -rf bin

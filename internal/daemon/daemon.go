@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,6 +59,8 @@ type Options struct {
 	// Retention deletes finished jobs this long after they finished
 	// (hourly maintenance); 0 keeps them.
 	Retention time.Duration
+	// Pprof serves net/http/pprof under /debug/pprof/ on the Listen address.
+	Pprof bool
 }
 
 // Main parses args and runs the daemon until ctx ends (SIGTERM/SIGINT) or,
@@ -70,6 +73,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs.BoolVar(&o.Once, "once", false, "run every runnable job, then exit 0 when none is runnable")
 	fs.IntVar(&o.MaxParallel, "max-parallel", 4, "jobs run at the same time")
 	fs.StringVar(&o.Listen, "listen", "", "address for /metrics, /healthz and /readyz (e.g. 127.0.0.1:9464); empty: off")
+	fs.BoolVar(&o.Pprof, "pprof", false, "also serve Go profiling (net/http/pprof) under /debug/pprof/ on --listen")
 	fs.StringVar(&o.LogFormat, "log-format", "json", "log format: json or text")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&o.Grace, "grace", 30*time.Second, "on SIGTERM, how long calls in flight may finish before they are killed")
@@ -289,6 +293,13 @@ func (d *Daemon) serve(addr string, reg *prometheus.Registry) (*http.Server, err
 		}
 		fmt.Fprintln(w, "ready: jobs folder loaded, watcher running, history writable")
 	})
+	if d.opts.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	d.log.Info("listening", "addr", ln.Addr().String())

@@ -1,0 +1,29 @@
+// Command benchagent is the trivial agent of logist-bench: its first act is
+// to take its own timestamp, which it appends ("LABEL UNIXNANO\n", one
+// write) to the file named by its first argument ("-": none); then it
+// answers one valid JSON object on stdout.
+//
+//	benchagent STAMPFILE LABEL [ROLE]
+package main
+
+import (
+	"os"
+	"strconv"
+	"time"
+)
+
+func main() {
+	t := time.Now().UnixNano()
+	if len(os.Args) > 2 && os.Args[1] != "-" {
+		label := os.Args[2]
+		if len(os.Args) > 3 {
+			label += " " + os.Args[3]
+		}
+		f, err := os.OpenFile(os.Args[1], os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err == nil {
+			f.Write([]byte(label + " " + strconv.FormatInt(t, 10) + "\n"))
+			f.Close()
+		}
+	}
+	os.Stdout.WriteString(`{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"ok"}` + "\n")
+}

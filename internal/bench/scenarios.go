@@ -1,0 +1,604 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+func (h *harness) cmdManifest(id, stamps string) []byte {
+	argv, _ := json.Marshal([]string{h.agent, stamps, "{job_id}", "{role}"})
+	return []byte(fmt.Sprintf(`{"job_id": %q, "task_description": "bench", "agents": {
+ "worker": {"provider": "command", "command": {"argv": %s}, "timeout_seconds": 60},
+ "supervisor": {"provider": "command", "command": {"argv": %s}, "timeout_seconds": 60}}}`, id, argv, argv))
+}
+
+func scriptManifest(id string, workerDelayMs int) []byte {
+	return []byte(fmt.Sprintf(`{"job_id": %q, "task_description": "bench", "agents": {
+ "worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done", "delay_ms": %d}]},
+ "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`, id, workerDelayMs))
+}
+
+// stage writes job folders into staging (not watched), to be renamed into
+// the jobs folder at once.
+func stage(staging string, ids []string, manifest func(string) []byte) error {
+	for _, id := range ids {
+		if err := os.MkdirAll(filepath.Join(staging, id), 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(staging, id, "job.json"), manifest(id), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func moveAll(staging, jobs string, ids []string) error {
+	for _, id := range ids {
+		if err := os.Rename(filepath.Join(staging, id), filepath.Join(jobs, id)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ids(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%05d", prefix, i)
+	}
+	return out
+}
+
+// waitStamp polls the stamp file for "KEY UNIXNANO".
+func waitStamp(file, key string, timeout time.Duration) (int64, error) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(file); err == nil {
+			for _, l := range strings.Split(string(b), "\n") {
+				if rest, ok := strings.CutPrefix(l, key+" "); ok {
+					return strconv.ParseInt(rest, 10, 64)
+				}
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return 0, fmt.Errorf("no stamp %q in %s within %s", key, file, timeout)
+}
+
+// 1. Pickup latency: manifest renamed into the jobs folder -> the agent's
+// own first timestamp; baseline inotifywait | while read; do agent; done.
+func (h *harness) pickup() error {
+	root, err := h.dir("pickup")
+	if err != nil {
+		return err
+	}
+	staging, jobs, base := filepath.Join(root, "staging"), filepath.Join(root, "jobs"), filepath.Join(root, "base")
+	for _, d := range []string{staging, jobs, base} {
+		os.MkdirAll(d, 0o700)
+	}
+	stampsL, stampsB := filepath.Join(root, "stamps-logist"), filepath.Join(root, "stamps-base")
+
+	var stopBase func()
+	if _, err := exec.LookPath("inotifywait"); err == nil {
+		script := fmt.Sprintf(`inotifywait -m -e moved_to --format %%f %q | while IFS= read -r f; do %q %q "${f%%.json}" worker; done`, base, h.agent, stampsB)
+		cmd := exec.Command("sh", "-c", script)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		stderr, _ := cmd.StderrPipe()
+		if err := cmd.Start(); err == nil {
+			established := make(chan struct{})
+			go func() {
+				sc := bufio.NewScanner(stderr)
+				once := sync.Once{}
+				for sc.Scan() {
+					if strings.Contains(sc.Text(), "Watches established") {
+						once.Do(func() { close(established) })
+					}
+				}
+			}()
+			select {
+			case <-established:
+			case <-time.After(5 * time.Second):
+			}
+			stopBase = func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() }
+		}
+	}
+	if stopBase == nil {
+		h.note("1: inotifywait (Debian inotify-tools) is not installed and could not be started: pickup baseline unavailable")
+	} else {
+		defer stopBase()
+	}
+
+	d, err := h.startDaemon(jobs)
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	var lat, latBase []float64
+	for i := 0; i < h.sz.PickupDrops; i++ {
+		if stopBase != nil {
+			id := fmt.Sprintf("b-%05d", i)
+			src := filepath.Join(staging, id+".json")
+			os.WriteFile(src, []byte("{}"), 0o600)
+			t0 := time.Now()
+			if err := os.Rename(src, filepath.Join(base, id+".json")); err != nil {
+				return err
+			}
+			ts, err := waitStamp(stampsB, id+" worker", 10*time.Second)
+			if err != nil {
+				return err
+			}
+			latBase = append(latBase, float64(ts-t0.UnixNano())/1e6)
+		}
+		id := fmt.Sprintf("p-%05d", i)
+		src := filepath.Join(staging, id+".json")
+		os.WriteFile(src, h.cmdManifest(id, stampsL), 0o600)
+		t0 := time.Now()
+		if err := os.Rename(src, filepath.Join(jobs, id+".json")); err != nil {
+			return err
+		}
+		ts, err := waitStamp(stampsL, id+" worker", 10*time.Second)
+		if err != nil {
+			return err
+		}
+		lat = append(lat, float64(ts-t0.UnixNano())/1e6)
+		if err := d.waitFinished(float64(i+1), 30*time.Second, 2*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	h.raw("1.pickup_ms.logist", lat...)
+	h.raw("1.pickup_ms.inotifywait", latBase...)
+	r := Row{Scenario: "1", Name: "pickup latency (rename → agent's first timestamp)", Unit: "ms", Stat: "p99",
+		Value: Summarize(lat), BaseName: "inotifywait loop", Goal: Goal{"ratio<=", 1.0}}
+	if stopBase != nil {
+		b := Summarize(latBase)
+		r.Baseline = &b
+	}
+	sl := Summarize(lat)
+	r.Note = fmt.Sprintf("median %.2f ms (baseline %.2f ms); Logist places the manifest, validates it, fsyncs the request before starting the agent", sl.Median, Summarize(latBase).Median)
+	h.add(r)
+	return nil
+}
+
+// 2. Per-call overhead: jobs of two calls of the trivial agent through
+// logistd (--max-parallel 1), against the same number of starts from a bare
+// Go loop.
+func (h *harness) perCall() error {
+	root, err := h.dir("percall")
+	if err != nil {
+		return err
+	}
+	staging, jobs := filepath.Join(root, "staging"), filepath.Join(root, "jobs")
+	os.MkdirAll(staging, 0o700)
+	d, err := h.startDaemon(jobs, "--max-parallel", "1")
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	var per, base, cpu []float64
+	finished := 0.0
+	for round := 0; round < h.sz.CallRounds; round++ {
+		calls := 2 * h.sz.CallJobs
+		t := time.Now()
+		for i := 0; i < calls; i++ {
+			if err := exec.Command(h.agent, "-", "x", "worker").Run(); err != nil {
+				return err
+			}
+		}
+		base = append(base, ms(time.Since(t))/float64(calls))
+
+		list := ids(fmt.Sprintf("c%d", round), h.sz.CallJobs)
+		if err := stage(staging, list, func(id string) []byte { return h.cmdManifest(id, "-") }); err != nil {
+			return err
+		}
+		cpu0, _ := d.metric("process_cpu_seconds_total")
+		calls0, _ := d.metric("logistd_agent_calls_total")
+		t = time.Now()
+		if err := moveAll(staging, jobs, list); err != nil {
+			return err
+		}
+		finished += float64(h.sz.CallJobs)
+		if err := d.waitFinished(finished, 5*time.Minute, 5*time.Millisecond); err != nil {
+			return err
+		}
+		wall := time.Since(t)
+		cpu1, _ := d.metric("process_cpu_seconds_total")
+		calls1, _ := d.metric("logistd_agent_calls_total")
+		n := calls1 - calls0
+		if n <= 0 {
+			n = float64(calls)
+		}
+		per = append(per, ms(wall)/n)
+		cpu = append(cpu, (cpu1-cpu0)*1000/n)
+	}
+	h.raw("2.per_call_ms.logist", per...)
+	h.raw("2.per_call_ms.bare_loop", base...)
+	h.raw("2.daemon_cpu_ms_per_call", cpu...)
+	b := Summarize(base)
+	h.add(Row{Scenario: "2", Name: "wall time per agent call (full Logist path, --max-parallel 1)", Unit: "ms", Stat: "median",
+		Value: Summarize(per), BaseName: "bare Go exec loop", Baseline: &b, Goal: Goal{"ratio<=", 1.2}})
+	h.add(Row{Scenario: "2", Name: "logistd CPU per agent call", Unit: "ms", Stat: "median", Value: Summarize(cpu),
+		Note: "process_cpu_seconds_total of logistd itself (the agent's CPU not included); 10 ms resolution"})
+	return nil
+}
+
+// fsyncRate appends ~200-byte records with an fsync each for secs seconds.
+func fsyncRate(dir string, secs float64) (float64, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "fsync.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	rec := []byte(strings.Repeat("x", 199) + "\n")
+	n := 0
+	t := time.Now()
+	limit := time.Duration(secs * float64(time.Second))
+	for time.Since(t) < limit {
+		if _, err := f.Write(rec); err != nil {
+			return 0, err
+		}
+		if err := f.Sync(); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	return float64(n) / time.Since(t).Seconds(), nil
+}
+
+// 3. Durable throughput: scripted jobs through the default workflow,
+// against the disk's fsync-bound append rate.
+func (h *harness) throughput() error {
+	var rate, limit, fsyncs []float64
+	for rep := 0; rep < h.sz.ThroughputReps; rep++ {
+		root, err := h.dir("throughput")
+		if err != nil {
+			return err
+		}
+		l, err := fsyncRate(root, h.sz.FsyncSeconds)
+		if err != nil {
+			return err
+		}
+		limit = append(limit, l)
+		staging, jobs := filepath.Join(root, "staging"), filepath.Join(root, "jobs")
+		list := ids("t", h.sz.ThroughputJobs)
+		if err := stage(staging, list, func(id string) []byte { return scriptManifest(id, 0) }); err != nil {
+			return err
+		}
+		d, err := h.startDaemon(jobs)
+		if err != nil {
+			return err
+		}
+		f0, _ := d.metric("logistd_history_fsync_duration_seconds_count")
+		t := time.Now()
+		if err := moveAll(staging, jobs, list); err != nil {
+			d.stop()
+			return err
+		}
+		err = d.waitFinished(float64(len(list)), 8*time.Minute, 20*time.Millisecond)
+		el := time.Since(t)
+		f1, _ := d.metric("logistd_history_fsync_duration_seconds_count")
+		d.stop()
+		if err != nil {
+			return err
+		}
+		rate = append(rate, float64(len(list))/el.Seconds())
+		fsyncs = append(fsyncs, (f1-f0)/float64(len(list)))
+		os.RemoveAll(root)
+	}
+	h.raw("3.jobs_per_s", rate...)
+	h.raw("3.fsync_appends_per_s", limit...)
+	h.raw("3.history_fsyncs_per_job", fsyncs...)
+	b := Summarize(limit)
+	h.add(Row{Scenario: "3", Name: fmt.Sprintf("durable throughput, %d scripted jobs (default workflow, --max-parallel 4)", h.sz.ThroughputJobs),
+		Unit: "jobs/s", Stat: "median", Value: Summarize(rate), BaseName: "fsync'd 200-byte appends/s", Baseline: &b, Goal: Goal{"ratio>=", 0.05},
+		Note: fmt.Sprintf("history fsyncs per job (logistd_history_fsync_duration_seconds_count): median %.1f; manifest replaces, folder fsyncs and snapshots come on top", Median(fsyncs))})
+	return nil
+}
+
+var benchLine = regexp.MustCompile(`^BenchmarkAppend/existing=(\d+)\S*\s+\d+\s+([\d.]+) ns/op`)
+
+// 4. History growth: BenchmarkAppend at 10, 1,000, 10,000 records, and the
+// CLI on a job with many records.
+func (h *harness) historyGrowth() error {
+	out, err := run(h.repo, "go", "test", "-run", "^$", "-bench", "Append", "-benchtime", h.sz.BenchTime,
+		"-count", strconv.Itoa(h.sz.BenchCount), "./internal/history")
+	if err != nil {
+		return fmt.Errorf("BenchmarkAppend: %v\n%s", err, out)
+	}
+	by := map[string][]float64{}
+	for _, l := range strings.Split(out, "\n") {
+		if m := benchLine.FindStringSubmatch(strings.TrimSpace(l)); m != nil {
+			v, _ := strconv.ParseFloat(m[2], 64)
+			by[m[1]] = append(by[m[1]], v/1e3)
+		}
+	}
+	b10 := Summarize(by["10"])
+	for _, k := range []string{"10", "1000", "10000"} {
+		h.raw("4.append_us.existing="+k, by[k]...)
+		r := Row{Scenario: "4", Name: "fsync'd append after " + k + " records (BenchmarkAppend)", Unit: "µs", Stat: "median",
+			Value: Summarize(by[k]), BaseName: "after 10", Baseline: &b10}
+		if k == "10000" {
+			r.Goal = Goal{"ratio<=", 1.5}
+		}
+		h.add(r)
+	}
+
+	// A real job with many records: a Worker that always answers RETRY,
+	// resumed by the steward whenever max_retries stops it.
+	root, err := h.dir("history")
+	if err != nil {
+		return err
+	}
+	jobs := filepath.Join(root, "jobs")
+	os.MkdirAll(filepath.Join(jobs, "big"), 0o700)
+	os.MkdirAll(filepath.Join(jobs, "small"), 0o700)
+	os.WriteFile(filepath.Join(jobs, "small", "job.json"), scriptManifest("small", 0), 0o600)
+	os.WriteFile(filepath.Join(jobs, "big", "job.json"), []byte(`{"job_id": "big", "task_description": "bench", "limits": {"max_retries": 1000}, "agents": {
+ "worker": {"provider": "script", "script": [{"action": "RETRY", "summary": "again"}]},
+ "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`), 0o600)
+	records := 0
+	for records < h.sz.HistoryRecords {
+		if out, err := run(root, h.logistd, "--once", "--jobs-dir", jobs, "--log-level", "error"); err != nil {
+			return fmt.Errorf("logistd --once: %v\n%s", err, out)
+		}
+		records, _ = countLines(filepath.Join(jobs, "big", "history.jsonl"))
+		if records >= h.sz.HistoryRecords {
+			break
+		}
+		if out, err := run(root, h.logist, "resume", "big", "--jobs-dir", jobs); err != nil {
+			return fmt.Errorf("logist resume: %v\n%s", err, out)
+		}
+	}
+	ctx := context.Background()
+	var st, stSmall, hi, hiSmall []float64
+	for i := 0; i < h.sz.CLIReps; i++ {
+		for _, c := range []struct {
+			dst      *[]float64
+			cmd, job string
+		}{{&st, "status", "big"}, {&stSmall, "status", "small"}, {&hi, "history", "big"}, {&hiSmall, "history", "small"}} {
+			v, err := timeCmd(ctx, h.logist, c.cmd, c.job, "--jobs-dir", jobs)
+			if err != nil {
+				return fmt.Errorf("logist %s %s: %v", c.cmd, c.job, err)
+			}
+			*c.dst = append(*c.dst, v)
+		}
+	}
+	h.raw("4.status_ms.big", st...)
+	h.raw("4.status_ms.small", stSmall...)
+	h.raw("4.history_ms.big", hi...)
+	h.raw("4.history_ms.small", hiSmall...)
+	bs, bh := Summarize(stSmall), Summarize(hiSmall)
+	h.add(Row{Scenario: "4", Name: fmt.Sprintf("`logist status` on a job with %d records", records), Unit: "ms", Stat: "median",
+		Value: Summarize(st), BaseName: "same on a 1-call job", Baseline: &bs, Goal: Goal{"value<=", 50}})
+	h.add(Row{Scenario: "4", Name: fmt.Sprintf("`logist history` on a job with %d records", records), Unit: "ms", Stat: "median",
+		Value: Summarize(hi), BaseName: "same on a 1-call job", Baseline: &bh})
+	return nil
+}
+
+func countLines(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	return strings.Count(string(b), "\n"), err
+}
+
+// 5. Scale of the folder: start-up with many jobs in mixed statuses,
+// resident memory, and logist list.
+func (h *harness) scale() error {
+	root, err := h.dir("scale")
+	if err != nil {
+		return err
+	}
+	// Templates: the example jobs run to their ends (SUCCESS,
+	// INTERVENTION_REQUIRED, HALTED_COST), plus a DRAFT.
+	tpl := filepath.Join(root, "templates")
+	if out, err := run(root, "cp", "-R", filepath.Join(h.repo, "jobs"), tpl); err != nil {
+		return fmt.Errorf("copy example jobs: %v %s", err, out)
+	}
+	if out, err := run(root, h.logistd, "--once", "--jobs-dir", tpl, "--log-level", "error"); err != nil {
+		return fmt.Errorf("run example jobs: %v\n%s", err, out)
+	}
+	os.MkdirAll(filepath.Join(tpl, "draft"), 0o700)
+	os.WriteFile(filepath.Join(tpl, "draft", "job.json"), []byte(`{"job_id": "draft", "status": "DRAFT", "task_description": "bench", "agents": {
+ "worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done"}]}}}`), 0o600)
+	entries, _ := os.ReadDir(tpl)
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			names = append(names, e.Name())
+		}
+	}
+	big, empty := filepath.Join(root, "jobs"), filepath.Join(root, "empty")
+	os.MkdirAll(empty, 0o700)
+	if out, err := run(root, "cp", "-R", filepath.Join(tpl, ".logist"), filepath.Join(big, ".logist")); err != nil {
+		os.MkdirAll(big, 0o700)
+		_ = out
+	}
+	statuses := map[string]int{}
+	for i := 0; i < h.sz.ScaleJobs; i++ {
+		src := names[i%len(names)]
+		id := fmt.Sprintf("s-%05d-%s", i, src)
+		if err := copyJob(filepath.Join(tpl, src), filepath.Join(big, id), id); err != nil {
+			return err
+		}
+		statuses[src]++
+	}
+	var ready, readyBase, mem, memBase []float64
+	for rep := 0; rep < h.sz.ScaleReps; rep++ {
+		for _, c := range []struct {
+			dir    string
+			rd, mm *[]float64
+		}{{empty, &readyBase, &memBase}, {big, &ready, &mem}} {
+			d, err := h.startDaemon(c.dir)
+			if err != nil {
+				return err
+			}
+			*c.rd = append(*c.rd, ms(d.ready))
+			time.Sleep(300 * time.Millisecond)
+			if m, err := rss(d.cmd.Process.Pid); err == nil {
+				*c.mm = append(*c.mm, m)
+			}
+			d.stop()
+		}
+	}
+	ctx := context.Background()
+	var list, listBase []float64
+	for i := 0; i < h.sz.CLIReps; i++ {
+		v, err := timeCmd(ctx, h.logist, "list", "--jobs-dir", big)
+		if err != nil {
+			return fmt.Errorf("logist list: %v", err)
+		}
+		list = append(list, v)
+		v, _ = timeCmd(ctx, h.logist, "list", "--jobs-dir", empty)
+		listBase = append(listBase, v)
+	}
+	h.raw("5.ready_ms", ready...)
+	h.raw("5.ready_ms.empty", readyBase...)
+	h.raw("5.rss_mib", mem...)
+	h.raw("5.rss_mib.empty", memBase...)
+	h.raw("5.list_ms", list...)
+	h.raw("5.list_ms.empty", listBase...)
+	rb, mb, lb := Summarize(readyBase), Summarize(memBase), Summarize(listBase)
+	mix := make([]string, 0, len(statuses))
+	for _, n := range names {
+		mix = append(mix, fmt.Sprintf("%s×%d", n, statuses[n]))
+	}
+	n := h.sz.ScaleJobs
+	h.add(Row{Scenario: "5", Name: fmt.Sprintf("start-up to /readyz 200 with %d jobs", n), Unit: "ms", Stat: "median",
+		Value: Summarize(ready), BaseName: "empty folder", Baseline: &rb, Goal: Goal{"value<=", 1000},
+		Note: "jobs copied from the example jobs run to their ends, plus DRAFTs: " + strings.Join(mix, ", ")})
+	h.add(Row{Scenario: "5", Name: fmt.Sprintf("resident memory (VmRSS) when ready, %d jobs", n), Unit: "MiB", Stat: "median",
+		Value: Summarize(mem), BaseName: "empty folder", Baseline: &mb, Goal: Goal{"value<=", 100}})
+	h.add(Row{Scenario: "5", Name: fmt.Sprintf("`logist list` with %d jobs", n), Unit: "ms", Stat: "median",
+		Value: Summarize(list), BaseName: "empty folder", Baseline: &lb, Goal: Goal{"value<=", 200}})
+	return nil
+}
+
+// copyJob copies a finished job's files (not its workspace or snapshots)
+// under a new id.
+func copyJob(src, dst, id string) error {
+	if err := os.MkdirAll(filepath.Join(dst, "workspace"), 0o700); err != nil {
+		return err
+	}
+	return filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if e.IsDir() {
+			if rel == "." {
+				return nil
+			}
+			if rel == "workspace" || rel == "snapshots" || rel == "requests" {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dst, rel), 0o700)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if rel == "job.json" {
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				return err
+			}
+			m["job_id"] = id
+			if b, err = json.MarshalIndent(m, "", "  "); err != nil {
+				return err
+			}
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o600)
+	})
+}
+
+// 6. Concurrency: jobs whose Worker takes 1 s, --max-parallel P; the CLI's
+// status latency while they run.
+func (h *harness) concurrency() error {
+	n, p := h.sz.ConcJobs, h.sz.ConcParallel
+	ideal := float64(n) / float64(p) * float64(h.sz.ConcAgentMillis)
+	var total, st, stIdle []float64
+	for round := 0; round < h.sz.ConcRounds; round++ {
+		root, err := h.dir("conc")
+		if err != nil {
+			return err
+		}
+		staging, jobs := filepath.Join(root, "staging"), filepath.Join(root, "jobs")
+		list := ids("k", n)
+		if err := stage(staging, list, func(id string) []byte { return scriptManifest(id, h.sz.ConcAgentMillis) }); err != nil {
+			return err
+		}
+		os.MkdirAll(filepath.Join(jobs, "idle"), 0o700)
+		os.WriteFile(filepath.Join(jobs, "idle", "job.json"), scriptManifest("idle", 0), 0o600)
+		d, err := h.startDaemon(jobs, "--max-parallel", strconv.Itoa(p))
+		if err != nil {
+			return err
+		}
+		if err := d.waitFinished(1, time.Minute, 10*time.Millisecond); err != nil {
+			d.stop()
+			return err
+		}
+		ctx := context.Background()
+		for i := 0; i < 5; i++ {
+			if v, err := timeCmd(ctx, h.logist, "status", "idle", "--jobs-dir", jobs); err == nil {
+				stIdle = append(stIdle, v)
+			}
+		}
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				v, err := timeCmd(ctx, h.logist, "status", list[i%len(list)], "--jobs-dir", jobs)
+				if err == nil {
+					mu.Lock()
+					st = append(st, v)
+					mu.Unlock()
+				}
+			}
+		}()
+		t := time.Now()
+		err = moveAll(staging, jobs, list)
+		if err == nil {
+			err = d.waitFinished(float64(n+1), 5*time.Minute, 20*time.Millisecond)
+		}
+		el := time.Since(t)
+		close(stop)
+		wg.Wait()
+		d.stop()
+		if err != nil {
+			return err
+		}
+		total = append(total, ms(el))
+		os.RemoveAll(root)
+	}
+	h.raw("6.total_ms", total...)
+	h.raw("6.status_ms.running", st...)
+	h.raw("6.status_ms.idle", stIdle...)
+	id := Summary{N: 1, Median: ideal, P25: ideal, P75: ideal, P99: ideal, Min: ideal, Max: ideal}
+	h.add(Row{Scenario: "6", Name: fmt.Sprintf("%d jobs (Worker 1 s, Supervisor 0 s), --max-parallel %d: total time", n, p), Unit: "ms", Stat: "median",
+		Value: Summarize(total), BaseName: "ideal n/p × 1 s", Baseline: &id, Goal: Goal{"ratio<=", 1.1}})
+	bi := Summarize(stIdle)
+	s := Summarize(st)
+	h.add(Row{Scenario: "6", Name: "`logist status` while they run", Unit: "ms", Stat: "p99", Value: s,
+		BaseName: "idle daemon", Baseline: &bi, Goal: Goal{"value<=", 50}, Note: fmt.Sprintf("max %.1f ms over %d calls", s.Max, s.N)})
+	_ = math.NaN
+	return nil
+}
