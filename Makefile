@@ -7,7 +7,7 @@ LDFLAGS  := -X github.com/logist/logist/internal/daemon.Version=$(VERSION) \
             -X github.com/logist/logist/internal/cli.Version=$(VERSION)
 FUZZTIME ?= 10s
 
-.PHONY: all build demo test test-unit test-alerts fuzz vet bench clean
+.PHONY: all build demo test test-unit test-tools test-alerts fuzz vet bench clean
 
 all: build
 
@@ -21,10 +21,14 @@ demo: build
 	@sh scripts/demo.sh
 
 # The whole suite, with the race detector, plus a short run of every fuzzer.
-test: vet test-alerts test-unit fuzz
+test: vet test-tools test-alerts test-unit fuzz
 
 test-unit:
 	$(GO) test -race -count=1 ./...
+
+# Outside programs the tests use (prometheus, zsh, fish), from Debian's packages.
+test-tools:
+	@sh scripts/test-tools.sh
 
 # promtool check + unit tests of the alert rules (installs Debian's prometheus).
 test-alerts:

@@ -103,6 +103,9 @@ func TestCompletionScriptsParse(t *testing.T) {
 				if c.shell == "bash" {
 					t.Fatalf("bash is required to test the bash completion: %v", err)
 				}
+				if os.Getenv("CI") == "true" {
+					t.Fatalf("%s is not installed (make test-tools installs it)", c.shell)
+				}
 				t.Skipf("SKIPPED: %s is not installed, its completion script is not checked (apt-get install %s)", c.shell, c.shell)
 			}
 			p := script(t, c.shell)
@@ -182,6 +185,9 @@ func TestBashCompletion(t *testing.T) {
 
 func TestFishCompletion(t *testing.T) {
 	if _, err := exec.LookPath("fish"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("fish is not installed (make test-tools installs it)")
+		}
 		t.Skipf("SKIPPED: fish is not installed, its completions are not exercised")
 	}
 	p := script(t, "fish")
