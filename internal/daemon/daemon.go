@@ -213,6 +213,9 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 		d.watchJob(id)
 		d.consider(id, false)
 	}
+	// A run the schedule halted (Replace) was saved by this process: tell
+	// the scheduler, which kills its call in flight.
+	d.cron.Changed = func(id string) { d.sched.Nudge(id) }
 	// Runs live until shutdown decides otherwise, not until the signal.
 	runCtx, stopRuns := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRuns()
@@ -404,7 +407,7 @@ func (d *Daemon) consider(id string, fromEvent bool) {
 	}
 	d.clearInvalid(id)
 	d.note(id, m)
-	d.sched.Nudge(id)
+	d.sched.NudgeManifest(id, m)
 }
 
 // note records what the daemon knows of a job it has just read: its status
@@ -599,6 +602,11 @@ func (d *Daemon) fileEvent(ev fsnotify.Event) {
 		}
 	case 2:
 		if base == jobstore.ManifestFile && ev.Op&(fsnotify.Create|fsnotify.Write|fsnotify.Rename) != 0 {
+			// The echo of our own save carries no news (the engine that
+			// wrote it goes on by itself); a steward's change is a new file.
+			if d.store.WrittenHere(parts[0]) {
+				return
+			}
 			d.consider(parts[0], true)
 		}
 	}

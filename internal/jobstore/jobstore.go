@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -35,7 +36,41 @@ const (
 var ErrNotFound = errors.New("not found")
 
 // Store is a jobs folder.
-type Store struct{ Dir string }
+type Store struct {
+	Dir string
+	// written remembers, per job, the manifest file this process last
+	// saved, so that the watcher's echo of our own write can be ignored.
+	written sync.Map // id -> fileKey
+}
+
+type fileKey struct {
+	ino, size int64
+	mtime     int64
+}
+
+func keyOf(fi os.FileInfo) (fileKey, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileKey{}, false
+	}
+	return fileKey{int64(st.Ino), fi.Size(), fi.ModTime().UnixNano()}, true
+}
+
+// WrittenHere reports whether job id's manifest is still the file this
+// process last saved: a watcher event about it is our own write. Another
+// process's atomic replace is a new file (new inode), so it never matches.
+func (s *Store) WrittenHere(id string) bool {
+	v, ok := s.written.Load(id)
+	if !ok {
+		return false
+	}
+	fi, err := os.Stat(filepath.Join(s.JobDir(id), ManifestFile))
+	if err != nil {
+		return false
+	}
+	k, ok := keyOf(fi)
+	return ok && k == v.(fileKey)
+}
 
 // New returns a store for dir (made absolute so agents can be given paths).
 func New(dir string) *Store {
@@ -122,7 +157,16 @@ func (s *Store) Save(m *manifest.Manifest) error {
 	if err != nil {
 		return fmt.Errorf("encode manifest: %w", err)
 	}
-	return atomicfile.WriteFile(filepath.Join(s.JobDir(m.JobID), ManifestFile), b, 0o600)
+	p := filepath.Join(s.JobDir(m.JobID), ManifestFile)
+	if err := atomicfile.WriteFile(p, b, 0o600); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(p); err == nil {
+		if k, ok := keyOf(fi); ok {
+			s.written.Store(m.JobID, k)
+		}
+	}
+	return nil
 }
 
 // Lock is a held per-job or daemon lock.

@@ -104,3 +104,33 @@ func TestPlaceTakesFolderLeftByCrash(t *testing.T) {
 		t.Fatalf("second Place: %v", err)
 	}
 }
+
+// The daemon ignores the watcher's echo of its own manifest saves, but never
+// a change another process made.
+func TestWrittenHere(t *testing.T) {
+	dir := t.TempDir()
+	s := New(dir)
+	os.MkdirAll(filepath.Join(dir, "j"), 0o700)
+	os.WriteFile(filepath.Join(dir, "j", ManifestFile), []byte(`{"task_description": "t", "agents": {"worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "x"}]}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "x"}]}}}`), 0o600)
+	if s.WrittenHere("j") {
+		t.Fatal("a manifest this store never saved counts as its own")
+	}
+	m, err := s.Load("j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(m); err != nil {
+		t.Fatal(err)
+	}
+	if !s.WrittenHere("j") {
+		t.Fatal("own save not recognised")
+	}
+	// Another process (here: another Store) replaces it, even with the
+	// same content and size.
+	if err := New(dir).Save(m); err != nil {
+		t.Fatal(err)
+	}
+	if s.WrittenHere("j") {
+		t.Fatal("another writer's manifest taken for our own")
+	}
+}

@@ -68,6 +68,13 @@ func NewScheduler(ctx context.Context, e *Engine, maxParallel int, logger *slog.
 // of the active statuses has its call in flight killed.
 func (s *Scheduler) Nudge(id string) {
 	m, err := s.Engine.Env.Store.Load(id)
+	s.nudge(id, m, err)
+}
+
+// NudgeManifest is Nudge for a caller that has just loaded the manifest.
+func (s *Scheduler) NudgeManifest(id string, m *manifest.Manifest) { s.nudge(id, m, nil) }
+
+func (s *Scheduler) nudge(id string, m *manifest.Manifest, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

@@ -62,6 +62,7 @@ type Scheduler struct {
 	Obs     Observer
 	Clock   Clock
 	Created func(id string) // the daemon starts the new job
+	Changed func(id string) // a job this scheduler changed (halted by Replace)
 
 	mu        sync.Mutex
 	templates map[string]*entry
@@ -245,6 +246,9 @@ func (s *Scheduler) fireAt(id string, tick time.Time) (time.Time, error) {
 				return next, err
 			}
 			s.Obs.Cron("replaced")
+			if s.Changed != nil {
+				s.Changed(r)
+			}
 		}
 	}
 	runID, err := s.create(id, tpl, tick)
