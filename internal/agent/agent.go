@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/manifest"
@@ -72,6 +73,13 @@ type Error struct {
 	Partial []byte
 	Stderr  string
 	CostUSD float64
+	// Retake marks a call that broke off mid-answer (a cut stream): nothing
+	// it produced is recorded as a response, and the same turn is asked
+	// again with the same stored request (seed 004 §2.2.1).
+	Retake bool
+	// RetryAfter is how long the API asked us to wait before asking again
+	// (HTTP Retry-After); the engine's backoff is never shorter.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Msg }
@@ -93,6 +101,11 @@ func New(cfg manifest.AgentConfig) (Provider, error) {
 			return nil, &Error{Code: CodeConfig, Msg: "command provider without command"}
 		}
 		return &Command{Cfg: *cfg.Command}, nil
+	case "http":
+		if cfg.HTTP == nil {
+			return nil, &Error{Code: CodeConfig, Msg: "http provider without http"}
+		}
+		return &OpenAI{Cfg: *cfg.HTTP}, nil
 	}
 	return nil, &Error{Code: CodeConfig, Msg: fmt.Sprintf("unknown provider %q", cfg.Provider)}
 }

@@ -72,6 +72,28 @@ type AgentConfig struct {
 	TimeoutSeconds float64      `json:"timeout_seconds,omitempty"`
 	Script         []ScriptStep `json:"script,omitempty"`
 	Command        *Command     `json:"command,omitempty"`
+	HTTP           *HTTP        `json:"http,omitempty"`
+}
+
+// HTTP configures the http provider (OpenAI-compatible Chat Completions).
+// Secrets are named by environment variable, never written here.
+type HTTP struct {
+	BaseURL          string            `json:"base_url"`
+	Model            string            `json:"model"`
+	APIKeyEnv        string            `json:"api_key_env,omitempty"`
+	StructuredOutput string            `json:"structured_output,omitempty"`
+	Temperature      *float64          `json:"temperature,omitempty"`
+	MaxTokens        int               `json:"max_tokens,omitempty"`
+	HeadersEnv       map[string]string `json:"headers_env,omitempty"`
+	CAFile           string            `json:"ca_file,omitempty"`
+	Price            *Price            `json:"price,omitempty"`
+}
+
+// Price is what a model costs in USD per million tokens.
+type Price struct {
+	InputPerMTok       float64  `json:"input_per_mtok"`
+	OutputPerMTok      float64  `json:"output_per_mtok"`
+	CachedInputPerMTok *float64 `json:"cached_input_per_mtok,omitempty"`
 }
 
 // ScriptStep is one answer of the built-in scripted agent.

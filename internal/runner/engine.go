@@ -494,19 +494,32 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 		}
 		resp.Status, resp.ErrorCode, resp.Error = history.StatusError, ae.Code, ae.Msg
 		resp.RawResponse, resp.Stderr = truncate(string(ae.Partial), 64<<10), truncate(ae.Stderr, 4096)
+		if ae.Retake {
+			resp.RawResponse = "" // partial generation is never recorded
+		}
 		if ae.Transient {
 			outcome("error")
 			m.Run.APIFailures++
 			if m.Run.APIFailures <= m.MaxAPIRetries() {
-				if err := record(); err != nil {
+				if ae.Retake {
+					// A cut stream: no partial text is written as a response;
+					// the intent stays open, so the next step asks the same
+					// turn again with the same stored request.
+					if err := tx.RecordError("AGENT_STREAM_FAIL", c.role, c.attempt, ae.Code+": "+ae.Msg); err != nil {
+						return done, err
+					}
+				} else if err := record(); err != nil {
 					return done, err
+				} else {
+					tx.LogError(ae.Code, c.role, c.attempt, ae.Msg)
 				}
-				tx.LogError(ae.Code, c.role, c.attempt, ae.Msg)
 				e.Env.Obs.Retry("api_error")
 				if err := tx.Commit(); err != nil {
 					return done, err
 				}
-				return stepResult{backoff: e.backoff(m.BackoffInitial(), m.Run.APIFailures)}, nil
+				// A server that said when to come back (HTTP Retry-After)
+				// is not asked sooner.
+				return stepResult{backoff: max(e.backoff(m.BackoffInitial(), m.Run.APIFailures), min(ae.RetryAfter, 5*time.Minute))}, nil
 			}
 			reason := fmt.Sprintf("%s after %d automatic retries: %s", ae.Code, m.MaxAPIRetries(), ae.Msg)
 			return done, e.escalate(tx, c, resp, record, lifecycle.EvAgentFailed, ae.Code, reason)
