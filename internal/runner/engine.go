@@ -639,8 +639,11 @@ func (e *Engine) apply(tx *jobtx.Tx, c *call, ans *response.Answer, resp *histor
 		if err := tx.Append(&history.Record{Type: history.TypeRecoveryPoint, Phase: c.phase, Role: c.role, RecoveryPoint: cp}); err != nil {
 			return done, err
 		}
+		// jobHistory.json is refreshed when the job stops running (the
+		// transition marks that), not at every phase boundary: rebuilding
+		// it costs the whole history, and logist history --format json
+		// always builds a current one.
 		m.Run.CheckpointID = cp.CheckpointID
-		tx.MarkParked()
 	}
 	if err := tx.Transition(ev, to, toPhase, c.role, reason); err != nil {
 		return done, err
