@@ -100,6 +100,13 @@ func New(cfg manifest.AgentConfig) (Provider, error) {
 		if cfg.Command == nil {
 			return nil, &Error{Code: CodeConfig, Msg: "command provider without command"}
 		}
+		if cfg.Command.Preset != "" {
+			p, ok := LookupPreset(cfg.Command.Preset)
+			if !ok {
+				return nil, &Error{Code: CodeConfig, Msg: fmt.Sprintf("unknown preset %q (known: %v)", cfg.Command.Preset, PresetNames())}
+			}
+			return &PresetCommand{Preset: p, Cfg: *cfg.Command, Model: cfg.Model}, nil
+		}
 		return &Command{Cfg: *cfg.Command}, nil
 	case "http":
 		if cfg.HTTP == nil {

@@ -4,17 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/logist/logist/internal/manifest"
 )
@@ -59,104 +55,25 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	for i, a := range c.Cfg.Argv {
 		argv[i] = repl.Replace(a)
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = req.Workspace
-	cmd.Env = c.env(req, reqFile, ansFile)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	spec := procSpec{Argv: argv, Dir: req.Workspace, Env: c.env(req, reqFile, ansFile), Limit: c.Cfg.MaxOutputBytes,
+		PidFile: filepath.Join(reqDir, fmt.Sprintf("%06d.pid", req.Interaction))}
 	if c.Cfg.Stdin == "request" {
-		cmd.Stdin = bytes.NewReader(body)
-	} // else nil: /dev/null
-
-	limit := c.Cfg.MaxOutputBytes
-	if limit <= 0 {
-		limit = DefaultMaxOutput
+		spec.Stdin = body
 	}
-	over := make(chan struct{})
-	var overOnce sync.Once
-	onOver := func() { overOnce.Do(func() { close(over) }) }
-	stdout := &capWriter{limit: limit, onOver: onOver}
-	stderr := &capWriter{limit: limit, onOver: onOver}
-	// Our own pipes, read by our own goroutines: Wait returns when the agent
-	// exits, and the readers run to EOF once the agent's whole group is
-	// gone, so an answer is never cut short by a deadline on the copying
-	// (exec's WaitDelay would drop unread output under load).
-	outR, outW, err := os.Pipe()
+	pr, err := runProcess(ctx, spec)
 	if err != nil {
-		return nil, &Error{Code: CodeStart, Msg: err.Error()}
+		return nil, err
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, &Error{Code: CodeStart, Msg: err.Error()}
+	errText := string(pr.Stderr)
+	if pr.ExitCode != 0 {
+		return nil, &Error{Code: CodeExit, Transient: true, Msg: fmt.Sprintf("%s exited with status %d: %s", argv[0], pr.ExitCode, lastLine(errText)), Partial: pr.Stdout, Stderr: errText}
 	}
-	cmd.Stdout, cmd.Stderr = outW, errW
-	var readers sync.WaitGroup
-	readers.Add(2)
-	go func() { defer readers.Done(); io.Copy(stdout, outR); outR.Close() }()
-	go func() { defer readers.Done(); io.Copy(stderr, errR); errR.Close() }()
-
-	startErr := cmd.Start()
-	outW.Close() // the child has its copies
-	errW.Close()
-	if startErr != nil {
-		readers.Wait()
-		return nil, &Error{Code: CodeStart, Msg: fmt.Sprintf("start %s: %v", argv[0], startErr)}
-	}
-	pgid := cmd.Process.Pid
-	killGroup := func() { _ = syscall.Kill(-pgid, syscall.SIGKILL) }
-	// Remember the group, so that a daemon restarted after a crash can stop
-	// an agent its predecessor left running (KillOrphan).
-	pidFile := filepath.Join(reqDir, fmt.Sprintf("%06d.pid", req.Interaction))
-	writePidFile(pidFile, pgid)
-	defer os.Remove(pidFile)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-
-	var waitErr error
-	var why string
-	select {
-	case waitErr = <-done:
-	case <-ctx.Done():
-		why = "ctx"
-	case <-over:
-		why = "over"
-	}
-	// Whatever happened, nothing the agent started may outlive the call.
-	killGroup()
-	if why != "" {
-		waitErr = <-done
-	}
-	drained := make(chan struct{})
-	go func() { readers.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(5 * time.Second):
-		// A process that left the group (setsid) holds our pipes: give up
-		// on the rest of its output rather than hang.
-		outR.Close()
-		errR.Close()
-	}
-	errText := stderr.String()
-	switch why {
-	case "ctx":
-		return nil, ctx.Err()
-	case "over":
-		return nil, &Error{Code: CodeOutputLimit, Msg: fmt.Sprintf("agent printed more than %d bytes; killed", limit), Partial: stdout.Bytes(), Stderr: errText}
-	}
-	if waitErr != nil {
-		var ee *exec.ExitError
-		code := -1
-		if errors.As(waitErr, &ee) {
-			code = ee.ExitCode()
-		}
-		return nil, &Error{Code: CodeExit, Transient: true, Msg: fmt.Sprintf("%s exited with status %d: %s", argv[0], code, lastLine(errText)), Partial: stdout.Bytes(), Stderr: errText}
-	}
-	res := &Result{Raw: stdout.Bytes(), Stderr: errText}
+	limit := spec.limit()
+	res := &Result{Raw: pr.Stdout, Stderr: errText}
 	if c.Cfg.Answer == "file" {
 		b, err := readCapped(ansFile, limit)
 		if err != nil {
-			return nil, &Error{Code: CodeExit, Msg: fmt.Sprintf("answer file: %v", err), Partial: stdout.Bytes(), Stderr: errText}
+			return nil, &Error{Code: CodeExit, Msg: fmt.Sprintf("answer file: %v", err), Partial: pr.Stdout, Stderr: errText}
 		}
 		res.Raw = b
 	}

@@ -80,7 +80,14 @@ type State struct {
 	Responses map[string]int `json:"responses"`
 	// LastCheckpoint is the newest recovery point id.
 	LastCheckpoint string `json:"last_checkpoint,omitempty"`
+	// Sessions is the last agent session id per "phase/role", so a later
+	// call of the same phase can continue it. A rollback forgets them (the
+	// sessions remember work that was undone).
+	Sessions map[string]string `json:"sessions,omitempty"`
 }
+
+// SessionKey keys State.Sessions.
+func SessionKey(phase, role string) string { return phase + "/" + role }
 
 // TornTail reports bytes cut off a history because they were an incomplete
 // last record.
@@ -240,6 +247,12 @@ func (s State) clone() State {
 	for k, v := range s.Responses {
 		c.Responses[k] = v
 	}
+	if s.Sessions != nil {
+		c.Sessions = make(map[string]string, len(s.Sessions))
+		for k, v := range s.Sessions {
+			c.Sessions[k] = v
+		}
+	}
 	if s.OpenIntent != nil {
 		oi := *s.OpenIntent
 		c.OpenIntent = &oi
@@ -264,6 +277,12 @@ func (s *State) apply(r *Record) {
 			s.Responses = map[string]int{}
 		}
 		s.Responses[r.Role]++
+		if r.Response != nil && r.Response.SessionID != "" {
+			if s.Sessions == nil {
+				s.Sessions = map[string]string{}
+			}
+			s.Sessions[SessionKey(r.Phase, r.Role)] = r.Response.SessionID
+		}
 	case TypeRecoveryPoint:
 		if r.RecoveryPoint != nil {
 			s.LastCheckpoint = r.RecoveryPoint.CheckpointID
@@ -273,6 +292,9 @@ func (s *State) apply(r *Record) {
 		// call it belonged to will not be resumed.
 		if r.Steward != nil && (r.Steward.Command == "halt" || r.Steward.Command == "rollback") {
 			s.OpenIntent = nil
+		}
+		if r.Steward != nil && r.Steward.Command == "rollback" {
+			s.Sessions = nil
 		}
 	}
 }

@@ -110,7 +110,19 @@ type ScriptStep struct {
 
 // Command configures the command provider.
 type Command struct {
-	Argv           []string          `json:"argv"`
+	// Preset names an agent CLI Logist knows how to run (claude-code,
+	// codex, ...); Argv is then not needed.
+	Preset  string   `json:"preset,omitempty"`
+	Program string   `json:"program,omitempty"`
+	Args    []string `json:"args,omitempty"`
+	BaseURL string   `json:"base_url,omitempty"`
+	// Session: "continue" (default) resumes the role's previous session on
+	// a RETRY of the phase or a steward resume; "fresh" always starts cold.
+	Session  string `json:"session,omitempty"`
+	MaxTurns int    `json:"max_turns,omitempty"`
+	Price    *Price `json:"price,omitempty"`
+
+	Argv           []string          `json:"argv,omitempty"`
 	Stdin          string            `json:"stdin,omitempty"`
 	Answer         string            `json:"answer,omitempty"`
 	EnvAllow       []string          `json:"env_allow,omitempty"`

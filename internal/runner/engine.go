@@ -329,6 +329,14 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 	if m.Agents[ph.Role].Model != "" {
 		meta["model"] = m.Agents[ph.Role].Model
 	}
+	// An agent CLI that keeps sessions continues the one it had in this
+	// phase (a RETRY sent the work back, or a steward resumed with
+	// guidance) unless the manifest asks for a fresh start each time.
+	if cmd := m.Agents[ph.Role].Command; cmd != nil && cmd.Preset != "" && cmd.Session != "fresh" {
+		if sid := st.Sessions[history.SessionKey(phase, ph.Role)]; sid != "" {
+			meta[agent.MetaResumeSession] = sid
+		}
+	}
 	if m.CostThreshold != nil {
 		meta["cost_threshold"] = *m.CostThreshold
 	}

@@ -1,0 +1,346 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/manifest"
+)
+
+// Error codes that agent CLIs report (besides the http provider's
+// AUTH_FAILED, RATE_LIMITED, API_ERROR, MAX_TOKENS).
+const (
+	CodeMaxTurns     = "MAX_TURNS"     // the program stopped at its turn limit: a steward decides
+	CodeAgentBudget  = "AGENT_BUDGET"  // the program's own spending limit was reached
+	CodeAgentFailed  = "AGENT_FAILED"  // the program reported a failure it did not classify
+	CodeNotInstalled = "NOT_INSTALLED" // the program is not on PATH (nor at command.program)
+)
+
+// Preset knows one agent CLI: how to run it non-interactively in a job's
+// workspace and how to read what it printed. Presets are data plus two
+// functions; they are registered in presets (preset_*.go).
+type Preset struct {
+	// Name is what a manifest says in command.preset.
+	Name string
+	// Program is the executable looked up on PATH unless command.program
+	// names one.
+	Program string
+	// Package is the npm package (or other source) it is installed from,
+	// for error messages and docs.
+	Package string
+	// EnvAllow are daemon variables the program needs (API keys, base URL
+	// overrides), passed through when set; the manifest's env_allow adds
+	// more.
+	EnvAllow []string
+	// Build fills inv.Args and inv.Env for one call.
+	Build func(inv *Invocation) error
+	// Parse reads what the program printed. It returns a Parsed with Err
+	// set when the program reported a failure (also behind exit status 0),
+	// and an error only when the output cannot be understood at all.
+	Parse func(out *RunOutput) (*Parsed, error)
+}
+
+// Invocation is one call of a preset's program: what Logist knows (the
+// inputs) and what Build decides (Args, Env).
+type Invocation struct {
+	Program string // resolved path of the executable
+	Model   string // the role's model ("" = the program's default)
+	// SystemPrompt is the role's system prompt (it states the answer
+	// contract); Prompt is the rest of the request: task, phase, context
+	// files, feedback and guidance.
+	SystemPrompt string
+	Prompt       string
+	// Schema is the answer schema (strict subset, see AnswerSchema);
+	// SchemaFile holds the same JSON.
+	Schema     []byte
+	SchemaFile string
+	Workspace  string // the program's working directory
+	// Home is the program's private config home (HOME and XDG_* point
+	// into it): per job and role, kept between calls so a session can be
+	// continued, never shared with other jobs or the daemon's user.
+	Home string
+	// CallDir is a scratch folder for this call's files (prompt files).
+	CallDir string
+	// ResumeSession is the session to continue ("" = start cold).
+	ResumeSession string
+	MaxTurns      int    // 0 = the preset's default
+	BaseURL       string // model API base URL override ("" = the program's default)
+
+	Args []string          // arguments after the program
+	Env  map[string]string // variables set for the program (on top of the allowed ones)
+}
+
+// RunOutput is what the program left behind.
+type RunOutput struct {
+	Stdout, Stderr []byte
+	ExitCode       int
+}
+
+// Parsed is a preset's reading of one run.
+type Parsed struct {
+	// Answer is the program's final text; the runner extracts and
+	// validates the JSON answer in it.
+	Answer []byte
+	// CostUSD is what the program says the call cost, if CostReported;
+	// otherwise the cost is tokens × the price table.
+	CostUSD      float64
+	CostReported bool
+	Tokens       *history.Tokens
+	SessionID    string
+	Turns        int
+	Model        string // the model the program reports it used
+	// Err is a failure the program reported, classified.
+	Err *Error
+}
+
+var presets = map[string]*Preset{}
+
+func registerPreset(p *Preset) {
+	if _, dup := presets[p.Name]; dup {
+		panic("agent: preset registered twice: " + p.Name)
+	}
+	presets[p.Name] = p
+}
+
+// LookupPreset returns the named preset.
+func LookupPreset(name string) (*Preset, bool) {
+	p, ok := presets[name]
+	return p, ok
+}
+
+// PresetNames lists the registered presets, sorted.
+func PresetNames() []string {
+	var out []string
+	for n := range presets {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// PresetCommand runs an agent CLI through its preset.
+type PresetCommand struct {
+	Preset *Preset
+	Cfg    manifest.Command
+	Model  string
+	// Getenv reads the daemon's environment (tests inject it).
+	Getenv func(string) string
+	// LookPath finds the program (tests inject it).
+	LookPath func(string) (string, error)
+}
+
+// Call runs the program once in the workspace with stdin /dev/null and
+// turns its output into a Result or a classified *Error.
+func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error) {
+	get := c.Getenv
+	if get == nil {
+		get = os.Getenv
+	}
+	look := c.LookPath
+	if look == nil {
+		look = exec.LookPath
+	}
+	prog := c.Cfg.Program
+	if prog == "" {
+		prog = c.Preset.Program
+	}
+	path, err := look(prog)
+	if err != nil {
+		return nil, &Error{Code: CodeNotInstalled, Msg: fmt.Sprintf("preset %s: program %q not found (install %s, or set command.program): %v", c.Preset.Name, prog, c.Preset.Package, err)}
+	}
+	reqDir := filepath.Join(req.JobDir, "requests")
+	callDir := filepath.Join(reqDir, fmt.Sprintf("%06d.d", req.Interaction))
+	// A re-attempt starts from a clean scratch folder.
+	os.RemoveAll(callDir)
+	if err := os.MkdirAll(callDir, 0o700); err != nil {
+		return nil, &Error{Code: CodeStart, Msg: err.Error()}
+	}
+	home := filepath.Join(req.JobDir, "agent-home", req.Role)
+	if c.Cfg.Session == "fresh" {
+		os.RemoveAll(home)
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, &Error{Code: CodeStart, Msg: err.Error()}
+	}
+	schema, err := AnswerSchema()
+	if err != nil {
+		return nil, &Error{Code: CodeConfig, Msg: err.Error()}
+	}
+	schemaJSON, _ := json.Marshal(schema)
+	schemaFile := filepath.Join(callDir, "answer-schema.json")
+	if err := os.WriteFile(schemaFile, schemaJSON, 0o600); err != nil {
+		return nil, &Error{Code: CodeStart, Msg: err.Error()}
+	}
+	inv := &Invocation{
+		Program: path, Model: c.Model, SystemPrompt: req.SystemPrompt, Prompt: userPrompt(req),
+		Schema: schemaJSON, SchemaFile: schemaFile, Workspace: req.Workspace, Home: home, CallDir: callDir,
+		ResumeSession: resumeSession(req), MaxTurns: c.Cfg.MaxTurns, BaseURL: c.Cfg.BaseURL,
+		Env: map[string]string{},
+	}
+	if err := c.Preset.Build(inv); err != nil {
+		return nil, &Error{Code: CodeConfig, Msg: fmt.Sprintf("preset %s: %v", c.Preset.Name, err)}
+	}
+	argv := append(append([]string{path}, inv.Args...), c.Cfg.Args...)
+	spec := procSpec{Argv: argv, Dir: req.Workspace, Env: c.env(req, inv, get), Limit: c.Cfg.MaxOutputBytes,
+		PidFile: filepath.Join(reqDir, fmt.Sprintf("%06d.pid", req.Interaction))}
+	pr, err := runProcess(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	out := &RunOutput{Stdout: pr.Stdout, Stderr: pr.Stderr, ExitCode: pr.ExitCode}
+	p, perr := c.Preset.Parse(out)
+	stderr := string(pr.Stderr)
+	if perr != nil {
+		code := CodeAgentFailed
+		if pr.ExitCode != 0 {
+			// A crash with unreadable output: worth another try.
+			return nil, &Error{Code: CodeExit, Transient: true, Msg: fmt.Sprintf("%s exited with status %d: %s", c.Preset.Program, pr.ExitCode, lastLine(stderr)), Partial: pr.Stdout, Stderr: stderr}
+		}
+		return nil, &Error{Code: code, Msg: fmt.Sprintf("%s output: %v", c.Preset.Program, perr), Partial: pr.Stdout, Stderr: stderr}
+	}
+	cost, note := c.cost(p)
+	if p.Err != nil {
+		e := *p.Err
+		e.CostUSD = cost
+		if e.Stderr == "" {
+			e.Stderr = stderr
+		}
+		if e.Partial == nil {
+			e.Partial = p.Answer
+		}
+		return nil, &e
+	}
+	if pr.ExitCode != 0 {
+		return nil, &Error{Code: CodeExit, Transient: true, CostUSD: cost, Msg: fmt.Sprintf("%s exited with status %d: %s", c.Preset.Program, pr.ExitCode, lastLine(stderr)), Partial: pr.Stdout, Stderr: stderr}
+	}
+	if note != "" {
+		stderr = strings.TrimSpace(stderr + "\n" + note)
+	}
+	return &Result{Raw: p.Answer, CostUSD: cost, Tokens: p.Tokens, SessionID: p.SessionID, Stderr: stderr}, nil
+}
+
+// cost is what the program reported, else tokens × price.
+func (c *PresetCommand) cost(p *Parsed) (float64, string) {
+	if p.CostReported {
+		if p.CostUSD < 0 || p.CostUSD > MaxCallCostUSD {
+			return 0, fmt.Sprintf("logist: %s reported an implausible cost %v; counted as 0", c.Preset.Name, p.CostUSD)
+		}
+		return p.CostUSD, ""
+	}
+	if p.Tokens == nil {
+		return 0, ""
+	}
+	model := c.Model
+	if model == "" {
+		model = p.Model
+	}
+	price, ok := LookupPrice(model)
+	if c.Cfg.Price != nil {
+		price, ok = *c.Cfg.Price, true
+	}
+	if !ok {
+		return 0, fmt.Sprintf("logist: no price known for model %q; cost counted as 0 (set command.price)", model)
+	}
+	return tokenCost(*p.Tokens, price), ""
+}
+
+// tokenCost prices tokens; cached input tokens are part of Input.
+func tokenCost(t history.Tokens, p manifest.Price) float64 {
+	cached := p.InputPerMTok
+	if p.CachedInputPerMTok != nil {
+		cached = *p.CachedInputPerMTok
+	}
+	uncached := max(t.Input-t.Cache, 0)
+	cost := (float64(uncached)*p.InputPerMTok + float64(t.Cache)*cached + float64(t.Output)*p.OutputPerMTok) / 1e6
+	return min(cost, MaxCallCostUSD)
+}
+
+// env is the scrubbed environment: the base variables, the preset's and
+// manifest's allowed ones, the manifest's constants, HOME and XDG_* in the
+// private home, and what the preset sets.
+func (c *PresetCommand) env(req *Request, inv *Invocation, get func(string) string) []string {
+	vars := map[string]string{}
+	for _, k := range append(append(append([]string{}, BaseEnv...), c.Preset.EnvAllow...), c.Cfg.EnvAllow...) {
+		if v := get(k); v != "" {
+			vars[k] = v
+		}
+	}
+	vars["HOME"] = inv.Home
+	vars["XDG_CONFIG_HOME"] = filepath.Join(inv.Home, ".config")
+	vars["XDG_DATA_HOME"] = filepath.Join(inv.Home, ".local", "share")
+	vars["XDG_STATE_HOME"] = filepath.Join(inv.Home, ".local", "state")
+	vars["XDG_CACHE_HOME"] = filepath.Join(inv.Home, ".cache")
+	vars["TMPDIR"] = inv.CallDir
+	// Nothing interactive, no colours in machine-readable output.
+	vars["CI"] = "1"
+	vars["NO_COLOR"] = "1"
+	vars["TERM"] = "dumb"
+	for k, v := range inv.Env {
+		vars[k] = v
+	}
+	for k, v := range c.Cfg.Env {
+		vars[k] = v
+	}
+	vars["LOGIST_JOB_ID"] = req.JobID
+	vars["LOGIST_PHASE"] = req.Phase
+	vars["LOGIST_ROLE"] = req.Role
+	vars["LOGIST_WORKSPACE"] = req.Workspace
+	vars["LOGIST_INTERACTION"] = strconv.Itoa(req.Interaction)
+	keys := make([]string, 0, len(vars))
+	for k := range vars {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	env := make([]string, 0, len(keys))
+	for _, k := range keys {
+		env = append(env, k+"="+vars[k])
+	}
+	return env
+}
+
+// userPrompt is the request's prompt without the system prompt it starts
+// with (presets pass the system prompt their own way).
+func userPrompt(req *Request) string {
+	if req.SystemPrompt != "" {
+		if rest := strings.TrimSpace(strings.TrimPrefix(req.Prompt, strings.TrimSpace(req.SystemPrompt))); rest != req.Prompt {
+			return rest
+		}
+	}
+	return req.Prompt
+}
+
+// resumeSession is the session the engine asked to continue.
+func resumeSession(req *Request) string {
+	if s, ok := req.Metadata[MetaResumeSession].(string); ok {
+		return s
+	}
+	return ""
+}
+
+// MetaResumeSession is the request metadata key naming the agent session
+// a call continues; it is part of the stored request, so a re-attempt
+// after a crash continues the same session.
+const MetaResumeSession = "resume_session"
+
+// jsonLines splits output into its JSON lines, skipping anything else
+// (banners, warnings some programs print on stdout).
+func jsonLines(b []byte) []json.RawMessage {
+	var out []json.RawMessage
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 || line[0] != '{' || !json.Valid(line) {
+			continue
+		}
+		out = append(out, json.RawMessage(line))
+	}
+	return out
+}

@@ -1,0 +1,140 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// procSpec is one agent program run.
+type procSpec struct {
+	Argv []string
+	Dir  string
+	Env  []string
+	// Stdin is fed to the program; nil means /dev/null (several agent
+	// CLIs wait forever on an open stdin).
+	Stdin []byte
+	// Limit caps each of stdout and stderr (DefaultMaxOutput if 0).
+	Limit int64
+	// PidFile, if set, records the process group while it runs.
+	PidFile string
+}
+
+func (s procSpec) limit() int64 {
+	if s.Limit <= 0 {
+		return DefaultMaxOutput
+	}
+	return s.Limit
+}
+
+// procResult is what a program that ran to its end left behind.
+type procResult struct {
+	Stdout, Stderr []byte
+	// ExitCode is the program's exit status (-1 if killed by a signal).
+	ExitCode int
+}
+
+// runProcess runs a program as its own process group and kills the whole
+// group when it exits, when ctx is done, or when it prints more than the
+// limit. It returns ctx.Err() when ctx ended the run, an *Error for a
+// program that could not start or printed too much.
+func runProcess(ctx context.Context, spec procSpec) (*procResult, error) {
+	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd.Dir = spec.Dir
+	cmd.Env = spec.Env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if spec.Stdin != nil {
+		cmd.Stdin = bytes.NewReader(spec.Stdin)
+	} // else nil: /dev/null
+
+	limit := spec.limit()
+	over := make(chan struct{})
+	var overOnce sync.Once
+	onOver := func() { overOnce.Do(func() { close(over) }) }
+	stdout := &capWriter{limit: limit, onOver: onOver}
+	stderr := &capWriter{limit: limit, onOver: onOver}
+	// Our own pipes, read by our own goroutines: Wait returns when the agent
+	// exits, and the readers run to EOF once the agent's whole group is
+	// gone, so an answer is never cut short by a deadline on the copying
+	// (exec's WaitDelay would drop unread output under load).
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, &Error{Code: CodeStart, Msg: err.Error()}
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, &Error{Code: CodeStart, Msg: err.Error()}
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go func() { defer readers.Done(); io.Copy(stdout, outR); outR.Close() }()
+	go func() { defer readers.Done(); io.Copy(stderr, errR); errR.Close() }()
+
+	startErr := cmd.Start()
+	outW.Close() // the child has its copies
+	errW.Close()
+	if startErr != nil {
+		readers.Wait()
+		return nil, &Error{Code: CodeStart, Msg: fmt.Sprintf("start %s: %v", spec.Argv[0], startErr)}
+	}
+	pgid := cmd.Process.Pid
+	// Remember the group, so that a daemon restarted after a crash can stop
+	// an agent its predecessor left running (KillOrphan).
+	if spec.PidFile != "" {
+		writePidFile(spec.PidFile, pgid)
+		defer os.Remove(spec.PidFile)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	var waitErr error
+	var why string
+	select {
+	case waitErr = <-done:
+	case <-ctx.Done():
+		why = "ctx"
+	case <-over:
+		why = "over"
+	}
+	// Whatever happened, nothing the agent started may outlive the call
+	// (some agent CLIs leave helper daemons behind).
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	if why != "" {
+		waitErr = <-done
+	}
+	drained := make(chan struct{})
+	go func() { readers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(5 * time.Second):
+		// A process that left the group (setsid) holds our pipes: give up
+		// on the rest of its output rather than hang.
+		outR.Close()
+		errR.Close()
+	}
+	switch why {
+	case "ctx":
+		return nil, ctx.Err()
+	case "over":
+		return nil, &Error{Code: CodeOutputLimit, Msg: fmt.Sprintf("agent printed more than %d bytes; killed", limit), Partial: stdout.Bytes(), Stderr: stderr.String()}
+	}
+	res := &procResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	if waitErr != nil {
+		res.ExitCode = -1
+		var ee *exec.ExitError
+		if errors.As(waitErr, &ee) {
+			res.ExitCode = ee.ExitCode()
+		}
+	}
+	return res, nil
+}
