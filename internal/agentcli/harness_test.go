@@ -33,6 +33,21 @@ func agentsDir(t *testing.T) string {
 	return d
 }
 
+// ciAgents run in `make test` (and CI); the others run under
+// `make test-agents` (LOGIST_TEST_AGENTS=all, or a comma-separated list).
+var ciAgents = map[string]bool{"claude-code": true, "codex": true, "opencode": true}
+
+// requireAgent skips a test of an agent outside the CI set unless
+// make test-agents asked for it, and returns the installed program.
+func requireAgent(t *testing.T, name, bin string) string {
+	t.Helper()
+	sel := os.Getenv("LOGIST_TEST_AGENTS")
+	if !ciAgents[name] && sel != "all" && !strings.Contains(","+sel+",", ","+name+",") {
+		t.Skip(name + " runs under `make test-agents` (LOGIST_TEST_AGENTS=all)")
+	}
+	return program(t, name, bin)
+}
+
 // program returns the installed program of an agent (name as in
 // scripts/agent-versions.txt) or skips/fails the test when it is missing.
 func program(t *testing.T, name, bin string) string {
