@@ -36,9 +36,6 @@ const (
 // MaxRetryAfter bounds how long a server's Retry-After is honoured.
 const MaxRetryAfter = 5 * time.Minute
 
-//go:embed prices.json
-var pricesJSON []byte
-
 // OpenAI calls an OpenAI-compatible Chat Completions server (OpenAI,
 // Ollama, vLLM, llama.cpp, LiteLLM) with a streamed request and returns the
 // answer only once the stream is complete.
@@ -335,13 +332,7 @@ func (o *OpenAI) usage(u *usage) (*history.Tokens, float64, string) {
 	if !ok {
 		return t, 0, fmt.Sprintf("logist: no price known for model %q; cost counted as 0 (set http.price)", o.Cfg.Model)
 	}
-	cached := p.InputPerMTok
-	if p.CachedInputPerMTok != nil {
-		cached = *p.CachedInputPerMTok
-	}
-	uncached := max(t.Input-t.Cache, 0)
-	cost := (float64(uncached)*p.InputPerMTok + float64(t.Cache)*cached + float64(t.Output)*p.OutputPerMTok) / 1e6
-	return t, min(cost, MaxCallCostUSD), ""
+	return t, tokenCost(*t, p), ""
 }
 
 func (o *OpenAI) price() (manifest.Price, bool) {
@@ -349,33 +340,6 @@ func (o *OpenAI) price() (manifest.Price, bool) {
 		return *o.Cfg.Price, true
 	}
 	return LookupPrice(o.Cfg.Model)
-}
-
-// LookupPrice finds a model in the built-in price table: the exact name,
-// else the longest entry the name extends with "-" (dated snapshots such as
-// gpt-4o-2024-08-06).
-func LookupPrice(model string) (manifest.Price, bool) {
-	var table map[string]json.RawMessage
-	if err := json.Unmarshal(pricesJSON, &table); err != nil {
-		return manifest.Price{}, false
-	}
-	best := ""
-	for k := range table {
-		if strings.HasPrefix(k, "_") {
-			continue
-		}
-		if (k == model || strings.HasPrefix(model, k+"-")) && len(k) > len(best) {
-			best = k
-		}
-	}
-	if best == "" {
-		return manifest.Price{}, false
-	}
-	var p manifest.Price
-	if err := json.Unmarshal(table[best], &p); err != nil {
-		return manifest.Price{}, false
-	}
-	return p, true
 }
 
 type usage struct {

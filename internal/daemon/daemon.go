@@ -26,6 +26,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"github.com/spf13/pflag"
 
+	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/config"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
@@ -79,6 +80,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs.DurationVar(&o.Grace, "grace", 30*time.Second, "on SIGTERM, how long calls in flight may finish before they are killed")
 	fs.Int64Var(&o.HistoryMaxBytes, "history-max-bytes", history.DefaultMaxBytes, "rotate a job's history.jsonl into a gzip archive past this size")
 	fs.DurationVar(&o.Retention, "retention", 0, "delete finished jobs (SUCCESS, CANCELED) this long after they finished, checked hourly; 0 keeps them (e.g. 720h)")
+	prices := fs.String("prices", "", "JSON price table (model -> input_per_mtok, output_per_mtok, cached_input_per_mtok) overriding and extending the built-in one, for agents that report tokens but no cost")
 	version := fs.Bool("version", false, "print the version and exit")
 	configFile := fs.String("config", "", "JSON config file (default $LOGISTD_CONFIG, else "+config.DefaultFile+" if it exists); flags win over environment (LOGISTD_<FLAG>), environment over the file")
 	printConfig := fs.Bool("print-config", false, "print the effective configuration and where each value came from, then exit")
@@ -113,6 +115,14 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	if err != nil {
 		fmt.Fprintf(stderr, "logistd: %v\n", err)
 		return 1
+	}
+	if *prices != "" {
+		p, err := agent.LoadPrices(*prices)
+		if err != nil {
+			fmt.Fprintf(stderr, "logistd: %v\n", err)
+			return 1
+		}
+		agent.SetPriceOverrides(p)
 	}
 	if err := Run(ctx, o, logger); err != nil {
 		logger.Error(err.Error(), "type", "error", "job_id", "", "status", "", "actor", "SYSTEM", "error_code", "DAEMON", "attempt", 0, "checkpoint_id", "")

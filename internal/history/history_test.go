@@ -704,3 +704,36 @@ func TestAppendAfterCloseFails(t *testing.T) {
 		t.Errorf("%d records after failed append", len(recs))
 	}
 }
+
+func TestStateRemembersSessionsUntilRollback(t *testing.T) {
+	l, _, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	withSession := func(n int, phase, role, sid string) *Record {
+		r := response(n, role, "RETRY")
+		r.Phase = phase
+		r.Response.SessionID = sid
+		return r
+	}
+	appendAll(t, l, intent(0, "worker"), withSession(0, "work", "worker", "s-1"),
+		intent(1, "worker"), withSession(1, "work", "worker", "s-2"),
+		intent(2, "worker"), withSession(2, "review", "worker", "s-3"),
+		intent(3, "worker"), withSession(3, "work", "worker", ""))
+	st := l.State()
+	if got := st.Sessions[SessionKey("work", "worker")]; got != "s-2" {
+		t.Errorf("work/worker session = %q, want the newest one that had an id, s-2", got)
+	}
+	if got := st.Sessions[SessionKey("review", "worker")]; got != "s-3" {
+		t.Errorf("review/worker session = %q", got)
+	}
+	appendAll(t, l, &Record{Type: TypeSteward, Steward: &Steward{Command: "resume", CommandID: "c1"}})
+	if len(l.State().Sessions) != 2 {
+		t.Errorf("resume dropped sessions: %v", l.State().Sessions)
+	}
+	appendAll(t, l, &Record{Type: TypeSteward, Steward: &Steward{Command: "rollback", CommandID: "c2"}})
+	if s := l.State().Sessions; len(s) != 0 {
+		t.Errorf("sessions after rollback: %v (they remember undone work)", s)
+	}
+}
