@@ -7,7 +7,7 @@ LDFLAGS  := -X github.com/logist/logist/internal/daemon.Version=$(VERSION) \
             -X github.com/logist/logist/internal/cli.Version=$(VERSION)
 FUZZTIME ?= 10s
 
-.PHONY: all build demo test test-unit test-tools test-alerts fuzz vet bench clean
+.PHONY: all build demo test test-unit test-tools test-alerts test-agents agents agents-ci clean-agents fuzz vet bench clean
 
 all: build
 
@@ -21,10 +21,28 @@ demo: build
 	@sh scripts/demo.sh
 
 # The whole suite, with the race detector, plus a short run of every fuzzer.
-test: vet test-tools test-alerts test-unit fuzz
+# It runs the real agent CLIs of the CI set (AGENTS_CI) against the model stub.
+test: vet test-tools test-alerts agents-ci test-unit fuzz
 
 test-unit:
 	$(GO) test -race -count=1 ./...
+
+# Agent CLIs from npm at the versions pinned in scripts/agent-versions.txt,
+# installed once into .cache/agents (this Makefile's folder; `make clean-agents`).
+AGENTS_CI ?= claude-code codex opencode
+agents-ci:
+	@sh scripts/install-agents.sh $(AGENTS_CI)
+
+agents:
+	@sh scripts/install-agents.sh
+
+# Every agent preset end to end against the model stub (the CI set runs in
+# `make test` too).
+test-agents: agents
+	LOGIST_TEST_AGENTS=all $(GO) test -race -count=1 -v -run . ./internal/agentcli
+
+clean-agents:
+	rm -rf .cache/agents
 
 # Outside programs the tests use (prometheus, zsh, fish), from Debian's packages.
 test-tools:
