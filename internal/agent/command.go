@@ -55,12 +55,12 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	for i, a := range c.Cfg.Argv {
 		argv[i] = repl.Replace(a)
 	}
-	spec := procSpec{Argv: argv, Dir: req.Workspace, Env: c.env(req, reqFile, ansFile), Limit: c.Cfg.MaxOutputBytes,
+	spec := ProcSpec{Argv: argv, Dir: req.Workspace, Env: c.env(req, reqFile, ansFile), Limit: c.Cfg.MaxOutputBytes,
 		PidFile: filepath.Join(reqDir, fmt.Sprintf("%06d.pid", req.Interaction))}
 	if c.Cfg.Stdin == "request" {
 		spec.Stdin = body
 	}
-	pr, err := runProcess(ctx, spec)
+	pr, err := RunProcess(ctx, spec)
 	if err != nil {
 		return nil, err
 	}

@@ -83,6 +83,9 @@ type Invocation struct {
 type RunOutput struct {
 	Stdout, Stderr []byte
 	ExitCode       int
+	// Inv is the call's invocation, for parsers that read what Build
+	// left in CallDir or Home (nil in parser unit tests).
+	Inv *Invocation
 }
 
 // Parsed is a preset's reading of one run.
@@ -190,13 +193,13 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 		return nil, &Error{Code: CodeConfig, Msg: fmt.Sprintf("preset %s: %v", c.Preset.Name, err)}
 	}
 	argv := append(append([]string{path}, inv.Args...), c.Cfg.Args...)
-	spec := procSpec{Argv: argv, Dir: req.Workspace, Env: c.env(req, inv, get), Limit: c.Cfg.MaxOutputBytes,
+	spec := ProcSpec{Argv: argv, Dir: req.Workspace, Env: c.env(req, inv, get), Limit: c.Cfg.MaxOutputBytes,
 		PidFile: filepath.Join(reqDir, fmt.Sprintf("%06d.pid", req.Interaction))}
-	pr, err := runProcess(ctx, spec)
+	pr, err := RunProcess(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
-	out := &RunOutput{Stdout: pr.Stdout, Stderr: pr.Stderr, ExitCode: pr.ExitCode}
+	out := &RunOutput{Stdout: pr.Stdout, Stderr: pr.Stderr, ExitCode: pr.ExitCode, Inv: inv}
 	p, perr := c.Preset.Parse(out)
 	stderr := string(pr.Stderr)
 	if perr != nil {

@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// procSpec is one agent program run.
-type procSpec struct {
+// ProcSpec is one program run (an agent, or a tool the protocol runs).
+type ProcSpec struct {
 	Argv []string
 	Dir  string
 	Env  []string
@@ -27,25 +27,25 @@ type procSpec struct {
 	PidFile string
 }
 
-func (s procSpec) limit() int64 {
+func (s ProcSpec) limit() int64 {
 	if s.Limit <= 0 {
 		return DefaultMaxOutput
 	}
 	return s.Limit
 }
 
-// procResult is what a program that ran to its end left behind.
-type procResult struct {
+// ProcResult is what a program that ran to its end left behind.
+type ProcResult struct {
 	Stdout, Stderr []byte
 	// ExitCode is the program's exit status (-1 if killed by a signal).
 	ExitCode int
 }
 
-// runProcess runs a program as its own process group and kills the whole
+// RunProcess runs a program as its own process group and kills the whole
 // group when it exits, when ctx is done, or when it prints more than the
 // limit. It returns ctx.Err() when ctx ended the run, an *Error for a
 // program that could not start or printed too much.
-func runProcess(ctx context.Context, spec procSpec) (*procResult, error) {
+func RunProcess(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Dir = spec.Dir
 	cmd.Env = spec.Env
@@ -128,7 +128,7 @@ func runProcess(ctx context.Context, spec procSpec) (*procResult, error) {
 	case "over":
 		return nil, &Error{Code: CodeOutputLimit, Msg: fmt.Sprintf("agent printed more than %d bytes; killed", limit), Partial: stdout.Bytes(), Stderr: stderr.String()}
 	}
-	res := &procResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	res := &ProcResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
 	if waitErr != nil {
 		res.ExitCode = -1
 		var ee *exec.ExitError

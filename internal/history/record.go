@@ -17,6 +17,7 @@ const (
 	TypeSteward       = "steward"        // a steward command
 	TypeRecoveryPoint = "recovery_point" // a safe phase boundary
 	TypeError         = "error"          // an error event that is not a response (interruption, ...)
+	TypeEvent         = "event"          // a workflow protocol event (seed 003), signed by the role that emits it
 )
 
 // Record is one line of history.jsonl.
@@ -38,6 +39,31 @@ type Record struct {
 	Steward       *Steward       `json:"steward,omitempty"`
 	RecoveryPoint *RecoveryPoint `json:"recovery_point,omitempty"`
 	Error         *ErrorInfo     `json:"error,omitempty"`
+	Event         *ProtocolEvent `json:"event,omitempty"`
+}
+
+// ProtocolEvent is a protocol event (seed 003): what a role did, chained to the
+// previous event of the job by PrevEvent and, for the mandatory types,
+// signed with the role's own key. The record's envelope chains and signs
+// it again as part of the whole history.
+type ProtocolEvent struct {
+	Type string `json:"type"`
+	// Role is the role that emitted it (the role guard checks it may).
+	Role string `json:"role"`
+	// Subject is the id the event is about (a proposal, intent, claim,
+	// artifact); "" for session events.
+	Subject string `json:"subject,omitempty"`
+	// Body is the event's payload, schema-checked per type.
+	Body map[string]any `json:"body"`
+	// PrevEvent is the Hash of the job's previous event (GenesisHash for
+	// the first).
+	PrevEvent string `json:"prev_event"`
+	// Hash is sha256 of the canonical form of the fields above.
+	Hash string `json:"hash"`
+	// KeyID and Sig: the role key's id and its Ed25519 signature of Hash
+	// (base64), for the mandatory signed types.
+	KeyID string `json:"key_id,omitempty"`
+	Sig   string `json:"sig,omitempty"`
 }
 
 // Request is what an agent was asked, complete enough to ask again.

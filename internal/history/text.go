@@ -35,6 +35,11 @@ func (r Record) Clone() Record {
 		e := *r.Error
 		c.Error = &e
 	}
+	if r.Event != nil {
+		e := *r.Event
+		e.Body = copyMap(r.Event.Body)
+		c.Event = &e
+	}
 	return c
 }
 
