@@ -42,6 +42,12 @@ type Options struct {
 	// SessionTag, if set, is echoed in response ids so tests can tell
 	// replies apart.
 	SessionTag string
+	// Answers, if set, are the final texts of successive conversations,
+	// in order (the last one repeats); Answer is used when empty.
+	Answers []string
+	// Model is the model the stub lists (GET /v1/models) besides the
+	// ones it was asked for.
+	Model string
 }
 
 // FileWrite is a file the stub asks the program to write.
@@ -138,6 +144,7 @@ type Server struct {
 	failures []Failure
 	log      []Logged
 	seq      int
+	answered int // final answers given (Options.Answers)
 }
 
 // Start listens on 127.0.0.1 (a free port) and serves until Close.
@@ -218,8 +225,19 @@ func (s *Server) decide(t *Turn) *Reply {
 			return r
 		}
 	}
-	r.Text = s.opts.Answer
+	r.Text = s.finalAnswer()
 	return r
+}
+
+// finalAnswer is the current answer of Answers (each main-conversation
+// final answer advances it), else Answer.
+func (s *Server) finalAnswer() string {
+	if len(s.opts.Answers) == 0 {
+		return s.opts.Answer
+	}
+	a := s.opts.Answers[min(s.answered, len(s.opts.Answers)-1)]
+	s.answered++
+	return a
 }
 
 // writeTools maps the file-write tools of the programs we know to the
