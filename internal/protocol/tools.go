@@ -1,0 +1,285 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+	"unicode/utf8"
+
+	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/pathguard"
+)
+
+// Intent is a tool run the Executor asks for.
+type Intent struct {
+	ID, ProposalID, Tool string
+	Input                map[string]any
+	RiskClass            string
+	Justification        string
+}
+
+// ToolResult is what a tool execution left behind.
+type ToolResult struct {
+	InputArtifact  string `json:"input_artifact"`
+	OutputArtifact string `json:"output_artifact,omitempty"`
+	// ExitCode is the shell command's exit status; -1 when it did not run
+	// to an exit (refused, timed out, killed).
+	ExitCode   int    `json:"exit_code"`
+	OK         bool   `json:"ok"`
+	Error      string `json:"error,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// InputDocument is the normalized input of a tool run: the canonical JSON
+// of {"input": ..., "tool": ...}. It is the input artifact, so the
+// artifact's id is "sha256:" + NormalizedInputHash.
+func InputDocument(tool string, input map[string]any) ([]byte, error) {
+	if input == nil {
+		input = map[string]any{}
+	}
+	return CanonicalJSON(map[string]any{"tool": tool, "input": input})
+}
+
+// NormalizedInputHash is the hex sha256 of InputDocument ("" if the input
+// cannot be encoded, which JSON-decoded input never is).
+func NormalizedInputHash(tool string, input map[string]any) string {
+	b, err := InputDocument(tool, input)
+	if err != nil {
+		return ""
+	}
+	return sha256Hex(b)
+}
+
+// IntentBody stores the intent's input artifact and returns the body of
+// its tool_intent_signed event (its subject is in.ID).
+func IntentBody(in Intent, store Store) (map[string]any, error) {
+	doc, err := InputDocument(in.Tool, in.Input)
+	if err != nil {
+		return nil, err
+	}
+	id, err := store.Put(doc)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{
+		"proposal_id": in.ProposalID, "tool": in.Tool, "input_hash": sha256Hex(doc),
+		"input_artifact": id, "risk_class": in.RiskClass, "justification": in.Justification,
+	}, nil
+}
+
+// StartedBody is the body of tool_execution_started for a signed intent.
+func StartedBody(in Intent) map[string]any {
+	return map[string]any{"input_artifact": "sha256:" + NormalizedInputHash(in.Tool, in.Input)}
+}
+
+// ResultEvent is the event type (tool_execution_completed or
+// tool_execution_failed) and body that record a result.
+func ResultEvent(r *ToolResult) (typ string, body map[string]any) {
+	body = map[string]any{"input_artifact": r.InputArtifact, "exit_code": r.ExitCode, "duration_ms": r.DurationMS}
+	if r.OutputArtifact != "" {
+		body["output_artifact"] = r.OutputArtifact
+	}
+	if r.OK {
+		return ToolExecutionCompleted, body
+	}
+	msg := r.Error
+	if msg == "" {
+		msg = "tool failed"
+	}
+	if len(msg) > 4000 {
+		msg = msg[:4000]
+	}
+	body["error"] = msg
+	return ToolExecutionFailed, body
+}
+
+// Execute runs an approved intent in the workspace and stores its input
+// and output as artifacts. A tool that fails (refused by the policy, bad
+// input, non-zero exit, timeout, path outside the workspace) is a result
+// with OK false, not an error; Execute fails only when the artifacts
+// cannot be stored or ctx was cancelled (the daemon stopping is not the
+// tool's failure: the run is retried as a new intent).
+func Execute(ctx context.Context, workspace string, in Intent, store Store, p Policy) (*ToolResult, error) {
+	p = p.WithDefaults()
+	doc, err := InputDocument(in.Tool, in.Input)
+	if err != nil {
+		return nil, err
+	}
+	inID, err := store.Put(doc)
+	if err != nil {
+		return nil, err
+	}
+	input, _ := plainBody(in.Input)
+	res := &ToolResult{InputArtifact: inID, ExitCode: -1}
+	start := time.Now()
+	var out map[string]any
+	switch {
+	case !p.allowsTool(in.Tool):
+		res.Error = fmt.Sprintf("tool %q is not allowed by the job's protocol policy (allowed: %v)", in.Tool, p.Tools)
+	case in.Tool == ToolShell:
+		out, err = runShell(ctx, workspace, input, p, res)
+		if err != nil {
+			return nil, err
+		}
+	case in.Tool == ToolWriteFile:
+		out = writeFile(workspace, input, res)
+	default:
+		res.Error = fmt.Sprintf("unknown tool %q", in.Tool)
+	}
+	res.DurationMS = time.Since(start).Milliseconds()
+	if out == nil {
+		out = map[string]any{}
+	}
+	if res.Error != "" {
+		out["error"] = res.Error
+	}
+	out["duration_ms"] = res.DurationMS
+	b, err := CanonicalJSON(out)
+	if err != nil {
+		return nil, err
+	}
+	if res.OutputArtifact, err = store.Put(b); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// shellArgv reads the shell tool's input: {"command": "..."} (run by
+// /bin/sh -c) or {"argv": ["prog", ...]}.
+func shellArgv(input map[string]any) ([]string, error) {
+	cmd, hasCmd := input["command"]
+	argv, hasArgv := input["argv"]
+	switch {
+	case hasCmd && hasArgv:
+		return nil, errors.New("give command or argv, not both")
+	case hasCmd:
+		s, ok := cmd.(string)
+		if !ok || s == "" {
+			return nil, errors.New("command must be a non-empty string")
+		}
+		return []string{"/bin/sh", "-c", s}, nil
+	case hasArgv:
+		a, ok := argv.([]any)
+		if !ok || len(a) == 0 {
+			return nil, errors.New("argv must be a non-empty list of strings")
+		}
+		out := make([]string, len(a))
+		for i, x := range a {
+			s, ok := x.(string)
+			if !ok || (i == 0 && s == "") {
+				return nil, errors.New("argv must be a non-empty list of strings")
+			}
+			out[i] = s
+		}
+		return out, nil
+	}
+	return nil, errors.New("shell input needs command or argv")
+}
+
+// toolEnv is the whole environment a tool sees: nothing of the daemon's
+// (which may hold API keys) but PATH; a private, throw-away HOME and TMPDIR.
+func toolEnv(home string) []string {
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	return []string{"PATH=" + path, "HOME=" + home, "TMPDIR=" + home, "LANG=C.UTF-8"}
+}
+
+// runCommand runs argv in dir as its own process group with the scrubbed
+// environment, a timeout and an output cap. It returns an error only when
+// ctx itself ended.
+func runCommand(ctx context.Context, dir string, argv []string, timeout time.Duration, limit int64) (out map[string]any, code int, errMsg string, err error) {
+	home, err := os.MkdirTemp("", "logist-tool-home-")
+	if err != nil {
+		return nil, -1, "", err
+	}
+	defer os.RemoveAll(home)
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	pr, err := agent.RunProcess(tctx, agent.ProcSpec{Argv: argv, Dir: dir, Env: toolEnv(home), Limit: limit})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, -1, "", ctx.Err()
+		}
+		out = map[string]any{"exit_code": -1}
+		if errors.Is(err, context.DeadlineExceeded) {
+			out["timed_out"] = true
+			return out, -1, fmt.Sprintf("timed out after %s; its process group was killed", timeout), nil
+		}
+		if ae, ok := agent.AsError(err); ok {
+			if ae.Code == agent.CodeOutputLimit {
+				out["truncated"] = true
+				putText(out, "stdout", ae.Partial)
+				putText(out, "stderr", []byte(ae.Stderr))
+				return out, -1, fmt.Sprintf("printed more than %d bytes; its process group was killed", limit), nil
+			}
+			return out, -1, ae.Msg, nil
+		}
+		return out, -1, err.Error(), nil
+	}
+	out = map[string]any{"exit_code": pr.ExitCode}
+	putText(out, "stdout", pr.Stdout)
+	putText(out, "stderr", pr.Stderr)
+	if pr.ExitCode != 0 {
+		errMsg = fmt.Sprintf("exit status %d", pr.ExitCode)
+	}
+	return out, pr.ExitCode, errMsg, nil
+}
+
+// putText stores output as text, or base64 (key_base64) when it is not
+// UTF-8: JSON would silently replace invalid bytes and lose evidence.
+func putText(m map[string]any, key string, b []byte) {
+	if utf8.Valid(b) {
+		m[key] = string(b)
+		return
+	}
+	m[key+"_base64"] = b
+}
+
+func runShell(ctx context.Context, workspace string, input map[string]any, p Policy, res *ToolResult) (map[string]any, error) {
+	argv, err := shellArgv(input)
+	if err != nil {
+		res.Error = "invalid shell input: " + err.Error()
+		return nil, nil
+	}
+	out, code, msg, err := runCommand(ctx, workspace, argv, time.Duration(p.ToolTimeoutSeconds)*time.Second, p.MaxToolOutputBytes)
+	if err != nil {
+		return nil, err
+	}
+	res.ExitCode, res.Error, res.OK = code, msg, msg == ""
+	return out, nil
+}
+
+// writeFile writes {"path", "content"} inside the workspace, atomically.
+func writeFile(workspace string, input map[string]any, res *ToolResult) map[string]any {
+	rel, ok1 := input["path"].(string)
+	content, ok2 := input["content"].(string)
+	if !ok1 || !ok2 {
+		res.Error = "invalid write_file input: needs path and content strings"
+		return nil
+	}
+	abs, _, err := pathguard.Resolve(workspace, rel)
+	if err != nil {
+		res.Error = err.Error()
+		return nil
+	}
+	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+		res.Error = fmt.Sprintf("%s is a directory", rel)
+		return nil
+	}
+	if err := atomicfile.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		res.Error = err.Error()
+		return nil
+	}
+	if err := atomicfile.WriteFile(abs, []byte(content), 0o644); err != nil {
+		res.Error = err.Error()
+		return nil
+	}
+	res.ExitCode, res.OK = 0, true
+	return map[string]any{"path": filepath.ToSlash(filepath.Clean(rel)), "bytes": len(content), "sha256": sha256Hex([]byte(content))}
+}
