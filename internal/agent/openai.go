@@ -21,7 +21,6 @@ import (
 
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/manifest"
-	"github.com/logist/logist/schemas"
 )
 
 // Error codes of the http provider.
@@ -166,14 +165,14 @@ func (o *OpenAI) body(req *Request) ([]byte, error) {
 	}
 	switch o.Cfg.StructuredOutput {
 	case "", "json_schema":
-		s, err := AnswerSchema()
+		s, err := AnswerSchemaFor(req)
 		if err != nil {
 			return nil, err
 		}
 		b["response_format"] = map[string]any{"type": "json_schema",
 			"json_schema": map[string]any{"name": "logist_answer", "strict": true, "schema": s}}
 	case "tool":
-		s, err := AnswerSchema()
+		s, err := AnswerSchemaFor(req)
 		if err != nil {
 			return nil, err
 		}
@@ -185,56 +184,6 @@ func (o *OpenAI) body(req *Request) ([]byte, error) {
 		return nil, fmt.Errorf("structured_output %q is not json_schema, tool or none", o.Cfg.StructuredOutput)
 	}
 	return json.Marshal(b)
-}
-
-// AnswerSchema is the answer schema (schemas/llm-chat-schema.json) in the
-// subset strict structured output accepts: every property required, no
-// additional properties, only type, enum, items and descriptions. cost_usd
-// is dropped (the provider computes the cost); limits the subset lacks
-// (maxLength) are stated in the description and still checked on the answer.
-func AnswerSchema() (map[string]any, error) {
-	raw, err := schemas.Raw(schemas.Response)
-	if err != nil {
-		return nil, err
-	}
-	var s map[string]any
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, err
-	}
-	out := strictSchema(s)
-	delete(out, "description")
-	return out, nil
-}
-
-func strictSchema(n map[string]any) map[string]any {
-	out := map[string]any{}
-	for _, k := range []string{"type", "enum", "description"} {
-		if v, ok := n[k]; ok {
-			out[k] = v
-		}
-	}
-	if ml, ok := n["maxLength"]; ok {
-		d, _ := out["description"].(string)
-		out["description"] = strings.TrimSpace(fmt.Sprintf("%s (at most %v characters)", d, ml))
-	}
-	if it, ok := n["items"].(map[string]any); ok {
-		out["items"] = strictSchema(it)
-	}
-	if props, ok := n["properties"].(map[string]any); ok {
-		ps := map[string]any{}
-		names := []string{}
-		for name, p := range props {
-			pm, ok := p.(map[string]any)
-			if !ok || name == "cost_usd" {
-				continue
-			}
-			ps[name] = strictSchema(pm)
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		out["properties"], out["required"], out["additionalProperties"] = ps, names, false
-	}
-	return out
 }
 
 // client builds an HTTP client on the default transport (system roots plus

@@ -174,7 +174,7 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, &Error{Code: CodeStart, Msg: err.Error()}
 	}
-	schema, err := AnswerSchema()
+	schema, err := AnswerSchemaFor(req)
 	if err != nil {
 		return nil, &Error{Code: CodeConfig, Msg: err.Error()}
 	}

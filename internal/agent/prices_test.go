@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,5 +74,35 @@ func TestLoadPricesErrorsNameFileModelReason(t *testing.T) {
 	}
 	if _, err := LoadPrices(filepath.Join(dir, "missing.json")); err == nil {
 		t.Error("missing file accepted")
+	}
+}
+
+func TestPhaseAnswerSchemaIsStrictAndFlat(t *testing.T) {
+	s, err := PhaseAnswerSchema("protocol-answer-executor.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	props := s["properties"].(map[string]any)
+	for _, k := range []string{"action", "evidence_files", "summary_for_supervisor", "tool_intents"} {
+		if _, ok := props[k]; !ok {
+			t.Errorf("flattened schema lacks %s: %v", k, props)
+		}
+	}
+	if s["additionalProperties"] != false || len(s["required"].([]string)) != 4 {
+		t.Errorf("not strict: %v", s)
+	}
+	item := props["tool_intents"].(map[string]any)["items"].(map[string]any)
+	input := item["properties"].(map[string]any)["input"].(map[string]any)
+	cmd := input["properties"].(map[string]any)["command"].(map[string]any)
+	// Optional members stay in the strict form as nullable.
+	if fmt.Sprint(cmd["type"]) != "[string null]" || input["additionalProperties"] != false {
+		t.Errorf("optional member not nullable: %v", input)
+	}
+	base, _ := AnswerSchema()
+	if _, ok := base["properties"].(map[string]any)["cost_usd"]; ok {
+		t.Error("cost_usd in the strict base schema")
+	}
+	if _, err := PhaseAnswerSchema("no-such.json"); err == nil {
+		t.Error("unknown schema accepted")
 	}
 }

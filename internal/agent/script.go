@@ -58,10 +58,11 @@ func (s *Script) Call(ctx context.Context, req *Request) (*Result, error) {
 	if ev == nil {
 		ev = []string{}
 	}
-	res.Raw, _ = json.Marshal(map[string]any{
-		"action":                 st.Action,
-		"evidence_files":         ev,
-		"summary_for_supervisor": st.Summary,
-	})
+	ans := map[string]any{}
+	for k, v := range st.Fields {
+		ans[k] = v
+	}
+	ans["action"], ans["evidence_files"], ans["summary_for_supervisor"] = st.Action, ev, st.Summary
+	res.Raw, _ = json.Marshal(ans)
 	return res, nil
 }

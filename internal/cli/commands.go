@@ -179,6 +179,7 @@ var cmdStatus = &command{
 			{"status", "Status", string(m.Status)},
 			{"current_phase", "Phase", m.Phase()},
 			{"workflow", "Workflow", wfName},
+			{"workflow_state", "Workflow state", orDash(m.Run.WorkflowState)},
 			{"description", "Description", m.Description},
 			{"cost", "Cost", costText(m)},
 			{"time", "Time", timeText(m)},
@@ -258,6 +259,19 @@ var cmdHistory = &command{
 					fmt.Sprintf("$%.4f", rs.CostUSD), fmt.Sprintf("%.2f", rs.ExecutionTimeSeconds), firstLine(note, 80)}
 			}
 			r.Rows = append(r.Rows, row)
+		}
+		for _, ev := range h.ProtocolEvents {
+			what := ev.Subject
+			if what == "" {
+				what = "-"
+			}
+			if ev.Sig != "" {
+				what += " (signed " + ev.KeyID + ")"
+			}
+			r.Rows = append(r.Rows, []string{"ev", shortTime(ev.Timestamp), ev.Role, orDash(ev.Phase), "EVENT", ev.Type, "", "", firstLine(what, 80)})
+		}
+		if len(h.ProtocolEvents) > 0 {
+			r.Message += fmt.Sprintf(", %d protocol events", len(h.ProtocolEvents))
 		}
 		for _, cp := range h.RecoveryPoints {
 			r.Rows = append(r.Rows, []string{"cp", "", "", cp.ResumePhase, "CHECKPOINT", cp.CheckpointID, "", "", firstLine(cp.Description, 80)})

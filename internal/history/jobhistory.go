@@ -17,6 +17,17 @@ type JobHistory struct {
 	Interactions   []Interaction   `json:"interactions"`
 	RecoveryPoints []RecoveryPoint `json:"recovery_points"`
 	Events         []Event         `json:"events"`
+	// ProtocolEvents are the workflow protocol's events (seed 003), for
+	// jobs whose workflow records them.
+	ProtocolEvents []ProtocolEntry `json:"protocol_events,omitempty"`
+}
+
+// ProtocolEntry is a protocol event with where it sits in the history.
+type ProtocolEntry struct {
+	Sequence  int64  `json:"sequence"`
+	Timestamp string `json:"timestamp"`
+	Phase     string `json:"phase,omitempty"`
+	ProtocolEvent
 }
 
 // Interaction pairs a request with its response (nil while in flight or
@@ -78,6 +89,10 @@ func Materialise(jobID, createdAt, workspace string, recs []Record) *JobHistory 
 			if i, ok := open[*r.Interaction]; ok {
 				resp := *r.Response
 				h.Interactions[i].Response = &resp
+			}
+		case TypeEvent:
+			if r.Event != nil {
+				h.ProtocolEvents = append(h.ProtocolEvents, ProtocolEntry{Sequence: r.Seq, Timestamp: r.Time, Phase: r.Phase, ProtocolEvent: *r.Event})
 			}
 		case TypeRecoveryPoint:
 			if r.RecoveryPoint == nil {

@@ -98,7 +98,12 @@ type Response struct {
 	SessionID            string   `json:"session_id,omitempty"`
 	Tokens               *Tokens  `json:"tokens,omitempty"`
 	NewStatus            string   `json:"new_status,omitempty"`
-	Stderr               string   `json:"stderr,omitempty"`
+	// Outcome is what the phase's effect made of the answer when it is not
+	// the action (a workflow outcome such as REJECTED); SentBack marks one
+	// that sends work back like a RETRY.
+	Outcome  string `json:"outcome,omitempty"`
+	SentBack bool   `json:"sent_back,omitempty"`
+	Stderr   string `json:"stderr,omitempty"`
 }
 
 // Tokens counts model usage where a provider reports it.

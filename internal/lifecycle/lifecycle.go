@@ -62,6 +62,9 @@ const (
 	EvResume       Event = "steward_resume"
 	EvHalt         Event = "steward_halt"
 	EvRollback     Event = "steward_rollback"
+	// EvWorkflowFailed: the workflow itself cannot go on (the protocol
+	// session's integrity is violated, its verification failed).
+	EvWorkflowFailed Event = "workflow_failed"
 )
 
 type key struct {
@@ -92,7 +95,7 @@ var table = map[key][]Status{
 func init() {
 	for _, s := range []Status{Running, Reviewing} {
 		table[key{s, EvSucceed}] = []Status{Success}
-		for _, ev := range []Event{EvStuck, EvInvalid, EvAgentFailed, EvRetryLimit} {
+		for _, ev := range []Event{EvStuck, EvInvalid, EvAgentFailed, EvRetryLimit, EvWorkflowFailed} {
 			table[key{s, ev}] = []Status{InterventionRequired}
 		}
 		table[key{s, EvCostExceeded}] = []Status{HaltedCost}

@@ -55,14 +55,17 @@ type Manifest struct {
 	TimeThresholdMinutes *float64               `json:"time_threshold_minutes,omitempty"`
 	Limits               *Limits                `json:"limits,omitempty"`
 	Seed                 *int64                 `json:"seed,omitempty"`
-	SecretEnv            []string               `json:"secret_env,omitempty"`
-	EncryptHistory       bool                   `json:"encrypt_history,omitempty"`
-	Schedule             *Schedule              `json:"schedule,omitempty"`
-	ScheduledFrom        string                 `json:"scheduled_from,omitempty"`
-	ScheduledAt          string                 `json:"scheduled_at,omitempty"`
-	Metrics              Metrics                `json:"metrics"`
-	History              []AuditEntry           `json:"history"`
-	Run                  RunState               `json:"run"`
+	// Protocol is the protocol workflow's policy (internal/protocol.Policy);
+	// kept raw here, decoded by the workflow that uses it.
+	Protocol       json.RawMessage `json:"protocol,omitempty"`
+	SecretEnv      []string        `json:"secret_env,omitempty"`
+	EncryptHistory bool            `json:"encrypt_history,omitempty"`
+	Schedule       *Schedule       `json:"schedule,omitempty"`
+	ScheduledFrom  string          `json:"scheduled_from,omitempty"`
+	ScheduledAt    string          `json:"scheduled_at,omitempty"`
+	Metrics        Metrics         `json:"metrics"`
+	History        []AuditEntry    `json:"history"`
+	Run            RunState        `json:"run"`
 }
 
 // AgentConfig says which provider plays a role and how.
@@ -103,9 +106,12 @@ type ScriptStep struct {
 	EvidenceFiles []string          `json:"evidence_files,omitempty"`
 	Files         map[string]string `json:"files,omitempty"`
 	Raw           *string           `json:"raw,omitempty"`
-	CostUSD       float64           `json:"cost_usd,omitempty"`
-	DelayMS       int64             `json:"delay_ms,omitempty"`
-	Error         string            `json:"error,omitempty"`
+	// Fields are added to the generated answer (a workflow role's own
+	// fields, such as the protocol Planner's proposals).
+	Fields  map[string]any `json:"fields,omitempty"`
+	CostUSD float64        `json:"cost_usd,omitempty"`
+	DelayMS int64          `json:"delay_ms,omitempty"`
+	Error   string         `json:"error,omitempty"`
 }
 
 // Command configures the command provider.
@@ -195,11 +201,14 @@ type RunState struct {
 	PreviousSummary string   `json:"previous_summary,omitempty"`
 	Guidance        string   `json:"guidance,omitempty"`
 	LastSummary     string   `json:"last_summary,omitempty"`
-	CheckpointID    string   `json:"checkpoint_id,omitempty"`
-	LastScheduledAt string   `json:"last_scheduled_at,omitempty"`
-	UpdatedAt       string   `json:"updated_at,omitempty"`
-	StartedAt       string   `json:"started_at,omitempty"`
-	FinishedAt      string   `json:"finished_at,omitempty"`
+	// WorkflowState is the workflow's own state (the protocol session
+	// state), where the workflow has one.
+	WorkflowState   string `json:"workflow_state,omitempty"`
+	CheckpointID    string `json:"checkpoint_id,omitempty"`
+	LastScheduledAt string `json:"last_scheduled_at,omitempty"`
+	UpdatedAt       string `json:"updated_at,omitempty"`
+	StartedAt       string `json:"started_at,omitempty"`
+	FinishedAt      string `json:"finished_at,omitempty"`
 }
 
 // Error is a manifest problem: which file, which field (JSON pointer), why.
@@ -539,4 +548,13 @@ func (m *Manifest) Audit(now time.Time, role, action, note string, evidence []st
 		e.Phase = &p
 	}
 	m.History = append(m.History, e)
+	if n := len(m.History) - MaxAuditEntries; n > 0 {
+		// A short trail: history.jsonl holds every record. Unbounded, the
+		// manifest every commit rewrites (and every status reads) would grow
+		// with the job, past MaxSize on a long one.
+		m.History = append(m.History[:0:0], m.History[n:]...)
+	}
 }
+
+// MaxAuditEntries bounds the manifest's audit trail to its newest entries.
+const MaxAuditEntries = 50

@@ -1,5 +1,11 @@
 package protocol
 
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
 // Tools Logist executes for the Executor.
 const (
 	ToolShell     = "shell"
@@ -36,7 +42,13 @@ type Policy struct {
 	// Checks are the job's own verification commands (a test suite), run
 	// in the workspace during auditing.
 	Checks []Check `json:"checks,omitempty"`
+	// MaxRounds bounds the Executor's tool rounds (intents, then Logist
+	// runs them) before claims are due.
+	MaxRounds int `json:"max_rounds,omitempty"`
 }
+
+// DefaultMaxRounds is Policy.MaxRounds when the manifest says nothing.
+const DefaultMaxRounds = 5
 
 // Check is one of the job's verification commands.
 type Check struct {
@@ -62,6 +74,9 @@ func (p Policy) WithDefaults() Policy {
 	}
 	if p.MaxToolOutputBytes <= 0 {
 		p.MaxToolOutputBytes = DefaultMaxToolOutputBytes
+	}
+	if p.MaxRounds <= 0 {
+		p.MaxRounds = DefaultMaxRounds
 	}
 	checks := make([]Check, len(p.Checks))
 	for i, c := range p.Checks {
@@ -90,4 +105,18 @@ func (p Policy) allowsTool(tool string) bool {
 		}
 	}
 	return false
+}
+
+// DecodePolicy reads a manifest's "protocol" section (empty: the
+// defaults) and fills the defaults.
+func DecodePolicy(raw []byte) (Policy, error) {
+	var p Policy
+	if len(bytes.TrimSpace(raw)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&p); err != nil {
+			return p, fmt.Errorf("protocol policy: %w", err)
+		}
+	}
+	return p.WithDefaults(), nil
 }

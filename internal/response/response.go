@@ -216,3 +216,22 @@ func jsonText(v any) string {
 	}
 	return string(b)
 }
+
+// DropNulls removes null members of objects, recursively: an agent held to
+// a strict schema says null for an optional field it leaves out.
+func DropNulls(v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, m := range x {
+			if m == nil {
+				delete(x, k)
+			} else {
+				DropNulls(m)
+			}
+		}
+	case []any:
+		for _, m := range x {
+			DropNulls(m)
+		}
+	}
+}

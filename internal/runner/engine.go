@@ -19,9 +19,11 @@ import (
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/protocol/phases"
 	"github.com/logist/logist/internal/response"
 	"github.com/logist/logist/internal/snapshot"
 	"github.com/logist/logist/internal/workflow"
+	"github.com/logist/logist/schemas"
 )
 
 // Causes of a cancelled call.
@@ -43,6 +45,8 @@ type Engine struct {
 	Draining atomic.Bool
 	// Timings, if set, hears what only the engine can time.
 	Timings Timings
+	// Effects are the phase effects workflows may name (effect.go).
+	Effects map[string]Effect
 
 	phaseMu    sync.Mutex
 	phaseSince map[string]phaseMark
@@ -95,7 +99,11 @@ func NewEngine(env *jobtx.Env) *Engine {
 	if env.Obs == nil {
 		env.Obs = jobtx.Nop{}
 	}
-	return &Engine{Env: env, NewProvider: agent.New, Sleep: sleepCtx, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
+	effects := map[string]Effect{}
+	for name, p := range phases.Effects() {
+		effects[name] = p
+	}
+	return &Engine{Env: env, NewProvider: agent.New, Sleep: sleepCtx, Effects: effects, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -157,6 +165,9 @@ type call struct {
 	stateBefore lifecycle.Status
 	deadline    time.Duration
 	budgetBound bool // the deadline is the job's remaining time budget
+	// work, if set, is what Logist does itself in place of an agent call
+	// (a phase played by workflow.RoleLogist).
+	work work
 }
 
 // step does one unit of work: prepare and record a call, make it, record
@@ -182,7 +193,13 @@ func (e *Engine) step(ctx context.Context, id string, log *history.Log) (stepRes
 		cmd.EnvAllow = append(append([]string{}, cmd.EnvAllow...), tx.M.SecretEnv...)
 		cfg.Command = &cmd
 	}
-	prov, perr := e.NewProvider(cfg)
+	var prov agent.Provider
+	var perr error
+	if c.work != nil {
+		prov = c.work
+	} else {
+		prov, perr = e.NewProvider(cfg)
+	}
 	e.markPhase(id, c)
 	if e.Timings != nil {
 		e.Timings.CallStart(id)
@@ -283,7 +300,46 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		return nil, done, fmt.Errorf("job %s: phase %q is not in workflow %s", tx.ID, phase, wf.Name)
 	}
 	c := &call{phase: phase, role: ph.Role, provider: m.Agents[ph.Role].Provider, stateBefore: m.Status}
+	if ph.Role == workflow.RoleLogist {
+		c.provider = workflow.RoleLogist
+	}
 	c.deadline, c.budgetBound = callDeadline(m, ph.Role)
+
+	// The phase's effect may record events, add what the agent must see,
+	// do the phase itself, find nothing to do, or stop the workflow.
+	var prep *workflow.Prep
+	if eff, err := e.effectFor(ph); err != nil {
+		return nil, done, e.failWorkflow(tx, ph.Role, &workflow.Failure{Code: CodeWorkflowEffect, Reason: fmt.Sprintf("phase %s: %v", phase, err)})
+	} else if eff != nil {
+		if prep, err = eff.Prepare(tx, phase); err != nil {
+			return nil, done, err
+		}
+		for _, r := range prep.Records {
+			if err := tx.Append(r); err != nil {
+				return nil, done, err
+			}
+		}
+		if prep.State != "" && prep.State != m.Run.WorkflowState && prep.Fail == nil && prep.Skip == "" {
+			// Saved before the intent, which may not wait for a manifest change.
+			m.Run.WorkflowState = prep.State
+			if err := tx.Commit(); err != nil {
+				return nil, done, err
+			}
+		}
+		if prep.Fail != nil {
+			return nil, done, e.failWorkflow(tx, ph.Role, prep.Fail)
+		}
+		if prep.Skip != "" {
+			res, err := e.skipPhase(tx, wf, phase, prep.Skip, prep.State)
+			return nil, res, err
+		}
+		if prep.Work != nil {
+			c.work = prep.Work
+		}
+	}
+	if ph.Role == workflow.RoleLogist && c.work == nil {
+		return nil, done, e.failWorkflow(tx, ph.Role, &workflow.Failure{Code: CodeWorkflowEffect, Reason: fmt.Sprintf("phase %s is Logist's own but its effect gave it nothing to do", phase)})
+	}
 
 	st := tx.Log.State()
 	if oi := st.OpenIntent; oi != nil && oi.Phase == phase && oi.Request != nil && oi.Interaction != nil {
@@ -305,7 +361,14 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		}
 		return c, stepResult{}, nil
 	}
+	extra := ""
+	if prep != nil {
+		extra = prep.Context
+	}
 	sys, err := systemPrompt(m, tx.Dir, ph.Role)
+	if ph.Role == workflow.RoleLogist {
+		sys, err = "Logist plays this phase itself; this request records what it does.", nil
+	}
 	if err != nil {
 		// A broken prompt override is the manifest's fault: a steward fixes it.
 		m.Run.ErrorCode = agent.CodeConfig
@@ -329,6 +392,10 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 	if m.Agents[ph.Role].Model != "" {
 		meta["model"] = m.Agents[ph.Role].Model
 	}
+	if ph.Schema != "" {
+		// Providers that ask for structured output ask for this one.
+		meta[agent.MetaAnswerSchema] = ph.Schema
+	}
 	// An agent CLI that keeps sessions continues the one it had in this
 	// phase (a RETRY sent the work back, or a steward resumed with
 	// guidance) unless the manifest asks for a fresh start each time.
@@ -347,7 +414,7 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		meta["seed"] = *m.Seed
 	}
 	c.hreq = &history.Request{
-		Prompt:          renderPrompt(sys, m.TaskDescription, ph, files, m.Run),
+		Prompt:          renderPrompt(sys, m.TaskDescription, ph, files, m.Run, extra),
 		FilesContext:    files,
 		Metadata:        meta,
 		SystemPrompt:    sys,
@@ -545,13 +612,62 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 		e.Env.Obs.Violation(re.Code)
 		return done, e.escalate(tx, c, resp, record, lifecycle.EvInvalid, re.Code, "invalid agent answer: "+verr.Error())
 	}
+	wf, err := m.ResolveWorkflow()
+	if err != nil {
+		return done, err
+	}
+	ph := wf.Phases[c.phase]
+	var obj map[string]any
+	if ph.Schema != "" || ph.Effect != "" {
+		obj, _ = response.Extract(out.Raw) // Validate succeeded, so this does
+		response.DropNulls(obj)
+	}
+	if ph.Schema != "" {
+		// The role's own answer contract (e.g. the Planner's proposals).
+		if err := schemas.Validate(ph.Schema, obj); err != nil {
+			resp.Status, resp.ErrorCode, resp.Error = history.StatusError, response.CodeSchemaInvalid, err.Error()
+			outcome("invalid")
+			e.Env.Obs.Violation(response.CodeSchemaInvalid)
+			return done, e.escalate(tx, c, resp, record, lifecycle.EvInvalid, response.CodeSchemaInvalid, "invalid agent answer: "+ph.Schema+": "+err.Error())
+		}
+	}
 	outcome("ok")
 	resp.Status, resp.Action, resp.EvidenceFiles, resp.Summary = history.StatusSuccess, ans.Action, ans.EvidenceFiles, ans.Summary
 	for _, w := range warns {
 		resp.Warnings = append(resp.Warnings, w.Detail)
 		tx.LogError(w.Code, c.role, c.attempt, w.Detail)
 	}
-	return e.apply(tx, c, ans, resp, record)
+	oc := &workflow.Outcome{Name: ans.Action}
+	if eff, err := e.effectFor(ph); err != nil {
+		return done, err
+	} else if eff != nil {
+		if oc, err = eff.Finish(tx, c.phase, ans, obj); err != nil {
+			return done, err
+		}
+	}
+	if oc.Fail != nil {
+		resp.NewStatus = string(lifecycle.InterventionRequired)
+		if err := record(); err != nil {
+			return done, err
+		}
+		if err := appendAll(tx, oc.Records); err != nil {
+			return done, err
+		}
+		if oc.State != "" {
+			m.Run.WorkflowState = oc.State
+		}
+		return done, e.failWorkflow(tx, c.role, oc.Fail)
+	}
+	return e.apply(tx, c, ans, resp, record, oc)
+}
+
+func appendAll(tx *jobtx.Tx, recs []*history.Record) error {
+	for _, r := range recs {
+		if err := tx.Append(r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // escalate records a failed response and moves the job to
@@ -572,17 +688,21 @@ func (e *Engine) escalate(tx *jobtx.Tx, c *call, resp *history.Response, record 
 }
 
 // apply follows a valid answer along the workflow.
-func (e *Engine) apply(tx *jobtx.Tx, c *call, ans *response.Answer, resp *history.Response, record func() error) (stepResult, error) {
+func (e *Engine) apply(tx *jobtx.Tx, c *call, ans *response.Answer, resp *history.Response, record func() error, oc *workflow.Outcome) (stepResult, error) {
 	m := tx.M
 	done := stepResult{done: true}
 	wf, err := m.ResolveWorkflow()
 	if err != nil {
 		return done, err
 	}
-	target, err := wf.Next(c.phase, ans.Action)
+	target, err := wf.Next(c.phase, oc.Name)
 	if err != nil {
 		return done, err
 	}
+	// An effect's outcome other than the answer's action: a move forward
+	// (like COMPLETED) unless it sends work back (like RETRY).
+	retry := ans.Action == workflow.ActionRetry || oc.Retry
+	advance := !retry && oc.Name != workflow.ActionStuck && target != workflow.TargetIntervention
 	m.Run.APIFailures = 0
 	m.Run.LastSummary = ans.Summary
 	m.Audit(tx.Now(), c.role, ans.Action, truncate(ans.Summary, 300), ans.EvidenceFiles)
@@ -596,9 +716,13 @@ func (e *Engine) apply(tx *jobtx.Tx, c *call, ans *response.Answer, resp *histor
 		ev, to = lifecycle.EvStuck, lifecycle.InterventionRequired
 		reason = fmt.Sprintf("%s answered %s: %s", c.role, ans.Action, ans.Summary)
 		m.Run.ErrorCode = "AGENT_STUCK"
+		if oc.Name != ans.Action {
+			reason = fmt.Sprintf("%s: %s", oc.Name, oc.Feedback)
+			m.Run.ErrorCode = oc.Name
+		}
 	case target == workflow.TargetSuccess:
 		ev, to = lifecycle.EvSucceed, lifecycle.Success
-	case ans.Action == workflow.ActionRetry:
+	case retry:
 		m.Run.PhaseRetries++
 		if m.Run.PhaseRetries > m.MaxRetries() {
 			ev, to = lifecycle.EvRetryLimit, lifecycle.InterventionRequired
@@ -612,19 +736,33 @@ func (e *Engine) apply(tx *jobtx.Tx, c *call, ans *response.Answer, resp *histor
 		ev, to, toPhase = lifecycle.EvAdvance, wf.Phases[target].Status, target
 	}
 	resp.NewStatus = string(to)
+	if oc.Name != ans.Action {
+		resp.Outcome, resp.SentBack = oc.Name, oc.Retry
+	}
 	if err := record(); err != nil {
 		return done, err
 	}
+	if err := appendAll(tx, oc.Records); err != nil {
+		return done, err
+	}
+	if oc.State != "" {
+		m.Run.WorkflowState = oc.State
+	}
 
 	// Context for whoever plays next.
-	switch ans.Action {
-	case workflow.ActionCompleted:
+	switch {
+	case oc.Retry:
+		m.Run.Feedback = oc.Feedback
+		if m.Run.Feedback == "" {
+			m.Run.Feedback = ans.Summary
+		}
+	case advance:
 		// PhaseRetries is not reset here: a supervisor RETRY sends the work
 		// back after the worker's COMPLETED, and resetting on COMPLETED
 		// would let that loop run forever. Only a steward resets it.
-		m.Run.PreviousSummary, m.Run.Feedback = ans.Summary, ""
+		m.Run.PreviousSummary, m.Run.Feedback = ans.Summary, oc.Feedback
 		m.Run.Evidence = ans.EvidenceFiles
-	case workflow.ActionRetry:
+	case ans.Action == workflow.ActionRetry:
 		m.Run.Feedback = ans.Summary
 		if len(ans.EvidenceFiles) > 0 {
 			m.Run.Evidence = ans.EvidenceFiles
@@ -635,7 +773,7 @@ func (e *Engine) apply(tx *jobtx.Tx, c *call, ans *response.Answer, resp *histor
 	}
 
 	// A phase boundary is a safe place to resume from.
-	if ans.Action == workflow.ActionCompleted {
+	if advance {
 		n := c.interaction
 		cp := &history.RecoveryPoint{
 			CheckpointID: fmt.Sprintf("cp-%04d-%s", n, c.phase), Sequence: n, ResumePhase: toPhase, CanResumeFrom: true,

@@ -38,7 +38,7 @@ func systemPrompt(m *manifest.Manifest, jobDir, role string) (string, error) {
 
 // renderPrompt is the complete text an LLM agent sees: system prompt, task,
 // context files, and what earlier turns and the steward said.
-func renderPrompt(system, task string, phase workflow.Phase, ctxFiles []string, run manifest.RunState) string {
+func renderPrompt(system, task string, phase workflow.Phase, ctxFiles []string, run manifest.RunState, extra string) string {
 	var b strings.Builder
 	b.WriteString(strings.TrimSpace(system))
 	b.WriteString("\n\n## Task\n")
@@ -54,6 +54,9 @@ func renderPrompt(system, task string, phase workflow.Phase, ctxFiles []string, 
 		for _, f := range ctxFiles {
 			b.WriteString("- " + filepath.ToSlash(f) + "\n")
 		}
+	}
+	if extra = strings.TrimSpace(extra); extra != "" {
+		b.WriteString("\n" + extra + "\n")
 	}
 	if run.PreviousSummary != "" {
 		b.WriteString("\n## Summary of the previous phase\n" + run.PreviousSummary + "\n")

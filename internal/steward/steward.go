@@ -23,6 +23,7 @@ import (
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/protocol/phases"
 	"github.com/logist/logist/internal/snapshot"
 )
 
@@ -158,6 +159,19 @@ func (s *Steward) Halt(id, reason string) (*manifest.Manifest, error) {
 	m.Audit(tx.Now(), "Steward", "HALT", reason, nil)
 	if err := s.record(tx, "halt", "", reason, nil); err != nil {
 		return nil, err
+	}
+	// A protocol session records the operator's abort as its own event.
+	evs, err := phases.Abort(tx, s.User, reason)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range evs {
+		if err := tx.Append(r); err != nil {
+			return nil, err
+		}
+	}
+	if len(evs) > 0 {
+		m.Run.WorkflowState = "aborted"
 	}
 	if err := tx.Transition(lifecycle.EvHalt, lifecycle.Canceled, "", "STEWARD", reason); err != nil {
 		return nil, err

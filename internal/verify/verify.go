@@ -24,10 +24,13 @@ import (
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/protocol"
 	"github.com/logist/logist/internal/response"
 	"github.com/logist/logist/internal/secrets"
 	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/workflow"
+	"github.com/logist/logist/schemas"
+	"strings"
 )
 
 // Failure classes (seed 003's names where it has one).
@@ -54,15 +57,18 @@ func (p Problem) String() string { return fmt.Sprintf("record %d: %s: %s", p.Seq
 
 // Report is the outcome of verifying one job.
 type Report struct {
-	JobID       string    `json:"job_id"`
-	Records     int       `json:"records"`
-	Legacy      int       `json:"legacy_records"`
-	Responses   int       `json:"responses"`
-	Transitions int       `json:"transitions"`
-	Encrypted   int       `json:"encrypted_not_revalidated,omitempty"`
-	KeyID       string    `json:"key_id,omitempty"`
-	LastHash    string    `json:"last_hash,omitempty"`
-	Problems    []Problem `json:"problems"`
+	JobID       string `json:"job_id"`
+	Records     int    `json:"records"`
+	Legacy      int    `json:"legacy_records"`
+	Responses   int    `json:"responses"`
+	Transitions int    `json:"transitions"`
+	Encrypted   int    `json:"encrypted_not_revalidated,omitempty"`
+	KeyID       string `json:"key_id,omitempty"`
+	LastHash    string `json:"last_hash,omitempty"`
+	// Protocol is the protocol verifier's status (pass, pass_with_warnings,
+	// fail) for a job with protocol events.
+	Protocol string    `json:"protocol,omitempty"`
+	Problems []Problem `json:"problems"`
 }
 
 // OK reports an intact, replayable history.
@@ -111,6 +117,7 @@ func Job(jobID, jobDir string, o Options) (*Report, error) {
 		}
 	}
 	replay(r, entries, o.Manifest)
+	protocolTrace(r, entries, jobDir, o.Manifest)
 	sortProblems(r)
 	return r, nil
 }
@@ -227,7 +234,27 @@ func replay(r *Report, es []history.Entry, m *manifest.Manifest) {
 			case resp.Status != history.StatusSuccess:
 				continue // agent errors: the transition table check covers them
 			}
-			expect = expectFor(wf, rec.Phase, ans.Action, &retries, maxRetries)
+			if ph, ok := wf.Phases[rec.Phase]; ok && ph.Schema != "" {
+				if err := phaseSchema(ph.Schema, resp.RawResponse); err != nil {
+					r.add(Problem{rec.Seq, ClassSchemaInvalid, "recorded as valid, but the answer fails " + ph.Schema + " now: " + err.Error()})
+					continue
+				}
+			}
+			name, sentBack := ans.Action, false
+			if resp.Outcome != "" {
+				// The phase's effect decided (protocol workflows); its own
+				// verifier re-checks the events behind the decision.
+				name, sentBack = resp.Outcome, resp.SentBack
+			}
+			expect = expectFor(wf, rec.Phase, name, &retries, maxRetries)
+			if sentBack && expect.event == lifecycle.EvAdvance {
+				retries++
+				if retries > maxRetries {
+					expect = &exp{event: lifecycle.EvRetryLimit, to: lifecycle.InterventionRequired}
+				} else {
+					expect.event = lifecycle.EvRetry
+				}
+			}
 			if expect != nil {
 				expect.seq = rec.Seq
 			}
@@ -305,4 +332,46 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// phaseSchema checks a recorded answer against its phase's own schema, as
+// the engine did (null members count as absent).
+func phaseSchema(name, raw string) error {
+	obj, err := response.Extract([]byte(raw))
+	if err != nil {
+		return err
+	}
+	response.DropNulls(obj)
+	return schemas.Validate(name, obj)
+}
+
+// protocolTrace runs the protocol verifier (seed 003's mandatory checks)
+// over a job whose history holds protocol events, and reports its failures
+// in the seed's classes.
+func protocolTrace(r *Report, es []history.Entry, jobDir string, m *manifest.Manifest) {
+	recs := make([]history.Record, 0, len(es))
+	events := false
+	for i := range es {
+		recs = append(recs, es[i].Record)
+		events = events || es[i].Record.Type == history.TypeEvent
+	}
+	if !events {
+		return
+	}
+	var raw []byte
+	complete := false
+	if m != nil {
+		raw = m.Protocol
+		complete = m.Status == lifecycle.Success
+	}
+	pol, err := protocol.DecodePolicy(raw)
+	if err != nil {
+		r.add(Problem{0, ClassSchemaInvalid, err.Error()})
+		return
+	}
+	rep := protocol.Verify(recs, protocol.NewStore(jobDir), pol, protocol.VerifyOptions{Complete: complete})
+	r.Protocol = rep.Status
+	for _, f := range rep.Failures() {
+		r.add(Problem{f.Seq, strings.ToUpper(f.Class), "protocol " + f.EventType + " " + f.Subject + ": " + f.Detail})
+	}
 }

@@ -8,10 +8,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/schemas"
 )
 
 // Terminal targets an answer can lead to instead of a phase.
@@ -19,6 +21,10 @@ const (
 	TargetSuccess      = "SUCCESS"
 	TargetIntervention = "INTERVENTION_REQUIRED"
 )
+
+// RoleLogist is the role of phases Logist plays itself (running tools,
+// verifying a trace): they need an effect and no agent.
+const RoleLogist = "logist"
 
 // Actions an agent can answer.
 const (
@@ -32,12 +38,28 @@ var Actions = []string{ActionCompleted, ActionStuck, ActionRetry}
 
 // Phase is one step of a workflow.
 type Phase struct {
-	Role        string            `json:"role"`
-	Status      lifecycle.Status  `json:"status,omitempty"`
-	Description string            `json:"description,omitempty"`
-	Task        string            `json:"task,omitempty"`
-	On          map[string]string `json:"on"`
+	Role        string           `json:"role"`
+	Status      lifecycle.Status `json:"status,omitempty"`
+	Description string           `json:"description,omitempty"`
+	Task        string           `json:"task,omitempty"`
+	// On maps each answer (COMPLETED, RETRY, STUCK) and each outcome the
+	// phase's effect can report (upper-case names such as REJECTED) to the
+	// next phase or a terminal.
+	On map[string]string `json:"on"`
+	// Schema names the answer schema (a file in schemas/) the role's answer
+	// must also satisfy, beyond the base answer contract.
+	Schema string `json:"schema,omitempty"`
+	// Effect names what the engine does around the phase beyond following
+	// the answer (record protocol events, run tools, verify); see
+	// internal/runner's effects.
+	Effect string `json:"effect,omitempty"`
+	// State is the workflow's own name for where the job is (the protocol
+	// session state), shown by logist status.
+	State string `json:"state,omitempty"`
 }
+
+// Outcome names an effect may report besides the three actions.
+var outcomeName = regexp.MustCompile(`^[A-Z][A-Z_]{1,39}$`)
 
 // Workflow is a named graph of phases.
 type Workflow struct {
@@ -101,6 +123,14 @@ func (w *Workflow) Check() error {
 		if p.Role == "" {
 			return fmt.Errorf("phase %q: role is empty", name)
 		}
+		if p.Role == RoleLogist && p.Effect == "" {
+			return fmt.Errorf("phase %q: role %s (Logist itself) needs an effect", name, RoleLogist)
+		}
+		if p.Schema != "" {
+			if _, err := schemas.Raw(p.Schema); err != nil {
+				return fmt.Errorf("phase %q: schema %q is not one of Logist's schemas", name, p.Schema)
+			}
+		}
 		switch p.Status {
 		case "":
 			p.Status = lifecycle.Running
@@ -121,6 +151,17 @@ func (w *Workflow) Check() error {
 				return fmt.Errorf("phase %q: %s leads to unknown phase %q", name, a, t)
 			}
 		}
+		for o, t := range p.On {
+			if !outcomeName.MatchString(o) {
+				return fmt.Errorf("phase %q: outcome %q is not an upper-case name", name, o)
+			}
+			if t == TargetSuccess || t == TargetIntervention {
+				continue
+			}
+			if _, ok := w.Phases[t]; !ok {
+				return fmt.Errorf("phase %q: %s leads to unknown phase %q", name, o, t)
+			}
+		}
 	}
 	return nil
 }
@@ -135,11 +176,13 @@ func (w *Workflow) PhaseNames() []string {
 	return out
 }
 
-// Roles returns the roles the workflow needs.
+// Roles returns the roles the workflow needs agents for (not Logist's own).
 func (w *Workflow) Roles() []string {
 	set := map[string]bool{}
 	for _, p := range w.Phases {
-		set[p.Role] = true
+		if p.Role != RoleLogist {
+			set[p.Role] = true
+		}
 	}
 	out := make([]string, 0, len(set))
 	for r := range set {

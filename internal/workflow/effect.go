@@ -1,0 +1,54 @@
+package workflow
+
+import (
+	"context"
+
+	"github.com/logist/logist/internal/history"
+)
+
+// Prep is what a phase's effect decides before the phase is played.
+type Prep struct {
+	// Context is added to the agent's prompt: what it must see (the
+	// proposals to review, the results of the tools it asked for).
+	Context string
+	// Work is done by Logist itself, in place of an agent call, for phases
+	// whose role is RoleLogist. Like a call it runs without the job's lock
+	// (a steward can halt it) and returns the phase's answer.
+	Work func(ctx context.Context) ([]byte, error)
+	// Skip, if set, ends the phase at once with this outcome: there is
+	// nothing to do (no intent needs the Critic's review).
+	Skip string
+	// Fail stops the workflow: the job needs a steward (an integrity
+	// violation of the protocol session).
+	Fail *Failure
+	// Records are appended before the phase is played (events such as
+	// tool_execution_started).
+	Records []*history.Record
+	// State is the workflow's own state now ("" = unchanged).
+	State string
+}
+
+// Outcome is what a phase's effect makes of a valid answer.
+type Outcome struct {
+	// Name is the answer's action or one of the phase's outcomes; the
+	// phase's On map says where it leads.
+	Name string
+	// Retry marks an outcome that sends work back (a rejection, a guard
+	// that refused what the agent said): it counts against the job's
+	// RETRY limit and Feedback is shown to whoever plays next.
+	Retry    bool
+	Feedback string
+	// Fail stops the workflow, as in Prep.
+	Fail *Failure
+	// Records are appended right after the answer's response record (the
+	// events the answer amounts to, already checked by the guards).
+	Records []*history.Record
+	// State is the workflow's own state after them ("" = unchanged).
+	State string
+}
+
+// Failure is why a workflow stopped.
+type Failure struct {
+	Code   string
+	Reason string
+}
