@@ -622,8 +622,9 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 		obj, _ = response.Extract(out.Raw) // Validate succeeded, so this does
 		response.DropNulls(obj)
 	}
-	if ph.Schema != "" {
-		// The role's own answer contract (e.g. the Planner's proposals).
+	if ph.Schema != "" && ans.Action == workflow.ActionCompleted {
+		// The role's own answer contract (e.g. the Planner's proposals);
+		// RETRY and STUCK need only the base contract.
 		if err := schemas.Validate(ph.Schema, obj); err != nil {
 			resp.Status, resp.ErrorCode, resp.Error = history.StatusError, response.CodeSchemaInvalid, err.Error()
 			outcome("invalid")
@@ -647,6 +648,7 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 	}
 	if oc.Fail != nil {
 		resp.NewStatus = string(lifecycle.InterventionRequired)
+		resp.Outcome = workflow.OutcomeFailed
 		if err := record(); err != nil {
 			return done, err
 		}

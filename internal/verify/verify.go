@@ -224,6 +224,13 @@ func replay(r *Report, es []history.Entry, m *manifest.Manifest) {
 				continue
 			case resp.Status != history.StatusSuccess && isValidationCode(resp.ErrorCode):
 				var ve *response.Error
+				if err == nil && resp.ErrorCode == response.CodeSchemaInvalid {
+					// The phase's own schema refused it (protocol roles).
+					if ph, ok := wf.Phases[rec.Phase]; ok && ph.Schema != "" && ans.Action == workflow.ActionCompleted && phaseSchema(ph.Schema, resp.RawResponse) != nil {
+						expect = &expectation{rec.Seq, lifecycle.EvInvalid, lifecycle.InterventionRequired, ""}
+						continue
+					}
+				}
 				if err == nil {
 					r.add(Problem{rec.Seq, ClassReplayDivergence, fmt.Sprintf("recorded as %s, but the answer is valid now", resp.ErrorCode)})
 				} else if errors.As(err, &ve) && ve.Code != resp.ErrorCode && resp.ErrorCode != response.CodeProtocolViolation {
@@ -234,11 +241,15 @@ func replay(r *Report, es []history.Entry, m *manifest.Manifest) {
 			case resp.Status != history.StatusSuccess:
 				continue // agent errors: the transition table check covers them
 			}
-			if ph, ok := wf.Phases[rec.Phase]; ok && ph.Schema != "" {
+			if ph, ok := wf.Phases[rec.Phase]; ok && ph.Schema != "" && ans.Action == workflow.ActionCompleted {
 				if err := phaseSchema(ph.Schema, resp.RawResponse); err != nil {
 					r.add(Problem{rec.Seq, ClassSchemaInvalid, "recorded as valid, but the answer fails " + ph.Schema + " now: " + err.Error()})
 					continue
 				}
+			}
+			if resp.Outcome == workflow.OutcomeFailed {
+				expect = &expectation{rec.Seq, lifecycle.EvWorkflowFailed, lifecycle.InterventionRequired, ""}
+				continue
 			}
 			name, sentBack := ans.Action, false
 			if resp.Outcome != "" {

@@ -47,6 +47,10 @@ type Outcome struct {
 	State string
 }
 
+// OutcomeFailed is the recorded outcome of an answer after which the
+// workflow stopped (Outcome.Fail).
+const OutcomeFailed = "WORKFLOW_FAILED"
+
 // Failure is why a workflow stopped.
 type Failure struct {
 	Code   string

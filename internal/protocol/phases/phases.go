@@ -123,6 +123,19 @@ func (p *Phase) Finish(tx *jobtx.Tx, phase string, ans *response.Answer, obj map
 	oc, err := p.finish(s, ans, obj)
 	if err != nil {
 		var ge *protocol.GuardError
+		if errors.As(err, &ge) && integrity(ge.Class) {
+			// A signature that is not the role's (or a broken chain) is an
+			// integrity violation: the session fails and stops (seed 003).
+			s, _, oerr := open(tx, phase)
+			if oerr != nil {
+				return nil, oerr
+			}
+			reason := "integrity violation: " + ge.Error()
+			if r, err := s.event(protocol.SessionFailed, protocol.System, "", map[string]any{"reason": reason, "class": ge.Class}); err == nil {
+				s.out = append(s.out, r)
+			}
+			return &workflow.Outcome{Records: s.out, State: string(s.led.State), Fail: &workflow.Failure{Code: CodeProtocolFailed, Reason: reason}}, nil
+		}
 		if errors.As(err, &ge) {
 			return &workflow.Outcome{Name: OutViolation, Retry: true, Feedback: "Nothing you answered was recorded: " + ge.Error(), State: string(s.initial)}, nil
 		}
@@ -133,6 +146,12 @@ func (p *Phase) Finish(tx *jobtx.Tx, phase string, ans *response.Answer, obj map
 		oc.State = string(s.led.State)
 	}
 	return oc, nil
+}
+
+// integrity says whether a guard's failure class means the trace itself
+// cannot be trusted (rather than an agent saying something out of order).
+func integrity(class string) bool {
+	return class == protocol.FailSignatureInvalid || class == protocol.FailChainBreak || class == protocol.FailHashMismatch
 }
 
 // session is the protocol state of one job for one engine step.
