@@ -22,6 +22,10 @@ for id in $("$logist" list --jobs-dir "$scratch" --format json | sed -n 's/.*"jo
 done
 cat <<EOT
 
+The protocol session (seed 003) of demo-protocol, its signed events and their check:
+  bin/logist history demo-protocol --jobs-dir $scratch
+  bin/logist verify demo-protocol --jobs-dir $scratch
+
 To continue the stuck job, as a steward would:
   bin/logist resume demo-stuck --jobs-dir $scratch --guidance 'Keep legacy_email; add the new column beside it.'
   bin/logistd --once --jobs-dir $scratch

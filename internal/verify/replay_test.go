@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/logist/logist/internal/protocol"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -17,7 +19,14 @@ import (
 var update = flag.Bool("update", false, "rewrite the captured example histories in testdata/captured")
 
 // examples are the repo's example jobs (jobs/); each has a captured history.
-var examples = []string{"demo-retry-success", "demo-stuck", "demo-cost-halt", "demo-invalid-answer", "demo-command"}
+var examples = []string{"demo-retry-success", "demo-stuck", "demo-cost-halt", "demo-invalid-answer", "demo-command", "demo-protocol"}
+
+// varying masks what differs between two runs of the same protocol job:
+// tool durations, and the artifact ids that depend on them (a tool's
+// output records its duration; the report names the trace's head hash).
+var varying = regexp.MustCompile(`"duration_ms": ?\d+|duration_ms \d+|sha256:[0-9a-f]{64}|[0-9a-f]{64}|\d+(\.\d+)?ms`)
+
+func mask(s string) string { return varying.ReplaceAllString(s, "~") }
 
 // TestCapturedHistoriesReplay replays the committed histories of every
 // example job: they must verify (chain, signatures, replay with today's
@@ -40,6 +49,14 @@ func TestCapturedHistoriesReplay(t *testing.T) {
 					t.Fatal(err)
 				}
 				os.WriteFile(filepath.Join(capDir, name+".pub"), []byte(signing.EncodePublic(key.Public())+"\n"), 0o644)
+				// A protocol job's evidence: its content-addressed artifacts.
+				arts := filepath.Join(dir, name, protocol.ArtifactsDir)
+				os.RemoveAll(filepath.Join(capDir, name+".artifacts"))
+				if _, err := os.Stat(arts); err == nil {
+					if err := os.CopyFS(filepath.Join(capDir, name+".artifacts"), os.DirFS(arts)); err != nil {
+						t.Fatal(err)
+					}
+				}
 				return
 			}
 			pub, err := signing.LoadPublic(filepath.Join(capDir, name+".pub"))
@@ -54,6 +71,9 @@ func TestCapturedHistoriesReplay(t *testing.T) {
 				t.Fatal(err)
 			}
 			os.WriteFile(filepath.Join(jobs, name, history.FileName), b, 0o600)
+			if _, err := os.Stat(filepath.Join(capDir, name+".artifacts")); err == nil {
+				os.CopyFS(filepath.Join(jobs, name, protocol.ArtifactsDir), os.DirFS(filepath.Join(capDir, name+".artifacts")))
+			}
 			m, err := jobstore.New(jobs).Load(name)
 			if err != nil {
 				t.Fatal(err)
@@ -94,11 +114,13 @@ func trace(t *testing.T, jobDir string) []string {
 		case r.Request != nil:
 			meta, _ := json.Marshal(r.Request.Metadata)
 			s += fmt.Sprintf(" files=%v meta=%s prompt=%q", r.Request.FilesContext, meta,
-				strings.ReplaceAll(r.Request.Prompt, jobDir, "$JOB"))
+				mask(strings.ReplaceAll(r.Request.Prompt, jobDir, "$JOB")))
 		case r.Response != nil:
 			p := r.Response
-			s += fmt.Sprintf(" %s %s %s evidence=%v summary=%q raw=%q cost=%v warnings=%v new=%s", p.Status, p.Action, p.ErrorCode,
-				p.EvidenceFiles, p.Summary, p.RawResponse, p.CostUSD, p.Warnings, p.NewStatus)
+			s += fmt.Sprintf(" %s %s %s evidence=%v summary=%q raw=%q cost=%v warnings=%v new=%s outcome=%s", p.Status, p.Action, p.ErrorCode,
+				p.EvidenceFiles, mask(p.Summary), mask(p.RawResponse), p.CostUSD, p.Warnings, p.NewStatus, p.Outcome)
+		case r.Event != nil:
+			s += fmt.Sprintf(" %s %s signed=%v", r.Event.Type, r.Event.Subject, r.Event.Sig != "")
 		case r.Transition != nil:
 			tr := r.Transition
 			s += fmt.Sprintf(" %s->%s %s->%s %s %s %s %q", tr.From, tr.To, tr.FromPhase, tr.ToPhase, tr.Event, tr.Actor, tr.CheckpointID, tr.Reason)
