@@ -2,7 +2,10 @@ package agent
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 )
 
 // The server-sent event stream of an HTTP agent is outside input: the
@@ -24,5 +27,33 @@ func FuzzStreamRead(f *testing.F) {
 		}
 		var w stream
 		_ = w.readWhole(bytes.NewReader(data))
+	})
+}
+
+// FuzzPresetParse feeds every preset's parser arbitrary program output
+// (seeded with the captured samples): agent CLIs are outside programs, and
+// no output of theirs may crash the daemon.
+func FuzzPresetParse(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "presets", "*", "*"))
+	for _, p := range files {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b, 0)
+			f.Add(b, 1)
+		}
+	}
+	home := f.TempDir() // empty: parsers that look for session files find none
+	f.Fuzz(func(t *testing.T, out []byte, exit int) {
+		for _, name := range PresetNames() {
+			p, _ := LookupPreset(name)
+			inv := &Invocation{Home: home, Env: map[string]string{}}
+			start := time.Now()
+			parsed, err := p.Parse(&RunOutput{Stdout: out, Stderr: out, ExitCode: exit, Inv: inv})
+			if d := time.Since(start); d > 10*time.Second { // a hang, not a benchmark
+				t.Fatalf("%s: parsing %d bytes took %s", name, len(out), d)
+			}
+			if err == nil && parsed == nil {
+				t.Fatalf("%s: nil result without an error", name)
+			}
+		}
 	})
 }
