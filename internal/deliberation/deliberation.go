@@ -1,0 +1,146 @@
+// Package deliberation is what the deliberation workflows (the parliament
+// of seeds 000/001, the negotiation of seed 004) share, built once: the
+// message ledger and its visibility, turns (one speaker, or every member at
+// once), vote rules and tallies, context windowing, the per-answer sentence
+// budget, the chair's procedural line library, and a seeded RNG so a run is
+// reproducible.
+//
+// A game (internal/parliament, internal/negotiation) implements Game. Its
+// state is never stored on its own: it is replayed from the committed
+// messages (and the steward's inputs), so a restart resumes at the last
+// committed turn and the same seed gives the same ledger.
+package deliberation
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Steward is the participant id of the human steward (who sees every
+// message).
+const Steward = "steward"
+
+// Skipped is the message type of a turn that failed or came back empty: the
+// chair's procedural line is recorded and the turn cursor advances.
+const Skipped = "SKIPPED"
+
+// Message is one ledger entry (seed 000's base structure). The orchestrator
+// stamps ID, Round and Timestamp.
+type Message struct {
+	ID        string         `json:"id"`
+	Type      string         `json:"type"`
+	Round     int            `json:"round"`
+	Timestamp string         `json:"timestamp"`
+	From      string         `json:"from"`
+	To        string         `json:"to,omitempty"`
+	InReplyTo string         `json:"in_reply_to,omitempty"`
+	Content   map[string]any `json:"content"`
+	// Audience, if set, are the only participants who may see the message
+	// (besides the steward); empty means public.
+	Audience []string `json:"audience,omitempty"`
+}
+
+// VisibleTo reports whether participant p may see m.
+func (m *Message) VisibleTo(p string) bool {
+	if len(m.Audience) == 0 || p == Steward || p == m.From {
+		return true
+	}
+	for _, a := range m.Audience {
+		if a == p {
+			return true
+		}
+	}
+	return false
+}
+
+// Visible is the part of msgs participant p may see, in order. Every
+// context built for an agent goes through it.
+func Visible(msgs []Message, p string) []Message {
+	out := make([]Message, 0, len(msgs))
+	for i := range msgs {
+		if msgs[i].VisibleTo(p) {
+			out = append(out, msgs[i])
+		}
+	}
+	return out
+}
+
+// Turn is one agent call a game asks for.
+type Turn struct {
+	// Participant is the game's id of who speaks (rep_2, japan, ...);
+	// Role is the manifest agent that plays it (often the same).
+	Participant string `json:"participant"`
+	Role        string `json:"role"`
+	// Kind says what is asked (opening, question, answer, vote, ...); the
+	// game uses it to read the answer.
+	Kind string `json:"kind"`
+	// Schema is the answer schema (a file in schemas/) the answer must
+	// satisfy; it is checked before the game sees the answer.
+	Schema string `json:"schema"`
+	// Prompt is everything the participant is told for this turn: the
+	// instruction and the context the game built from what it may see.
+	Prompt string `json:"prompt"`
+	// Data is the game's own bookkeeping for the turn (e.g. whom a
+	// question is for), handed back with the result.
+	Data map[string]any `json:"data,omitempty"`
+}
+
+// Result is what became of a turn.
+type Result struct {
+	Turn Turn `json:"turn"`
+	// Answer is the validated answer object; nil when the turn failed.
+	Answer map[string]any `json:"answer,omitempty"`
+	// Error says why the turn failed or came back empty (it is SKIPPED).
+	Error string `json:"error,omitempty"`
+}
+
+// Step is what a game does next.
+type Step struct {
+	// Emit are messages the orchestrator or the chair adds without a model
+	// call (openings picked by the RNG, rulings, tallies).
+	Emit []Message
+	// Turns are the calls to make now: one (turn-taking) or several (a
+	// fan-out, played in parallel up to the job's limit). Each answer is
+	// validated on its own.
+	Turns []Turn
+	// Wait, if set, means the steward must act before the game goes on
+	// (the Prime Minister's decision, a human's reply): what is awaited.
+	Wait string
+	// Done ends the session; Outcome says how ("passed", "vetoed", ...).
+	Done    bool
+	Outcome string
+}
+
+// Input is something the steward (or a human playing a role) supplied:
+// logist pm, logist reply.
+type Input struct {
+	Kind    string         `json:"kind"` // "pm_decision", "reply", ...
+	From    string         `json:"from"`
+	Content map[string]any `json:"content"`
+	Time    string         `json:"time"`
+}
+
+// Session is a game's state, replayed from its committed messages.
+type Session interface {
+	// Next is what happens now.
+	Next() (*Step, error)
+	// Apply turns the results of the step's turns into the messages to
+	// commit (SKIPPED ones included).
+	Apply(results []Result) ([]Message, error)
+	// Input applies a steward input, returning the messages it makes (an
+	// error names why it is not acceptable now: exit code 2 material).
+	Input(in Input) ([]Message, error)
+	// Files are the materialised files in the seeds' shapes (name relative
+	// to the job folder → content), rewritten after each commit.
+	Files() (map[string][]byte, error)
+	// State is a short description for logist status.
+	State() string
+}
+
+// Game builds a session from the job's configuration (the manifest's
+// game section), its seed, the task and the committed messages, in order
+// (a steward's input is committed as the messages it made).
+type Game interface {
+	Name() string
+	Load(cfg json.RawMessage, seed int64, task string, msgs []Message, now func() time.Time) (Session, error)
+}
