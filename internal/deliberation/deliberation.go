@@ -137,10 +137,37 @@ type Session interface {
 	State() string
 }
 
-// Game builds a session from the job's configuration (the manifest's
-// game section), its seed, the task and the committed messages, in order
-// (a steward's input is committed as the messages it made).
+// Env is what a game is loaded from.
+type Env struct {
+	// Config is the manifest's "game" section (the game's own shape).
+	Config json.RawMessage
+	// Seed is the manifest's seed (0 when absent): every random choice
+	// derives from it (RNG).
+	Seed int64
+	// Task is the job's task description (the problem statement).
+	Task string
+	// Messages are the committed messages, in order (a steward's input is
+	// committed as the messages it made).
+	Messages []Message
+	// Workspace is the job's workspace folder (read-only for the game:
+	// file changes are messages whose content the engine writes, see
+	// FileWrite).
+	Workspace string
+	// Dir is the job folder (for files the game reads, e.g. a scenario
+	// file named relative to it).
+	Dir string
+	// Now stamps new messages.
+	Now func() time.Time
+}
+
+// Game builds a session of its rules from an Env.
 type Game interface {
 	Name() string
-	Load(cfg json.RawMessage, seed int64, task string, msgs []Message, now func() time.Time) (Session, error)
+	Load(env Env) (Session, error)
 }
+
+// FileWrite is how a message changes a workspace file (an enacted
+// amendment): Content["file_write"] = {"path": relative path, "content":
+// the whole new content}. The engine writes it when it commits the
+// message; a replay never writes again.
+const FileWriteKey = "file_write"
