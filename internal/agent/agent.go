@@ -108,6 +108,8 @@ func New(cfg manifest.AgentConfig) (Provider, error) {
 			return &PresetCommand{Preset: p, Cfg: *cfg.Command, Model: cfg.Model}, nil
 		}
 		return &Command{Cfg: *cfg.Command}, nil
+	case "human":
+		return Human{}, nil
 	case "http":
 		if cfg.HTTP == nil {
 			return nil, &Error{Code: CodeConfig, Msg: "http provider without http"}

@@ -102,11 +102,11 @@ func eventResult(err error) string {
 var commands []*command
 
 func init() {
-	for _, c := range []*command{cmdSubmit, cmdResume, cmdHalt, cmdActivate, cmdRollback} {
+	for _, c := range []*command{cmdSubmit, cmdResume, cmdHalt, cmdActivate, cmdRollback, cmdReply, cmdPM} {
 		c.steers = true
 	}
 	commands = []*command{
-		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdValidate, cmdVerify, cmdRollback, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs,
+		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdReply, cmdPM, cmdValidate, cmdVerify, cmdRollback, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs,
 	}
 }
 

@@ -1,5 +1,7 @@
 package history
 
+import "encoding/json"
+
 // RecordVersion is the version of the record format this Logist writes.
 // Version 1 (Logist's first release) wrote bare records, one per line;
 // version 2 wraps each in a hash-chained, signed envelope. Version 1 lines
@@ -18,6 +20,7 @@ const (
 	TypeRecoveryPoint = "recovery_point" // a safe phase boundary
 	TypeError         = "error"          // an error event that is not a response (interruption, ...)
 	TypeEvent         = "event"          // a workflow protocol event (seed 003), signed by the role that emits it
+	TypeMessage       = "message"        // a deliberation ledger message (seeds 000, 004), as committed
 )
 
 // Record is one line of history.jsonl.
@@ -40,6 +43,8 @@ type Record struct {
 	RecoveryPoint *RecoveryPoint `json:"recovery_point,omitempty"`
 	Error         *ErrorInfo     `json:"error,omitempty"`
 	Event         *ProtocolEvent `json:"event,omitempty"`
+	// Message is a deliberation ledger message (internal/deliberation).
+	Message json.RawMessage `json:"message,omitempty"`
 }
 
 // ProtocolEvent is a protocol event (seed 003): what a role did, chained to the

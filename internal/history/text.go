@@ -1,5 +1,7 @@
 package history
 
+import "encoding/json"
+
 // Clone returns a copy of r whose text fields can be changed without
 // changing r (the payload structs are copied; maps and slices that Text or
 // Content rewrite are copied too).
@@ -34,6 +36,9 @@ func (r Record) Clone() Record {
 	if r.Error != nil {
 		e := *r.Error
 		c.Error = &e
+	}
+	if r.Message != nil {
+		c.Message = append(json.RawMessage(nil), r.Message...)
 	}
 	if r.Event != nil {
 		e := *r.Event

@@ -65,6 +65,9 @@ const (
 	// EvWorkflowFailed: the workflow itself cannot go on (the protocol
 	// session's integrity is violated, its verification failed).
 	EvWorkflowFailed Event = "workflow_failed"
+	// EvAwait: the workflow waits for the steward (a decision, a human's
+	// reply).
+	EvAwait Event = "awaiting_steward"
 )
 
 type key struct {
@@ -95,7 +98,7 @@ var table = map[key][]Status{
 func init() {
 	for _, s := range []Status{Running, Reviewing} {
 		table[key{s, EvSucceed}] = []Status{Success}
-		for _, ev := range []Event{EvStuck, EvInvalid, EvAgentFailed, EvRetryLimit, EvWorkflowFailed} {
+		for _, ev := range []Event{EvStuck, EvInvalid, EvAgentFailed, EvRetryLimit, EvWorkflowFailed, EvAwait} {
 			table[key{s, ev}] = []Status{InterventionRequired}
 		}
 		table[key{s, EvCostExceeded}] = []Status{HaltedCost}

@@ -57,7 +57,10 @@ type Manifest struct {
 	Seed                 *int64                 `json:"seed,omitempty"`
 	// Protocol is the protocol workflow's policy (internal/protocol.Policy);
 	// kept raw here, decoded by the workflow that uses it.
-	Protocol       json.RawMessage `json:"protocol,omitempty"`
+	Protocol json.RawMessage `json:"protocol,omitempty"`
+	// Game is a deliberation workflow's game configuration (the parliament's
+	// members, the negotiation's scenario), decoded by the game.
+	Game           json.RawMessage `json:"game,omitempty"`
 	SecretEnv      []string        `json:"secret_env,omitempty"`
 	EncryptHistory bool            `json:"encrypt_history,omitempty"`
 	Schedule       *Schedule       `json:"schedule,omitempty"`
@@ -171,6 +174,8 @@ type Limits struct {
 	MaxAPIRetries      *int     `json:"max_api_retries,omitempty"`
 	BackoffInitialMS   *int64   `json:"backoff_initial_ms,omitempty"`
 	CallTimeoutSeconds *float64 `json:"call_timeout_seconds,omitempty"`
+	// MaxParallelCalls bounds the calls a fan-out step makes at once.
+	MaxParallelCalls *int `json:"max_parallel_calls,omitempty"`
 }
 
 // Metrics are the job's accumulated spend.
@@ -490,6 +495,17 @@ func (m *Manifest) MaxRetries() int {
 		return *m.Limits.MaxRetries
 	}
 	return DefaultMaxRetries
+}
+
+// DefaultMaxParallelCalls is how many turns of a fan-out run at once.
+const DefaultMaxParallelCalls = 4
+
+// MaxParallelCalls returns how many calls a fan-out step makes at once.
+func (m *Manifest) MaxParallelCalls() int {
+	if m.Limits != nil && m.Limits.MaxParallelCalls != nil && *m.Limits.MaxParallelCalls > 0 {
+		return *m.Limits.MaxParallelCalls
+	}
+	return DefaultMaxParallelCalls
 }
 
 // MaxAPIRetries returns how often an API/transport error is retried.

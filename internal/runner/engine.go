@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/deliberation/play"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
@@ -103,6 +104,9 @@ func NewEngine(env *jobtx.Env) *Engine {
 	for name, p := range phases.Effects() {
 		effects[name] = p
 	}
+	for name, p := range play.Effects() {
+		effects[name] = p
+	}
 	return &Engine{Env: env, NewProvider: agent.New, Sleep: sleepCtx, Effects: effects, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
 }
 
@@ -168,6 +172,9 @@ type call struct {
 	// work, if set, is what Logist does itself in place of an agent call
 	// (a phase played by workflow.RoleLogist).
 	work work
+	// turns, if set, are the calls of a turn step (turns.go).
+	turns []*turnCall
+	teff  TurnEffect
 }
 
 // step does one unit of work: prepare and record a call, make it, record
@@ -183,6 +190,21 @@ func (e *Engine) step(ctx context.Context, id string, log *history.Log) (stepRes
 	c, res, err := e.prepare(tx)
 	tx.Close()
 	if err != nil || c == nil {
+		return res, log, err
+	}
+	if len(c.turns) > 0 {
+		e.markPhase(id, c)
+		e.playTurns(ctx, tx, c)
+		tx, err = jobtx.Begin(e.Env, id, log)
+		if err != nil {
+			return stepResult{done: true}, log, err
+		}
+		tx.KeepLog()
+		defer tx.Close()
+		res, err = e.finishTurns(ctx, tx, c, c.teff)
+		if err == nil {
+			e.endPhase(id, tx.M)
+		}
 		return res, log, err
 	}
 
@@ -328,6 +350,31 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		}
 		if prep.Fail != nil {
 			return nil, done, e.failWorkflow(tx, ph.Role, prep.Fail)
+		}
+		if prep.Wait != "" {
+			m.Run.ErrorCode = CodeAwaitingSteward
+			if err := tx.Transition(lifecycle.EvAwait, lifecycle.InterventionRequired, "", "SYSTEM", prep.Wait); err != nil {
+				return nil, done, err
+			}
+			return nil, done, tx.Commit()
+		}
+		if prep.Skip == workflow.OutcomeContinue {
+			// Only records this step (a chair's announcement): more to come.
+			return nil, stepResult{}, tx.Commit()
+		}
+		if len(prep.Turns) > 0 || len(prep.Abandon) > 0 {
+			te, ok := eff.(TurnEffect)
+			if !ok {
+				return nil, done, e.failWorkflow(tx, ph.Role, &workflow.Failure{Code: CodeWorkflowEffect, Reason: fmt.Sprintf("phase %s asks for turns but its effect cannot finish them", phase)})
+			}
+			if len(prep.Turns) == 0 {
+				return nil, stepResult{}, e.prepareTurns(tx, c, prep)
+			}
+			c.teff = te
+			if err := e.prepareTurns(tx, c, prep); err != nil {
+				return nil, done, err
+			}
+			return c, stepResult{}, nil
 		}
 		if prep.Skip != "" {
 			res, err := e.skipPhase(tx, wf, phase, prep.Skip, prep.State)
@@ -561,6 +608,16 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 		}
 		resp.Error = fmt.Sprintf("call exceeded its timeout of %s; agent killed", c.deadline)
 		return done, e.escalate(tx, c, resp, record, lifecycle.EvAgentFailed, agent.CodeTimeout, resp.Error)
+	}
+	if ae, ok := agent.AsError(callErr); ok && ae.Code == agent.CodeAwaitingReply {
+		// A role played by a human: the intent stays open until logist
+		// reply files the answer; the job waits where everyone sees it.
+		m.Run.ErrorCode = CodeAwaitingReply
+		reason := fmt.Sprintf("%s (the %s's answer, validated like an agent's)", ae.Msg, c.role)
+		if err := tx.Transition(lifecycle.EvAwait, lifecycle.InterventionRequired, "", "SYSTEM", reason); err != nil {
+			return done, err
+		}
+		return done, tx.Commit()
 	}
 	if callErr != nil {
 		ae, ok := agent.AsError(callErr)

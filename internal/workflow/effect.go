@@ -26,6 +26,40 @@ type Prep struct {
 	Records []*history.Record
 	// State is the workflow's own state now ("" = unchanged).
 	State string
+
+	// Turns, if set, are the calls of this step instead of one call of the
+	// phase's role: one (a chair decided who speaks) or several (every
+	// member at once, in parallel up to the job's limit). Each answer is
+	// validated on its own against the turn's schema; the engine hands the
+	// results to the effect (TurnEffect.FinishTurns).
+	Turns []Turn
+	// Wait, if set, stops the job for the steward (a decision only a human
+	// makes): the job waits, showing this text.
+	Wait string
+	// Abandon are interactions whose calls were cut off (a restart) and
+	// will not be answered: the engine records them as interrupted before
+	// the turns are asked again.
+	Abandon []int
+}
+
+// Turn is one call of a turn-taking or fan-out step.
+type Turn struct {
+	// Key identifies the turn across restarts (the same turn asked again
+	// has the same key); a human's reply is filed under it.
+	Key  string
+	Role string
+	// Schema is the answer schema (a file in schemas/); answers of turns
+	// are held to it alone, not to the base answer contract.
+	Schema string
+	Prompt string
+}
+
+// TurnResult is what became of one turn: its answer (valid against the
+// turn's schema) or why it failed.
+type TurnResult struct {
+	Key    string
+	Answer map[string]any
+	Error  string
 }
 
 // Outcome is what a phase's effect makes of a valid answer.
@@ -46,6 +80,10 @@ type Outcome struct {
 	// State is the workflow's own state after them ("" = unchanged).
 	State string
 }
+
+// OutcomeContinue keeps the job in its phase without a transition (one
+// turn of a deliberation done, more to come).
+const OutcomeContinue = "CONTINUE"
 
 // OutcomeFailed is the recorded outcome of an answer after which the
 // workflow stopped (Outcome.Fail).

@@ -351,7 +351,11 @@ func TestEvidenceGuardAndChallenges(t *testing.T) {
 	noEvidence := done(map[string]any{"claims": []any{claim("c0")}})
 	challenge := done(map[string]any{"challenges": []any{map[string]any{"claim_id": "c0", "reason": "cite the cat output"}}})
 	weak := done(map[string]any{"claims": []any{claim("c0", "tool:t1")}})
-	revised := func() map[string]any { c := claim("c1", "tool:t2"); c["revises"] = "c0"; return done(map[string]any{"claims": []any{c}}) }()
+	revised := func() map[string]any {
+		c := claim("c1", "tool:t2")
+		c["revises"] = "c0"
+		return done(map[string]any{"claims": []any{c}})
+	}()
 	a["executor"] = script(tools, noIntents, noEvidence, weak, revised)
 	a["critic"] = script(approve("p1"), challenge, accept)
 	f.write("j", a, nil)
@@ -370,7 +374,11 @@ func TestFinalizationBlockedWhileAClaimIsChallenged(t *testing.T) {
 	// revision; the Planner bundles the challenged one.
 	challenge := done(map[string]any{"challenges": []any{map[string]any{"claim_id": "c1", "reason": "weak"}}})
 	both := done(map[string]any{"final_statement": map[string]any{"summary": "done", "claim_ids": []string{"c1"}}})
-	revised := func() map[string]any { c := claim("c2", "tool:t2"); c["revises"] = "c1"; return done(map[string]any{"claims": []any{c}}) }()
+	revised := func() map[string]any {
+		c := claim("c2", "tool:t2")
+		c["revises"] = "c1"
+		return done(map[string]any{"claims": []any{c}})
+	}()
 	finalC2 := done(map[string]any{"final_statement": map[string]any{"summary": "done", "claim_ids": []string{"c2"}}})
 	a["critic"] = script(approve("p1"), challenge, accept, accept)
 	a["executor"] = script(tools, noIntents, claims, done(map[string]any{"claims": []any{claim("c3", "tool:t2")}}), revised)
@@ -573,9 +581,17 @@ func TestVerifyDetectsTamperingOfARealTrace(t *testing.T) {
 		}
 	}
 	cases := map[string]func() string{
-		"edit":     func() string { return strings.Replace(string(orig), "greeting.txt says hello", "greeting.txt says bye!", 1) },
-		"delete":   func() string { return strings.Join(append(append([]string{}, lines[:claimLine]...), lines[claimLine+1:]...), "") },
-		"reorder":  func() string { l := append([]string{}, lines...); l[claimLine], l[claimLine-1] = l[claimLine-1], l[claimLine]; return strings.Join(l, "") },
+		"edit": func() string {
+			return strings.Replace(string(orig), "greeting.txt says hello", "greeting.txt says bye!", 1)
+		},
+		"delete": func() string {
+			return strings.Join(append(append([]string{}, lines[:claimLine]...), lines[claimLine+1:]...), "")
+		},
+		"reorder": func() string {
+			l := append([]string{}, lines...)
+			l[claimLine], l[claimLine-1] = l[claimLine-1], l[claimLine]
+			return strings.Join(l, "")
+		},
 		"truncate": func() string { return strings.Join(lines[:claimLine], "") },
 	}
 	for name, mk := range cases {

@@ -1,0 +1,391 @@
+// Package play runs a deliberation game (internal/deliberation) as a
+// phase effect of Logist's engine: each step it replays the game from the
+// job's committed messages, commits what the chair emits, hands the turns
+// the game asks for to the engine (one speaker, or every member at once),
+// applies their results, makes the job wait for the steward when the game
+// says so, and writes the game's files. The history is the source of
+// truth; the files in the job folder are its materialised view.
+package play
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/deliberation"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/pathguard"
+	"github.com/logist/logist/internal/response"
+	"github.com/logist/logist/internal/workflow"
+)
+
+// Codes of a deliberation that cannot go on.
+const (
+	CodeGame     = "GAME_FAILED"
+	CodeGameRole = "GAME_ROLE"
+)
+
+var (
+	mu    sync.Mutex
+	games = map[string]deliberation.Game{}
+)
+
+// Register makes a game playable as effect "deliberation.<name>".
+func Register(g deliberation.Game) {
+	mu.Lock()
+	defer mu.Unlock()
+	games[g.Name()] = g
+}
+
+// Effects are the registered games' effects, by effect name.
+func Effects() map[string]*Effect {
+	mu.Lock()
+	defer mu.Unlock()
+	out := map[string]*Effect{}
+	for name, g := range games {
+		out["deliberation."+name] = &Effect{Game: g}
+	}
+	return out
+}
+
+// Lookup finds the game a workflow phase plays.
+func Lookup(effect string) (deliberation.Game, bool) {
+	mu.Lock()
+	defer mu.Unlock()
+	g, ok := games[strings.TrimPrefix(effect, "deliberation.")]
+	return g, ok
+}
+
+// Effect plays one game.
+type Effect struct {
+	Game deliberation.Game
+}
+
+// state is a loaded game with what the step needs from the history.
+type state struct {
+	sess deliberation.Session
+	msgs []deliberation.Message
+	recs []history.Record
+	// lastMessage is the index in recs of the last message record.
+	lastMessage int
+}
+
+func load(tx *jobtx.Tx, g deliberation.Game) (*state, error) {
+	recs, err := history.ReadAll(tx.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("deliberation: read history: %w", err)
+	}
+	st := &state{recs: recs, lastMessage: -1}
+	for i := range recs {
+		if recs[i].Type != history.TypeMessage {
+			continue
+		}
+		var m deliberation.Message
+		if err := json.Unmarshal(recs[i].Message, &m); err != nil {
+			return nil, fmt.Errorf("deliberation: message record %d: %w", recs[i].Seq, err)
+		}
+		st.msgs = append(st.msgs, m)
+		st.lastMessage = i
+	}
+	seed := int64(0)
+	if tx.M.Seed != nil {
+		seed = *tx.M.Seed
+	}
+	sess, err := g.Load(deliberation.Env{Config: tx.M.Game, Seed: seed, Task: tx.M.TaskDescription, Messages: st.msgs,
+		Workspace: tx.Store().Workspace(tx.ID), Dir: tx.Dir, Now: func() time.Time { return tx.Now().UTC() }})
+	if err != nil {
+		return nil, err
+	}
+	st.sess = sess
+	return st, nil
+}
+
+// records turns messages into history records; file changes they carry
+// are written to the workspace (idempotent: the whole new content).
+func records(tx *jobtx.Tx, phase string, msgs []deliberation.Message) ([]*history.Record, error) {
+	var out []*history.Record
+	for _, m := range msgs {
+		if err := writeFile(tx, m); err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		b = []byte(tx.Redact(string(b)))
+		if !json.Valid(b) {
+			return nil, fmt.Errorf("deliberation: message %s is not valid JSON after redaction", m.ID)
+		}
+		role := m.From
+		if role == "" {
+			role = "SYSTEM"
+		}
+		out = append(out, &history.Record{Type: history.TypeMessage, Phase: phase, Role: role, Message: b})
+	}
+	return out, nil
+}
+
+func writeFile(tx *jobtx.Tx, m deliberation.Message) error {
+	fw, ok := m.Content[deliberation.FileWriteKey].(map[string]any)
+	if !ok {
+		return nil
+	}
+	rel, _ := fw["path"].(string)
+	content, _ := fw["content"].(string)
+	p, _, err := pathguard.Resolve(tx.Store().Workspace(tx.ID), rel)
+	if err != nil {
+		return fmt.Errorf("deliberation: message %s writes %q: %w", m.ID, rel, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(p, []byte(content), 0o600)
+}
+
+// files writes the session's materialised files into the job folder.
+func files(tx *jobtx.Tx, sess deliberation.Session) error {
+	fs, err := sess.Files()
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(fs))
+	for n := range fs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		p, _, err := pathguard.Resolve(tx.Dir, n)
+		if err != nil {
+			return fmt.Errorf("deliberation: file %q: %w", n, err)
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return err
+		}
+		if err := atomicfile.WriteFile(p, fs[n], 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TurnKey names a turn stably: the same turn of the same step (asked
+// again after a restart or a human's reply) has the same key.
+func TurnKey(step int, t deliberation.Turn) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("%d\x00%s\x00%s\x00%s\x00%s", step, t.Participant, t.Role, t.Kind, t.Prompt)))
+	return "turn-" + hex.EncodeToString(h[:10])
+}
+
+// answered are the turn results recorded since the last message: turns of
+// the current step that already have an answer (the step waited for a
+// human, or stopped) and must not be asked again.
+func (st *state) answered() (map[string]*history.Record, []int) {
+	intents := map[int]*history.Record{}
+	done := map[string]*history.Record{}
+	for i := st.lastMessage + 1; i < len(st.recs); i++ {
+		r := &st.recs[i]
+		switch r.Type {
+		case history.TypeIntent:
+			if r.Interaction != nil {
+				intents[*r.Interaction] = r
+			}
+		case history.TypeResponse:
+			if r.Interaction == nil {
+				continue
+			}
+			in := intents[*r.Interaction]
+			delete(intents, *r.Interaction)
+			if in == nil || in.Request == nil || r.Response == nil || r.Response.ErrorCode == "AGENT_INTERRUPTED" || r.Response.ErrorCode == "AGENT_CANCELED" {
+				continue
+			}
+			if k, _ := in.Request.Metadata["turn_key"].(string); k != "" {
+				done[k] = r
+			}
+		}
+	}
+	var dangling []int
+	for n, in := range intents {
+		if in.Request != nil {
+			if k, _ := in.Request.Metadata["turn_key"].(string); k != "" {
+				dangling = append(dangling, n)
+			}
+		}
+	}
+	sort.Ints(dangling)
+	return done, dangling
+}
+
+// resultOf reads a recorded turn response back as a result.
+func resultOf(t deliberation.Turn, r *history.Record) deliberation.Result {
+	res := deliberation.Result{Turn: t}
+	if r.Response.Status != history.StatusSuccess {
+		res.Error = r.Response.ErrorCode + ": " + r.Response.Error
+		return res
+	}
+	obj, err := response.Extract([]byte(r.Response.RawResponse))
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	response.DropNulls(obj)
+	res.Answer = obj
+	return res
+}
+
+// Prepare decides the step.
+func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
+	st, err := load(tx, e.Game)
+	if err != nil {
+		return &workflow.Prep{Fail: &workflow.Failure{Code: CodeGame, Reason: err.Error()}}, nil
+	}
+	if err := files(tx, st.sess); err != nil {
+		return nil, err
+	}
+	step, err := st.sess.Next()
+	if err != nil {
+		return &workflow.Prep{Fail: &workflow.Failure{Code: CodeGame, Reason: err.Error()}}, nil
+	}
+	prep := &workflow.Prep{State: st.sess.State()}
+	if len(step.Emit) > 0 {
+		recs, err := records(tx, phase, step.Emit)
+		if err != nil {
+			return nil, err
+		}
+		prep.Records, prep.Skip = recs, workflow.OutcomeContinue
+		return prep, nil
+	}
+	if step.Wait != "" {
+		prep.Wait = step.Wait
+		return prep, nil
+	}
+	if step.Done {
+		prep.Skip = workflow.ActionCompleted
+		return prep, nil
+	}
+	if len(step.Turns) == 0 {
+		return &workflow.Prep{Fail: &workflow.Failure{Code: CodeGame, Reason: "the game has nothing to do and is not done"}}, nil
+	}
+	done, dangling := st.answered()
+	prep.Abandon = dangling
+	var results []deliberation.Result
+	for _, t := range step.Turns {
+		if _, ok := tx.M.Agents[t.Role]; !ok {
+			return &workflow.Prep{Fail: &workflow.Failure{Code: CodeGameRole, Reason: fmt.Sprintf("participant %s is played by role %q, which has no agent in the manifest", t.Participant, t.Role)}}, nil
+		}
+		key := TurnKey(len(st.msgs), t)
+		if r, ok := done[key]; ok {
+			results = append(results, resultOf(t, r))
+			continue
+		}
+		prep.Turns = append(prep.Turns, workflow.Turn{Key: key, Role: t.Role, Schema: t.Schema, Prompt: t.Prompt})
+	}
+	if len(prep.Turns) == 0 && len(prep.Abandon) == 0 {
+		// Every turn was answered before a stop: apply them now.
+		msgs, err := st.sess.Apply(results)
+		if err != nil {
+			return &workflow.Prep{Fail: &workflow.Failure{Code: CodeGame, Reason: err.Error()}}, nil
+		}
+		recs, err := records(tx, phase, msgs)
+		if err != nil {
+			return nil, err
+		}
+		prep.Records, prep.Skip = recs, workflow.OutcomeContinue
+	}
+	return prep, nil
+}
+
+// Finish is not used: a deliberation's phase is played in turns.
+func (e *Effect) Finish(tx *jobtx.Tx, phase string, ans *response.Answer, obj map[string]any) (*workflow.Outcome, error) {
+	return nil, errors.New("deliberation phases are played in turns")
+}
+
+// FinishTurns applies the step's results (the ones just played and the
+// ones recorded before) and commits the messages the game makes of them.
+func (e *Effect) FinishTurns(tx *jobtx.Tx, phase string, played []workflow.TurnResult) (*workflow.Outcome, error) {
+	st, err := load(tx, e.Game)
+	if err != nil {
+		return &workflow.Outcome{Fail: &workflow.Failure{Code: CodeGame, Reason: err.Error()}}, nil
+	}
+	step, err := st.sess.Next()
+	if err != nil {
+		return &workflow.Outcome{Fail: &workflow.Failure{Code: CodeGame, Reason: err.Error()}}, nil
+	}
+	byKey := map[string]workflow.TurnResult{}
+	for _, r := range played {
+		byKey[r.Key] = r
+	}
+	done, _ := st.answered()
+	var results []deliberation.Result
+	for _, t := range step.Turns {
+		key := TurnKey(len(st.msgs), t)
+		if r, ok := byKey[key]; ok {
+			results = append(results, deliberation.Result{Turn: t, Answer: r.Answer, Error: r.Error})
+		} else if r, ok := done[key]; ok {
+			results = append(results, resultOf(t, r))
+		} else {
+			results = append(results, deliberation.Result{Turn: t, Error: "the turn was not played"})
+		}
+	}
+	msgs, err := st.sess.Apply(results)
+	if err != nil {
+		return &workflow.Outcome{Fail: &workflow.Failure{Code: CodeGame, Reason: err.Error()}}, nil
+	}
+	recs, err := records(tx, phase, msgs)
+	if err != nil {
+		return nil, err
+	}
+	all := append(append([]deliberation.Message{}, st.msgs...), msgs...)
+	seed := int64(0)
+	if tx.M.Seed != nil {
+		seed = *tx.M.Seed
+	}
+	state := ""
+	if next, err := e.Game.Load(deliberation.Env{Config: tx.M.Game, Seed: seed, Task: tx.M.TaskDescription, Messages: all,
+		Workspace: tx.Store().Workspace(tx.ID), Dir: tx.Dir, Now: func() time.Time { return tx.Now().UTC() }}); err == nil {
+		state = next.State()
+		_ = files(tx, next)
+	}
+	return &workflow.Outcome{Name: workflow.OutcomeContinue, Records: recs, State: state}, nil
+}
+
+// Input applies a steward's input (logist pm, a human's decision) to the
+// job's game: it returns the records of the messages it makes.
+func Input(tx *jobtx.Tx, in deliberation.Input) ([]*history.Record, string, error) {
+	wf, err := tx.M.ResolveWorkflow()
+	if err != nil {
+		return nil, "", err
+	}
+	ph, ok := wf.Phases[tx.M.Phase()]
+	if !ok {
+		return nil, "", fmt.Errorf("job %s is in no phase of workflow %s", tx.ID, wf.Name)
+	}
+	g, ok := Lookup(ph.Effect)
+	if !ok || !strings.HasPrefix(ph.Effect, "deliberation.") {
+		return nil, "", fmt.Errorf("job %s does not play a deliberation (workflow %s)", tx.ID, wf.Name)
+	}
+	st, err := load(tx, g)
+	if err != nil {
+		return nil, "", err
+	}
+	if in.Time == "" {
+		in.Time = tx.Now().UTC().Format(time.RFC3339Nano)
+	}
+	msgs, err := st.sess.Input(in)
+	if err != nil {
+		return nil, "", err
+	}
+	recs, err := records(tx, tx.M.Phase(), msgs)
+	if err != nil {
+		return nil, "", err
+	}
+	return recs, st.sess.State(), nil
+}

@@ -1,0 +1,375 @@
+package play_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/deliberation"
+	"github.com/logist/logist/internal/deliberation/play"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/runner"
+	"github.com/logist/logist/internal/steward"
+	"github.com/logist/logist/internal/workflow"
+)
+
+// relay is a minimal game that exercises the engine's deliberation
+// machinery: the chair opens, every member speaks at once (a fan-out),
+// the steward decides, done.
+type relay struct{}
+
+type relayCfg struct {
+	Members []string `json:"members"`
+}
+
+type relaySession struct {
+	cfg  relayCfg
+	env  deliberation.Env
+	msgs []deliberation.Message
+}
+
+func (relay) Name() string { return "relay" }
+
+func (relay) Load(env deliberation.Env) (deliberation.Session, error) {
+	var c relayCfg
+	if err := json.Unmarshal(env.Config, &c); err != nil {
+		return nil, fmt.Errorf("game: %w", err)
+	}
+	return &relaySession{cfg: c, env: env, msgs: env.Messages}, nil
+}
+
+func (s *relaySession) stamp(m deliberation.Message, i int) deliberation.Message {
+	m.ID = fmt.Sprintf("msg-%03d", len(s.msgs)+i+1)
+	m.Timestamp = s.env.Now().Format(time.RFC3339)
+	return m
+}
+
+func (s *relaySession) spoke() map[string]bool {
+	out := map[string]bool{}
+	for _, m := range s.msgs {
+		if m.Type == "SPEECH" || m.Type == deliberation.Skipped {
+			out[m.From] = true
+		}
+	}
+	return out
+}
+
+func (s *relaySession) has(typ string) bool {
+	for _, m := range s.msgs {
+		if m.Type == typ {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *relaySession) Next() (*deliberation.Step, error) {
+	if len(s.msgs) == 0 {
+		return &deliberation.Step{Emit: []deliberation.Message{s.stamp(deliberation.Message{Type: "OPEN", From: "chair", Content: map[string]any{"line": "The floor is open."}}, 0)}}, nil
+	}
+	spoke := s.spoke()
+	var turns []deliberation.Turn
+	for _, p := range s.cfg.Members {
+		if !spoke[p] {
+			turns = append(turns, deliberation.Turn{Participant: p, Role: p, Kind: "speak", Schema: "llm-chat-schema.json",
+				Prompt: fmt.Sprintf("You are %s. %d messages so far. Speak.", p, len(deliberation.Visible(s.msgs, p)))})
+		}
+	}
+	if len(turns) > 0 {
+		return &deliberation.Step{Turns: turns}, nil
+	}
+	if !s.has("DECISION") {
+		return &deliberation.Step{Wait: "the steward decides: logist pm JOB approve"}, nil
+	}
+	return &deliberation.Step{Done: true, Outcome: "decided"}, nil
+}
+
+func (s *relaySession) Apply(results []deliberation.Result) ([]deliberation.Message, error) {
+	var out []deliberation.Message
+	for i, r := range results {
+		m := deliberation.Message{Type: "SPEECH", From: r.Turn.Participant, Content: map[string]any{"summary": r.Answer["summary_for_supervisor"]}}
+		if r.Answer == nil {
+			m = deliberation.Message{Type: deliberation.Skipped, From: r.Turn.Participant, Content: map[string]any{"line": r.Turn.Participant + " yields.", "reason": r.Error}}
+		}
+		out = append(out, s.stamp(m, i))
+	}
+	return out, nil
+}
+
+func (s *relaySession) Input(in deliberation.Input) ([]deliberation.Message, error) {
+	if len(s.spoke()) < len(s.cfg.Members) || s.has("DECISION") {
+		return nil, errors.New("no decision is due")
+	}
+	return []deliberation.Message{s.stamp(deliberation.Message{Type: "DECISION", From: "prime_minister", Content: in.Content}, 0)}, nil
+}
+
+func (s *relaySession) Files() (map[string][]byte, error) {
+	b, err := json.MarshalIndent(s.msgs, "", "  ")
+	return map[string][]byte{"relay/ledger.json": b}, err
+}
+
+func (s *relaySession) State() string {
+	switch {
+	case s.has("DECISION"):
+		return "decided"
+	case len(s.spoke()) == len(s.cfg.Members):
+		return "awaiting decision"
+	}
+	return "speeches"
+}
+
+func init() { play.Register(relay{}) }
+
+type fx struct {
+	t   *testing.T
+	dir string
+	env *jobtx.Env
+	eng *runner.Engine
+	st  *steward.Steward
+}
+
+func newFx(t *testing.T) *fx {
+	dir := t.TempDir()
+	env := &jobtx.Env{Store: jobstore.New(dir), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Obs: jobtx.Nop{}}
+	eng := runner.NewEngine(env)
+	eng.Sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+	return &fx{t: t, dir: dir, env: env, eng: eng, st: steward.New(env)}
+}
+
+func (f *fx) write(id string, agents map[string]any) {
+	wf := map[string]any{"name": "relay", "start": "session", "phases": map[string]any{
+		"session": map[string]any{"role": "logist", "status": "RUNNING", "effect": "deliberation.relay",
+			"on": map[string]any{"COMPLETED": "SUCCESS", "RETRY": "session", "STUCK": "INTERVENTION_REQUIRED"}}}}
+	members := []string{}
+	for k := range agents {
+		members = append(members, k)
+	}
+	if len(members) > 1 && members[0] > members[1] {
+		members[0], members[1] = members[1], members[0]
+	}
+	m := map[string]any{"schema_version": 1, "job_id": id, "task_description": "Relay.", "workflow": wf, "agents": agents,
+		"game": map[string]any{"members": members}, "metrics": map[string]any{"cumulative_cost": 0, "cumulative_time_seconds": 0}}
+	b, _ := json.MarshalIndent(m, "", "  ")
+	os.MkdirAll(filepath.Join(f.dir, id), 0o700)
+	p := filepath.Join(f.dir, id, jobstore.ManifestFile)
+	os.WriteFile(p, b, 0o600)
+	if _, err := manifest.ReadFile(p); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fx) run(ctx context.Context, id string) *manifest.Manifest {
+	f.t.Helper()
+	if err := f.eng.Run(ctx, id); err != nil {
+		f.t.Fatal(err)
+	}
+	m, err := f.env.Store.Load(id)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return m
+}
+
+func (f *fx) ledger(id string) string {
+	recs, err := history.ReadAll(filepath.Join(f.dir, id))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var out []string
+	for _, r := range recs {
+		if r.Type == history.TypeMessage {
+			var m deliberation.Message
+			json.Unmarshal(r.Message, &m)
+			out = append(out, m.Type+":"+m.From)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func answer(summary string) *agent.Result {
+	b, _ := json.Marshal(map[string]any{"action": "COMPLETED", "evidence_files": []string{}, "summary_for_supervisor": summary})
+	return &agent.Result{Raw: b}
+}
+
+type provider func(ctx context.Context, req *agent.Request) (*agent.Result, error)
+
+func (p provider) Call(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+	return p(ctx, req)
+}
+
+func script() map[string]any {
+	return map[string]any{"provider": "script", "script": []any{map[string]any{"action": "COMPLETED", "summary": "hi"}}}
+}
+
+func TestFanOutWaitDecideDone(t *testing.T) {
+	f := newFx(t)
+	f.write("j", map[string]any{"a": script(), "b": script()})
+	var inFlight, most atomic.Int32
+	var calls sync.Map
+	f.eng.NewProvider = func(cfg manifest.AgentConfig) (agent.Provider, error) {
+		return provider(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for {
+				if m := most.Load(); n <= m || most.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			c, _ := calls.LoadOrStore(req.Role, new(atomic.Int32))
+			c.(*atomic.Int32).Add(1)
+			time.Sleep(150 * time.Millisecond) // long enough for the other member to be called too
+			return answer(req.Role + " speaks"), nil
+		}), nil
+	}
+	m := f.run(context.Background(), "j")
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != runner.CodeAwaitingSteward || m.Run.WorkflowState != "awaiting decision" {
+		t.Fatalf("job %s %s %q (%s)", m.Status, m.Run.ErrorCode, m.Run.WorkflowState, m.Run.Reason)
+	}
+	if most.Load() != 2 {
+		t.Errorf("the fan-out ran %d calls at once, want 2", most.Load())
+	}
+	if got := f.ledger("j"); got != "OPEN:chair SPEECH:a SPEECH:b" {
+		t.Errorf("ledger %s", got)
+	}
+	if _, err := f.st.Decide("j", deliberation.Input{Kind: "pm_decision", Content: map[string]any{"decision": "approve"}}); err != nil {
+		t.Fatal(err)
+	}
+	// A decision that is not due is out of order.
+	if _, err := f.st.Decide("j", deliberation.Input{Kind: "pm_decision"}); !jobtx.IsOutOfOrder(err) {
+		t.Errorf("second decision: %v", err)
+	}
+	m = f.run(context.Background(), "j")
+	if m.Status != lifecycle.Success || m.Run.WorkflowState != "decided" {
+		t.Fatalf("job %s %q (%s)", m.Status, m.Run.WorkflowState, m.Run.Reason)
+	}
+	for _, role := range []string{"a", "b"} {
+		if c, _ := calls.Load(role); c.(*atomic.Int32).Load() != 1 {
+			t.Errorf("%s was called %d times", role, c.(*atomic.Int32).Load())
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(f.dir, "j", "relay", "ledger.json"))
+	if err != nil || !strings.Contains(string(b), "DECISION") {
+		t.Errorf("materialised ledger: %v %s", err, b)
+	}
+}
+
+func TestFailedTurnIsSkipped(t *testing.T) {
+	f := newFx(t)
+	f.write("j", map[string]any{"a": script(), "b": script()})
+	f.eng.NewProvider = func(cfg manifest.AgentConfig) (agent.Provider, error) {
+		return provider(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+			if req.Role == "b" {
+				return &agent.Result{Raw: []byte("not json at all")}, nil
+			}
+			return answer("a speaks"), nil
+		}), nil
+	}
+	f.run(context.Background(), "j")
+	if got := f.ledger("j"); got != "OPEN:chair SPEECH:a SKIPPED:b" {
+		t.Errorf("ledger %s", got)
+	}
+}
+
+func TestHumanRoleWaitsForReply(t *testing.T) {
+	f := newFx(t)
+	f.write("j", map[string]any{"a": script(), "b": map[string]any{"provider": "human"}})
+	var aCalls atomic.Int32
+	inner := f.eng.NewProvider
+	f.eng.NewProvider = func(cfg manifest.AgentConfig) (agent.Provider, error) {
+		p, err := inner(cfg)
+		if cfg.Provider == "script" {
+			return provider(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+				aCalls.Add(1)
+				return p.Call(ctx, req)
+			}), err
+		}
+		return p, err
+	}
+	m := f.run(context.Background(), "j")
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != runner.CodeAwaitingReply || !strings.Contains(m.Run.Reason, "logist reply") {
+		t.Fatalf("job %s %s (%s)", m.Status, m.Run.ErrorCode, m.Run.Reason)
+	}
+	// A reply that would fail an agent's validation is refused.
+	var inv *steward.InvalidReplyError
+	if _, err := f.st.Reply("j", "b", []byte(`{"action": "COMPLETED"}`)); !errors.As(err, &inv) {
+		t.Fatalf("invalid reply: %v", err)
+	}
+	if _, err := f.st.Reply("j", "a", answer("x").Raw); !jobtx.IsOutOfOrder(err) {
+		t.Errorf("reply for a role that is not waiting: %v", err)
+	}
+	if _, err := f.st.Reply("j", "b", answer("the human speaks").Raw); err != nil {
+		t.Fatal(err)
+	}
+	m = f.run(context.Background(), "j")
+	if m.Run.ErrorCode != runner.CodeAwaitingSteward {
+		t.Fatalf("after the reply: %s %s (%s)", m.Status, m.Run.ErrorCode, m.Run.Reason)
+	}
+	if got := f.ledger("j"); got != "OPEN:chair SPEECH:a SPEECH:b" {
+		t.Errorf("ledger %s", got)
+	}
+	if aCalls.Load() != 1 {
+		t.Errorf("a was asked %d times; its answer waited with the human's turn and must not be paid twice", aCalls.Load())
+	}
+}
+
+func TestRestartMidFanOutAsksTheSameTurnsAgain(t *testing.T) {
+	f := newFx(t)
+	f.write("j", map[string]any{"a": script(), "b": script()})
+	var prompts sync.Map
+	started := make(chan struct{}, 2)
+	block := true
+	var mu sync.Mutex
+	f.eng.NewProvider = func(cfg manifest.AgentConfig) (agent.Provider, error) {
+		return provider(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+			prev, loaded := prompts.LoadOrStore(req.Role, req.Prompt)
+			if loaded && prev != req.Prompt {
+				t.Errorf("%s asked again with another prompt", req.Role)
+			}
+			mu.Lock()
+			b := block
+			mu.Unlock()
+			if b {
+				started <- struct{}{}
+				<-ctx.Done() // the daemon stops mid-call
+				return nil, ctx.Err()
+			}
+			return answer(req.Role + " speaks"), nil
+		}), nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-started; <-started; cancel() }()
+	f.eng.Run(ctx, "j")
+	mu.Lock()
+	block = false
+	mu.Unlock()
+	f.run(context.Background(), "j")
+	if got := f.ledger("j"); got != "OPEN:chair SPEECH:a SPEECH:b" {
+		t.Errorf("ledger %s", got)
+	}
+	recs, _ := history.ReadAll(filepath.Join(f.dir, "j"))
+	interrupted := 0
+	for _, r := range recs {
+		if r.Response != nil && r.Response.ErrorCode == agent.CodeInterrupted {
+			interrupted++
+		}
+	}
+	if interrupted != 2 {
+		t.Errorf("%d cut-off calls recorded as interrupted, want 2", interrupted)
+	}
+	var _ = workflow.OutcomeContinue
+}

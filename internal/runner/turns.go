@@ -1,0 +1,292 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/response"
+	"github.com/logist/logist/internal/workflow"
+	"github.com/logist/logist/schemas"
+)
+
+// TurnEffect is an effect whose steps are turns (workflow.Prep.Turns): a
+// chair's speaker, or every member at once. The engine plays the turns
+// and hands their results back.
+type TurnEffect interface {
+	Effect
+	// FinishTurns runs under the job lock once every turn of the step has
+	// an outcome; its Outcome's records are committed with the responses.
+	FinishTurns(tx *jobtx.Tx, phase string, results []workflow.TurnResult) (*workflow.Outcome, error)
+}
+
+// Metadata keys of a turn's request.
+const (
+	MetaTurnKey = "turn_key"
+)
+
+// CodeAwaitingReply: a turn played by a human waits for logist reply.
+const CodeAwaitingReply = "AWAITING_REPLY"
+
+// CodeAwaitingSteward: the workflow waits for a steward's decision.
+const CodeAwaitingSteward = "AWAITING_STEWARD"
+
+// turnCall is one turn of a call (the step's intent for it).
+type turnCall struct {
+	turn        workflow.Turn
+	interaction int
+	req         *agent.Request
+	provider    string
+	// outcome of the call
+	out     *agent.Result
+	err     error
+	elapsed time.Duration
+}
+
+// prepareTurns records an intent per turn (after abandoning cut-off ones)
+// and returns the call that plays them.
+func (e *Engine) prepareTurns(tx *jobtx.Tx, c *call, prep *workflow.Prep) error {
+	m := tx.M
+	for _, n := range prep.Abandon {
+		k := n
+		if err := tx.Append(&history.Record{Type: history.TypeResponse, Interaction: &k, Phase: c.phase, Role: c.role,
+			Response: &history.Response{Status: history.StatusError, EvidenceFiles: []string{}, ErrorCode: agent.CodeInterrupted,
+				Error: "the call was cut off (the daemon stopped); the turn is asked again"}}); err != nil {
+			return err
+		}
+	}
+	if err := tx.Store().EnsureWorkspace(tx.ID); err != nil {
+		return err
+	}
+	next := tx.Log.State().NextInteraction
+	for i, t := range prep.Turns {
+		n := next + i
+		cfg, ok := m.Agents[t.Role]
+		if !ok {
+			return fmt.Errorf("job %s: turn %s: no agent for role %q", tx.ID, t.Key, t.Role)
+		}
+		meta := map[string]any{"role": t.Role, "phase": c.phase, "provider": cfg.Provider, "interaction": n,
+			"attempt": 1, MetaTurnKey: t.Key, agent.MetaAnswerSchema: t.Schema}
+		if cfg.Model != "" {
+			meta["model"] = cfg.Model
+		}
+		hreq := &history.Request{Prompt: t.Prompt, FilesContext: []string{}, Metadata: meta,
+			TaskDescription: m.TaskDescription, WorkspacePath: tx.Store().Workspace(tx.ID)}
+		if err := tx.Append(&history.Record{Type: history.TypeIntent, Interaction: &n, Phase: c.phase, Role: t.Role,
+			Attempt: 1, StateBefore: string(m.Status), Request: hreq}); err != nil {
+			return err
+		}
+		req := &agent.Request{JobID: tx.ID, Phase: c.phase, Role: t.Role, ContextFiles: []string{}, Prompt: t.Prompt,
+			TaskDescription: m.TaskDescription, Metadata: meta, Workspace: tx.Store().Workspace(tx.ID), JobDir: tx.Dir,
+			Interaction: n, CallIndex: tx.Log.State().Responses[t.Role]}
+		c.turns = append(c.turns, &turnCall{turn: t, interaction: n, req: req, provider: cfg.Provider})
+	}
+	return nil
+}
+
+// playTurns makes the turns' calls, in parallel up to the job's limit.
+// Transient failures are retried like any call's; a turn that still fails
+// comes back with its error (the workflow records it as skipped).
+func (e *Engine) playTurns(ctx context.Context, tx *jobtx.Tx, c *call) {
+	m := tx.M
+	limit := m.MaxParallelCalls()
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for _, tc := range c.turns {
+		cfg := m.Agents[tc.turn.Role]
+		if cfg.Command != nil && len(m.SecretEnv) > 0 {
+			cmd := *cfg.Command
+			cmd.EnvAllow = append(append([]string{}, cmd.EnvAllow...), m.SecretEnv...)
+			cfg.Command = &cmd
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(tc *turnCall) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			prov, err := e.NewProvider(cfg)
+			if err != nil {
+				tc.err = err
+				return
+			}
+			deadline, _ := callDeadline(m, tc.turn.Role)
+			start := time.Now()
+			for attempt := 1; ; attempt++ {
+				cctx, cancel := context.WithTimeout(ctx, deadline)
+				tc.out, tc.err = prov.Call(cctx, tc.req)
+				if tc.err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+					tc.err = &agent.Error{Code: agent.CodeTimeout, Msg: fmt.Sprintf("call exceeded its timeout of %s; agent killed", deadline)}
+				}
+				cancel()
+				ae, ok := agent.AsError(tc.err)
+				if tc.err == nil || ctx.Err() != nil || !ok || !ae.Transient || attempt > m.MaxAPIRetries() {
+					break
+				}
+				e.Env.Obs.Retry("api_error")
+				if e.Sleep(ctx, max(e.backoff(m.BackoffInitial(), attempt), min(ae.RetryAfter, 5*time.Minute))) != nil {
+					break
+				}
+			}
+			tc.elapsed = time.Since(start)
+		}(tc)
+	}
+	wg.Wait()
+}
+
+// finishTurns records each turn's response, hands the results to the
+// effect and commits what it made of them.
+func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff TurnEffect) (stepResult, error) {
+	m := tx.M
+	done := stepResult{done: true}
+	if !m.Status.Active() || m.Phase() != c.phase {
+		// A steward changed the job during the calls: record what they
+		// produced; the turns are not applied.
+		for _, tc := range c.turns {
+			if err := e.recordTurn(tx, c, tc, history.StatusError, agent.CodeCanceled, fmt.Sprintf("job became %s during the call", m.Status), nil); err != nil {
+				return done, err
+			}
+		}
+		tx.MarkParked()
+		return done, tx.Commit()
+	}
+	if ctx.Err() != nil {
+		// Shutdown: nothing is recorded; the turns are asked again.
+		return done, tx.RecordError(agent.CodeInterrupted, c.role, 1, "turns interrupted by shutdown; they will be asked again")
+	}
+	var results []workflow.TurnResult
+	var awaiting []string
+	for _, tc := range c.turns {
+		cost := 0.0
+		if tc.out != nil {
+			cost = tc.out.CostUSD
+		} else if ae, ok := agent.AsError(tc.err); ok {
+			cost = ae.CostUSD
+		}
+		m.Metrics.CumulativeCost += cost * 100
+		m.Metrics.CumulativeTimeSeconds += tc.elapsed.Seconds()
+		if ae, ok := agent.AsError(tc.err); ok && ae.Code == agent.CodeAwaitingReply {
+			awaiting = append(awaiting, tc.turn.Role)
+			continue // no response: the intent stays open for logist reply
+		}
+		r := workflow.TurnResult{Key: tc.turn.Key}
+		switch {
+		case tc.err != nil:
+			code, msg := agent.CodeAPIError, tc.err.Error()
+			if ae, ok := agent.AsError(tc.err); ok {
+				code, msg = ae.Code, ae.Msg
+			}
+			r.Error = code + ": " + msg
+			e.Env.Obs.AgentCall(tc.turn.Role, tc.provider, "error", tc.elapsed, cost)
+			if err := e.recordTurn(tx, c, tc, history.StatusError, code, msg, nil); err != nil {
+				return done, err
+			}
+		default:
+			obj, verr := turnAnswer(tc.out.Raw, tc.turn.Schema)
+			if verr != nil {
+				r.Error = verr.Error()
+				e.Env.Obs.AgentCall(tc.turn.Role, tc.provider, "invalid", tc.elapsed, cost)
+				e.Env.Obs.Violation(response.CodeSchemaInvalid)
+				if err := e.recordTurn(tx, c, tc, history.StatusError, response.CodeSchemaInvalid, verr.Error(), tc.out); err != nil {
+					return done, err
+				}
+			} else {
+				r.Answer = obj
+				e.Env.Obs.AgentCall(tc.turn.Role, tc.provider, "ok", tc.elapsed, cost)
+				if err := e.recordTurn(tx, c, tc, history.StatusSuccess, "", "", tc.out); err != nil {
+					return done, err
+				}
+			}
+		}
+		results = append(results, r)
+	}
+	if halted, err := e.enforceBudgets(tx); halted || err != nil {
+		return done, err
+	}
+	if len(awaiting) > 0 {
+		// The answered turns wait, recorded, for the human's reply; the
+		// effect finds them again when the step is replayed.
+		reason := fmt.Sprintf("waiting for a reply from %v: logist reply %s --as ROLE --file ANSWER.json", awaiting, tx.ID)
+		m.Run.ErrorCode = CodeAwaitingReply
+		if err := tx.Transition(lifecycle.EvAwait, lifecycle.InterventionRequired, "", "SYSTEM", reason); err != nil {
+			return done, err
+		}
+		return done, tx.Commit()
+	}
+	oc, err := eff.FinishTurns(tx, c.phase, results)
+	if err != nil {
+		return done, err
+	}
+	return e.applyTurns(tx, c, oc)
+}
+
+// recordTurn appends a turn's response.
+func (e *Engine) recordTurn(tx *jobtx.Tx, c *call, tc *turnCall, status, code, msg string, out *agent.Result) error {
+	n := tc.interaction
+	cost := 0.0
+	resp := &history.Response{Status: status, EvidenceFiles: []string{}, ExecutionTimeSeconds: round3(tc.elapsed.Seconds()), ErrorCode: code, Error: msg}
+	if out != nil {
+		resp.RawResponse, resp.SessionID, resp.Tokens, resp.Stderr = string(out.Raw), out.SessionID, out.Tokens, truncate(out.Stderr, 4096)
+		cost = out.CostUSD
+		if out.Tokens != nil && e.Timings != nil {
+			e.Timings.Tokens(tc.provider, out.Tokens.Input, out.Tokens.Output, out.Tokens.Cache)
+		}
+	} else if ae, ok := agent.AsError(tc.err); ok {
+		cost = ae.CostUSD
+		resp.Stderr = truncate(ae.Stderr, 4096)
+		if !ae.Retake {
+			resp.RawResponse = truncate(string(ae.Partial), 64<<10)
+		}
+	}
+	resp.CostUSD = cost
+	tx.M.Metrics.AgentCalls++
+	return tx.Append(&history.Record{Type: history.TypeResponse, Interaction: &n, Phase: c.phase, Role: tc.turn.Role,
+		Attempt: 1, StateBefore: string(c.stateBefore), Response: resp})
+}
+
+// turnAnswer extracts a turn's answer object and holds it to the turn's
+// schema alone (null members count as absent).
+func turnAnswer(raw []byte, schema string) (map[string]any, error) {
+	obj, err := response.Extract(raw)
+	if err != nil {
+		return nil, err
+	}
+	response.DropNulls(obj)
+	if schema != "" {
+		if err := schemas.Validate(schema, obj); err != nil {
+			return nil, fmt.Errorf("%s: %w", response.CodeSchemaInvalid, err)
+		}
+	}
+	return obj, nil
+}
+
+// applyTurns commits the effect's outcome of a turn step: more turns in the
+// same phase (CONTINUE), the end of the workflow, or a stop.
+func (e *Engine) applyTurns(tx *jobtx.Tx, c *call, oc *workflow.Outcome) (stepResult, error) {
+	done := stepResult{done: true}
+	if err := appendAll(tx, oc.Records); err != nil {
+		return done, err
+	}
+	if oc.State != "" {
+		tx.M.Run.WorkflowState = oc.State
+	}
+	if oc.Fail != nil {
+		return done, e.failWorkflow(tx, c.role, oc.Fail)
+	}
+	if oc.Name == workflow.OutcomeContinue {
+		if err := tx.Commit(); err != nil {
+			return done, err
+		}
+		return stepResult{}, nil
+	}
+	wf, err := tx.M.ResolveWorkflow()
+	if err != nil {
+		return done, err
+	}
+	return e.skipPhase(tx, wf, c.phase, oc.Name, oc.State)
+}

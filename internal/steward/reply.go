@@ -1,0 +1,166 @@
+package steward
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/deliberation"
+	"github.com/logist/logist/internal/deliberation/play"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/response"
+	"github.com/logist/logist/internal/workflow"
+	"github.com/logist/logist/schemas"
+)
+
+// Codes the engine sets while a job waits for a human (runner's
+// CodeAwaitingReply and CodeAwaitingSteward).
+const (
+	awaitingReply   = "AWAITING_REPLY"
+	awaitingSteward = "AWAITING_STEWARD"
+)
+
+// Reply files the answer of a role played by a human (provider "human")
+// for the turn it was asked, validated exactly as an agent's answer would
+// be, and lets the job go on.
+func (s *Steward) Reply(id, role string, answer []byte) (*manifest.Manifest, error) {
+	tx, err := jobtx.Begin(s.Env, id, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Close()
+	m := tx.M
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != awaitingReply {
+		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "it is not waiting for a reply", Hint: hintFor(m.Status, id)}
+	}
+	recs, err := history.ReadAll(tx.Dir)
+	if err != nil {
+		return nil, err
+	}
+	in := awaitedIntent(recs, role)
+	if in == nil {
+		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: fmt.Sprintf("no turn of role %q is waiting for a reply", role)}
+	}
+	meta := in.Request.Metadata
+	if err := validateReply(m, in.Phase, meta, answer); err != nil {
+		return nil, &InvalidReplyError{Role: role, Err: err}
+	}
+	p, err := agent.ReplyFile(tx.Dir, &agent.Request{Interaction: *in.Interaction, Metadata: meta})
+	if err != nil {
+		return nil, err
+	}
+	if err := atomicfile.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return nil, err
+	}
+	if err := atomicfile.WriteFile(p, answer, 0o600); err != nil {
+		return nil, err
+	}
+	m.Run.PhaseRetries, m.Run.APIFailures, m.Run.ErrorCode = 0, 0, ""
+	m.Audit(tx.Now(), "Steward", "REPLY", "as "+role, nil)
+	if err := s.record(tx, "reply", "", "", map[string]any{"role": role, "interaction": *in.Interaction}); err != nil {
+		return nil, err
+	}
+	if err := tx.Transition(lifecycle.EvResume, lifecycle.Pending, "", "STEWARD", "reply as "+role+" by "+s.User); err != nil {
+		return nil, err
+	}
+	return m, tx.Commit()
+}
+
+// InvalidReplyError is a reply that would fail an agent's validation.
+type InvalidReplyError struct {
+	Role string
+	Err  error
+}
+
+func (e *InvalidReplyError) Error() string {
+	return fmt.Sprintf("reply as %s is not a valid answer: %v", e.Role, e.Err)
+}
+
+func (e *InvalidReplyError) Unwrap() error { return e.Err }
+
+// awaitedIntent is the role's last intent without a response.
+func awaitedIntent(recs []history.Record, role string) *history.Record {
+	answered := map[int]bool{}
+	for i := range recs {
+		if recs[i].Type == history.TypeResponse && recs[i].Interaction != nil {
+			answered[*recs[i].Interaction] = true
+		}
+	}
+	for i := len(recs) - 1; i >= 0; i-- {
+		r := &recs[i]
+		if r.Type == history.TypeIntent && r.Role == role && r.Interaction != nil && r.Request != nil && !answered[*r.Interaction] {
+			return r
+		}
+	}
+	return nil
+}
+
+// validateReply holds a reply to what the engine holds the agent's answer
+// to: a turn's own schema, or the base contract (plus the phase's schema
+// for a COMPLETED answer).
+func validateReply(m *manifest.Manifest, phase string, meta map[string]any, raw []byte) error {
+	schema, _ := meta[agent.MetaAnswerSchema].(string)
+	if k, _ := meta["turn_key"].(string); k != "" {
+		obj, err := response.Extract(raw)
+		if err != nil {
+			return err
+		}
+		response.DropNulls(obj)
+		if schema != "" {
+			return schemas.Validate(schema, obj)
+		}
+		return nil
+	}
+	ans, err := response.Check(raw)
+	if err != nil {
+		return err
+	}
+	if schema != "" && ans.Action == workflow.ActionCompleted {
+		obj, _ := response.Extract(raw)
+		response.DropNulls(obj)
+		return schemas.Validate(schema, obj)
+	}
+	return nil
+}
+
+// Decide applies the steward's decision to the job's deliberation (the
+// Prime Minister's approve / veto / amend_and_approve) and lets it go on.
+func (s *Steward) Decide(id string, in deliberation.Input) (*manifest.Manifest, error) {
+	tx, err := jobtx.Begin(s.Env, id, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Close()
+	m := tx.M
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != awaitingSteward {
+		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "it is not waiting for a steward's decision", Hint: hintFor(m.Status, id)}
+	}
+	if in.From == "" {
+		in.From = s.User
+	}
+	recs, state, err := play.Input(tx, in)
+	if err != nil {
+		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: err.Error()}
+	}
+	for _, r := range recs {
+		if err := tx.Append(r); err != nil {
+			return nil, err
+		}
+	}
+	if state != "" {
+		m.Run.WorkflowState = state
+	}
+	m.Run.PhaseRetries, m.Run.APIFailures, m.Run.ErrorCode = 0, 0, ""
+	m.Audit(tx.Now(), "Steward", "DECIDE", in.Kind, nil)
+	if err := s.record(tx, "decide", "", "", map[string]any{"kind": in.Kind, "content": in.Content}); err != nil {
+		return nil, err
+	}
+	if err := tx.Transition(lifecycle.EvResume, lifecycle.Pending, "", "STEWARD", in.Kind+" by "+s.User); err != nil {
+		return nil, err
+	}
+	return m, tx.Commit()
+}
