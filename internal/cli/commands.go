@@ -78,7 +78,8 @@ var cmdList = &command{
 		if len(args) != 0 {
 			return nil, usagef("list takes no arguments")
 		}
-		entries, err := e.store.List()
+		// Summaries: the columns below are all a Summary holds.
+		entries, err := e.store.ListSummaries(true)
 		if err != nil {
 			return nil, err
 		}

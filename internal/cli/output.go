@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,7 +31,11 @@ type Result struct {
 	Text string
 }
 
-func render(w io.Writer, format string, r *Result) {
+func render(out io.Writer, format string, r *Result) {
+	// One write per buffer, not per table cell: a list of thousands of
+	// jobs otherwise spends its time in write(2).
+	w := bufio.NewWriterSize(out, 64<<10)
+	defer w.Flush()
 	switch format {
 	case "json":
 		v := r.JSON

@@ -347,7 +347,9 @@ func (d *Daemon) notReady() string {
 // scan looks at the whole folder: places bare manifests, reports invalid
 // ones, starts runnable jobs.
 func (d *Daemon) scan() {
-	entries, err := d.store.List()
+	// Summaries: a finished job is only counted, so most manifests need
+	// not be read; the ones the daemon acts on are loaded in full.
+	entries, err := d.store.ListSummaries(false)
 	if err != nil {
 		d.logErr("", "SCAN", err)
 		return
@@ -365,6 +367,15 @@ func (d *Daemon) scan() {
 			continue
 		}
 		d.clearInvalid(e.ID)
+		if e.Partial && (e.Manifest.Status.Active() || e.Manifest.Schedule != nil) {
+			m, err := d.store.Load(e.ID)
+			if err != nil {
+				nInvalid++
+				d.reportInvalid(e.ID, err)
+				continue
+			}
+			e.Manifest = m
+		}
 		d.note(e.ID, e.Manifest)
 		if e.Manifest.Status.Active() {
 			d.sched.Nudge(e.ID)

@@ -152,6 +152,13 @@ func (l *Log) LastHash() string {
 	return l.lastHash
 }
 
+// Intact reports whether the active file ends where the log's last
+// durable record does (a failed append cut what it had written).
+func (l *Log) Intact() bool {
+	fi, err := os.Stat(l.path)
+	return err == nil && fi.Size() == l.size
+}
+
 // Path is the active file.
 func (l *Log) Path() string { return l.path }
 
@@ -342,6 +349,69 @@ func (l *Log) Append(rec *Record) error {
 			// The record is durable; a failed rotation is retried at the
 			// next append or open.
 			return fmt.Errorf("rotate history (record %d is stored): %w", rec.Seq, err)
+		}
+	}
+	return nil
+}
+
+// AppendBatch appends recs in order as Append would, but with one write and
+// one fsync for all of them: a commit unit's records cost one disk flush.
+// A crash may keep a prefix of them (a torn last line is cut at the next
+// open); callers that need all or nothing finish or discard the rest
+// (jobtx's pending commit). On error none of them is stored.
+func (l *Log) AppendBatch(recs []*Record) error {
+	if len(recs) == 1 {
+		return l.Append(recs[0])
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	st := l.state.clone()
+	seq, last := l.state.NextSeq, l.LastHash()
+	var buf []byte
+	hashes := make([]string, len(recs))
+	for i, rec := range recs {
+		rec.V, rec.Seq, rec.PrevHash = RecordVersion, seq, last
+		if rec.Time == "" {
+			rec.Time = l.now().UTC().Format(time.RFC3339Nano)
+		}
+		line, hash, err := encodeLine(rec, l.opts.Signer)
+		if err != nil {
+			return err
+		}
+		buf = append(buf, line...)
+		hashes[i], last = hash, hash
+		st.apply(rec)
+		seq++
+	}
+	write := l.f.Write
+	if l.opts.Write != nil {
+		write = func(p []byte) (int, error) { return l.opts.Write(l.f, p) }
+	}
+	n, err := write(buf)
+	if err == nil && n < len(buf) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		if n > 0 {
+			_ = l.f.Truncate(l.size)
+		}
+		return fmt.Errorf("append history: %w", err)
+	}
+	syncStart := time.Now()
+	if err := l.f.Sync(); err != nil {
+		_ = l.f.Truncate(l.size)
+		return fmt.Errorf("fsync history: %w", err)
+	}
+	if l.opts.Observe != nil {
+		l.opts.Observe(n, time.Since(syncStart))
+	}
+	l.size += int64(n)
+	l.lastHash = hashes[len(hashes)-1]
+	l.state = st
+	if l.opts.MaxBytes > 0 && l.size >= l.opts.MaxBytes {
+		if err := l.rotate(); err != nil {
+			return fmt.Errorf("rotate history (records %d-%d are stored): %w", recs[0].Seq, recs[len(recs)-1].Seq, err)
 		}
 	}
 	return nil

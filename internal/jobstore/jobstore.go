@@ -5,6 +5,7 @@
 package jobstore
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,10 +13,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -41,6 +44,12 @@ type Store struct {
 	// written remembers, per job, the manifest file this process last
 	// saved, so that the watcher's echo of our own write can be ignored.
 	written sync.Map // id -> fileKey
+	// checked remembers, per job, the SHA-256 of the manifest bytes that
+	// last passed the full check (or that this process wrote itself):
+	// loading the same bytes again skips the schema, the costliest part
+	// of a load. Keyed by content, so a change from outside is never
+	// mistaken for a checked file.
+	checked sync.Map // id -> [32]byte
 }
 
 type fileKey struct {
@@ -94,10 +103,33 @@ type Entry struct {
 	Err      error // why the manifest is invalid
 	// Unplaced is set for a bare <name>.json the daemon has not moved yet.
 	Unplaced string
+	// Partial says Manifest holds only a Summary's fields (ListSummaries).
+	Partial bool
 }
 
 // List returns every job folder and every bare manifest, sorted by id.
 func (s *Store) List() ([]Entry, error) {
+	out, err := s.scanNames()
+	if err != nil {
+		return nil, err
+	}
+	parallel(len(out), func(i int) { s.loadEntry(&out[i]) })
+	return dropNonJobs(out), nil
+}
+
+func dropNonJobs(es []Entry) []Entry {
+	out := es[:0]
+	for _, e := range es {
+		if e.Dir != "" || e.Unplaced != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// scanNames lists the job folders that hold a manifest and the bare
+// manifests, sorted by id, without reading them.
+func (s *Store) scanNames() ([]Entry, error) {
 	ents, err := os.ReadDir(s.Dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -112,43 +144,116 @@ func (s *Store) List() ([]Entry, error) {
 			continue
 		}
 		if e.IsDir() {
-			if _, err := os.Stat(filepath.Join(s.Dir, name, ManifestFile)); err != nil {
-				continue
-			}
-			m, err := s.Load(name)
-			out = append(out, Entry{ID: name, Dir: s.JobDir(name), Manifest: m, Err: err})
+			out = append(out, Entry{ID: name, Dir: s.JobDir(name)})
 			continue
 		}
 		if strings.HasSuffix(name, ".json") && e.Type().IsRegular() {
-			p := filepath.Join(s.Dir, name)
-			m, err := manifest.ReadFile(p)
-			out = append(out, Entry{ID: strings.TrimSuffix(name, ".json"), Manifest: m, Err: err, Unplaced: p})
+			out = append(out, Entry{ID: strings.TrimSuffix(name, ".json"), Unplaced: filepath.Join(s.Dir, name)})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }
 
+// loadEntry reads the manifest of an entry from scanNames. A folder with
+// no manifest is marked by Dir == "" (dropped by the caller).
+func (s *Store) loadEntry(e *Entry) {
+	if e.Unplaced != "" {
+		e.Manifest, e.Err = manifest.ReadFile(e.Unplaced)
+		return
+	}
+	e.Manifest, e.Err = s.Load(e.ID)
+	if e.Err != nil && errors.Is(e.Err, ErrNotFound) {
+		if _, err := os.Stat(filepath.Join(e.Dir, ManifestFile)); err != nil {
+			e.Dir = "" // not a job folder
+		}
+	}
+}
+
+// parallel runs f(0..n-1) on a few goroutines: reading thousands of
+// manifests is CPU-bound (decoding) and uses every core.
+func parallel(n int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		for i := 0; i < n; i++ {
+			f(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
 // Load reads and checks job id's manifest. The job_id inside must match the
 // folder (a missing one is taken from the folder).
 func (s *Store) Load(id string) (*manifest.Manifest, error) {
+	m, _, err := s.LoadRaw(id)
+	return m, err
+}
+
+// LoadRaw is Load that also returns the bytes the manifest was read from.
+func (s *Store) LoadRaw(id string) (*manifest.Manifest, []byte, error) {
 	if err := manifest.ValidID(id); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
+		return nil, nil, fmt.Errorf("%w: %v", ErrNotFound, err)
 	}
 	p := filepath.Join(s.JobDir(id), ManifestFile)
-	m, err := manifest.ReadFile(p)
+	data, err := readManifestFile(p)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+			return nil, nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
 		}
-		return nil, err
+		return nil, nil, err
+	}
+	m, err := s.decode(id, p, data)
+	if err != nil {
+		return nil, nil, err
 	}
 	if m.JobID == "" {
 		m.JobID = id
 	} else if m.JobID != id {
-		return nil, &manifest.Error{File: p, Pointer: "/job_id", Reason: fmt.Sprintf("%q does not match its folder %q", m.JobID, id)}
+		return nil, nil, &manifest.Error{File: p, Pointer: "/job_id", Reason: fmt.Sprintf("%q does not match its folder %q", m.JobID, id)}
 	}
-	return m, nil
+	return m, data, nil
+}
+
+func readManifestFile(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, manifest.MaxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	return data, nil
+}
+
+// decode checks data fully unless these exact bytes passed before.
+func (s *Store) decode(id, file string, data []byte) (*manifest.Manifest, error) {
+	sum := sha256.Sum256(data)
+	if v, ok := s.checked.Load(id); ok && v.([32]byte) == sum {
+		return manifest.DecodeTrusted(file, data)
+	}
+	m, err := manifest.Decode(file, data)
+	if err == nil {
+		s.checked.Store(id, sum)
+	}
+	return m, err
 }
 
 // Save replaces job id's manifest atomically and durably.
@@ -157,13 +262,21 @@ func (s *Store) Save(m *manifest.Manifest) error {
 	if err != nil {
 		return fmt.Errorf("encode manifest: %w", err)
 	}
-	p := filepath.Join(s.JobDir(m.JobID), ManifestFile)
+	return s.WriteManifest(m.JobID, b)
+}
+
+// WriteManifest replaces job id's manifest with b (an encoded manifest)
+// atomically and durably, and remembers the file as this process's own
+// write (WrittenHere) with content that needs no check when read back.
+func (s *Store) WriteManifest(id string, b []byte) error {
+	p := filepath.Join(s.JobDir(id), ManifestFile)
 	if err := atomicfile.WriteFile(p, b, 0o600); err != nil {
 		return err
 	}
+	s.checked.Store(id, sha256.Sum256(b))
 	if fi, err := os.Stat(p); err == nil {
 		if k, ok := keyOf(fi); ok {
-			s.written.Store(m.JobID, k)
+			s.written.Store(id, k)
 		}
 	}
 	return nil

@@ -2,6 +2,8 @@ package jobtx
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +39,12 @@ type pending struct {
 	Records  []history.Record `json:"records"`
 	Manifest []byte           `json:"manifest"`
 	Parked   bool             `json:"parked,omitempty"`
+	// BaseManifest is the SHA-256 (hex) of the manifest file the unit
+	// replaces. Commit removes this file without waiting for the removal
+	// to be durable; a crash may bring it back after the unit completed.
+	// Recovery then tells a manifest that is still the unit's base (roll
+	// forward) from one already newer (discard).
+	BaseManifest string `json:"base_manifest_sha256,omitempty"`
 }
 
 // queued is a record waiting for Commit: as it will be stored, and the
@@ -61,7 +69,12 @@ func (t *Tx) enqueue(stored history.Record, rec *history.Record) {
 
 func (t *Tx) pendingPath() string { return filepath.Join(t.Dir, PendingFile) }
 
-// commit writes the queued records and the manifest as one unit.
+// commit writes the queued records and the manifest as one unit: the
+// pending file (fsync'd, with its folder entry), then all records with one
+// write and one fsync, then the manifest (fsync'd, with its folder entry).
+// The manifest is never on disk before the records it depends on, and
+// once the pending file is durable the unit is finished by the next Begin
+// whatever else a crash cuts short.
 func (t *Tx) commit() error {
 	b, err := t.M.Encode()
 	if err != nil {
@@ -74,32 +87,56 @@ func (t *Tx) commit() error {
 		if err := t.writePending(q, b); err != nil {
 			return err
 		}
-		for i := range q {
-			if err := t.write(&q[i].stored, q[i].rec); err != nil {
-				if i == 0 {
-					// Nothing of the unit reached the history: the change
-					// did not happen.
-					t.removePending()
-				}
-				// Otherwise the next Begin finishes the unit.
-				return err
+		if err := t.writeBatch(q); err != nil {
+			if t.Log.Intact() {
+				// Nothing of the unit reached the history: the change did
+				// not happen.
+				t.removePending(true)
 			}
+			// Otherwise the next Begin finishes the unit.
+			return err
 		}
 	}
 	if err := t.saveManifest(b); err != nil {
 		return err
 	}
 	if len(q) > 0 {
-		if err := t.removePending(); err != nil {
+		// Not made durable: if a crash brings the file back, recovery
+		// finds the manifest already past the unit's base (BaseManifest).
+		if err := t.removePending(false); err != nil {
 			return err
 		}
 	}
 	t.saved = b
+	t.base = sha256.Sum256(b)
+	return nil
+}
+
+// writeBatch appends the queued records with one fsync; each caller's copy
+// gets the fields the log assigned.
+func (t *Tx) writeBatch(q []queued) error {
+	recs := make([]*history.Record, len(q))
+	for i := range q {
+		recs[i] = &q[i].stored
+	}
+	start := time.Now()
+	err := t.Log.AppendBatch(recs)
+	t.env.obs().HistoryAppend(time.Since(start), err)
+	if err != nil {
+		t.LogError("HISTORY_WRITE", "SYSTEM", 0, err.Error())
+		return err
+	}
+	for _, e := range q {
+		if e.rec != nil {
+			e.rec.V, e.rec.Seq, e.rec.PrevHash, e.rec.Time = e.stored.V, e.stored.Seq, e.stored.PrevHash, e.stored.Time
+		}
+	}
 	return nil
 }
 
 func (t *Tx) writePending(q []queued, manifest []byte) error {
-	p := pending{BaseSeq: t.Log.State().NextSeq, BasePrev: t.Log.LastHash(), Manifest: manifest, Parked: t.parked}
+	p := pending{BaseSeq: t.Log.State().NextSeq, BasePrev: t.Log.LastHash(), Manifest: manifest, Parked: t.parked,
+		BaseManifest: hex.EncodeToString(t.base[:])}
 	for _, e := range q {
 		p.Records = append(p.Records, e.stored)
 	}
@@ -115,18 +152,21 @@ func (t *Tx) writePending(q []queued, manifest []byte) error {
 }
 
 func (t *Tx) saveManifest(b []byte) error {
-	if err := atomicfile.WriteFile(filepath.Join(t.Dir, jobstore.ManifestFile), b, 0o600); err != nil {
+	if err := t.env.Store.WriteManifest(t.ID, b); err != nil {
 		t.LogError("MANIFEST_WRITE", "SYSTEM", 0, err.Error())
 		return fmt.Errorf("save manifest: %w", err)
 	}
 	return nil
 }
 
-// removePending deletes the pending file durably: once Commit returns, no
-// later Begin may take the unit for unfinished.
-func (t *Tx) removePending() error {
+// removePending deletes the pending file; durably when a later Begin must
+// not find it (a unit that did not happen).
+func (t *Tx) removePending(durable bool) error {
 	if err := os.Remove(t.pendingPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", t.pendingPath(), err)
+	}
+	if !durable {
+		return nil
 	}
 	return atomicfile.SyncDir(t.Dir)
 }
@@ -152,9 +192,20 @@ func (t *Tx) finishPending() (bool, error) {
 		// The history is not where this unit left it (something that does
 		// not know pending commits changed it since): the manifest on disk
 		// is newer than the unit's. Keep nothing.
-		t.env.Logger.Warn("stale pending commit discarded", "type", "error", "job_id", t.ID, "actor", "SYSTEM",
-			"error_code", "COMMIT_STALE", "base_seq", p.BaseSeq, "next_seq", t.Log.State().NextSeq)
-		return false, t.removePending()
+		return false, t.discardPending(&p)
+	}
+	if written == int64(len(p.Records)) && p.BaseManifest != "" {
+		// Every record is stored: the manifest decides whether the unit
+		// was finished (or overtaken) before the crash.
+		cur, err := os.ReadFile(filepath.Join(t.Dir, jobstore.ManifestFile))
+		if err == nil && bytes.Equal(cur, p.Manifest) {
+			t.env.Logger.Warn("finished a commit a crash interrupted", "type", "error", "job_id", t.ID, "actor", "SYSTEM",
+				"error_code", "COMMIT_FINISHED", "records", len(p.Records), "records_written_now", 0)
+			return false, t.removePending(true)
+		}
+		if sum := sha256.Sum256(cur); err == nil && hex.EncodeToString(sum[:]) != p.BaseManifest {
+			return false, t.discardPending(&p)
+		}
 	}
 	for i := written; i < int64(len(p.Records)); i++ {
 		rec := p.Records[i]
@@ -174,12 +225,19 @@ func (t *Tx) finishPending() (bool, error) {
 			t.LogError("JOBHISTORY_WRITE", "SYSTEM", 0, err.Error())
 		}
 	}
-	if err := t.removePending(); err != nil {
+	if err := t.removePending(true); err != nil {
 		return false, err
 	}
 	t.env.Logger.Warn("finished a commit a crash interrupted", "type", "error", "job_id", t.ID, "actor", "SYSTEM",
 		"error_code", "COMMIT_FINISHED", "records", len(p.Records), "records_written_now", int64(len(p.Records))-written)
 	return true, nil
+}
+
+// discardPending drops a unit the job has moved past.
+func (t *Tx) discardPending(p *pending) error {
+	t.env.Logger.Warn("stale pending commit discarded", "type", "error", "job_id", t.ID, "actor", "SYSTEM",
+		"error_code", "COMMIT_STALE", "base_seq", p.BaseSeq, "next_seq", t.Log.State().NextSeq)
+	return t.removePending(true)
 }
 
 // unitStartsAt checks that the history's records from BaseSeq on are this

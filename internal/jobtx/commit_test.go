@@ -2,6 +2,7 @@ package jobtx
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
@@ -360,4 +362,70 @@ func TestCommitFailingAtFirstRecordLeavesNothing(t *testing.T) {
 	tx = f.begin(t)
 	tx.Close()
 	f.checkUntouched(t)
+}
+
+// Commit removes the pending file without waiting for the removal to be
+// durable: a crash may bring it back after the job moved on. A manifest
+// that is neither the unit's base nor its result is newer than the unit
+// (here: a later commit with no records, a steward's edit): kept as is.
+func TestResurrectedPendingAfterALaterChangeIsDiscarded(t *testing.T) {
+	f := newFixture(t)
+	tx := f.begin(t)
+	f.unit(t, tx)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tx.Close()
+	tx = f.begin(t)
+	tx.M.Run.Guidance = "later change, no records"
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tx.Close()
+	// A pending file from the committed unit: base = the manifest before it.
+	recs := f.records(t)
+	before, _ := os.ReadFile(filepath.Join(f.dir, jobstore.ManifestFile))
+	p := pending{BaseSeq: recs[2].Seq, BasePrev: recs[2].PrevHash, Manifest: []byte("{}"), BaseManifest: strings.Repeat("0", 64)}
+	for _, r := range recs[2:] {
+		p.Records = append(p.Records, r)
+	}
+	b, _ := json.Marshal(p)
+	if err := os.WriteFile(filepath.Join(f.dir, PendingFile), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tx = f.begin(t)
+	tx.Close()
+	after, _ := os.ReadFile(filepath.Join(f.dir, jobstore.ManifestFile))
+	if !bytes.Equal(before, after) {
+		t.Errorf("manifest replaced by a resurrected pending commit:\n%s", after)
+	}
+	if m := f.manifest(t); m.Run.Guidance != "later change, no records" {
+		t.Errorf("later change lost: %+v", m.Run)
+	}
+	if n := len(f.records(t)); n != 5 {
+		t.Errorf("%d records, want 5", n)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, PendingFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("pending commit left: %v", err)
+	}
+	if !strings.Contains(f.log.String(), `"error_code":"COMMIT_STALE"`) {
+		t.Error("stale commit not logged")
+	}
+}
+
+// The records of a unit are one write and one fsync.
+func TestCommitIsOneHistoryFsync(t *testing.T) {
+	f := newFixture(t)
+	n := 0
+	f.env.History.Observe = func(int, time.Duration) { n++ }
+	tx := f.begin(t)
+	f.unit(t, tx)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tx.Close()
+	if n != 1 {
+		t.Errorf("%d history fsyncs for a unit of 3 records, want 1", n)
+	}
+	f.checkDone(t)
 }

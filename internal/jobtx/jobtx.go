@@ -7,6 +7,7 @@
 package jobtx
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -83,6 +84,9 @@ type Tx struct {
 	// as one unit a crash cannot split (commit.go).
 	saved []byte
 	queue []queued
+	// base is the SHA-256 of the manifest file as on disk (a pending
+	// commit names it: commit.go).
+	base [32]byte
 }
 
 // Begin locks job id and loads it. log may be a history the caller keeps
@@ -94,12 +98,12 @@ func Begin(env *Env, id string, log *history.Log) (*Tx, error) {
 		return nil, err
 	}
 	t := &Tx{env: env, ID: id, Dir: env.Store.JobDir(id), lock: lk}
-	m, err := env.Store.Load(id)
+	m, raw, err := env.Store.LoadRaw(id)
 	if err != nil {
 		lk.Unlock()
 		return nil, err
 	}
-	t.M = m
+	t.M, t.base = m, sha256.Sum256(raw)
 	t.redact = secrets.NewRedactor(m.SecretEnv, env.getenv)
 	if m.EncryptHistory {
 		c, err := env.Cipher()
@@ -133,8 +137,8 @@ func Begin(env *Env, id string, log *history.Log) (*Tx, error) {
 	// job: until then the manifest is behind its history.
 	done, err := t.finishPending()
 	if err == nil && done {
-		m, err = env.Store.Load(id)
-		t.M = m
+		m, raw, err = env.Store.LoadRaw(id)
+		t.M, t.base = m, sha256.Sum256(raw)
 	}
 	if err == nil {
 		t.saved, err = m.Encode()

@@ -1,0 +1,119 @@
+package jobstore
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/logist/logist/internal/lifecycle"
+)
+
+const validJob = `{"job_id": "a", "task_description": "t", "agents": {
+ "worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done"}]},
+ "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`
+
+func writeJob(t *testing.T, s *Store, id, body string) {
+	t.Helper()
+	if err := os.MkdirAll(s.JobDir(id), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.JobDir(id), ManifestFile), []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A manifest checked once is not checked again while its bytes are the
+// same; an edit from outside is checked in full, however small.
+func TestLoadChecksAChangedFileAgain(t *testing.T) {
+	s := New(t.TempDir())
+	writeJob(t, s, "a", validJob)
+	if _, err := s.Load("a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load("a"); err != nil {
+		t.Fatalf("second load: %v", err)
+	}
+	// Same length, schema-invalid: provider "scripx" is not a provider.
+	writeJob(t, s, "a", strings.Replace(validJob, `"provider": "script"`, `"provider": "scripx"`, 1))
+	if _, err := s.Load("a"); err == nil {
+		t.Fatal("an invalid manifest from outside was taken from the cache")
+	}
+}
+
+// What this process wrote itself needs no check when read back.
+func TestWriteManifestIsTrusted(t *testing.T) {
+	s := New(t.TempDir())
+	writeJob(t, s, "a", validJob)
+	m, err := s.Load("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Status = lifecycle.Success
+	if err := s.Save(m); err != nil {
+		t.Fatal(err)
+	}
+	if !s.WrittenHere("a") {
+		t.Error("own write not recognised")
+	}
+	m2, err := s.Load("a")
+	if err != nil || m2.Status != lifecycle.Success {
+		t.Fatalf("reload: %v %v", m2, err)
+	}
+}
+
+func ageFile(t *testing.T, p string) {
+	t.Helper()
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(p, old, old); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The index serves unchanged manifests, never a changed one, and never
+// indexes a file changed within indexStable (its ctime could repeat).
+func TestListSummariesIndex(t *testing.T) {
+	dir := t.TempDir()
+	s := New(dir)
+	writeJob(t, s, "a", validJob)
+	writeJob(t, s, "b", strings.Replace(validJob, `"a"`, `"b"`, 1))
+	es, err := s.ListSummaries(true)
+	if err != nil || len(es) != 2 || es[0].Partial || es[1].Partial {
+		t.Fatalf("first listing: %+v %v", es, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, IndexFile)); err == nil {
+		t.Fatal("files changed just now were indexed")
+	}
+	// ctime cannot be set back; pretend the listing runs later instead.
+	idx := map[string]indexEntry{}
+	for _, id := range []string{"a", "b"} {
+		fi, _ := os.Stat(filepath.Join(s.JobDir(id), ManifestFile))
+		k, _ := statKeyOf(fi)
+		m, err := s.Load(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx[id] = indexEntry{Key: k, Sum: summaryOf(m)}
+	}
+	if err := s.writeIndex(idx); err != nil {
+		t.Fatal(err)
+	}
+	es, err = New(dir).ListSummaries(true)
+	if err != nil || !es[0].Partial || !es[1].Partial || es[0].Manifest.Status != lifecycle.Pending {
+		t.Fatalf("indexed listing: %+v %v", es, err)
+	}
+	// Replaced from outside (a new file, as an editor's save): read again.
+	writeJob(t, s, "b", strings.Replace(strings.Replace(validJob, `"a"`, `"b"`, 1), `"job_id"`, `"status": "DRAFT", "job_id"`, 1))
+	es, err = New(dir).ListSummaries(true)
+	if err != nil || es[1].Partial || es[1].Manifest.Status != lifecycle.Draft {
+		t.Fatalf("changed file served from the index: %+v %v", es[1], err)
+	}
+	// A torn index is ignored.
+	if err := os.WriteFile(filepath.Join(dir, IndexFile), []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if es, err := New(dir).ListSummaries(true); err != nil || len(es) != 2 || es[0].Partial {
+		t.Fatalf("torn index used: %+v %v", es, err)
+	}
+}

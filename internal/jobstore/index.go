@@ -1,0 +1,213 @@
+package jobstore
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/gob"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/schemas"
+)
+
+// IndexFile, in the jobs folder, caches what `logist list` and the daemon's
+// start-up scan need of each manifest, so that a folder of thousands of
+// finished jobs is listed without reading and checking every manifest. It
+// is only a cache: written without fsync, ignored when unreadable, and an
+// entry is used only while the manifest file is exactly the one it was
+// taken from (same inode, size, mtime and ctime).
+const IndexFile = ".manifest-index"
+
+const indexVersion = 1
+
+// indexStable is how long a manifest must have been unchanged (by ctime)
+// before it is indexed. Timestamps have a coarse granularity (a few ms):
+// a file replaced within the same tick, reusing the inode number, with
+// the same size, would keep its key. A file indexed only once it is older
+// than this can no longer be replaced within its own tick, so any later
+// change gives it a new ctime and the entry stops matching. (git's
+// "racily clean" rule.)
+const indexStable = time.Second
+
+// statKey identifies one version of a file without reading it.
+type statKey struct {
+	Ino, Size, Mtime, Ctime int64
+}
+
+func statKeyOf(fi os.FileInfo) (statKey, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return statKey{}, false
+	}
+	return statKey{Ino: int64(st.Ino), Size: fi.Size(), Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano()}, true
+}
+
+// Summary is the part of a manifest list and the start-up scan use.
+type Summary struct {
+	JobID                string
+	Status               lifecycle.Status
+	Phase                string
+	Metrics              manifest.Metrics
+	CostThreshold        *float64
+	TimeThresholdMinutes *float64
+	Reason               string
+	UpdatedAt            string
+	Schedule             *manifest.Schedule
+}
+
+func summaryOf(m *manifest.Manifest) Summary {
+	return Summary{JobID: m.JobID, Status: m.Status, Phase: m.Phase(), Metrics: m.Metrics, CostThreshold: m.CostThreshold,
+		TimeThresholdMinutes: m.TimeThresholdMinutes, Reason: m.Run.Reason, UpdatedAt: m.Run.UpdatedAt, Schedule: m.Schedule}
+}
+
+// manifest returns a manifest holding only the summary's fields.
+func (s Summary) manifest() *manifest.Manifest {
+	m := &manifest.Manifest{SchemaVersion: manifest.CurrentVersion, JobID: s.JobID, Status: s.Status, Metrics: s.Metrics,
+		CostThreshold: s.CostThreshold, TimeThresholdMinutes: s.TimeThresholdMinutes, Schedule: s.Schedule,
+		History: []manifest.AuditEntry{}}
+	m.SetPhase(s.Phase)
+	m.Run.Reason, m.Run.UpdatedAt = s.Reason, s.UpdatedAt
+	return m
+}
+
+type indexEntry struct {
+	Key statKey
+	Sum Summary
+	// Err is why the manifest is invalid ("" if valid).
+	Err string
+}
+
+type indexData struct {
+	Version int
+	// Checker identifies the checks the entries passed or failed (the
+	// manifest schema): an upgrade that changes them starts afresh.
+	Checker [32]byte
+	Entries map[string]indexEntry
+}
+
+var checker = sync.OnceValue(func() [32]byte {
+	b, _ := schemas.Raw(schemas.Manifest)
+	return sha256.Sum256(append(b, byte(manifest.CurrentVersion), indexVersion))
+})
+
+func (s *Store) indexPath() string { return filepath.Join(s.Dir, IndexFile) }
+
+func (s *Store) readIndex() map[string]indexEntry {
+	b, err := os.ReadFile(s.indexPath())
+	if err != nil || len(b) < sha256.Size {
+		return nil
+	}
+	body, sum := b[:len(b)-sha256.Size], b[len(b)-sha256.Size:]
+	if h := sha256.Sum256(body); !bytes.Equal(h[:], sum) {
+		return nil // torn by a crash, or not ours: a cache, so start afresh
+	}
+	var d indexData
+	if gob.NewDecoder(bytes.NewReader(body)).Decode(&d) != nil || d.Version != indexVersion || d.Checker != checker() {
+		return nil
+	}
+	return d.Entries
+}
+
+// writeIndex replaces the index. No fsync: after a crash the checksum
+// rejects a torn file and the next listing rebuilds it.
+func (s *Store) writeIndex(entries map[string]indexEntry) error {
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(indexData{Version: indexVersion, Checker: checker(), Entries: entries}); err != nil {
+		return err
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	buf.Write(sum[:])
+	f, err := os.CreateTemp(s.Dir, IndexFile+".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(buf.Bytes())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), s.indexPath())
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}
+
+// ListSummaries is List for callers that need only a Summary of most jobs
+// (logist list, the daemon's start-up scan). An entry's Manifest is the
+// full manifest when Partial is false; when Partial is true it was taken
+// from the index and holds only the Summary's fields. Bare files are
+// always read, and so are invalid manifests unless trustInvalid (a
+// display may show the cached reason; the daemon checks them again, as
+// checks other than the schema may have changed with an upgrade). The
+// index is brought up to date when it was missing entries (best effort:
+// a read-only folder just stays slower).
+func (s *Store) ListSummaries(trustInvalid bool) ([]Entry, error) {
+	out, err := s.scanNames()
+	if err != nil {
+		return nil, err
+	}
+	idx := s.readIndex()
+	fresh := make([]*indexEntry, len(out))
+	parallel(len(out), func(i int) {
+		e := &out[i]
+		if e.Unplaced != "" {
+			s.loadEntry(e)
+			return
+		}
+		now := time.Now()
+		fi, err := os.Stat(filepath.Join(e.Dir, ManifestFile))
+		if err != nil {
+			s.loadEntry(e)
+			return
+		}
+		k, ok := statKeyOf(fi)
+		if ie, hit := idx[e.ID]; ok && hit && ie.Key == k && (ie.Err == "" || trustInvalid) {
+			if ie.Err != "" {
+				e.Err, e.Partial = errors.New(ie.Err), true
+				return
+			}
+			e.Manifest, e.Partial = ie.Sum.manifest(), true
+			return
+		}
+		s.loadEntry(e)
+		if !ok || e.Dir == "" || errors.Is(e.Err, ErrNotFound) || k.Ctime >= now.Add(-indexStable).UnixNano() {
+			return
+		}
+		// Stat before read: if the file changed in between, its new ctime
+		// no longer matches k and the entry is never used.
+		switch {
+		case e.Err != nil:
+			fresh[i] = &indexEntry{Key: k, Sum: Summary{JobID: e.ID}, Err: e.Err.Error()}
+		case e.Manifest != nil:
+			fresh[i] = &indexEntry{Key: k, Sum: summaryOf(e.Manifest)}
+		}
+	})
+	out = dropNonJobs(out)
+	changed := false
+	next := make(map[string]indexEntry, len(out))
+	for _, e := range out {
+		if ie, ok := idx[e.ID]; ok && e.Partial {
+			next[e.ID] = ie
+		} else if ok && ie.Err != "" && !trustInvalid && e.Err != nil && e.Err.Error() == ie.Err {
+			next[e.ID] = ie // still invalid, for the same reason
+		}
+	}
+	for _, f := range fresh {
+		if f != nil {
+			next[f.Sum.JobID] = *f
+			changed = true
+		}
+	}
+	if changed || len(next) != len(idx) {
+		_ = s.writeIndex(next) // a cache: a read-only folder just lists slower
+	}
+	return out, nil
+}
