@@ -195,9 +195,19 @@ func replay(r *Report, es []history.Entry, m *manifest.Manifest) {
 	// expect is what the current engine says the next transition must be,
 	// set by a response and checked against the next transition record.
 	var expect *expectation
+	// turns: interaction -> the turn's answer schema, for the calls of a
+	// turn step (deliberations), whose answers are held to it alone.
+	turns := map[int]string{}
 	for i := range es {
 		rec := &es[i].Record
 		switch rec.Type {
+		case history.TypeIntent:
+			if rec.Request != nil && rec.Interaction != nil {
+				if k, _ := rec.Request.Metadata["turn_key"].(string); k != "" {
+					s, _ := rec.Request.Metadata["answer_schema"].(string)
+					turns[*rec.Interaction] = s
+				}
+			}
 		case history.TypeResponse:
 			if rec.Response == nil {
 				r.add(Problem{rec.Seq, ClassSchemaInvalid, "response record without a response"})
@@ -206,6 +216,18 @@ func replay(r *Report, es []history.Entry, m *manifest.Manifest) {
 			r.Responses++
 			expect = nil
 			resp := rec.Response
+			if rec.Interaction != nil {
+				if schema, ok := turns[*rec.Interaction]; ok {
+					// A turn's answer: valid against its schema if recorded
+					// as a success; it implies no transition of its own.
+					if resp.Status == history.StatusSuccess && !secrets.Sealed(resp.RawResponse) {
+						if err := phaseSchema(schema, resp.RawResponse); err != nil {
+							r.add(Problem{rec.Seq, ClassSchemaInvalid, "recorded as valid, but the turn's answer fails " + schema + " now: " + err.Error()})
+						}
+					}
+					continue
+				}
+			}
 			if secrets.Sealed(resp.RawResponse) {
 				r.Encrypted++
 				if resp.Status == history.StatusSuccess {
@@ -353,6 +375,9 @@ func phaseSchema(name, raw string) error {
 		return err
 	}
 	response.DropNulls(obj)
+	if name == "" {
+		return nil
+	}
 	return schemas.Validate(name, obj)
 }
 

@@ -112,10 +112,18 @@ func load(tx *jobtx.Tx, g deliberation.Game) (*state, error) {
 
 // records turns messages into history records; file changes they carry
 // are written to the workspace (idempotent: the whole new content).
-func records(tx *jobtx.Tx, phase string, msgs []deliberation.Message) ([]*history.Record, error) {
+func records(tx *jobtx.Tx, phase string, committed int, msgs []deliberation.Message) ([]*history.Record, error) {
 	var out []*history.Record
-	for _, m := range msgs {
-		if err := writeFile(tx, m); err != nil {
+	for i := range msgs {
+		m := &msgs[i]
+		// The orchestrator stamps what the game left to it.
+		if m.ID == "" {
+			m.ID = fmt.Sprintf("msg-%03d", committed+i+1)
+		}
+		if m.Timestamp == "" {
+			m.Timestamp = tx.Now().UTC().Format(time.RFC3339)
+		}
+		if err := writeFile(tx, *m); err != nil {
 			return nil, err
 		}
 		b, err := json.Marshal(m)
@@ -256,7 +264,7 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 	}
 	prep := &workflow.Prep{State: st.sess.State()}
 	if len(step.Emit) > 0 {
-		recs, err := records(tx, phase, step.Emit)
+		recs, err := records(tx, phase, len(st.msgs), step.Emit)
 		if err != nil {
 			return nil, err
 		}
@@ -294,7 +302,7 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 		if err != nil {
 			return &workflow.Prep{Fail: &workflow.Failure{Code: CodeGame, Reason: err.Error()}}, nil
 		}
-		recs, err := records(tx, phase, msgs)
+		recs, err := records(tx, phase, len(st.msgs), msgs)
 		if err != nil {
 			return nil, err
 		}
@@ -339,7 +347,7 @@ func (e *Effect) FinishTurns(tx *jobtx.Tx, phase string, played []workflow.TurnR
 	if err != nil {
 		return &workflow.Outcome{Fail: &workflow.Failure{Code: CodeGame, Reason: err.Error()}}, nil
 	}
-	recs, err := records(tx, phase, msgs)
+	recs, err := records(tx, phase, len(st.msgs), msgs)
 	if err != nil {
 		return nil, err
 	}
@@ -383,7 +391,7 @@ func Input(tx *jobtx.Tx, in deliberation.Input) ([]*history.Record, string, erro
 	if err != nil {
 		return nil, "", err
 	}
-	recs, err := records(tx, tx.M.Phase(), msgs)
+	recs, err := records(tx, tx.M.Phase(), len(st.msgs), msgs)
 	if err != nil {
 		return nil, "", err
 	}
