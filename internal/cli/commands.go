@@ -192,10 +192,10 @@ var cmdStatus = &command{
 			{"checkpoint_id", "Checkpoint", m.Run.CheckpointID},
 			{"updated_at", "Updated", m.Run.UpdatedAt},
 			{"daemon", "Daemon", daemon},
-			{"next", "Next", steward.Hint(m.Status, id)},
+			{"next", "Next", steward.HintFor(m, id)},
 		}}
 		if e.format == "json" {
-			r.JSON = map[string]any{"status": "success", "job": m, "workflow": wfName, "daemon": daemon, "next": steward.Hint(m.Status, id)}
+			r.JSON = map[string]any{"status": "success", "job": m, "workflow": wfName, "daemon": daemon, "next": steward.HintFor(m, id)}
 		}
 		return r, nil
 	},

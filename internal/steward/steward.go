@@ -295,3 +295,17 @@ func hintFor(st lifecycle.Status, id string) string {
 
 // Hint is hintFor for other packages.
 func Hint(st lifecycle.Status, id string) string { return hintFor(st, id) }
+
+// HintFor is Hint for a job: a job waiting for a human's reply or a
+// steward's decision says which command it waits for.
+func HintFor(m *manifest.Manifest, id string) string {
+	if m.Status == lifecycle.InterventionRequired {
+		switch m.Run.ErrorCode {
+		case awaitingReply:
+			return "answer for the waiting role: logist reply " + id + " --as ROLE --file ANSWER.json (the reason names the role)"
+		case awaitingSteward:
+			return "decide as the reason says (e.g. logist pm " + id + " approve|veto|amend_and_approve)"
+		}
+	}
+	return hintFor(m.Status, id)
+}
