@@ -41,6 +41,11 @@ type Preset struct {
 	// overrides), passed through when set; the manifest's env_allow adds
 	// more.
 	EnvAllow []string
+	// FullSchema: the program checks structured output against a full JSON
+	// Schema itself, so it gets the answer schema as written (optional
+	// fields optional, patterns and bounds kept), not OpenAI's strict
+	// subset.
+	FullSchema bool
 	// Build fills inv.Args and inv.Env for one call.
 	Build func(inv *Invocation) error
 	// Parse reads what the program printed. It returns a Parsed with Err
@@ -77,6 +82,9 @@ type Invocation struct {
 
 	Args []string          // arguments after the program
 	Env  map[string]string // variables set for the program (on top of the allowed ones)
+	// TailArgs come after command.args (a prompt after "--" that the
+	// extra options must not end up in).
+	TailArgs []string
 }
 
 // RunOutput is what the program left behind.
@@ -175,6 +183,9 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 		return nil, &Error{Code: CodeStart, Msg: err.Error()}
 	}
 	schema, err := AnswerSchemaFor(req)
+	if c.Preset.FullSchema {
+		schema, err = FullAnswerSchemaFor(req)
+	}
 	if err != nil {
 		return nil, &Error{Code: CodeConfig, Msg: err.Error()}
 	}
@@ -192,7 +203,7 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 	if err := c.Preset.Build(inv); err != nil {
 		return nil, &Error{Code: CodeConfig, Msg: fmt.Sprintf("preset %s: %v", c.Preset.Name, err)}
 	}
-	argv := append(append([]string{path}, inv.Args...), c.Cfg.Args...)
+	argv := append(append(append([]string{path}, inv.Args...), c.Cfg.Args...), inv.TailArgs...)
 	spec := ProcSpec{Argv: argv, Dir: req.Workspace, Env: c.env(req, inv, get), Limit: c.Cfg.MaxOutputBytes,
 		PidFile: filepath.Join(reqDir, fmt.Sprintf("%06d.pid", req.Interaction))}
 	pr, err := RunProcess(ctx, spec)

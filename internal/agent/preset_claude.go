@@ -25,6 +25,8 @@ func init() {
 		EnvAllow: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"},
 		Build:    claudeBuild,
 		Parse:    claudeParse,
+		// --json-schema is checked by claude with a full validator.
+		FullSchema: true,
 	})
 }
 

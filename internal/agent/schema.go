@@ -50,6 +50,36 @@ func PhaseAnswerSchema(name string) (map[string]any, error) {
 	return out, nil
 }
 
+// FullAnswerSchemaFor is the request's answer schema flattened (allOf
+// merged, $refs inlined) but otherwise as written, for programs that
+// validate with a full JSON Schema validator. cost_usd is dropped.
+func FullAnswerSchemaFor(req *Request) (map[string]any, error) {
+	name, _ := req.Metadata[MetaAnswerSchema].(string)
+	if name == "" {
+		name = schemas.Response
+	}
+	s, err := loadSchema(name)
+	if err != nil {
+		return nil, err
+	}
+	flat, err := flatten(s)
+	if err != nil {
+		return nil, fmt.Errorf("schema %s: %w", name, err)
+	}
+	out := map[string]any{}
+	for k, v := range flat {
+		switch k {
+		case "$schema", "$id", "title", "x-schema-version", "allOf":
+		default:
+			out[k] = v
+		}
+	}
+	if props, ok := out["properties"].(map[string]any); ok {
+		delete(props, "cost_usd")
+	}
+	return out, nil
+}
+
 func loadSchema(name string) (map[string]any, error) {
 	raw, err := schemas.Raw(name)
 	if err != nil {

@@ -28,18 +28,17 @@ func roleAnswer(summary string, fields map[string]any) string {
 
 func TestProtocolOnClaudeCode(t *testing.T) {
 	bin := requireAgent(t, "claude-code", "claude")
-	// A model held to the strict schema says null for what it leaves out.
 	intents := []any{
-		map[string]any{"id": "t1", "proposal_id": "p1", "tool": "write_file", "input": map[string]any{"path": "greeting.txt", "content": "hello, protocol\n", "command": nil, "argv": nil}, "risk_class": "low", "justification": "the task"},
-		map[string]any{"id": "t2", "proposal_id": "p1", "tool": "shell", "input": map[string]any{"command": "cat greeting.txt", "argv": nil, "path": nil, "content": nil}, "risk_class": "low", "justification": "evidence"},
+		map[string]any{"id": "t1", "proposal_id": "p1", "tool": "write_file", "input": map[string]any{"path": "greeting.txt", "content": "hello, protocol\n"}, "risk_class": "low", "justification": "the task"},
+		map[string]any{"id": "t2", "proposal_id": "p1", "tool": "shell", "input": map[string]any{"command": "cat greeting.txt"}, "risk_class": "low", "justification": "evidence"},
 	}
 	answers := []string{
 		roleAnswer("One proposal.", map[string]any{"proposals": []any{map[string]any{"id": "p1", "objective": "write and show greeting.txt",
-			"assumptions": []string{}, "required_tools": []string{"write_file", "shell"}, "expected_evidence": []string{"cat output"}, "revises": nil}}}),
-		roleAnswer("Approved.", map[string]any{"reviews": []any{map[string]any{"proposal_id": "p1", "decision": "approved", "conditions": nil, "reason": "inside the workspace"}}}),
+			"assumptions": []string{}, "required_tools": []string{"write_file", "shell"}, "expected_evidence": []string{"cat output"}}}}),
+		roleAnswer("Approved.", map[string]any{"reviews": []any{map[string]any{"proposal_id": "p1", "decision": "approved", "reason": "inside the workspace"}}}),
 		roleAnswer("Write, then show.", map[string]any{"tool_intents": intents}),
 		roleAnswer("Done with tools.", map[string]any{"tool_intents": []any{}}),
-		roleAnswer("One claim.", map[string]any{"claims": []any{map[string]any{"id": "c1", "text": "greeting.txt holds the greeting", "confidence": 0.9, "evidence": []string{"tool:t2"}, "revises": nil}}}),
+		roleAnswer("One claim.", map[string]any{"claims": []any{map[string]any{"id": "c1", "text": "greeting.txt holds the greeting", "confidence": 0.9, "evidence": []string{"tool:t2"}}}}),
 		roleAnswer("No challenge.", map[string]any{"challenges": []any{}}),
 		roleAnswer("Final.", map[string]any{"final_statement": map[string]any{"summary": "greeting.txt written and shown", "claim_ids": []string{"c1"}}}),
 		roleAnswer("Pass.", map[string]any{"verdict": map[string]any{"status": "pass", "notes": "all checks passed"}}),
