@@ -274,6 +274,36 @@ var cmdHistory = &command{
 		if len(h.ProtocolEvents) > 0 {
 			r.Message += fmt.Sprintf(", %d protocol events", len(h.ProtocolEvents))
 		}
+		// A deliberation's ledger messages.
+		msgs := 0
+		for _, rec := range recs {
+			if rec.Type != history.TypeMessage {
+				continue
+			}
+			var m struct {
+				ID       string         `json:"id"`
+				Type     string         `json:"type"`
+				From     string         `json:"from"`
+				Content  map[string]any `json:"content"`
+				Audience []string       `json:"audience"`
+			}
+			if json.Unmarshal(rec.Message, &m) != nil {
+				continue
+			}
+			msgs++
+			note, _ := m.Content["text"].(string)
+			if note == "" {
+				b, _ := json.Marshal(m.Content)
+				note = string(b)
+			}
+			if len(m.Audience) > 0 {
+				note = fmt.Sprintf("(private to %s) %s", strings.Join(m.Audience, ", "), note)
+			}
+			r.Rows = append(r.Rows, []string{"msg", shortTime(rec.Time), m.From, orDash(rec.Phase), m.Type, m.ID, "", "", firstLine(note, 80)})
+		}
+		if msgs > 0 {
+			r.Message += fmt.Sprintf(", %d ledger messages", msgs)
+		}
 		for _, cp := range h.RecoveryPoints {
 			r.Rows = append(r.Rows, []string{"cp", "", "", cp.ResumePhase, "CHECKPOINT", cp.CheckpointID, "", "", firstLine(cp.Description, 80)})
 		}
