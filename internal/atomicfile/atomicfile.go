@@ -7,12 +7,36 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
+)
+
+// Counts of this process's fsyncs (files written here, directories), for
+// the daemon's metrics: they explain where write latency goes.
+var (
+	FileSyncs atomic.Int64
+	DirSyncs  atomic.Int64
 )
 
 // WriteFile replaces path with data: temp file in the same directory, fsync,
 // rename over path, fsync the directory (the rename is only durable once the
 // directory entry is).
 func WriteFile(path string, data []byte, perm os.FileMode) error {
+	if err := replace(path, data, perm); err != nil {
+		return err
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
+// WriteView replaces path with data like WriteFile but leaves the rename
+// undurable: for derived files that nothing acknowledges. The content is
+// fsync'd before the rename, so after a crash path holds the old content or
+// the new one, whole, on any file system; only which one is not promised.
+func WriteView(path string, data []byte, perm os.FileMode) error {
+	return replace(path, data, perm)
+}
+
+func replace(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -35,6 +59,7 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("fsync %s: %w", tmp, err)
 	}
+	FileSyncs.Add(1)
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", tmp, err)
 	}
@@ -42,12 +67,17 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("rename %s: %w", path, err)
 	}
 	ok = true
-	return SyncDir(dir)
+	return nil
 }
 
 // SyncDir fsyncs a directory so that entries created, renamed or removed in it
-// survive a crash.
+// survive a crash. It also settles every change MarkDirty recorded in dir
+// before it started.
 func SyncDir(dir string) error {
+	key := filepath.Clean(dir)
+	dirty.Lock()
+	gen := dirty.gen
+	dirty.Unlock()
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("open dir %s: %w", dir, err)
@@ -56,6 +86,71 @@ func SyncDir(dir string) error {
 	if err := d.Sync(); err != nil {
 		return fmt.Errorf("fsync dir %s: %w", dir, err)
 	}
+	DirSyncs.Add(1)
+	dirty.Lock()
+	if g, ok := dirty.m[key]; ok && g <= gen {
+		delete(dirty.m, key)
+	}
+	dirty.Unlock()
+	return nil
+}
+
+// dirty holds directories with entries changed but not yet fsync'd, each
+// with the generation of its last change: a SyncDir that began after that
+// change covers it.
+var dirty = struct {
+	sync.Mutex
+	gen uint64
+	m   map[string]uint64
+}{m: map[string]uint64{}}
+
+// MarkDirty records that an entry in dir was created, renamed or removed
+// without fsyncing dir. The durability rule is unchanged (the directory is
+// fsync'd before the state that depends on the entry is acknowledged), but
+// several changes in one directory can then share one fsync: the caller's
+// next SyncDir or SyncDirIfDirty of dir, which it must make before that
+// acknowledgement.
+func MarkDirty(dir string) {
+	dirty.Lock()
+	dirty.gen++
+	dirty.m[filepath.Clean(dir)] = dirty.gen
+	dirty.Unlock()
+}
+
+// SyncDirIfDirty fsyncs dir if a change MarkDirty recorded there is not yet
+// covered by a SyncDir.
+func SyncDirIfDirty(dir string) error {
+	dirty.Lock()
+	_, ok := dirty.m[filepath.Clean(dir)]
+	dirty.Unlock()
+	if !ok {
+		return nil
+	}
+	return SyncDir(dir)
+}
+
+// MkdirDeferred creates dir (and missing parents) like MkdirAll, but marks
+// each parent it changed dirty (MarkDirty) instead of fsyncing it: the caller
+// fsyncs them, once for several creates, before relying on them.
+func MkdirDeferred(dir string, perm os.FileMode) error {
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s exists and is not a directory", dir)
+		}
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := MkdirDeferred(parent, perm); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, perm); err != nil && !os.IsExist(err) {
+		return fmt.Errorf("mkdir %s: %w", dir, err)
+	}
+	// Also when another writer made it: as MkdirAll, never trust that it
+	// fsync'd the parent.
+	MarkDirty(parent)
 	return nil
 }
 

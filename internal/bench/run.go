@@ -61,6 +61,8 @@ type harness struct {
 	tmp     string
 	log     io.Writer
 	rep     *Report
+	// fsyncFloors is scenario 1's fsync probe, for scenario 2's note.
+	fsyncFloors *floors
 }
 
 // Main runs the harness; it returns the exit code.

@@ -120,6 +120,13 @@ func Materialise(jobID, createdAt, workspace string, recs []Record) *JobHistory 
 }
 
 // WriteJobHistory materialises jobHistory.json in dir atomically.
+//
+// Its folder is not fsync'd (atomicfile.WriteView): the file is a view
+// derived from history.jsonl, which is durable on its own and from which
+// logist history --format json rebuilds it; nothing is acknowledged on the
+// strength of the view. A power loss may leave the previous view (or none)
+// in place, never a torn one, and the job's next stop rewrites it. That
+// saves a folder fsync each time a job stops running.
 func WriteJobHistory(dir, jobID, createdAt, workspace string) error {
 	recs, err := ReadAll(dir)
 	if err != nil {
@@ -129,5 +136,5 @@ func WriteJobHistory(dir, jobID, createdAt, workspace string) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(filepath.Join(dir, JobHistoryFile), append(b, '\n'), 0o600)
+	return atomicfile.WriteView(filepath.Join(dir, JobHistoryFile), append(b, '\n'), 0o600)
 }

@@ -124,10 +124,9 @@ func OpenWith(dir string, opts Options) (*Log, *TornTail, error) {
 		return nil, nil, fmt.Errorf("open history: %w", err)
 	}
 	if errors.Is(statErr, os.ErrNotExist) {
-		if err := atomicfile.SyncDir(dir); err != nil {
-			f.Close()
-			return nil, nil, err
-		}
+		// The new file's entry is made durable before the first record is
+		// (Append), in one folder fsync with the job's other new entries.
+		atomicfile.MarkDirty(dir)
 	}
 	l.f = f
 	torn, err := l.scan(0, true)
@@ -321,6 +320,11 @@ func (l *Log) Append(rec *Record) error {
 	if err != nil {
 		return err
 	}
+	// Entries created in the job folder (this file, the workspace, the
+	// snapshots folder) are durable before any record that depends on them.
+	if err := atomicfile.SyncDirIfDirty(l.dir); err != nil {
+		return fmt.Errorf("append history: %w", err)
+	}
 	write := l.f.Write
 	if l.opts.Write != nil {
 		write = func(p []byte) (int, error) { return l.opts.Write(l.f, p) }
@@ -383,6 +387,9 @@ func (l *Log) AppendBatch(recs []*Record) error {
 		hashes[i], last = hash, hash
 		st.apply(rec)
 		seq++
+	}
+	if err := atomicfile.SyncDirIfDirty(l.dir); err != nil {
+		return fmt.Errorf("append history: %w", err)
 	}
 	write := l.f.Write
 	if l.opts.Write != nil {

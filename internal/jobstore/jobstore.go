@@ -405,9 +405,12 @@ func (s *Store) Create(m *manifest.Manifest) error {
 	return s.Save(m)
 }
 
-// EnsureWorkspace creates the job's workspace if it is missing.
+// EnsureWorkspace creates the job's workspace if it is missing. The job
+// folder is not fsync'd here but marked (atomicfile.MarkDirty): the next
+// manifest save or history append in it fsyncs it, sharing one folder fsync
+// with the job's other new entries, before anything relies on the workspace.
 func (s *Store) EnsureWorkspace(id string) error {
-	return atomicfile.MkdirAll(s.Workspace(id), 0o700)
+	return atomicfile.MkdirDeferred(s.Workspace(id), 0o700)
 }
 
 // ErrIncomplete says a manifest file is still being written.

@@ -180,12 +180,37 @@ func (t *Tx) Append(rec *history.Record) error {
 	return t.add(rec, false)
 }
 
-func (t *Tx) add(rec *history.Record, change bool) error {
+// storedCopy is rec as the history keeps it: secrets redacted, content
+// sealed for jobs that ask for it.
+func (t *Tx) storedCopy(rec *history.Record) history.Record {
 	stored := rec.Clone()
 	stored.Text(t.Redact)
 	if t.seal != nil {
 		stored.Content(func(s string) string { return t.seal.Seal(s, t.ID) })
 	}
+	return stored
+}
+
+// CommitWithIntent commits the manifest change in progress with the intent
+// rec as the unit's last record, so that the change's records, the intent
+// and the manifest cost one history fsync rather than two (the intent's own
+// append after the commit). As after Append, the intent is durable when it
+// returns nil and the call may start; a crash before that leaves the whole
+// unit, intent included, or none of it (commit.go). With no change in
+// progress it is Append.
+func (t *Tx) CommitWithIntent(rec *history.Record) error {
+	if rec.Type != history.TypeIntent {
+		return fmt.Errorf("job %s: CommitWithIntent takes an intent, not %s", t.ID, rec.Type)
+	}
+	if len(t.queue) == 0 && !t.manifestChanged() {
+		return t.Append(rec)
+	}
+	t.enqueue(t.storedCopy(rec), rec)
+	return t.Commit()
+}
+
+func (t *Tx) add(rec *history.Record, change bool) error {
+	stored := t.storedCopy(rec)
 	if change || len(t.queue) > 0 || (rec.Type != history.TypeIntent && t.manifestChanged()) {
 		if rec.Type == history.TypeIntent {
 			return fmt.Errorf("job %s: an intent cannot wait for a manifest change to be committed; commit first", t.ID)

@@ -5,6 +5,7 @@
 package metrics
 
 import (
+	"container/heap"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/logist/logist/internal/atomicfile"
 	"github.com/logist/logist/internal/lifecycle"
 )
 
@@ -58,7 +60,7 @@ type Metrics struct {
 
 	mu      sync.Mutex
 	status  map[string]lifecycle.Status
-	waitTS  map[string]time.Time
+	waitTS  waitHeap // waiting jobs' since-times; the oldest on top
 	nowFunc func() time.Time
 }
 
@@ -103,9 +105,10 @@ func New(reg prometheus.Registerer, version, revision string) *Metrics {
 		cron:          f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_cron_runs_total", Help: "Scheduled runs by outcome."}, []string{"outcome"}),
 		invalid:       f.NewGauge(prometheus.GaugeOpts{Name: "logistd_invalid_manifests", Help: "Job folders whose manifest is invalid."}),
 		status:        map[string]lifecycle.Status{},
-		waitTS:        map[string]time.Time{},
+		waitTS:        waitHeap{at: map[string]int{}},
 		nowFunc:       time.Now,
 	}
+	reg.MustRegister(fsyncCollector{})
 	for _, s := range lifecycle.All {
 		m.jobs.WithLabelValues(string(s))
 	}
@@ -162,11 +165,11 @@ func (m *Metrics) JobStatus(id string, from, to lifecycle.Status) {
 		}
 	}
 	if to.Waiting() {
-		if _, ok := m.waitTS[id]; !ok {
-			m.waitTS[id] = m.nowFunc()
+		if _, ok := m.waitTS.at[id]; !ok {
+			m.waitTS.set(id, m.nowFunc())
 		}
 	} else {
-		delete(m.waitTS, id)
+		m.waitTS.remove(id)
 	}
 	m.updateWaiting()
 }
@@ -179,7 +182,7 @@ func (m *Metrics) Forget(id string) {
 		m.jobs.WithLabelValues(string(old)).Dec()
 		delete(m.status, id)
 	}
-	delete(m.waitTS, id)
+	m.waitTS.remove(id)
 	m.updateWaiting()
 }
 
@@ -188,25 +191,69 @@ func (m *Metrics) Forget(id string) {
 func (m *Metrics) WaitingSince(id string, t time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.waitTS[id]; ok && !t.IsZero() {
-		m.waitTS[id] = t
+	if _, ok := m.waitTS.at[id]; ok && !t.IsZero() {
+		m.waitTS.set(id, t)
 		m.updateWaiting()
 	}
 }
 
+// updateWaiting reads the oldest since-time off the heap's top: a scan of
+// every waiting job here made a start-up with many jobs quadratic.
 func (m *Metrics) updateWaiting() {
-	m.waiting.Set(float64(len(m.waitTS)))
-	var oldest time.Time
-	for _, t := range m.waitTS {
-		if oldest.IsZero() || t.Before(oldest) {
-			oldest = t
-		}
-	}
-	if oldest.IsZero() {
+	m.waiting.Set(float64(len(m.waitTS.items)))
+	if len(m.waitTS.items) == 0 || m.waitTS.items[0].since.IsZero() {
 		m.oldestWaiting.Set(0)
 		return
 	}
-	m.oldestWaiting.Set(float64(oldest.UnixNano()) / 1e9)
+	m.oldestWaiting.Set(float64(m.waitTS.items[0].since.UnixNano()) / 1e9)
+}
+
+// waitHeap is a min-heap of waiting jobs by since-time, indexed by job id so
+// that a job's time can be changed or removed in O(log n).
+type waitHeap struct {
+	items []waitItem
+	at    map[string]int // job id -> index in items
+}
+
+type waitItem struct {
+	id    string
+	since time.Time
+}
+
+func (h *waitHeap) Len() int           { return len(h.items) }
+func (h *waitHeap) Less(i, j int) bool { return h.items[i].since.Before(h.items[j].since) }
+func (h *waitHeap) Swap(i, j int) {
+	h.items[i], h.items[j] = h.items[j], h.items[i]
+	h.at[h.items[i].id] = i
+	h.at[h.items[j].id] = j
+}
+func (h *waitHeap) Push(x any) {
+	it := x.(waitItem)
+	h.at[it.id] = len(h.items)
+	h.items = append(h.items, it)
+}
+func (h *waitHeap) Pop() any {
+	it := h.items[len(h.items)-1]
+	h.items = h.items[:len(h.items)-1]
+	delete(h.at, it.id)
+	return it
+}
+
+// set adds a job or changes its since-time.
+func (h *waitHeap) set(id string, t time.Time) {
+	if i, ok := h.at[id]; ok {
+		h.items[i].since = t
+		heap.Fix(h, i)
+		return
+	}
+	heap.Push(h, waitItem{id: id, since: t})
+}
+
+// remove drops a job if it waits.
+func (h *waitHeap) remove(id string) {
+	if i, ok := h.at[id]; ok {
+		heap.Remove(h, i)
+	}
 }
 
 func finishOutcome(s lifecycle.Status) string {
@@ -280,3 +327,19 @@ func (m *Metrics) Steward(command, result string) { m.steward.WithLabelValues(co
 
 // Cron counts a scheduled run outcome.
 func (m *Metrics) Cron(outcome string) { m.cron.WithLabelValues(outcome).Inc() }
+
+// fsyncCollector exposes the process's fsyncs outside the history (atomic
+// file replaces, snapshot objects, folders): with the history's fsync count
+// they say how much of a job's latency the disk's flushes must take.
+type fsyncCollector struct{}
+
+var fsyncDesc = prometheus.NewDesc("logistd_fsyncs_total",
+	"fsyncs other than history appends (counted by logistd_history_fsync_duration_seconds), by kind: file contents or folder entries.",
+	[]string{"kind"}, nil)
+
+func (fsyncCollector) Describe(ch chan<- *prometheus.Desc) { ch <- fsyncDesc }
+
+func (fsyncCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(fsyncDesc, prometheus.CounterValue, float64(atomicfile.FileSyncs.Load()), "file")
+	ch <- prometheus.MustNewConstMetric(fsyncDesc, prometheus.CounterValue, float64(atomicfile.DirSyncs.Load()), "folder")
+}

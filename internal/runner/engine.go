@@ -309,8 +309,15 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		if err := tx.Transition(lifecycle.EvStart, wf.Phases[phase].Status, phase, "SYSTEM", ""); err != nil {
 			return nil, done, err
 		}
-		if err := tx.Commit(); err != nil {
-			return nil, done, err
+		// A plain agent phase (no effect, not Logist's own, no cut-off call
+		// to resume) records its intent next with nothing in between that
+		// needs the start on disk: the start's unit then takes the intent
+		// with it (CommitWithIntent below), one history fsync fewer before
+		// the agent starts. Every other way out of prepare commits it.
+		if ph, ok := wf.Phases[phase]; !ok || ph.Effect != "" || ph.Role == workflow.RoleLogist || tx.Log.State().OpenIntent != nil {
+			if err := tx.Commit(); err != nil {
+				return nil, done, err
+			}
 		}
 	}
 	if halted, err := e.enforceBudgets(tx); halted || err != nil {
@@ -473,7 +480,8 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		return nil, done, err
 	}
 	n := c.interaction
-	if err := tx.Append(&history.Record{Type: history.TypeIntent, Interaction: &n, Phase: phase, Role: ph.Role,
+	// With the start still uncommitted, the intent joins its unit.
+	if err := tx.CommitWithIntent(&history.Record{Type: history.TypeIntent, Interaction: &n, Phase: phase, Role: ph.Role,
 		Attempt: c.attempt, StateBefore: string(m.Status), Request: c.hreq}); err != nil {
 		return nil, done, err
 	}

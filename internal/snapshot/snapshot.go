@@ -80,10 +80,14 @@ func walk(workspace string, fn func(p, rel string, d fs.DirEntry) error) error {
 
 func listingPath(jobDir, cp string) string { return filepath.Join(jobDir, Dir, cp+".json") }
 
-// Take snapshots workspace for checkpoint cp.
+// Take snapshots workspace for checkpoint cp. The objects and the listing
+// are durable when it returns; the snapshots folder's own entry in jobDir,
+// if Take created it, is left to the caller's next durable write in jobDir
+// (the recovery point's history record, which fsyncs the folder first), so
+// that the job's new entries share one folder fsync.
 func Take(workspace, jobDir, cp string) (*Info, error) {
 	objDir := filepath.Join(jobDir, Dir, "objects")
-	if err := atomicfile.MkdirAll(objDir, 0o700); err != nil {
+	if err := atomicfile.MkdirDeferred(objDir, 0o700); err != nil {
 		return nil, err
 	}
 	l := Listing{CheckpointID: cp, Entries: []Entry{}}
@@ -125,6 +129,11 @@ func Take(workspace, jobDir, cp string) (*Info, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", cp, err)
 	}
+	// One folder fsync for all new objects, before the listing names them;
+	// the listing's own folder fsync covers the objects folder's entry.
+	if err := atomicfile.SyncDirIfDirty(objDir); err != nil {
+		return nil, err
+	}
 	b, _ := json.MarshalIndent(l, "", " ")
 	if err := atomicfile.WriteFile(listingPath(jobDir, cp), b, 0o600); err != nil {
 		return nil, err
@@ -148,6 +157,7 @@ func store(objDir, file string) (sum string, n int64, fresh bool, err error) {
 	n, err = io.Copy(io.MultiWriter(tmp, h), f)
 	if err == nil {
 		err = tmp.Sync()
+		atomicfile.FileSyncs.Add(1)
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
@@ -163,7 +173,8 @@ func store(objDir, file string) (sum string, n int64, fresh bool, err error) {
 	if err := os.Rename(tmp.Name(), dst); err != nil {
 		return "", 0, false, err
 	}
-	return sum, n, true, atomicfile.SyncDir(objDir)
+	atomicfile.MarkDirty(objDir) // Take fsyncs it once for all objects
+	return sum, n, true, nil
 }
 
 // Load reads checkpoint cp's listing.

@@ -1,9 +1,11 @@
 // Command benchagent is the trivial agent of logist-bench: its first act is
 // to take its own timestamp, which it appends ("LABEL UNIXNANO\n", one
 // write) to the file named by its first argument ("-": none); then it
-// answers one valid JSON object on stdout.
+// answers one valid JSON object on stdout. HOLDMS, if given, keeps it
+// running that long after the stamp, so that the harness can read the
+// daemon's counters while the daemon waits for it.
 //
-//	benchagent STAMPFILE LABEL [ROLE]
+//	benchagent STAMPFILE LABEL [ROLE [HOLDMS]]
 package main
 
 import (
@@ -23,6 +25,11 @@ func main() {
 		if err == nil {
 			f.Write([]byte(label + " " + strconv.FormatInt(t, 10) + "\n"))
 			f.Close()
+		}
+	}
+	if len(os.Args) > 4 {
+		if ms, err := strconv.Atoi(os.Args[4]); err == nil {
+			time.Sleep(time.Duration(ms) * time.Millisecond)
 		}
 	}
 	os.Stdout.WriteString(`{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"ok"}` + "\n")
