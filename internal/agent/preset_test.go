@@ -1,0 +1,207 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/manifest"
+)
+
+// fakePreset runs a shell script that prints one JSON object describing
+// its environment, and parses it: the framework is tested without any
+// real agent CLI.
+func fakePreset(parse func(out *RunOutput) (*Parsed, error)) *Preset {
+	return &Preset{
+		Name: "fake", Program: "fake-agent", Package: "none", EnvAllow: []string{"FAKE_API_KEY"},
+		Build: func(inv *Invocation) error {
+			inv.Args = []string{"--model", inv.Model, "--resume", inv.ResumeSession, "--schema", inv.SchemaFile}
+			inv.Env["FAKE_BASE_URL"] = inv.BaseURL
+			return os.WriteFile(filepath.Join(inv.Home, "settings.json"), []byte(`{"telemetry": false}`), 0o600)
+		},
+		Parse: parse,
+	}
+}
+
+const fakeScript = `#!/bin/sh
+stdin=$(cat)
+printf '{"args":"%s","cwd":"%s","home":"%s","key":"%s","secret":"%s","base":"%s","ci":"%s","stdin":"%s","tmp":"%s"}\n' \
+  "$*" "$(pwd)" "$HOME" "$FAKE_API_KEY" "$DAEMON_SECRET" "$FAKE_BASE_URL" "$CI" "$stdin" "$TMPDIR"
+exit ${FAKE_EXIT:-0}
+`
+
+func setupFake(t *testing.T) (prog string, req *Request) {
+	t.Helper()
+	dir := t.TempDir()
+	prog = filepath.Join(dir, "fake-agent")
+	if err := os.WriteFile(prog, []byte(fakeScript), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	job := filepath.Join(dir, "job")
+	ws := filepath.Join(job, "workspace")
+	os.MkdirAll(ws, 0o700)
+	req = &Request{JobID: "j", Phase: "work", Role: "worker", JobDir: job, Workspace: ws, Interaction: 3,
+		SystemPrompt: "You are the Worker.", Prompt: "You are the Worker.\n\n## Task\nDo it.",
+		Metadata: map[string]any{MetaResumeSession: "sess-1"}}
+	return prog, req
+}
+
+func envOf(t *testing.T, out *RunOutput) map[string]string {
+	t.Helper()
+	var m map[string]string
+	if err := json.Unmarshal(jsonLines(out.Stdout)[0], &m); err != nil {
+		t.Fatalf("fake output %q: %v", out.Stdout, err)
+	}
+	return m
+}
+
+func TestPresetCommandRunsProgramInPrivateHome(t *testing.T) {
+	prog, req := setupFake(t)
+	var seen map[string]string
+	p := fakePreset(func(out *RunOutput) (*Parsed, error) {
+		seen = envOf(t, out)
+		return &Parsed{Answer: []byte(`{"action":"COMPLETED"}`), Tokens: &history.Tokens{Input: 1000, Output: 100, Cache: 500}, SessionID: "sess-2"}, nil
+	})
+	env := map[string]string{"FAKE_API_KEY": "k-123", "DAEMON_SECRET": "s3cret", "PATH": os.Getenv("PATH")}
+	c := &PresetCommand{Preset: p, Model: "m1", Getenv: func(k string) string { return env[k] },
+		Cfg: manifest.Command{Preset: "fake", Program: prog, Args: []string{"--extra"}, BaseURL: "http://127.0.0.1:1/v1",
+			Price: &manifest.Price{InputPerMTok: 2, OutputPerMTok: 10}}}
+	res, err := c.Call(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(req.JobDir, "agent-home", "worker")
+	schema := filepath.Join(req.JobDir, "requests", "000003.d", "answer-schema.json")
+	want := map[string]string{
+		"args": "--model m1 --resume sess-1 --schema " + schema + " --extra", "cwd": req.Workspace, "home": home,
+		"key": "k-123", "secret": "", "base": "http://127.0.0.1:1/v1", "ci": "1", "stdin": "",
+		"tmp": filepath.Join(req.JobDir, "requests", "000003.d"),
+	}
+	for k, v := range want {
+		if seen[k] != v {
+			t.Errorf("%s = %q, want %q", k, seen[k], v)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(home, "settings.json")); err != nil {
+		t.Errorf("Build's file in the private home: %v", err)
+	}
+	if b, err := os.ReadFile(schema); err != nil || !json.Valid(b) {
+		t.Errorf("schema file: %v", err)
+	}
+	// 500 uncached·2 + 500 cached·2 (no cached price: input rate) + 100·10, per million.
+	if wantCost := (1000*2 + 100*10) / 1e6; res.CostUSD != wantCost || res.SessionID != "sess-2" {
+		t.Errorf("cost %v session %q, want %v sess-2", res.CostUSD, res.SessionID, wantCost)
+	}
+}
+
+func TestPresetCommandClassifies(t *testing.T) {
+	prog, req := setupFake(t)
+	cases := []struct {
+		name      string
+		exit      string
+		parse     func(*RunOutput) (*Parsed, error)
+		code      string
+		transient bool
+		cost      float64
+	}{
+		{"reported error behind exit 0", "0", func(*RunOutput) (*Parsed, error) {
+			return &Parsed{Answer: []byte("API Error: 401"), CostUSD: 0.5, CostReported: true, Err: &Error{Code: CodeAuthFailed, Msg: "invalid key"}}, nil
+		}, CodeAuthFailed, false, 0.5},
+		{"unreadable output, exit 0", "0", func(*RunOutput) (*Parsed, error) { return nil, errors.New("no result event") }, CodeAgentFailed, false, 0},
+		{"unreadable output, crash", "3", func(*RunOutput) (*Parsed, error) { return nil, errors.New("no result event") }, CodeExit, true, 0},
+		{"parsed but non-zero exit", "2", func(*RunOutput) (*Parsed, error) {
+			return &Parsed{Answer: []byte("{}"), CostUSD: 0.25, CostReported: true}, nil
+		}, CodeExit, true, 0.25},
+		{"rate limited", "1", func(*RunOutput) (*Parsed, error) {
+			return &Parsed{Err: &Error{Code: CodeRateLimited, Transient: true, Msg: "429"}}, nil
+		}, CodeRateLimited, true, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &PresetCommand{Preset: fakePreset(tc.parse), Cfg: manifest.Command{Program: prog, Env: map[string]string{"FAKE_EXIT": tc.exit}},
+				Getenv: func(k string) string { return map[string]string{"PATH": os.Getenv("PATH")}[k] }}
+			_, err := c.Call(context.Background(), req)
+			ae, ok := AsError(err)
+			if !ok || ae.Code != tc.code || ae.Transient != tc.transient || ae.CostUSD != tc.cost {
+				t.Fatalf("got %#v, want code %s transient %v cost %v", err, tc.code, tc.transient, tc.cost)
+			}
+		})
+	}
+}
+
+func TestPresetCommandImplausibleCostAndFreshSession(t *testing.T) {
+	prog, req := setupFake(t)
+	p := fakePreset(func(*RunOutput) (*Parsed, error) {
+		return &Parsed{Answer: []byte("{}"), CostUSD: 1e9, CostReported: true}, nil
+	})
+	home := filepath.Join(req.JobDir, "agent-home", "worker")
+	os.MkdirAll(home, 0o700)
+	os.WriteFile(filepath.Join(home, "old-session.json"), []byte("{}"), 0o600)
+	c := &PresetCommand{Preset: p, Cfg: manifest.Command{Program: prog, Session: "fresh"},
+		Getenv: func(k string) string { return map[string]string{"PATH": os.Getenv("PATH")}[k] }}
+	res, err := c.Call(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.CostUSD != 0 || !strings.Contains(res.Stderr, "implausible cost") {
+		t.Errorf("implausible cost believed: %v %q", res.CostUSD, res.Stderr)
+	}
+	if _, err := os.Stat(filepath.Join(home, "old-session.json")); !os.IsNotExist(err) {
+		t.Errorf("session fresh kept the old home: %v", err)
+	}
+}
+
+func TestPresetCommandNotInstalled(t *testing.T) {
+	_, req := setupFake(t)
+	c := &PresetCommand{Preset: fakePreset(nil), Cfg: manifest.Command{Program: "no-such-agent-cli"}}
+	_, err := c.Call(context.Background(), req)
+	if ae, ok := AsError(err); !ok || ae.Code != CodeNotInstalled || ae.Transient || !strings.Contains(ae.Msg, "none") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestUserPromptDropsSystemPrompt(t *testing.T) {
+	r := &Request{SystemPrompt: "SYS\n", Prompt: "SYS\n\n## Task\nT"}
+	if got := userPrompt(r); got != "## Task\nT" {
+		t.Errorf("userPrompt = %q", got)
+	}
+	r = &Request{SystemPrompt: "other", Prompt: "## Task\nT"}
+	if got := userPrompt(r); got != "## Task\nT" {
+		t.Errorf("userPrompt = %q", got)
+	}
+}
+
+func TestPresetSchemaEnumMatchesRegistry(t *testing.T) {
+	b, err := os.ReadFile("../../schemas/job-manifest-schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct {
+		Definitions struct {
+			Command struct {
+				Properties struct {
+					Preset struct {
+						Enum []string `json:"enum"`
+					} `json:"preset"`
+				} `json:"properties"`
+			} `json:"command"`
+		} `json:"definitions"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	enum := s.Definitions.Command.Properties.Preset.Enum
+	for _, n := range enum {
+		if _, ok := LookupPreset(n); !ok {
+			t.Errorf("schema allows preset %q that is not registered", n)
+		}
+	}
+	if len(enum) != len(PresetNames()) {
+		t.Errorf("schema presets %v, registered %v", enum, PresetNames())
+	}
+}
