@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -118,16 +117,13 @@ type claudeResult struct {
 		CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
 		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
 	} `json:"usage"`
-	ModelUsage map[string]struct {
-		InputTokens  int64 `json:"inputTokens"`
-		OutputTokens int64 `json:"outputTokens"`
-	} `json:"modelUsage"`
-	SessionID      string   `json:"session_id"`
-	NumTurns       int      `json:"num_turns"`
-	APIErrorStatus *int     `json:"api_error_status"`
-	APIErrorType   string   `json:"api_error_type"`
-	Errors         []string `json:"errors"`
-	TerminalReason string   `json:"terminal_reason"`
+	ModelUsage     map[string]claudeModelUsage `json:"modelUsage"`
+	SessionID      string                      `json:"session_id"`
+	NumTurns       int                         `json:"num_turns"`
+	APIErrorStatus *int                        `json:"api_error_status"`
+	APIErrorType   string                      `json:"api_error_type"`
+	Errors         []string                    `json:"errors"`
+	TerminalReason string                      `json:"terminal_reason"`
 }
 
 func claudeParse(out *RunOutput) (*Parsed, error) {
@@ -174,20 +170,15 @@ func claudeParse(out *RunOutput) (*Parsed, error) {
 	return p, nil
 }
 
+// claudeModelUsage is one model's share of a run (modelUsage).
+type claudeModelUsage struct {
+	InputTokens  int64 `json:"inputTokens"`
+	OutputTokens int64 `json:"outputTokens"`
+}
+
 // claudeModel is the model that did most of the work.
 func claudeModel(r *claudeResult) string {
-	names := make([]string, 0, len(r.ModelUsage))
-	for n := range r.ModelUsage {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	best, most := "", int64(-1)
-	for _, n := range names {
-		if u := r.ModelUsage[n]; u.InputTokens+u.OutputTokens > most {
-			best, most = n, u.InputTokens+u.OutputTokens
-		}
-	}
-	return best
+	return topModel(r.ModelUsage, func(u claudeModelUsage) int64 { return u.InputTokens + u.OutputTokens })
 }
 
 // claudeAPIErrorText is how claude words a failed API call in its result

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -175,13 +174,16 @@ type geminiEvent struct {
 }
 
 type geminiStats struct {
-	TotalTokens  int64 `json:"total_tokens"`
-	InputTokens  int64 `json:"input_tokens"`
-	OutputTokens int64 `json:"output_tokens"`
-	Cached       int64 `json:"cached"`
-	Models       map[string]struct {
-		TotalTokens int64 `json:"total_tokens"`
-	} `json:"models"`
+	TotalTokens  int64                       `json:"total_tokens"`
+	InputTokens  int64                       `json:"input_tokens"`
+	OutputTokens int64                       `json:"output_tokens"`
+	Cached       int64                       `json:"cached"`
+	Models       map[string]geminiModelStats `json:"models"`
+}
+
+// geminiModelStats is one model's share of a run (stats.models).
+type geminiModelStats struct {
+	TotalTokens int64 `json:"total_tokens"`
 }
 
 func geminiParse(out *RunOutput) (*Parsed, error) {
@@ -236,7 +238,8 @@ func geminiParse(out *RunOutput) (*Parsed, error) {
 		// output_tokens (candidates only) leaves out; both are billed.
 		output := max(st.TotalTokens-st.InputTokens, st.OutputTokens)
 		p.Tokens = &history.Tokens{Input: st.InputTokens, Output: output, Cache: st.Cached}
-		if m := geminiTopModel(st); m != "" {
+		// The model that used the most tokens is the main one.
+		if m := topModel(st.Models, func(m geminiModelStats) int64 { return m.TotalTokens }); m != "" {
 			p.Model = m
 		}
 	}
@@ -251,23 +254,6 @@ func geminiParse(out *RunOutput) (*Parsed, error) {
 	}
 	p.Answer = []byte(text)
 	return p, nil
-}
-
-// geminiTopModel is the model that used the most tokens (the main model;
-// routing and other helpers use small ones).
-func geminiTopModel(st *geminiStats) string {
-	names := make([]string, 0, len(st.Models))
-	for n := range st.Models {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	best, most := "", int64(-1)
-	for _, n := range names {
-		if t := st.Models[n].TotalTokens; t > most {
-			best, most = n, t
-		}
-	}
-	return best
 }
 
 // geminiError classifies a failure the run reports, nil for success. An

@@ -205,3 +205,21 @@ func TestPresetSchemaEnumMatchesRegistry(t *testing.T) {
 		t.Errorf("schema presets %v, registered %v", enum, PresetNames())
 	}
 }
+
+func TestTopModel(t *testing.T) {
+	tokens := func(n int64) int64 { return n }
+	for _, c := range []struct {
+		usage map[string]int64
+		want  string
+	}{
+		{nil, ""},
+		{map[string]int64{"small": 10, "main": 900, "router": 40}, "main"},
+		// A tie goes to the first name, whatever the map's order.
+		{map[string]int64{"b": 5, "a": 5, "c": 1}, "a"},
+		{map[string]int64{"only": 0}, "only"},
+	} {
+		if got := topModel(c.usage, tokens); got != c.want {
+			t.Errorf("topModel(%v) = %q, want %q", c.usage, got, c.want)
+		}
+	}
+}

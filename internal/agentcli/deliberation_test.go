@@ -76,11 +76,11 @@ func ledgerShape(t *testing.T, recs []history.Record) string {
 	return strings.Join(out, " ")
 }
 
-func claudeMembers(bin string, s *modelstub.Server) func(m map[string]any) {
+func claudeMembers(t *testing.T, bin string, s *modelstub.Server) func(m map[string]any) {
 	return func(m map[string]any) {
 		agents := m["agents"].(map[string]any)
 		for role := range agents {
-			agents[role] = claudeAgent(bin, s, nil)
+			agents[role] = claudeCode.agent(t, bin, s, nil)
 		}
 	}
 }
@@ -90,8 +90,8 @@ func TestNegotiationOnClaudeCode(t *testing.T) {
 	scripted := rerun(t, copyDemo(t, "demo-negotiation", nil), "demo-negotiation")
 	scripted.requireStatus(t, "SUCCESS")
 	answers := turnAnswers(t, scripted.Records)
-	s := startStub(t, modelstub.Options{Answers: answers, Usage: claudeUsage})
-	r := rerun(t, copyDemo(t, "demo-negotiation", claudeMembers(bin, s)), "demo-negotiation")
+	s := startStub(t, modelstub.Options{Answers: answers, Usage: claudeCode.usage})
+	r := rerun(t, copyDemo(t, "demo-negotiation", claudeMembers(t, bin, s)), "demo-negotiation")
 	r.requireStatus(t, "SUCCESS")
 	if got, want := ledgerShape(t, r.Records), ledgerShape(t, scripted.Records); got != want {
 		t.Errorf("ledger through claude:\n%s\nscripted:\n%s", got, want)
@@ -157,8 +157,8 @@ func TestParliamentOnClaudeCode(t *testing.T) {
 	scripted := rerun(t, jobs, "demo-parliament")
 	scripted.requireStatus(t, "INTERVENTION_REQUIRED")
 	answers := turnAnswers(t, scripted.Records)
-	s := startStub(t, modelstub.Options{Answers: answers, Usage: claudeUsage})
-	cjobs := copyDemo(t, "demo-parliament", claudeMembers(bin, s))
+	s := startStub(t, modelstub.Options{Answers: answers, Usage: claudeCode.usage})
+	cjobs := copyDemo(t, "demo-parliament", claudeMembers(t, bin, s))
 	r := rerun(t, cjobs, "demo-parliament")
 	r.requireStatus(t, "INTERVENTION_REQUIRED")
 	if r.Manifest.Run.ErrorCode != "AWAITING_STEWARD" {

@@ -192,3 +192,75 @@ func startStub(t *testing.T, opts modelstub.Options) *modelstub.Server {
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// limits are a job's limits with the given retries and call timeout (and
+// a short backoff, so that Logist's own retries cost little time).
+func limits(retries int, timeout float64) map[string]any {
+	return map[string]any{"limits": map[string]any{"backoff_initial_ms": 10, "max_api_retries": retries, "call_timeout_seconds": timeout}}
+}
+
+// codes lists the responses' status/error codes, for assertions and
+// failure messages.
+func codes(rs []*history.Response) string {
+	var out []string
+	for _, r := range rs {
+		c := r.Status
+		if r.ErrorCode != "" {
+			c += ":" + r.ErrorCode
+		}
+		out = append(out, c)
+	}
+	return strings.Join(out, " ")
+}
+
+// mainRequests are the main-conversation requests the stub received.
+func mainRequests(s *modelstub.Server) []modelstub.Logged {
+	var out []modelstub.Logged
+	for _, l := range s.Requests() {
+		if l.Turn != nil && !l.Turn.Side {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// markedProcs lists the pids of processes that carry the marker in their
+// environment (command.env): a call's whole process group inherits it.
+func markedProcs(marker string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && bytes.Contains(env, []byte("LOGIST_TEST_MARK="+marker+"\x00")) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// watchProcs counts the marked processes every 100 ms until the returned
+// stop is called, which gives the most seen at once: a check that none is
+// left afterwards then is known to see them when they are there.
+func watchProcs(marker string) (stop func() int) {
+	quit := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		most := 0
+		for {
+			most = max(most, len(markedProcs(marker)))
+			select {
+			case <-quit:
+				done <- most
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return func() int {
+		close(quit)
+		return <-done
+	}
+}

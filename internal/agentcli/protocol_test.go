@@ -43,10 +43,10 @@ func TestProtocolOnClaudeCode(t *testing.T) {
 		roleAnswer("Final.", map[string]any{"final_statement": map[string]any{"summary": "greeting.txt written and shown", "claim_ids": []string{"c1"}}}),
 		roleAnswer("Pass.", map[string]any{"verdict": map[string]any{"status": "pass", "notes": "all checks passed"}}),
 	}
-	s := startStub(t, modelstub.Options{Answers: answers, Usage: claudeUsage})
+	s := startStub(t, modelstub.Options{Answers: answers, Usage: claudeCode.usage})
 	agents := map[string]any{}
 	for _, role := range protocol.Roles {
-		agents[role] = claudeAgent(bin, s, nil)
+		agents[role] = claudeCode.agent(t, bin, s, nil)
 	}
 	r := runJob(t, "protocol-claude", agents["planner"].(map[string]any), map[string]any{
 		"workflow": "protocol", "agents": agents,

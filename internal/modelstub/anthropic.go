@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"time"
 )
 
 func init() {
@@ -126,18 +125,16 @@ func anthropicTurn(path string, req *anthropicRequest) (*Turn, string) {
 }
 
 func (s *Server) anthropicCountTokens(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
+	body, _ := io.ReadAll(io.LimitReader(r.Body, maxBody))
 	s.record(Logged{Protocol: Anthropic, Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body,
 		Turn: &Turn{Protocol: Anthropic, Path: r.URL.Path, Side: true}})
 	anthropicJSON(w, http.StatusOK, map[string]any{"input_tokens": max(s.opts.Usage.Input, 1)})
 }
 
 func (s *Server) anthropic(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	l := Logged{Protocol: Anthropic, Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
 	var req anthropicRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		s.record(l)
+	l, err := s.readRequest(r, Anthropic, &req)
+	if err != nil {
 		anthropicError(w, http.StatusBadRequest, "", "modelstub: request is not JSON: "+err.Error())
 		return
 	}
@@ -163,18 +160,8 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request) {
 	l.Reply = rep
 	s.record(l)
 
-	if f := rep.Failure; f != nil {
-		if f.Delay > 0 {
-			select {
-			case <-time.After(f.Delay):
-			case <-r.Context().Done():
-				return
-			}
-		}
-		if f.Status != 0 {
-			anthropicError(w, f.Status, f.RetryAfter, "")
-			return
-		}
+	if playFailure(w, r, rep.Failure, func(status int, retryAfter string) { anthropicError(w, status, retryAfter, "") }) {
+		return
 	}
 	model := req.Model
 	if model == "" {

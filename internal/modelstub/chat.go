@@ -6,7 +6,6 @@ package modelstub
 // chat.completion object when the request does not stream.
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -162,14 +161,9 @@ func chatSide(req *chatRequest, t *Turn) bool {
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
-	l := Logged{Protocol: Chat, Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
 	var req chatRequest
-	if err == nil {
-		err = json.Unmarshal(body, &req)
-	}
+	l, err := s.readRequest(r, Chat, &req)
 	if err != nil {
-		s.record(l)
 		chatError(w, http.StatusBadRequest, "", "modelstub: request is not JSON: "+err.Error())
 		return
 	}
@@ -181,17 +175,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	chatStructured(t, reply)
 	l.Turn, l.Reply = t, reply
 	s.record(l)
-	if f := reply.Failure; f != nil {
-		if f.Delay > 0 && !sleep(r.Context(), f.Delay) {
-			return
-		}
-		if f.Status != 0 {
-			if f.RetryAfter != "" {
-				w.Header().Set("Retry-After", f.RetryAfter)
-			}
-			chatError(w, f.Status, "", fmt.Sprintf("modelstub: scripted failure %d", f.Status))
-			return
-		}
+	if playFailure(w, r, reply.Failure, func(status int, _ string) {
+		chatError(w, status, "", fmt.Sprintf("modelstub: scripted failure %d", status))
+	}) {
+		return
 	}
 	model := req.Model
 	if model == "" {
@@ -255,18 +242,6 @@ func chatStructured(t *Turn, r *Reply) {
 	}
 	r.ToolCall = &ToolCall{ID: "call_" + r.ID, Name: ChatStructuredTool, Args: args}
 	r.Text = ""
-}
-
-// sleep waits d or until the client gives up (false).
-func sleep(ctx context.Context, d time.Duration) bool {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // chatError writes an OpenAI-style error body with the status.

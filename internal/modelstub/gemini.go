@@ -3,11 +3,9 @@ package modelstub
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"strings"
-	"time"
 )
 
 // The Gemini API (generativelanguage.googleapis.com) as the Gemini CLI
@@ -72,13 +70,12 @@ type geminiCall struct {
 }
 
 func geminiHandle(s *Server, w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	l := Logged{Protocol: Gemini, Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
 	rest := strings.TrimPrefix(r.URL.Path, "/v1beta/models")
 	rest = strings.TrimPrefix(rest, "/")
 	model, method, _ := strings.Cut(rest, ":")
 	if r.Method == http.MethodGet {
-		s.record(l)
+		// Model metadata: no body to read.
+		s.record(Logged{Protocol: Gemini, Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone()})
 		if model == "" {
 			geminiJSON(w, http.StatusOK, map[string]any{"models": []any{}})
 			return
@@ -87,8 +84,8 @@ func geminiHandle(s *Server, w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req geminiRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		s.record(l)
+	l, err := s.readRequest(r, Gemini, &req)
+	if err != nil {
 		geminiError(w, http.StatusBadRequest, "", "modelstub: request is not JSON: "+err.Error())
 		return
 	}
@@ -118,18 +115,8 @@ func geminiHandle(s *Server, w http.ResponseWriter, r *http.Request) {
 	l.Reply = rep
 	s.record(l)
 
-	if f := rep.Failure; f != nil {
-		if f.Delay > 0 {
-			select {
-			case <-time.After(f.Delay):
-			case <-r.Context().Done():
-				return
-			}
-		}
-		if f.Status != 0 {
-			geminiError(w, f.Status, f.RetryAfter, "")
-			return
-		}
+	if playFailure(w, r, rep.Failure, func(status int, retryAfter string) { geminiError(w, status, retryAfter, "") }) {
+		return
 	}
 	if !t.Stream {
 		geminiJSON(w, http.StatusOK, geminiResponse(rep, model, rep.Text, true))

@@ -195,14 +195,9 @@ func customTools(req *responsesRequest) map[string]bool {
 }
 
 func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
-	l := Logged{Protocol: Responses, Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
 	var req responsesRequest
-	if err == nil {
-		err = json.Unmarshal(body, &req)
-	}
+	l, err := s.readRequest(r, Responses, &req)
 	if err != nil {
-		s.record(l)
 		responsesError(w, http.StatusBadRequest, "modelstub: request is not JSON: "+err.Error())
 		return
 	}
@@ -210,23 +205,10 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	reply := s.decide(t)
 	l.Turn, l.Reply = t, reply
 	s.record(l)
-	if f := reply.Failure; f != nil {
-		if f.Delay > 0 {
-			tm := time.NewTimer(f.Delay)
-			select {
-			case <-tm.C:
-			case <-r.Context().Done():
-				tm.Stop()
-				return
-			}
-		}
-		if f.Status != 0 {
-			if f.RetryAfter != "" {
-				w.Header().Set("Retry-After", f.RetryAfter)
-			}
-			responsesError(w, f.Status, fmt.Sprintf("modelstub: scripted failure %d", f.Status))
-			return
-		}
+	if playFailure(w, r, reply.Failure, func(status int, _ string) {
+		responsesError(w, status, fmt.Sprintf("modelstub: scripted failure %d", status))
+	}) {
+		return
 	}
 	model := req.Model
 	if model == "" {

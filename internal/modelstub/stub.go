@@ -12,8 +12,10 @@
 package modelstub
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -194,6 +196,59 @@ func (s *Server) record(l Logged) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.log = append(s.log, l)
+}
+
+// maxBody bounds a request body the stub reads.
+const maxBody = 64 << 20
+
+// readRequest starts the log entry of a model request and decodes its
+// JSON body into v. A body that cannot be read or decoded is recorded as
+// it came (the caller answers 400 with the error); otherwise the caller
+// fills in the entry's Turn and Reply and records it.
+func (s *Server) readRequest(r *http.Request, protocol string, v any) (Logged, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	l := Logged{Protocol: protocol, Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
+	if err == nil {
+		err = json.Unmarshal(body, v)
+	}
+	if err != nil {
+		s.record(l)
+	}
+	return l, err
+}
+
+// playFailure plays a reply's scripted failure, if any, up to its error
+// status: Retry-After is set, the body is writeError's, in the protocol's
+// shape. It reports
+// whether the reply is over: the client gave up during the delay, or the
+// error went out. A pure delay is followed by the reply.
+func playFailure(w http.ResponseWriter, r *http.Request, f *Failure, writeError func(status int, retryAfter string)) bool {
+	if f == nil {
+		return false
+	}
+	if f.Delay > 0 && !sleep(r.Context(), f.Delay) {
+		return true
+	}
+	if f.Status == 0 {
+		return false
+	}
+	if f.RetryAfter != "" {
+		w.Header().Set("Retry-After", f.RetryAfter)
+	}
+	writeError(f.Status, f.RetryAfter)
+	return true
+}
+
+// sleep waits d or until the client gives up (false).
+func sleep(ctx context.Context, d time.Duration) bool {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // decide plays the script for one turn: a queued failure, else the write
