@@ -22,7 +22,15 @@ var (
 // rename over path, fsync the directory (the rename is only durable once the
 // directory entry is).
 func WriteFile(path string, data []byte, perm os.FileMode) error {
-	if err := replace(path, data, perm); err != nil {
+	return WriteFileNoting(path, data, perm, nil)
+}
+
+// WriteFileNoting is WriteFile that calls before(fi), fi being the new
+// file as it will appear at path, just before the rename makes it visible:
+// a watcher that hears of the rename can then already tell the writer's
+// own file (inode, size and mtime survive the rename).
+func WriteFileNoting(path string, data []byte, perm os.FileMode, before func(os.FileInfo)) error {
+	if err := replace(path, data, perm, before); err != nil {
 		return err
 	}
 	return SyncDir(filepath.Dir(path))
@@ -33,10 +41,10 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 // fsync'd before the rename, so after a crash path holds the old content or
 // the new one, whole, on any file system; only which one is not promised.
 func WriteView(path string, data []byte, perm os.FileMode) error {
-	return replace(path, data, perm)
+	return replace(path, data, perm, nil)
 }
 
-func replace(path string, data []byte, perm os.FileMode) error {
+func replace(path string, data []byte, perm os.FileMode, before func(os.FileInfo)) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -60,6 +68,13 @@ func replace(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("fsync %s: %w", tmp, err)
 	}
 	FileSyncs.Add(1)
+	if before != nil {
+		fi, err := f.Stat()
+		if err != nil {
+			return fmt.Errorf("stat %s: %w", tmp, err)
+		}
+		before(fi)
+	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", tmp, err)
 	}

@@ -222,3 +222,30 @@ func TestSyncDir(t *testing.T) {
 		t.Error("SyncDir of a missing dir succeeded")
 	}
 }
+
+// The file WriteFileNoting reports before the rename is the file that then
+// stands at path, with the same size and mtime: a watcher that hears of
+// the rename can already tell the writer's own file (jobstore.WrittenHere).
+func TestWriteFileNotingReportsTheFileBeforeItIsVisible(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "job.json")
+	if err := os.WriteFile(p, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var noted os.FileInfo
+	err := WriteFileNoting(p, []byte("new content"), 0o600, func(fi os.FileInfo) {
+		noted = fi
+		if b, _ := os.ReadFile(p); string(b) != "old" {
+			t.Errorf("new content visible before the note: %q", b)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if noted == nil || !os.SameFile(noted, got) || noted.Size() != got.Size() || !noted.ModTime().Equal(got.ModTime()) {
+		t.Errorf("noted %+v, file at path %+v", noted, got)
+	}
+}

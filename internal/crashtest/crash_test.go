@@ -757,15 +757,10 @@ func checkJob(t *testing.T, jd string, sp jobSpec, pub []byte) outcome {
 	// A commit unit left behind may only be one that was complete (killed
 	// after the manifest was saved, before the unit's file was removed,
 	// on a job no later transaction touched).
-	if data, err := os.ReadFile(filepath.Join(jd, jobtx.PendingFile)); err == nil {
-		var p struct {
-			BaseSeq  int64             `json:"base_seq"`
-			Records  []json.RawMessage `json:"records"`
-			Manifest []byte            `json:"manifest"`
-		}
+	if u, err := jobtx.ReadPendingUnit(jd); err != nil || u != nil {
 		mb, _ := os.ReadFile(filepath.Join(jd, jobstore.ManifestFile))
-		if err := json.Unmarshal(data, &p); err != nil || p.BaseSeq+int64(len(p.Records)) != int64(len(es)) || !bytes.Equal(p.Manifest, mb) {
-			t.Errorf("job %s (%s, %s): unfinished commit left: base %d + %d records, history has %d (%v)", sp.id, sp.kind, dir, p.BaseSeq, len(p.Records), len(es), err)
+		if err != nil || u.Torn || u.BaseSeq+int64(u.Records) != int64(len(es)) || !bytes.Equal(u.Manifest, mb) {
+			t.Errorf("job %s (%s, %s): unfinished commit left: %+v, history has %d (%v)", sp.id, sp.kind, dir, u, len(es), err)
 		}
 	}
 

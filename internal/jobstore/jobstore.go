@@ -268,18 +268,17 @@ func (s *Store) Save(m *manifest.Manifest) error {
 // WriteManifest replaces job id's manifest with b (an encoded manifest)
 // atomically and durably, and remembers the file as this process's own
 // write (WrittenHere) with content that needs no check when read back.
+// Both are noted before the rename makes the file visible: the watcher
+// hears of the rename at once, and an echo taken for a change from outside
+// costs a full check of the manifest and a needless nudge of its job.
 func (s *Store) WriteManifest(id string, b []byte) error {
 	p := filepath.Join(s.JobDir(id), ManifestFile)
-	if err := atomicfile.WriteFile(p, b, 0o600); err != nil {
-		return err
-	}
 	s.checked.Store(id, sha256.Sum256(b))
-	if fi, err := os.Stat(p); err == nil {
+	return atomicfile.WriteFileNoting(p, b, 0o600, func(fi os.FileInfo) {
 		if k, ok := keyOf(fi); ok {
 			s.written.Store(id, k)
 		}
-	}
-	return nil
+	})
 }
 
 // Lock is a held per-job or daemon lock.

@@ -107,6 +107,16 @@ func (f *fixture) unit(t *testing.T, tx *Tx) {
 	}
 }
 
+// pendingUnit is the unit left in the pending file, nil if none.
+func (f *fixture) pendingUnit(t *testing.T) *PendingUnit {
+	t.Helper()
+	u, err := ReadPendingUnit(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
 func (f *fixture) records(t *testing.T) []history.Record {
 	t.Helper()
 	recs, err := history.ReadAll(f.dir)
@@ -141,8 +151,8 @@ func (f *fixture) checkDone(t *testing.T) {
 	if m.Status != lifecycle.Reviewing || m.Phase() != "review" || m.Metrics.AgentCalls != 1 || m.Metrics.CumulativeCost != 3 {
 		t.Errorf("manifest: %s/%s calls %d cost %v; want REVIEWING/review, 1 call, 3 cents", m.Status, m.Phase(), m.Metrics.AgentCalls, m.Metrics.CumulativeCost)
 	}
-	if _, err := os.Stat(filepath.Join(f.dir, PendingFile)); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("pending commit left: %v", err)
+	if u := f.pendingUnit(t); u != nil {
+		t.Errorf("pending commit left: %+v", u)
 	}
 	rep, err := verify.Job("j", f.dir, verify.Options{Public: f.key.Public(), Manifest: m})
 	if err != nil || !rep.OK() {
@@ -297,8 +307,8 @@ func TestStalePendingCommitIsDiscarded(t *testing.T) {
 	if m := f.manifest(t); m.Status != lifecycle.Running {
 		t.Errorf("stale unit applied: %s", m.Status)
 	}
-	if _, err := os.Stat(filepath.Join(f.dir, PendingFile)); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("stale pending commit left: %v", err)
+	if u := f.pendingUnit(t); u != nil {
+		t.Errorf("stale pending commit left: %+v", u)
 	}
 	if !strings.Contains(f.log.String(), `"error_code":"COMMIT_STALE"`) {
 		t.Error("stale commit not logged")
@@ -356,8 +366,8 @@ func TestCommitFailingAtFirstRecordLeavesNothing(t *testing.T) {
 		t.Fatal("Commit succeeded with a closed history")
 	}
 	tx.Close()
-	if _, err := os.Stat(filepath.Join(f.dir, PendingFile)); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("pending commit left: %v", err)
+	if u := f.pendingUnit(t); u != nil {
+		t.Errorf("pending commit left: %+v", u)
 	}
 	tx = f.begin(t)
 	tx.Close()
@@ -390,7 +400,7 @@ func TestResurrectedPendingAfterALaterChangeIsDiscarded(t *testing.T) {
 		p.Records = append(p.Records, r)
 	}
 	b, _ := json.Marshal(p)
-	if err := os.WriteFile(filepath.Join(f.dir, PendingFile), b, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(f.dir, PendingFile), encodePending(b), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	tx = f.begin(t)
@@ -405,8 +415,8 @@ func TestResurrectedPendingAfterALaterChangeIsDiscarded(t *testing.T) {
 	if n := len(f.records(t)); n != 5 {
 		t.Errorf("%d records, want 5", n)
 	}
-	if _, err := os.Stat(filepath.Join(f.dir, PendingFile)); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("pending commit left: %v", err)
+	if u := f.pendingUnit(t); u != nil {
+		t.Errorf("pending commit left: %+v", u)
 	}
 	if !strings.Contains(f.log.String(), `"error_code":"COMMIT_STALE"`) {
 		t.Error("stale commit not logged")
@@ -427,5 +437,193 @@ func TestCommitIsOneHistoryFsync(t *testing.T) {
 	if n != 1 {
 		t.Errorf("%d history fsyncs for a unit of 3 records, want 1", n)
 	}
+	f.checkDone(t)
+}
+
+// The pending file is rewritten in place: one file per job, cleared (not
+// removed) after each unit, so a commit creates, renames and removes no
+// file of its own.
+func TestPendingFileIsReusedInPlace(t *testing.T) {
+	f := newFixture(t)
+	path := filepath.Join(f.dir, PendingFile)
+	fi0, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("the start's unit left no pending file: %v", err)
+	}
+	tx := f.begin(t)
+	f.unit(t, tx)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tx.Close()
+	fi1, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(fi0, fi1) {
+		t.Error("pending file replaced, not rewritten in place")
+	}
+	if u := f.pendingUnit(t); u != nil {
+		t.Errorf("pending file holds a unit after the commit: %+v", u)
+	}
+	f.checkDone(t)
+}
+
+// A pending file torn at any byte (cut short, the rest zeros, or the rest
+// an older unit's bytes) is recognised and discarded: it was being written
+// when the crash came, so nothing of its unit reached the history.
+func TestTornPendingFileIsDiscardedAtEveryOffset(t *testing.T) {
+	f := newFixture(t)
+	path := filepath.Join(f.dir, PendingFile)
+	tx := f.begin(t)
+	f.unit(t, tx)
+	b, _ := tx.M.Encode()
+	if err := tx.writePending(tx.queue, b); err != nil {
+		t.Fatal(err)
+	}
+	tx.queue = nil
+	tx.Close()
+	whole, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An older, longer unit this one overwrites (stale: other base).
+	old, _ := json.Marshal(pending{BaseSeq: 1, BasePrev: "0000", Manifest: bytes.Repeat([]byte("x"), len(whole))})
+	old = encodePending(old)
+	if _, ok := decodePending(whole); !ok {
+		t.Fatal("whole pending file not recognised")
+	}
+	for k := 0; k < len(whole); k++ {
+		for _, v := range []struct {
+			name string
+			data []byte
+		}{
+			{"short", whole[:k]},
+			{"zeros", append(append([]byte{}, whole[:k]...), make([]byte, len(whole)-k)...)},
+			{"old", append(append([]byte{}, whole[:k]...), old[k:]...)},
+		} {
+			if err := os.WriteFile(path, v.data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			tx = f.begin(t)
+			next := tx.Log.State().NextSeq
+			status := tx.M.Status
+			tx.Close()
+			if next != 2 || status != lifecycle.Running {
+				t.Fatalf("torn at %d (%s): unit applied: next seq %d, status %s", k, v.name, next, status)
+			}
+			if u := f.pendingUnit(t); u != nil {
+				t.Fatalf("torn at %d (%s): pending file left: %+v", k, v.name, u)
+			}
+		}
+	}
+	if !strings.Contains(f.log.String(), `"error_code":"COMMIT_TORN"`) {
+		t.Error("torn pending commit not logged")
+	}
+	f.checkUntouched(t)
+	// The whole file followed by an older unit's tail is the unit.
+	if err := os.WriteFile(path, append(append([]byte{}, whole...), old[len(whole):]...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tx = f.begin(t)
+	tx.Close()
+	f.checkDone(t)
+}
+
+// A pending file from before the header (plain JSON, always replaced
+// atomically) is still finished after an upgrade.
+func TestPendingFileWithoutHeaderIsFinished(t *testing.T) {
+	f := newFixture(t)
+	tx := f.begin(t)
+	f.unit(t, tx)
+	b, _ := tx.M.Encode()
+	if err := tx.writePending(tx.queue, b); err != nil {
+		t.Fatal(err)
+	}
+	tx.queue = nil
+	tx.Close()
+	path := filepath.Join(f.dir, PendingFile)
+	data, _ := os.ReadFile(path)
+	body, ok := decodePending(data)
+	if !ok {
+		t.Fatal("pending file not recognised")
+	}
+	if err := os.WriteFile(path, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tx = f.begin(t)
+	tx.Close()
+	f.checkDone(t)
+}
+
+// A whole pending file (checksum right) whose unit does not parse is
+// damage, not a crash: reported, never silently dropped.
+func TestCorruptWholePendingFileIsAnError(t *testing.T) {
+	f := newFixture(t)
+	if err := os.WriteFile(filepath.Join(f.dir, PendingFile), encodePending([]byte("not json")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if tx, err := Begin(f.env, "j", nil); err == nil {
+		tx.Close()
+		t.Fatal("Begin accepted a corrupt pending commit")
+	}
+}
+
+// The pending file is never written through a link planted in the job
+// folder.
+func TestPendingFileIsNotWrittenThroughALink(t *testing.T) {
+	f := newFixture(t)
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	if err := os.WriteFile(target, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(f.dir, PendingFile)
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
+	if tx, err := Begin(f.env, "j", nil); err == nil {
+		f.unit(t, tx)
+		if err := tx.Commit(); err == nil {
+			t.Error("commit wrote its pending unit through a symlink")
+		}
+		tx.Close()
+	}
+	if b, _ := os.ReadFile(target); len(b) != 0 {
+		t.Errorf("link target written: %d bytes", len(b))
+	}
+}
+
+// A commit that fails with part of its unit in the history leaves the unit
+// to the next Begin, and the transaction writes nothing more: another unit
+// would overwrite the pending one in place, another record would follow a
+// unit the history holds only in part.
+func TestTransactionStopsAfterAnUnfinishedCommit(t *testing.T) {
+	f := newFixture(t)
+	f.env.History.Write = func(fl *os.File, line []byte) (int, error) {
+		fl.Write(line) // stored, but reported as failed: the log is not intact
+		return 0, errors.New("injected write failure")
+	}
+	tx := f.begin(t)
+	f.unit(t, tx)
+	if err := tx.Commit(); err == nil {
+		t.Fatal("Commit succeeded with a failing history")
+	}
+	f.env.History.Write = nil
+	tx.M.Run.Guidance = "another change"
+	if err := tx.Commit(); err == nil {
+		t.Error("a second commit was allowed after an unfinished one")
+	}
+	// Queued behind the change or refused: either way never stored
+	// (checkDone below sees the exact history).
+	_ = tx.RecordError("TEST", "SYSTEM", 0, "more")
+	tx.Close()
+	if u := f.pendingUnit(t); u == nil || u.Records != 3 {
+		t.Fatalf("pending unit %+v, want the 3-record unit kept for recovery", u)
+	}
+	tx = f.begin(t)
+	tx.Close()
 	f.checkDone(t)
 }

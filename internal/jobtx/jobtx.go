@@ -87,6 +87,11 @@ type Tx struct {
 	// base is the SHA-256 of the manifest file as on disk (a pending
 	// commit names it: commit.go).
 	base [32]byte
+	// pendingF is the pending file while a commit holds it (commit.go).
+	pendingF *os.File
+	// unfinished: a commit failed with its unit left in the pending file
+	// for the next Begin; nothing more may be written here.
+	unfinished bool
 }
 
 // Begin locks job id and loads it. log may be a history the caller keeps
@@ -158,6 +163,7 @@ func (t *Tx) Close() {
 		t.env.Logger.Warn("uncommitted history records dropped", "job_id", t.ID, "records", len(t.queue))
 		t.queue = nil
 	}
+	t.closePending()
 	if t.ownLog && t.Log != nil {
 		t.Log.Close()
 	}
@@ -224,6 +230,9 @@ func (t *Tx) add(rec *history.Record, change bool) error {
 // write appends one record now (fsync'd); rec, if not nil, gets the fields
 // the log assigned.
 func (t *Tx) write(stored, rec *history.Record) error {
+	if t.unfinished {
+		return errUnfinished(t.ID)
+	}
 	start := time.Now()
 	err := t.Log.Append(stored)
 	if rec != nil {
