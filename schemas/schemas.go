@@ -27,10 +27,15 @@ const (
 
 var (
 	once     sync.Once
+	mu       sync.Mutex // guards compiler and compiled
+	compiler *jsonschema.Compiler
 	compiled map[string]*jsonschema.Schema
 	compErr  error
 )
 
+// load registers every embedded schema with one compiler; each is compiled
+// the first time it is used (a CLI command that checks one manifest should
+// not pay for compiling every workflow's schemas).
 func load() {
 	c := jsonschema.NewCompiler()
 	c.Draft = jsonschema.Draft7
@@ -40,7 +45,6 @@ func load() {
 		compErr = err
 		return
 	}
-	compiled = map[string]*jsonschema.Schema{}
 	for _, e := range entries {
 		b, _ := files.ReadFile(e.Name())
 		if err := c.AddResource(e.Name(), bytes.NewReader(b)); err != nil {
@@ -48,14 +52,43 @@ func load() {
 			return
 		}
 	}
-	for _, e := range entries {
-		s, err := c.Compile(e.Name())
-		if err != nil {
-			compErr = fmt.Errorf("schema %s: %w", e.Name(), err)
-			return
-		}
-		compiled[e.Name()] = s
+	compiler, compiled = c, map[string]*jsonschema.Schema{}
+}
+
+// schema returns a compiled schema, compiling it on first use.
+func schema(name string) (*jsonschema.Schema, error) {
+	once.Do(load)
+	if compErr != nil {
+		return nil, compErr
 	}
+	mu.Lock()
+	defer mu.Unlock()
+	if s, ok := compiled[name]; ok {
+		return s, nil
+	}
+	if _, err := files.ReadFile(name); err != nil {
+		return nil, fmt.Errorf("unknown schema %q", name)
+	}
+	s, err := compiler.Compile(name)
+	if err != nil {
+		return nil, fmt.Errorf("schema %s: %w", name, err)
+	}
+	compiled[name] = s
+	return s, nil
+}
+
+// CompileAll compiles every embedded schema (tests: each must compile).
+func CompileAll() error {
+	entries, err := files.ReadDir(".")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if _, err := schema(e.Name()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Raw returns the text of an embedded schema.
@@ -94,15 +127,11 @@ func (e *Error) Error() string {
 // plain) against the named schema. It returns *Error when the document does
 // not conform.
 func Validate(name string, doc any) error {
-	once.Do(load)
-	if compErr != nil {
-		return compErr
+	s, err := schema(name)
+	if err != nil {
+		return err
 	}
-	s, ok := compiled[name]
-	if !ok {
-		return fmt.Errorf("unknown schema %q", name)
-	}
-	err := s.Validate(doc)
+	err = s.Validate(doc)
 	if err == nil {
 		return nil
 	}

@@ -20,8 +20,8 @@ func TestEmbeddedSchemasCompile(t *testing.T) {
 			t.Errorf("error %+v", se)
 		}
 	}
-	if compErr != nil {
-		t.Fatalf("compile error: %v", compErr)
+	if err := CompileAll(); err != nil {
+		t.Fatalf("compile error: %v", err)
 	}
 	ents, err := files.ReadDir(".")
 	if err != nil {
