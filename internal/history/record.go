@@ -156,6 +156,8 @@ type RecoveryPoint struct {
 
 // SnapshotRef points at a workspace snapshot.
 type SnapshotRef struct {
+	// Listing is the listing file, relative to the job folder; "" when the
+	// workspace was empty (no file is written: the record says it all).
 	Listing string `json:"listing"`
 	Files   int    `json:"files"`
 	Bytes   int64  `json:"bytes"`

@@ -85,13 +85,15 @@ func listingPath(jobDir, cp string) string { return filepath.Join(jobDir, Dir, c
 // if Take created it, is left to the caller's next durable write in jobDir
 // (the recovery point's history record, which fsyncs the folder first), so
 // that the job's new entries share one folder fsync.
+//
+// An empty workspace gets no listing file (Info.Listing is ""): the
+// recovery point's record, with its 0 files, says all there is to restore
+// (RestoreRef), and two fsyncs per recovery point are saved.
 func Take(workspace, jobDir, cp string) (*Info, error) {
 	objDir := filepath.Join(jobDir, Dir, "objects")
-	if err := atomicfile.MkdirDeferred(objDir, 0o700); err != nil {
-		return nil, err
-	}
+	objMade := false
 	l := Listing{CheckpointID: cp, Entries: []Entry{}}
-	info := &Info{Listing: filepath.Join(Dir, cp+".json")}
+	info := &Info{}
 	err := walk(workspace, func(p, rel string, d fs.DirEntry) error {
 		fi, err := d.Info()
 		if err != nil {
@@ -107,6 +109,12 @@ func Take(workspace, jobDir, cp string) (*Info, error) {
 			e.Link = t
 		case fi.IsDir():
 		case fi.Mode().IsRegular():
+			if !objMade {
+				if err := atomicfile.MkdirDeferred(objDir, 0o700); err != nil {
+					return err
+				}
+				objMade = true
+			}
 			sum, n, fresh, err := store(objDir, p)
 			if err != nil {
 				return err
@@ -129,11 +137,19 @@ func Take(workspace, jobDir, cp string) (*Info, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", cp, err)
 	}
+	if len(l.Entries) == 0 {
+		return info, nil
+	}
 	// One folder fsync for all new objects, before the listing names them;
 	// the listing's own folder fsync covers the objects folder's entry.
-	if err := atomicfile.SyncDirIfDirty(objDir); err != nil {
+	if objMade {
+		if err := atomicfile.SyncDirIfDirty(objDir); err != nil {
+			return nil, err
+		}
+	} else if err := atomicfile.MkdirDeferred(filepath.Join(jobDir, Dir), 0o700); err != nil {
 		return nil, err
 	}
+	info.Listing = filepath.Join(Dir, cp+".json")
 	b, _ := json.MarshalIndent(l, "", " ")
 	if err := atomicfile.WriteFile(listingPath(jobDir, cp), b, 0o600); err != nil {
 		return nil, err
@@ -199,6 +215,20 @@ func Restore(workspace, jobDir, cp string) error {
 	if err != nil {
 		return err
 	}
+	return restore(workspace, jobDir, cp, l)
+}
+
+// RestoreRef is Restore for a recovery point whose record names listing
+// (history.SnapshotRef.Listing): "" is Take's empty workspace, restored by
+// emptying the workspace.
+func RestoreRef(workspace, jobDir, cp, listing string) error {
+	if listing == "" {
+		return restore(workspace, jobDir, cp, &Listing{CheckpointID: cp})
+	}
+	return Restore(workspace, jobDir, cp)
+}
+
+func restore(workspace, jobDir, cp string, l *Listing) error {
 	objDir := filepath.Join(jobDir, Dir, "objects")
 	want := map[string]Entry{}
 	for _, e := range l.Entries {
@@ -218,7 +248,7 @@ func Restore(workspace, jobDir, cp string) error {
 	}
 	// Remove what the checkpoint did not have, deepest first.
 	var extra []string
-	err = walk(workspace, func(p, rel string, d fs.DirEntry) error {
+	err := walk(workspace, func(p, rel string, d fs.DirEntry) error {
 		e, ok := want[rel]
 		if !ok || (d.IsDir() && e.Mode&fs.ModeDir == 0) || (!d.IsDir() && e.Mode&fs.ModeDir != 0) ||
 			(d.Type()&fs.ModeSymlink != 0) != (e.Link != "") {

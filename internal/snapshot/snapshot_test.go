@@ -109,3 +109,36 @@ func TestRestoreRefusesListingThatEscapes(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestEmptyWorkspaceHasNoListingAndRestoresToEmpty(t *testing.T) {
+	ws, job := filepath.Join(t.TempDir(), "ws"), t.TempDir()
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	info, err := Take(ws, job, "cp-start")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Listing != "" || info.Files != 0 {
+		t.Fatalf("info = %+v, want no listing", info)
+	}
+	if _, err := os.Stat(filepath.Join(job, Dir)); !os.IsNotExist(err) {
+		t.Fatalf("snapshots folder made for an empty workspace: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Join(ws, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "sub", "f.txt"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := RestoreRef(ws, job, "cp-start", info.Listing); err != nil {
+		t.Fatal(err)
+	}
+	if ents, err := os.ReadDir(ws); err != nil || len(ents) != 0 {
+		t.Fatalf("workspace after restore: %v, %v; want empty", ents, err)
+	}
+	// A record naming a listing still needs the file.
+	if err := RestoreRef(ws, job, "cp-start", "snapshots/cp-start.json"); err == nil {
+		t.Fatal("restore from a missing listing succeeded")
+	}
+}

@@ -230,7 +230,7 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 	if err := s.record(tx, "rollback", o.Guidance, o.Reason, map[string]any{"checkpoint_id": cp, "resume_phase": point.ResumePhase}); err != nil {
 		return nil, nil, err
 	}
-	if err := snapshot.Restore(tx.Store().Workspace(id), tx.Dir, cp); err != nil {
+	if err := snapshot.RestoreRef(tx.Store().Workspace(id), tx.Dir, cp, point.Snapshot.Listing); err != nil {
 		tx.RecordError("ROLLBACK_FAILED", "STEWARD", 0, err.Error())
 		return nil, nil, fmt.Errorf("restore %s: %w", cp, err)
 	}
