@@ -519,7 +519,8 @@ func TestInterruptedToolRunIsRecordedAsFailedNotRerun(t *testing.T) {
 		// Shut down (like SIGTERM) once the tool is running.
 		defer cancel()
 		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if _, err := os.Stat(filepath.Join(f.dir, "j", "workspace", "runs.txt")); err == nil {
+			// The file exists once the shell opens it; wait for the write.
+			if b, err := os.ReadFile(filepath.Join(f.dir, "j", "workspace", "runs.txt")); err == nil && strings.Contains(string(b), "run") {
 				started <- true
 				return
 			}
