@@ -15,18 +15,10 @@ import (
 // NAME.cline.log, the run's home gets it as Cline's log.
 func clineSample(t *testing.T, name string, exit int) *RunOutput {
 	t.Helper()
-	dir := filepath.Join("testdata", "presets", "cline")
-	out := &RunOutput{ExitCode: exit, Inv: &Invocation{Home: t.TempDir()}}
-	if b, err := os.ReadFile(filepath.Join(dir, name+".jsonl")); err == nil {
-		out.Stdout = b
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, name+".stderr.txt")); err == nil {
-		out.Stderr = b
-	}
-	if out.Stdout == nil && out.Stderr == nil {
-		t.Fatalf("no sample %s", name)
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, name+".cline.log")); err == nil {
+	out := capturedRun(t, "cline", name, exit)
+	out.Inv = &Invocation{Home: t.TempDir()}
+	// Cline reports HTTP statuses only in its log file.
+	if b, err := os.ReadFile(filepath.Join("testdata", "presets", "cline", name+".cline.log")); err == nil {
 		logs := filepath.Join(out.Inv.Home, ".cline", "data", "logs")
 		if err := os.MkdirAll(logs, 0o700); err != nil {
 			t.Fatal(err)

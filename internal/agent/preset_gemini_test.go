@@ -14,18 +14,7 @@ import (
 // gemini-cli/README.md says how each was made).
 func geminiSample(t *testing.T, name string, exit int) *RunOutput {
 	t.Helper()
-	dir := filepath.Join("testdata", "presets", "gemini-cli")
-	out := &RunOutput{ExitCode: exit}
-	if b, err := os.ReadFile(filepath.Join(dir, name+".jsonl")); err == nil {
-		out.Stdout = b
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, name+".stderr.txt")); err == nil {
-		out.Stderr = b
-	}
-	if out.Stdout == nil && out.Stderr == nil {
-		t.Fatalf("no sample %s", name)
-	}
-	return out
+	return capturedRun(t, "gemini-cli", name, exit)
 }
 
 func TestGeminiParseSuccess(t *testing.T) {

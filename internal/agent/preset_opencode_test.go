@@ -18,18 +18,7 @@ import (
 // made).
 func opencodeSample(t *testing.T, name string, exit int) *RunOutput {
 	t.Helper()
-	dir := filepath.Join("testdata", "presets", "opencode")
-	out := &RunOutput{ExitCode: exit}
-	if b, err := os.ReadFile(filepath.Join(dir, name+".jsonl")); err == nil {
-		out.Stdout = b
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, name+".stderr.txt")); err == nil {
-		out.Stderr = b
-	}
-	if out.Stdout == nil && out.Stderr == nil {
-		t.Fatalf("no sample %s", name)
-	}
-	return out
+	return capturedRun(t, "opencode", name, exit)
 }
 
 func opencodeInvocation(t *testing.T) *Invocation {

@@ -13,18 +13,7 @@ import (
 // (testdata/presets/qwen-code/README.txt says how each was made).
 func qwenSample(t *testing.T, name string, exit int) *RunOutput {
 	t.Helper()
-	dir := filepath.Join("testdata", "presets", "qwen-code")
-	out := &RunOutput{ExitCode: exit}
-	if b, err := os.ReadFile(filepath.Join(dir, name+".jsonl")); err == nil {
-		out.Stdout = b
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, name+".stderr.txt")); err == nil {
-		out.Stderr = b
-	}
-	if out.Stdout == nil && out.Stderr == nil {
-		t.Fatalf("no sample %s", name)
-	}
-	return out
+	return capturedRun(t, "qwen-code", name, exit)
 }
 
 func qwenInvocation(t *testing.T) *Invocation {

@@ -223,3 +223,22 @@ func TestTopModel(t *testing.T) {
 		}
 	}
 }
+
+// capturedRun reads a captured run of an agent CLI (testdata/presets/DIR:
+// NAME.jsonl is its stdout, NAME.stderr.txt its stderr; each folder's
+// README.txt says how they were made).
+func capturedRun(t *testing.T, dir, name string, exit int) *RunOutput {
+	t.Helper()
+	d := filepath.Join("testdata", "presets", dir)
+	out := &RunOutput{ExitCode: exit}
+	if b, err := os.ReadFile(filepath.Join(d, name+".jsonl")); err == nil {
+		out.Stdout = b
+	}
+	if b, err := os.ReadFile(filepath.Join(d, name+".stderr.txt")); err == nil {
+		out.Stderr = b
+	}
+	if out.Stdout == nil && out.Stderr == nil {
+		t.Fatalf("no sample %s/%s", dir, name)
+	}
+	return out
+}
