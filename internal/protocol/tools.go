@@ -194,6 +194,11 @@ func toolEnv(home string) []string {
 // environment, a timeout and an output cap. It returns an error only when
 // ctx itself ended.
 func runCommand(ctx context.Context, dir string, argv []string, timeout time.Duration, limit int64) (out map[string]any, code int, errMsg string, err error) {
+	// A caller that has already stopped gets its error, never a run (a
+	// program that ends at once could otherwise race the cancellation).
+	if err := ctx.Err(); err != nil {
+		return nil, -1, "", err
+	}
 	home, err := os.MkdirTemp("", "logist-tool-home-")
 	if err != nil {
 		return nil, -1, "", err
