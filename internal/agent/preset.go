@@ -358,3 +358,43 @@ func jsonLines(b []byte) []json.RawMessage {
 	}
 	return out
 }
+
+// maxPromptArg keeps a prompt passed as one argument below Linux's limit
+// for a single argument (MAX_ARG_STRLEN, 128 KiB).
+const maxPromptArg = 100 << 10
+
+// longPrompt leaves a prompt that fits in one argument as it is; a longer
+// one is written to prompt.md in the call's scratch folder and replaced by
+// "Your full instructions are in the file F. " + howToRead. It reports the
+// file (""  when the prompt was short).
+func longPrompt(inv *Invocation, howToRead string) (prompt, file string, err error) {
+	if len(inv.Prompt) <= maxPromptArg {
+		return inv.Prompt, "", nil
+	}
+	file = filepath.Join(inv.CallDir, "prompt.md")
+	if err := os.WriteFile(file, []byte(inv.Prompt), 0o600); err != nil {
+		return "", "", err
+	}
+	return "Your full instructions are in the file " + file + ". " + howToRead, file, nil
+}
+
+// stderrText is a program's stderr on one line without blank lines and the
+// lines starting with one of skip (its notices and stack frames), cut to
+// 500 bytes: the part worth showing in an error.
+func stderrText(stderr string, skip ...string) string {
+	var keep []string
+lines:
+	for _, l := range strings.Split(stderr, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" {
+			continue
+		}
+		for _, p := range skip {
+			if strings.HasPrefix(l, p) {
+				continue lines
+			}
+		}
+		keep = append(keep, l)
+	}
+	return truncateText(strings.Join(keep, " "), 500)
+}

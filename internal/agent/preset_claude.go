@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -29,20 +28,14 @@ func init() {
 	})
 }
 
-// claudeMaxArg keeps the prompt below Linux's limit for one argument
-// (MAX_ARG_STRLEN, 128 KiB); a longer prompt goes through a file.
-const claudeMaxArg = 100 << 10
-
 func claudeBuild(inv *Invocation) error {
-	prompt := inv.Prompt
+	prompt, f, err := longPrompt(inv, "Read all of it with the Read tool first, then follow it.")
+	if err != nil {
+		return err
+	}
 	var addDir []string
-	if len(prompt) > claudeMaxArg {
-		f := filepath.Join(inv.CallDir, "prompt.md")
-		if err := os.WriteFile(f, []byte(prompt), 0o600); err != nil {
-			return err
-		}
+	if f != "" {
 		addDir = []string{"--add-dir", inv.CallDir}
-		prompt = "Your full instructions are in the file " + f + ". Read all of it with the Read tool first, then follow it."
 	}
 	// The prompt follows -p directly: a variadic option (--add-dir, or
 	// --allowedTools in command.args) must not swallow it, and an argument

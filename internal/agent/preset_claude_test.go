@@ -104,7 +104,7 @@ func TestClaudeBuildAwkwardPrompts(t *testing.T) {
 
 	// Longer than one argv string may be: the prompt goes through a file.
 	inv = claudeInvocation(t)
-	inv.Prompt = strings.Repeat("x", claudeMaxArg+1)
+	inv.Prompt = strings.Repeat("x", maxPromptArg+1)
 	if err := p.Build(inv); err != nil {
 		t.Fatal(err)
 	}

@@ -33,10 +33,6 @@ func init() {
 // clineProvider is Cline's provider id for an OpenAI-compatible server.
 const clineProvider = "openai-compatible"
 
-// clineMaxArg keeps the prompt below Linux's limit for one argument
-// (MAX_ARG_STRLEN, 128 KiB); a longer prompt goes through a file.
-const clineMaxArg = 100 << 10
-
 func clineBuild(inv *Invocation) error {
 	if inv.MaxTurns > 0 {
 		// Cline 3.0.65 has no turn limit a non-interactive run can set.
@@ -91,13 +87,9 @@ func clineBuild(inv *Invocation) error {
 	}
 	inv.Args = args
 
-	prompt := inv.Prompt
-	if len(prompt) > clineMaxArg {
-		f := filepath.Join(inv.CallDir, "prompt.md")
-		if err := os.WriteFile(f, []byte(prompt), 0o600); err != nil {
-			return err
-		}
-		prompt = "Your full instructions are in the file " + f + ". Read all of it with the read_files tool first (it is long: read it in parts until its end), then follow it."
+	prompt, _, err := longPrompt(inv, "Read all of it with the read_files tool first (it is long: read it in parts until its end), then follow it.")
+	if err != nil {
+		return err
 	}
 	// After command.args and "--": one positional prompt (Cline refuses
 	// more than one), which may start with "-".

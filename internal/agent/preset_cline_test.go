@@ -117,7 +117,7 @@ func TestClineBuildRefuses(t *testing.T) {
 
 func TestClineBuildLongPrompt(t *testing.T) {
 	inv := clineInvocation(t)
-	inv.Prompt = strings.Repeat("z", clineMaxArg+1)
+	inv.Prompt = strings.Repeat("z", maxPromptArg+1)
 	if err := clineBuild(inv); err != nil {
 		t.Fatal(err)
 	}

@@ -33,9 +33,6 @@ func init() {
 // codexProvider is the model provider Logist defines in config.toml.
 const codexProvider = "logist"
 
-// codexMaxArg keeps the prompt argument below Linux's MAX_ARG_STRLEN.
-const codexMaxArg = 100 << 10
-
 // codexUsageBefore is the file (in the call's scratch folder) holding the
 // resumed session's token totals before the call: Codex reports a
 // session's running total, not the call's own tokens.
@@ -75,13 +72,9 @@ func buildCodex(inv *Invocation) error {
 	}
 	// Linux limits one argument to 128 KiB: a longer prompt goes through a
 	// file Codex reads with its shell tool (its sandbox reads anywhere).
-	prompt := inv.Prompt
-	if len(prompt) > codexMaxArg {
-		f := filepath.Join(inv.CallDir, "prompt.md")
-		if err := os.WriteFile(f, []byte(prompt), 0o600); err != nil {
-			return err
-		}
-		prompt = "Your full instructions are in the file " + f + ". Read all of it first, then follow it."
+	prompt, _, err := longPrompt(inv, "Read all of it first, then follow it.")
+	if err != nil {
+		return err
 	}
 	// No "--" before the prompt, so command.args appended after it still
 	// parse as options; a prompt that looks like an option gets a leading

@@ -117,7 +117,7 @@ func TestCodexBuildDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := filepath.Join(inv.CallDir, "prompt.md")
-	if last := inv.Args[len(inv.Args)-1]; len(last) > codexMaxArg || !strings.Contains(last, f) {
+	if last := inv.Args[len(inv.Args)-1]; len(last) > maxPromptArg || !strings.Contains(last, f) {
 		t.Errorf("prompt argument %.200q", last)
 	}
 	if b, err := os.ReadFile(f); err != nil || string(b) != inv.Prompt {

@@ -29,10 +29,6 @@ func init() {
 	})
 }
 
-// geminiMaxArg keeps the prompt below Linux's limit for one argument
-// (MAX_ARG_STRLEN, 128 KiB); a longer prompt goes through a file.
-const geminiMaxArg = 100 << 10
-
 func geminiBuild(inv *Invocation) error {
 	dir := filepath.Join(inv.Home, ".gemini")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -58,16 +54,14 @@ func geminiBuild(inv *Invocation) error {
 		return err
 	}
 
-	prompt := inv.Prompt
+	prompt, f, err := longPrompt(inv, "Read all of it with the read_file tool first (it is long: read it in parts until its end), then follow it.")
+	if err != nil {
+		return err
+	}
 	var include []string
-	if len(prompt) > geminiMaxArg {
-		f := filepath.Join(inv.CallDir, "prompt.md")
-		if err := os.WriteFile(f, []byte(prompt), 0o600); err != nil {
-			return err
-		}
+	if f != "" {
 		// The CLI reads files only inside its workspace directories.
 		include = []string{"--include-directories", inv.CallDir}
-		prompt = "Your full instructions are in the file " + f + ". Read all of it with the read_file tool first (it is long: read it in parts until its end), then follow it."
 	}
 	// --prompt=TEXT keeps a prompt that starts with "-" from being read as
 	// an option.
@@ -305,17 +299,7 @@ func geminiFatal(out *RunOutput) *Error {
 }
 
 // geminiLines is the end of stderr without the CLI's terminal warnings.
-func geminiLines(stderr string) string {
-	var keep []string
-	for _, l := range strings.Split(stderr, "\n") {
-		l = strings.TrimSpace(l)
-		if l == "" || strings.HasPrefix(l, "Warning:") || strings.HasPrefix(l, "[STARTUP]") || strings.HasPrefix(l, "at ") {
-			continue
-		}
-		keep = append(keep, l)
-	}
-	return truncateText(strings.Join(keep, " "), 500)
-}
+func geminiLines(stderr string) string { return stderrText(stderr, "Warning:", "[STARTUP]", "at ") }
 
 var (
 	// geminiStatusText finds the HTTP status in the API's error body the

@@ -274,12 +274,12 @@ func TestGeminiBuildResumesKnownSession(t *testing.T) {
 
 func TestGeminiBuildLongPromptGoesThroughFile(t *testing.T) {
 	inv := newGeminiInv(t)
-	inv.Prompt = strings.Repeat("x", geminiMaxArg+1)
+	inv.Prompt = strings.Repeat("x", maxPromptArg+1)
 	if err := geminiBuild(inv); err != nil {
 		t.Fatal(err)
 	}
 	f := filepath.Join(inv.CallDir, "prompt.md")
-	if b, err := os.ReadFile(f); err != nil || len(b) != geminiMaxArg+1 {
+	if b, err := os.ReadFile(f); err != nil || len(b) != maxPromptArg+1 {
 		t.Fatalf("prompt file: %v", err)
 	}
 	if !strings.Contains(inv.Args[0], f) || len(inv.Args[0]) > 1000 {

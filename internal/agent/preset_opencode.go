@@ -35,10 +35,6 @@ func init() {
 // opencodeProvider is the provider id Logist defines for command.base_url.
 const opencodeProvider = "logist"
 
-// opencodeMaxArg keeps the prompt below Linux's limit for one argument
-// (MAX_ARG_STRLEN, 128 KiB); a longer prompt is attached as a file.
-const opencodeMaxArg = 100 << 10
-
 func opencodeBuild(inv *Invocation) error {
 	cfg := map[string]any{
 		"$schema":    "https://opencode.ai/config.json",
@@ -104,7 +100,7 @@ func opencodeBuild(inv *Invocation) error {
 		args = append(args, "--title", "logist")
 	}
 	prompt := inv.Prompt
-	if len(prompt) > opencodeMaxArg {
+	if len(prompt) > maxPromptArg {
 		f := filepath.Join(inv.CallDir, "prompt.md")
 		if err := os.WriteFile(f, []byte(prompt), 0o600); err != nil {
 			return err

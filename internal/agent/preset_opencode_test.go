@@ -186,7 +186,7 @@ func TestOpenCodeBuildAwkwardPrompts(t *testing.T) {
 	}
 	// Longer than one argument may be: attached as a file.
 	inv = opencodeInvocation(t)
-	inv.Prompt = strings.Repeat("x", opencodeMaxArg+1)
+	inv.Prompt = strings.Repeat("x", maxPromptArg+1)
 	if err := opencodeBuild(inv); err != nil {
 		t.Fatal(err)
 	}

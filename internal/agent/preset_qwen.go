@@ -27,10 +27,6 @@ func init() {
 	})
 }
 
-// qwenMaxArg keeps the prompt below Linux's limit for one argument
-// (MAX_ARG_STRLEN, 128 KiB); a longer prompt goes through a file.
-const qwenMaxArg = 100 << 10
-
 func qwenBuild(inv *Invocation) error {
 	dir := filepath.Join(inv.Home, ".qwen")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -44,16 +40,14 @@ func qwenBuild(inv *Invocation) error {
 		return err
 	}
 
-	prompt := inv.Prompt
+	prompt, f, err := longPrompt(inv, "Read all of it with the read_file tool first (it is long: read it in parts until its end), then follow it.")
+	if err != nil {
+		return err
+	}
 	var include []string
-	if len(prompt) > qwenMaxArg {
-		f := filepath.Join(inv.CallDir, "prompt.md")
-		if err := os.WriteFile(f, []byte(prompt), 0o600); err != nil {
-			return err
-		}
+	if f != "" {
 		// The tools read files only inside the workspace directories.
 		include = []string{"--include-directories", inv.CallDir}
-		prompt = "Your full instructions are in the file " + f + ". Read all of it with the read_file tool first (it is long: read it in parts until its end), then follow it."
 	}
 	// The prompt is the positional query (taken as it is; -p is
 	// deprecated). One starting with "-" would be read as an option.
@@ -295,15 +289,7 @@ func qwenFatal(out *RunOutput) *Error {
 
 // qwenLines is the end of stderr without the CLI's notices.
 func qwenLines(stderr string) string {
-	var keep []string
-	for _, l := range strings.Split(stderr, "\n") {
-		l = strings.TrimSpace(l)
-		if l == "" || strings.HasPrefix(l, "Ripgrep not available") || strings.HasPrefix(l, "Warning:") || strings.HasPrefix(l, "at ") {
-			continue
-		}
-		keep = append(keep, l)
-	}
-	return truncateText(strings.Join(keep, " "), 500)
+	return stderrText(stderr, "Ripgrep not available", "Warning:", "at ")
 }
 
 // qwenClassify turns an error message into a Logist error.

@@ -91,7 +91,7 @@ func TestQwenBuildDefaultsAndAwkwardPrompts(t *testing.T) {
 		t.Errorf("env %v", inv.Env)
 	}
 	inv = qwenInvocation(t)
-	inv.Prompt = strings.Repeat("y", qwenMaxArg+1)
+	inv.Prompt = strings.Repeat("y", maxPromptArg+1)
 	if err := qwenBuild(inv); err != nil {
 		t.Fatal(err)
 	}
