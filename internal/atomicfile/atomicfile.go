@@ -30,10 +30,20 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 // a watcher that hears of the rename can then already tell the writer's
 // own file (inode, size and mtime survive the rename).
 func WriteFileNoting(path string, data []byte, perm os.FileMode, before func(os.FileInfo)) error {
-	if err := replace(path, data, perm, before); err != nil {
+	if err := replace(path, data, perm, true, before); err != nil {
 		return err
 	}
 	return SyncDir(filepath.Dir(path))
+}
+
+// WriteCopy replaces path with data for readers (temp file, rename: a
+// reader sees the old content or the new, whole) but makes nothing
+// durable: for a file whose durable copy is kept elsewhere. After a crash
+// path may hold the old content, the new, or on some file systems an
+// empty or partial file; its owner restores it from the durable copy.
+// before is called as for WriteFileNoting.
+func WriteCopy(path string, data []byte, perm os.FileMode, before func(os.FileInfo)) error {
+	return replace(path, data, perm, false, before)
 }
 
 // WriteView replaces path with data like WriteFile but leaves the rename
@@ -41,10 +51,10 @@ func WriteFileNoting(path string, data []byte, perm os.FileMode, before func(os.
 // fsync'd before the rename, so after a crash path holds the old content or
 // the new one, whole, on any file system; only which one is not promised.
 func WriteView(path string, data []byte, perm os.FileMode) error {
-	return replace(path, data, perm, nil)
+	return replace(path, data, perm, true, nil)
 }
 
-func replace(path string, data []byte, perm os.FileMode, before func(os.FileInfo)) error {
+func replace(path string, data []byte, perm os.FileMode, sync bool, before func(os.FileInfo)) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -64,10 +74,12 @@ func replace(path string, data []byte, perm os.FileMode, before func(os.FileInfo
 	if _, err := f.Write(data); err != nil {
 		return fmt.Errorf("write %s: %w", tmp, err)
 	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", tmp, err)
+	if sync {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("fsync %s: %w", tmp, err)
+		}
+		FileSyncs.Add(1)
 	}
-	FileSyncs.Add(1)
 	if before != nil {
 		fi, err := f.Stat()
 		if err != nil {

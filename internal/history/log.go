@@ -84,6 +84,8 @@ type State struct {
 	// call of the same phase can continue it. A rollback forgets them (the
 	// sessions remember work that was undone).
 	Sessions map[string]string `json:"sessions,omitempty"`
+	// LastCommit is the newest manifest change (Record.Commit).
+	LastCommit *Commit `json:"last_commit,omitempty"`
 }
 
 // SessionKey keys State.Sessions.
@@ -190,13 +192,18 @@ func (l *Log) Refresh() error {
 }
 
 // scan reads records from off to the end, updating state. With repair, an
-// incomplete or unparseable final line is truncated away.
+// incomplete or unparseable final line is truncated away, and so is a
+// final unit whose last record is missing (Record.More): AppendBatch
+// writes a unit at once, so only a crash leaves part of one.
 func (l *Log) scan(off int64, repair bool) (*TornTail, error) {
 	if _, err := l.f.Seek(off, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("seek history: %w", err)
 	}
 	r := bufio.NewReaderSize(l.f, 64<<10)
 	pos := off
+	// unit holds the records of a unit not yet complete, from byte start.
+	var unit []Entry
+	start := off
 	for {
 		line, err := r.ReadBytes('\n')
 		if len(line) > 0 && err == nil {
@@ -211,18 +218,25 @@ func (l *Log) scan(off int64, repair bool) (*TornTail, error) {
 				if errors.As(perr, &tooNew) {
 					return nil, fmt.Errorf("history %s: %w", l.path, perr)
 				}
-				return l.cut(pos, int64(len(line)), repair)
-			}
-			l.state.apply(&e.Record)
-			if !e.Legacy {
-				l.lastHash = e.Hash
+				return l.cut(start, pos+int64(len(line))-start, repair)
 			}
 			pos += int64(len(line))
+			unit = append(unit, e)
+			if e.More {
+				continue
+			}
+			for i := range unit {
+				l.state.apply(&unit[i].Record)
+				if !unit[i].Legacy {
+					l.lastHash = unit[i].Hash
+				}
+			}
+			unit, start = unit[:0], pos
 			continue
 		}
 		if err == io.EOF {
-			if len(line) > 0 {
-				return l.cut(pos, int64(len(line)), repair)
+			if len(line) > 0 || len(unit) > 0 {
+				return l.cut(start, pos+int64(len(line))-start, repair)
 			}
 			l.size = pos
 			return nil, nil
@@ -273,9 +287,13 @@ func (s *State) apply(r *Record) {
 	if r.Interaction != nil && *r.Interaction >= s.NextInteraction {
 		s.NextInteraction = *r.Interaction + 1
 	}
+	if r.Commit != nil {
+		s.LastCommit = r.Commit
+	}
 	switch r.Type {
 	case TypeIntent:
 		rc := *r
+		rc.Commit = nil
 		s.OpenIntent = &rc
 	case TypeResponse:
 		s.OpenIntent = nil
@@ -310,6 +328,7 @@ func (s *State) apply(r *Record) {
 // before returning. The write costs the size of the record, not of the
 // history.
 func (l *Log) Append(rec *Record) error {
+	rec.More = false // a unit of one
 	rec.V = RecordVersion
 	rec.Seq = l.state.NextSeq
 	rec.PrevHash = l.LastHash()
@@ -358,17 +377,19 @@ func (l *Log) Append(rec *Record) error {
 	return nil
 }
 
-// AppendBatch appends recs in order as Append would, but with one write and
-// one fsync for all of them: a commit unit's records cost one disk flush.
-// A crash may keep a prefix of them (a torn last line is cut at the next
-// open); callers that need all or nothing finish or discard the rest
-// (jobtx's pending commit). On error none of them is stored.
+// AppendBatch appends recs in order as Append would, as one unit: one
+// write and one fsync for all of them, and all or none of them survive a
+// crash (every record but the last is marked More; the next open cuts a
+// unit without its last record). On error none of them is stored.
 func (l *Log) AppendBatch(recs []*Record) error {
-	if len(recs) == 1 {
-		return l.Append(recs[0])
-	}
 	if len(recs) == 0 {
 		return nil
+	}
+	for i, rec := range recs {
+		rec.More = i < len(recs)-1
+	}
+	if len(recs) == 1 {
+		return l.Append(recs[0])
 	}
 	st := l.state.clone()
 	seq, last := l.state.NextSeq, l.LastHash()
@@ -583,6 +604,11 @@ func parseLines(data []byte, base int) ([]Entry, error) {
 		}
 		out = append(out, e)
 		data = data[i+1:]
+	}
+	// A unit without its last record is being written, or was cut short
+	// by a crash (the writer's next open removes it): not yet history.
+	for len(out) > 0 && out[len(out)-1].More {
+		out = out[:len(out)-1]
 	}
 	return out, nil
 }

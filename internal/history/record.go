@@ -21,6 +21,7 @@ const (
 	TypeError         = "error"          // an error event that is not a response (interruption, ...)
 	TypeEvent         = "event"          // a workflow protocol event (seed 003), signed by the role that emits it
 	TypeMessage       = "message"        // a deliberation ledger message (seeds 000, 004), as committed
+	TypeCommit        = "commit"         // a manifest change with no record of its own (Commit)
 )
 
 // Record is one line of history.jsonl.
@@ -45,6 +46,28 @@ type Record struct {
 	Event         *ProtocolEvent `json:"event,omitempty"`
 	// Message is a deliberation ledger message (internal/deliberation).
 	Message json.RawMessage `json:"message,omitempty"`
+
+	// More says the next record belongs to the same unit (AppendBatch):
+	// a history that ends on a record with More ends in a unit a crash
+	// cut short, which counts as never written.
+	More bool `json:"more,omitempty"`
+	// Commit, on a unit's last record, is the manifest the unit's change
+	// left: the history, not the manifest file, is the durable copy.
+	Commit *Commit `json:"commit,omitempty"`
+}
+
+// Commit is the manifest a change saved (internal/jobtx). The manifest file
+// is rewritten after the history fsync without one of its own; a crash can
+// leave it at Base, and the next transaction restores it from here.
+type Commit struct {
+	// Base is the SHA-256 (hex) of the manifest file the change replaced.
+	Base string `json:"base_manifest_sha256"`
+	// Sum is the SHA-256 (hex) of the manifest file it wrote.
+	Sum string `json:"manifest_sha256"`
+	// Manifest is that file's content, compact: the file is its
+	// two-space indentation plus a newline. For a job with encrypted
+	// history it is a JSON string, the sealed file.
+	Manifest json.RawMessage `json:"manifest"`
 }
 
 // ProtocolEvent is a protocol event (seed 003): what a role did, chained to the

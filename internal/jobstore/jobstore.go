@@ -207,27 +207,45 @@ func (s *Store) Load(id string) (*manifest.Manifest, error) {
 
 // LoadRaw is Load that also returns the bytes the manifest was read from.
 func (s *Store) LoadRaw(id string) (*manifest.Manifest, []byte, error) {
-	if err := manifest.ValidID(id); err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrNotFound, err)
+	data, err := s.ReadManifest(id)
+	if err != nil {
+		return nil, nil, err
 	}
-	p := filepath.Join(s.JobDir(id), ManifestFile)
-	data, err := readManifestFile(p)
+	m, err := s.Parse(id, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, data, nil
+}
+
+// ReadManifest returns the bytes of job id's manifest file, unchecked.
+func (s *Store) ReadManifest(id string) ([]byte, error) {
+	if err := manifest.ValidID(id); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
+	}
+	data, err := readManifestFile(filepath.Join(s.JobDir(id), ManifestFile))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+			return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
 		}
-		return nil, nil, err
+		return nil, err
 	}
+	return data, nil
+}
+
+// Parse checks and decodes data, job id's manifest file as read.
+func (s *Store) Parse(id string, data []byte) (*manifest.Manifest, error) {
+	p := filepath.Join(s.JobDir(id), ManifestFile)
 	m, err := s.decode(id, p, data)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if m.JobID == "" {
 		m.JobID = id
 	} else if m.JobID != id {
-		return nil, nil, &manifest.Error{File: p, Pointer: "/job_id", Reason: fmt.Sprintf("%q does not match its folder %q", m.JobID, id)}
+		return nil, &manifest.Error{File: p, Pointer: "/job_id", Reason: fmt.Sprintf("%q does not match its folder %q", m.JobID, id)}
 	}
-	return m, data, nil
+	return m, nil
 }
 
 func readManifestFile(p string) ([]byte, error) {
@@ -272,9 +290,19 @@ func (s *Store) Save(m *manifest.Manifest) error {
 // hears of the rename at once, and an echo taken for a change from outside
 // costs a full check of the manifest and a needless nudge of its job.
 func (s *Store) WriteManifest(id string, b []byte) error {
+	return s.writeManifest(id, b, atomicfile.WriteFileNoting)
+}
+
+// WriteManifestCopy is WriteManifest without making the file durable: for
+// a transaction whose history already holds the manifest (jobtx).
+func (s *Store) WriteManifestCopy(id string, b []byte) error {
+	return s.writeManifest(id, b, atomicfile.WriteCopy)
+}
+
+func (s *Store) writeManifest(id string, b []byte, write func(string, []byte, os.FileMode, func(os.FileInfo)) error) error {
 	p := filepath.Join(s.JobDir(id), ManifestFile)
 	s.checked.Store(id, sha256.Sum256(b))
-	return atomicfile.WriteFileNoting(p, b, 0o600, func(fi os.FileInfo) {
+	return write(p, b, 0o600, func(fi os.FileInfo) {
 		if k, ok := keyOf(fi); ok {
 			s.written.Store(id, k)
 		}

@@ -2,18 +2,17 @@ package jobtx
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
-	"io/fs"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/logist/logist/internal/atomicfile"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
@@ -33,6 +32,7 @@ type syncBuf struct {
 
 func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
 func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuf) Reset()                      { s.mu.Lock(); defer s.mu.Unlock(); s.b.Reset() }
 
 type fixture struct {
 	env *Env
@@ -107,16 +107,6 @@ func (f *fixture) unit(t *testing.T, tx *Tx) {
 	}
 }
 
-// pendingUnit is the unit left in the pending file, nil if none.
-func (f *fixture) pendingUnit(t *testing.T) *PendingUnit {
-	t.Helper()
-	u, err := ReadPendingUnit(f.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
-}
-
 func (f *fixture) records(t *testing.T) []history.Record {
 	t.Helper()
 	recs, err := history.ReadAll(f.dir)
@@ -151,9 +141,6 @@ func (f *fixture) checkDone(t *testing.T) {
 	if m.Status != lifecycle.Reviewing || m.Phase() != "review" || m.Metrics.AgentCalls != 1 || m.Metrics.CumulativeCost != 3 {
 		t.Errorf("manifest: %s/%s calls %d cost %v; want REVIEWING/review, 1 call, 3 cents", m.Status, m.Phase(), m.Metrics.AgentCalls, m.Metrics.CumulativeCost)
 	}
-	if u := f.pendingUnit(t); u != nil {
-		t.Errorf("pending commit left: %+v", u)
-	}
 	rep, err := verify.Job("j", f.dir, verify.Options{Public: f.key.Public(), Manifest: m})
 	if err != nil || !rep.OK() {
 		t.Errorf("verify: %v %v", err, rep.Problems)
@@ -187,131 +174,202 @@ func TestCommitWritesRecordsWithTheManifest(t *testing.T) {
 	f.checkDone(t)
 }
 
-// A crash at every point of a commit: the next Begin finishes the unit,
-// or (before anything of it was stored) it never happened.
+// A crash at every point of a commit: the history holds none of the unit,
+// part of it (cut at the next open: it never happened), or all of it, and
+// the manifest file is at the unit's base, torn, or replaced. The next
+// Begin leaves the job exactly as before the unit or exactly as after it.
 func TestCommitInterruptedAnywhereIsFinishedOnce(t *testing.T) {
-	for stage := 0; stage <= 5; stage++ {
-		// 0: before the pending file; 1: pending written; 2..4: 1..3 of
-		// the records written; 5: manifest saved, pending not removed.
-		t.Run(strings.Repeat("I", stage+1), func(t *testing.T) {
-			f := newFixture(t)
-			tx := f.begin(t)
-			f.unit(t, tx)
-			b, err := tx.M.Encode()
-			if err != nil {
-				t.Fatal(err)
-			}
-			q := tx.queue
-			if stage >= 1 {
-				if err := tx.writePending(q, b); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for i := 0; i < min(stage-1, len(q)); i++ {
-				if err := tx.write(&q[i].stored, nil); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if stage == 5 {
-				if err := tx.saveManifest(b); err != nil {
-					t.Fatal(err)
-				}
-			}
-			tx.queue = nil
-			tx.Close() // the crash
-
-			tx = f.begin(t)
-			tx.Close()
-			if stage == 0 {
-				f.checkUntouched(t)
-				return
-			}
-			f.checkDone(t)
-			if !strings.Contains(f.log.String(), `"error_code":"COMMIT_FINISHED"`) {
-				t.Errorf("recovery not logged:\n%s", f.log.String())
-			}
-			// And again: nothing more happens.
-			tx = f.begin(t)
-			tx.Close()
-			f.checkDone(t)
-		})
-	}
-}
-
-// A record of the unit torn by the crash is cut and written again whole.
-func TestCommitInterruptedInsideARecord(t *testing.T) {
 	f := newFixture(t)
-	tx := f.begin(t)
-	f.unit(t, tx)
-	b, _ := tx.M.Encode()
-	q := tx.queue
-	if err := tx.writePending(q, b); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.write(&q[0].stored, nil); err != nil {
-		t.Fatal(err)
-	}
-	tx.queue = nil
-	tx.Close()
 	hf := filepath.Join(f.dir, history.FileName)
-	data, _ := os.ReadFile(hf)
-	whole := len(data)
-	fh, err := os.OpenFile(hf, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
+	mf := filepath.Join(f.dir, jobstore.ManifestFile)
+	histBefore, _ := os.ReadFile(hf)
+	base, _ := os.ReadFile(mf)
+	tx := f.begin(t)
+	f.unit(t, tx)
+	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	fh.Write([]byte(`{"hash":"0123","rec":{"v":2,"seq":3,"ty`))
-	fh.Close()
-
-	tx = f.begin(t)
 	tx.Close()
-	f.checkDone(t)
-	if !strings.Contains(f.log.String(), `"error_code":"HISTORY_TORN_TAIL"`) || !strings.Contains(f.log.String(), `"offset":`+strconv.Itoa(whole)) {
-		t.Errorf("torn tail not logged at %d:\n%s", whole, f.log.String())
+	histAfter, _ := os.ReadFile(hf)
+	done, _ := os.ReadFile(mf)
+	if !bytes.HasPrefix(histAfter, histBefore) || len(histAfter) == len(histBefore) {
+		t.Fatal("the unit is not an append")
+	}
+	// Cut points: every line boundary of the unit and a few bytes into
+	// each line.
+	cuts := []int{len(histBefore)}
+	for i := len(histBefore); i < len(histAfter); i++ {
+		if histAfter[i-1] == '\n' || (i-len(histBefore))%97 == 5 {
+			cuts = append(cuts, i)
+		}
+	}
+	cuts = append(cuts, len(histAfter))
+	files := map[string][]byte{"base": base, "torn": done[:len(done)/2], "empty": {}, "replaced": done}
+	for _, cut := range cuts {
+		for name, file := range files {
+			whole := cut == len(histAfter)
+			if !whole && name != "base" {
+				continue // the file is replaced only after the unit is whole
+			}
+			t.Run(fmt.Sprintf("history %d of %d bytes, manifest %s", cut-len(histBefore), len(histAfter)-len(histBefore), name), func(t *testing.T) {
+				f.log.Reset()
+				if err := os.WriteFile(hf, histAfter[:cut], 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(mf, file, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				tx := f.begin(t)
+				tx.Close()
+				if !whole {
+					f.checkUntouched(t)
+					if cut > len(histBefore) && !strings.Contains(f.log.String(), `"error_code":"HISTORY_TORN_TAIL"`) {
+						t.Errorf("cut unit not logged:\n%s", f.log.String())
+					}
+					return
+				}
+				f.checkDone(t)
+				if got, _ := os.ReadFile(mf); !bytes.Equal(got, done) {
+					t.Errorf("manifest restored as\n%s\nwant\n%s", got, done)
+				}
+				if restored := strings.Contains(f.log.String(), `"error_code":"COMMIT_FINISHED"`); restored != (name != "replaced") {
+					t.Errorf("restore logged %v for a manifest file %s:\n%s", restored, name, f.log.String())
+				}
+				// And again: nothing more happens.
+				f.log.Reset()
+				tx = f.begin(t)
+				tx.Close()
+				f.checkDone(t)
+				if strings.Contains(f.log.String(), "COMMIT_FINISHED") {
+					t.Error("restored twice")
+				}
+			})
+		}
 	}
 }
 
-// A pending file that does not continue the history as it is (another
-// writer moved on) is discarded, never applied over newer state.
-func TestStalePendingCommitIsDiscarded(t *testing.T) {
+// A manifest that is neither the last unit's base nor its result was
+// changed by someone else since (a steward's hand edit): kept as is.
+func TestManifestEditedAfterACommitIsKept(t *testing.T) {
 	f := newFixture(t)
 	tx := f.begin(t)
 	f.unit(t, tx)
-	b, _ := tx.M.Encode()
-	if err := tx.writePending(tx.queue, b); err != nil {
-		t.Fatal(err)
-	}
-	tx.queue = nil
-	tx.Close()
-	stale, err := os.ReadFile(filepath.Join(f.dir, PendingFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(filepath.Join(f.dir, PendingFile)); err != nil {
-		t.Fatal(err)
-	}
-	// Something else appends meanwhile.
-	tx = f.begin(t)
-	if err := tx.RecordError("TEST", "SYSTEM", 0, "unrelated"); err != nil {
+	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	tx.Close()
-	if err := os.WriteFile(filepath.Join(f.dir, PendingFile), stale, 0o600); err != nil {
+	mf := filepath.Join(f.dir, jobstore.ManifestFile)
+	b, _ := os.ReadFile(mf)
+	edited := bytes.Replace(b, []byte(`"task_description": "t"`), []byte(`"task_description": "edited by hand"`), 1)
+	if bytes.Equal(edited, b) {
+		t.Fatal("edit did not apply")
+	}
+	if err := os.WriteFile(mf, edited, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	tx = f.begin(t)
 	tx.Close()
-	if n := len(f.records(t)); n != 3 {
-		t.Errorf("%d records, want 3 (the stale unit not applied)", n)
+	if got, _ := os.ReadFile(mf); !bytes.Equal(got, edited) {
+		t.Errorf("hand edit replaced:\n%s", got)
 	}
-	if m := f.manifest(t); m.Status != lifecycle.Running {
-		t.Errorf("stale unit applied: %s", m.Status)
+	if strings.Contains(f.log.String(), "COMMIT_FINISHED") {
+		t.Error("a hand edit was taken for a lost commit")
 	}
-	if u := f.pendingUnit(t); u != nil {
-		t.Errorf("stale pending commit left: %+v", u)
+}
+
+// The history keeps the manifest sealed for a job with encrypted history,
+// and a lost file is restored from the sealed copy.
+func TestEncryptedHistorySealsTheCommittedManifest(t *testing.T) {
+	f := newFixture(t)
+	mf := filepath.Join(f.dir, jobstore.ManifestFile)
+	tx := f.begin(t)
+	tx.M.EncryptHistory = true
+	tx.M.TaskDescription = "the secret plan of the quarter"
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(f.log.String(), `"error_code":"COMMIT_STALE"`) {
-		t.Error("stale commit not logged")
+	base, _ := os.ReadFile(mf)
+	tx.Close()
+	tx = f.begin(t)
+	f.unit(t, tx)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tx.Close()
+	done, _ := os.ReadFile(mf)
+	hist, _ := os.ReadFile(filepath.Join(f.dir, history.FileName))
+	last := hist[bytes.LastIndexByte(hist[:len(hist)-1], '\n')+1:]
+	if bytes.Contains(last, []byte("secret plan")) || !bytes.Contains(last, []byte(`"manifest":"`)) {
+		t.Errorf("committed manifest not sealed:\n%s", last)
+	}
+	if err := os.WriteFile(mf, base, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tx = f.begin(t)
+	tx.Close()
+	if got, _ := os.ReadFile(mf); !bytes.Equal(got, done) {
+		t.Errorf("sealed manifest restored as\n%s\nwant\n%s", got, done)
+	}
+}
+
+// A commit is one history fsync, with the manifest in it: the manifest file
+// is not fsync'd while the daemon would come back to the job after a crash
+// (active status), and is (with its folder) when nothing would.
+func TestCommitIsOneHistoryFsync(t *testing.T) {
+	f := newFixture(t)
+	n := 0
+	f.env.History.Observe = func(int, time.Duration) { n++ }
+	files, dirs := atomicfile.FileSyncs.Load(), atomicfile.DirSyncs.Load()
+	tx := f.begin(t)
+	f.unit(t, tx)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tx.Close()
+	if n != 1 {
+		t.Errorf("%d history fsyncs for a unit of 3 records, want 1", n)
+	}
+	if df, dd := atomicfile.FileSyncs.Load()-files, atomicfile.DirSyncs.Load()-dirs; df != 0 || dd != 0 {
+		t.Errorf("manifest of a RUNNING job: %d file and %d folder fsyncs, want none", df, dd)
+	}
+	f.checkDone(t)
+
+	// From a waiting status nothing comes back to the job by itself.
+	tx = f.begin(t)
+	if err := tx.Transition(lifecycle.EvAgentFailed, lifecycle.InterventionRequired, "", "SYSTEM", "stuck"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tx.Close()
+	files, dirs = atomicfile.FileSyncs.Load(), atomicfile.DirSyncs.Load()
+	tx = f.begin(t)
+	if err := tx.Transition(lifecycle.EvResume, lifecycle.Pending, "", "STEWARD", "go on"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tx.Close()
+	if df, dd := atomicfile.FileSyncs.Load()-files, atomicfile.DirSyncs.Load()-dirs; df != 1 || dd != 1 {
+		t.Errorf("manifest leaving INTERVENTION_REQUIRED: %d file and %d folder fsyncs, want 1 and 1", df, dd)
+	}
+}
+
+// A change with no record of its own is a commit record.
+func TestManifestOnlyChangeIsCommitted(t *testing.T) {
+	f := newFixture(t)
+	tx := f.begin(t)
+	tx.M.Run.Guidance = "later change, no records"
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tx.Close()
+	recs := f.records(t)
+	last := recs[len(recs)-1]
+	if last.Type != history.TypeCommit || last.Commit == nil || !bytes.Contains(last.Commit.Manifest, []byte("later change, no records")) {
+		t.Errorf("last record %+v, want a commit record with the manifest", last)
 	}
 }
 
@@ -355,8 +413,7 @@ func TestIntentAfterUncommittedRecordsIsRefused(t *testing.T) {
 	}
 }
 
-// A commit whose first record cannot be written did not happen: no
-// pending unit is left to be applied later.
+// A commit whose first record cannot be written did not happen.
 func TestCommitFailingAtFirstRecordLeavesNothing(t *testing.T) {
 	f := newFixture(t)
 	tx := f.begin(t)
@@ -366,240 +423,14 @@ func TestCommitFailingAtFirstRecordLeavesNothing(t *testing.T) {
 		t.Fatal("Commit succeeded with a closed history")
 	}
 	tx.Close()
-	if u := f.pendingUnit(t); u != nil {
-		t.Errorf("pending commit left: %+v", u)
-	}
 	tx = f.begin(t)
 	tx.Close()
 	f.checkUntouched(t)
 }
 
-// Commit removes the pending file without waiting for the removal to be
-// durable: a crash may bring it back after the job moved on. A manifest
-// that is neither the unit's base nor its result is newer than the unit
-// (here: a later commit with no records, a steward's edit): kept as is.
-func TestResurrectedPendingAfterALaterChangeIsDiscarded(t *testing.T) {
-	f := newFixture(t)
-	tx := f.begin(t)
-	f.unit(t, tx)
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	tx.Close()
-	tx = f.begin(t)
-	tx.M.Run.Guidance = "later change, no records"
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	tx.Close()
-	// A pending file from the committed unit: base = the manifest before it.
-	recs := f.records(t)
-	before, _ := os.ReadFile(filepath.Join(f.dir, jobstore.ManifestFile))
-	p := pending{BaseSeq: recs[2].Seq, BasePrev: recs[2].PrevHash, Manifest: []byte("{}"), BaseManifest: strings.Repeat("0", 64)}
-	for _, r := range recs[2:] {
-		p.Records = append(p.Records, r)
-	}
-	b, _ := json.Marshal(p)
-	if err := os.WriteFile(filepath.Join(f.dir, PendingFile), encodePending(b), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tx = f.begin(t)
-	tx.Close()
-	after, _ := os.ReadFile(filepath.Join(f.dir, jobstore.ManifestFile))
-	if !bytes.Equal(before, after) {
-		t.Errorf("manifest replaced by a resurrected pending commit:\n%s", after)
-	}
-	if m := f.manifest(t); m.Run.Guidance != "later change, no records" {
-		t.Errorf("later change lost: %+v", m.Run)
-	}
-	if n := len(f.records(t)); n != 5 {
-		t.Errorf("%d records, want 5", n)
-	}
-	if u := f.pendingUnit(t); u != nil {
-		t.Errorf("pending commit left: %+v", u)
-	}
-	if !strings.Contains(f.log.String(), `"error_code":"COMMIT_STALE"`) {
-		t.Error("stale commit not logged")
-	}
-}
-
-// The records of a unit are one write and one fsync.
-func TestCommitIsOneHistoryFsync(t *testing.T) {
-	f := newFixture(t)
-	n := 0
-	f.env.History.Observe = func(int, time.Duration) { n++ }
-	tx := f.begin(t)
-	f.unit(t, tx)
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	tx.Close()
-	if n != 1 {
-		t.Errorf("%d history fsyncs for a unit of 3 records, want 1", n)
-	}
-	f.checkDone(t)
-}
-
-// The pending file is rewritten in place: one file per job, cleared (not
-// removed) after each unit, so a commit creates, renames and removes no
-// file of its own.
-func TestPendingFileIsReusedInPlace(t *testing.T) {
-	f := newFixture(t)
-	path := filepath.Join(f.dir, PendingFile)
-	fi0, err := os.Stat(path)
-	if err != nil {
-		t.Fatalf("the start's unit left no pending file: %v", err)
-	}
-	tx := f.begin(t)
-	f.unit(t, tx)
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	tx.Close()
-	fi1, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !os.SameFile(fi0, fi1) {
-		t.Error("pending file replaced, not rewritten in place")
-	}
-	if u := f.pendingUnit(t); u != nil {
-		t.Errorf("pending file holds a unit after the commit: %+v", u)
-	}
-	f.checkDone(t)
-}
-
-// A pending file torn at any byte (cut short, the rest zeros, or the rest
-// an older unit's bytes) is recognised and discarded: it was being written
-// when the crash came, so nothing of its unit reached the history.
-func TestTornPendingFileIsDiscardedAtEveryOffset(t *testing.T) {
-	f := newFixture(t)
-	path := filepath.Join(f.dir, PendingFile)
-	tx := f.begin(t)
-	f.unit(t, tx)
-	b, _ := tx.M.Encode()
-	if err := tx.writePending(tx.queue, b); err != nil {
-		t.Fatal(err)
-	}
-	tx.queue = nil
-	tx.Close()
-	whole, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// An older, longer unit this one overwrites (stale: other base).
-	old, _ := json.Marshal(pending{BaseSeq: 1, BasePrev: "0000", Manifest: bytes.Repeat([]byte("x"), len(whole))})
-	old = encodePending(old)
-	if _, ok := decodePending(whole); !ok {
-		t.Fatal("whole pending file not recognised")
-	}
-	for k := 0; k < len(whole); k++ {
-		for _, v := range []struct {
-			name string
-			data []byte
-		}{
-			{"short", whole[:k]},
-			{"zeros", append(append([]byte{}, whole[:k]...), make([]byte, len(whole)-k)...)},
-			{"old", append(append([]byte{}, whole[:k]...), old[k:]...)},
-		} {
-			if err := os.WriteFile(path, v.data, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			tx = f.begin(t)
-			next := tx.Log.State().NextSeq
-			status := tx.M.Status
-			tx.Close()
-			if next != 2 || status != lifecycle.Running {
-				t.Fatalf("torn at %d (%s): unit applied: next seq %d, status %s", k, v.name, next, status)
-			}
-			if u := f.pendingUnit(t); u != nil {
-				t.Fatalf("torn at %d (%s): pending file left: %+v", k, v.name, u)
-			}
-		}
-	}
-	if !strings.Contains(f.log.String(), `"error_code":"COMMIT_TORN"`) {
-		t.Error("torn pending commit not logged")
-	}
-	f.checkUntouched(t)
-	// The whole file followed by an older unit's tail is the unit.
-	if err := os.WriteFile(path, append(append([]byte{}, whole...), old[len(whole):]...), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tx = f.begin(t)
-	tx.Close()
-	f.checkDone(t)
-}
-
-// A pending file from before the header (plain JSON, always replaced
-// atomically) is still finished after an upgrade.
-func TestPendingFileWithoutHeaderIsFinished(t *testing.T) {
-	f := newFixture(t)
-	tx := f.begin(t)
-	f.unit(t, tx)
-	b, _ := tx.M.Encode()
-	if err := tx.writePending(tx.queue, b); err != nil {
-		t.Fatal(err)
-	}
-	tx.queue = nil
-	tx.Close()
-	path := filepath.Join(f.dir, PendingFile)
-	data, _ := os.ReadFile(path)
-	body, ok := decodePending(data)
-	if !ok {
-		t.Fatal("pending file not recognised")
-	}
-	if err := os.WriteFile(path, body, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tx = f.begin(t)
-	tx.Close()
-	f.checkDone(t)
-}
-
-// A whole pending file (checksum right) whose unit does not parse is
-// damage, not a crash: reported, never silently dropped.
-func TestCorruptWholePendingFileIsAnError(t *testing.T) {
-	f := newFixture(t)
-	if err := os.WriteFile(filepath.Join(f.dir, PendingFile), encodePending([]byte("not json")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if tx, err := Begin(f.env, "j", nil); err == nil {
-		tx.Close()
-		t.Fatal("Begin accepted a corrupt pending commit")
-	}
-}
-
-// The pending file is never written through a link planted in the job
-// folder.
-func TestPendingFileIsNotWrittenThroughALink(t *testing.T) {
-	f := newFixture(t)
-	target := filepath.Join(t.TempDir(), "elsewhere")
-	if err := os.WriteFile(target, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(f.dir, PendingFile)
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(target, path); err != nil {
-		t.Fatal(err)
-	}
-	if tx, err := Begin(f.env, "j", nil); err == nil {
-		f.unit(t, tx)
-		if err := tx.Commit(); err == nil {
-			t.Error("commit wrote its pending unit through a symlink")
-		}
-		tx.Close()
-	}
-	if b, _ := os.ReadFile(target); len(b) != 0 {
-		t.Errorf("link target written: %d bytes", len(b))
-	}
-}
-
-// A commit that fails with part of its unit in the history leaves the unit
-// to the next Begin, and the transaction writes nothing more: another unit
-// would overwrite the pending one in place, another record would follow a
-// unit the history holds only in part.
+// A commit whose write failed after storing its unit leaves it to the next
+// Begin, and the transaction writes nothing more: another record would
+// follow a unit the log does not know it holds.
 func TestTransactionStopsAfterAnUnfinishedCommit(t *testing.T) {
 	f := newFixture(t)
 	f.env.History.Write = func(fl *os.File, line []byte) (int, error) {
@@ -620,9 +451,6 @@ func TestTransactionStopsAfterAnUnfinishedCommit(t *testing.T) {
 	// (checkDone below sees the exact history).
 	_ = tx.RecordError("TEST", "SYSTEM", 0, "more")
 	tx.Close()
-	if u := f.pendingUnit(t); u == nil || u.Records != 3 {
-		t.Fatalf("pending unit %+v, want the 3-record unit kept for recovery", u)
-	}
 	tx = f.begin(t)
 	tx.Close()
 	f.checkDone(t)

@@ -84,13 +84,13 @@ type Tx struct {
 	// as one unit a crash cannot split (commit.go).
 	saved []byte
 	queue []queued
-	// base is the SHA-256 of the manifest file as on disk (a pending
-	// commit names it: commit.go).
-	base [32]byte
-	// pendingF is the pending file while a commit holds it (commit.go).
-	pendingF *os.File
-	// unfinished: a commit failed with its unit left in the pending file
-	// for the next Begin; nothing more may be written here.
+	// base is the SHA-256 of the manifest file as on disk (a commit names
+	// it: commit.go), baseStatus and baseTemplate what that file says.
+	base         [32]byte
+	baseStatus   lifecycle.Status
+	baseTemplate bool
+	// unfinished: a commit failed after its unit may have reached the
+	// history; the next Begin settles it, nothing more may be written here.
 	unfinished bool
 }
 
@@ -103,34 +103,21 @@ func Begin(env *Env, id string, log *history.Log) (*Tx, error) {
 		return nil, err
 	}
 	t := &Tx{env: env, ID: id, Dir: env.Store.JobDir(id), lock: lk}
-	m, raw, err := env.Store.LoadRaw(id)
-	if err != nil {
-		lk.Unlock()
-		return nil, err
-	}
-	t.M, t.base = m, sha256.Sum256(raw)
-	t.redact = secrets.NewRedactor(m.SecretEnv, env.getenv)
-	if m.EncryptHistory {
-		c, err := env.Cipher()
-		if err != nil {
-			lk.Unlock()
-			return nil, fmt.Errorf("job %s asks for encrypted history: %w", id, err)
-		}
-		t.seal = c
-	}
+	// The history first: its last unit holds the manifest a crash may
+	// have kept from reaching the file (commit.go).
+	var torn *history.TornTail
 	if log == nil {
-		l, torn, err := history.OpenWith(t.Dir, env.History)
+		if _, err := env.Store.ReadManifest(id); err != nil {
+			// No job here: do not create a history for it.
+			lk.Unlock()
+			return nil, err
+		}
+		l, tt, err := history.OpenWith(t.Dir, env.History)
 		if err != nil {
 			lk.Unlock()
 			return nil, err
 		}
-		if torn != nil {
-			env.Logger.Warn("history torn tail cut", "type", "error", "job_id", id, "status", string(m.Status),
-				"actor", "SYSTEM", "error_code", "HISTORY_TORN_TAIL", "attempt", 0, "checkpoint_id", l.State().LastCheckpoint,
-				"offset", torn.Offset, "bytes", torn.Bytes)
-			env.obs().TornTail()
-		}
-		t.Log, t.ownLog = l, true
+		t.Log, t.ownLog, torn = l, true, tt
 	} else {
 		if err := log.Refresh(); err != nil {
 			lk.Unlock()
@@ -138,17 +125,33 @@ func Begin(env *Env, id string, log *history.Log) (*Tx, error) {
 		}
 		t.Log = log
 	}
-	// A commit a crash cut short is finished before anything reads the
-	// job: until then the manifest is behind its history.
-	done, err := t.finishPending()
-	if err == nil && done {
-		m, raw, err = env.Store.LoadRaw(id)
-		t.M, t.base = m, sha256.Sum256(raw)
-	}
+	raw, err := t.restoreManifest()
+	var m *manifest.Manifest
 	if err == nil {
-		t.saved, err = m.Encode()
+		m, err = env.Store.Parse(id, raw)
 	}
 	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	t.M, t.base = m, sha256.Sum256(raw)
+	t.baseStatus, t.baseTemplate = m.Status, m.Schedule != nil
+	if torn != nil {
+		env.Logger.Warn("history torn tail cut", "type", "error", "job_id", id, "status", string(m.Status),
+			"actor", "SYSTEM", "error_code", "HISTORY_TORN_TAIL", "attempt", 0, "checkpoint_id", t.Log.State().LastCheckpoint,
+			"offset", torn.Offset, "bytes", torn.Bytes)
+		env.obs().TornTail()
+	}
+	t.redact = secrets.NewRedactor(m.SecretEnv, env.getenv)
+	if m.EncryptHistory {
+		c, err := env.Cipher()
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("job %s asks for encrypted history: %w", id, err)
+		}
+		t.seal = c
+	}
+	if t.saved, err = m.Encode(); err != nil {
 		t.Close()
 		return nil, err
 	}
@@ -163,7 +166,6 @@ func (t *Tx) Close() {
 		t.env.Logger.Warn("uncommitted history records dropped", "job_id", t.ID, "records", len(t.queue))
 		t.queue = nil
 	}
-	t.closePending()
 	if t.ownLog && t.Log != nil {
 		t.Log.Close()
 	}
@@ -348,6 +350,13 @@ func (t *Tx) MarkParked() { t.parked = true }
 // records that waited for it and the manifest are one unit: a crash
 // between them is finished by the next Begin (commit.go).
 func (t *Tx) Commit() error {
+	if len(t.queue) == 0 && !t.manifestChanged() {
+		// Nothing to save: no record, no new updated_at.
+		if t.parked {
+			t.writeJobHistory()
+		}
+		return nil
+	}
 	r := &t.M.Run
 	r.Reason, r.LastSummary, r.Feedback, r.PreviousSummary = t.Redact(r.Reason), t.Redact(r.LastSummary), t.Redact(r.Feedback), t.Redact(r.PreviousSummary)
 	for i := range t.M.History {
@@ -361,12 +370,16 @@ func (t *Tx) Commit() error {
 		return err
 	}
 	if t.parked {
-		if err := history.WriteJobHistory(t.Dir, t.ID, t.M.CreatedAt, t.env.Store.Workspace(t.ID)); err != nil {
-			// jobHistory.json is derived; the durable record is intact.
-			t.LogError("JOBHISTORY_WRITE", "SYSTEM", 0, err.Error())
-		}
+		t.writeJobHistory()
 	}
 	return nil
+}
+
+func (t *Tx) writeJobHistory() {
+	if err := history.WriteJobHistory(t.Dir, t.ID, t.M.CreatedAt, t.env.Store.Workspace(t.ID)); err != nil {
+		// jobHistory.json is derived; the durable record is intact.
+		t.LogError("JOBHISTORY_WRITE", "SYSTEM", 0, err.Error())
+	}
 }
 
 // OutOfOrderError says a command does not apply to the job's status.
