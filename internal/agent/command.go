@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/regfile"
 )
 
 // MaxCallCostUSD is the most one call is believed to cost (the answer
@@ -44,7 +45,7 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	reqFile := filepath.Join(reqDir, fmt.Sprintf("%06d.json", req.Interaction))
 	ansFile := filepath.Join(reqDir, fmt.Sprintf("%06d.answer.json", req.Interaction))
 	body, _ := json.MarshalIndent(req, "", "  ")
-	if err := os.WriteFile(reqFile, body, 0o600); err != nil {
+	if err := regfile.WriteFile(reqFile, body, 0o600); err != nil {
 		return nil, &Error{Code: CodeStart, Msg: err.Error()}
 	}
 	os.Remove(ansFile)
@@ -121,13 +122,13 @@ func writePidFile(p string, pid int) {
 	if !ok {
 		return
 	}
-	os.WriteFile(p, []byte(fmt.Sprintf("%d %s\n", pid, st)), 0o600)
+	regfile.WriteFile(p, []byte(fmt.Sprintf("%d %s\n", pid, st)), 0o600)
 }
 
 // procStart is the start time of a process in clock ticks since boot
 // (field 22 of /proc/PID/stat).
 func procStart(pid int) (string, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	b, err := regfile.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return "", false
 	}

@@ -4,12 +4,42 @@
 package atomicfile
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
+
+	"github.com/logist/logist/internal/regfile"
 )
+
+// umask is the process's file mode creation mask, read once: a file
+// created with a mode it does not reduce needs no chmod.
+var umask = func() os.FileMode {
+	u := syscall.Umask(0)
+	syscall.Umask(u)
+	return os.FileMode(u)
+}()
+
+// createTemp creates a new file named prefix+random in dir with perm (less
+// the umask), as os.CreateTemp does but through regfile.
+func createTemp(dir, prefix string, perm os.FileMode) (*os.File, string, error) {
+	for try := 0; ; try++ {
+		name := filepath.Join(dir, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
+		f, err := regfile.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		if err == nil {
+			return f, name, nil
+		}
+		if !errors.Is(err, fs.ErrExist) || try == 100 {
+			return nil, "", err
+		}
+	}
+}
 
 // Counts of this process's fsyncs (files written here, directories), for
 // the daemon's metrics: they explain where write latency goes.
@@ -56,11 +86,10 @@ func WriteView(path string, data []byte, perm os.FileMode) error {
 
 func replace(path string, data []byte, perm os.FileMode, sync bool, before func(os.FileInfo)) error {
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	f, tmp, err := createTemp(dir, "."+filepath.Base(path)+".tmp-", perm)
 	if err != nil {
 		return fmt.Errorf("create temp for %s: %w", path, err)
 	}
-	tmp := f.Name()
 	ok := false
 	defer func() {
 		if !ok {
@@ -68,8 +97,11 @@ func replace(path string, data []byte, perm os.FileMode, sync bool, before func(
 			os.Remove(tmp)
 		}
 	}()
-	if err := f.Chmod(perm); err != nil {
-		return fmt.Errorf("chmod %s: %w", tmp, err)
+	if perm&^umask != perm {
+		// Created with perm less the umask; the caller asked for perm.
+		if err := f.Chmod(perm); err != nil {
+			return fmt.Errorf("chmod %s: %w", tmp, err)
+		}
 	}
 	if _, err := f.Write(data); err != nil {
 		return fmt.Errorf("write %s: %w", tmp, err)
@@ -90,7 +122,7 @@ func replace(path string, data []byte, perm os.FileMode, sync bool, before func(
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", tmp, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := regfile.Rename(tmp, path); err != nil {
 		return fmt.Errorf("rename %s: %w", path, err)
 	}
 	ok = true
@@ -105,7 +137,7 @@ func SyncDir(dir string) error {
 	dirty.Lock()
 	gen := dirty.gen
 	dirty.Unlock()
-	d, err := os.Open(dir)
+	d, err := regfile.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		return fmt.Errorf("open dir %s: %w", dir, err)
 	}

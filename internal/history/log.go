@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/regfile"
 )
 
 // FileName is the active append-only log inside the job folder.
@@ -121,7 +122,7 @@ func OpenWith(dir string, opts Options) (*Log, *TornTail, error) {
 	l.state = idx.State.clone()
 	l.lastHash = idx.LastHash
 	_, statErr := os.Stat(l.path)
-	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := regfile.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open history: %w", err)
 	}
@@ -159,6 +160,10 @@ func (l *Log) Intact() bool {
 	fi, err := os.Stat(l.path)
 	return err == nil && fi.Size() == l.size
 }
+
+// Size is the active file's length as far as this Log has read or written
+// it: unchanged after Refresh means nobody appended since.
+func (l *Log) Size() int64 { return l.size }
 
 // Path is the active file.
 func (l *Log) Path() string { return l.path }
@@ -572,7 +577,7 @@ func ReadEntries(dir string) ([]Entry, error) {
 			}
 			out = append(out, es...)
 		}
-		data, err := os.ReadFile(filepath.Join(dir, FileName))
+		data, err := regfile.ReadFile(filepath.Join(dir, FileName))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return out, fmt.Errorf("read history: %w", err)
 		}

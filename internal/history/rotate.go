@@ -13,6 +13,7 @@ import (
 	"strconv"
 
 	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/regfile"
 )
 
 // IndexFile lists the rotated archives of a history.
@@ -44,7 +45,7 @@ var plainArchive = regexp.MustCompile(`^history-(\d{6})\.jsonl$`)
 func archiveName(n int) string { return fmt.Sprintf("history-%06d.jsonl", n) }
 
 func readIndex(dir string) (*Index, error) {
-	b, err := os.ReadFile(filepath.Join(dir, IndexFile))
+	b, err := regfile.ReadFile(filepath.Join(dir, IndexFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return &Index{State: State{Responses: map[string]int{}}}, nil
 	}

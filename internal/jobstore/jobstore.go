@@ -24,6 +24,7 @@ import (
 
 	"github.com/logist/logist/internal/atomicfile"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/regfile"
 )
 
 // Names inside a job folder.
@@ -249,7 +250,7 @@ func (s *Store) Parse(id string, data []byte) (*manifest.Manifest, error) {
 }
 
 func readManifestFile(p string) ([]byte, error) {
-	f, err := os.Open(p)
+	f, err := regfile.OpenFile(p, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +335,7 @@ func (s *Store) LockJob(id string) (*Lock, error) {
 		}
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := regfile.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open job lock: %w", err)
 	}
@@ -349,6 +350,44 @@ func (s *Store) LockJob(id string) (*Lock, error) {
 		return nil, fmt.Errorf("lock job %s: %w", id, err)
 	}
 	return &Lock{f: f}, nil
+}
+
+// Release releases the lock but keeps its file open for Relock: a job's
+// engine takes and releases its lock at every step.
+func (l *Lock) Release() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	return syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
+}
+
+// Relock takes job id's lock again through l, kept open since Release, as
+// LockJob would take it. If the job's lock file is no longer l's (the job
+// folder was replaced), l is closed and a new lock taken.
+func (s *Store) Relock(id string, l *Lock) (*Lock, error) {
+	cur, err := os.Stat(filepath.Join(s.JobDir(id), lockFile))
+	mine, merr := l.f.Stat()
+	if err != nil || merr != nil || !os.SameFile(cur, mine) {
+		l.Unlock()
+		return s.LockJob(id)
+	}
+	if _, err := os.Stat(filepath.Join(s.JobDir(id), ManifestFile)); err != nil {
+		l.Unlock()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+		}
+		return nil, err
+	}
+	for {
+		err := syscall.Flock(int(l.f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			if err != nil {
+				l.Unlock()
+				return nil, fmt.Errorf("lock job %s: %w", id, err)
+			}
+			return l, nil
+		}
+	}
 }
 
 // DaemonLockedError says another daemon serves the folder.

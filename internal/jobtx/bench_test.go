@@ -4,8 +4,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/logist/logist/internal/history"
 )
 
 // BenchmarkCommitUnit is one worker answer's commit (response, recovery
@@ -17,15 +15,14 @@ func BenchmarkCommitUnit(b *testing.B) {
 	var ru0, ru1 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	b.ResetTimer()
-	var log *history.Log
+	var keep Kept
 	for i := 0; i < b.N; i++ {
-		// The history kept open across transactions, as the engine does.
-		tx, err := Begin(f.env, "j", log)
+		// The history and lock kept open across transactions, as the
+		// engine does.
+		tx, err := Begin(f.env, "j", &keep)
 		if err != nil {
 			b.Fatal(err)
 		}
-		tx.KeepLog()
-		log = tx.Log
 		f.unit(t, tx)
 		// Back to the worker's phase so that the next unit is legal.
 		tx.M.Status = "RUNNING"
@@ -36,7 +33,7 @@ func BenchmarkCommitUnit(b *testing.B) {
 		tx.Close()
 	}
 	b.StopTimer()
-	log.Close()
+	keep.Close()
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	sys := time.Duration(syscall.TimevalToNsec(ru1.Stime) - syscall.TimevalToNsec(ru0.Stime))
 	usr := time.Duration(syscall.TimevalToNsec(ru1.Utime) - syscall.TimevalToNsec(ru0.Utime))

@@ -131,6 +131,7 @@ func (t *Tx) commit() error {
 		return fmt.Errorf("save manifest: %w", err)
 	}
 	t.saved, t.base = b, sum
+	t.remember(b)
 	t.baseStatus, t.baseTemplate = t.M.Status, t.M.Schedule != nil
 	return nil
 }
@@ -163,16 +164,19 @@ func (t *Tx) writeBatch(q []queued) error {
 	return nil
 }
 
-// restoreManifest returns the manifest file's content, first putting back
+// restoreManifest returns the manifest file's content (raw, if the caller
+// knows it, else read), first putting back
 // the one the history's last unit committed when a crash lost the file's
 // replacement: the file is still at that unit's base, or is no longer
 // JSON. A file that is neither the unit's manifest nor its base was
 // changed by someone else since (a steward's hand edit) and is kept.
-func (t *Tx) restoreManifest() ([]byte, error) {
+func (t *Tx) restoreManifest(raw []byte) ([]byte, error) {
 	path := filepath.Join(t.Dir, jobstore.ManifestFile)
-	raw, err := t.env.Store.ReadManifest(t.ID)
-	if err != nil {
-		return nil, err
+	if raw == nil {
+		var err error
+		if raw, err = t.env.Store.ReadManifest(t.ID); err != nil {
+			return nil, err
+		}
 	}
 	lc := t.Log.State().LastCommit
 	if lc == nil {

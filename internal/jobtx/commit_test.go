@@ -455,3 +455,53 @@ func TestTransactionStopsAfterAnUnfinishedCommit(t *testing.T) {
 	tx.Close()
 	f.checkDone(t)
 }
+
+// A Run's transactions reuse the manifest they saved, and see every change
+// made by anyone else in between: another transaction, or a new file put
+// in its place by hand.
+func TestKeptManifestSeesChangesFromOutside(t *testing.T) {
+	f := newFixture(t)
+	var keep Kept
+	defer keep.Close()
+	tx, err := Begin(f.env, "j", &keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx.M.Run.Guidance = "mine"
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tx.Close()
+
+	other := f.begin(t) // a steward, no keep
+	other.M.Run.Guidance = "steward's"
+	if err := other.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	other.Close()
+	tx, err = Begin(f.env, "j", &keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tx.M.Run.Guidance != "steward's" {
+		t.Errorf("kept manifest hid another transaction's change: %q", tx.M.Run.Guidance)
+	}
+	tx.Close()
+
+	mf := filepath.Join(f.dir, jobstore.ManifestFile)
+	b, _ := os.ReadFile(mf)
+	edited := bytes.Replace(b, []byte(`"steward's"`), []byte(`"by hand!"`), 1)
+	tmp := mf + ".new"
+	os.WriteFile(tmp, edited, 0o600)
+	if err := os.Rename(tmp, mf); err != nil {
+		t.Fatal(err)
+	}
+	tx, err = Begin(f.env, "j", &keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tx.M.Run.Guidance != "by hand!" {
+		t.Errorf("kept manifest hid a hand edit: %q", tx.M.Run.Guidance)
+	}
+	tx.Close()
+}

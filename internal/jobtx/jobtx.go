@@ -74,6 +74,7 @@ type Tx struct {
 	M       *manifest.Manifest
 	Log     *history.Log
 	lock    *jobstore.Lock
+	keep    *Kept
 	ownLog  bool
 	parked  bool // the job left the active statuses: materialise jobHistory.json
 	changed bool
@@ -94,30 +95,68 @@ type Tx struct {
 	unfinished bool
 }
 
-// Begin locks job id and loads it. log may be a history the caller keeps
-// open across transactions (it is refreshed); nil opens one for this
-// transaction.
-func Begin(env *Env, id string, log *history.Log) (*Tx, error) {
-	lk, err := env.Store.LockJob(id)
+// Kept is what a caller making many transactions on one job (the engine's
+// Run) keeps open across them: the history, refreshed by each Begin, and
+// the lock file, locked by each Begin and released by each Close. A step
+// then costs no open of either. The zero value is ready; Close it when done.
+type Kept struct {
+	log  *history.Log
+	lock *jobstore.Lock
+	// raw is the manifest as the last transaction left it, and logSize
+	// the history's size then: while nobody else wrote either, the next
+	// Begin need not read the file again.
+	raw     []byte
+	logSize int64
+}
+
+// Close closes what k keeps.
+func (k *Kept) Close() {
+	if k.log != nil {
+		k.log.Close()
+		k.log = nil
+	}
+	if k.lock != nil {
+		k.lock.Unlock()
+		k.lock = nil
+	}
+}
+
+// Begin locks job id and loads it. keep, if not nil, holds the history
+// and lock file to reuse, and gets them for the next Begin; nil opens
+// them for this transaction only.
+func Begin(env *Env, id string, keep *Kept) (*Tx, error) {
+	var lk *jobstore.Lock
+	var log *history.Log
+	var err error
+	if keep != nil && keep.lock != nil {
+		log = keep.log
+		lk, err = env.Store.Relock(id, keep.lock)
+		if err != nil {
+			keep.lock = nil // closed by Relock, or kept by nothing
+		}
+	} else {
+		lk, err = env.Store.LockJob(id)
+	}
 	if err != nil {
 		return nil, err
 	}
-	t := &Tx{env: env, ID: id, Dir: env.Store.JobDir(id), lock: lk}
+	t := &Tx{env: env, ID: id, Dir: env.Store.JobDir(id), lock: lk, keep: keep}
+	if keep != nil {
+		keep.lock = lk
+	}
 	// The history first: its last unit holds the manifest a crash may
 	// have kept from reaching the file (commit.go).
 	var torn *history.TornTail
 	if log == nil {
-		if _, err := env.Store.ReadManifest(id); err != nil {
-			// No job here: do not create a history for it.
-			lk.Unlock()
-			return nil, err
-		}
 		l, tt, err := history.OpenWith(t.Dir, env.History)
 		if err != nil {
 			lk.Unlock()
 			return nil, err
 		}
 		t.Log, t.ownLog, torn = l, true, tt
+		if keep != nil {
+			keep.log, t.ownLog = l, false
+		}
 	} else {
 		if err := log.Refresh(); err != nil {
 			lk.Unlock()
@@ -125,7 +164,13 @@ func Begin(env *Env, id string, log *history.Log) (*Tx, error) {
 		}
 		t.Log = log
 	}
-	raw, err := t.restoreManifest()
+	var raw []byte
+	if keep != nil && keep.raw != nil && keep.logSize == t.Log.Size() && env.Store.WrittenHere(id) {
+		// Still the file this Run saved (same inode, size and time), and
+		// the history says no other transaction came between.
+		raw = keep.raw
+	}
+	raw, err = t.restoreManifest(raw)
 	var m *manifest.Manifest
 	if err == nil {
 		m, err = env.Store.Parse(id, raw)
@@ -135,6 +180,7 @@ func Begin(env *Env, id string, log *history.Log) (*Tx, error) {
 		return nil, err
 	}
 	t.M, t.base = m, sha256.Sum256(raw)
+	t.remember(raw)
 	t.baseStatus, t.baseTemplate = m.Status, m.Schedule != nil
 	if torn != nil {
 		env.Logger.Warn("history torn tail cut", "type", "error", "job_id", id, "status", string(m.Status),
@@ -158,6 +204,13 @@ func Begin(env *Env, id string, log *history.Log) (*Tx, error) {
 	return t, nil
 }
 
+// remember tells keep what the job's files hold now.
+func (t *Tx) remember(raw []byte) {
+	if t.keep != nil {
+		t.keep.raw, t.keep.logSize = raw, t.Log.Size()
+	}
+}
+
 // Close releases the lock (and the history if the transaction opened it).
 // Uncommitted manifest changes, and the records waiting for them, are
 // dropped.
@@ -168,6 +221,10 @@ func (t *Tx) Close() {
 	}
 	if t.ownLog && t.Log != nil {
 		t.Log.Close()
+	}
+	if t.keep != nil {
+		t.lock.Release()
+		return
 	}
 	t.lock.Unlock()
 }
@@ -243,6 +300,9 @@ func (t *Tx) write(stored, rec *history.Record) error {
 	t.env.obs().HistoryAppend(time.Since(start), err)
 	if err != nil {
 		t.LogError("HISTORY_WRITE", "SYSTEM", 0, err.Error())
+	} else if t.keep != nil && t.keep.raw != nil {
+		// Written with the manifest unchanged: the file is as remembered.
+		t.keep.logSize = t.Log.Size()
 	}
 	return err
 }
@@ -403,10 +463,6 @@ func IsOutOfOrder(err error) bool {
 	var e *OutOfOrderError
 	return errors.As(err, &e)
 }
-
-// KeepLog leaves the history open at Close: its owner (the engine's Run)
-// reuses it, refreshing it in each later transaction.
-func (t *Tx) KeepLog() { t.ownLog = false }
 
 // Store is the jobs folder.
 func (t *Tx) Store() *jobstore.Store { return t.env.Store }

@@ -126,18 +126,14 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // kill the call in flight because a steward halted the job, or ErrShutdown
 // to interrupt it so that the next start re-attempts the same turn.
 func (e *Engine) Run(ctx context.Context, id string) error {
-	var log *history.Log
-	defer func() {
-		if log != nil {
-			log.Close()
-		}
-	}()
+	// The history and the lock file stay open across the steps.
+	var keep jobtx.Kept
+	defer keep.Close()
 	for {
 		if ctx.Err() != nil || e.Draining.Load() {
 			return nil
 		}
-		next, l, err := e.step(ctx, id, log)
-		log = l
+		next, err := e.step(ctx, id, &keep)
 		if err != nil {
 			return err
 		}
@@ -179,33 +175,29 @@ type call struct {
 
 // step does one unit of work: prepare and record a call, make it, record
 // its outcome and the transition it implies.
-func (e *Engine) step(ctx context.Context, id string, log *history.Log) (stepResult, *history.Log, error) {
-	tx, err := jobtx.Begin(e.Env, id, log)
+func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept) (stepResult, error) {
+	tx, err := jobtx.Begin(e.Env, id, keep)
 	if err != nil {
-		return stepResult{done: true}, log, err
+		return stepResult{done: true}, err
 	}
-	// The engine keeps the history open across steps of this Run.
-	log = tx.Log
-	tx.KeepLog()
 	c, res, err := e.prepare(tx)
 	tx.Close()
 	if err != nil || c == nil {
-		return res, log, err
+		return res, err
 	}
 	if len(c.turns) > 0 {
 		e.markPhase(id, c)
 		e.playTurns(ctx, tx, c)
-		tx, err = jobtx.Begin(e.Env, id, log)
+		tx, err = jobtx.Begin(e.Env, id, keep)
 		if err != nil {
-			return stepResult{done: true}, log, err
+			return stepResult{done: true}, err
 		}
-		tx.KeepLog()
 		defer tx.Close()
 		res, err = e.finishTurns(ctx, tx, c, c.teff)
 		if err == nil {
 			e.endPhase(id, tx.M)
 		}
-		return res, log, err
+		return res, err
 	}
 
 	cfg := tx.M.Agents[c.role]
@@ -240,11 +232,10 @@ func (e *Engine) step(ctx context.Context, id string, log *history.Log) (stepRes
 	timedOut := callErr != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 	cancel()
 
-	tx, err = jobtx.Begin(e.Env, id, log)
+	tx, err = jobtx.Begin(e.Env, id, keep)
 	if err != nil {
-		return stepResult{done: true}, log, err
+		return stepResult{done: true}, err
 	}
-	tx.KeepLog()
 	defer tx.Close()
 	res, err = e.finish(ctx, tx, c, out, callErr, elapsed, timedOut)
 	if err == nil {
@@ -253,7 +244,7 @@ func (e *Engine) step(ctx context.Context, id string, log *history.Log) (stepRes
 			e.Timings.Tokens(c.provider, out.Tokens.Input, out.Tokens.Output, out.Tokens.Cache)
 		}
 	}
-	return res, log, err
+	return res, err
 }
 
 // prepare runs under the job lock before a call: start the job, enforce

@@ -1,0 +1,88 @@
+package regfile
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestReadFileSizes(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []int{0, 1, 511, 512, 513, 4096, 1 << 20} {
+		p := filepath.Join(dir, "f")
+		want := bytes.Repeat([]byte("x"), n)
+		if err := os.WriteFile(p, want, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadFile(p)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("size %d: got %d bytes, err %v", n, len(got), err)
+		}
+	}
+}
+
+// Files in /proc report size 0 but have content.
+func TestReadFileOfUnknownSize(t *testing.T) {
+	got, err := ReadFile("/proc/self/stat")
+	if err != nil || !strings.Contains(string(got), ")") {
+		t.Errorf("got %q, %v", got, err)
+	}
+}
+
+func TestErrorsAreThoseOfPackageOS(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := ReadFile(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ReadFile of a missing file: %v", err)
+	}
+	if _, err := OpenFile(filepath.Join(dir, "missing"), os.O_RDONLY, 0); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("OpenFile of a missing file: %v", err)
+	}
+	if _, err := ReadFile(dir); err == nil {
+		t.Error("ReadFile of a folder succeeded")
+	}
+	p := filepath.Join(dir, "f")
+	if err := WriteFile(p, []byte("a"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("O_EXCL on an existing file: %v", err)
+	}
+}
+
+func TestOpenFileWritesAndRename(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a")
+	f, err := OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o640)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("one\n"))
+	f.Write([]byte("two\n"))
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	f.Close()
+	if fi.Mode().Perm() != 0o640&^currentUmask() || fi.Size() != 8 {
+		t.Errorf("mode %v size %d", fi.Mode(), fi.Size())
+	}
+	if err := Rename(p, filepath.Join(dir, "b")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "b")); string(b) != "one\ntwo\n" {
+		t.Errorf("renamed file holds %q", b)
+	}
+}
+
+func currentUmask() os.FileMode {
+	dir, _ := os.MkdirTemp("", "umask")
+	defer os.RemoveAll(dir)
+	p := filepath.Join(dir, "x")
+	os.WriteFile(p, nil, 0o777)
+	fi, _ := os.Stat(p)
+	return 0o777 &^ fi.Mode().Perm()
+}
