@@ -172,6 +172,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	}
 	e.format = *format
 	e.store = jobstore.New(*jobsDir)
+	e.store.Committed = committedBySignature(e.store.Dir)
 	res, err := c.run(e, fs.Args())
 	if c.steers {
 		steward.RecordEvent(e.store.Dir, c.name, eventResult(err))

@@ -23,6 +23,8 @@ func FuzzHistoryOpen(f *testing.F) {
 		`{"v":1,"seq":0,"type":"intent"}` + "\n" + `{"v":1,"seq":1,"type":"steward","steward":{"command":"halt"}}` + "\n",
 		`{"v":1,"seq":0,"type":"recovery_point","recovery_point":{"checkpoint_id":"cp"}}` + "\n",
 		"\xff\xfe\x00\n",
+		`{"v":1,"seq":0,"type":"response","more":true}` + "\n" + `{"v":1,"seq":1,"type":"transition","commit":{"base_manifest_sha256":"","manifest_sha256":"x","manifest":{}}}` + "\n",
+		`{"v":1,"seq":0,"type":"response","more":true}` + "\n",
 		`{"v":-1,"seq":-5,"interaction":-3,"type":"response"}` + "\n",
 	} {
 		f.Add([]byte(s))
@@ -51,6 +53,9 @@ func FuzzHistoryOpen(f *testing.F) {
 		before, err := ReadAll(dir)
 		if err != nil {
 			t.Fatalf("ReadAll after a successful Open: %v", err)
+		}
+		if e, ok := LastCommitEntry(dir); ok && (e.Commit == nil || e.More) {
+			t.Fatalf("LastCommitEntry returned %+v", e.Record)
 		}
 		// Materialising whatever Open accepted must not panic.
 		Materialise("j", "", "/ws", before)
