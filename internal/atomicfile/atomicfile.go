@@ -84,6 +84,48 @@ func WriteView(path string, data []byte, perm os.FileMode) error {
 	return replace(path, data, perm, true, nil)
 }
 
+// WriteInPlace overwrites path with data in the same file (a new file with
+// perm if there is none), durably nothing. It creates no inode, which on
+// some file systems costs many times the write; but a reader may see the
+// write half done, and a crash may leave old and new bytes mixed. Only for
+// a file whose durable copy is elsewhere and whose readers retry a torn
+// read or hold a lock the writer holds. after is called with the file as
+// written.
+func WriteInPlace(path string, data []byte, perm os.FileMode, after func(os.FileInfo)) error {
+	f, err := regfile.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return replace(path, data, perm, false, after)
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(data, 0); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Truncate(int64(len(data))); err != nil {
+		return fmt.Errorf("truncate %s: %w", path, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", path, err)
+	}
+	if fi.Mode().Perm() != perm {
+		// As a replacement would be: the file someone else created may
+		// be more open than the caller wants.
+		if err := f.Chmod(perm); err != nil {
+			return fmt.Errorf("chmod %s: %w", path, err)
+		}
+		if fi, err = f.Stat(); err != nil {
+			return fmt.Errorf("stat %s: %w", path, err)
+		}
+	}
+	if after != nil {
+		after(fi)
+	}
+	return nil
+}
+
 func replace(path string, data []byte, perm os.FileMode, sync bool, before func(os.FileInfo)) error {
 	dir := filepath.Dir(path)
 	f, tmp, err := createTemp(dir, "."+filepath.Base(path)+".tmp-", perm)

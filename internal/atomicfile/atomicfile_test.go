@@ -249,3 +249,42 @@ func TestWriteFileNotingReportsTheFileBeforeItIsVisible(t *testing.T) {
 		t.Errorf("noted %+v, file at path %+v", noted, got)
 	}
 }
+
+// WriteInPlace keeps the file (no new inode), replaces all of its content
+// whether the new one is longer or shorter, tightens its mode, and creates
+// the file when there is none.
+func TestWriteInPlace(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "m.json")
+	if err := os.WriteFile(p, []byte("a much longer old content\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.Stat(p)
+	var noted os.FileInfo
+	if err := WriteInPlace(p, []byte("short\n"), 0o600, func(fi os.FileInfo) { noted = fi }); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.Stat(p)
+	if b, _ := os.ReadFile(p); string(b) != "short\n" {
+		t.Errorf("content %q", b)
+	}
+	if !os.SameFile(before, after) {
+		t.Error("a new file replaced the old one")
+	}
+	if after.Mode().Perm() != 0o600 || noted == nil || noted.Size() != 6 || noted.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, noted %v", after.Mode(), noted)
+	}
+	if err := WriteInPlace(p, []byte("longer than before\n"), 0o600, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "longer than before\n" {
+		t.Errorf("content %q", b)
+	}
+	q := filepath.Join(dir, "new.json")
+	if err := WriteInPlace(q, []byte("x"), 0o600, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(q); string(b) != "x" {
+		t.Errorf("new file holds %q", b)
+	}
+}

@@ -198,6 +198,9 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 		return fmt.Errorf("jobs folder: %w", err)
 	}
 	store := jobstore.New(o.JobsDir)
+	// The engine's saves overwrite manifests in place: a new file per
+	// save cost more kernel time than the rest of a transaction.
+	store.InPlace = true
 	lock, err := store.LockDaemon()
 	if err != nil {
 		return err

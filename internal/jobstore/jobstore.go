@@ -5,6 +5,7 @@
 package jobstore
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -56,6 +57,12 @@ type Store struct {
 	// history): such bytes need no check either. The CLI sets it, so that
 	// a command that reads a job does not pay for compiling the schema.
 	Committed func(id string, sum [32]byte) bool
+	// InPlace makes WriteManifestCopy overwrite the manifest file in place
+	// instead of replacing it with a new file. The daemon sets it: its
+	// engine is the one frequent writer, and a steward's save, always a
+	// new file, stays easy to tell from the engine's (WrittenHere).
+	InPlace  bool
+	inflight sync.Map // id -> true while an in-place write is under way
 }
 
 type fileKey struct {
@@ -75,6 +82,9 @@ func keyOf(fi os.FileInfo) (fileKey, bool) {
 // process last saved: a watcher event about it is our own write. Another
 // process's atomic replace is a new file (new inode), so it never matches.
 func (s *Store) WrittenHere(id string) bool {
+	if _, busy := s.inflight.Load(id); busy {
+		return true
+	}
 	v, ok := s.written.Load(id)
 	if !ok {
 		return false
@@ -214,14 +224,27 @@ func (s *Store) Load(id string) (*manifest.Manifest, error) {
 // LoadRaw is Load that also returns the bytes the manifest was read from.
 func (s *Store) LoadRaw(id string) (*manifest.Manifest, []byte, error) {
 	data, err := s.ReadManifest(id)
-	if err != nil {
-		return nil, nil, err
+	for try := 0; ; try++ {
+		if err != nil {
+			return nil, nil, err
+		}
+		m, perr := s.Parse(id, data)
+		if perr == nil {
+			return m, data, nil
+		}
+		// A read that met the daemon's in-place save (Store.InPlace) can
+		// mix the old and new bytes into JSON that neither is: refused
+		// only if the file says the same when read again.
+		if try == 3 {
+			return nil, nil, perr
+		}
+		time.Sleep(time.Millisecond)
+		again, rerr := s.ReadManifest(id)
+		if rerr == nil && bytes.Equal(again, data) {
+			return nil, nil, perr
+		}
+		data, err = again, rerr
 	}
-	m, err := s.Parse(id, data)
-	if err != nil {
-		return nil, nil, err
-	}
-	return m, data, nil
 }
 
 // ReadManifest returns the bytes of job id's manifest file, unchecked.
@@ -255,6 +278,18 @@ func (s *Store) Parse(id string, data []byte) (*manifest.Manifest, error) {
 }
 
 func readManifestFile(p string) ([]byte, error) {
+	for try := 0; ; try++ {
+		data, err := readManifestOnce(p)
+		// The daemon rewrites manifests in place (Store.InPlace): a read
+		// that met a write half done is not JSON; read it again.
+		if err != nil || try == 3 || json.Valid(data) {
+			return data, err
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func readManifestOnce(p string) ([]byte, error) {
 	f, err := regfile.OpenFile(p, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
@@ -304,8 +339,17 @@ func (s *Store) WriteManifest(id string, b []byte) error {
 }
 
 // WriteManifestCopy is WriteManifest without making the file durable: for
-// a transaction whose history already holds the manifest (jobtx).
+// a transaction whose history already holds the manifest (jobtx). With
+// InPlace the file is overwritten in place (atomicfile.WriteInPlace):
+// readers retry a torn read (readManifestFile).
 func (s *Store) WriteManifestCopy(id string, b []byte) error {
+	if s.InPlace {
+		// The watcher may hear of the write before its result can be
+		// noted (the file keeps its inode): until then it is ours too.
+		s.inflight.Store(id, true)
+		defer s.inflight.Delete(id)
+		return s.writeManifest(id, b, atomicfile.WriteInPlace)
+	}
 	return s.writeManifest(id, b, atomicfile.WriteCopy)
 }
 

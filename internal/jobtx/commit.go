@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"time"
 
 	"github.com/logist/logist/internal/history"
@@ -184,24 +185,16 @@ func (t *Tx) restoreManifest(raw []byte) ([]byte, error) {
 	}
 	sum := sha256.Sum256(raw)
 	cur := hex.EncodeToString(sum[:])
-	if cur == lc.Sum || (cur != lc.Base && json.Valid(raw)) {
+	if cur == lc.Sum {
 		return raw, nil
 	}
-	compact := []byte(lc.Manifest)
-	if len(compact) > 0 && compact[0] == '"' {
-		var sealed string
-		if err := json.Unmarshal(compact, &sealed); err != nil {
-			return nil, fmt.Errorf("job %s: committed manifest: %w", t.ID, err)
-		}
-		c, err := t.env.Cipher()
-		if err != nil {
-			return nil, fmt.Errorf("job %s: committed manifest is sealed: %w", t.ID, err)
-		}
-		open, err := c.Open(sealed, t.ID)
-		if err != nil {
-			return nil, fmt.Errorf("job %s: committed manifest: %w", t.ID, err)
-		}
-		compact = []byte(open)
+	compact, err := t.committedManifest(lc)
+	if err != nil {
+		return nil, err
+	}
+	if cur != lc.Base && json.Valid(raw) && !sameDefinition(raw, compact) {
+		// Changed by someone else since (a steward's hand edit): kept.
+		return raw, nil
 	}
 	b := indentManifest(compact)
 	if b == nil {
@@ -222,10 +215,53 @@ func (t *Tx) restoreManifest(raw []byte) ([]byte, error) {
 		}
 	}
 	was := "at the change's base"
-	if cur != lc.Base {
+	switch {
+	case !json.Valid(raw):
 		was = "not JSON"
+	case cur != lc.Base:
+		was = "a mix of saves (only run state differs)"
 	}
 	t.env.Logger.Warn("finished a commit a crash interrupted: manifest restored from history", "type", "error", "job_id", t.ID,
 		"actor", "SYSTEM", "error_code", "COMMIT_FINISHED", "status", string(head.Status), "manifest_was", was)
 	return b, nil
+}
+
+// committedManifest is the compact manifest a commit holds, opened if
+// sealed.
+func (t *Tx) committedManifest(lc *history.Commit) ([]byte, error) {
+	compact := []byte(lc.Manifest)
+	if len(compact) == 0 || compact[0] != '"' {
+		return compact, nil
+	}
+	var sealed string
+	if err := json.Unmarshal(compact, &sealed); err != nil {
+		return nil, fmt.Errorf("job %s: committed manifest: %w", t.ID, err)
+	}
+	c, err := t.env.Cipher()
+	if err != nil {
+		return nil, fmt.Errorf("job %s: committed manifest is sealed: %w", t.ID, err)
+	}
+	open, err := c.Open(sealed, t.ID)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: committed manifest: %w", t.ID, err)
+	}
+	return []byte(open), nil
+}
+
+// runState are the manifest fields Logist itself writes as a job runs.
+var runState = []string{"status", "current_phase", "created_at", "metrics", "history", "run"}
+
+// sameDefinition reports whether manifests a and b differ at most in run
+// state: the file is then not a steward's edit but Logist's own save that a
+// crash left mixed with an older one (the daemon saves in place).
+func sameDefinition(a, b []byte) bool {
+	var ma, mb map[string]any
+	if json.Unmarshal(a, &ma) != nil || json.Unmarshal(b, &mb) != nil {
+		return false
+	}
+	for _, k := range runState {
+		delete(ma, k)
+		delete(mb, k)
+	}
+	return reflect.DeepEqual(ma, mb)
 }

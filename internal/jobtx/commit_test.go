@@ -204,7 +204,13 @@ func TestCommitInterruptedAnywhereIsFinishedOnce(t *testing.T) {
 		}
 	}
 	cuts = append(cuts, len(histAfter))
-	files := map[string][]byte{"base": base, "torn": done[:len(done)/2], "empty": {}, "replaced": done}
+	// A mix of the two saves that is still JSON (the daemon saves in
+	// place): only run state differs from the committed manifest.
+	mixed := bytes.Replace(done, []byte(`"agent_calls": 1`), []byte(`"agent_calls": 0`), 1)
+	if bytes.Equal(mixed, done) {
+		t.Fatal("no agent_calls in the manifest to mix")
+	}
+	files := map[string][]byte{"base": base, "torn": done[:len(done)/2], "empty": {}, "mixed": mixed, "replaced": done}
 	for _, cut := range cuts {
 		for name, file := range files {
 			whole := cut == len(histAfter)
@@ -490,7 +496,7 @@ func TestKeptManifestSeesChangesFromOutside(t *testing.T) {
 
 	mf := filepath.Join(f.dir, jobstore.ManifestFile)
 	b, _ := os.ReadFile(mf)
-	edited := bytes.Replace(b, []byte(`"steward's"`), []byte(`"by hand!"`), 1)
+	edited := bytes.Replace(b, []byte(`"task_description": "t"`), []byte(`"task_description": "by hand!"`), 1)
 	tmp := mf + ".new"
 	os.WriteFile(tmp, edited, 0o600)
 	if err := os.Rename(tmp, mf); err != nil {
@@ -500,8 +506,8 @@ func TestKeptManifestSeesChangesFromOutside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tx.M.Run.Guidance != "by hand!" {
-		t.Errorf("kept manifest hid a hand edit: %q", tx.M.Run.Guidance)
+	if tx.M.TaskDescription != "by hand!" {
+		t.Errorf("kept manifest hid a hand edit: %q", tx.M.TaskDescription)
 	}
 	tx.Close()
 }
