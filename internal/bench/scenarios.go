@@ -579,7 +579,8 @@ func (h *harness) scale() error {
 		return err
 	}
 	// Templates: the example jobs run to their ends (SUCCESS,
-	// INTERVENTION_REQUIRED, HALTED_COST), plus a DRAFT.
+	// INTERVENTION_REQUIRED, HALTED_COST), plus a DRAFT that names no
+	// supervisor, so the daemon reports it INVALID.
 	tpl := filepath.Join(root, "templates")
 	if out, err := run(root, "cp", "-R", filepath.Join(h.repo, "jobs"), tpl); err != nil {
 		return fmt.Errorf("copy example jobs: %v %s", err, out)
@@ -655,7 +656,7 @@ func (h *harness) scale() error {
 	n := h.sz.ScaleJobs
 	h.add(Row{Scenario: "5", Name: fmt.Sprintf("start-up to /readyz 200 with %d jobs", n), Unit: "ms", Stat: "median",
 		Value: Summarize(ready), BaseName: "empty folder", Baseline: &rb, Goal: Goal{"value<=", 1000},
-		Note: "jobs copied from the example jobs run to their ends, plus DRAFTs: " + strings.Join(mix, ", ")})
+		Note: "jobs copied from the example jobs run to their ends, plus DRAFTs with no supervisor (INVALID): " + strings.Join(mix, ", ")})
 	h.add(Row{Scenario: "5", Name: fmt.Sprintf("resident memory (VmRSS) when ready, %d jobs", n), Unit: "MiB", Stat: "median",
 		Value: Summarize(mem), BaseName: "empty folder", Baseline: &mb, Goal: Goal{"value<=", 100}})
 	h.add(Row{Scenario: "5", Name: fmt.Sprintf("`logist list` with %d jobs", n), Unit: "ms", Stat: "median",

@@ -235,7 +235,7 @@ func (s *Store) LoadRaw(id string) (*manifest.Manifest, []byte, error) {
 		// A read that met the daemon's in-place save (Store.InPlace) can
 		// mix the old and new bytes into JSON that neither is: refused
 		// only if the file says the same when read again.
-		if try == 3 {
+		if try == 3 || !beingWritten(filepath.Join(s.JobDir(id), ManifestFile)) {
 			return nil, nil, perr
 		}
 		time.Sleep(time.Millisecond)
@@ -278,15 +278,22 @@ func (s *Store) Parse(id string, data []byte) (*manifest.Manifest, error) {
 }
 
 func readManifestFile(p string) ([]byte, error) {
-	for try := 0; ; try++ {
-		data, err := readManifestOnce(p)
+	data, err := readManifestOnce(p)
+	for try := 0; err == nil && try < 3 && !json.Valid(data) && beingWritten(p); try++ {
 		// The daemon rewrites manifests in place (Store.InPlace): a read
 		// that met a write half done is not JSON; read it again.
-		if err != nil || try == 3 || json.Valid(data) {
-			return data, err
-		}
 		time.Sleep(time.Millisecond)
+		data, err = readManifestOnce(p)
 	}
+	return data, err
+}
+
+// beingWritten reports whether file p changed within the last second: a
+// read of it that does not parse may have met a write in progress. An
+// older broken file is just broken, and is not read again.
+func beingWritten(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && time.Since(fi.ModTime()) < time.Second
 }
 
 func readManifestOnce(p string) ([]byte, error) {
