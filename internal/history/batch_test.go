@@ -1,6 +1,7 @@
 package history
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -77,4 +78,60 @@ func BenchmarkAppendBatch(b *testing.B) {
 		}
 		i += 3
 	}
+}
+
+// The records a Log keeps in memory materialise the same jobHistory.json
+// as the records read back from the file; past recsMax it keeps none.
+func TestKeptRecordsMaterialiseAsTheFile(t *testing.T) {
+	dir := t.TempDir()
+	l, _, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	n := 0
+	intent := &Record{Type: TypeIntent, Interaction: &n, Phase: "work", Role: "worker", Attempt: 1,
+		Request: &Request{Prompt: "p", FilesContext: []string{"a.go"}, Metadata: map[string]any{"attempt": 1, "accepted_formats": []string{"COMPLETED"}, "cost": 0.1 + 0.2}}}
+	if err := l.Append(intent); err != nil {
+		t.Fatal(err)
+	}
+	unit := []*Record{
+		{Type: TypeResponse, Interaction: &n, Phase: "work", Role: "worker", Response: &Response{Status: StatusSuccess, Action: "COMPLETED", EvidenceFiles: []string{}, Summary: "s", CostUSD: 0.07}},
+		{Type: TypeRecoveryPoint, Phase: "work", RecoveryPoint: &RecoveryPoint{CheckpointID: "cp-1", RollbackFiles: []string{}, Metadata: map[string]any{"summary": "s"}}},
+		{Type: TypeMessage, Phase: "work", Message: []byte(`{"kind": "note",  "text": "spaced"}`)},
+		{Type: TypeTransition, Phase: "review", Transition: &Transition{From: "RUNNING", To: "REVIEWING"}, Commit: &Commit{Sum: "x", Manifest: []byte(`{"a":1}`)}},
+	}
+	if err := l.AppendBatch(unit); err != nil {
+		t.Fatal(err)
+	}
+	kept, ok := l.Records()
+	if !ok || len(kept) != 5 {
+		t.Fatalf("kept %d records, ok %v", len(kept), ok)
+	}
+	read, err := ReadAll(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(Materialise("j", "t0", "/ws", kept))
+	b, _ := json.Marshal(Materialise("j", "t0", "/ws", read))
+	if string(a) != string(b) {
+		t.Errorf("from memory:\n%s\nfrom the file:\n%s", a, b)
+	}
+	// A reopened log keeps what it scanned.
+	l2, _, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs, ok := l2.Records(); !ok || len(recs) != 5 {
+		t.Errorf("reopened: %d records, ok %v", len(recs), ok)
+	}
+	for i := 0; i < recsMax; i++ {
+		if err := l2.Append(&Record{Type: TypeError, Error: &ErrorInfo{Code: "X"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := l2.Records(); ok {
+		t.Error("a long history is still kept in memory")
+	}
+	l2.Close()
 }

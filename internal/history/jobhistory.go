@@ -132,6 +132,12 @@ func WriteJobHistory(dir, jobID, createdAt, workspace string) error {
 	if err != nil {
 		return err
 	}
+	return WriteJobHistoryOf(dir, jobID, createdAt, workspace, recs)
+}
+
+// WriteJobHistoryOf is WriteJobHistory from recs, the whole history (see
+// Log.Records), without reading it again.
+func WriteJobHistoryOf(dir, jobID, createdAt, workspace string, recs []Record) error {
 	b, err := json.MarshalIndent(Materialise(jobID, createdAt, workspace, recs), "", "  ")
 	if err != nil {
 		return err

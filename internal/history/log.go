@@ -67,6 +67,34 @@ type Log struct {
 	lastHash string
 	opts     Options
 	now      func() time.Time
+	// recs is every record of a short history, in order, while recsOK:
+	// the engine materialises jobHistory.json from it without reading
+	// and parsing the file again. Past recsMax records (or once the
+	// history has archives) it is dropped, to bound memory.
+	recs   []Record
+	recsOK bool
+}
+
+const recsMax = 256
+
+func (l *Log) keep(r *Record) {
+	if !l.recsOK {
+		return
+	}
+	if len(l.recs) >= recsMax {
+		l.recs, l.recsOK = nil, false
+		return
+	}
+	l.recs = append(l.recs, *r)
+}
+
+// Records returns every record of the history, if it is short enough to
+// be kept in memory (ok false otherwise: read it with ReadAll).
+func (l *Log) Records() (recs []Record, ok bool) {
+	if !l.recsOK {
+		return nil, false
+	}
+	return l.recs, true
 }
 
 // State is what the runner needs to know from the history without reading
@@ -121,6 +149,7 @@ func OpenWith(dir string, opts Options) (*Log, *TornTail, error) {
 	}
 	l.state = idx.State.clone()
 	l.lastHash = idx.LastHash
+	l.recsOK = len(idx.Archives) == 0
 	_, statErr := os.Stat(l.path)
 	f, err := regfile.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
@@ -232,6 +261,7 @@ func (l *Log) scan(off int64, repair bool) (*TornTail, error) {
 			}
 			for i := range unit {
 				l.state.apply(&unit[i].Record)
+				l.keep(&unit[i].Record)
 				if !unit[i].Legacy {
 					l.lastHash = unit[i].Hash
 				}
@@ -372,6 +402,7 @@ func (l *Log) Append(rec *Record) error {
 	l.size += int64(n)
 	l.lastHash = hash
 	l.state.apply(rec)
+	l.keep(rec)
 	if l.opts.MaxBytes > 0 && l.size >= l.opts.MaxBytes {
 		if err := l.rotate(); err != nil {
 			// The record is durable; a failed rotation is retried at the
@@ -442,6 +473,9 @@ func (l *Log) AppendBatch(recs []*Record) error {
 	l.size += int64(n)
 	l.lastHash = hashes[len(hashes)-1]
 	l.state = st
+	for _, rec := range recs {
+		l.keep(rec)
+	}
 	if l.opts.MaxBytes > 0 && l.size >= l.opts.MaxBytes {
 		if err := l.rotate(); err != nil {
 			return fmt.Errorf("rotate history (records %d-%d are stored): %w", recs[0].Seq, recs[len(recs)-1].Seq, err)

@@ -75,6 +75,7 @@ func writeIndex(dir string, idx *Index) error {
 // history-NNNNNN.jsonl; create a new empty active file; then compress and
 // index the archive (recoverRotation redoes that part after a crash).
 func (l *Log) rotate() error {
+	l.recs, l.recsOK = nil, false
 	// A plain archive left by a rotation whose sealing failed has the
 	// number this rotation would take: seal it first, or keep the active
 	// file as it is, rather than rename over it.

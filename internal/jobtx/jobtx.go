@@ -436,7 +436,13 @@ func (t *Tx) Commit() error {
 }
 
 func (t *Tx) writeJobHistory() {
-	if err := history.WriteJobHistory(t.Dir, t.ID, t.M.CreatedAt, t.env.Store.Workspace(t.ID)); err != nil {
+	var err error
+	if recs, ok := t.Log.Records(); ok {
+		err = history.WriteJobHistoryOf(t.Dir, t.ID, t.M.CreatedAt, t.env.Store.Workspace(t.ID), recs)
+	} else {
+		err = history.WriteJobHistory(t.Dir, t.ID, t.M.CreatedAt, t.env.Store.Workspace(t.ID))
+	}
+	if err != nil {
 		// jobHistory.json is derived; the durable record is intact.
 		t.LogError("JOBHISTORY_WRITE", "SYSTEM", 0, err.Error())
 	}
