@@ -32,7 +32,10 @@ func scriptManifest(id string, workerDelayMs int) []byte {
 }
 
 // stage writes job folders into staging (not watched), to be renamed into
-// the jobs folder at once.
+// the jobs folder at once. It ends with sync(2): the staged files are the
+// harness's own writes, and left to the kernel's writeback they would be
+// flushed in the middle of the measured run, competing with the fsyncs
+// being measured.
 func stage(staging string, ids []string, manifest func(string) []byte) error {
 	for _, id := range ids {
 		if err := os.MkdirAll(filepath.Join(staging, id), 0o700); err != nil {
@@ -42,6 +45,7 @@ func stage(staging string, ids []string, manifest func(string) []byte) error {
 			return err
 		}
 	}
+	syscall.Sync()
 	return nil
 }
 
