@@ -64,9 +64,10 @@ type Commit struct {
 	Base string `json:"base_manifest_sha256"`
 	// Sum is the SHA-256 (hex) of the manifest file it wrote.
 	Sum string `json:"manifest_sha256"`
-	// Manifest is that file's content, compact: the file is its
-	// two-space indentation plus a newline. For a job with encrypted
-	// history it is a JSON string, the sealed file.
+	// Manifest is that file's content, compact (the file is its
+	// two-space indentation plus a newline): a JSON object, or a string
+	// holding it deflated ("deflate:" and base64), sealed for a job with
+	// encrypted history (internal/jobtx).
 	Manifest json.RawMessage `json:"manifest"`
 }
 

@@ -2,18 +2,24 @@ package jobtx
 
 import (
 	"bytes"
+	"compress/flate"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/secrets"
 )
 
 // A change to a job is a unit: the history records it depends on (a
@@ -107,11 +113,13 @@ func (t *Tx) commit() error {
 		q, t.queue = t.queue, nil
 	}
 	sum := sha256.Sum256(b)
-	c := &history.Commit{Base: hex.EncodeToString(t.base[:]), Sum: hex.EncodeToString(sum[:]), Manifest: compact}
+	packed := packManifest(compact)
 	if t.seal != nil {
-		if c.Manifest, err = json.Marshal(t.seal.Seal(string(compact), t.ID)); err != nil {
-			return fmt.Errorf("save manifest: seal: %w", err)
-		}
+		packed = t.seal.Seal(packed, t.ID)
+	}
+	c := &history.Commit{Base: hex.EncodeToString(t.base[:]), Sum: hex.EncodeToString(sum[:])}
+	if c.Manifest, err = json.Marshal(packed); err != nil {
+		return fmt.Errorf("save manifest: %w", err)
 	}
 	q[len(q)-1].stored.Commit = c
 	if err := t.writeBatch(q); err != nil {
@@ -226,26 +234,54 @@ func (t *Tx) restoreManifest(raw []byte) ([]byte, error) {
 	return b, nil
 }
 
-// committedManifest is the compact manifest a commit holds, opened if
-// sealed.
+// packedPrefix starts a committed manifest stored compressed (raw deflate,
+// then base64). A job's history holds one manifest per change, and a
+// manifest carries up to 50 audit entries: stored plain, a job that
+// retries often would grow its history several times over.
+const packedPrefix = "deflate:"
+
+func packManifest(compact []byte) string {
+	var b bytes.Buffer
+	w, _ := flate.NewWriter(&b, flate.BestSpeed)
+	w.Write(compact)
+	w.Close()
+	return packedPrefix + base64.StdEncoding.EncodeToString(b.Bytes())
+}
+
+// committedManifest is the compact manifest a commit holds: stored as a
+// JSON object, or as a string that is packed (packManifest), sealed for a
+// job with encrypted history, or both.
 func (t *Tx) committedManifest(lc *history.Commit) ([]byte, error) {
-	compact := []byte(lc.Manifest)
-	if len(compact) == 0 || compact[0] != '"' {
-		return compact, nil
+	stored := []byte(lc.Manifest)
+	if len(stored) == 0 || stored[0] != '"' {
+		return stored, nil
 	}
-	var sealed string
-	if err := json.Unmarshal(compact, &sealed); err != nil {
+	var s string
+	if err := json.Unmarshal(stored, &s); err != nil {
 		return nil, fmt.Errorf("job %s: committed manifest: %w", t.ID, err)
 	}
-	c, err := t.env.Cipher()
-	if err != nil {
-		return nil, fmt.Errorf("job %s: committed manifest is sealed: %w", t.ID, err)
+	if secrets.Sealed(s) {
+		c, err := t.env.Cipher()
+		if err != nil {
+			return nil, fmt.Errorf("job %s: committed manifest is sealed: %w", t.ID, err)
+		}
+		if s, err = c.Open(s, t.ID); err != nil {
+			return nil, fmt.Errorf("job %s: committed manifest: %w", t.ID, err)
+		}
 	}
-	open, err := c.Open(sealed, t.ID)
+	packed, ok := strings.CutPrefix(s, packedPrefix)
+	if !ok {
+		return []byte(s), nil
+	}
+	z, err := base64.StdEncoding.DecodeString(packed)
 	if err != nil {
 		return nil, fmt.Errorf("job %s: committed manifest: %w", t.ID, err)
 	}
-	return []byte(open), nil
+	out, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(z)), manifest.MaxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("job %s: committed manifest: %w", t.ID, err)
+	}
+	return out, nil
 }
 
 // runState are the manifest fields Logist itself writes as a job runs.

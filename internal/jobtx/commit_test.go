@@ -374,8 +374,17 @@ func TestManifestOnlyChangeIsCommitted(t *testing.T) {
 	tx.Close()
 	recs := f.records(t)
 	last := recs[len(recs)-1]
-	if last.Type != history.TypeCommit || last.Commit == nil || !bytes.Contains(last.Commit.Manifest, []byte("later change, no records")) {
-		t.Errorf("last record %+v, want a commit record with the manifest", last)
+	if last.Type != history.TypeCommit || last.Commit == nil {
+		t.Fatalf("last record %+v, want a commit record", last)
+	}
+	tx = f.begin(t)
+	defer tx.Close()
+	m, err := tx.committedManifest(last.Commit)
+	if err != nil || !bytes.Contains(m, []byte("later change, no records")) {
+		t.Errorf("committed manifest %s (%v), want the change", m, err)
+	}
+	if len(last.Commit.Manifest) >= len(m) {
+		t.Errorf("committed manifest stored in %d bytes for %d: not packed", len(last.Commit.Manifest), len(m))
 	}
 }
 
