@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/logist/logist/internal/history"
@@ -240,11 +241,20 @@ func (t *Tx) restoreManifest(raw []byte) ([]byte, error) {
 // retries often would grow its history several times over.
 const packedPrefix = "deflate:"
 
+// deflaters are reused: a new flate.Writer allocates about a megabyte of
+// tables, which cost more than the compression itself.
+var deflaters = sync.Pool{New: func() any {
+	w, _ := flate.NewWriter(nil, flate.BestSpeed)
+	return w
+}}
+
 func packManifest(compact []byte) string {
 	var b bytes.Buffer
-	w, _ := flate.NewWriter(&b, flate.BestSpeed)
+	w := deflaters.Get().(*flate.Writer)
+	w.Reset(&b)
 	w.Write(compact)
 	w.Close()
+	deflaters.Put(w)
 	return packedPrefix + base64.StdEncoding.EncodeToString(b.Bytes())
 }
 
