@@ -2,8 +2,10 @@ package jobstore
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // While the daemon saves a manifest in place, over and over, a reader gets
@@ -51,4 +53,45 @@ func TestLoadDuringInPlaceSaves(t *testing.T) {
 	}
 	close(stop)
 	<-done
+}
+
+// The job lock excludes: a second LockJob waits until the first is
+// released, including one kept open by Release and taken again by Relock.
+func TestJobLockExcludes(t *testing.T) {
+	dir := t.TempDir()
+	s := New(dir)
+	os.MkdirAll(s.JobDir("j"), 0o700)
+	os.WriteFile(filepath.Join(s.JobDir("j"), ManifestFile), []byte(`{}`), 0o600)
+	for _, kept := range []bool{false, true} {
+		l, err := s.LockJob("j")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kept {
+			l.Release()
+			if l, err = s.Relock("j", l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := make(chan *Lock)
+		go func() {
+			l2, err := s.LockJob("j")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l2
+		}()
+		select {
+		case <-got:
+			t.Fatalf("kept %v: a second lock was granted while the first was held", kept)
+		case <-time.After(100 * time.Millisecond):
+		}
+		l.Unlock()
+		select {
+		case l2 := <-got:
+			l2.Unlock()
+		case <-time.After(5 * time.Second):
+			t.Fatalf("kept %v: the second lock was not granted after the first was released", kept)
+		}
+	}
 }
