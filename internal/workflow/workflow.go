@@ -7,10 +7,12 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/schemas"
@@ -75,8 +77,35 @@ var builtinFS embed.FS
 //go:embed prompts/*.md
 var promptFS embed.FS
 
-// Builtin returns a built-in workflow by name.
+// builtins caches the parsed built-in workflows: every transaction resolves
+// its job's workflow, and parsing and checking it each time was a few
+// percent of the daemon's CPU.
+var builtins sync.Map // name -> *Workflow, never handed out itself
+
+// Builtin returns a built-in workflow by name: the caller's own copy.
 func Builtin(name string) (*Workflow, error) {
+	if w, ok := builtins.Load(name); ok {
+		return w.(*Workflow).clone(), nil
+	}
+	w, err := parseBuiltin(name)
+	if err != nil {
+		return nil, err
+	}
+	builtins.Store(name, w)
+	return w.clone(), nil
+}
+
+func (w *Workflow) clone() *Workflow {
+	c := *w
+	c.Phases = make(map[string]Phase, len(w.Phases))
+	for k, p := range w.Phases {
+		p.On = maps.Clone(p.On)
+		c.Phases[k] = p
+	}
+	return &c
+}
+
+func parseBuiltin(name string) (*Workflow, error) {
 	b, err := builtinFS.ReadFile("builtin/" + name + ".json")
 	if err != nil {
 		return nil, fmt.Errorf("unknown workflow %q (built-in: %s)", name, strings.Join(BuiltinNames(), ", "))

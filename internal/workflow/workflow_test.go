@@ -76,3 +76,28 @@ func TestCheckRefusesBrokenGraphs(t *testing.T) {
 		t.Errorf("unknown built-in: %v", err)
 	}
 }
+
+// Builtin hands out copies: changing one does not change the next.
+func TestBuiltinReturnsACopy(t *testing.T) {
+	a, err := Builtin("supervised")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range a.Phases {
+		p.On["COMPLETED"] = "changed"
+		a.Phases[name] = p
+	}
+	a.Start = "changed"
+	b, err := Builtin("supervised")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Start == "changed" {
+		t.Error("Start shared between calls")
+	}
+	for name, p := range b.Phases {
+		if p.On["COMPLETED"] == "changed" {
+			t.Errorf("phase %s: On shared between calls", name)
+		}
+	}
+}
