@@ -112,7 +112,15 @@ func TestSecondDaemonIsRefused(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, Options{JobsDir: dir, MaxParallel: 1, Grace: time.Second}, discard()) }()
 	store := jobstore.New(dir)
-	waitFor(t, "daemon lock", func() bool { return store.DaemonPID() == os.Getpid() })
+	waitFor(t, "daemon lock", func() bool {
+		select {
+		case err := <-done:
+			// Say why the first daemon never took the lock.
+			t.Fatalf("first daemon stopped before taking the lock: %v", err)
+		default:
+		}
+		return store.DaemonPID() == os.Getpid()
+	})
 
 	err := Run(context.Background(), Options{JobsDir: dir, Once: true, MaxParallel: 1}, discard())
 	var locked *jobstore.DaemonLockedError
