@@ -364,15 +364,40 @@ func (s *State) apply(r *Record) {
 // history.
 func (l *Log) Append(rec *Record) error {
 	rec.More = false // a unit of one
-	rec.V = RecordVersion
-	rec.Seq = l.state.NextSeq
-	rec.PrevHash = l.LastHash()
-	if rec.Time == "" {
-		rec.Time = l.now().UTC().Format(time.RFC3339Nano)
+	return l.appendUnit([]*Record{rec})
+}
+
+// AppendBatch appends recs in order as Append would, as one unit: one
+// write and one fsync for all of them, and all or none of them survive a
+// crash (every record but the last is marked More; the next open cuts a
+// unit without its last record). On error none of them is stored.
+func (l *Log) AppendBatch(recs []*Record) error {
+	if len(recs) == 0 {
+		return nil
 	}
-	line, hash, err := encodeLine(rec, l.opts.Signer)
-	if err != nil {
-		return err
+	for i, rec := range recs {
+		rec.More = i < len(recs)-1
+	}
+	return l.appendUnit(recs)
+}
+
+func (l *Log) appendUnit(recs []*Record) error {
+	st := l.state.clone()
+	seq, last := l.state.NextSeq, l.LastHash()
+	var buf []byte
+	for _, rec := range recs {
+		rec.V, rec.Seq, rec.PrevHash = RecordVersion, seq, last
+		if rec.Time == "" {
+			rec.Time = l.now().UTC().Format(time.RFC3339Nano)
+		}
+		line, hash, err := encodeLine(rec, l.opts.Signer)
+		if err != nil {
+			return err
+		}
+		buf = append(buf, line...)
+		last = hash
+		st.apply(rec)
+		seq++
 	}
 	// Entries created in the job folder (this file, the workspace, the
 	// snapshots folder) are durable before any record that depends on them.
@@ -383,7 +408,10 @@ func (l *Log) Append(rec *Record) error {
 	if l.opts.Write != nil {
 		write = func(p []byte) (int, error) { return l.opts.Write(l.f, p) }
 	}
-	n, err := write(line)
+	n, err := write(buf)
+	if err == nil && n < len(buf) {
+		err = io.ErrShortWrite
+	}
 	if err != nil {
 		// Cut off whatever part reached the file so the log stays whole.
 		if n > 0 {
@@ -400,84 +428,15 @@ func (l *Log) Append(rec *Record) error {
 		l.opts.Observe(n, time.Since(syncStart))
 	}
 	l.size += int64(n)
-	l.lastHash = hash
-	l.state.apply(rec)
-	l.keep(rec)
-	if l.opts.MaxBytes > 0 && l.size >= l.opts.MaxBytes {
-		if err := l.rotate(); err != nil {
-			// The record is durable; a failed rotation is retried at the
-			// next append or open.
-			return fmt.Errorf("rotate history (record %d is stored): %w", rec.Seq, err)
-		}
-	}
-	return nil
-}
-
-// AppendBatch appends recs in order as Append would, as one unit: one
-// write and one fsync for all of them, and all or none of them survive a
-// crash (every record but the last is marked More; the next open cuts a
-// unit without its last record). On error none of them is stored.
-func (l *Log) AppendBatch(recs []*Record) error {
-	if len(recs) == 0 {
-		return nil
-	}
-	for i, rec := range recs {
-		rec.More = i < len(recs)-1
-	}
-	if len(recs) == 1 {
-		return l.Append(recs[0])
-	}
-	st := l.state.clone()
-	seq, last := l.state.NextSeq, l.LastHash()
-	var buf []byte
-	hashes := make([]string, len(recs))
-	for i, rec := range recs {
-		rec.V, rec.Seq, rec.PrevHash = RecordVersion, seq, last
-		if rec.Time == "" {
-			rec.Time = l.now().UTC().Format(time.RFC3339Nano)
-		}
-		line, hash, err := encodeLine(rec, l.opts.Signer)
-		if err != nil {
-			return err
-		}
-		buf = append(buf, line...)
-		hashes[i], last = hash, hash
-		st.apply(rec)
-		seq++
-	}
-	if err := atomicfile.SyncDirIfDirty(l.dir); err != nil {
-		return fmt.Errorf("append history: %w", err)
-	}
-	write := l.f.Write
-	if l.opts.Write != nil {
-		write = func(p []byte) (int, error) { return l.opts.Write(l.f, p) }
-	}
-	n, err := write(buf)
-	if err == nil && n < len(buf) {
-		err = io.ErrShortWrite
-	}
-	if err != nil {
-		if n > 0 {
-			_ = l.f.Truncate(l.size)
-		}
-		return fmt.Errorf("append history: %w", err)
-	}
-	syncStart := time.Now()
-	if err := l.f.Sync(); err != nil {
-		_ = l.f.Truncate(l.size)
-		return fmt.Errorf("fsync history: %w", err)
-	}
-	if l.opts.Observe != nil {
-		l.opts.Observe(n, time.Since(syncStart))
-	}
-	l.size += int64(n)
-	l.lastHash = hashes[len(hashes)-1]
+	l.lastHash = last
 	l.state = st
 	for _, rec := range recs {
 		l.keep(rec)
 	}
 	if l.opts.MaxBytes > 0 && l.size >= l.opts.MaxBytes {
 		if err := l.rotate(); err != nil {
+			// The records are durable; a failed rotation is retried at
+			// the next append or open.
 			return fmt.Errorf("rotate history (records %d-%d are stored): %w", recs[0].Seq, recs[len(recs)-1].Seq, err)
 		}
 	}
