@@ -150,7 +150,7 @@ func Begin(env *Env, id string, keep *Kept) (*Tx, error) {
 	if log == nil {
 		l, tt, err := history.OpenWith(t.Dir, env.History)
 		if err != nil {
-			lk.Unlock()
+			t.dropLock()
 			return nil, err
 		}
 		t.Log, t.ownLog, torn = l, true, tt
@@ -159,7 +159,7 @@ func Begin(env *Env, id string, keep *Kept) (*Tx, error) {
 		}
 	} else {
 		if err := log.Refresh(); err != nil {
-			lk.Unlock()
+			t.dropLock()
 			return nil, err
 		}
 		t.Log = log
@@ -202,6 +202,15 @@ func Begin(env *Env, id string, keep *Kept) (*Tx, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// dropLock releases and closes the lock of a Begin that failed; a keep
+// takes a new one next time.
+func (t *Tx) dropLock() {
+	t.lock.Unlock()
+	if t.keep != nil {
+		t.keep.lock = nil
+	}
 }
 
 // remember tells keep what the job's files hold now.
