@@ -92,14 +92,23 @@ func WriteView(path string, data []byte, perm os.FileMode) error {
 // read or hold a lock the writer holds. after is called with the file as
 // written.
 func WriteInPlace(path string, data []byte, perm os.FileMode, after func(os.FileInfo)) error {
-	f, err := regfile.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW, 0)
-	if errors.Is(err, fs.ErrNotExist) {
+	f, err := regfile.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENXIO) {
+		// None yet, or a symlink or fifo planted there: a new file.
 		return replace(path, data, perm, false, after)
 	}
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return fmt.Errorf("stat %s: %w", path, err)
+	} else if sys, ok := st.Sys().(*syscall.Stat_t); !st.Mode().IsRegular() || !ok || sys.Nlink != 1 {
+		// Written in place, a hard link would carry the write to
+		// wherever else the file is linked: replace it instead.
+		f.Close()
+		return replace(path, data, perm, false, after)
+	}
 	if _, err := f.WriteAt(data, 0); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}

@@ -288,3 +288,37 @@ func TestWriteInPlace(t *testing.T) {
 		t.Errorf("new file holds %q", b)
 	}
 }
+
+// A manifest hard-linked to a file elsewhere, or replaced by a symlink,
+// is replaced, never written through: the other file keeps its content.
+func TestWriteInPlaceNeverWritesThroughALink(t *testing.T) {
+	dir := t.TempDir()
+	outside := filepath.Join(dir, "outside")
+	if err := os.WriteFile(outside, []byte("precious\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"hard", "sym"} {
+		p := filepath.Join(dir, kind+".json")
+		var err error
+		if kind == "hard" {
+			err = os.Link(outside, p)
+		} else {
+			err = os.Symlink(outside, p)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteInPlace(p, []byte("{}\n"), 0o600, nil); err != nil {
+			t.Fatalf("%s link: %v", kind, err)
+		}
+		if b, _ := os.ReadFile(outside); string(b) != "precious\n" {
+			t.Fatalf("%s link: the linked file became %q", kind, b)
+		}
+		if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("%s link: %s is not a regular file now: %v", kind, p, err)
+		}
+		if b, _ := os.ReadFile(p); string(b) != "{}\n" {
+			t.Errorf("%s link: %s holds %q", kind, p, b)
+		}
+	}
+}
