@@ -243,30 +243,20 @@ func SyncDirIfDirty(dir string) error {
 // each parent it changed dirty (MarkDirty) instead of fsyncing it: the caller
 // fsyncs them, once for several creates, before relying on them.
 func MkdirDeferred(dir string, perm os.FileMode) error {
-	if fi, err := os.Stat(dir); err == nil {
-		if !fi.IsDir() {
-			return fmt.Errorf("%s exists and is not a directory", dir)
-		}
-		return nil
-	}
-	parent := filepath.Dir(dir)
-	if parent != dir {
-		if err := MkdirDeferred(parent, perm); err != nil {
-			return err
-		}
-	}
-	if err := os.Mkdir(dir, perm); err != nil && !os.IsExist(err) {
-		return fmt.Errorf("mkdir %s: %w", dir, err)
-	}
 	// Also when another writer made it: as MkdirAll, never trust that it
 	// fsync'd the parent.
-	MarkDirty(parent)
-	return nil
+	return mkdirs(dir, perm, func(parent string) error { MarkDirty(parent); return nil })
 }
 
 // MkdirAll creates dir (and parents) and fsyncs the parent of every directory
 // it created.
 func MkdirAll(dir string, perm os.FileMode) error {
+	return mkdirs(dir, perm, SyncDir)
+}
+
+// mkdirs creates dir and its missing parents, calling settle on the parent
+// of each one it created (or found created by another writer meanwhile).
+func mkdirs(dir string, perm os.FileMode, settle func(parent string) error) error {
 	if fi, err := os.Stat(dir); err == nil {
 		if !fi.IsDir() {
 			return fmt.Errorf("%s exists and is not a directory", dir)
@@ -275,12 +265,12 @@ func MkdirAll(dir string, perm os.FileMode) error {
 	}
 	parent := filepath.Dir(dir)
 	if parent != dir {
-		if err := MkdirAll(parent, perm); err != nil {
+		if err := mkdirs(parent, perm, settle); err != nil {
 			return err
 		}
 	}
 	if err := os.Mkdir(dir, perm); err != nil && !os.IsExist(err) {
 		return fmt.Errorf("mkdir %s: %w", dir, err)
 	}
-	return SyncDir(parent)
+	return settle(parent)
 }
