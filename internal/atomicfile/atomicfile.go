@@ -183,11 +183,68 @@ func replace(path string, data []byte, perm os.FileMode, sync bool, before func(
 // SyncDir fsyncs a directory so that entries created, renamed or removed in it
 // survive a crash. It also settles every change MarkDirty recorded in dir
 // before it started.
-func SyncDir(dir string) error {
-	key := filepath.Clean(dir)
+func SyncDir(dir string) error { return syncDir(filepath.Clean(dir), false) }
+
+// dirty holds directories with entries changed but not yet fsync'd, each
+// with the generation of its last change: a SyncDir that began after that
+// change covers it. flying holds the fsync of each directory in progress,
+// which a SyncDirIfDirty whose change it covers joins instead of queueing
+// a second fsync of the same folder behind it.
+var dirty = struct {
+	sync.Mutex
+	gen    uint64
+	m      map[string]uint64
+	flying map[string]*dirFlight
+}{m: map[string]uint64{}, flying: map[string]*dirFlight{}}
+
+// dirFlight is one directory fsync in progress.
+type dirFlight struct {
+	gen  uint64 // dirty.gen when it began: it covers the marks up to gen
+	done chan struct{}
+	err  error
+}
+
+// syncDir fsyncs dir (a clean path). ifDirty: only when a change MarkDirty
+// recorded is not yet covered, joining an fsync in flight that covers it.
+func syncDir(dir string, ifDirty bool) error {
 	dirty.Lock()
-	gen := dirty.gen
+	if ifDirty {
+		g, ok := dirty.m[dir]
+		if !ok {
+			dirty.Unlock()
+			return nil
+		}
+		if f := dirty.flying[dir]; f != nil && f.gen >= g {
+			dirty.Unlock()
+			joinHook()
+			<-f.done
+			return f.err
+		}
+	}
+	f := &dirFlight{gen: dirty.gen, done: make(chan struct{})}
+	dirty.flying[dir] = f
 	dirty.Unlock()
+	f.err = fsyncDirHook(dir)
+	dirty.Lock()
+	if dirty.flying[dir] == f {
+		delete(dirty.flying, dir)
+	}
+	if g, ok := dirty.m[dir]; ok && f.err == nil && g <= f.gen {
+		delete(dirty.m, dir)
+	}
+	dirty.Unlock()
+	close(f.done)
+	return f.err
+}
+
+// Test hooks: fsyncDirHook is fsyncDir (tests hold it to keep fsyncs in
+// flight); joinHook is called when a caller joins an fsync in flight.
+var (
+	fsyncDirHook = fsyncDir
+	joinHook     = func() {}
+)
+
+func fsyncDir(dir string) error {
 	d, err := regfile.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		return fmt.Errorf("open dir %s: %w", dir, err)
@@ -197,22 +254,8 @@ func SyncDir(dir string) error {
 		return fmt.Errorf("fsync dir %s: %w", dir, err)
 	}
 	DirSyncs.Add(1)
-	dirty.Lock()
-	if g, ok := dirty.m[key]; ok && g <= gen {
-		delete(dirty.m, key)
-	}
-	dirty.Unlock()
 	return nil
 }
-
-// dirty holds directories with entries changed but not yet fsync'd, each
-// with the generation of its last change: a SyncDir that began after that
-// change covers it.
-var dirty = struct {
-	sync.Mutex
-	gen uint64
-	m   map[string]uint64
-}{m: map[string]uint64{}}
 
 // MarkDirty records that an entry in dir was created, renamed or removed
 // without fsyncing dir. The durability rule is unchanged (the directory is
@@ -227,16 +270,44 @@ func MarkDirty(dir string) {
 	dirty.Unlock()
 }
 
+// Dirty reports whether dir has a change MarkDirty recorded that no
+// folder fsync has covered yet.
+func Dirty(dir string) bool {
+	dirty.Lock()
+	defer dirty.Unlock()
+	_, ok := dirty.m[filepath.Clean(dir)]
+	return ok
+}
+
 // SyncDirIfDirty fsyncs dir if a change MarkDirty recorded there is not yet
 // covered by a SyncDir.
-func SyncDirIfDirty(dir string) error {
-	dirty.Lock()
-	_, ok := dirty.m[filepath.Clean(dir)]
-	dirty.Unlock()
-	if !ok {
-		return nil
+func SyncDirIfDirty(dir string) error { return syncDir(filepath.Clean(dir), true) }
+
+// SyncDirtyStart starts SyncDirIfDirty of each of dirs that has a change
+// to settle, at once and side by side, and returns a wait for them (the
+// first error). A caller fsyncing a file of its own meanwhile overlaps the
+// two: on the disks measured three fsyncs side by side took about 2/3 of
+// the time of three in turn. Nothing dirty starts nothing.
+func SyncDirtyStart(dirs ...string) (wait func() error) {
+	var errs []chan error
+	for _, d := range dirs {
+		d = filepath.Clean(d)
+		if !Dirty(d) {
+			continue
+		}
+		ch := make(chan error, 1)
+		errs = append(errs, ch)
+		go func() { ch <- syncDir(d, true) }()
 	}
-	return SyncDir(dir)
+	return func() error {
+		var first error
+		for _, ch := range errs {
+			if err := <-ch; err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}
 }
 
 // MkdirDeferred creates dir (and missing parents) like MkdirAll, but marks

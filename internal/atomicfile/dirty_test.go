@@ -1,8 +1,11 @@
 package atomicfile
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -55,5 +58,102 @@ func TestMkdirDeferredOverFile(t *testing.T) {
 	os.WriteFile(p, nil, 0o600)
 	if err := MkdirDeferred(p, 0o700); err == nil {
 		t.Fatal("no error for a file in the way")
+	}
+}
+
+// SyncDirtyStart fsyncs the dirty folders among those named, side by side,
+// and leaves clean ones alone.
+func TestSyncDirtyStart(t *testing.T) {
+	root := t.TempDir()
+	a, b, c := filepath.Join(root, "a"), filepath.Join(root, "b"), filepath.Join(root, "c")
+	for _, d := range []string{a, b, c} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	MarkDirty(a)
+	MarkDirty(b + "/") // the same folder however it is spelled
+	n := DirSyncs.Load()
+	if err := SyncDirtyStart(a, b, c)(); err != nil {
+		t.Fatal(err)
+	}
+	if got := DirSyncs.Load() - n; got != 2 {
+		t.Fatalf("two dirty folders and a clean one: %d folder fsyncs, want 2", got)
+	}
+	if Dirty(a) || Dirty(b) || Dirty(c) {
+		t.Fatal("a folder is still dirty after its fsync")
+	}
+	if err := SyncDirtyStart(a, b, c)(); err != nil {
+		t.Fatal(err)
+	}
+	if got := DirSyncs.Load() - n; got != 2 {
+		t.Fatalf("nothing dirty: %d more folder fsyncs", got-2)
+	}
+	// A folder that is gone reports its error, and stays dirty.
+	gone := filepath.Join(root, "gone")
+	MarkDirty(gone)
+	err := SyncDirtyStart(a, gone)()
+	if err == nil || !strings.Contains(err.Error(), gone) {
+		t.Fatalf("fsync of a missing folder: %v, want an error naming %s", err, gone)
+	}
+	if !Dirty(gone) {
+		t.Fatal("a failed fsync settled the mark")
+	}
+}
+
+// A SyncDirIfDirty joins an fsync of the same folder in flight when that
+// fsync covers its change, and shares its result; a change made after the
+// fsync began waits for a new one.
+func TestDirtySyncJoinsFlight(t *testing.T) {
+	dir := t.TempDir()
+	entered := make(chan string, 4)
+	release := make(chan error)
+	var calls atomic.Int32
+	fsyncDirHook = func(d string) error {
+		calls.Add(1)
+		entered <- d
+		return <-release
+	}
+	joins := make(chan struct{}, 4)
+	joinHook = func() { joins <- struct{}{} }
+	t.Cleanup(func() { fsyncDirHook, joinHook = fsyncDir, func() {} })
+
+	MarkDirty(dir)
+	first := make(chan error, 1)
+	go func() { first <- SyncDirIfDirty(dir) }()
+	<-entered
+	joined := make(chan error, 1)
+	go func() { joined <- SyncDirIfDirty(dir) }()
+	// The joiner must join, not start an fsync of its own.
+	select {
+	case <-joins:
+	case d := <-entered:
+		t.Fatalf("a second fsync of %s started for a change the one in flight covers", d)
+	}
+	MarkDirty(dir) // after the fsync in flight began: it does not cover this
+	later := make(chan error, 1)
+	go func() { later <- SyncDirIfDirty(dir) }()
+	select { // the later change gets its own fsync
+	case <-entered:
+	case <-joins:
+		t.Fatal("a change made after the fsync in flight began joined it")
+	}
+	boom := errors.New("disk gone")
+	release <- boom // the first fsync fails
+	if err := <-first; err != boom {
+		t.Fatalf("first: %v", err)
+	}
+	if err := <-joined; err != boom {
+		t.Fatalf("the joiner did not share the result of the fsync it joined: %v", err)
+	}
+	release <- nil
+	if err := <-later; err != nil {
+		t.Fatal(err)
+	}
+	if got := calls.Load(); got != 2 {
+		t.Fatalf("%d fsyncs, want 2", got)
+	}
+	if Dirty(dir) {
+		t.Fatal("still dirty after the later fsync succeeded")
 	}
 }

@@ -164,7 +164,10 @@ type Daemon struct {
 	// stewardOff is how far the steward events file has been read.
 	stewardOff int64
 	watched    map[string]bool
-	watcher    *fsnotify.Watcher
+	// placed holds the folders place made, until the watcher reports their
+	// creation: that event is the daemon's own and carries no news.
+	placed  map[string]time.Time
+	watcher *fsnotify.Watcher
 
 	lock *jobstore.Lock // the daemon lock of the jobs folder
 	key  *keyHolder
@@ -213,7 +216,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	d := &Daemon{opts: o, log: logger, store: store, metrics: metrics.New(reg, Version, Revision),
-		invalid: map[string]string{}, watched: map[string]bool{}, seen: map[string]time.Time{}, lock: lock, key: &keyHolder{}}
+		invalid: map[string]string{}, watched: map[string]bool{}, placed: map[string]time.Time{}, seen: map[string]time.Time{}, lock: lock, key: &keyHolder{}}
 	// The lock may be replaced (the folder recreated): release whichever is held.
 	defer func() { d.lock.Unlock() }()
 	d.key.k.Store(key)
@@ -401,14 +404,23 @@ func (d *Daemon) place(bare string, atStart bool) {
 		return
 	}
 	d.log.Info("placed manifest", "job_id", id, "from", filepath.Base(bare))
+	d.mu.Lock()
+	d.placed[id] = time.Now()
+	d.mu.Unlock()
 	d.watchJob(id)
-	d.consider(id, false)
+	if !d.consider(id, false) {
+		// No run's first history append will make the move durable.
+		if err := d.store.SettlePlaced(id); err != nil {
+			d.logErr(id, "PLACE", err)
+		}
+	}
 }
 
 // consider looks at one job after a change. From a watcher event, a
 // manifest that is not yet complete JSON is being written: wait for the
-// next write instead of reporting it.
-func (d *Daemon) consider(id string, fromEvent bool) {
+// next write instead of reporting it. It reports whether the job was
+// handed to the scheduler to run.
+func (d *Daemon) consider(id string, fromEvent bool) (runs bool) {
 	m, err := d.store.Load(id)
 	if err != nil {
 		if errors.Is(err, jobstore.ErrNotFound) {
@@ -419,19 +431,19 @@ func (d *Daemon) consider(id string, fromEvent bool) {
 					d.reportInvalid(id, err)
 				}
 			}
-			return
+			return false
 		}
 		if fromEvent {
 			if data, rerr := os.ReadFile(filepath.Join(d.store.JobDir(id), jobstore.ManifestFile)); rerr == nil && manifest.Incomplete(data) {
-				return
+				return false
 			}
 		}
 		d.reportInvalid(id, err)
-		return
+		return false
 	}
 	d.clearInvalid(id)
 	d.note(id, m)
-	d.sched.NudgeManifest(id, m)
+	return d.sched.NudgeManifest(id, m)
 }
 
 // note records what the daemon knows of a job it has just read: its status
@@ -619,6 +631,16 @@ func (d *Daemon) fileEvent(ev fsnotify.Event) {
 		}
 		switch {
 		case fi.IsDir():
+			d.mu.Lock()
+			at, ok := d.placed[base]
+			delete(d.placed, base)
+			// Bounded in time: an event lost to an overflow must not make
+			// a later folder of the same name pass unseen.
+			own := ok && ev.Op&fsnotify.Create != 0 && time.Since(at) < 5*time.Second
+			d.mu.Unlock()
+			if own {
+				return // place has looked at it
+			}
 			d.watchJob(base)
 			d.consider(base, true)
 		case fi.Mode().IsRegular() && strings.HasSuffix(base, ".json"):

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/logist/logist/internal/atomicfile"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -253,5 +254,33 @@ func TestOnceStopsOnSignal(t *testing.T) {
 	}
 	if s := status(dir, "slow"); s != "RUNNING" {
 		t.Errorf("status %s, want RUNNING (to be re-attempted at the next start)", s)
+	}
+}
+
+// A dropped manifest's move into its folder is made durable whatever
+// becomes of the job: by the first history append of one that runs, by
+// the daemon itself for one that does not (invalid, or a draft).
+func TestPlacementIsSettled(t *testing.T) {
+	dir := t.TempDir()
+	_, lb, _, _ := startDaemon(t, dir)
+	drops := map[string]string{
+		"runs":  quick,
+		"bad":   `{"task_description": "t"}`,
+		"draft": strings.Replace(quick, `{"task_description"`, `{"status": "DRAFT", "task_description"`, 1),
+	}
+	for id, body := range drops {
+		if err := os.WriteFile(filepath.Join(dir, id+".json"), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the runnable job to finish", func() bool { return status(dir, "runs") == "SUCCESS" })
+	waitFor(t, "the invalid manifest to be reported", func() bool {
+		return lb.has("msg", "invalid manifest", "job_id", "bad")
+	})
+	waitFor(t, "the draft to be placed", func() bool { return lb.has("msg", "placed manifest", "job_id", "draft") })
+	for id := range drops {
+		waitFor(t, id+"'s placement settled", func() bool {
+			return !atomicfile.Dirty(filepath.Join(dir, id)) && !atomicfile.Dirty(dir)
+		})
 	}
 }

@@ -1,6 +1,9 @@
 package history
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/logist/logist/internal/atomicfile"
@@ -35,5 +38,52 @@ func TestNewHistoryFolderSyncedBeforeFirstRecord(t *testing.T) {
 			t.Errorf("shared=%v: %d folder fsyncs for 3 appends to a new history, want %d", shared, got, want)
 		}
 		l.Close()
+	}
+}
+
+// A folder just made (a job placed in the jobs folder) is settled in its
+// parent by the first append, beside the record's own fsync; a folder
+// fsync that fails takes the records back out.
+func TestFirstAppendSettlesFolderInParent(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "job")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	atomicfile.MarkDirty(parent)
+	l, _, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	n := atomicfile.DirSyncs.Load()
+	if err := l.Append(&Record{Type: TypeError, Error: &ErrorInfo{Code: "X"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := atomicfile.DirSyncs.Load() - n; got != 2 {
+		t.Fatalf("first append: %d folder fsyncs, want 2 (the job folder and its parent)", got)
+	}
+	if atomicfile.Dirty(parent) || atomicfile.Dirty(dir) {
+		t.Fatal("a folder is still dirty after the first append")
+	}
+
+	// The job folder removed under an open history: the new file's entry
+	// cannot be made durable, so its record is not acknowledged.
+	dir2 := filepath.Join(parent, "job2")
+	os.Mkdir(dir2, 0o700)
+	l2, _, err := Open(dir2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if err := os.RemoveAll(dir2); err != nil {
+		t.Fatal(err)
+	}
+	err = l2.Append(&Record{Type: TypeError, Error: &ErrorInfo{Code: "X"}})
+	if err == nil || !strings.Contains(err.Error(), dir2) {
+		t.Fatalf("append with its folder gone: %v, want an error naming %s", err, dir2)
+	}
+	if l2.State().NextSeq != 0 || l2.Size() != 0 {
+		t.Fatalf("unacknowledged record kept: next seq %d, size %d", l2.State().NextSeq, l2.Size())
 	}
 }

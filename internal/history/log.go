@@ -400,10 +400,10 @@ func (l *Log) appendUnit(recs []*Record) error {
 		seq++
 	}
 	// Entries created in the job folder (this file, the workspace, the
-	// snapshots folder) are durable before any record that depends on them.
-	if err := atomicfile.SyncDirIfDirty(l.dir); err != nil {
-		return fmt.Errorf("append history: %w", err)
-	}
+	// snapshots folder) and the folder's own entry in its parent (a job
+	// just placed) are durable before the records that depend on them are
+	// acknowledged: their fsyncs run beside the file's own.
+	settled := atomicfile.SyncDirtyStart(l.dir, filepath.Dir(l.dir))
 	write := l.f.Write
 	if l.opts.Write != nil {
 		write = func(p []byte) (int, error) { return l.opts.Write(l.f, p) }
@@ -423,6 +423,11 @@ func (l *Log) appendUnit(recs []*Record) error {
 	if err := l.f.Sync(); err != nil {
 		_ = l.f.Truncate(l.size)
 		return fmt.Errorf("fsync history: %w", err)
+	}
+	if err := settled(); err != nil {
+		// Not acknowledged: the records go, as on a failed fsync.
+		_ = l.f.Truncate(l.size)
+		return fmt.Errorf("append history: %w", err)
 	}
 	if l.opts.Observe != nil {
 		l.opts.Observe(n, time.Since(syncStart))

@@ -549,7 +549,8 @@ var ErrIncomplete = errors.New("manifest is still being written")
 // names a valid one (even if the rest of the manifest is invalid, so the
 // job shows up under the name its author chose), else the file name. A file
 // that is not yet complete JSON is left alone (ErrIncomplete): its writer
-// is still at work and the next write event brings it back.
+// is still at work and the next write event brings it back. The move is
+// not yet durable when Place returns: see SettlePlaced.
 func (s *Store) Place(bare string) (string, error) {
 	f, err := os.Open(bare)
 	if err != nil {
@@ -592,11 +593,16 @@ func (s *Store) Place(bare string) (string, error) {
 		os.Remove(dir) // only if empty
 		return "", fmt.Errorf("place %s: %w", bare, err)
 	}
-	if err := atomicfile.SyncDir(dir); err != nil {
-		return "", err
-	}
-	if err := atomicfile.SyncDir(s.Dir); err != nil {
-		return "", err
-	}
+	// Not fsync'd here but marked: the job's first history append fsyncs
+	// both folders beside its own record (history.Log), and a job that
+	// will not run soon is settled by SettlePlaced.
+	atomicfile.MarkDirty(dir)
+	atomicfile.MarkDirty(s.Dir)
 	return id, nil
+}
+
+// SettlePlaced makes a placement durable (Place) where no history append
+// of the job will do it soon: the job is not runnable.
+func (s *Store) SettlePlaced(id string) error {
+	return atomicfile.SyncDirtyStart(s.JobDir(id), s.Dir)()
 }

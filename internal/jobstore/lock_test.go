@@ -2,6 +2,7 @@ package jobstore
 
 import (
 	"errors"
+	"github.com/logist/logist/internal/atomicfile"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -132,5 +133,34 @@ func TestWrittenHere(t *testing.T) {
 	}
 	if s.WrittenHere("j") {
 		t.Fatal("another writer's manifest taken for our own")
+	}
+}
+
+// Place leaves both folders it changed to be fsync'd later (by the job's
+// first history append, or SettlePlaced) instead of fsyncing them itself.
+func TestPlaceDefersFolderSyncs(t *testing.T) {
+	dir := t.TempDir()
+	s := New(dir)
+	bare := filepath.Join(dir, "p.json")
+	os.WriteFile(bare, []byte(`{"task_description": "t"}`), 0o600)
+	n := atomicfile.DirSyncs.Load()
+	id, err := s.Place(bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := atomicfile.DirSyncs.Load() - n; got != 0 {
+		t.Fatalf("Place made %d folder fsyncs, want 0", got)
+	}
+	if !atomicfile.Dirty(dir) || !atomicfile.Dirty(s.JobDir(id)) {
+		t.Fatal("Place did not mark the jobs folder and the job folder dirty")
+	}
+	if err := s.SettlePlaced(id); err != nil {
+		t.Fatal(err)
+	}
+	if got := atomicfile.DirSyncs.Load() - n; got != 2 {
+		t.Fatalf("SettlePlaced made %d folder fsyncs, want 2", got)
+	}
+	if atomicfile.Dirty(dir) || atomicfile.Dirty(s.JobDir(id)) {
+		t.Fatal("still dirty after SettlePlaced")
 	}
 }

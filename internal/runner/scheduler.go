@@ -72,29 +72,33 @@ func (s *Scheduler) Nudge(id string) {
 }
 
 // NudgeManifest is Nudge for a caller that has just loaded the manifest.
-func (s *Scheduler) NudgeManifest(id string, m *manifest.Manifest) { s.nudge(id, m, nil) }
+// It reports whether the job runs (started now, or already running).
+func (s *Scheduler) NudgeManifest(id string, m *manifest.Manifest) bool { return s.nudge(id, m, nil) }
 
-func (s *Scheduler) nudge(id string, m *manifest.Manifest, err error) {
+func (s *Scheduler) nudge(id string, m *manifest.Manifest, err error) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return
+		return false
 	}
 	if r, ok := s.active[id]; ok {
 		r.again = true
 		if err == nil && !m.Status.Active() {
 			r.cancel(ErrHalted)
+			return false
 		}
-		return
+		return true
 	}
 	if err != nil || !m.Status.Active() || m.Schedule != nil { // templates never run themselves
-		return
+		return false
 	}
-	s.start(id)
+	s.start(id, m)
+	return true
 }
 
-// start launches a run; s.mu is held.
-func (s *Scheduler) start(id string) {
+// start launches a run of job id, whose manifest was just read as m; s.mu
+// is held.
+func (s *Scheduler) start(id string, m *manifest.Manifest) {
 	ctx, cancel := context.WithCancelCause(s.baseCtx)
 	r := &run{cancel: cancel}
 	s.active[id] = r
@@ -108,7 +112,8 @@ func (s *Scheduler) start(id string) {
 			case <-ctx.Done():
 				return
 			}
-			err := s.runOnce(ctx, id)
+			err := s.runOnce(ctx, id, m)
+			m = nil // read again for a later attempt
 			<-s.sem
 			if err == nil {
 				return
@@ -142,9 +147,13 @@ func (s *Scheduler) start(id string) {
 	}()
 }
 
-// runOnce runs the job once, unless its history has gone missing.
-func (s *Scheduler) runOnce(ctx context.Context, id string) error {
-	if m, err := s.Engine.Env.Store.Load(id); err == nil {
+// runOnce runs the job once, unless its history has gone missing. m is
+// the manifest as just read, if the caller has it.
+func (s *Scheduler) runOnce(ctx context.Context, id string, m *manifest.Manifest) error {
+	if m == nil {
+		m, _ = s.Engine.Env.Store.Load(id)
+	}
+	if m != nil {
 		if err := historyGone(s.Engine.Env.Store.JobDir(id), m); err != nil {
 			return err
 		}
