@@ -77,6 +77,18 @@ func schema(name string) (*jsonschema.Schema, error) {
 	return s, nil
 }
 
+// Warm compiles the named schemas now, so that the first document checked
+// against each does not wait for its compilation (the daemon: the first
+// manifest dropped, the first answer).
+func Warm(names ...string) error {
+	for _, n := range names {
+		if _, err := schema(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // CompileAll compiles every embedded schema (tests: each must compile).
 func CompileAll() error {
 	entries, err := files.ReadDir(".")

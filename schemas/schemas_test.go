@@ -188,3 +188,20 @@ func TestManifestSchemaMinimal(t *testing.T) {
 		t.Errorf("empty script: %v", err)
 	}
 }
+
+// Warm compiles the schemas it is given, and names one it does not know.
+func TestWarm(t *testing.T) {
+	if err := Warm(Manifest, Response); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	_, m := compiled[Manifest]
+	_, r := compiled[Response]
+	mu.Unlock()
+	if !m || !r {
+		t.Fatalf("after Warm: manifest compiled %v, response compiled %v", m, r)
+	}
+	if err := Warm("no-such-schema.json"); err == nil || !strings.Contains(err.Error(), "no-such-schema.json") {
+		t.Fatalf("Warm of an unknown schema: %v", err)
+	}
+}

@@ -87,3 +87,18 @@ func TestFirstAppendSettlesFolderInParent(t *testing.T) {
 		t.Fatalf("unacknowledged record kept: next seq %d, size %d", l2.State().NextSeq, l2.Size())
 	}
 }
+
+type countingSigner struct{ n int }
+
+func (c *countingSigner) ID() string             { return "k" }
+func (c *countingSigner) Sign(msg []byte) []byte { c.n++; return msg }
+
+// Warm signs throwaway records with the signer it is given (its first use
+// happens there, not in a job's first commit).
+func TestWarmUsesSigner(t *testing.T) {
+	s := &countingSigner{}
+	Warm(s)
+	if s.n == 0 {
+		t.Fatal("Warm did not use the signer")
+	}
+}

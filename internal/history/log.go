@@ -450,6 +450,20 @@ func (l *Log) appendUnit(recs []*Record) error {
 
 // encodeLine renders the envelope by hand so the hashed bytes are exactly
 // the bytes stored.
+// Warm encodes and signs a throwaway record of each kind the engine writes
+// at a job's start, so that the first real one does not pay for building
+// the JSON encoders of these types and the signer's first use.
+func Warm(signer Signer) {
+	n := 0
+	for _, rec := range []*Record{
+		{Type: TypeIntent, Interaction: &n, Request: &Request{Metadata: map[string]any{"attempt": 1}}},
+		{Type: TypeResponse, Interaction: &n, Response: &Response{}},
+		{Type: TypeRecoveryPoint, RecoveryPoint: &RecoveryPoint{}, Commit: &Commit{}},
+	} {
+		encodeLine(rec, signer)
+	}
+}
+
 func encodeLine(rec *Record, signer Signer) (line []byte, hash string, err error) {
 	body, err := json.Marshal(rec)
 	if err != nil {

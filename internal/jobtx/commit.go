@@ -248,6 +248,14 @@ var deflaters = sync.Pool{New: func() any {
 	return w
 }}
 
+// Warm does once what the first commit would otherwise do for the first
+// time in the middle of a job's pickup: a deflate writer's tables, and the
+// encoding of history records.
+func Warm(signer history.Signer) {
+	packManifest([]byte(`{"job_id":"warm"}`))
+	history.Warm(signer)
+}
+
 func packManifest(compact []byte) string {
 	var b bytes.Buffer
 	w := deflaters.Get().(*flate.Writer)
