@@ -152,7 +152,15 @@ func (h *harness) raw(name string, xs ...float64) { h.rep.Raw[name] = append(h.r
 func (h *harness) note(format string, a ...any) {
 	h.rep.Notes = append(h.rep.Notes, fmt.Sprintf(format, a...))
 }
-func (h *harness) dir(name string) (string, error) { return os.MkdirTemp(h.tmp, name+"-") }
+// dir makes a scenario's folder. It first flushes what is waiting to be
+// written back (the bench agent's build, the previous scenario's files and
+// their removal): left to the kernel's writeback, those writes land in the
+// middle of the measured run, 30 s after they were made, and queue the
+// fsyncs being measured behind them.
+func (h *harness) dir(name string) (string, error) {
+	syscall.Sync()
+	return os.MkdirTemp(h.tmp, name+"-")
+}
 
 // setup finds the binaries (building them with make build when missing)
 // and builds the bench agent.
