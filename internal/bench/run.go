@@ -152,6 +152,7 @@ func (h *harness) raw(name string, xs ...float64) { h.rep.Raw[name] = append(h.r
 func (h *harness) note(format string, a ...any) {
 	h.rep.Notes = append(h.rep.Notes, fmt.Sprintf(format, a...))
 }
+
 // dir makes a scenario's folder. It first flushes what is waiting to be
 // written back (the bench agent's build, the previous scenario's files and
 // their removal): left to the kernel's writeback, those writes land in the
