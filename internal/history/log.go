@@ -157,8 +157,12 @@ func OpenWith(dir string, opts Options) (*Log, *TornTail, error) {
 	}
 	if errors.Is(statErr, os.ErrNotExist) {
 		// The new file's entry is made durable before the first record is
-		// (Append), in one folder fsync with the job's other new entries.
+		// (Append), in one folder fsync with the job's other new entries;
+		// so is the folder's own entry in its parent, which whoever made
+		// the folder may not have fsync'd yet (a placement, or a process
+		// that died before its first record).
 		atomicfile.MarkDirty(dir)
+		atomicfile.MarkDirty(filepath.Dir(dir))
 	}
 	l.f = f
 	torn, err := l.scan(0, true)
