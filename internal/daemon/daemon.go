@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/logist/logist/schemas"
 	"io"
 	"log/slog"
 	"net"
@@ -39,6 +38,7 @@ import (
 	"github.com/logist/logist/internal/schedule"
 	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/steward"
+	"github.com/logist/logist/schemas"
 )
 
 // Set at build time (-ldflags -X).

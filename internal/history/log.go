@@ -452,8 +452,6 @@ func (l *Log) appendUnit(recs []*Record) error {
 	return nil
 }
 
-// encodeLine renders the envelope by hand so the hashed bytes are exactly
-// the bytes stored.
 // Warm encodes and signs a throwaway record of each kind the engine writes
 // at a job's start, so that the first real one does not pay for building
 // the JSON encoders of these types and the signer's first use.
@@ -468,6 +466,8 @@ func Warm(signer Signer) {
 	}
 }
 
+// encodeLine renders the envelope by hand so the hashed bytes are exactly
+// the bytes stored.
 func encodeLine(rec *Record, signer Signer) (line []byte, hash string, err error) {
 	body, err := json.Marshal(rec)
 	if err != nil {

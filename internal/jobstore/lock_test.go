@@ -2,7 +2,6 @@ package jobstore
 
 import (
 	"errors"
-	"github.com/logist/logist/internal/atomicfile"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/logist/logist/internal/atomicfile"
 )
 
 // holdLock takes the daemon lock file's flock through a descriptor of its
