@@ -57,7 +57,7 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 		argv[i] = repl.Replace(a)
 	}
 	spec := ProcSpec{Argv: argv, Dir: req.Workspace, Env: c.env(req, reqFile, ansFile), Limit: c.Cfg.MaxOutputBytes,
-		PidFile: filepath.Join(reqDir, fmt.Sprintf("%06d.pid", req.Interaction))}
+		PidLog: filepath.Join(reqDir, PidLog), Interaction: req.Interaction}
 	if c.Cfg.Stdin == "request" {
 		spec.Stdin = body
 	}
@@ -115,18 +115,34 @@ func (c *Command) env(req *Request, reqFile, ansFile string) []string {
 	return env
 }
 
-// writePidFile records an agent's process group and its start time (to
-// tell it from a later process that reuses the pid).
-func writePidFile(p string, pid int) {
+// PidLog is the file in a job's requests/ folder that records, one line
+// "INTERACTION PGID START" per agent started, the process group of each
+// call and its start time (to tell it from a later process that reuses the
+// pid). It is appended to and never rewritten: a file created and removed
+// per call would cost two directory changes per call, and on ext4 without
+// a journal every removed inode makes the next creations in its group scan
+// past it for five minutes.
+const PidLog = "agent-pids"
+
+// recordPid appends the call's line to the job's pid log.
+func recordPid(p string, interaction, pid int) {
 	st, ok := procStart(pid)
 	if !ok {
 		return
 	}
-	regfile.WriteFile(p, []byte(fmt.Sprintf("%d %s\n", pid, st)), 0o600)
+	f, err := regfile.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return
+	}
+	// The leading newline ends a line a power cut may have left unended,
+	// so that it cannot swallow this one.
+	f.Write([]byte(fmt.Sprintf("\n%d %d %s\n", interaction, pid, st)))
+	f.Close()
 }
 
-// procStart is the start time of a process in clock ticks since boot
-// (field 22 of /proc/PID/stat).
+// procStart is the start time of a running process in clock ticks since
+// boot (field 22 of /proc/PID/stat); false for one that has exited (a
+// zombie not yet reaped included).
 func procStart(pid int) (string, bool) {
 	b, err := regfile.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -138,7 +154,7 @@ func procStart(pid int) (string, bool) {
 		return "", false
 	}
 	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
 		return "", false
 	}
 	return f[19], true
@@ -149,21 +165,25 @@ func procStart(pid int) (string, bool) {
 // its agent running, and the re-attempt must not run beside it. It
 // reports whether it killed anything.
 func KillOrphan(jobDir string, n int) bool {
-	p := filepath.Join(jobDir, "requests", fmt.Sprintf("%06d.pid", n))
-	b, err := os.ReadFile(p)
+	b, err := os.ReadFile(filepath.Join(jobDir, "requests", PidLog))
 	if err != nil {
 		return false
 	}
-	defer os.Remove(p)
-	var pid int
-	var start string
-	if _, err := fmt.Sscanf(string(b), "%d %s", &pid, &start); err != nil || pid <= 1 {
-		return false
+	killed := false
+	for _, line := range strings.Split(string(b), "\n") {
+		var in, pid int
+		var start string
+		if _, err := fmt.Sscanf(line, "%d %d %s", &in, &pid, &start); err != nil || in != n || pid <= 1 {
+			continue // another call's, or a line a crash cut short
+		}
+		if cur, ok := procStart(pid); !ok || cur != start {
+			continue // gone, or the pid now belongs to someone else
+		}
+		if syscall.Kill(-pid, syscall.SIGKILL) == nil {
+			killed = true
+		}
 	}
-	if cur, ok := procStart(pid); !ok || cur != start {
-		return false // gone, or the pid now belongs to someone else
-	}
-	return syscall.Kill(-pid, syscall.SIGKILL) == nil
+	return killed
 }
 
 func readCapped(p string, limit int64) ([]byte, error) {

@@ -70,8 +70,17 @@ func TestLingeringChildIsKilled(t *testing.T) {
 	var pid int
 	fmt.Sscan(string(b), &pid)
 	waitGone(t, pid)
-	if _, err := os.Stat(filepath.Join(req.JobDir, "requests", "000001.pid")); !os.IsNotExist(err) {
-		t.Error("pid file left after the call")
+	// The call's line stays in the pid log, naming a process that is gone.
+	b, err = os.ReadFile(filepath.Join(req.JobDir, "requests", PidLog))
+	var in, agentPid int
+	if _, serr := fmt.Sscanf(strings.TrimSpace(string(b)), "%d %d", &in, &agentPid); err != nil || serr != nil || in != 1 {
+		t.Fatalf("pid log %q (%v): want a line for interaction 1", b, err)
+	}
+	if _, ok := procStart(agentPid); ok {
+		t.Errorf("agent %d still runs after the call", agentPid)
+	}
+	if KillOrphan(req.JobDir, 1) {
+		t.Error("KillOrphan killed something after the call had ended")
 	}
 }
 
@@ -89,7 +98,8 @@ func waitGone(t *testing.T, pid int) {
 }
 
 // An agent left running by a killed daemon is killed before its call is
-// re-attempted; a recycled pid is left alone.
+// re-attempted; a recycled pid, another call's line and a torn line are
+// left alone.
 func TestKillOrphan(t *testing.T) {
 	req := request(t, 7)
 	os.MkdirAll(filepath.Join(req.JobDir, "requests"), 0o700)
@@ -100,22 +110,25 @@ func TestKillOrphan(t *testing.T) {
 	}
 	defer cmd.Process.Kill()
 	go cmd.Wait()
-	pidFile := filepath.Join(req.JobDir, "requests", "000007.pid")
+	pid := cmd.Process.Pid
+	log := filepath.Join(req.JobDir, "requests", PidLog)
 
-	// Wrong start time: someone else's process now has that pid.
-	os.WriteFile(pidFile, []byte(fmt.Sprintf("%d 1\n", cmd.Process.Pid)), 0o600)
+	// Wrong start time: someone else's process now has that pid. Another
+	// interaction's line, and a line a crash cut short, name it too.
+	os.WriteFile(log, []byte(fmt.Sprintf("7 %d 1\n6 %d", pid, pid)), 0o600)
+	recordPid(log, 8, pid)
 	if KillOrphan(req.JobDir, 7) {
 		t.Fatal("killed a process whose start time does not match")
 	}
-	if _, ok := procStart(cmd.Process.Pid); !ok {
+	if _, ok := procStart(pid); !ok {
 		t.Fatal("process gone")
 	}
-	writePidFile(pidFile, cmd.Process.Pid)
+	recordPid(log, 7, pid)
 	if !KillOrphan(req.JobDir, 7) {
 		t.Fatal("orphan not killed")
 	}
-	waitGone(t, cmd.Process.Pid)
+	waitGone(t, pid)
 	if KillOrphan(req.JobDir, 7) {
-		t.Error("pid file not consumed")
+		t.Error("a process already killed was reported killed again")
 	}
 }

@@ -205,7 +205,7 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 	}
 	argv := append(append(append([]string{path}, inv.Args...), c.Cfg.Args...), inv.TailArgs...)
 	spec := ProcSpec{Argv: argv, Dir: req.Workspace, Env: c.env(req, inv, get), Limit: c.Cfg.MaxOutputBytes,
-		PidFile: filepath.Join(reqDir, fmt.Sprintf("%06d.pid", req.Interaction))}
+		PidLog: filepath.Join(reqDir, PidLog), Interaction: req.Interaction}
 	pr, err := RunProcess(ctx, spec)
 	if err != nil {
 		return nil, err

@@ -23,8 +23,10 @@ type ProcSpec struct {
 	Stdin []byte
 	// Limit caps each of stdout and stderr (DefaultMaxOutput if 0).
 	Limit int64
-	// PidFile, if set, records the process group while it runs.
-	PidFile string
+	// PidLog, if set, gets a line recording the process group of the call
+	// Interaction (KillOrphan).
+	PidLog      string
+	Interaction int
 }
 
 func (s ProcSpec) limit() int64 {
@@ -90,9 +92,8 @@ func RunProcess(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 	pgid := cmd.Process.Pid
 	// Remember the group, so that a daemon restarted after a crash can stop
 	// an agent its predecessor left running (KillOrphan).
-	if spec.PidFile != "" {
-		writePidFile(spec.PidFile, pgid)
-		defer os.Remove(spec.PidFile)
+	if spec.PidLog != "" {
+		recordPid(spec.PidLog, spec.Interaction, pgid)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
