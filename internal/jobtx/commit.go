@@ -51,7 +51,7 @@ type queued struct {
 }
 
 func (t *Tx) manifestChanged() bool {
-	b, err := t.M.Encode()
+	b, err := json.Marshal(t.M)
 	return err != nil || !bytes.Equal(b, t.saved)
 }
 
@@ -140,8 +140,11 @@ func (t *Tx) commit() error {
 		t.LogError("MANIFEST_WRITE", "SYSTEM", 0, err.Error())
 		return fmt.Errorf("save manifest: %w", err)
 	}
-	t.saved, t.base = b, sum
+	t.saved, t.base = compact, sum
 	t.remember(b)
+	if t.keep != nil {
+		t.keep.m, t.keep.compact = t.M.Clone(), compact
+	}
 	t.baseStatus, t.baseTemplate = t.M.Status, t.M.Schedule != nil
 	return nil
 }

@@ -2,6 +2,7 @@ package jobtx
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -519,4 +520,64 @@ func TestKeptManifestSeesChangesFromOutside(t *testing.T) {
 		t.Errorf("kept manifest hid a hand edit: %q", tx.M.TaskDescription)
 	}
 	tx.Close()
+}
+
+// A Begin that starts from the manifest the previous transaction left gets
+// the same manifest a fresh decode of the file gives, and never one a
+// transaction changed without committing.
+func TestKeptManifestIsTheFilesAndPristine(t *testing.T) {
+	f := newFixture(t)
+	var keep Kept
+	defer keep.Close()
+	fresh := func() []byte {
+		t.Helper()
+		other := f.begin(t)
+		defer other.Close()
+		b, err := json.Marshal(other.M)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for i := range 3 {
+		want := fresh() // before Begin: the job's lock is not shared
+		tx, err := Begin(f.env, "j", &keep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := json.Marshal(tx.M); !bytes.Equal(got, want) {
+			t.Fatalf("step %d: kept manifest\n%s\nfile decodes to\n%s", i, got, want)
+		}
+		// Committed: the next Begin must see it.
+		tx.M.Run.Guidance = fmt.Sprintf("step %d", i)
+		tx.M.History = append(tx.M.History, manifest.AuditEntry{Role: "Steward", Action: "NOTE", Note: tx.M.Run.Guidance})
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		// Changed after the commit and dropped: the next Begin must not.
+		tx.M.Run.Guidance = "never committed"
+		tx.M.History[0].Note = "never committed"
+		tx.M.Agents["worker"].Script[0].Summary = "never committed"
+		tx.Close()
+	}
+	// Changed and never committed at all.
+	tx, err := Begin(f.env, "j", &keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx.M.Run.Guidance = "never committed"
+	tx.M.Agents["worker"].Script[0].Summary = "never committed"
+	tx.Close()
+	tx, err = Begin(f.env, "j", &keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	if g := tx.M.Run.Guidance; g != "step 2" || len(tx.M.History) != 3 || tx.M.History[0].Note != "step 0" ||
+		tx.M.Agents["worker"].Script[0].Summary != "done" {
+		t.Errorf("kept manifest: guidance %q, history %+v, worker script %+v", g, tx.M.History, tx.M.Agents["worker"].Script)
+	}
+	if tx.manifestChanged() {
+		t.Error("a manifest just begun counts as changed")
+	}
 }

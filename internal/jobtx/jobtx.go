@@ -8,6 +8,7 @@ package jobtx
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -80,7 +81,8 @@ type Tx struct {
 	changed bool
 	redact  *secrets.Redactor
 	seal    *secrets.Cipher
-	// saved is the manifest as on disk. Once M differs from it, appended
+	// saved is the manifest as on disk, encoded compact (json.Marshal).
+	// Once M differs from it, appended
 	// records wait in queue for Commit, which writes them and the manifest
 	// as one unit a crash cannot split (commit.go).
 	saved []byte
@@ -104,9 +106,12 @@ type Kept struct {
 	lock *jobstore.Lock
 	// raw is the manifest as the last transaction left it, and logSize
 	// the history's size then: while nobody else wrote either, the next
-	// Begin need not read the file again.
+	// Begin need not read the file again. m is what raw decodes to (never
+	// handed out: each Begin gets a clone) and compact its encoding.
 	raw     []byte
 	logSize int64
+	m       *manifest.Manifest
+	compact []byte
 }
 
 // Close closes what k keeps.
@@ -170,10 +175,22 @@ func Begin(env *Env, id string, keep *Kept) (*Tx, error) {
 		// the history says no other transaction came between.
 		raw = keep.raw
 	}
+	kept := raw
 	raw, err = t.restoreManifest(raw)
 	var m *manifest.Manifest
-	if err == nil {
-		m, err = env.Store.Parse(id, raw)
+	switch {
+	case err != nil:
+	case kept != nil && sameArray(raw, kept):
+		// The file is as the last transaction left it: start from a copy
+		// of the manifest it decoded to, not from a new decode.
+		m, t.saved = keep.m.Clone(), keep.compact
+	default:
+		if m, err = env.Store.Parse(id, raw); err == nil {
+			t.saved, err = json.Marshal(m)
+		}
+		if err == nil && keep != nil {
+			keep.m, keep.compact = m.Clone(), t.saved
+		}
 	}
 	if err != nil {
 		t.Close()
@@ -197,11 +214,13 @@ func Begin(env *Env, id string, keep *Kept) (*Tx, error) {
 		}
 		t.seal = c
 	}
-	if t.saved, err = m.Encode(); err != nil {
-		t.Close()
-		return nil, err
-	}
 	return t, nil
+}
+
+// sameArray says whether a and b are the same bytes in memory, not merely
+// equal ones.
+func sameArray(a, b []byte) bool {
+	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
 }
 
 // dropLock releases and closes the lock of a Begin that failed; a keep
