@@ -58,6 +58,7 @@ type harness struct {
 	logistd string
 	logist  string
 	agent   string
+	floor   string // benchfloor: scenario 1's floor
 	tmp     string
 	log     io.Writer
 	rep     *Report
@@ -177,9 +178,9 @@ func (h *harness) setup() error {
 			return fmt.Errorf("make build: %v\n%s", err, out)
 		}
 	}
-	h.agent = filepath.Join(h.tmp, "benchagent")
-	if out, err := run(h.repo, "go", "build", "-o", h.agent, "./internal/bench/benchagent"); err != nil {
-		return fmt.Errorf("build bench agent: %v\n%s", err, out)
+	h.agent, h.floor = filepath.Join(h.tmp, "benchagent"), filepath.Join(h.tmp, "benchfloor")
+	if out, err := run(h.repo, "go", "build", "-o", h.tmp, "./internal/bench/benchagent", "./internal/bench/benchfloor"); err != nil {
+		return fmt.Errorf("build bench agent and floor: %v\n%s", err, out)
 	}
 	return nil
 }

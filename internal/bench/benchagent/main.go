@@ -3,9 +3,11 @@
 // write) to the file named by its first argument ("-": none); then it
 // answers one valid JSON object on stdout. HOLDMS, if given, keeps it
 // running that long after the stamp, so that the harness can read the
-// daemon's counters while the daemon waits for it.
+// daemon's counters while the daemon waits for it. UNTIL, if given, makes a
+// supervisor answer RETRY while the call's interaction number
+// ($LOGIST_INTERACTION) is below it: one job then makes UNTIL calls.
 //
-//	benchagent STAMPFILE LABEL [ROLE [HOLDMS]]
+//	benchagent STAMPFILE LABEL [ROLE [HOLDMS [UNTIL]]]
 package main
 
 import (
@@ -32,5 +34,12 @@ func main() {
 			time.Sleep(time.Duration(ms) * time.Millisecond)
 		}
 	}
-	os.Stdout.WriteString(`{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"ok"}` + "\n")
+	action := "COMPLETED"
+	if len(os.Args) > 5 && os.Args[3] == "supervisor" {
+		until, _ := strconv.Atoi(os.Args[5])
+		if n, _ := strconv.Atoi(os.Getenv("LOGIST_INTERACTION")); n < until {
+			action = "RETRY"
+		}
+	}
+	os.Stdout.WriteString(`{"action":"` + action + `","evidence_files":[],"summary_for_supervisor":"ok"}` + "\n")
 }
