@@ -31,6 +31,9 @@ type Request struct {
 	// CallIndex is how many answers this role has given before (the
 	// scripted agent's cursor).
 	CallIndex int `json:"-"`
+	// FileWritten says the request file (RequestFile) already holds this
+	// request: the engine wrote it while the intent was being made durable.
+	FileWritten bool `json:"-"`
 }
 
 // Result is one call's raw outcome. Streaming providers fill it only when

@@ -39,14 +39,16 @@ type Command struct {
 // stdout or from the answer file.
 func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	reqDir := filepath.Join(req.JobDir, "requests")
-	if err := os.MkdirAll(reqDir, 0o700); err != nil {
-		return nil, &Error{Code: CodeStart, Msg: err.Error()}
-	}
-	reqFile := filepath.Join(reqDir, fmt.Sprintf("%06d.json", req.Interaction))
+	reqFile := RequestFile(req.JobDir, req.Interaction)
 	ansFile := filepath.Join(reqDir, fmt.Sprintf("%06d.answer.json", req.Interaction))
-	body, _ := json.MarshalIndent(req, "", "  ")
-	if err := regfile.WriteFile(reqFile, body, 0o600); err != nil {
-		return nil, &Error{Code: CodeStart, Msg: err.Error()}
+	var body []byte
+	if !req.FileWritten || c.Cfg.Stdin == "request" {
+		body = RequestBody(req)
+	}
+	if !req.FileWritten {
+		if err := WriteRequest(req.JobDir, req.Interaction, body); err != nil {
+			return nil, &Error{Code: CodeStart, Msg: err.Error()}
+		}
 	}
 	os.Remove(ansFile)
 
@@ -113,6 +115,28 @@ func (c *Command) env(req *Request, reqFile, ansFile string) []string {
 	add("LOGIST_ANSWER_FILE", ansFile)
 	add("LOGIST_INTERACTION", strconv.Itoa(req.Interaction))
 	return env
+}
+
+// RequestFile is where the command provider puts the request of call n of
+// the job in jobDir for its agent to read.
+func RequestFile(jobDir string, n int) string {
+	return filepath.Join(jobDir, "requests", fmt.Sprintf("%06d.json", n))
+}
+
+// RequestBody is the request as its file holds it.
+func RequestBody(req *Request) []byte {
+	body, _ := json.MarshalIndent(req, "", "  ")
+	return body
+}
+
+// WriteRequest writes body to the request file of call n, making the
+// folder if needed. The file is not fsync'd: the history's intent is the
+// durable copy, and a re-attempt writes the file again.
+func WriteRequest(jobDir string, n int, body []byte) error {
+	if err := os.MkdirAll(filepath.Join(jobDir, "requests"), 0o700); err != nil {
+		return err
+	}
+	return regfile.WriteFile(RequestFile(jobDir, n), body, 0o600)
 }
 
 // PidLog is the file in a job's requests/ folder that records, one line

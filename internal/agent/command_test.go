@@ -132,3 +132,27 @@ func TestKillOrphan(t *testing.T) {
 		t.Error("a process already killed was reported killed again")
 	}
 }
+
+// The agent reads its request from the file; one the engine already wrote
+// (FileWritten) is used as it is, and one it did not is written by Call.
+func TestRequestFileWrittenOnce(t *testing.T) {
+	c := &Command{Cfg: manifest.Command{Argv: []string{"sh", "-c", `cat "$1"`, "agent", "{request_file}"}}}
+	req := request(t, 3)
+	req.Prompt = "from Call"
+	res, err := c.Call(context.Background(), req)
+	if err != nil || !strings.Contains(string(res.Raw), `"prompt": "from Call"`) {
+		t.Fatalf("request file the agent read: %q, err %v", res.Raw, err)
+	}
+	req.Prompt = "changed after the file was written"
+	if err := WriteRequest(req.JobDir, req.Interaction, []byte(`{"prompt": "prewritten"}`)); err != nil {
+		t.Fatal(err)
+	}
+	req.FileWritten = true
+	res, err = c.Call(context.Background(), req)
+	if err != nil || string(res.Raw) != `{"prompt": "prewritten"}` {
+		t.Fatalf("request file the agent read: %q, err %v; want the prewritten one", res.Raw, err)
+	}
+	if RequestFile(req.JobDir, 3) != filepath.Join(req.JobDir, "requests", "000003.json") {
+		t.Errorf("RequestFile = %s", RequestFile(req.JobDir, 3))
+	}
+}

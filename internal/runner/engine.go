@@ -471,9 +471,22 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		return nil, done, err
 	}
 	n := c.interaction
+	// A command agent's request file is written while the intent's fsync
+	// runs: neither needs the other, and the agent starts after both.
+	var written chan error
+	if cfg := m.Agents[ph.Role]; c.work == nil && cfg.Provider == "command" && cfg.Command != nil && cfg.Command.Preset == "" {
+		body := agent.RequestBody(c.req)
+		written = make(chan error, 1)
+		go func() { written <- agent.WriteRequest(tx.Dir, n, body) }()
+	}
 	// With the start still uncommitted, the intent joins its unit.
-	if err := tx.CommitWithIntent(&history.Record{Type: history.TypeIntent, Interaction: &n, Phase: phase, Role: ph.Role,
-		Attempt: c.attempt, StateBefore: string(m.Status), Request: c.hreq}); err != nil {
+	err = tx.CommitWithIntent(&history.Record{Type: history.TypeIntent, Interaction: &n, Phase: phase, Role: ph.Role,
+		Attempt: c.attempt, StateBefore: string(m.Status), Request: c.hreq})
+	if written != nil {
+		// On failure the provider writes it again and reports why.
+		c.req.FileWritten = <-written == nil
+	}
+	if err != nil {
 		return nil, done, err
 	}
 	return c, stepResult{}, nil

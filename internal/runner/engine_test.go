@@ -929,3 +929,47 @@ func TestSupervisorRetryLoopIsBounded(t *testing.T) {
 		t.Errorf("after resume: %s/%s with %d calls, want RETRY_LIMIT again after 5 more", m.Status, m.Run.ErrorCode, m.Metrics.AgentCalls)
 	}
 }
+
+// A command agent's request file is written while the intent is being
+// made durable, before the agent starts, and holds the request the
+// history records.
+func TestRequestFileWrittenBesideTheIntent(t *testing.T) {
+	f := newFixture(t)
+	var written []bool
+	f.Engine.NewProvider = func(cfg manifest.AgentConfig) (agent.Provider, error) {
+		p, err := agent.New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return providerFunc(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+			if cfg.Provider == "command" {
+				written = append(written, req.FileWritten)
+			}
+			return p.Call(ctx, req)
+		}), nil
+	}
+	answer := `{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"ok"}`
+	f.writeJob("j", job(command(0, "sh", "-c", `cp "$1" seen.json && echo "$2"`, "agent", "{request_file}", answer), okSupervisor()))
+	f.run("j")
+	if m := f.load("j"); m.Status != lifecycle.Success {
+		t.Fatalf("status %s (%s)", m.Status, m.Run.Reason)
+	}
+	if len(written) != 1 || !written[0] {
+		t.Fatalf("FileWritten per call = %v, want [true]", written)
+	}
+	seen, err := os.ReadFile(filepath.Join(f.Dir, "j", "workspace", "seen.json"))
+	if err != nil {
+		t.Fatalf("the agent did not find its request file: %v", err)
+	}
+	var got agent.Request
+	if err := json.Unmarshal(seen, &got); err != nil {
+		t.Fatalf("request file %q: %v", seen, err)
+	}
+	intents := ofType(f.records("j"), history.TypeIntent)
+	if len(intents) == 0 || intents[0].Request == nil {
+		t.Fatal("no intent recorded")
+	}
+	if got.JobID != "j" || got.Role != "worker" || got.Prompt == "" || got.Prompt != intents[0].Request.Prompt {
+		t.Errorf("request file: job %q role %q prompt %q; intent's prompt %q", got.JobID, got.Role, got.Prompt, intents[0].Request.Prompt)
+	}
+}
