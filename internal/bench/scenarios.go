@@ -121,48 +121,50 @@ func (h *harness) pickup() error {
 	}
 	defer d.stop()
 	var lat, latBase, latFloor []float64
-	for i := 0; i < h.sz.PickupDrops; i++ {
-		if stopBase != nil {
-			id := fmt.Sprintf("b-%05d", i)
-			src := filepath.Join(staging, id+".json")
-			os.WriteFile(src, []byte("{}"), 0o600)
-			t0 := time.Now()
-			if err := os.Rename(src, filepath.Join(base, id+".json")); err != nil {
-				return err
+	// drop renames a manifest into a contender's folder and returns the ms
+	// until the agent's own first timestamp.
+	drop := func(dir, id, stamps string, body []byte) (float64, error) {
+		src := filepath.Join(staging, id+".json")
+		os.WriteFile(src, body, 0o600)
+		t0 := time.Now()
+		if err := os.Rename(src, filepath.Join(dir, id+".json")); err != nil {
+			return 0, err
+		}
+		ts, err := waitStamp(stamps, id+" worker", 10*time.Second)
+		return float64(ts-t0.UnixNano()) / 1e6, err
+	}
+	contenders := []func(i int) error{
+		func(i int) error {
+			if stopBase == nil {
+				return nil
 			}
-			ts, err := waitStamp(stampsB, id+" worker", 10*time.Second)
+			l, err := drop(base, fmt.Sprintf("b-%05d", i), stampsB, []byte("{}"))
+			latBase = append(latBase, l)
+			return err
+		},
+		func(i int) error {
+			id := fmt.Sprintf("fl-%05d", i)
+			l, err := drop(floorDir, id, stampsF, h.cmdManifest(id, stampsF))
+			latFloor = append(latFloor, l)
+			return err
+		},
+		func(i int) error {
+			id := fmt.Sprintf("p-%05d", i)
+			l, err := drop(jobs, id, stampsL, h.cmdManifest(id, stampsL))
+			lat = append(lat, l)
 			if err != nil {
 				return err
 			}
-			latBase = append(latBase, float64(ts-t0.UnixNano())/1e6)
-		}
-		fid := fmt.Sprintf("fl-%05d", i)
-		fsrc := filepath.Join(staging, fid+".json")
-		os.WriteFile(fsrc, h.cmdManifest(fid, stampsF), 0o600)
-		t0 := time.Now()
-		if err := os.Rename(fsrc, filepath.Join(floorDir, fid+".json")); err != nil {
-			return err
-		}
-		ts, err := waitStamp(stampsF, fid+" worker", 10*time.Second)
-		if err != nil {
-			return err
-		}
-		latFloor = append(latFloor, float64(ts-t0.UnixNano())/1e6)
-
-		id := fmt.Sprintf("p-%05d", i)
-		src := filepath.Join(staging, id+".json")
-		os.WriteFile(src, h.cmdManifest(id, stampsL), 0o600)
-		t0 = time.Now()
-		if err := os.Rename(src, filepath.Join(jobs, id+".json")); err != nil {
-			return err
-		}
-		ts, err = waitStamp(stampsL, id+" worker", 10*time.Second)
-		if err != nil {
-			return err
-		}
-		lat = append(lat, float64(ts-t0.UnixNano())/1e6)
-		if err := d.waitFinished(float64(i+1), 30*time.Second, 2*time.Millisecond); err != nil {
-			return err
+			return d.waitFinished(float64(len(lat)), 30*time.Second, 2*time.Millisecond)
+		},
+	}
+	for i := 0; i < h.sz.PickupDrops; i++ {
+		// Each goes first, second and third in turn: none always follows
+		// the same one (whose agent may still be exiting).
+		for k := range contenders {
+			if err := contenders[(i+k)%len(contenders)](i); err != nil {
+				return err
+			}
 		}
 	}
 	h.raw("1.pickup_ms.logist", lat...)
