@@ -180,7 +180,7 @@ func Begin(env *Env, id string, keep *Kept) (*Tx, error) {
 	var m *manifest.Manifest
 	switch {
 	case err != nil:
-	case kept != nil && sameArray(raw, kept):
+	case kept != nil && keep.m != nil && sameArray(raw, kept):
 		// The file is as the last transaction left it: start from a copy
 		// of the manifest it decoded to, not from a new decode.
 		m, t.saved = keep.m.Clone(), keep.compact
