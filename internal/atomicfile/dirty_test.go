@@ -107,12 +107,15 @@ func TestSyncDirtyStart(t *testing.T) {
 func TestDirtySyncJoinsFlight(t *testing.T) {
 	dir := t.TempDir()
 	entered := make(chan string, 4)
-	release := make(chan error)
+	// Each fsync waits for its own release: with two in flight, one shared
+	// channel let the later fsync take the first one's result, and the
+	// test then waited for ever (seen under load).
+	release := [2]chan error{make(chan error), make(chan error)}
 	var calls atomic.Int32
 	fsyncDirHook = func(d string) error {
-		calls.Add(1)
+		n := calls.Add(1)
 		entered <- d
-		return <-release
+		return <-release[n-1]
 	}
 	joins := make(chan struct{}, 4)
 	joinHook = func() { joins <- struct{}{} }
@@ -139,14 +142,14 @@ func TestDirtySyncJoinsFlight(t *testing.T) {
 		t.Fatal("a change made after the fsync in flight began joined it")
 	}
 	boom := errors.New("disk gone")
-	release <- boom // the first fsync fails
+	release[0] <- boom // the first fsync fails
 	if err := <-first; err != boom {
 		t.Fatalf("first: %v", err)
 	}
 	if err := <-joined; err != boom {
 		t.Fatalf("the joiner did not share the result of the fsync it joined: %v", err)
 	}
-	release <- nil
+	release[1] <- nil
 	if err := <-later; err != nil {
 		t.Fatal(err)
 	}
