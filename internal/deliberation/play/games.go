@@ -1,8 +1,8 @@
 package play
 
 import (
-	"github.com/logist/logist/internal/negotiation"
-	"github.com/logist/logist/internal/parliament"
+	"github.com/logist/logist/internal/deliberation/negotiation"
+	"github.com/logist/logist/internal/deliberation/parliament"
 )
 
 // The games Logist ships.
