@@ -27,6 +27,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/builtins"
 	"github.com/logist/logist/internal/config"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
@@ -223,9 +224,12 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	d.key.k.Store(key)
 	env := &jobtx.Env{Store: store, Logger: logger, Obs: d.metrics,
 		History: history.Options{Signer: d.key, MaxBytes: o.HistoryMaxBytes, Observe: d.metrics.HistoryWrite}}
-	d.engine = runner.NewEngine(env)
+	// The composition root: the engine and the schedules' steward play
+	// the built-in workflows' effects, and import none of them.
+	effects := builtins.Effects()
+	d.engine = runner.NewEngine(env, effects)
 	d.engine.Timings = d
-	d.cron = schedule.New(env, logger, d.metrics)
+	d.cron = schedule.New(env, logger, d.metrics, effects)
 	d.cron.Created = func(id string) {
 		d.watchJob(id)
 		d.consider(id, false)

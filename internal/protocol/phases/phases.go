@@ -57,7 +57,8 @@ const (
 	EffAudit          = "protocol.audit"
 )
 
-// Phase is one protocol effect; it has the engine's Effect methods.
+// Phase is one protocol effect; it has the engine's Effect methods and
+// the steward's halt hook (effect.Halter).
 type Phase struct {
 	name    string
 	prepare func(s *session) (*workflow.Prep, error)
@@ -931,10 +932,21 @@ func finishAudit(s *session, _ *response.Answer, obj map[string]any) (*workflow.
 	return &workflow.Outcome{Name: workflow.ActionCompleted, Records: recs}, nil
 }
 
-// Abort records the operator's abort of a protocol session (logist halt).
+// Halt records the operator's abort when a steward halts a job in a
+// protocol phase (effect.Halter): the session's SESSION_ABORTED event, and
+// the session's state after it.
+func (p *Phase) Halt(tx *jobtx.Tx, by, reason string) ([]*history.Record, string, error) {
+	recs, err := abort(tx, by, reason)
+	if err != nil || len(recs) == 0 {
+		return nil, "", err
+	}
+	return recs, string(protocol.Aborted), nil
+}
+
+// abort records the operator's abort of a protocol session (logist halt).
 // It returns nil records for a job that is not a protocol session or whose
 // session already ended.
-func Abort(tx *jobtx.Tx, by, reason string) ([]*history.Record, error) {
+func abort(tx *jobtx.Tx, by, reason string) ([]*history.Record, error) {
 	recs, err := history.ReadAll(tx.Dir)
 	if err != nil {
 		return nil, err
