@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/logist/logist/internal/builtins"
 	"github.com/logist/logist/internal/config"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
@@ -218,7 +219,7 @@ func (e *env) steward() (*steward.Steward, error) {
 		return nil, fmt.Errorf("history signing key (steering needs the daemon's user): %w", err)
 	}
 	return steward.New(&jobtx.Env{Store: e.store, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		History: history.Options{Signer: key}}), nil
+		History: history.Options{Signer: key}}, builtins.Effects()), nil
 }
 
 func mainHelp() string {

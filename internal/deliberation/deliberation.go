@@ -5,10 +5,10 @@
 // budget, the chair's procedural line library, and a seeded RNG so a run is
 // reproducible.
 //
-// A game (internal/parliament, internal/negotiation) implements Game. Its
-// state is never stored on its own: it is replayed from the committed
-// messages (and the steward's inputs), so a restart resumes at the last
-// committed turn and the same seed gives the same ledger.
+// A game (internal/deliberation/parliament, internal/deliberation/negotiation)
+// implements Game. Its state is never stored on its own: it is replayed from
+// the committed messages (and the steward's inputs), so a restart resumes at
+// the last committed turn and the same seed gives the same ledger.
 package deliberation
 
 import (

@@ -5,24 +5,11 @@ import (
 	"fmt"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
-	"github.com/logist/logist/internal/response"
 	"github.com/logist/logist/internal/workflow"
 )
-
-// Effect gives a workflow's phase meaning beyond following its answer's
-// action: the protocol workflow records signed events, runs the tools the
-// Executor asked for and verifies the trace. A workflow names an effect per
-// phase in its data; the engine finds it in Engine.Effects.
-type Effect interface {
-	// Prepare runs under the job lock before the phase is played.
-	Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error)
-	// Finish runs under the job lock on a valid answer (base contract and
-	// the phase's schema; obj is the answer object). It must not append:
-	// the engine appends Outcome.Records after the answer's response.
-	Finish(tx *jobtx.Tx, phase string, ans *response.Answer, obj map[string]any) (*workflow.Outcome, error)
-}
 
 // CodeWorkflowEffect: a phase names an effect this Logist does not have.
 const CodeWorkflowEffect = "WORKFLOW_EFFECT"
@@ -39,7 +26,7 @@ func (w work) Call(ctx context.Context, _ *agent.Request) (*agent.Result, error)
 }
 
 // effectFor returns the phase's effect (nil if it has none).
-func (e *Engine) effectFor(ph workflow.Phase) (Effect, error) {
+func (e *Engine) effectFor(ph workflow.Phase) (effect.Effect, error) {
 	if ph.Effect == "" {
 		return nil, nil
 	}

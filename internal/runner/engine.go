@@ -15,12 +15,11 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/agent"
-	"github.com/logist/logist/internal/deliberation/play"
+	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
-	"github.com/logist/logist/internal/protocol/phases"
 	"github.com/logist/logist/internal/response"
 	"github.com/logist/logist/internal/snapshot"
 	"github.com/logist/logist/internal/workflow"
@@ -46,8 +45,9 @@ type Engine struct {
 	Draining atomic.Bool
 	// Timings, if set, hears what only the engine can time.
 	Timings Timings
-	// Effects are the phase effects workflows may name (effect.go).
-	Effects map[string]Effect
+	// Effects are the phase effects workflows may name: the composition
+	// root's registry (internal/builtins).
+	Effects effect.Registry
 
 	phaseMu    sync.Mutex
 	phaseSince map[string]phaseMark
@@ -95,17 +95,11 @@ func (e *Engine) endPhase(id string, m *manifest.Manifest) {
 	}
 }
 
-// NewEngine returns an engine with the real providers and clock.
-func NewEngine(env *jobtx.Env) *Engine {
+// NewEngine returns an engine with the real providers and clock that
+// plays the effects of the registry it is handed.
+func NewEngine(env *jobtx.Env, effects effect.Registry) *Engine {
 	if env.Obs == nil {
 		env.Obs = jobtx.Nop{}
-	}
-	effects := map[string]Effect{}
-	for name, p := range phases.Effects() {
-		effects[name] = p
-	}
-	for name, p := range play.Effects() {
-		effects[name] = p
 	}
 	return &Engine{Env: env, NewProvider: agent.New, Sleep: sleepCtx, Effects: effects, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
 }
@@ -170,7 +164,7 @@ type call struct {
 	work work
 	// turns, if set, are the calls of a turn step (turns.go).
 	turns []*turnCall
-	teff  TurnEffect
+	teff  effect.TurnEffect
 }
 
 // step does one unit of work: prepare and record a call, make it, record
@@ -361,7 +355,7 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 			return nil, stepResult{}, tx.Commit()
 		}
 		if len(prep.Turns) > 0 || len(prep.Abandon) > 0 {
-			te, ok := eff.(TurnEffect)
+			te, ok := eff.(effect.TurnEffect)
 			if !ok {
 				return nil, done, e.failWorkflow(tx, ph.Role, &workflow.Failure{Code: CodeWorkflowEffect, Reason: fmt.Sprintf("phase %s asks for turns but its effect cannot finish them", phase)})
 			}

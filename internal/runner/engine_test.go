@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/builtins"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
@@ -330,7 +331,7 @@ func TestAPIErrorThenSuccessContinues(t *testing.T) {
 }
 
 func TestBackoffIsExponentialWithJitter(t *testing.T) {
-	e := NewEngine(&jobtx.Env{})
+	e := NewEngine(&jobtx.Env{}, builtins.Effects())
 	initial := 10 * time.Millisecond
 	const samples = 2000
 	prevMean := 0.0
@@ -698,7 +699,7 @@ func TestResumeHaltedCost(t *testing.T) {
 	f := newFixture(t)
 	f.writeJob("j", costJob(50))
 	f.run("j")
-	st := steward.New(f.Env)
+	st := steward.New(f.Env, f.Engine.Effects)
 	before, _ := os.ReadFile(filepath.Join(f.Dir, "j", "job.json"))
 	nrec := len(f.records("j"))
 
@@ -783,7 +784,7 @@ func timeHaltOnce(t *testing.T) bool {
 		t.Fatalf("responses = %+v", resps)
 	}
 	// Not resumable without more time.
-	if _, err := steward.New(f.Env).Resume("j", steward.ResumeOptions{}); !jobtx.IsOutOfOrder(err) {
+	if _, err := steward.New(f.Env, f.Engine.Effects).Resume("j", steward.ResumeOptions{}); !jobtx.IsOutOfOrder(err) {
 		t.Errorf("resume of HALTED_TIME without more time: err = %v", err)
 	}
 	var got []int
@@ -918,7 +919,7 @@ func TestSupervisorRetryLoopIsBounded(t *testing.T) {
 		t.Errorf("%d calls, phase %s; want 6, review", m.Metrics.AgentCalls, m.Phase())
 	}
 	// A steward's resume gives the job a fresh allowance.
-	if _, err := steward.New(f.Env).Resume("j", steward.ResumeOptions{Guidance: "accept it"}); err != nil {
+	if _, err := steward.New(f.Env, f.Engine.Effects).Resume("j", steward.ResumeOptions{Guidance: "accept it"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Engine.Run(ctx, "j"); err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/builtins"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
@@ -40,7 +41,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	env := &jobtx.Env{Store: jobstore.New(dir), Logger: testLogger(), Obs: jobtx.Nop{}}
-	f := &fixture{t: t, Dir: dir, Env: env, Engine: NewEngine(env)}
+	f := &fixture{t: t, Dir: dir, Env: env, Engine: NewEngine(env, builtins.Effects())}
 	f.Engine.Sleep = func(ctx context.Context, d time.Duration) error {
 		f.mu.Lock()
 		f.sleeps = append(f.sleeps, d)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
@@ -15,16 +16,6 @@ import (
 	"github.com/logist/logist/internal/workflow"
 	"github.com/logist/logist/schemas"
 )
-
-// TurnEffect is an effect whose steps are turns (workflow.Prep.Turns): a
-// chair's speaker, or every member at once. The engine plays the turns
-// and hands their results back.
-type TurnEffect interface {
-	Effect
-	// FinishTurns runs under the job lock once every turn of the step has
-	// an outcome; its Outcome's records are committed with the responses.
-	FinishTurns(tx *jobtx.Tx, phase string, results []workflow.TurnResult) (*workflow.Outcome, error)
-}
 
 // Metadata keys of a turn's request.
 const (
@@ -141,7 +132,7 @@ func (e *Engine) playTurns(ctx context.Context, tx *jobtx.Tx, c *call) {
 
 // finishTurns records each turn's response, hands the results to the
 // effect and commits what it made of them.
-func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff TurnEffect) (stepResult, error) {
+func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff effect.TurnEffect) (stepResult, error) {
 	m := tx.M
 	done := stepResult{done: true}
 	if !m.Status.Active() || m.Phase() != c.phase {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
@@ -63,6 +64,9 @@ type Scheduler struct {
 	Clock   Clock
 	Created func(id string) // the daemon starts the new job
 	Changed func(id string) // a job this scheduler changed (halted by Replace)
+	// Effects are the workflows' effects, for the halts of Replace
+	// (steward.Steward.Effects).
+	Effects effect.Registry
 
 	mu        sync.Mutex
 	templates map[string]*entry
@@ -75,8 +79,8 @@ type entry struct {
 }
 
 // New returns a scheduler.
-func New(env *jobtx.Env, logger *slog.Logger, obs Observer) *Scheduler {
-	return &Scheduler{Env: env, Logger: logger, Obs: obs, Clock: realClock{}, templates: map[string]*entry{}, wake: make(chan struct{}, 1)}
+func New(env *jobtx.Env, logger *slog.Logger, obs Observer, effects effect.Registry) *Scheduler {
+	return &Scheduler{Env: env, Logger: logger, Obs: obs, Effects: effects, Clock: realClock{}, templates: map[string]*entry{}, wake: make(chan struct{}, 1)}
 }
 
 // Sync adds, updates or (m nil, or without schedule) removes template id.
@@ -239,7 +243,7 @@ func (s *Scheduler) fireAt(id string, tick time.Time) (time.Time, error) {
 			return next, s.markTick(id, tick)
 		}
 	case Replace:
-		st := &steward.Steward{Env: s.Env, User: "schedule"}
+		st := &steward.Steward{Env: s.Env, User: "schedule", Effects: s.Effects}
 		for _, r := range unfinished {
 			if _, err := st.Halt(r, "replaced by the run of "+tick.UTC().Format(time.RFC3339)+" (Replace)"); err != nil && !jobtx.IsOutOfOrder(err) {
 				s.fail(id, fmt.Errorf("replace %s: %w", r, err))

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logist/logist/internal/builtins"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
@@ -52,7 +53,7 @@ func setup(t *testing.T, schedule string) (*Scheduler, *fakeClock, *counts, *job
 	os.WriteFile(filepath.Join(store.JobDir("nightly"), "agent.sh"), []byte("echo hi"), 0o600)
 	env := &jobtx.Env{Store: store, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
 	c := &counts{n: map[string]int{}}
-	s := New(env, env.Logger, c)
+	s := New(env, env.Logger, c, builtins.Effects())
 	clk := &fakeClock{now: time.Date(2026, 11, 21, 10, 0, 30, 0, time.UTC)}
 	s.Clock = clk
 	return s, clk, c, store

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logist/logist/internal/builtins"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
@@ -35,9 +36,9 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	env := &jobtx.Env{Store: jobstore.New(dir), Logger: testLogger(), Obs: jobtx.Nop{}}
-	e := runner.NewEngine(env)
+	e := runner.NewEngine(env, builtins.Effects())
 	e.Sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
-	return &fixture{t: t, Dir: dir, Env: env, St: steward.New(env), Engine: e}
+	return &fixture{t: t, Dir: dir, Env: env, St: steward.New(env, e.Effects), Engine: e}
 }
 
 // manifestJSON renders a manifest for job id with two scripted roles.

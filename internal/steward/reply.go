@@ -7,7 +7,7 @@ import (
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/atomicfile"
 	"github.com/logist/logist/internal/deliberation"
-	"github.com/logist/logist/internal/deliberation/play"
+	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
@@ -142,7 +142,15 @@ func (s *Steward) Decide(id string, in deliberation.Input) (*manifest.Manifest, 
 	if in.From == "" {
 		in.From = s.User
 	}
-	recs, state, err := play.Input(tx, in)
+	eff, wf, err := s.phaseEffect(id, m)
+	if err != nil {
+		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: err.Error()}
+	}
+	d, ok := eff.(effect.Decider)
+	if !ok {
+		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: fmt.Sprintf("job %s does not play a deliberation (workflow %s)", id, wf.Name)}
+	}
+	recs, state, err := d.Decide(tx, in)
 	if err != nil {
 		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: err.Error()}
 	}

@@ -18,28 +18,48 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
-	"github.com/logist/logist/internal/protocol/phases"
 	"github.com/logist/logist/internal/snapshot"
+	"github.com/logist/logist/internal/workflow"
 )
 
 // Steward runs commands for one person.
 type Steward struct {
 	Env  *jobtx.Env
 	User string
+	// Effects are the workflows' effects (the composition root's registry,
+	// internal/builtins): halting a job lets its phase's effect record what
+	// its workflow records (effect.Halter), and a decision goes to the
+	// effect that awaits it (effect.Decider).
+	Effects effect.Registry
 }
 
 // New returns a steward acting as the current OS user.
-func New(env *jobtx.Env) *Steward {
+func New(env *jobtx.Env, effects effect.Registry) *Steward {
 	name := os.Getenv("USER")
 	if u, err := user.Current(); err == nil {
 		name = u.Username
 	}
-	return &Steward{Env: env, User: name}
+	return &Steward{Env: env, User: name, Effects: effects}
+}
+
+// phaseEffect is the effect of the phase job m is in, with m's workflow:
+// nil if the phase names none or one this Logist does not have.
+func (s *Steward) phaseEffect(id string, m *manifest.Manifest) (effect.Effect, *workflow.Workflow, error) {
+	wf, err := m.ResolveWorkflow()
+	if err != nil {
+		return nil, nil, err
+	}
+	ph, ok := wf.Phases[m.Phase()]
+	if !ok {
+		return nil, wf, fmt.Errorf("job %s is in no phase of workflow %s", id, wf.Name)
+	}
+	return s.Effects[ph.Effect], wf, nil
 }
 
 func commandID() string {
@@ -160,18 +180,25 @@ func (s *Steward) Halt(id, reason string) (*manifest.Manifest, error) {
 	if err := s.record(tx, "halt", "", reason, nil); err != nil {
 		return nil, err
 	}
-	// A protocol session records the operator's abort as its own event.
-	evs, err := phases.Abort(tx, s.User, reason)
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range evs {
-		if err := tx.Append(r); err != nil {
-			return nil, err
+	// The workflow records the halt its own way (a protocol session's
+	// abort event). A job in no phase of its workflow (not started yet, or
+	// a workflow that no longer resolves) has no effect to ask: the halt
+	// goes on, since stopping a job must not depend on its workflow.
+	if eff, _, err := s.phaseEffect(id, m); err == nil {
+		if h, ok := eff.(effect.Halter); ok {
+			evs, state, err := h.Halt(tx, s.User, reason)
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range evs {
+				if err := tx.Append(r); err != nil {
+					return nil, err
+				}
+			}
+			if state != "" {
+				m.Run.WorkflowState = state
+			}
 		}
-	}
-	if len(evs) > 0 {
-		m.Run.WorkflowState = "aborted"
 	}
 	if err := tx.Transition(lifecycle.EvHalt, lifecycle.Canceled, "", "STEWARD", reason); err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/logist/logist/internal/builtins"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
@@ -32,7 +33,7 @@ func runExample(t *testing.T, name string) (string, *signing.Key) {
 	}
 	env := &jobtx.Env{Store: jobstore.New(dir), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		History: history.Options{Signer: key}}
-	if err := runner.NewEngine(env).Run(t.Context(), name); err != nil {
+	if err := runner.NewEngine(env, builtins.Effects()).Run(t.Context(), name); err != nil {
 		t.Fatal(err)
 	}
 	return dir, key

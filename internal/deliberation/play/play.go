@@ -16,8 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/logist/logist/internal/atomicfile"
@@ -35,35 +33,14 @@ const (
 	CodeGameRole = "GAME_ROLE"
 )
 
-var (
-	mu    sync.Mutex
-	games = map[string]deliberation.Game{}
-)
-
-// Register makes a game playable as effect "deliberation.<name>".
-func Register(g deliberation.Game) {
-	mu.Lock()
-	defer mu.Unlock()
-	games[g.Name()] = g
-}
-
-// Effects are the registered games' effects, by effect name.
-func Effects() map[string]*Effect {
-	mu.Lock()
-	defer mu.Unlock()
+// Effects are the games' effects, by effect name ("deliberation.<name>").
+// The composition root chooses the games (internal/builtins).
+func Effects(games ...deliberation.Game) map[string]*Effect {
 	out := map[string]*Effect{}
-	for name, g := range games {
-		out["deliberation."+name] = &Effect{Game: g}
+	for _, g := range games {
+		out["deliberation."+g.Name()] = &Effect{Game: g}
 	}
 	return out
-}
-
-// Lookup finds the game a workflow phase plays.
-func Lookup(effect string) (deliberation.Game, bool) {
-	mu.Lock()
-	defer mu.Unlock()
-	g, ok := games[strings.TrimPrefix(effect, "deliberation.")]
-	return g, ok
 }
 
 // Effect plays one game.
@@ -365,22 +342,12 @@ func (e *Effect) FinishTurns(tx *jobtx.Tx, phase string, played []workflow.TurnR
 	return &workflow.Outcome{Name: workflow.OutcomeContinue, Records: recs, State: state}, nil
 }
 
-// Input applies a steward's input (logist pm, a human's decision) to the
-// job's game: it returns the records of the messages it makes.
-func Input(tx *jobtx.Tx, in deliberation.Input) ([]*history.Record, string, error) {
-	wf, err := tx.M.ResolveWorkflow()
-	if err != nil {
-		return nil, "", err
-	}
-	ph, ok := wf.Phases[tx.M.Phase()]
-	if !ok {
-		return nil, "", fmt.Errorf("job %s is in no phase of workflow %s", tx.ID, wf.Name)
-	}
-	g, ok := Lookup(ph.Effect)
-	if !ok || !strings.HasPrefix(ph.Effect, "deliberation.") {
-		return nil, "", fmt.Errorf("job %s does not play a deliberation (workflow %s)", tx.ID, wf.Name)
-	}
-	st, err := load(tx, g)
+// Decide applies a steward's input (logist pm, a human's decision) to the
+// job's game: it returns the records of the messages it makes and the
+// game's state after them (effect.Decider). The steward calls it while the
+// job is in this effect's phase.
+func (e *Effect) Decide(tx *jobtx.Tx, in deliberation.Input) ([]*history.Record, string, error) {
+	st, err := load(tx, e.Game)
 	if err != nil {
 		return nil, "", err
 	}

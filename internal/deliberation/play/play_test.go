@@ -16,8 +16,10 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/builtins"
 	"github.com/logist/logist/internal/deliberation"
 	"github.com/logist/logist/internal/deliberation/play"
+	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
@@ -133,8 +135,6 @@ func (s *relaySession) State() string {
 	return "speeches"
 }
 
-func init() { play.Register(relay{}) }
-
 type fx struct {
 	t   *testing.T
 	dir string
@@ -146,9 +146,13 @@ type fx struct {
 func newFx(t *testing.T) *fx {
 	dir := t.TempDir()
 	env := &jobtx.Env{Store: jobstore.New(dir), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Obs: jobtx.Nop{}}
-	eng := runner.NewEngine(env)
+	// The built-in effects and the test's own game, as a composition
+	// root would hand them over.
+	effects := builtins.Effects()
+	effect.Add(effects, play.Effects(relay{}))
+	eng := runner.NewEngine(env, effects)
 	eng.Sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
-	return &fx{t: t, dir: dir, env: env, eng: eng, st: steward.New(env)}
+	return &fx{t: t, dir: dir, env: env, eng: eng, st: steward.New(env, effects)}
 }
 
 func (f *fx) write(id string, agents map[string]any) {

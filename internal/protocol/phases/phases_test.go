@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logist/logist/internal/builtins"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
@@ -34,7 +35,7 @@ type fx struct {
 func newFx(t *testing.T) *fx {
 	dir := t.TempDir()
 	env := &jobtx.Env{Store: jobstore.New(dir), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Obs: jobtx.Nop{}}
-	eng := runner.NewEngine(env)
+	eng := runner.NewEngine(env, builtins.Effects())
 	eng.Sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
 	return &fx{t: t, dir: dir, env: env, eng: eng}
 }
@@ -454,7 +455,7 @@ func TestWrongRoleKeyFailsTheSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.write("j2", happy(), nil) // an unaffected neighbour
-	st := steward.New(f.env)
+	st := steward.New(f.env, f.eng.Effects)
 	if _, err := st.Resume("j", steward.ResumeOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -492,7 +493,7 @@ func TestHaltAbortsTheSession(t *testing.T) {
 	a["critic"] = script(step("STUCK", map[string]any{}))
 	f.write("j", a, nil)
 	f.run("j")
-	st := steward.New(f.env)
+	st := steward.New(f.env, f.eng.Effects)
 	m, err := st.Halt("j", "operator abort")
 	if err != nil {
 		t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 // under the built-in Speaker, up to the Prime Minister's decision, then
 // the steward approves.
 func TestDemoJob(t *testing.T) {
-	src := filepath.Join("..", "..", "jobs", "demo-parliament")
+	src := filepath.Join("..", "..", "..", "jobs", "demo-parliament")
 	raw, err := os.ReadFile(filepath.Join(src, "job.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -185,7 +185,7 @@ func defaultAnswer(t deliberation.Turn, call int) map[string]any {
 // demoScenario is the example scenario as a generic document to modify.
 func demoScenario(t *testing.T) map[string]any {
 	t.Helper()
-	b, err := os.ReadFile("../../jobs/demo-negotiation/scenario.json")
+	b, err := os.ReadFile("../../../jobs/demo-negotiation/scenario.json")
 	if err != nil {
 		t.Fatal(err)
 	}

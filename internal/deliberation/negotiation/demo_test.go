@@ -30,7 +30,7 @@ type demoManifest struct {
 // ...fields}.
 func runDemo(t *testing.T) *engine {
 	t.Helper()
-	raw, err := os.ReadFile("../../jobs/demo-negotiation/job.json")
+	raw, err := os.ReadFile("../../../jobs/demo-negotiation/job.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func runDemo(t *testing.T) *engine {
 	if man.Workflow != Name {
 		t.Fatalf("workflow %q", man.Workflow)
 	}
-	env := deliberation.Env{Config: man.Game, Seed: man.Seed, Dir: "../../jobs/demo-negotiation"}
+	env := deliberation.Env{Config: man.Game, Seed: man.Seed, Dir: "../../../jobs/demo-negotiation"}
 	e := newEngine(t, env)
 	e.answer = func(e *engine, tn deliberation.Turn, call int) deliberation.Result {
 		a, ok := man.Agents[tn.Role]
@@ -76,7 +76,7 @@ func TestDemoJob(t *testing.T) {
 		t.Errorf("monitoring no votes %v", no)
 	}
 	// Every script is used up exactly (the last step never repeats).
-	raw, _ := os.ReadFile("../../jobs/demo-negotiation/job.json")
+	raw, _ := os.ReadFile("../../../jobs/demo-negotiation/job.json")
 	var man demoManifest
 	_ = json.Unmarshal(raw, &man)
 	for role, a := range man.Agents {

@@ -95,7 +95,7 @@ func stance(sc map[string]any, i int, issue string) map[string]any {
 }
 
 func FuzzNegotiationConfig(f *testing.F) {
-	raw, err := os.ReadFile("../../jobs/demo-negotiation/scenario.json")
+	raw, err := os.ReadFile("../../../jobs/demo-negotiation/scenario.json")
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
+)
+
+var cmdHistory = &command{
+	name: "history", args: "JOB [--seq N]", summary: "show a job's interactions, steward actions and recovery points (--format json: jobHistory.json)",
+	example: "  logist history fix-login\n  logist history fix-login --seq 12\n  logist history fix-login --format json > jobHistory.json\n",
+	flags: func(fs *pflag.FlagSet) {
+		fs.Int64("seq", 0, "show only record N (found through the archive index, decompressing at most one archive)")
+	},
+	run: func(e *env, args []string) (*Result, error) {
+		id, err := oneJob(args)
+		if err != nil {
+			return nil, err
+		}
+		dir := e.store.JobDir(id)
+		if _, err := os.Stat(filepath.Join(dir, jobstore.ManifestFile)); err != nil {
+			return nil, fmt.Errorf("job %s: %w", id, jobstore.ErrNotFound)
+		}
+		if e.fs.Changed("seq") {
+			seq, _ := e.fs.GetInt64("seq")
+			en, err := history.ReadSeq(dir, seq)
+			if err != nil {
+				if errors.Is(err, history.ErrNoRecord) {
+					return nil, fmt.Errorf("job %s: %v: %w", id, err, jobstore.ErrNotFound)
+				}
+				return nil, err
+			}
+			if reveal := e.revealer(id); reveal != nil {
+				reveal(&en.Record)
+			}
+			b, _ := json.MarshalIndent(en.Record, "", "  ")
+			return &Result{JSON: en.Record, Text: string(b) + "\n", Message: fmt.Sprintf("Record %d of job %s", seq, id),
+				Fields: []Field{{"record", "Record", string(b)}}}, nil
+		}
+		recs, err := history.ReadAll(dir)
+		if err != nil {
+			return nil, err
+		}
+		if reveal := e.revealer(id); reveal != nil {
+			for i := range recs {
+				reveal(&recs[i])
+			}
+		}
+		created := ""
+		if m, err := e.store.Load(id); err == nil {
+			created = m.CreatedAt
+		}
+		h := history.Materialise(id, created, e.store.Workspace(id), recs)
+		r := &Result{JSON: h, Message: fmt.Sprintf("%d interactions, %d recovery points", len(h.Interactions), len(h.RecoveryPoints)),
+			Columns: []string{"SEQ", "TIME", "ROLE", "PHASE", "STATUS", "ACTION", "COST", "SECONDS", "SUMMARY / ERROR"}}
+		for _, in := range h.Interactions {
+			row := []string{fmt.Sprint(in.Sequence), shortTime(in.Timestamp), in.Role, orDash(in.Phase), "IN FLIGHT", "-", "-", "-", firstLine(in.Request.Prompt, 60)}
+			if in.Response != nil {
+				rs := in.Response
+				note := rs.Summary
+				if rs.ErrorCode != "" {
+					note = rs.ErrorCode + ": " + rs.Error
+				}
+				row = []string{fmt.Sprint(in.Sequence), shortTime(in.Timestamp), in.Role, orDash(in.Phase), rs.Status, orDash(rs.Action),
+					fmt.Sprintf("$%.4f", rs.CostUSD), fmt.Sprintf("%.2f", rs.ExecutionTimeSeconds), firstLine(note, 80)}
+			}
+			r.Rows = append(r.Rows, row)
+		}
+		for _, ev := range h.ProtocolEvents {
+			what := ev.Subject
+			if what == "" {
+				what = "-"
+			}
+			if ev.Sig != "" {
+				what += " (signed " + ev.KeyID + ")"
+			}
+			r.Rows = append(r.Rows, []string{"ev", shortTime(ev.Timestamp), ev.Role, orDash(ev.Phase), "EVENT", ev.Type, "", "", firstLine(what, 80)})
+		}
+		if len(h.ProtocolEvents) > 0 {
+			r.Message += fmt.Sprintf(", %d protocol events", len(h.ProtocolEvents))
+		}
+		// A deliberation's ledger messages.
+		msgs := 0
+		for _, rec := range recs {
+			if rec.Type != history.TypeMessage {
+				continue
+			}
+			var m struct {
+				ID       string         `json:"id"`
+				Type     string         `json:"type"`
+				From     string         `json:"from"`
+				Content  map[string]any `json:"content"`
+				Audience []string       `json:"audience"`
+			}
+			if json.Unmarshal(rec.Message, &m) != nil {
+				continue
+			}
+			msgs++
+			note, _ := m.Content["text"].(string)
+			if note == "" {
+				b, _ := json.Marshal(m.Content)
+				note = string(b)
+			}
+			if len(m.Audience) > 0 {
+				note = fmt.Sprintf("(private to %s) %s", strings.Join(m.Audience, ", "), note)
+			}
+			r.Rows = append(r.Rows, []string{"msg", shortTime(rec.Time), m.From, orDash(rec.Phase), m.Type, m.ID, "", "", firstLine(note, 80)})
+		}
+		if msgs > 0 {
+			r.Message += fmt.Sprintf(", %d ledger messages", msgs)
+		}
+		for _, cp := range h.RecoveryPoints {
+			r.Rows = append(r.Rows, []string{"cp", "", "", cp.ResumePhase, "CHECKPOINT", cp.CheckpointID, "", "", firstLine(cp.Description, 80)})
+		}
+		return r, nil
+	},
+}
+
+func shortTime(ts string) string {
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil {
+		return ts
+	}
+	return t.UTC().Format("2006-01-02 15:04:05")
+}

@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/logist/logist/internal/steward"
+)
+
+var cmdResume = &command{
+	name: "resume", args: "JOB [--guidance TEXT] [--cost-threshold CENTS] [--time-threshold-minutes M]",
+	summary: "continue a job in INTERVENTION_REQUIRED, HALTED_COST or HALTED_TIME at the phase where it stopped",
+	example: "  logist resume fix-login --guidance 'use the staging database'\n  logist resume big-refactor --cost-threshold 5000\n",
+	flags: func(fs *pflag.FlagSet) {
+		fs.String("guidance", "", "guidance for the next agent (part of its prompt, recorded in history)")
+		fs.Float64("cost-threshold", 0, "new cost budget in cents")
+		fs.Float64("time-threshold-minutes", 0, "new time budget in minutes")
+	},
+	run: func(e *env, args []string) (*Result, error) {
+		id, err := oneJob(args)
+		if err != nil {
+			return nil, err
+		}
+		var o steward.ResumeOptions
+		o.Guidance, _ = e.fs.GetString("guidance")
+		resumeCost, _ := e.fs.GetFloat64("cost-threshold")
+		resumeTime, _ := e.fs.GetFloat64("time-threshold-minutes")
+		if e.fs.Changed("cost-threshold") {
+			if resumeCost < 0 {
+				return nil, usagef("--cost-threshold must be at least 0")
+			}
+			v := resumeCost
+			o.CostThreshold = &v
+		}
+		if e.fs.Changed("time-threshold-minutes") {
+			if resumeTime <= 0 {
+				return nil, usagef("--time-threshold-minutes must be more than 0")
+			}
+			v := resumeTime
+			o.TimeThresholdMinutes = &v
+		}
+		st, err := e.steward()
+		if err != nil {
+			return nil, err
+		}
+		m, err := st.Resume(id, o)
+		if err != nil {
+			return nil, err
+		}
+		return changed(e, m, fmt.Sprintf("Job %s resumed at phase %s", id, orDash(m.Phase()))), nil
+	},
+}

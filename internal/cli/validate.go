@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/response"
+)
+
+// validationFailed carries per-file results of a failed validate.
+type validationFailed struct{ n int }
+
+func (v *validationFailed) Error() string { return fmt.Sprintf("%d file(s) invalid", v.n) }
+
+var cmdValidate = &command{
+	name: "validate", args: "FILE...", summary: "check manifests or agent answers against the schemas, with clear errors",
+	example: "  logist validate jobs/*/job.json\n  logist validate --kind response answer.json --workspace jobs/x/workspace\n",
+	flags: func(fs *pflag.FlagSet) {
+		fs.String("kind", "auto", "auto, manifest or response")
+		fs.String("workspace", "", "for responses: workspace to resolve evidence files in (default: the file's folder)")
+	},
+	run: func(e *env, args []string) (*Result, error) {
+		if len(args) == 0 {
+			return nil, usagef("expected at least one FILE")
+		}
+		validateKind, _ := e.fs.GetString("kind")
+		validateWorkspace, _ := e.fs.GetString("workspace")
+		switch validateKind {
+		case "auto", "manifest", "response":
+		default:
+			return nil, usagef("--kind %q: use auto, manifest or response", validateKind)
+		}
+		r := &Result{Columns: []string{"FILE", "KIND", "RESULT"}}
+		items := []map[string]any{}
+		bad := 0
+		for _, f := range args {
+			kind, errs, warns := validateFile(f, validateKind, validateWorkspace)
+			res := "ok"
+			if len(errs) > 0 {
+				bad++
+				res = "INVALID: " + strings.Join(errs, "; ")
+			} else if len(warns) > 0 {
+				res = "ok (warning: " + strings.Join(warns, "; ") + ")"
+			}
+			r.Rows = append(r.Rows, []string{f, kind, res})
+			items = append(items, map[string]any{"file": f, "kind": kind, "valid": len(errs) == 0, "errors": errs, "warnings": warns})
+		}
+		r.Items = items
+		if bad > 0 {
+			render(e.stdout, e.format, r)
+			return nil, &validationFailed{bad}
+		}
+		return r, nil
+	},
+}
+
+func validateFile(f, kind, ws string) (string, []string, []string) {
+	data, err := os.ReadFile(f)
+	if err != nil {
+		return kind, []string{err.Error()}, nil
+	}
+	if kind == "auto" {
+		kind = "manifest"
+		var probe map[string]json.RawMessage
+		if json.Unmarshal(data, &probe) == nil {
+			if _, ok := probe["action"]; ok {
+				kind = "response"
+			}
+		} else if _, err := response.Extract(data); err == nil {
+			kind = "response"
+		}
+	}
+	if kind == "response" {
+		if ws == "" {
+			ws = filepath.Dir(f)
+		}
+		_, warns, err := response.Validate(data, ws)
+		var ws2 []string
+		for _, w := range warns {
+			ws2 = append(ws2, w.Detail)
+		}
+		if err != nil {
+			return kind, []string{f + ": " + err.Error()}, ws2
+		}
+		return kind, nil, ws2
+	}
+	if _, err := manifest.Decode(f, data); err != nil {
+		var es manifest.Errors
+		if errors.As(err, &es) {
+			out := make([]string, len(es))
+			for i, x := range es {
+				out[i] = x.Error()
+			}
+			return kind, out, nil
+		}
+		return kind, []string{err.Error()}, nil
+	}
+	return kind, nil, nil
+}

@@ -1,0 +1,124 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/config"
+	"github.com/logist/logist/internal/history"
+)
+
+// Set at build time (-ldflags -X).
+var (
+	Version  = "dev"
+	Revision = "unknown"
+)
+
+// Options are logistd's settings.
+type Options struct {
+	JobsDir     string
+	Once        bool
+	MaxParallel int
+	Listen      string
+	LogFormat   string
+	LogLevel    string
+	Grace       time.Duration
+	// HistoryMaxBytes rotates a job's history file past this size.
+	HistoryMaxBytes int64
+	// Retention deletes finished jobs this long after they finished
+	// (hourly maintenance); 0 keeps them.
+	Retention time.Duration
+	// Pprof serves net/http/pprof under /debug/pprof/ on the Listen address.
+	Pprof bool
+}
+
+// Main parses args and runs the daemon until ctx ends (SIGTERM/SIGINT) or,
+// with --once, until no job is runnable. It returns the exit code.
+func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("logistd", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o Options
+	fs.StringVar(&o.JobsDir, "jobs-dir", "./jobs", "jobs folder to serve (env LOGIST_JOBS_DIR)")
+	fs.BoolVar(&o.Once, "once", false, "run every runnable job, then exit 0 when none is runnable")
+	fs.IntVar(&o.MaxParallel, "max-parallel", 4, "jobs run at the same time")
+	fs.StringVar(&o.Listen, "listen", "", "address for /metrics, /healthz and /readyz (e.g. 127.0.0.1:9464); empty: off")
+	fs.BoolVar(&o.Pprof, "pprof", false, "also serve Go profiling (net/http/pprof) under /debug/pprof/ on --listen")
+	fs.StringVar(&o.LogFormat, "log-format", "json", "log format: json or text")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.DurationVar(&o.Grace, "grace", 30*time.Second, "on SIGTERM, how long calls in flight may finish before they are killed")
+	fs.Int64Var(&o.HistoryMaxBytes, "history-max-bytes", history.DefaultMaxBytes, "rotate a job's history.jsonl into a gzip archive past this size")
+	fs.DurationVar(&o.Retention, "retention", 0, "delete finished jobs (SUCCESS, CANCELED) this long after they finished, checked hourly; 0 keeps them (e.g. 720h)")
+	prices := fs.String("prices", "", "JSON price table (model -> input_per_mtok, output_per_mtok, cached_input_per_mtok) overriding and extending the built-in one, for agents that report tokens but no cost")
+	version := fs.Bool("version", false, "print the version and exit")
+	configFile := fs.String("config", "", "JSON config file (default $LOGISTD_CONFIG, else "+config.DefaultFile+" if it exists); flags win over environment (LOGISTD_<FLAG>), environment over the file")
+	printConfig := fs.Bool("print-config", false, "print the effective configuration and where each value came from, then exit")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: logistd [flags]\n\nlogistd supervises the AI-agent jobs in a jobs folder.\n\nFlags:\n%s", fs.FlagUsages())
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		return 1
+	}
+	if *version {
+		fmt.Fprintf(stdout, "logistd %s (%s)\n", Version, Revision)
+		return 0
+	}
+	sources, err := config.Apply(fs, config.Path(*configFile, getenv), getenv, "config", "print-config", "version", "help")
+	if err != nil {
+		fmt.Fprintf(stderr, "logistd: %v\n", err)
+		return 1
+	}
+	if *printConfig {
+		b, _ := json.MarshalIndent(config.Redacted(sources), "", "  ")
+		fmt.Fprintln(stdout, string(b))
+		return 0
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "logistd: unexpected argument %q\n", fs.Arg(0))
+		return 1
+	}
+	logger, err := newLogger(stderr, o.LogFormat, o.LogLevel)
+	if err != nil {
+		fmt.Fprintf(stderr, "logistd: %v\n", err)
+		return 1
+	}
+	if *prices != "" {
+		p, err := agent.LoadPrices(*prices)
+		if err != nil {
+			fmt.Fprintf(stderr, "logistd: %v\n", err)
+			return 1
+		}
+		agent.SetPriceOverrides(p)
+	}
+	if err := Run(ctx, o, logger); err != nil {
+		logger.Error(err.Error(), "type", "error", "job_id", "", "status", "", "actor", "SYSTEM", "error_code", "DAEMON", "attempt", 0, "checkpoint_id", "")
+		fmt.Fprintf(stderr, "logistd: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use json or text", format)
+}

@@ -1,0 +1,121 @@
+package daemon
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
+)
+
+// scan looks at the whole folder: places bare manifests, reports invalid
+// ones, starts runnable jobs.
+func (d *Daemon) scan() {
+	// Summaries: a finished job is only counted, so most manifests need
+	// not be read; the ones the daemon acts on are loaded in full.
+	entries, err := d.store.ListSummaries(false)
+	if err != nil {
+		d.logErr("", "SCAN", err)
+		return
+	}
+	nInvalid := 0
+	for _, e := range entries {
+		if e.Unplaced != "" {
+			d.place(e.Unplaced, true)
+			continue
+		}
+		d.watchJob(e.ID)
+		if e.Err != nil {
+			nInvalid++
+			d.reportInvalid(e.ID, e.Err)
+			continue
+		}
+		d.clearInvalid(e.ID)
+		if e.Partial && (e.Manifest.Status.Active() || e.Manifest.Schedule != nil) {
+			m, err := d.store.Load(e.ID)
+			if err != nil {
+				nInvalid++
+				d.reportInvalid(e.ID, err)
+				continue
+			}
+			e.Manifest = m
+		}
+		d.note(e.ID, e.Manifest)
+		if e.Manifest.Status.Active() {
+			d.sched.Nudge(e.ID)
+		}
+	}
+	d.metrics.SetInvalid(nInvalid)
+}
+
+// consider looks at one job after a change. From a watcher event, a
+// manifest that is not yet complete JSON is being written: wait for the
+// next write instead of reporting it. It reports whether the job was
+// handed to the scheduler to run.
+func (d *Daemon) consider(id string, fromEvent bool) (runs bool) {
+	m, err := d.store.Load(id)
+	if err != nil {
+		if errors.Is(err, jobstore.ErrNotFound) {
+			// A folder whose name cannot be a job id (control characters,
+			// '..', ...) is reported as the scan reports it, not ignored.
+			if ierr := manifest.ValidID(id); ierr != nil {
+				if _, serr := os.Stat(filepath.Join(d.store.JobDir(id), jobstore.ManifestFile)); serr == nil {
+					d.reportInvalid(id, err)
+				}
+			}
+			return false
+		}
+		if fromEvent {
+			if data, rerr := os.ReadFile(filepath.Join(d.store.JobDir(id), jobstore.ManifestFile)); rerr == nil && manifest.Incomplete(data) {
+				return false
+			}
+		}
+		d.reportInvalid(id, err)
+		return false
+	}
+	d.clearInvalid(id)
+	d.note(id, m)
+	return d.sched.NudgeManifest(id, m)
+}
+
+// note records what the daemon knows of a job it has just read: its status
+// for the gauges, since when it waits, when it was first seen runnable (for
+// pickup latency), and its schedule if it is a template.
+func (d *Daemon) note(id string, m *manifest.Manifest) {
+	d.metrics.JobStatus(id, "", m.Status)
+	if m.Status.Waiting() {
+		if t, err := time.Parse(time.RFC3339Nano, m.Run.UpdatedAt); err == nil {
+			d.metrics.WaitingSince(id, t)
+		}
+	}
+	d.mu.Lock()
+	if m.Status == lifecycle.Pending && m.Schedule == nil {
+		if _, ok := d.seen[id]; !ok {
+			d.seen[id] = time.Now()
+		}
+	}
+	d.mu.Unlock()
+	if d.cron != nil && !d.opts.Once {
+		d.cron.Sync(id, m)
+	}
+}
+
+func (d *Daemon) reportInvalid(id string, err error) {
+	d.mu.Lock()
+	same := d.invalid[id] == err.Error()
+	d.invalid[id] = err.Error()
+	d.mu.Unlock()
+	if !same {
+		d.log.Error("invalid manifest", "type", "error", "job_id", id, "status", "INVALID", "actor", "SYSTEM",
+			"error_code", "MANIFEST_INVALID", "attempt", 0, "checkpoint_id", "", "err", err.Error())
+	}
+}
+
+func (d *Daemon) clearInvalid(id string) {
+	d.mu.Lock()
+	delete(d.invalid, id)
+	d.mu.Unlock()
+}

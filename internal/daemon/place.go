@@ -1,0 +1,35 @@
+package daemon
+
+import (
+	"errors"
+	"path/filepath"
+	"time"
+
+	"github.com/logist/logist/internal/jobstore"
+)
+
+// place moves a bare manifest into its folder. At a scan (atStart) a file
+// still incomplete is reported; on a watcher event it is being written and
+// its next write brings it back.
+func (d *Daemon) place(bare string, atStart bool) {
+	id, err := d.store.Place(bare)
+	if errors.Is(err, jobstore.ErrIncomplete) && !atStart {
+		d.log.Debug("manifest still being written", "file", filepath.Base(bare))
+		return
+	}
+	if err != nil {
+		d.reportInvalid(filepath.Base(bare), err)
+		return
+	}
+	d.log.Info("placed manifest", "job_id", id, "from", filepath.Base(bare))
+	d.mu.Lock()
+	d.placed[id] = time.Now()
+	d.mu.Unlock()
+	d.watchJob(id)
+	if !d.consider(id, false) {
+		// No run's first history append will make the move durable.
+		if err := d.store.SettlePlaced(id); err != nil {
+			d.logErr(id, "PLACE", err)
+		}
+	}
+}
