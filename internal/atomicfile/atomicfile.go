@@ -1,6 +1,7 @@
 // Package atomicfile writes files so that a reader or a crash sees either the
 // old content or the new one, never a mix, and so that the new content is on
-// disk before the caller acknowledges it.
+// disk before the caller acknowledges it; and creates files made once and
+// never replaced, such as keys, whole or not at all (CreateExclusive).
 package atomicfile
 
 import (

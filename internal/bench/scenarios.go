@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/response"
 	"github.com/logist/logist/schemas"
 )
@@ -565,7 +566,7 @@ func callFloor(dir, agent string, calls int) (float64, error) {
 	if err := os.MkdirAll(reqs, 0o700); err != nil {
 		return 0, err
 	}
-	log, err := os.OpenFile(filepath.Join(dir, "history.jsonl"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	log, err := os.OpenFile(filepath.Join(dir, "floor.jsonl"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return 0, err
 	}
@@ -732,7 +733,7 @@ func (h *harness) historyGrowth() error {
 		if out, err := run(root, h.logistd, "--once", "--jobs-dir", jobs, "--log-level", "error"); err != nil {
 			return fmt.Errorf("logistd --once: %v\n%s", err, out)
 		}
-		records, _ = countLines(filepath.Join(jobs, "big", "history.jsonl"))
+		records, _ = countLines(history.Path(filepath.Join(jobs, "big")))
 		if records >= h.sz.HistoryRecords {
 			break
 		}

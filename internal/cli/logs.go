@@ -1,19 +1,16 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/spf13/pflag"
 
 	"github.com/logist/logist/internal/history"
@@ -44,19 +41,12 @@ var cmdLogs = &command{
 			return nil, fmt.Errorf("job %s: %w", id, jobstore.ErrNotFound)
 		}
 		p := &recordPrinter{w: e.stdout, json: e.format == "json", reveal: e.revealer(id)}
-		fl := &follower{dir: dir}
+		fl := history.NewFollower(dir)
 		if !follow {
-			err := fl.poll(p.print)
-			// Caught in the middle of a rotation: let it finish (a few
-			// milliseconds) so the output ends where the history does.
-			for tries := 0; err == nil && fl.waiting && tries < 200; tries++ {
-				time.Sleep(5 * time.Millisecond)
-				err = fl.poll(p.print)
-			}
-			if err != nil {
+			if err := fl.PollSettled(p.print); err != nil {
 				return nil, err
 			}
-			if !fl.seen && e.format == "text" {
+			if !fl.Seen() && e.format == "text" {
 				fmt.Fprintf(e.stderr, "logist: job %s has no history yet (logistd writes it once the job starts; logist logs %s -f waits for it)\n", id, id)
 			}
 			return nil, nil
@@ -71,265 +61,28 @@ var cmdLogs = &command{
 // final (SUCCESS, CANCELED) or waiting (INTERVENTION_REQUIRED, HALTED_*).
 func finished(s lifecycle.Status) bool { return s.Terminal() || s.Waiting() }
 
-// followLogs prints the job's records, then each record appended after,
-// woken by fsnotify on the job folder (history.jsonl writes, rotations,
-// job.json replacements), until ctx ends or, with exitOnFinish, the job has
-// finished.
-func followLogs(ctx context.Context, store *jobstore.Store, id string, fl *follower, emit func(history.Entry) error, exitOnFinish bool) error {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("watch job %s: %w", id, err)
-	}
-	defer w.Close()
-	// The watch is in place before the first read: a record appended in
-	// between is read twice (and printed once), never missed.
-	if err := w.Add(fl.dir); err != nil {
-		return fmt.Errorf("watch job %s: %w", id, err)
-	}
-	// done checks the manifest before the history: the history is written
-	// first, so once the manifest shows a finished job every record up to
-	// that point is already there to read.
-	done := func() bool {
-		if !exitOnFinish {
-			return false
-		}
-		m, err := store.Load(id)
-		return err == nil && finished(m.Status)
-	}
-	for {
-		fin := done()
-		if err := fl.poll(emit); err != nil {
-			return err
-		}
-		if fin && !fl.waiting {
-			return nil
-		}
-		if _, err := os.Stat(fl.dir); errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("job %s was removed while following it: %w", id, jobstore.ErrNotFound)
-		}
-		if err := waitFolderEvent(ctx, w, fl.dir); err != nil {
-			if errors.Is(err, context.Canceled) {
-				return nil
-			}
-			return err
+// followLogs prints the job's records, then each record appended after
+// (history.Follower.Follow, woken also by job.json replacements), until
+// ctx ends or, with exitOnFinish, the job has finished.
+func followLogs(ctx context.Context, store *jobstore.Store, id string, fl *history.Follower, emit func(history.Entry) error, exitOnFinish bool) error {
+	o := history.FollowOptions{Wake: []string{jobstore.ManifestFile}}
+	if exitOnFinish {
+		// The manifest, not the history: the history is written first,
+		// so once the manifest shows a finished job every record up to
+		// that point is already there to read.
+		o.Done = func() bool {
+			m, err := store.Load(id)
+			return err == nil && finished(m.Status)
 		}
 	}
-}
-
-// waitFolderEvent waits for a relevant event in the job folder dir (or to
-// it, or a lost event: overflow) and then drains what else is queued.
-func waitFolderEvent(ctx context.Context, w *fsnotify.Watcher, dir string) error {
-	relevant := func(ev fsnotify.Event) bool {
-		if filepath.Clean(ev.Name) == filepath.Clean(dir) {
-			return true // the folder itself: removed or moved away
-		}
-		switch filepath.Base(ev.Name) {
-		case history.FileName, history.IndexFile, jobstore.ManifestFile:
-			return true
-		}
-		return false
+	err := fl.Follow(ctx, emit, o)
+	switch {
+	case errors.Is(err, context.Canceled):
+		return nil
+	case errors.Is(err, history.ErrFolderGone):
+		return fmt.Errorf("job %s was removed while following it: %w", id, jobstore.ErrNotFound)
 	}
-	for got := false; !got; {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case ev, ok := <-w.Events:
-			if !ok {
-				return errors.New("file watcher closed")
-			}
-			got = relevant(ev)
-		case err, ok := <-w.Errors:
-			if !ok {
-				return errors.New("file watcher closed")
-			}
-			_ = err // an overflow or other loss: read again to be sure
-			got = true
-		}
-	}
-	for {
-		select {
-		case <-w.Events:
-		default:
-			return nil
-		}
-	}
-}
-
-// follower reads a history incrementally: it remembers the last sequence
-// number it passed on, and the active file's identity and the offset it
-// has read to. Records come out in order, each once. A rotation (the
-// active file renamed into an archive and a new one started) or a gap in
-// the sequence sends it back to history.ReadEntries, which reads archives
-// and active file consistently; records it has already passed on are
-// skipped by sequence number.
-type follower struct {
-	dir   string
-	seen  bool  // a record has been passed on
-	last  int64 // its sequence number
-	file  os.FileInfo
-	off   int64
-	index string // the archive index as last read ("" if none)
-	// waiting: the last poll stopped at records a rotation is moving.
-	waiting bool
-}
-
-// readIndexFile returns the archive index's content ("" if there is none):
-// a rotation always rewrites it.
-func (f *follower) readIndexFile() (string, error) {
-	b, err := os.ReadFile(filepath.Join(f.dir, history.IndexFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("read history index: %w", err)
-	}
-	return string(b), nil
-}
-
-// poll passes on every record appended since the last poll. A history
-// that keeps changing while it is read (rotations in a row) is left for
-// the next poll: the change that stops it wakes the follower again.
-func (f *follower) poll(emit func(history.Entry) error) error {
-	f.waiting = false
-	for attempt := 0; attempt < 4; attempt++ {
-		if f.file != nil {
-			ok, err := f.tail(emit)
-			if err != nil || ok {
-				return err
-			}
-		}
-		waiting, err := f.resync(emit)
-		if err != nil {
-			return err
-		}
-		f.waiting = waiting
-		if f.file == nil && !waiting {
-			return nil // no history yet
-		}
-	}
-	return nil
-}
-
-// tail reads the active file from the offset. It returns false when the
-// file is not the one it was reading (rotated, replaced, truncated) or a
-// record is missing, and resync must run first.
-func (f *follower) tail(emit func(history.Entry) error) (bool, error) {
-	idx, err := f.readIndexFile()
-	if err != nil {
-		return false, err
-	}
-	if idx != f.index {
-		return false, nil // rotated: the records may be in a new archive
-	}
-	file, err := os.Open(filepath.Join(f.dir, history.FileName))
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return false, nil // in the middle of a rotation
-		}
-		return false, fmt.Errorf("read history: %w", err)
-	}
-	defer file.Close()
-	fi, err := file.Stat()
-	if err != nil {
-		return false, fmt.Errorf("read history: %w", err)
-	}
-	if !os.SameFile(fi, f.file) || fi.Size() < f.off {
-		return false, nil
-	}
-	if fi.Size() == f.off {
-		return true, nil
-	}
-	data := make([]byte, fi.Size()-f.off)
-	n, err := file.ReadAt(data, f.off)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return false, fmt.Errorf("read history: %w", err)
-	}
-	data = data[:n]
-	for {
-		i := bytes.IndexByte(data, '\n')
-		if i < 0 {
-			return true, nil // a record being written: read it next time
-		}
-		en, err := history.ParseLine(data[:i])
-		if err != nil {
-			return false, fmt.Errorf("history of %s: record after %d is corrupt: %w", f.dir, f.last, err)
-		}
-		switch {
-		case f.seen && en.Seq <= f.last:
-			// already passed on
-		case (f.seen && en.Seq == f.last+1) || (!f.seen && en.Seq == 0):
-			if err := emit(en); err != nil {
-				return false, err
-			}
-			f.seen, f.last = true, en.Seq
-		default:
-			return false, nil // a gap: records went into an archive first
-		}
-		f.off += int64(i + 1)
-		data = data[i+1:]
-	}
-}
-
-// resync reads the whole history (archives and active file), passes on
-// what is new, and starts tailing the active file from its beginning
-// (records already passed on are skipped). It stops at a gap in the
-// sequence while the history is rotating (an archive not yet indexed, or
-// the index changing while it reads) and reports that it is waiting: the
-// records are read once the index lists them.
-func (f *follower) resync(emit func(history.Entry) error) (waiting bool, err error) {
-	// Identify the index and the active file first: a rotation after this
-	// is noticed by the next tail, and whatever ReadEntries reads of this
-	// active file is skipped by sequence number when tailing it from 0.
-	idx, err := f.readIndexFile()
-	if err != nil {
-		return false, err
-	}
-	fi, statErr := os.Stat(filepath.Join(f.dir, history.FileName))
-	es, readErr := history.ReadEntries(f.dir)
-	after, err := f.readIndexFile()
-	if err != nil {
-		return false, err
-	}
-	// ReadEntries gives up re-reading after a few rotations in a row; and
-	// a rotation moves records into an archive before the index lists it.
-	settled := after == idx && !f.rotating()
-	for _, en := range es {
-		if f.seen && en.Seq <= f.last {
-			continue
-		}
-		if (f.seen && en.Seq != f.last+1) || (!f.seen && en.Seq != 0) {
-			if !settled {
-				f.file = nil // read again: the missing records are on their way
-				return true, nil
-			}
-			// A gap in a history at rest is in the history itself
-			// (logist verify reports it): show what is there.
-		}
-		if err := emit(en); err != nil {
-			return false, err
-		}
-		f.seen, f.last = true, en.Seq
-	}
-	if readErr != nil {
-		return false, fmt.Errorf("read history of %s: %w", f.dir, readErr)
-	}
-	if statErr != nil {
-		if errors.Is(statErr, fs.ErrNotExist) {
-			// No history yet, or between the two renames of a rotation.
-			f.file, f.off, f.index = nil, 0, idx
-			return f.rotating(), nil
-		}
-		return false, fmt.Errorf("read history: %w", statErr)
-	}
-	f.file, f.off, f.index = fi, 0, idx
-	return false, nil
-}
-
-// rotating reports a rotation under way: an archive renamed from the
-// active file but not yet compressed and indexed.
-func (f *follower) rotating() bool {
-	m, _ := filepath.Glob(filepath.Join(f.dir, "history-[0-9][0-9][0-9][0-9][0-9][0-9].jsonl"))
-	return len(m) > 0
+	return err
 }
 
 // recordPrinter prints history records as readable lines, or as JSON.

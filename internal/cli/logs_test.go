@@ -53,149 +53,6 @@ func (c *collector) n() int {
 	return len(c.seqs)
 }
 
-func TestFollowerIncremental(t *testing.T) {
-	dir := t.TempDir()
-	f := &follower{dir: dir}
-	c := &collector{}
-	if err := f.poll(c.emit); err != nil || c.n() != 0 {
-		t.Fatalf("no history: %v, %d records", err, c.n())
-	}
-	l, _, err := history.OpenWith(dir, history.Options{MaxBytes: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	for round, n := range []int{3, 0, 1, 5} {
-		appendN(t, l, n)
-		if err := f.poll(c.emit); err != nil {
-			t.Fatalf("round %d: %v", round, err)
-		}
-	}
-	if c.n() != 9 {
-		t.Fatalf("%d records, want 9", c.n())
-	}
-	// A record being written (no newline yet) waits for its end.
-	hf, err := os.OpenFile(filepath.Join(dir, history.FileName), os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hf.Close()
-	if _, err := hf.WriteString(`{"hash":"x","rec":{"v":2,"seq":9,`); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.poll(c.emit); err != nil || c.n() != 9 {
-		t.Fatalf("partial line: %v, %d records", err, c.n())
-	}
-	if _, err := hf.WriteString(`"type":"error","ts":"2026-11-21T10:00:00Z","error":{"code":"X","message":"m"}}}` + "\n"); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.poll(c.emit); err != nil || c.n() != 10 {
-		t.Fatalf("completed line: %v, %d records", err, c.n())
-	}
-}
-
-// A writer appending (and rotating the history into archives every few
-// records) while the follower polls: every record comes out once, in
-// order, and nothing is lost at a rotation.
-func TestFollowerAcrossRotations(t *testing.T) {
-	dir := t.TempDir()
-	l, _, err := history.OpenWith(dir, history.Options{MaxBytes: 1500})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	const total = 150
-	done := make(chan struct{})
-	defer func() { <-done }() // the writer stops before the folder goes
-	go func() {
-		defer close(done)
-		for i := 0; i < total; i++ {
-			rec := &history.Record{Type: history.TypeResponse, Role: "worker", Phase: "work", Interaction: ip(i),
-				Response: &history.Response{Status: history.StatusSuccess, Action: "RETRY", Summary: strings.Repeat("s", 100)}}
-			if err := l.Append(rec); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}()
-	f := &follower{dir: dir}
-	c := &collector{}
-	for finished := false; !finished; {
-		select {
-		case <-done:
-			finished = true
-		default:
-		}
-		if err := f.poll(c.emit); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := f.poll(c.emit); err != nil {
-		t.Fatal(err)
-	}
-	if c.n() != total {
-		t.Fatalf("%d records passed on, want %d", c.n(), total)
-	}
-	idx, err := os.ReadFile(filepath.Join(dir, history.IndexFile))
-	if err != nil || !strings.Contains(string(idx), "history-000005.jsonl.gz") {
-		t.Fatalf("the test did not rotate enough: %v\n%s", err, idx)
-	}
-}
-
-// A rotation's window: the active file renamed into a plain archive that
-// is not yet indexed. The follower waits rather than skip those records.
-func TestFollowerWaitsForUnindexedArchive(t *testing.T) {
-	dir := t.TempDir()
-	l, _, err := history.OpenWith(dir, history.Options{MaxBytes: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, l, 2)
-	l.Close()
-	f := &follower{dir: dir}
-	c := &collector{}
-	if err := f.poll(c.emit); err != nil || c.n() != 2 {
-		t.Fatalf("%v, %d records", err, c.n())
-	}
-	// Two more records, then the rename half of a rotation by hand, and a
-	// record in the new active file.
-	l, _, _ = history.OpenWith(dir, history.Options{MaxBytes: -1})
-	appendN(t, l, 2)
-	l.Close()
-	active := filepath.Join(dir, history.FileName)
-	plain := filepath.Join(dir, "history-000001.jsonl")
-	data, _ := os.ReadFile(active)
-	if err := os.Rename(active, plain); err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.SplitAfter(string(data), "\n")
-	rec4 := strings.Replace(lines[3], `"seq":3`, `"seq":4`, 1)
-	if err := os.WriteFile(active, []byte(rec4), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.poll(c.emit); err != nil {
-		t.Fatal(err)
-	}
-	if c.n() != 2 {
-		t.Fatalf("%d records passed on during the rotation window, want 2 (wait for the archive)", c.n())
-	}
-	// The archive is indexed (logistd's next open seals it).
-	l, _, err = history.OpenWith(dir, history.Options{MaxBytes: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.Close()
-	if _, err := os.Stat(plain); !os.IsNotExist(err) {
-		t.Fatalf("plain archive still there: %v", err)
-	}
-	if err := f.poll(c.emit); err != nil {
-		t.Fatal(err)
-	}
-	if c.n() != 5 {
-		t.Fatalf("%d records, want 5 once the archive is indexed", c.n())
-	}
-}
-
 func TestFollowLogsExitOnFinish(t *testing.T) {
 	jobs := t.TempDir()
 	writeJob(t, jobs, "job-a", jobJSON("RUNNING", `"current_phase": "work"`))
@@ -212,7 +69,7 @@ func TestFollowLogsExitOnFinish(t *testing.T) {
 	done := make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { done <- followLogs(ctx, store, "job-a", &follower{dir: dir}, c.emit, true) }()
+	go func() { done <- followLogs(ctx, store, "job-a", history.NewFollower(dir), c.emit, true) }()
 	waitFor(t, "the first records", 5*time.Second, func() bool { return c.n() == 3 })
 	appendN(t, l, 20) // rotates on the way
 	waitFor(t, "the appended records", 5*time.Second, func() bool { return c.n() == 23 })
@@ -248,7 +105,9 @@ func TestFollowLogsStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	c := &collector{}
-	go func() { done <- followLogs(ctx, store, "job-a", &follower{dir: store.JobDir("job-a")}, c.emit, true) }()
+	go func() {
+		done <- followLogs(ctx, store, "job-a", history.NewFollower(store.JobDir("job-a")), c.emit, true)
+	}()
 	cancel()
 	select {
 	case err := <-done:
@@ -274,7 +133,7 @@ func TestFollowLogsJobRemoved(t *testing.T) {
 	c := &collector{}
 	done := make(chan error, 1)
 	go func() {
-		done <- followLogs(context.Background(), store, "job-a", &follower{dir: dir}, c.emit, false)
+		done <- followLogs(context.Background(), store, "job-a", history.NewFollower(dir), c.emit, false)
 	}()
 	waitFor(t, "the records", 5*time.Second, func() bool { return c.n() == 2 })
 	if err := os.RemoveAll(dir); err != nil {

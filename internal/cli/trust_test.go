@@ -55,7 +55,7 @@ func TestCommittedManifestIsTrustedOnlyWithItsSignature(t *testing.T) {
 		t.Fatalf("with a signed commit naming the bytes: %v", err)
 	}
 
-	hf := filepath.Join(dir, history.FileName)
+	hf := history.Path(dir)
 	b, _ := os.ReadFile(hf)
 	lines := strings.SplitAfter(string(b), "\n")
 	i := strings.Index(lines[0], `"sig":"`) + len(`"sig":"`)

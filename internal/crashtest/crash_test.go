@@ -268,7 +268,7 @@ func readState(t *testing.T, jd string) jobState {
 	if st == "" {
 		st = lifecycle.Pending
 	}
-	hb, _ := os.ReadFile(filepath.Join(jd, history.FileName))
+	hb, _ := os.ReadFile(history.Path(jd))
 	return jobState{active: st.Active(), responses: bytes.Count(hb, []byte(`"type":"response"`)), torn: tornAt(hb)}
 }
 
@@ -485,7 +485,7 @@ func TestCrashRecovery(t *testing.T) {
 		var inj *tear
 		if rng.IntN(6) == 0 {
 			sp := live[rng.IntN(len(live))]
-			hf := filepath.Join(dir, sp.id, history.FileName)
+			hf := history.Path(filepath.Join(dir, sp.id))
 			if st := states[sp.id]; st.active && st.torn < 0 {
 				if off, err := injectTear(hf, rng); err == nil {
 					inj = &tear{sp.id, off}

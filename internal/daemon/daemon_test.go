@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/steward"
@@ -206,7 +207,7 @@ func TestFilesArePrivate(t *testing.T) {
 		}
 		return nil
 	})
-	for _, want := range []string{".logist/signing.key", ".logist/content.key", "open/history.jsonl", "open/requests", "open/snapshots"} {
+	for _, want := range []string{".logist/signing.key", ".logist/content.key", history.Path("open"), "open/requests", "open/snapshots"} {
 		if _, err := os.Stat(filepath.Join(dir, want)); err != nil {
 			t.Errorf("expected %s: %v", want, err)
 		}
@@ -246,7 +247,7 @@ func TestScheduleCreatesRunsAndMetrics(t *testing.T) {
 	if err != nil || tplM.Status != "PENDING" || tplM.Run.LastScheduledAt == "" {
 		t.Fatalf("template: %+v %v", tplM, err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "tick", "history.jsonl")); err == nil {
+	if _, err := os.Stat(history.Path(filepath.Join(dir, "tick"))); err == nil {
 		t.Error("the template itself ran")
 	}
 	// A steward command counted through the events file.

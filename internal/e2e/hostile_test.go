@@ -146,7 +146,7 @@ func hostileCases() []hostile {
 				if b, _ := os.ReadFile(filepath.Join(target, "job.json")); string(b) != good {
 					t.Errorf("%s: the linked job's manifest was changed", c.id)
 				}
-				if _, err := os.Stat(filepath.Join(target, history.FileName)); err == nil {
+				if _, err := os.Stat(history.Path(target)); err == nil {
 					t.Errorf("%s: the daemon ran a job through a symlinked folder", c.id)
 				}
 			}},
@@ -165,7 +165,7 @@ func hostileCases() []hostile {
 			want:     outInvalid, code: "/current_phase: a RUNNING job must name its current phase"},
 		{id: "H32", name: "m-success", input: "dropped in as SUCCESS", manifest: job(scriptW(`{}`), `"status": "SUCCESS"`),
 			want: string(lifecycle.Success), check: func(t *testing.T, h *hostileRun, c *hostile) {
-				if _, err := os.Stat(filepath.Join(h.jobs, c.name, history.FileName)); err == nil {
+				if _, err := os.Stat(history.Path(filepath.Join(h.jobs, c.name))); err == nil {
 					t.Errorf("%s: a finished job was run", c.id)
 				}
 			}},
@@ -353,7 +353,7 @@ func hostileCases() []hostile {
 			manifest: job(scriptW(`{"action": "COMPLETED", "summary": "x"}`), running),
 			want:     outRefused, code: "HISTORY_MISSING", reason: "restore the file", stays: string(lifecycle.Running),
 			check: func(t *testing.T, h *hostileRun, c *hostile) {
-				if _, err := os.Stat(filepath.Join(h.jobs, c.name, history.FileName)); err == nil {
+				if _, err := os.Stat(history.Path(filepath.Join(h.jobs, c.name))); err == nil {
 					t.Errorf("%s: a new history was started over the missing one", c.id)
 				}
 			}},
@@ -582,7 +582,7 @@ func writeHistory(t *testing.T, jobDir, kind string) {
 		}
 	}
 	l.Close()
-	p := filepath.Join(jobDir, history.FileName)
+	p := history.Path(jobDir)
 	b, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)

@@ -7,9 +7,6 @@ import (
 	"github.com/logist/logist/internal/atomicfile"
 )
 
-// JobHistoryFile is the seed-format history kept current at safe boundaries.
-const JobHistoryFile = "jobHistory.json"
-
 // JobHistory is seed 002's jobHistory.json.
 type JobHistory struct {
 	JobID          string          `json:"job_id"`

@@ -6,7 +6,9 @@
 // each record names its predecessor's hash, so the lines form a chain that
 // `logist verify` checks. Past a size limit the file is rotated into gzip
 // archives listed in an index. jobHistory.json, the seed's format, is
-// materialised from the records.
+// materialised from the records. The package owns these files: others
+// locate, list, test for and follow them only through it (files.go,
+// follow.go), so a change of layout is made here alone.
 package history
 
 import (
@@ -26,9 +28,6 @@ import (
 	"github.com/logist/logist/internal/atomicfile"
 	"github.com/logist/logist/internal/regfile"
 )
-
-// FileName is the active append-only log inside the job folder.
-const FileName = "history.jsonl"
 
 // DefaultMaxBytes is the size past which the active file is rotated.
 const DefaultMaxBytes = 100 << 20
@@ -139,7 +138,7 @@ func OpenWith(dir string, opts Options) (*Log, *TornTail, error) {
 	if opts.MaxBytes == 0 {
 		opts.MaxBytes = DefaultMaxBytes
 	}
-	l := &Log{dir: dir, path: filepath.Join(dir, FileName), opts: opts, now: time.Now}
+	l := &Log{dir: dir, path: Path(dir), opts: opts, now: time.Now}
 	if err := l.recoverRotation(); err != nil {
 		return nil, nil, err
 	}
@@ -560,7 +559,7 @@ func ParseLine(line []byte) (Entry, error) {
 // reads only the tail, for readers that want to know whether a manifest
 // file is the one a Logist transaction committed.
 func LastCommitEntry(dir string) (e *Entry, ok bool) {
-	f, err := regfile.OpenFile(filepath.Join(dir, FileName), os.O_RDONLY, 0)
+	f, err := regfile.OpenFile(Path(dir), os.O_RDONLY, 0)
 	if err != nil {
 		return nil, false
 	}
@@ -637,7 +636,7 @@ func ReadEntries(dir string) ([]Entry, error) {
 			}
 			out = append(out, es...)
 		}
-		data, err := regfile.ReadFile(filepath.Join(dir, FileName))
+		data, err := regfile.ReadFile(Path(dir))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return out, fmt.Errorf("read history: %w", err)
 		}

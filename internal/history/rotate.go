@@ -8,16 +8,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
-	"strconv"
 
 	"github.com/logist/logist/internal/atomicfile"
 	"github.com/logist/logist/internal/regfile"
 )
-
-// IndexFile lists the rotated archives of a history.
-const IndexFile = "history-index.json"
 
 // Index describes the archives, oldest first, and the state at the end of
 // the newest, so opening a history reads only the active file.
@@ -39,10 +34,6 @@ type Archive struct {
 	FirstPrevHash string `json:"first_prev_hash"`
 	LastHash      string `json:"last_hash"`
 }
-
-var plainArchive = regexp.MustCompile(`^history-(\d{6})\.jsonl$`)
-
-func archiveName(n int) string { return fmt.Sprintf("history-%06d.jsonl", n) }
 
 func readIndex(dir string) (*Index, error) {
 	b, err := regfile.ReadFile(filepath.Join(dir, IndexFile))
@@ -116,8 +107,7 @@ func (l *Log) recoverRotation() error {
 	}
 	var plains []int
 	for _, e := range ents {
-		if m := plainArchive.FindStringSubmatch(e.Name()); m != nil {
-			n, _ := strconv.Atoi(m[1])
+		if n, ok := plainArchive(e.Name()); ok {
 			plains = append(plains, n)
 		}
 	}
@@ -138,7 +128,7 @@ func (l *Log) seal(n int) error {
 		return err
 	}
 	plain := filepath.Join(l.dir, archiveName(n))
-	gzName := archiveName(n) + ".gz"
+	gzName := archiveName(n) + archiveGz
 	if n <= len(idx.Archives) {
 		// Indexed before the crash; only the plain copy is left over.
 		if err := os.Remove(plain); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -240,7 +230,7 @@ func ReadSeq(dir string, seq int64) (*Entry, error) {
 			return findSeq(es, seq)
 		}
 	}
-	data, err := os.ReadFile(filepath.Join(dir, FileName))
+	data, err := os.ReadFile(Path(dir))
 	if err != nil {
 		return nil, fmt.Errorf("read history: %w", err)
 	}

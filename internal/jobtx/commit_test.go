@@ -181,7 +181,7 @@ func TestCommitWritesRecordsWithTheManifest(t *testing.T) {
 // Begin leaves the job exactly as before the unit or exactly as after it.
 func TestCommitInterruptedAnywhereIsFinishedOnce(t *testing.T) {
 	f := newFixture(t)
-	hf := filepath.Join(f.dir, history.FileName)
+	hf := history.Path(f.dir)
 	mf := filepath.Join(f.dir, jobstore.ManifestFile)
 	histBefore, _ := os.ReadFile(hf)
 	base, _ := os.ReadFile(mf)
@@ -304,7 +304,7 @@ func TestEncryptedHistorySealsTheCommittedManifest(t *testing.T) {
 	}
 	tx.Close()
 	done, _ := os.ReadFile(mf)
-	hist, _ := os.ReadFile(filepath.Join(f.dir, history.FileName))
+	hist, _ := os.ReadFile(history.Path(f.dir))
 	last := hist[bytes.LastIndexByte(hist[:len(hist)-1], '\n')+1:]
 	if bytes.Contains(last, []byte("secret plan")) || !bytes.Contains(last, []byte(`"manifest":"`)) {
 		t.Errorf("committed manifest not sealed:\n%s", last)

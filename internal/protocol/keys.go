@@ -6,9 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -68,26 +66,17 @@ func validRoleName(r string) bool {
 	return true
 }
 
+// loadOrCreateKey loads a role's key file, creating it first if there is
+// none (atomicfile.CreateExclusive: whole or not at all, once; its rules
+// say what a crash may leave).
 func loadOrCreateKey(file string) (ed25519.PrivateKey, error) {
-	if priv, err := loadKey(file); err == nil || !errors.Is(err, fs.ErrNotExist) {
-		return priv, err
-	}
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	data := []byte(base64.StdEncoding.EncodeToString(priv.Seed()) + "\n")
-	if err := createOnce(file, data); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return loadKey(file)
+	b, err := atomicfile.ReadOrCreate(file, 0o600, func() ([]byte, error) {
+		_, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return nil, err
 		}
-		return nil, err
-	}
-	return priv, nil
-}
-
-func loadKey(file string) (ed25519.PrivateKey, error) {
-	b, err := os.ReadFile(file)
+		return []byte(base64.StdEncoding.EncodeToString(priv.Seed()) + "\n"), nil
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -96,46 +85,6 @@ func loadKey(file string) (ed25519.PrivateKey, error) {
 		return nil, fmt.Errorf("key file %s is malformed", file)
 	}
 	return ed25519.NewKeyFromSeed(seed), nil
-}
-
-// createOnce makes file with data, whole or not at all, failing with
-// fs.ErrExist if it is already there: written and fsync'd under a temporary
-// name, hard-linked into place (which refuses to replace), directory fsync'd.
-// A crash never leaves an empty key that no later start could load.
-func createOnce(file string, data []byte) error {
-	dir := filepath.Dir(file)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(file)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	werr := f.Chmod(0o600)
-	if werr == nil {
-		_, werr = f.Write(data)
-	}
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		return err
-	}
-	if err := os.Link(f.Name(), file); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return err
-		}
-		// No hard links on this file system: exclusive create in place.
-		g, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return err
-		}
-		_, werr := g.Write(data)
-		serr := g.Sync()
-		cerr := g.Close()
-		if err := errors.Join(werr, serr, cerr); err != nil {
-			os.Remove(file)
-			return err
-		}
-	}
-	return atomicfile.SyncDir(dir)
 }
 
 // KeyID names a role's key: "<role>:<first 16 hex digits of sha256(pub)>".

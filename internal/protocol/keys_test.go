@@ -102,6 +102,19 @@ func TestKeysRefuseBadInput(t *testing.T) {
 	if _, err := LoadOrCreateKeys(dir, Roles); err == nil || !strings.Contains(err.Error(), "malformed") {
 		t.Errorf("malformed key file: %v", err)
 	}
+	// An empty key file is a creation a crash cut short (keys were once
+	// created in place): replaced, not refused. The damaged one above is
+	// kept and refused.
+	if err := os.WriteFile(filepath.Join(dir, KeysDir, "planner.key"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k, err := LoadOrCreateKeys(dir, Roles)
+	if err != nil {
+		t.Fatalf("empty key file: %v", err)
+	}
+	if again, err := LoadOrCreateKeys(dir, Roles); err != nil || again.Public()[Planner] != k.Public()[Planner] {
+		t.Fatalf("the replaced key is not the stored one: %v", err)
+	}
 	for _, s := range []string{"", "ed25519:", "rsa:AAAA", "ed25519:AAAA"} {
 		if _, err := DecodePublicKey(s); err == nil {
 			t.Errorf("DecodePublicKey(%q) succeeded", s)

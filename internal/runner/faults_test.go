@@ -78,7 +78,7 @@ const pausedMsg = "storage error: job paused, will run again"
 func checkIntact(t *testing.T, f *fixture, id string) {
 	t.Helper()
 	dir := filepath.Join(f.Dir, id)
-	b, err := os.ReadFile(filepath.Join(dir, history.FileName))
+	b, err := os.ReadFile(history.Path(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestDiskFullPausesJobAndResumes(t *testing.T) {
 	if after, _ := os.ReadFile(filepath.Join(f.Dir, "full", "job.json")); !bytes.Equal(before, after) {
 		t.Errorf("the manifest changed while no history could be written")
 	}
-	if b, _ := os.ReadFile(filepath.Join(f.Dir, "full", history.FileName)); len(b) != 0 {
+	if b, _ := os.ReadFile(history.Path(filepath.Join(f.Dir, "full"))); len(b) != 0 {
 		t.Errorf("history holds %d bytes of refused records", len(b))
 	}
 
@@ -324,7 +324,7 @@ func TestHistoryDeletedUnderRunningJob(t *testing.T) {
 	s.Nudge("victim")
 	ag.waitEntered(t)
 
-	hp := filepath.Join(f.Dir, "victim", history.FileName)
+	hp := history.Path(filepath.Join(f.Dir, "victim"))
 	saved, err := os.ReadFile(hp)
 	if err != nil {
 		t.Fatal(err)
@@ -379,7 +379,7 @@ func TestHistoryCorruptedUnderRunningJob(t *testing.T) {
 	s.Nudge("victim")
 	ag.waitEntered(t)
 
-	hp := filepath.Join(f.Dir, "victim", history.FileName)
+	hp := history.Path(filepath.Join(f.Dir, "victim"))
 	b, err := os.ReadFile(hp)
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -239,27 +238,11 @@ func historyGone(jobDir string, m *manifest.Manifest) error {
 	if m.Run.UpdatedAt == "" {
 		return nil
 	}
-	p := filepath.Join(jobDir, history.FileName)
-	fi, err := os.Stat(p)
-	switch {
-	case err == nil && fi.Size() > 0:
-		return nil
-	case err == nil:
-		// Empty right after a rotation: the records are in the archives.
-		if _, ierr := os.Stat(filepath.Join(jobDir, history.IndexFile)); ierr == nil {
-			return nil
-		}
-	case errors.Is(err, fs.ErrNotExist):
-		// A rotation cut short by a crash leaves the records in a plain
-		// archive; opening the history finishes it.
-		if plain, _ := filepath.Glob(filepath.Join(jobDir, "history-[0-9]*.jsonl")); len(plain) > 0 {
-			return nil
-		}
-	default:
-		return nil // let the run report what it cannot read
+	if ok, err := history.Present(jobDir); ok || err != nil {
+		return nil // an error: let the run report what it cannot read
 	}
 	return &historyMissingError{fmt.Sprintf("history %s is missing or empty, but the manifest shows recorded work (last updated %s); "+
-		"not starting a new history over it: restore the file", p, m.Run.UpdatedAt)}
+		"not starting a new history over it: restore the file", history.Path(jobDir), m.Run.UpdatedAt)}
 }
 
 func (s *Scheduler) end(id string, r *run) {

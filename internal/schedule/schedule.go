@@ -14,12 +14,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/logist/logist/internal/atomicfile"
 	"github.com/logist/logist/internal/effect"
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
@@ -314,10 +314,10 @@ func (s *Scheduler) create(id string, tpl *manifest.Manifest, tick time.Time) (s
 	return runID, s.Env.Store.Save(&run)
 }
 
-// Files of a job folder that belong to the job's run, not its definition.
+// Files of a job folder that belong to the job's run, not its definition
+// (and the history's files: history.IsFile).
 var runtimeNames = map[string]bool{
-	jobstore.ManifestFile: true, ".lock": true, "requests": true, "snapshots": true, "jobHistory.json": true,
-	"history.jsonl": true, "history-index.json": true,
+	jobstore.ManifestFile: true, ".lock": true, "requests": true, "snapshots": true,
 }
 
 func copyTemplate(src, dst string) error {
@@ -327,7 +327,7 @@ func copyTemplate(src, dst string) error {
 	}
 	for _, e := range ents {
 		name := e.Name()
-		if runtimeNames[name] || filepath.Ext(name) == ".gz" || strings.HasPrefix(name, "history-") {
+		if runtimeNames[name] || history.IsFile(name) {
 			continue
 		}
 		switch {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/builtins"
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
@@ -224,5 +225,51 @@ func TestHistoryLimitsAndRetention(t *testing.T) {
 	}
 	if _, err := store.Load("nightly"); err != nil {
 		t.Fatal("template deleted")
+	}
+}
+
+// A run copies the template's definition, never its run: not the
+// manifest (the run gets its own), not the history in any of its files
+// (history.IsFile decides which), not requests, snapshots or the lock.
+func TestCopyTemplateLeavesTheRunBehind(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	l, _, err := history.OpenWith(src, history.Options{MaxBytes: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if err := l.Append(&history.Record{Type: history.TypeError, Error: &history.ErrorInfo{Code: "X", Message: strings.Repeat("m", 200)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	if err := history.WriteJobHistory(src, "nightly", "", ""); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := history.Files(src)
+	if err != nil || len(hist) < 4 { // active file, index, archives, jobHistory.json
+		t.Fatalf("the template has history files %v (%v); the test wants them all", hist, err)
+	}
+	for name, body := range map[string]string{jobstore.ManifestFile: "{}", ".lock": "", "agent.sh": "echo hi", "notes.gz": "z",
+		"history-notes.md": "mine", "requests/000001.json": "{}", "snapshots/s/x": "x", "prompts/worker.md": "do it"} {
+		p := filepath.Join(src, name)
+		os.MkdirAll(filepath.Dir(p), 0o700)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := copyTemplate(src, dst); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	filepath.WalkDir(dst, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(dst, p)
+			got = append(got, rel)
+		}
+		return err
+	})
+	if want := []string{"agent.sh", "history-notes.md", "notes.gz", "prompts/worker.md"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("copied %v, want %v", got, want)
 	}
 }

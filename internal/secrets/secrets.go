@@ -11,7 +11,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -61,38 +60,26 @@ const Prefix = "enc:v1:"
 // Cipher encrypts history content with AES-256-GCM.
 type Cipher struct{ aead cipher.AEAD }
 
-// LoadOrCreateCipher loads <jobs>/.logist/content.key, creating it (0600)
-// if missing.
+// LoadOrCreateCipher loads <jobs>/<dotDir>/content.key, creating it (0600,
+// in a 0700 folder) if missing: whole or not at all, once, so processes
+// racing to create it use the same key (atomicfile.CreateExclusive, whose
+// rules also say what a crash may leave).
 func LoadOrCreateCipher(jobsDir, dotDir string) (*Cipher, error) {
 	p := filepath.Join(jobsDir, dotDir, KeyFile)
-	c, err := LoadCipher(p)
-	if err == nil || !errors.Is(err, fs.ErrNotExist) {
-		return c, err
-	}
 	if err := atomicfile.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return nil, err
 	}
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return LoadCipher(p)
-	}
+	b, err := atomicfile.ReadOrCreate(p, 0o600, func() ([]byte, error) {
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, err
+		}
+		return []byte(base64.StdEncoding.EncodeToString(key) + "\n"), nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("create content key: %w", err)
+		return nil, fmt.Errorf("content key: %w", err)
 	}
-	_, werr := f.WriteString(base64.StdEncoding.EncodeToString(key) + "\n")
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		return nil, fmt.Errorf("write content key: %w", err)
-	}
-	if err := atomicfile.SyncDir(filepath.Dir(p)); err != nil {
-		return nil, err
-	}
-	return newCipher(key)
+	return parseCipher(p, b)
 }
 
 // LoadCipher loads a content key file.
@@ -101,6 +88,11 @@ func LoadCipher(p string) (*Cipher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("content key: %w", err)
 	}
+	return parseCipher(p, b)
+}
+
+// parseCipher reads a content key file's content (32 bytes in base64).
+func parseCipher(p string, b []byte) (*Cipher, error) {
 	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
 	if err != nil || len(key) != 32 {
 		return nil, fmt.Errorf("content key %s is malformed", p)

@@ -57,94 +57,56 @@ func EncodePublic(pub ed25519.PublicKey) string { return base64.StdEncoding.Enco
 
 // LoadOrCreate loads the jobs folder's key, creating it (0600, in a 0700
 // folder) if there is none. Two processes racing to create it agree: the
-// key file appears whole, only once, and the loser loads the winner's.
+// key file appears whole, only once (atomicfile.CreateExclusive, whose
+// rules also say what a crash may leave), and the loser loads the
+// winner's.
 func LoadOrCreate(jobsDir string) (*Key, error) {
 	dir := filepath.Join(jobsDir, Dir)
-	k, err := Load(jobsDir)
-	if err == nil {
-		// A crash between writing the two halves leaves no public file.
-		pubFile := filepath.Join(dir, PublicFile)
-		if _, serr := os.Stat(pubFile); errors.Is(serr, fs.ErrNotExist) {
-			if werr := atomicfile.WriteFile(pubFile, []byte(EncodePublic(k.pub)+"\n"), 0o600); werr != nil {
-				return nil, werr
-			}
-		}
-		return k, nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
 	if err := atomicfile.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	file := filepath.Join(dir, PrivateFile)
+	b, err := atomicfile.ReadOrCreate(file, 0o600, func() ([]byte, error) {
+		_, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return nil, fmt.Errorf("generate signing key: %w", err)
+		}
+		return []byte(base64.StdEncoding.EncodeToString(priv.Seed()) + "\n"), nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("generate signing key: %w", err)
+		return nil, fmt.Errorf("signing key: %w", err)
 	}
-	// The public key first: a key file without its public half would be
-	// unverifiable.
-	if err := atomicfile.WriteFile(filepath.Join(dir, PublicFile+"."+KeyID(pub)), []byte(EncodePublic(pub)+"\n"), 0o600); err != nil {
+	k, err := parseKey(file, b)
+	if err != nil {
 		return nil, err
 	}
-	// The key file appears whole or not at all: written and fsync'd under
-	// a temporary name, then hard-linked into place, which fails if another
-	// process won the race. (Created in place, a crash between creating
-	// and writing it left an empty key file that no start could load.)
-	seed := []byte(base64.StdEncoding.EncodeToString(priv.Seed()) + "\n")
-	err = createWhole(filepath.Join(dir, PrivateFile), seed)
-	if errors.Is(err, fs.ErrExist) {
-		os.Remove(filepath.Join(dir, PublicFile+"."+KeyID(pub)))
-		return Load(jobsDir)
+	// The public half is derived from the key: written by whoever finds
+	// it missing, the creator or the next start after a crash between the
+	// two files (racers write the same content).
+	pubFile := filepath.Join(dir, PublicFile)
+	if _, serr := os.Stat(pubFile); errors.Is(serr, fs.ErrNotExist) {
+		if werr := atomicfile.WriteFile(pubFile, []byte(EncodePublic(k.pub)+"\n"), 0o600); werr != nil {
+			return nil, werr
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("write signing key: %w", err)
-	}
-	if err := os.Rename(filepath.Join(dir, PublicFile+"."+KeyID(pub)), filepath.Join(dir, PublicFile)); err != nil {
-		return nil, fmt.Errorf("write public key: %w", err)
-	}
-	if err := atomicfile.SyncDir(dir); err != nil {
-		return nil, err
-	}
-	return &Key{priv: priv, pub: pub, id: KeyID(pub)}, nil
-}
-
-// createWhole creates file with data unless it exists (fs.ErrExist).
-func createWhole(file string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	_, werr := f.Write(data)
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		return err
-	}
-	err = os.Link(f.Name(), file)
-	if err == nil || errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	// No hard links on this file system: create in place.
-	g, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	_, werr = g.Write(data)
-	serr = g.Sync()
-	cerr = g.Close()
-	return errors.Join(werr, serr, cerr)
+	return k, nil
 }
 
 // Load loads the jobs folder's key.
 func Load(jobsDir string) (*Key, error) {
-	b, err := os.ReadFile(filepath.Join(jobsDir, Dir, PrivateFile))
+	file := filepath.Join(jobsDir, Dir, PrivateFile)
+	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("signing key: %w", err)
 	}
+	return parseKey(file, b)
+}
+
+// parseKey reads a key file's content (the seed in base64).
+func parseKey(file string, b []byte) (*Key, error) {
 	seed, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
 	if err != nil || len(seed) != ed25519.SeedSize {
-		return nil, fmt.Errorf("signing key %s is malformed", filepath.Join(jobsDir, Dir, PrivateFile))
+		return nil, fmt.Errorf("signing key %s is malformed", file)
 	}
 	priv := ed25519.NewKeyFromSeed(seed)
 	pub := priv.Public().(ed25519.PublicKey)

@@ -3,6 +3,7 @@ package signing
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -101,6 +102,44 @@ func TestCreateAfterCrash(t *testing.T) {
 		fi, err := os.Stat(filepath.Join(dir, Dir, PrivateFile))
 		if err != nil || fi.Mode().Perm() != 0o600 {
 			t.Fatalf("key file mode %v, %v", fi.Mode(), err)
+		}
+		if fi, err := os.Stat(filepath.Join(dir, Dir)); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Fatalf("key folder mode %v, %v", fi.Mode(), err)
+		}
+	})
+	// A creation cut short by a crash (as when keys were created in
+	// place): nothing was ever signed with an empty key file, so a new
+	// key replaces it, with its public half.
+	t.Run("empty key file", func(t *testing.T) {
+		dir := t.TempDir()
+		os.MkdirAll(filepath.Join(dir, Dir), 0o700)
+		if err := os.WriteFile(filepath.Join(dir, Dir, PrivateFile), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		k, err := LoadOrCreate(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, err := Load(dir); err != nil || again.ID() != k.ID() {
+			t.Fatalf("stored key %v, %v; want %s", again, err, k.ID())
+		}
+		if pub, err := LoadPublic(filepath.Join(dir, Dir, PublicFile)); err != nil || KeyID(pub) != k.ID() {
+			t.Fatalf("public key: %v", err)
+		}
+	})
+	// A damaged key is refused, never replaced: the history it signed
+	// would no longer verify.
+	t.Run("damaged key file", func(t *testing.T) {
+		dir := t.TempDir()
+		os.MkdirAll(filepath.Join(dir, Dir), 0o700)
+		if err := os.WriteFile(filepath.Join(dir, Dir, PrivateFile), []byte("AAAA\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadOrCreate(dir); err == nil || !strings.Contains(err.Error(), "malformed") {
+			t.Fatalf("err = %v, want malformed", err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(dir, Dir, PrivateFile)); string(b) != "AAAA\n" {
+			t.Fatalf("the damaged key was replaced: %q", b)
 		}
 	})
 }

@@ -138,7 +138,7 @@ func (f *fixture) snapshot(id string) string {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	h, err := os.ReadFile(filepath.Join(f.Dir, id, history.FileName))
+	h, err := os.ReadFile(history.Path(filepath.Join(f.Dir, id)))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		f.t.Fatal(err)
 	}

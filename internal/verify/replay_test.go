@@ -40,7 +40,7 @@ func TestCapturedHistoriesReplay(t *testing.T) {
 	for _, name := range examples {
 		t.Run(name, func(t *testing.T) {
 			dir, key := runExample(t, name)
-			now := filepath.Join(dir, name, history.FileName)
+			now := history.Path(filepath.Join(dir, name))
 			captured := filepath.Join(capDir, name+".jsonl")
 			if *update {
 				os.MkdirAll(capDir, 0o755)
@@ -70,7 +70,7 @@ func TestCapturedHistoriesReplay(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			os.WriteFile(filepath.Join(jobs, name, history.FileName), b, 0o600)
+			os.WriteFile(history.Path(filepath.Join(jobs, name)), b, 0o600)
 			if _, err := os.Stat(filepath.Join(capDir, name+".artifacts")); err == nil {
 				os.CopyFS(filepath.Join(jobs, name, protocol.ArtifactsDir), os.DirFS(filepath.Join(capDir, name+".artifacts")))
 			}

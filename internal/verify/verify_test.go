@@ -136,7 +136,7 @@ func TestTamperingIsDetected(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir, key := runExample(t, "demo-retry-success")
 			forger = key
-			file := filepath.Join(dir, "demo-retry-success", history.FileName)
+			file := history.Path(filepath.Join(dir, "demo-retry-success"))
 			if r := verifyDir(t, dir, "demo-retry-success", key.Public()); !r.OK() {
 				t.Fatalf("before tampering: %v", r.Problems)
 			}
@@ -176,7 +176,7 @@ func TestVersion1HistoriesMigrate(t *testing.T) {
 		jobDir := filepath.Join(dir, name)
 		os.MkdirAll(jobDir, 0o700)
 		b, _ := os.ReadFile(s)
-		os.WriteFile(filepath.Join(jobDir, history.FileName), b, 0o600)
+		os.WriteFile(history.Path(jobDir), b, 0o600)
 		key, _ := signing.LoadOrCreate(dir)
 		r, err := Job(name, jobDir, Options{Public: key.Public()})
 		if err != nil || !r.OK() {
@@ -203,7 +203,7 @@ func TestVersion1HistoriesMigrate(t *testing.T) {
 			t.Errorf("%s after append: %+v", name, r)
 		}
 		// A v1 line slipped in after the chain started is refused.
-		f, _ := os.OpenFile(filepath.Join(jobDir, history.FileName), os.O_APPEND|os.O_WRONLY, 0)
+		f, _ := os.OpenFile(history.Path(jobDir), os.O_APPEND|os.O_WRONLY, 0)
 		f.Write([]byte(`{"v":1,"seq":` + itoa(n+1) + `,"type":"error","ts":"2026-01-01T00:00:00Z"}` + "\n"))
 		f.Close()
 		r, _ = Job(name, jobDir, Options{Public: key.Public()})

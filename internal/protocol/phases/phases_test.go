@@ -570,7 +570,7 @@ func TestVerifyDetectsTamperingOfARealTrace(t *testing.T) {
 	f := newFx(t)
 	f.write("j", happy(), nil)
 	f.run("j")
-	path := filepath.Join(f.dir, "j", "history.jsonl")
+	path := history.Path(filepath.Join(f.dir, "j"))
 	orig, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
