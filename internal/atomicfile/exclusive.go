@@ -74,32 +74,33 @@ func CreateExclusive(path string, data []byte, perm os.FileMode) error {
 }
 
 // ReadOrCreate returns path's content, first creating it from newData()
-// with CreateExclusive if there is none (or it is empty: see there).
-// Processes and goroutines racing to create it all return the same
-// content, the winner's: a loser reads what the winner linked in place.
-func ReadOrCreate(path string, perm os.FileMode, newData func() ([]byte, error)) ([]byte, error) {
+// with CreateExclusive if there is none (or it is empty: see there);
+// created says this call made it. Processes and goroutines racing to
+// create it all return the same content, the winner's: a loser reads what
+// the winner linked in place.
+func ReadOrCreate(path string, perm os.FileMode, newData func() ([]byte, error)) (data []byte, created bool, err error) {
 	for try := 0; ; try++ {
 		b, err := regfile.ReadFile(path)
 		if err == nil && len(b) > 0 {
-			return b, nil
+			return b, false, nil
 		}
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
+			return nil, false, err
 		}
 		if try == 3 {
 			// Created and gone again, three times over: someone is
 			// removing it as fast as it is made.
-			return nil, fmt.Errorf("%s keeps disappearing after it is created", path)
+			return nil, false, fmt.Errorf("%s keeps disappearing after it is created", path)
 		}
 		data, err := newData()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		switch err := CreateExclusive(path, data, perm); {
 		case err == nil:
-			return data, nil
+			return data, true, nil
 		case !errors.Is(err, fs.ErrExist):
-			return nil, err
+			return nil, false, err
 		}
 	}
 }

@@ -65,7 +65,7 @@ func race(t *testing.T, p string, n int) [][]byte {
 		go func() {
 			defer wg.Done()
 			<-start
-			got[i], errs[i] = ReadOrCreate(p, 0o600, newKey)
+			got[i], _, errs[i] = ReadOrCreate(p, 0o600, newKey)
 		}()
 	}
 	close(start)
@@ -118,7 +118,7 @@ func TestHelperReadOrCreateProcess(t *testing.T) {
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
-	b, err := ReadOrCreate(p, 0o600, newKey)
+	b, _, err := ReadOrCreate(p, 0o600, newKey)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
@@ -174,8 +174,8 @@ func TestCreateExclusiveAfterCrash(t *testing.T) {
 		p := filepath.Join(dir, "content.key")
 		left := filepath.Join(dir, ".content.key.tmp-123")
 		os.WriteFile(left, []byte("half a k"), 0o600)
-		b, err := ReadOrCreate(p, 0o600, newKey)
-		if err != nil || len(b) != 33 {
+		b, created, err := ReadOrCreate(p, 0o600, newKey)
+		if err != nil || len(b) != 33 || !created {
 			t.Fatalf("%q, %v", b, err)
 		}
 		if l, _ := os.ReadFile(left); string(l) != "half a k" {
@@ -186,8 +186,8 @@ func TestCreateExclusiveAfterCrash(t *testing.T) {
 		dir := t.TempDir()
 		p := filepath.Join(dir, "content.key")
 		os.WriteFile(p, nil, 0o644) // as a version that created it in place left it
-		b, err := ReadOrCreate(p, 0o600, newKey)
-		if err != nil || len(b) != 33 {
+		b, created, err := ReadOrCreate(p, 0o600, newKey)
+		if err != nil || len(b) != 33 || !created {
 			t.Fatalf("%q, %v", b, err)
 		}
 		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
@@ -211,7 +211,7 @@ func TestCreateExclusiveAfterCrash(t *testing.T) {
 		if err := CreateExclusive(p, []byte("new\n"), 0o600); !errors.Is(err, fs.ErrExist) {
 			t.Fatalf("err %v, want fs.ErrExist", err)
 		}
-		if b, err := ReadOrCreate(p, 0o600, newKey); err != nil || string(b) != "\x00\x00\x00" {
+		if b, created, err := ReadOrCreate(p, 0o600, newKey); err != nil || created || string(b) != "\x00\x00\x00" {
 			t.Fatalf("%q, %v: the caller must see the damage to refuse it", b, err)
 		}
 	})

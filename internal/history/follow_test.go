@@ -321,7 +321,10 @@ func TestPollSettledWaitsOutARotation(t *testing.T) {
 	if err := os.Rename(Path(dir), filepath.Join(dir, archiveName(1))); err != nil {
 		t.Fatal(err)
 	}
+	sealed := make(chan struct{})
+	defer func() { <-sealed }() // the opener is done before the folder goes
 	go func() {
+		defer close(sealed)
 		time.Sleep(50 * time.Millisecond)
 		if l, _, err := OpenWith(dir, Options{MaxBytes: -1}); err == nil { // seals the archive
 			l.Close()

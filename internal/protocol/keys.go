@@ -70,7 +70,7 @@ func validRoleName(r string) bool {
 // none (atomicfile.CreateExclusive: whole or not at all, once; its rules
 // say what a crash may leave).
 func loadOrCreateKey(file string) (ed25519.PrivateKey, error) {
-	b, err := atomicfile.ReadOrCreate(file, 0o600, func() ([]byte, error) {
+	b, _, err := atomicfile.ReadOrCreate(file, 0o600, func() ([]byte, error) {
 		_, priv, err := ed25519.GenerateKey(rand.Reader)
 		if err != nil {
 			return nil, err

@@ -69,7 +69,7 @@ func LoadOrCreateCipher(jobsDir, dotDir string) (*Cipher, error) {
 	if err := atomicfile.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return nil, err
 	}
-	b, err := atomicfile.ReadOrCreate(p, 0o600, func() ([]byte, error) {
+	b, _, err := atomicfile.ReadOrCreate(p, 0o600, func() ([]byte, error) {
 		key := make([]byte, 32)
 		if _, err := rand.Read(key); err != nil {
 			return nil, err

@@ -66,7 +66,7 @@ func LoadOrCreate(jobsDir string) (*Key, error) {
 		return nil, err
 	}
 	file := filepath.Join(dir, PrivateFile)
-	b, err := atomicfile.ReadOrCreate(file, 0o600, func() ([]byte, error) {
+	b, created, err := atomicfile.ReadOrCreate(file, 0o600, func() ([]byte, error) {
 		_, priv, err := ed25519.GenerateKey(rand.Reader)
 		if err != nil {
 			return nil, fmt.Errorf("generate signing key: %w", err)
@@ -80,11 +80,12 @@ func LoadOrCreate(jobsDir string) (*Key, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The public half is derived from the key: written by whoever finds
-	// it missing, the creator or the next start after a crash between the
-	// two files (racers write the same content).
+	// The public half is derived from the key: written by its creator
+	// (over any left from a key lost before it, such as an empty key file
+	// CreateExclusive replaced), and by whoever finds it missing, as the
+	// next start after a crash between the two files does.
 	pubFile := filepath.Join(dir, PublicFile)
-	if _, serr := os.Stat(pubFile); errors.Is(serr, fs.ErrNotExist) {
+	if _, serr := os.Stat(pubFile); created || errors.Is(serr, fs.ErrNotExist) {
 		if werr := atomicfile.WriteFile(pubFile, []byte(EncodePublic(k.pub)+"\n"), 0o600); werr != nil {
 			return nil, werr
 		}

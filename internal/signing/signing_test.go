@@ -116,6 +116,10 @@ func TestCreateAfterCrash(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, Dir, PrivateFile), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
+		// The public half of the key that was lost, if it got written.
+		if err := os.WriteFile(filepath.Join(dir, Dir, PublicFile), []byte("ZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZ=\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		k, err := LoadOrCreate(dir)
 		if err != nil {
 			t.Fatal(err)
