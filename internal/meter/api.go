@@ -20,7 +20,8 @@ type api interface {
 	// path: rt.model) and the body and query to send upstream.
 	request(rt route, query url.Values, body []byte) (*exchange, error)
 	// event reads one server-sent event of a streamed response into
-	// x.tally; drop is true for an event the client must not see.
+	// x.tally (and sets x.final when it holds the response's final
+	// usage); drop is true for an event the client must not see.
 	event(x *exchange, name string, data []byte) (drop bool)
 	// whole reads a whole (not streamed) response body into x.tally.
 	whole(x *exchange, body []byte) error
@@ -48,6 +49,9 @@ type exchange struct {
 	// anthropicIn is the input counts an Anthropic stream reported.
 	anthropicIn anthropicInput
 	tally       *tally
+	// final: the provider reported the response's final usage; the rest
+	// of the stream costs nothing more.
+	final bool
 
 	// What was charged to the call so far, and the budget's last word.
 	charged    Usage

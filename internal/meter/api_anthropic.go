@@ -93,6 +93,7 @@ func (anthropicAPI) event(x *exchange, name string, data []byte) bool {
 		}
 	case "message_delta":
 		ev.Usage.report(x)
+		x.final = x.final || ev.Usage != nil && ev.Usage.OutputTokens != nil
 	}
 	return false
 }

@@ -119,6 +119,9 @@ func (chatAPI) event(x *exchange, name string, data []byte) bool {
 		return false
 	}
 	ch.Usage.report(x.tally)
+	// The usage chunk comes last (a server that reports usage on every
+	// chunk keeps it final only once the choices are done).
+	x.final = len(ch.Choices) == 0
 	return x.usageAdded && len(ch.Choices) == 0
 }
 

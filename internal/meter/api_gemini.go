@@ -61,8 +61,9 @@ func val(p *int64) int64 {
 
 // read counts one response (or chunk): its parts as output streamed, then
 // its usage. final: the figures are complete (a whole response, or a
-// chunk with a finishReason), so absent counts are zeros.
-func (g *geminiResponse) read(t *tally, final bool) {
+// chunk with a finishReason), so absent counts are zeros. It reports
+// whether it read the final usage.
+func (g *geminiResponse) read(t *tally, final bool) bool {
 	for _, c := range g.Candidates {
 		if c.FinishReason != "" {
 			final = true
@@ -76,7 +77,7 @@ func (g *geminiResponse) read(t *tally, final bool) {
 	}
 	u := g.Usage
 	if u == nil {
-		return
+		return false
 	}
 	if final || u.Prompt != nil || u.ToolUse != nil {
 		t.reportInput(val(u.Prompt)+val(u.ToolUse), val(u.Cached), 0)
@@ -84,12 +85,13 @@ func (g *geminiResponse) read(t *tally, final bool) {
 	if final || u.Candidates != nil || u.Thoughts != nil {
 		t.reportOutput(val(u.Candidates) + val(u.Thoughts))
 	}
+	return final
 }
 
 func (geminiAPI) event(x *exchange, name string, data []byte) bool {
 	var g geminiResponse
-	if json.Unmarshal(data, &g) == nil {
-		g.read(x.tally, false)
+	if json.Unmarshal(data, &g) == nil && g.read(x.tally, false) {
+		x.final = true
 	}
 	return false
 }

@@ -76,6 +76,7 @@ func (responsesAPI) event(x *exchange, name string, data []byte) bool {
 	case "response.completed", "response.incomplete", "response.failed":
 		if ev.Response != nil && ev.Response.Usage != nil {
 			ev.Response.Usage.report(x.tally)
+			x.final = true
 		}
 	default:
 		// Every streamed piece of output (text, tool arguments, reasoning

@@ -289,8 +289,8 @@ func (p *Proxy) forwardMetered(ctx context.Context, w http.ResponseWriter, rc *h
 
 // stream meters a streamed response event by event: each event's usage
 // (reported or estimated) is charged before the event is passed on, and
-// when the budget is spent the stream ends with the API's error in place
-// of that event. It returns "" for a stream that ended well, else why it
+// when the budget is spent before the provider's final usage the stream
+// ends with the API's error in place of that event. It returns "" for a stream that ended well, else why it
 // did not.
 func (p *Proxy) stream(cw *clientWriter, c *call, x *exchange, price manifest.Price, resp *http.Response, body io.Reader) (outcome string) {
 	h := cw.w.Header()
@@ -308,7 +308,10 @@ func (p *Proxy) stream(cw *clientWriter, c *call, x *exchange, price manifest.Pr
 		raw, ev, err := sr.next()
 		if err == nil {
 			drop := x.api.event(x, ev.name, ev.data)
-			if !x.settle(c, price) {
+			// Once the final usage is in, the answer is paid for: the
+			// rest of the stream costs nothing and is passed on, like a
+			// whole response.
+			if !x.settle(c, price) && !x.final {
 				x.api.cut(x, f, CodeBudgetSpent, "the job's cost budget is spent; the stream was cut")
 				return CodeBudgetSpent
 			}
@@ -330,6 +333,9 @@ func (p *Proxy) stream(cw *clientWriter, c *call, x *exchange, price manifest.Pr
 			return ""
 		}
 		if errors.Is(err, errEventTooLarge) {
+			// What was read of the event counts as output.
+			x.tally.addOutput(len(raw))
+			x.settle(c, price)
 			return CodeUnmeterable
 		}
 		return codeUpstreamBrokenBody

@@ -74,16 +74,18 @@ func (s *sseReader) next() (raw []byte, ev sseEvent, err error) {
 	}
 }
 
-// readLine reads one line (with its end) without letting an event grow
-// past max bytes.
+// readLine reads one line (with its end), and stops with errEventTooLarge
+// once the event would be larger than max bytes.
 func (s *sseReader) readLine(have int) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := s.br.ReadSlice('\n')
-		if have+len(line)+len(chunk) > s.max {
+		line = append(line, chunk...)
+		if have+len(line) > s.max {
+			// The bytes read are returned with the error: they are
+			// counted and passed on, not lost.
 			return line, errEventTooLarge
 		}
-		line = append(line, chunk...)
 		switch {
 		case err == nil:
 			return line, nil

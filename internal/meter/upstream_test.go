@@ -188,3 +188,53 @@ func TestBrokenAndMalformedStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestOversizedResponsesChargedNotPassed: an event or a whole response
+// over the bounds is charged as estimated; the event's stream breaks off,
+// the whole response becomes a 502.
+func TestOversizedResponsesChargedNotPassed(t *testing.T) {
+	big := strings.Repeat("x", 8<<10)
+	stream := sseBody(`data: {"choices":[{"delta":{"content":"ok"}}]}`, `data: {"choices":[{"delta":{"content":"`+big+`"}}]}`)
+	whole := `{"model":"gpt-4o","choices":[{"message":{"content":"` + big + `"}}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`
+	for _, c := range []struct {
+		stream bool
+		header map[string]string
+		body   string
+	}{{true, sseHeader, stream}, {false, map[string]string{"Content-Type": "application/json"}, whole}} {
+		up := fakeUpstream(t, c.header, c.body)
+		h := newHarnessFor(t, nil, stubUpstreams(up.URL), func(cfg *Config) { cfg.MaxEventBytes, cfg.MaxResponseBytes = 4<<10, 4<<10 })
+		tok := h.issue("job", nil)
+		resp, got, readErr := do(t, apiCases[1].request(h.root, tok, "gpt-4o", c.stream))
+		tot, _ := h.proxy.Revoke(tok)
+		if !tot.Estimated || tot.Tokens.Output < 1000 {
+			t.Errorf("stream %v: totals %+v", c.stream, tot)
+		}
+		if c.stream && readErr == nil || !c.stream && (resp.StatusCode != http.StatusBadGateway || !strings.Contains(got, CodeUnmeterable)) {
+			t.Errorf("stream %v: %d %v %.300s", c.stream, resp.StatusCode, readErr, got)
+		}
+	}
+}
+
+// TestFinalUsageIsNotCut: when the budget runs out only with the
+// provider's final usage, the answer is complete and paid for: it is
+// passed on whole (like a whole response), and the next request is
+// refused.
+func TestFinalUsageIsNotCut(t *testing.T) {
+	body := sseBody(`data: {"choices":[{"delta":{"content":"short"}}]}`, `data: {"choices":[{"delta":{},"finish_reason":"stop"}]}`,
+		`data: {"choices":[],"usage":{"prompt_tokens":100000,"completion_tokens":5000}}`, `data: [DONE]`)
+	up := fakeUpstream(t, sseHeader, body)
+	h := newHarnessFor(t, nil, stubUpstreams(up.URL), nil)
+	b := newBudget(0.01) // the estimate fits; the final usage ($0.30) does not
+	tok := h.issue("job", b)
+	resp, got, readErr := do(t, apiCases[1].request(h.root, tok, "gpt-4o", true))
+	if readErr != nil || !strings.Contains(got, "[DONE]") || strings.Contains(got, CodeBudgetSpent) {
+		t.Errorf("the paid answer was cut (%v):\n%s", readErr, got)
+	}
+	tot, _ := h.proxy.Totals(tok)
+	if tot.Cut || tot.Estimated || tot.Tokens.Input != 100000 {
+		t.Errorf("totals %+v", tot)
+	}
+	if resp, _, _ = do(t, apiCases[1].request(h.root, tok, "gpt-4o", true)); resp.StatusCode != http.StatusPaymentRequired {
+		t.Errorf("next request: %d", resp.StatusCode)
+	}
+}
