@@ -116,7 +116,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Transport carries upstream requests (default: a clone of
 	// http.DefaultTransport, HTTP/1.1 or HTTP/2, the environment's proxy
-	// settings, no transparent compression).
+	// settings, no transparent compression, ResponseHeaderTimeout). A
+	// transport given here brings its own timeouts.
 	Transport http.RoundTripper
 
 	// MaxRequestBytes bounds a request body (default 32 MiB).
@@ -129,7 +130,7 @@ type Config struct {
 
 	// ResponseHeaderTimeout bounds the wait for the upstream's response
 	// headers (default 10 min: a long answer that does not stream comes
-	// all at once).
+	// all at once); it configures the default Transport.
 	ResponseHeaderTimeout time.Duration
 	// IdleTimeout bounds a silence of the upstream in the middle of a
 	// response body (default 5 min).
@@ -193,10 +194,8 @@ func New(cfg Config) (*Proxy, error) {
 		// a server sends it anyway.
 		tr.DisableCompression = true
 		tr.ForceAttemptHTTP2 = true
-		cfg.Transport = tr
-	}
-	if tr, ok := cfg.Transport.(*http.Transport); ok && tr.ResponseHeaderTimeout == 0 {
 		tr.ResponseHeaderTimeout = orDefault(cfg.ResponseHeaderTimeout, DefaultResponseHeaderTimeout)
+		cfg.Transport = tr
 	}
 	cfg.MaxRequestBytes = orDefault(cfg.MaxRequestBytes, DefaultMaxRequestBytes)
 	cfg.MaxResponseBytes = orDefault(cfg.MaxResponseBytes, DefaultMaxResponseBytes)

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/logist/logist/internal/modelstub"
 )
@@ -236,5 +237,31 @@ func TestFinalUsageIsNotCut(t *testing.T) {
 	}
 	if resp, _, _ = do(t, apiCases[1].request(h.root, tok, "gpt-4o", true)); resp.StatusCode != http.StatusPaymentRequired {
 		t.Errorf("next request: %d", resp.StatusCode)
+	}
+}
+
+// TestSilentUpstreamTimesOut: a provider that falls silent in the middle
+// of a response is given up after the idle timeout; what streamed is
+// charged as estimated and the agent sees the response break off.
+func TestSilentUpstreamTimesOut(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write([]byte(`data: {"choices":[{"delta":{"content":"` + strings.Repeat("x", 400) + `"}}]}` + "\n\n"))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer up.Close()
+	h := newHarnessFor(t, nil, stubUpstreams(up.URL), func(c *Config) { c.IdleTimeout = 200 * time.Millisecond })
+	tok := h.issue("job", nil)
+	start := time.Now()
+	_, body, readErr := do(t, apiCases[1].request(h.root, tok, "gpt-4o", true))
+	if readErr == nil || !strings.Contains(body, "xxxx") || time.Since(start) > 10*time.Second {
+		t.Errorf("(%v after %v) %s", readErr, time.Since(start), body)
+	}
+	if tot, _ := h.proxy.Revoke(tok); !tot.Estimated || tot.Tokens.Output != 100 {
+		t.Errorf("totals %+v", tot)
+	}
+	if !strings.Contains(h.logs.String(), codeIdle) {
+		t.Errorf("the log does not say why:\n%s", h.logs.String())
 	}
 }
