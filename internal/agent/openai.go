@@ -281,7 +281,7 @@ func (o *OpenAI) usage(u *usage) (*history.Tokens, float64, string) {
 	if !ok {
 		return t, 0, fmt.Sprintf("logist: no price known for model %q; cost counted as 0 (set http.price)", o.Cfg.Model)
 	}
-	return t, tokenCost(*t, p), ""
+	return t, TokenCost(*t, p), ""
 }
 
 func (o *OpenAI) price() (manifest.Price, bool) {

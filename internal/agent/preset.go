@@ -264,18 +264,7 @@ func (c *PresetCommand) cost(p *Parsed) (float64, string) {
 	if !ok {
 		return 0, fmt.Sprintf("logist: no price known for model %q; cost counted as 0 (set command.price)", model)
 	}
-	return tokenCost(*p.Tokens, price), ""
-}
-
-// tokenCost prices tokens; cached input tokens are part of Input.
-func tokenCost(t history.Tokens, p manifest.Price) float64 {
-	cached := p.InputPerMTok
-	if p.CachedInputPerMTok != nil {
-		cached = *p.CachedInputPerMTok
-	}
-	uncached := max(t.Input-t.Cache, 0)
-	cost := (float64(uncached)*p.InputPerMTok + float64(t.Cache)*cached + float64(t.Output)*p.OutputPerMTok) / 1e6
-	return min(cost, MaxCallCostUSD)
+	return TokenCost(*p.Tokens, price), ""
 }
 
 // env is the scrubbed environment: the base variables, the preset's and

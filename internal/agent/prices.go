@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/manifest"
 )
 
@@ -90,16 +91,18 @@ func LookupPrice(model string) (manifest.Price, bool) {
 	overMu.RLock()
 	o := overrides
 	overMu.RUnlock()
-	if p, ok := lookupIn(o, model); ok {
+	if p, ok := LookupPriceIn(o, model); ok {
 		return p, true
 	}
-	return lookupIn(builtinPrices(), model)
+	return LookupPriceIn(builtinPrices(), model)
 }
 
-func lookupIn(table map[string]manifest.Price, model string) (manifest.Price, bool) {
+// LookupPriceIn finds a model's price in one table: the exact name, else
+// the longest entry the name extends (ModelNameMatches).
+func LookupPriceIn(table map[string]manifest.Price, model string) (manifest.Price, bool) {
 	best := ""
 	for k := range table {
-		if (k == model || strings.HasPrefix(model, k+"-")) && len(k) > len(best) {
+		if ModelNameMatches(k, model) && len(k) > len(best) {
 			best = k
 		}
 	}
@@ -107,4 +110,25 @@ func lookupIn(table map[string]manifest.Price, model string) (manifest.Price, bo
 		return manifest.Price{}, false
 	}
 	return table[best], true
+}
+
+// ModelNameMatches tells whether a table entry (of prices, of allowed
+// models) names a model: the same name, or the name with a "-" suffix
+// (a dated snapshot such as gpt-4o-2024-08-06 of gpt-4o).
+func ModelNameMatches(entry, model string) bool {
+	return entry != "" && (entry == model || strings.HasPrefix(model, entry+"-"))
+}
+
+// TokenCost prices tokens: cached input tokens are part of t.Input and
+// priced at the cached rate (the input rate when the price has none). It is
+// the one pricing rule: presets, the http provider and the metering proxy
+// all use it.
+func TokenCost(t history.Tokens, p manifest.Price) float64 {
+	cached := p.InputPerMTok
+	if p.CachedInputPerMTok != nil {
+		cached = *p.CachedInputPerMTok
+	}
+	uncached := max(t.Input-t.Cache, 0)
+	cost := (float64(uncached)*p.InputPerMTok + float64(t.Cache)*cached + float64(t.Output)*p.OutputPerMTok) / 1e6
+	return min(cost, MaxCallCostUSD)
 }

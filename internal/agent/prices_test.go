@@ -47,9 +47,9 @@ func TestPriceOverrides(t *testing.T) {
 		t.Errorf("built-in entry lost: %+v", got)
 	}
 	// Cached tokens are part of input and priced at the cached rate.
-	c := tokenCost(history.Tokens{Input: 1000, Output: 100, Cache: 400}, manifest.Price{InputPerMTok: 3, OutputPerMTok: 15, CachedInputPerMTok: ptr(0.3)})
+	c := TokenCost(history.Tokens{Input: 1000, Output: 100, Cache: 400}, manifest.Price{InputPerMTok: 3, OutputPerMTok: 15, CachedInputPerMTok: ptr(0.3)})
 	if want := (600*3 + 400*0.3 + 100*15) / 1e6; c != want {
-		t.Errorf("tokenCost = %v, want %v", c, want)
+		t.Errorf("TokenCost = %v, want %v", c, want)
 	}
 }
 

@@ -167,7 +167,7 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request) {
 	if model == "" {
 		model = "claude-stub"
 	}
-	e := &anthropicEncoder{rep: rep, model: model}
+	e := &anthropicEncoder{rep: rep, model: model, chunks: s.chunks(3)}
 	if !req.Stream {
 		e.whole(w)
 		return
@@ -176,8 +176,9 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request) {
 }
 
 type anthropicEncoder struct {
-	rep   *Reply
-	model string
+	rep    *Reply
+	model  string
+	chunks int // deltas of the answer text
 }
 
 // usage is the reply's usage in Anthropic's terms: input_tokens are the
@@ -271,7 +272,7 @@ func (e *anthropicEncoder) stream(w http.ResponseWriter) {
 	} else {
 		sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0,
 			"content_block": map[string]any{"type": "text", "text": ""}})
-		for i, part := range split(e.rep.Text, 3) {
+		for i, part := range split(e.rep.Text, e.chunks) {
 			sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
 				"delta": map[string]any{"type": "text_delta", "text": part}})
 			if i == 0 && f != nil && f.Cut {

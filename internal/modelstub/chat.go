@@ -189,7 +189,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	usage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	chatStream(w, reply, model, usage)
+	chatStream(w, reply, model, usage, s.chunks(4))
 }
 
 // chatCwdText is how the programs tell the model their working directory:
@@ -311,8 +311,8 @@ func chatWhole(w http.ResponseWriter, r *Reply, model string) {
 
 // chatStream answers a streaming request: a role chunk, the text or the
 // tool call in pieces, the finish reason, the usage chunk when asked for,
-// and [DONE].
-func chatStream(w http.ResponseWriter, r *Reply, model string, includeUsage bool) {
+// and [DONE]. The text comes in chunks deltas.
+func chatStream(w http.ResponseWriter, r *Reply, model string, includeUsage bool, chunks int) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -342,7 +342,7 @@ func chatStream(w http.ResponseWriter, r *Reply, model string, includeUsage bool
 				"function": map[string]any{"arguments": p}}}}, nil))
 		}
 	} else {
-		parts := split(r.Text, 4)
+		parts := split(r.Text, chunks)
 		if f != nil && f.Cut {
 			// Half the answer, then the connection drops: no finish
 			// reason, no [DONE].

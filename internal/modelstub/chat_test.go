@@ -367,3 +367,28 @@ func TestChatModels(t *testing.T) {
 		t.Errorf("%v %+v", err, list)
 	}
 }
+
+// TestChunksSplitsTheAnswer: Options.Chunks streams the final answer in
+// that many deltas, in every protocol (tests of a stream cut in the middle
+// need long streams).
+func TestChunksSplitsTheAnswer(t *testing.T) {
+	answer := strings.Repeat("0123456789", 30)
+	s := chatStart(t, Options{Answer: answer, Chunks: 15})
+	for _, c := range []struct {
+		path  string
+		body  map[string]any
+		delta string
+	}{
+		{"/v1/chat/completions", map[string]any{"model": "m", "stream": true, "messages": []any{map[string]any{"role": "user", "content": "hi"}}}, `"content":"0123`},
+		{"/v1/messages", map[string]any{"model": "m", "stream": true, "tools": []any{map[string]any{"name": "Read"}}, "messages": []any{map[string]any{"role": "user", "content": "hi"}}}, `"text_delta"`},
+		{"/v1/responses", map[string]any{"model": "m", "stream": true, "input": "hi"}, "event: response.output_text.delta"},
+		{"/v1beta/models/m:streamGenerateContent?alt=sse", map[string]any{"contents": []any{map[string]any{"parts": []any{map[string]any{"text": "hi"}}}}}, `"text":"0123`},
+	} {
+		resp := chatPost(t, s, c.path, c.body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if n := strings.Count(string(b), c.delta); n != 15 {
+			t.Errorf("%s: %d deltas, want 15:\n%s", c.path, n, b)
+		}
+	}
+}

@@ -133,7 +133,7 @@ func geminiHandle(s *Server, w http.ResponseWriter, r *http.Request) {
 		sse(w, "", geminiResponse(rep, model, "", true))
 		return
 	}
-	chunks := split(rep.Text, 3)
+	chunks := split(rep.Text, s.chunks(3))
 	if f := rep.Failure; f != nil && f.Cut {
 		// The start of the answer, then the connection drops.
 		sse(w, "", geminiResponse(&Reply{ID: rep.ID}, model, chunks[0], false))

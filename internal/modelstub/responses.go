@@ -214,7 +214,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	if model == "" {
 		model = "stub-model"
 	}
-	enc := &responsesEncoder{reply: reply, model: model, custom: customTools(&req), created: time.Now().Unix()}
+	enc := &responsesEncoder{reply: reply, model: model, custom: customTools(&req), created: time.Now().Unix(), chunks: s.chunks(4)}
 	if !req.Stream {
 		enc.whole(w)
 		return
@@ -247,6 +247,7 @@ type responsesEncoder struct {
 	custom  map[string]bool
 	created int64
 	seq     int
+	chunks  int // deltas of the answer text
 }
 
 // item is the reply's one output item, complete.
@@ -357,7 +358,7 @@ func (e *responsesEncoder) stream(w http.ResponseWriter) {
 		e.event(w, "response.output_item.added", map[string]any{"output_index": 0, "item": added})
 		e.event(w, "response.content_part.added", map[string]any{"item_id": id, "output_index": 0, "content_index": 0,
 			"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
-		parts := split(r.Text, 4)
+		parts := split(r.Text, e.chunks)
 		if f != nil && f.Cut {
 			// Half the answer, then the connection drops: no
 			// response.completed.

@@ -50,6 +50,10 @@ type Options struct {
 	// Model is the model the stub lists (GET /v1/models) besides the
 	// ones it was asked for.
 	Model string
+	// Chunks, if set, is how many streamed deltas a final answer text is
+	// split into (each protocol's default is 3 or 4), so that a test can
+	// play a long stream.
+	Chunks int
 }
 
 // FileWrite is a file the stub asks the program to write.
@@ -378,6 +382,15 @@ func cut(w http.ResponseWriter) {
 		}
 	}
 	panic(http.ErrAbortHandler)
+}
+
+// chunks is the number of deltas a final answer text is streamed in:
+// Options.Chunks, else the protocol's default.
+func (s *Server) chunks(def int) int {
+	if s.opts.Chunks > 0 {
+		return s.opts.Chunks
+	}
+	return def
 }
 
 // split cuts a text into a few streaming deltas.

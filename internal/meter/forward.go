@@ -1,0 +1,205 @@
+package meter
+
+// Forwarding to the provider: the upstream request, the response passed
+// on, and the bounds on it (encodings, silence, secrets in errors).
+
+import (
+	"bytes"
+	"compress/gzip"
+	"compress/zlib"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/logist/logist/internal/manifest"
+)
+
+// upstreamRequest builds the request to the provider.
+func upstreamRequest(ctx context.Context, r *http.Request, rt route, up Upstream, body []byte, query url.Values) (*http.Request, error) {
+	u := strings.TrimRight(up.BaseURL, "/") + rt.path
+	if q := query.Encode(); q != "" {
+		u += "?" + q
+	}
+	req, err := http.NewRequestWithContext(ctx, r.Method, u, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = upstreamHeader(r.Header, up)
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		req.Body, req.ContentLength = http.NoBody, 0
+	}
+	return req, nil
+}
+
+// forwardFree forwards a request that costs nothing (a model list, a token
+// count, a probe): its response is passed on within the size bound.
+func (p *Proxy) forwardFree(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call, rt route, up Upstream, body []byte, query url.Values, secrets []string) {
+	req, err := upstreamRequest(ctx, r, rt, up, body, query)
+	if err == nil {
+		var resp *http.Response
+		if resp, err = p.cfg.Transport.RoundTrip(req); err == nil {
+			defer resp.Body.Close()
+			p.copyResponse(w, c, rt.family, resp)
+			return
+		}
+	}
+	if ctx.Err() == nil {
+		p.fail(w, c, rt.family, http.StatusBadGateway, CodeUpstreamFailed, "", "the provider could not be reached: "+redact(err.Error(), secrets))
+	}
+}
+
+// copyResponse passes a response on as it is (decoded), within the size
+// bound: an error status, or a free endpoint's answer.
+func (p *Proxy) copyResponse(w http.ResponseWriter, c *call, f Family, resp *http.Response) {
+	body, err := decodedBody(resp)
+	if err != nil {
+		p.fail(w, c, f, http.StatusBadGateway, CodeUnmeterable, "", err.Error())
+		return
+	}
+	clientHeader(w.Header(), resp.Header)
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(p.cfg.WriteTimeout))
+	w.WriteHeader(resp.StatusCode)
+	io.Copy(w, io.LimitReader(body, p.cfg.MaxResponseBytes))
+}
+
+// forwardMetered sends a metered request and meters its response: a
+// stream event by event (cut once the budget is spent), a whole response
+// when it arrives. It reports whether the client's connection must be
+// broken off (a stream that was cut, broke, or whose call was revoked).
+func (p *Proxy) forwardMetered(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, r *http.Request, c *call, rt route, up Upstream, x *exchange, price manifest.Price, secrets []string) (abort bool) {
+	started := time.Now()
+	outcome, logged := "", false // logged: fail already logged the outcome
+	defer func() {
+		if !logged {
+			p.logExchange(c, x, outcome, time.Since(started))
+		}
+	}()
+	upCtx, upCancel := context.WithCancel(ctx)
+	defer upCancel()
+	req, err := upstreamRequest(upCtx, r, rt, up, x.body, x.query)
+	if err != nil {
+		logged = true
+		p.fail(w, c, rt.family, http.StatusBadGateway, CodeUpstreamFailed, x.model, redact(err.Error(), secrets))
+		return false
+	}
+	c.started(x.model)
+	resp, err := p.cfg.Transport.RoundTrip(req)
+	if err != nil {
+		c.upstreamError()
+		if ctx.Err() != nil {
+			// The agent went away or the call was revoked: nobody to tell.
+			outcome = codeClientGone
+			if c.ctx.Err() != nil {
+				outcome = CodeRevoked
+			}
+			return false
+		}
+		logged = true
+		status := http.StatusBadGateway
+		var ne interface{ Timeout() bool }
+		if errors.As(err, &ne) && ne.Timeout() {
+			status = http.StatusGatewayTimeout
+		}
+		p.fail(w, c, rt.family, status, CodeUpstreamFailed, x.model, "the provider could not be reached: "+redact(err.Error(), secrets))
+		return false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		// Providers do not bill a request they refused.
+		c.upstreamError()
+		outcome = fmt.Sprintf("HTTP_%d", resp.StatusCode)
+		p.copyResponse(w, c, rt.family, resp)
+		return false
+	}
+	body, err := decodedBody(resp)
+	if err != nil {
+		// Paid for, but unreadable: charged as estimated, not passed on.
+		x.settle(c, price)
+		c.ended(false, true)
+		logged = true
+		p.fail(w, c, rt.family, http.StatusBadGateway, CodeUnmeterable, x.model, err.Error())
+		return false
+	}
+	idle := newIdleReader(body, p.cfg.IdleTimeout, upCancel)
+	defer idle.stop()
+	cw := &clientWriter{ctx: ctx, w: w, rc: rc, timeout: p.cfg.WriteTimeout}
+	if strings.HasPrefix(strings.ToLower(resp.Header.Get("Content-Type")), "text/event-stream") {
+		outcome = p.stream(cw, c, x, price, resp, idle)
+		// A stream that did not end well must not look complete.
+		abort = outcome != ""
+	} else {
+		// A whole response was passed on, or an error was answered (and
+		// logged).
+		outcome = p.whole(cw, c, x, price, resp, idle)
+		logged = outcome == CodeUnmeterable || outcome == CodeUpstreamFailed
+	}
+	switch {
+	case outcome == "" || outcome == CodeBudgetSpent:
+	case c.ctx.Err() != nil:
+		outcome = CodeRevoked
+	case idle.fired():
+		outcome = codeIdle
+	}
+	return abort
+}
+
+// decodedBody is a response's body with its content encoding undone (the
+// proxy asks for identity; a server may send gzip or deflate anyway).
+func decodedBody(resp *http.Response) (io.Reader, error) {
+	switch enc := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+		return resp.Body, nil
+	case "gzip":
+		return gzip.NewReader(resp.Body)
+	case "deflate":
+		return zlib.NewReader(resp.Body)
+	default:
+		return nil, fmt.Errorf("the provider answered in encoding %q, which the proxy cannot read for usage", enc)
+	}
+}
+
+// redact removes secrets (the real key, the agent's credentials) from a
+// message before it is logged or shown.
+func redact(s string, secrets []string) string {
+	for _, v := range secrets {
+		if len(v) >= 4 {
+			s = strings.ReplaceAll(s, v, "[REDACTED]")
+		}
+	}
+	return s
+}
+
+// idleReader ends the upstream request when the upstream is silent for
+// longer than the idle timeout.
+type idleReader struct {
+	r     io.Reader
+	d     time.Duration
+	t     *time.Timer
+	timed atomic.Bool
+}
+
+func newIdleReader(r io.Reader, d time.Duration, cancel context.CancelFunc) *idleReader {
+	ir := &idleReader{r: r, d: d}
+	ir.t = time.AfterFunc(d, func() {
+		ir.timed.Store(true)
+		cancel()
+	})
+	return ir
+}
+
+func (ir *idleReader) Read(b []byte) (int, error) {
+	n, err := ir.r.Read(b)
+	if !ir.timed.Load() {
+		ir.t.Reset(ir.d)
+	}
+	return n, err
+}
+
+func (ir *idleReader) stop()       { ir.t.Stop() }
+func (ir *idleReader) fired() bool { return ir.timed.Load() }

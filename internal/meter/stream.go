@@ -1,0 +1,108 @@
+package meter
+
+// Metering a response as it passes: a stream event by event, a whole
+// response when it has arrived.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/logist/logist/internal/manifest"
+)
+
+// stream meters a streamed response event by event: each event's usage
+// (reported or estimated) is charged before the event is passed on, and
+// when the budget is spent before the provider's final usage the stream
+// ends with the API's error in place of that event. It returns "" for a
+// stream that ended well, else why it did not.
+func (p *Proxy) stream(cw *clientWriter, c *call, x *exchange, price manifest.Price, resp *http.Response, body io.Reader) (outcome string) {
+	h := cw.w.Header()
+	clientHeader(h, resp.Header)
+	var f framer = sseFramer{cw}
+	if x.array {
+		h.Set("Content-Type", "application/json; charset=UTF-8")
+		f = &arrayFramer{cw: cw}
+	}
+	cw.w.WriteHeader(resp.StatusCode)
+	cw.rc.Flush()
+	defer func() { c.ended(outcome == CodeBudgetSpent, x.tally.estimated()) }()
+	sr := newSSEReader(body, p.cfg.MaxEventBytes)
+	for {
+		raw, ev, err := sr.next()
+		if err == nil {
+			drop := x.api.event(x, ev.name, ev.data)
+			// Once the final usage is in, the answer is paid for: the
+			// rest of the stream costs nothing and is passed on, like a
+			// whole response.
+			if !x.settle(c, price) && !x.final {
+				x.api.cut(x, f, CodeBudgetSpent, "the job's cost budget is spent; the stream was cut")
+				return CodeBudgetSpent
+			}
+			if !drop {
+				if f.event(raw, ev.data) != nil {
+					return codeClientGone
+				}
+			}
+			continue
+		}
+		x.settle(c, price)
+		if len(raw) > 0 && f.tail(raw) != nil {
+			return codeClientGone
+		}
+		if err == io.EOF {
+			if f.end() != nil {
+				return codeClientGone
+			}
+			return ""
+		}
+		if errors.Is(err, errEventTooLarge) {
+			// What was read of the event counts as output.
+			x.tally.addOutput(len(raw))
+			x.settle(c, price)
+			return CodeUnmeterable
+		}
+		return codeUpstreamBrokenBody
+	}
+}
+
+// whole meters a response that does not stream: its usage is charged when
+// it has arrived, and it is passed on even when that spends the budget
+// (it is paid for; the next request is refused).
+func (p *Proxy) whole(cw *clientWriter, c *call, x *exchange, price manifest.Price, resp *http.Response, body io.Reader) (outcome string) {
+	data, err := io.ReadAll(io.LimitReader(body, p.cfg.MaxResponseBytes+1))
+	tooBig := int64(len(data)) > p.cfg.MaxResponseBytes
+	if err == nil && !tooBig {
+		if x.api.whole(x, data) != nil {
+			// Usage unreadable: the body's size stands in for the output.
+			x.tally.addOutput(len(data))
+		}
+	} else {
+		x.tally.addOutput(len(data))
+	}
+	x.settle(c, price)
+	c.ended(false, x.tally.estimated())
+	switch {
+	case tooBig:
+		p.fail(cw.w, c, x.family, http.StatusBadGateway, CodeUnmeterable, x.model, fmt.Sprintf("the response is larger than %d bytes", p.cfg.MaxResponseBytes))
+		return CodeUnmeterable
+	case err != nil && cw.ctx.Err() != nil:
+		return codeClientGone // the agent went away or the call was revoked
+	case err != nil:
+		status, msg := http.StatusBadGateway, "the provider's response broke off: "+err.Error()
+		if ir, ok := body.(*idleReader); ok && ir.fired() {
+			status, msg = http.StatusGatewayTimeout, fmt.Sprintf("the provider fell silent for longer than %v in the middle of its response", p.cfg.IdleTimeout)
+		}
+		p.fail(cw.w, c, x.family, status, CodeUpstreamFailed, x.model, msg)
+		return CodeUpstreamFailed
+	}
+	h := cw.w.Header()
+	clientHeader(h, resp.Header)
+	h.Set("Content-Length", fmt.Sprint(len(data)))
+	cw.w.WriteHeader(resp.StatusCode)
+	if cw.write(data) != nil {
+		return codeClientGone
+	}
+	return ""
+}
