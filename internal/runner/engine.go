@@ -24,7 +24,6 @@ import (
 	"github.com/logist/logist/internal/response"
 	"github.com/logist/logist/internal/snapshot"
 	"github.com/logist/logist/internal/workflow"
-	"github.com/logist/logist/schemas"
 )
 
 // Causes of a cancelled call.
@@ -672,35 +671,27 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 		return done, e.escalate(tx, c, resp, record, lifecycle.EvAgentFailed, ae.Code, ae.Msg)
 	}
 
-	ans, warns, verr := response.Validate(out.Raw, tx.Store().Workspace(tx.ID))
-	if verr != nil {
-		var re *response.Error
-		errors.As(verr, &re)
-		resp.Status, resp.ErrorCode, resp.Error = history.StatusError, re.Code, re.Reason
-		outcome("invalid")
-		e.Env.Obs.Violation(re.Code)
-		return done, e.escalate(tx, c, resp, record, lifecycle.EvInvalid, re.Code, "invalid agent answer: "+verr.Error())
-	}
 	wf, err := m.ResolveWorkflow()
 	if err != nil {
 		return done, err
 	}
 	ph := wf.Phases[c.phase]
-	var obj map[string]any
-	if ph.Schema != "" || ph.Effect != "" {
-		obj, _ = response.Extract(out.Raw) // Validate succeeded, so this does
-		response.DropNulls(obj)
-	}
-	if ph.Schema != "" && ans.Action == workflow.ActionCompleted {
-		// The role's own answer contract (e.g. the Planner's proposals);
-		// RETRY and STUCK need only the base contract.
-		if err := schemas.Validate(ph.Schema, obj); err != nil {
-			resp.Status, resp.ErrorCode, resp.Error = history.StatusError, response.CodeSchemaInvalid, err.Error()
-			outcome("invalid")
-			e.Env.Obs.Violation(response.CodeSchemaInvalid)
-			return done, e.escalate(tx, c, resp, record, lifecycle.EvInvalid, response.CodeSchemaInvalid, "invalid agent answer: "+ph.Schema+": "+err.Error())
+	v := response.Judge(out.Raw, response.Contract{Schema: ph.Schema, Workspace: response.Dir(tx.Store().Workspace(tx.ID))})
+	if v.Err != nil {
+		resp.Status, resp.ErrorCode, resp.Error = history.StatusError, v.Err.Code, v.Err.Reason
+		resp.Violations = v.Record()
+		outcome("invalid")
+		e.Env.Obs.Violation(v.Err.Code)
+		for _, x := range v.Violations {
+			if x != v.Err {
+				// Every violation is audited, not only the one the answer
+				// is refused for.
+				tx.LogError(x.Code, c.role, c.attempt, "invalid agent answer (also): "+x.Explain())
+			}
 		}
+		return done, e.escalate(tx, c, resp, record, lifecycle.EvInvalid, v.Err.Code, "invalid agent answer: "+v.Err.Explain())
 	}
+	ans, warns, obj := v.Answer, v.Warnings, v.Object
 	outcome("ok")
 	resp.Status, resp.Action, resp.EvidenceFiles, resp.Summary = history.StatusSuccess, ans.Action, ans.EvidenceFiles, ans.Summary
 	for _, w := range warns {

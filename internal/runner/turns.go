@@ -13,7 +13,6 @@ import (
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/response"
 	"github.com/logist/logist/internal/workflow"
-	"github.com/logist/logist/schemas"
 )
 
 // TurnEffect is an effect whose steps are turns (workflow.Prep.Turns): a
@@ -187,16 +186,18 @@ func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff Tur
 				return done, err
 			}
 		default:
-			obj, verr := turnAnswer(tc.out.Raw, tc.turn.Schema)
-			if verr != nil {
-				r.Error = verr.Error()
+			// A turn's answer is held to its turn's schema alone; it is
+			// recorded as that schema refusing it, whatever the code.
+			v := response.Judge(tc.out.Raw, response.Contract{Turn: true, Schema: tc.turn.Schema})
+			if v.Err != nil {
+				r.Error = v.Err.Error()
 				e.Env.Obs.AgentCall(tc.turn.Role, tc.provider, "invalid", tc.elapsed, cost)
 				e.Env.Obs.Violation(response.CodeSchemaInvalid)
-				if err := e.recordTurn(tx, c, tc, history.StatusError, response.CodeSchemaInvalid, verr.Error(), tc.out); err != nil {
+				if err := e.recordTurn(tx, c, tc, history.StatusError, response.CodeSchemaInvalid, v.Err.Error(), tc.out); err != nil {
 					return done, err
 				}
 			} else {
-				r.Answer = obj
+				r.Answer = v.Object
 				e.Env.Obs.AgentCall(tc.turn.Role, tc.provider, "ok", tc.elapsed, cost)
 				if err := e.recordTurn(tx, c, tc, history.StatusSuccess, "", "", tc.out); err != nil {
 					return done, err
@@ -247,22 +248,6 @@ func (e *Engine) recordTurn(tx *jobtx.Tx, c *call, tc *turnCall, status, code, m
 	tx.M.Metrics.AgentCalls++
 	return tx.Append(&history.Record{Type: history.TypeResponse, Interaction: &n, Phase: c.phase, Role: tc.turn.Role,
 		Attempt: 1, StateBefore: string(c.stateBefore), Response: resp})
-}
-
-// turnAnswer extracts a turn's answer object and holds it to the turn's
-// schema alone (null members count as absent).
-func turnAnswer(raw []byte, schema string) (map[string]any, error) {
-	obj, err := response.Extract(raw)
-	if err != nil {
-		return nil, err
-	}
-	response.DropNulls(obj)
-	if schema != "" {
-		if err := schemas.Validate(schema, obj); err != nil {
-			return nil, fmt.Errorf("%s: %w", response.CodeSchemaInvalid, err)
-		}
-	}
-	return obj, nil
 }
 
 // applyTurns commits the effect's outcome of a turn step: more turns in the
