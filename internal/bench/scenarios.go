@@ -595,8 +595,8 @@ func callFloor(dir, agent string, calls int) (float64, error) {
 		if err != nil {
 			return 0, err
 		}
-		if _, err := response.Check(out); err != nil {
-			return 0, fmt.Errorf("floor: agent's answer: %w", err)
+		if v := response.Judge(out, response.Contract{}); v.Err != nil {
+			return 0, fmt.Errorf("floor: agent's answer: %w", v.Err)
 		}
 		rec, _ := json.Marshal(map[string]any{"type": "response", "interaction": i, "raw": string(out)})
 		if err := appendSync(append(rec, '\n')); err != nil {

@@ -81,13 +81,13 @@ func validateFile(f, kind, ws string) (string, []string, []string) {
 		if ws == "" {
 			ws = filepath.Dir(f)
 		}
-		_, warns, err := response.Validate(data, ws)
+		v := response.Judge(data, response.Contract{Workspace: response.Dir(ws)})
 		var ws2 []string
-		for _, w := range warns {
+		for _, w := range v.Warnings {
 			ws2 = append(ws2, w.Detail)
 		}
-		if err != nil {
-			return kind, []string{f + ": " + err.Error()}, ws2
+		if v.Err != nil {
+			return kind, []string{f + ": " + v.Err.Error()}, ws2
 		}
 		return kind, nil, ws2
 	}

@@ -133,6 +133,23 @@ type Response struct {
 	Outcome  string `json:"outcome,omitempty"`
 	SentBack bool   `json:"sent_back,omitempty"`
 	Stderr   string `json:"stderr,omitempty"`
+	// Violations lists every way a refused answer broke its contract, in
+	// seed 002's layer order (ErrorCode names the one it was refused for).
+	// Absent in records written before Logist listed them.
+	Violations []Violation `json:"violations,omitempty"`
+}
+
+// Violation is one way an answer broke its contract (internal/response).
+type Violation struct {
+	Code   string `json:"code"`
+	Detail string `json:"detail"`
+	// Path is the evidence path the violation is about, if any.
+	Path string `json:"path,omitempty"`
+	// Workspace marks what the workspace said when the answer was judged
+	// (a path that leads out through a symlink, or could not be resolved),
+	// rather than the answer's own text: the workspace may have changed
+	// since, so a replay takes it as recorded.
+	Workspace bool `json:"workspace,omitempty"`
 }
 
 // Tokens counts model usage where a provider reports it.

@@ -17,6 +17,7 @@ func (r Record) Clone() Record {
 		p := *r.Response
 		p.EvidenceFiles = append([]string(nil), r.Response.EvidenceFiles...)
 		p.Warnings = append([]string(nil), r.Response.Warnings...)
+		p.Violations = append([]Violation(nil), r.Response.Violations...)
 		c.Response = &p
 	}
 	if r.Transition != nil {
@@ -74,6 +75,10 @@ func (r *Record) Text(f func(string) string) {
 		p.Error = f(p.Error)
 		for i := range p.Warnings {
 			p.Warnings[i] = f(p.Warnings[i])
+		}
+		for i := range p.Violations {
+			// The path as the (redacted) raw answer names it.
+			p.Violations[i].Detail, p.Violations[i].Path = f(p.Violations[i].Detail), f(p.Violations[i].Path)
 		}
 	}
 	if t := r.Transition; t != nil {

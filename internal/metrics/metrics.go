@@ -15,6 +15,7 @@ import (
 
 	"github.com/logist/logist/internal/atomicfile"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/response"
 )
 
 // Known label values, initialised to 0 so that rates and alerts work before
@@ -30,7 +31,6 @@ var (
 	StewardCmds    = []string{"submit", "activate", "resume", "halt", "rollback"}
 	StewardResults = []string{"ok", "out_of_order", "not_found", "invalid", "error"}
 	CronOutcomes   = []string{"created", "skipped", "replaced", "missed", "failed"}
-	ViolationCodes = []string{"AGENT_EMPTY", "NOT_JSON", "SEVERAL_OBJECTS", "SCHEMA_INVALID", "ACTION_INVALID", "SUMMARY_MISSING", "PROTOCOL_VIOLATION"}
 )
 
 // Metrics implements the engine's and the daemon's observers.
@@ -135,7 +135,7 @@ func New(reg prometheus.Registerer, version, revision string) *Metrics {
 	init1(m.retries, RetryCauses)
 	init1(m.halts, HaltReasons)
 	init1(m.finished, FinishOutcomes)
-	init1(m.violations, ViolationCodes)
+	init1(m.violations, response.Codes)
 	init1(m.cron, CronOutcomes)
 	for _, c := range StewardCmds {
 		for _, r := range StewardResults {

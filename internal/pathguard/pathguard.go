@@ -27,19 +27,10 @@ func (e *EscapeError) Error() string {
 // '..', or resolves through a symlink to a place outside root (root itself
 // may be a symlink; what counts is where it really is).
 func Resolve(root, rel string) (abs string, exists bool, err error) {
-	if rel == "" {
-		return "", false, &EscapeError{Path: rel, Reason: "empty path"}
-	}
-	if strings.ContainsRune(rel, 0) {
-		return "", false, &EscapeError{Path: rel, Reason: "contains a NUL byte"}
-	}
-	if filepath.IsAbs(rel) {
-		return "", false, &EscapeError{Path: rel, Reason: "absolute path"}
+	if err := Lexical(rel); err != nil {
+		return "", false, err
 	}
 	clean := filepath.Clean(rel)
-	if clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
-		return "", false, &EscapeError{Path: rel, Reason: "'..' leads outside"}
-	}
 	realRoot, err := filepath.EvalSymlinks(root)
 	if err != nil {
 		return "", false, fmt.Errorf("workspace %s: %w", root, err)
@@ -71,6 +62,27 @@ func Resolve(root, rel string) (abs string, exists bool, err error) {
 		return filepath.Join(real), true, nil
 	}
 	return filepath.Join(real, strings.TrimPrefix(full, p)), false, nil
+}
+
+// Lexical is the part of Resolve that rel alone decides, without looking
+// at any folder: it fails with *EscapeError when rel is empty, holds a NUL
+// byte, is absolute, or climbs out with '..'. What it passes may still
+// leave through a symlink, which only the folder as it is can tell.
+func Lexical(rel string) error {
+	if rel == "" {
+		return &EscapeError{Path: rel, Reason: "empty path"}
+	}
+	if strings.ContainsRune(rel, 0) {
+		return &EscapeError{Path: rel, Reason: "contains a NUL byte"}
+	}
+	if filepath.IsAbs(rel) {
+		return &EscapeError{Path: rel, Reason: "absolute path"}
+	}
+	clean := filepath.Clean(rel)
+	if clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return &EscapeError{Path: rel, Reason: "'..' leads outside"}
+	}
+	return nil
 }
 
 // Within reports whether path is root or below it (both clean, absolute).

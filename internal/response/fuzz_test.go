@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"unicode/utf8"
 )
@@ -84,7 +85,7 @@ func FuzzResponseValidate(f *testing.F) {
 	_ = os.Symlink(outside, filepath.Join(ws, "link"))
 
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		a, warns, err := Validate(raw, ws)
+		a, warns, err := validate(raw, ws)
 		if err != nil {
 			if a != nil || warns != nil {
 				t.Fatalf("answer %v / warnings %v with error %v", a, warns, err)
@@ -92,6 +93,9 @@ func FuzzResponseValidate(f *testing.F) {
 			var e *Error
 			if !errors.As(err, &e) {
 				t.Fatalf("error %v is %T, not *Error", err, err)
+			}
+			if !slices.Contains(Codes, e.Code) {
+				t.Fatalf("code %s is not in Codes", e.Code)
 			}
 			return
 		}

@@ -1,20 +1,19 @@
-// Package response turns an agent's raw output into a validated answer, by
-// the four layers of seed 002: JSON Schema, action enumeration, evidence
-// file resolution inside the workspace, summary constraints. What it
-// tolerates around the JSON is documented in docs/agents.md.
+// Package response holds agent answers to their contract. Judge is the one
+// entry point, used by the engine, turn-based play, steward replies,
+// logist validate and logist verify's replay, so that an answer is held to
+// the same rules wherever it is judged: seed 002's four layers (JSON
+// Schema, action enumeration, evidence paths inside the workspace, summary
+// constraints), then a phase's own schema for a COMPLETED answer; or, for a
+// turn of a deliberation, the turn's schema alone. What it tolerates around
+// the JSON is documented in docs/agents.md.
 package response
 
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
-
-	"github.com/logist/logist/internal/pathguard"
-	"github.com/logist/logist/internal/workflow"
-	"github.com/logist/logist/schemas"
 )
 
 // MaxSummary is the seed's summary limit in characters.
@@ -32,14 +31,45 @@ const (
 	CodeProtocolViolation = "PROTOCOL_VIOLATION"
 )
 
+// Codes is every validation code, in the order that picks the one an
+// answer is refused for when it breaks its contract in several ways (all
+// of them are listed in Verdict.Violations and recorded): first an answer
+// that cannot be read at all (these exclude every other), then an evidence
+// path that leaves the workspace (the security-relevant one, which must be
+// audited whatever else is wrong), then the action and summary layers,
+// which name a problem better than the generic schema message does.
+// Metrics and logist verify take the list from here.
+var Codes = []string{CodeEmpty, CodeNotJSON, CodeSeveralObjects, CodeProtocolViolation, CodeActionInvalid, CodeSummaryMissing, CodeSchemaInvalid}
+
+// CodeEvidenceMissing is the warning of an accepted answer naming an
+// evidence file that does not exist (seed 002: warning, answer accepted).
+const CodeEvidenceMissing = "EVIDENCE_MISSING"
+
 // Error is a validation failure: a code (for logs, metrics and the
 // escalation matrix) and a reason a steward can act on.
 type Error struct {
 	Code   string
 	Reason string
+	// Schema names the phase's or turn's own schema that refused the
+	// answer ("" for the base contract).
+	Schema string
+	// Path is the evidence path a PROTOCOL_VIOLATION is about; Workspace
+	// marks one the workspace decided (a symlink out, a path that could
+	// not be resolved), not the path's own text.
+	Path      string
+	Workspace bool
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Reason }
+
+// Explain is what a steward is told: the refusing schema and the reason
+// for a phase's own schema, else the code and the reason.
+func (e *Error) Explain() string {
+	if e.Schema != "" {
+		return e.Schema + ": " + e.Reason
+	}
+	return e.Error()
+}
 
 // Answer is a valid agent answer.
 type Answer struct {
@@ -62,12 +92,12 @@ type Warning struct {
 func Extract(raw []byte) (map[string]any, error) {
 	s := bytes.TrimSpace(bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf")))
 	if len(s) == 0 {
-		return nil, &Error{CodeEmpty, "the agent answered nothing"}
+		return nil, &Error{Code: CodeEmpty, Reason: "the agent answered nothing"}
 	}
 	if bytes.HasPrefix(s, []byte("```")) {
 		body, ok := unfence(s)
 		if !ok {
-			return nil, &Error{CodeNotJSON, "a code fence that does not wrap the whole answer"}
+			return nil, &Error{Code: CodeNotJSON, Reason: "a code fence that does not wrap the whole answer"}
 		}
 		s = body
 	}
@@ -75,18 +105,18 @@ func Extract(raw []byte) (map[string]any, error) {
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, &Error{CodeNotJSON, "not a JSON object: " + err.Error()}
+		return nil, &Error{Code: CodeNotJSON, Reason: "not a JSON object: " + err.Error()}
 	}
 	var extra any
 	if err := dec.Decode(&extra); err != io.EOF {
 		if err == nil {
-			return nil, &Error{CodeSeveralObjects, "more than one JSON value; answer exactly one object"}
+			return nil, &Error{Code: CodeSeveralObjects, Reason: "more than one JSON value; answer exactly one object"}
 		}
-		return nil, &Error{CodeNotJSON, "text after the JSON object: " + err.Error()}
+		return nil, &Error{Code: CodeNotJSON, Reason: "text after the JSON object: " + err.Error()}
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, &Error{CodeNotJSON, fmt.Sprintf("the answer is a JSON %s, not an object", kind(v))}
+		return nil, &Error{Code: CodeNotJSON, Reason: fmt.Sprintf("the answer is a JSON %s, not an object", kind(v))}
 	}
 	return obj, nil
 }
@@ -125,85 +155,6 @@ func kind(v any) string {
 		return "null"
 	}
 	return fmt.Sprintf("%T", v)
-}
-
-// Validate runs all four layers on raw output. workspace is the job's
-// workspace; evidence paths are resolved inside it. It returns the answer
-// and warnings, or *Error.
-func Validate(raw []byte, workspace string) (*Answer, []Warning, error) {
-	ans, err := Check(raw)
-	if err != nil {
-		return nil, nil, err
-	}
-	var warns []Warning
-	for _, p := range ans.EvidenceFiles {
-		_, exists, err := pathguard.Resolve(workspace, p)
-		if err != nil {
-			var esc *pathguard.EscapeError
-			if errors.As(err, &esc) {
-				return nil, nil, &Error{CodeProtocolViolation, "evidence_files: " + esc.Error()}
-			}
-			return nil, nil, &Error{CodeProtocolViolation, "evidence_files: " + err.Error()}
-		}
-		if !exists {
-			warns = append(warns, Warning{Code: "EVIDENCE_MISSING", Detail: fmt.Sprintf("evidence file %q does not exist in the workspace", p)})
-		}
-	}
-	return ans, warns, nil
-}
-
-// Check runs the layers that need no workspace: extraction, action,
-// summary, schema. Replay (logist verify) uses it on recorded answers.
-func Check(raw []byte) (*Answer, error) {
-	obj, err := Extract(raw)
-	if err != nil {
-		return nil, err
-	}
-	// Layers 2 and 4 first where they name the problem better than the
-	// generic schema message does.
-	if a, ok := obj["action"]; ok {
-		s, isStr := a.(string)
-		if !isStr || !validAction(s) {
-			return nil, &Error{CodeActionInvalid, fmt.Sprintf("action %s is not one of %s", jsonText(a), strings.Join(workflow.Actions, ", "))}
-		}
-	}
-	if sum, ok := obj["summary_for_supervisor"]; !ok {
-		return nil, &Error{CodeSummaryMissing, "summary_for_supervisor is missing"}
-	} else if s, isStr := sum.(string); isStr && strings.TrimSpace(s) == "" {
-		return nil, &Error{CodeSummaryMissing, "summary_for_supervisor is empty"}
-	}
-	if err := schemas.Validate(schemas.Response, obj); err != nil {
-		var se *schemas.Error
-		if errors.As(err, &se) {
-			parts := make([]string, len(se.Violations))
-			for i, v := range se.Violations {
-				parts[i] = v.String()
-			}
-			return nil, &Error{CodeSchemaInvalid, strings.Join(parts, "; ")}
-		}
-		return nil, &Error{CodeSchemaInvalid, err.Error()}
-	}
-	b, _ := json.Marshal(obj)
-	var ans Answer
-	if err := json.Unmarshal(b, &ans); err != nil {
-		return nil, &Error{CodeSchemaInvalid, err.Error()}
-	}
-	if n := len([]rune(ans.Summary)); n > MaxSummary {
-		return nil, &Error{CodeSchemaInvalid, fmt.Sprintf("summary_for_supervisor has %d characters, at most %d", n, MaxSummary)}
-	}
-	if ans.EvidenceFiles == nil {
-		ans.EvidenceFiles = []string{}
-	}
-	return &ans, nil
-}
-
-func validAction(s string) bool {
-	for _, a := range workflow.Actions {
-		if a == s {
-			return true
-		}
-	}
-	return false
 }
 
 func jsonText(v any) string {

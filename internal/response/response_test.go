@@ -142,7 +142,7 @@ func answer(action any, evidence any, summary any) []byte {
 func TestValidateAccepts(t *testing.T) {
 	ws := workspace(t)
 	for _, action := range []string{"COMPLETED", "STUCK", "RETRY"} {
-		a, warns, err := Validate(answer(action, []string{"report.md", "src/pkg/main.go"}, "Wrote the report."), ws)
+		a, warns, err := validate(answer(action, []string{"report.md", "src/pkg/main.go"}, "Wrote the report."), ws)
 		if err != nil {
 			t.Fatalf("%s: %v", action, err)
 		}
@@ -162,7 +162,7 @@ func TestValidateAccepts(t *testing.T) {
 }
 
 func TestValidateEmptyEvidenceIsNonNil(t *testing.T) {
-	a, warns, err := Validate([]byte(okAnswer), workspace(t))
+	a, warns, err := validate([]byte(okAnswer), workspace(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,19 +176,19 @@ func TestValidateEmptyEvidenceIsNonNil(t *testing.T) {
 
 func TestValidateExtraFieldsAndCost(t *testing.T) {
 	raw := []byte(`{"action":"RETRY","evidence_files":[],"summary_for_supervisor":"again","cost_usd":0.0125,"usage":{"tokens":3}}`)
-	a, _, err := Validate(raw, workspace(t))
+	a, _, err := validate(raw, workspace(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a.CostUSD == nil || *a.CostUSD != 0.0125 {
 		t.Errorf("CostUSD = %v, want 0.0125", a.CostUSD)
 	}
-	_, _, err = Validate([]byte(`{"action":"RETRY","evidence_files":[],"summary_for_supervisor":"again","cost_usd":-1}`), workspace(t))
+	_, _, err = validate([]byte(`{"action":"RETRY","evidence_files":[],"summary_for_supervisor":"again","cost_usd":-1}`), workspace(t))
 	e := wantCode(t, err, CodeSchemaInvalid)
 	if !strings.Contains(e.Reason, "/cost_usd") {
 		t.Errorf("reason %q does not point at /cost_usd", e.Reason)
 	}
-	_, _, err = Validate([]byte(`{"action":"RETRY","evidence_files":[],"summary_for_supervisor":"again","cost_usd":"free"}`), workspace(t))
+	_, _, err = validate([]byte(`{"action":"RETRY","evidence_files":[],"summary_for_supervisor":"again","cost_usd":"free"}`), workspace(t))
 	wantCode(t, err, CodeSchemaInvalid)
 }
 
@@ -203,13 +203,13 @@ func TestValidateExtractionErrorsPassThrough(t *testing.T) {
 		"Sure:\n" + okAnswer:   CodeNotJSON,
 		"```json\n" + okAnswer: CodeNotJSON,
 	} {
-		a, w, err := Validate([]byte(raw), ws)
+		a, w, err := validate([]byte(raw), ws)
 		if a != nil || w != nil {
-			t.Errorf("Validate(%q) returned answer %v warnings %v with error", raw, a, w)
+			t.Errorf("validate(%q) returned answer %v warnings %v with error", raw, a, w)
 		}
 		wantCode(t, err, code)
 	}
-	a, _, err := Validate([]byte("\xef\xbb\xbf\n```json\n"+okAnswer+"\n```\n"), ws)
+	a, _, err := validate([]byte("\xef\xbb\xbf\n```json\n"+okAnswer+"\n```\n"), ws)
 	if err != nil || a.Action != "COMPLETED" {
 		t.Errorf("fenced answer with BOM: %v %v", a, err)
 	}
@@ -229,7 +229,7 @@ func TestValidateSchema(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := Validate([]byte(c.raw), ws)
+			_, _, err := validate([]byte(c.raw), ws)
 			e := wantCode(t, err, CodeSchemaInvalid)
 			if !strings.Contains(e.Reason, c.pointer) {
 				t.Errorf("reason %q does not mention %q", e.Reason, c.pointer)
@@ -241,7 +241,7 @@ func TestValidateSchema(t *testing.T) {
 func TestValidateAction(t *testing.T) {
 	ws := workspace(t)
 	for _, action := range []any{"completed", "Completed", "DONE", "", " COMPLETED", 1, 0, true, []string{"COMPLETED"}, map[string]string{}} {
-		_, _, err := Validate(answer(action, []string{}, "summary"), ws)
+		_, _, err := validate(answer(action, []string{}, "summary"), ws)
 		e := wantCode(t, err, CodeActionInvalid)
 		for _, a := range []string{"COMPLETED", "STUCK", "RETRY"} {
 			if !strings.Contains(e.Reason, a) {
@@ -250,10 +250,10 @@ func TestValidateAction(t *testing.T) {
 		}
 	}
 	// JSON null is not an absent field: it is an invalid action.
-	_, _, err := Validate([]byte(`{"action":null,"evidence_files":[],"summary_for_supervisor":"x"}`), ws)
+	_, _, err := validate([]byte(`{"action":null,"evidence_files":[],"summary_for_supervisor":"x"}`), ws)
 	wantCode(t, err, CodeActionInvalid)
 	// The offending value is quoted in the reason.
-	_, _, err = Validate(answer("DONE", []string{}, "x"), ws)
+	_, _, err = validate(answer("DONE", []string{}, "x"), ws)
 	if e := wantCode(t, err, CodeActionInvalid); !strings.Contains(e.Reason, `"DONE"`) {
 		t.Errorf("reason %q does not quote the action", e.Reason)
 	}
@@ -267,25 +267,25 @@ func TestValidateSummary(t *testing.T) {
 		"whitespace": `{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":" \n\t "}`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, _, err := Validate([]byte(raw), ws)
+			_, _, err := validate([]byte(raw), ws)
 			wantCode(t, err, CodeSummaryMissing)
 		})
 	}
 
 	t.Run("501 chars", func(t *testing.T) {
-		_, _, err := Validate(answer("COMPLETED", []string{}, strings.Repeat("a", MaxSummary+1)), ws)
+		_, _, err := validate(answer("COMPLETED", []string{}, strings.Repeat("a", MaxSummary+1)), ws)
 		e := wantCode(t, err, CodeSchemaInvalid)
 		if !strings.Contains(e.Reason, "summary_for_supervisor") {
 			t.Errorf("reason %q does not name the field", e.Reason)
 		}
 	})
 	t.Run("501 multibyte runes", func(t *testing.T) {
-		_, _, err := Validate(answer("COMPLETED", []string{}, strings.Repeat("é", MaxSummary+1)), ws)
+		_, _, err := validate(answer("COMPLETED", []string{}, strings.Repeat("é", MaxSummary+1)), ws)
 		wantCode(t, err, CodeSchemaInvalid)
 	})
 	t.Run("500 chars", func(t *testing.T) {
 		s := strings.Repeat("a", MaxSummary)
-		a, _, err := Validate(answer("COMPLETED", []string{}, s), ws)
+		a, _, err := validate(answer("COMPLETED", []string{}, s), ws)
 		if err != nil || a.Summary != s {
 			t.Fatalf("500 chars: %v", err)
 		}
@@ -296,7 +296,7 @@ func TestValidateSummary(t *testing.T) {
 		if len(s) <= MaxSummary {
 			t.Fatal("test string is not multibyte")
 		}
-		a, _, err := Validate(answer("COMPLETED", []string{}, s), ws)
+		a, _, err := validate(answer("COMPLETED", []string{}, s), ws)
 		if err != nil {
 			t.Fatalf("500 multibyte runes refused: %v", err)
 		}
@@ -310,9 +310,9 @@ func TestValidateSummary(t *testing.T) {
 // summary is also missing, and a missing summary before other schema errors.
 func TestValidateLayerPrecedence(t *testing.T) {
 	ws := workspace(t)
-	_, _, err := Validate([]byte(`{"action":"done"}`), ws)
+	_, _, err := validate([]byte(`{"action":"done"}`), ws)
 	wantCode(t, err, CodeActionInvalid)
-	_, _, err = Validate([]byte(`{"action":"COMPLETED","evidence_files":"x"}`), ws)
+	_, _, err = validate([]byte(`{"action":"COMPLETED","evidence_files":"x"}`), ws)
 	wantCode(t, err, CodeSummaryMissing)
 }
 
@@ -337,7 +337,7 @@ func TestValidateEvidence(t *testing.T) {
 	}
 
 	t.Run("missing file warns and accepts", func(t *testing.T) {
-		a, warns, err := Validate(answer("COMPLETED", []string{"report.md", "nope.txt", "src/new/dir.go"}, "x"), ws)
+		a, warns, err := validate(answer("COMPLETED", []string{"report.md", "nope.txt", "src/new/dir.go"}, "x"), ws)
 		if err != nil {
 			t.Fatalf("missing evidence refused: %v", err)
 		}
@@ -354,7 +354,7 @@ func TestValidateEvidence(t *testing.T) {
 		}
 	})
 	t.Run("path through a file warns", func(t *testing.T) {
-		_, warns, err := Validate(answer("COMPLETED", []string{"report.md/sub"}, "x"), ws)
+		_, warns, err := validate(answer("COMPLETED", []string{"report.md/sub"}, "x"), ws)
 		if err != nil {
 			t.Fatalf("refused: %v", err)
 		}
@@ -363,7 +363,7 @@ func TestValidateEvidence(t *testing.T) {
 		}
 	})
 	t.Run("nested and symlinked inside ok", func(t *testing.T) {
-		_, warns, err := Validate(answer("STUCK", []string{"src/pkg/main.go", "inside", "src/up/report.md", "./src/../report.md"}, "x"), ws)
+		_, warns, err := validate(answer("STUCK", []string{"src/pkg/main.go", "inside", "src/up/report.md", "./src/../report.md"}, "x"), ws)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -384,7 +384,7 @@ func TestValidateEvidence(t *testing.T) {
 		"nul":               "a\x00b",
 	} {
 		t.Run(name, func(t *testing.T) {
-			a, warns, err := Validate(answer("COMPLETED", []string{"report.md", p}, "x"), ws)
+			a, warns, err := validate(answer("COMPLETED", []string{"report.md", p}, "x"), ws)
 			if a != nil || warns != nil {
 				t.Errorf("answer %v warnings %v returned with violation", a, warns)
 			}
@@ -397,10 +397,20 @@ func TestValidateEvidence(t *testing.T) {
 }
 
 func TestValidateMissingWorkspace(t *testing.T) {
-	_, _, err := Validate(answer("COMPLETED", []string{"a"}, "x"), filepath.Join(t.TempDir(), "gone"))
+	_, _, err := validate(answer("COMPLETED", []string{"a"}, "x"), filepath.Join(t.TempDir(), "gone"))
 	wantCode(t, err, CodeProtocolViolation)
 	// Without evidence, the workspace is not consulted.
-	if _, _, err := Validate([]byte(okAnswer), filepath.Join(t.TempDir(), "gone")); err != nil {
+	if _, _, err := validate([]byte(okAnswer), filepath.Join(t.TempDir(), "gone")); err != nil {
 		t.Errorf("no evidence, missing workspace: %v", err)
 	}
+}
+
+// validate is Judge as the engine calls it for a base-contract answer in
+// the workspace folder ws.
+func validate(raw []byte, ws string) (*Answer, []Warning, error) {
+	v := Judge(raw, Contract{Workspace: Dir(ws)})
+	if v.Err != nil {
+		return nil, nil, v.Err
+	}
+	return v.Answer, v.Warnings, nil
 }

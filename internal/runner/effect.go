@@ -6,7 +6,6 @@ import (
 
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/effect"
-	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/workflow"
 )
@@ -37,40 +36,29 @@ func (e *Engine) effectFor(ph workflow.Phase) (effect.Effect, error) {
 	return eff, nil
 }
 
-// failWorkflow stops a workflow that cannot go on: the job waits for a
+// workflowFailed stops a workflow that cannot go on: the job waits for a
 // steward with the failure's code and reason.
-func (e *Engine) failWorkflow(tx *jobtx.Tx, role string, f *workflow.Failure) error {
-	tx.M.Run.ErrorCode = f.Code
-	tx.LogError(f.Code, role, 0, f.Reason)
-	if err := tx.Transition(lifecycle.EvWorkflowFailed, lifecycle.InterventionRequired, "", "SYSTEM", f.Reason); err != nil {
-		return err
-	}
-	return tx.Commit()
+func workflowFailed(role string, f *workflow.Failure) outcome {
+	return outcome{code: f.Code, logs: []logEntry{{code: f.Code, actor: role, msg: f.Reason}},
+		transition: &transition{lifecycle.EvWorkflowFailed, lifecycle.InterventionRequired, "", "SYSTEM", f.Reason}}
 }
 
-// skipPhase ends a phase without playing it (its effect found nothing to
-// do) and follows the outcome.
-func (e *Engine) skipPhase(tx *jobtx.Tx, wf *workflow.Workflow, phase, outcome, state string) (stepResult, error) {
-	target, err := wf.Next(phase, outcome)
+// skipped ends a phase without playing it (its effect found nothing to
+// do, or a turn step's outcome ended it) and follows the outcome.
+func skipped(wf *workflow.Workflow, phase, name, state string) (outcome, error) {
+	target, err := wf.Next(phase, name)
 	if err != nil {
-		return stepResult{done: true}, err
+		return outcome{}, err
 	}
-	if state != "" {
-		tx.M.Run.WorkflowState = state
-	}
+	o := outcome{state: state}
 	switch target {
 	case workflow.TargetSuccess:
-		err = tx.Transition(lifecycle.EvSucceed, lifecycle.Success, "", "SYSTEM", "phase "+phase+" had nothing to do")
+		o.transition = &transition{lifecycle.EvSucceed, lifecycle.Success, "", "SYSTEM", "phase " + phase + " had nothing to do"}
 	case workflow.TargetIntervention:
-		err = tx.Transition(lifecycle.EvStuck, lifecycle.InterventionRequired, "", "SYSTEM", "phase "+phase+" had nothing to do and leads to a steward")
+		o.transition = &transition{lifecycle.EvStuck, lifecycle.InterventionRequired, "", "SYSTEM", "phase " + phase + " had nothing to do and leads to a steward"}
 	default:
-		err = tx.Transition(lifecycle.EvAdvance, wf.Phases[target].Status, target, "SYSTEM", "phase "+phase+" had nothing to do")
+		o.transition = &transition{lifecycle.EvAdvance, wf.Phases[target].Status, target, "SYSTEM", "phase " + phase + " had nothing to do"}
 	}
-	if err != nil {
-		return stepResult{done: true}, err
-	}
-	if err := tx.Commit(); err != nil {
-		return stepResult{done: true}, err
-	}
-	return stepResult{done: !tx.M.Status.Active()}, nil
+	o.more = o.transition.to.Active()
+	return o, nil
 }

@@ -1,10 +1,12 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -109,9 +111,8 @@ func TestEscalationInvalidAnswers(t *testing.T) {
 			last := checkEscalated(t, f, "j", tc.code, 1)
 			m := f.load("j")
 			// The steward sees the validator's own message.
-			_, _, verr := response.Validate([]byte(tc.raw), f.Env.Store.Workspace("j"))
-			var re *response.Error
-			if !errors.As(verr, &re) {
+			re := response.Judge([]byte(tc.raw), response.Contract{Workspace: response.Dir(f.Env.Store.Workspace("j"))}).Err
+			if re == nil {
 				t.Fatalf("validator accepted %s", tc.raw)
 			}
 			if !strings.Contains(m.Run.Reason, re.Reason) || !strings.Contains(m.Run.Reason, tc.inReason) {
@@ -972,5 +973,33 @@ func TestRequestFileWrittenBesideTheIntent(t *testing.T) {
 	}
 	if got.JobID != "j" || got.Role != "worker" || got.Prompt == "" || got.Prompt != intents[0].Request.Prompt {
 		t.Errorf("request file: job %q role %q prompt %q; intent's prompt %q", got.JobID, got.Role, got.Prompt, intents[0].Request.Prompt)
+	}
+}
+
+// Issue 17 item 3: an evidence path out of the workspace is what an answer
+// is refused for even when its summary and action are wrong too, and every
+// violation is audited: listed in the response record and logged.
+func TestEscalationEvidenceEscapeComesFirst(t *testing.T) {
+	f := newFixture(t)
+	var logs bytes.Buffer
+	f.Env.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	raw := `{"evidence_files":["/etc/shadow"],"summary_for_supervisor":""}`
+	f.writeJob("j", job(script(rawStep(raw)), okSupervisor()))
+	f.run("j")
+	last := checkEscalated(t, f, "j", response.CodeProtocolViolation, 1)
+	if !strings.Contains(f.load("j").Run.Reason, "/etc/shadow") {
+		t.Errorf("run.reason = %q", f.load("j").Run.Reason)
+	}
+	var codes []string
+	for _, v := range last.Violations {
+		codes = append(codes, v.Code)
+	}
+	if strings.Join(codes, ",") != "SCHEMA_INVALID,PROTOCOL_VIOLATION,SUMMARY_MISSING" {
+		t.Errorf("recorded violations %v", last.Violations)
+	}
+	for _, code := range codes {
+		if !strings.Contains(logs.String(), `"error_code":"`+code+`"`) {
+			t.Errorf("%s is not logged:\n%s", code, logs.String())
+		}
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/response"
 	"github.com/logist/logist/internal/workflow"
-	"github.com/logist/logist/schemas"
 )
 
 // Metadata keys of a turn's request.
@@ -131,41 +130,36 @@ func (e *Engine) playTurns(ctx context.Context, tx *jobtx.Tx, c *call) {
 }
 
 // finishTurns records each turn's response, hands the results to the
-// effect and commits what it made of them.
-func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff effect.TurnEffect) (stepResult, error) {
+// effect, and returns what it made of them.
+func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff effect.TurnEffect) (outcome, error) {
 	m := tx.M
-	done := stepResult{done: true}
 	if !m.Status.Active() || m.Phase() != c.phase {
 		// A steward changed the job during the calls: record what they
 		// produced; the turns are not applied.
+		o := outcome{parked: true}
 		for _, tc := range c.turns {
-			if err := e.recordTurn(tx, c, tc, history.StatusError, agent.CodeCanceled, fmt.Sprintf("job became %s during the call", m.Status), nil); err != nil {
-				return done, err
-			}
+			o.responses = append(o.responses, e.turnResponse(c, tc, history.StatusError, agent.CodeCanceled, fmt.Sprintf("job became %s during the call", m.Status), nil))
 		}
-		tx.MarkParked()
-		return done, tx.Commit()
+		return o, nil
 	}
 	if ctx.Err() != nil {
 		// Shutdown: nothing is recorded; the turns are asked again.
-		return done, tx.RecordError(agent.CodeInterrupted, c.role, 1, "turns interrupted by shutdown; they will be asked again")
+		return outcome{hold: true, logs: []logEntry{{code: agent.CodeInterrupted, actor: c.role, attempt: 1, record: true,
+			msg: "turns interrupted by shutdown; they will be asked again"}}}, nil
 	}
+	var o outcome
 	var results []workflow.TurnResult
 	var awaiting []string
 	for _, tc := range c.turns {
-		cost := 0.0
-		if tc.out != nil {
-			cost = tc.out.CostUSD
-		} else if ae, ok := agent.AsError(tc.err); ok {
-			cost = ae.CostUSD
-		}
-		m.Metrics.CumulativeCost += cost * 100
-		m.Metrics.CumulativeTimeSeconds += tc.elapsed.Seconds()
+		cost := callCost(tc.out, tc.err)
+		account(m, cost, tc.elapsed)
 		if ae, ok := agent.AsError(tc.err); ok && ae.Code == agent.CodeAwaitingReply {
 			awaiting = append(awaiting, tc.turn.Role)
 			continue // no response: the intent stays open for logist reply
 		}
 		r := workflow.TurnResult{Key: tc.turn.Key}
+		seen := callSeen{tc.turn.Role, tc.provider, "ok", tc.elapsed, cost}
+		var rec *history.Record
 		switch {
 		case tc.err != nil:
 			code, msg := agent.CodeAPIError, tc.err.Error()
@@ -173,51 +167,63 @@ func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff eff
 				code, msg = ae.Code, ae.Msg
 			}
 			r.Error = code + ": " + msg
-			e.Env.Obs.AgentCall(tc.turn.Role, tc.provider, "error", tc.elapsed, cost)
-			if err := e.recordTurn(tx, c, tc, history.StatusError, code, msg, nil); err != nil {
-				return done, err
-			}
+			seen.result = "error"
+			rec = e.turnResponse(c, tc, history.StatusError, code, msg, nil)
 		default:
-			obj, verr := turnAnswer(tc.out.Raw, tc.turn.Schema)
-			if verr != nil {
-				r.Error = verr.Error()
-				e.Env.Obs.AgentCall(tc.turn.Role, tc.provider, "invalid", tc.elapsed, cost)
-				e.Env.Obs.Violation(response.CodeSchemaInvalid)
-				if err := e.recordTurn(tx, c, tc, history.StatusError, response.CodeSchemaInvalid, verr.Error(), tc.out); err != nil {
-					return done, err
-				}
+			// A turn's answer is held to its turn's schema alone.
+			v := response.Judge(tc.out.Raw, response.Contract{Turn: true, Schema: tc.turn.Schema})
+			if v.Err != nil {
+				r.Error = v.Err.Error()
+				seen.result = "invalid"
+				// Recorded as the turn's schema refusing it, whatever the
+				// validation code.
+				o.violations = append(o.violations, response.CodeSchemaInvalid)
+				rec = e.turnResponse(c, tc, history.StatusError, response.CodeSchemaInvalid, v.Err.Error(), tc.out)
 			} else {
-				r.Answer = obj
-				e.Env.Obs.AgentCall(tc.turn.Role, tc.provider, "ok", tc.elapsed, cost)
-				if err := e.recordTurn(tx, c, tc, history.StatusSuccess, "", "", tc.out); err != nil {
-					return done, err
-				}
+				r.Answer = v.Object
+				rec = e.turnResponse(c, tc, history.StatusSuccess, "", "", tc.out)
 			}
 		}
+		o.calls = append(o.calls, seen)
+		o.responses = append(o.responses, rec)
 		results = append(results, r)
 	}
-	if halted, err := e.enforceBudgets(tx); halted || err != nil {
-		return done, err
+	if h := overBudget(tx); h != nil {
+		return o.then(*h), nil
 	}
 	if len(awaiting) > 0 {
 		// The answered turns wait, recorded, for the human's reply; the
 		// effect finds them again when the step is replayed.
 		reason := fmt.Sprintf("waiting for a reply from %v: logist reply %s --as ROLE --file ANSWER.json", awaiting, tx.ID)
-		m.Run.ErrorCode = CodeAwaitingReply
-		if err := tx.Transition(lifecycle.EvAwait, lifecycle.InterventionRequired, "", "SYSTEM", reason); err != nil {
-			return done, err
-		}
-		return done, tx.Commit()
+		return o.then(outcome{code: CodeAwaitingReply, transition: &transition{lifecycle.EvAwait, lifecycle.InterventionRequired, "", "SYSTEM", reason}}), nil
 	}
 	oc, err := eff.FinishTurns(tx, c.phase, results)
 	if err != nil {
-		return done, err
+		return outcome{}, err
 	}
-	return e.applyTurns(tx, c, oc)
+	// The effect's outcome: more turns in the same phase (CONTINUE), the
+	// end of the workflow, or a stop.
+	o.records, o.state = oc.Records, oc.State
+	switch {
+	case oc.Fail != nil:
+		return o.then(workflowFailed(c.role, oc.Fail)), nil
+	case oc.Name == workflow.OutcomeContinue:
+		o.more = true
+		return o, nil
+	}
+	wf, err := m.ResolveWorkflow()
+	if err != nil {
+		return outcome{}, err
+	}
+	next, err := skipped(wf, c.phase, oc.Name, oc.State)
+	if err != nil {
+		return outcome{}, err
+	}
+	return o.then(next), nil
 }
 
-// recordTurn appends a turn's response.
-func (e *Engine) recordTurn(tx *jobtx.Tx, c *call, tc *turnCall, status, code, msg string, out *agent.Result) error {
+// turnResponse is a turn's response record.
+func (e *Engine) turnResponse(c *call, tc *turnCall, status, code, msg string, out *agent.Result) *history.Record {
 	n := tc.interaction
 	cost := 0.0
 	resp := &history.Response{Status: status, EvidenceFiles: []string{}, ExecutionTimeSeconds: round3(tc.elapsed.Seconds()), ErrorCode: code, Error: msg}
@@ -235,49 +241,6 @@ func (e *Engine) recordTurn(tx *jobtx.Tx, c *call, tc *turnCall, status, code, m
 		}
 	}
 	resp.CostUSD = cost
-	tx.M.Metrics.AgentCalls++
-	return tx.Append(&history.Record{Type: history.TypeResponse, Interaction: &n, Phase: c.phase, Role: tc.turn.Role,
-		Attempt: 1, StateBefore: string(c.stateBefore), Response: resp})
-}
-
-// turnAnswer extracts a turn's answer object and holds it to the turn's
-// schema alone (null members count as absent).
-func turnAnswer(raw []byte, schema string) (map[string]any, error) {
-	obj, err := response.Extract(raw)
-	if err != nil {
-		return nil, err
-	}
-	response.DropNulls(obj)
-	if schema != "" {
-		if err := schemas.Validate(schema, obj); err != nil {
-			return nil, fmt.Errorf("%s: %w", response.CodeSchemaInvalid, err)
-		}
-	}
-	return obj, nil
-}
-
-// applyTurns commits the effect's outcome of a turn step: more turns in the
-// same phase (CONTINUE), the end of the workflow, or a stop.
-func (e *Engine) applyTurns(tx *jobtx.Tx, c *call, oc *workflow.Outcome) (stepResult, error) {
-	done := stepResult{done: true}
-	if err := appendAll(tx, oc.Records); err != nil {
-		return done, err
-	}
-	if oc.State != "" {
-		tx.M.Run.WorkflowState = oc.State
-	}
-	if oc.Fail != nil {
-		return done, e.failWorkflow(tx, c.role, oc.Fail)
-	}
-	if oc.Name == workflow.OutcomeContinue {
-		if err := tx.Commit(); err != nil {
-			return done, err
-		}
-		return stepResult{}, nil
-	}
-	wf, err := tx.M.ResolveWorkflow()
-	if err != nil {
-		return done, err
-	}
-	return e.skipPhase(tx, wf, c.phase, oc.Name, oc.State)
+	return &history.Record{Type: history.TypeResponse, Interaction: &n, Phase: c.phase, Role: tc.turn.Role,
+		Attempt: 1, StateBefore: string(c.stateBefore), Response: resp}
 }

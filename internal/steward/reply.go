@@ -13,8 +13,6 @@ import (
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/response"
-	"github.com/logist/logist/internal/workflow"
-	"github.com/logist/logist/schemas"
 )
 
 // Codes the engine sets while a job waits for a human (runner's
@@ -46,7 +44,7 @@ func (s *Steward) Reply(id, role string, answer []byte) (*manifest.Manifest, err
 		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: fmt.Sprintf("no turn of role %q is waiting for a reply", role)}
 	}
 	meta := in.Request.Metadata
-	if err := validateReply(m, in.Phase, meta, answer); err != nil {
+	if err := validateReply(tx.Store().Workspace(id), meta, answer); err != nil {
 		return nil, &InvalidReplyError{Role: role, Err: err}
 	}
 	p, err := agent.ReplyFile(tx.Dir, &agent.Request{Interaction: *in.Interaction, Metadata: meta})
@@ -100,29 +98,15 @@ func awaitedIntent(recs []history.Record, role string) *history.Record {
 }
 
 // validateReply holds a reply to what the engine holds the agent's answer
-// to: a turn's own schema, or the base contract (plus the phase's schema
-// for a COMPLETED answer).
-func validateReply(m *manifest.Manifest, phase string, meta map[string]any, raw []byte) error {
+// to (response.Judge): a turn's own schema, or the base contract (plus the
+// phase's schema for a COMPLETED answer) with its evidence in the job's
+// workspace.
+func validateReply(workspace string, meta map[string]any, raw []byte) error {
 	schema, _ := meta[agent.MetaAnswerSchema].(string)
-	if k, _ := meta["turn_key"].(string); k != "" {
-		obj, err := response.Extract(raw)
-		if err != nil {
-			return err
-		}
-		response.DropNulls(obj)
-		if schema != "" {
-			return schemas.Validate(schema, obj)
-		}
-		return nil
-	}
-	ans, err := response.Check(raw)
-	if err != nil {
-		return err
-	}
-	if schema != "" && ans.Action == workflow.ActionCompleted {
-		obj, _ := response.Extract(raw)
-		response.DropNulls(obj)
-		return schemas.Validate(schema, obj)
+	turn, _ := meta["turn_key"].(string)
+	v := response.Judge(raw, response.Contract{Turn: turn != "", Schema: schema, Workspace: response.Dir(workspace)})
+	if v.Err != nil {
+		return v.Err
 	}
 	return nil
 }

@@ -18,8 +18,9 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
@@ -29,8 +30,6 @@ import (
 	"github.com/logist/logist/internal/secrets"
 	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/workflow"
-	"github.com/logist/logist/schemas"
-	"strings"
 )
 
 // Failure classes (seed 003's names where it has one).
@@ -221,76 +220,67 @@ func replay(r *Report, es []history.Entry, m *manifest.Manifest) {
 					// A turn's answer: valid against its schema if recorded
 					// as a success; it implies no transition of its own.
 					if resp.Status == history.StatusSuccess && !secrets.Sealed(resp.RawResponse) {
-						if err := phaseSchema(schema, resp.RawResponse); err != nil {
-							r.add(Problem{rec.Seq, ClassSchemaInvalid, "recorded as valid, but the turn's answer fails " + schema + " now: " + err.Error()})
+						if v := response.Judge([]byte(resp.RawResponse), response.Contract{Turn: true, Schema: schema}); v.Err != nil {
+							r.add(Problem{rec.Seq, ClassSchemaInvalid, "recorded as valid, but the turn's answer fails " + schema + " now: " + v.Err.Error()})
 						}
 					}
 					continue
 				}
 			}
+			refusal := resp.Status != history.StatusSuccess && slices.Contains(response.Codes, resp.ErrorCode)
+			action := resp.Action
 			if secrets.Sealed(resp.RawResponse) {
+				// Replayed from the recorded action and code, which stay in
+				// clear.
 				r.Encrypted++
-				if resp.Status == history.StatusSuccess {
-					expect = expectFor(wf, rec.Phase, resp.Action, &retries, maxRetries)
-					expect.seq = rec.Seq
-				}
-				continue
-			}
-			ans, err := response.Check([]byte(resp.RawResponse))
-			switch {
-			case resp.Status == history.StatusSuccess && err != nil:
-				r.add(Problem{rec.Seq, ClassSchemaInvalid, "recorded as valid, but the answer fails validation now: " + err.Error()})
-				continue
-			case resp.Status == history.StatusSuccess && ans.Action != resp.Action:
-				r.add(Problem{rec.Seq, ClassReplayDivergence, fmt.Sprintf("recorded action %s, the answer says %s", resp.Action, ans.Action)})
-				continue
-			case resp.Status != history.StatusSuccess && isValidationCode(resp.ErrorCode):
-				var ve *response.Error
-				if err == nil && resp.ErrorCode == response.CodeSchemaInvalid {
-					// The phase's own schema refused it (protocol roles).
-					if ph, ok := wf.Phases[rec.Phase]; ok && ph.Schema != "" && ans.Action == workflow.ActionCompleted && phaseSchema(ph.Schema, resp.RawResponse) != nil {
-						expect = &expectation{rec.Seq, lifecycle.EvInvalid, lifecycle.InterventionRequired, ""}
-						continue
+			} else {
+				// Judged as the engine judged it: with its phase's schema,
+				// and the workspace as the engine found it (the record says).
+				v := response.Judge([]byte(resp.RawResponse), response.Contract{Schema: wf.Phases[rec.Phase].Schema, Workspace: response.Recorded(resp.Violations)})
+				switch {
+				case resp.Status == history.StatusSuccess && v.Err != nil:
+					detail := "recorded as valid, but the answer fails validation now: " + v.Err.Error()
+					if v.Err.Schema != "" {
+						detail = "recorded as valid, but the answer fails " + v.Err.Schema + " now: " + v.Err.Reason
 					}
+					r.add(Problem{rec.Seq, ClassSchemaInvalid, detail})
+					continue
+				case resp.Status == history.StatusSuccess && v.Answer.Action != resp.Action:
+					r.add(Problem{rec.Seq, ClassReplayDivergence, fmt.Sprintf("recorded action %s, the answer says %s", resp.Action, v.Answer.Action)})
+					continue
+				case refusal:
+					if d := refusedAgain(resp, v); d != "" {
+						r.add(Problem{rec.Seq, ClassReplayDivergence, d})
+					}
+				case resp.Status == history.StatusSuccess:
+					action = v.Answer.Action
 				}
-				if err == nil {
-					r.add(Problem{rec.Seq, ClassReplayDivergence, fmt.Sprintf("recorded as %s, but the answer is valid now", resp.ErrorCode)})
-				} else if errors.As(err, &ve) && ve.Code != resp.ErrorCode && resp.ErrorCode != response.CodeProtocolViolation {
-					r.add(Problem{rec.Seq, ClassReplayDivergence, fmt.Sprintf("recorded as %s, validation now says %s", resp.ErrorCode, ve.Code)})
-				}
-				expect = &expectation{rec.Seq, lifecycle.EvInvalid, lifecycle.InterventionRequired, ""}
-				continue
+			}
+			c := workflow.Case{Phase: rec.Phase, Retries: retries, MaxRetries: maxRetries}
+			switch {
+			case refusal:
+				c.Fault, c.Code = workflow.FaultInvalid, resp.ErrorCode
 			case resp.Status != history.StatusSuccess:
 				continue // agent errors: the transition table check covers them
-			}
-			if ph, ok := wf.Phases[rec.Phase]; ok && ph.Schema != "" && ans.Action == workflow.ActionCompleted {
-				if err := phaseSchema(ph.Schema, resp.RawResponse); err != nil {
-					r.add(Problem{rec.Seq, ClassSchemaInvalid, "recorded as valid, but the answer fails " + ph.Schema + " now: " + err.Error()})
-					continue
-				}
-			}
-			if resp.Outcome == workflow.OutcomeFailed {
+			case resp.Outcome == workflow.OutcomeFailed:
+				// The phase's effect stopped the workflow; its own verifier
+				// re-checks the events behind that.
 				expect = &expectation{rec.Seq, lifecycle.EvWorkflowFailed, lifecycle.InterventionRequired, ""}
 				continue
+			default:
+				// The phase's effect may have decided an outcome other than
+				// the action (protocol workflows); its own verifier re-checks
+				// the events behind the decision.
+				c.Action, c.Outcome, c.SentBack = action, resp.Outcome, resp.SentBack
 			}
-			name, sentBack := ans.Action, false
-			if resp.Outcome != "" {
-				// The phase's effect decided (protocol workflows); its own
-				// verifier re-checks the events behind the decision.
-				name, sentBack = resp.Outcome, resp.SentBack
+			// The engine's decision (workflow.Decide), replayed.
+			d, err := workflow.Decide(wf, c)
+			if err != nil {
+				expect = &expectation{rec.Seq, lifecycle.Event("undecidable: " + err.Error()), "", ""}
+				continue
 			}
-			expect = expectFor(wf, rec.Phase, name, &retries, maxRetries)
-			if sentBack && expect.event == lifecycle.EvAdvance {
-				retries++
-				if retries > maxRetries {
-					expect = &exp{event: lifecycle.EvRetryLimit, to: lifecycle.InterventionRequired}
-				} else {
-					expect.event = lifecycle.EvRetry
-				}
-			}
-			if expect != nil {
-				expect.seq = rec.Seq
-			}
+			retries = d.Retries
+			expect = &expectation{rec.Seq, d.Event, d.To, d.Phase}
 		case history.TypeSteward:
 			if rec.Steward != nil && (rec.Steward.Command == "resume" || rec.Steward.Command == "rollback") {
 				retries = 0
@@ -328,36 +318,27 @@ type expectation struct {
 	phase string
 }
 
-type exp = expectation
-
-// expectFor is the engine's rule for a valid answer (runner.apply).
-func expectFor(wf *workflow.Workflow, phase, action string, retries *int, max int) *expectation {
-	target, err := wf.Next(phase, action)
-	if err != nil {
-		return &exp{event: "unknown phase " + lifecycle.Event(phase)}
-	}
+// refusedAgain checks a recorded refusal against today's verdict v: the
+// answer must still be refused, for the same code. It returns what
+// diverges ("" = nothing). Records written before responses listed their
+// violations (resp.Violations nil) are judged with what they can tell: a
+// PROTOCOL_VIOLATION the workspace decided then (a symlink out) is not
+// recorded as such and is taken as recorded, and their code was the first
+// layer that failed, where an evidence path out of the workspace now comes
+// first, so their code need only be among today's violations.
+func refusedAgain(resp *history.Response, v response.Verdict) string {
+	legacy := resp.Violations == nil
 	switch {
-	case target == workflow.TargetIntervention:
-		return &exp{event: lifecycle.EvStuck, to: lifecycle.InterventionRequired}
-	case target == workflow.TargetSuccess:
-		return &exp{event: lifecycle.EvSucceed, to: lifecycle.Success}
-	case action == workflow.ActionRetry:
-		*retries++
-		if *retries > max {
-			return &exp{event: lifecycle.EvRetryLimit, to: lifecycle.InterventionRequired}
-		}
-		return &exp{event: lifecycle.EvRetry, to: wf.Phases[target].Status, phase: target}
+	case v.Err == nil && legacy && resp.ErrorCode == response.CodeProtocolViolation:
+		return ""
+	case v.Err == nil:
+		return fmt.Sprintf("recorded as %s, but the answer is valid now", resp.ErrorCode)
+	case v.Err.Code == resp.ErrorCode:
+		return ""
+	case legacy && slices.ContainsFunc(v.Violations, func(e *response.Error) bool { return e.Code == resp.ErrorCode }):
+		return ""
 	}
-	return &exp{event: lifecycle.EvAdvance, to: wf.Phases[target].Status, phase: target}
-}
-
-func isValidationCode(c string) bool {
-	switch c {
-	case response.CodeEmpty, response.CodeNotJSON, response.CodeSeveralObjects, response.CodeSchemaInvalid,
-		response.CodeActionInvalid, response.CodeSummaryMissing, response.CodeProtocolViolation:
-		return true
-	}
-	return false
+	return fmt.Sprintf("recorded as %s, validation now says %s", resp.ErrorCode, v.Err.Code)
 }
 
 func orDash(s string) string {
@@ -365,20 +346,6 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// phaseSchema checks a recorded answer against its phase's own schema, as
-// the engine did (null members count as absent).
-func phaseSchema(name, raw string) error {
-	obj, err := response.Extract([]byte(raw))
-	if err != nil {
-		return err
-	}
-	response.DropNulls(obj)
-	if name == "" {
-		return nil
-	}
-	return schemas.Validate(name, obj)
 }
 
 // protocolTrace runs the protocol verifier (seed 003's mandatory checks)

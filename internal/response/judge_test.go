@@ -1,0 +1,149 @@
+package response
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func codes(v Verdict) []string {
+	var out []string
+	for _, e := range v.Violations {
+		out = append(out, e.Code)
+	}
+	return out
+}
+
+// Issue 17 item 3: an evidence path out of the workspace is found and is
+// what the answer is refused for even when other layers fail too, and every
+// violation is listed in seed 002's layer order.
+func TestJudgeEscapeIsFoundWhateverElseIsWrong(t *testing.T) {
+	ws := workspace(t)
+	cases := []struct {
+		name, raw string
+		want      []string
+	}{
+		{"empty summary, no action", `{"evidence_files":["/etc/shadow"],"summary_for_supervisor":""}`,
+			[]string{CodeSchemaInvalid, CodeProtocolViolation, CodeSummaryMissing}},
+		{"invalid action", `{"action":"DONE","evidence_files":["../job.json"],"summary_for_supervisor":"x"}`,
+			[]string{CodeSchemaInvalid, CodeActionInvalid, CodeProtocolViolation}},
+		{"summary missing, two escapes", `{"action":"COMPLETED","evidence_files":["report.md","","/etc/passwd"]}`,
+			[]string{CodeSchemaInvalid, CodeProtocolViolation, CodeProtocolViolation, CodeSummaryMissing}},
+		{"schema invalid elsewhere", `{"action":"COMPLETED","evidence_files":["../x", 7],"summary_for_supervisor":"x"}`,
+			[]string{CodeSchemaInvalid, CodeProtocolViolation}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := Judge([]byte(c.raw), Contract{Workspace: Dir(ws)})
+			if v.Err == nil || v.Err.Code != CodeProtocolViolation {
+				t.Fatalf("refused for %v, want %s (violations %v)", v.Err, CodeProtocolViolation, codes(v))
+			}
+			if !strings.Contains(v.Err.Reason, "evidence_files") {
+				t.Errorf("reason %q does not name evidence_files", v.Err.Reason)
+			}
+			if got := codes(v); !slices.Equal(got, c.want) {
+				t.Errorf("violations %v, want %v", got, c.want)
+			}
+			if v.Answer != nil || v.Warnings != nil {
+				t.Errorf("refused answer came with %v / %v", v.Answer, v.Warnings)
+			}
+			if rec := v.Record(); len(rec) != len(v.Violations) || rec[0].Code != v.Violations[0].Code {
+				t.Errorf("record %v", rec)
+			}
+		})
+	}
+	// Without an escape, the precedence is what it always was.
+	v := Judge([]byte(`{"action":"done","evidence_files":["report.md"]}`), Contract{Workspace: Dir(ws)})
+	if v.Err.Code != CodeActionInvalid || !slices.Equal(codes(v), []string{CodeSchemaInvalid, CodeActionInvalid, CodeSummaryMissing}) {
+		t.Errorf("refused for %s with %v", v.Err.Code, codes(v))
+	}
+}
+
+// A symlink out is a workspace finding: marked as such, and found even when
+// the action is wrong; without a workspace only the paths' text is judged.
+func TestJudgeWorkspaceFindings(t *testing.T) {
+	ws := workspace(t)
+	if err := os.Symlink(t.TempDir(), filepath.Join(ws, "out")); err != nil {
+		t.Skipf("symlinks unavailable: %v", err)
+	}
+	raw := []byte(`{"action":"DONE","evidence_files":["out/x","report.md"],"summary_for_supervisor":"x"}`)
+	v := Judge(raw, Contract{Workspace: Dir(ws)})
+	if v.Err == nil || v.Err.Code != CodeProtocolViolation || !v.Err.Workspace || v.Err.Path != "out/x" {
+		t.Fatalf("refused for %+v, want a workspace PROTOCOL_VIOLATION about out/x", v.Err)
+	}
+	// Replayed with what was recorded, the verdict is the same although the
+	// link is gone now.
+	rec := v.Record()
+	os.Remove(filepath.Join(ws, "out"))
+	again := Judge(raw, Contract{Workspace: Recorded(rec)})
+	if again.Err == nil || again.Err.Code != CodeProtocolViolation || !slices.Equal(codes(again), codes(v)) {
+		t.Errorf("replayed: %v %v, recorded %v", again.Err, codes(again), codes(v))
+	}
+	if Judge(raw, Contract{Workspace: Dir(ws)}).Err.Code != CodeActionInvalid {
+		t.Error("the folder as it is now still refuses out/x")
+	}
+	// No workspace: the text alone, which passes out/x.
+	if v := Judge(raw, Contract{}); v.Err.Code != CodeActionInvalid {
+		t.Errorf("without a workspace: %v", v.Err)
+	}
+	if v := Judge([]byte(`{"action":"STUCK","evidence_files":["/etc/passwd"],"summary_for_supervisor":"x"}`), Contract{}); v.Err == nil || v.Err.Code != CodeProtocolViolation || v.Err.Workspace {
+		t.Errorf("without a workspace, an absolute path: %+v", v.Err)
+	}
+	// An accepted answer's recorded workspace (none) accepts it again.
+	ok := []byte(`{"action":"COMPLETED","evidence_files":["report.md","nope.md"],"summary_for_supervisor":"x"}`)
+	if v := Judge(ok, Contract{Workspace: Dir(ws)}); v.Err != nil || len(v.Warnings) != 1 || v.Record() != nil {
+		t.Fatalf("accepted answer: %+v", v)
+	}
+	if v := Judge(ok, Contract{Workspace: Recorded(nil)}); v.Err != nil || v.Answer == nil {
+		t.Errorf("replayed accepted answer: %+v", v)
+	}
+}
+
+// A phase's own schema holds COMPLETED answers only; a turn is held to its
+// schema alone, not to the base contract.
+func TestJudgeOwnSchemas(t *testing.T) {
+	const planner = "protocol-answer-planner.json"
+	base := `"evidence_files":[],"summary_for_supervisor":"x"`
+	v := Judge([]byte(`{"action":"COMPLETED",`+base+`}`), Contract{Schema: planner})
+	if v.Err == nil || v.Err.Code != CodeSchemaInvalid || v.Err.Schema != planner {
+		t.Fatalf("COMPLETED without proposals: %+v", v.Err)
+	}
+	if !strings.HasPrefix(v.Err.Explain(), planner+": ") || !strings.HasPrefix(v.Err.Error(), CodeSchemaInvalid+": ") {
+		t.Errorf("Explain %q, Error %q", v.Err.Explain(), v.Err.Error())
+	}
+	if v := Judge([]byte(`{"action":"RETRY",`+base+`,"proposals":null}`), Contract{Schema: planner}); v.Err != nil || v.Answer.Action != "RETRY" {
+		t.Errorf("RETRY is held to the base contract only: %+v", v.Err)
+	} else if _, ok := v.Object["proposals"]; ok {
+		t.Error("null members are not dropped from the object")
+	}
+
+	const vote = "negotiation-vote.json"
+	if v := Judge([]byte(`{"vote":"YES","reason":null}`), Contract{Turn: true, Schema: vote}); v.Err != nil || v.Object["vote"] != "YES" || v.Answer != nil {
+		t.Errorf("valid turn answer: %+v", v)
+	}
+	v = Judge([]byte(`{"vote":"MAYBE","evidence_files":["/etc/passwd"]}`), Contract{Turn: true, Schema: vote})
+	if v.Err == nil || v.Err.Code != CodeSchemaInvalid || len(v.Violations) != 1 {
+		t.Errorf("turn answer against its schema (base contract ignored): %+v", v.Violations)
+	}
+	if v := Judge([]byte(`{"x":1}`), Contract{Turn: true}); v.Err != nil {
+		t.Errorf("turn without a schema: %v", v.Err)
+	}
+	if v := Judge([]byte(`maybe`), Contract{Turn: true, Schema: vote}); v.Err == nil || v.Err.Code != CodeNotJSON {
+		t.Errorf("unreadable turn answer: %+v", v.Err)
+	}
+}
+
+// Every code Judge refuses with is in Codes, the one list metrics and
+// verify use.
+func TestCodesListsEveryCode(t *testing.T) {
+	for _, c := range []string{CodeEmpty, CodeNotJSON, CodeSeveralObjects, CodeSchemaInvalid, CodeActionInvalid, CodeSummaryMissing, CodeProtocolViolation} {
+		if !slices.Contains(Codes, c) {
+			t.Errorf("%s is not in Codes", c)
+		}
+	}
+	if len(Codes) != 7 {
+		t.Errorf("Codes %v", Codes)
+	}
+}

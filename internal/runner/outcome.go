@@ -1,0 +1,251 @@
+package runner
+
+import (
+	"time"
+
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/lifecycle"
+)
+
+// outcome is what a step decided, as a value: the records it adds, how the
+// run state changes, the transition, what is logged and what the
+// observers hear, and how the run goes on. prepare, finish and
+// finishTurns build outcomes and apply performs them, one transition and
+// one commit each, the way River's executor returns JobSetState… values
+// that one place applies. No other code in the engine commits.
+type outcome struct {
+	// logs are errors logged with seed 004 §7.2's fields, first of all
+	// (the log names the status and checkpoint the step found); those
+	// marked record are logged as they are appended as error records,
+	// before any other record.
+	logs []logEntry
+
+	// Run-state changes, made before anything is appended (so that the
+	// records join the change's unit).
+	// start marks the job's first start (run.started_at).
+	start bool
+	// code is the run's error code ("" leaves it).
+	code string
+	// counters, if set, are run.phase_retries and run.api_failures after
+	// the step (workflow.Decision's).
+	counters *counters
+	// state is the workflow's own state after the step ("" leaves it).
+	state string
+	// handoff, if set, is what an answer leaves whoever plays next.
+	handoff *handoff
+	// audit, if set, is a line of the manifest's short audit trail.
+	audit *auditLine
+
+	// responses are the calls' response records, appended after the error
+	// records and each counted in agent_calls; records follow them (an
+	// effect's events); point, if set, is a recovery point record: the
+	// workspace is snapshotted, the point appended last, and the job
+	// resumes from it.
+	responses []*history.Record
+	records   []*history.Record
+	point     *history.Record
+
+	// transition, if set, moves the job (if the lifecycle table allows).
+	transition *transition
+
+	// Observers: the calls made, invalid answers' codes, a retry's cause.
+	// A budget halt is heard from the transition's event.
+	calls      []callSeen
+	violations []string
+	retry      string
+	// parked refreshes jobHistory.json although the engine moved no
+	// status (a steward's command did, during the call).
+	parked bool
+
+	// intent, if set, is an intent committed as the unit's last record:
+	// durable, with everything above, when apply returns, and the call may
+	// start. hold commits nothing instead: the outcome changes nothing
+	// that needs a commit (its records, with the manifest unchanged, are
+	// written at once), or an intent follows in the same transaction and
+	// takes the change into its unit (the start of a plain agent phase and
+	// its first intent share one history fsync).
+	intent *history.Record
+	hold   bool
+
+	// more: the run goes on with another step (after backoff).
+	more    bool
+	backoff time.Duration
+}
+
+type logEntry struct {
+	code, actor string
+	attempt     int
+	msg         string
+	record      bool
+}
+
+type counters struct{ phaseRetries, apiFailures int }
+
+type auditLine struct {
+	role, action, note string
+	evidence           []string
+}
+
+// handoff is what an answer leaves for whoever plays next: its summary,
+// the feedback to address, the previous phase's summary and evidence (nil
+// pointers and slices leave them as they are).
+type handoff struct {
+	last     string
+	feedback *string
+	previous *string
+	evidence []string
+	// delivered: the steward's guidance went out in this call's prompt.
+	delivered bool
+}
+
+type transition struct {
+	event         lifecycle.Event
+	to            lifecycle.Status
+	phase         string // "" keeps the phase
+	actor, reason string
+}
+
+// callSeen is a finished call as the observers hear of it.
+type callSeen struct {
+	role, provider, result string
+	elapsed                time.Duration
+	cost                   float64
+}
+
+// then is o followed by p's decision: p's logs and records after o's, and
+// p's code, state, transition and continuation.
+func (o outcome) then(p outcome) outcome {
+	o.logs = append(o.logs, p.logs...)
+	o.records = append(o.records, p.records...)
+	if p.code != "" {
+		o.code = p.code
+	}
+	if p.state != "" {
+		o.state = p.state
+	}
+	o.transition, o.more, o.backoff = p.transition, p.more, p.backoff
+	return o
+}
+
+// apply performs o on the job and commits it.
+func (e *Engine) apply(tx *jobtx.Tx, o outcome) (stepResult, error) {
+	m := tx.M
+	done := stepResult{done: true}
+	obs := e.Env.Obs
+	for _, c := range o.calls {
+		obs.AgentCall(c.role, c.provider, c.result, c.elapsed, c.cost)
+	}
+	for _, code := range o.violations {
+		obs.Violation(code)
+	}
+	if o.retry != "" {
+		obs.Retry(o.retry)
+	}
+	for _, l := range o.logs {
+		if !l.record {
+			tx.LogError(l.code, l.actor, l.attempt, l.msg)
+		}
+	}
+
+	if o.start {
+		m.Run.StartedAt = tx.Now().UTC().Format(time.RFC3339Nano)
+	}
+	if o.code != "" {
+		m.Run.ErrorCode = o.code
+	}
+	if c := o.counters; c != nil {
+		m.Run.PhaseRetries, m.Run.APIFailures = c.phaseRetries, c.apiFailures
+	}
+	if o.state != "" {
+		m.Run.WorkflowState = o.state
+	}
+	if h := o.handoff; h != nil {
+		m.Run.LastSummary = h.last
+		if h.feedback != nil {
+			m.Run.Feedback = *h.feedback
+		}
+		if h.previous != nil {
+			m.Run.PreviousSummary = *h.previous
+		}
+		if h.evidence != nil {
+			m.Run.Evidence = h.evidence
+		}
+		if h.delivered {
+			m.Run.Guidance = ""
+		}
+	}
+	if a := o.audit; a != nil {
+		m.Audit(tx.Now(), a.role, a.action, a.note, a.evidence)
+	}
+
+	for _, l := range o.logs {
+		if l.record {
+			if err := tx.RecordError(l.code, l.actor, l.attempt, l.msg); err != nil {
+				return done, err
+			}
+		}
+	}
+	for _, r := range o.responses {
+		// agent_calls counts calls with a recorded outcome, one per
+		// response record; an interrupted call is asked again and counted
+		// then.
+		m.Metrics.AgentCalls++
+		if err := tx.Append(r); err != nil {
+			return done, err
+		}
+	}
+	if err := appendAll(tx, o.records); err != nil {
+		return done, err
+	}
+	if o.point != nil {
+		e.snapshot(tx, o.point.RecoveryPoint)
+		if err := tx.Append(o.point); err != nil {
+			return done, err
+		}
+		// jobHistory.json is refreshed when the job stops running (the
+		// transition marks that), not at every phase boundary: rebuilding
+		// it costs the whole history, and logist history --format json
+		// always builds a current one.
+		m.Run.CheckpointID = o.point.RecoveryPoint.CheckpointID
+	}
+
+	if t := o.transition; t != nil {
+		if err := tx.Transition(t.event, t.to, t.phase, t.actor, t.reason); err != nil {
+			return done, err
+		}
+		switch t.event {
+		case lifecycle.EvCostExceeded:
+			obs.Halt("cost")
+		case lifecycle.EvTimeExceeded:
+			obs.Halt("time")
+		}
+	}
+	if o.parked {
+		// The steward's command already wrote jobHistory.json; refresh it
+		// so the parked job's record includes what this step recorded.
+		tx.MarkParked()
+	}
+
+	var err error
+	switch {
+	case o.intent != nil:
+		// With a change still uncommitted, the intent joins its unit.
+		err = tx.CommitWithIntent(o.intent)
+	case !o.hold:
+		err = tx.Commit()
+	}
+	if err != nil {
+		return done, err
+	}
+	return stepResult{done: !o.more, backoff: o.backoff}, nil
+}
+
+func appendAll(tx *jobtx.Tx, recs []*history.Record) error {
+	for _, r := range recs {
+		if err := tx.Append(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}

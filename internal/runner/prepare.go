@@ -1,0 +1,220 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/effect"
+	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/workflow"
+)
+
+// prepare runs under the job lock before a call: start the job, enforce
+// budgets, let the phase's effect prepare it, and write the request
+// (intent) durably. It returns nil call when there is nothing to call.
+// What it decides are outcomes that apply performs; only a turn step's
+// intents are appended as they are made (turns.go).
+func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
+	m := tx.M
+	done := stepResult{done: true}
+	if !m.Status.Active() || m.Schedule != nil {
+		return nil, done, nil // a template never runs itself; its runs do
+	}
+	wf, err := m.ResolveWorkflow()
+	if err != nil {
+		return nil, done, err
+	}
+	stop := func(o outcome) (*call, stepResult, error) {
+		res, err := e.apply(tx, o)
+		return nil, res, err
+	}
+	// Never run an agent in a workspace that is not the job's own folder
+	// (a symlink out of the job folder, a file): a steward must fix it.
+	// Checked before anything touches the workspace.
+	if err := checkWorkspace(tx.Dir); err != nil {
+		var unsafe *unsafeWorkspaceError
+		if !errors.As(err, &unsafe) {
+			return nil, done, err
+		}
+		return stop(outcome{code: CodeWorkspaceUnsafe, logs: []logEntry{{code: CodeWorkspaceUnsafe, actor: "SYSTEM", msg: err.Error()}},
+			transition: &transition{lifecycle.EvAgentFailed, lifecycle.InterventionRequired, "", "SYSTEM", err.Error()}})
+	}
+	if m.Status == lifecycle.Pending {
+		if o := overBudget(tx); o != nil {
+			return stop(*o)
+		}
+		o, err := e.start(tx, wf)
+		if err != nil {
+			return nil, done, err
+		}
+		if _, err := e.apply(tx, o); err != nil {
+			return nil, done, err
+		}
+	}
+	if o := overBudget(tx); o != nil {
+		return stop(*o)
+	}
+	phase := m.Phase()
+	ph, ok := wf.Phases[phase]
+	if !ok {
+		return nil, done, fmt.Errorf("job %s: phase %q is not in workflow %s", tx.ID, phase, wf.Name)
+	}
+	c := &call{phase: phase, role: ph.Role, provider: m.Agents[ph.Role].Provider, stateBefore: m.Status}
+	if ph.Role == workflow.RoleLogist {
+		c.provider = workflow.RoleLogist
+	}
+	c.deadline, c.budgetBound = callDeadline(m, ph.Role)
+
+	// The phase's effect may record events, add what the agent must see,
+	// do the phase itself, find nothing to do, or stop the workflow.
+	extra := ""
+	if eff, err := e.effectFor(ph); err != nil {
+		return stop(workflowFailed(ph.Role, &workflow.Failure{Code: CodeWorkflowEffect, Reason: fmt.Sprintf("phase %s: %v", phase, err)}))
+	} else if eff != nil {
+		prep, err := eff.Prepare(tx, phase)
+		if err != nil {
+			return nil, done, err
+		}
+		o, err := e.prepared(tx, wf, c, eff, prep)
+		if err != nil {
+			return nil, done, err
+		}
+		if o != nil {
+			return stop(*o)
+		}
+		if len(c.turns) > 0 {
+			return c, stepResult{}, nil
+		}
+		extra = prep.Context
+	}
+	if ph.Role == workflow.RoleLogist && c.work == nil {
+		return stop(workflowFailed(ph.Role, &workflow.Failure{Code: CodeWorkflowEffect, Reason: fmt.Sprintf("phase %s is Logist's own but its effect gave it nothing to do", phase)}))
+	}
+
+	if oi := tx.Log.State().OpenIntent; oi != nil && oi.Phase == phase && oi.Request != nil && oi.Interaction != nil {
+		// The last call was cut off (crash, shutdown): ask again with the
+		// same stored request, never a new one, and never record a
+		// half-finished answer.
+		stored, err := tx.Reveal(oi)
+		if err != nil {
+			return nil, done, fmt.Errorf("job %s: open the interrupted request: %w", tx.ID, err)
+		}
+		c.interaction, c.attempt, c.hreq = *oi.Interaction, oi.Attempt+1, stored.Request
+		var o outcome
+		if agent.KillOrphan(tx.Dir, c.interaction) {
+			o.logs = append(o.logs, logEntry{code: "AGENT_ORPHAN_KILLED", actor: c.role, attempt: c.attempt,
+				msg: fmt.Sprintf("killed the agent of interaction %d left running by a previous daemon", c.interaction)})
+		}
+		c.req = requestFromHistory(tx, c, oi.Request)
+		o.logs = append(o.logs, logEntry{code: agent.CodeInterrupted, actor: c.role, attempt: c.attempt, record: true,
+			msg: fmt.Sprintf("re-attempting interrupted interaction %d with its stored request", c.interaction)})
+		o.hold = true // nothing changed but the record, written at once
+		if _, err := e.apply(tx, o); err != nil {
+			return nil, done, err
+		}
+		return c, stepResult{}, nil
+	}
+
+	sys, err := systemPrompt(m, tx.Dir, ph.Role)
+	if ph.Role == workflow.RoleLogist {
+		sys, err = "Logist plays this phase itself; this request records what it does.", nil
+	}
+	if err != nil {
+		// A broken prompt override is the manifest's fault: a steward fixes it.
+		return stop(outcome{code: agent.CodeConfig,
+			transition: &transition{lifecycle.EvAgentFailed, lifecycle.InterventionRequired, "", "SYSTEM", err.Error()}})
+	}
+	c.interaction = tx.Log.State().NextInteraction
+	c.attempt = m.Run.APIFailures + 1
+	c.hreq = newRequest(tx, c, ph, sys, extra)
+	c.req = requestFromHistory(tx, c, c.hreq)
+	if err := tx.Store().EnsureWorkspace(tx.ID); err != nil {
+		return nil, done, err
+	}
+	wait := writeRequestFile(tx, c)
+	_, err = e.apply(tx, outcome{intent: c.intent(), more: true})
+	wait()
+	if err != nil {
+		return nil, done, err
+	}
+	return c, stepResult{}, nil
+}
+
+// start enters the job's first phase (a PENDING job): at its very first
+// start, with a recovery point of the workspace as the job found it. A
+// plain agent phase (no effect, not Logist's own, no cut-off call to
+// resume) records its intent next with nothing in between that needs the
+// start on disk: the start's unit then takes the intent with it
+// (outcome.hold, then outcome.intent), one history fsync fewer before the
+// agent starts. Every other way out of prepare commits it.
+func (e *Engine) start(tx *jobtx.Tx, wf *workflow.Workflow) (outcome, error) {
+	m := tx.M
+	phase := m.Phase()
+	if phase == "" {
+		phase = wf.Start
+	}
+	var o outcome
+	if m.Run.StartedAt == "" {
+		if err := tx.Store().EnsureWorkspace(tx.ID); err != nil {
+			return o, err
+		}
+		o.start, o.point = true, startPoint(phase)
+	}
+	ph, ok := wf.Phases[phase]
+	o.transition = &transition{lifecycle.EvStart, ph.Status, phase, "SYSTEM", ""}
+	o.hold = ok && ph.Effect == "" && ph.Role != workflow.RoleLogist && tx.Log.State().OpenIntent == nil
+	o.more = true
+	return o, nil
+}
+
+// prepared follows what the phase's effect prepared (prep): its records
+// and new state are written first, then either the phase stops here (the
+// outcome returned), or c is played: by turns (c.turns), by Logist itself
+// (c.work), or by the phase's agent.
+func (e *Engine) prepared(tx *jobtx.Tx, wf *workflow.Workflow, c *call, eff effect.Effect, prep *workflow.Prep) (*outcome, error) {
+	// The effect's records are written at once (the manifest has no
+	// change in progress); then a new state is committed, before the
+	// intent, which may not wait for a manifest change.
+	if _, err := e.apply(tx, outcome{records: prep.Records, hold: true}); err != nil {
+		return nil, err
+	}
+	if prep.Fail == nil && prep.Skip == "" && prep.State != tx.M.Run.WorkflowState {
+		if _, err := e.apply(tx, outcome{state: prep.State}); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case prep.Fail != nil:
+		o := workflowFailed(c.role, prep.Fail)
+		return &o, nil
+	case prep.Wait != "":
+		return &outcome{code: CodeAwaitingSteward,
+			transition: &transition{lifecycle.EvAwait, lifecycle.InterventionRequired, "", "SYSTEM", prep.Wait}}, nil
+	case prep.Skip == workflow.OutcomeContinue:
+		// Only records this step (a chair's announcement): more to come.
+		return &outcome{more: true}, nil
+	case len(prep.Turns) > 0 || len(prep.Abandon) > 0:
+		te, ok := eff.(effect.TurnEffect)
+		if !ok {
+			o := workflowFailed(c.role, &workflow.Failure{Code: CodeWorkflowEffect, Reason: fmt.Sprintf("phase %s asks for turns but its effect cannot finish them", c.phase)})
+			return &o, nil
+		}
+		if err := e.prepareTurns(tx, c, prep); err != nil {
+			return nil, err
+		}
+		if len(prep.Turns) == 0 {
+			return &outcome{more: true, hold: true}, nil // written as they were made
+		}
+		c.teff = te
+		return nil, nil
+	case prep.Skip != "":
+		o, err := skipped(wf, c.phase, prep.Skip, prep.State)
+		return &o, err
+	}
+	if prep.Work != nil {
+		c.work = prep.Work
+	}
+	return nil, nil
+}

@@ -1,0 +1,104 @@
+package runner
+
+import (
+	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/workflow"
+)
+
+// Requests: what an agent is asked, built from the manifest (prompt,
+// context files, metadata), recorded as the call's intent, and handed to
+// the agent (a command agent also gets it as a file).
+
+// newRequest is the request of a new call c of phase ph: sys is the role's
+// system prompt, extra what the phase's effect adds to the prompt.
+func newRequest(tx *jobtx.Tx, c *call, ph workflow.Phase, sys, extra string) *history.Request {
+	m := tx.M
+	files := dedupe(append(append([]string{}, m.ContextFiles...), m.Run.Evidence...))
+	meta := map[string]any{
+		"role":             ph.Role,
+		"phase":            c.phase,
+		"provider":         c.provider,
+		"accepted_formats": []string{workflow.ActionCompleted, workflow.ActionStuck, workflow.ActionRetry},
+		"attempt":          c.attempt,
+		"interaction":      c.interaction,
+	}
+	if m.Agents[ph.Role].Model != "" {
+		meta["model"] = m.Agents[ph.Role].Model
+	}
+	if ph.Schema != "" {
+		// Providers that ask for structured output ask for this one.
+		meta[agent.MetaAnswerSchema] = ph.Schema
+	}
+	// An agent CLI that keeps sessions continues the one it had in this
+	// phase (a RETRY sent the work back, or a steward resumed with
+	// guidance) unless the manifest asks for a fresh start each time.
+	if cmd := m.Agents[ph.Role].Command; cmd != nil && cmd.Preset != "" && cmd.Session != "fresh" {
+		if sid := tx.Log.State().Sessions[history.SessionKey(c.phase, ph.Role)]; sid != "" {
+			meta[agent.MetaResumeSession] = sid
+		}
+	}
+	if m.CostThreshold != nil {
+		meta["cost_threshold"] = *m.CostThreshold
+	}
+	if m.TimeThresholdMinutes != nil {
+		meta["time_threshold_minutes"] = *m.TimeThresholdMinutes
+	}
+	if m.Seed != nil {
+		meta["seed"] = *m.Seed
+	}
+	return &history.Request{
+		Prompt:          renderPrompt(sys, m.TaskDescription, ph, files, m.Run, extra),
+		FilesContext:    files,
+		Metadata:        meta,
+		SystemPrompt:    sys,
+		TaskDescription: m.TaskDescription,
+		WorkspacePath:   tx.Store().Workspace(tx.ID),
+	}
+}
+
+// requestFromHistory is the agent's request for c from its recorded one.
+func requestFromHistory(tx *jobtx.Tx, c *call, h *history.Request) *agent.Request {
+	return &agent.Request{
+		JobID: tx.ID, Phase: c.phase, Role: c.role, ContextFiles: h.FilesContext, SystemPrompt: h.SystemPrompt,
+		TaskDescription: h.TaskDescription, Prompt: h.Prompt, Metadata: h.Metadata,
+		Workspace: tx.Store().Workspace(tx.ID), JobDir: tx.Dir, Interaction: c.interaction,
+		CallIndex: tx.Log.State().Responses[c.role],
+	}
+}
+
+// intent is c's intent record: its request, written before the call.
+func (c *call) intent() *history.Record {
+	n := c.interaction
+	return &history.Record{Type: history.TypeIntent, Interaction: &n, Phase: c.phase, Role: c.role,
+		Attempt: c.attempt, StateBefore: string(c.stateBefore), Request: c.hreq}
+}
+
+// writeRequestFile starts writing a command agent's request file, if the
+// agent reads one Logist writes, and returns what waits for it: the file
+// is written while the intent's fsync runs (neither needs the other, and
+// the agent starts after both). On failure the provider writes it again
+// and reports why.
+func writeRequestFile(tx *jobtx.Tx, c *call) (wait func()) {
+	cfg := tx.M.Agents[c.role]
+	if c.work != nil || cfg.Provider != "command" || cfg.Command == nil || cfg.Command.Preset != "" {
+		return func() {}
+	}
+	body := agent.RequestBody(c.req)
+	written := make(chan error, 1)
+	go func() { written <- agent.WriteRequest(tx.Dir, c.interaction, body) }()
+	return func() { c.req.FileWritten = <-written == nil }
+}
+
+func dedupe(in []string) []string {
+	seen := map[string]bool{}
+	out := []string{}
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
