@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,21 +118,30 @@ func readResult(dir string) (*Result, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("%s: %v", filepath.Join(dir, fileResult), err)
 	}
-	if r.Stdout, err = readOutput(filepath.Join(dir, fileStdout)); err != nil {
+	if r.Stdout, err = readOutput(filepath.Join(dir, fileStdout), r.StdoutBytes, r.StdoutSHA256); err != nil {
 		return nil, err
 	}
-	if r.Stderr, err = readOutput(filepath.Join(dir, fileStderr)); err != nil {
+	if r.Stderr, err = readOutput(filepath.Join(dir, fileStderr), r.StderrBytes, r.StderrSHA256); err != nil {
 		return nil, err
 	}
 	return &r, nil
 }
 
-func readOutput(p string) ([]byte, error) {
+// readOutput reads an output file and checks it is what the launcher
+// wrote.
+func readOutput(p string, n int64, sum string) ([]byte, error) {
 	b, err := regfile.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		b, err = nil, nil
 	}
-	return b, err
+	if err != nil {
+		return nil, err
+	}
+	got := sha256.Sum256(b)
+	if int64(len(b)) != n || hex.EncodeToString(got[:]) != sum {
+		return nil, fmt.Errorf("%s: %d bytes that are not what the launcher wrote (%d bytes, sha256 %s)", p, len(b), n, sum)
+	}
+	return b, nil
 }
 
 // holdsCall reports whether dir holds (or held) a call.

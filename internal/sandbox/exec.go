@@ -57,6 +57,11 @@ func execMain(args []string) int {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fail(fmt.Errorf("no_new_privs: %v", err))
 	}
+	if cfg.Seccomp {
+		if err := installNetFilter(); err != nil {
+			return fail(err)
+		}
+	}
 	if cfg.Landlock {
 		if err := restrictLandlock(&cfg); err != nil {
 			return fail(err)
@@ -192,11 +197,16 @@ func dropCaps() error {
 			return fmt.Errorf("securebits: %v", err)
 		}
 	}
-	last := lastCap()
-	for c := 0; c <= last; c++ {
-		if in, _ := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); in == 1 {
-			if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
-				return fmt.Errorf("drop capability %d from the bounding set: %v", c, err)
+	if data[0].Effective&(1<<capSetpcap) != 0 {
+		// Without CAP_SETPCAP (any user but root) the bounding set cannot
+		// be changed, and need not be: no_new_privs keeps exec from
+		// granting what the set allows.
+		last := lastCap()
+		for c := 0; c <= last; c++ {
+			if in, _ := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); in == 1 {
+				if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+					return fmt.Errorf("drop capability %d from the bounding set: %v", c, err)
+				}
 			}
 		}
 	}

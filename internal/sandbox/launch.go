@@ -3,9 +3,12 @@ package sandbox
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net"
 	"os"
@@ -43,18 +46,35 @@ func launchMain(args []string) int {
 	res := &Result{Started: time.Now().UTC()}
 	var p plan
 	// A daemon that died while writing leaves a cut plan: nothing runs.
+	// No result either: the daemon that wrote it is gone, and a later
+	// daemon may already have started this call again in this directory.
 	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&p); err != nil {
-		return finish(dir, res, OutcomeStartFailed, "plan: "+err.Error(), nil, nil)
+		fmt.Fprintf(os.Stderr, "logist-sandbox: plan: %v; nothing run\n", err)
+		return 1
 	}
 	res.Layer = p.Layer
-	if p.Tmp != "" {
-		defer os.RemoveAll(p.Tmp)
-	}
 	l := &launch{p: &p, res: res, dir: dir}
+	if p.PrivateTmp {
+		tmp, err := os.MkdirTemp("", "logist-call-")
+		if err != nil {
+			return l.finish(OutcomeStartFailed, "private tmp: "+err.Error(), nil, nil)
+		}
+		defer os.RemoveAll(tmp)
+		if getEnv(p.Env, "TMPDIR") == "" {
+			p.Env = setEnv(p.Env, "TMPDIR", tmp)
+		}
+		if p.HomeTmp {
+			p.Env = setEnv(p.Env, "HOME", tmp)
+		}
+		if p.Exec != nil && p.Exec.Landlock {
+			p.Exec.RW = append(p.Exec.RW, pathGrant{Path: tmp, Dir: true})
+		}
+	}
 	return l.run(kill)
 }
 
 type launch struct {
+	out, err *capFile // nil until the program starts
 	p        *plan
 	res      *Result
 	dir      string
@@ -68,12 +88,12 @@ func (l *launch) run(kill <-chan os.Signal) int {
 	p := l.p
 	outF, err := regfile.OpenFile(filepath.Join(l.dir, fileStdout), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return finish(l.dir, l.res, OutcomeStartFailed, err.Error(), nil, nil)
+		return l.finish(OutcomeStartFailed, err.Error(), nil, nil)
 	}
 	defer outF.Close()
 	errF, err := regfile.OpenFile(filepath.Join(l.dir, fileStderr), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return finish(l.dir, l.res, OutcomeStartFailed, err.Error(), outF, nil)
+		return l.finish(OutcomeStartFailed, err.Error(), outF, nil)
 	}
 	defer errF.Close()
 
@@ -82,7 +102,7 @@ func (l *launch) run(kill <-chan os.Signal) int {
 	if p.Forward != "" {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return finish(l.dir, l.res, OutcomeStartFailed, "proxy listener: "+err.Error(), outF, errF)
+			return l.finish(OutcomeStartFailed, "proxy listener: "+err.Error(), outF, errF)
 		}
 		defer ln.Close()
 		go forward(ln, p.Forward)
@@ -110,7 +130,7 @@ func (l *launch) run(kill <-chan os.Signal) int {
 
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
-		return finish(l.dir, l.res, OutcomeStartFailed, err.Error(), outF, errF)
+		return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
 	}
 	defer statusR.Close()
 	var infoR, infoW *os.File
@@ -121,7 +141,7 @@ func (l *launch) run(kill <-chan os.Signal) int {
 		a := append(append([]string{}, p.BArgs...), "--", p.Helper, verbExec, string(cfg), "--")
 		cmd = exec.Command(p.Bwrap, append(a, argv...)...)
 		if infoR, infoW, err = os.Pipe(); err != nil {
-			return finish(l.dir, l.res, OutcomeStartFailed, err.Error(), outF, errF)
+			return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
 		}
 		defer infoR.Close()
 		cmd.ExtraFiles = []*os.File{statusW, infoW}
@@ -133,7 +153,7 @@ func (l *launch) run(kill <-chan os.Signal) int {
 	default:
 		path, err := lookPath(argv[0], getEnv(env, "PATH"))
 		if err != nil {
-			return finish(l.dir, l.res, OutcomeStartFailed, err.Error(), outF, errF)
+			return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
 		}
 		cmd = exec.Command(path, argv[1:]...)
 		cmd.Args[0] = argv[0]
@@ -147,15 +167,16 @@ func (l *launch) run(kill <-chan os.Signal) int {
 	over := make(chan struct{})
 	var overOnce sync.Once
 	onOver := func() { overOnce.Do(func() { close(over) }) }
-	stdout := &capFile{f: outF, limit: p.Limit, onOver: onOver}
-	stderr := &capFile{f: errF, limit: p.Limit, onOver: onOver}
+	stdout := &capFile{f: outF, sum: sha256.New(), limit: p.Limit, onOver: onOver}
+	stderr := &capFile{f: errF, sum: sha256.New(), limit: p.Limit, onOver: onOver}
+	l.out, l.err = stdout, stderr
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return finish(l.dir, l.res, OutcomeStartFailed, err.Error(), outF, errF)
+		return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
-		return finish(l.dir, l.res, OutcomeStartFailed, err.Error(), outF, errF)
+		return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	var readers sync.WaitGroup
@@ -176,7 +197,7 @@ func (l *launch) run(kill <-chan os.Signal) int {
 		infoW.Close()
 	}
 	if startErr != nil {
-		return finish(l.dir, l.res, OutcomeStartFailed, fmt.Sprintf("start %s: %v", cmd.Path, startErr), outF, errF)
+		return l.finish(OutcomeStartFailed, fmt.Sprintf("start %s: %v", cmd.Path, startErr), outF, errF)
 	}
 	if infoR != nil {
 		go l.readInfo(infoR)
@@ -217,13 +238,13 @@ func (l *launch) run(kill <-chan os.Signal) int {
 	msg := strings.TrimSpace(statusMsg.String())
 	switch {
 	case why != "":
-		return finish(l.dir, l.res, why, "", outF, errF)
+		return l.finish(why, "", outF, errF)
 	case msg != "":
-		return finish(l.dir, l.res, OutcomeStartFailed, msg, outF, errF)
+		return l.finish(OutcomeStartFailed, msg, outF, errF)
 	case p.Bwrap != "" && l.initPid == 0:
-		return finish(l.dir, l.res, OutcomeStartFailed, "bwrap: "+lastLine(stderr.tail()), outF, errF)
+		return l.finish(OutcomeStartFailed, "bwrap: "+lastLine(stderr.tail()), outF, errF)
 	}
-	return finish(l.dir, l.res, OutcomeExited, "", outF, errF)
+	return l.finish(OutcomeExited, "", outF, errF)
 }
 
 // readInfo reads bwrap's status documents: the first names the sandbox's
@@ -313,21 +334,15 @@ func children() []int {
 	return out
 }
 
-// finish records how the call ended and exits the launcher.
-func finish(dir string, r *Result, o Outcome, msg string, outF, errF *os.File) int {
+// finish records how the call ended (durably) and returns the
+// launcher's exit status.
+func (l *launch) finish(o Outcome, msg string, outF, errF *os.File) int {
+	r := l.res
 	r.Outcome, r.Error = o, msg
 	r.Ended = time.Now().UTC()
-	for _, x := range []struct {
-		f *os.File
-		n *int64
-	}{{outF, &r.StdoutBytes}, {errF, &r.StderrBytes}} {
-		if x.f != nil {
-			if fi, err := x.f.Stat(); err == nil {
-				*x.n = fi.Size()
-			}
-		}
-	}
-	if err := writeResult(dir, r, outF, errF); err != nil {
+	r.StdoutBytes, r.StdoutSHA256 = l.out.written()
+	r.StderrBytes, r.StderrSHA256 = l.err.written()
+	if err := writeResult(l.dir, r, outF, errF); err != nil {
 		fmt.Fprintf(os.Stderr, "logist-sandbox: result: %v\n", err)
 		return 1
 	}
@@ -338,6 +353,7 @@ func finish(dir string, r *Result, o Outcome, msg string, outF, errF *os.File) i
 type capFile struct {
 	mu     sync.Mutex
 	f      *os.File
+	sum    hash.Hash
 	n      int64
 	limit  int64
 	onOver func()
@@ -353,16 +369,28 @@ func (w *capFile) Write(p []byte) (int, error) {
 		w.onOver()
 	}
 	if len(keep) > 0 {
-		if _, err := w.f.Write(keep); err != nil {
+		k, err := w.f.Write(keep)
+		w.n += int64(k)
+		w.sum.Write(keep[:k])
+		if err != nil {
 			return len(p), nil // keep draining: the program must not block on a full disk
 		}
-		w.n += int64(len(keep))
 		w.last = append(w.last, keep...)
 		if len(w.last) > 4096 {
 			w.last = w.last[len(w.last)-4096:]
 		}
 	}
 	return len(p), nil
+}
+
+// written is how much the launcher wrote to the file, and its hash.
+func (w *capFile) written() (int64, string) {
+	if w == nil {
+		return 0, hex.EncodeToString(sha256.New().Sum(nil))
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n, hex.EncodeToString(w.sum.Sum(nil))
 }
 
 func (w *capFile) tail() string {

@@ -67,6 +67,9 @@ type Local struct {
 	// KillGrace is how long Kill lets the launcher tear the sandbox down
 	// and write the result before it kills the launcher (10s if 0).
 	KillGrace time.Duration
+	// cred runs the launcher as another user (tests of a daemon that is
+	// not root).
+	cred *syscall.Credential
 }
 
 func (l *Local) status() *Status {
@@ -130,7 +133,7 @@ func (l *Local) Start(spec Spec) (Call, error) {
 	cmd := exec.Command(self, verbLaunch, spec.CallDir)
 	// Its own session: the daemon's terminal and process group signals do
 	// not reach it, and it outlives the daemon.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: l.cred}
 	cmd.Env = []string{} // the plan carries the call's environment; the launcher needs none
 	cmd.Stdout, cmd.Stderr = logf, logf
 	in, err := cmd.StdinPipe()
@@ -138,9 +141,6 @@ func (l *Local) Start(spec Spec) (Call, error) {
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		if p.Tmp != "" {
-			os.RemoveAll(p.Tmp)
-		}
 		return nil, fmt.Errorf("sandbox: start launcher: %w", err)
 	}
 	// Recorded before the launcher has its plan: a launcher that runs

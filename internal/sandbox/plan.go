@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -50,9 +49,11 @@ type plan struct {
 	// forwards to the proxy socket (Landlock alone); under bwrap the
 	// in-sandbox helper does (Exec.Listen).
 	Forward string `json:"forward,omitempty"`
-	// Tmp is a private folder the launcher removes when the call ends
-	// (Landlock alone: the call's /tmp).
-	Tmp string `json:"tmp,omitempty"`
+	// PrivateTmp: the launcher makes a private folder for the call's
+	// temporary files (TMPDIR, and HOME when HomeTmp), writable by the
+	// program, and removes it when the call ends (Landlock alone).
+	PrivateTmp bool `json:"private_tmp,omitempty"`
+	HomeTmp    bool `json:"home_tmp,omitempty"`
 }
 
 // execConfig is what the in-sandbox helper applies to itself before it
@@ -68,7 +69,10 @@ type execConfig struct {
 	RW       []pathGrant `json:"rw,omitempty"`
 	Dev      []string    `json:"dev,omitempty"`
 	// Net: restrict TCP to ConnectPorts (Landlock ABI 4).
-	Net          bool  `json:"net,omitempty"`
+	Net bool `json:"net,omitempty"`
+	// Seccomp: refuse every Internet socket but plain TCP (no network
+	// namespace: Landlock alone does not see UDP or Multipath TCP).
+	Seccomp      bool  `json:"seccomp,omitempty"`
 	ConnectPorts []int `json:"connect_ports,omitempty"`
 	// Listen and Socket: listen on 127.0.0.1:Listen and forward to Socket,
 	// running the program as a child (bwrap with the proxy).
@@ -121,25 +125,22 @@ func makePlan(s *Spec, layer Layer, t tools, v *hostView) (*plan, error) {
 		if net != NetHost && t.abi < landlockNet {
 			return nil, fmt.Errorf("%w: landlock ABI %d cannot restrict the network (needs ABI %d); use bwrap or network host", ErrUnavailable, t.abi, landlockNet)
 		}
+		if net != NetHost && seccompArch == 0 {
+			return nil, fmt.Errorf("%w: landlock alone cannot close UDP on this architecture; use bwrap or network host", ErrUnavailable)
+		}
 		p.Layer = "landlock"
 		p.Helper = t.self
-		tmp, err := os.MkdirTemp("", "logist-call-")
-		if err != nil {
-			return nil, fmt.Errorf("sandbox: private tmp: %w", err)
-		}
-		p.Tmp = tmp
-		if home == "" {
-			home = tmp
-		}
+		p.PrivateTmp = true
+		p.HomeTmp = home == ""
 		if net == NetProxy {
 			p.Forward = s.Network.Socket
 		}
 	default:
 		return nil, fmt.Errorf("sandbox: no plan for layer %q", layer)
 	}
-	p.Env = setEnv(s.Env, "HOME", home)
-	if p.Tmp != "" && getEnv(p.Env, "TMPDIR") == "" {
-		p.Env = setEnv(p.Env, "TMPDIR", p.Tmp)
+	p.Env = s.Env
+	if home != "" {
+		p.Env = setEnv(p.Env, "HOME", home)
 	}
 	if layer == LayerNone {
 		return p, nil
@@ -193,9 +194,7 @@ func makePlan(s *Spec, layer Layer, t tools, v *hostView) (*plan, error) {
 
 	if layer == LayerLandlock {
 		x.NprocShared = true
-		if useLandlock {
-			x.RW = append(x.RW, pathGrant{Path: p.Tmp, Dir: true})
-		}
+		x.Seccomp = net != NetHost
 		return p, nil
 	}
 

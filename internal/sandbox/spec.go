@@ -192,6 +192,11 @@ type Result struct {
 	// limit each).
 	StdoutBytes int64 `json:"stdout_bytes"`
 	StderrBytes int64 `json:"stderr_bytes"`
+	// StdoutSHA256 and StderrSHA256 are the hashes of what the launcher
+	// wrote: reading the result back checks them, so output changed in
+	// the call directory afterwards is an error, not an answer.
+	StdoutSHA256 string `json:"stdout_sha256"`
+	StderrSHA256 string `json:"stderr_sha256"`
 
 	Stdout []byte `json:"-"`
 	Stderr []byte `json:"-"`
