@@ -8,7 +8,8 @@
 // still die with the call); "forker" starts a survivor and exits (the
 // middle of a double fork); "daemon" stands in for logistd (secrets in its
 // environment, non-dumpable, records the signals it gets); "sleeper"
-// starts survivors and then waits to be killed.
+// starts survivors and then waits to be killed; "cat" prints a file;
+// "dial" talks to the proxy at the address it is given.
 package main
 
 import (
@@ -65,6 +66,17 @@ func main() {
 		return
 	case "daemon":
 		fakeDaemon()
+		return
+	case "cat":
+		b, err := os.ReadFile(os.Args[len(os.Args)-1])
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		os.Stdout.Write(b)
+		return
+	case "dial":
+		dial(os.Args[len(os.Args)-1])
 		return
 	}
 	var c config
@@ -348,6 +360,22 @@ func forker(c config) {
 	cmd.Env = append(os.Environ(), "LOGIST_ATTACK_ROLE=forker")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Run()
+}
+
+// dial sends a line to addr (the metering proxy, as the sandbox sees it)
+// and prints the reply.
+func dial(addr string) {
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "ping from %s\n", os.Getenv("LOGIST_PROXY_ADDR"))
+	conn.(*net.TCPConn).CloseWrite()
+	b := make([]byte, 512)
+	n, _ := conn.Read(b)
+	os.Stdout.Write(b[:n])
 }
 
 // fakeDaemon stands in for logistd: a secret in its environment, made
