@@ -86,25 +86,36 @@ func procStart(pid int) (string, bool) {
 }
 
 // writeResult makes the call's outputs and result durable: the output
-// files' data, then result.json (temp file, fsync, rename, fsync of the
-// call directory), then the call directory's own entry in its parent.
+// files' data and the call directory's entry in its parent (these three
+// fsyncs at once), then result.json (temp file, fsync, rename, fsync of
+// the call directory). result.json is last: its presence means the rest
+// is on disk.
 func writeResult(dir string, r *Result, outputs ...*os.File) error {
+	errs := make(chan error, len(outputs)+1)
 	for _, f := range outputs {
-		if f == nil {
-			continue
+		go func() {
+			if f == nil {
+				errs <- nil
+				return
+			}
+			errs <- f.Sync()
+		}()
+	}
+	go func() { errs <- atomicfile.SyncDir(filepath.Dir(dir)) }()
+	var first error
+	for range len(outputs) + 1 {
+		if err := <-errs; err != nil && first == nil {
+			first = err
 		}
-		if err := f.Sync(); err != nil {
-			return err
-		}
+	}
+	if first != nil {
+		return first
 	}
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.WriteFile(filepath.Join(dir, fileResult), append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return atomicfile.SyncDir(filepath.Dir(dir))
+	return atomicfile.WriteFile(filepath.Join(dir, fileResult), append(b, '\n'), 0o600)
 }
 
 // readResult reads a finished call back; fs.ErrNotExist when it has not

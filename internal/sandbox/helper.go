@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"os"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,11 +14,17 @@ const (
 	verbExec   = "__sandbox-exec"
 )
 
+// hooked says Helper ran in this process: Local re-executes this binary
+// only then (a binary without the hook, such as a test binary, would not
+// run the helper but itself, all over again).
+var hooked atomic.Bool
+
 // Helper runs this process as a sandbox helper, and exits, when it was
 // started as one; otherwise it returns at once. Every binary that starts
 // sandboxed calls (logistd; a test binary, from TestMain) calls it first
 // thing in main, before anything else runs or reads the environment.
 func Helper() {
+	hooked.Store(true)
 	if len(os.Args) < 2 {
 		return
 	}

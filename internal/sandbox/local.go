@@ -83,6 +83,9 @@ func (l *Local) self() (string, error) {
 	if l.Self != "" {
 		return l.Self, nil
 	}
+	if !hooked.Load() {
+		return "", errors.New("sandbox: this binary does not call sandbox.Helper first thing in main (or TestMain), so it cannot run sandboxed calls")
+	}
 	p, err := os.Executable()
 	if err != nil {
 		return "", fmt.Errorf("sandbox: own executable: %w", err)

@@ -114,8 +114,10 @@ func probeLandlock(s *Status) Check {
 	if abi >= landlockScop {
 		feats = append(feats, "signal and abstract-socket scoping")
 	}
-	if abi < 10 {
-		feats = append(feats, "UDP not restricted (needs ABI 10)")
+	if seccompArch != 0 {
+		feats = append(feats, "UDP, Multipath TCP and raw sockets refused by a seccomp filter")
+	} else if abi < 10 {
+		feats = append(feats, "UDP not restricted (needs ABI 10): alone it runs only calls that share the host network")
 	}
 	return Check{OK: true, Detail: fmt.Sprintf("ABI %d: %s", abi, strings.Join(feats, ", "))}
 }

@@ -302,3 +302,33 @@ func TestHideProcess(t *testing.T) {
 		t.Fatalf("a non-dumpable process's environ was read: %q", got)
 	}
 }
+
+// TestCheckHost: the --check-sandbox report names each layer, runs a call
+// under each working one, and says what jobs get.
+func TestCheckHost(t *testing.T) {
+	ls := layers(t)
+	var out strings.Builder
+	if rc := CheckHost(&out); rc != 0 {
+		t.Fatalf("rc %d:\n%s", rc, out.String())
+	}
+	for _, l := range ls {
+		if !strings.Contains(out.String(), "a call under "+Probe().Effective(l)+" ran in") {
+			t.Errorf("no trial for %s:\n%s", l, out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "jobs run under") {
+		t.Errorf("report does not say what jobs get:\n%s", out.String())
+	}
+}
+
+// TestHelperHookRequired: a binary that never called Helper cannot start
+// calls with itself as the helper (it would run itself all over again).
+func TestHelperHookRequired(t *testing.T) {
+	hooked.Store(false)
+	defer hooked.Store(true)
+	spec := shSpec(t, "true")
+	spec.Layer = LayerNone
+	if _, err := (&Local{}).Start(spec); err == nil || !strings.Contains(err.Error(), "sandbox.Helper") {
+		t.Fatalf("Start without the hook: %v", err)
+	}
+}
