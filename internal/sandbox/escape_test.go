@@ -33,6 +33,8 @@ type arena struct {
 	tcpHits                                            atomic.Int32
 	udp                                                net.PacketConn
 	udpHits                                            atomic.Int32
+	unix                                               net.Listener
+	unixHits                                           atomic.Int32
 	daemon                                             *exec.Cmd
 	daemonMark                                         string
 	signaled                                           string
@@ -118,6 +120,21 @@ func newArena(t *testing.T, uid int) *arena {
 			a.udpHits.Add(1)
 		}
 	}()
+	// A host service on a unix socket (a container runtime's, the
+	// daemon's own control socket), owned by the daemon's user.
+	if a.unix, err = net.Listen("unix", filepath.Join(a.daemonHome, "control.sock")); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := a.unix.Accept()
+			if err != nil {
+				return
+			}
+			a.unixHits.Add(1)
+			c.Close()
+		}
+	}()
 	a.signaled = filepath.Join(a.root, "daemon-signaled")
 	daemonSecret := "SECRET" + rnd()
 	a.secrets["daemon environ"] = daemonSecret
@@ -147,6 +164,7 @@ func newArena(t *testing.T, uid int) *arena {
 	t.Cleanup(func() {
 		a.tcp.Close()
 		a.udp.Close()
+		a.unix.Close()
 		a.daemon.Process.Kill()
 		a.daemon.Wait()
 		for _, p := range survivors(a.marker) {
@@ -195,7 +213,8 @@ func (a *arena) spec(layer Layer, role string) Spec {
 		"workspace": a.ws, "job_dir": a.job, "jobs_dir": a.jobs, "other_job": a.other, "call_dir": a.call,
 		"daemon_home": a.daemonHome, "real_home": os.Getenv("HOME"), "host_tmp": os.TempDir(),
 		"daemon_pid": a.daemon.Process.Pid, "tcp_addr": a.tcp.Addr().String(), "udp_addr": a.udp.LocalAddr().String(),
-		"marker": a.marker, "processes": a.limits.Processes, "memory_bytes": a.limits.MemoryBytes,
+		"unix_socket": filepath.Join(a.daemonHome, "control.sock"),
+		"marker":      a.marker, "processes": a.limits.Processes, "memory_bytes": a.limits.MemoryBytes,
 		"file_bytes": a.limits.FileBytes, "tmp_bytes": a.limits.TmpBytes,
 	})
 	return Spec{
@@ -276,7 +295,7 @@ func escapeSuite(t *testing.T, layer Layer, uid int) {
 			t.Logf("blocked    %-34s %s", n, oneLine(results[n].Detail))
 		}
 	}
-	if len(results) < 29 {
+	if len(results) < 30 {
 		t.Errorf("only %d attacks ran", len(results))
 	}
 	fmt.Printf("sandbox escape suite: layer=%s uid=%d attacks=%d escapes=%d known_gaps=%d\n", r.Layer, uid, len(results), nEsc, nGap)
@@ -320,7 +339,7 @@ func TestEscapeSuiteSeesEscapes(t *testing.T) {
 	for _, n := range []string{"read-own-history", "append-own-history", "rewrite-own-job-json", "write-own-request",
 		"read-other-job", "read-signing-key", "write-other-workspace", "drop-manifest", "forge-call-result",
 		"write-host-tmp", "write-daemon-home", "symlink-read-out", "symlink-write-out", "connect-daemon-listen-port",
-		"send-udp-to-host", "see-host-processes", "signal-daemon", "fill-disk-one-file", "allocate-memory"} {
+		"send-udp-to-host", "connect-host-unix-socket", "see-host-processes", "signal-daemon", "fill-disk-one-file", "allocate-memory"} {
 		if _, ok := escapes[n]; !ok {
 			t.Errorf("uncontained, %s was not seen escaping", n)
 		}
@@ -419,6 +438,9 @@ func (a *arena) judge(t *testing.T, res map[string]attackResult, r *Result) map[
 	}
 	if a.tcpHits.Load() > 0 {
 		flag("connect-daemon-listen-port", fmt.Sprintf("the host's listener accepted %d connections", a.tcpHits.Load()))
+	}
+	if a.unixHits.Load() > 0 {
+		flag("connect-host-unix-socket", fmt.Sprintf("the host's unix socket accepted %d connections", a.unixHits.Load()))
 	}
 	if a.udpHits.Load() > 0 {
 		flag("send-udp-to-host", fmt.Sprintf("the host's UDP socket got %d datagrams", a.udpHits.Load()))

@@ -57,8 +57,8 @@ func execMain(args []string) int {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fail(fmt.Errorf("no_new_privs: %v", err))
 	}
-	if cfg.Seccomp {
-		if err := installNetFilter(); err != nil {
+	if cfg.SeccompInet || cfg.SeccompUnix {
+		if err := installSockFilter(cfg.SeccompInet, cfg.SeccompUnix); err != nil {
 			return fail(err)
 		}
 	}

@@ -22,6 +22,7 @@ const (
 	landlockMin  = 1 // ABI with file system rules
 	landlockNet  = 4 // ABI with TCP rules
 	landlockScop = 6 // ABI with signal and abstract-socket scoping
+	landlockUnix = 9 // ABI with pathname unix socket rules
 )
 
 // plan is everything the launcher does for one call, decided on the
@@ -69,11 +70,13 @@ type execConfig struct {
 	RW       []pathGrant `json:"rw,omitempty"`
 	Dev      []string    `json:"dev,omitempty"`
 	// Net: restrict TCP to ConnectPorts (Landlock ABI 4).
-	Net bool `json:"net,omitempty"`
-	// Seccomp: refuse every Internet socket but plain TCP (no network
-	// namespace: Landlock alone does not see UDP or Multipath TCP).
-	Seccomp      bool  `json:"seccomp,omitempty"`
+	Net          bool  `json:"net,omitempty"`
 	ConnectPorts []int `json:"connect_ports,omitempty"`
+	// SeccompInet: refuse every Internet socket but plain TCP;
+	// SeccompUnix: refuse new unix sockets (Landlock alone, which does not
+	// see UDP or Multipath TCP, nor pathname unix sockets before ABI 9).
+	SeccompInet bool `json:"seccomp_inet,omitempty"`
+	SeccompUnix bool `json:"seccomp_unix,omitempty"`
 	// Listen and Socket: listen on 127.0.0.1:Listen and forward to Socket,
 	// running the program as a child (bwrap with the proxy).
 	Listen int    `json:"listen,omitempty"`
@@ -125,8 +128,8 @@ func makePlan(s *Spec, layer Layer, t tools, v *hostView) (*plan, error) {
 		if net != NetHost && t.abi < landlockNet {
 			return nil, fmt.Errorf("%w: landlock ABI %d cannot restrict the network (needs ABI %d); use bwrap or network host", ErrUnavailable, t.abi, landlockNet)
 		}
-		if net != NetHost && seccompArch == 0 {
-			return nil, fmt.Errorf("%w: landlock alone cannot close UDP on this architecture; use bwrap or network host", ErrUnavailable)
+		if seccompArch == 0 {
+			return nil, fmt.Errorf("%w: landlock alone needs a seccomp filter this build has none of for its architecture; use bwrap", ErrUnavailable)
 		}
 		p.Layer = "landlock"
 		p.Helper = t.self
@@ -194,7 +197,8 @@ func makePlan(s *Spec, layer Layer, t tools, v *hostView) (*plan, error) {
 
 	if layer == LayerLandlock {
 		x.NprocShared = true
-		x.Seccomp = net != NetHost
+		x.SeccompInet = net != NetHost
+		x.SeccompUnix = t.abi < landlockUnix
 		return p, nil
 	}
 

@@ -115,7 +115,7 @@ func probeLandlock(s *Status) Check {
 		feats = append(feats, "signal and abstract-socket scoping")
 	}
 	if seccompArch != 0 {
-		feats = append(feats, "UDP, Multipath TCP and raw sockets refused by a seccomp filter")
+		feats = append(feats, "alone: UDP, Multipath TCP, raw sockets (and new unix sockets before ABI 9) refused by a seccomp filter")
 	} else if abi < 10 {
 		feats = append(feats, "UDP not restricted (needs ABI 10): alone it runs only calls that share the host network")
 	}

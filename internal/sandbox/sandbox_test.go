@@ -332,3 +332,39 @@ func TestHelperHookRequired(t *testing.T) {
 		t.Fatalf("Start without the hook: %v", err)
 	}
 }
+
+// TestNetHost: the shared network (a job's allowlist option) reaches the
+// host's loopback — the weaker mode docs/security.md warns about — under
+// every layer, while the default reaches nothing (TestEscapes).
+func TestNetHost(t *testing.T) {
+	bin := attacker(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprint(c, "host heard you")
+			c.Close()
+		}
+	}()
+	for _, layer := range layers(t) {
+		spec := shSpec(t, "")
+		spec.Layer = layer
+		spec.Argv = []string{bin, ln.Addr().String()}
+		spec.Env = append(spec.Env, "LOGIST_ATTACK_ROLE=dial")
+		spec.Network = Network{Mode: NetHost}
+		r, err := Run(context.Background(), &Local{}, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(r.Stdout) != "host heard you" {
+			t.Errorf("%s: %+v stdout %q stderr %q", layer, r, r.Stdout, r.Stderr)
+		}
+	}
+}

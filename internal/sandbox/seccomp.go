@@ -8,20 +8,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Without a network namespace (Landlock alone), Landlock restricts TCP
-// only: UDP (before ABI 10), Multipath TCP, SCTP and raw sockets pass. So
-// the helper also installs a seccomp filter that refuses every Internet
-// socket but a plain TCP one, and io_uring (whose socket operation
-// seccomp cannot see). Landlock then decides which TCP ports a socket may
-// connect to.
+// Without namespaces (Landlock alone), Landlock restricts TCP only, and
+// pathname unix sockets only from ABI 9: UDP (before ABI 10), Multipath
+// TCP, SCTP and raw sockets pass, and so does a connection to any unix
+// socket the user may open (a container runtime's, a desktop's). So the
+// helper also installs a seccomp filter that refuses every Internet
+// socket but a plain TCP one (unless the call shares the host network),
+// every new unix socket (before ABI 9; socketpair still works), and
+// io_uring (whose socket operation seccomp cannot see). Landlock then
+// decides which TCP ports a socket may connect to.
 
 // seccompArch is this build's seccomp audit architecture; 0 where the
 // filter is not built (the layer then refuses calls that need it).
 var seccompArch = map[string]uint32{"amd64": unix.AUDIT_ARCH_X86_64, "arm64": unix.AUDIT_ARCH_AARCH64}[runtime.GOARCH]
 
-// netFilter is the BPF program. seccomp_data: nr at 0, arch at 4, args
-// at 16+8*i (the low 32 bits first on these little-endian machines).
-func netFilter() []unix.SockFilter {
+// sockFilter is the BPF program: inet refuses Internet sockets but plain
+// TCP, unixSock refuses new unix sockets. seccomp_data: nr at 0, arch at
+// 4, args at 16+8*i (the low 32 bits first on these little-endian
+// machines).
+func sockFilter(inet, unixSock bool) []unix.SockFilter {
 	const (
 		ld    = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
 		jeq   = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
@@ -32,39 +37,67 @@ func netFilter() []unix.SockFilter {
 		deny  = unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES)
 		nosys = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
 	)
-	s := func(code uint16, jt, jf uint8, k uint32) unix.SockFilter {
-		return unix.SockFilter{Code: code, Jt: jt, Jf: jf, K: k}
+	// Instructions with jump targets named by label, resolved below.
+	type ins struct {
+		code   uint16
+		k      uint32
+		jt, jf string
+		label  string
 	}
-	return []unix.SockFilter{
-		/* 0 */ s(ld, 0, 0, 4), // arch
-		/* 1 */ s(jeq, 1, 0, seccompArch),
-		/* 2 */ s(ret, 0, 0, nosys), // another ABI (32-bit calls on a 64-bit kernel)
-		/* 3 */ s(ld, 0, 0, 0), // nr
-		/* 4 */ s(jge, 12, 0, 0x40000000), // x32 calls -> deny
-		/* 5 */ s(jeq, 12, 0, unix.SYS_IO_URING_SETUP), // -> nosys
-		/* 6 */ s(jeq, 0, 9, unix.SYS_SOCKET), // else allow
-		/* 7 */ s(ld, 0, 0, 16), // domain
-		/* 8 */ s(jeq, 1, 0, unix.AF_INET),
-		/* 9 */ s(jeq, 0, 6, unix.AF_INET6), // else allow
-		/* 10 */ s(ld, 0, 0, 24), // type
-		/* 11 */ s(and, 0, 0, 0xf), // less SOCK_NONBLOCK, SOCK_CLOEXEC
-		/* 12 */ s(jeq, 0, 4, unix.SOCK_STREAM), // else deny
-		/* 13 */ s(ld, 0, 0, 32), // protocol
-		/* 14 */ s(jeq, 1, 0, 0),
-		/* 15 */ s(jeq, 0, 1, unix.IPPROTO_TCP), // else deny
-		/* 16 */ s(ret, 0, 0, allow),
-		/* 17 */ s(ret, 0, 0, deny),
-		/* 18 */ s(ret, 0, 0, nosys),
+	onUnix, onInet := "allow", "allow"
+	if unixSock {
+		onUnix = "deny"
 	}
+	if inet {
+		onInet = "inet"
+	}
+	prog := []ins{
+		{code: ld, k: 4}, // arch
+		{code: jeq, k: seccompArch, jt: "native", jf: "nosys"},
+		{label: "native", code: ld, k: 0},      // nr
+		{code: jge, k: 0x40000000, jt: "deny"}, // x32 calls
+		{code: jeq, k: unix.SYS_IO_URING_SETUP, jt: "nosys"},
+		{code: jeq, k: unix.SYS_SOCKET, jf: "allow"},
+		{code: ld, k: 16}, // domain
+		{code: jeq, k: unix.AF_UNIX, jt: onUnix},
+		{code: jeq, k: unix.AF_INET, jt: onInet},
+		{code: jeq, k: unix.AF_INET6, jt: onInet, jf: "allow"},
+		{label: "inet", code: ld, k: 24}, // type
+		{code: and, k: 0xf},              // less SOCK_NONBLOCK, SOCK_CLOEXEC
+		{code: jeq, k: unix.SOCK_STREAM, jf: "deny"},
+		{code: ld, k: 32}, // protocol
+		{code: jeq, k: 0, jt: "allow"},
+		{code: jeq, k: unix.IPPROTO_TCP, jt: "allow", jf: "deny"},
+		{label: "allow", code: ret, k: allow},
+		{label: "deny", code: ret, k: deny},
+		{label: "nosys", code: ret, k: nosys},
+	}
+	at := map[string]int{}
+	for i, x := range prog {
+		if x.label != "" {
+			at[x.label] = i
+		}
+	}
+	out := make([]unix.SockFilter, len(prog))
+	for i, x := range prog {
+		rel := func(l string) uint8 {
+			if l == "" {
+				return 0 // the next instruction
+			}
+			return uint8(at[l] - i - 1)
+		}
+		out[i] = unix.SockFilter{Code: x.code, K: x.k, Jt: rel(x.jt), Jf: rel(x.jf)}
+	}
+	return out
 }
 
-// installNetFilter applies netFilter to this thread (and what it
+// installSockFilter applies sockFilter to this thread (and what it
 // executes); no_new_privs must be set.
-func installNetFilter() error {
+func installSockFilter(inet, unixSock bool) error {
 	if seccompArch == 0 {
-		return fmt.Errorf("no seccomp network filter for %s", runtime.GOARCH)
+		return fmt.Errorf("no seccomp socket filter for %s", runtime.GOARCH)
 	}
-	f := netFilter()
+	f := sockFilter(inet, unixSock)
 	prog := unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]}
 	if err := unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&prog)), 0, 0); err != nil {
 		return fmt.Errorf("seccomp: %v", err)

@@ -42,6 +42,7 @@ type config struct {
 	DaemonPid   int    `json:"daemon_pid"`
 	TCPAddr     string `json:"tcp_addr"`
 	UDPAddr     string `json:"udp_addr"`
+	UnixSocket  string `json:"unix_socket"`
 	Marker      string `json:"marker"` // written by every write attempt, and named in survivors' argv
 	Processes   int    `json:"processes"`
 	MemoryBytes int64  `json:"memory_bytes"`
@@ -309,6 +310,15 @@ func attacks(c config) []attack {
 				}
 			}
 			return result{Detail: "sent (the host side tells whether it arrived)"}
+		}},
+		{"connect-host-unix-socket", func() result {
+			conn, err := net.DialTimeout("unix", c.UnixSocket, 2*time.Second)
+			if err != nil {
+				return result{Detail: err.Error()}
+			}
+			conn.Write([]byte(m))
+			conn.Close()
+			return result{OK: true, Detail: "connected to " + c.UnixSocket}
 		}},
 		{"capabilities", func() result {
 			b, _ := os.ReadFile("/proc/self/status")
