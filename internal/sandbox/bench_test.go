@@ -44,19 +44,33 @@ func BenchmarkCall(b *testing.B) {
 	if st.Landlock.OK {
 		ls = append(ls, LayerLandlock)
 	}
-	for _, layer := range append(ls, LayerNone) {
-		b.Run("sandbox-"+string(layer), func(b *testing.B) {
-			d := b.TempDir()
-			ws := filepath.Join(d, "workspace")
-			os.Mkdir(ws, 0o700)
-			ex := &Local{}
-			for i := 0; i < b.N; i++ {
-				r, err := Run(context.Background(), ex, Spec{Argv: []string{truePath}, Dir: ws, Env: []string{"PATH=/usr/bin:/bin"},
-					CallDir: filepath.Join(d, "calls", fmt.Sprint(i)), Layer: layer})
-				if err != nil || r.Outcome != OutcomeExited || r.ExitCode != 0 {
-					b.Fatalf("%+v %v", r, err)
-				}
-			}
-		})
+	// The helpers are this test binary, or logistd as deployed (its
+	// package inits make each of its two starts per call dearer).
+	logistd := filepath.Join(b.TempDir(), "logistd")
+	if out, err := exec.Command("go", "build", "-o", logistd, "../../cmd/logistd").CombinedOutput(); err != nil {
+		b.Fatalf("build logistd: %v: %s", err, out)
+	}
+	for _, c := range []struct {
+		name, self string
+		layers     []Layer
+	}{{"", "", append(ls, LayerNone)}, {"-logistd", logistd, ls[:1]}} {
+		for _, layer := range c.layers {
+			b.Run("sandbox-"+string(layer)+c.name, func(b *testing.B) {
+				benchSandbox(b, &Local{Self: c.self}, layer, truePath)
+			})
+		}
+	}
+}
+
+func benchSandbox(b *testing.B, ex *Local, layer Layer, truePath string) {
+	d := b.TempDir()
+	ws := filepath.Join(d, "workspace")
+	os.Mkdir(ws, 0o700)
+	for i := 0; i < b.N; i++ {
+		r, err := Run(context.Background(), ex, Spec{Argv: []string{truePath}, Dir: ws, Env: []string{"PATH=/usr/bin:/bin"},
+			CallDir: filepath.Join(d, "calls", fmt.Sprint(i)), Layer: layer})
+		if err != nil || r.Outcome != OutcomeExited || r.ExitCode != 0 {
+			b.Fatalf("%+v %v", r, err)
+		}
 	}
 }

@@ -133,6 +133,9 @@ func setLimits(l *Limits, nprocShared bool) error {
 		{syscall.RLIMIT_CORE, "core", 0},
 	} {
 		v := r.v
+		if v == 0 && r.res != syscall.RLIMIT_CORE {
+			continue // not a limit of the plan's (the daemon always sends them all)
+		}
 		var cur syscall.Rlimit
 		if err := syscall.Getrlimit(r.res, &cur); err == nil && cur.Max < v {
 			v = cur.Max // never above what we have: lowering only

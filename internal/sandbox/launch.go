@@ -199,9 +199,11 @@ func (l *launch) run(kill <-chan os.Signal) int {
 	if startErr != nil {
 		return l.finish(OutcomeStartFailed, fmt.Sprintf("start %s: %v", cmd.Path, startErr), outF, errF)
 	}
+	infoDone := make(chan struct{})
 	if infoR != nil {
-		go l.readInfo(infoR)
+		go func() { l.readInfo(infoR); close(infoDone) }()
 	} else {
+		close(infoDone)
 		writePid(filepath.Join(l.dir, fileSandbox), cmd.Process.Pid)
 	}
 
@@ -223,13 +225,17 @@ func (l *launch) run(kill <-chan os.Signal) int {
 	l.killSandbox()
 	sweepChildren()
 	drained := make(chan struct{})
-	go func() { readers.Wait(); close(drained) }()
+	go func() { readers.Wait(); <-infoDone; close(drained) }()
 	select {
 	case <-drained:
 	case <-time.After(5 * time.Second):
 		outR.Close()
 		errR.Close()
 		statusR.Close()
+		if infoR != nil {
+			infoR.Close()
+		}
+		<-drained // every reader returns once its pipe is closed
 	}
 	l.res.ExitCode = exitCode(cmd.ProcessState)
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && p.Bwrap == "" {
