@@ -160,7 +160,8 @@ func TestLostCall(t *testing.T) {
 }
 
 // TestTamperedOutputRefused: output changed in the call directory after
-// the launcher wrote it is not taken as the call's answer.
+// the launcher wrote it (or cut by a crash) is not taken as the call's
+// answer: the call is lost, and re-asked.
 func TestTamperedOutputRefused(t *testing.T) {
 	layers(t)
 	spec := shSpec(t, "echo genuine")
@@ -174,8 +175,31 @@ func TestTamperedOutputRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Wait(context.Background()); err == nil || !strings.Contains(err.Error(), "not what the launcher wrote") {
+	if _, err := c.Wait(context.Background()); !errors.Is(err, ErrLost) || !strings.Contains(err.Error(), "not what the launcher wrote") {
 		t.Fatalf("tampered stdout read back: %v", err)
+	}
+}
+
+// TestCutResultIsLost: a result.json a crash cut short (written and
+// fsync'd with the outputs at once, not renamed into place) makes the
+// call lost, not an answer.
+func TestCutResultIsLost(t *testing.T) {
+	layers(t)
+	spec := shSpec(t, "echo genuine")
+	if _, err := Run(context.Background(), &Local{}, spec); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(spec.CallDir, fileResult)
+	b, _ := os.ReadFile(p)
+	if err := os.WriteFile(p, b[:len(b)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := (&Local{}).Adopt(spec.CallDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Wait(context.Background()); !errors.Is(err, ErrLost) {
+		t.Fatalf("cut result: %v, want ErrLost", err)
 	}
 }
 

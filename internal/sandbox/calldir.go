@@ -85,41 +85,49 @@ func procStart(pid int) (string, bool) {
 	return f[19], true
 }
 
-// writeResult makes the call's outputs and result durable: the output
-// files' data and the call directory's entry in its parent (these three
-// fsyncs at once), then result.json (temp file, fsync, rename, fsync of
-// the call directory). result.json is last: its presence means the rest
-// is on disk.
+// writeResult makes the call's outputs and result durable, with all the
+// fsyncs at once: the output files, result.json, the call directory and
+// its entry in its parent. A crash may then keep result.json without an
+// output; the hashes in it tell (readResult says ErrLost), so result.json
+// needs no ordering of its own. It is read only once the launcher has
+// exited, so no reader sees it half written.
 func writeResult(dir string, r *Result, outputs ...*os.File) error {
-	errs := make(chan error, len(outputs)+1)
-	for _, f := range outputs {
-		go func() {
-			if f == nil {
-				errs <- nil
-				return
-			}
-			errs <- f.Sync()
-		}()
-	}
-	go func() { errs <- atomicfile.SyncDir(filepath.Dir(dir)) }()
-	var first error
-	for range len(outputs) + 1 {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
-	}
-	if first != nil {
-		return first
-	}
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(filepath.Join(dir, fileResult), append(b, '\n'), 0o600)
+	f, err := regfile.OpenFile(filepath.Join(dir, fileResult), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	syncs := []func() error{f.Sync,
+		func() error { return atomicfile.SyncDir(dir) },
+		func() error { return atomicfile.SyncDir(filepath.Dir(dir)) }}
+	for _, o := range outputs {
+		if o != nil {
+			syncs = append(syncs, o.Sync)
+		}
+	}
+	errs := make(chan error, len(syncs))
+	for _, s := range syncs {
+		go func() { errs <- s() }()
+	}
+	var first error
+	for range syncs {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
-// readResult reads a finished call back; fs.ErrNotExist when it has not
-// finished (or never ran).
+// readResult reads a finished call back: fs.ErrNotExist when there is no
+// result, ErrLost when what is there is not whole (a crash while it was
+// being made durable).
 func readResult(dir string) (*Result, error) {
 	b, err := regfile.ReadFile(filepath.Join(dir, fileResult))
 	if err != nil {
@@ -127,7 +135,7 @@ func readResult(dir string) (*Result, error) {
 	}
 	var r Result
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%s: %v", filepath.Join(dir, fileResult), err)
+		return nil, fmt.Errorf("%w: %s: %v", ErrLost, filepath.Join(dir, fileResult), err)
 	}
 	if r.Stdout, err = readOutput(filepath.Join(dir, fileStdout), r.StdoutBytes, r.StdoutSHA256); err != nil {
 		return nil, err
@@ -150,7 +158,7 @@ func readOutput(p string, n int64, sum string) ([]byte, error) {
 	}
 	got := sha256.Sum256(b)
 	if int64(len(b)) != n || hex.EncodeToString(got[:]) != sum {
-		return nil, fmt.Errorf("%s: %d bytes that are not what the launcher wrote (%d bytes, sha256 %s)", p, len(b), n, sum)
+		return nil, fmt.Errorf("%w: %s: %d bytes that are not what the launcher wrote (%d bytes, sha256 %s)", ErrLost, p, len(b), n, sum)
 	}
 	return b, nil
 }

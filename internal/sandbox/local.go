@@ -172,22 +172,17 @@ func (l *Local) Adopt(dir string) (Call, error) {
 		close(c.done)
 		return c
 	}
-	if _, err := os.Stat(filepath.Join(dir, fileResult)); err == nil {
-		return finished(), nil
-	}
+	// The launcher first: its result is read only once it has exited.
 	pid, alive, err := readPid(filepath.Join(dir, fileLauncher))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w in %s", ErrNoCall, dir)
 	}
-	if err != nil {
-		return nil, err
-	}
+	// A record a machine crash cut short names no process that still runs.
 	if alive {
 		if c, ok := adoptRunning(dir, pid, l.KillGrace); ok {
 			return c, nil
 		}
 	}
-	// Ended: with a result written meanwhile, or lost.
 	if _, err := os.Stat(filepath.Join(dir, fileResult)); err == nil {
 		return finished(), nil
 	}
