@@ -25,8 +25,9 @@ import (
 //	sandbox.pid   "PID START": the sandbox's main process (bwrap: the PID
 //	              namespace's init; otherwise the program's process group)
 //	stdout, stderr what the program printed, at most the limit each
-//	result.json   how it ended (Result), written last and durably: its
-//	              presence means the call is over
+//	result.json   how it ended (Result), with the size and SHA-256 of
+//	              each output; made durable with them, and read only once
+//	              the launcher has exited
 //	launcher.log  the launcher's own messages
 //
 // The pid files are not fsync'd: after a machine restart no process of
