@@ -14,6 +14,7 @@ import (
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/config"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/sandbox"
 )
 
 // Set at build time (-ldflags -X).
@@ -60,6 +61,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	version := fs.Bool("version", false, "print the version and exit")
 	configFile := fs.String("config", "", "JSON config file (default $LOGISTD_CONFIG, else "+config.DefaultFile+" if it exists); flags win over environment (LOGISTD_<FLAG>), environment over the file")
 	printConfig := fs.Bool("print-config", false, "print the effective configuration and where each value came from, then exit")
+	checkSandbox := fs.Bool("check-sandbox", false, "print which sandbox layers (bwrap, landlock) work on this host and why not, run a call under each, then exit (1 if none works)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: logistd [flags]\n\nlogistd supervises the AI-agent jobs in a jobs folder.\n\nFlags:\n%s", fs.FlagUsages())
 	}
@@ -73,7 +75,10 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		fmt.Fprintf(stdout, "logistd %s (%s)\n", Version, Revision)
 		return 0
 	}
-	sources, err := config.Apply(fs, config.Path(*configFile, getenv), getenv, "config", "print-config", "version", "help")
+	if *checkSandbox {
+		return sandbox.CheckHost(stdout)
+	}
+	sources, err := config.Apply(fs, config.Path(*configFile, getenv), getenv, "config", "print-config", "version", "check-sandbox", "help")
 	if err != nil {
 		fmt.Fprintf(stderr, "logistd: %v\n", err)
 		return 1

@@ -1,0 +1,76 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// BenchmarkCall measures what containment adds to one call of /bin/true:
+// a bare exec, a bare `bwrap ... true` with the namespaces and mounts
+// every call uses, and a full sandboxed call (launcher, sandbox, helper,
+// durable result) under each layer. docs/benchmarks.md quotes it.
+func BenchmarkCall(b *testing.B) {
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("bare-exec", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if err := exec.Command(truePath).Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	st := Probe()
+	if st.Bwrap.OK {
+		b.Run("bare-bwrap", func(b *testing.B) {
+			args := append(nsArgs(NetNone, false), systemArgs(currentView())...)
+			args = append(args, "--tmpfs", "/tmp", "--", truePath)
+			for i := 0; i < b.N; i++ {
+				if err := exec.Command(st.BwrapPath, args...).Run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	var ls []Layer
+	if st.Bwrap.OK {
+		ls = append(ls, LayerBwrap)
+	}
+	if st.Landlock.OK {
+		ls = append(ls, LayerLandlock)
+	}
+	// The helpers are this test binary, or logistd as deployed (its
+	// package inits make each of its two starts per call dearer).
+	logistd := filepath.Join(b.TempDir(), "logistd")
+	if out, err := exec.Command("go", "build", "-o", logistd, "../../cmd/logistd").CombinedOutput(); err != nil {
+		b.Fatalf("build logistd: %v: %s", err, out)
+	}
+	for _, c := range []struct {
+		name, self string
+		layers     []Layer
+	}{{"", "", append(ls, LayerNone)}, {"-logistd", logistd, ls[:1]}} {
+		for _, layer := range c.layers {
+			b.Run("sandbox-"+string(layer)+c.name, func(b *testing.B) {
+				benchSandbox(b, &Local{Self: c.self}, layer, truePath)
+			})
+		}
+	}
+}
+
+func benchSandbox(b *testing.B, ex *Local, layer Layer, truePath string) {
+	d := b.TempDir()
+	ws := filepath.Join(d, "workspace")
+	os.Mkdir(ws, 0o700)
+	for i := 0; i < b.N; i++ {
+		r, err := Run(context.Background(), ex, Spec{Argv: []string{truePath}, Dir: ws, Env: []string{"PATH=/usr/bin:/bin"},
+			CallDir: filepath.Join(d, "calls", fmt.Sprint(i)), Layer: layer})
+		if err != nil || r.Outcome != OutcomeExited || r.ExitCode != 0 {
+			b.Fatalf("%+v %v", r, err)
+		}
+	}
+}

@@ -1,0 +1,435 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/logist/logist/internal/regfile"
+	"golang.org/x/sys/unix"
+)
+
+// launchMain is the launcher ("__sandbox-launch CALLDIR"), started by the
+// daemon in a session of its own so that it outlives the daemon. It reads
+// its plan from stdin, runs the sandbox, keeps the output in the call
+// directory (capped), kills the whole sandbox when asked (SIGTERM) or when
+// the output passes the limit, and leaves the result durably. It is the
+// sandbox's child subreaper: whatever the program leaves running is
+// killed before the result is written.
+func launchMain(args []string) int {
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "usage: __sandbox-launch CALLDIR")
+		return 2
+	}
+	HideProcess()
+	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	kill := make(chan os.Signal, 1)
+	signal.Notify(kill, syscall.SIGTERM, syscall.SIGINT)
+	dir := args[0]
+	res := &Result{Started: time.Now().UTC()}
+	var p plan
+	// A daemon that died while writing leaves a cut plan: nothing runs.
+	// No result either: the daemon that wrote it is gone, and a later
+	// daemon may already have started this call again in this directory.
+	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&p); err != nil {
+		fmt.Fprintf(os.Stderr, "logist-sandbox: plan: %v; nothing run\n", err)
+		return 1
+	}
+	res.Layer = p.Layer
+	l := &launch{p: &p, res: res, dir: dir}
+	if p.PrivateTmp {
+		tmp, err := os.MkdirTemp("", "logist-call-")
+		if err != nil {
+			return l.finish(OutcomeStartFailed, "private tmp: "+err.Error(), nil, nil)
+		}
+		defer os.RemoveAll(tmp)
+		if getEnv(p.Env, "TMPDIR") == "" {
+			p.Env = setEnv(p.Env, "TMPDIR", tmp)
+		}
+		if p.HomeTmp {
+			p.Env = setEnv(p.Env, "HOME", tmp)
+		}
+		if p.Exec != nil && p.Exec.Landlock {
+			p.Exec.RW = append(p.Exec.RW, pathGrant{Path: tmp, Dir: true})
+		}
+	}
+	return l.run(kill)
+}
+
+type launch struct {
+	out, err *capFile // nil until the program starts
+	p        *plan
+	res      *Result
+	dir      string
+	cmd      *exec.Cmd
+	initPid  int // bwrap: the PID namespace's init, on the host
+	initOnce sync.Once
+	initSeen chan struct{}
+}
+
+func (l *launch) run(kill <-chan os.Signal) int {
+	p := l.p
+	outF, err := regfile.OpenFile(filepath.Join(l.dir, fileStdout), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return l.finish(OutcomeStartFailed, err.Error(), nil, nil)
+	}
+	defer outF.Close()
+	errF, err := regfile.OpenFile(filepath.Join(l.dir, fileStderr), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return l.finish(OutcomeStartFailed, err.Error(), outF, nil)
+	}
+	defer errF.Close()
+
+	// The proxy's address as the program sees it.
+	addr := ""
+	if p.Forward != "" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return l.finish(OutcomeStartFailed, "proxy listener: "+err.Error(), outF, errF)
+		}
+		defer ln.Close()
+		go forward(ln, p.Forward)
+		port := ln.Addr().(*net.TCPAddr).Port
+		addr = "127.0.0.1:" + strconv.Itoa(port)
+		if p.Exec != nil {
+			p.Exec.ConnectPorts = []int{port}
+		}
+	} else if p.Exec != nil && p.Exec.Listen > 0 {
+		addr = "127.0.0.1:" + strconv.Itoa(p.Exec.Listen)
+	}
+	argv, env := p.Argv, p.Env
+	if addr != "" {
+		r := strings.NewReplacer("{proxy_addr}", addr)
+		argv = make([]string, len(p.Argv))
+		for i, a := range p.Argv {
+			argv[i] = r.Replace(a)
+		}
+		env = make([]string, 0, len(p.Env)+1)
+		for _, kv := range p.Env {
+			env = append(env, r.Replace(kv))
+		}
+		env = setEnv(env, "LOGIST_PROXY_ADDR", addr)
+	}
+
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
+	}
+	defer statusR.Close()
+	var infoR, infoW *os.File
+	var cmd *exec.Cmd
+	switch {
+	case p.Bwrap != "":
+		cfg, _ := json.Marshal(p.Exec)
+		a := append(append([]string{}, p.BArgs...), "--", p.Helper, verbExec, string(cfg), "--")
+		cmd = exec.Command(p.Bwrap, append(a, argv...)...)
+		if infoR, infoW, err = os.Pipe(); err != nil {
+			return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
+		}
+		defer infoR.Close()
+		cmd.ExtraFiles = []*os.File{statusW, infoW}
+	case p.Exec != nil:
+		cfg, _ := json.Marshal(p.Exec)
+		cmd = exec.Command(p.Self, append([]string{verbExec, string(cfg), "--"}, argv...)...)
+		cmd.ExtraFiles = []*os.File{statusW}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	default:
+		path, err := lookPath(argv[0], getEnv(env, "PATH"))
+		if err != nil {
+			return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
+		}
+		cmd = exec.Command(path, argv[1:]...)
+		cmd.Args[0] = argv[0]
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	}
+	cmd.Env = env
+	cmd.Dir = p.Dir
+	if p.HasStdin {
+		cmd.Stdin = bytes.NewReader(p.Stdin)
+	}
+	over := make(chan struct{})
+	var overOnce sync.Once
+	onOver := func() { overOnce.Do(func() { close(over) }) }
+	stdout := &capFile{f: outF, sum: sha256.New(), limit: p.Limit, onOver: onOver}
+	stderr := &capFile{f: errF, sum: sha256.New(), limit: p.Limit, onOver: onOver}
+	l.out, l.err = stdout, stderr
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	var readers sync.WaitGroup
+	readers.Add(3)
+	go func() { defer readers.Done(); io.Copy(stdout, outR); outR.Close() }()
+	go func() { defer readers.Done(); io.Copy(stderr, errR); errR.Close() }()
+	var statusMsg bytes.Buffer
+	go func() { defer readers.Done(); io.Copy(&statusMsg, io.LimitReader(statusR, 4096)) }()
+
+	l.cmd = cmd
+	l.initSeen = make(chan struct{})
+	l.res.Started = time.Now().UTC()
+	startErr := cmd.Start()
+	outW.Close()
+	errW.Close()
+	statusW.Close()
+	if infoW != nil {
+		infoW.Close()
+	}
+	if startErr != nil {
+		return l.finish(OutcomeStartFailed, fmt.Sprintf("start %s: %v", cmd.Path, startErr), outF, errF)
+	}
+	infoDone := make(chan struct{})
+	if infoR != nil {
+		go func() { l.readInfo(infoR); close(infoDone) }()
+	} else {
+		close(infoDone)
+		writePid(filepath.Join(l.dir, fileSandbox), cmd.Process.Pid)
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var why Outcome
+	select {
+	case <-done:
+	case <-kill:
+		why = OutcomeKilled
+	case <-over:
+		why = OutcomeOutputLimit
+	}
+	if why != "" {
+		l.killSandbox()
+		<-done
+	}
+	// Whatever the program left running dies with the call.
+	l.killSandbox()
+	sweepChildren()
+	drained := make(chan struct{})
+	go func() { readers.Wait(); <-infoDone; close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(5 * time.Second):
+		outR.Close()
+		errR.Close()
+		statusR.Close()
+		if infoR != nil {
+			infoR.Close()
+		}
+		<-drained // every reader returns once its pipe is closed
+	}
+	l.res.ExitCode = exitCode(cmd.ProcessState)
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && p.Bwrap == "" {
+		l.res.Signal = unix.SignalName(ws.Signal())
+	}
+	msg := strings.TrimSpace(statusMsg.String())
+	switch {
+	case why != "":
+		return l.finish(why, "", outF, errF)
+	case msg != "":
+		return l.finish(OutcomeStartFailed, msg, outF, errF)
+	case p.Bwrap != "" && l.initPid == 0:
+		return l.finish(OutcomeStartFailed, "bwrap: "+lastLine(stderr.tail()), outF, errF)
+	}
+	return l.finish(OutcomeExited, "", outF, errF)
+}
+
+// readInfo reads bwrap's status documents: the first names the sandbox's
+// init, which is recorded so that the sandbox can be killed whole.
+func (l *launch) readInfo(r io.Reader) {
+	dec := json.NewDecoder(r)
+	for {
+		var doc struct {
+			ChildPid int `json:"child-pid"`
+		}
+		if err := dec.Decode(&doc); err != nil {
+			return
+		}
+		if doc.ChildPid > 0 {
+			l.initOnce.Do(func() {
+				l.initPid = doc.ChildPid
+				writePid(filepath.Join(l.dir, fileSandbox), doc.ChildPid)
+				close(l.initSeen)
+			})
+		}
+	}
+}
+
+// killSandbox kills everything of the call: under bwrap the PID
+// namespace's init (the kernel then kills every process in it) and bwrap
+// itself; otherwise the program's process group (sweepChildren gets the
+// ones that left it).
+func (l *launch) killSandbox() {
+	if l.cmd == nil || l.cmd.Process == nil {
+		return
+	}
+	if l.p.Bwrap != "" {
+		select {
+		case <-l.initSeen:
+			syscall.Kill(l.initPid, syscall.SIGKILL)
+		default:
+		}
+		l.cmd.Process.Signal(syscall.SIGKILL)
+		return
+	}
+	syscall.Kill(-l.cmd.Process.Pid, syscall.SIGKILL)
+	l.cmd.Process.Signal(syscall.SIGKILL)
+}
+
+// sweepChildren kills and reaps every child this process has until none
+// is left. As the call's child subreaper the launcher inherits whatever
+// the program double-forked or setsid'd; a killed process forks no more,
+// so the sweep ends.
+func sweepChildren() {
+	for round := 0; round < 1000; round++ {
+		kids := children()
+		for _, pid := range kids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		reaped := false
+		for {
+			pid, err := syscall.Wait4(-1, nil, syscall.WNOHANG, nil)
+			if pid <= 0 || err != nil {
+				break
+			}
+			reaped = true
+		}
+		if len(kids) == 0 && !reaped {
+			return
+		}
+		if len(kids) > 0 && !reaped {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// children lists this process's children (every thread's).
+func children() []int {
+	tasks, _ := os.ReadDir("/proc/self/task")
+	var out []int
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join("/proc/self/task", t.Name(), "children"))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+// finish records how the call ended (durably) and returns the
+// launcher's exit status.
+func (l *launch) finish(o Outcome, msg string, outF, errF *os.File) int {
+	r := l.res
+	r.Outcome, r.Error = o, msg
+	r.Ended = time.Now().UTC()
+	r.StdoutBytes, r.StdoutSHA256 = l.out.written()
+	r.StderrBytes, r.StderrSHA256 = l.err.written()
+	if err := writeResult(l.dir, r, outF, errF); err != nil {
+		fmt.Fprintf(os.Stderr, "logist-sandbox: result: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// capFile writes at most limit bytes to f and reports when more arrive.
+type capFile struct {
+	mu     sync.Mutex
+	f      *os.File
+	sum    hash.Hash
+	n      int64
+	limit  int64
+	onOver func()
+	last   []byte // the end of what was written, for error messages
+}
+
+func (w *capFile) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	keep := p
+	if room := w.limit - w.n; int64(len(p)) > room {
+		keep = p[:max(room, 0)]
+		w.onOver()
+	}
+	if len(keep) > 0 {
+		k, err := w.f.Write(keep)
+		w.n += int64(k)
+		w.sum.Write(keep[:k])
+		if err != nil {
+			return len(p), nil // keep draining: the program must not block on a full disk
+		}
+		w.last = append(w.last, keep...)
+		if len(w.last) > 4096 {
+			w.last = w.last[len(w.last)-4096:]
+		}
+	}
+	return len(p), nil
+}
+
+// written is how much the launcher wrote to the file, and its hash.
+func (w *capFile) written() (int64, string) {
+	if w == nil {
+		return 0, hex.EncodeToString(sha256.New().Sum(nil))
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n, hex.EncodeToString(w.sum.Sum(nil))
+}
+
+func (w *capFile) tail() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(w.last)
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+// lookPath finds a program on the program's PATH (not the launcher's: the
+// launcher runs with an empty environment).
+func lookPath(name, path string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	for _, d := range filepath.SplitList(path) {
+		if d == "" {
+			d = "."
+		}
+		p := filepath.Join(d, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", errors.New("start " + name + ": not found on PATH")
+}

@@ -1,0 +1,266 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/logist/logist/internal/regfile"
+	"golang.org/x/sys/unix"
+)
+
+// Executor runs contained calls. Local runs them as sandboxed processes on
+// this host; a Kubernetes Job or a gVisor runtime would be other
+// executors with the same contract.
+type Executor interface {
+	// Start launches the call and returns at once. The call's result
+	// lands in spec.CallDir whether or not anyone waits for it.
+	Start(spec Spec) (Call, error)
+	// Adopt finds the call a previous daemon started in callDir: one that
+	// finished (Wait returns its result at once) or one still running.
+	// ErrNoCall when callDir holds none; ErrLost when its launcher ended
+	// without a result (nothing of it runs any more: re-ask it).
+	Adopt(callDir string) (Call, error)
+}
+
+// Call is one started call.
+type Call interface {
+	// Wait returns the call's result once it has ended. When ctx ends
+	// first, Wait returns ctx.Err() and the call goes on (Kill stops it).
+	// ErrLost when the launcher ended without a result.
+	Wait(ctx context.Context) (*Result, error)
+	// Kill stops the call and everything it started (the result then says
+	// OutcomeKilled) and returns once the launcher has ended.
+	Kill() error
+}
+
+// Run starts a call and waits for it; when ctx ends first the call is
+// killed and ctx.Err() returned (a halt, a deadline).
+func Run(ctx context.Context, ex Executor, spec Spec) (*Result, error) {
+	c, err := ex.Start(spec)
+	if err != nil {
+		return nil, err
+	}
+	r, err := c.Wait(ctx)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		c.Kill()
+		return nil, ctx.Err()
+	}
+	return r, err
+}
+
+// Local runs calls on this host under the layers Probe finds.
+type Local struct {
+	// Self is the binary the launcher and the in-sandbox helper run from;
+	// it must call Helper first thing in main. Default: this process's
+	// own executable.
+	Self string
+	// Status overrides the host probe (tests).
+	Status *Status
+	// KillGrace is how long Kill lets the launcher tear the sandbox down
+	// and write the result before it kills the launcher (10s if 0).
+	KillGrace time.Duration
+	// cred runs the launcher as another user (tests of a daemon that is
+	// not root).
+	cred *syscall.Credential
+}
+
+func (l *Local) status() *Status {
+	if l.Status != nil {
+		return l.Status
+	}
+	return Probe()
+}
+
+func (l *Local) self() (string, error) {
+	if l.Self != "" {
+		return l.Self, nil
+	}
+	if !hooked.Load() {
+		return "", errors.New("sandbox: this binary does not call sandbox.Helper first thing in main (or TestMain), so it cannot run sandboxed calls")
+	}
+	p, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("sandbox: own executable: %w", err)
+	}
+	return filepath.EvalSymlinks(p)
+}
+
+// Start implements Executor.
+func (l *Local) Start(spec Spec) (Call, error) {
+	if spec.Layer == "" {
+		spec.Layer = LayerAuto
+	}
+	if err := spec.check(); err != nil {
+		return nil, err
+	}
+	st := l.status()
+	layer, err := st.Resolve(spec.Layer)
+	if err != nil {
+		return nil, err
+	}
+	self, err := l.self()
+	if err != nil {
+		return nil, err
+	}
+	t := tools{self: self, bwrap: st.BwrapPath}
+	if st.Landlock.OK {
+		t.abi = st.LandlockABI
+	}
+	if err := os.MkdirAll(spec.CallDir, 0o700); err != nil {
+		return nil, fmt.Errorf("sandbox: call directory: %w", err)
+	}
+	if holdsCall(spec.CallDir) {
+		return nil, fmt.Errorf("%w: %s", ErrCallExists, spec.CallDir)
+	}
+	p, err := makePlan(&spec, layer, t, currentView())
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	logf, err := regfile.OpenFile(filepath.Join(spec.CallDir, fileLog), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(self, verbLaunch, spec.CallDir)
+	// Its own session: the daemon's terminal and process group signals do
+	// not reach it, and it outlives the daemon.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: l.cred}
+	cmd.Env = []string{} // the plan carries the call's environment; the launcher needs none
+	cmd.Stdout, cmd.Stderr = logf, logf
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("sandbox: start launcher: %w", err)
+	}
+	// Recorded before the launcher has its plan: a launcher that runs
+	// anything is always found by Adopt.
+	if err := writePid(filepath.Join(spec.CallDir, fileLauncher), cmd.Process.Pid); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	_, werr := in.Write(body)
+	in.Close()
+	c := &localCall{dir: spec.CallDir, done: make(chan struct{}), grace: l.KillGrace,
+		signal: func(s syscall.Signal) error { return cmd.Process.Signal(s) }}
+	go func() { cmd.Wait(); close(c.done) }()
+	if werr != nil {
+		c.Kill()
+		return nil, fmt.Errorf("sandbox: hand the launcher its plan: %w", werr)
+	}
+	return c, nil
+}
+
+// Adopt implements Executor.
+func (l *Local) Adopt(dir string) (Call, error) {
+	finished := func() Call {
+		c := &localCall{dir: dir, done: make(chan struct{}), signal: func(syscall.Signal) error { return nil }}
+		close(c.done)
+		return c
+	}
+	// The launcher first: its result is read only once it has exited.
+	pid, alive, err := readPid(filepath.Join(dir, fileLauncher))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w in %s", ErrNoCall, dir)
+	}
+	// A record a machine crash cut short names no process that still runs.
+	if alive {
+		if c, ok := adoptRunning(dir, pid, l.KillGrace); ok {
+			return c, nil
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, fileResult)); err == nil {
+		return finished(), nil
+	}
+	killRecorded(filepath.Join(dir, fileSandbox))
+	return nil, fmt.Errorf("%w (%s)", ErrLost, dir)
+}
+
+// adoptRunning follows a launcher that is not this process's child,
+// through a pidfd (which names that very process, whatever later reuses
+// its pid).
+func adoptRunning(dir string, pid int, grace time.Duration) (*localCall, bool) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return nil, false
+	}
+	// The pidfd was opened while the recorded process still ran: check
+	// again that it is the one recorded.
+	if _, alive, err := readPid(filepath.Join(dir, fileLauncher)); err != nil || !alive {
+		unix.Close(fd)
+		return nil, false
+	}
+	c := &localCall{dir: dir, done: make(chan struct{}), grace: grace,
+		signal: func(s syscall.Signal) error { return unix.PidfdSendSignal(fd, s, nil, 0) }}
+	go func() {
+		for {
+			_, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, -1)
+			if err != unix.EINTR {
+				break
+			}
+		}
+		close(c.done)
+		// signal may still be called after done (Kill of an ended call):
+		// the pidfd stays open for the call's life, as a pid would.
+	}()
+	return c, true
+}
+
+type localCall struct {
+	dir    string
+	done   chan struct{}
+	signal func(syscall.Signal) error
+	grace  time.Duration
+}
+
+func (c *localCall) Wait(ctx context.Context) (*Result, error) {
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	r, err := readResult(c.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		killRecorded(filepath.Join(c.dir, fileSandbox))
+		return nil, fmt.Errorf("%w (%s)", ErrLost, c.dir)
+	}
+	return r, err
+}
+
+func (c *localCall) Kill() error {
+	select {
+	case <-c.done:
+		return nil
+	default:
+	}
+	c.signal(syscall.SIGTERM)
+	grace := c.grace
+	if grace <= 0 {
+		grace = 10 * time.Second
+	}
+	select {
+	case <-c.done:
+		return nil
+	case <-time.After(grace):
+	}
+	// The launcher did not end: kill it, and the sandbox with it (bwrap's
+	// --die-with-parent; the recorded init or process group otherwise).
+	c.signal(syscall.SIGKILL)
+	killRecorded(filepath.Join(c.dir, fileSandbox))
+	<-c.done
+	return nil
+}

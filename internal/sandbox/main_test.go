@@ -1,0 +1,152 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestMain(m *testing.M) {
+	Helper()
+	if spec := os.Getenv("LOGIST_SANDBOX_TEST_DAEMON"); spec != "" {
+		os.Exit(testDaemon(spec))
+	}
+	code := m.Run()
+	if attackerDir != "" {
+		os.RemoveAll(attackerDir)
+	}
+	os.Exit(code)
+}
+
+// testDaemon stands in for a daemon that starts a call and then dies
+// (the test SIGKILLs it): it starts the call described by spec and says
+// "started".
+func testDaemon(spec string) int {
+	var s Spec
+	if err := json.Unmarshal([]byte(spec), &s); err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	if _, err := (&Local{}).Start(s); err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	fmt.Println("started")
+	time.Sleep(time.Hour)
+	return 0
+}
+
+var (
+	attackerOnce sync.Once
+	attackerDir  string
+	attackerBin  string
+	attackerErr  error
+)
+
+// attacker builds testdata/attacker (without -race, whose shadow memory
+// no memory limit would let start) once per test binary.
+func attacker(t testing.TB) string {
+	attackerOnce.Do(func() {
+		attackerDir, attackerErr = os.MkdirTemp("", "logist-attacker-")
+		if attackerErr != nil {
+			return
+		}
+		attackerBin = filepath.Join(attackerDir, "attacker")
+		cmd := exec.Command("go", "build", "-o", attackerBin, "./testdata/attacker")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			attackerErr = fmt.Errorf("build attacker: %v: %s", err, out)
+		}
+	})
+	if attackerErr != nil {
+		t.Fatal(attackerErr)
+	}
+	return attackerBin
+}
+
+// layers are the layers this host runs. Under CI=true every layer must
+// work (the escape suite may not skip); elsewhere a missing one skips
+// loudly.
+func layers(t *testing.T) []Layer {
+	st := Probe()
+	var out []Layer
+	for _, x := range []struct {
+		l Layer
+		c Check
+	}{{LayerBwrap, st.Bwrap}, {LayerLandlock, st.Landlock}} {
+		if x.c.OK {
+			out = append(out, x.l)
+			continue
+		}
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("layer %s unavailable under CI=true: %s", x.l, x.c.Why)
+		}
+		t.Logf("SKIP (loud): layer %s unavailable on this host: %s", x.l, x.c.Why)
+	}
+	if len(out) == 0 {
+		t.Skip("SKIP (loud): no sandbox layer works on this host")
+	}
+	return out
+}
+
+// survivors lists the processes whose command line holds marker.
+func survivors(marker string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), marker) {
+			if st, ok := procStart(pid); ok && st != "" {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+// noSurvivors fails the test if a process named by marker still runs a
+// moment after the call ended, and kills what it finds.
+func noSurvivors(t *testing.T, marker, what string) {
+	t.Helper()
+	var left []int
+	for i := 0; i < 20; i++ {
+		if left = survivors(marker); len(left) == 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, pid := range left {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	t.Errorf("%s: %d processes survived the call: %v", what, len(left), left)
+}
+
+// waitFile waits until p exists and holds want.
+func waitFile(t *testing.T, p, want string, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for {
+		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), want) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			b, _ := os.ReadFile(p)
+			t.Fatalf("%s never held %q (holds %q)", p, want, b)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,370 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestFailClosed: with no layer working, a call that asks for a sandbox
+// (explicitly or by default) does not run, and the error names what is
+// missing; only an explicit "none" runs uncontained.
+func TestFailClosed(t *testing.T) {
+	ex := &Local{Status: &Status{
+		Bwrap:    Check{Why: "user namespaces disabled: /proc/sys/user/max_user_namespaces = 0"},
+		Landlock: Check{Why: "landlock not supported by kernel"},
+	}}
+	for _, l := range []Layer{"", LayerAuto, LayerBwrap, LayerLandlock} {
+		spec := shSpec(t, "echo ran > ran")
+		spec.Layer = l
+		_, err := ex.Start(spec)
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("layer %q: %v, want ErrUnavailable", l, err)
+		}
+		if l != LayerLandlock && !strings.Contains(err.Error(), "max_user_namespaces = 0") {
+			t.Errorf("layer %q: error does not say what is missing: %v", l, err)
+		}
+		if _, err := os.Stat(filepath.Join(spec.Dir, "ran")); err == nil {
+			t.Fatalf("layer %q: the program ran", l)
+		}
+	}
+	spec := shSpec(t, "echo ran")
+	spec.Layer = LayerNone
+	r, err := Run(context.Background(), ex, spec)
+	if err != nil || string(r.Stdout) != "ran\n" || r.Layer != "none" {
+		t.Fatalf("explicit none: %+v %v", r, err)
+	}
+}
+
+// TestResolve: Resolve never turns a request for a sandbox
+// into "none".
+func TestResolve(t *testing.T) {
+	both := &Status{Bwrap: Check{OK: true}, Landlock: Check{OK: true}}
+	onlyLL := &Status{Bwrap: Check{Why: "bwrap not installed"}, Landlock: Check{OK: true}}
+	for _, c := range []struct {
+		st   *Status
+		want Layer
+		got  Layer
+	}{
+		{both, LayerAuto, LayerBwrap}, {both, LayerLandlock, LayerLandlock}, {onlyLL, LayerAuto, LayerLandlock},
+		{onlyLL, LayerNone, LayerNone},
+	} {
+		if l, err := c.st.Resolve(c.want); err != nil || l != c.got {
+			t.Errorf("Resolve(%s) = %s, %v; want %s", c.want, l, err, c.got)
+		}
+	}
+	if _, err := onlyLL.Resolve(LayerBwrap); err == nil || !strings.Contains(err.Error(), "bwrap not installed") {
+		t.Errorf("bwrap without bwrap: %v", err)
+	}
+}
+
+// TestOutputLimit: a program that prints more than the limit is killed;
+// what it printed up to the limit is kept.
+func TestOutputLimit(t *testing.T) {
+	for _, layer := range append(layers(t), LayerNone) {
+		spec := shSpec(t, "head -c 100000 /dev/zero; sleep 30")
+		spec.Layer, spec.Limit = layer, 1000
+		r, err := Run(context.Background(), &Local{}, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Outcome != OutcomeOutputLimit || len(r.Stdout) != 1000 {
+			t.Errorf("%s: outcome %s with %d bytes", layer, r.Outcome, len(r.Stdout))
+		}
+	}
+}
+
+// TestStartFailure: a program that cannot start is a start failure with
+// a reason, not an exit status.
+func TestStartFailure(t *testing.T) {
+	for _, layer := range append(layers(t), LayerNone) {
+		spec := shSpec(t, "")
+		spec.Argv, spec.Layer = []string{"no-such-program-xyz"}, layer
+		r, err := Run(context.Background(), &Local{}, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Outcome != OutcomeStartFailed || !strings.Contains(r.Error, "no-such-program-xyz") {
+			t.Errorf("%s: %+v", layer, r)
+		}
+	}
+}
+
+// TestDeadlineKills: Run kills the call when ctx ends and returns
+// ctx.Err(); the result says killed.
+func TestDeadlineKills(t *testing.T) {
+	for _, layer := range layers(t) {
+		spec := shSpec(t, "echo started; sleep 30")
+		spec.Layer = layer
+		ctx, cancel := context.WithCancel(context.Background())
+		c, err := (&Local{}).Start(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFile(t, filepath.Join(spec.CallDir, fileStdout), "started", 20e9)
+		cancel()
+		if _, err := c.Wait(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s: Wait: %v", layer, err)
+		}
+		c.Kill()
+		r, err := c.Wait(context.Background())
+		if err != nil || r.Outcome != OutcomeKilled {
+			t.Fatalf("%s: after Kill: %+v %v", layer, r, err)
+		}
+	}
+}
+
+// TestProxy: with the proxy network the program reaches the proxy's unix
+// socket through 127.0.0.1:PORT ({proxy_addr} and LOGIST_PROXY_ADDR), and
+// nothing else.
+func TestProxy(t *testing.T) {
+	bin := attacker(t)
+	sock := filepath.Join(t.TempDir(), "proxy.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			fmt.Fprintf(c, "proxy heard: %s", line)
+			c.Close()
+		}
+	}()
+	for _, layer := range append(layers(t), LayerNone) {
+		spec := shSpec(t, "")
+		spec.Layer = layer
+		spec.Argv = []string{bin, "{proxy_addr}"}
+		spec.Env = append(spec.Env, "LOGIST_ATTACK_ROLE=dial")
+		spec.Network = Network{Mode: NetProxy, Socket: sock}
+		r, err := Run(context.Background(), &Local{}, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Outcome != OutcomeExited || !strings.HasPrefix(string(r.Stdout), "proxy heard: ping from 127.0.0.1:") {
+			t.Errorf("%s: %+v stdout %q stderr %q", layer, r, r.Stdout, r.Stderr)
+		}
+		if layer == LayerBwrap && !strings.Contains(string(r.Stdout), fmt.Sprintf(":%d", DefaultProxyPort)) {
+			t.Errorf("bwrap: proxy not on the default port: %q", r.Stdout)
+		}
+	}
+}
+
+// TestSpecCheck: the call directory can never be reached through a path a
+// call is given, and paths must be absolute and clean.
+func TestSpecCheck(t *testing.T) {
+	base := shSpec(t, "true")
+	job := filepath.Dir(base.Dir)
+	for name, mod := range map[string]func(*Spec){
+		"call dir in workspace":     func(s *Spec) { s.CallDir = filepath.Join(s.Dir, "call") },
+		"workspace in call dir":     func(s *Spec) { s.CallDir = job },
+		"read-only parent of call":  func(s *Spec) { s.ReadOnly = []string{job} },
+		"read-write is call dir":    func(s *Spec) { s.ReadWrite = []string{s.CallDir} },
+		"home holds call dir":       func(s *Spec) { s.Home = filepath.Dir(s.CallDir) },
+		"relative workspace":        func(s *Spec) { s.Dir = "workspace" },
+		"unclean path":              func(s *Spec) { s.ReadOnly = []string{s.Dir + "/../x"} },
+		"root exposed":              func(s *Spec) { s.ReadOnly = []string{"/"} },
+		"empty argv":                func(s *Spec) { s.Argv = nil },
+		"proxy without socket":      func(s *Spec) { s.Network = Network{Mode: NetProxy} },
+		"unknown network":           func(s *Spec) { s.Network = Network{Mode: "wide"} },
+		"unknown layer":             func(s *Spec) { s.Layer = "chroot" },
+		"proxy socket not a socket": func(s *Spec) { s.Network = Network{Mode: NetProxy, Socket: s.Dir} },
+	} {
+		s := base
+		mod(&s)
+		if err := s.check(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if err := base.check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHostViewHidesSecrets: what only its owner may read in /etc is
+// masked under bwrap and left out of Landlock's grants.
+func TestHostViewHidesSecrets(t *testing.T) {
+	etc := t.TempDir()
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(etc, "passwd"), []byte("x"), 0o644))
+	must(os.WriteFile(filepath.Join(etc, "shadow"), []byte("x"), 0o640))
+	must(os.MkdirAll(filepath.Join(etc, "ssl", "certs"), 0o755))
+	must(os.WriteFile(filepath.Join(etc, "ssl", "certs", "ca.pem"), []byte("x"), 0o644))
+	must(os.Mkdir(filepath.Join(etc, "ssl", "private"), 0o700))
+	must(os.MkdirAll(filepath.Join(etc, "apt"), 0o755))
+	v := computeView(etc)
+	var secrets, grants []string
+	for _, s := range v.Secrets {
+		secrets = append(secrets, strings.TrimPrefix(s.Path, etc))
+	}
+	for _, g := range v.EtcGrants {
+		grants = append(grants, strings.TrimPrefix(g.Path, etc))
+	}
+	slices.Sort(grants)
+	if want := []string{"/shadow", "/ssl/private"}; !slices.Equal(secrets, want) {
+		t.Errorf("secrets %v, want %v", secrets, want)
+	}
+	if want := []string{"/apt", "/passwd", "/ssl/certs"}; !slices.Equal(grants, want) {
+		t.Errorf("grants %v, want %v", grants, want)
+	}
+	args := strings.Join(systemArgs(v), " ")
+	for _, want := range []string{"--ro-bind /dev/null " + etc + "/shadow", "--tmpfs " + etc + "/ssl/private --remount-ro " + etc + "/ssl/private"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("bwrap args lack %q: %s", want, args)
+		}
+	}
+}
+
+// TestPlanNeverMountsCallDir: whatever the spec, the bwrap mounts and the
+// Landlock grants never include the call directory or the job folder.
+func TestPlanNeverMountsCallDir(t *testing.T) {
+	spec := shSpec(t, "true")
+	spec.Home = filepath.Join(filepath.Dir(spec.Dir), "home")
+	os.Mkdir(spec.Home, 0o700)
+	job := filepath.Dir(spec.Dir)
+	for _, layer := range []Layer{LayerBwrap, LayerLandlock} {
+		p, err := makePlan(&spec, layer, tools{self: "/usr/bin/logistd", bwrap: "/usr/bin/bwrap", abi: 7}, currentView())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range p.BArgs {
+			if within(a, spec.CallDir) || a == job {
+				t.Errorf("%s: bwrap argument %q exposes the job folder", layer, a)
+			}
+		}
+		for _, g := range append(append([]pathGrant{}, p.Exec.RO...), p.Exec.RW...) {
+			if layer == LayerBwrap && (g.Path == "/tmp" || g.Path == "/dev/shm") {
+				continue // the sandbox's own tmpfs, not the host's
+			}
+			if within(spec.CallDir, g.Path) {
+				t.Errorf("%s: Landlock grant %q covers the call directory", layer, g.Path)
+			}
+		}
+	}
+}
+
+// TestHideProcess: a non-dumpable process's environment is unreadable
+// to another process of the same user (not root); a dumpable one's is
+// (the control).
+func TestHideProcess(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run both sides as another user")
+	}
+	bin := attacker(t)
+	os.Chmod(attackerDir, 0o755)
+	cred := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	start := func(role string) *exec.Cmd {
+		cmd := exec.Command(bin, role)
+		cmd.Env = []string{"LOGIST_ATTACK_ROLE=" + role, "SECRET_TOKEN=hideme", "LOGIST_ATTACK_SIGNALED=/dev/null"}
+		cmd.SysProcAttr = cred
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if role == "daemon" {
+			bufio.NewReader(out).ReadString('\n')
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	read := func(pid int) string {
+		cmd := exec.Command(bin, "cat", fmt.Sprintf("/proc/%d/environ", pid))
+		cmd.Env = []string{"LOGIST_ATTACK_ROLE=cat"}
+		cmd.SysProcAttr = cred
+		out, _ := cmd.CombinedOutput()
+		return string(out)
+	}
+	hidden := start("daemon")
+	plain := start("survivor")
+	waitFile(t, fmt.Sprintf("/proc/%d/cmdline", plain.Process.Pid), "survivor", 5e9)
+	if got := read(plain.Process.Pid); !strings.Contains(got, "hideme") {
+		t.Fatalf("control: a dumpable process's environ was not readable: %q", got)
+	}
+	if got := read(hidden.Process.Pid); strings.Contains(got, "hideme") {
+		t.Fatalf("a non-dumpable process's environ was read: %q", got)
+	}
+}
+
+// TestCheckHost: the --check-sandbox report names each layer, runs a call
+// under each working one, and says what jobs get.
+func TestCheckHost(t *testing.T) {
+	ls := layers(t)
+	var out strings.Builder
+	if rc := CheckHost(&out); rc != 0 {
+		t.Fatalf("rc %d:\n%s", rc, out.String())
+	}
+	for _, l := range ls {
+		if !strings.Contains(out.String(), "a call under "+Probe().Effective(l)+" ran in") {
+			t.Errorf("no trial for %s:\n%s", l, out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "jobs run under") {
+		t.Errorf("report does not say what jobs get:\n%s", out.String())
+	}
+}
+
+// TestHelperHookRequired: a binary that never called Helper cannot start
+// calls with itself as the helper (it would run itself all over again).
+func TestHelperHookRequired(t *testing.T) {
+	hooked.Store(false)
+	defer hooked.Store(true)
+	spec := shSpec(t, "true")
+	spec.Layer = LayerNone
+	if _, err := (&Local{}).Start(spec); err == nil || !strings.Contains(err.Error(), "sandbox.Helper") {
+		t.Fatalf("Start without the hook: %v", err)
+	}
+}
+
+// TestNetHost: the shared network (a job's allowlist option) reaches the
+// host's loopback — the weaker mode docs/security.md warns about — under
+// every layer, while the default reaches nothing (TestEscapes).
+func TestNetHost(t *testing.T) {
+	bin := attacker(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprint(c, "host heard you")
+			c.Close()
+		}
+	}()
+	for _, layer := range layers(t) {
+		spec := shSpec(t, "")
+		spec.Layer = layer
+		spec.Argv = []string{bin, ln.Addr().String()}
+		spec.Env = append(spec.Env, "LOGIST_ATTACK_ROLE=dial")
+		spec.Network = Network{Mode: NetHost}
+		r, err := Run(context.Background(), &Local{}, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(r.Stdout) != "host heard you" {
+			t.Errorf("%s: %+v stdout %q stderr %q", layer, r, r.Stdout, r.Stderr)
+		}
+	}
+}
