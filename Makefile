@@ -41,7 +41,7 @@ agents:
 # Every agent preset end to end against the model stub (the CI set runs in
 # `make test` too).
 test-agents: agents
-	LOGIST_TEST_AGENTS=all $(GO) test -race -count=1 -v -run . ./internal/agentcli
+	LOGIST_TEST_AGENTS=all $(GO) test -race -count=1 -v -run . ./internal/testbed/agentcli
 
 clean-agents:
 	rm -rf .cache/agents
@@ -72,7 +72,7 @@ BENCH_FLAGS ?=
 bench: build
 	@command -v inotifywait >/dev/null 2>&1 || apt-get install -y inotify-tools >/dev/null 2>&1 || echo "inotify-tools not installed: the pickup baseline will be reported unavailable"
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) $$(grep -rl --include='*_test.go' '^func Benchmark' cmd internal | xargs -n1 dirname | sort -u | sed 's|^|./|')
-	$(GO) run ./cmd/logist-bench $(BENCH_FLAGS)
+	$(GO) run ./internal/testbed/bench/logist-bench $(BENCH_FLAGS)
 
 clean:
 	rm -rf bin

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/logist/logist/internal/modelstub"
+	"github.com/logist/logist/internal/testbed/modelstub"
 )
 
 // longAnswer streams in 40 deltas of 100 bytes: 25 estimated output tokens

@@ -11,7 +11,7 @@ import (
 
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/manifest"
-	"github.com/logist/logist/internal/modelstub"
+	"github.com/logist/logist/internal/testbed/modelstub"
 )
 
 // Real agent CLIs (installed by scripts/install-agents.sh into

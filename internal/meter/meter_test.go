@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/logist/logist/internal/modelstub"
+	"github.com/logist/logist/internal/testbed/modelstub"
 )
 
 // stubUsage is what the stub reports on every reply; every API puts it in

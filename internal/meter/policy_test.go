@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/manifest"
-	"github.com/logist/logist/internal/modelstub"
+	"github.com/logist/logist/internal/testbed/modelstub"
 )
 
 // TestTokensMapToTheirJobs: each call's traffic is counted for its own

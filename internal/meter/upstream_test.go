@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/logist/logist/internal/modelstub"
+	"github.com/logist/logist/internal/testbed/modelstub"
 )
 
 // fakeUpstream answers every request with the given header and body.

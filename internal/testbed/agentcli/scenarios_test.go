@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/history"
-	"github.com/logist/logist/internal/modelstub"
+	"github.com/logist/logist/internal/testbed/modelstub"
 )
 
 // The scenarios every agent CLI goes through. Each program's test file

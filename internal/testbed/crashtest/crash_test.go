@@ -4,9 +4,9 @@
 // history verifies (chain, signatures, replay), every job ends where a run
 // without kills ends, and the manifest's counters match the history.
 //
-//	go test ./internal/crashtest                      # 200 kills
-//	go test ./internal/crashtest -crash.kills=2000    # more
-//	go test ./internal/crashtest -crash.seed=N        # replay a run's choices
+//	go test ./internal/testbed/crashtest                      # 200 kills
+//	go test ./internal/testbed/crashtest -crash.kills=2000    # more
+//	go test ./internal/testbed/crashtest -crash.seed=N        # replay a run's choices
 package crashtest
 
 import (

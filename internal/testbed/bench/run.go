@@ -179,7 +179,7 @@ func (h *harness) setup() error {
 		}
 	}
 	h.agent, h.floor = filepath.Join(h.tmp, "benchagent"), filepath.Join(h.tmp, "benchfloor")
-	if out, err := run(h.repo, "go", "build", "-o", h.tmp, "./internal/bench/benchagent", "./internal/bench/benchfloor"); err != nil {
+	if out, err := run(h.repo, "go", "build", "-o", h.tmp, "./internal/testbed/bench/benchagent", "./internal/testbed/bench/benchfloor"); err != nil {
 		return fmt.Errorf("build bench agent and floor: %v\n%s", err, out)
 	}
 	return nil

@@ -12,7 +12,7 @@ import (
 	"github.com/logist/logist/internal/cli"
 	"github.com/logist/logist/internal/deliberation"
 	"github.com/logist/logist/internal/history"
-	"github.com/logist/logist/internal/modelstub"
+	"github.com/logist/logist/internal/testbed/modelstub"
 	"github.com/logist/logist/internal/verify"
 )
 
@@ -25,7 +25,7 @@ import (
 func copyDemo(t *testing.T, name string, agents func(m map[string]any)) string {
 	t.Helper()
 	jobs := t.TempDir()
-	if err := os.CopyFS(filepath.Join(jobs, name), os.DirFS(filepath.Join("..", "..", "jobs", name))); err != nil {
+	if err := os.CopyFS(filepath.Join(jobs, name), os.DirFS(filepath.Join("..", "..", "..", "jobs", name))); err != nil {
 		t.Fatal(err)
 	}
 	p := filepath.Join(jobs, name, "job.json")

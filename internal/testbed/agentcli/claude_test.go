@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/logist/logist/internal/modelstub"
+	"github.com/logist/logist/internal/testbed/modelstub"
 )
 
 // Claude Code against the Anthropic Messages stub, through logistd.

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/logist/logist/internal/modelstub"
 	"github.com/logist/logist/internal/protocol"
+	"github.com/logist/logist/internal/testbed/modelstub"
 	"github.com/logist/logist/internal/verify"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/logist/logist/internal/modelstub"
+	"github.com/logist/logist/internal/testbed/modelstub"
 )
 
 // Gemini CLI against the Gemini API stub, through logistd. Outside the CI

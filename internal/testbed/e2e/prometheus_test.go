@@ -43,7 +43,7 @@ func TestPrometheusSeesStewardAlert(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	// The shipped rules, evaluated every second instead of every 30.
-	rules, err := os.ReadFile("../../deploy/prometheus/logistd-alerts.yml")
+	rules, err := os.ReadFile("../../../deploy/prometheus/logistd-alerts.yml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/logist/logist/internal/modelstub"
+	"github.com/logist/logist/internal/testbed/modelstub"
 )
 
 // Codex CLI against the OpenAI Responses stub, through logistd.

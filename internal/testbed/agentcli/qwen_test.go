@@ -3,7 +3,7 @@ package agentcli
 import (
 	"testing"
 
-	"github.com/logist/logist/internal/modelstub"
+	"github.com/logist/logist/internal/testbed/modelstub"
 )
 
 // Qwen Code against the Chat Completions stub (OpenAI auth with

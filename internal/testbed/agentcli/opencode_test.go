@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/logist/logist/internal/modelstub"
+	"github.com/logist/logist/internal/testbed/modelstub"
 )
 
 // OpenCode against the Chat Completions stub (a base_url provider),

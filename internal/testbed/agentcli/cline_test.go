@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/logist/logist/internal/modelstub"
+	"github.com/logist/logist/internal/testbed/modelstub"
 )
 
 // Cline CLI against the Chat Completions stub (its openai-compatible

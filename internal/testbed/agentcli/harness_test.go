@@ -1,6 +1,6 @@
 // Package agentcli runs Logist jobs through the real agent CLIs (installed
 // from npm at pinned versions by scripts/install-agents.sh into
-// .cache/agents) against the model-API stub (internal/modelstub). Locally a
+// .cache/agents) against the model-API stub (internal/testbed/modelstub). Locally a
 // missing program skips its test with the reason; with CI=true it fails.
 package agentcli
 
@@ -18,7 +18,7 @@ import (
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/manifest"
-	"github.com/logist/logist/internal/modelstub"
+	"github.com/logist/logist/internal/testbed/modelstub"
 )
 
 // agentsDir is where scripts/install-agents.sh puts the programs.
@@ -26,7 +26,7 @@ func agentsDir(t *testing.T) string {
 	if d := os.Getenv("LOGIST_AGENTS_DIR"); d != "" {
 		return d
 	}
-	d, err := filepath.Abs("../../.cache/agents")
+	d, err := filepath.Abs("../../../.cache/agents")
 	if err != nil {
 		t.Fatal(err)
 	}
