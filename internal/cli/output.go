@@ -35,7 +35,8 @@ func render(out io.Writer, format string, r *Result) {
 	// One write per buffer, not per table cell: a list of thousands of
 	// jobs otherwise spends its time in write(2).
 	w := bufio.NewWriterSize(out, 64<<10)
-	defer w.Flush()
+	// A failed write to stdout has no exit code of its own (seed 001).
+	defer w.Flush() //nolint:errcheck // see above
 	switch format {
 	case "json":
 		v := r.JSON
@@ -91,7 +92,7 @@ func render(out io.Writer, format string, r *Result) {
 			for _, f := range r.Fields {
 				fmt.Fprintf(tw, "%s:\t%s\n", f.Label, textValue(f.Value))
 			}
-			tw.Flush()
+			_ = tw.Flush() // into w, whose errors stick until its Flush
 		}
 		if len(r.Columns) > 0 {
 			if len(r.Fields) > 0 {
@@ -102,7 +103,7 @@ func render(out io.Writer, format string, r *Result) {
 			for _, row := range r.Rows {
 				fmt.Fprintln(tw, strings.Join(row, "\t"))
 			}
-			tw.Flush()
+			_ = tw.Flush() // into w, whose errors stick until its Flush
 		}
 	}
 }

@@ -488,7 +488,7 @@ func (o *watchOutput) redraw(views map[string]jobView) error {
 	for _, id := range sortedIDs(views) {
 		fmt.Fprintln(tw, strings.Join(views[id].row(now), "\t"))
 	}
-	tw.Flush()
+	_ = tw.Flush() // into a bytes.Buffer: cannot fail
 	if len(views) == 0 {
 		b.WriteString("(no jobs yet; logist submit FILE adds one)\n")
 	}
@@ -514,7 +514,7 @@ func newFolderWatch(dir, only string) (*folderWatch, error) {
 	}
 	fw := &folderWatch{dir: dir, only: only, w: w, out: make(chan string, 64)}
 	if err := w.Add(dir); err != nil {
-		w.Close()
+		_ = w.Close() // the error is Add's
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("jobs folder %s: %w", dir, jobstore.ErrNotFound)
 		}
@@ -524,7 +524,7 @@ func newFolderWatch(dir, only string) (*folderWatch, error) {
 	// between is read twice, never missed.
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		w.Close()
+		_ = w.Close() // the error is ReadDir's
 		return nil, fmt.Errorf("read jobs folder: %w", err)
 	}
 	for _, e := range ents {
@@ -542,7 +542,7 @@ func (fw *folderWatch) wants(name string) bool {
 	return fw.only == "" || name == fw.only
 }
 
-func (fw *folderWatch) close() { fw.w.Close() }
+func (fw *folderWatch) close() { _ = fw.w.Close() } // a watcher: nothing to lose
 
 // run forwards events until ctx ends; it closes out when the watcher fails.
 func (fw *folderWatch) run(ctx context.Context) {

@@ -300,7 +300,7 @@ func readManifestOnce(p string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only
 	data, err := io.ReadAll(io.LimitReader(f, manifest.MaxSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, err)
@@ -378,7 +378,7 @@ func (l *Lock) Unlock() error {
 		return nil
 	}
 	err := syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
-	l.f.Close()
+	_ = l.f.Close() // a directory or lock file opened only to be locked
 	l.f = nil
 	return err
 }
@@ -408,7 +408,7 @@ func (s *Store) LockJob(id string) (*Lock, error) {
 		}
 	}
 	if err != nil {
-		f.Close()
+		_ = f.Close() // a directory opened read-only
 		return nil, fmt.Errorf("lock job %s: %w", id, err)
 	}
 	return &Lock{f: f}, nil
@@ -430,11 +430,11 @@ func (s *Store) Relock(id string, l *Lock) (*Lock, error) {
 	cur, err := os.Lstat(s.JobDir(id))
 	mine, merr := l.f.Stat()
 	if err != nil || merr != nil || !os.SameFile(cur, mine) {
-		l.Unlock()
+		_ = l.Unlock() // not held: released at Release
 		return s.LockJob(id)
 	}
 	if _, err := os.Stat(filepath.Join(s.JobDir(id), ManifestFile)); err != nil {
-		l.Unlock()
+		_ = l.Unlock() // not held: released at Release
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
 		}
@@ -444,7 +444,7 @@ func (s *Store) Relock(id string, l *Lock) (*Lock, error) {
 		err := syscall.Flock(int(l.f.Fd()), syscall.LOCK_EX)
 		if err != syscall.EINTR {
 			if err != nil {
-				l.Unlock()
+				_ = l.Unlock() // not taken; the error is flock's
 				return nil, fmt.Errorf("lock job %s: %w", id, err)
 			}
 			return l, nil
@@ -489,7 +489,7 @@ func (s *Store) LockDaemon() (*Lock, error) {
 			time.Sleep(5 * time.Millisecond)
 			continue
 		}
-		f.Close()
+		_ = f.Close() // nothing written; the error is flock's
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, &DaemonLockedError{Dir: s.Dir, PID: pid}
 		}
@@ -507,9 +507,9 @@ func (s *Store) DaemonPID() int {
 	if err != nil {
 		return 0
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err == nil {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) // the close releases it anyway
 		return 0
 	}
 	b, _ := os.ReadFile(p)
@@ -557,7 +557,7 @@ func (s *Store) Place(bare string) (string, error) {
 		return "", fmt.Errorf("place %s: %w", bare, err)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, manifest.MaxSize+1))
-	f.Close()
+	_ = f.Close() // read-only
 	if err != nil {
 		return "", fmt.Errorf("place %s: %w", bare, err)
 	}
@@ -590,7 +590,7 @@ func (s *Store) Place(bare string) (string, error) {
 		}
 	}
 	if err := os.Rename(bare, filepath.Join(dir, ManifestFile)); err != nil {
-		os.Remove(dir) // only if empty
+		_ = os.Remove(dir) // only if empty; one left is taken by the next Place
 		return "", fmt.Errorf("place %s: %w", bare, err)
 	}
 	// Not fsync'd here but marked: the job's first history append fsyncs

@@ -42,15 +42,20 @@ func scriptManifest(id string, workerDelayMs int) []byte {
 // being measured.
 func stage(staging string, ids []string, manifest func(string) []byte) error {
 	for _, id := range ids {
-		if err := os.MkdirAll(filepath.Join(staging, id), 0o700); err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(staging, id, "job.json"), manifest(id), 0o600); err != nil {
+		if err := writeJob(staging, id, manifest(id)); err != nil {
 			return err
 		}
 	}
 	syscall.Sync()
 	return nil
+}
+
+// writeJob writes dir/id/job.json.
+func writeJob(dir, id string, manifest []byte) error {
+	if err := os.MkdirAll(filepath.Join(dir, id), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, id, "job.json"), manifest, 0o600)
 }
 
 func moveAll(staging, jobs string, ids []string) error {
@@ -95,7 +100,9 @@ func (h *harness) pickup() error {
 	}
 	staging, jobs, base, floorDir := filepath.Join(root, "staging"), filepath.Join(root, "jobs"), filepath.Join(root, "base"), filepath.Join(root, "floor")
 	for _, d := range []string{staging, jobs, base, floorDir} {
-		os.MkdirAll(d, 0o700)
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
 	}
 	h.noteCreateLatency("1", root)
 	stampsL, stampsB, stampsF := filepath.Join(root, "stamps-logist"), filepath.Join(root, "stamps-base"), filepath.Join(root, "stamps-benchfloor")
@@ -126,7 +133,9 @@ func (h *harness) pickup() error {
 	// until the agent's own first timestamp.
 	drop := func(dir, id, stamps string, body []byte) (float64, error) {
 		src := filepath.Join(staging, id+".json")
-		os.WriteFile(src, body, 0o600)
+		if err := os.WriteFile(src, body, 0o600); err != nil {
+			return 0, err
+		}
 		t0 := time.Now()
 		if err := os.Rename(src, filepath.Join(dir, id+".json")); err != nil {
 			return 0, err
@@ -209,7 +218,8 @@ func startWatcher(cmd *exec.Cmd, ready string) (stop func()) {
 	case <-established:
 	case <-time.After(5 * time.Second):
 	}
-	return func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() }
+	// Killed: neither the kill nor the exit status has anything to say.
+	return func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() }
 }
 
 // createLatency is the median time to create an empty file in a new
@@ -304,12 +314,12 @@ func fsyncLatency(dir string, n int) (fileMs, folderMs float64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // a scratch file, only timed
 	d, err := os.Open(sub)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer d.Close()
+	defer d.Close() //nolint:errcheck // read-only
 	rec := []byte(strings.Repeat("x", 199) + "\n")
 	var files, folders []float64
 	for i := 0; i < n; i++ {
@@ -354,7 +364,9 @@ func (h *harness) fsyncFloor(d *daemon, root, staging, jobs string, pickup Summa
 	for i := 0; i < 3; i++ {
 		id := fmt.Sprintf("f-%05d", i)
 		src := filepath.Join(staging, id+".json")
-		os.WriteFile(src, h.cmdManifest(id, stamps, "300"), 0o600)
+		if err := os.WriteFile(src, h.cmdManifest(id, stamps, "300"), 0o600); err != nil {
+			return err
+		}
 		c0, err := d.settledFsyncs()
 		if err != nil {
 			return err
@@ -458,7 +470,9 @@ func (h *harness) perCall() error {
 		return err
 	}
 	staging, jobs := filepath.Join(root, "staging"), filepath.Join(root, "jobs")
-	os.MkdirAll(staging, 0o700)
+	if err := os.MkdirAll(staging, 0o700); err != nil {
+		return err
+	}
 	h.noteCreateLatency("2", root)
 	d, err := h.startDaemon(jobs, "--max-parallel", "1")
 	if err != nil {
@@ -570,7 +584,7 @@ func callFloor(dir, agent string, calls int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer log.Close()
+	defer log.Close() //nolint:errcheck // a scratch log, only timed (each append is fsync'd)
 	// Compiled before timing, as logistd does at start.
 	if err := schemas.Warm(schemas.Response); err != nil {
 		return 0, err
@@ -612,7 +626,7 @@ func fsyncRate(dir string, secs float64) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // a scratch file, only timed
 	rec := []byte(strings.Repeat("x", 199) + "\n")
 	n := 0
 	t := time.Now()
@@ -670,7 +684,9 @@ func (h *harness) throughput() error {
 		per := f1.minus(f0)
 		n := float64(len(list))
 		all = append(all, fsyncs{per.history / n, per.file / n, per.folder / n})
-		os.RemoveAll(root)
+		if err := os.RemoveAll(root); err != nil {
+			return err
+		}
 	}
 	h.raw("3.jobs_per_s", rate...)
 	h.raw("3.fsync_appends_per_s", limit...)
@@ -722,12 +738,14 @@ func (h *harness) historyGrowth() error {
 		return err
 	}
 	jobs := filepath.Join(root, "jobs")
-	os.MkdirAll(filepath.Join(jobs, "big"), 0o700)
-	os.MkdirAll(filepath.Join(jobs, "small"), 0o700)
-	os.WriteFile(filepath.Join(jobs, "small", "job.json"), scriptManifest("small", 0), 0o600)
-	os.WriteFile(filepath.Join(jobs, "big", "job.json"), []byte(`{"job_id": "big", "task_description": "bench", "limits": {"max_retries": 1000}, "agents": {
+	if err := writeJob(jobs, "small", scriptManifest("small", 0)); err != nil {
+		return err
+	}
+	if err := writeJob(jobs, "big", []byte(`{"job_id": "big", "task_description": "bench", "limits": {"max_retries": 1000}, "agents": {
  "worker": {"provider": "script", "script": [{"action": "RETRY", "summary": "again"}]},
- "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`), 0o600)
+ "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`)); err != nil {
+		return err
+	}
 	records := 0
 	for records < h.sz.HistoryRecords {
 		if out, err := run(root, h.logistd, "--once", "--jobs-dir", jobs, "--log-level", "error"); err != nil {
@@ -789,9 +807,10 @@ func (h *harness) scale() error {
 	if out, err := run(root, h.logistd, "--once", "--jobs-dir", tpl, "--log-level", "error"); err != nil {
 		return fmt.Errorf("run example jobs: %v\n%s", err, out)
 	}
-	os.MkdirAll(filepath.Join(tpl, "draft"), 0o700)
-	os.WriteFile(filepath.Join(tpl, "draft", "job.json"), []byte(`{"job_id": "draft", "status": "DRAFT", "task_description": "bench", "agents": {
- "worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done"}]}}}`), 0o600)
+	if err := writeJob(tpl, "draft", []byte(`{"job_id": "draft", "status": "DRAFT", "task_description": "bench", "agents": {
+ "worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done"}]}}}`)); err != nil {
+		return err
+	}
 	entries, _ := os.ReadDir(tpl)
 	var names []string
 	for _, e := range entries {
@@ -800,9 +819,13 @@ func (h *harness) scale() error {
 		}
 	}
 	big, empty := filepath.Join(root, "jobs"), filepath.Join(root, "empty")
-	os.MkdirAll(empty, 0o700)
+	if err := os.MkdirAll(empty, 0o700); err != nil {
+		return err
+	}
 	if out, err := run(root, "cp", "-R", filepath.Join(tpl, ".logist"), filepath.Join(big, ".logist")); err != nil {
-		os.MkdirAll(big, 0o700)
+		if err := os.MkdirAll(big, 0o700); err != nil {
+			return err
+		}
 		_ = out
 	}
 	statuses := map[string]int{}
@@ -919,8 +942,9 @@ func (h *harness) concurrency() error {
 		if err := stage(staging, list, func(id string) []byte { return scriptManifest(id, h.sz.ConcAgentMillis) }); err != nil {
 			return err
 		}
-		os.MkdirAll(filepath.Join(jobs, "idle"), 0o700)
-		os.WriteFile(filepath.Join(jobs, "idle", "job.json"), scriptManifest("idle", 0), 0o600)
+		if err := writeJob(jobs, "idle", scriptManifest("idle", 0)); err != nil {
+			return err
+		}
 		d, err := h.startDaemon(jobs, "--max-parallel", strconv.Itoa(p))
 		if err != nil {
 			return err
@@ -968,7 +992,9 @@ func (h *harness) concurrency() error {
 			return err
 		}
 		total = append(total, ms(el))
-		os.RemoveAll(root)
+		if err := os.RemoveAll(root); err != nil {
+			return err
+		}
 	}
 	h.raw("6.total_ms", total...)
 	h.raw("6.status_ms.running", st...)

@@ -77,7 +77,7 @@ func anthropicBlocks(raw json.RawMessage) []anthropicBlock {
 		return []anthropicBlock{{Type: "text", Text: s}}
 	}
 	var bs []anthropicBlock
-	json.Unmarshal(raw, &bs)
+	_ = json.Unmarshal(raw, &bs) // neither a string nor blocks: no blocks
 	return bs
 }
 
@@ -235,13 +235,13 @@ func (e *anthropicEncoder) whole(w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", fmt.Sprint(len(b)))
 		w.WriteHeader(http.StatusOK)
-		w.Write(b[:len(b)/2])
+		_, _ = w.Write(b[:len(b)/2])
 		cut(w)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	w.Write(b)
+	_, _ = w.Write(b)
 }
 
 func (e *anthropicEncoder) stream(w http.ResponseWriter) {
@@ -250,18 +250,18 @@ func (e *anthropicEncoder) stream(w http.ResponseWriter) {
 	w.WriteHeader(http.StatusOK)
 	f := e.rep.Failure
 	if f != nil && f.Malformed {
-		sse(w, "message_start", `{"type":"message_start","message":{"id":`+"\x00not json")
-		sse(w, "content_block_delta", "}{]")
+		_ = sse(w, "message_start", `{"type":"message_start","message":{"id":`+"\x00not json")
+		_ = sse(w, "content_block_delta", "}{]")
 		return
 	}
-	sse(w, "message_start", map[string]any{"type": "message_start", "message": e.message(false)})
-	sse(w, "ping", map[string]any{"type": "ping"})
+	_ = sse(w, "message_start", map[string]any{"type": "message_start", "message": e.message(false)})
+	_ = sse(w, "ping", map[string]any{"type": "ping"})
 	if tc := e.rep.ToolCall; tc != nil {
 		args, _ := json.Marshal(tc.Args)
-		sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0,
+		_ = sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0,
 			"content_block": map[string]any{"type": "tool_use", "id": e.toolID(), "name": tc.Name, "input": map[string]any{}}})
 		for i, part := range split(string(args), 3) {
-			sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
+			_ = sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
 				"delta": map[string]any{"type": "input_json_delta", "partial_json": part}})
 			if i == 0 && f != nil && f.Cut {
 				// The start of the answer, then the connection drops.
@@ -270,10 +270,10 @@ func (e *anthropicEncoder) stream(w http.ResponseWriter) {
 			}
 		}
 	} else {
-		sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0,
+		_ = sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0,
 			"content_block": map[string]any{"type": "text", "text": ""}})
 		for i, part := range split(e.rep.Text, e.chunks) {
-			sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
+			_ = sse(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": 0,
 				"delta": map[string]any{"type": "text_delta", "text": part}})
 			if i == 0 && f != nil && f.Cut {
 				// The start of the answer, then the connection drops.
@@ -282,10 +282,10 @@ func (e *anthropicEncoder) stream(w http.ResponseWriter) {
 			}
 		}
 	}
-	sse(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
-	sse(w, "message_delta", map[string]any{"type": "message_delta",
+	_ = sse(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+	_ = sse(w, "message_delta", map[string]any{"type": "message_delta",
 		"delta": map[string]any{"stop_reason": e.stopReason(), "stop_sequence": nil}, "usage": e.usage(true)})
-	sse(w, "message_stop", map[string]any{"type": "message_stop"})
+	_ = sse(w, "message_stop", map[string]any{"type": "message_stop"})
 }
 
 // anthropicError writes an error body in the Messages API's shape.
@@ -319,5 +319,5 @@ func anthropicJSON(w http.ResponseWriter, status int, v any) {
 	b, _ := json.Marshal(v)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(b)
+	_, _ = w.Write(b)
 }

@@ -263,7 +263,7 @@ func chatError(w http.ResponseWriter, status int, code, msg string) {
 	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": code}})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(b)
+	_, _ = w.Write(b)
 }
 
 func chatUsage(u Usage) map[string]any {
@@ -284,7 +284,7 @@ func chatArgs(tc *ToolCall) string {
 func chatWhole(w http.ResponseWriter, r *Reply, model string) {
 	if f := r.Failure; f != nil && f.Malformed {
 		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"id": "`+r.ID+`", "choices": [ {not json`)
+		_, _ = io.WriteString(w, `{"id": "`+r.ID+`", "choices": [ {not json`)
 		return
 	}
 	msg := map[string]any{"role": "assistant", "content": r.Text}
@@ -302,11 +302,11 @@ func chatWhole(w http.ResponseWriter, r *Reply, model string) {
 	})
 	w.Header().Set("Content-Type", "application/json")
 	if f := r.Failure; f != nil && f.Cut {
-		w.Write(b[:len(b)/2])
+		_, _ = w.Write(b[:len(b)/2])
 		cut(w)
 		return
 	}
-	w.Write(b)
+	_, _ = w.Write(b)
 }
 
 // chatStream answers a streaming request: a role chunk, the text or the
@@ -323,10 +323,10 @@ func chatStream(w http.ResponseWriter, r *Reply, model string, includeUsage bool
 	}
 	f := r.Failure
 	if f != nil && f.Malformed {
-		sse(w, "", chunk(map[string]any{"role": "assistant", "content": ""}, nil))
-		sse(w, "", `{"id": "`+r.ID+`", "choices": [ {not json`)
-		sse(w, "", "<html>modelstub: malformed</html>")
-		sse(w, "", "[DONE]")
+		_ = sse(w, "", chunk(map[string]any{"role": "assistant", "content": ""}, nil))
+		_ = sse(w, "", `{"id": "`+r.ID+`", "choices": [ {not json`)
+		_ = sse(w, "", "<html>modelstub: malformed</html>")
+		_ = sse(w, "", "[DONE]")
 		return
 	}
 	if err := sse(w, "", chunk(map[string]any{"role": "assistant", "content": ""}, nil)); err != nil {
@@ -335,10 +335,10 @@ func chatStream(w http.ResponseWriter, r *Reply, model string, includeUsage bool
 	finish := "stop"
 	if tc := r.ToolCall; tc != nil {
 		finish = "tool_calls"
-		sse(w, "", chunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": tc.ID, "type": "function",
+		_ = sse(w, "", chunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": tc.ID, "type": "function",
 			"function": map[string]any{"name": tc.Name, "arguments": ""}}}}, nil))
 		for _, p := range split(chatArgs(tc), 3) {
-			sse(w, "", chunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0,
+			_ = sse(w, "", chunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0,
 				"function": map[string]any{"arguments": p}}}}, nil))
 		}
 	} else {
@@ -347,21 +347,21 @@ func chatStream(w http.ResponseWriter, r *Reply, model string, includeUsage bool
 			// Half the answer, then the connection drops: no finish
 			// reason, no [DONE].
 			for _, p := range parts[:(len(parts)+1)/2] {
-				sse(w, "", chunk(map[string]any{"content": p}, nil))
+				_ = sse(w, "", chunk(map[string]any{"content": p}, nil))
 			}
 			cut(w)
 			return
 		}
 		for _, p := range parts {
-			sse(w, "", chunk(map[string]any{"content": p}, nil))
+			_ = sse(w, "", chunk(map[string]any{"content": p}, nil))
 		}
 	}
-	sse(w, "", chunk(map[string]any{}, finish))
+	_ = sse(w, "", chunk(map[string]any{}, finish))
 	if includeUsage {
-		sse(w, "", map[string]any{"id": r.ID, "object": "chat.completion.chunk", "created": created, "model": model,
+		_ = sse(w, "", map[string]any{"id": r.ID, "object": "chat.completion.chunk", "created": created, "model": model,
 			"choices": []any{}, "usage": chatUsage(r.Usage)})
 	}
-	sse(w, "", "[DONE]")
+	_ = sse(w, "", "[DONE]")
 }
 
 // chatModels lists the models the programs asked for so far (some
@@ -385,7 +385,7 @@ func (s *Server) chatModels(w http.ResponseWriter, r *http.Request) {
 	add("stub-model")
 	b, _ := json.Marshal(map[string]any{"object": "list", "data": data})
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(b)
+	_, _ = w.Write(b)
 }
 
 func init() {

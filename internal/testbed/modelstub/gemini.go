@@ -125,27 +125,27 @@ func geminiHandle(s *Server, w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
 	if f := rep.Failure; f != nil && f.Malformed {
-		sse(w, "", `{"candidates": [{"content": {"parts": [{"text": "`+"\x00not json")
-		sse(w, "", "}{]")
+		_ = sse(w, "", `{"candidates": [{"content": {"parts": [{"text": "`+"\x00not json")
+		_ = sse(w, "", "}{]")
 		return
 	}
 	if rep.ToolCall != nil {
-		sse(w, "", geminiResponse(rep, model, "", true))
+		_ = sse(w, "", geminiResponse(rep, model, "", true))
 		return
 	}
 	chunks := split(rep.Text, s.chunks(3))
 	if f := rep.Failure; f != nil && f.Cut {
 		// The start of the answer, then the connection drops.
-		sse(w, "", geminiResponse(&Reply{ID: rep.ID}, model, chunks[0], false))
+		_ = sse(w, "", geminiResponse(&Reply{ID: rep.ID}, model, chunks[0], false))
 		cut(w)
 		return
 	}
 	for i, c := range chunks {
 		last := i == len(chunks)-1
 		if last {
-			sse(w, "", geminiResponse(rep, model, c, true))
+			_ = sse(w, "", geminiResponse(rep, model, c, true))
 		} else {
-			sse(w, "", geminiResponse(&Reply{ID: rep.ID}, model, c, false))
+			_ = sse(w, "", geminiResponse(&Reply{ID: rep.ID}, model, c, false))
 		}
 	}
 }
@@ -198,7 +198,7 @@ func geminiSideText(req *geminiRequest, t *Turn) string {
 		return "ok"
 	}
 	var sc map[string]any
-	json.Unmarshal(schema, &sc)
+	_ = json.Unmarshal(schema, &sc) // no schema: a nil one
 	v := geminiSchemaValue(sc, "")
 	if m, ok := v.(map[string]any); ok {
 		if _, ok := m["next_speaker"]; ok {
@@ -274,18 +274,18 @@ func geminiResponse(rep *Reply, model, text string, last bool) map[string]any {
 // geminiError writes an error body in the Gemini API's shape.
 func geminiError(w http.ResponseWriter, status int, retryAfter, msg string) {
 	st, def := "INTERNAL", "Internal error encountered."
-	switch {
-	case status == http.StatusUnauthorized:
+	switch status {
+	case http.StatusUnauthorized:
 		st, def = "UNAUTHENTICATED", "API key not valid. Please pass a valid API key."
-	case status == http.StatusForbidden:
+	case http.StatusForbidden:
 		st, def = "PERMISSION_DENIED", "Permission denied on resource."
-	case status == http.StatusTooManyRequests:
+	case http.StatusTooManyRequests:
 		st, def = "RESOURCE_EXHAUSTED", "You exceeded your current quota, please check your plan and billing details."
-	case status == http.StatusBadRequest:
+	case http.StatusBadRequest:
 		st, def = "INVALID_ARGUMENT", "Request contains an invalid argument."
-	case status == http.StatusNotFound:
+	case http.StatusNotFound:
 		st, def = "NOT_FOUND", "Not found."
-	case status == http.StatusServiceUnavailable:
+	case http.StatusServiceUnavailable:
 		st, def = "UNAVAILABLE", "The model is overloaded. Please try again later."
 	}
 	if msg == "" {
@@ -307,5 +307,5 @@ func geminiJSON(w http.ResponseWriter, status int, v any) {
 	b, _ := json.Marshal(v)
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
 	w.WriteHeader(status)
-	w.Write(b)
+	_, _ = w.Write(b)
 }

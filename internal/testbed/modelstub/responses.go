@@ -115,7 +115,7 @@ func responsesTurn(path string, req *responsesRequest) *Turn {
 	if json.Unmarshal(req.Input, &s) == nil {
 		items = []responsesItem{{Type: "message", Role: "user", Content: req.Input}}
 	} else {
-		json.Unmarshal(req.Input, &items)
+		_ = json.Unmarshal(req.Input, &items) // neither: no items
 	}
 	for _, it := range items {
 		switch it.Type {
@@ -238,7 +238,7 @@ func responsesError(w http.ResponseWriter, status int, msg string) {
 	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": code, "param": nil}})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(b)
+	_, _ = w.Write(b)
 }
 
 type responsesEncoder struct {
@@ -304,16 +304,16 @@ func (e *responsesEncoder) response(status string, output []any) map[string]any 
 func (e *responsesEncoder) whole(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "application/json")
 	if f := e.reply.Failure; f != nil && f.Malformed {
-		io.WriteString(w, `{"id": "resp_`+e.reply.ID+`", "output": [ {not json`)
+		_, _ = io.WriteString(w, `{"id": "resp_`+e.reply.ID+`", "output": [ {not json`)
 		return
 	}
 	b, _ := json.Marshal(e.response("completed", []any{e.item()}))
 	if f := e.reply.Failure; f != nil && f.Cut {
-		w.Write(b[:len(b)/2])
+		_, _ = w.Write(b[:len(b)/2])
 		cut(w)
 		return
 	}
-	w.Write(b)
+	_, _ = w.Write(b)
 }
 
 // event sends one typed event (the type is both the SSE event name and
@@ -338,11 +338,11 @@ func (e *responsesEncoder) stream(w http.ResponseWriter) {
 	if err := e.event(w, "response.created", map[string]any{"response": e.response("in_progress", []any{})}); err != nil {
 		return
 	}
-	e.event(w, "response.in_progress", map[string]any{"response": e.response("in_progress", []any{})})
+	_ = e.event(w, "response.in_progress", map[string]any{"response": e.response("in_progress", []any{})})
 	f := r.Failure
 	if f != nil && f.Malformed {
-		sse(w, "response.output_item.added", `{"type": "response.output_item.added", "item": {not json`)
-		sse(w, "", "<html>modelstub: malformed</html>")
+		_ = sse(w, "response.output_item.added", `{"type": "response.output_item.added", "item": {not json`)
+		_ = sse(w, "", "<html>modelstub: malformed</html>")
 		return
 	}
 	item := e.item()
@@ -355,42 +355,42 @@ func (e *responsesEncoder) stream(w http.ResponseWriter) {
 	switch item["type"] {
 	case "message":
 		added["content"] = []any{}
-		e.event(w, "response.output_item.added", map[string]any{"output_index": 0, "item": added})
-		e.event(w, "response.content_part.added", map[string]any{"item_id": id, "output_index": 0, "content_index": 0,
+		_ = e.event(w, "response.output_item.added", map[string]any{"output_index": 0, "item": added})
+		_ = e.event(w, "response.content_part.added", map[string]any{"item_id": id, "output_index": 0, "content_index": 0,
 			"part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
 		parts := split(r.Text, e.chunks)
 		if f != nil && f.Cut {
 			// Half the answer, then the connection drops: no
 			// response.completed.
 			for _, p := range parts[:(len(parts)+1)/2] {
-				e.event(w, "response.output_text.delta", map[string]any{"item_id": id, "output_index": 0, "content_index": 0, "delta": p})
+				_ = e.event(w, "response.output_text.delta", map[string]any{"item_id": id, "output_index": 0, "content_index": 0, "delta": p})
 			}
 			cut(w)
 			return
 		}
 		for _, p := range parts {
-			e.event(w, "response.output_text.delta", map[string]any{"item_id": id, "output_index": 0, "content_index": 0, "delta": p})
+			_ = e.event(w, "response.output_text.delta", map[string]any{"item_id": id, "output_index": 0, "content_index": 0, "delta": p})
 		}
-		e.event(w, "response.output_text.done", map[string]any{"item_id": id, "output_index": 0, "content_index": 0, "text": r.Text})
-		e.event(w, "response.content_part.done", map[string]any{"item_id": id, "output_index": 0, "content_index": 0,
+		_ = e.event(w, "response.output_text.done", map[string]any{"item_id": id, "output_index": 0, "content_index": 0, "text": r.Text})
+		_ = e.event(w, "response.content_part.done", map[string]any{"item_id": id, "output_index": 0, "content_index": 0,
 			"part": map[string]any{"type": "output_text", "text": r.Text, "annotations": []any{}}})
 	case "custom_tool_call":
 		added["input"] = ""
-		e.event(w, "response.output_item.added", map[string]any{"output_index": 0, "item": added})
+		_ = e.event(w, "response.output_item.added", map[string]any{"output_index": 0, "item": added})
 		in := item["input"].(string)
 		for _, p := range split(in, 3) {
-			e.event(w, "response.custom_tool_call_input.delta", map[string]any{"item_id": id, "output_index": 0, "delta": p})
+			_ = e.event(w, "response.custom_tool_call_input.delta", map[string]any{"item_id": id, "output_index": 0, "delta": p})
 		}
-		e.event(w, "response.custom_tool_call_input.done", map[string]any{"item_id": id, "output_index": 0, "input": in})
+		_ = e.event(w, "response.custom_tool_call_input.done", map[string]any{"item_id": id, "output_index": 0, "input": in})
 	case "function_call":
 		added["arguments"] = ""
-		e.event(w, "response.output_item.added", map[string]any{"output_index": 0, "item": added})
+		_ = e.event(w, "response.output_item.added", map[string]any{"output_index": 0, "item": added})
 		args := item["arguments"].(string)
 		for _, p := range split(args, 3) {
-			e.event(w, "response.function_call_arguments.delta", map[string]any{"item_id": id, "output_index": 0, "delta": p})
+			_ = e.event(w, "response.function_call_arguments.delta", map[string]any{"item_id": id, "output_index": 0, "delta": p})
 		}
-		e.event(w, "response.function_call_arguments.done", map[string]any{"item_id": id, "output_index": 0, "arguments": args})
+		_ = e.event(w, "response.function_call_arguments.done", map[string]any{"item_id": id, "output_index": 0, "arguments": args})
 	}
-	e.event(w, "response.output_item.done", map[string]any{"output_index": 0, "item": item})
-	e.event(w, "response.completed", map[string]any{"response": e.response("completed", []any{item})})
+	_ = e.event(w, "response.output_item.done", map[string]any{"output_index": 0, "item": item})
+	_ = e.event(w, "response.completed", map[string]any{"response": e.response("completed", []any{item})})
 }

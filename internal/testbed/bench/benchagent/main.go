@@ -11,6 +11,8 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"time"
@@ -25,8 +27,13 @@ func main() {
 		}
 		f, err := os.OpenFile(os.Args[1], os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err == nil {
-			f.Write([]byte(label + " " + strconv.FormatInt(t, 10) + "\n"))
-			f.Close()
+			_, err = f.Write([]byte(label + " " + strconv.FormatInt(t, 10) + "\n"))
+			err = errors.Join(err, f.Close())
+		}
+		if err != nil {
+			// The harness would wait for a stamp that never comes.
+			fmt.Fprintln(os.Stderr, "benchagent:", err)
+			os.Exit(1)
 		}
 	}
 	if len(os.Args) > 4 {
@@ -41,5 +48,7 @@ func main() {
 			action = "RETRY"
 		}
 	}
-	os.Stdout.WriteString(`{"action":"` + action + `","evidence_files":[],"summary_for_supervisor":"ok"}` + "\n")
+	if _, err := os.Stdout.WriteString(`{"action":"` + action + `","evidence_files":[],"summary_for_supervisor":"ok"}` + "\n"); err != nil {
+		os.Exit(1)
+	}
 }

@@ -39,8 +39,12 @@ func run(args []string) int {
 	}
 	// The log's own entry is made durable once, before anything is timed.
 	if d, err := os.Open(filepath.Dir(logPath)); err == nil {
-		d.Sync()
-		d.Close()
+		err = d.Sync()
+		_ = d.Close() // read-only
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	}
 	w, err := fsnotify.NewWatcher()
 	if err == nil {
@@ -51,7 +55,10 @@ func run(args []string) int {
 		return 1
 	}
 	// As logistd does before it reports ready.
-	schemas.Warm(schemas.Manifest)
+	if err := schemas.Warm(schemas.Manifest); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	fmt.Fprintln(os.Stderr, "ready")
 	for {
 		select {
@@ -88,7 +95,7 @@ func run(args []string) int {
 				fmt.Fprintln(os.Stderr, err)
 				continue
 			}
-			go cmd.Wait()
+			go func() { _ = cmd.Wait() }() // reaped: its stamp is what counts
 		case err := <-w.Errors:
 			fmt.Fprintln(os.Stderr, err)
 		}
