@@ -113,7 +113,7 @@ func startLoop(t *testing.T, src watchSource, cfg watchConfig) *loopRun {
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-r.done:
+		case <-r.done: //nolint:errcheck // the test checked it, or it is not the subject
 		case <-time.After(5 * time.Second):
 			t.Error("watch loop did not stop on cancel")
 		}

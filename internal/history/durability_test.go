@@ -186,7 +186,9 @@ func tornEverywhere(t *testing.T, src string, o history.Options, key *signing.Ke
 		}
 		l.Close()
 		check(t, dir, n)
-		os.RemoveAll(dir)
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

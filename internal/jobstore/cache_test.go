@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/logist/logist/internal/lifecycle"
 )
@@ -60,14 +59,6 @@ func TestWriteManifestIsTrusted(t *testing.T) {
 	m2, err := s.Load("a")
 	if err != nil || m2.Status != lifecycle.Success {
 		t.Fatalf("reload: %v %v", m2, err)
-	}
-}
-
-func ageFile(t *testing.T, p string) {
-	t.Helper()
-	old := time.Now().Add(-time.Hour)
-	if err := os.Chtimes(p, old, old); err != nil {
-		t.Fatal(err)
 	}
 }
 

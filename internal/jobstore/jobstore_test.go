@@ -15,7 +15,9 @@ func TestLoadDuringInPlaceSaves(t *testing.T) {
 	w := New(dir)
 	w.InPlace = true
 	r := New(dir)
-	os.MkdirAll(w.JobDir("j"), 0o700)
+	if err := os.MkdirAll(w.JobDir("j"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	const agents = `"agents": {"worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "s"}]}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "s"}]}}`
 	a := []byte(`{"task_description": "short", ` + agents + `}` + "\n")
 	b := []byte(`{"task_description": "a much longer description than the other one, to change the size", ` + agents + `}` + "\n")
@@ -60,8 +62,12 @@ func TestLoadDuringInPlaceSaves(t *testing.T) {
 func TestJobLockExcludes(t *testing.T) {
 	dir := t.TempDir()
 	s := New(dir)
-	os.MkdirAll(s.JobDir("j"), 0o700)
-	os.WriteFile(filepath.Join(s.JobDir("j"), ManifestFile), []byte(`{}`), 0o600)
+	if err := os.MkdirAll(s.JobDir("j"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.JobDir("j"), ManifestFile), []byte(`{}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, kept := range []bool{false, true} {
 		l, err := s.LockJob("j")
 		if err != nil {

@@ -450,7 +450,7 @@ func TestCommitFailingAtFirstRecordLeavesNothing(t *testing.T) {
 func TestTransactionStopsAfterAnUnfinishedCommit(t *testing.T) {
 	f := newFixture(t)
 	f.env.History.Write = func(fl *os.File, line []byte) (int, error) {
-		fl.Write(line) // stored, but reported as failed: the log is not intact
+		_, _ = fl.Write(line) // stored, but reported as failed: the log is not intact
 		return 0, errors.New("injected write failure")
 	}
 	tx := f.begin(t)
@@ -508,7 +508,9 @@ func TestKeptManifestSeesChangesFromOutside(t *testing.T) {
 	b, _ := os.ReadFile(mf)
 	edited := bytes.Replace(b, []byte(`"task_description": "t"`), []byte(`"task_description": "by hand!"`), 1)
 	tmp := mf + ".new"
-	os.WriteFile(tmp, edited, 0o600)
+	if err := os.WriteFile(tmp, edited, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Rename(tmp, mf); err != nil {
 		t.Fatal(err)
 	}

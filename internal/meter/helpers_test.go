@@ -93,7 +93,7 @@ func newHarnessFor(t *testing.T, stub *modelstub.Server, ups map[string]Upstream
 	if err != nil {
 		t.Fatal(err)
 	}
-	go p.Serve(ln)
+	go func() { _ = p.Serve(ln) }() // ends at Close
 	t.Cleanup(func() { p.Close() })
 	h := &harness{t: t, stub: stub, proxy: p, root: "http://" + ln.Addr().String(), logs: logs}
 	t.Cleanup(func() {

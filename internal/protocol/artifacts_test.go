@@ -36,7 +36,9 @@ func TestStorePutGetVerify(t *testing.T) {
 	}
 	// Putting the same content again leaves the stored file alone.
 	old := time.Now().Add(-time.Hour)
-	os.Chtimes(file, old, old)
+	if err := os.Chtimes(file, old, old); err != nil {
+		t.Fatal(err)
+	}
 	id2, err := s.Put([]byte("hello"))
 	if err != nil || id2 != id {
 		t.Fatalf("second Put %s %v", id2, err)

@@ -143,16 +143,6 @@ func evAs(typ, role, subject string, body map[string]any) func(b *tb) *history.P
 
 func initOnly(b *tb) { b.init() }
 
-func claimOn(b *tb, id string) {
-	for _, in := range b.l.Intents {
-		if in.Result != nil {
-			b.claim(id, in.Result.OutputArtifact)
-			return
-		}
-	}
-	b.t.Fatal("no finished run to claim on")
-}
-
 func runGuardCases(t *testing.T, cases []guardCase) {
 	t.Helper()
 	for _, c := range cases {
@@ -421,7 +411,9 @@ func TestMissingArtifactAtClaimTime(t *testing.T) {
 	// pending as well.
 	b2 := newTB(t)
 	res2 := b2.claiming()
-	os.Remove(b2.store.path(res2.OutputArtifact))
+	if err := os.Remove(b2.store.path(res2.OutputArtifact)); err != nil {
+		t.Fatal(err)
+	}
 	b2.emit(ClaimIssued, "c2", claimBody(0.9, "", res2.OutputArtifact))
 	if len(b2.l.Pending) != 1 || b2.l.Pending[0].Class != FailMissingArtifact {
 		t.Errorf("pending %+v", b2.l.Pending)

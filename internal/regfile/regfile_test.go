@@ -60,14 +60,18 @@ func TestOpenFileWritesAndRename(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Write([]byte("one\n"))
-	f.Write([]byte("two\n"))
+	if _, err := f.Write([]byte("one\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("two\n")); err != nil {
+		t.Fatal(err)
+	}
 	if err := f.Sync(); err != nil {
 		t.Fatal(err)
 	}
 	fi, _ := f.Stat()
 	f.Close()
-	if fi.Mode().Perm() != 0o640&^currentUmask() || fi.Size() != 8 {
+	if fi.Mode().Perm() != 0o640&^currentUmask(t) || fi.Size() != 8 {
 		t.Errorf("mode %v size %d", fi.Mode(), fi.Size())
 	}
 	if err := Rename(p, filepath.Join(dir, "b")); err != nil {
@@ -78,11 +82,15 @@ func TestOpenFileWritesAndRename(t *testing.T) {
 	}
 }
 
-func currentUmask() os.FileMode {
-	dir, _ := os.MkdirTemp("", "umask")
-	defer os.RemoveAll(dir)
-	p := filepath.Join(dir, "x")
-	os.WriteFile(p, nil, 0o777)
-	fi, _ := os.Stat(p)
+func currentUmask(t *testing.T) os.FileMode {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "x")
+	if err := os.WriteFile(p, nil, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return 0o777 &^ fi.Mode().Perm()
 }

@@ -76,7 +76,9 @@ func TestJudgeWorkspaceFindings(t *testing.T) {
 	// Replayed with what was recorded, the verdict is the same although the
 	// link is gone now.
 	rec := v.Record()
-	os.Remove(filepath.Join(ws, "out"))
+	if err := os.Remove(filepath.Join(ws, "out")); err != nil {
+		t.Fatal(err)
+	}
 	again := Judge(raw, Contract{Workspace: Recorded(rec)})
 	if again.Err == nil || again.Err.Code != CodeProtocolViolation || !slices.Equal(codes(again), codes(v)) {
 		t.Errorf("replayed: %v %v, recorded %v", again.Err, codes(again), codes(v))

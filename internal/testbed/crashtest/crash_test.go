@@ -24,7 +24,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"syscall"
@@ -49,9 +48,10 @@ var (
 // daemonBin is logistd built once, without the race detector.
 func buildDaemon(t *testing.T) string {
 	t.Helper()
+	// go test puts its own toolchain's bin first on the PATH.
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "logistd")
 	cmd := exec.Command(goBin, "build", "-o", bin, "github.com/logist/logist/cmd/logistd")

@@ -30,9 +30,11 @@ func TestPrometheusSeesStewardAlert(t *testing.T) {
 		t.Skip("SKIP (loud): prometheus not installed; run make test-alerts first to install it")
 	}
 	jobs := t.TempDir()
-	os.WriteFile(filepath.Join(jobs, "stuck.json"), []byte(`{"task_description": "t", "agents": {
+	if err := os.WriteFile(filepath.Join(jobs, "stuck.json"), []byte(`{"task_description": "t", "agents": {
 	  "worker": {"provider": "script", "script": [{"action": "STUCK", "summary": "need a human"}]},
-	  "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`), 0o600)
+	  "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	logistdAddr, promAddr := freePort(t), freePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -40,7 +42,7 @@ func TestPrometheusSeesStewardAlert(t *testing.T) {
 		done <- daemon.Run(ctx, daemon.Options{JobsDir: jobs, MaxParallel: 1, Listen: logistdAddr, Grace: time.Second},
 			slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	}()
-	defer func() { cancel(); <-done }()
+	defer func() { cancel(); <-done }() //nolint:errcheck // a stop at the end: the test is over
 
 	// The shipped rules, evaluated every second instead of every 30.
 	rules, err := os.ReadFile("../../../deploy/prometheus/logistd-alerts.yml")
@@ -48,8 +50,10 @@ func TestPrometheusSeesStewardAlert(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "rules.yml"), []byte(strings.Replace(string(rules), "interval: 30s", "interval: 1s", 1)), 0o600)
-	os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(fmt.Sprintf(`global:
+	if err := os.WriteFile(filepath.Join(dir, "rules.yml"), []byte(strings.Replace(string(rules), "interval: 30s", "interval: 1s", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(fmt.Sprintf(`global:
   scrape_interval: 1s
   evaluation_interval: 1s
 rule_files: [rules.yml]
@@ -57,7 +61,9 @@ scrape_configs:
   - job_name: logistd
     static_configs:
       - targets: [%q]
-`, logistdAddr)), 0o600)
+`, logistdAddr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(prom, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+promAddr, "--log.level=warn")
 	var logs strings.Builder

@@ -63,7 +63,7 @@ func anthropicReadEvents(r io.Reader) ([]anthropicEvent, error) {
 		case strings.HasPrefix(line, "data: "):
 			raw := strings.TrimPrefix(line, "data: ")
 			var d map[string]any
-			json.Unmarshal([]byte(raw), &d)
+			_ = json.Unmarshal([]byte(raw), &d) // a malformed event (sent on purpose) has only Raw
 			evs = append(evs, anthropicEvent{Name: name, Data: d, Raw: raw})
 		}
 	}
@@ -149,8 +149,12 @@ func TestAnthropicConversation(t *testing.T) {
 		t.Fatalf("block %v stop %q", block, stop)
 	}
 	var got, want map[string]any
-	json.Unmarshal([]byte(input), &got)
-	json.Unmarshal([]byte(anthropicAnswer), &want)
+	if err := json.Unmarshal([]byte(input), &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(anthropicAnswer), &want); err != nil {
+		t.Fatal(err)
+	}
 	if gb, _ := json.Marshal(got); string(gb) != anthropicMustJSON(want) {
 		t.Errorf("structured input %s, want %s", input, anthropicAnswer)
 	}
@@ -218,7 +222,9 @@ func TestAnthropicFailures(t *testing.T) {
 			Type  string `json:"type"`
 			Error struct{ Type, Message string }
 		}
-		json.NewDecoder(resp.Body).Decode(&e)
+		if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+			t.Fatal(err)
+		}
 		if resp.StatusCode != c.status || e.Type != "error" || e.Error.Type != c.typ || e.Error.Message == "" || resp.Header.Get("Retry-After") != c.retry {
 			t.Errorf("failure %d: got %d %+v retry-after %q", c.status, resp.StatusCode, e, resp.Header.Get("Retry-After"))
 		}

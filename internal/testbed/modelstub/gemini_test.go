@@ -172,7 +172,9 @@ func TestGeminiFailures(t *testing.T) {
 	}{{401, "UNAUTHENTICATED"}, {429, "RESOURCE_EXHAUSTED"}, {500, "INTERNAL"}} {
 		resp := geminiPost(t, s, geminiStream, geminiBody(false))
 		var e apiErr
-		json.NewDecoder(resp.Body).Decode(&e)
+		if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+			t.Fatal(err)
+		}
 		resp.Body.Close()
 		if resp.StatusCode != want.status || e.Error.Code != want.status || e.Error.Status != want.name {
 			t.Errorf("got %d %+v, want %d %s", resp.StatusCode, e, want.status, want.name)
@@ -234,7 +236,9 @@ func TestGeminiSideRequests(t *testing.T) {
 	})
 	resp := geminiPost(t, s, "/v1beta/models/gemini-2.5-flash-lite:generateContent", next)
 	var out geminiChunk
-	json.NewDecoder(resp.Body).Decode(&out)
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
 	resp.Body.Close()
 	var ns map[string]any
 	if resp.StatusCode != 200 || json.Unmarshal([]byte(out.Candidates[0].Content.Parts[0].Text), &ns) != nil || ns["next_speaker"] != "user" || ns["reasoning"] == nil {
@@ -247,7 +251,9 @@ func TestGeminiSideRequests(t *testing.T) {
 			"type": "OBJECT", "properties": map[string]any{"complexity_reasoning": map[string]any{"type": "STRING"}, "complexity_score": map[string]any{"type": "INTEGER"}}}},
 	})
 	resp = geminiPost(t, s, "/v1beta/models/gemini-2.5-flash-lite:generateContent", route)
-	json.NewDecoder(resp.Body).Decode(&out)
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
 	resp.Body.Close()
 	var score map[string]any
 	if json.Unmarshal([]byte(out.Candidates[0].Content.Parts[0].Text), &score) != nil || score["complexity_score"] != float64(1) {
@@ -255,7 +261,9 @@ func TestGeminiSideRequests(t *testing.T) {
 	}
 	resp = geminiPost(t, s, "/v1beta/models/gemini-2.5-flash:countTokens", geminiBody(false))
 	var ct struct{ TotalTokens int64 }
-	json.NewDecoder(resp.Body).Decode(&ct)
+	if err := json.NewDecoder(resp.Body).Decode(&ct); err != nil {
+		t.Fatal(err)
+	}
 	resp.Body.Close()
 	if ct.TotalTokens != 100 {
 		t.Errorf("countTokens %+v", ct)
