@@ -23,6 +23,7 @@ import (
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/response"
 	"github.com/logist/logist/internal/steward"
+	"github.com/logist/logist/internal/testkit"
 )
 
 // ---------------------------------------------------------------------------
@@ -34,7 +35,7 @@ import (
 func checkEscalated(t *testing.T, f *fixture, id, code string, calls int) *history.Response {
 	t.Helper()
 	last := checkStopped(t, f, id, code, calls)
-	m := f.load(id)
+	m := f.Load(id)
 	if n := len(m.History); n == 0 || m.History[n-1].Action != "STUCK" {
 		t.Errorf("manifest audit trail does not end with STUCK: %+v", m.History)
 	}
@@ -48,7 +49,7 @@ func checkEscalated(t *testing.T, f *fixture, id, code string, calls int) *histo
 // code after exactly calls worker calls and returns the last response.
 func checkStopped(t *testing.T, f *fixture, id, code string, calls int) *history.Response {
 	t.Helper()
-	m := f.load(id)
+	m := f.Load(id)
 	if m.Status != lifecycle.InterventionRequired {
 		t.Fatalf("status = %s, want INTERVENTION_REQUIRED (reason %q)", m.Status, m.Run.Reason)
 	}
@@ -61,12 +62,12 @@ func checkStopped(t *testing.T, f *fixture, id, code string, calls int) *history
 	if m.Metrics.AgentCalls != calls {
 		t.Errorf("agent_calls = %d, want %d", m.Metrics.AgentCalls, calls)
 	}
-	recs := f.records(id)
-	resps := ofType(recs, history.TypeResponse)
+	recs := f.Records(id)
+	resps := testkit.OfType(recs, history.TypeResponse)
 	if len(resps) != calls {
 		t.Fatalf("%d response records, want %d", len(resps), calls)
 	}
-	for _, r := range ofType(recs, history.TypeIntent) {
+	for _, r := range testkit.OfType(recs, history.TypeIntent) {
 		if r.Role != "worker" {
 			t.Errorf("the %s was called although the worker failed", r.Role)
 		}
@@ -75,7 +76,7 @@ func checkStopped(t *testing.T, f *fixture, id, code string, calls int) *history
 	if last.NewStatus != string(lifecycle.InterventionRequired) {
 		t.Errorf("last response new_status = %q", last.NewStatus)
 	}
-	trs := ofType(recs, history.TypeTransition)
+	trs := testkit.OfType(recs, history.TypeTransition)
 	if lt := trs[len(trs)-1].Transition; lt.To != string(lifecycle.InterventionRequired) || lt.From != string(lifecycle.Running) {
 		t.Errorf("last transition = %+v", lt)
 	}
@@ -106,10 +107,10 @@ func TestEscalationInvalidAnswers(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
-			f.writeJob("j", job(script(rawStep(tc.raw)), okSupervisor()))
-			f.run("j")
+			f.WriteJob("j", job(testkit.Script(rawStep(tc.raw)), okSupervisor()))
+			f.Run("j")
 			last := checkEscalated(t, f, "j", tc.code, 1)
-			m := f.load("j")
+			m := f.Load("j")
 			// The steward sees the validator's own message.
 			re := response.Judge([]byte(tc.raw), response.Contract{Workspace: response.Dir(f.Env.Store.Workspace("j"))}).Err
 			if re == nil {
@@ -124,7 +125,7 @@ func TestEscalationInvalidAnswers(t *testing.T) {
 			if last.Error != re.Reason {
 				t.Errorf("response error = %q, want %q", last.Error, re.Reason)
 			}
-			trs := ofType(f.records("j"), history.TypeTransition)
+			trs := testkit.OfType(f.Records("j"), history.TypeTransition)
 			if ev := trs[len(trs)-1].Transition.Event; ev != string(lifecycle.EvInvalid) {
 				t.Errorf("event = %s, want %s", ev, lifecycle.EvInvalid)
 			}
@@ -134,22 +135,22 @@ func TestEscalationInvalidAnswers(t *testing.T) {
 
 func TestEscalationAgentStuck(t *testing.T) {
 	f := newFixture(t)
-	f.writeJob("j", job(script(step("STUCK", "Need a human to confirm dropping the column.")), okSupervisor()))
-	f.run("j")
+	f.WriteJob("j", job(testkit.Script(testkit.Step("STUCK", "Need a human to confirm dropping the column.")), okSupervisor()))
+	f.Run("j")
 	last := checkStopped(t, f, "j", "AGENT_STUCK", 1)
 	if last.Status != history.StatusSuccess || last.Action != "STUCK" {
 		t.Errorf("response = %+v", last)
 	}
-	if m := f.load("j"); !strings.Contains(m.Run.Reason, "Need a human") {
+	if m := f.Load("j"); !strings.Contains(m.Run.Reason, "Need a human") {
 		t.Errorf("reason %q lacks the agent's summary", m.Run.Reason)
 	}
 }
 
 func TestEscalationCallTimeout(t *testing.T) {
 	f := newFixture(t)
-	f.writeJob("j", job(command(0.3, "sleep", "30"), okSupervisor()))
+	f.WriteJob("j", job(command(0.3, "sleep", "30"), okSupervisor()))
 	start := time.Now()
-	f.run("j")
+	f.Run("j")
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("run took %s; the 0.3 s timeout did not kill the agent", d)
 	}
@@ -160,26 +161,26 @@ func TestEscalationCallTimeout(t *testing.T) {
 	if last.ExecutionTimeSeconds < 0.29 || last.ExecutionTimeSeconds > 5 {
 		t.Errorf("execution_time_seconds = %v, want about 0.3", last.ExecutionTimeSeconds)
 	}
-	trs := ofType(f.records("j"), history.TypeTransition)
+	trs := testkit.OfType(f.Records("j"), history.TypeTransition)
 	if ev := trs[len(trs)-1].Transition.Event; ev != string(lifecycle.EvAgentFailed) {
 		t.Errorf("event = %s", ev)
 	}
-	if m := f.load("j"); !strings.Contains(m.Run.Reason, "timeout") {
+	if m := f.Load("j"); !strings.Contains(m.Run.Reason, "timeout") {
 		t.Errorf("reason = %q", m.Run.Reason)
 	}
 }
 
 func TestEscalationMissingEvidenceIsAWarning(t *testing.T) {
 	f := newFixture(t)
-	w := step("COMPLETED", "Wrote real.txt.", "real.txt", "missing.txt")
+	w := testkit.Step("COMPLETED", "Wrote real.txt.", "real.txt", "missing.txt")
 	w["files"] = map[string]string{"real.txt": "hello"}
-	f.writeJob("j", job(script(w), okSupervisor()))
-	f.run("j")
-	m := f.load("j")
+	f.WriteJob("j", job(testkit.Script(w), okSupervisor()))
+	f.Run("j")
+	m := f.Load("j")
 	if m.Status != lifecycle.Success {
 		t.Fatalf("status = %s (%s), want SUCCESS: a missing evidence file must not stop the job", m.Status, m.Run.Reason)
 	}
-	resps := ofType(f.records("j"), history.TypeResponse)
+	resps := testkit.OfType(f.Records("j"), history.TypeResponse)
 	if len(resps) != 2 {
 		t.Fatalf("%d responses", len(resps))
 	}
@@ -206,7 +207,7 @@ func TestEscalationEvidenceEscapingWorkspace(t *testing.T) {
 	for _, p := range []string{"../job.json", "/etc/passwd", "a/../../job.json", "link/secret"} {
 		t.Run(p, func(t *testing.T) {
 			f := newFixture(t)
-			f.writeJob("j", job(script(step("COMPLETED", "See evidence.", p)), okSupervisor()))
+			f.WriteJob("j", job(testkit.Script(testkit.Step("COMPLETED", "See evidence.", p)), okSupervisor()))
 			ws := f.Env.Store.Workspace("j")
 			if err := os.MkdirAll(ws, 0o700); err != nil {
 				t.Fatal(err)
@@ -214,7 +215,7 @@ func TestEscalationEvidenceEscapingWorkspace(t *testing.T) {
 			if err := os.Symlink(outside, filepath.Join(ws, "link")); err != nil {
 				t.Fatal(err)
 			}
-			f.run("j")
+			f.Run("j")
 			last := checkEscalated(t, f, "j", response.CodeProtocolViolation, 1)
 			if !strings.Contains(last.Error, "escapes the workspace") {
 				t.Errorf("error = %q", last.Error)
@@ -230,7 +231,7 @@ func TestAPIErrorRetriesWithBackoffThenEscalates(t *testing.T) {
 	}{{"default", nil}, {"max_api_retries=1", intp(1)}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
-			j := job(script(map[string]any{"error": "api", "cost_usd": 0.01}), okSupervisor())
+			j := job(testkit.Script(map[string]any{"error": "api", "cost_usd": 0.01}), okSupervisor())
 			limits := map[string]any{"backoff_initial_ms": 100}
 			want := 3
 			if tc.retries != nil {
@@ -238,14 +239,14 @@ func TestAPIErrorRetriesWithBackoffThenEscalates(t *testing.T) {
 				want = *tc.retries
 			}
 			j["limits"] = limits
-			f.writeJob("j", j)
-			f.run("j")
+			f.WriteJob("j", j)
+			f.Run("j")
 
 			last := checkEscalated(t, f, "j", agent.CodeAPIError, want+1)
 			if last.Status != history.StatusError {
 				t.Errorf("status %q", last.Status)
 			}
-			m := f.load("j")
+			m := f.Load("j")
 			if !strings.Contains(m.Run.Reason, fmt.Sprintf("after %d automatic retries", want)) {
 				t.Errorf("reason = %q", m.Run.Reason)
 			}
@@ -255,13 +256,13 @@ func TestAPIErrorRetriesWithBackoffThenEscalates(t *testing.T) {
 			if c := m.Metrics.CumulativeCost; c < float64(want+1)-0.01 || c > float64(want+1)+0.01 {
 				t.Errorf("cumulative_cost = %v cents, want %d (failed calls cost too)", c, want+1)
 			}
-			recs := f.records("j")
-			for i, r := range ofType(recs, history.TypeIntent) {
+			recs := f.Records("j")
+			for i, r := range testkit.OfType(recs, history.TypeIntent) {
 				if r.Attempt != i+1 || *r.Interaction != i {
 					t.Errorf("intent %d: attempt %d interaction %d", i, r.Attempt, *r.Interaction)
 				}
 			}
-			for i, r := range ofType(recs, history.TypeResponse) {
+			for i, r := range testkit.OfType(recs, history.TypeResponse) {
 				if r.Response.ErrorCode != agent.CodeAPIError {
 					t.Errorf("response %d code %q", i, r.Response.ErrorCode)
 				}
@@ -270,7 +271,7 @@ func TestAPIErrorRetriesWithBackoffThenEscalates(t *testing.T) {
 				}
 			}
 			// Only automatic retries, no RETRY transitions: RUNNING the whole time.
-			if n := len(ofType(recs, history.TypeTransition)); n != 2 {
+			if n := len(testkit.OfType(recs, history.TypeTransition)); n != 2 {
 				t.Errorf("%d transitions, want start and agent_failed", n)
 			}
 
@@ -292,9 +293,9 @@ func intp(i int) *int { return &i }
 
 func TestAPIErrorThenSuccessContinues(t *testing.T) {
 	f := newFixture(t)
-	f.writeJob("j", map[string]any{
+	f.WriteJob("j", map[string]any{
 		"agents": map[string]any{
-			"worker":     script(map[string]any{"error": "api"}, step("COMPLETED", "Done after a hiccup.")),
+			"worker":     testkit.Script(map[string]any{"error": "api"}, testkit.Step("COMPLETED", "Done after a hiccup.")),
 			"supervisor": okSupervisor(),
 		},
 		"limits": map[string]any{"backoff_initial_ms": 40},
@@ -304,11 +305,11 @@ func TestAPIErrorThenSuccessContinues(t *testing.T) {
 		f.mu.Lock()
 		f.sleeps = append(f.sleeps, d)
 		f.mu.Unlock()
-		during = append(during, f.load("j").Run.APIFailures)
+		during = append(during, f.Load("j").Run.APIFailures)
 		return nil
 	}
-	f.run("j")
-	m := f.load("j")
+	f.Run("j")
+	m := f.Load("j")
 	if m.Status != lifecycle.Success {
 		t.Fatalf("status = %s (%s)", m.Status, m.Run.Reason)
 	}
@@ -321,7 +322,7 @@ func TestAPIErrorThenSuccessContinues(t *testing.T) {
 	if sl := f.backoffs(); len(sl) != 1 || sl[0] < 20*time.Millisecond || sl[0] > 60*time.Millisecond {
 		t.Errorf("backoffs = %v, want one in [20ms, 60ms]", sl)
 	}
-	intents := ofType(f.records("j"), history.TypeIntent)
+	intents := testkit.OfType(f.Records("j"), history.TypeIntent)
 	var got []string
 	for _, r := range intents {
 		got = append(got, fmt.Sprintf("%s/%d", r.Role, r.Attempt))
@@ -373,18 +374,18 @@ func TestRetryLimit(t *testing.T) {
 	}{{intp(2), 3}, {nil, 4}, {intp(0), 1}} {
 		t.Run(fmt.Sprint(tc.calls), func(t *testing.T) {
 			f := newFixture(t)
-			j := job(script(step("RETRY", "Not there yet, again.")), okSupervisor())
+			j := job(testkit.Script(testkit.Step("RETRY", "Not there yet, again.")), okSupervisor())
 			if tc.limit != nil {
 				j["limits"] = map[string]any{"max_retries": *tc.limit}
 			}
-			f.writeJob("j", j)
-			f.run("j")
+			f.WriteJob("j", j)
+			f.Run("j")
 			last := checkStopped(t, f, "j", "RETRY_LIMIT", tc.calls)
 			if last.Status != history.StatusSuccess || last.Action != "RETRY" {
 				t.Errorf("last response = %+v", last)
 			}
 			var evs []string
-			for _, r := range ofType(f.records("j"), history.TypeTransition) {
+			for _, r := range testkit.OfType(f.Records("j"), history.TypeTransition) {
 				evs = append(evs, r.Transition.Event)
 			}
 			want := []string{"start"}
@@ -395,7 +396,7 @@ func TestRetryLimit(t *testing.T) {
 			if strings.Join(evs, ",") != strings.Join(want, ",") {
 				t.Errorf("transitions %v, want %v", evs, want)
 			}
-			if m := f.load("j"); !strings.Contains(m.Run.Reason, "Not there yet") {
+			if m := f.Load("j"); !strings.Contains(m.Run.Reason, "Not there yet") {
 				t.Errorf("reason %q lacks the last summary", m.Run.Reason)
 			}
 		})
@@ -408,20 +409,20 @@ func TestRetryLimit(t *testing.T) {
 
 func TestSupervisedWorkflowRetryThenSuccess(t *testing.T) {
 	f := newFixture(t)
-	w1 := step("COMPLETED", "W1: wrote greet.py.", "greet.py")
+	w1 := testkit.Step("COMPLETED", "W1: wrote greet.py.", "greet.py")
 	w1["files"] = map[string]string{"greet.py": "def greet(n): return n\n"}
 	w1["cost_usd"] = 0.02
-	w2 := step("COMPLETED", "W2: added test_greet.py.", "greet.py", "test_greet.py")
+	w2 := testkit.Step("COMPLETED", "W2: added test_greet.py.", "greet.py", "test_greet.py")
 	w2["files"] = map[string]string{"test_greet.py": "assert True\n"}
-	s1 := step("RETRY", "S1: there are no tests; add test_greet.py.", "greet.py")
-	s2 := step("COMPLETED", "S2: module and tests look right.", "test_greet.py")
-	j := job(script(w1, w2), script(s1, s2))
+	s1 := testkit.Step("RETRY", "S1: there are no tests; add test_greet.py.", "greet.py")
+	s2 := testkit.Step("COMPLETED", "S2: module and tests look right.", "test_greet.py")
+	j := job(testkit.Script(w1, w2), testkit.Script(s1, s2))
 	j["task_description"] = "Write greet.py with tests."
 	j["context_files"] = []string{"spec.md"}
-	f.writeJob("j", j)
-	f.run("j")
+	f.WriteJob("j", j)
+	f.Run("j")
 
-	m := f.load("j")
+	m := f.Load("j")
 	if m.Status != lifecycle.Success {
 		t.Fatalf("status = %s (%s)", m.Status, m.Run.Reason)
 	}
@@ -431,10 +432,10 @@ func TestSupervisedWorkflowRetryThenSuccess(t *testing.T) {
 	if m.Run.FinishedAt == "" || m.Run.StartedAt == "" {
 		t.Errorf("run times not set: %+v", m.Run)
 	}
-	recs := f.records("j")
+	recs := f.Records("j")
 
 	// Who was asked what, in order.
-	intents := ofType(recs, history.TypeIntent)
+	intents := testkit.OfType(recs, history.TypeIntent)
 	var order []string
 	for _, r := range intents {
 		order = append(order, r.Role+"@"+r.Phase)
@@ -482,7 +483,7 @@ func TestSupervisedWorkflowRetryThenSuccess(t *testing.T) {
 	for _, r := range intents {
 		intentAt[*r.Interaction] = r.Seq
 	}
-	for _, r := range ofType(recs, history.TypeResponse) {
+	for _, r := range testkit.OfType(recs, history.TypeResponse) {
 		seen[*r.Interaction]++
 		if r.Seq <= intentAt[*r.Interaction] {
 			t.Errorf("response %d written before its intent", *r.Interaction)
@@ -496,7 +497,7 @@ func TestSupervisedWorkflowRetryThenSuccess(t *testing.T) {
 
 	// Recovery points before the first phase and at each COMPLETED, each
 	// with a workspace snapshot.
-	rps := ofType(recs, history.TypeRecoveryPoint)
+	rps := testkit.OfType(recs, history.TypeRecoveryPoint)
 	wantCP := []struct {
 		id    string
 		seq   int
@@ -522,7 +523,7 @@ func TestSupervisedWorkflowRetryThenSuccess(t *testing.T) {
 
 	// Transitions in order.
 	var trs []string
-	for _, r := range ofType(recs, history.TypeTransition) {
+	for _, r := range testkit.OfType(recs, history.TypeTransition) {
 		tr := r.Transition
 		trs = append(trs, fmt.Sprintf("%s:%s/%s->%s/%s", tr.Event, tr.From, tr.FromPhase, tr.To, tr.ToPhase))
 	}
@@ -617,9 +618,9 @@ func requireKeys(t *testing.T, what string, m map[string]any, keys ...string) {
 // ---------------------------------------------------------------------------
 
 func costJob(threshold float64) map[string]any {
-	s := step("RETRY", "Tried another index; still slow.")
+	s := testkit.Step("RETRY", "Tried another index; still slow.")
 	s["cost_usd"] = 0.20
-	j := job(script(s), okSupervisor())
+	j := job(testkit.Script(s), okSupervisor())
 	j["cost_threshold"] = threshold
 	j["limits"] = map[string]any{"max_retries": 100}
 	return j
@@ -627,19 +628,19 @@ func costJob(threshold float64) map[string]any {
 
 func TestCostHaltAfterExactlyThreeCalls(t *testing.T) {
 	f := newFixture(t)
-	f.writeJob("j", costJob(50))
+	f.WriteJob("j", costJob(50))
 	var calls atomic.Int32
 	inner := f.Engine.NewProvider
 	f.Engine.NewProvider = countCalls(inner, &calls)
-	f.run("j")
-	m := f.load("j")
+	f.Run("j")
+	m := f.Load("j")
 	if m.Status != lifecycle.HaltedCost {
 		t.Fatalf("status = %s (%s)", m.Status, m.Run.Reason)
 	}
 	if n := calls.Load(); n != 3 {
 		t.Errorf("%d agent calls, want 3 (40 cents < 50 <= 60 cents)", n)
 	}
-	if m.Metrics.AgentCalls != 3 || len(ofType(f.records("j"), history.TypeResponse)) != 3 {
+	if m.Metrics.AgentCalls != 3 || len(testkit.OfType(f.Records("j"), history.TypeResponse)) != 3 {
 		t.Errorf("agent_calls = %d", m.Metrics.AgentCalls)
 	}
 	if c := m.Metrics.CumulativeCost; c < 59.99 || c > 60.01 {
@@ -651,12 +652,12 @@ func TestCostHaltAfterExactlyThreeCalls(t *testing.T) {
 	if m.Run.ErrorCode != "COST_BUDGET" || !strings.Contains(m.Run.Reason, "--cost-threshold") {
 		t.Errorf("run = %+v", m.Run)
 	}
-	trs := ofType(f.records("j"), history.TypeTransition)
+	trs := testkit.OfType(f.Records("j"), history.TypeTransition)
 	if tr := trs[len(trs)-1].Transition; tr.Event != string(lifecycle.EvCostExceeded) || tr.To != string(lifecycle.HaltedCost) {
 		t.Errorf("last transition %+v", tr)
 	}
 	// Running again does nothing: the job waits for a steward.
-	f.run("j")
+	f.Run("j")
 	if n := calls.Load(); n != 3 {
 		t.Errorf("a halted job was called again (%d calls)", n)
 	}
@@ -679,18 +680,18 @@ func TestCostCheckedBeforeStart(t *testing.T) {
 	f := newFixture(t)
 	j := costJob(50)
 	j["metrics"] = map[string]any{"cumulative_cost": 50, "cumulative_time_seconds": 0}
-	f.writeJob("j", j)
+	f.WriteJob("j", j)
 	var calls atomic.Int32
 	f.Engine.NewProvider = countCalls(f.Engine.NewProvider, &calls)
-	f.run("j")
-	m := f.load("j")
+	f.Run("j")
+	m := f.Load("j")
 	if m.Status != lifecycle.HaltedCost {
 		t.Fatalf("status = %s", m.Status)
 	}
-	if calls.Load() != 0 || len(ofType(f.records("j"), history.TypeIntent)) != 0 {
+	if calls.Load() != 0 || len(testkit.OfType(f.Records("j"), history.TypeIntent)) != 0 {
 		t.Errorf("a job already at its budget was called")
 	}
-	trs := ofType(f.records("j"), history.TypeTransition)
+	trs := testkit.OfType(f.Records("j"), history.TypeTransition)
 	if len(trs) != 1 || trs[0].Transition.From != string(lifecycle.Pending) || trs[0].Transition.Event != string(lifecycle.EvCostExceeded) {
 		t.Errorf("transitions = %+v", trs)
 	}
@@ -698,11 +699,11 @@ func TestCostCheckedBeforeStart(t *testing.T) {
 
 func TestResumeHaltedCost(t *testing.T) {
 	f := newFixture(t)
-	f.writeJob("j", costJob(50))
-	f.run("j")
+	f.WriteJob("j", costJob(50))
+	f.Run("j")
 	st := steward.New(f.Env, f.Engine.Effects)
 	before, _ := os.ReadFile(filepath.Join(f.Dir, "j", "job.json"))
-	nrec := len(f.records("j"))
+	nrec := len(f.Records("j"))
 
 	_, err := st.Resume("j", steward.ResumeOptions{Guidance: "go on"})
 	var ooo *jobtx.OutOfOrderError
@@ -713,7 +714,7 @@ func TestResumeHaltedCost(t *testing.T) {
 		t.Errorf("error = %+v", ooo)
 	}
 	after, _ := os.ReadFile(filepath.Join(f.Dir, "j", "job.json"))
-	if string(before) != string(after) || len(f.records("j")) != nrec {
+	if string(before) != string(after) || len(f.Records("j")) != nrec {
 		t.Errorf("a refused resume changed the job")
 	}
 	low := 55.0 // still below the 60 cents spent
@@ -729,15 +730,15 @@ func TestResumeHaltedCost(t *testing.T) {
 	if m.Status != lifecycle.Pending || m.Phase() != "work" || *m.CostThreshold != 90 {
 		t.Errorf("after resume: %s %s %v", m.Status, m.Phase(), *m.CostThreshold)
 	}
-	if m := f.load("j"); m.Status != lifecycle.Pending {
+	if m := f.Load("j"); m.Status != lifecycle.Pending {
 		t.Errorf("stored status %s", m.Status)
 	}
-	stw := ofType(f.records("j"), history.TypeSteward)
+	stw := testkit.OfType(f.Records("j"), history.TypeSteward)
 	if len(stw) != 1 || stw[0].Steward.Command != "resume" || stw[0].Steward.Changes["cost_threshold"] != 90.0 {
 		t.Errorf("steward records = %+v", stw)
 	}
-	f.run("j")
-	m = f.load("j")
+	f.Run("j")
+	m = f.Load("j")
 	// 60 -> 80 -> 100 cents: two more calls, then halted again at 90.
 	if m.Status != lifecycle.HaltedCost || m.Metrics.AgentCalls != 5 {
 		t.Errorf("after running on: %s with %d calls, want HALTED_COST with 5", m.Status, m.Metrics.AgentCalls)
@@ -767,20 +768,20 @@ func timeHaltOnce(t *testing.T) bool {
 	sh := `sleep 60 & echo $! > "$1"; echo $$ > "$2"; exec sleep 60`
 	j := job(command(0, "sh", "-c", sh, "agent", childPID, mainPID), okSupervisor())
 	j["time_threshold_minutes"] = 0.01
-	f.writeJob("j", j)
+	f.WriteJob("j", j)
 	start := time.Now()
-	f.run("j")
+	f.Run("j")
 	if d := time.Since(start); d > 6*time.Second {
 		t.Fatalf("run took %s; the 0.6 s budget did not stop the agent", d)
 	}
-	m := f.load("j")
+	m := f.Load("j")
 	if m.Status != lifecycle.HaltedTime {
 		t.Fatalf("status = %s (%s), want HALTED_TIME", m.Status, m.Run.Reason)
 	}
 	if m.Run.ErrorCode != "TIME_BUDGET" || m.Metrics.CumulativeTimeSeconds < 0.59 {
 		t.Errorf("run = %+v metrics = %+v", m.Run, m.Metrics)
 	}
-	resps := ofType(f.records("j"), history.TypeResponse)
+	resps := testkit.OfType(f.Records("j"), history.TypeResponse)
 	if len(resps) != 1 || resps[0].Response.Status != history.StatusTimeout {
 		t.Fatalf("responses = %+v", resps)
 	}
@@ -790,14 +791,14 @@ func timeHaltOnce(t *testing.T) bool {
 	}
 	var got []int
 	for _, p := range []string{mainPID, childPID} {
-		pid, ok := tryPID(p)
+		pid, ok := testkit.ReadPID(p)
 		if !ok {
 			return false
 		}
 		got = append(got, pid)
 	}
 	for i, pid := range got {
-		waitFor(t, fmt.Sprintf("process %d (%s) to be gone", pid, []string{"agent", "its child"}[i]), 2*time.Second,
+		testkit.WaitFor(t, fmt.Sprintf("process %d (%s) to be gone", pid, []string{"agent", "its child"}[i]), 2*time.Second,
 			func() bool { return processGone(pid) })
 	}
 	return true
@@ -809,7 +810,7 @@ func timeHaltOnce(t *testing.T) bool {
 
 func TestInterruptedCallIsReattemptedWithSameRequest(t *testing.T) {
 	f := newFixture(t)
-	f.writeJob("j", job(okSupervisor(), okSupervisor()))
+	f.WriteJob("j", job(okSupervisor(), okSupervisor()))
 	var (
 		mu      sync.Mutex
 		reqs    []agent.Request
@@ -845,20 +846,20 @@ func TestInterruptedCallIsReattemptedWithSameRequest(t *testing.T) {
 		t.Fatal("Run did not return after shutdown")
 	}
 
-	recs := f.records("j")
-	if n := len(ofType(recs, history.TypeResponse)); n != 0 {
+	recs := f.Records("j")
+	if n := len(testkit.OfType(recs, history.TypeResponse)); n != 0 {
 		t.Fatalf("an interrupted call left %d response records", n)
 	}
-	errs := ofType(recs, history.TypeError)
+	errs := testkit.OfType(recs, history.TypeError)
 	if len(errs) != 1 || errs[0].Error.Code != agent.CodeInterrupted {
 		t.Fatalf("error records = %+v, want one AGENT_INTERRUPTED", errs)
 	}
-	if m := f.load("j"); m.Status != lifecycle.Running || m.Phase() != "work" {
+	if m := f.Load("j"); m.Status != lifecycle.Running || m.Phase() != "work" {
 		t.Fatalf("after shutdown: %s/%s, want RUNNING/work", m.Status, m.Phase())
 	}
 
-	f.run("j")
-	m := f.load("j")
+	f.Run("j")
+	m := f.Load("j")
 	if m.Status != lifecycle.Success {
 		t.Fatalf("status = %s (%s)", m.Status, m.Run.Reason)
 	}
@@ -874,19 +875,19 @@ func TestInterruptedCallIsReattemptedWithSameRequest(t *testing.T) {
 	if fmt.Sprint(again.ContextFiles) != fmt.Sprint(first.ContextFiles) || again.SystemPrompt != first.SystemPrompt {
 		t.Errorf("re-attempt has another request")
 	}
-	recs = f.records("j")
-	intents := ofType(recs, history.TypeIntent)
+	recs = f.Records("j")
+	intents := testkit.OfType(recs, history.TypeIntent)
 	if len(intents) != 2 || *intents[0].Interaction != first.Interaction || intents[0].Request.Prompt != first.Prompt {
 		t.Errorf("intents = %d; the re-attempt must reuse the stored request, not write a new one", len(intents))
 	}
 	count := map[int]int{}
-	for _, r := range ofType(recs, history.TypeResponse) {
+	for _, r := range testkit.OfType(recs, history.TypeResponse) {
 		count[*r.Interaction]++
 	}
 	if len(count) != 2 || count[0] != 1 || count[1] != 1 {
 		t.Errorf("responses per interaction = %v, want each exactly once", count)
 	}
-	if n := len(ofType(recs, history.TypeError)); n != 2 {
+	if n := len(testkit.OfType(recs, history.TypeError)); n != 2 {
 		t.Errorf("%d error records, want the interruption and the re-attempt notice", n)
 	}
 	var jh history.JobHistory
@@ -903,15 +904,15 @@ func TestInterruptedCallIsReattemptedWithSameRequest(t *testing.T) {
 // limit too; the worker's COMPLETED in between does not restart the count.
 func TestSupervisorRetryLoopIsBounded(t *testing.T) {
 	f := newFixture(t)
-	j := job(script(step("COMPLETED", "Done, I think.")), script(step("RETRY", "Still wrong; redo it.")))
+	j := job(testkit.Script(testkit.Step("COMPLETED", "Done, I think.")), testkit.Script(testkit.Step("RETRY", "Still wrong; redo it.")))
 	j["limits"] = map[string]any{"max_retries": 2}
-	f.writeJob("j", j)
+	f.WriteJob("j", j)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := f.Engine.Run(ctx, "j"); err != nil {
 		t.Fatal(err)
 	}
-	m := f.load("j")
+	m := f.Load("j")
 	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != "RETRY_LIMIT" {
 		t.Fatalf("status %s (%s) after %d calls, want INTERVENTION_REQUIRED/RETRY_LIMIT", m.Status, m.Run.ErrorCode, m.Metrics.AgentCalls)
 	}
@@ -927,7 +928,7 @@ func TestSupervisorRetryLoopIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	// It resumes in review: RETRY 1, worker, RETRY 2, worker, RETRY 3 > 2.
-	if m := f.load("j"); m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != "RETRY_LIMIT" || m.Metrics.AgentCalls != 11 {
+	if m := f.Load("j"); m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != "RETRY_LIMIT" || m.Metrics.AgentCalls != 11 {
 		t.Errorf("after resume: %s/%s with %d calls, want RETRY_LIMIT again after 5 more", m.Status, m.Run.ErrorCode, m.Metrics.AgentCalls)
 	}
 }
@@ -951,9 +952,9 @@ func TestRequestFileWrittenBesideTheIntent(t *testing.T) {
 		}), nil
 	}
 	answer := `{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"ok"}`
-	f.writeJob("j", job(command(0, "sh", "-c", `cp "$1" seen.json && echo "$2"`, "agent", "{request_file}", answer), okSupervisor()))
-	f.run("j")
-	if m := f.load("j"); m.Status != lifecycle.Success {
+	f.WriteJob("j", job(command(0, "sh", "-c", `cp "$1" seen.json && echo "$2"`, "agent", "{request_file}", answer), okSupervisor()))
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Success {
 		t.Fatalf("status %s (%s)", m.Status, m.Run.Reason)
 	}
 	if len(written) != 1 || !written[0] {
@@ -967,7 +968,7 @@ func TestRequestFileWrittenBesideTheIntent(t *testing.T) {
 	if err := json.Unmarshal(seen, &got); err != nil {
 		t.Fatalf("request file %q: %v", seen, err)
 	}
-	intents := ofType(f.records("j"), history.TypeIntent)
+	intents := testkit.OfType(f.Records("j"), history.TypeIntent)
 	if len(intents) == 0 || intents[0].Request == nil {
 		t.Fatal("no intent recorded")
 	}
@@ -984,11 +985,11 @@ func TestEscalationEvidenceEscapeComesFirst(t *testing.T) {
 	var logs bytes.Buffer
 	f.Env.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 	raw := `{"evidence_files":["/etc/shadow"],"summary_for_supervisor":""}`
-	f.writeJob("j", job(script(rawStep(raw)), okSupervisor()))
-	f.run("j")
+	f.WriteJob("j", job(testkit.Script(rawStep(raw)), okSupervisor()))
+	f.Run("j")
 	last := checkEscalated(t, f, "j", response.CodeProtocolViolation, 1)
-	if !strings.Contains(f.load("j").Run.Reason, "/etc/shadow") {
-		t.Errorf("run.reason = %q", f.load("j").Run.Reason)
+	if !strings.Contains(f.Load("j").Run.Reason, "/etc/shadow") {
+		t.Errorf("run.reason = %q", f.Load("j").Run.Reason)
 	}
 	var codes []string
 	for _, v := range last.Violations {

@@ -3,8 +3,6 @@ package verify
 import (
 	"bytes"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,17 +11,18 @@ import (
 	"github.com/logist/logist/internal/builtins"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
-	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/response"
 	"github.com/logist/logist/internal/runner"
 	"github.com/logist/logist/internal/signing"
+	"github.com/logist/logist/internal/testkit"
 )
 
 // runRaw runs a job whose worker answers raw once, signed, to its end, and
 // returns the jobs folder and key. setup prepares the job folder first.
 func runRaw(t *testing.T, raw string, setup func(jobDir string)) (string, *signing.Key) {
 	t.Helper()
-	dir := t.TempDir()
+	f := testkit.New(t)
+	dir := f.Dir
 	jobDir := filepath.Join(dir, "j")
 	if err := os.MkdirAll(filepath.Join(jobDir, "workspace"), 0o700); err != nil {
 		t.Fatal(err)
@@ -39,15 +38,9 @@ func runRaw(t *testing.T, raw string, setup func(jobDir string)) (string, *signi
 	if setup != nil {
 		setup(jobDir)
 	}
-	key, err := signing.LoadOrCreate(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := &jobtx.Env{Store: jobstore.New(dir), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		History: history.Options{Signer: key}}
-	if err := runner.NewEngine(env, builtins.Effects()).Run(t.Context(), "j"); err != nil {
-		t.Fatal(err)
-	}
+	key := f.Sign()
+	f.Runner = runner.NewEngine(f.Env, builtins.Effects())
+	f.Run("j")
 	return dir, key
 }
 
@@ -55,7 +48,7 @@ func runRaw(t *testing.T, raw string, setup func(jobDir string)) (string, *signi
 func responseLine(t *testing.T, ls [][]byte) int {
 	t.Helper()
 	for i, ln := range ls {
-		if e, err := history.ParseLine(ln); err == nil && e.Record.Type == history.TypeResponse {
+		if e, err := history.ParseLine(ln); err == nil && e.Type == history.TypeResponse {
 			return i
 		}
 	}

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,29 +12,23 @@ import (
 	"github.com/logist/logist/internal/builtins"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
-	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/runner"
 	"github.com/logist/logist/internal/signing"
+	"github.com/logist/logist/internal/testkit"
 )
 
 // runExample runs one example job from the repo's jobs/ folder to its end
 // in a temp jobs folder, signed, and returns the folder and key.
 func runExample(t *testing.T, name string) (string, *signing.Key) {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.CopyFS(filepath.Join(dir, name), os.DirFS(filepath.Join("..", "..", "jobs", name))); err != nil {
+	f := testkit.New(t)
+	if err := os.CopyFS(filepath.Join(f.Dir, name), os.DirFS(filepath.Join("..", "..", "jobs", name))); err != nil {
 		t.Fatal(err)
 	}
-	key, err := signing.LoadOrCreate(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := &jobtx.Env{Store: jobstore.New(dir), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		History: history.Options{Signer: key}}
-	if err := runner.NewEngine(env, builtins.Effects()).Run(t.Context(), name); err != nil {
-		t.Fatal(err)
-	}
-	return dir, key
+	key := f.Sign()
+	f.Runner = runner.NewEngine(f.Env, builtins.Effects())
+	f.Run(name)
+	return f.Dir, key
 }
 
 func verifyDir(t *testing.T, dir, id string, pub ed25519.PublicKey) *Report {
@@ -174,9 +166,13 @@ func TestVersion1HistoriesMigrate(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(s), ".jsonl")
 		dir := t.TempDir()
 		jobDir := filepath.Join(dir, name)
-		os.MkdirAll(jobDir, 0o700)
+		if err := os.MkdirAll(jobDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
 		b, _ := os.ReadFile(s)
-		os.WriteFile(history.Path(jobDir), b, 0o600)
+		if err := os.WriteFile(history.Path(jobDir), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
 		key, _ := signing.LoadOrCreate(dir)
 		r, err := Job(name, jobDir, Options{Public: key.Public()})
 		if err != nil || !r.OK() {
@@ -204,7 +200,9 @@ func TestVersion1HistoriesMigrate(t *testing.T) {
 		}
 		// A v1 line slipped in after the chain started is refused.
 		f, _ := os.OpenFile(history.Path(jobDir), os.O_APPEND|os.O_WRONLY, 0)
-		f.Write([]byte(`{"v":1,"seq":` + itoa(n+1) + `,"type":"error","ts":"2026-01-01T00:00:00Z"}` + "\n"))
+		if _, err := f.Write([]byte(`{"v":1,"seq":` + itoa(n+1) + `,"type":"error","ts":"2026-01-01T00:00:00Z"}` + "\n")); err != nil {
+			t.Fatal(err)
+		}
 		f.Close()
 		r, _ = Job(name, jobDir, Options{Public: key.Public()})
 		if r.OK() || r.First().Class != ClassChainBreak {
@@ -256,7 +254,9 @@ func relink(t *testing.T, ls [][]byte, key history.Signer) [][]byte {
 		rec["prev_hash"], _ = json.Marshal(prev)
 		body, _ := json.Marshal(rec)
 		var buf bytes.Buffer
-		json.Compact(&buf, body)
+		if err := json.Compact(&buf, body); err != nil {
+			t.Fatal(err)
+		}
 		line, h := encodeFor(buf.Bytes(), key)
 		prev = h
 		out = append(out, line)
