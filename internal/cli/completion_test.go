@@ -36,6 +36,7 @@ func TestHiddenCommandNotInHelp(t *testing.T) {
 }
 
 func TestJobsCommand(t *testing.T) {
+	t.Parallel()
 	jobs := t.TempDir()
 	writeJob(t, jobs, "beta", jobJSON("PENDING", ""))
 	writeJob(t, jobs, "alpha", jobJSON("PENDING", ""))

@@ -18,6 +18,7 @@ import (
 // with no such record, or with a record whose signature is broken, are
 // checked and refused.
 func TestCommittedManifestIsTrustedOnlyWithItsSignature(t *testing.T) {
+	t.Parallel()
 	jobs := t.TempDir()
 	key, err := signing.LoadOrCreate(jobs)
 	if err != nil {

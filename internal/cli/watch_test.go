@@ -346,6 +346,7 @@ func TestElapsedUntilFinished(t *testing.T) {
 // The real thing: fsnotify on a jobs folder, jobs written as logistd
 // writes them (atomic rename), one line per change.
 func TestWatchFolderEvents(t *testing.T) {
+	t.Parallel()
 	jobs := t.TempDir()
 	writeJob(t, jobs, "job-a", jobJSON("PENDING", `"cost_threshold": 100`))
 	store := jobstore.New(jobs)
@@ -403,6 +404,7 @@ func TestWatchFolderEvents(t *testing.T) {
 }
 
 func TestWatchOnceThroughMain(t *testing.T) {
+	t.Parallel()
 	jobs := t.TempDir()
 	writeJob(t, jobs, "job-a", jobJSON("RUNNING", `"current_phase": "work", "cost_threshold": 100, "metrics": {"cumulative_cost": 40}, "run": {"last_summary": "halfway"}`))
 	writeJob(t, jobs, "job-b", jobJSON("PENDING", ""))

@@ -21,6 +21,7 @@ func flags() (*pflag.FlagSet, *int, *string, *time.Duration, *string) {
 }
 
 func TestPrecedenceFlagsEnvFileDefaults(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "c.json")
 	if err := os.WriteFile(file, []byte(`{"max_parallel": 8, "listen": "127.0.0.1:1", "grace": "5s", "jobs_dir": "/from/file"}`), 0o600); err != nil {
@@ -50,6 +51,7 @@ func TestPrecedenceFlagsEnvFileDefaults(t *testing.T) {
 }
 
 func TestBadFilesAreClearErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for name, c := range map[string]struct{ body, want string }{
 		"unknown": {`{"max_paralel": 8}`, "unknown setting(s) max_paralel"}, //nolint:misspell // the typo is the test
@@ -74,6 +76,7 @@ func TestBadFilesAreClearErrors(t *testing.T) {
 }
 
 func TestRedactedAndJobsDir(t *testing.T) {
+	t.Parallel()
 	r := Redacted(map[string]Source{"api-token": {Value: "abc"}, "listen": {Value: "x"}})
 	if r["api-token"].Value != "[REDACTED]" || r["listen"].Value != "x" {
 		t.Fatalf("%v", r)

@@ -25,6 +25,7 @@ func TestIsFile(t *testing.T) {
 }
 
 func TestFilesListsTheRun(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if fs, err := Files(filepath.Join(dir, "none")); err != nil || fs != nil {
 		t.Fatalf("no folder: %v, %v", fs, err)
@@ -62,6 +63,7 @@ func TestFilesListsTheRun(t *testing.T) {
 // none or an empty one, without reading it: the scheduler's check before
 // starting a new history over a job's recorded work.
 func TestPresent(t *testing.T) {
+	t.Parallel()
 	recs := func(t *testing.T, dir string) {
 		l, _, err := OpenWith(dir, Options{MaxBytes: -1})
 		if err != nil {

@@ -52,6 +52,7 @@ func response(n int, role, action string) *Record {
 func historyPath(dir string) string { return filepath.Join(dir, FileName) }
 
 func TestOpenCreatesEmpty(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := open(t, dir)
 	st := l.State()
@@ -83,6 +84,7 @@ func TestOpenCreatesEmpty(t *testing.T) {
 }
 
 func TestAppendReadAllRoundTrip(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := open(t, dir)
 	fixed := time.Date(2025, 1, 29, 14, 30, 45, 0, time.FixedZone("CET", 3600))
@@ -149,6 +151,7 @@ func TestAppendReadAllRoundTrip(t *testing.T) {
 }
 
 func TestStateCounters(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := open(t, dir)
 
@@ -212,6 +215,7 @@ func TestStateCounters(t *testing.T) {
 }
 
 func TestOpenIntentIsACopy(t *testing.T) {
+	t.Parallel()
 	l := open(t, t.TempDir())
 	r := intent(0, "worker")
 	appendAll(t, l, r)
@@ -243,6 +247,7 @@ func appendBytes(t *testing.T, p string, data []byte) {
 }
 
 func TestTornTail(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ name, tail string }{
 		{"partial line", `{"v":1,"seq":3,"type":"inte`},
 		{"complete json without newline", `{"v":1,"seq":3,"type":"intent"}`},
@@ -293,6 +298,7 @@ func TestTornTail(t *testing.T) {
 }
 
 func TestTornTailOnlyRecord(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, historyPath(dir), []byte(`{"v":1,"se`))
 	l, torn, err := Open(dir)
@@ -310,6 +316,7 @@ func TestTornTailOnlyRecord(t *testing.T) {
 
 // ReadAll never writes: it skips an in-flight last line but does not cut it.
 func TestReadAllSkipsTornTailWithoutRepair(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := open(t, dir)
 	appendAll(t, l, intent(0, "worker"))
@@ -326,6 +333,7 @@ func TestReadAllSkipsTornTailWithoutRepair(t *testing.T) {
 }
 
 func TestCorruptMiddleLineIsAnError(t *testing.T) {
+	t.Parallel()
 	// good, garbage, good: the garbage is not a torn write.
 	dir := t.TempDir()
 	l := open(t, dir)
@@ -358,6 +366,7 @@ func TestCorruptMiddleLineIsAnError(t *testing.T) {
 }
 
 func TestNewerRecordVersionRefused(t *testing.T) {
+	t.Parallel()
 	for _, where := range []string{"last", "middle"} {
 		t.Run(where, func(t *testing.T) {
 			dir := t.TempDir()
@@ -389,6 +398,7 @@ func TestNewerRecordVersionRefused(t *testing.T) {
 }
 
 func TestRefreshSeesOtherWriter(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a := open(t, dir)
 	appendAll(t, a, intent(0, "worker"))
@@ -431,6 +441,7 @@ func TestRefreshSeesOtherWriter(t *testing.T) {
 }
 
 func TestRefreshAfterShrink(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a := open(t, dir)
 	appendAll(t, a, intent(0, "worker"), response(0, "worker", "COMPLETED"))
@@ -458,6 +469,7 @@ func TestRefreshAfterShrink(t *testing.T) {
 }
 
 func TestRefreshRepairsTornTail(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a := open(t, dir)
 	appendAll(t, a, intent(0, "worker"))
@@ -495,6 +507,7 @@ func hasKeys(t *testing.T, what string, m map[string]any, keys ...string) {
 }
 
 func TestMaterialiseSeedShape(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := open(t, dir)
 	wsOverride := intent(1, "supervisor")
@@ -627,6 +640,7 @@ func TestMaterialiseMalformedRecords(t *testing.T) {
 }
 
 func TestWriteJobHistory(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := open(t, dir)
 	appendAll(t, l, intent(0, "worker"), response(0, "worker", "COMPLETED"))
@@ -682,6 +696,7 @@ func TestWriteJobHistory(t *testing.T) {
 }
 
 func TestAppendAfterCloseFails(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l, _, err := Open(dir)
 	if err != nil {
@@ -706,6 +721,7 @@ func TestAppendAfterCloseFails(t *testing.T) {
 }
 
 func TestStateRemembersSessionsUntilRollback(t *testing.T) {
+	t.Parallel()
 	l, _, err := Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

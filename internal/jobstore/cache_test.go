@@ -26,6 +26,7 @@ func writeJob(t *testing.T, s *Store, id, body string) {
 // A manifest checked once is not checked again while its bytes are the
 // same; an edit from outside is checked in full, however small.
 func TestLoadChecksAChangedFileAgain(t *testing.T) {
+	t.Parallel()
 	s := New(t.TempDir())
 	writeJob(t, s, "a", validJob)
 	if _, err := s.Load("a"); err != nil {
@@ -43,6 +44,7 @@ func TestLoadChecksAChangedFileAgain(t *testing.T) {
 
 // What this process wrote itself needs no check when read back.
 func TestWriteManifestIsTrusted(t *testing.T) {
+	t.Parallel()
 	s := New(t.TempDir())
 	writeJob(t, s, "a", validJob)
 	m, err := s.Load("a")
@@ -65,6 +67,7 @@ func TestWriteManifestIsTrusted(t *testing.T) {
 // The index serves unchanged manifests, never a changed one, and never
 // indexes a file changed within indexStable (its ctime could repeat).
 func TestListSummariesIndex(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := New(dir)
 	writeJob(t, s, "a", validJob)

@@ -11,6 +11,7 @@ import (
 // While the daemon saves a manifest in place, over and over, a reader gets
 // one of the saved manifests whole every time, never an error.
 func TestLoadDuringInPlaceSaves(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	w := New(dir)
 	w.InPlace = true
@@ -60,6 +61,7 @@ func TestLoadDuringInPlaceSaves(t *testing.T) {
 // The job lock excludes: a second LockJob waits until the first is
 // released, including one kept open by Release and taken again by Relock.
 func TestJobLockExcludes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := New(dir)
 	if err := os.MkdirAll(s.JobDir("j"), 0o700); err != nil {

@@ -91,6 +91,7 @@ func TestDaemonLockOfALiveDaemonIsRefused(t *testing.T) {
 // A crash between creating a job's folder and moving its manifest in
 // leaves an empty folder; placing the manifest again takes it.
 func TestPlaceTakesFolderLeftByCrash(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := New(dir)
 	if err := os.Mkdir(filepath.Join(dir, "left"), 0o700); err != nil {
@@ -116,6 +117,7 @@ func TestPlaceTakesFolderLeftByCrash(t *testing.T) {
 // The daemon ignores the watcher's echo of its own manifest saves, but never
 // a change another process made.
 func TestWrittenHere(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := New(dir)
 	if err := os.MkdirAll(filepath.Join(dir, "j"), 0o700); err != nil {

@@ -21,6 +21,7 @@ func artErr(t *testing.T, err error) *ArtifactError {
 // TestStorePutGetVerify: content-addressed, private, idempotent; missing
 // and altered artifacts are told apart.
 func TestStorePutGetVerify(t *testing.T) {
+	t.Parallel()
 	s := NewStore(t.TempDir())
 	id, err := s.Put([]byte("hello"))
 	if err != nil {
@@ -80,6 +81,7 @@ func TestStorePutGetVerify(t *testing.T) {
 }
 
 func TestStoreEmptyArtifact(t *testing.T) {
+	t.Parallel()
 	s := NewStore(t.TempDir())
 	id, err := s.Put(nil)
 	if err != nil || s.Verify(id) != nil {

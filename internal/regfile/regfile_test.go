@@ -11,6 +11,7 @@ import (
 )
 
 func TestReadFileSizes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, n := range []int{0, 1, 511, 512, 513, 4096, 1 << 20} {
 		p := filepath.Join(dir, "f")
@@ -34,6 +35,7 @@ func TestReadFileOfUnknownSize(t *testing.T) {
 }
 
 func TestErrorsAreThoseOfPackageOS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if _, err := ReadFile(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("ReadFile of a missing file: %v", err)
@@ -54,6 +56,7 @@ func TestErrorsAreThoseOfPackageOS(t *testing.T) {
 }
 
 func TestOpenFileWritesAndRename(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "a")
 	f, err := OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o640)

@@ -64,6 +64,7 @@ func TestJudgeEscapeIsFoundWhateverElseIsWrong(t *testing.T) {
 // A symlink out is a workspace finding: marked as such, and found even when
 // the action is wrong; without a workspace only the paths' text is judged.
 func TestJudgeWorkspaceFindings(t *testing.T) {
+	t.Parallel()
 	ws := workspace(t)
 	if err := os.Symlink(t.TempDir(), filepath.Join(ws, "out")); err != nil {
 		t.Skipf("symlinks unavailable: %v", err)

@@ -319,6 +319,7 @@ func TestValidateLayerPrecedence(t *testing.T) {
 }
 
 func TestValidateEvidence(t *testing.T) {
+	t.Parallel()
 	ws := workspace(t)
 	outside := t.TempDir()
 	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o644); err != nil {
@@ -399,6 +400,7 @@ func TestValidateEvidence(t *testing.T) {
 }
 
 func TestValidateMissingWorkspace(t *testing.T) {
+	t.Parallel()
 	_, _, err := validate(answer("COMPLETED", []string{"a"}, "x"), filepath.Join(t.TempDir(), "gone"))
 	_ = wantCode(t, err, CodeProtocolViolation)
 	// Without evidence, the workspace is not consulted.

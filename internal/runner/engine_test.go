@@ -87,6 +87,7 @@ func checkStopped(t *testing.T, f *fixture, id, code string, calls int) *history
 }
 
 func TestEscalationInvalidAnswers(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, raw, code, inReason string
 	}{
@@ -134,6 +135,7 @@ func TestEscalationInvalidAnswers(t *testing.T) {
 }
 
 func TestEscalationAgentStuck(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.WriteJob("j", job(testkit.Script(testkit.Step("STUCK", "Need a human to confirm dropping the column.")), okSupervisor()))
 	f.Run("j")
@@ -171,6 +173,7 @@ func TestEscalationCallTimeout(t *testing.T) {
 }
 
 func TestEscalationMissingEvidenceIsAWarning(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	w := testkit.Step("COMPLETED", "Wrote real.txt.", "real.txt", "missing.txt")
 	w["files"] = map[string]string{"real.txt": "hello"}
@@ -200,6 +203,7 @@ func TestEscalationMissingEvidenceIsAWarning(t *testing.T) {
 }
 
 func TestEscalationEvidenceEscapingWorkspace(t *testing.T) {
+	t.Parallel()
 	outside := t.TempDir()
 	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o600); err != nil {
 		t.Fatal(err)
@@ -225,6 +229,7 @@ func TestEscalationEvidenceEscapingWorkspace(t *testing.T) {
 }
 
 func TestAPIErrorRetriesWithBackoffThenEscalates(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		retries *int // nil: the default of 3
@@ -292,6 +297,7 @@ func TestAPIErrorRetriesWithBackoffThenEscalates(t *testing.T) {
 func intp(i int) *int { return &i }
 
 func TestAPIErrorThenSuccessContinues(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.WriteJob("j", map[string]any{
 		"agents": map[string]any{
@@ -368,6 +374,7 @@ func TestBackoffIsExponentialWithJitter(t *testing.T) {
 }
 
 func TestRetryLimit(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		limit *int
 		calls int
@@ -408,6 +415,7 @@ func TestRetryLimit(t *testing.T) {
 // ---------------------------------------------------------------------------
 
 func TestSupervisedWorkflowRetryThenSuccess(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	w1 := testkit.Step("COMPLETED", "W1: wrote greet.py.", "greet.py")
 	w1["files"] = map[string]string{"greet.py": "def greet(n): return n\n"}
@@ -627,6 +635,7 @@ func costJob(threshold float64) map[string]any {
 }
 
 func TestCostHaltAfterExactlyThreeCalls(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.WriteJob("j", costJob(50))
 	var calls atomic.Int32
@@ -677,6 +686,7 @@ func countCalls(inner func(cfg manifest.AgentConfig) (agent.Provider, error), n 
 }
 
 func TestCostCheckedBeforeStart(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	j := costJob(50)
 	j["metrics"] = map[string]any{"cumulative_cost": 50, "cumulative_time_seconds": 0}
@@ -698,6 +708,7 @@ func TestCostCheckedBeforeStart(t *testing.T) {
 }
 
 func TestResumeHaltedCost(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.WriteJob("j", costJob(50))
 	f.Run("j")
@@ -809,6 +820,7 @@ func timeHaltOnce(t *testing.T) bool {
 // ---------------------------------------------------------------------------
 
 func TestInterruptedCallIsReattemptedWithSameRequest(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.WriteJob("j", job(okSupervisor(), okSupervisor()))
 	var (
@@ -903,6 +915,7 @@ func TestInterruptedCallIsReattemptedWithSameRequest(t *testing.T) {
 // A supervisor that keeps sending the work back must reach the RETRY
 // limit too; the worker's COMPLETED in between does not restart the count.
 func TestSupervisorRetryLoopIsBounded(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	j := job(testkit.Script(testkit.Step("COMPLETED", "Done, I think.")), testkit.Script(testkit.Step("RETRY", "Still wrong; redo it.")))
 	j["limits"] = map[string]any{"max_retries": 2}
@@ -937,6 +950,7 @@ func TestSupervisorRetryLoopIsBounded(t *testing.T) {
 // made durable, before the agent starts, and holds the request the
 // history records.
 func TestRequestFileWrittenBesideTheIntent(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	var written []bool
 	f.Engine.NewProvider = func(cfg manifest.AgentConfig) (agent.Provider, error) {
@@ -981,6 +995,7 @@ func TestRequestFileWrittenBesideTheIntent(t *testing.T) {
 // is refused for even when its summary and action are wrong too, and every
 // violation is audited: listed in the response record and logged.
 func TestEscalationEvidenceEscapeComesFirst(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	var logs bytes.Buffer
 	f.Env.Logger = slog.New(slog.NewJSONHandler(&logs, nil))

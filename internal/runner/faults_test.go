@@ -119,6 +119,7 @@ func responsesOnce(t *testing.T, f *fixture, id string, want int) {
 // with HISTORY_WRITE logged at each attempt, keeps no partial record, and
 // goes on once space is back; the other job does not wait for it.
 func TestDiskFullPausesJobAndResumes(t *testing.T) {
+	t.Parallel()
 	f, s, lb := faultFixture(t)
 	f.WriteJob("full", job(okSupervisor(), okSupervisor()))
 	f.WriteJob("other", job(okSupervisor(), okSupervisor()))
@@ -173,6 +174,7 @@ func TestDiskFullPausesJobAndResumes(t *testing.T) {
 // asked again with the same stored request, and each interaction ends up
 // answered exactly once.
 func TestDiskFullAfterCallReasksWithSameRequest(t *testing.T) {
+	t.Parallel()
 	f, s, lb := faultFixture(t)
 	f.WriteJob("j", job(okSupervisor(), okSupervisor()))
 	var (
@@ -317,6 +319,7 @@ func (b *blockingAgent) waitEntered(t *testing.T) {
 // the lost one: the job is refused (HISTORY_MISSING) at every nudge until
 // the file is restored, and then goes on with the same request.
 func TestHistoryDeletedUnderRunningJob(t *testing.T) {
+	t.Parallel()
 	f, s, lb := faultFixture(t)
 	f.WriteJob("victim", job(okSupervisor(), okSupervisor()))
 	f.WriteJob("other", job(okSupervisor(), okSupervisor()))
@@ -372,6 +375,7 @@ func TestHistoryDeletedUnderRunningJob(t *testing.T) {
 // was for a human (never repaired, never appended to), later nudges are
 // refused the same way, and the other job is not affected.
 func TestHistoryCorruptedUnderRunningJob(t *testing.T) {
+	t.Parallel()
 	f, s, lb := faultFixture(t)
 	f.WriteJob("victim", job(okSupervisor(), okSupervisor()))
 	f.WriteJob("other", job(okSupervisor(), okSupervisor()))
@@ -422,6 +426,7 @@ func TestHistoryCorruptedUnderRunningJob(t *testing.T) {
 // every reading. Call durations come from the monotonic clock, so budgets
 // neither run out early nor stretch, and records keep their order.
 func TestWallClockJumpsDoNotCorruptBudgetsOrOrder(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	var ticks atomic.Int64
 	f.Env.Now = func() time.Time {
@@ -508,6 +513,7 @@ func TestWallClockJumpsDoNotCorruptBudgetsOrOrder(t *testing.T) {
 // during its call. The next call is not made: the job stops with
 // WORKSPACE_UNSAFE, and nothing is written through the link.
 func TestWorkspaceSwappedForSymlinkBetweenCalls(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	outside := t.TempDir()
 	f.WriteJob("j", job(okSupervisor(), okSupervisor()))
@@ -558,6 +564,7 @@ func TestWorkspaceSwappedForSymlinkBetweenCalls(t *testing.T) {
 
 // The storage-error classification the scheduler relies on.
 func TestRunErrorCode(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		err   error
 		code  string

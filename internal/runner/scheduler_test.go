@@ -55,6 +55,7 @@ func waitIdle(t *testing.T, s *Scheduler, d time.Duration) {
 }
 
 func TestSchedulerBoundsParallelCalls(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ids := make([]string, 6)
 	for i := range ids {
@@ -95,6 +96,7 @@ func TestSchedulerBoundsParallelCalls(t *testing.T) {
 }
 
 func TestSchedulerNeverRunsAJobTwice(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.WriteJob("j", job(okSupervisor(), okSupervisor()))
 	f.WriteJob("k", job(okSupervisor(), okSupervisor()))
@@ -166,6 +168,7 @@ func TestSchedulerNeverRunsAJobTwice(t *testing.T) {
 }
 
 func TestSchedulerStopInterruptsCalls(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.WriteJob("j", job(okSupervisor(), okSupervisor()))
 	inCall := make(chan struct{}, 1)

@@ -53,6 +53,7 @@ func sessionRun(t *testing.T, session string) (map[string][]string, *fixture) {
 }
 
 func TestRetryContinuesTheAgentSession(t *testing.T) {
+	t.Parallel()
 	resumes, f := sessionRun(t, "")
 	// The worker's second turn (work sent back) continues its first
 	// session; the supervisor's second review continues its own.
@@ -75,6 +76,7 @@ func TestRetryContinuesTheAgentSession(t *testing.T) {
 }
 
 func TestFreshSessionNeverResumes(t *testing.T) {
+	t.Parallel()
 	resumes, _ := sessionRun(t, "fresh")
 	if got := fmt.Sprint(resumes["worker"], resumes["supervisor"]); got != "[ ] [ ]" {
 		t.Errorf("resumes with session fresh = %s", got)

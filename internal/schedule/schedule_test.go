@@ -105,6 +105,7 @@ func TestIntakeRefusesBadExpressions(t *testing.T) {
 }
 
 func TestTickCreatesRunFromTemplate(t *testing.T) {
+	t.Parallel()
 	s, clk, c, store := setup(t, `{"cron": "*/5 * * * *"}`)
 	var created []string
 	s.Created = func(id string) { created = append(created, id) }
@@ -135,6 +136,7 @@ func TestTickCreatesRunFromTemplate(t *testing.T) {
 }
 
 func TestConcurrencyPolicies(t *testing.T) {
+	t.Parallel()
 	for _, policy := range []string{Allow, Forbid, Replace} {
 		t.Run(policy, func(t *testing.T) {
 			s, clk, c, store := setup(t, `{"cron": "*/5 * * * *", "concurrency_policy": "`+policy+`"}`)
@@ -164,6 +166,7 @@ func TestConcurrencyPolicies(t *testing.T) {
 }
 
 func TestCatchUpAfterDowntime(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name        string
 		deadline    string
@@ -199,6 +202,7 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 }
 
 func TestHistoryLimitsAndRetention(t *testing.T) {
+	t.Parallel()
 	s, clk, _, store := setup(t, `{"cron": "*/5 * * * *", "successful_runs_history_limit": 2, "failed_runs_history_limit": 1}`)
 	s.Sync("nightly", load(t, store, "nightly"))
 	var ids []string
@@ -242,6 +246,7 @@ func TestHistoryLimitsAndRetention(t *testing.T) {
 // manifest (the run gets its own), not the history in any of its files
 // (history.IsFile decides which), not requests, snapshots or the lock.
 func TestCopyTemplateLeavesTheRunBehind(t *testing.T) {
+	t.Parallel()
 	src, dst := t.TempDir(), t.TempDir()
 	l, _, err := history.OpenWith(src, history.Options{MaxBytes: 300})
 	if err != nil {

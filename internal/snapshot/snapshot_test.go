@@ -27,6 +27,7 @@ func read(t *testing.T, p string) string {
 }
 
 func TestTakeAndRestore(t *testing.T) {
+	t.Parallel()
 	job := t.TempDir()
 	ws := filepath.Join(job, "workspace")
 	write(t, filepath.Join(ws, "a.txt"), "one")
@@ -86,6 +87,7 @@ func TestTakeAndRestore(t *testing.T) {
 }
 
 func TestRestoreRefusesDamagedSnapshotWithoutChanges(t *testing.T) {
+	t.Parallel()
 	job := t.TempDir()
 	ws := filepath.Join(job, "workspace")
 	write(t, filepath.Join(ws, "a.txt"), "one")
@@ -113,6 +115,7 @@ func TestRestoreRefusesDamagedSnapshotWithoutChanges(t *testing.T) {
 }
 
 func TestRestoreRefusesListingThatEscapes(t *testing.T) {
+	t.Parallel()
 	job := t.TempDir()
 	ws := filepath.Join(job, "workspace")
 	if err := os.MkdirAll(filepath.Join(job, Dir), 0o700); err != nil {
@@ -125,6 +128,7 @@ func TestRestoreRefusesListingThatEscapes(t *testing.T) {
 }
 
 func TestEmptyWorkspaceHasNoListingAndRestoresToEmpty(t *testing.T) {
+	t.Parallel()
 	ws, job := filepath.Join(t.TempDir(), "ws"), t.TempDir()
 	if err := os.MkdirAll(ws, 0o700); err != nil {
 		t.Fatal(err)

@@ -65,6 +65,7 @@ func stewardWith(f *fixture, effects effect.Registry) *steward.Steward {
 }
 
 func TestHaltRunsThePhaseEffectsHaltHook(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	h := &hooked{}
 	effectJob(f, "test.hooked", "")
@@ -93,6 +94,7 @@ func TestHaltRunsThePhaseEffectsHaltHook(t *testing.T) {
 }
 
 func TestHaltWithoutAHookRecordsNothingElse(t *testing.T) {
+	t.Parallel()
 	for name, effects := range map[string]effect.Registry{
 		"effect without the hook": {"test.hooked": plain{}},
 		"effect unknown here":     {},
@@ -127,6 +129,7 @@ func TestHaltWithoutAHookRecordsNothingElse(t *testing.T) {
 }
 
 func TestHaltHookErrorChangesNothing(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	h := &hooked{haltErr: errors.New("disk on fire")}
 	effectJob(f, "test.hooked", "")
@@ -140,6 +143,7 @@ func TestHaltHookErrorChangesNothing(t *testing.T) {
 }
 
 func TestDecideGoesToThePhaseEffect(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	h := &hooked{}
 	effectJob(f, "test.hooked", "AWAITING_STEWARD")
@@ -160,6 +164,7 @@ func TestDecideGoesToThePhaseEffect(t *testing.T) {
 }
 
 func TestDecideRefusedWithoutADecider(t *testing.T) {
+	t.Parallel()
 	for name, effects := range map[string]effect.Registry{
 		"effect without the hook": {"test.hooked": plain{}},
 		"effect unknown here":     {},

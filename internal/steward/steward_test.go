@@ -29,6 +29,7 @@ import (
 // ---------------------------------------------------------------------------
 
 func TestResumeWithGuidanceReachesTheNextPrompt(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.WriteJob("j", map[string]any{"agents": map[string]any{
 		"worker":     testkit.Script(testkit.Step("STUCK", "Dropping legacy_email needs a human decision."), testkit.Step("COMPLETED", "Migration keeps legacy_email.")),
@@ -93,6 +94,7 @@ func TestResumeWithGuidanceReachesTheNextPrompt(t *testing.T) {
 }
 
 func TestResumeRefusedOutOfOrder(t *testing.T) {
+	t.Parallel()
 	for _, st := range []lifecycle.Status{lifecycle.Success, lifecycle.Pending, lifecycle.Draft, lifecycle.Canceled, lifecycle.Running} {
 		t.Run(string(st), func(t *testing.T) {
 			f := newFixture(t)
@@ -124,6 +126,7 @@ func TestResumeRefusedOutOfOrder(t *testing.T) {
 }
 
 func TestResumeWaitingStatuses(t *testing.T) {
+	t.Parallel()
 	for _, st := range []lifecycle.Status{lifecycle.InterventionRequired, lifecycle.HaltedCost, lifecycle.HaltedTime} {
 		t.Run(string(st), func(t *testing.T) {
 			f := newFixture(t)
@@ -140,6 +143,7 @@ func TestResumeWaitingStatuses(t *testing.T) {
 }
 
 func TestConcurrentResumeTakesEffectOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.WriteJob("b", withStatus("INTERVENTION_REQUIRED", "work"))
 	// Meanwhile the engine works on another job of the same folder.
@@ -232,6 +236,7 @@ func TestConcurrentResumeTakesEffectOnce(t *testing.T) {
 // ---------------------------------------------------------------------------
 
 func TestHalt(t *testing.T) {
+	t.Parallel()
 	for _, st := range []lifecycle.Status{lifecycle.Draft, lifecycle.Pending, lifecycle.InterventionRequired, lifecycle.HaltedCost} {
 		t.Run(string(st), func(t *testing.T) {
 			f := newFixture(t)
@@ -292,6 +297,7 @@ func TestHalt(t *testing.T) {
 }
 
 func TestActivate(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.WriteJob("j", withStatus("DRAFT", ""))
 	// The engine leaves a DRAFT alone.
@@ -344,6 +350,7 @@ func writeFile(t *testing.T, p string, b []byte) string {
 }
 
 func TestSubmit(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	src := t.TempDir()
 
@@ -408,6 +415,7 @@ func TestSubmit(t *testing.T) {
 }
 
 func TestSubmitRefusesInvalidManifests(t *testing.T) {
+	t.Parallel()
 	cases := map[string][]byte{
 		"not json":            []byte(`{"task_description": "x", `),
 		"missing agents":      []byte(`{"task_description": "x"}`),
@@ -549,6 +557,7 @@ func TestHaltKillsTheCallInFlight(t *testing.T) {
 // ---------------------------------------------------------------------------
 
 func TestIllegalTransitionChangesNothing(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		from, phase string
 		ev          lifecycle.Event

@@ -61,6 +61,7 @@ func responseLine(t *testing.T, ls [][]byte) int {
 // workspace did (a symlink out, which the replay cannot see: the engine
 // recorded it); a consistent forgery of either still fails the replay.
 func TestRefusedEvidenceVerifies(t *testing.T) {
+	t.Parallel()
 	outside := t.TempDir()
 	link := func(jobDir string) {
 		if err := os.Symlink(outside, filepath.Join(jobDir, "workspace", "out")); err != nil {
@@ -116,6 +117,7 @@ func TestRefusedEvidenceVerifies(t *testing.T) {
 // answer is refused for even when its summary is empty and its action
 // missing; every violation is recorded, and the history verifies.
 func TestEscapeWithOtherViolationsIsRecorded(t *testing.T) {
+	t.Parallel()
 	dir, key := runRaw(t, `{"evidence_files":["/etc/shadow"],"summary_for_supervisor":""}`, nil)
 	m, _ := jobstore.New(dir).Load("j")
 	if m.Run.ErrorCode != response.CodeProtocolViolation || !strings.Contains(m.Run.Reason, "/etc/shadow") {
@@ -148,6 +150,7 @@ func TestEscapeWithOtherViolationsIsRecorded(t *testing.T) {
 // the first layer that failed then is accepted when today's verdict finds
 // that violation too.
 func TestLegacyRefusalsVerify(t *testing.T) {
+	t.Parallel()
 	for name, c := range map[string]struct{ raw, evidence string }{
 		"symlink out, recorded without its finding": {`{"action":"COMPLETED","evidence_files":["out/secret"],"summary_for_supervisor":"done"}`, ""},
 		"empty summary then, an escape first now":   {`{"evidence_files":["/etc/shadow"],"summary_for_supervisor":""}`, "SUMMARY_MISSING"},

@@ -36,6 +36,7 @@ func mask(s string) string { return varying.ReplaceAllString(s, "~") }
 // `go test ./internal/verify -run Captured -update` and commit the new
 // captures with it.
 func TestCapturedHistoriesReplay(t *testing.T) {
+	t.Parallel()
 	capDir := filepath.Join("testdata", "captured")
 	for _, name := range examples {
 		t.Run(name, func(t *testing.T) {

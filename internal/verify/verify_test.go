@@ -58,6 +58,7 @@ func writeLines(t *testing.T, file string, ls [][]byte) {
 }
 
 func TestIntactHistoriesVerify(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"demo-retry-success", "demo-stuck", "demo-cost-halt", "demo-invalid-answer", "demo-command"} {
 		dir, key := runExample(t, name)
 		r := verifyDir(t, dir, name, key.Public())
@@ -73,6 +74,7 @@ func TestIntactHistoriesVerify(t *testing.T) {
 // Each way of tampering is caught, and the report names the first record
 // that is wrong.
 func TestTamperingIsDetected(t *testing.T) {
+	t.Parallel()
 	var forger history.Signer
 	cases := []struct {
 		name      string
@@ -146,6 +148,7 @@ func TestTamperingIsDetected(t *testing.T) {
 }
 
 func TestForeignKeyIsRefused(t *testing.T) {
+	t.Parallel()
 	dir, _ := runExample(t, "demo-stuck")
 	other, _, _ := ed25519.GenerateKey(nil)
 	r := verifyDir(t, dir, "demo-stuck", other)
@@ -158,6 +161,7 @@ func TestForeignKeyIsRefused(t *testing.T) {
 // samples) are migrated on read: they replay cleanly and are reported as
 // unprotected; new records appended after them are chained and signed.
 func TestVersion1HistoriesMigrate(t *testing.T) {
+	t.Parallel()
 	samples, _ := filepath.Glob("../history/testdata/v1/*.jsonl")
 	if len(samples) == 0 {
 		t.Fatal("no v1 samples")

@@ -207,6 +207,7 @@ func script() map[string]any {
 }
 
 func TestFanOutWaitDecideDone(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	f.write("j", map[string]any{"a": script(), "b": script()})
 	var inFlight, most atomic.Int32
@@ -259,6 +260,7 @@ func TestFanOutWaitDecideDone(t *testing.T) {
 }
 
 func TestFailedTurnIsSkipped(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	f.write("j", map[string]any{"a": script(), "b": script()})
 	f.eng.NewProvider = func(cfg manifest.AgentConfig) (agent.Provider, error) {
@@ -276,6 +278,7 @@ func TestFailedTurnIsSkipped(t *testing.T) {
 }
 
 func TestHumanRoleWaitsForReply(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	f.write("j", map[string]any{"a": script(), "b": map[string]any{"provider": "human"}})
 	var aCalls atomic.Int32
@@ -318,6 +321,7 @@ func TestHumanRoleWaitsForReply(t *testing.T) {
 }
 
 func TestRestartMidFanOutAsksTheSameTurnsAgain(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	f.write("j", map[string]any{"a": script(), "b": script()})
 	var prompts sync.Map

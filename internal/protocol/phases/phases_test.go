@@ -154,6 +154,7 @@ func requireStatus(t *testing.T, m *manifest.Manifest, st lifecycle.Status, stat
 }
 
 func TestSessionCompletes(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	f.write("j", happy(), map[string]any{"protocol": map[string]any{"checks": []any{map[string]any{"name": "greeting", "argv": []string{"grep", "-q", "hello", "greeting.txt"}}}}})
 	m := f.run("j")
@@ -199,6 +200,7 @@ func TestSessionCompletes(t *testing.T) {
 }
 
 func TestRejectedProposalsGoBackToThePlanner(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	a := happy()
 	reject := done(map[string]any{"reviews": []any{map[string]any{"proposal_id": "p0", "decision": "rejected", "reason": "too broad"}}})
@@ -230,6 +232,7 @@ func TestRejectedProposalsGoBackToThePlanner(t *testing.T) {
 }
 
 func TestIntentForRejectedProposalIsRefused(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	a := happy()
 	a["planner"] = testkit.Script(done(map[string]any{"proposals": []any{proposal("p1"), proposal("p2")}}), final)
@@ -253,6 +256,7 @@ func TestIntentForRejectedProposalIsRefused(t *testing.T) {
 }
 
 func TestRiskyIntentNeedsTheCritic(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	a := happy()
 	risky := intent("t1", "write_file", "high", map[string]any{"path": "greeting.txt", "content": "hello\n"})
@@ -281,6 +285,7 @@ func TestRiskyIntentNeedsTheCritic(t *testing.T) {
 }
 
 func TestToolFailureIsANewIntentOrAFallback(t *testing.T) {
+	t.Parallel()
 	fail := done(map[string]any{"tool_intents": []any{intent("t0", "shell", "low", map[string]any{"command": "exit 3"})}})
 	for _, fallback := range []bool{false, true} {
 		f := newFx(t)
@@ -315,6 +320,7 @@ func TestToolFailureIsANewIntentOrAFallback(t *testing.T) {
 }
 
 func TestEvidenceGuardAndChallenges(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	a := happy()
 	noEvidence := done(map[string]any{"claims": []any{claim("c0")}})
@@ -337,6 +343,7 @@ func TestEvidenceGuardAndChallenges(t *testing.T) {
 }
 
 func TestFinalizationBlockedWhileAClaimIsChallenged(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	a := happy()
 	// The Critic's challenge is answered with a second claim, not a
@@ -361,6 +368,7 @@ func TestFinalizationBlockedWhileAClaimIsChallenged(t *testing.T) {
 }
 
 func TestMissingArtifactAtClaimTimeFailsVerification(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	a := happy()
 	ghost := "sha256:" + strings.Repeat("ab", 32)
@@ -387,6 +395,7 @@ func TestMissingArtifactAtClaimTimeFailsVerification(t *testing.T) {
 }
 
 func TestAuditorCannotRaiseAFailedCheck(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	f.write("j", happy(), map[string]any{"protocol": map[string]any{"checks": []any{map[string]any{"name": "suite", "argv": []string{"false"}}}}})
 	m := f.run("j")
@@ -403,6 +412,7 @@ func TestAuditorCannotRaiseAFailedCheck(t *testing.T) {
 }
 
 func TestWrongRoleKeyFailsTheSession(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	a := happy()
 	// The Critic stops at its first turn (STUCK), so the key can be swapped
@@ -456,6 +466,7 @@ func TestWrongRoleKeyFailsTheSession(t *testing.T) {
 }
 
 func TestHaltAbortsTheSession(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	a := happy()
 	a["critic"] = testkit.Script(step("STUCK", map[string]any{}))
@@ -477,6 +488,7 @@ func TestHaltAbortsTheSession(t *testing.T) {
 }
 
 func TestInterruptedToolRunIsRecordedAsFailedNotRerun(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	a := happy()
 	slow := done(map[string]any{"tool_intents": []any{intent("t0", "shell", "low", map[string]any{"command": "echo run >> runs.txt; sleep 30"})}})
@@ -521,6 +533,7 @@ func TestInterruptedToolRunIsRecordedAsFailedNotRerun(t *testing.T) {
 }
 
 func TestSchemaOfThePhaseIsEnforced(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	a := happy()
 	a["planner"] = testkit.Script(done(map[string]any{"proposals": []any{map[string]any{"id": "P 1", "objective": ""}}}))
@@ -535,6 +548,7 @@ func TestSchemaOfThePhaseIsEnforced(t *testing.T) {
 }
 
 func TestVerifyDetectsTamperingOfARealTrace(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	f.write("j", happy(), nil)
 	f.run("j")
