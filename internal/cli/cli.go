@@ -85,17 +85,28 @@ type command struct {
 	hidden bool
 }
 
-// eventResult classifies a steward command's outcome for metrics.
+// outcomeNames names each exit code: the code of a JSON error, the result
+// of a steward command in the daemon's metrics.
+var outcomeNames = map[int]string{
+	ExitOK:         "ok",
+	ExitUsage:      "invalid",
+	ExitOutOfOrder: "out_of_order",
+	ExitPermission: "permission_denied",
+	ExitNotFound:   "not_found",
+}
+
+func outcomeName(code int) string {
+	if n, ok := outcomeNames[code]; ok {
+		return n
+	}
+	return "error"
+}
+
+// eventResult classifies a steward command's outcome for metrics, whose
+// results are ok, out_of_order, not_found, invalid and error.
 func eventResult(err error) string {
-	switch ExitCode(err) {
-	case ExitOK:
-		return "ok"
-	case ExitOutOfOrder:
-		return "out_of_order"
-	case ExitNotFound:
-		return "not_found"
-	case ExitUsage:
-		return "invalid"
+	if n := outcomeName(ExitCode(err)); n != "permission_denied" {
+		return n
 	}
 	return "error"
 }
@@ -130,7 +141,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 				fmt.Fprint(stdout, commandHelp(c))
 				return ExitOK
 			}
-			fmt.Fprintf(stderr, "logist: unknown command %q; run 'logist help' for the list\n", rest[0])
+			fmt.Fprintf(stderr, "logist: %s\n", unknownCommand(rest[0]))
 			return ExitUsage
 		}
 		fmt.Fprint(stdout, mainHelp())
@@ -144,7 +155,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	}
 	c := find(name)
 	if c == nil {
-		fmt.Fprintf(stderr, "logist: unknown command %q; run 'logist help' for the list\n", name)
+		fmt.Fprintf(stderr, "logist: %s\n", unknownCommand(name))
 		return ExitUsage
 	}
 	fs := pflag.NewFlagSet("logist "+c.name, pflag.ContinueOnError)
@@ -157,8 +168,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	}
 	e := &env{ctx: ctx, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr, fs: fs}
 	if err := fs.Parse(rest); err != nil {
-		e.format = *format
-		renderError(stdout, stderr, "text", ExitUsage, fmt.Errorf("%v\n%s", err, commandHelp(c)))
+		renderError(stdout, stderr, "text", usagef("%s\n%s", flagError(fs, err), commandHelp(c)))
 		return ExitUsage
 	}
 	if *help {
@@ -168,7 +178,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	switch *format {
 	case "text", "json", "markdown":
 	default:
-		renderError(stdout, stderr, "text", ExitUsage, usagef("--format %q: use text, json or markdown", *format))
+		renderError(stdout, stderr, "text", usagef("--format %q: use text, json or markdown", *format))
 		return ExitUsage
 	}
 	e.format = *format
@@ -178,17 +188,18 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	if c.steers {
 		steward.RecordEvent(e.store.Dir, c.name, eventResult(err))
 	}
-	if isReported(err) {
-		return ExitUsage // the per-item results are already printed
+	var fw *failedWith
+	if errors.As(err, &fw) {
+		render(stdout, e.format, fw.res, fw.err) // the details say what failed
+		return ExitCode(fw.err)
 	}
 	if err != nil {
 		err = helpful(e, c, err)
-		code := ExitCode(err)
-		renderError(stdout, stderr, e.format, code, err)
-		return code
+		renderError(stdout, stderr, e.format, err)
+		return ExitCode(err)
 	}
 	if res != nil { // nil: the command printed its output as it went (watch, logs)
-		render(stdout, e.format, res)
+		render(stdout, e.format, res, nil)
 	}
 	return ExitOK
 }

@@ -30,7 +30,7 @@ var cmdCompletion = &command{
 		default:
 			return nil, usagef("shell %q: use bash, zsh or fish", args[0])
 		}
-		return &Result{Text: s, JSON: map[string]any{"status": "success", "shell": args[0], "script": s}}, nil
+		return &Result{Text: s, Data: map[string]any{"shell": args[0], "script": s}}, nil
 	},
 }
 

@@ -67,11 +67,13 @@ func LastCommitEntry(dir string) (e *Entry, ok bool) {
 }
 
 // LastResponse returns the newest response record (an agent's answer and
-// how it was judged) in the end of dir's active history file (its last
-// 256 KiB); ok is false when there is none there (none yet, or the history
-// has just rotated).
-func LastResponse(dir string) (r *Record, ok bool) {
-	e, ok := lastEntry(dir, func(e *Entry) bool { return e.Type == TypeResponse && e.Response != nil })
+// how it was judged) for which match holds (nil: any), in the end of dir's
+// active history file (its last 256 KiB); ok is false when there is none
+// there (none yet, or the history has just rotated).
+func LastResponse(dir string, match func(*Response) bool) (r *Record, ok bool) {
+	e, ok := lastEntry(dir, func(e *Entry) bool {
+		return e.Type == TypeResponse && e.Response != nil && (match == nil || match(e.Response))
+	})
 	if !ok {
 		return nil, false
 	}

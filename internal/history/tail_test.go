@@ -5,12 +5,12 @@ import (
 	"testing"
 )
 
-// LastResponse finds the newest answer at the end of the history (status
-// shows its warnings), past the records that follow it, and never one of a
+// LastResponse finds the newest answer (or the newest with warnings:
+// status shows them) at the end of the history, past the records that follow it, and never one of a
 // unit a writer has not finished.
 func TestLastResponse(t *testing.T) {
 	dir := t.TempDir()
-	if _, ok := LastResponse(dir); ok {
+	if _, ok := LastResponse(dir, nil); ok {
 		t.Fatal("LastResponse found an answer in a folder without history")
 	}
 	l := open(t, dir)
@@ -19,14 +19,23 @@ func TestLastResponse(t *testing.T) {
 	second.Response.Warnings = []string{`evidence file "gone.txt" does not exist in the workspace`}
 	appendAll(t, l, intent(0, "worker"), first, intent(1, "supervisor"), second,
 		&Record{Type: TypeTransition, Transition: &Transition{From: "REVIEWING", To: "RUNNING", Event: "phase_retry", Actor: "supervisor"}})
-	r, ok := LastResponse(dir)
+	r, ok := LastResponse(dir, nil)
 	if !ok || r.Role != "supervisor" || len(r.Response.Warnings) != 1 || r.Response.Warnings[0] != second.Response.Warnings[0] {
 		t.Fatalf("LastResponse = %+v, %v; want the supervisor's answer with its warning", r, ok)
 	}
+	// The newest answer that had warnings, past one that had none.
+	appendAll(t, l, intent(2, "worker"), response(2, "worker", "COMPLETED"))
+	warned := func(p *Response) bool { return len(p.Warnings) > 0 }
+	if r, ok := LastResponse(dir, warned); !ok || r.Role != "supervisor" {
+		t.Fatalf("LastResponse(warned) = %+v, %v; want the supervisor's answer", r, ok)
+	}
+	if r, ok := LastResponse(dir, nil); !ok || r.Role != "worker" {
+		t.Fatalf("LastResponse = %+v, %v; want the worker's last answer", r, ok)
+	}
 
 	// A unit cut short (its records say more follow) does not count.
-	unfinished := response(2, "worker", "COMPLETED")
-	unfinished.More, unfinished.V, unfinished.Seq = true, RecordVersion, 5
+	unfinished := response(3, "worker", "COMPLETED")
+	unfinished.More, unfinished.V, unfinished.Seq = true, RecordVersion, 7
 	line, _, err := encodeLine(unfinished, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +46,7 @@ func TestLastResponse(t *testing.T) {
 	}
 	f.Write(line)
 	f.Close()
-	if r, ok := LastResponse(dir); !ok || r.Role != "supervisor" {
-		t.Fatalf("LastResponse = %+v, %v; want the supervisor's answer, not the unfinished unit's", r, ok)
+	if r, ok := LastResponse(dir, nil); !ok || r.Interaction == nil || *r.Interaction != 2 {
+		t.Fatalf("LastResponse = %+v, %v; want interaction 2, not the unfinished unit's", r, ok)
 	}
 }

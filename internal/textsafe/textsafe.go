@@ -11,6 +11,7 @@ package textsafe
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 )
@@ -131,4 +132,18 @@ func EscapeJSON(b []byte) []byte {
 		i += n
 	}
 	return out
+}
+
+// JSONWriter writes to w what it is given, EscapeJSON applied: for a log
+// handler that writes each record as one JSON document in one Write (as
+// log/slog's JSON handler does).
+func JSONWriter(w io.Writer) io.Writer { return jsonWriter{w} }
+
+type jsonWriter struct{ w io.Writer }
+
+func (j jsonWriter) Write(p []byte) (int, error) {
+	if _, err := j.w.Write(EscapeJSON(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
