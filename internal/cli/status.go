@@ -66,18 +66,26 @@ var cmdStatus = &command{
 	},
 }
 
-// lastWarnings are the warnings recorded on the job's last answer (an
-// accepted answer whose evidence file is missing, ...): the list, never
-// nil, and a line for the text listing ("" when there are none).
+// lastWarnings are the warnings of the newest answer that had any (an
+// accepted answer whose evidence file is missing, ...), as far back as the
+// end of the history that status reads (history.LastResponse): the list,
+// never nil, and a line for the text listing ("" when there are none).
 func lastWarnings(dir string) ([]string, string) {
-	rec, ok := history.LastResponse(dir)
-	if !ok || len(rec.Response.Warnings) == 0 {
+	rec, ok := history.LastResponse(dir, func(r *history.Response) bool { return len(r.Warnings) > 0 })
+	if !ok {
 		return []string{}, ""
 	}
 	ws := rec.Response.Warnings
 	where := rec.Role
+	if rec.Phase != "" {
+		where += " in phase " + rec.Phase
+	}
 	if rec.Interaction != nil {
 		where += fmt.Sprintf(", interaction %d", *rec.Interaction)
 	}
-	return ws, fmt.Sprintf("%d on the last answer (%s): %s", len(ws), where, strings.Join(ws, "; "))
+	last := "the last answer with warnings"
+	if newest, ok := history.LastResponse(dir, nil); ok && newest.Seq == rec.Seq {
+		last = "the last answer"
+	}
+	return ws, fmt.Sprintf("%d on %s (%s): %s", len(ws), last, where, strings.Join(ws, "; "))
 }
