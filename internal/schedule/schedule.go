@@ -278,8 +278,12 @@ func (s *Scheduler) fail(id string, err error) {
 		"error_code", "CRON_FAILED", "attempt", 0, "checkpoint_id", "")
 }
 
-// RunID is the id of template id's run for tick.
-func RunID(id string, tick time.Time) string { return id + "-" + tick.UTC().Format("20060102-150405") }
+// RunID is the id of template id's run for tick: the tick in UTC, which
+// the name says with a Z (nightly-20261121-030000Z), whatever time zone
+// the schedule's cron expression is read in.
+func RunID(id string, tick time.Time) string {
+	return id + "-" + tick.UTC().Format("20060102-150405") + "Z"
+}
 
 // create makes the run's folder: the template folder's files (scripts,
 // prompts, an initial workspace) and, last, its manifest, so the daemon
