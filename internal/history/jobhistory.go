@@ -95,7 +95,11 @@ func Materialise(jobID, createdAt, workspace string, recs []Record) *JobHistory 
 			if r.RecoveryPoint == nil {
 				continue
 			}
-			h.RecoveryPoints = append(h.RecoveryPoints, *r.RecoveryPoint)
+			rp := *r.RecoveryPoint
+			// Points recorded before the rule was applied when writing
+			// them (the end of the job said it could be resumed from).
+			rp.CanResumeFrom = rp.CanResumeFrom && rp.Restorable() == nil
+			h.RecoveryPoints = append(h.RecoveryPoints, rp)
 		case TypeSteward:
 			if r.Steward == nil {
 				continue

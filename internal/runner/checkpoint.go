@@ -36,13 +36,16 @@ func phasePoint(c *call, ans *response.Answer, next string) *history.Record {
 }
 
 // snapshot copies the workspace for a recovery point. A failure is logged
-// and leaves the point without a snapshot: the job goes on, only rollback
-// to this point is lost.
+// and leaves the point without a snapshot (and not can_resume_from): the
+// job goes on, only rollback to this point is lost.
 func (e *Engine) snapshot(tx *jobtx.Tx, cp *history.RecoveryPoint) {
 	info, err := snapshot.Take(tx.Store().Workspace(tx.ID), tx.Dir, cp.CheckpointID)
 	if err != nil {
 		tx.LogError("SNAPSHOT_FAILED", "SYSTEM", 0, err.Error())
-		return
+	} else {
+		cp.Snapshot = &history.SnapshotRef{Listing: info.Listing, Files: info.Files, Bytes: info.Bytes, New: info.New}
 	}
-	cp.Snapshot = &history.SnapshotRef{Listing: info.Listing, Files: info.Files, Bytes: info.Bytes, New: info.New}
+	// Offered for rollback only if rollback takes it (not the end of the
+	// job, not without a snapshot).
+	cp.CanResumeFrom = cp.Restorable() == nil
 }
