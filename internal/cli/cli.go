@@ -118,7 +118,7 @@ func init() {
 		c.steers = true
 	}
 	commands = []*command{
-		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdReply, cmdPM, cmdValidate, cmdVerify, cmdRollback, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs,
+		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdReply, cmdPM, cmdValidate, cmdVerify, cmdRollback, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs, cmdCheckpoints,
 	}
 }
 
