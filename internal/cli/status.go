@@ -68,10 +68,10 @@ var cmdStatus = &command{
 
 // lastWarnings are the warnings of the newest answer that had any (an
 // accepted answer whose evidence file is missing, ...), as far back as the
-// end of the history that status reads (history.LastResponse): the list,
+// end of the history that status reads (history.LastWarned): the list,
 // never nil, and a line for the text listing ("" when there are none).
 func lastWarnings(dir string) ([]string, string) {
-	rec, ok := history.LastResponse(dir, func(r *history.Response) bool { return len(r.Warnings) > 0 })
+	rec, ok := history.LastWarned(dir)
 	if !ok {
 		return []string{}, ""
 	}
@@ -84,7 +84,7 @@ func lastWarnings(dir string) ([]string, string) {
 		where += fmt.Sprintf(", interaction %d", *rec.Interaction)
 	}
 	last := "the last answer with warnings"
-	if newest, ok := history.LastResponse(dir, nil); ok && newest.Seq == rec.Seq {
+	if newest, ok := history.LastResponse(dir); ok && newest.Seq == rec.Seq {
 		last = "the last answer"
 	}
 	return ws, fmt.Sprintf("%d on %s (%s): %s", len(ws), last, where, strings.Join(ws, "; "))

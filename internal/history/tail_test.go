@@ -10,7 +10,7 @@ import (
 // unit a writer has not finished.
 func TestLastResponse(t *testing.T) {
 	dir := t.TempDir()
-	if _, ok := LastResponse(dir, nil); ok {
+	if _, ok := LastResponse(dir); ok {
 		t.Fatal("LastResponse found an answer in a folder without history")
 	}
 	l := open(t, dir)
@@ -19,17 +19,16 @@ func TestLastResponse(t *testing.T) {
 	second.Response.Warnings = []string{`evidence file "gone.txt" does not exist in the workspace`}
 	appendAll(t, l, intent(0, "worker"), first, intent(1, "supervisor"), second,
 		&Record{Type: TypeTransition, Transition: &Transition{From: "REVIEWING", To: "RUNNING", Event: "phase_retry", Actor: "supervisor"}})
-	r, ok := LastResponse(dir, nil)
+	r, ok := LastResponse(dir)
 	if !ok || r.Role != "supervisor" || len(r.Response.Warnings) != 1 || r.Response.Warnings[0] != second.Response.Warnings[0] {
 		t.Fatalf("LastResponse = %+v, %v; want the supervisor's answer with its warning", r, ok)
 	}
 	// The newest answer that had warnings, past one that had none.
 	appendAll(t, l, intent(2, "worker"), response(2, "worker", "COMPLETED"))
-	warned := func(p *Response) bool { return len(p.Warnings) > 0 }
-	if r, ok := LastResponse(dir, warned); !ok || r.Role != "supervisor" {
-		t.Fatalf("LastResponse(warned) = %+v, %v; want the supervisor's answer", r, ok)
+	if r, ok := LastWarned(dir); !ok || r.Role != "supervisor" {
+		t.Fatalf("LastWarned = %+v, %v; want the supervisor's answer", r, ok)
 	}
-	if r, ok := LastResponse(dir, nil); !ok || r.Role != "worker" {
+	if r, ok := LastResponse(dir); !ok || r.Role != "worker" {
 		t.Fatalf("LastResponse = %+v, %v; want the worker's last answer", r, ok)
 	}
 
@@ -46,7 +45,7 @@ func TestLastResponse(t *testing.T) {
 	}
 	f.Write(line)
 	f.Close()
-	if r, ok := LastResponse(dir, nil); !ok || r.Interaction == nil || *r.Interaction != 2 {
+	if r, ok := LastResponse(dir); !ok || r.Interaction == nil || *r.Interaction != 2 {
 		t.Fatalf("LastResponse = %+v, %v; want interaction 2, not the unfinished unit's", r, ok)
 	}
 }
