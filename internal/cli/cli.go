@@ -252,7 +252,12 @@ func mainHelp() string {
 
 Global flags (any command):
   --jobs-dir DIR   jobs folder (else $LOGIST_JOBS_DIR, else ./jobs)
-  --format F       text, json or markdown
+  --format F       text, json or markdown. JSON is one object: {"ok": true, ...}
+                   or {"ok": false, "error": {"code", "exit_code", "message"}};
+                   a job is under "job" (.job.status), a listing under "items"
+
+Agent text (summaries, reasons, stderr) is shown with control and bidi
+characters as visible escapes (\x1b, \u202e); JSON keeps it exact.
 
 Exit codes: 0 success, 1 invalid arguments or input, 2 out of order (not allowed
 in the job's current status), 3 permission denied, 4 not found.

@@ -21,7 +21,7 @@ import (
 
 var cmdLogs = &command{
 	name: "logs", args: "JOB [-f] [--exit-on-finish]",
-	summary: "print a job's history as readable lines (requests, answers, transitions, steward commands, errors); -f follows it as it is written",
+	summary: "print a job's history as readable lines, #N the record number (requests, answers with their warnings, transitions, steward commands, errors); -f follows it as it is written",
 	example: "  logist logs fix-login                      # everything so far\n" +
 		"  logist logs fix-login -f                   # and then follow, until Ctrl-C\n" +
 		"  logist logs fix-login -f --exit-on-finish  # follow until the job stops (CI)\n" +
