@@ -50,7 +50,7 @@ func nextStep(e *env, m *manifest.Manifest, id string, pid int) string {
 	case m.Status.Active():
 		return noDaemon(e.store.Dir) + "; nothing runs the job until one does"
 	case m.Status.Waiting():
-		return hint + "; then it needs a logistd: " + noDaemon(e.store.Dir)
+		return hint + "; then start a logistd (none runs on " + e.store.Dir + ": logistd --jobs-dir " + e.store.Dir + ")"
 	}
 	return hint
 }
