@@ -737,3 +737,44 @@ func TestStateRemembersSessionsUntilRollback(t *testing.T) {
 		t.Errorf("sessions after rollback: %v (they remember undone work)", s)
 	}
 }
+
+// Issue 17 item 4: the current checkpoint is the newest recovery point or
+// the one a later rollback returned to, read back the same way.
+func TestStateCurrentCheckpointFollowsRollback(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, dir)
+	point := func(id string, files int) *Record {
+		return &Record{Type: TypeRecoveryPoint, RecoveryPoint: &RecoveryPoint{CheckpointID: id, RollbackFiles: []string{},
+			Snapshot: &SnapshotRef{Listing: "snapshots/" + id + ".json", Files: files}}}
+	}
+	rollback := func(id string, snap *SnapshotRef) *Record {
+		return &Record{Type: TypeSteward, Steward: &Steward{Command: CommandRollback, CommandID: "c-" + id,
+			Changes: map[string]any{"checkpoint_id": id, "resume_phase": "work"}, Snapshot: snap}}
+	}
+	appendAll(t, l, point("cp-start", 0), point("cp-0000-work", 1), point("cp-0001-review", 2))
+	if st := l.State(); st.LastCheckpoint != "cp-0001-review" || st.CheckpointSnapshot.Files != 2 {
+		t.Fatalf("state %q %+v", st.LastCheckpoint, st.CheckpointSnapshot)
+	}
+	appendAll(t, l, rollback("cp-0000-work", &SnapshotRef{Listing: "snapshots/cp-0000-work.json", Files: 1}))
+	check := func(what, id string, files int) {
+		t.Helper()
+		st := l.State()
+		if st.LastCheckpoint != id || (files < 0) != (st.CheckpointSnapshot == nil) || (files >= 0 && st.CheckpointSnapshot.Files != files) {
+			t.Errorf("%s: current checkpoint %q %+v, want %s", what, st.LastCheckpoint, st.CheckpointSnapshot, id)
+		}
+	}
+	check("after rollback", "cp-0000-work", 1)
+	// A halt or a resume does not move it.
+	appendAll(t, l, &Record{Type: TypeSteward, Steward: &Steward{Command: CommandHalt, CommandID: "h"}},
+		&Record{Type: TypeSteward, Steward: &Steward{Command: "resume", CommandID: "r"}})
+	check("after halt and resume", "cp-0000-work", 1)
+	l.Close()
+	l = open(t, dir)
+	check("reopened", "cp-0000-work", 1)
+	// A rollback recorded before Logist named the snapshot: the checkpoint
+	// moves, its snapshot is unknown.
+	appendAll(t, l, rollback("cp-start", nil))
+	check("old rollback record", "cp-start", -1)
+	appendAll(t, l, point("cp-0007-work", 3))
+	check("new point", "cp-0007-work", 3)
+}

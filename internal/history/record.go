@@ -179,6 +179,35 @@ type Steward struct {
 	Guidance  string         `json:"guidance,omitempty"`
 	Reason    string         `json:"reason,omitempty"`
 	Changes   map[string]any `json:"changes,omitempty"`
+	// Snapshot, on a rollback, is the snapshot of the checkpoint it
+	// restored (Changes["checkpoint_id"]): the base the next recovery
+	// point's changes are listed against. Absent in rollbacks recorded
+	// before Logist kept it.
+	Snapshot *SnapshotRef `json:"snapshot,omitempty"`
+}
+
+// Steward commands with an effect on the history's state.
+const (
+	CommandHalt     = "halt"
+	CommandRollback = "rollback"
+)
+
+// Checkpoint is the checkpoint record r makes the job's current one, if it
+// moves it: a recovery point makes itself current, a steward's rollback
+// the point it returned to. snap is that checkpoint's workspace snapshot
+// (nil if it has none, or a rollback recorded before Logist named it).
+// It is the one rule of the current checkpoint: State follows it, and so
+// does jobtx for records not yet committed.
+func (r *Record) Checkpoint() (id string, snap *SnapshotRef, ok bool) {
+	switch {
+	case r.Type == TypeRecoveryPoint && r.RecoveryPoint != nil:
+		return r.RecoveryPoint.CheckpointID, r.RecoveryPoint.Snapshot, true
+	case r.Type == TypeSteward && r.Steward != nil && r.Steward.Command == CommandRollback:
+		if id, _ := r.Steward.Changes["checkpoint_id"].(string); id != "" {
+			return id, r.Steward.Snapshot, true
+		}
+	}
+	return "", nil, false
 }
 
 // RecoveryPoint is a safe boundary a job can resume from (seed 002).
