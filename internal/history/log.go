@@ -393,6 +393,7 @@ func (l *Log) appendUnit(recs []*Record) error {
 	seq, last := l.state.NextSeq, l.LastHash()
 	var buf []byte
 	for _, rec := range recs {
+		rec.normalize()
 		rec.V, rec.Seq, rec.PrevHash = RecordVersion, seq, last
 		if rec.Time == "" {
 			rec.Time = l.now().UTC().Format(time.RFC3339Nano)
@@ -542,6 +543,7 @@ func ParseLine(line []byte) (Entry, error) {
 		if rec.V != 1 || rec.Type == "" {
 			return Entry{}, fmt.Errorf("not a history record")
 		}
+		rec.normalize()
 		return Entry{Record: rec, Legacy: true}, nil
 	}
 	var rec Record
@@ -554,6 +556,7 @@ func ParseLine(line []byte) (Entry, error) {
 	if rec.V < 2 || rec.Type == "" {
 		return Entry{}, fmt.Errorf("not a history record")
 	}
+	rec.normalize()
 	return Entry{Record: rec, Hash: env.Hash, Sig: env.Sig, Key: env.Key, Body: []byte(env.Rec)}, nil
 }
 

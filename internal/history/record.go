@@ -186,6 +186,28 @@ type Steward struct {
 	Snapshot *SnapshotRef `json:"snapshot,omitempty"`
 }
 
+// normalize gives r's list fields their empty value where they are nil, so
+// that a record never says null where it means "none" (seed 002's lists are
+// lists): Append applies it before a record is encoded and ParseLine after
+// one is decoded (records written before this rule may hold null), so an
+// interrupted call's stored request is asked again exactly as first sent.
+func (r *Record) normalize() {
+	if q := r.Request; q != nil {
+		if q.FilesContext == nil {
+			q.FilesContext = []string{}
+		}
+		if q.Metadata == nil {
+			q.Metadata = map[string]any{}
+		}
+	}
+	if p := r.Response; p != nil && p.EvidenceFiles == nil {
+		p.EvidenceFiles = []string{}
+	}
+	if p := r.RecoveryPoint; p != nil && p.RollbackFiles == nil {
+		p.RollbackFiles = []string{}
+	}
+}
+
 // Steward commands with an effect on the history's state.
 const (
 	CommandHalt     = "halt"

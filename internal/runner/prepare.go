@@ -107,7 +107,9 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 			o.logs = append(o.logs, logEntry{code: "AGENT_ORPHAN_KILLED", actor: c.role, attempt: c.attempt,
 				msg: fmt.Sprintf("killed the agent of interaction %d left running by a previous daemon", c.interaction)})
 		}
-		c.req = requestFromHistory(tx, c, oi.Request)
+		// The agent gets the request as first sent: opened where the
+		// history seals it, byte for byte (history lists are never null).
+		c.req = requestFromHistory(tx, c, stored.Request)
 		o.logs = append(o.logs, logEntry{code: agent.CodeInterrupted, actor: c.role, attempt: c.attempt, record: true,
 			msg: fmt.Sprintf("re-attempting interrupted interaction %d with its stored request", c.interaction)})
 		o.hold = true // nothing changed but the record, written at once

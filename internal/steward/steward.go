@@ -304,10 +304,11 @@ func (s *Steward) record(tx *jobtx.Tx, cmd, guidance, reason string, changes map
 	return tx.Append(s.command(tx, cmd, guidance, reason, changes))
 }
 
-// command is the record of a steward command.
+// command is the record of a steward command. It takes no interaction
+// number: interactions are agent calls (jobHistory.json lists commands
+// among its events).
 func (s *Steward) command(tx *jobtx.Tx, cmd, guidance, reason string, changes map[string]any) *history.Record {
-	n := tx.Log.State().NextInteraction
-	return &history.Record{Type: history.TypeSteward, Interaction: &n, Phase: tx.M.Phase(), Role: "Steward",
+	return &history.Record{Type: history.TypeSteward, Phase: tx.M.Phase(), Role: "Steward",
 		StateBefore: string(tx.M.Status),
 		Steward:     &history.Steward{Command: cmd, CommandID: commandID(), User: s.User, Guidance: guidance, Reason: reason, Changes: changes}}
 }
