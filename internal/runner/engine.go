@@ -162,6 +162,11 @@ type call struct {
 	stateBefore lifecycle.Status
 	deadline    time.Duration
 	budgetBound bool // the deadline is the job's remaining time budget
+	// prov plays the call (perr: why it could not be built, recorded as
+	// the call's failure); built before the request, whose metadata
+	// records the parameters it sends (agent.SentParams).
+	prov agent.Provider
+	perr error
 	// work, if set, is what Logist does itself in place of an agent call
 	// (a phase played by workflow.RoleLogist).
 	work work
@@ -201,19 +206,9 @@ func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept) (stepRes
 		return res, err
 	}
 
-	cfg := tx.M.Agents[c.role]
-	if cfg.Command != nil && len(tx.M.SecretEnv) > 0 {
-		// Secret variables reach the agent (and only the agent).
-		cmd := *cfg.Command
-		cmd.EnvAllow = append(append([]string{}, cmd.EnvAllow...), tx.M.SecretEnv...)
-		cfg.Command = &cmd
-	}
-	var prov agent.Provider
-	var perr error
+	prov, perr := c.prov, c.perr
 	if c.work != nil {
-		prov = c.work
-	} else {
-		prov, perr = e.NewProvider(cfg)
+		prov, perr = c.work, nil
 	}
 	e.markPhase(id, c)
 	if e.Timings != nil {
@@ -250,6 +245,19 @@ func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept) (stepRes
 		}
 	}
 	return res, err
+}
+
+// providerFor builds the agent that plays role in job m: the manifest's
+// configuration, with the job's secret variables let through to a command
+// agent (and only to it).
+func (e *Engine) providerFor(m *manifest.Manifest, role string) (agent.Provider, error) {
+	cfg := m.Agents[role]
+	if cfg.Command != nil && len(m.SecretEnv) > 0 {
+		cmd := *cfg.Command
+		cmd.EnvAllow = append(append([]string{}, cmd.EnvAllow...), m.SecretEnv...)
+		cfg.Command = &cmd
+	}
+	return e.NewProvider(cfg)
 }
 
 // backoff is initial·2^(n-1) with ±50% jitter, capped at five minutes.
