@@ -107,7 +107,9 @@ func Materialise(jobID, createdAt, workspace string, recs []Record) *JobHistory 
 			if r.RecoveryPoint == nil {
 				continue
 			}
-			h.RecoveryPoints = append(h.RecoveryPoints, *r.RecoveryPoint)
+			rp := *r.RecoveryPoint
+			rp.EvidenceFiles = rp.Evidence() // a list, for old points too
+			h.RecoveryPoints = append(h.RecoveryPoints, rp)
 		case TypeSteward:
 			// A command, not an agent's answer: an event, so that every
 			// interaction has a raw_response to replay (seed 002).

@@ -393,7 +393,7 @@ func (l *Log) appendUnit(recs []*Record) error {
 	seq, last := l.state.NextSeq, l.LastHash()
 	var buf []byte
 	for _, rec := range recs {
-		rec.normalize()
+		rec.normalize(true)
 		rec.V, rec.Seq, rec.PrevHash = RecordVersion, seq, last
 		if rec.Time == "" {
 			rec.Time = l.now().UTC().Format(time.RFC3339Nano)
@@ -543,7 +543,7 @@ func ParseLine(line []byte) (Entry, error) {
 		if rec.V != 1 || rec.Type == "" {
 			return Entry{}, fmt.Errorf("not a history record")
 		}
-		rec.normalize()
+		rec.normalize(false)
 		return Entry{Record: rec, Legacy: true}, nil
 	}
 	var rec Record
@@ -556,7 +556,7 @@ func ParseLine(line []byte) (Entry, error) {
 	if rec.V < 2 || rec.Type == "" {
 		return Entry{}, fmt.Errorf("not a history record")
 	}
-	rec.normalize()
+	rec.normalize(false)
 	return Entry{Record: rec, Hash: env.Hash, Sig: env.Sig, Key: env.Key, Body: []byte(env.Rec)}, nil
 }
 

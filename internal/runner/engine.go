@@ -27,6 +27,7 @@ import (
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/snapshot"
 )
 
 // Causes of a cancelled call.
@@ -167,6 +168,9 @@ type call struct {
 	// records the parameters it sends (agent.SentParams).
 	prov agent.Provider
 	perr error
+	// before is the workspace as the agent found it (nil if not scanned):
+	// what the call changed is recorded with its response (changes.go).
+	before snapshot.Stats
 	// work, if set, is what Logist does itself in place of an agent call
 	// (a phase played by workflow.RoleLogist).
 	work work
@@ -209,6 +213,8 @@ func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept) (stepRes
 	prov, perr := c.prov, c.perr
 	if c.work != nil {
 		prov, perr = c.work, nil
+	} else {
+		c.before = scanWorkspace(tx)
 	}
 	e.markPhase(id, c)
 	if e.Timings != nil {

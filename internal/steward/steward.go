@@ -269,7 +269,7 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 	m.SetPhase(point.ResumePhase)
 	summary, _ := point.Metadata["summary"].(string)
 	m.Run.PreviousSummary, m.Run.Feedback, m.Run.Guidance = summary, "", o.Guidance
-	m.Run.Evidence = point.RollbackFiles
+	m.Run.Evidence = point.Evidence()
 	m.Run.PhaseRetries, m.Run.APIFailures = 0, 0
 	m.Audit(tx.Now(), "Steward", "ROLLBACK", cp+": "+o.Reason, nil)
 	if err := tx.Transition(lifecycle.EvRollback, lifecycle.Pending, point.ResumePhase, "STEWARD", "rolled back to "+cp+" by "+s.User); err != nil {
