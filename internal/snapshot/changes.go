@@ -39,7 +39,9 @@ func (c Changes) Paths() []string {
 func (c Changes) NotUnder(paths []string) Changes {
 	var cover []string
 	for _, p := range paths {
-		cover = append(cover, path.Clean(filepath.ToSlash(p)))
+		if p != "" { // names nothing (path.Clean would make it ".")
+			cover = append(cover, path.Clean(filepath.ToSlash(p)))
+		}
 	}
 	covered := func(p string) bool {
 		for _, c := range cover {

@@ -111,6 +111,7 @@ func TestNotUnder(t *testing.T) {
 		{[]string{"./a.txt", "dir/", "src"}, "+[dirx/c.txt] ~[] -[old.txt]"},
 		{[]string{"old.txt", "dirx/c.txt", "a.txt", "dir", "src/x/y.go"}, "+[] ~[] -[]"},
 		{[]string{"."}, "+[] ~[] -[]"},
+		{[]string{""}, show(c)},
 	} {
 		if got := show(c.NotUnder(tc.evidence)); got != tc.want {
 			t.Errorf("NotUnder(%q) = %s, want %s", tc.evidence, got, tc.want)
