@@ -362,15 +362,24 @@ func (t *Tx) Reveal(rec *history.Record) (*history.Record, error) {
 	return &c, err
 }
 
-// Checkpoint is the last safe checkpoint id, one waiting for Commit
-// included.
+// Checkpoint is the job's current checkpoint id (history.Record.Checkpoint:
+// the newest recovery point, or the one a later rollback returned to),
+// records waiting for Commit included.
 func (t *Tx) Checkpoint() string {
+	id, _ := t.CheckpointRef()
+	return id
+}
+
+// CheckpointRef is Checkpoint with that checkpoint's workspace snapshot
+// (nil if it has none or it is not known).
+func (t *Tx) CheckpointRef() (string, *history.SnapshotRef) {
 	for i := len(t.queue) - 1; i >= 0; i-- {
-		if r := t.queue[i].stored; r.Type == history.TypeRecoveryPoint && r.RecoveryPoint != nil {
-			return r.RecoveryPoint.CheckpointID
+		if id, snap, ok := t.queue[i].stored.Checkpoint(); ok {
+			return id, snap
 		}
 	}
-	return t.Log.State().LastCheckpoint
+	st := t.Log.State()
+	return st.LastCheckpoint, st.CheckpointSnapshot
 }
 
 // Transition moves the job to status `to` (and phase toPhase; "" keeps the
@@ -450,6 +459,9 @@ func (t *Tx) Commit() error {
 	for i := range t.M.History {
 		t.M.History[i].Note = t.Redact(t.M.History[i].Note)
 	}
+	// The manifest names the current checkpoint as the history has it:
+	// one rule (Checkpoint), whoever moved it.
+	t.M.Run.CheckpointID = t.Checkpoint()
 	t.M.Run.UpdatedAt = t.Now().UTC().Format(time.RFC3339Nano)
 	if t.M.CreatedAt == "" {
 		t.M.CreatedAt = t.M.Run.UpdatedAt

@@ -177,7 +177,7 @@ func (s *Steward) Halt(id, reason string) (*manifest.Manifest, error) {
 		reason = "halted by " + s.User
 	}
 	m.Audit(tx.Now(), "Steward", "HALT", reason, nil)
-	if err := s.record(tx, "halt", "", reason, nil); err != nil {
+	if err := s.record(tx, history.CommandHalt, "", reason, nil); err != nil {
 		return nil, err
 	}
 	// The workflow records the halt its own way (a protocol session's
@@ -254,7 +254,12 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 	}
 	// The command is recorded before the workspace changes, so a crash in
 	// between leaves a trace of why files moved.
-	if err := s.record(tx, "rollback", o.Guidance, o.Reason, map[string]any{"checkpoint_id": cp, "resume_phase": point.ResumePhase}); err != nil {
+	rec := s.command(tx, history.CommandRollback, o.Guidance, o.Reason, map[string]any{"checkpoint_id": cp, "resume_phase": point.ResumePhase})
+	// The job's current checkpoint is now cp (history.Record.Checkpoint):
+	// what logs and records name from here on, and the base of the next
+	// recovery point's changes.
+	rec.Steward.Snapshot = point.Snapshot
+	if err := tx.Append(rec); err != nil {
 		return nil, nil, err
 	}
 	if err := snapshot.RestoreRef(tx.Store().Workspace(id), tx.Dir, cp, point.Snapshot.Listing); err != nil {
@@ -264,8 +269,8 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 	m.SetPhase(point.ResumePhase)
 	summary, _ := point.Metadata["summary"].(string)
 	m.Run.PreviousSummary, m.Run.Feedback, m.Run.Guidance = summary, "", o.Guidance
-	m.Run.Evidence = point.RollbackFiles
-	m.Run.PhaseRetries, m.Run.APIFailures, m.Run.CheckpointID = 0, 0, cp
+	m.Run.Evidence = point.Evidence()
+	m.Run.PhaseRetries, m.Run.APIFailures = 0, 0
 	m.Audit(tx.Now(), "Steward", "ROLLBACK", cp+": "+o.Reason, nil)
 	if err := tx.Transition(lifecycle.EvRollback, lifecycle.Pending, point.ResumePhase, "STEWARD", "rolled back to "+cp+" by "+s.User); err != nil {
 		return nil, nil, err
@@ -294,11 +299,18 @@ func (s *Steward) Activate(id string) (*manifest.Manifest, error) {
 	return m, tx.Commit()
 }
 
+// record appends the command's record.
 func (s *Steward) record(tx *jobtx.Tx, cmd, guidance, reason string, changes map[string]any) error {
-	n := tx.Log.State().NextInteraction
-	return tx.Append(&history.Record{Type: history.TypeSteward, Interaction: &n, Phase: tx.M.Phase(), Role: "Steward",
+	return tx.Append(s.command(tx, cmd, guidance, reason, changes))
+}
+
+// command is the record of a steward command. It takes no interaction
+// number: interactions are agent calls (jobHistory.json lists commands
+// among its events).
+func (s *Steward) command(tx *jobtx.Tx, cmd, guidance, reason string, changes map[string]any) *history.Record {
+	return &history.Record{Type: history.TypeSteward, Phase: tx.M.Phase(), Role: "Steward",
 		StateBefore: string(tx.M.Status),
-		Steward:     &history.Steward{Command: cmd, CommandID: commandID(), User: s.User, Guidance: guidance, Reason: reason, Changes: changes}})
+		Steward:     &history.Steward{Command: cmd, CommandID: commandID(), User: s.User, Guidance: guidance, Reason: reason, Changes: changes}}
 }
 
 // hintFor says what a steward can do with a job in status st.
