@@ -179,6 +179,11 @@ type Steward struct {
 	Guidance  string         `json:"guidance,omitempty"`
 	Reason    string         `json:"reason,omitempty"`
 	Changes   map[string]any `json:"changes,omitempty"`
+	// ConfigSHA256, on a command that changed the job's configuration
+	// (set, a schedule's pause or resume, a resume that raised a budget),
+	// is the hash of the configuration it left (manifest.ConfigHash): a
+	// change of configuration without such a record was not a steward's.
+	ConfigSHA256 string `json:"config_sha256,omitempty"`
 }
 
 // RecoveryPoint is a safe boundary a job can resume from (seed 002).

@@ -153,7 +153,11 @@ func (s *Steward) Resume(id string, o ResumeOptions) (*manifest.Manifest, error)
 	}
 	m.Run.PhaseRetries, m.Run.APIFailures = 0, 0
 	m.Audit(tx.Now(), "Steward", "RESUME", o.Guidance, nil)
-	if err := s.record(tx, "resume", o.Guidance, "", changes); err != nil {
+	record := s.record
+	if len(changes) > 0 {
+		record = s.recordChange
+	}
+	if err := record(tx, "resume", o.Guidance, "", changes); err != nil {
 		return nil, err
 	}
 	if err := tx.Transition(lifecycle.EvResume, lifecycle.Pending, "", "STEWARD", "resumed by "+s.User); err != nil {
@@ -294,11 +298,18 @@ func (s *Steward) Activate(id string) (*manifest.Manifest, error) {
 	return m, tx.Commit()
 }
 
+// record records a steward command that left the job's configuration as
+// it was (recordChange records one that changed it).
 func (s *Steward) record(tx *jobtx.Tx, cmd, guidance, reason string, changes map[string]any) error {
+	return s.append(tx, &history.Steward{Command: cmd, Guidance: guidance, Reason: reason, Changes: changes})
+}
+
+// append appends st, by s, as a steward record.
+func (s *Steward) append(tx *jobtx.Tx, st *history.Steward) error {
+	st.CommandID, st.User = commandID(), s.User
 	n := tx.Log.State().NextInteraction
 	return tx.Append(&history.Record{Type: history.TypeSteward, Interaction: &n, Phase: tx.M.Phase(), Role: "Steward",
-		StateBefore: string(tx.M.Status),
-		Steward:     &history.Steward{Command: cmd, CommandID: commandID(), User: s.User, Guidance: guidance, Reason: reason, Changes: changes}})
+		StateBefore: string(tx.M.Status), Steward: st})
 }
 
 // hintFor says what a steward can do with a job in status st.
@@ -326,6 +337,14 @@ func Hint(st lifecycle.Status, id string) string { return hintFor(st, id) }
 // HintFor is Hint for a job: a job waiting for a human's reply or a
 // steward's decision says which command it waits for.
 func HintFor(m *manifest.Manifest, id string) string {
+	switch m.ScheduleState() {
+	case manifest.ScheduleActive:
+		return "a schedule: logist schedules pause " + id + " pauses it; logist halt " + id + " stops it for good"
+	case manifest.SchedulePaused:
+		return "a paused schedule: logist schedules resume " + id + " resumes it at its next tick; logist halt " + id + " stops it for good"
+	case manifest.ScheduleStopped:
+		return "a stopped schedule: it never fires again"
+	}
 	if m.Status == lifecycle.InterventionRequired {
 		switch m.Run.ErrorCode {
 		case awaitingReply:
