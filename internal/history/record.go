@@ -186,6 +186,17 @@ type Steward struct {
 	ConfigSHA256 string `json:"config_sha256,omitempty"`
 }
 
+// Change returns the old and new value the command recorded for the
+// configuration field (a dotted path, such as limits.max_retries) if it
+// changed it; nil is absent.
+func (s *Steward) Change(field string) (old, new any, ok bool) {
+	c, ok := s.Changes[field].(map[string]any)
+	if !ok || s.ConfigSHA256 == "" {
+		return nil, nil, false
+	}
+	return c["old"], c["new"], true
+}
+
 // RecoveryPoint is a safe boundary a job can resume from (seed 002).
 type RecoveryPoint struct {
 	CheckpointID  string         `json:"checkpoint_id"`

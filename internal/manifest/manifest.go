@@ -430,6 +430,9 @@ func (m *Manifest) check(file string) error {
 	}
 	for _, role := range slices.Sorted(maps.Keys(m.Agents)) {
 		if a := m.Agents[role]; a.Provider == "command" && a.Command != nil {
+			if len(a.Command.Argv) > 0 && strings.TrimSpace(a.Command.Argv[0]) == "" {
+				es = append(es, &Error{File: file, Pointer: "/agents/" + role + "/command/argv/0", Reason: "the program to run is empty: name a program on logistd's PATH or an absolute path"})
+			}
 			if a.Command.Answer == "file" && !hasPlaceholder(a.Command.Argv, "{answer_file}") {
 				es = append(es, &Error{File: file, Pointer: "/agents/" + role + "/command/argv", Reason: `answer "file" needs {answer_file} in argv so the program knows where to write`})
 			}

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
@@ -123,19 +124,14 @@ func (s *Steward) recordChange(tx *jobtx.Tx, cmd, guidance, reason string, chang
 // (agents.worker.command.argv, argv.0 for an array element) or a JSON
 // pointer as validation errors print it (/agents/worker/command/argv/0).
 func fieldPath(p string) []string {
-	if len(p) > 0 && p[0] == '/' {
-		var out []string
-		for _, seg := range bytes.Split([]byte(p[1:]), []byte("/")) {
-			s := string(bytes.ReplaceAll(bytes.ReplaceAll(seg, []byte("~1"), []byte("/")), []byte("~0"), []byte("~")))
-			out = append(out, s)
+	if rest, ok := strings.CutPrefix(p, "/"); ok {
+		segs := strings.Split(rest, "/")
+		for i, s := range segs {
+			segs[i] = strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
 		}
-		return out
+		return segs
 	}
-	var out []string
-	for _, seg := range bytes.Split([]byte(p), []byte(".")) {
-		out = append(out, string(seg))
-	}
-	return out
+	return strings.Split(p, ".")
 }
 
 // index parses an array index segment.

@@ -16,8 +16,10 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strings"
 
+	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
@@ -82,6 +84,9 @@ func (s *Steward) Submit(file string) (string, *manifest.Manifest, error) {
 	if err != nil {
 		return "", nil, err
 	}
+	if es := ShellPrograms("").Check(file, m); len(es) > 0 {
+		return "", nil, es
+	}
 	id := m.JobID
 	if id == "" {
 		base := filepath.Base(file)
@@ -108,6 +113,16 @@ func (s *Steward) Submit(file string) (string, *manifest.Manifest, error) {
 		return "", nil, err
 	}
 	return id, m, nil
+}
+
+// ShellPrograms checks command agents' programs (agent.ProgramCheck) as a
+// steward's command can before logistd runs the job: on the PATH of the
+// shell it runs in, which may not be logistd's (the messages say so;
+// logistd checks again with its own before any call). workspace resolves
+// relative program paths ("" leaves them to logistd).
+func ShellPrograms(workspace string) agent.ProgramCheck {
+	return agent.ProgramCheck{Workspace: workspace,
+		Where: "the PATH of this shell (logistd looks on its own PATH when it runs the job)"}
 }
 
 // ResumeOptions are resume's optional changes.
@@ -351,7 +366,35 @@ func HintFor(m *manifest.Manifest, id string) string {
 			return "answer for the waiting role: logist reply " + id + " --as ROLE --file ANSWER.json (the reason names the role)"
 		case awaitingSteward:
 			return "decide as the reason says (e.g. logist pm " + id + " approve|veto|amend_and_approve)"
+		case agent.CodeConfig, agent.CodeStart, agent.CodeNotInstalled:
+			return configHint(m, id)
 		}
 	}
 	return hintFor(m.Status, id)
+}
+
+// roleInReason finds the role a reason names by its field
+// (/agents/ROLE/...), as the intake check writes it.
+var roleInReason = regexp.MustCompile(`/agents/([^/\s:;]+)/`)
+
+// configHint is what a steward does about an agent that cannot start or
+// is misconfigured: guidance cannot fix a configuration, logist set can.
+func configHint(m *manifest.Manifest, id string) string {
+	then := ", then logist resume " + id
+	role := "ROLE"
+	if r := roleInReason.FindStringSubmatch(m.Run.Reason); r != nil {
+		role = r[1]
+	} else if wf, err := m.ResolveWorkflow(); err == nil {
+		if ph, ok := wf.Phases[m.Phase()]; ok {
+			role = ph.Role
+		}
+	}
+	a := m.Agents[role]
+	switch {
+	case m.Run.ErrorCode == agent.CodeConfig && !strings.Contains(m.Run.Reason, "/command/argv"):
+		return "fix the configuration the reason names: logist set " + id + " FIELD=JSON (agents, prompts, limits; e.g. prompts." + role + `='"reviewer.md"')` + then
+	case a.Command != nil && a.Command.Preset != "":
+		return "install the program, or name it: logist set " + id + " agents." + role + `.command.program='"/path/to/program"'` + then
+	}
+	return "fix the agent's program (the reason says why it cannot start): logist set " + id + " agents." + role + `.command.argv='["PROGRAM","{request_file}"]'` + then
 }
