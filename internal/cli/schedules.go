@@ -29,8 +29,9 @@ var cmdSchedules = &command{
 				return nil, usagef("schedules %s takes one NAME (a schedule's job id)", verb)
 			}
 			res, err := pauseSchedule(e, verb, args[1])
-			// A steering command: counted in the daemon's metrics.
-			steward.RecordEvent(e.store.Dir, "schedules "+verb, eventResult(err))
+			// A steering command: counted in the daemon's metrics, named as
+			// its history record is.
+			steward.RecordEvent(e.store.Dir, "schedule_"+verb, eventResult(err))
 			return res, err
 		}
 		return nil, usagef("schedules takes no arguments, or pause|resume NAME; got %q", args[0])

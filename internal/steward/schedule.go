@@ -46,9 +46,9 @@ func (s *Steward) pause(id string, pause bool, reason string) (*manifest.Manifes
 	case m.Status.Terminal():
 		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "a halted schedule is stopped for good",
 			Hint: "submit its manifest again, under another job_id, to schedule it anew"}
-	case m.Schedule.Suspend == pause && pause:
+	case pause && m.Schedule.Suspend:
 		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "its schedule is paused already", Hint: "logist schedules resume " + id}
-	case m.Schedule.Suspend == pause:
+	case !pause && !m.Schedule.Suspend:
 		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "its schedule is not paused", Hint: "logist schedules pause " + id}
 	}
 	before := m.Clone()
