@@ -103,11 +103,11 @@ func eventResult(err error) string {
 var commands []*command
 
 func init() {
-	for _, c := range []*command{cmdSubmit, cmdResume, cmdHalt, cmdActivate, cmdRollback, cmdReply, cmdPM} {
+	for _, c := range []*command{cmdSubmit, cmdResume, cmdHalt, cmdActivate, cmdRollback, cmdReply, cmdPM, cmdSet} {
 		c.steers = true
 	}
 	commands = []*command{
-		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdReply, cmdPM, cmdValidate, cmdVerify, cmdRollback, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs,
+		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdReply, cmdPM, cmdValidate, cmdVerify, cmdRollback, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs, cmdSet,
 	}
 }
 

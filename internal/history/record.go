@@ -197,6 +197,22 @@ type Steward struct {
 	// point's changes are listed against. Absent in rollbacks recorded
 	// before Logist kept it.
 	Snapshot *SnapshotRef `json:"snapshot,omitempty"`
+	// ConfigSHA256, on a command that changed the job's configuration
+	// (set, a schedule's pause or resume, a resume that raised a budget),
+	// is the hash of the configuration it left (manifest.ConfigHash): a
+	// change of configuration without such a record was not a steward's.
+	ConfigSHA256 string `json:"config_sha256,omitempty"`
+}
+
+// Change returns the old and new value the command recorded for the
+// configuration field (a dotted path, such as limits.max_retries) if it
+// changed it; nil is absent.
+func (s *Steward) Change(field string) (old, new any, ok bool) {
+	c, ok := s.Changes[field].(map[string]any)
+	if !ok || s.ConfigSHA256 == "" {
+		return nil, nil, false
+	}
+	return c["old"], c["new"], true
 }
 
 // normalize gives r's list fields their empty value where they are nil, so

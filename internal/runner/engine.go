@@ -43,6 +43,10 @@ type Engine struct {
 	NewProvider func(manifest.AgentConfig) (agent.Provider, error)
 	// Sleep waits for backoff; tests make it instant.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// LookPath finds a command agent's program on the daemon's PATH
+	// (exec.LookPath unless a test swaps it): checked as a job is taken
+	// up, before any call (programs.go).
+	LookPath func(string) (string, error)
 
 	// Draining stops runs from starting another call (graceful shutdown);
 	// calls in flight go on.

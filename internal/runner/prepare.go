@@ -42,6 +42,9 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 			transition: &transition{lifecycle.EvAgentFailed, lifecycle.InterventionRequired, "", "SYSTEM", err.Error()}})
 	}
 	if m.Status == lifecycle.Pending {
+		if o := e.checkPrograms(tx); o != nil {
+			return stop(*o)
+		}
 		if o := overBudget(tx); o != nil {
 			return stop(*o)
 		}

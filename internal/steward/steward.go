@@ -16,8 +16,10 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strings"
 
+	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
@@ -82,6 +84,9 @@ func (s *Steward) Submit(file string) (string, *manifest.Manifest, error) {
 	if err != nil {
 		return "", nil, err
 	}
+	if es := ShellPrograms("").Check(file, m); len(es) > 0 {
+		return "", nil, es
+	}
 	id := m.JobID
 	if id == "" {
 		base := filepath.Base(file)
@@ -108,6 +113,16 @@ func (s *Steward) Submit(file string) (string, *manifest.Manifest, error) {
 		return "", nil, err
 	}
 	return id, m, nil
+}
+
+// ShellPrograms checks command agents' programs (agent.ProgramCheck) as a
+// steward's command can before logistd runs the job: on the PATH of the
+// shell it runs in, which may not be logistd's (the messages say so;
+// logistd checks again with its own before any call). workspace resolves
+// relative program paths ("" leaves them to logistd).
+func ShellPrograms(workspace string) agent.ProgramCheck {
+	return agent.ProgramCheck{Workspace: workspace,
+		Where: "the PATH of this shell (logistd looks on its own PATH when it runs the job)"}
 }
 
 // ResumeOptions are resume's optional changes.
@@ -153,7 +168,11 @@ func (s *Steward) Resume(id string, o ResumeOptions) (*manifest.Manifest, error)
 	}
 	m.Run.PhaseRetries, m.Run.APIFailures = 0, 0
 	m.Audit(tx.Now(), "Steward", "RESUME", o.Guidance, nil)
-	if err := s.record(tx, "resume", o.Guidance, "", changes); err != nil {
+	record := s.record
+	if len(changes) > 0 {
+		record = s.recordChange
+	}
+	if err := record(tx, "resume", o.Guidance, "", changes); err != nil {
 		return nil, err
 	}
 	if err := tx.Transition(lifecycle.EvResume, lifecycle.Pending, "", "STEWARD", "resumed by "+s.User); err != nil {
@@ -299,18 +318,30 @@ func (s *Steward) Activate(id string) (*manifest.Manifest, error) {
 	return m, tx.Commit()
 }
 
-// record appends the command's record.
+// record records a steward command that left the job's configuration as
+// it was (recordChange records one that changed it).
 func (s *Steward) record(tx *jobtx.Tx, cmd, guidance, reason string, changes map[string]any) error {
-	return tx.Append(s.command(tx, cmd, guidance, reason, changes))
+	return s.append(tx, &history.Steward{Command: cmd, Guidance: guidance, Reason: reason, Changes: changes})
 }
 
-// command is the record of a steward command. It takes no interaction
+// append appends st, by s, as a steward record.
+func (s *Steward) append(tx *jobtx.Tx, st *history.Steward) error {
+	return tx.Append(s.recordOf(tx, st))
+}
+
+// command is the record of a steward command that left the configuration
+// as it was, for a caller that adds to it before appending.
+func (s *Steward) command(tx *jobtx.Tx, cmd, guidance, reason string, changes map[string]any) *history.Record {
+	return s.recordOf(tx, &history.Steward{Command: cmd, Guidance: guidance, Reason: reason, Changes: changes})
+}
+
+// recordOf is st, by s, as a history record. It takes no interaction
 // number: interactions are agent calls (jobHistory.json lists commands
 // among its events).
-func (s *Steward) command(tx *jobtx.Tx, cmd, guidance, reason string, changes map[string]any) *history.Record {
+func (s *Steward) recordOf(tx *jobtx.Tx, st *history.Steward) *history.Record {
+	st.CommandID, st.User = commandID(), s.User
 	return &history.Record{Type: history.TypeSteward, Phase: tx.M.Phase(), Role: "Steward",
-		StateBefore: string(tx.M.Status),
-		Steward:     &history.Steward{Command: cmd, CommandID: commandID(), User: s.User, Guidance: guidance, Reason: reason, Changes: changes}}
+		StateBefore: string(tx.M.Status), Steward: st}
 }
 
 // hintFor says what a steward can do with a job in status st.
@@ -338,13 +369,49 @@ func Hint(st lifecycle.Status, id string) string { return hintFor(st, id) }
 // HintFor is Hint for a job: a job waiting for a human's reply or a
 // steward's decision says which command it waits for.
 func HintFor(m *manifest.Manifest, id string) string {
+	switch m.ScheduleState() {
+	case manifest.ScheduleActive:
+		return "a schedule: logist schedules pause " + id + " pauses it; logist halt " + id + " stops it for good"
+	case manifest.SchedulePaused:
+		return "a paused schedule: logist schedules resume " + id + " resumes it at its next tick; logist halt " + id + " stops it for good"
+	case manifest.ScheduleStopped:
+		return "a stopped schedule: it never fires again"
+	}
 	if m.Status == lifecycle.InterventionRequired {
 		switch m.Run.ErrorCode {
 		case awaitingReply:
 			return "answer for the waiting role: logist reply " + id + " --as ROLE --file ANSWER.json (the reason names the role)"
 		case awaitingSteward:
 			return "decide as the reason says (e.g. logist pm " + id + " approve|veto|amend_and_approve)"
+		case agent.CodeConfig, agent.CodeStart, agent.CodeNotInstalled:
+			return configHint(m, id)
 		}
 	}
 	return hintFor(m.Status, id)
+}
+
+// roleInReason finds the role a reason names by its field
+// (/agents/ROLE/...), as the intake check writes it.
+var roleInReason = regexp.MustCompile(`/agents/([^/\s:;]+)/`)
+
+// configHint is what a steward does about an agent that cannot start or
+// is misconfigured: guidance cannot fix a configuration, logist set can.
+func configHint(m *manifest.Manifest, id string) string {
+	then := ", then logist resume " + id
+	role := "ROLE"
+	if r := roleInReason.FindStringSubmatch(m.Run.Reason); r != nil {
+		role = r[1]
+	} else if wf, err := m.ResolveWorkflow(); err == nil {
+		if ph, ok := wf.Phases[m.Phase()]; ok {
+			role = ph.Role
+		}
+	}
+	a := m.Agents[role]
+	switch {
+	case m.Run.ErrorCode == agent.CodeConfig && !strings.Contains(m.Run.Reason, "/command/argv"):
+		return "fix the configuration the reason names: logist set " + id + " FIELD=JSON (agents, prompts, limits; e.g. prompts." + role + `='"reviewer.md"')` + then
+	case a.Command != nil && a.Command.Preset != "":
+		return "install the program, or name it: logist set " + id + " agents." + role + `.command.program='"/path/to/program"'` + then
+	}
+	return "fix the agent's program (the reason says why it cannot start): logist set " + id + " agents." + role + `.command.argv='["PROGRAM","{request_file}"]'` + then
 }
