@@ -150,6 +150,7 @@ func (e *Engine) apply(tx *jobtx.Tx, o outcome) (stepResult, error) {
 
 	if o.start {
 		m.Run.StartedAt = tx.Now().UTC().Format(time.RFC3339Nano)
+		obs.FirstStart()
 	}
 	if o.code != "" {
 		m.Run.ErrorCode = o.code
