@@ -47,6 +47,10 @@ func nextStep(e *env, m *manifest.Manifest, id string, pid int) string {
 		return hint
 	}
 	switch {
+	case m.ScheduleState() == manifest.ScheduleActive:
+		return hint + "; it fires only while a logistd runs (none runs on " + e.store.Dir + ": logistd --jobs-dir " + e.store.Dir + ")"
+	case m.Schedule != nil:
+		return hint // paused or stopped: nothing to run
 	case m.Status.Active():
 		return noDaemon(e.store.Dir) + "; nothing runs the job until one does"
 	case m.Status.Waiting():

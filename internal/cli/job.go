@@ -33,5 +33,11 @@ func waitsForDaemon(e *env, m *manifest.Manifest) string {
 	if !m.Status.Active() || e.store.DaemonPID() != 0 {
 		return ""
 	}
-	return noDaemon(e.store.Dir) + "; the job runs once one does"
+	switch m.ScheduleState() {
+	case manifest.ScheduleActive:
+		return noDaemon(e.store.Dir) + "; the schedule fires only while one runs"
+	case "":
+		return noDaemon(e.store.Dir) + "; the job runs once one does"
+	}
+	return "" // a paused or stopped schedule
 }

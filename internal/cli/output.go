@@ -155,7 +155,10 @@ func envelope(r *Result, err error) map[string]any {
 		}
 	} else {
 		for _, f := range r.Fields {
-			obj[f.Key] = f.Value
+			// "status" is a job's, under "job": never the envelope's.
+			if f.Key != "status" {
+				obj[f.Key] = f.Value
+			}
 		}
 	}
 	if r.Items != nil {
