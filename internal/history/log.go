@@ -352,10 +352,10 @@ func (s *State) apply(r *Record) {
 	case TypeSteward:
 		// A steward command (halt, rollback) settles an open intent: the
 		// call it belonged to will not be resumed.
-		if r.Steward != nil && (r.Steward.Command == "halt" || r.Steward.Command == "rollback") {
+		if r.Steward != nil && (r.Steward.Command == CmdHalt || r.Steward.Command == CmdRollback) {
 			s.OpenIntent = nil
 		}
-		if r.Steward != nil && r.Steward.Command == "rollback" {
+		if r.Steward != nil && r.Steward.Command == CmdRollback {
 			s.Sessions = nil
 		}
 	}

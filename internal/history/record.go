@@ -171,6 +171,16 @@ type Transition struct {
 	Reason       string `json:"reason,omitempty"`
 }
 
+// Steward commands as their records name them (Steward.Command).
+const (
+	CmdActivate = "activate"
+	CmdResume   = "resume"
+	CmdHalt     = "halt"
+	CmdRollback = "rollback"
+	CmdReply    = "reply"  // logist reply: a human's answer for a role
+	CmdDecide   = "decide" // logist pm: a decision a deliberation waits for
+)
+
 // Steward records a steward command.
 type Steward struct {
 	Command   string         `json:"command"`

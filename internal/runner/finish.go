@@ -204,7 +204,8 @@ func handoffFor(ans *response.Answer, oc *workflow.Outcome, d workflow.Decision)
 	case d.Checkpoint:
 		// PhaseRetries is not reset here: a supervisor RETRY sends the work
 		// back after the worker's COMPLETED, and resetting on COMPLETED
-		// would let that loop run forever. Only a steward resets it.
+		// would let that loop run forever. Only a steward's command resets it
+		// (workflow.ResetsRetries).
 		h.previous, h.feedback = &ans.Summary, &oc.Feedback
 		h.evidence = ans.EvidenceFiles
 	case ans.Action == workflow.ActionRetry:

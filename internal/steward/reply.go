@@ -57,12 +57,12 @@ func (s *Steward) Reply(id, role string, answer []byte) (*manifest.Manifest, err
 	if err := atomicfile.WriteFile(p, answer, 0o600); err != nil {
 		return nil, err
 	}
-	m.Run.PhaseRetries, m.Run.APIFailures, m.Run.ErrorCode = 0, 0, ""
+	m.Run.ErrorCode = ""
 	m.Audit(tx.Now(), "Steward", "REPLY", "as "+role, nil)
-	if err := s.record(tx, "reply", "", "", map[string]any{"role": role, "interaction": *in.Interaction}); err != nil {
+	if err := s.record(tx, history.CmdReply, "", "", map[string]any{"role": role, "interaction": *in.Interaction}); err != nil {
 		return nil, err
 	}
-	if err := tx.Transition(lifecycle.EvResume, lifecycle.Pending, "", "STEWARD", "reply as "+role+" by "+s.User); err != nil {
+	if err := s.transition(tx, history.CmdReply, lifecycle.EvResume, lifecycle.Pending, "", "reply as "+role+" by "+s.User); err != nil {
 		return nil, err
 	}
 	return m, tx.Commit()
@@ -146,12 +146,12 @@ func (s *Steward) Decide(id string, in deliberation.Input) (*manifest.Manifest, 
 	if state != "" {
 		m.Run.WorkflowState = state
 	}
-	m.Run.PhaseRetries, m.Run.APIFailures, m.Run.ErrorCode = 0, 0, ""
+	m.Run.ErrorCode = ""
 	m.Audit(tx.Now(), "Steward", "DECIDE", in.Kind, nil)
-	if err := s.record(tx, "decide", "", "", map[string]any{"kind": in.Kind, "content": in.Content}); err != nil {
+	if err := s.record(tx, history.CmdDecide, "", "", map[string]any{"kind": in.Kind, "content": in.Content}); err != nil {
 		return nil, err
 	}
-	if err := tx.Transition(lifecycle.EvResume, lifecycle.Pending, "", "STEWARD", in.Kind+" by "+s.User); err != nil {
+	if err := s.transition(tx, history.CmdDecide, lifecycle.EvResume, lifecycle.Pending, "", in.Kind+" by "+s.User); err != nil {
 		return nil, err
 	}
 	return m, tx.Commit()

@@ -151,12 +151,11 @@ func (s *Steward) Resume(id string, o ResumeOptions) (*manifest.Manifest, error)
 	if o.Guidance != "" {
 		m.Run.Guidance = o.Guidance
 	}
-	m.Run.PhaseRetries, m.Run.APIFailures = 0, 0
 	m.Audit(tx.Now(), "Steward", "RESUME", o.Guidance, nil)
-	if err := s.record(tx, "resume", o.Guidance, "", changes); err != nil {
+	if err := s.record(tx, history.CmdResume, o.Guidance, "", changes); err != nil {
 		return nil, err
 	}
-	if err := tx.Transition(lifecycle.EvResume, lifecycle.Pending, "", "STEWARD", "resumed by "+s.User); err != nil {
+	if err := s.transition(tx, history.CmdResume, lifecycle.EvResume, lifecycle.Pending, "", "resumed by "+s.User); err != nil {
 		return nil, err
 	}
 	return m, tx.Commit()
@@ -177,7 +176,7 @@ func (s *Steward) Halt(id, reason string) (*manifest.Manifest, error) {
 		reason = "halted by " + s.User
 	}
 	m.Audit(tx.Now(), "Steward", "HALT", reason, nil)
-	if err := s.record(tx, "halt", "", reason, nil); err != nil {
+	if err := s.record(tx, history.CmdHalt, "", reason, nil); err != nil {
 		return nil, err
 	}
 	// The workflow records the halt its own way (a protocol session's
@@ -200,7 +199,7 @@ func (s *Steward) Halt(id, reason string) (*manifest.Manifest, error) {
 			}
 		}
 	}
-	if err := tx.Transition(lifecycle.EvHalt, lifecycle.Canceled, "", "STEWARD", reason); err != nil {
+	if err := s.transition(tx, history.CmdHalt, lifecycle.EvHalt, lifecycle.Canceled, "", reason); err != nil {
 		return nil, err
 	}
 	return m, tx.Commit()
@@ -254,7 +253,7 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 	}
 	// The command is recorded before the workspace changes, so a crash in
 	// between leaves a trace of why files moved.
-	if err := s.record(tx, "rollback", o.Guidance, o.Reason, map[string]any{"checkpoint_id": cp, "resume_phase": point.ResumePhase}); err != nil {
+	if err := s.record(tx, history.CmdRollback, o.Guidance, o.Reason, map[string]any{"checkpoint_id": cp, "resume_phase": point.ResumePhase}); err != nil {
 		return nil, nil, err
 	}
 	if err := snapshot.RestoreRef(tx.Store().Workspace(id), tx.Dir, cp, point.Snapshot.Listing); err != nil {
@@ -265,9 +264,9 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 	summary, _ := point.Metadata["summary"].(string)
 	m.Run.PreviousSummary, m.Run.Feedback, m.Run.Guidance = summary, "", o.Guidance
 	m.Run.Evidence = point.RollbackFiles
-	m.Run.PhaseRetries, m.Run.APIFailures, m.Run.CheckpointID = 0, 0, cp
+	m.Run.CheckpointID = cp
 	m.Audit(tx.Now(), "Steward", "ROLLBACK", cp+": "+o.Reason, nil)
-	if err := tx.Transition(lifecycle.EvRollback, lifecycle.Pending, point.ResumePhase, "STEWARD", "rolled back to "+cp+" by "+s.User); err != nil {
+	if err := s.transition(tx, history.CmdRollback, lifecycle.EvRollback, lifecycle.Pending, point.ResumePhase, "rolled back to "+cp+" by "+s.User); err != nil {
 		return nil, nil, err
 	}
 	return m, point, tx.Commit()
@@ -285,13 +284,23 @@ func (s *Steward) Activate(id string) (*manifest.Manifest, error) {
 		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "only DRAFT jobs can be activated", Hint: hintFor(m.Status, id)}
 	}
 	m.Audit(tx.Now(), "Steward", "ACTIVATE", "", nil)
-	if err := s.record(tx, "activate", "", "", nil); err != nil {
+	if err := s.record(tx, history.CmdActivate, "", "", nil); err != nil {
 		return nil, err
 	}
-	if err := tx.Transition(lifecycle.EvActivate, lifecycle.Pending, "", "STEWARD", "activated by "+s.User); err != nil {
+	if err := s.transition(tx, history.CmdActivate, lifecycle.EvActivate, lifecycle.Pending, "", "activated by "+s.User); err != nil {
 		return nil, err
 	}
 	return m, tx.Commit()
+}
+
+// transition ends command cmd: the job gets a fresh retry allowance if
+// the command gives one (workflow.ResetsRetries, the rule logist verify
+// replays), then moves (tx.Transition) as the steward.
+func (s *Steward) transition(tx *jobtx.Tx, cmd string, ev lifecycle.Event, to lifecycle.Status, phase, reason string) error {
+	if workflow.ResetsRetries(cmd) {
+		tx.M.Run.PhaseRetries, tx.M.Run.APIFailures = 0, 0
+	}
+	return tx.Transition(ev, to, phase, "STEWARD", reason)
 }
 
 func (s *Steward) record(tx *jobtx.Tx, cmd, guidance, reason string, changes map[string]any) error {

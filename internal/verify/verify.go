@@ -282,7 +282,7 @@ func replay(r *Report, es []history.Entry, m *manifest.Manifest) {
 			retries = d.Retries
 			expect = &expectation{rec.Seq, d.Event, d.To, d.Phase}
 		case history.TypeSteward:
-			if rec.Steward != nil && (rec.Steward.Command == "resume" || rec.Steward.Command == "rollback") {
+			if rec.Steward != nil && workflow.ResetsRetries(rec.Steward.Command) {
 				retries = 0
 			}
 		case history.TypeTransition:

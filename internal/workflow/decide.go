@@ -3,6 +3,7 @@ package workflow
 import (
 	"fmt"
 
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
 )
 
@@ -68,7 +69,8 @@ type Case struct {
 	Detail string
 
 	// Retries counts RETRY answers and sent-back outcomes since the start
-	// or the last resume; MaxRetries is the job's limit (limits.max_retries).
+	// or the last steward command that reset it (ResetsRetries);
+	// MaxRetries is the job's limit (limits.max_retries).
 	Retries, MaxRetries int
 	// APIFailures counts transient failures in a row before this call;
 	// MaxAPIRetries is the job's limit (limits.max_api_retries).
@@ -166,4 +168,19 @@ func decideFault(c Case) (Decision, error) {
 		return Decision{}, fmt.Errorf("unknown fault %q", c.Fault)
 	}
 	return stuck, nil
+}
+
+// ResetsRetries says whether a steward command (as its history record
+// names it, history.Cmd*) gives the job a fresh allowance: the RETRY count
+// (Case.Retries) and the transient failures in a row (Case.APIFailures)
+// start again from 0. A steward who resumes a job, rolls it back, answers
+// for a role or decides for a deliberation has looked at it and let it go
+// on; a halt ends it and an activation starts it. The steward applies this
+// rule and logist verify's replay follows it: one list for both.
+func ResetsRetries(command string) bool {
+	switch command {
+	case history.CmdResume, history.CmdRollback, history.CmdReply, history.CmdDecide:
+		return true
+	}
+	return false
 }
