@@ -22,6 +22,7 @@ import (
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/response"
+	"github.com/logist/logist/internal/secrets"
 	"github.com/logist/logist/internal/steward"
 )
 
@@ -1001,5 +1002,68 @@ func TestEscalationEvidenceEscapeComesFirst(t *testing.T) {
 		if !strings.Contains(logs.String(), `"error_code":"`+code+`"`) {
 			t.Errorf("%s is not logged:\n%s", code, logs.String())
 		}
+	}
+}
+
+// A job with encrypt_history keeps its requests sealed in the history; a
+// call cut off and asked again after a restart must still reach its agent
+// in plaintext (the stored request as it was before sealing), never as
+// ciphertext.
+func TestInterruptedCallOfEncryptedJobIsAskedInPlaintext(t *testing.T) {
+	f := newFixture(t)
+	// The first call hangs until it is killed; the second keeps the
+	// request file it was given and answers.
+	agentScript := `if [ ! -e started ]; then : > started; sleep 60; exit 1; fi
+cp "$LOGIST_REQUEST_FILE" request-seen.json
+echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"done"}'`
+	m := job(command(0, "sh", "-c", agentScript), okSupervisor())
+	m["task_description"] = "Rename the flag --verbose to --loud."
+	m["encrypt_history"] = true
+	f.writeJob("j", m)
+	ws := filepath.Join(f.Dir, "j", "workspace")
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Engine.Run(ctx, "j") }()
+	waitFor(t, "the first call to start", 10*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(ws, "started"))
+		return err == nil
+	})
+	cancel(ErrShutdown)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after shutdown")
+	}
+	intents := ofType(f.records("j"), history.TypeIntent)
+	if len(intents) != 1 || !secrets.Sealed(intents[0].Request.Prompt) {
+		t.Fatalf("the stored request should be sealed: %+v", intents)
+	}
+
+	f.run("j") // the restart: the cut-off call is asked again
+	if got := f.load("j"); got.Status != lifecycle.Success {
+		t.Fatalf("status = %s (%s)", got.Status, got.Run.Reason)
+	}
+	b, err := os.ReadFile(filepath.Join(ws, "request-seen.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen agent.Request
+	if err := json.Unmarshal(b, &seen); err != nil {
+		t.Fatal(err)
+	}
+	for what, s := range map[string]string{"prompt": seen.Prompt, "system prompt": seen.SystemPrompt, "task": seen.TaskDescription} {
+		if secrets.Sealed(s) {
+			t.Errorf("the re-attempt's %s is ciphertext: %.60q", what, s)
+		}
+	}
+	if !strings.Contains(seen.Prompt, "Rename the flag --verbose to --loud.") || seen.TaskDescription != "Rename the flag --verbose to --loud." {
+		t.Errorf("the re-attempt's request does not carry the task: %.200q", seen.Prompt)
+	}
+	if n := len(ofType(f.records("j"), history.TypeIntent)); n != 2 {
+		t.Errorf("%d intents, want the cut-off call's and the supervisor's", n)
 	}
 }

@@ -96,7 +96,8 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 	if oi := tx.Log.State().OpenIntent; oi != nil && oi.Phase == phase && oi.Request != nil && oi.Interaction != nil {
 		// The last call was cut off (crash, shutdown): ask again with the
 		// same stored request, never a new one, and never record a
-		// half-finished answer.
+		// half-finished answer. The agent gets it as it was before the
+		// history sealed it (encrypt_history), never the ciphertext.
 		stored, err := tx.Reveal(oi)
 		if err != nil {
 			return nil, done, fmt.Errorf("job %s: open the interrupted request: %w", tx.ID, err)
@@ -107,7 +108,7 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 			o.logs = append(o.logs, logEntry{code: "AGENT_ORPHAN_KILLED", actor: c.role, attempt: c.attempt,
 				msg: fmt.Sprintf("killed the agent of interaction %d left running by a previous daemon", c.interaction)})
 		}
-		c.req = requestFromHistory(tx, c, oi.Request)
+		c.req = requestFromHistory(tx, c, stored.Request)
 		o.logs = append(o.logs, logEntry{code: agent.CodeInterrupted, actor: c.role, attempt: c.attempt, record: true,
 			msg: fmt.Sprintf("re-attempting interrupted interaction %d with its stored request", c.interaction)})
 		o.hold = true // nothing changed but the record, written at once
