@@ -177,7 +177,8 @@ func (e *Engine) start(tx *jobtx.Tx, wf *workflow.Workflow) (outcome, error) {
 func (e *Engine) prepared(tx *jobtx.Tx, wf *workflow.Workflow, c *call, eff effect.Effect, prep *workflow.Prep) (*outcome, error) {
 	// The effect's records are written at once (the manifest has no
 	// change in progress); then a new state is committed, before the
-	// intent, which may not wait for a manifest change.
+	// intent, which may not wait for a manifest change. A step that ends
+	// here (a skip) keeps its state with the outcome that ends it.
 	if _, err := e.apply(tx, outcome{records: prep.Records, hold: true}); err != nil {
 		return nil, err
 	}
@@ -194,8 +195,9 @@ func (e *Engine) prepared(tx *jobtx.Tx, wf *workflow.Workflow, c *call, eff effe
 		return &outcome{code: CodeAwaitingSteward,
 			transition: &transition{lifecycle.EvAwait, lifecycle.InterventionRequired, "", "SYSTEM", prep.Wait}}, nil
 	case prep.Skip == workflow.OutcomeContinue:
-		// Only records this step (a chair's announcement): more to come.
-		return &outcome{more: true}, nil
+		// Only records this step (a chair's announcement) and the state
+		// they leave: more to come.
+		return &outcome{state: prep.State, more: true}, nil
 	case len(prep.Turns) > 0 || len(prep.Abandon) > 0:
 		te, ok := eff.(effect.TurnEffect)
 		if !ok {
