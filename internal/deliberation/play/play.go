@@ -74,17 +74,22 @@ func load(tx *jobtx.Tx, g deliberation.Game) (*state, error) {
 		st.msgs = append(st.msgs, m)
 		st.lastMessage = i
 	}
-	seed := int64(0)
-	if tx.M.Seed != nil {
-		seed = *tx.M.Seed
-	}
-	sess, err := g.Load(deliberation.Env{Config: tx.M.Game, Seed: seed, Task: tx.M.TaskDescription, Messages: st.msgs,
-		Workspace: tx.Store().Workspace(tx.ID), Dir: tx.Dir, Now: func() time.Time { return tx.Now().UTC() }})
+	sess, err := g.Load(env(tx, st.msgs))
 	if err != nil {
 		return nil, err
 	}
 	st.sess = sess
 	return st, nil
+}
+
+// env is what a game loads from: the job's configuration and msgs.
+func env(tx *jobtx.Tx, msgs []deliberation.Message) deliberation.Env {
+	seed := int64(0)
+	if tx.M.Seed != nil {
+		seed = *tx.M.Seed
+	}
+	return deliberation.Env{Config: tx.M.Game, Seed: seed, Task: tx.M.TaskDescription, Messages: msgs,
+		Workspace: tx.Store().Workspace(tx.ID), Dir: tx.Dir, Now: func() time.Time { return tx.Now().UTC() }}
 }
 
 // records turns messages into history records; file changes they carry
@@ -245,7 +250,7 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 		if err != nil {
 			return nil, err
 		}
-		prep.Records, prep.Skip = recs, workflow.OutcomeContinue
+		prep.Records, prep.Skip, prep.State = recs, workflow.OutcomeContinue, e.stateAfter(tx, st, step.Emit)
 		return prep, nil
 	}
 	if step.Wait != "" {
@@ -283,7 +288,7 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 		if err != nil {
 			return nil, err
 		}
-		prep.Records, prep.Skip = recs, workflow.OutcomeContinue
+		prep.Records, prep.Skip, prep.State = recs, workflow.OutcomeContinue, e.stateAfter(tx, st, msgs)
 	}
 	return prep, nil
 }
@@ -328,18 +333,21 @@ func (e *Effect) FinishTurns(tx *jobtx.Tx, phase string, played []workflow.TurnR
 	if err != nil {
 		return nil, err
 	}
+	return &workflow.Outcome{Name: workflow.OutcomeContinue, Records: recs, State: e.stateAfter(tx, st, msgs)}, nil
+}
+
+// stateAfter is the game's state once msgs follow st's committed
+// messages: what the job shows after a step that made them ("" if the
+// game cannot load them, which the next step reports). The game's files
+// are written for that state too.
+func (e *Effect) stateAfter(tx *jobtx.Tx, st *state, msgs []deliberation.Message) string {
 	all := append(append([]deliberation.Message{}, st.msgs...), msgs...)
-	seed := int64(0)
-	if tx.M.Seed != nil {
-		seed = *tx.M.Seed
+	next, err := e.Game.Load(env(tx, all))
+	if err != nil {
+		return ""
 	}
-	state := ""
-	if next, err := e.Game.Load(deliberation.Env{Config: tx.M.Game, Seed: seed, Task: tx.M.TaskDescription, Messages: all,
-		Workspace: tx.Store().Workspace(tx.ID), Dir: tx.Dir, Now: func() time.Time { return tx.Now().UTC() }}); err == nil {
-		state = next.State()
-		_ = files(tx, next)
-	}
-	return &workflow.Outcome{Name: workflow.OutcomeContinue, Records: recs, State: state}, nil
+	_ = files(tx, next)
+	return next.State()
 }
 
 // Decide applies a steward's input (logist pm, a human's decision) to the

@@ -127,6 +127,8 @@ func (s *relaySession) Files() (map[string][]byte, error) {
 
 func (s *relaySession) State() string {
 	switch {
+	case len(s.msgs) == 0:
+		return "closed"
 	case s.has("DECISION"):
 		return "decided"
 	case len(s.spoke()) == len(s.cfg.Members):
@@ -269,6 +271,31 @@ func TestFanOutWaitDecideDone(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(f.dir, "j", "relay", "ledger.json"))
 	if err != nil || !strings.Contains(string(b), "DECISION") {
 		t.Errorf("materialised ledger: %v %s", err, b)
+	}
+}
+
+// A step that only emits (the chair opens) leaves the job showing the
+// game's state after what it emitted, even when the job stops right after
+// it: here the next step cannot go on (a member has no agent).
+func TestEmitStepKeepsTheStateItLeaves(t *testing.T) {
+	f := newFx(t)
+	f.write("j", map[string]any{"a": script()})
+	p := filepath.Join(f.dir, "j", jobstore.ManifestFile)
+	b, _ := os.ReadFile(p)
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	m["game"] = map[string]any{"members": []string{"a", "nobody"}}
+	b, _ = json.Marshal(m)
+	os.WriteFile(p, b, 0o600)
+	got := f.run(context.Background(), "j")
+	if got.Run.ErrorCode != play.CodeGameRole {
+		t.Fatalf("job %s %s (%s)", got.Status, got.Run.ErrorCode, got.Run.Reason)
+	}
+	if got.Run.WorkflowState != "speeches" {
+		t.Errorf("workflow_state = %q, want the state the OPEN left (speeches)", got.Run.WorkflowState)
+	}
+	if l := f.ledger("j"); l != "OPEN:chair" {
+		t.Errorf("ledger %s", l)
 	}
 }
 
