@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+
+	"github.com/logist/logist/internal/history"
 )
 
 // CodeAwaitingReply: the role is played by a human whose reply has not
@@ -22,7 +24,7 @@ var replyName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 // (metadata turn_key) when it has one, else under its interaction.
 func ReplyFile(jobDir string, req *Request) (string, error) {
 	name := fmt.Sprintf("interaction-%06d", req.Interaction)
-	if k, ok := req.Metadata["turn_key"].(string); ok && k != "" {
+	if k, ok := req.Metadata[history.MetaTurnKey].(string); ok && k != "" {
 		if !replyName.MatchString(k) {
 			return "", fmt.Errorf("turn key %q is not a file name", k)
 		}

@@ -95,6 +95,17 @@ type ProtocolEvent struct {
 	Sig   string `json:"sig,omitempty"`
 }
 
+// Metadata keys of a request that more than the engine read.
+const (
+	// MetaTurnKey names the turn of a turn step (workflow.Turn.Key): a
+	// human's reply is filed under it, and a deliberation and logist
+	// verify tell a turn's call from a phase's by it.
+	MetaTurnKey = "turn_key"
+	// MetaAnswerSchema names the answer's own schema (a file in schemas/):
+	// the phase's or the turn's, when it has one.
+	MetaAnswerSchema = "answer_schema"
+)
+
 // Request is what an agent was asked, complete enough to ask again.
 type Request struct {
 	Prompt          string         `json:"prompt"`

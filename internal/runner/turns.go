@@ -16,11 +16,6 @@ import (
 	"github.com/logist/logist/internal/workflow"
 )
 
-// Metadata keys of a turn's request.
-const (
-	MetaTurnKey = "turn_key"
-)
-
 // CodeAwaitingReply: a turn played by a human waits for logist reply.
 const CodeAwaitingReply = "AWAITING_REPLY"
 
@@ -62,7 +57,7 @@ func (e *Engine) prepareTurns(tx *jobtx.Tx, c *call, prep *workflow.Prep) error 
 			return fmt.Errorf("job %s: turn %s: no agent for role %q", tx.ID, t.Key, t.Role)
 		}
 		meta := map[string]any{"role": t.Role, "phase": c.phase, "provider": cfg.Provider, "interaction": n,
-			"attempt": 1, MetaTurnKey: t.Key, agent.MetaAnswerSchema: t.Schema}
+			"attempt": 1, history.MetaTurnKey: t.Key, history.MetaAnswerSchema: t.Schema}
 		if cfg.Model != "" {
 			meta["model"] = cfg.Model
 		}

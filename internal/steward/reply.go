@@ -102,8 +102,8 @@ func awaitedIntent(recs []history.Record, role string) *history.Record {
 // phase's schema for a COMPLETED answer) with its evidence in the job's
 // workspace.
 func validateReply(workspace string, meta map[string]any, raw []byte) error {
-	schema, _ := meta[agent.MetaAnswerSchema].(string)
-	turn, _ := meta["turn_key"].(string)
+	schema, _ := meta[history.MetaAnswerSchema].(string)
+	turn, _ := meta[history.MetaTurnKey].(string)
 	v := response.Judge(raw, response.Contract{Turn: turn != "", Schema: schema, Workspace: response.Dir(workspace)})
 	if v.Err != nil {
 		return v.Err

@@ -202,8 +202,8 @@ func replay(r *Report, es []history.Entry, m *manifest.Manifest) {
 		switch rec.Type {
 		case history.TypeIntent:
 			if rec.Request != nil && rec.Interaction != nil {
-				if k, _ := rec.Request.Metadata["turn_key"].(string); k != "" {
-					s, _ := rec.Request.Metadata["answer_schema"].(string)
+				if k, _ := rec.Request.Metadata[history.MetaTurnKey].(string); k != "" {
+					s, _ := rec.Request.Metadata[history.MetaAnswerSchema].(string)
 					turns[*rec.Interaction] = s
 				}
 			}

@@ -197,7 +197,7 @@ func (st *state) answered() (map[string]*history.Record, []int) {
 			if in == nil || in.Request == nil || r.Response == nil || r.Response.ErrorCode == "AGENT_INTERRUPTED" || r.Response.ErrorCode == "AGENT_CANCELED" {
 				continue
 			}
-			if k, _ := in.Request.Metadata["turn_key"].(string); k != "" {
+			if k, _ := in.Request.Metadata[history.MetaTurnKey].(string); k != "" {
 				done[k] = r
 			}
 		}
@@ -205,7 +205,7 @@ func (st *state) answered() (map[string]*history.Record, []int) {
 	var dangling []int
 	for n, in := range intents {
 		if in.Request != nil {
-			if k, _ := in.Request.Metadata["turn_key"].(string); k != "" {
+			if k, _ := in.Request.Metadata[history.MetaTurnKey].(string); k != "" {
 				dangling = append(dangling, n)
 			}
 		}
