@@ -11,10 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,7 +63,7 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (*Result, error) {
 		secrets = append(secrets, key)
 	}
 	headers := http.Header{}
-	for _, name := range sortedKeys(o.Cfg.HeadersEnv) {
+	for _, name := range slices.Sorted(maps.Keys(o.Cfg.HeadersEnv)) {
 		env := o.Cfg.HeadersEnv[name]
 		v := get(env)
 		if v == "" {
@@ -446,15 +447,6 @@ func (s *stream) add(data []byte, whole bool) error {
 		return &Error{Code: CodeOutputLimit, Msg: fmt.Sprintf("answer longer than %d bytes", DefaultMaxOutput)}
 	}
 	return nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 func truncateText(s string, n int) string {

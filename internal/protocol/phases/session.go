@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
@@ -159,15 +158,6 @@ func pick(m map[string]any, keys ...string) map[string]any {
 			out[k] = v
 		}
 	}
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
 
