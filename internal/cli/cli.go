@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 
@@ -78,8 +79,8 @@ type command struct {
 	example string
 	flags   func(fs *pflag.FlagSet)
 	run     func(e *env, args []string) (*Result, error)
-	// steers marks commands that change jobs (counted in the daemon's
-	// steward metrics).
+	// steers marks commands that change jobs (steward.Commands, counted
+	// in the daemon's steward metrics).
 	steers bool
 	// hidden commands (for shell completion) are left out of the help.
 	hidden bool
@@ -103,11 +104,11 @@ func eventResult(err error) string {
 var commands []*command
 
 func init() {
-	for _, c := range []*command{cmdSubmit, cmdResume, cmdHalt, cmdActivate, cmdRollback, cmdReply, cmdPM} {
-		c.steers = true
-	}
 	commands = []*command{
 		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdReply, cmdPM, cmdValidate, cmdVerify, cmdRollback, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs,
+	}
+	for _, c := range commands {
+		c.steers = slices.Contains(steward.Commands, c.name)
 	}
 }
 

@@ -18,6 +18,13 @@ import (
 // costs a metric, never a command.
 const EventsFile = "steward-events.jsonl"
 
+// Commands are the steering commands, by the names the CLI gives them:
+// the ones that change jobs. The CLI's registry marks its commands from
+// this list (each records an Event when it runs), and the daemon's metrics
+// count each under its name (logistd_steward_commands_total), so the two
+// cannot drift apart.
+var Commands = []string{"submit", "activate", "resume", "halt", "rollback", "reply", "pm"}
+
 // Event is one steward command's outcome.
 type Event struct {
 	Time    string `json:"ts"`

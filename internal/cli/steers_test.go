@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/logist/logist/internal/signing"
+	"github.com/logist/logist/internal/steward"
+)
+
+// The steering commands are steward.Commands, the list the daemon's
+// metrics count: each names a command of the registry, the registry marks
+// exactly those, and each records its outcome for the metrics when it
+// runs (reply and pm too).
+func TestSteeringCommandsAreTheStewardsList(t *testing.T) {
+	var steering []string
+	for _, c := range commands {
+		if c.steers {
+			steering = append(steering, c.name)
+		}
+	}
+	for _, name := range steward.Commands {
+		if find(name) == nil {
+			t.Errorf("steward.Commands names %q, which is no logist command", name)
+		}
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(steering)), slices.Sorted(slices.Values(steward.Commands))) {
+		t.Errorf("commands marked as steering %v, steward.Commands %v", steering, steward.Commands)
+	}
+
+	jobs := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(jobs, signing.Dir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"reply", "nojob", "--as", "a", "--answer", "{}"}, {"pm", "nojob", "approve"}} {
+		runMain(t, map[string]string{"LOGIST_JOBS_DIR": jobs}, args...)
+	}
+	evs, _ := steward.ReadEvents(filepath.Join(jobs, signing.Dir, steward.EventsFile), 0)
+	var seen []string
+	for _, e := range evs {
+		seen = append(seen, e.Command+":"+e.Result)
+	}
+	if !slices.Equal(seen, []string{"reply:not_found", "pm:not_found"}) {
+		t.Errorf("events recorded %v, want reply and pm, each not_found", seen)
+	}
+}
