@@ -7,12 +7,9 @@ import (
 	"path/filepath"
 	"regexp"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 )
-
-// CodeAwaitingReply: the role is played by a human whose reply has not
-// come yet (logist reply).
-const CodeAwaitingReply = "AWAITING_REPLY"
 
 // RepliesDir holds the replies of roles played by a human, one file per
 // turn, named after the turn.
@@ -35,21 +32,21 @@ func ReplyFile(jobDir string, req *Request) (string, error) {
 
 // Human is a role played by the steward: its answer is the reply filed by
 // `logist reply`, validated like an agent's. Until the reply exists the
-// call reports CodeAwaitingReply and the job waits, visibly.
+// call reports codes.AwaitingReply and the job waits, visibly.
 type Human struct{}
 
 // Call returns the filed reply.
 func (Human) Call(ctx context.Context, req *Request) (*Result, error) {
 	p, err := ReplyFile(req.JobDir, req)
 	if err != nil {
-		return nil, &Error{Code: CodeConfig, Msg: err.Error()}
+		return nil, &Error{Code: codes.AgentConfig, Msg: err.Error()}
 	}
 	b, err := readCapped(p, DefaultMaxOutput)
 	if os.IsNotExist(err) {
-		return nil, &Error{Code: CodeAwaitingReply, Msg: fmt.Sprintf("waiting for logist reply %s --as %s", req.JobID, req.Role)}
+		return nil, &Error{Code: codes.AwaitingReply, Msg: fmt.Sprintf("waiting for logist reply %s --as %s", req.JobID, req.Role)}
 	}
 	if err != nil {
-		return nil, &Error{Code: CodeConfig, Msg: fmt.Sprintf("reply %s: %v", p, err)}
+		return nil, &Error{Code: codes.AgentConfig, Msg: fmt.Sprintf("reply %s: %v", p, err)}
 	}
 	return &Result{Raw: b}, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/logist/logist/internal/builtins"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/config"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
@@ -127,6 +128,10 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	switch name {
 	case "", "help", "-h", "--help":
 		if name == "help" && len(rest) > 0 {
+			if rest[0] == "codes" {
+				fmt.Fprint(stdout, codes.Text())
+				return ExitOK
+			}
 			if c := find(rest[0]); c != nil {
 				fmt.Fprint(stdout, commandHelp(c))
 				return ExitOK
@@ -237,7 +242,7 @@ func mainHelp() string {
 		c := find(n)
 		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
 	}
-	b.WriteString(`  help       show help for a command: logist help COMMAND
+	b.WriteString(`  help       show help for a command: logist help COMMAND; the error codes: logist help codes
   version    print the version
 
 Global flags (any command):

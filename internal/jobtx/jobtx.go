@@ -16,7 +16,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
@@ -200,9 +202,8 @@ func Begin(env *Env, id string, keep *Kept) (*Tx, error) {
 	t.remember(raw)
 	t.baseStatus, t.baseTemplate = m.Status, m.Schedule != nil
 	if torn != nil {
-		env.Logger.Warn("history torn tail cut", "type", "error", "job_id", id, "status", string(m.Status),
-			"actor", "SYSTEM", "error_code", "HISTORY_TORN_TAIL", "attempt", 0, "checkpoint_id", t.Log.State().LastCheckpoint,
-			"offset", torn.Offset, "bytes", torn.Bytes)
+		joblog.Log(env.Logger, "history torn tail cut", joblog.Problem{Job: id, Status: string(m.Status),
+			Code: codes.HistoryTornTail, Checkpoint: t.Log.State().LastCheckpoint}, "offset", torn.Offset, "bytes", torn.Bytes)
 		env.obs().TornTail()
 	}
 	t.redact = secrets.NewRedactor(m.SecretEnv, env.getenv)
@@ -327,7 +328,7 @@ func (t *Tx) write(stored, rec *history.Record) error {
 	}
 	t.env.obs().HistoryAppend(time.Since(start), err)
 	if err != nil {
-		t.LogError("HISTORY_WRITE", "SYSTEM", 0, err.Error())
+		t.LogCode(codes.HistoryWrite, "SYSTEM", 0, err.Error())
 	} else if t.keep != nil && t.keep.raw != nil {
 		// Written with the manifest unchanged: the file is as remembered.
 		t.keep.logSize = t.Log.Size()
@@ -381,7 +382,7 @@ func (t *Tx) Transition(ev lifecycle.Event, to lifecycle.Status, toPhase, actor,
 	from := t.M.Status
 	fromPhase := t.M.Phase()
 	if err := lifecycle.Check(from, ev, to); err != nil {
-		t.LogError("ILLEGAL_TRANSITION", actor, 0, err.Error())
+		t.LogCode(codes.IllegalTransition, actor, 0, err.Error())
 		return err
 	}
 	if toPhase == "" {
@@ -411,21 +412,23 @@ func (t *Tx) Transition(ev lifecycle.Event, to lifecycle.Status, toPhase, actor,
 		t.parked = true
 	}
 	t.changed = true
-	t.env.Logger.Info("transition", "type", "transition", "job_id", t.ID, "from", string(from), "to", string(to),
-		"event", string(ev), "actor", actor, "checkpoint_id", tr.CheckpointID, "from_phase", fromPhase, "to_phase", toPhase, "reason", t.Redact(reason))
+	joblog.LogTransition(t.env.Logger, joblog.Transition{Job: t.ID, From: string(from), To: string(to), Event: string(ev),
+		Actor: actor, Checkpoint: tr.CheckpointID, FromPhase: fromPhase, ToPhase: toPhase, Reason: t.Redact(reason)})
 	t.env.obs().JobStatus(t.ID, from, to)
 	return nil
 }
 
-// LogError logs an error event with seed 004 §7.2's fields.
-func (t *Tx) LogError(code, actor string, attempt int, msg string) {
-	t.env.Logger.Error(t.Redact(msg), "type", "error", "job_id", t.ID, "status", string(t.M.Status), "actor", actor,
-		"error_code", code, "attempt", attempt, "checkpoint_id", t.Checkpoint(), "phase", t.M.Phase())
+// LogCode logs code's line (seed 004 §7.2: an error, or a warning or info
+// as the code's kind says, joblog) with the job's status, checkpoint and
+// phase, msg redacted.
+func (t *Tx) LogCode(code, actor string, attempt int, msg string) {
+	joblog.Log(t.env.Logger, t.Redact(msg), joblog.Problem{Job: t.ID, Status: string(t.M.Status), Actor: actor, Code: code,
+		Attempt: attempt, Checkpoint: t.Checkpoint(), Phase: t.M.Phase()})
 }
 
 // RecordError appends an error event to history and logs it.
 func (t *Tx) RecordError(code, actor string, attempt int, msg string) error {
-	t.LogError(code, actor, attempt, msg)
+	t.LogCode(code, actor, attempt, msg)
 	return t.Append(&history.Record{Type: history.TypeError, Phase: t.M.Phase(), Role: actor, Attempt: attempt,
 		Error: &history.ErrorInfo{Code: code, Message: msg, CheckpointID: t.Checkpoint()}})
 }
@@ -472,7 +475,7 @@ func (t *Tx) writeJobHistory() {
 	}
 	if err != nil {
 		// jobHistory.json is derived; the durable record is intact.
-		t.LogError("JOBHISTORY_WRITE", "SYSTEM", 0, err.Error())
+		t.LogCode(codes.JobHistoryWrite, "SYSTEM", 0, err.Error())
 	}
 }
 

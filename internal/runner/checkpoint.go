@@ -3,6 +3,7 @@ package runner
 import (
 	"fmt"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/response"
@@ -41,7 +42,7 @@ func phasePoint(c *call, ans *response.Answer, next string) *history.Record {
 func (e *Engine) snapshot(tx *jobtx.Tx, cp *history.RecoveryPoint) {
 	info, err := snapshot.Take(tx.Store().Workspace(tx.ID), tx.Dir, cp.CheckpointID)
 	if err != nil {
-		tx.LogError("SNAPSHOT_FAILED", "SYSTEM", 0, err.Error())
+		tx.LogCode(codes.SnapshotFailed, "SYSTEM", 0, err.Error())
 		return
 	}
 	cp.Snapshot = &history.SnapshotRef{Listing: info.Listing, Files: info.Files, Bytes: info.Bytes, New: info.New}

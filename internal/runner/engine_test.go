@@ -17,7 +17,9 @@ import (
 
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/builtins"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
@@ -91,18 +93,18 @@ func TestEscalationInvalidAnswers(t *testing.T) {
 		name, raw, code, inReason string
 	}{
 		{"schema invalid", `{"action": "COMPLETED", "evidence_files": "report.md", "summary_for_supervisor": "Summarised."}`,
-			response.CodeSchemaInvalid, "/evidence_files"},
+			codes.SchemaInvalid, "/evidence_files"},
 		{"schema invalid extra type", `{"action": "COMPLETED", "evidence_files": [1], "summary_for_supervisor": "ok"}`,
-			response.CodeSchemaInvalid, "/evidence_files/0"},
+			codes.SchemaInvalid, "/evidence_files/0"},
 		{"action malformed", `{"action": "DONE", "evidence_files": [], "summary_for_supervisor": "Did it."}`,
-			response.CodeActionInvalid, `"DONE"`},
+			codes.ActionInvalid, `"DONE"`},
 		{"action not a string", `{"action": 7, "evidence_files": [], "summary_for_supervisor": "Did it."}`,
-			response.CodeActionInvalid, "7"},
+			codes.ActionInvalid, "7"},
 		{"summary missing", `{"action": "COMPLETED", "evidence_files": []}`,
-			response.CodeSummaryMissing, "summary_for_supervisor"},
+			codes.SummaryMissing, "summary_for_supervisor"},
 		{"summary blank", `{"action": "COMPLETED", "evidence_files": [], "summary_for_supervisor": "  "}`,
-			response.CodeSummaryMissing, "empty"},
-		{"not json", `I finished the task, trust me.`, response.CodeNotJSON, "not a JSON object"},
+			codes.SummaryMissing, "empty"},
+		{"not json", `I finished the task, trust me.`, codes.NotJSON, "not a JSON object"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -154,7 +156,7 @@ func TestEscalationCallTimeout(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("run took %s; the 0.3 s timeout did not kill the agent", d)
 	}
-	last := checkEscalated(t, f, "j", agent.CodeTimeout, 1)
+	last := checkEscalated(t, f, "j", codes.AgentTimeout, 1)
 	if last.Status != history.StatusTimeout {
 		t.Errorf("response status = %q, want TIMEOUT", last.Status)
 	}
@@ -167,6 +169,63 @@ func TestEscalationCallTimeout(t *testing.T) {
 	}
 	if m := f.load("j"); !strings.Contains(m.Run.Reason, "timeout") {
 		t.Errorf("reason = %q", m.Run.Reason)
+	}
+}
+
+// obsCalls hears the calls and violations the metrics would count.
+type obsCalls struct {
+	jobtx.Nop
+	mu         sync.Mutex
+	outcomes   []string
+	violations []string
+}
+
+func (o *obsCalls) AgentCall(role, _, outcome string, _ time.Duration, _ float64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.outcomes = append(o.outcomes, role+":"+outcome)
+}
+
+func (o *obsCalls) Violation(code string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.violations = append(o.violations, code)
+}
+
+// Issue 17 item 10: an accepted answer with a missing evidence file is a
+// warning: logged at WARN with type "warning", never as an error, and
+// counted as an ok call, not as a violation, so error-rate alerts do not
+// hear it.
+func TestMissingEvidenceIsLoggedAsAWarning(t *testing.T) {
+	f := newFixture(t)
+	var logs logBuffer
+	f.Env.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	obs := &obsCalls{}
+	f.Env.Obs = obs
+	f.writeJob("j", job(script(step("COMPLETED", "Wrote it.", "missing.txt")), okSupervisor()))
+	f.run("j")
+	var warned bool
+	for _, l := range joblog.Lines(logs.bytes()) {
+		if l["error_code"] == nil && l["type"] == nil {
+			continue
+		}
+		if err := joblog.Check(l); err != nil {
+			t.Errorf("%v: %v", err, l)
+		}
+		if l["type"] == "error" {
+			t.Errorf("an error line for a job that only had a warning: %v", l)
+		}
+		if l["error_code"] == codes.EvidenceMissing {
+			warned = l["level"] == "WARN" && l["type"] == "warning" && l["actor"] == "worker" && l["job_id"] == "j"
+		}
+	}
+	if !warned {
+		t.Errorf("no EVIDENCE_MISSING warning line:\n%s", logs.bytes())
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(obs.violations) != 0 || strings.Join(obs.outcomes, ",") != "worker:ok,supervisor:ok" {
+		t.Errorf("metrics heard calls %v and violations %v", obs.outcomes, obs.violations)
 	}
 }
 
@@ -216,7 +275,7 @@ func TestEscalationEvidenceEscapingWorkspace(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.run("j")
-			last := checkEscalated(t, f, "j", response.CodeProtocolViolation, 1)
+			last := checkEscalated(t, f, "j", codes.ProtocolViolation, 1)
 			if !strings.Contains(last.Error, "escapes the workspace") {
 				t.Errorf("error = %q", last.Error)
 			}
@@ -242,7 +301,7 @@ func TestAPIErrorRetriesWithBackoffThenEscalates(t *testing.T) {
 			f.writeJob("j", j)
 			f.run("j")
 
-			last := checkEscalated(t, f, "j", agent.CodeAPIError, want+1)
+			last := checkEscalated(t, f, "j", codes.APIError, want+1)
 			if last.Status != history.StatusError {
 				t.Errorf("status %q", last.Status)
 			}
@@ -263,7 +322,7 @@ func TestAPIErrorRetriesWithBackoffThenEscalates(t *testing.T) {
 				}
 			}
 			for i, r := range ofType(recs, history.TypeResponse) {
-				if r.Response.ErrorCode != agent.CodeAPIError {
+				if r.Response.ErrorCode != codes.APIError {
 					t.Errorf("response %d code %q", i, r.Response.ErrorCode)
 				}
 				if wantNS := i == want; (r.Response.NewStatus != "") != wantNS {
@@ -851,7 +910,7 @@ func TestInterruptedCallIsReattemptedWithSameRequest(t *testing.T) {
 		t.Fatalf("an interrupted call left %d response records", n)
 	}
 	errs := ofType(recs, history.TypeError)
-	if len(errs) != 1 || errs[0].Error.Code != agent.CodeInterrupted {
+	if len(errs) != 1 || errs[0].Error.Code != codes.AgentInterrupted {
 		t.Fatalf("error records = %+v, want one AGENT_INTERRUPTED", errs)
 	}
 	if m := f.load("j"); m.Status != lifecycle.Running || m.Phase() != "work" {
@@ -987,7 +1046,7 @@ func TestEscalationEvidenceEscapeComesFirst(t *testing.T) {
 	raw := `{"evidence_files":["/etc/shadow"],"summary_for_supervisor":""}`
 	f.writeJob("j", job(script(rawStep(raw)), okSupervisor()))
 	f.run("j")
-	last := checkEscalated(t, f, "j", response.CodeProtocolViolation, 1)
+	last := checkEscalated(t, f, "j", codes.ProtocolViolation, 1)
 	if !strings.Contains(f.load("j").Run.Reason, "/etc/shadow") {
 		t.Errorf("run.reason = %q", f.load("j").Run.Reason)
 	}

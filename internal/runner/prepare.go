@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
@@ -38,7 +39,7 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		if !errors.As(err, &unsafe) {
 			return nil, done, err
 		}
-		return stop(outcome{code: CodeWorkspaceUnsafe, logs: []logEntry{{code: CodeWorkspaceUnsafe, actor: "SYSTEM", msg: err.Error()}},
+		return stop(outcome{code: codes.WorkspaceUnsafe, logs: []logEntry{{code: codes.WorkspaceUnsafe, actor: "SYSTEM", msg: err.Error()}},
 			transition: &transition{lifecycle.EvAgentFailed, lifecycle.InterventionRequired, "", "SYSTEM", err.Error()}})
 	}
 	if m.Status == lifecycle.Pending {
@@ -71,7 +72,7 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 	// do the phase itself, find nothing to do, or stop the workflow.
 	extra := ""
 	if eff, err := e.effectFor(ph); err != nil {
-		return stop(workflowFailed(ph.Role, &workflow.Failure{Code: CodeWorkflowEffect, Reason: fmt.Sprintf("phase %s: %v", phase, err)}))
+		return stop(workflowFailed(ph.Role, &workflow.Failure{Code: codes.WorkflowEffect, Reason: fmt.Sprintf("phase %s: %v", phase, err)}))
 	} else if eff != nil {
 		prep, err := eff.Prepare(tx, phase)
 		if err != nil {
@@ -90,7 +91,7 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		extra = prep.Context
 	}
 	if ph.Role == workflow.RoleLogist && c.work == nil {
-		return stop(workflowFailed(ph.Role, &workflow.Failure{Code: CodeWorkflowEffect, Reason: fmt.Sprintf("phase %s is Logist's own but its effect gave it nothing to do", phase)}))
+		return stop(workflowFailed(ph.Role, &workflow.Failure{Code: codes.WorkflowEffect, Reason: fmt.Sprintf("phase %s is Logist's own but its effect gave it nothing to do", phase)}))
 	}
 
 	if oi := tx.Log.State().OpenIntent; oi != nil && oi.Phase == phase && oi.Request != nil && oi.Interaction != nil {
@@ -105,11 +106,11 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		c.interaction, c.attempt, c.hreq = *oi.Interaction, oi.Attempt+1, stored.Request
 		var o outcome
 		if agent.KillOrphan(tx.Dir, c.interaction) {
-			o.logs = append(o.logs, logEntry{code: "AGENT_ORPHAN_KILLED", actor: c.role, attempt: c.attempt,
+			o.logs = append(o.logs, logEntry{code: codes.AgentOrphanKilled, actor: c.role, attempt: c.attempt,
 				msg: fmt.Sprintf("killed the agent of interaction %d left running by a previous daemon", c.interaction)})
 		}
 		c.req = requestFromHistory(tx, c, stored.Request)
-		o.logs = append(o.logs, logEntry{code: agent.CodeInterrupted, actor: c.role, attempt: c.attempt, record: true,
+		o.logs = append(o.logs, logEntry{code: codes.AgentInterrupted, actor: c.role, attempt: c.attempt, record: true,
 			msg: fmt.Sprintf("re-attempting interrupted interaction %d with its stored request", c.interaction)})
 		o.hold = true // nothing changed but the record, written at once
 		if _, err := e.apply(tx, o); err != nil {
@@ -124,7 +125,7 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 	}
 	if err != nil {
 		// A broken prompt override is the manifest's fault: a steward fixes it.
-		return stop(outcome{code: agent.CodeConfig,
+		return stop(outcome{code: codes.AgentConfig,
 			transition: &transition{lifecycle.EvAgentFailed, lifecycle.InterventionRequired, "", "SYSTEM", err.Error()}})
 	}
 	c.interaction = tx.Log.State().NextInteraction
@@ -192,7 +193,7 @@ func (e *Engine) prepared(tx *jobtx.Tx, wf *workflow.Workflow, c *call, eff effe
 		o := workflowFailed(c.role, prep.Fail)
 		return &o, nil
 	case prep.Wait != "":
-		return &outcome{code: CodeAwaitingSteward,
+		return &outcome{code: codes.AwaitingSteward,
 			transition: &transition{lifecycle.EvAwait, lifecycle.InterventionRequired, "", "SYSTEM", prep.Wait}}, nil
 	case prep.Skip == workflow.OutcomeContinue:
 		// Only records this step (a chair's announcement) and the state
@@ -201,7 +202,7 @@ func (e *Engine) prepared(tx *jobtx.Tx, wf *workflow.Workflow, c *call, eff effe
 	case len(prep.Turns) > 0 || len(prep.Abandon) > 0:
 		te, ok := eff.(effect.TurnEffect)
 		if !ok {
-			o := workflowFailed(c.role, &workflow.Failure{Code: CodeWorkflowEffect, Reason: fmt.Sprintf("phase %s asks for turns but its effect cannot finish them", c.phase)})
+			o := workflowFailed(c.role, &workflow.Failure{Code: codes.WorkflowEffect, Reason: fmt.Sprintf("phase %s asks for turns but its effect cannot finish them", c.phase)})
 			return &o, nil
 		}
 		if err := e.prepareTurns(tx, c, prep); err != nil {

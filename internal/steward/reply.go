@@ -6,6 +6,7 @@ import (
 
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/deliberation"
 	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/history"
@@ -13,13 +14,6 @@ import (
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/response"
-)
-
-// Codes the engine sets while a job waits for a human (runner's
-// CodeAwaitingReply and CodeAwaitingSteward).
-const (
-	awaitingReply   = "AWAITING_REPLY"
-	awaitingSteward = "AWAITING_STEWARD"
 )
 
 // Reply files the answer of a role played by a human (provider "human")
@@ -32,7 +26,7 @@ func (s *Steward) Reply(id, role string, answer []byte) (*manifest.Manifest, err
 	}
 	defer tx.Close()
 	m := tx.M
-	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != awaitingReply {
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.AwaitingReply {
 		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "it is not waiting for a reply", Hint: hintFor(m.Status, id)}
 	}
 	recs, err := history.ReadAll(tx.Dir)
@@ -120,7 +114,7 @@ func (s *Steward) Decide(id string, in deliberation.Input) (*manifest.Manifest, 
 	}
 	defer tx.Close()
 	m := tx.M
-	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != awaitingSteward {
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.AwaitingSteward {
 		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "it is not waiting for a steward's decision", Hint: hintFor(m.Status, id)}
 	}
 	if in.From == "" {

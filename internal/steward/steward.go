@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
@@ -257,7 +258,7 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 		return nil, nil, err
 	}
 	if err := snapshot.RestoreRef(tx.Store().Workspace(id), tx.Dir, cp, point.Snapshot.Listing); err != nil {
-		tx.RecordError("ROLLBACK_FAILED", "STEWARD", 0, err.Error())
+		tx.RecordError(codes.RollbackFailed, "STEWARD", 0, err.Error())
 		return nil, nil, fmt.Errorf("restore %s: %w", cp, err)
 	}
 	m.SetPhase(point.ResumePhase)
@@ -337,9 +338,9 @@ func Hint(st lifecycle.Status, id string) string { return hintFor(st, id) }
 func HintFor(m *manifest.Manifest, id string) string {
 	if m.Status == lifecycle.InterventionRequired {
 		switch m.Run.ErrorCode {
-		case awaitingReply:
+		case codes.AwaitingReply:
 			return "answer for the waiting role: logist reply " + id + " --as ROLE --file ANSWER.json (the reason names the role)"
-		case awaitingSteward:
+		case codes.AwaitingSteward:
 			return "decide as the reason says (e.g. logist pm " + id + " approve|veto|amend_and_approve)"
 		}
 	}

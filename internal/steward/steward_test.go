@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
@@ -502,7 +502,7 @@ func TestHaltKillsTheCallInFlight(t *testing.T) {
 	}
 	recs := f.records("j")
 	resps := ofType(recs, history.TypeResponse)
-	if r := resps[0].Response; r.ErrorCode != agent.CodeCanceled || r.Status != history.StatusError || r.ExecutionTimeSeconds > 5 {
+	if r := resps[0].Response; r.ErrorCode != codes.AgentCanceled || r.Status != history.StatusError || r.ExecutionTimeSeconds > 5 {
 		t.Errorf("response = %+v, want ERROR/AGENT_CANCELED", r)
 	}
 	trs := ofType(recs, history.TypeTransition)
@@ -527,7 +527,7 @@ func TestHaltKillsTheCallInFlight(t *testing.T) {
 			inter = &jh.Interactions[i]
 		}
 	}
-	if inter == nil || inter.Response == nil || inter.Response.ErrorCode != agent.CodeCanceled {
+	if inter == nil || inter.Response == nil || inter.Response.ErrorCode != codes.AgentCanceled {
 		t.Errorf("jobHistory.json is stale: the canceled call has no response there: %+v", inter)
 	}
 	// Nudging a finished job starts nothing.

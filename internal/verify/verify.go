@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
@@ -39,8 +40,8 @@ const (
 	ClassSequenceGap       = "SEQUENCE_GAP"
 	ClassSignatureInvalid  = "SIGNATURE_INVALID"
 	ClassSignatureMissing  = "SIGNATURE_MISSING"
-	ClassSchemaInvalid     = "SCHEMA_INVALID"
-	ClassIllegalTransition = "ILLEGAL_TRANSITION"
+	ClassSchemaInvalid     = codes.SchemaInvalid
+	ClassIllegalTransition = codes.IllegalTransition
 	ClassReplayDivergence  = "REPLAY_DIVERGENCE"
 	ClassUnreadable        = "UNREADABLE"
 )
@@ -329,7 +330,7 @@ type expectation struct {
 func refusedAgain(resp *history.Response, v response.Verdict) string {
 	legacy := resp.Violations == nil
 	switch {
-	case v.Err == nil && legacy && resp.ErrorCode == response.CodeProtocolViolation:
+	case v.Err == nil && legacy && resp.ErrorCode == codes.ProtocolViolation:
 		return ""
 	case v.Err == nil:
 		return fmt.Sprintf("recorded as %s, but the answer is valid now", resp.ErrorCode)

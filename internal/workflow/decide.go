@@ -3,6 +3,7 @@ package workflow
 import (
 	"fmt"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
 )
@@ -34,14 +35,6 @@ const (
 	// FaultTimeBudget: the job's time budget ran out during the call: the
 	// job halts (HALTED_TIME) until a steward gives it more time.
 	FaultTimeBudget Fault = "time_budget"
-)
-
-// Codes the decision stops a job with (besides a failure's own code and a
-// workflow's outcome names).
-const (
-	CodeAgentStuck = "AGENT_STUCK"
-	CodeRetryLimit = "RETRY_LIMIT"
-	CodeTimeBudget = "TIME_BUDGET"
 )
 
 // Case is what happened in a phase, as the decision needs it.
@@ -125,7 +118,7 @@ func Decide(w *Workflow, c Case) (Decision, error) {
 	switch {
 	case target == TargetIntervention:
 		d.Event, d.To = lifecycle.EvStuck, lifecycle.InterventionRequired
-		d.Code, d.Reason = CodeAgentStuck, fmt.Sprintf("%s answered %s: %s", c.Role, c.Action, c.Summary)
+		d.Code, d.Reason = codes.AgentStuck, fmt.Sprintf("%s answered %s: %s", c.Role, c.Action, c.Summary)
 		if name != c.Action {
 			d.Code, d.Reason = name, fmt.Sprintf("%s: %s", name, c.Feedback)
 		}
@@ -135,7 +128,7 @@ func Decide(w *Workflow, c Case) (Decision, error) {
 		d.Retries++
 		if d.Retries > c.MaxRetries {
 			d.Event, d.To = lifecycle.EvRetryLimit, lifecycle.InterventionRequired
-			d.Code = CodeRetryLimit
+			d.Code = codes.RetryLimit
 			d.Reason = fmt.Sprintf("RETRY limit of %d reached in phase %s; last summary: %s", c.MaxRetries, c.Phase, c.Summary)
 		} else {
 			d.Event, d.To, d.Phase = lifecycle.EvRetry, w.Phases[target].Status, target
@@ -162,7 +155,7 @@ func decideFault(c Case) (Decision, error) {
 		stuck.Event = lifecycle.EvAgentFailed
 		stuck.Reason = fmt.Sprintf("%s after %d automatic retries: %s", c.Code, c.MaxAPIRetries, c.Detail)
 	case FaultTimeBudget:
-		return Decision{Event: lifecycle.EvTimeExceeded, To: lifecycle.HaltedTime, Code: CodeTimeBudget, Reason: c.Detail,
+		return Decision{Event: lifecycle.EvTimeExceeded, To: lifecycle.HaltedTime, Code: codes.TimeBudget, Reason: c.Detail,
 			Retries: c.Retries, APIFailures: c.APIFailures, BySystem: true}, nil
 	default:
 		return Decision{}, fmt.Errorf("unknown fault %q", c.Fault)

@@ -19,18 +19,13 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/deliberation"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/pathguard"
 	"github.com/logist/logist/internal/response"
 	"github.com/logist/logist/internal/workflow"
-)
-
-// Codes of a deliberation that cannot go on.
-const (
-	CodeGame     = "GAME_FAILED"
-	CodeGameRole = "GAME_ROLE"
 )
 
 // Effects are the games' effects, by effect name ("deliberation.<name>").
@@ -194,7 +189,7 @@ func (st *state) answered() (map[string]*history.Record, []int) {
 			}
 			in := intents[*r.Interaction]
 			delete(intents, *r.Interaction)
-			if in == nil || in.Request == nil || r.Response == nil || r.Response.ErrorCode == "AGENT_INTERRUPTED" || r.Response.ErrorCode == "AGENT_CANCELED" {
+			if in == nil || in.Request == nil || r.Response == nil || r.Response.ErrorCode == codes.AgentInterrupted || r.Response.ErrorCode == codes.AgentCanceled {
 				continue
 			}
 			if k, _ := in.Request.Metadata[history.MetaTurnKey].(string); k != "" {
@@ -235,14 +230,14 @@ func resultOf(t deliberation.Turn, r *history.Record) deliberation.Result {
 func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 	st, err := load(tx, e.Game)
 	if err != nil {
-		return &workflow.Prep{Fail: &workflow.Failure{Code: CodeGame, Reason: err.Error()}}, nil
+		return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 	}
 	if err := files(tx, st.sess); err != nil {
 		return nil, err
 	}
 	step, err := st.sess.Next()
 	if err != nil {
-		return &workflow.Prep{Fail: &workflow.Failure{Code: CodeGame, Reason: err.Error()}}, nil
+		return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 	}
 	prep := &workflow.Prep{State: st.sess.State()}
 	if len(step.Emit) > 0 {
@@ -262,14 +257,14 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 		return prep, nil
 	}
 	if len(step.Turns) == 0 {
-		return &workflow.Prep{Fail: &workflow.Failure{Code: CodeGame, Reason: "the game has nothing to do and is not done"}}, nil
+		return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: "the game has nothing to do and is not done"}}, nil
 	}
 	done, dangling := st.answered()
 	prep.Abandon = dangling
 	var results []deliberation.Result
 	for _, t := range step.Turns {
 		if _, ok := tx.M.Agents[t.Role]; !ok {
-			return &workflow.Prep{Fail: &workflow.Failure{Code: CodeGameRole, Reason: fmt.Sprintf("participant %s is played by role %q, which has no agent in the manifest", t.Participant, t.Role)}}, nil
+			return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameRole, Reason: fmt.Sprintf("participant %s is played by role %q, which has no agent in the manifest", t.Participant, t.Role)}}, nil
 		}
 		key := TurnKey(len(st.msgs), t)
 		if r, ok := done[key]; ok {
@@ -282,7 +277,7 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 		// Every turn was answered before a stop: apply them now.
 		msgs, err := st.sess.Apply(results)
 		if err != nil {
-			return &workflow.Prep{Fail: &workflow.Failure{Code: CodeGame, Reason: err.Error()}}, nil
+			return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 		}
 		recs, err := records(tx, phase, len(st.msgs), msgs)
 		if err != nil {
@@ -303,11 +298,11 @@ func (e *Effect) Finish(tx *jobtx.Tx, phase string, ans *response.Answer, obj ma
 func (e *Effect) FinishTurns(tx *jobtx.Tx, phase string, played []workflow.TurnResult) (*workflow.Outcome, error) {
 	st, err := load(tx, e.Game)
 	if err != nil {
-		return &workflow.Outcome{Fail: &workflow.Failure{Code: CodeGame, Reason: err.Error()}}, nil
+		return &workflow.Outcome{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 	}
 	step, err := st.sess.Next()
 	if err != nil {
-		return &workflow.Outcome{Fail: &workflow.Failure{Code: CodeGame, Reason: err.Error()}}, nil
+		return &workflow.Outcome{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 	}
 	byKey := map[string]workflow.TurnResult{}
 	for _, r := range played {
@@ -327,7 +322,7 @@ func (e *Effect) FinishTurns(tx *jobtx.Tx, phase string, played []workflow.TurnR
 	}
 	msgs, err := st.sess.Apply(results)
 	if err != nil {
-		return &workflow.Outcome{Fail: &workflow.Failure{Code: CodeGame, Reason: err.Error()}}, nil
+		return &workflow.Outcome{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 	}
 	recs, err := records(tx, phase, len(st.msgs), msgs)
 	if err != nil {

@@ -4,8 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/steward"
 )
@@ -44,5 +46,13 @@ func TestSteeringCommandsAreTheStewardsList(t *testing.T) {
 	}
 	if !slices.Equal(seen, []string{"reply:not_found", "pm:not_found"}) {
 		t.Errorf("events recorded %v, want reply and pm, each not_found", seen)
+	}
+}
+
+// logist help codes prints the catalogue.
+func TestHelpCodes(t *testing.T) {
+	code, out, _ := runMain(t, nil, "help", "codes")
+	if code != ExitOK || out != codes.Text() || !strings.Contains(out, "EVIDENCE_MISSING") {
+		t.Errorf("logist help codes: exit %d\n%s", code, out)
 	}
 }
