@@ -99,7 +99,7 @@ func New(cfg manifest.AgentConfig) (Provider, error) {
 			}
 			return &PresetCommand{Preset: p, Cfg: *cfg.Command, Model: cfg.Model}, nil
 		}
-		return &Command{Cfg: *cfg.Command}, nil
+		return &Command{Cfg: *cfg.Command, Model: cfg.Model}, nil
 	case "human":
 		return Human{}, nil
 	case "http":

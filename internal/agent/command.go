@@ -31,6 +31,9 @@ var BaseEnv = []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"}
 // Command runs a program in the job's workspace as its own process group.
 type Command struct {
 	Cfg manifest.Command
+	// Model is the role's model, told to the program in its request's
+	// metadata ("" = none).
+	Model string
 	// Getenv reads the daemon's environment (tests inject it).
 	Getenv func(string) string
 }

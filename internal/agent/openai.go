@@ -144,17 +144,19 @@ func (o *OpenAI) body(req *Request) ([]byte, error) {
 		}
 	}
 	msgs = append(msgs, map[string]string{"role": "user", "content": user})
+	// The parameters the intent recorded (Params), and only those.
+	p := o.Params()
 	b := map[string]any{
-		"model":          o.Cfg.Model,
+		"model":          p.Model,
 		"messages":       msgs,
 		"stream":         true,
 		"stream_options": map[string]any{"include_usage": true},
 	}
-	if o.Cfg.Temperature != nil {
-		b["temperature"] = *o.Cfg.Temperature
+	if p.Temperature != nil {
+		b["temperature"] = *p.Temperature
 	}
-	if o.Cfg.MaxTokens > 0 {
-		b["max_tokens"] = o.Cfg.MaxTokens
+	if p.MaxTokens > 0 {
+		b["max_tokens"] = p.MaxTokens
 	}
 	switch o.Cfg.StructuredOutput {
 	case "", "json_schema":

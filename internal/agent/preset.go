@@ -38,6 +38,10 @@ type Preset struct {
 	// fields optional, patterns and bounds kept), not OpenAI's strict
 	// subset.
 	FullSchema bool
+	// ModelArg, if set, is the model name the program is given for the
+	// role's model and base URL (nil: the role's model as written). Build
+	// passes this name, and the request records it (PresetCommand.Params).
+	ModelArg func(model, baseURL string) string
 	// Build fills inv.Args and inv.Env for one call.
 	Build func(inv *Invocation) error
 	// Parse reads what the program printed. It returns a Parsed with Err
@@ -112,6 +116,14 @@ func registerPreset(p *Preset) {
 		panic("agent: preset registered twice: " + p.Name)
 	}
 	presets[p.Name] = p
+}
+
+// modelArg is the model name the program is given (ModelArg).
+func (p *Preset) modelArg(model, baseURL string) string {
+	if p.ModelArg != nil {
+		return p.ModelArg(model, baseURL)
+	}
+	return model
 }
 
 // LookupPreset returns the named preset.

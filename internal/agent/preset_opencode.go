@@ -28,13 +28,26 @@ func init() {
 		// providers for models named provider/model.
 		EnvAllow: []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "GEMINI_API_KEY",
 			"GOOGLE_GENERATIVE_AI_API_KEY", "GROQ_API_KEY", "DEEPSEEK_API_KEY", "XAI_API_KEY", "MISTRAL_API_KEY", "OPENCODE_API_KEY"},
-		Build: opencodeBuild,
-		Parse: opencodeParse,
+		ModelArg: opencodeModel,
+		Build:    opencodeBuild,
+		Parse:    opencodeParse,
 	})
 }
 
 // opencodeProvider is the provider id Logist defines for command.base_url.
 const opencodeProvider = "logist"
+
+// opencodeModel is the model OpenCode is given: with command.base_url, the
+// role's model as a model of the provider Logist defines for it.
+func opencodeModel(model, baseURL string) string {
+	if baseURL == "" {
+		return model
+	}
+	if id := strings.TrimPrefix(model, opencodeProvider+"/"); id != "" {
+		return opencodeProvider + "/" + id
+	}
+	return ""
+}
 
 func opencodeBuild(inv *Invocation) error {
 	cfg := map[string]any{
@@ -62,7 +75,7 @@ func opencodeBuild(inv *Invocation) error {
 	if inv.MaxTurns > 0 {
 		cfg["agent"] = map[string]any{"build": map[string]any{"steps": inv.MaxTurns}}
 	}
-	model := inv.Model
+	model := opencodeModel(inv.Model, inv.BaseURL)
 	if inv.BaseURL != "" {
 		id := strings.TrimPrefix(inv.Model, opencodeProvider+"/")
 		if id == "" {
@@ -78,7 +91,6 @@ func opencodeBuild(inv *Invocation) error {
 			},
 			"models": map[string]any{id: map[string]any{"name": id}},
 		}}
-		model = opencodeProvider + "/" + id
 	}
 	if model != "" {
 		cfg["model"] = model

@@ -22,6 +22,7 @@ import (
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/steward"
 )
@@ -48,10 +49,11 @@ func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(form
 func ExitCode(err error) int {
 	var ooo *jobtx.OutOfOrderError
 	var exists *steward.ExistsError
+	var illegal *lifecycle.IllegalTransition
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.As(err, &ooo), errors.As(err, &exists):
+	case errors.As(err, &ooo), errors.As(err, &exists), errors.As(err, &illegal):
 		return ExitOutOfOrder
 	case errors.Is(err, fs.ErrPermission):
 		return ExitPermission
@@ -106,7 +108,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdReply, cmdPM, cmdValidate, cmdVerify, cmdRollback, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs,
+		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdReply, cmdPM, cmdValidate, cmdVerify, cmdRollback, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs, cmdSet,
 	}
 	for _, c := range commands {
 		c.steers = slices.Contains(steward.Commands, c.name)
@@ -218,7 +220,10 @@ func splitCommand(args []string) (string, []string) {
 
 // steward returns the steward for commands that change jobs. Their
 // history records are signed with the folder's key, so only someone who may
-// read it (the daemon's user) can steer jobs.
+// read it (the daemon's user) can steer jobs. Their transactions log
+// nothing here: what they change, and any error they meet, is recorded in
+// the job's history, which the daemon logs (internal/daemon's relay), and
+// the command's outcome is what logist prints.
 func (e *env) steward() (*steward.Steward, error) {
 	key, err := signing.LoadOrCreate(e.store.Dir)
 	if err != nil {

@@ -75,6 +75,23 @@ var cmdHistory = &command{
 			}
 			r.Rows = append(r.Rows, row)
 		}
+		// Steward commands (events since jobHistory.json version 2).
+		cmds := 0
+		for _, ev := range h.Events {
+			st := ev.Steward
+			if st == nil {
+				continue
+			}
+			cmds++
+			note := st.Reason
+			if st.Guidance != "" {
+				note = "guidance: " + st.Guidance
+			}
+			r.Rows = append(r.Rows, []string{"cmd", shortTime(ev.Timestamp), "Steward", orDash(ev.Phase), "STEWARD", st.Command, "", "", firstLine(note, 80)})
+		}
+		if cmds > 0 {
+			r.Message += fmt.Sprintf(", %d steward commands", cmds)
+		}
 		for _, ev := range h.ProtocolEvents {
 			what := ev.Subject
 			if what == "" {

@@ -62,6 +62,7 @@ const (
 	SummaryMissing    = "SUMMARY_MISSING"
 	ProtocolViolation = "PROTOCOL_VIOLATION"
 	EvidenceMissing   = "EVIDENCE_MISSING"
+	UndeclaredChanges = "UNDECLARED_CHANGES"
 )
 
 // Agent calls (internal/agent, the engine's calls).
@@ -170,6 +171,7 @@ var catalogue = []Code{
 	{SummaryMissing, Error, true, "answer", "summary_for_supervisor is missing or empty"},
 	{ProtocolViolation, Error, true, "answer", "an evidence path leaves the workspace (absolute, .., a symlink out)"},
 	{EvidenceMissing, Warning, false, "answer", "an evidence file the answer names does not exist; the answer is accepted"},
+	{UndeclaredChanges, Warning, false, "answer", "the call changed workspace files the answer does not list as evidence; the answer is accepted"},
 
 	// An agent call.
 	{APIError, Error, true, "call", "the model API or the transport failed; retried with backoff up to limits.max_api_retries, then the job stops"},

@@ -38,6 +38,7 @@ type Daemon struct {
 	sched   *runner.Scheduler
 	engine  *runner.Engine
 	metrics *metrics.Metrics
+	relay   *relay
 	ready   atomic.Bool
 
 	mu      sync.Mutex
@@ -97,7 +98,10 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	// The lock may be replaced (the folder recreated): release whichever is held.
 	defer func() { d.lock.Unlock() }()
 	d.key.k.Store(key)
-	env := &jobtx.Env{Store: store, Logger: logger, Obs: d.metrics,
+	// The log's transitions of other processes are this daemon's from now
+	// (or from the previous daemon's clean stop) on.
+	d.relay = newRelay(store, logger, d.metrics, time.Now())
+	env := &jobtx.Env{Store: store, Logger: logger, Obs: d.metrics, Witness: d.relay,
 		History: history.Options{Signer: d.key, MaxBytes: o.HistoryMaxBytes, Observe: d.metrics.HistoryWrite}}
 	// The composition root: the engine and the schedules' steward play
 	// the built-in workflows' effects, and import none of them.
@@ -115,6 +119,17 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	// Runs live until shutdown decides otherwise, not until the signal.
 	runCtx, stopRuns := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRuns()
+	// The schedules and the relay stop after the runs, before the relay's
+	// last pass (stopped, below).
+	cronDone, relayDone := make(chan struct{}), make(chan struct{})
+	stopped := func() {
+		stopRuns()
+		if !o.Once {
+			<-cronDone
+			<-relayDone
+		}
+		d.relay.finish()
+	}
 	d.sched = runner.NewScheduler(runCtx, d.engine, o.MaxParallel, logger)
 
 	if o.Listen != "" {
@@ -155,7 +170,8 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	// never missed.
 	d.scan()
 	if !o.Once {
-		go d.cron.Run(runCtx)
+		go func() { defer close(cronDone); d.cron.Run(runCtx) }()
+		go func() { defer close(relayDone); d.relay.run(runCtx) }()
 		d.watchStewardEvents()
 		if o.Retention > 0 {
 			maint := cron.New()
@@ -178,15 +194,20 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 		case <-ctx.Done():
 			// A job waiting for disk space (or a long call) must not keep
 			// a signalled --once daemon alive.
-			return d.shutdown()
+			err := d.shutdown()
+			stopped()
+			return err
 		}
 		d.sched.Wait()
 		d.sched.Close()
+		stopped()
 		logger.Info("logistd done: no runnable job left")
 		return nil
 	}
 	lerr := d.loop(ctx)
-	return errors.Join(d.shutdown(), lerr)
+	serr := d.shutdown()
+	stopped()
+	return errors.Join(serr, lerr)
 }
 
 // CallStart (runner.Timings) observes pickup latency at a job's first call.

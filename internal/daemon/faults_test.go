@@ -314,3 +314,50 @@ func TestPlacementIsSettled(t *testing.T) {
 		})
 	}
 }
+
+// A rescan (after the watcher lost events) forgets the jobs and invalid
+// manifests that left the folder unheard, so the gauges follow the folder.
+func TestRescanForgetsWhatIsGone(t *testing.T) {
+	dir := t.TempDir()
+	d, _, _, _ := startDaemon(t, dir)
+	dropJob(t, dir, "a")
+	if err := os.MkdirAll(filepath.Join(dir, "bad"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bad", "job.json"), []byte(`{"agents": {}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	counted := func() (jobs []string, invalid int) {
+		d.mu.Lock()
+		invalid = len(d.invalid)
+		d.mu.Unlock()
+		return d.metrics.Jobs(), invalid
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		jobs, invalid := counted()
+		if len(jobs) == 1 && invalid == 1 && status(dir, "a") == "SUCCESS" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counted jobs %v, %d invalid", jobs, invalid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Gone while the watcher hears nothing of it.
+	for _, p := range []string{dir, filepath.Join(dir, "a"), filepath.Join(dir, "bad")} {
+		_ = d.watcher.Remove(p)
+	}
+	for _, id := range []string{"a", "bad"} {
+		if err := os.RemoveAll(filepath.Join(dir, id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if jobs, invalid := counted(); len(jobs) != 1 || invalid != 1 {
+		t.Fatalf("the watcher heard the removal after all: %v, %d", jobs, invalid)
+	}
+	d.scan()
+	if jobs, invalid := counted(); len(jobs) != 0 || invalid != 0 {
+		t.Errorf("after a rescan: jobs %v, %d invalid; want none", jobs, invalid)
+	}
+}

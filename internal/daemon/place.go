@@ -22,6 +22,7 @@ func (d *Daemon) place(bare string, atStart bool) {
 		d.reportInvalid(filepath.Base(bare), err)
 		return
 	}
+	d.clearInvalid(filepath.Base(bare)) // reported when it could not be placed
 	d.log.Info("placed manifest", "job_id", id, "from", filepath.Base(bare))
 	d.mu.Lock()
 	d.placed[id] = time.Now()

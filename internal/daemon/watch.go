@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/signing"
@@ -135,12 +137,18 @@ func (d *Daemon) fileEvent(ev fsnotify.Event) {
 	}
 	switch len(parts) {
 	case 1:
-		if ev.Op&(fsnotify.Create|fsnotify.Write|fsnotify.Rename) == 0 {
-			if ev.Op&fsnotify.Remove != 0 {
+		if ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 {
+			if _, err := os.Lstat(ev.Name); errors.Is(err, fs.ErrNotExist) {
+				// Removed or moved away: a job folder, or a manifest
+				// file not yet placed.
 				d.mu.Lock()
 				delete(d.watched, base)
 				d.mu.Unlock()
+				d.gone(base)
+				return
 			}
+		}
+		if ev.Op&(fsnotify.Create|fsnotify.Write|fsnotify.Rename) == 0 {
 			return
 		}
 		fi, err := os.Lstat(ev.Name)
@@ -165,6 +173,18 @@ func (d *Daemon) fileEvent(ev fsnotify.Event) {
 			d.place(ev.Name, false)
 		}
 	case 2:
+		if history.IsFile(base) {
+			// Another process's records (a steward's command) are read
+			// and logged; the daemon's own are told apart by size.
+			d.relay.notify(parts[0])
+			return
+		}
+		if base == jobstore.ManifestFile && ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 {
+			if _, err := os.Lstat(ev.Name); errors.Is(err, fs.ErrNotExist) {
+				d.gone(parts[0]) // no manifest: no longer a job
+			}
+			return
+		}
 		if base == jobstore.ManifestFile && ev.Op&(fsnotify.Create|fsnotify.Write|fsnotify.Rename) != 0 {
 			// The echo of our own save carries no news (the engine that
 			// wrote it goes on by itself); a steward's change is a new file.
@@ -190,8 +210,10 @@ func (d *Daemon) rootLost(op fsnotify.Op) error {
 		_ = d.watcher.Remove(d.store.JobDir(id))
 	}
 	d.watched = map[string]bool{}
-	d.invalid = map[string]string{}
 	d.mu.Unlock()
+	// Nothing is in the folder while it is gone.
+	d.retain(nil, nil)
+	d.relay.reset()
 	how := "noticed by polling"
 	if op != 0 {
 		how = op.String()

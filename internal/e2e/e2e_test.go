@@ -53,6 +53,7 @@ func TestScripts(t *testing.T) {
 			"waitfile":    cmdWaitFile,
 			"waitgone":    cmdWaitGone,
 			"copyexample": cmdCopyExample,
+			"readmeblock": cmdReadmeBlock,
 			"historyhas":  cmdHistoryHas,
 			"bigfile":     cmdBigFile,
 			"deepjson":    cmdDeepJSON,
@@ -195,6 +196,33 @@ func cmdCopyExample(ts *testscript.TestScript, neg bool, args []string) {
 	src := filepath.Join(ts.Getenv("REPO"), "jobs", args[0])
 	dst := ts.MkAbs(filepath.Join(args[1], args[0]))
 	ts.Check(os.CopyFS(dst, os.DirFS(src)))
+}
+
+// readmeblock MARKER FILE: write the first fenced block of the repo's
+// README.md that follows the first line containing MARKER to FILE, so a
+// script runs (or prints) what the README shows.
+func cmdReadmeBlock(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: readmeblock MARKER FILE")
+	}
+	b, err := os.ReadFile(filepath.Join(ts.Getenv("REPO"), "README.md"))
+	ts.Check(err)
+	var block []string
+	seen, in := false, false
+	for _, l := range strings.Split(string(b), "\n") {
+		switch {
+		case !seen:
+			seen = strings.Contains(l, args[0])
+		case !in && strings.HasPrefix(l, "```"):
+			in = true
+		case in && strings.HasPrefix(l, "```"):
+			ts.Check(os.WriteFile(ts.MkAbs(args[1]), []byte(strings.Join(block, "\n")+"\n"), 0o600))
+			return
+		case in:
+			block = append(block, l)
+		}
+	}
+	ts.Fatalf("README.md has no fenced block after a line starting with %q", args[0])
 }
 
 // historyhas DIR JOB TYPE CODE COUNT: the job's history has exactly COUNT

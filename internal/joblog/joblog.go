@@ -3,7 +3,7 @@
 // the scheduler, the daemon, the schedules, the metering proxy) gives the
 // same fields: a transition (§7.1: the job as game_id, from, to, event,
 // actor, checkpoint_id) and a problem (§7.2: type, the job, status, actor,
-// error_code, attempt, checkpoint_id, optionally the phase).
+// error_code, attempt, checkpoint_id; and the phase).
 //
 // A problem's level and type come from its code's kind in the catalogue
 // (internal/codes): an error is logged at ERROR with type "error", a
@@ -45,7 +45,7 @@ type Problem struct {
 	Attempt int
 	// Checkpoint is the job's last safe checkpoint.
 	Checkpoint string
-	// Phase, if set, is the job's phase.
+	// Phase is the job's phase ("" for none).
 	Phase string
 }
 
@@ -58,10 +58,7 @@ func Log(l *slog.Logger, msg string, p Problem, attrs ...any) {
 	}
 	args := make([]any, 0, 16+len(attrs))
 	args = append(args, "type", string(kind), "job_id", p.Job, "status", p.Status, "actor", actor,
-		"error_code", p.Code, "attempt", p.Attempt, "checkpoint_id", p.Checkpoint)
-	if p.Phase != "" {
-		args = append(args, "phase", p.Phase)
-	}
+		"error_code", p.Code, "attempt", p.Attempt, "checkpoint_id", p.Checkpoint, "phase", p.Phase)
 	l.Log(context.Background(), levels[kind], msg, append(args, attrs...)...)
 }
 
@@ -80,14 +77,15 @@ type Transition struct {
 	Reason             string
 }
 
-// LogTransition writes t as one line, at INFO.
-func LogTransition(l *slog.Logger, t Transition) {
+// LogTransition writes t as one line, at INFO; attrs follow its fields.
+func LogTransition(l *slog.Logger, t Transition, attrs ...any) {
 	actor := t.Actor
 	if actor == "" {
 		actor = System
 	}
-	l.Info("transition", "type", TypeTransition, "job_id", t.Job, "from", t.From, "to", t.To, "event", t.Event,
-		"actor", actor, "checkpoint_id", t.Checkpoint, "from_phase", t.FromPhase, "to_phase", t.ToPhase, "reason", t.Reason)
+	l.Info("transition", append([]any{"type", TypeTransition, "job_id", t.Job, "from", t.From, "to", t.To, "event", t.Event,
+		"actor", actor, "checkpoint_id", t.Checkpoint, "phase", t.ToPhase, "from_phase", t.FromPhase, "to_phase", t.ToPhase,
+		"reason", t.Reason}, attrs...)...)
 }
 
 // Fields every line of a kind carries.

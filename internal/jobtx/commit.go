@@ -166,6 +166,7 @@ func (t *Tx) writeBatch(q []queued) error {
 	}
 	start := time.Now()
 	err := t.Log.AppendBatch(recs)
+	t.wrote()
 	t.env.obs().HistoryAppend(time.Since(start), err)
 	if err != nil {
 		t.LogCode(codes.HistoryWrite, "SYSTEM", 0, err.Error())

@@ -334,6 +334,12 @@ func TestDecodeSemanticChecks(t *testing.T) {
 		wantProblem(t, `{"task_description": "t", "agents": {"worker": {"provider": "command", "command": {"argv": ["agent", "--out", "x.json"], "answer": "file"}}, "supervisor": {"provider": "script", "script": [{}]}}}`,
 			"/agents/worker/command/argv", "{answer_file}")
 	})
+	t.Run("empty program", func(t *testing.T) {
+		for _, argv := range []string{`[""]`, `["  ", "--request", "{request_file}"]`} {
+			wantProblem(t, `{"task_description": "t", "agents": {"worker": {"provider": "command", "command": {"argv": `+argv+`}}, "supervisor": {"provider": "script", "script": [{}]}}}`,
+				"/agents/worker/command/argv/0", "empty")
+		}
+	})
 	t.Run("answer file with placeholder", func(t *testing.T) {
 		m := decodeOK(t, `{"task_description": "t", "agents": {"worker": {"provider": "command", "command": {"argv": ["agent", "--out={answer_file}"], "answer": "file", "stdin": "request"}}, "supervisor": {"provider": "script", "script": [{}]}}}`)
 		if c := m.Agents["worker"].Command; c == nil || c.Answer != "file" || c.Stdin != "request" || len(c.Argv) != 2 {

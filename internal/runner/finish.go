@@ -29,6 +29,8 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 		resp.SessionID, resp.Tokens, resp.Stderr = out.SessionID, out.Tokens, truncate(out.Stderr, 4096)
 	}
 	seen := func(result string) []callSeen { return []callSeen{{c.role, c.provider, result, elapsed, cost}} }
+	ch, compared := callChanges(tx, c)
+	recordChanges(resp, ch)
 
 	// Cancelled by a steward: the job changed under us; record what the
 	// call produced and leave the status as the steward set it.
@@ -106,6 +108,11 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 	for _, w := range v.Warnings {
 		resp.Warnings = append(resp.Warnings, w.Detail)
 		o.logs = append(o.logs, logEntry{code: w.Code, actor: c.role, attempt: c.attempt, msg: w.Detail})
+	}
+	if w := undeclared(ch, ans.EvidenceFiles); compared && w != "" {
+		// Accepted all the same (seed 002: evidence problems are warnings).
+		resp.Warnings = append(resp.Warnings, w)
+		o.logs = append(o.logs, logEntry{code: codes.UndeclaredChanges, actor: c.role, attempt: c.attempt, msg: w})
 	}
 	oc := &workflow.Outcome{Name: ans.Action}
 	if eff, err := e.effectFor(ph); err != nil {

@@ -151,6 +151,7 @@ func (e *Engine) apply(tx *jobtx.Tx, o outcome) (stepResult, error) {
 
 	if o.start {
 		m.Run.StartedAt = tx.Now().UTC().Format(time.RFC3339Nano)
+		obs.FirstStart()
 	}
 	if o.code != "" {
 		m.Run.ErrorCode = o.code
@@ -207,8 +208,9 @@ func (e *Engine) apply(tx *jobtx.Tx, o outcome) (stepResult, error) {
 		// jobHistory.json is refreshed when the job stops running (the
 		// transition marks that), not at every phase boundary: rebuilding
 		// it costs the whole history, and logist history --format json
-		// always builds a current one.
-		m.Run.CheckpointID = o.point.RecoveryPoint.CheckpointID
+		// always builds a current one. The point is now the job's
+		// current checkpoint (jobtx.Tx.Checkpoint; the manifest's
+		// run.checkpoint_id follows it at commit).
 	}
 
 	if t := o.transition; t != nil {

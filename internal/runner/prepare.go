@@ -43,6 +43,9 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 			transition: &transition{lifecycle.EvAgentFailed, lifecycle.InterventionRequired, "", "SYSTEM", err.Error()}})
 	}
 	if m.Status == lifecycle.Pending {
+		if o := e.checkPrograms(tx); o != nil {
+			return stop(*o)
+		}
 		if o := overBudget(tx); o != nil {
 			return stop(*o)
 		}
@@ -104,11 +107,16 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 			return nil, done, fmt.Errorf("job %s: open the interrupted request: %w", tx.ID, err)
 		}
 		c.interaction, c.attempt, c.hreq = *oi.Interaction, oi.Attempt+1, stored.Request
+		if c.work == nil {
+			c.prov, c.perr = e.providerFor(m, c.role)
+		}
 		var o outcome
 		if agent.KillOrphan(tx.Dir, c.interaction) {
 			o.logs = append(o.logs, logEntry{code: codes.AgentOrphanKilled, actor: c.role, attempt: c.attempt,
 				msg: fmt.Sprintf("killed the agent of interaction %d left running by a previous daemon", c.interaction)})
 		}
+		// The agent gets the request as first sent: opened where the
+		// history seals it, byte for byte (history lists are never null).
 		c.req = requestFromHistory(tx, c, stored.Request)
 		o.logs = append(o.logs, logEntry{code: codes.AgentInterrupted, actor: c.role, attempt: c.attempt, record: true,
 			msg: fmt.Sprintf("re-attempting interrupted interaction %d with its stored request", c.interaction)})
@@ -130,7 +138,14 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 	}
 	c.interaction = tx.Log.State().NextInteraction
 	c.attempt = m.Run.APIFailures + 1
-	c.hreq = newRequest(tx, c, ph, sys, extra)
+	var params agent.Params
+	if c.work == nil {
+		c.prov, c.perr = e.providerFor(m, c.role)
+		if c.perr == nil {
+			params = agent.SentParams(c.prov)
+		}
+	}
+	c.hreq = newRequest(tx, c, ph, sys, extra, params)
 	c.req = requestFromHistory(tx, c, c.hreq)
 	if err := tx.Store().EnsureWorkspace(tx.ID); err != nil {
 		return nil, done, err

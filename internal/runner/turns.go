@@ -23,6 +23,8 @@ type turnCall struct {
 	interaction int
 	req         *agent.Request
 	provider    string
+	prov        agent.Provider
+	perr        error
 	// outcome of the call
 	out     *agent.Result
 	err     error
@@ -53,8 +55,9 @@ func (e *Engine) prepareTurns(tx *jobtx.Tx, c *call, prep *workflow.Prep) error 
 		}
 		meta := map[string]any{"role": t.Role, "phase": c.phase, "provider": cfg.Provider, "interaction": n,
 			"attempt": 1, history.MetaTurnKey: t.Key, history.MetaAnswerSchema: t.Schema}
-		if cfg.Model != "" {
-			meta["model"] = cfg.Model
+		prov, perr := e.providerFor(m, t.Role)
+		if perr == nil {
+			agent.SentParams(prov).Record(meta)
 		}
 		hreq := &history.Request{Prompt: t.Prompt, FilesContext: []string{}, Metadata: meta,
 			TaskDescription: m.TaskDescription, WorkspacePath: tx.Store().Workspace(tx.ID)}
@@ -65,7 +68,7 @@ func (e *Engine) prepareTurns(tx *jobtx.Tx, c *call, prep *workflow.Prep) error 
 		req := &agent.Request{JobID: tx.ID, Phase: c.phase, Role: t.Role, ContextFiles: []string{}, Prompt: t.Prompt,
 			TaskDescription: m.TaskDescription, Metadata: meta, Workspace: tx.Store().Workspace(tx.ID), JobDir: tx.Dir,
 			Interaction: n, CallIndex: tx.Log.State().Responses[t.Role]}
-		c.turns = append(c.turns, &turnCall{turn: t, interaction: n, req: req, provider: cfg.Provider})
+		c.turns = append(c.turns, &turnCall{turn: t, interaction: n, req: req, provider: cfg.Provider, prov: prov, perr: perr})
 	}
 	return nil
 }
@@ -79,20 +82,14 @@ func (e *Engine) playTurns(ctx context.Context, tx *jobtx.Tx, c *call) {
 	sem := make(chan struct{}, limit)
 	var wg sync.WaitGroup
 	for _, tc := range c.turns {
-		cfg := m.Agents[tc.turn.Role]
-		if cfg.Command != nil && len(m.SecretEnv) > 0 {
-			cmd := *cfg.Command
-			cmd.EnvAllow = append(append([]string{}, cmd.EnvAllow...), m.SecretEnv...)
-			cfg.Command = &cmd
-		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func(tc *turnCall) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			prov, err := e.NewProvider(cfg)
-			if err != nil {
-				tc.err = err
+			prov := tc.prov
+			if tc.perr != nil {
+				tc.err = tc.perr
 				return
 			}
 			deadline, _ := callDeadline(m, tc.turn.Role)

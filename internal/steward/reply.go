@@ -53,10 +53,10 @@ func (s *Steward) Reply(id, role string, answer []byte) (*manifest.Manifest, err
 	}
 	m.Run.ErrorCode = ""
 	m.Audit(tx.Now(), "Steward", "REPLY", "as "+role, nil)
-	if err := s.record(tx, history.CmdReply, "", "", map[string]any{"role": role, "interaction": *in.Interaction}); err != nil {
+	if err := s.record(tx, history.CommandReply, "", "", map[string]any{"role": role, "interaction": *in.Interaction}); err != nil {
 		return nil, err
 	}
-	if err := s.transition(tx, history.CmdReply, lifecycle.EvResume, lifecycle.Pending, "", "reply as "+role+" by "+s.User); err != nil {
+	if err := s.transition(tx, history.CommandReply, lifecycle.EvResume, lifecycle.Pending, "", "reply as "+role+" by "+s.User); err != nil {
 		return nil, err
 	}
 	return m, tx.Commit()
@@ -142,10 +142,10 @@ func (s *Steward) Decide(id string, in deliberation.Input) (*manifest.Manifest, 
 	}
 	m.Run.ErrorCode = ""
 	m.Audit(tx.Now(), "Steward", "DECIDE", in.Kind, nil)
-	if err := s.record(tx, history.CmdDecide, "", "", map[string]any{"kind": in.Kind, "content": in.Content}); err != nil {
+	if err := s.record(tx, history.CommandDecide, "", "", map[string]any{"kind": in.Kind, "content": in.Content}); err != nil {
 		return nil, err
 	}
-	if err := s.transition(tx, history.CmdDecide, lifecycle.EvResume, lifecycle.Pending, "", in.Kind+" by "+s.User); err != nil {
+	if err := s.transition(tx, history.CommandDecide, lifecycle.EvResume, lifecycle.Pending, "", in.Kind+" by "+s.User); err != nil {
 		return nil, err
 	}
 	return m, tx.Commit()

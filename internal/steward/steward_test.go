@@ -591,17 +591,27 @@ func TestIllegalTransitionChangesNothing(t *testing.T) {
 			if m.Status != lifecycle.Status(tc.from) || m.Phase() != tc.phase {
 				t.Errorf("stored manifest became %s/%s", m.Status, m.Phase())
 			}
-			if n := len(f.records("j")); n != 0 {
-				t.Errorf("history has %d records after a refused transition", n)
+			// The refusal itself is recorded (the daemon logs it when
+			// another process made it), the transition is not.
+			recs := f.records("j")
+			if len(recs) != 1 || recs[0].Type != history.TypeError || recs[0].Error == nil ||
+				recs[0].Error.Code != codes.IllegalTransition || recs[0].Role != "TEST" || recs[0].StateBefore != tc.from {
+				t.Errorf("history after a refused transition: %+v, want one ILLEGAL_TRANSITION error by TEST in %s", recs, tc.from)
 			}
 		})
 	}
 	t.Run("untouched without commit", func(t *testing.T) {
 		f := newFixture(t)
 		f.writeJob("j", withStatus("SUCCESS", "review"))
-		before := f.snapshot("j")
+		before := f.load("j")
 		tx, err := jobtx.Begin(f.Env, "j", nil)
 		if err != nil {
+			t.Fatal(err)
+		}
+		// A change in progress when the refusal comes is dropped with
+		// it; the refusal's record is written at once, on its own.
+		tx.M.Run.Guidance = "dropped"
+		if err := tx.Append(&history.Record{Type: history.TypeSteward, Steward: &history.Steward{Command: "halt"}}); err != nil {
 			t.Fatal(err)
 		}
 		err = tx.Transition(lifecycle.EvHalt, lifecycle.Canceled, "", "TEST", "")
@@ -610,8 +620,15 @@ func TestIllegalTransitionChangesNothing(t *testing.T) {
 		if !errors.As(err, &it) {
 			t.Fatalf("err = %v", err)
 		}
-		if f.snapshot("j") != before {
-			t.Errorf("manifest or history changed")
+		if !strings.Contains(err.Error(), "recorded in its history as ILLEGAL_TRANSITION") {
+			t.Errorf("err = %v, want it to say the refusal is recorded", err)
+		}
+		if after := f.load("j"); after.Run.Guidance != before.Run.Guidance || after.Status != before.Status {
+			t.Errorf("manifest changed")
+		}
+		recs := f.records("j")
+		if len(recs) != 1 || recs[0].Type != history.TypeError || recs[0].Error.Code != codes.IllegalTransition {
+			t.Errorf("history: %+v, want the ILLEGAL_TRANSITION error alone", recs)
 		}
 	})
 	t.Run("a legal one is applied", func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -190,6 +191,14 @@ func replay(r *Report, es []history.Entry, m *manifest.Manifest) {
 		}
 		maxRetries = m.MaxRetries()
 	}
+	// A steward's logist set may have changed the retry limit on the way:
+	// the replay starts from the limit before the first change (its old
+	// value) and follows each.
+	for i := len(es) - 1; i >= 0; i-- {
+		if n, ok := retryLimitSet(&es[i].Record, true); ok {
+			maxRetries = n
+		}
+	}
 	var cur lifecycle.Status
 	retries := 0
 	// expect is what the current engine says the next transition must be,
@@ -286,6 +295,9 @@ func replay(r *Report, es []history.Entry, m *manifest.Manifest) {
 			if rec.Steward != nil && workflow.ResetsRetries(rec.Steward.Command) {
 				retries = 0
 			}
+			if n, ok := retryLimitSet(rec, false); ok {
+				maxRetries = n
+			}
 		case history.TypeTransition:
 			t := rec.Transition
 			if t == nil {
@@ -310,6 +322,32 @@ func replay(r *Report, es []history.Entry, m *manifest.Manifest) {
 			}
 		}
 	}
+}
+
+// retryLimitSet is the retry limit (limits.max_retries) a steward record
+// changed, before the change (old) or after it.
+func retryLimitSet(rec *history.Record, old bool) (int, bool) {
+	if rec.Type != history.TypeSteward || rec.Steward == nil {
+		return 0, false
+	}
+	o, n, ok := rec.Steward.Change("limits.max_retries")
+	if !ok {
+		return 0, false
+	}
+	v := n
+	if old {
+		v = o
+	}
+	switch x := v.(type) {
+	case nil:
+		return manifest.DefaultMaxRetries, true
+	case float64:
+		return int(x), true
+	case json.Number:
+		i, err := x.Int64()
+		return int(i), err == nil
+	}
+	return 0, false
 }
 
 type expectation struct {

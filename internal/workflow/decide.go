@@ -172,7 +172,7 @@ func decideFault(c Case) (Decision, error) {
 // rule and logist verify's replay follows it: one list for both.
 func ResetsRetries(command string) bool {
 	switch command {
-	case history.CmdResume, history.CmdRollback, history.CmdReply, history.CmdDecide:
+	case history.CommandResume, history.CommandRollback, history.CommandReply, history.CommandDecide:
 		return true
 	}
 	return false
