@@ -3,6 +3,7 @@ package runner
 import (
 	"fmt"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/response"
@@ -48,7 +49,7 @@ func (e *Engine) snapshot(tx *jobtx.Tx, cp *history.RecoveryPoint) {
 	base, baseSnap := tx.CheckpointRef()
 	info, err := snapshot.Take(tx.Store().Workspace(tx.ID), tx.Dir, cp.CheckpointID)
 	if err != nil {
-		tx.LogError("SNAPSHOT_FAILED", "SYSTEM", 0, err.Error())
+		tx.LogCode(codes.SnapshotFailed, "SYSTEM", 0, err.Error())
 		return
 	}
 	cp.Snapshot = &history.SnapshotRef{Listing: info.Listing, Files: info.Files, Bytes: info.Bytes, New: info.New}
@@ -57,7 +58,7 @@ func (e *Engine) snapshot(tx *jobtx.Tx, cp *history.RecoveryPoint) {
 	}
 	was, err := snapshot.Entries(tx.Dir, base, baseSnap.Listing)
 	if err != nil {
-		tx.LogError("SNAPSHOT_FAILED", "SYSTEM", 0, fmt.Sprintf("changes since %s not listed: %v", base, err))
+		tx.LogCode(codes.SnapshotFailed, "SYSTEM", 0, fmt.Sprintf("changes since %s not listed: %v", base, err))
 		return
 	}
 	ch := snapshot.Diff(was, info.Entries)
