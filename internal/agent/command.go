@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/regfile"
 )
@@ -50,7 +51,7 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	}
 	if !req.FileWritten {
 		if err := WriteRequest(req.JobDir, req.Interaction, body); err != nil {
-			return nil, &Error{Code: CodeStart, Msg: err.Error()}
+			return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 		}
 	}
 	os.Remove(ansFile)
@@ -72,14 +73,14 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	}
 	errText := string(pr.Stderr)
 	if pr.ExitCode != 0 {
-		return nil, &Error{Code: CodeExit, Transient: true, Msg: fmt.Sprintf("%s exited with status %d: %s", argv[0], pr.ExitCode, lastLine(errText)), Partial: pr.Stdout, Stderr: errText}
+		return nil, &Error{Code: codes.AgentExit, Transient: true, Msg: fmt.Sprintf("%s exited with status %d: %s", argv[0], pr.ExitCode, lastLine(errText)), Partial: pr.Stdout, Stderr: errText}
 	}
 	limit := spec.limit()
 	res := &Result{Raw: pr.Stdout, Stderr: errText}
 	if c.Cfg.Answer == "file" {
 		b, err := readCapped(ansFile, limit)
 		if err != nil {
-			return nil, &Error{Code: CodeExit, Msg: fmt.Sprintf("answer file: %v", err), Partial: pr.Stdout, Stderr: errText}
+			return nil, &Error{Code: codes.AgentExit, Msg: fmt.Sprintf("answer file: %v", err), Partial: pr.Stdout, Stderr: errText}
 		}
 		res.Raw = b
 	}

@@ -10,12 +10,14 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/logist/logist/internal/builtins"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/config"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
@@ -80,8 +82,8 @@ type command struct {
 	example string
 	flags   func(fs *pflag.FlagSet)
 	run     func(e *env, args []string) (*Result, error)
-	// steers marks commands that change jobs (counted in the daemon's
-	// steward metrics).
+	// steers marks commands that change jobs (steward.Commands, counted
+	// in the daemon's steward metrics).
 	steers bool
 	// hidden commands (for shell completion) are left out of the help.
 	hidden bool
@@ -116,11 +118,11 @@ func eventResult(err error) string {
 var commands []*command
 
 func init() {
-	for _, c := range []*command{cmdSubmit, cmdResume, cmdHalt, cmdActivate, cmdRollback, cmdReply, cmdPM, cmdSet} {
-		c.steers = true
-	}
 	commands = []*command{
 		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdReply, cmdPM, cmdSet, cmdValidate, cmdVerify, cmdRollback, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs, cmdCheckpoints,
+	}
+	for _, c := range commands {
+		c.steers = slices.Contains(steward.Commands, c.name)
 	}
 }
 
@@ -139,6 +141,10 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	switch name {
 	case "", "help", "-h", "--help":
 		if name == "help" && len(rest) > 0 {
+			if rest[0] == "codes" {
+				fmt.Fprint(stdout, codes.Text())
+				return ExitOK
+			}
 			if c := find(rest[0]); c != nil {
 				fmt.Fprint(stdout, commandHelp(c))
 				return ExitOK
@@ -252,7 +258,7 @@ func mainHelp() string {
 		c := find(n)
 		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
 	}
-	b.WriteString(`  help       show help for a command: logist help COMMAND
+	b.WriteString(`  help       show help for a command: logist help COMMAND; the error codes: logist help codes
   version    print the version
 
 Global flags (any command):

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/schedule"
@@ -30,8 +31,12 @@ var cmdSchedules = &command{
 			}
 			res, err := pauseSchedule(e, verb, args[1])
 			// A steering command: counted in the daemon's metrics, named as
-			// its history record is.
-			steward.RecordEvent(e.store.Dir, "schedule_"+verb, eventResult(err))
+			// its history record is (one of steward.Commands).
+			event := history.CommandSchedulePause
+			if verb == "resume" {
+				event = history.CommandScheduleResume
+			}
+			steward.RecordEvent(e.store.Dir, event, eventResult(err))
 			return res, err
 		}
 		return nil, usagef("schedules takes no arguments, or pause|resume NAME; got %q", args[0])

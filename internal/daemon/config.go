@@ -12,8 +12,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/config"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/sandbox"
 	"github.com/logist/logist/internal/textsafe"
 )
@@ -107,7 +109,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		agent.SetPriceOverrides(p)
 	}
 	if err := Run(ctx, o, logger); err != nil {
-		logger.Error(err.Error(), "type", "error", "job_id", "", "status", "", "actor", "SYSTEM", "error_code", "DAEMON", "attempt", 0, "checkpoint_id", "")
+		joblog.Log(logger, err.Error(), joblog.Problem{Code: codes.Daemon})
 		fmt.Fprintf(stderr, "logistd: %v\n", err)
 		return 1
 	}

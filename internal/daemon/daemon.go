@@ -18,7 +18,9 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/logist/logist/internal/builtins"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/metrics"
@@ -160,7 +162,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	go func() {
 		defer close(warmed)
 		if err := schemas.Warm(schemas.Manifest, schemas.Response); err != nil {
-			d.logErr("", "SCHEMA", err)
+			d.logErr("", codes.Schema, err)
 		}
 		jobtx.Warm(d.key)
 	}()
@@ -227,8 +229,9 @@ func (d *Daemon) Tokens(provider string, in, out, cache int64) {
 	d.metrics.Tokens(provider, in, out, cache)
 }
 
+// logErr logs the daemon's own problem with job id ("" for none).
 func (d *Daemon) logErr(id, code string, err error) {
-	d.log.Error(err.Error(), "type", "error", "job_id", id, "status", "", "actor", "SYSTEM", "error_code", code, "attempt", 0, "checkpoint_id", "")
+	joblog.Log(d.log, err.Error(), joblog.Problem{Job: id, Code: code})
 }
 
 // shutdown stops taking work, lets calls in flight finish within the grace

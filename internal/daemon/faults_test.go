@@ -19,6 +19,8 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/signing"
@@ -58,6 +60,28 @@ func (l *logBuffer) has(kv ...string) bool {
 		}
 	}
 	return false
+}
+
+// seedLine checks the daemon's lines of seed 004 §7 (joblog.Check) and
+// returns the one with error_code code (nil if none).
+func (l *logBuffer) seedLine(t *testing.T, code string) map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	data := append([]byte(nil), l.b.Bytes()...)
+	l.mu.Unlock()
+	var found map[string]any
+	for _, line := range joblog.Lines(data) {
+		if line["type"] == nil && line["error_code"] == nil {
+			continue
+		}
+		if err := joblog.Check(line); err != nil {
+			t.Errorf("%v: %v", err, line)
+		}
+		if line["error_code"] == code {
+			found = line
+		}
+	}
+	return found
 }
 
 // startDaemon runs a daemon on dir until the test ends; it returns the
@@ -136,6 +160,9 @@ func TestJobsFolderRemovedAndRecreated(t *testing.T) {
 	// whole folder is gone.
 	waitFor(t, "the jobs folder to be removed", func() bool { return os.RemoveAll(dir) == nil })
 	waitFor(t, "JOBS_DIR_GONE logged", func() bool { return lb.has("error_code", "JOBS_DIR_GONE") })
+	if l := lb.seedLine(t, codes.JobsDirGone); l == nil || l["level"] != "ERROR" || l["jobs_dir"] != dir {
+		t.Errorf("JOBS_DIR_GONE line %v", l)
+	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -278,6 +305,9 @@ func TestPlacementIsSettled(t *testing.T) {
 		return lb.has("msg", "invalid manifest", "job_id", "bad")
 	})
 	waitFor(t, "the draft to be placed", func() bool { return lb.has("msg", "placed manifest", "job_id", "draft") })
+	if l := lb.seedLine(t, codes.ManifestInvalid); l == nil || l["job_id"] != "bad" || l["status"] != "INVALID" || l["level"] != "ERROR" {
+		t.Errorf("MANIFEST_INVALID line %v", l)
+	}
 	for id := range drops {
 		waitFor(t, id+"'s placement settled", func() bool {
 			return !atomicfile.Dirty(filepath.Join(dir, id)) && !atomicfile.Dirty(dir)

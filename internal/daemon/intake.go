@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
@@ -19,7 +21,7 @@ func (d *Daemon) scan() {
 	// not be read; the ones the daemon acts on are loaded in full.
 	entries, err := d.store.ListSummaries(false)
 	if err != nil {
-		d.logErr("", "SCAN", err)
+		d.logErr("", codes.Scan, err)
 		return
 	}
 	jobs, invalid := map[string]bool{}, map[string]bool{}
@@ -152,8 +154,7 @@ func (d *Daemon) reportInvalid(id string, err error) {
 	d.metrics.SetInvalid(len(d.invalid))
 	d.mu.Unlock()
 	if !same {
-		d.log.Error("invalid manifest", "type", "error", "job_id", id, "status", "INVALID", "actor", "SYSTEM",
-			"error_code", "MANIFEST_INVALID", "attempt", 0, "checkpoint_id", "", "err", err.Error())
+		joblog.Log(d.log, "invalid manifest", joblog.Problem{Job: id, Status: "INVALID", Code: codes.ManifestInvalid}, "err", err.Error())
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/logist/logist/internal/atomicfile"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
@@ -31,7 +32,7 @@ const handoverFile = "log-handover"
 // process records in a job's history — the steward's CLI (resume, halt,
 // rollback, reply, pm, activate), whose own log goes nowhere a steward
 // would look — exactly once, with the fields of the daemon's own lines
-// (jobtx.TransitionFields, jobtx.ErrorFields), and moves the job gauges
+// (jobtx.TransitionLine, jobtx.ErrorLine), and moves the job gauges
 // with those transitions. So the daemon's log holds every transition of
 // its jobs, whoever made it.
 //
@@ -188,11 +189,10 @@ func (r *relay) pass(id string, rec *history.Record) error {
 	switch {
 	case rec.Type == history.TypeTransition && rec.Transition != nil:
 		tr := rec.Transition
-		r.log.Info("transition", append(jobtx.TransitionFields(id, tr, tr.Reason), "seq", rec.Seq)...)
+		joblog.LogTransition(r.log, jobtx.TransitionLine(id, tr, tr.Reason), "seq", rec.Seq)
 		r.obs.JobStatus(id, lifecycle.Status(tr.From), lifecycle.Status(tr.To))
 	case rec.Type == history.TypeError && rec.Error != nil:
-		e := rec.Error
-		r.log.Error(e.Message, append(jobtx.ErrorFields(id, rec.StateBefore, rec.Role, e.Code, rec.Attempt, e.CheckpointID, rec.Phase), "seq", rec.Seq)...)
+		joblog.Log(r.log, rec.Error.Message, jobtx.ErrorLine(id, rec), "seq", rec.Seq)
 	}
 	return nil
 }

@@ -12,7 +12,9 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/steward"
@@ -103,7 +105,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 				d.scan()
 				continue
 			}
-			d.logErr("", "WATCHER", err)
+			d.logErr("", codes.Watcher, err)
 		}
 	}
 }
@@ -216,8 +218,7 @@ func (d *Daemon) rootLost(op fsnotify.Op) error {
 	if op != 0 {
 		how = op.String()
 	}
-	d.log.Error("jobs folder removed or moved away; waiting for it to come back", "type", "error", "job_id", "",
-		"status", "", "actor", "SYSTEM", "error_code", "JOBS_DIR_GONE", "attempt", 0, "checkpoint_id", "",
+	joblog.Log(d.log, "jobs folder removed or moved away; waiting for it to come back", joblog.Problem{Code: codes.JobsDirGone},
 		"jobs_dir", d.store.Dir, "how", how)
 	return d.rootBack()
 }
@@ -250,12 +251,12 @@ func (d *Daemon) rootBack() error {
 	key, err := signing.LoadOrCreate(d.store.Dir)
 	if err != nil {
 		release()
-		d.logErr("", "DAEMON_KEY", fmt.Errorf("jobs folder %s is back but its signing key cannot be set up: %w; will try again", d.store.Dir, err))
+		d.logErr("", codes.DaemonKey, fmt.Errorf("jobs folder %s is back but its signing key cannot be set up: %w; will try again", d.store.Dir, err))
 		return nil
 	}
 	if err := d.watcher.Add(d.store.Dir); err != nil {
 		release()
-		d.logErr("", "WATCHER", fmt.Errorf("watch %s: %w; will try again", d.store.Dir, err))
+		d.logErr("", codes.Watcher, fmt.Errorf("watch %s: %w; will try again", d.store.Dir, err))
 		return nil
 	}
 	if lock != d.lock {

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -476,20 +477,11 @@ func TestRefreshRepairsTornTail(t *testing.T) {
 	}
 }
 
-func sortedKeys(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 func hasKeys(t *testing.T, what string, m map[string]any, keys ...string) {
 	t.Helper()
 	for _, k := range keys {
 		if _, ok := m[k]; !ok {
-			t.Errorf("%s lacks key %q (has %v)", what, k, sortedKeys(m))
+			t.Errorf("%s lacks key %q (has %v)", what, k, slices.Sorted(maps.Keys(m)))
 		}
 	}
 }

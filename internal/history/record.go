@@ -98,6 +98,17 @@ type ProtocolEvent struct {
 	Sig   string `json:"sig,omitempty"`
 }
 
+// Metadata keys of a request that more than the engine read.
+const (
+	// MetaTurnKey names the turn of a turn step (workflow.Turn.Key): a
+	// human's reply is filed under it, and a deliberation and logist
+	// verify tell a turn's call from a phase's by it.
+	MetaTurnKey = "turn_key"
+	// MetaAnswerSchema names the answer's own schema (a file in schemas/):
+	// the phase's or the turn's, when it has one.
+	MetaAnswerSchema = "answer_schema"
+)
+
 // Request is what an agent was asked, complete enough to ask again.
 type Request struct {
 	Prompt          string         `json:"prompt"`
@@ -187,6 +198,19 @@ type Transition struct {
 	Reason       string `json:"reason,omitempty"`
 }
 
+// Steward commands as their records name them (Steward.Command).
+const (
+	CommandActivate       = "activate"
+	CommandResume         = "resume"
+	CommandHalt           = "halt"
+	CommandRollback       = "rollback"
+	CommandReply          = "reply"  // logist reply: a human's answer for a role
+	CommandDecide         = "decide" // logist pm: a decision a deliberation waits for
+	CommandSet            = "set"
+	CommandSchedulePause  = "schedule_pause"
+	CommandScheduleResume = "schedule_resume"
+)
+
 // Steward records a steward command.
 type Steward struct {
 	Command   string         `json:"command"`
@@ -261,12 +285,6 @@ func (c *FileChanges) normalize() {
 		}
 	}
 }
-
-// Steward commands with an effect on the history's state.
-const (
-	CommandHalt     = "halt"
-	CommandRollback = "rollback"
-)
 
 // Checkpoint is the checkpoint record r makes the job's current one, if it
 // moves it: a recovery point makes itself current, a steward's rollback

@@ -16,7 +16,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
@@ -214,9 +216,8 @@ func Begin(env *Env, id string, keep *Kept) (*Tx, error) {
 	t.remember(raw)
 	t.baseStatus, t.baseTemplate = m.Status, m.Schedule != nil
 	if torn != nil {
-		env.Logger.Warn("history torn tail cut", "type", "error", "job_id", id, "status", string(m.Status),
-			"actor", "SYSTEM", "error_code", "HISTORY_TORN_TAIL", "attempt", 0, "checkpoint_id", t.Log.State().LastCheckpoint,
-			"offset", torn.Offset, "bytes", torn.Bytes)
+		joblog.Log(env.Logger, "history torn tail cut", joblog.Problem{Job: id, Status: string(m.Status),
+			Code: codes.HistoryTornTail, Checkpoint: t.Log.State().LastCheckpoint}, "offset", torn.Offset, "bytes", torn.Bytes)
 		env.obs().TornTail()
 	}
 	t.redact = secrets.NewRedactor(m.SecretEnv, env.getenv)
@@ -345,7 +346,7 @@ func (t *Tx) write(stored, rec *history.Record) error {
 	}
 	t.env.obs().HistoryAppend(time.Since(start), err)
 	if err != nil {
-		t.LogError("HISTORY_WRITE", "SYSTEM", 0, err.Error())
+		t.LogCode(codes.HistoryWrite, "SYSTEM", 0, err.Error())
 	} else if t.keep != nil && t.keep.raw != nil {
 		// Written with the manifest unchanged: the file is as remembered.
 		t.keep.logSize = t.Log.Size()
@@ -418,12 +419,12 @@ func (t *Tx) Transition(ev lifecycle.Event, to lifecycle.Status, toPhase, actor,
 	from := t.M.Status
 	fromPhase := t.M.Phase()
 	if err := lifecycle.Check(from, ev, to); err != nil {
-		t.LogError(CodeIllegalTransition, actor, 0, err.Error())
-		stored := t.storedCopy(t.errorRecord(CodeIllegalTransition, actor, 0, err.Error()))
+		t.LogCode(codes.IllegalTransition, actor, 0, err.Error())
+		stored := t.storedCopy(t.errorRecord(codes.IllegalTransition, actor, 0, err.Error()))
 		if werr := t.write(&stored, nil); werr != nil {
 			return fmt.Errorf("job %s: %w (not recorded in its history: %v)", t.ID, err, werr)
 		}
-		return fmt.Errorf("job %s: %w (refused, and recorded in its history as %s)", t.ID, err, CodeIllegalTransition)
+		return fmt.Errorf("job %s: %w (refused, and recorded in its history as %s)", t.ID, err, codes.IllegalTransition)
 	}
 	if toPhase == "" {
 		toPhase = fromPhase
@@ -452,23 +453,22 @@ func (t *Tx) Transition(ev lifecycle.Event, to lifecycle.Status, toPhase, actor,
 		t.parked = true
 	}
 	t.changed = true
-	t.env.Logger.Info("transition", TransitionFields(t.ID, tr, t.Redact(reason))...)
+	joblog.LogTransition(t.env.Logger, TransitionLine(t.ID, tr, t.Redact(reason)))
 	t.env.obs().JobStatus(t.ID, from, to)
 	return nil
 }
 
-// CodeIllegalTransition is the error code of a transition the lifecycle
-// table refused.
-const CodeIllegalTransition = "ILLEGAL_TRANSITION"
-
-// LogError logs an error event with seed 004 §7.2's fields.
-func (t *Tx) LogError(code, actor string, attempt int, msg string) {
-	t.env.Logger.Error(t.Redact(msg), ErrorFields(t.ID, string(t.M.Status), actor, code, attempt, t.Checkpoint(), t.M.Phase())...)
+// LogCode logs code's line (seed 004 §7.2: an error, or a warning or info
+// as the code's kind says, joblog) with the job's status, checkpoint and
+// phase, msg redacted.
+func (t *Tx) LogCode(code, actor string, attempt int, msg string) {
+	joblog.Log(t.env.Logger, t.Redact(msg), joblog.Problem{Job: t.ID, Status: string(t.M.Status), Actor: actor, Code: code,
+		Attempt: attempt, Checkpoint: t.Checkpoint(), Phase: t.M.Phase()})
 }
 
 // RecordError appends an error event to history and logs it.
 func (t *Tx) RecordError(code, actor string, attempt int, msg string) error {
-	t.LogError(code, actor, attempt, msg)
+	t.LogCode(code, actor, attempt, msg)
 	return t.Append(t.errorRecord(code, actor, attempt, msg))
 }
 
@@ -525,7 +525,7 @@ func (t *Tx) writeJobHistory() {
 	}
 	if err != nil {
 		// jobHistory.json is derived; the durable record is intact.
-		t.LogError("JOBHISTORY_WRITE", "SYSTEM", 0, err.Error())
+		t.LogCode(codes.JobHistoryWrite, "SYSTEM", 0, err.Error())
 	}
 }
 

@@ -1,21 +1,25 @@
 package jobtx
 
-import "github.com/logist/logist/internal/history"
+import (
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/joblog"
+)
 
-// TransitionFields are a transition's log fields (seed 004 §7.1: type,
-// job_id, from, to, event, actor, checkpoint_id; plus the phases and the
-// reason). One function for every transition line: the ones a transaction
-// logs as it makes the change, and the ones the daemon logs for changes
-// another process recorded (internal/daemon's relay), so both read alike.
-func TransitionFields(id string, tr *history.Transition, reason string) []any {
-	return []any{"type", "transition", "job_id", id, "from", tr.From, "to", tr.To, "event", tr.Event, "actor", tr.Actor,
-		"checkpoint_id", tr.CheckpointID, "phase", tr.ToPhase, "from_phase", tr.FromPhase, "to_phase", tr.ToPhase, "reason", reason}
+// TransitionLine is a recorded transition as its log line says it
+// (joblog.LogTransition). One function for every transition line: the ones
+// a transaction logs as it makes the change, and the ones the daemon logs
+// for changes another process recorded (internal/daemon's relay), so both
+// read alike.
+func TransitionLine(id string, tr *history.Transition, reason string) joblog.Transition {
+	return joblog.Transition{Job: id, From: tr.From, To: tr.To, Event: tr.Event, Actor: tr.Actor, Checkpoint: tr.CheckpointID,
+		FromPhase: tr.FromPhase, ToPhase: tr.ToPhase, Reason: reason}
 }
 
-// ErrorFields are an error's log fields (seed 004 §7.2: type, job_id,
-// status, actor, error_code, attempt, checkpoint_id; plus the phase), for
-// every error line about a job, whoever recorded it.
-func ErrorFields(id, status, actor, code string, attempt int, checkpoint, phase string) []any {
-	return []any{"type", "error", "job_id", id, "status", status, "actor", actor, "error_code", code, "attempt", attempt,
-		"checkpoint_id", checkpoint, "phase", phase}
+// ErrorLine is a recorded error event (rec.Error set) as its log line says
+// it (joblog.Log), for the daemon's lines about errors another process
+// recorded: they read like the line the recording transaction logged.
+func ErrorLine(id string, rec *history.Record) joblog.Problem {
+	e := rec.Error
+	return joblog.Problem{Job: id, Status: rec.StateBefore, Actor: rec.Role, Code: e.Code, Attempt: rec.Attempt,
+		Checkpoint: e.CheckpointID, Phase: rec.Phase}
 }

@@ -66,16 +66,3 @@ func TestMermaidDrawsEveryTransition(t *testing.T) {
 		t.Errorf("final statuses wrong (CANCELED is final, SUCCESS can be rolled back):\n%s", d)
 	}
 }
-
-// Events lists every event the table uses.
-func TestEventsListsEveryEvent(t *testing.T) {
-	for k := range table {
-		found := false
-		for _, ev := range Events {
-			found = found || ev == k.ev
-		}
-		if !found {
-			t.Errorf("event %s is in the table but not in Events", k.ev)
-		}
-	}
-}

@@ -158,6 +158,6 @@ func Table() []Transition {
 	return out
 }
 
-// Events lists every event.
+// Events lists every event the table uses (a test walks the table).
 var Events = []Event{EvActivate, EvStart, EvAdvance, EvRetry, EvSucceed, EvStuck, EvInvalid, EvAgentFailed,
-	EvRetryLimit, EvCostExceeded, EvTimeExceeded, EvResume, EvHalt, EvRollback, EvWorkflowFailed, EvAwait}
+	EvRetryLimit, EvWorkflowFailed, EvAwait, EvCostExceeded, EvTimeExceeded, EvResume, EvHalt, EvRollback}

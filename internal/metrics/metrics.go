@@ -16,10 +16,12 @@ import (
 	"github.com/logist/logist/internal/atomicfile"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/response"
+	"github.com/logist/logist/internal/steward"
 )
 
 // Known label values, initialised to 0 so that rates and alerts work before
-// the first event.
+// the first event. Steward commands are steward.Commands, and violation
+// codes response.Codes: the lists their owners keep.
 var (
 	Outcomes       = []string{"ok", "invalid", "error", "timeout", "canceled", "interrupted"}
 	Roles          = []string{"worker", "supervisor"}
@@ -28,7 +30,6 @@ var (
 	HaltReasons    = []string{"cost", "time"}
 	FinishOutcomes = []string{"success", "canceled", "intervention_required", "halted_cost", "halted_time"}
 	TokenKinds     = []string{"input", "output", "cache"}
-	StewardCmds    = []string{"submit", "activate", "resume", "halt", "rollback"}
 	StewardResults = []string{"ok", "out_of_order", "not_found", "invalid", "error"}
 	CronOutcomes   = []string{"created", "skipped", "replaced", "missed", "failed"}
 )
@@ -148,7 +149,7 @@ func New(reg prometheus.Registerer, version, revision string) *Metrics {
 	init1(m.finished, FinishOutcomes)
 	init1(m.violations, response.Codes)
 	init1(m.cron, CronOutcomes)
-	for _, c := range StewardCmds {
+	for _, c := range steward.Commands {
 		for _, r := range StewardResults {
 			m.steward.WithLabelValues(c, r)
 		}

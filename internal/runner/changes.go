@@ -15,10 +15,6 @@ import (
 // and an accepted answer that changed files it did not list as evidence is
 // warned about (seed 002: evidence lists every file created or modified).
 
-// CodeUndeclaredChanges is the warning of an accepted answer that changed
-// workspace files it did not list as evidence.
-const CodeUndeclaredChanges = "UNDECLARED_CHANGES"
-
 // maxNamed bounds the paths a warning names (the response's
 // workspace_changes lists them all).
 const maxNamed = 20

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
 )
@@ -95,8 +96,8 @@ func TestWorkspaceChangesAreRecorded(t *testing.T) {
 			t.Errorf("response %d (%s): warnings %q, want one naming %s", i, resps[i].Role, w, want.warning)
 		}
 	}
-	if n := strings.Count(logs.String(), `"error_code":"`+CodeUndeclaredChanges+`"`); n != 2 {
-		t.Errorf("%d %s log lines, want 2:\n%s", n, CodeUndeclaredChanges, logs.String())
+	if n := strings.Count(logs.String(), `"error_code":"`+codes.UndeclaredChanges+`"`); n != 2 {
+		t.Errorf("%d %s log lines, want 2:\n%s", n, codes.UndeclaredChanges, logs.String())
 	}
 
 	points := ofType(recs, history.TypeRecoveryPoint)

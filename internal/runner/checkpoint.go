@@ -3,6 +3,7 @@ package runner
 import (
 	"fmt"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/response"
@@ -54,7 +55,7 @@ func (e *Engine) snapshot(tx *jobtx.Tx, cp *history.RecoveryPoint) {
 	// job, not without a snapshot).
 	cp.CanResumeFrom = cp.Restorable() == nil
 	if err != nil {
-		tx.LogError("SNAPSHOT_FAILED", "SYSTEM", 0, err.Error())
+		tx.LogCode(codes.SnapshotFailed, "SYSTEM", 0, err.Error())
 		return
 	}
 	if base == "" || baseSnap == nil {
@@ -62,7 +63,7 @@ func (e *Engine) snapshot(tx *jobtx.Tx, cp *history.RecoveryPoint) {
 	}
 	was, err := snapshot.Entries(tx.Dir, base, baseSnap.Listing)
 	if err != nil {
-		tx.LogError("SNAPSHOT_FAILED", "SYSTEM", 0, fmt.Sprintf("changes since %s not listed: %v", base, err))
+		tx.LogCode(codes.SnapshotFailed, "SYSTEM", 0, fmt.Sprintf("changes since %s not listed: %v", base, err))
 		return
 	}
 	ch := snapshot.Diff(was, info.Entries)

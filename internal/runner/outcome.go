@@ -15,7 +15,8 @@ import (
 // one commit each, the way River's executor returns JobSetState… values
 // that one place applies. No other code in the engine commits.
 type outcome struct {
-	// logs are errors logged with seed 004 §7.2's fields, first of all
+	// logs are lines logged with seed 004 §7.2's fields (an error or a
+	// warning, as their code's kind says: internal/joblog), first of all
 	// (the log names the status and checkpoint the step found); those
 	// marked record are logged as they are appended as error records,
 	// before any other record.
@@ -144,7 +145,7 @@ func (e *Engine) apply(tx *jobtx.Tx, o outcome) (stepResult, error) {
 	}
 	for _, l := range o.logs {
 		if !l.record {
-			tx.LogError(l.code, l.actor, l.attempt, l.msg)
+			tx.LogCode(l.code, l.actor, l.attempt, l.msg)
 		}
 	}
 

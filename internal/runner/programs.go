@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 )
@@ -25,7 +26,7 @@ func (e *Engine) checkPrograms(tx *jobtx.Tx) *outcome {
 		parts[i] = p.Pointer + ": " + p.Reason
 	}
 	reason := "agent configuration: " + strings.Join(parts, "; ")
-	return &outcome{code: agent.CodeConfig,
-		logs:       []logEntry{{code: agent.CodeConfig, actor: "SYSTEM", msg: reason, record: true}},
+	return &outcome{code: codes.AgentConfig,
+		logs:       []logEntry{{code: codes.AgentConfig, actor: "SYSTEM", msg: reason, record: true}},
 		transition: &transition{lifecycle.EvAgentFailed, lifecycle.InterventionRequired, "", "SYSTEM", reason}}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
 )
@@ -33,7 +34,7 @@ func TestIntakeRefusesAProgramTheDaemonCannotStart(t *testing.T) {
 			}
 			f.run("j")
 			m := f.load("j")
-			if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != agent.CodeConfig {
+			if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.AgentConfig {
 				t.Fatalf("status %s code %s (%s), want INTERVENTION_REQUIRED AGENT_CONFIG", m.Status, m.Run.ErrorCode, m.Run.Reason)
 			}
 			if !strings.Contains(m.Run.Reason, c.pointer+": "+c.reason) {
@@ -47,7 +48,7 @@ func TestIntakeRefusesAProgramTheDaemonCannotStart(t *testing.T) {
 			if len(trs) != 1 || trs[0].Transition.From != string(lifecycle.Pending) || trs[0].Transition.Event != string(lifecycle.EvAgentFailed) {
 				t.Errorf("transitions %+v, want one PENDING -agent_failed-> INTERVENTION_REQUIRED", trs)
 			}
-			if errs := ofType(recs, history.TypeError); len(errs) != 1 || errs[0].Error.Code != agent.CodeConfig {
+			if errs := ofType(recs, history.TypeError); len(errs) != 1 || errs[0].Error.Code != codes.AgentConfig {
 				t.Errorf("error records %+v, want one AGENT_CONFIG", errs)
 			}
 		})

@@ -29,7 +29,7 @@ func newRequest(tx *jobtx.Tx, c *call, ph workflow.Phase, sys, extra string, par
 	params.Record(meta)
 	if ph.Schema != "" {
 		// Providers that ask for structured output ask for this one.
-		meta[agent.MetaAnswerSchema] = ph.Schema
+		meta[history.MetaAnswerSchema] = ph.Schema
 	}
 	// An agent CLI that keeps sessions continues the one it had in this
 	// phase (a RETRY sent the work back, or a steward resumed with

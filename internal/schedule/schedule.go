@@ -24,8 +24,10 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
@@ -304,8 +306,7 @@ func (s *Scheduler) fireAt(id string, tick time.Time) (time.Time, error) {
 
 func (s *Scheduler) fail(id string, err error) {
 	s.Obs.Cron("failed")
-	s.Logger.Error("scheduled run failed: "+err.Error(), "type", "error", "job_id", id, "status", "", "actor", "SYSTEM",
-		"error_code", "CRON_FAILED", "attempt", 0, "checkpoint_id", "")
+	joblog.Log(s.Logger, "scheduled run failed: "+err.Error(), joblog.Problem{Job: id, Code: codes.CronFailed})
 }
 
 // RunID is the id of template id's run for tick: the tick in UTC, which

@@ -3,6 +3,7 @@ package steward
 import (
 	"time"
 
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/manifest"
 )
@@ -53,9 +54,9 @@ func (s *Steward) pause(id string, pause bool, reason string) (*manifest.Manifes
 	}
 	before := m.Clone()
 	m.Schedule.Suspend = pause
-	cmd, action := "schedule_pause", "PAUSE_SCHEDULE"
+	cmd, action := history.CommandSchedulePause, "PAUSE_SCHEDULE"
 	if !pause {
-		cmd, action = "schedule_resume", "RESUME_SCHEDULE"
+		cmd, action = history.CommandScheduleResume, "RESUME_SCHEDULE"
 		m.Run.ScheduleResumedAt = tx.Now().UTC().Format(time.RFC3339Nano)
 	}
 	changes, err := configDiff(before, m)

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
@@ -170,7 +171,7 @@ func (s *Steward) Set(id string, as []Assignment, reason string) (*manifest.Mani
 		note = "set " + strings.Join(fields, ", ")
 	}
 	m.Audit(tx.Now(), "Steward", "SET", note, nil)
-	if err := s.recordChange(tx, "set", "", note, changesRecord(changes)); err != nil {
+	if err := s.recordChange(tx, history.CommandSet, "", note, changesRecord(changes)); err != nil {
 		return nil, nil, err
 	}
 	return m, changes, tx.Commit()

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
@@ -60,7 +60,7 @@ func TestSetFixesAnAgentThatCannotStart(t *testing.T) {
 	os.WriteFile(filepath.Join(f.Dir, "j", "agent.sh"), []byte(answerScript), 0o600)
 	f.run("j")
 	m := f.load("j")
-	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != agent.CodeConfig {
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.AgentConfig {
 		t.Fatalf("after intake: %s %s (%s)", m.Status, m.Run.ErrorCode, m.Run.Reason)
 	}
 	if h := steward.HintFor(m, "j"); !strings.Contains(h, `logist set j agents.worker.command.argv='["PROGRAM","{request_file}"]'`) || !strings.Contains(h, "logist resume j") {

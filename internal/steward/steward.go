@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
@@ -166,16 +167,15 @@ func (s *Steward) Resume(id string, o ResumeOptions) (*manifest.Manifest, error)
 	if o.Guidance != "" {
 		m.Run.Guidance = o.Guidance
 	}
-	m.Run.PhaseRetries, m.Run.APIFailures = 0, 0
 	m.Audit(tx.Now(), "Steward", "RESUME", o.Guidance, nil)
 	record := s.record
 	if len(changes) > 0 {
 		record = s.recordChange
 	}
-	if err := record(tx, "resume", o.Guidance, "", changes); err != nil {
+	if err := record(tx, history.CommandResume, o.Guidance, "", changes); err != nil {
 		return nil, err
 	}
-	if err := tx.Transition(lifecycle.EvResume, lifecycle.Pending, "", "STEWARD", "resumed by "+s.User); err != nil {
+	if err := s.transition(tx, history.CommandResume, lifecycle.EvResume, lifecycle.Pending, "", "resumed by "+s.User); err != nil {
 		return nil, err
 	}
 	return m, tx.Commit()
@@ -219,7 +219,7 @@ func (s *Steward) Halt(id, reason string) (*manifest.Manifest, error) {
 			}
 		}
 	}
-	if err := tx.Transition(lifecycle.EvHalt, lifecycle.Canceled, "", "STEWARD", reason); err != nil {
+	if err := s.transition(tx, history.CommandHalt, lifecycle.EvHalt, lifecycle.Canceled, "", reason); err != nil {
 		return nil, err
 	}
 	return m, tx.Commit()
@@ -279,16 +279,15 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 		return nil, nil, err
 	}
 	if err := snapshot.RestoreRef(tx.Store().Workspace(id), tx.Dir, cp, point.Snapshot.Listing); err != nil {
-		tx.RecordError("ROLLBACK_FAILED", "STEWARD", 0, err.Error())
+		tx.RecordError(codes.RollbackFailed, "STEWARD", 0, err.Error())
 		return nil, nil, fmt.Errorf("restore %s: %w", cp, err)
 	}
 	m.SetPhase(point.ResumePhase)
 	summary, _ := point.Metadata["summary"].(string)
 	m.Run.PreviousSummary, m.Run.Feedback, m.Run.Guidance = summary, "", o.Guidance
 	m.Run.Evidence = point.Evidence()
-	m.Run.PhaseRetries, m.Run.APIFailures = 0, 0
 	m.Audit(tx.Now(), "Steward", "ROLLBACK", cp+": "+o.Reason, nil)
-	if err := tx.Transition(lifecycle.EvRollback, lifecycle.Pending, point.ResumePhase, "STEWARD", "rolled back to "+cp+" by "+s.User); err != nil {
+	if err := s.transition(tx, history.CommandRollback, lifecycle.EvRollback, lifecycle.Pending, point.ResumePhase, "rolled back to "+cp+" by "+s.User); err != nil {
 		return nil, nil, err
 	}
 	return m, point, tx.Commit()
@@ -306,13 +305,23 @@ func (s *Steward) Activate(id string) (*manifest.Manifest, error) {
 		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "only DRAFT jobs can be activated", Hint: hintFor(m.Status, id)}
 	}
 	m.Audit(tx.Now(), "Steward", "ACTIVATE", "", nil)
-	if err := s.record(tx, "activate", "", "", nil); err != nil {
+	if err := s.record(tx, history.CommandActivate, "", "", nil); err != nil {
 		return nil, err
 	}
-	if err := tx.Transition(lifecycle.EvActivate, lifecycle.Pending, "", "STEWARD", "activated by "+s.User); err != nil {
+	if err := s.transition(tx, history.CommandActivate, lifecycle.EvActivate, lifecycle.Pending, "", "activated by "+s.User); err != nil {
 		return nil, err
 	}
 	return m, tx.Commit()
+}
+
+// transition ends command cmd: the job gets a fresh retry allowance if
+// the command gives one (workflow.ResetsRetries, the rule logist verify
+// replays), then moves (tx.Transition) as the steward.
+func (s *Steward) transition(tx *jobtx.Tx, cmd string, ev lifecycle.Event, to lifecycle.Status, phase, reason string) error {
+	if workflow.ResetsRetries(cmd) {
+		tx.M.Run.PhaseRetries, tx.M.Run.APIFailures = 0, 0
+	}
+	return tx.Transition(ev, to, phase, "STEWARD", reason)
 }
 
 // record records a steward command that left the job's configuration as
@@ -376,11 +385,11 @@ func HintFor(m *manifest.Manifest, id string) string {
 	}
 	if m.Status == lifecycle.InterventionRequired {
 		switch m.Run.ErrorCode {
-		case awaitingReply:
+		case codes.AwaitingReply:
 			return "answer for the waiting role: logist reply " + id + " --as ROLE --file ANSWER.json (the reason names the role)"
-		case awaitingSteward:
+		case codes.AwaitingSteward:
 			return "decide as the reason says (e.g. logist pm " + id + " approve|veto|amend_and_approve)"
-		case agent.CodeConfig, agent.CodeStart, agent.CodeNotInstalled:
+		case codes.AgentConfig, codes.AgentStart, codes.NotInstalled:
 			return configHint(m, id)
 		}
 	}
@@ -405,7 +414,7 @@ func configHint(m *manifest.Manifest, id string) string {
 	}
 	a := m.Agents[role]
 	switch {
-	case m.Run.ErrorCode == agent.CodeConfig && !strings.Contains(m.Run.Reason, "/command/argv"):
+	case m.Run.ErrorCode == codes.AgentConfig && !strings.Contains(m.Run.Reason, "/command/argv"):
 		return "fix the configuration the reason names: logist set " + id + " FIELD=JSON (agents, prompts, limits; e.g. prompts." + role + `='"reviewer.md"')` + then
 	case a.Command != nil && a.Command.Preset != "":
 		return "install the program, or name it: logist set " + id + " agents." + role + `.command.program='"/path/to/program"'` + then

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
@@ -502,7 +502,7 @@ func TestHaltKillsTheCallInFlight(t *testing.T) {
 	}
 	recs := f.records("j")
 	resps := ofType(recs, history.TypeResponse)
-	if r := resps[0].Response; r.ErrorCode != agent.CodeCanceled || r.Status != history.StatusError || r.ExecutionTimeSeconds > 5 {
+	if r := resps[0].Response; r.ErrorCode != codes.AgentCanceled || r.Status != history.StatusError || r.ExecutionTimeSeconds > 5 {
 		t.Errorf("response = %+v, want ERROR/AGENT_CANCELED", r)
 	}
 	trs := ofType(recs, history.TypeTransition)
@@ -527,7 +527,7 @@ func TestHaltKillsTheCallInFlight(t *testing.T) {
 			inter = &jh.Interactions[i]
 		}
 	}
-	if inter == nil || inter.Response == nil || inter.Response.ErrorCode != agent.CodeCanceled {
+	if inter == nil || inter.Response == nil || inter.Response.ErrorCode != codes.AgentCanceled {
 		t.Errorf("jobHistory.json is stale: the canceled call has no response there: %+v", inter)
 	}
 	// Nudging a finished job starts nothing.
@@ -595,7 +595,7 @@ func TestIllegalTransitionChangesNothing(t *testing.T) {
 			// another process made it), the transition is not.
 			recs := f.records("j")
 			if len(recs) != 1 || recs[0].Type != history.TypeError || recs[0].Error == nil ||
-				recs[0].Error.Code != jobtx.CodeIllegalTransition || recs[0].Role != "TEST" || recs[0].StateBefore != tc.from {
+				recs[0].Error.Code != codes.IllegalTransition || recs[0].Role != "TEST" || recs[0].StateBefore != tc.from {
 				t.Errorf("history after a refused transition: %+v, want one ILLEGAL_TRANSITION error by TEST in %s", recs, tc.from)
 			}
 		})
@@ -627,7 +627,7 @@ func TestIllegalTransitionChangesNothing(t *testing.T) {
 			t.Errorf("manifest changed")
 		}
 		recs := f.records("j")
-		if len(recs) != 1 || recs[0].Type != history.TypeError || recs[0].Error.Code != jobtx.CodeIllegalTransition {
+		if len(recs) != 1 || recs[0].Type != history.TypeError || recs[0].Error.Code != codes.IllegalTransition {
 			t.Errorf("history: %+v, want the ILLEGAL_TRANSITION error alone", recs)
 		}
 	})

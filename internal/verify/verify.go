@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
@@ -40,8 +41,8 @@ const (
 	ClassSequenceGap       = "SEQUENCE_GAP"
 	ClassSignatureInvalid  = "SIGNATURE_INVALID"
 	ClassSignatureMissing  = "SIGNATURE_MISSING"
-	ClassSchemaInvalid     = "SCHEMA_INVALID"
-	ClassIllegalTransition = "ILLEGAL_TRANSITION"
+	ClassSchemaInvalid     = codes.SchemaInvalid
+	ClassIllegalTransition = codes.IllegalTransition
 	ClassReplayDivergence  = "REPLAY_DIVERGENCE"
 	ClassUnreadable        = "UNREADABLE"
 )
@@ -211,8 +212,8 @@ func replay(r *Report, es []history.Entry, m *manifest.Manifest) {
 		switch rec.Type {
 		case history.TypeIntent:
 			if rec.Request != nil && rec.Interaction != nil {
-				if k, _ := rec.Request.Metadata["turn_key"].(string); k != "" {
-					s, _ := rec.Request.Metadata["answer_schema"].(string)
+				if k, _ := rec.Request.Metadata[history.MetaTurnKey].(string); k != "" {
+					s, _ := rec.Request.Metadata[history.MetaAnswerSchema].(string)
 					turns[*rec.Interaction] = s
 				}
 			}
@@ -291,7 +292,7 @@ func replay(r *Report, es []history.Entry, m *manifest.Manifest) {
 			retries = d.Retries
 			expect = &expectation{rec.Seq, d.Event, d.To, d.Phase}
 		case history.TypeSteward:
-			if rec.Steward != nil && (rec.Steward.Command == "resume" || rec.Steward.Command == "rollback") {
+			if rec.Steward != nil && workflow.ResetsRetries(rec.Steward.Command) {
 				retries = 0
 			}
 			if n, ok := retryLimitSet(rec, false); ok {
@@ -367,7 +368,7 @@ type expectation struct {
 func refusedAgain(resp *history.Response, v response.Verdict) string {
 	legacy := resp.Violations == nil
 	switch {
-	case v.Err == nil && legacy && resp.ErrorCode == response.CodeProtocolViolation:
+	case v.Err == nil && legacy && resp.ErrorCode == codes.ProtocolViolation:
 		return ""
 	case v.Err == nil:
 		return fmt.Sprintf("recorded as %s, but the answer is valid now", resp.ErrorCode)

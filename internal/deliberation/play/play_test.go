@@ -17,6 +17,7 @@ import (
 
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/builtins"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/deliberation"
 	"github.com/logist/logist/internal/deliberation/play"
 	"github.com/logist/logist/internal/effect"
@@ -127,6 +128,8 @@ func (s *relaySession) Files() (map[string][]byte, error) {
 
 func (s *relaySession) State() string {
 	switch {
+	case len(s.msgs) == 0:
+		return "closed"
 	case s.has("DECISION"):
 		return "decided"
 	case len(s.spoke()) == len(s.cfg.Members):
@@ -241,7 +244,7 @@ func TestFanOutWaitDecideDone(t *testing.T) {
 		}), nil
 	}
 	m := f.run(context.Background(), "j")
-	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != runner.CodeAwaitingSteward || m.Run.WorkflowState != "awaiting decision" {
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.AwaitingSteward || m.Run.WorkflowState != "awaiting decision" {
 		t.Fatalf("job %s %s %q (%s)", m.Status, m.Run.ErrorCode, m.Run.WorkflowState, m.Run.Reason)
 	}
 	if most.Load() != 2 {
@@ -269,6 +272,31 @@ func TestFanOutWaitDecideDone(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(f.dir, "j", "relay", "ledger.json"))
 	if err != nil || !strings.Contains(string(b), "DECISION") {
 		t.Errorf("materialised ledger: %v %s", err, b)
+	}
+}
+
+// A step that only emits (the chair opens) leaves the job showing the
+// game's state after what it emitted, even when the job stops right after
+// it: here the next step cannot go on (a member has no agent).
+func TestEmitStepKeepsTheStateItLeaves(t *testing.T) {
+	f := newFx(t)
+	f.write("j", map[string]any{"a": script()})
+	p := filepath.Join(f.dir, "j", jobstore.ManifestFile)
+	b, _ := os.ReadFile(p)
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	m["game"] = map[string]any{"members": []string{"a", "nobody"}}
+	b, _ = json.Marshal(m)
+	os.WriteFile(p, b, 0o600)
+	got := f.run(context.Background(), "j")
+	if got.Run.ErrorCode != codes.GameRole {
+		t.Fatalf("job %s %s (%s)", got.Status, got.Run.ErrorCode, got.Run.Reason)
+	}
+	if got.Run.WorkflowState != "speeches" {
+		t.Errorf("workflow_state = %q, want the state the OPEN left (speeches)", got.Run.WorkflowState)
+	}
+	if l := f.ledger("j"); l != "OPEN:chair" {
+		t.Errorf("ledger %s", l)
 	}
 }
 
@@ -305,7 +333,7 @@ func TestHumanRoleWaitsForReply(t *testing.T) {
 		return p, err
 	}
 	m := f.run(context.Background(), "j")
-	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != runner.CodeAwaitingReply || !strings.Contains(m.Run.Reason, "logist reply") {
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.AwaitingReply || !strings.Contains(m.Run.Reason, "logist reply") {
 		t.Fatalf("job %s %s (%s)", m.Status, m.Run.ErrorCode, m.Run.Reason)
 	}
 	// A reply that would fail an agent's validation is refused.
@@ -320,7 +348,7 @@ func TestHumanRoleWaitsForReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	m = f.run(context.Background(), "j")
-	if m.Run.ErrorCode != runner.CodeAwaitingSteward {
+	if m.Run.ErrorCode != codes.AwaitingSteward {
 		t.Fatalf("after the reply: %s %s (%s)", m.Status, m.Run.ErrorCode, m.Run.Reason)
 	}
 	if got := f.ledger("j"); got != "OPEN:chair SPEECH:a SPEECH:b" {
@@ -368,7 +396,7 @@ func TestRestartMidFanOutAsksTheSameTurnsAgain(t *testing.T) {
 	recs, _ := history.ReadAll(filepath.Join(f.dir, "j"))
 	interrupted := 0
 	for _, r := range recs {
-		if r.Response != nil && r.Response.ErrorCode == agent.CodeInterrupted {
+		if r.Response != nil && r.Response.ErrorCode == codes.AgentInterrupted {
 			interrupted++
 		}
 	}
