@@ -89,17 +89,28 @@ type command struct {
 	hidden bool
 }
 
-// eventResult classifies a steward command's outcome for metrics.
+// outcomeNames names each exit code: the code of a JSON error, the result
+// of a steward command in the daemon's metrics.
+var outcomeNames = map[int]string{
+	ExitOK:         "ok",
+	ExitUsage:      "invalid",
+	ExitOutOfOrder: "out_of_order",
+	ExitPermission: "permission_denied",
+	ExitNotFound:   "not_found",
+}
+
+func outcomeName(code int) string {
+	if n, ok := outcomeNames[code]; ok {
+		return n
+	}
+	return "error"
+}
+
+// eventResult classifies a steward command's outcome for metrics, whose
+// results are ok, out_of_order, not_found, invalid and error.
 func eventResult(err error) string {
-	switch ExitCode(err) {
-	case ExitOK:
-		return "ok"
-	case ExitOutOfOrder:
-		return "out_of_order"
-	case ExitNotFound:
-		return "not_found"
-	case ExitUsage:
-		return "invalid"
+	if n := outcomeName(ExitCode(err)); n != "permission_denied" {
+		return n
 	}
 	return "error"
 }
@@ -108,7 +119,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdReply, cmdPM, cmdValidate, cmdVerify, cmdRollback, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs, cmdSet,
+		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdReply, cmdPM, cmdSet, cmdValidate, cmdVerify, cmdRollback, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs, cmdCheckpoints,
 	}
 	for _, c := range commands {
 		c.steers = slices.Contains(steward.Commands, c.name)
@@ -138,7 +149,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 				fmt.Fprint(stdout, commandHelp(c))
 				return ExitOK
 			}
-			fmt.Fprintf(stderr, "logist: unknown command %q; run 'logist help' for the list\n", rest[0])
+			fmt.Fprintf(stderr, "logist: %s\n", unknownCommand(rest[0]))
 			return ExitUsage
 		}
 		fmt.Fprint(stdout, mainHelp())
@@ -152,7 +163,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	}
 	c := find(name)
 	if c == nil {
-		fmt.Fprintf(stderr, "logist: unknown command %q; run 'logist help' for the list\n", name)
+		fmt.Fprintf(stderr, "logist: %s\n", unknownCommand(name))
 		return ExitUsage
 	}
 	fs := pflag.NewFlagSet("logist "+c.name, pflag.ContinueOnError)
@@ -165,8 +176,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	}
 	e := &env{ctx: ctx, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr, fs: fs}
 	if err := fs.Parse(rest); err != nil {
-		e.format = *format
-		renderError(stdout, stderr, "text", ExitUsage, fmt.Errorf("%v\n%s", err, commandHelp(c)))
+		renderError(stdout, stderr, "text", usagef("%s\n%s", flagError(fs, err), commandHelp(c)))
 		return ExitUsage
 	}
 	if *help {
@@ -176,7 +186,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	switch *format {
 	case "text", "json", "markdown":
 	default:
-		renderError(stdout, stderr, "text", ExitUsage, usagef("--format %q: use text, json or markdown", *format))
+		renderError(stdout, stderr, "text", usagef("--format %q: use text, json or markdown", *format))
 		return ExitUsage
 	}
 	e.format = *format
@@ -186,17 +196,18 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	if c.steers {
 		steward.RecordEvent(e.store.Dir, c.name, eventResult(err))
 	}
-	if isReported(err) {
-		return ExitUsage // the per-item results are already printed
+	var fw *failedWith
+	if errors.As(err, &fw) {
+		render(stdout, e.format, fw.res, fw.err) // the details say what failed
+		return ExitCode(fw.err)
 	}
 	if err != nil {
 		err = helpful(e, c, err)
-		code := ExitCode(err)
-		renderError(stdout, stderr, e.format, code, err)
-		return code
+		renderError(stdout, stderr, e.format, err)
+		return ExitCode(err)
 	}
 	if res != nil { // nil: the command printed its output as it went (watch, logs)
-		render(stdout, e.format, res)
+		render(stdout, e.format, res, nil)
 	}
 	return ExitOK
 }
@@ -252,7 +263,12 @@ func mainHelp() string {
 
 Global flags (any command):
   --jobs-dir DIR   jobs folder (else $LOGIST_JOBS_DIR, else ./jobs)
-  --format F       text, json or markdown
+  --format F       text, json or markdown. JSON is one object: {"ok": true, ...}
+                   or {"ok": false, "error": {"code", "exit_code", "message"}};
+                   a job is under "job" (.job.status), a listing under "items"
+
+Agent text (summaries, reasons, stderr) is shown with control and bidi
+characters as visible escapes (\x1b, \u202e); JSON keeps it exact.
 
 Exit codes: 0 success, 1 invalid arguments or input, 2 out of order (not allowed
 in the job's current status), 3 permission denied, 4 not found.

@@ -50,6 +50,7 @@ var cmdHalt = &command{
 			}
 			res.Message = msg
 			res.Fields = append(res.Fields, Field{"unfinished_runs", "Unfinished runs", unfinished})
+			res.Data["unfinished_runs"] = unfinished
 		}
 		return res, nil
 	},

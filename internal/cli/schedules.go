@@ -65,7 +65,8 @@ func pauseSchedule(e *env, verb, id string) (*Result, error) {
 	if verb == "resume" {
 		msg = fmt.Sprintf("Schedule %s resumed: next run %s (the ticks it missed while paused are not caught up)", id, next)
 	}
-	return &Result{Message: msg, Fields: []Field{{"job_id", "Schedule", id}, {"state", "State", m.ScheduleState()}, {"next_run", "Next run", next}}}, nil
+	return &Result{Message: msg, Fields: []Field{{"job_id", "Schedule", id}, {"state", "State", m.ScheduleState()}, {"next_run", "Next run", next}},
+		Data: map[string]any{"job": m, "state": m.ScheduleState(), "next_run": next}}, nil
 }
 
 // nextRun is when template m fires next, or its state if it does not.

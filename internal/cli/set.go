@@ -58,10 +58,8 @@ var cmdSet = &command{
 		}
 		r := &Result{Message: fmt.Sprintf("Job %s reconfigured (recorded in its history); it stays %s", id, m.Status), Fields: []Field{
 			{"job_id", "Job", id}, {"status", "Status", string(m.Status)}, {"changes", "Changes", lines}, {"next", "Next", next},
-		}}
+		}, Data: map[string]any{"job": m, "changes": changes, "next": next}}
 		switch e.format {
-		case "json":
-			r.Fields[2].Value = changes
 		case "text":
 			r.Text = r.Message + "\n"
 			for _, l := range lines {

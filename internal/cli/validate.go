@@ -56,8 +56,7 @@ var cmdValidate = &command{
 		}
 		r.Items = items
 		if bad > 0 {
-			render(e.stdout, e.format, r)
-			return nil, &validationFailed{bad}
+			return nil, &failedWith{r, &validationFailed{bad}}
 		}
 		return r, nil
 	},

@@ -5,7 +5,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -57,6 +60,8 @@ func TestScripts(t *testing.T) {
 			"historyhas":  cmdHistoryHas,
 			"bigfile":     cmdBigFile,
 			"deepjson":    cmdDeepJSON,
+			"nounsafe":    cmdNoUnsafe,
+			"jsonhas":     cmdJSONHas,
 		},
 	})
 }
@@ -276,4 +281,71 @@ func cmdDeepJSON(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	body := `{"task_description": ` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}`
 	ts.Check(os.WriteFile(ts.MkAbs(args[0]), []byte(body), 0o600))
+}
+
+// nounsafe FILE: FILE (or stdout, stderr) holds no rune that acts on a
+// terminal: no control character but newline, no DEL, no C1 control, no
+// bidi embedding, override, isolate or mark, no line or paragraph
+// separator, and is valid UTF-8.
+func cmdNoUnsafe(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: nounsafe FILE")
+	}
+	text := ts.ReadFile(args[0])
+	bad := ""
+	if !utf8.ValidString(text) {
+		bad = "invalid UTF-8"
+	}
+	for i, r := range text {
+		switch {
+		case r == '\n':
+		case r < 0x20, r == 0x7f, r >= 0x80 && r <= 0x9f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069,
+			r == 0x200e, r == 0x200f, r == 0x061c, r == 0x2028, r == 0x2029:
+			if bad == "" {
+				bad = fmt.Sprintf("%U at byte %d", r, i)
+			}
+		}
+	}
+	if (bad == "") == neg {
+		ts.Fatalf("%s: raw %s in:\n%q", args[0], bad, text)
+	}
+}
+
+// jsonhas FILE QUOTED: FILE holds JSON (one document, or one per line) with
+// a string value containing the Go-quoted text QUOTED exactly.
+func cmdJSONHas(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: jsonhas FILE QUOTED")
+	}
+	want, err := strconv.Unquote(args[1])
+	ts.Check(err)
+	dec := json.NewDecoder(strings.NewReader(ts.ReadFile(args[0])))
+	found := false
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			found = found || strings.Contains(x, want)
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	for {
+		var v any
+		if err := dec.Decode(&v); err == io.EOF {
+			break
+		} else if err != nil {
+			ts.Fatalf("%s: not JSON: %v", args[0], err)
+		}
+		walk(v)
+	}
+	if found == neg {
+		ts.Fatalf("%s: a string holding %q found: %v", args[0], want, found)
+	}
 }

@@ -496,7 +496,7 @@ func TestMaterialiseSeedShape(t *testing.T) {
 		response(0, "worker", "COMPLETED"),
 		&Record{Type: TypeTransition, Role: "worker", Phase: "work", Transition: &Transition{From: "RUNNING", To: "REVIEWING", Event: "phase_advance", Actor: "SYSTEM"}},
 		&Record{Type: TypeRecoveryPoint, RecoveryPoint: &RecoveryPoint{CheckpointID: "phase-1-complete", Sequence: 1, ResumePhase: "review", CanResumeFrom: true,
-			Description: "Worker completed initial implementation", RollbackFiles: []string{"a.txt"}}},
+			Description: "Worker completed initial implementation", RollbackFiles: []string{"a.txt"}, Snapshot: &SnapshotRef{Listing: "snapshots/phase-1-complete.json", Files: 1}}},
 		wsOverride,              // interrupted: no response
 		intent(1, "supervisor"), // re-attempt of the same turn replaces it
 		response(1, "supervisor", "STUCK"),

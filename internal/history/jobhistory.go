@@ -109,6 +109,9 @@ func Materialise(jobID, createdAt, workspace string, recs []Record) *JobHistory 
 			}
 			rp := *r.RecoveryPoint
 			rp.EvidenceFiles = rp.Evidence() // a list, for old points too
+			// Points recorded before the rule was applied when writing
+			// them (the end of the job said it could be resumed from).
+			rp.CanResumeFrom = rp.CanResumeFrom && rp.Restorable() == nil
 			h.RecoveryPoints = append(h.RecoveryPoints, rp)
 		case TypeSteward:
 			// A command, not an agent's answer: an event, so that every

@@ -560,50 +560,6 @@ func ParseLine(line []byte) (Entry, error) {
 	return Entry{Record: rec, Hash: env.Hash, Sig: env.Sig, Key: env.Key, Body: []byte(env.Rec)}, nil
 }
 
-// LastCommitEntry returns the newest record in the end of dir's active
-// history file (its last 256 KiB) that carries a committed manifest
-// (Record.Commit), as stored; ok is false when there is none there. It
-// reads only the tail, for readers that want to know whether a manifest
-// file is the one a Logist transaction committed.
-func LastCommitEntry(dir string) (e *Entry, ok bool) {
-	f, err := regfile.OpenFile(Path(dir), os.O_RDONLY, 0)
-	if err != nil {
-		return nil, false
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, false
-	}
-	const window = 256 << 10
-	off := max(fi.Size()-window, 0)
-	buf := make([]byte, fi.Size()-off)
-	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
-		return nil, false
-	}
-	// Whole lines only, and not a unit a writer has not finished.
-	end := bytes.LastIndexByte(buf, '\n')
-	unitDone := false
-	for end > 0 {
-		start := bytes.LastIndexByte(buf[:end], '\n') + 1
-		if start == 0 && off > 0 {
-			return nil, false // the line began before the window
-		}
-		ent, err := ParseLine(buf[start:end])
-		if err != nil {
-			return nil, false
-		}
-		if !ent.More {
-			unitDone = true
-		}
-		if unitDone && ent.Commit != nil {
-			return &ent, true
-		}
-		end = start - 1
-	}
-	return nil, false
-}
-
 // NewInteraction reserves the next interaction number.
 func (l *Log) NewInteraction() int { return l.state.NextInteraction }
 

@@ -1,6 +1,9 @@
 package history
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // RecordVersion is the version of the record format this Logist writes.
 // Version 1 (Logist's first release) wrote bare records, one per line;
@@ -357,4 +360,20 @@ type ErrorInfo struct {
 	Code         string `json:"code"`
 	Message      string `json:"message"`
 	CheckpointID string `json:"checkpoint_id,omitempty"`
+}
+
+// Restorable says whether a steward can roll a job back to this point
+// (nil), or why not: the point where the job ended has no phase to resume
+// at, and one whose workspace snapshot failed has nothing to restore. It
+// is the one rule: logist rollback refuses what it refuses, and a point is
+// recorded (and shown in jobHistory.json) as can_resume_from only when it
+// holds.
+func (p *RecoveryPoint) Restorable() error {
+	switch {
+	case p.ResumePhase == "":
+		return fmt.Errorf("checkpoint %s is where the job ended; roll back to an earlier one", p.CheckpointID)
+	case p.Snapshot == nil:
+		return fmt.Errorf("checkpoint %s has no workspace snapshot to restore", p.CheckpointID)
+	}
+	return nil
 }

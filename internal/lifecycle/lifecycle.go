@@ -33,7 +33,9 @@ func (s Status) Valid() bool {
 	return false
 }
 
-// Terminal statuses never change again.
+// Terminal statuses end a job's work: nothing moves it on by itself. Only
+// CANCELED is final; a steward's rollback takes a SUCCESS job back to
+// PENDING (the table).
 func (s Status) Terminal() bool { return s == Success || s == Canceled }
 
 // Active statuses are those the daemon works on.

@@ -279,8 +279,10 @@ func (es Errors) Error() string {
 	return strings.Join(parts, "; ")
 }
 
-// ErrTooNew marks a manifest written by a newer Logist.
-var ErrTooNew = errors.New("manifest schema_version is newer than this logist supports")
+// tooNew is the reason a manifest written by a newer Logist is refused.
+func tooNew(v int64) string {
+	return fmt.Sprintf("version %d is newer than this logist supports (%d); upgrade logist", v, CurrentVersion)
+}
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
@@ -330,7 +332,7 @@ func Decode(file string, data []byte) (*Manifest, error) {
 		n, isNum := v.(json.Number)
 		iv, err := n.Int64()
 		if isNum && err == nil && iv > CurrentVersion {
-			return nil, &Error{File: file, Pointer: "/schema_version", Reason: fmt.Sprintf("%v (version %d is newer than this logist supports, %d; upgrade logist)", ErrTooNew, iv, CurrentVersion)}
+			return nil, &Error{File: file, Pointer: "/schema_version", Reason: tooNew(iv)}
 		}
 	}
 	if err := schemas.Validate(schemas.Manifest, doc); err != nil {

@@ -302,6 +302,11 @@ func TestDecodeTooNew(t *testing.T) {
 		if !strings.Contains(p.Reason, "version "+v) || !strings.Contains(p.Reason, "upgrade") {
 			t.Errorf("reason %q", p.Reason)
 		}
+		// Said once (it read "... newer than this logist supports
+		// (version 2 is newer than this logist supports, 1; ...)").
+		if n := strings.Count(p.Error(), "newer than"); n != 1 {
+			t.Errorf("%q says it %d times", p.Error(), n)
+		}
 	}
 	// A newer manifest is refused before schema checks, even if it has
 	// fields this version does not know.

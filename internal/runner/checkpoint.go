@@ -42,17 +42,22 @@ func phasePoint(c *call, ans *response.Answer, next string) *history.Record {
 // changed since the job's current checkpoint (the previous point, or the
 // one a rollback returned to): its Changes, and as RollbackFiles the
 // files a rollback to that checkpoint would restore or remove. A failure
-// to snapshot is logged and leaves the point without a snapshot (the job
-// goes on, only rollback to this point is lost); a base without a
-// snapshot leaves the changes unknown.
+// to snapshot is logged and leaves the point without a snapshot, and not
+// can_resume_from (the job goes on, only rollback to this point is lost);
+// a base without a snapshot leaves the changes unknown.
 func (e *Engine) snapshot(tx *jobtx.Tx, cp *history.RecoveryPoint) {
 	base, baseSnap := tx.CheckpointRef()
 	info, err := snapshot.Take(tx.Store().Workspace(tx.ID), tx.Dir, cp.CheckpointID)
+	if err == nil {
+		cp.Snapshot = &history.SnapshotRef{Listing: info.Listing, Files: info.Files, Bytes: info.Bytes, New: info.New}
+	}
+	// Offered for rollback only if rollback takes it (not the end of the
+	// job, not without a snapshot).
+	cp.CanResumeFrom = cp.Restorable() == nil
 	if err != nil {
 		tx.LogCode(codes.SnapshotFailed, "SYSTEM", 0, err.Error())
 		return
 	}
-	cp.Snapshot = &history.SnapshotRef{Listing: info.Listing, Files: info.Files, Bytes: info.Bytes, New: info.New}
 	if base == "" || baseSnap == nil {
 		return
 	}

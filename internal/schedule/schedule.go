@@ -309,8 +309,12 @@ func (s *Scheduler) fail(id string, err error) {
 	joblog.Log(s.Logger, "scheduled run failed: "+err.Error(), joblog.Problem{Job: id, Code: codes.CronFailed})
 }
 
-// RunID is the id of template id's run for tick.
-func RunID(id string, tick time.Time) string { return id + "-" + tick.UTC().Format("20060102-150405") }
+// RunID is the id of template id's run for tick: the tick in UTC, which
+// the name says with a Z (nightly-20261121-030000Z), whatever time zone
+// the schedule's cron expression is read in.
+func RunID(id string, tick time.Time) string {
+	return id + "-" + tick.UTC().Format("20060102-150405") + "Z"
+}
 
 // create makes the run's folder: the template folder's files (scripts,
 // prompts, an initial workspace) and, last, its manifest, so the daemon

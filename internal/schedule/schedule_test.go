@@ -110,7 +110,7 @@ func TestTickCreatesRunFromTemplate(t *testing.T) {
 	}
 	clk.set(e.next)
 	s.fire("nightly")
-	id := "nightly-20261121-100500"
+	id := "nightly-20261121-100500Z" // the tick in UTC, and the name says so
 	if len(created) != 1 || created[0] != id || c.get("created") != 1 {
 		t.Fatalf("created %v, counts %v", created, c.n)
 	}
@@ -138,7 +138,7 @@ func TestConcurrencyPolicies(t *testing.T) {
 			s.fire("nightly") // 10:05, stays PENDING (unfinished)
 			clk.set(s.templates["nightly"].next)
 			s.fire("nightly") // 10:10
-			first, second := "nightly-20261121-100500", "nightly-20261121-101000"
+			first, second := "nightly-20261121-100500Z", "nightly-20261121-101000Z"
 			_, err := store.Load(second)
 			switch policy {
 			case Allow:
@@ -178,7 +178,7 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 			s.Sync("nightly", load(t, store, "nightly"))
 			if c.wantCreated == 1 {
 				s.fire("nightly")
-				if _, err := store.Load("nightly-20261121-100000"); err != nil {
+				if _, err := store.Load("nightly-20261121-100000Z"); err != nil {
 					t.Fatal("the latest missed tick did not run:", err)
 				}
 			} else if s.templates["nightly"].next.Before(s.Clock.Now()) {
@@ -286,7 +286,7 @@ func TestFailedRunIsLoggedWithTheSeedsFields(t *testing.T) {
 	s.Sync("nightly", load(t, store, "nightly"))
 	clk.set(s.templates["nightly"].next)
 	// The run's folder is taken already.
-	if err := os.Mkdir(store.JobDir("nightly-20261121-100500"), 0o700); err != nil {
+	if err := os.Mkdir(store.JobDir("nightly-20261121-100500Z"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	s.fire("nightly")

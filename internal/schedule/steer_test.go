@@ -116,7 +116,7 @@ func TestStewardPausesResumesAndHaltsASchedule(t *testing.T) {
 		d.sync()
 		d.want(20*time.Second, 3, "resumed at 00:10:30: no catch-up of 00:04..00:10")
 		ids := d.want(20*time.Second, 4, "resumed, at the next tick")
-		if ids[3] != "nightly-20000101-001100" {
+		if ids[3] != "nightly-20000101-001100Z" {
 			t.Errorf("run after resume %s, want the 00:11 tick", ids[3])
 		}
 		if d.cnt.get("missed") != 0 {
@@ -161,7 +161,7 @@ func TestResumedWhileTheDaemonWasDown(t *testing.T) {
 		d.stop = nil
 		d.start()
 		ids := d.want(10*time.Second, 2, "caught up once at start")
-		if ids[1] != "nightly-20000101-000900" {
+		if ids[1] != "nightly-20000101-000900Z" {
 			t.Errorf("caught up %s, want the latest tick since the resume (00:09)", ids[1])
 		}
 		if d.cnt.get("missed") != 2 {

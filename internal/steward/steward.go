@@ -265,11 +265,8 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 	if point == nil {
 		return nil, nil, fmt.Errorf("job %s has no checkpoint %q (it has: %s): %w", id, cp, strings.Join(known, ", "), jobstore.ErrNotFound)
 	}
-	if point.ResumePhase == "" {
-		return nil, nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: fmt.Sprintf("checkpoint %s is where the job ended; roll back to an earlier one", cp)}
-	}
-	if point.Snapshot == nil {
-		return nil, nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: fmt.Sprintf("checkpoint %s has no workspace snapshot to restore", cp)}
+	if err := point.Restorable(); err != nil {
+		return nil, nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: err.Error()}
 	}
 	// The command is recorded before the workspace changes, so a crash in
 	// between leaves a trace of why files moved.
