@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/manifest"
 )
@@ -52,18 +53,6 @@ type Provider interface {
 	Call(ctx context.Context, req *Request) (*Result, error)
 }
 
-// Error codes of failed calls (seed 004 §7.2 style).
-const (
-	CodeAPIError    = "API_ERROR"
-	CodeExit        = "AGENT_EXIT"
-	CodeStart       = "AGENT_START"
-	CodeOutputLimit = "AGENT_OUTPUT_LIMIT"
-	CodeTimeout     = "AGENT_TIMEOUT"
-	CodeCanceled    = "AGENT_CANCELED"
-	CodeInterrupted = "AGENT_INTERRUPTED"
-	CodeConfig      = "AGENT_CONFIG"
-)
-
 // Error is a failed call. Transient errors (API and transport failures, an
 // agent program that crashed) are retried automatically with backoff; the
 // others need a steward.
@@ -101,23 +90,23 @@ func New(cfg manifest.AgentConfig) (Provider, error) {
 		return &Script{Steps: cfg.Script}, nil
 	case "command":
 		if cfg.Command == nil {
-			return nil, &Error{Code: CodeConfig, Msg: "command provider without command"}
+			return nil, &Error{Code: codes.AgentConfig, Msg: "command provider without command"}
 		}
 		if cfg.Command.Preset != "" {
 			p, ok := LookupPreset(cfg.Command.Preset)
 			if !ok {
-				return nil, &Error{Code: CodeConfig, Msg: fmt.Sprintf("unknown preset %q (known: %v)", cfg.Command.Preset, PresetNames())}
+				return nil, &Error{Code: codes.AgentConfig, Msg: fmt.Sprintf("unknown preset %q (known: %v)", cfg.Command.Preset, PresetNames())}
 			}
 			return &PresetCommand{Preset: p, Cfg: *cfg.Command, Model: cfg.Model}, nil
 		}
-		return &Command{Cfg: *cfg.Command}, nil
+		return &Command{Cfg: *cfg.Command, Model: cfg.Model}, nil
 	case "human":
 		return Human{}, nil
 	case "http":
 		if cfg.HTTP == nil {
-			return nil, &Error{Code: CodeConfig, Msg: "http provider without http"}
+			return nil, &Error{Code: codes.AgentConfig, Msg: "http provider without http"}
 		}
 		return &OpenAI{Cfg: *cfg.HTTP}, nil
 	}
-	return nil, &Error{Code: CodeConfig, Msg: fmt.Sprintf("unknown provider %q", cfg.Provider)}
+	return nil, &Error{Code: codes.AgentConfig, Msg: fmt.Sprintf("unknown provider %q", cfg.Provider)}
 }

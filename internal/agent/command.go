@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/regfile"
 )
@@ -32,6 +33,9 @@ var BaseEnv = []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"}
 // Command runs a program in the job's workspace as its own process group.
 type Command struct {
 	Cfg manifest.Command
+	// Model is the role's model, told to the program in its request's
+	// metadata ("" = none).
+	Model string
 	// Getenv reads the daemon's environment (tests inject it).
 	Getenv func(string) string
 }
@@ -49,12 +53,12 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	}
 	if !req.FileWritten {
 		if err := WriteRequest(req.JobDir, req.Interaction, body); err != nil {
-			return nil, &Error{Code: CodeStart, Msg: err.Error()}
+			return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 		}
 	}
 	// A stale answer left in place would be read as this call's.
 	if err := os.Remove(ansFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, &Error{Code: CodeStart, Msg: err.Error()}
+		return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 	}
 
 	repl := strings.NewReplacer("{request_file}", reqFile, "{answer_file}", ansFile, "{workspace}", req.Workspace,
@@ -74,14 +78,14 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	}
 	errText := string(pr.Stderr)
 	if pr.ExitCode != 0 {
-		return nil, &Error{Code: CodeExit, Transient: true, Msg: fmt.Sprintf("%s exited with status %d: %s", argv[0], pr.ExitCode, lastLine(errText)), Partial: pr.Stdout, Stderr: errText}
+		return nil, &Error{Code: codes.AgentExit, Transient: true, Msg: fmt.Sprintf("%s exited with status %d: %s", argv[0], pr.ExitCode, lastLine(errText)), Partial: pr.Stdout, Stderr: errText}
 	}
 	limit := spec.limit()
 	res := &Result{Raw: pr.Stdout, Stderr: errText}
 	if c.Cfg.Answer == "file" {
 		b, err := readCapped(ansFile, limit)
 		if err != nil {
-			return nil, &Error{Code: CodeExit, Msg: fmt.Sprintf("answer file: %v", err), Partial: pr.Stdout, Stderr: errText}
+			return nil, &Error{Code: codes.AgentExit, Msg: fmt.Sprintf("answer file: %v", err), Partial: pr.Stdout, Stderr: errText}
 		}
 		res.Raw = b
 	}

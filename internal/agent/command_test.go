@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/manifest"
 )
 
@@ -176,8 +177,8 @@ func TestStaleAnswerThatCannotGoRefusesTheCall(t *testing.T) {
 	ran := filepath.Join(req.Workspace, "ran")
 	c := &Command{Cfg: manifest.Command{Argv: []string{"sh", "-c", `touch "$1"; echo '{}' > "$2"`, "agent", ran, "{answer_file}"}, Answer: "file"}}
 	_, err := c.Call(context.Background(), req)
-	if ae, ok := AsError(err); !ok || ae.Code != CodeStart {
-		t.Fatalf("error %v, want %s", err, CodeStart)
+	if ae, ok := AsError(err); !ok || ae.Code != codes.AgentStart {
+		t.Fatalf("error %v, want %s", err, codes.AgentStart)
 	}
 	if _, err := os.Stat(ran); err == nil {
 		t.Error("the agent ran")

@@ -6,11 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-)
 
-// CodeAwaitingReply: the role is played by a human whose reply has not
-// come yet (logist reply).
-const CodeAwaitingReply = "AWAITING_REPLY"
+	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/history"
+)
 
 // RepliesDir holds the replies of roles played by a human, one file per
 // turn, named after the turn.
@@ -22,7 +21,7 @@ var replyName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 // (metadata turn_key) when it has one, else under its interaction.
 func ReplyFile(jobDir string, req *Request) (string, error) {
 	name := fmt.Sprintf("interaction-%06d", req.Interaction)
-	if k, ok := req.Metadata["turn_key"].(string); ok && k != "" {
+	if k, ok := req.Metadata[history.MetaTurnKey].(string); ok && k != "" {
 		if !replyName.MatchString(k) {
 			return "", fmt.Errorf("turn key %q is not a file name", k)
 		}
@@ -33,21 +32,21 @@ func ReplyFile(jobDir string, req *Request) (string, error) {
 
 // Human is a role played by the steward: its answer is the reply filed by
 // `logist reply`, validated like an agent's. Until the reply exists the
-// call reports CodeAwaitingReply and the job waits, visibly.
+// call reports codes.AwaitingReply and the job waits, visibly.
 type Human struct{}
 
 // Call returns the filed reply.
 func (Human) Call(ctx context.Context, req *Request) (*Result, error) {
 	p, err := ReplyFile(req.JobDir, req)
 	if err != nil {
-		return nil, &Error{Code: CodeConfig, Msg: err.Error()}
+		return nil, &Error{Code: codes.AgentConfig, Msg: err.Error()}
 	}
 	b, err := readCapped(p, DefaultMaxOutput)
 	if os.IsNotExist(err) {
-		return nil, &Error{Code: CodeAwaitingReply, Msg: fmt.Sprintf("waiting for logist reply %s --as %s", req.JobID, req.Role)}
+		return nil, &Error{Code: codes.AwaitingReply, Msg: fmt.Sprintf("waiting for logist reply %s --as %s", req.JobID, req.Role)}
 	}
 	if err != nil {
-		return nil, &Error{Code: CodeConfig, Msg: fmt.Sprintf("reply %s: %v", p, err)}
+		return nil, &Error{Code: codes.AgentConfig, Msg: fmt.Sprintf("reply %s: %v", p, err)}
 	}
 	return &Result{Raw: b}, nil
 }

@@ -11,25 +11,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/manifest"
-)
-
-// Error codes of the http provider.
-const (
-	CodeAuthFailed  = "AUTH_FAILED"   // 401/403: a steward must fix the credentials
-	CodeRateLimited = "RATE_LIMITED"  // 429: retried after Retry-After
-	CodeStreamCut   = "STREAM_CUT"    // the stream broke before the answer was complete
-	CodeMalformed   = "API_MALFORMED" // a chunk that is not JSON
-	CodeMaxTokens   = "MAX_TOKENS"    // finish_reason "length": the answer was cut by max_tokens
 )
 
 // MaxRetryAfter bounds how long a server's Retry-After is honoured.
@@ -57,16 +50,16 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (*Result, error) {
 	if o.Cfg.APIKeyEnv != "" {
 		key = get(o.Cfg.APIKeyEnv)
 		if key == "" {
-			return nil, &Error{Code: CodeConfig, Msg: fmt.Sprintf("environment variable %s (api_key_env) is not set", o.Cfg.APIKeyEnv)}
+			return nil, &Error{Code: codes.AgentConfig, Msg: fmt.Sprintf("environment variable %s (api_key_env) is not set", o.Cfg.APIKeyEnv)}
 		}
 		secrets = append(secrets, key)
 	}
 	headers := http.Header{}
-	for _, name := range sortedKeys(o.Cfg.HeadersEnv) {
+	for _, name := range slices.Sorted(maps.Keys(o.Cfg.HeadersEnv)) {
 		env := o.Cfg.HeadersEnv[name]
 		v := get(env)
 		if v == "" {
-			return nil, &Error{Code: CodeConfig, Msg: fmt.Sprintf("environment variable %s (headers_env %s) is not set", env, name)}
+			return nil, &Error{Code: codes.AgentConfig, Msg: fmt.Sprintf("environment variable %s (headers_env %s) is not set", env, name)}
 		}
 		headers.Set(name, v)
 		secrets = append(secrets, v)
@@ -80,7 +73,7 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (*Result, error) {
 
 	body, err := o.body(req)
 	if err != nil {
-		return nil, &Error{Code: CodeConfig, Msg: err.Error()}
+		return nil, &Error{Code: codes.AgentConfig, Msg: err.Error()}
 	}
 	client, closeIdle, err := o.client(req.JobDir)
 	if err != nil {
@@ -90,7 +83,7 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (*Result, error) {
 	url := strings.TrimRight(o.Cfg.BaseURL, "/") + "/chat/completions"
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return nil, &Error{Code: CodeConfig, Msg: fmt.Sprintf("base_url: %v", err)}
+		return nil, &Error{Code: codes.AgentConfig, Msg: fmt.Sprintf("base_url: %v", err)}
 	}
 	hreq.Header = headers
 	hreq.Header.Set("Content-Type", "application/json")
@@ -103,7 +96,7 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (*Result, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, &Error{Code: CodeAPIError, Transient: true, Msg: redact(err.Error())}
+		return nil, &Error{Code: codes.APIError, Transient: true, Msg: redact(err.Error())}
 	}
 	defer resp.Body.Close() //nolint:errcheck // a response body, read only
 	if resp.StatusCode != http.StatusOK {
@@ -121,7 +114,7 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (*Result, error) {
 		}
 		var ae *Error
 		if !errors.As(err, &ae) {
-			ae = &Error{Code: CodeStreamCut, Transient: true, Retake: true, Msg: "stream broke before the answer was complete: " + err.Error()}
+			ae = &Error{Code: codes.StreamCut, Transient: true, Retake: true, Msg: "stream broke before the answer was complete: " + err.Error()}
 		}
 		ae.Msg = redact(ae.Msg)
 		ae.Partial = st.answer()
@@ -130,9 +123,9 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (*Result, error) {
 	tokens, cost, note := o.usage(st.usage)
 	switch st.finish {
 	case "length":
-		return nil, &Error{Code: CodeMaxTokens, Msg: "the answer was cut off by max_tokens (finish_reason length); raise http.max_tokens", Partial: st.answer(), CostUSD: cost}
+		return nil, &Error{Code: codes.MaxTokens, Msg: "the answer was cut off by max_tokens (finish_reason length); raise http.max_tokens", Partial: st.answer(), CostUSD: cost}
 	case "content_filter":
-		return nil, &Error{Code: CodeAPIError, Msg: "the server filtered the answer (finish_reason content_filter)", Partial: st.answer(), CostUSD: cost}
+		return nil, &Error{Code: codes.APIError, Msg: "the server filtered the answer (finish_reason content_filter)", Partial: st.answer(), CostUSD: cost}
 	}
 	return &Result{Raw: st.answer(), CostUSD: cost, Tokens: tokens, SessionID: st.id, Stderr: note}, nil
 }
@@ -151,17 +144,19 @@ func (o *OpenAI) body(req *Request) ([]byte, error) {
 		}
 	}
 	msgs = append(msgs, map[string]string{"role": "user", "content": user})
+	// The parameters the intent recorded (Params), and only those.
+	p := o.Params()
 	b := map[string]any{
-		"model":          o.Cfg.Model,
+		"model":          p.Model,
 		"messages":       msgs,
 		"stream":         true,
 		"stream_options": map[string]any{"include_usage": true},
 	}
-	if o.Cfg.Temperature != nil {
-		b["temperature"] = *o.Cfg.Temperature
+	if p.Temperature != nil {
+		b["temperature"] = *p.Temperature
 	}
-	if o.Cfg.MaxTokens > 0 {
-		b["max_tokens"] = o.Cfg.MaxTokens
+	if p.MaxTokens > 0 {
+		b["max_tokens"] = p.MaxTokens
 	}
 	switch o.Cfg.StructuredOutput {
 	case "", "json_schema":
@@ -200,14 +195,14 @@ func (o *OpenAI) client(jobDir string) (*http.Client, func(), error) {
 		}
 		pem, err := os.ReadFile(p)
 		if err != nil {
-			return nil, nil, &Error{Code: CodeConfig, Msg: fmt.Sprintf("ca_file: %v", err)}
+			return nil, nil, &Error{Code: codes.AgentConfig, Msg: fmt.Sprintf("ca_file: %v", err)}
 		}
 		pool, err := x509.SystemCertPool()
 		if err != nil {
 			pool = x509.NewCertPool()
 		}
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, nil, &Error{Code: CodeConfig, Msg: fmt.Sprintf("ca_file %s holds no PEM certificate", p)}
+			return nil, nil, &Error{Code: codes.AgentConfig, Msg: fmt.Sprintf("ca_file %s holds no PEM certificate", p)}
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
@@ -235,13 +230,13 @@ func httpError(resp *http.Response, redact func(string) string) *Error {
 		}
 	}
 	msg := redact(fmt.Sprintf("HTTP %d: %s", resp.StatusCode, truncateText(detail, 300)))
-	e := &Error{Code: CodeAPIError, Msg: msg}
+	e := &Error{Code: codes.APIError, Msg: msg}
 	switch c := resp.StatusCode; {
 	case c == http.StatusUnauthorized || c == http.StatusForbidden:
-		e.Code = CodeAuthFailed
+		e.Code = codes.AuthFailed
 		e.Msg += "; check the key named by api_key_env"
 	case c == http.StatusTooManyRequests:
-		e.Code, e.Transient = CodeRateLimited, true
+		e.Code, e.Transient = codes.RateLimited, true
 	case c >= 500 || c == http.StatusRequestTimeout:
 		e.Transient = true
 	}
@@ -361,7 +356,7 @@ func (s *stream) read(r io.Reader) error {
 		data = bytes.TrimSpace(data)
 		if string(data) == "[DONE]" {
 			if s.finish == "" {
-				return &Error{Code: CodeStreamCut, Transient: true, Retake: true, Msg: "stream ended ([DONE]) without a finish_reason"}
+				return &Error{Code: codes.StreamCut, Transient: true, Retake: true, Msg: "stream ended ([DONE]) without a finish_reason"}
 			}
 			return nil
 		}
@@ -371,12 +366,12 @@ func (s *stream) read(r io.Reader) error {
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return &Error{Code: CodeOutputLimit, Msg: fmt.Sprintf("a streamed line is longer than %d bytes", DefaultMaxOutput)}
+			return &Error{Code: codes.AgentOutputLimit, Msg: fmt.Sprintf("a streamed line is longer than %d bytes", DefaultMaxOutput)}
 		}
 		return err
 	}
 	if s.finish == "" {
-		return &Error{Code: CodeStreamCut, Transient: true, Retake: true, Msg: "stream ended before the answer was complete (no finish_reason, no [DONE])"}
+		return &Error{Code: codes.StreamCut, Transient: true, Retake: true, Msg: "stream ended before the answer was complete (no finish_reason, no [DONE])"}
 	}
 	return nil
 }
@@ -388,13 +383,13 @@ func (s *stream) readWhole(r io.Reader) error {
 		return err
 	}
 	if len(b) > DefaultMaxOutput {
-		return &Error{Code: CodeOutputLimit, Msg: fmt.Sprintf("response longer than %d bytes", DefaultMaxOutput)}
+		return &Error{Code: codes.AgentOutputLimit, Msg: fmt.Sprintf("response longer than %d bytes", DefaultMaxOutput)}
 	}
 	if err := s.add(bytes.TrimSpace(b), true); err != nil {
 		return err
 	}
 	if s.finish == "" {
-		return &Error{Code: CodeStreamCut, Transient: true, Retake: true, Msg: "response without a finish_reason"}
+		return &Error{Code: codes.StreamCut, Transient: true, Retake: true, Msg: "response without a finish_reason"}
 	}
 	return nil
 }
@@ -402,7 +397,7 @@ func (s *stream) readWhole(r io.Reader) error {
 func (s *stream) add(data []byte, whole bool) error {
 	var c chunk
 	if err := json.Unmarshal(data, &c); err != nil {
-		return &Error{Code: CodeMalformed, Transient: true, Msg: fmt.Sprintf("server sent a chunk that is not JSON: %s", truncateText(string(data), 200))}
+		return &Error{Code: codes.APIMalformed, Transient: true, Msg: fmt.Sprintf("server sent a chunk that is not JSON: %s", truncateText(string(data), 200))}
 	}
 	if len(c.Error) > 0 && string(c.Error) != "null" {
 		var e struct {
@@ -412,7 +407,7 @@ func (s *stream) add(data []byte, whole bool) error {
 		if json.Unmarshal(c.Error, &e) == nil && e.Message != "" {
 			msg = e.Message
 		}
-		return &Error{Code: CodeAPIError, Transient: true, Msg: "server reported an error mid-stream: " + truncateText(msg, 300)}
+		return &Error{Code: codes.APIError, Transient: true, Msg: "server reported an error mid-stream: " + truncateText(msg, 300)}
 	}
 	if c.ID != "" && s.id == "" {
 		s.id = c.ID
@@ -443,18 +438,9 @@ func (s *stream) add(data []byte, whole bool) error {
 		}
 	}
 	if s.content.Len()+s.args.Len() > DefaultMaxOutput {
-		return &Error{Code: CodeOutputLimit, Msg: fmt.Sprintf("answer longer than %d bytes", DefaultMaxOutput)}
+		return &Error{Code: codes.AgentOutputLimit, Msg: fmt.Sprintf("answer longer than %d bytes", DefaultMaxOutput)}
 	}
 	return nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 func truncateText(s string, n int) string {

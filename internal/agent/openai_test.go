@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/manifest"
 )
 
@@ -298,7 +299,7 @@ func TestOpenAIAuthFailedHidesKey(t *testing.T) {
 			strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
 	})
 	_, err := provider(srv).Call(context.Background(), testRequest())
-	ae := wantErr(t, err, CodeAuthFailed, false)
+	ae := wantErr(t, err, codes.AuthFailed, false)
 	if !strings.Contains(ae.Msg, "HTTP 401") || !strings.Contains(ae.Msg, "[REDACTED]") {
 		t.Errorf("Msg = %q", ae.Msg)
 	}
@@ -308,7 +309,7 @@ func TestOpenAIMissingKeyEnv(t *testing.T) {
 	_, srv := newStub(t, answerStream)
 	p := provider(srv, func(c *manifest.HTTP) { c.APIKeyEnv = "NOT_SET_ANYWHERE" })
 	_, err := p.Call(context.Background(), testRequest())
-	_ = wantErr(t, err, CodeConfig, false)
+	_ = wantErr(t, err, codes.AgentConfig, false)
 }
 
 func TestOpenAIRateLimitedThenSuccess(t *testing.T) {
@@ -318,7 +319,7 @@ func TestOpenAIRateLimitedThenSuccess(t *testing.T) {
 	}, answerStream)
 	p := provider(srv)
 	_, err := p.Call(context.Background(), testRequest())
-	ae := wantErr(t, err, CodeRateLimited, true)
+	ae := wantErr(t, err, codes.RateLimited, true)
 	if ae.RetryAfter != time.Second {
 		t.Fatalf("RetryAfter = %v", ae.RetryAfter)
 	}
@@ -379,11 +380,11 @@ func TestOpenAIServerErrors(t *testing.T) {
 		code      string
 		transient bool
 	}{
-		{500, CodeAPIError, true},
-		{503, CodeAPIError, true},
-		{403, CodeAuthFailed, false},
-		{400, CodeAPIError, false},
-		{404, CodeAPIError, false},
+		{500, codes.APIError, true},
+		{503, codes.APIError, true},
+		{403, codes.AuthFailed, false},
+		{400, codes.APIError, false},
+		{404, codes.APIError, false},
 	} {
 		_, srv := newStub(t, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "2")
@@ -405,7 +406,7 @@ func TestOpenAIMalformedChunk(t *testing.T) {
 		sse(w, contentChunk(`{"action":`), `{"id": not json`, finishChunk("stop"), "[DONE]")
 	})
 	_, err := provider(srv).Call(context.Background(), testRequest())
-	ae := wantErr(t, err, CodeMalformed, true)
+	ae := wantErr(t, err, codes.APIMalformed, true)
 	if string(ae.Partial) != `{"action":` {
 		t.Errorf("Partial = %q", ae.Partial)
 	}
@@ -416,7 +417,7 @@ func TestOpenAIMidStreamErrorEvent(t *testing.T) {
 		sse(w, contentChunk(`{"act`), `{"error":{"message":"upstream overloaded"}}`)
 	})
 	_, err := provider(srv).Call(context.Background(), testRequest())
-	ae := wantErr(t, err, CodeAPIError, true)
+	ae := wantErr(t, err, codes.APIError, true)
 	if !strings.Contains(ae.Msg, "upstream overloaded") {
 		t.Errorf("Msg = %q", ae.Msg)
 	}
@@ -448,7 +449,7 @@ func TestOpenAIStreamCut(t *testing.T) {
 			if res != nil {
 				t.Fatalf("a cut stream gave a result: %+v", res)
 			}
-			ae := wantErr(t, err, CodeStreamCut, true)
+			ae := wantErr(t, err, codes.StreamCut, true)
 			if string(ae.Partial) != answer[:30] {
 				t.Errorf("Partial = %q", ae.Partial)
 			}
@@ -484,7 +485,7 @@ func TestOpenAIFinishLengthIsMaxTokens(t *testing.T) {
 	})
 	p := provider(srv, func(c *manifest.HTTP) { c.MaxTokens = 16; tmp := 0.2; c.Temperature = &tmp })
 	_, err := p.Call(context.Background(), testRequest())
-	ae := wantErr(t, err, CodeMaxTokens, false)
+	ae := wantErr(t, err, codes.MaxTokens, false)
 	if ae.CostUSD <= 0 || string(ae.Partial) != answer[:20] {
 		t.Errorf("cost %v partial %q", ae.CostUSD, ae.Partial)
 	}
@@ -535,7 +536,7 @@ func TestOpenAITLSWithCAFile(t *testing.T) {
 
 	// Without the CA the server is not trusted: a transport error, retried.
 	_, err := provider(srv).Call(context.Background(), req)
-	ae := wantErr(t, err, CodeAPIError, true)
+	ae := wantErr(t, err, codes.APIError, true)
 	if !strings.Contains(ae.Msg, "certificate") {
 		t.Errorf("Msg = %q", ae.Msg)
 	}
@@ -553,7 +554,7 @@ func TestOpenAITLSWithCAFile(t *testing.T) {
 	}
 	for _, f := range []string{"missing.pem", "junk.pem"} {
 		_, err := provider(srv, func(c *manifest.HTTP) { c.CAFile = f }).Call(context.Background(), req)
-		_ = wantErr(t, err, CodeConfig, false)
+		_ = wantErr(t, err, codes.AgentConfig, false)
 	}
 }
 
@@ -570,5 +571,5 @@ func TestNewHTTPProvider(t *testing.T) {
 	}
 	// A refused connection is a transient transport error.
 	_, err = p.Call(context.Background(), testRequest())
-	_ = wantErr(t, err, CodeAPIError, true)
+	_ = wantErr(t, err, codes.APIError, true)
 }

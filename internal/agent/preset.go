@@ -12,17 +12,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/manifest"
-)
-
-// Error codes that agent CLIs report (besides the http provider's
-// AUTH_FAILED, RATE_LIMITED, API_ERROR, MAX_TOKENS).
-const (
-	CodeMaxTurns     = "MAX_TURNS"     // the program stopped at its turn limit: a steward decides
-	CodeAgentBudget  = "AGENT_BUDGET"  // the program's own spending limit was reached
-	CodeAgentFailed  = "AGENT_FAILED"  // the program reported a failure it did not classify
-	CodeNotInstalled = "NOT_INSTALLED" // the program is not on PATH (nor at command.program)
 )
 
 // Preset knows one agent CLI: how to run it non-interactively in a job's
@@ -46,6 +38,10 @@ type Preset struct {
 	// fields optional, patterns and bounds kept), not OpenAI's strict
 	// subset.
 	FullSchema bool
+	// ModelArg, if set, is the model name the program is given for the
+	// role's model and base URL (nil: the role's model as written). Build
+	// passes this name, and the request records it (PresetCommand.Params).
+	ModelArg func(model, baseURL string) string
 	// Build fills inv.Args and inv.Env for one call.
 	Build func(inv *Invocation) error
 	// Parse reads what the program printed. It returns a Parsed with Err
@@ -122,6 +118,14 @@ func registerPreset(p *Preset) {
 	presets[p.Name] = p
 }
 
+// modelArg is the model name the program is given (ModelArg).
+func (p *Preset) modelArg(model, baseURL string) string {
+	if p.ModelArg != nil {
+		return p.ModelArg(model, baseURL)
+	}
+	return model
+}
+
 // LookupPreset returns the named preset.
 func LookupPreset(name string) (*Preset, bool) {
 	p, ok := presets[name]
@@ -166,37 +170,37 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 	}
 	path, err := look(prog)
 	if err != nil {
-		return nil, &Error{Code: CodeNotInstalled, Msg: fmt.Sprintf("preset %s: program %q not found (install %s, or set command.program): %v", c.Preset.Name, prog, c.Preset.Package, err)}
+		return nil, &Error{Code: codes.NotInstalled, Msg: fmt.Sprintf("preset %s: program %q not found (install %s, or set command.program): %v", c.Preset.Name, prog, c.Preset.Package, err)}
 	}
 	reqDir := filepath.Join(req.JobDir, "requests")
 	callDir := filepath.Join(reqDir, fmt.Sprintf("%06d.d", req.Interaction))
 	// A re-attempt starts from a clean scratch folder.
 	if err := os.RemoveAll(callDir); err != nil {
-		return nil, &Error{Code: CodeStart, Msg: err.Error()}
+		return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 	}
 	if err := os.MkdirAll(callDir, 0o700); err != nil {
-		return nil, &Error{Code: CodeStart, Msg: err.Error()}
+		return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 	}
 	home := filepath.Join(req.JobDir, "agent-home", req.Role)
 	if c.Cfg.Session == "fresh" {
 		if err := os.RemoveAll(home); err != nil {
-			return nil, &Error{Code: CodeStart, Msg: err.Error()}
+			return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 		}
 	}
 	if err := os.MkdirAll(home, 0o700); err != nil {
-		return nil, &Error{Code: CodeStart, Msg: err.Error()}
+		return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 	}
 	schema, err := AnswerSchemaFor(req)
 	if c.Preset.FullSchema {
 		schema, err = FullAnswerSchemaFor(req)
 	}
 	if err != nil {
-		return nil, &Error{Code: CodeConfig, Msg: err.Error()}
+		return nil, &Error{Code: codes.AgentConfig, Msg: err.Error()}
 	}
 	schemaJSON, _ := json.Marshal(schema)
 	schemaFile := filepath.Join(callDir, "answer-schema.json")
 	if err := os.WriteFile(schemaFile, schemaJSON, 0o600); err != nil {
-		return nil, &Error{Code: CodeStart, Msg: err.Error()}
+		return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 	}
 	inv := &Invocation{
 		Program: path, Model: c.Model, SystemPrompt: req.SystemPrompt, Prompt: userPrompt(req),
@@ -205,7 +209,7 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 		Env: map[string]string{},
 	}
 	if err := c.Preset.Build(inv); err != nil {
-		return nil, &Error{Code: CodeConfig, Msg: fmt.Sprintf("preset %s: %v", c.Preset.Name, err)}
+		return nil, &Error{Code: codes.AgentConfig, Msg: fmt.Sprintf("preset %s: %v", c.Preset.Name, err)}
 	}
 	argv := append(append(append([]string{path}, inv.Args...), c.Cfg.Args...), inv.TailArgs...)
 	spec := ProcSpec{Argv: argv, Dir: req.Workspace, Env: c.env(req, inv, get), Limit: c.Cfg.MaxOutputBytes,
@@ -218,10 +222,10 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 	p, perr := c.Preset.Parse(out)
 	stderr := string(pr.Stderr)
 	if perr != nil {
-		code := CodeAgentFailed
+		code := codes.AgentFailed
 		if pr.ExitCode != 0 {
 			// A crash with unreadable output: worth another try.
-			return nil, &Error{Code: CodeExit, Transient: true, Msg: fmt.Sprintf("%s exited with status %d: %s", c.Preset.Program, pr.ExitCode, lastLine(stderr)), Partial: pr.Stdout, Stderr: stderr}
+			return nil, &Error{Code: codes.AgentExit, Transient: true, Msg: fmt.Sprintf("%s exited with status %d: %s", c.Preset.Program, pr.ExitCode, lastLine(stderr)), Partial: pr.Stdout, Stderr: stderr}
 		}
 		return nil, &Error{Code: code, Msg: fmt.Sprintf("%s output: %v", c.Preset.Program, perr), Partial: pr.Stdout, Stderr: stderr}
 	}
@@ -238,7 +242,7 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 		return nil, &e
 	}
 	if pr.ExitCode != 0 {
-		return nil, &Error{Code: CodeExit, Transient: true, CostUSD: cost, Msg: fmt.Sprintf("%s exited with status %d: %s", c.Preset.Program, pr.ExitCode, lastLine(stderr)), Partial: pr.Stdout, Stderr: stderr}
+		return nil, &Error{Code: codes.AgentExit, Transient: true, CostUSD: cost, Msg: fmt.Sprintf("%s exited with status %d: %s", c.Preset.Program, pr.ExitCode, lastLine(stderr)), Partial: pr.Stdout, Stderr: stderr}
 	}
 	if note != "" {
 		stderr = strings.TrimSpace(stderr + "\n" + note)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 )
 
@@ -192,17 +193,17 @@ func aiderError(text string) *Error {
 	msg := "aider: " + truncateText(aiderLastLines(text, 4), 600)
 	switch {
 	case strings.Contains(low, "not able to authenticate you") || strings.Contains(low, "authenticationerror"):
-		return &Error{Code: CodeAuthFailed, Msg: msg}
+		return &Error{Code: codes.AuthFailed, Msg: msg}
 	case strings.Contains(low, "has rate limited you") || strings.Contains(low, "ratelimiterror"):
 		// aider already retried for about a minute.
-		return &Error{Code: CodeRateLimited, Transient: true, Msg: msg}
+		return &Error{Code: codes.RateLimited, Transient: true, Msg: msg}
 	case strings.Contains(low, "servers are down or overloaded") || strings.Contains(low, "timed out without returning") ||
 		strings.Contains(low, "internalservererror") || strings.Contains(low, "serviceunavailableerror") || strings.Contains(low, "apiconnectionerror"):
-		return &Error{Code: CodeAPIError, Transient: true, Msg: msg}
+		return &Error{Code: codes.APIError, Transient: true, Msg: msg}
 	case strings.Contains(low, "hit a token limit") || strings.Contains(low, "contextwindowexceedederror"):
-		return &Error{Code: CodeMaxTokens, Msg: msg}
+		return &Error{Code: codes.MaxTokens, Msg: msg}
 	case strings.Contains(low, "badrequesterror") || strings.Contains(low, "notfounderror"):
-		return &Error{Code: CodeAPIError, Msg: msg}
+		return &Error{Code: codes.APIError, Msg: msg}
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/logist/logist/internal/codes"
 )
 
 // The aider samples are CONSTRUCTED from aider's documented output (the
@@ -87,18 +89,18 @@ func TestAiderParseErrors(t *testing.T) {
 		"auth": {`Main model: gpt-4.1 with diff edit format
 litellm.AuthenticationError: AuthenticationError: OpenAIException - Incorrect API key provided: sk-stub.
 The API provider is not able to authenticate you. Check your API key.
-`, CodeAuthFailed, false},
+`, codes.AuthFailed, false},
 		"rate limit": {`litellm.RateLimitError: RateLimitError: OpenAIException - Rate limit reached
 The API provider has rate limited you. Try again later or check your quotas.
 Retrying in 0.2 seconds...
 litellm.RateLimitError: RateLimitError: OpenAIException - Rate limit reached
 The API provider has rate limited you. Try again later or check your quotas.
-`, CodeRateLimited, true},
+`, codes.RateLimited, true},
 		"overloaded": {`litellm.InternalServerError: AnthropicException - Overloaded
 The API provider's servers are down or overloaded.
-`, CodeAPIError, true},
+`, codes.APIError, true},
 		"context": {`Model gpt-4.1 has hit a token limit!
-`, CodeMaxTokens, false},
+`, codes.MaxTokens, false},
 	}
 	for name, c := range cases {
 		p, err := aiderParse(&RunOutput{Stdout: []byte(c.out)})

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 )
 
@@ -130,7 +131,7 @@ func claudeParse(out *RunOutput) (*Parsed, error) {
 	if r == nil {
 		stderr := strings.TrimSpace(string(out.Stderr))
 		if strings.Contains(stderr, "No conversation found") {
-			return &Parsed{Err: &Error{Code: CodeAgentFailed, Msg: "claude cannot resume the session: " + lastLine(stderr)}}, nil
+			return &Parsed{Err: &Error{Code: codes.AgentFailed, Msg: "claude cannot resume the session: " + lastLine(stderr)}}, nil
 		}
 		return nil, errors.New("no result object on stdout")
 	}
@@ -190,16 +191,16 @@ func claudeError(r *claudeResult, text string, structured bool) *Error {
 	}
 	switch r.Subtype {
 	case "error_max_turns":
-		return &Error{Code: CodeMaxTurns, Msg: fmt.Sprintf("claude stopped at its turn limit after %d turns (command.max_turns): %s", r.NumTurns, detail)}
+		return &Error{Code: codes.MaxTurns, Msg: fmt.Sprintf("claude stopped at its turn limit after %d turns (command.max_turns): %s", r.NumTurns, detail)}
 	case "error_max_budget_usd":
-		return &Error{Code: CodeAgentBudget, Msg: "claude stopped at its spending limit (--max-budget-usd): " + detail}
+		return &Error{Code: codes.AgentBudget, Msg: "claude stopped at its spending limit (--max-budget-usd): " + detail}
 	case "error_max_structured_output_retries":
-		return &Error{Code: CodeAgentFailed, Msg: "claude gave up producing an answer that fits the answer schema: " + detail}
+		return &Error{Code: codes.AgentFailed, Msg: "claude gave up producing an answer that fits the answer schema: " + detail}
 	}
 	apiErr := r.APIErrorStatus != nil || r.APIErrorType != "" || r.TerminalReason == "api_error"
 	if !r.IsError && !apiErr && (structured || !claudeAPIErrorText.MatchString(text)) {
 		if strings.HasPrefix(r.Subtype, "error") {
-			return &Error{Code: CodeAgentFailed, Msg: "claude: " + r.Subtype + ": " + detail}
+			return &Error{Code: codes.AgentFailed, Msg: "claude: " + r.Subtype + ": " + detail}
 		}
 		return nil
 	}
@@ -217,19 +218,19 @@ func claudeError(r *claudeResult, text string, structured bool) *Error {
 	switch {
 	case status == 401 || status == 403 || r.APIErrorType == "authentication_error" || r.APIErrorType == "permission_error" ||
 		strings.Contains(low, "invalid api key") || strings.Contains(low, "not logged in") || strings.Contains(low, "oauth token"):
-		return &Error{Code: CodeAuthFailed, Msg: msg + "; check ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)"}
+		return &Error{Code: codes.AuthFailed, Msg: msg + "; check ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)"}
 	case status == 429 || r.APIErrorType == "rate_limit_error" || strings.Contains(low, "rate limit"):
-		return &Error{Code: CodeRateLimited, Transient: true, Msg: msg}
+		return &Error{Code: codes.RateLimited, Transient: true, Msg: msg}
 	case status >= 500 || status == 408:
-		return &Error{Code: CodeAPIError, Transient: true, Msg: msg}
+		return &Error{Code: codes.APIError, Transient: true, Msg: msg}
 	case status == 0 && (apiErr || strings.Contains(low, "overloaded") || strings.Contains(low, "connection") || strings.Contains(low, "timed out")):
 		// No HTTP status: the connection broke or the reply was not
 		// readable (claude already tried once more without streaming).
-		return &Error{Code: CodeAPIError, Transient: true, Msg: msg}
+		return &Error{Code: codes.APIError, Transient: true, Msg: msg}
 	case status != 0 || apiErr:
 		// A request the API refused (400: prompt too long, bad model):
 		// asking again the same way will not help.
-		return &Error{Code: CodeAPIError, Msg: msg}
+		return &Error{Code: codes.APIError, Msg: msg}
 	}
-	return &Error{Code: CodeAgentFailed, Msg: msg}
+	return &Error{Code: codes.AgentFailed, Msg: msg}
 }

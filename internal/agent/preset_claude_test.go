@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/logist/logist/internal/codes"
 )
 
 func claudeSample(t *testing.T, name string) []byte {
@@ -129,21 +131,21 @@ func TestClaudeParseSamples(t *testing.T) {
 		transient bool
 	}{
 		{"success.json", 0, "", false},
-		{"auth_401.json", 1, CodeAuthFailed, false},
-		{"not_logged_in.json", 1, CodeAuthFailed, false},
-		{"rate_limit_429.json", 1, CodeRateLimited, true},
-		{"server_500.json", 1, CodeAPIError, true},
-		{"overloaded_529.json", 1, CodeAPIError, true},
-		{"server_500_after_tool.json", 1, CodeAPIError, true},
+		{"auth_401.json", 1, codes.AuthFailed, false},
+		{"not_logged_in.json", 1, codes.AuthFailed, false},
+		{"rate_limit_429.json", 1, codes.RateLimited, true},
+		{"server_500.json", 1, codes.APIError, true},
+		{"overloaded_529.json", 1, codes.APIError, true},
+		{"server_500_after_tool.json", 1, codes.APIError, true},
 		// A broken stream, then a broken non-streaming fallback.
-		{"cut_twice.json", 1, CodeAPIError, true},
-		{"malformed_twice.json", 1, CodeAPIError, true},
-		{"max_turns.json", 1, CodeMaxTurns, false},
-		{"budget.json", 1, CodeAgentBudget, false},
+		{"cut_twice.json", 1, codes.APIError, true},
+		{"malformed_twice.json", 1, codes.APIError, true},
+		{"max_turns.json", 1, codes.MaxTurns, false},
+		{"budget.json", 1, codes.AgentBudget, false},
 		{"not_json_answer.json", 0, "", false},
 		// The exit-status-0 traps: an API error is never an answer.
-		{"api_error_exit0.json", 0, CodeRateLimited, true},
-		{"api_error_not_flagged.json", 0, CodeAPIError, true},
+		{"api_error_exit0.json", 0, codes.RateLimited, true},
+		{"api_error_not_flagged.json", 0, codes.APIError, true},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -221,7 +223,7 @@ func TestClaudeParseUnpricedModel(t *testing.T) {
 
 func TestClaudeParseWithoutResult(t *testing.T) {
 	p, err := claudeParse(&RunOutput{Stderr: claudeSample(t, "resume_missing.stderr.txt"), ExitCode: 1})
-	if err != nil || p.Err == nil || p.Err.Code != CodeAgentFailed || p.Err.Transient {
+	if err != nil || p.Err == nil || p.Err.Code != codes.AgentFailed || p.Err.Transient {
 		t.Errorf("unknown session: %+v %v", p, err)
 	}
 	if _, err := claudeParse(&RunOutput{Stdout: []byte("Segmentation fault\n"), ExitCode: 139}); err == nil {
@@ -236,12 +238,12 @@ func TestClaudeErrorText(t *testing.T) {
 		text, code string
 		transient  bool
 	}{
-		{"API Error: Request rejected (429) · Number of request tokens has exceeded your per-minute rate limit", CodeRateLimited, true},
-		{"API Error: 529 Overloaded. This is a server-side issue", CodeAPIError, true},
-		{"API Error: Connection to the API was lost (ECONNRESET).", CodeAPIError, true},
-		{`API Error: 400 {"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long"}}`, CodeAPIError, false},
-		{"Invalid API key · Fix external API key", CodeAuthFailed, false},
-		{"Not logged in · Please run /login", CodeAuthFailed, false},
+		{"API Error: Request rejected (429) · Number of request tokens has exceeded your per-minute rate limit", codes.RateLimited, true},
+		{"API Error: 529 Overloaded. This is a server-side issue", codes.APIError, true},
+		{"API Error: Connection to the API was lost (ECONNRESET).", codes.APIError, true},
+		{`API Error: 400 {"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long"}}`, codes.APIError, false},
+		{"Invalid API key · Fix external API key", codes.AuthFailed, false},
+		{"Not logged in · Please run /login", codes.AuthFailed, false},
 	} {
 		b, _ := json.Marshal(map[string]any{"type": "result", "subtype": "success", "is_error": false, "result": c.text, "session_id": "s"})
 		p, err := claudeParse(&RunOutput{Stdout: b})

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 )
 
@@ -194,11 +195,11 @@ func clineParse(out *RunOutput) (*Parsed, error) {
 		p.Answer = []byte(res.Text)
 		return p, nil
 	case "max_iterations":
-		p.Err = &Error{Code: CodeMaxTurns, Msg: fmt.Sprintf("cline stopped at its iteration limit after %d iterations", res.Iterations)}
+		p.Err = &Error{Code: codes.MaxTurns, Msg: fmt.Sprintf("cline stopped at its iteration limit after %d iterations", res.Iterations)}
 	case "mistake_limit":
-		p.Err = &Error{Code: CodeAgentFailed, Msg: "cline gave up after too many consecutive mistakes (--retries): " + truncateText(res.Text, 300)}
+		p.Err = &Error{Code: codes.AgentFailed, Msg: "cline gave up after too many consecutive mistakes (--retries): " + truncateText(res.Text, 300)}
 	case "aborted":
-		p.Err = &Error{Code: CodeAgentFailed, Transient: true, Msg: "cline aborted the run: " + truncateText(res.Text, 300)}
+		p.Err = &Error{Code: codes.AgentFailed, Transient: true, Msg: "cline aborted the run: " + truncateText(res.Text, 300)}
 	default:
 		msg := errMsg
 		if msg == "" {
@@ -330,23 +331,23 @@ func clineClassify(msg string, api *clineAPIError) *Error {
 	switch {
 	case status == 401 || status == 403 || strings.Contains(low, "incorrect api key") || strings.Contains(low, "invalid api key") ||
 		strings.Contains(low, "unauthorized") || strings.Contains(low, "api key is missing"):
-		return &Error{Code: CodeAuthFailed, Msg: text + "; check OPENAI_API_KEY"}
+		return &Error{Code: codes.AuthFailed, Msg: text + "; check OPENAI_API_KEY"}
 	case status == 429 || strings.Contains(low, "rate limit") || strings.Contains(low, "too many requests"):
-		return &Error{Code: CodeRateLimited, Transient: true, Msg: text, RetryAfter: after}
+		return &Error{Code: codes.RateLimited, Transient: true, Msg: text, RetryAfter: after}
 	case status >= 500 || status == 408 || strings.Contains(low, "overloaded") || strings.Contains(low, "internal server error"):
-		return &Error{Code: CodeAPIError, Transient: true, Msg: text, RetryAfter: after}
+		return &Error{Code: codes.APIError, Transient: true, Msg: text, RetryAfter: after}
 	case strings.Contains(low, "json parsing failed") || strings.Contains(low, "json parse error"):
 		// A reply that is not JSON: Cline does not retry it.
-		return &Error{Code: CodeMalformed, Transient: true, Msg: text}
+		return &Error{Code: codes.APIMalformed, Transient: true, Msg: text}
 	case strings.Contains(low, "socket connection was closed") || strings.Contains(low, "terminated") || strings.Contains(low, "econnreset"):
-		return &Error{Code: CodeStreamCut, Transient: true, Retake: true, Msg: text}
+		return &Error{Code: codes.StreamCut, Transient: true, Retake: true, Msg: text}
 	case strings.Contains(low, "cannot connect to api") || strings.Contains(low, "unable to connect") || strings.Contains(low, "fetch failed") ||
 		strings.Contains(low, "econnrefused") || strings.Contains(low, "timed out") || strings.Contains(low, "failedtoopensocket"):
-		return &Error{Code: CodeAPIError, Transient: true, Msg: text}
+		return &Error{Code: codes.APIError, Transient: true, Msg: text}
 	case status != 0:
 		// A request the API refused (400, 404): asking again the same way
 		// will not help.
-		return &Error{Code: CodeAPIError, Msg: text}
+		return &Error{Code: codes.APIError, Msg: text}
 	}
-	return &Error{Code: CodeAgentFailed, Msg: text}
+	return &Error{Code: codes.AgentFailed, Msg: text}
 }

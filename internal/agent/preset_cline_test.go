@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/logist/logist/internal/codes"
 )
 
 // clineSample reads a captured run of cline 3.0.65 against the model stub
@@ -180,16 +182,16 @@ func TestClineParseErrors(t *testing.T) {
 		after     time.Duration
 		msg       string
 	}{
-		{"auth-401", 1, CodeAuthFailed, false, 0, "HTTP 401"},
-		{"rate-limit-429", 1, CodeRateLimited, true, time.Second, "HTTP 429"},
+		{"auth-401", 1, codes.AuthFailed, false, 0, "HTTP 401"},
+		{"rate-limit-429", 1, codes.RateLimited, true, time.Second, "HTTP 429"},
 		// The message has no status; Cline's log has it.
-		{"server-500", 1, CodeAPIError, true, time.Second, "HTTP 500"},
-		{"malformed", 1, CodeMalformed, true, 0, "JSON parsing failed"},
-		{"cut-7", 1, CodeStreamCut, true, 0, "socket connection was closed"},
-		{"connection-refused", 1, CodeAPIError, true, 0, "Cannot connect to API"},
+		{"server-500", 1, codes.APIError, true, time.Second, "HTTP 500"},
+		{"malformed", 1, codes.APIMalformed, true, 0, "JSON parsing failed"},
+		{"cut-7", 1, codes.StreamCut, true, 0, "socket connection was closed"},
+		{"connection-refused", 1, codes.APIError, true, 0, "Cannot connect to API"},
 		// A failed run is an error whatever the exit status.
-		{"auth-401", 0, CodeAuthFailed, false, 0, "HTTP 401"},
-		{"server-500", 0, CodeAPIError, true, time.Second, "HTTP 500"},
+		{"auth-401", 0, codes.AuthFailed, false, 0, "HTTP 401"},
+		{"server-500", 0, codes.APIError, true, time.Second, "HTTP 500"},
 	} {
 		p, err := clineParse(clineSample(t, c.sample, c.exit))
 		if err != nil {
@@ -211,13 +213,13 @@ func TestClineParseErrors(t *testing.T) {
 	// Without the log a 500 is only its message.
 	out := clineSample(t, "server-500", 1)
 	out.Inv = nil
-	if p, err := clineParse(out); err != nil || p.Err == nil || p.Err.Code != CodeAgentFailed {
+	if p, err := clineParse(out); err != nil || p.Err == nil || p.Err.Code != codes.AgentFailed {
 		t.Errorf("%v %+v", err, p)
 	}
 }
 
 func TestClineParseFinishReasons(t *testing.T) {
-	for reason, code := range map[string]string{"max_iterations": CodeMaxTurns, "mistake_limit": CodeAgentFailed, "aborted": CodeAgentFailed} {
+	for reason, code := range map[string]string{"max_iterations": codes.MaxTurns, "mistake_limit": codes.AgentFailed, "aborted": codes.AgentFailed} {
 		out := &RunOutput{Stdout: []byte(`{"ts":"2026-11-21T20:26:23.529Z","type":"run_result","finishReason":"` + reason +
 			`","iterations":50,"usage":{"inputTokens":900,"outputTokens":90,"cacheReadTokens":0,"cacheWriteTokens":0,"totalCost":0.02},"text":"partial"}` + "\n")}
 		p, err := clineParse(out)

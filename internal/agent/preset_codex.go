@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 )
 
@@ -276,7 +277,7 @@ func parseCodex(out *RunOutput) (*Parsed, error) {
 	case !completed && lastErr != "":
 		p.Err = classifyCodex(lastErr)
 	case !completed:
-		p.Err = &Error{Code: CodeAgentFailed, Transient: out.ExitCode != 0, Msg: "codex ended without turn.completed"}
+		p.Err = &Error{Code: codes.AgentFailed, Transient: out.ExitCode != 0, Msg: "codex ended without turn.completed"}
 	}
 	return p, nil
 }
@@ -302,7 +303,7 @@ func codexBefore(out *RunOutput, session string) (codexUsage, bool) {
 func codexStartError(stderr string) *Error {
 	switch {
 	case strings.Contains(stderr, "Error loading config"):
-		return &Error{Code: CodeConfig, Msg: "codex rejected its config: " + strings.TrimSpace(stderr)}
+		return &Error{Code: codes.AgentConfig, Msg: "codex rejected its config: " + strings.TrimSpace(stderr)}
 	case strings.Contains(stderr, "Usage: codex"):
 		msg := lastLine(stderr)
 		for _, l := range strings.Split(stderr, "\n") {
@@ -311,9 +312,9 @@ func codexStartError(stderr string) *Error {
 				break
 			}
 		}
-		return &Error{Code: CodeConfig, Msg: "codex rejected its command line (check command.args): " + msg}
+		return &Error{Code: codes.AgentConfig, Msg: "codex rejected its command line (check command.args): " + msg}
 	case strings.Contains(stderr, "no rollout found"):
-		return &Error{Code: CodeAgentFailed, Msg: "codex could not resume the session: " + lastLine(stderr)}
+		return &Error{Code: codes.AgentFailed, Msg: "codex could not resume the session: " + lastLine(stderr)}
 	}
 	return nil
 }
@@ -344,12 +345,12 @@ func classifyCodex(msg string) *Error {
 	}
 	switch {
 	case status == 401 || status == 403 || has("unauthorized", "invalid_api_key", "incorrect api key", "missing environment variable", "authentication"):
-		return &Error{Code: CodeAuthFailed, Msg: "codex: " + msg}
+		return &Error{Code: codes.AuthFailed, Msg: "codex: " + msg}
 	case has("quota exceeded", "insufficient_quota", "usage limit"):
 		// Billing, not a burst: a human has to act.
-		return &Error{Code: CodeAPIError, Msg: "codex: quota exhausted: " + msg}
+		return &Error{Code: codes.APIError, Msg: "codex: quota exhausted: " + msg}
 	case status == 429 || has("too many requests", "rate limit"):
-		e := &Error{Code: CodeRateLimited, Transient: true, Msg: "codex: " + msg}
+		e := &Error{Code: codes.RateLimited, Transient: true, Msg: "codex: " + msg}
 		if m := codexRetryAfter.FindStringSubmatch(msg); m != nil {
 			v, _ := strconv.ParseFloat(m[1], 64)
 			unit := time.Second
@@ -360,14 +361,14 @@ func classifyCodex(msg string) *Error {
 		}
 		return e
 	case has("context window", "context_length_exceeded"):
-		return &Error{Code: CodeAgentFailed, Msg: "codex: " + msg}
+		return &Error{Code: codes.AgentFailed, Msg: "codex: " + msg}
 	case has("stream disconnected", "stream closed before"):
 		// Nothing of a broken stream is an answer: the same turn is asked
 		// again.
-		return &Error{Code: CodeStreamCut, Transient: true, Retake: true, Msg: "codex: " + msg}
+		return &Error{Code: codes.StreamCut, Transient: true, Retake: true, Msg: "codex: " + msg}
 	case status >= 500 || has("high demand", "internal server error", "bad gateway", "service unavailable",
 		"gateway timeout", "overloaded", "connection failed", "error sending request", "timed out", "timeout"):
-		return &Error{Code: CodeAPIError, Transient: true, Msg: "codex: " + msg}
+		return &Error{Code: codes.APIError, Transient: true, Msg: "codex: " + msg}
 	}
-	return &Error{Code: CodeAgentFailed, Msg: "codex: " + msg}
+	return &Error{Code: codes.AgentFailed, Msg: "codex: " + msg}
 }

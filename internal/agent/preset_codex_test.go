@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/logist/logist/internal/codes"
 )
 
 func codexSample(t *testing.T, name string) []byte {
@@ -231,26 +233,26 @@ func TestCodexParseErrors(t *testing.T) {
 		retake     bool
 		retryAfter time.Duration
 	}{
-		{"auth-401.jsonl", 1, CodeAuthFailed, false, false, 0},
+		{"auth-401.jsonl", 1, codes.AuthFailed, false, false, 0},
 		// The same failure behind exit status 0 is still a failure.
-		{"auth-401.jsonl", 0, CodeAuthFailed, false, false, 0},
-		{"forbidden-403.jsonl", 1, CodeAuthFailed, false, false, 0},
-		{"missing-key.jsonl", 1, CodeAuthFailed, false, false, 0},
-		{"rate-limit-429.jsonl", 1, CodeRateLimited, true, false, 0},
-		{"instream-rate-limit.jsonl", 1, CodeRateLimited, true, false, 2500 * time.Millisecond},
-		{"quota-429.jsonl", 1, CodeAPIError, false, false, 0},
-		{"usage-limit-429.jsonl", 1, CodeAPIError, false, false, 0},
-		{"server-500.jsonl", 1, CodeAPIError, true, false, 0},
-		{"server-503.jsonl", 1, CodeAPIError, true, false, 0},
-		{"connection-refused.jsonl", 1, CodeAPIError, true, false, 0},
-		{"stream-cut.jsonl", 1, CodeStreamCut, true, true, 0},
-		{"malformed.jsonl", 1, CodeStreamCut, true, true, 0},
-		{"instream-server-error.jsonl", 1, CodeStreamCut, true, true, 0},
-		{"context-window.jsonl", 1, CodeAgentFailed, false, false, 0},
-		{"bad-request-400.jsonl", 1, CodeAgentFailed, false, false, 0},
-		{"config-error.stderr.txt", 1, CodeConfig, false, false, 0},
-		{"bad-args.stderr.txt", 2, CodeConfig, false, false, 0},
-		{"no-rollout.stderr.txt", 1, CodeAgentFailed, false, false, 0},
+		{"auth-401.jsonl", 0, codes.AuthFailed, false, false, 0},
+		{"forbidden-403.jsonl", 1, codes.AuthFailed, false, false, 0},
+		{"missing-key.jsonl", 1, codes.AuthFailed, false, false, 0},
+		{"rate-limit-429.jsonl", 1, codes.RateLimited, true, false, 0},
+		{"instream-rate-limit.jsonl", 1, codes.RateLimited, true, false, 2500 * time.Millisecond},
+		{"quota-429.jsonl", 1, codes.APIError, false, false, 0},
+		{"usage-limit-429.jsonl", 1, codes.APIError, false, false, 0},
+		{"server-500.jsonl", 1, codes.APIError, true, false, 0},
+		{"server-503.jsonl", 1, codes.APIError, true, false, 0},
+		{"connection-refused.jsonl", 1, codes.APIError, true, false, 0},
+		{"stream-cut.jsonl", 1, codes.StreamCut, true, true, 0},
+		{"malformed.jsonl", 1, codes.StreamCut, true, true, 0},
+		{"instream-server-error.jsonl", 1, codes.StreamCut, true, true, 0},
+		{"context-window.jsonl", 1, codes.AgentFailed, false, false, 0},
+		{"bad-request-400.jsonl", 1, codes.AgentFailed, false, false, 0},
+		{"config-error.stderr.txt", 1, codes.AgentConfig, false, false, 0},
+		{"bad-args.stderr.txt", 2, codes.AgentConfig, false, false, 0},
+		{"no-rollout.stderr.txt", 1, codes.AgentFailed, false, false, 0},
 	}
 	for _, c := range cases {
 		p := codexParse(t, c.sample, c.exit, nil)
@@ -283,7 +285,7 @@ func TestCodexParseIncomplete(t *testing.T) {
 {"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"{\"action\":\"COMPLETED\"}"}}
 `)
 	p, err := parseCodex(&RunOutput{Stdout: out, ExitCode: 0})
-	if err != nil || p.Err == nil || p.Err.Code != CodeAgentFailed || p.SessionID != "t1" {
+	if err != nil || p.Err == nil || p.Err.Code != codes.AgentFailed || p.SessionID != "t1" {
 		t.Errorf("parsed %+v, %v", p, err)
 	}
 }

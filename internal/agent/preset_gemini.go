@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 )
 
@@ -264,9 +265,9 @@ func geminiError(r *geminiEvent, problems []string, exit int) *Error {
 		for _, w := range problems {
 			switch {
 			case strings.Contains(w, "Maximum session turns exceeded"):
-				return &Error{Code: CodeMaxTurns, Msg: "gemini stopped at its turn limit (command.max_turns → model.maxSessionTurns): " + all}
+				return &Error{Code: codes.MaxTurns, Msg: "gemini stopped at its turn limit (command.max_turns → model.maxSessionTurns): " + all}
 			case strings.Contains(w, "Loop detected"):
-				return &Error{Code: CodeAgentFailed, Msg: "gemini stopped a loop of repeated model output: " + all}
+				return &Error{Code: codes.AgentFailed, Msg: "gemini stopped a loop of repeated model output: " + all}
 			}
 		}
 		return nil
@@ -284,16 +285,16 @@ func geminiFatal(out *RunOutput) *Error {
 	last := lastLine(stderr)
 	switch out.ExitCode {
 	case 41: // FatalAuthenticationError
-		return &Error{Code: CodeAuthFailed, Msg: "gemini: " + geminiLines(stderr) + "; check GEMINI_API_KEY"}
+		return &Error{Code: codes.AuthFailed, Msg: "gemini: " + geminiLines(stderr) + "; check GEMINI_API_KEY"}
 	case 42: // FatalInputError, e.g. "Error resuming session"
-		return &Error{Code: CodeAgentFailed, Msg: "gemini refused its input: " + geminiLines(stderr)}
+		return &Error{Code: codes.AgentFailed, Msg: "gemini refused its input: " + geminiLines(stderr)}
 	case 52: // FatalConfigError
-		return &Error{Code: CodeConfig, Msg: "gemini configuration: " + geminiLines(stderr)}
+		return &Error{Code: codes.AgentConfig, Msg: "gemini configuration: " + geminiLines(stderr)}
 	case 53: // FatalTurnLimitedError
-		return &Error{Code: CodeMaxTurns, Msg: "gemini stopped at its turn limit: " + last}
+		return &Error{Code: codes.MaxTurns, Msg: "gemini stopped at its turn limit: " + last}
 	}
 	if out.ExitCode != 0 && strings.Contains(stderr, "GEMINI_API_KEY") {
-		return &Error{Code: CodeAuthFailed, Msg: "gemini: " + geminiLines(stderr)}
+		return &Error{Code: codes.AuthFailed, Msg: "gemini: " + geminiLines(stderr)}
 	}
 	return nil
 }
@@ -323,40 +324,40 @@ func geminiClassify(msg string, turnLimit bool, exit int) *Error {
 	text := "gemini: " + truncateText(msg, 600)
 	switch {
 	case turnLimit || exit == 53 || strings.Contains(low, "max session turns"):
-		return &Error{Code: CodeMaxTurns, Msg: "gemini stopped at its turn limit (command.max_turns → model.maxSessionTurns): " + msg}
+		return &Error{Code: codes.MaxTurns, Msg: "gemini stopped at its turn limit (command.max_turns → model.maxSessionTurns): " + msg}
 	case status == 401 || status == 403 || strings.Contains(low, "api key not valid") || strings.Contains(low, "unauthenticated") ||
 		strings.Contains(low, "permission_denied") || strings.Contains(low, "gemini_api_key"):
-		return &Error{Code: CodeAuthFailed, Msg: text + "; check GEMINI_API_KEY"}
+		return &Error{Code: codes.AuthFailed, Msg: text + "; check GEMINI_API_KEY"}
 	case status == 429 || strings.Contains(low, "resource_exhausted") || strings.Contains(low, "exceeded your current quota") || strings.Contains(low, "rate limit"):
-		e := &Error{Code: CodeRateLimited, Transient: true, Msg: text, RetryAfter: geminiRetryAfter(msg)}
+		e := &Error{Code: codes.RateLimited, Transient: true, Msg: text, RetryAfter: geminiRetryAfter(msg)}
 		if strings.Contains(low, "daily quota") || strings.Contains(low, "limit: 0") {
 			// Asking again today will not help: a person decides.
 			e.Transient = false
 		}
 		return e
 	case status >= 500 || status == 408 || status == 499 || strings.Contains(low, "overloaded") || strings.Contains(low, "unavailable"):
-		return &Error{Code: CodeAPIError, Transient: true, Msg: text}
+		return &Error{Code: codes.APIError, Transient: true, Msg: text}
 	case strings.Contains(low, "terminated") || strings.Contains(low, "other side closed") || strings.Contains(low, "premature close") ||
 		strings.Contains(low, "socket hang up") || strings.Contains(low, "econnreset"):
 		// The stream broke off: whatever came before is not an answer.
-		return &Error{Code: CodeStreamCut, Transient: true, Retake: true, Msg: text}
+		return &Error{Code: codes.StreamCut, Transient: true, Retake: true, Msg: text}
 	case strings.Contains(low, "in json at position") || strings.Contains(low, "unexpected token") || strings.Contains(low, "bad control character") ||
 		strings.Contains(low, "unexpected end of json") || strings.Contains(low, "incomplete json"):
-		return &Error{Code: CodeMalformed, Transient: true, Msg: text}
+		return &Error{Code: codes.APIMalformed, Transient: true, Msg: text}
 	case strings.Contains(low, "fetch failed") || strings.Contains(low, "econnrefused") || strings.Contains(low, "etimedout") ||
 		strings.Contains(low, "enotfound") || strings.Contains(low, "eai_again"):
-		return &Error{Code: CodeAPIError, Transient: true, Msg: text}
+		return &Error{Code: codes.APIError, Transient: true, Msg: text}
 	case strings.Contains(low, "empty response"):
 		// The CLI itself calls this "a transient API issue".
-		return &Error{Code: CodeAPIError, Transient: true, Msg: text}
+		return &Error{Code: codes.APIError, Transient: true, Msg: text}
 	case strings.Contains(low, "truncated because it exceeded the token limit"):
-		return &Error{Code: CodeMaxTokens, Msg: text}
+		return &Error{Code: codes.MaxTokens, Msg: text}
 	case status != 0:
 		// A request the API refused (400: bad model, prompt too long):
 		// asking again the same way will not help.
-		return &Error{Code: CodeAPIError, Msg: text}
+		return &Error{Code: codes.APIError, Msg: text}
 	}
-	return &Error{Code: CodeAgentFailed, Msg: text}
+	return &Error{Code: codes.AgentFailed, Msg: text}
 }
 
 // geminiRetryAfter is the delay named in a quota error, 0 if none.

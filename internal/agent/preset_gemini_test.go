@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/logist/logist/internal/codes"
 )
 
 // geminiSample reads a captured run of gemini 0.61.0 (testdata/presets/
@@ -50,18 +52,18 @@ func TestGeminiParseFailures(t *testing.T) {
 		retake    bool
 		retry     time.Duration
 	}{
-		{"auth-401", 145, CodeAuthFailed, false, false, 0},
-		{"rate-limit-429", 173, CodeRateLimited, true, false, 2 * time.Second},
-		{"server-500", 244, CodeAPIError, true, false, 0},
-		{"stream-cut", 1, CodeStreamCut, true, true, 0},
-		{"malformed", 1, CodeMalformed, true, false, 0},
-		{"max-turns", 53, CodeMaxTurns, false, false, 0},
+		{"auth-401", 145, codes.AuthFailed, false, false, 0},
+		{"rate-limit-429", 173, codes.RateLimited, true, false, 2 * time.Second},
+		{"server-500", 244, codes.APIError, true, false, 0},
+		{"stream-cut", 1, codes.StreamCut, true, true, 0},
+		{"malformed", 1, codes.APIMalformed, true, false, 0},
+		{"max-turns", 53, codes.MaxTurns, false, false, 0},
 		// API failures reported with exit status 0.
-		{"empty-response-exit0", 0, CodeAPIError, true, false, 0},
-		{"safety-blocked-exit0", 0, CodeAgentFailed, false, false, 0},
+		{"empty-response-exit0", 0, codes.APIError, true, false, 0},
+		{"safety-blocked-exit0", 0, codes.AgentFailed, false, false, 0},
 		// Fatal errors before the first event: stderr only.
-		{"no-api-key-exit41", 41, CodeAuthFailed, false, false, 0},
-		{"bad-resume-exit42", 42, CodeAgentFailed, false, false, 0},
+		{"no-api-key-exit41", 41, codes.AuthFailed, false, false, 0},
+		{"bad-resume-exit42", 42, codes.AgentFailed, false, false, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.sample, func(t *testing.T) {
@@ -123,8 +125,8 @@ func TestGeminiParseMaxTokensIsNotDetectable(t *testing.T) {
 // Warnings the model loop reports with a successful result.
 func TestGeminiParseWarnings(t *testing.T) {
 	for msg, code := range map[string]string{
-		"Maximum session turns exceeded":    CodeMaxTurns,
-		"Loop detected, stopping execution": CodeAgentFailed,
+		"Maximum session turns exceeded":    codes.MaxTurns,
+		"Loop detected, stopping execution": codes.AgentFailed,
 	} {
 		out := `{"type":"init","session_id":"s1","model":"gemini-2.5-pro"}
 {"type":"message","role":"assistant","content":"partial","delta":true}
@@ -169,15 +171,15 @@ func TestGeminiAnswerIsLastTurnText(t *testing.T) {
 func TestGeminiClassifyByExitStatus(t *testing.T) {
 	// A message without the API's body: the exit status (HTTP status mod
 	// 256) tells.
-	for exit, code := range map[int]string{147: CodeAuthFailed, 247: CodeAPIError, 173: CodeRateLimited} {
+	for exit, code := range map[int]string{147: codes.AuthFailed, 247: codes.APIError, 173: codes.RateLimited} {
 		if e := geminiClassify("[API Error: something]", false, exit); e.Code != code {
 			t.Errorf("exit %d: %s, want %s", exit, e.Code, code)
 		}
 	}
-	if e := geminiClassify("You have exhausted your daily quota on this model.", false, 173); e.Code != CodeRateLimited || e.Transient {
+	if e := geminiClassify("You have exhausted your daily quota on this model.", false, 173); e.Code != codes.RateLimited || e.Transient {
 		t.Errorf("daily quota: %+v", e)
 	}
-	if e := geminiClassify(`[API Error: {"error":{"code":400,"message":"bad model","status":"INVALID_ARGUMENT"}}]`, false, 144); e.Code != CodeAPIError || e.Transient {
+	if e := geminiClassify(`[API Error: {"error":{"code":400,"message":"bad model","status":"INVALID_ARGUMENT"}}]`, false, 144); e.Code != codes.APIError || e.Transient {
 		t.Errorf("400: %+v", e)
 	}
 	if d := geminiRetryAfter("Please retry in 1500ms."); d != 1500*time.Millisecond {

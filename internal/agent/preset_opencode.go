@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 )
 
@@ -27,13 +28,26 @@ func init() {
 		// providers for models named provider/model.
 		EnvAllow: []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "GEMINI_API_KEY",
 			"GOOGLE_GENERATIVE_AI_API_KEY", "GROQ_API_KEY", "DEEPSEEK_API_KEY", "XAI_API_KEY", "MISTRAL_API_KEY", "OPENCODE_API_KEY"},
-		Build: opencodeBuild,
-		Parse: opencodeParse,
+		ModelArg: opencodeModel,
+		Build:    opencodeBuild,
+		Parse:    opencodeParse,
 	})
 }
 
 // opencodeProvider is the provider id Logist defines for command.base_url.
 const opencodeProvider = "logist"
+
+// opencodeModel is the model OpenCode is given: with command.base_url, the
+// role's model as a model of the provider Logist defines for it.
+func opencodeModel(model, baseURL string) string {
+	if baseURL == "" {
+		return model
+	}
+	if id := strings.TrimPrefix(model, opencodeProvider+"/"); id != "" {
+		return opencodeProvider + "/" + id
+	}
+	return ""
+}
 
 func opencodeBuild(inv *Invocation) error {
 	cfg := map[string]any{
@@ -61,7 +75,7 @@ func opencodeBuild(inv *Invocation) error {
 	if inv.MaxTurns > 0 {
 		cfg["agent"] = map[string]any{"build": map[string]any{"steps": inv.MaxTurns}}
 	}
-	model := inv.Model
+	model := opencodeModel(inv.Model, inv.BaseURL)
 	if inv.BaseURL != "" {
 		id := strings.TrimPrefix(inv.Model, opencodeProvider+"/")
 		if id == "" {
@@ -77,7 +91,6 @@ func opencodeBuild(inv *Invocation) error {
 			},
 			"models": map[string]any{id: map[string]any{"name": id}},
 		}}
-		model = opencodeProvider + "/" + id
 	}
 	if model != "" {
 		cfg["model"] = model
@@ -257,7 +270,7 @@ func opencodeParse(out *RunOutput) (*Parsed, error) {
 	// answer, is a run that hit the limit.
 	if inv := out.Inv; inv != nil && inv.MaxTurns > 0 &&
 		(p.Turns > inv.MaxTurns || (p.Turns == inv.MaxTurns && !strings.Contains(answer, "{"))) {
-		p.Err = &Error{Code: CodeMaxTurns, Partial: []byte(answer),
+		p.Err = &Error{Code: codes.MaxTurns, Partial: []byte(answer),
 			Msg: fmt.Sprintf("opencode reached its step limit (command.max_turns %d → agent.build.steps) after %d steps", inv.MaxTurns, p.Turns)}
 		return p, nil
 	}
@@ -276,10 +289,10 @@ func opencodeFatal(out *RunOutput) *Error {
 	low := strings.ToLower(stderr)
 	switch {
 	case strings.Contains(low, "session not found"):
-		return &Error{Code: CodeAgentFailed, Msg: msg + " (the session to continue is gone; set command.session \"fresh\" or resume the job)"}
+		return &Error{Code: codes.AgentFailed, Msg: msg + " (the session to continue is gone; set command.session \"fresh\" or resume the job)"}
 	case strings.Contains(low, "configinvaliderror") || strings.Contains(low, "invalid config") || strings.Contains(low, "providermodelnotfound") ||
 		strings.Contains(low, "model not found"):
-		return &Error{Code: CodeConfig, Msg: msg}
+		return &Error{Code: codes.AgentConfig, Msg: msg}
 	}
 	return nil
 }
@@ -300,31 +313,31 @@ func opencodeClassify(e *opencodeError) *Error {
 	switch {
 	case e.Name == "ProviderAuthError" || status == 401 || status == 403 ||
 		strings.Contains(low, "invalid api key") || strings.Contains(low, "incorrect api key") || strings.Contains(low, "api key is missing"):
-		return &Error{Code: CodeAuthFailed, Msg: msg + "; check the provider's API key (OPENAI_API_KEY for command.base_url)"}
+		return &Error{Code: codes.AuthFailed, Msg: msg + "; check the provider's API key (OPENAI_API_KEY for command.base_url)"}
 	case status == 429 || strings.Contains(low, "rate limit") || strings.Contains(low, "too many requests"):
 		// OpenCode has already retried 5 times, honouring Retry-After.
-		return &Error{Code: CodeRateLimited, Transient: true, Msg: msg, RetryAfter: opencodeRetryAfter(d.ResponseHeaders)}
+		return &Error{Code: codes.RateLimited, Transient: true, Msg: msg, RetryAfter: opencodeRetryAfter(d.ResponseHeaders)}
 	case status >= 500 || status == 408 || strings.Contains(low, "overloaded"):
-		return &Error{Code: CodeAPIError, Transient: true, Msg: msg, RetryAfter: opencodeRetryAfter(d.ResponseHeaders)}
+		return &Error{Code: codes.APIError, Transient: true, Msg: msg, RetryAfter: opencodeRetryAfter(d.ResponseHeaders)}
 	case e.Name == "MessageOutputLengthError":
-		return &Error{Code: CodeMaxTokens, Msg: "opencode: the answer was cut at the model's output limit"}
+		return &Error{Code: codes.MaxTokens, Msg: "opencode: the answer was cut at the model's output limit"}
 	case strings.Contains(low, "json parsing failed") || strings.Contains(low, "json parse error") || strings.Contains(low, "type validation failed"):
 		// A reply that is not JSON: OpenCode does not retry it.
-		return &Error{Code: CodeMalformed, Transient: true, Msg: msg}
+		return &Error{Code: codes.APIMalformed, Transient: true, Msg: msg}
 	case strings.Contains(low, "terminated") || strings.Contains(low, "socket connection was closed") || strings.Contains(low, "socket hang up") ||
 		strings.Contains(low, "econnreset") || strings.Contains(low, "premature close"):
 		// The stream broke off (OpenCode retried it already): whatever
 		// came before is not an answer.
-		return &Error{Code: CodeStreamCut, Transient: true, Retake: true, Msg: msg}
+		return &Error{Code: codes.StreamCut, Transient: true, Retake: true, Msg: msg}
 	case strings.Contains(low, "fetch failed") || strings.Contains(low, "unable to connect") || strings.Contains(low, "econnrefused") ||
 		strings.Contains(low, "etimedout") || strings.Contains(low, "timed out") || strings.Contains(low, "enotfound") || strings.Contains(low, "eai_again"):
-		return &Error{Code: CodeAPIError, Transient: true, Msg: msg}
+		return &Error{Code: codes.APIError, Transient: true, Msg: msg}
 	case e.Name == "APIError" || status != 0:
 		// A request the API refused (400: bad model, prompt too long):
 		// asking again the same way will not help.
-		return &Error{Code: CodeAPIError, Msg: msg}
+		return &Error{Code: codes.APIError, Msg: msg}
 	}
-	return &Error{Code: CodeAgentFailed, Msg: msg}
+	return &Error{Code: codes.AgentFailed, Msg: msg}
 }
 
 // opencodeRetryAfter is the delay the API asked for (retry-after-ms or

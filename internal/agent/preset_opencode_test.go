@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/manifest"
 )
 
@@ -272,16 +273,16 @@ func TestOpenCodeParseErrors(t *testing.T) {
 		after     time.Duration
 		msg       string
 	}{
-		{"auth-401", 1, CodeAuthFailed, false, false, 0, "HTTP 401"},
-		{"rate-limit-429", 1, CodeRateLimited, true, false, time.Second, "HTTP 429"},
-		{"server-500", 1, CodeAPIError, true, false, time.Second, "HTTP 500"},
-		{"malformed", 1, CodeMalformed, true, false, 0, "JSON parsing failed"},
-		{"connection-refused", 1, CodeAPIError, true, false, 0, "Unable to connect"},
-		{"cut-6", 1, CodeStreamCut, true, true, 0, ""},
-		{"session-not-found", 1, CodeAgentFailed, false, false, 0, "Session not found"},
+		{"auth-401", 1, codes.AuthFailed, false, false, 0, "HTTP 401"},
+		{"rate-limit-429", 1, codes.RateLimited, true, false, time.Second, "HTTP 429"},
+		{"server-500", 1, codes.APIError, true, false, time.Second, "HTTP 500"},
+		{"malformed", 1, codes.APIMalformed, true, false, 0, "JSON parsing failed"},
+		{"connection-refused", 1, codes.APIError, true, false, 0, "Unable to connect"},
+		{"cut-6", 1, codes.StreamCut, true, true, 0, ""},
+		{"session-not-found", 1, codes.AgentFailed, false, false, 0, "Session not found"},
 		// An API error is an error also behind exit status 0.
-		{"auth-401", 0, CodeAuthFailed, false, false, 0, "HTTP 401"},
-		{"server-500", 0, CodeAPIError, true, false, time.Second, "HTTP 500"},
+		{"auth-401", 0, codes.AuthFailed, false, false, 0, "HTTP 401"},
+		{"server-500", 0, codes.APIError, true, false, time.Second, "HTTP 500"},
 	} {
 		p, err := opencodeParse(opencodeSample(t, c.sample, c.exit))
 		if err != nil {
@@ -311,7 +312,7 @@ func TestOpenCodeParseMaxSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Err == nil || p.Err.Code != CodeMaxTurns || p.Err.Transient || p.Tokens == nil || p.Tokens.Input == 0 {
+	if p.Err == nil || p.Err.Code != codes.MaxTurns || p.Err.Transient || p.Tokens == nil || p.Tokens.Input == 0 {
 		t.Fatalf("parsed %+v err %+v", p, p.Err)
 	}
 	// Within the limit it is an answer.
@@ -325,7 +326,7 @@ func TestOpenCodeParseMaxSteps(t *testing.T) {
 {"type":"text","sessionID":"ses_1","part":{"type":"text","text":"Maximum steps reached. Done so far: nothing."}}
 {"type":"step_finish","sessionID":"ses_1","part":{"reason":"stop","cost":0,"tokens":{"input":10,"output":5,"reasoning":0,"cache":{"read":0,"write":0}}}}
 `)}
-	if p, err := opencodeParse(prose); err != nil || p.Err == nil || p.Err.Code != CodeMaxTurns {
+	if p, err := opencodeParse(prose); err != nil || p.Err == nil || p.Err.Code != codes.MaxTurns {
 		t.Errorf("%v %+v", err, p)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 )
 
@@ -276,13 +277,13 @@ func qwenFatal(out *RunOutput) *Error {
 	low := strings.ToLower(stderr)
 	switch {
 	case strings.Contains(low, "no saved session found") || strings.Contains(low, "session not found") || strings.Contains(low, "no session found"):
-		return &Error{Code: CodeAgentFailed, Msg: "qwen cannot resume the session: " + qwenLines(stderr)}
+		return &Error{Code: codes.AgentFailed, Msg: "qwen cannot resume the session: " + qwenLines(stderr)}
 	case strings.Contains(low, "openai_api_key") || strings.Contains(low, "api key") && strings.Contains(low, "missing"):
-		return &Error{Code: CodeAuthFailed, Msg: "qwen: " + qwenLines(stderr)}
+		return &Error{Code: codes.AuthFailed, Msg: "qwen: " + qwenLines(stderr)}
 	case out.ExitCode == 53 || strings.Contains(low, "reached max session turns"):
-		return &Error{Code: CodeMaxTurns, Msg: "qwen stopped at its turn limit (command.max_turns → --max-session-turns): " + qwenLines(stderr)}
+		return &Error{Code: codes.MaxTurns, Msg: "qwen stopped at its turn limit (command.max_turns → --max-session-turns): " + qwenLines(stderr)}
 	case out.ExitCode == 52:
-		return &Error{Code: CodeConfig, Msg: "qwen configuration: " + qwenLines(stderr)}
+		return &Error{Code: codes.AgentConfig, Msg: "qwen configuration: " + qwenLines(stderr)}
 	}
 	return nil
 }
@@ -307,29 +308,29 @@ func qwenClassify(msg string, turnLimit bool, exit int) *Error {
 	text := "qwen: " + truncateText(strings.TrimSpace(msg), 600)
 	switch {
 	case turnLimit || exit == 53:
-		return &Error{Code: CodeMaxTurns, Msg: "qwen stopped at its turn limit (command.max_turns → --max-session-turns): " + truncateText(msg, 300)}
+		return &Error{Code: codes.MaxTurns, Msg: "qwen stopped at its turn limit (command.max_turns → --max-session-turns): " + truncateText(msg, 300)}
 	case status == 401 || status == 403 || strings.Contains(low, "incorrect api key") || strings.Contains(low, "invalid api key") || strings.Contains(low, "missing api key") ||
 		strings.Contains(low, "unauthorized") || strings.Contains(low, "authentication"):
-		return &Error{Code: CodeAuthFailed, Msg: text + "; check OPENAI_API_KEY"}
+		return &Error{Code: codes.AuthFailed, Msg: text + "; check OPENAI_API_KEY"}
 	case status == 429 || strings.Contains(low, "rate limit") || strings.Contains(low, "too many requests"):
 		// Qwen Code has already made 7 attempts, honouring Retry-After.
-		return &Error{Code: CodeRateLimited, Transient: true, Msg: text}
+		return &Error{Code: codes.RateLimited, Transient: true, Msg: text}
 	case status >= 500 || status == 408 || strings.Contains(low, "overloaded"):
-		return &Error{Code: CodeAPIError, Transient: true, Msg: text}
+		return &Error{Code: codes.APIError, Transient: true, Msg: text}
 	case strings.Contains(low, "terminated") || strings.Contains(low, "premature close") || strings.Contains(low, "socket hang up") ||
 		strings.Contains(low, "econnreset") || strings.Contains(low, "stream ended") || strings.Contains(low, "other side closed"):
-		return &Error{Code: CodeStreamCut, Transient: true, Retake: true, Msg: text}
+		return &Error{Code: codes.StreamCut, Transient: true, Retake: true, Msg: text}
 	case strings.Contains(low, "json") && (strings.Contains(low, "unexpected token") || strings.Contains(low, "parse") || strings.Contains(low, "position")):
-		return &Error{Code: CodeMalformed, Transient: true, Msg: text}
+		return &Error{Code: codes.APIMalformed, Transient: true, Msg: text}
 	case strings.Contains(low, "connection error") || strings.Contains(low, "fetch failed") || strings.Contains(low, "econnrefused") ||
 		strings.Contains(low, "etimedout") || strings.Contains(low, "timed out") || strings.Contains(low, "enotfound"):
-		return &Error{Code: CodeAPIError, Transient: true, Msg: text}
+		return &Error{Code: codes.APIError, Transient: true, Msg: text}
 	case strings.Contains(low, "plain text instead of") || strings.Contains(low, "structured_output"):
-		return &Error{Code: CodeAgentFailed, Msg: "qwen: the model did not give its answer through the structured_output tool: " + truncateText(msg, 300)}
+		return &Error{Code: codes.AgentFailed, Msg: "qwen: the model did not give its answer through the structured_output tool: " + truncateText(msg, 300)}
 	case status != 0:
 		// A request the API refused (400: bad model, prompt too long):
 		// asking again the same way will not help.
-		return &Error{Code: CodeAPIError, Msg: text}
+		return &Error{Code: codes.APIError, Msg: text}
 	}
-	return &Error{Code: CodeAgentFailed, Msg: text}
+	return &Error{Code: codes.AgentFailed, Msg: text}
 }

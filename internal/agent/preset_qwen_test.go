@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/logist/logist/internal/codes"
 )
 
 // qwenSample reads a captured run of qwen 0.24.4 against the model stub
@@ -169,18 +171,18 @@ func TestQwenParseErrors(t *testing.T) {
 		transient bool
 		msg       string
 	}{
-		{"auth-401", 1, CodeAuthFailed, false, "401"},
-		{"rate-limit-429", 1, CodeRateLimited, true, "429"},
-		{"server-500", 1, CodeAPIError, true, "500"},
-		{"malformed", 1, CodeMalformed, true, "in JSON at position"},
-		{"cut-8", 1, CodeStreamCut, true, "other side closed"},
-		{"connection-refused", 1, CodeAPIError, true, "Connection error"},
-		{"max-turns", 53, CodeMaxTurns, false, "turn limit"},
-		{"session-not-found", 1, CodeAgentFailed, false, "No saved session found"},
-		{"missing-key", 1, CodeAuthFailed, false, "OPENAI_API_KEY"},
+		{"auth-401", 1, codes.AuthFailed, false, "401"},
+		{"rate-limit-429", 1, codes.RateLimited, true, "429"},
+		{"server-500", 1, codes.APIError, true, "500"},
+		{"malformed", 1, codes.APIMalformed, true, "in JSON at position"},
+		{"cut-8", 1, codes.StreamCut, true, "other side closed"},
+		{"connection-refused", 1, codes.APIError, true, "Connection error"},
+		{"max-turns", 53, codes.MaxTurns, false, "turn limit"},
+		{"session-not-found", 1, codes.AgentFailed, false, "No saved session found"},
+		{"missing-key", 1, codes.AuthFailed, false, "OPENAI_API_KEY"},
 		// An error result is an error whatever the exit status.
-		{"auth-401", 0, CodeAuthFailed, false, "401"},
-		{"rate-limit-429", 0, CodeRateLimited, true, "429"},
+		{"auth-401", 0, codes.AuthFailed, false, "401"},
+		{"rate-limit-429", 0, codes.RateLimited, true, "429"},
 	} {
 		p, err := qwenParse(qwenSample(t, c.sample, c.exit))
 		if err != nil {
@@ -217,7 +219,7 @@ func TestQwenParseErrorTextBehindSuccess(t *testing.T) {
 {"type":"result","subtype":"success","session_id":"s1","is_error":false,"num_turns":1,"result":"[API Error: 503 Service Unavailable]","usage":{"input_tokens":0,"output_tokens":0}}
 `)}
 	p, err := qwenParse(out)
-	if err != nil || p.Err == nil || p.Err.Code != CodeAPIError || !p.Err.Transient {
+	if err != nil || p.Err == nil || p.Err.Code != codes.APIError || !p.Err.Transient {
 		t.Fatalf("%v %+v", err, p)
 	}
 	// The model wrote its answer as text instead of calling
@@ -225,7 +227,7 @@ func TestQwenParseErrorTextBehindSuccess(t *testing.T) {
 	out = &RunOutput{ExitCode: 1, Stdout: []byte(`{"type":"result","subtype":"error_during_execution","session_id":"s2","is_error":true,"num_turns":2,"usage":{"input_tokens":200,"output_tokens":40},"error":{"message":"Model produced plain text instead of calling the structured_output tool."}}
 `)}
 	p, err = qwenParse(out)
-	if err != nil || p.Err == nil || p.Err.Code != CodeAgentFailed || p.Tokens == nil || p.Tokens.Input != 200 {
+	if err != nil || p.Err == nil || p.Err.Code != codes.AgentFailed || p.Tokens == nil || p.Tokens.Input != 200 {
 		t.Fatalf("%v %+v", err, p)
 	}
 }

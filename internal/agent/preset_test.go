@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/manifest"
 )
@@ -112,16 +113,16 @@ func TestPresetCommandClassifies(t *testing.T) {
 		cost      float64
 	}{
 		{"reported error behind exit 0", "0", func(*RunOutput) (*Parsed, error) {
-			return &Parsed{Answer: []byte("API Error: 401"), CostUSD: 0.5, CostReported: true, Err: &Error{Code: CodeAuthFailed, Msg: "invalid key"}}, nil
-		}, CodeAuthFailed, false, 0.5},
-		{"unreadable output, exit 0", "0", func(*RunOutput) (*Parsed, error) { return nil, errors.New("no result event") }, CodeAgentFailed, false, 0},
-		{"unreadable output, crash", "3", func(*RunOutput) (*Parsed, error) { return nil, errors.New("no result event") }, CodeExit, true, 0},
+			return &Parsed{Answer: []byte("API Error: 401"), CostUSD: 0.5, CostReported: true, Err: &Error{Code: codes.AuthFailed, Msg: "invalid key"}}, nil
+		}, codes.AuthFailed, false, 0.5},
+		{"unreadable output, exit 0", "0", func(*RunOutput) (*Parsed, error) { return nil, errors.New("no result event") }, codes.AgentFailed, false, 0},
+		{"unreadable output, crash", "3", func(*RunOutput) (*Parsed, error) { return nil, errors.New("no result event") }, codes.AgentExit, true, 0},
 		{"parsed but non-zero exit", "2", func(*RunOutput) (*Parsed, error) {
 			return &Parsed{Answer: []byte("{}"), CostUSD: 0.25, CostReported: true}, nil
-		}, CodeExit, true, 0.25},
+		}, codes.AgentExit, true, 0.25},
 		{"rate limited", "1", func(*RunOutput) (*Parsed, error) {
-			return &Parsed{Err: &Error{Code: CodeRateLimited, Transient: true, Msg: "429"}}, nil
-		}, CodeRateLimited, true, 0},
+			return &Parsed{Err: &Error{Code: codes.RateLimited, Transient: true, Msg: "429"}}, nil
+		}, codes.RateLimited, true, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -166,7 +167,7 @@ func TestPresetCommandNotInstalled(t *testing.T) {
 	_, req := setupFake(t)
 	c := &PresetCommand{Preset: fakePreset(nil), Cfg: manifest.Command{Program: "no-such-agent-cli"}}
 	_, err := c.Call(context.Background(), req)
-	if ae, ok := AsError(err); !ok || ae.Code != CodeNotInstalled || ae.Transient || !strings.Contains(ae.Msg, "none") {
+	if ae, ok := AsError(err); !ok || ae.Code != codes.NotInstalled || ae.Transient || !strings.Contains(ae.Msg, "none") {
 		t.Fatalf("got %v", err)
 	}
 }

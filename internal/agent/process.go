@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/logist/logist/internal/codes"
 )
 
 // ProcSpec is one program run (an agent, or a tool the protocol runs).
@@ -68,13 +70,13 @@ func RunProcess(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 	// (exec's WaitDelay would drop unread output under load).
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return nil, &Error{Code: CodeStart, Msg: err.Error()}
+		return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		_ = outR.Close() // pipes: nothing to flush
 		_ = outW.Close()
-		return nil, &Error{Code: CodeStart, Msg: err.Error()}
+		return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	var readers sync.WaitGroup
@@ -88,7 +90,7 @@ func RunProcess(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 	_ = errW.Close()
 	if startErr != nil {
 		readers.Wait()
-		return nil, &Error{Code: CodeStart, Msg: fmt.Sprintf("start %s: %v", spec.Argv[0], startErr)}
+		return nil, &Error{Code: codes.AgentStart, Msg: fmt.Sprintf("start %s: %v", spec.Argv[0], startErr)}
 	}
 	pgid := cmd.Process.Pid
 	// Remember the group, so that a daemon restarted after a crash can stop
@@ -128,7 +130,7 @@ func RunProcess(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 	case "ctx":
 		return nil, ctx.Err()
 	case "over":
-		return nil, &Error{Code: CodeOutputLimit, Msg: fmt.Sprintf("agent printed more than %d bytes; killed", limit), Partial: stdout.Bytes(), Stderr: stderr.String()}
+		return nil, &Error{Code: codes.AgentOutputLimit, Msg: fmt.Sprintf("agent printed more than %d bytes; killed", limit), Partial: stdout.Bytes(), Stderr: stderr.String()}
 	}
 	res := &ProcResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
 	if waitErr != nil {

@@ -6,12 +6,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/schemas"
 )
-
-// MetaAnswerSchema is the request metadata key naming the phase's own
-// answer schema (a file in schemas/) when the phase has one.
-const MetaAnswerSchema = "answer_schema"
 
 // AnswerSchema is the base answer schema in the subset strict structured
 // output accepts (see strictSchema).
@@ -20,7 +17,7 @@ func AnswerSchema() (map[string]any, error) { return PhaseAnswerSchema("") }
 // AnswerSchemaFor is the schema the request's answer must satisfy: its
 // phase's own (metadata answer_schema) or the base one.
 func AnswerSchemaFor(req *Request) (map[string]any, error) {
-	name, _ := req.Metadata[MetaAnswerSchema].(string)
+	name, _ := req.Metadata[history.MetaAnswerSchema].(string)
 	return PhaseAnswerSchema(name)
 }
 
@@ -54,7 +51,7 @@ func PhaseAnswerSchema(name string) (map[string]any, error) {
 // merged, $refs inlined) but otherwise as written, for programs that
 // validate with a full JSON Schema validator. cost_usd is dropped.
 func FullAnswerSchemaFor(req *Request) (map[string]any, error) {
-	name, _ := req.Metadata[MetaAnswerSchema].(string)
+	name, _ := req.Metadata[history.MetaAnswerSchema].(string)
 	if name == "" {
 		name = schemas.Response
 	}

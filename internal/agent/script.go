@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/pathguard"
 )
@@ -22,7 +23,7 @@ type Script struct {
 // Call plays the step for req.CallIndex.
 func (s *Script) Call(ctx context.Context, req *Request) (*Result, error) {
 	if len(s.Steps) == 0 {
-		return nil, &Error{Code: CodeConfig, Msg: "script has no steps"}
+		return nil, &Error{Code: codes.AgentConfig, Msg: "script has no steps"}
 	}
 	st := s.Steps[min(req.CallIndex, len(s.Steps)-1)]
 	if st.DelayMS > 0 {
@@ -35,18 +36,18 @@ func (s *Script) Call(ctx context.Context, req *Request) (*Result, error) {
 		}
 	}
 	if st.Error == "api" {
-		return nil, &Error{Code: CodeAPIError, Transient: true, Msg: "scripted API error (HTTP 503)", CostUSD: st.CostUSD}
+		return nil, &Error{Code: codes.APIError, Transient: true, Msg: "scripted API error (HTTP 503)", CostUSD: st.CostUSD}
 	}
 	for name, content := range st.Files {
 		p, _, err := pathguard.Resolve(req.Workspace, name)
 		if err != nil {
-			return nil, &Error{Code: CodeConfig, Msg: fmt.Sprintf("script file: %v", err)}
+			return nil, &Error{Code: codes.AgentConfig, Msg: fmt.Sprintf("script file: %v", err)}
 		}
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return nil, &Error{Code: CodeConfig, Msg: err.Error()}
+			return nil, &Error{Code: codes.AgentConfig, Msg: err.Error()}
 		}
 		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			return nil, &Error{Code: CodeConfig, Msg: err.Error()}
+			return nil, &Error{Code: codes.AgentConfig, Msg: err.Error()}
 		}
 	}
 	res := &Result{CostUSD: st.CostUSD}

@@ -10,16 +10,19 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/logist/logist/internal/builtins"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/config"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/steward"
 )
@@ -46,10 +49,11 @@ func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(form
 func ExitCode(err error) int {
 	var ooo *jobtx.OutOfOrderError
 	var exists *steward.ExistsError
+	var illegal *lifecycle.IllegalTransition
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.As(err, &ooo), errors.As(err, &exists):
+	case errors.As(err, &ooo), errors.As(err, &exists), errors.As(err, &illegal):
 		return ExitOutOfOrder
 	case errors.Is(err, fs.ErrPermission):
 		return ExitPermission
@@ -78,24 +82,35 @@ type command struct {
 	example string
 	flags   func(fs *pflag.FlagSet)
 	run     func(e *env, args []string) (*Result, error)
-	// steers marks commands that change jobs (counted in the daemon's
-	// steward metrics).
+	// steers marks commands that change jobs (steward.Commands, counted
+	// in the daemon's steward metrics).
 	steers bool
 	// hidden commands (for shell completion) are left out of the help.
 	hidden bool
 }
 
-// eventResult classifies a steward command's outcome for metrics.
+// outcomeNames names each exit code: the code of a JSON error, the result
+// of a steward command in the daemon's metrics.
+var outcomeNames = map[int]string{
+	ExitOK:         "ok",
+	ExitUsage:      "invalid",
+	ExitOutOfOrder: "out_of_order",
+	ExitPermission: "permission_denied",
+	ExitNotFound:   "not_found",
+}
+
+func outcomeName(code int) string {
+	if n, ok := outcomeNames[code]; ok {
+		return n
+	}
+	return "error"
+}
+
+// eventResult classifies a steward command's outcome for metrics, whose
+// results are ok, out_of_order, not_found, invalid and error.
 func eventResult(err error) string {
-	switch ExitCode(err) {
-	case ExitOK:
-		return "ok"
-	case ExitOutOfOrder:
-		return "out_of_order"
-	case ExitNotFound:
-		return "not_found"
-	case ExitUsage:
-		return "invalid"
+	if n := outcomeName(ExitCode(err)); n != "permission_denied" {
+		return n
 	}
 	return "error"
 }
@@ -103,11 +118,11 @@ func eventResult(err error) string {
 var commands []*command
 
 func init() {
-	for _, c := range []*command{cmdSubmit, cmdResume, cmdHalt, cmdActivate, cmdRollback, cmdReply, cmdPM} {
-		c.steers = true
-	}
 	commands = []*command{
-		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdReply, cmdPM, cmdValidate, cmdVerify, cmdRollback, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs,
+		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdReply, cmdPM, cmdSet, cmdValidate, cmdVerify, cmdRollback, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs, cmdCheckpoints,
+	}
+	for _, c := range commands {
+		c.steers = slices.Contains(steward.Commands, c.name)
 	}
 }
 
@@ -126,11 +141,15 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	switch name {
 	case "", "help", "-h", "--help":
 		if name == "help" && len(rest) > 0 {
+			if rest[0] == "codes" {
+				fmt.Fprint(stdout, codes.Text())
+				return ExitOK
+			}
 			if c := find(rest[0]); c != nil {
 				fmt.Fprint(stdout, commandHelp(c))
 				return ExitOK
 			}
-			fmt.Fprintf(stderr, "logist: unknown command %q; run 'logist help' for the list\n", rest[0])
+			fmt.Fprintf(stderr, "logist: %s\n", unknownCommand(rest[0]))
 			return ExitUsage
 		}
 		fmt.Fprint(stdout, mainHelp())
@@ -144,7 +163,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	}
 	c := find(name)
 	if c == nil {
-		fmt.Fprintf(stderr, "logist: unknown command %q; run 'logist help' for the list\n", name)
+		fmt.Fprintf(stderr, "logist: %s\n", unknownCommand(name))
 		return ExitUsage
 	}
 	fs := pflag.NewFlagSet("logist "+c.name, pflag.ContinueOnError)
@@ -157,8 +176,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	}
 	e := &env{ctx: ctx, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr, fs: fs}
 	if err := fs.Parse(rest); err != nil {
-		e.format = *format
-		renderError(stdout, stderr, "text", ExitUsage, fmt.Errorf("%v\n%s", err, commandHelp(c)))
+		renderError(stdout, stderr, "text", usagef("%s\n%s", flagError(fs, err), commandHelp(c)))
 		return ExitUsage
 	}
 	if *help {
@@ -168,7 +186,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	switch *format {
 	case "text", "json", "markdown":
 	default:
-		renderError(stdout, stderr, "text", ExitUsage, usagef("--format %q: use text, json or markdown", *format))
+		renderError(stdout, stderr, "text", usagef("--format %q: use text, json or markdown", *format))
 		return ExitUsage
 	}
 	e.format = *format
@@ -178,17 +196,18 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	if c.steers {
 		steward.RecordEvent(e.store.Dir, c.name, eventResult(err))
 	}
-	if isReported(err) {
-		return ExitUsage // the per-item results are already printed
+	var fw *failedWith
+	if errors.As(err, &fw) {
+		render(stdout, e.format, fw.res, fw.err) // the details say what failed
+		return ExitCode(fw.err)
 	}
 	if err != nil {
 		err = helpful(e, c, err)
-		code := ExitCode(err)
-		renderError(stdout, stderr, e.format, code, err)
-		return code
+		renderError(stdout, stderr, e.format, err)
+		return ExitCode(err)
 	}
 	if res != nil { // nil: the command printed its output as it went (watch, logs)
-		render(stdout, e.format, res)
+		render(stdout, e.format, res, nil)
 	}
 	return ExitOK
 }
@@ -212,7 +231,10 @@ func splitCommand(args []string) (string, []string) {
 
 // steward returns the steward for commands that change jobs. Their
 // history records are signed with the folder's key, so only someone who may
-// read it (the daemon's user) can steer jobs.
+// read it (the daemon's user) can steer jobs. Their transactions log
+// nothing here: what they change, and any error they meet, is recorded in
+// the job's history, which the daemon logs (internal/daemon's relay), and
+// the command's outcome is what logist prints.
 func (e *env) steward() (*steward.Steward, error) {
 	key, err := signing.LoadOrCreate(e.store.Dir)
 	if err != nil {
@@ -236,12 +258,17 @@ func mainHelp() string {
 		c := find(n)
 		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
 	}
-	b.WriteString(`  help       show help for a command: logist help COMMAND
+	b.WriteString(`  help       show help for a command: logist help COMMAND; the error codes: logist help codes
   version    print the version
 
 Global flags (any command):
   --jobs-dir DIR   jobs folder (else $LOGIST_JOBS_DIR, else ./jobs)
-  --format F       text, json or markdown
+  --format F       text, json or markdown. JSON is one object: {"ok": true, ...}
+                   or {"ok": false, "error": {"code", "exit_code", "message"}};
+                   a job is under "job" (.job.status), a listing under "items"
+
+Agent text (summaries, reasons, stderr) is shown with control and bidi
+characters as visible escapes (\x1b, \u202e); JSON keeps it exact.
 
 Exit codes: 0 success, 1 invalid arguments or input, 2 out of order (not allowed
 in the job's current status), 3 permission denied, 4 not found.

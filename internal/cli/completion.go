@@ -6,11 +6,15 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
 )
 
 var cmdCompletion = &command{
 	name: "completion", args: "bash|zsh|fish",
-	summary: "print a shell completion script: commands, flags and job ids (read from --jobs-dir or $LOGIST_JOBS_DIR as typed)",
+	summary: "print a shell completion script: commands, flags, job ids (read from --jobs-dir or $LOGIST_JOBS_DIR as typed; for resume, halt, activate and rollback only the jobs that command can act on now) and the checkpoints after rollback --to",
 	example: "  source <(logist completion bash)                     # bash, this shell\n" +
 		"  logist completion bash > /etc/bash_completion.d/logist\n" +
 		"  logist completion zsh > \"${fpath[1]}/_logist\"        # zsh (compinit loads it)\n" +
@@ -30,15 +34,20 @@ var cmdCompletion = &command{
 		default:
 			return nil, usagef("shell %q: use bash, zsh or fish", args[0])
 		}
-		return &Result{Text: s, JSON: map[string]any{"status": "success", "shell": args[0], "script": s}}, nil
+		return &Result{Text: s, Data: map[string]any{"shell": args[0], "script": s}}, nil
 	},
 }
 
-// cmdJobs prints the job ids, one per line, for completion scripts.
+// cmdJobs prints the job ids, one per line, for completion scripts: with
+// --for COMMAND, only the jobs that command can act on now.
 var cmdJobs = &command{
-	name: "__jobs", args: "", summary: "print the job ids, one per line (used by shell completion)", hidden: true,
-	example: "  logist __jobs --jobs-dir /srv/jobs\n",
+	name: "__jobs", args: "[--for COMMAND]", summary: "print the job ids, one per line (used by shell completion)", hidden: true,
+	example: "  logist __jobs --jobs-dir /srv/jobs\n  logist __jobs --for resume\n",
+	flags: func(fs *pflag.FlagSet) {
+		fs.String("for", "", "only the jobs this command can act on now (resume, halt, activate, rollback)")
+	},
 	run: func(e *env, args []string) (*Result, error) {
+		forCmd, _ := e.fs.GetString("for")
 		entries, err := e.store.List()
 		if err != nil {
 			return nil, err
@@ -46,9 +55,57 @@ var cmdJobs = &command{
 		var b strings.Builder
 		ids := []string{}
 		for _, en := range entries {
-			if en.Unplaced == "" {
-				ids = append(ids, en.ID)
-				b.WriteString(en.ID + "\n")
+			if en.Unplaced != "" || !canTake(forCmd, en.Manifest) {
+				continue
+			}
+			ids = append(ids, en.ID)
+			b.WriteString(en.ID + "\n")
+		}
+		return &Result{Text: b.String(), Items: ids}, nil
+	},
+}
+
+// commandEvents are the status changes the steward commands make: a job
+// can take one when the lifecycle table lets its status change so, the
+// check the command itself makes.
+var commandEvents = map[string]lifecycle.Event{
+	"resume":   lifecycle.EvResume,
+	"halt":     lifecycle.EvHalt,
+	"activate": lifecycle.EvActivate,
+	"rollback": lifecycle.EvRollback,
+}
+
+// canTake reports whether command can act on a job with manifest m (nil:
+// an invalid manifest); a command that changes no status takes any job.
+func canTake(command string, m *manifest.Manifest) bool {
+	ev, ok := commandEvents[command]
+	if !ok {
+		return true
+	}
+	return m != nil && lifecycle.Allows(m.Status, ev)
+}
+
+// cmdCheckpoints prints the checkpoints a job can be rolled back to, one
+// per line, for completing rollback --to (history.RecoveryPoint.Restorable,
+// rollback's own rule).
+var cmdCheckpoints = &command{
+	name: "__checkpoints", args: "JOB", summary: "print the checkpoints JOB can be rolled back to (used by shell completion)", hidden: true,
+	example: "  logist __checkpoints fix-login\n",
+	run: func(e *env, args []string) (*Result, error) {
+		id, err := oneJob(args)
+		if err != nil {
+			return nil, err
+		}
+		recs, err := history.ReadAll(e.store.JobDir(id))
+		if err != nil {
+			return nil, err
+		}
+		var b strings.Builder
+		ids := []string{}
+		for _, r := range recs {
+			if r.RecoveryPoint != nil && r.RecoveryPoint.Restorable() == nil {
+				ids = append(ids, r.RecoveryPoint.CheckpointID)
+				b.WriteString(r.RecoveryPoint.CheckpointID + "\n")
 			}
 		}
 		return &Result{Text: b.String(), Items: ids}, nil
@@ -85,7 +142,11 @@ func complCommands() []complCommand {
 			c.flags(fs)
 		}
 		cc := complCommand{name: c.name, summary: c.summary}
-		fs.VisitAll(func(f *pflag.Flag) { cc.flags = append(cc.flags, f) })
+		fs.VisitAll(func(f *pflag.Flag) {
+			if !f.Hidden && f.Deprecated == "" {
+				cc.flags = append(cc.flags, f)
+			}
+		})
 		a := strings.TrimLeft(c.args, "[")
 		switch {
 		case c.name == "completion":
@@ -115,11 +176,13 @@ func globalFlags(fs *pflag.FlagSet) {
 func takesValue(f *pflag.Flag) bool { return f.NoOptDefVal == "" }
 
 // flagValues is what a flag's value completes to: a word list, "dir",
-// "file", or "" for free text.
+// "file", "checkpoint" (the job's, for rollback --to), or "" for free text.
 func flagValues(name string) string {
 	switch name {
 	case "jobs-dir", "workspace":
 		return "dir"
+	case "to":
+		return "checkpoint"
 	case "key":
 		return "file"
 	case "format":
@@ -166,12 +229,12 @@ func shortDesc(s string) string {
 
 func bashCompletion() string {
 	var b strings.Builder
-	b.WriteString(`# bash completion for logist; generated by: logist completion bash
+	b.WriteString(strings.ReplaceAll(`# bash completion for logist; generated by: logist completion bash
 # Use: source <(logist completion bash), or save it in /etc/bash_completion.d/logist.
 
-# _logist_jobs prints the job ids of the folder named on the command line
-# (--jobs-dir), else of $LOGIST_JOBS_DIR, else of ./jobs.
-_logist_jobs() {
+# _logist_run runs logist with the folder named on the command line
+# (--jobs-dir), else $LOGIST_JOBS_DIR, else ./jobs.
+_logist_run() {
     local i jd=""
     for ((i = 1; i < ${#COMP_WORDS[@]}; i++)); do
         case "${COMP_WORDS[i]}" in
@@ -185,10 +248,29 @@ _logist_jobs() {
     done
     if [[ -n "$jd" ]]; then
         jd="${jd/#\~/$HOME}"
-        command logist __jobs --jobs-dir "$jd" 2>/dev/null
+        command logist "$@" --jobs-dir "$jd" 2>/dev/null
     else
-        command logist __jobs 2>/dev/null
+        command logist "$@" 2>/dev/null
     fi
+}
+
+# _logist_jobs prints the ids of the jobs command $1 can act on now.
+_logist_jobs() {
+    _logist_run __jobs --for "$1"
+}
+
+# _logist_checkpoints completes the checkpoints that the job named after
+# the command word (at index $1) can be rolled back to.
+_logist_checkpoints() {
+    local j job=""
+    for ((j = $1 + 1; j < COMP_CWORD; j++)); do
+        case "${COMP_WORDS[j]}" in
+            VALUEFLAGS) [[ "${COMP_WORDS[j+1]}" == "=" ]] && ((j++)); ((j++)) ;;
+            -*) ;;
+            *) job="${COMP_WORDS[j]}"; break ;;
+        esac
+    done
+    [[ -n "$job" ]] && COMPREPLY=($(compgen -W "$(_logist_run __checkpoints "$job")" -- "$cur"))
 }
 
 # _logist_files completes file (-f) or folder (-d) names, spaces and all.
@@ -230,7 +312,7 @@ _logist() {
 
     # The value of a flag.
     case "$prev" in
-`)
+`, "VALUEFLAGS", strings.Join(valueFlagNames(), " | ")))
 	for _, n := range valueFlagNames() {
 		n = strings.TrimPrefix(n, "--")
 		switch v := flagValues(n); v {
@@ -238,6 +320,8 @@ _logist() {
 			fmt.Fprintf(&b, "        --%s) _logist_files -d; return ;;\n", n)
 		case "file":
 			fmt.Fprintf(&b, "        --%s) _logist_files -f; return ;;\n", n)
+		case "checkpoint":
+			fmt.Fprintf(&b, "        --%s) _logist_checkpoints \"$i\"; return ;;\n", n)
 		case "":
 			fmt.Fprintf(&b, "        --%s) return ;;\n", n)
 		default:
@@ -283,8 +367,8 @@ _logist() {
         esac
     done
     case "$arg" in
-        jobs) COMPREPLY=($(compgen -W "$(_logist_jobs)" -- "$cur")) ;;
-        job) ((npos == 0)) && COMPREPLY=($(compgen -W "$(_logist_jobs)" -- "$cur")) ;;
+        jobs) COMPREPLY=($(compgen -W "$(_logist_jobs "$cmd")" -- "$cur")) ;;
+        job) ((npos == 0)) && COMPREPLY=($(compgen -W "$(_logist_jobs "$cmd")" -- "$cur")) ;;
         file) _logist_files -f ;;
         command) ((npos == 0)) && COMPREPLY=($(compgen -W '` + strings.Join(commandNames(), " ") + `' -- "$cur")) ;;
         shell) ((npos == 0)) && COMPREPLY=($(compgen -W 'bash zsh fish' -- "$cur")) ;;
@@ -316,6 +400,8 @@ func zshFlagSpecs(flags []*pflag.Flag) []string {
 				action = ":" + f.Name + ":_files -/"
 			case "file":
 				action = ":" + f.Name + ":_files"
+			case "checkpoint":
+				action = ":" + f.Name + ":_logist_checkpoints"
 			case "":
 				action = ":" + f.Name + ": "
 			default:
@@ -337,34 +423,60 @@ func zshFlagSpecs(flags []*pflag.Flag) []string {
 
 func zshCompletion() string {
 	var b strings.Builder
-	b.WriteString(`#compdef logist
+	b.WriteString(strings.ReplaceAll(`#compdef logist
 # zsh completion for logist; generated by: logist completion zsh
 # Use: save it as _logist in a folder of $fpath (before compinit runs), or
 # source <(logist completion zsh) after compinit.
 
-# _logist_jobs offers the job ids of the folder named on the command line
-# (--jobs-dir), else of $LOGIST_JOBS_DIR, else of ./jobs.
-_logist_jobs() {
-    local -a ids jd all
+# _logist_jd sets jd to the --jobs-dir named on the command line (else
+# logist uses $LOGIST_JOBS_DIR, else ./jobs).
+_logist_jd() {
+    local -a all
     local i
     # The whole command line left of the cursor: $words starts at the
     # command word, past a --jobs-dir before it.
     all=(${(Q)${(z)LBUFFER}})
+    jd=()
     for (( i = 1; i <= $#all; i++ )); do
         case ${all[i]} in
             --jobs-dir) jd=(--jobs-dir "${all[i+1]/#\~/$HOME}") ;;
             --jobs-dir=*) jd=(--jobs-dir "${${all[i]#--jobs-dir=}/#\~/$HOME}") ;;
         esac
     done
-    ids=(${(f)"$(command logist __jobs $jd 2>/dev/null)"})
+}
+
+# _logist_jobs offers the ids of the jobs the command ($words[1]) can act
+# on now.
+_logist_jobs() {
+    local -a ids jd
+    _logist_jd
+    ids=(${(f)"$(command logist __jobs --for $words[1] $jd 2>/dev/null)"})
     _describe -t jobs 'job' ids
+}
+
+# _logist_checkpoints offers the checkpoints the job named after the
+# command word can be rolled back to.
+_logist_checkpoints() {
+    local -a ids jd
+    local i job
+    for (( i = 2; i < CURRENT; i++ )); do
+        case $words[i] in
+            VALUEFLAGS) (( i++ )) ;;
+            -*) ;;
+            *) job=$words[i]; break ;;
+        esac
+    done
+    [[ -n $job ]] || return 1
+    _logist_jd
+    ids=(${(f)"$(command logist __checkpoints $job $jd 2>/dev/null)"})
+    _describe -t checkpoints 'checkpoint' ids
 }
 
 _logist() {
     local curcontext="$curcontext" state line ret=1
     local -a commands
     commands=(
-`)
+`, "VALUEFLAGS", strings.Join(valueFlagNames(), "|")))
 	for _, c := range complCommands() {
 		fmt.Fprintf(&b, "        '%s:%s'\n", c.name, zshText(c.summary))
 	}
@@ -435,26 +547,61 @@ func fishText(s string) string {
 
 func fishCompletion() string {
 	var b strings.Builder
-	b.WriteString(`# fish completion for logist; generated by: logist completion fish
+	b.WriteString(strings.ReplaceAll(`# fish completion for logist; generated by: logist completion fish
 # Use: logist completion fish > ~/.config/fish/completions/logist.fish
 
-# The job ids of the folder named on the command line (--jobs-dir), else
-# of $LOGIST_JOBS_DIR, else of ./jobs.
-function __logist_jobs
+# The --jobs-dir named on the command line, as logist's arguments (else
+# logist uses $LOGIST_JOBS_DIR, else ./jobs).
+function __logist_jd
     set -l tokens (commandline -opc)
-    set -l jd
     set -l n (count $tokens)
     for i in (seq $n)
         switch $tokens[$i]
             case --jobs-dir
                 if test $i -lt $n
-                    set jd --jobs-dir $tokens[(math $i + 1)]
+                    echo --jobs-dir
+                    echo $tokens[(math $i + 1)]
                 end
             case '--jobs-dir=*'
-                set jd --jobs-dir (string replace -- '--jobs-dir=' '' $tokens[$i])
+                echo --jobs-dir
+                string replace -- '--jobs-dir=' '' $tokens[$i]
         end
     end
-    command logist __jobs $jd 2>/dev/null
+end
+
+# The words typed that are neither flags nor their values: the command
+# word, then its arguments.
+function __logist_words
+    set -l tokens (commandline -opc)
+    set -e tokens[1]
+    set -l skip 0
+    for t in $tokens
+        if test $skip -eq 1
+            set skip 0
+            continue
+        end
+        switch $t
+            case VALUEFLAGS
+                set skip 1
+            case '-*'
+            case '*'
+                echo $t
+        end
+    end
+end
+
+# The ids of the jobs the command can act on now.
+function __logist_jobs
+    set -l words (__logist_words)
+    command logist __jobs --for "$words[1]" (__logist_jd) 2>/dev/null
+end
+
+# The checkpoints the job named after the command can be rolled back to.
+function __logist_checkpoints
+    set -l words (__logist_words)
+    if test (count $words) -ge 2
+        command logist __checkpoints $words[2] (__logist_jd) 2>/dev/null
+    end
 end
 
 # True while no command word has been typed yet.
@@ -483,7 +630,7 @@ complete -c logist -l jobs-dir -r -a '(__fish_complete_directories)' -d 'jobs fo
 complete -c logist -l format -x -a 'text json markdown' -d 'output format'
 complete -c logist -s h -l help -d 'show help'
 complete -c logist -n __logist_needs_command -l version -d 'print the version'
-`)
+`, "VALUEFLAGS", strings.Join(valueFlagNames(), " ")))
 	for _, c := range complCommands() {
 		fmt.Fprintf(&b, "complete -c logist -n __logist_needs_command -a %s -d '%s'\n", c.name, fishText(c.summary))
 	}
@@ -514,6 +661,8 @@ complete -c logist -n __logist_needs_command -l version -d 'print the version'
 					spec += " -r -a '(__fish_complete_directories)'"
 				case "file":
 					spec += " -r -F"
+				case "checkpoint":
+					spec += " -x -a '(__logist_checkpoints)'"
 				case "":
 					spec += " -x"
 				default:

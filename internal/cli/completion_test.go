@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/logist/logist/internal/history"
 )
 
 func TestEveryCommandHasAnExample(t *testing.T) {
@@ -221,6 +223,100 @@ func TestFishCompletion(t *testing.T) {
 		sort.Strings(got)
 		if strings.Join(got, " ") != c.want {
 			t.Errorf("complete %q: got %q, want %q", c.line, got, c.want)
+		}
+	}
+}
+
+// completionJobs is a jobs folder whose jobs can take different steward
+// commands; stuck has checkpoints of every kind.
+func completionJobs(t *testing.T) string {
+	t.Helper()
+	jobs := t.TempDir()
+	for id, st := range map[string]string{"pend": "PENDING", "draft": "DRAFT", "stuck": "INTERVENTION_REQUIRED", "done": "SUCCESS", "gone": "CANCELED"} {
+		writeJob(t, jobs, id, jobJSON(st, ""))
+	}
+	l, _, err := history.Open(filepath.Join(jobs, "stuck"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	snap := &history.SnapshotRef{Listing: "snapshots/x.json", Files: 1}
+	for _, cp := range []*history.RecoveryPoint{
+		{CheckpointID: "cp-start", ResumePhase: "work", Snapshot: snap},
+		{CheckpointID: "cp-0000-work", ResumePhase: "review", Snapshot: snap},
+		{CheckpointID: "cp-0001-review", ResumePhase: "", Snapshot: snap}, // where it ended
+		{CheckpointID: "cp-0002-work", ResumePhase: "review"},             // its snapshot failed
+	} {
+		if err := l.Append(&history.Record{Type: history.TypeRecoveryPoint, RecoveryPoint: cp}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return jobs
+}
+
+// Completion offers a steward command only the jobs it can act on now
+// (the lifecycle table's rule, as the commands check it), and after
+// rollback --to only the checkpoints rollback takes.
+func TestCompletionOffersWhatTheCommandTakes(t *testing.T) {
+	jobs := completionJobs(t)
+	env, _, _ := shellEnv(t)
+	env = append(env, "LOGIST_JOBS_DIR="+jobs)
+	cases := []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"logist", "resume", ""}, "stuck"},
+		{[]string{"logist", "halt", ""}, "draft pend stuck"},
+		{[]string{"logist", "activate", ""}, "draft"},
+		{[]string{"logist", "rollback", ""}, "done stuck"},
+		{[]string{"logist", "status", ""}, "done draft gone pend stuck"},
+		{[]string{"logist", "rollback", "stuck", "--to", ""}, "cp-0000-work cp-start"},
+		{[]string{"logist", "rollback", "--guidance", "g", "stuck", "--to", "cp-0"}, "cp-0000-work"},
+		{[]string{"logist", "rollback", "stuck", "--to", "=", ""}, "cp-0000-work cp-start"},
+		{[]string{"logist", "rollback", "--to", ""}, ""},
+		{[]string{"logist", "history", "stuck", "--"}, "--format --help --jobs-dir --record"},
+	}
+	var words [][]string
+	for _, c := range cases {
+		words = append(words, c.words)
+	}
+	got := bashComplete(t, script(t, "bash"), env, words)
+	for i, c := range cases {
+		if got[i] != c.want {
+			t.Errorf("bash: complete %q: got %q, want %q", c.words, got[i], c.want)
+		}
+	}
+
+	if _, err := exec.LookPath("fish"); err != nil {
+		t.Skipf("SKIPPED (bash checked): fish is not installed")
+	}
+	lines := []struct{ line, want string }{
+		{"logist resume ", "stuck"},
+		{"logist --jobs-dir " + jobs + " activate ", "draft"},
+		{"logist rollback stuck --to ", "cp-0000-work cp-start"},
+		{"logist rollback --reason r stuck --to ", "cp-0000-work cp-start"},
+	}
+	args := []string{"--no-config", "-c", "source $argv[1]; for line in $argv[2..-1]; complete -C $line; echo ---; end", script(t, "fish")}
+	for _, c := range lines {
+		args = append(args, c.line)
+	}
+	cmd := exec.Command("fish", args...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("fish completion: %v\n%s", err, out)
+	}
+	parts := strings.Split(string(out), "---\n")
+	for i, c := range lines {
+		var got []string
+		for _, l := range strings.Split(parts[i], "\n") {
+			if l != "" {
+				got = append(got, strings.SplitN(l, "\t", 2)[0])
+			}
+		}
+		sort.Strings(got)
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("fish: complete %q: got %q, want %q", c.line, got, c.want)
 		}
 	}
 }

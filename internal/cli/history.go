@@ -15,11 +15,20 @@ import (
 	"github.com/logist/logist/internal/jobstore"
 )
 
+// Two numberings, one name each: an interaction is one request to an agent
+// and its answer (the INTERACTION column, jobHistory.json's sequence); a
+// record is one line of the history (history.jsonl's seq, the #N of logist
+// logs), which --record shows whole.
 var cmdHistory = &command{
-	name: "history", args: "JOB [--seq N]", summary: "show a job's interactions, steward actions and recovery points (--format json: jobHistory.json)",
-	example: "  logist history fix-login\n  logist history fix-login --seq 12\n  logist history fix-login --format json > jobHistory.json\n",
+	name: "history", args: "JOB [--record N]",
+	summary: "show a job's interactions, steward actions and recovery points; --record N: history record N whole (--format json: jobHistory.json)",
+	example: "  logist history fix-login\n" +
+		"  logist history fix-login --record 12      # record #12, as logist logs numbers them\n" +
+		"  logist history fix-login --format json > jobHistory.json\n",
 	flags: func(fs *pflag.FlagSet) {
-		fs.Int64("seq", 0, "show only record N (found through the archive index, decompressing at most one archive)")
+		fs.Int64("record", 0, "show only history record N (the #N of logist logs; found through the archive index, decompressing at most one archive)")
+		fs.Int64("seq", 0, "old name of --record")
+		_ = fs.MarkDeprecated("seq", "use --record") // fails only for a flag not defined; it is, above
 	},
 	run: func(e *env, args []string) (*Result, error) {
 		id, err := oneJob(args)
@@ -30,8 +39,15 @@ var cmdHistory = &command{
 		if _, err := os.Stat(filepath.Join(dir, jobstore.ManifestFile)); err != nil {
 			return nil, fmt.Errorf("job %s: %w", id, jobstore.ErrNotFound)
 		}
-		if e.fs.Changed("seq") {
-			seq, _ := e.fs.GetInt64("seq")
+		if e.fs.Changed("record") || e.fs.Changed("seq") {
+			seq, _ := e.fs.GetInt64("record")
+			if e.fs.Changed("seq") {
+				if e.fs.Changed("record") {
+					return nil, usagef("--seq is the old name of --record: give one")
+				}
+				seq, _ = e.fs.GetInt64("seq")
+				fmt.Fprintln(e.stderr, "logist: --seq is deprecated; use --record (the same record number)")
+			}
 			en, err := history.ReadSeq(dir, seq)
 			if err != nil {
 				if errors.Is(err, history.ErrNoRecord) {
@@ -43,8 +59,8 @@ var cmdHistory = &command{
 				reveal(&en.Record)
 			}
 			b, _ := json.MarshalIndent(en.Record, "", "  ")
-			return &Result{JSON: en.Record, Text: string(b) + "\n", Message: fmt.Sprintf("Record %d of job %s", seq, id),
-				Fields: []Field{{"record", "Record", string(b)}}}, nil
+			return &Result{Text: string(b) + "\n", Message: fmt.Sprintf("Record %d of job %s", seq, id),
+				Fields: []Field{{"record", "Record", string(b)}}, Data: map[string]any{"record": en.Record}}, nil
 		}
 		recs, err := history.ReadAll(dir)
 		if err != nil {
@@ -60,8 +76,8 @@ var cmdHistory = &command{
 			created = m.CreatedAt
 		}
 		h := history.Materialise(id, created, e.store.Workspace(id), recs)
-		r := &Result{JSON: h, Message: fmt.Sprintf("%d interactions, %d recovery points", len(h.Interactions), len(h.RecoveryPoints)),
-			Columns: []string{"SEQ", "TIME", "ROLE", "PHASE", "STATUS", "ACTION", "COST", "SECONDS", "SUMMARY / ERROR"}}
+		r := &Result{Document: h, Message: fmt.Sprintf("%d interactions, %d recovery points", len(h.Interactions), len(h.RecoveryPoints)),
+			Columns: []string{"INTERACTION", "TIME", "ROLE", "PHASE", "STATUS", "ACTION", "COST", "SECONDS", "SUMMARY / ERROR"}}
 		for _, in := range h.Interactions {
 			row := []string{fmt.Sprint(in.Sequence), shortTime(in.Timestamp), in.Role, orDash(in.Phase), "IN FLIGHT", "-", "-", "-", firstLine(in.Request.Prompt, 60)}
 			if in.Response != nil {
@@ -74,6 +90,23 @@ var cmdHistory = &command{
 					fmt.Sprintf("$%.4f", rs.CostUSD), fmt.Sprintf("%.2f", rs.ExecutionTimeSeconds), firstLine(note, 80)}
 			}
 			r.Rows = append(r.Rows, row)
+		}
+		// Steward commands (events since jobHistory.json version 2).
+		cmds := 0
+		for _, ev := range h.Events {
+			st := ev.Steward
+			if st == nil {
+				continue
+			}
+			cmds++
+			note := st.Reason
+			if st.Guidance != "" {
+				note = "guidance: " + st.Guidance
+			}
+			r.Rows = append(r.Rows, []string{"cmd", shortTime(ev.Timestamp), "Steward", orDash(ev.Phase), "STEWARD", st.Command, "", "", firstLine(note, 80)})
+		}
+		if cmds > 0 {
+			r.Message += fmt.Sprintf(", %d steward commands", cmds)
 		}
 		for _, ev := range h.ProtocolEvents {
 			what := ev.Subject

@@ -14,13 +14,30 @@ func oneJob(args []string) (string, error) {
 }
 
 // changed is the result of a command that changed job m: its status and
-// phase, and a note when no logistd serves the folder to carry it on.
+// phase, and a note when no logistd serves the folder to carry it on (none
+// otherwise). JSON: the whole job, as logist status shows it.
 func changed(e *env, m *manifest.Manifest, msg string) *Result {
-	note := ""
-	if e.store.DaemonPID() == 0 && m.Status.Active() {
-		note = "logistd is not running on this folder; the job continues when it starts"
+	r := &Result{Message: msg, Fields: []Field{
+		{"job_id", "Job", m.JobID}, {"status", "Status", string(m.Status)}, {"current_phase", "Phase", m.Phase()},
+	}, Data: map[string]any{"job": m}}
+	if note := waitsForDaemon(e, m); note != "" {
+		r.Fields = append(r.Fields, Field{"note", "Note", note})
+		r.Data["note"] = note
 	}
-	return &Result{Message: msg, Fields: []Field{
-		{"job_id", "Job", m.JobID}, {"status", "Status", string(m.Status)}, {"current_phase", "Phase", m.Phase()}, {"note", "Note", note},
-	}}
+	return r
+}
+
+// waitsForDaemon is a note for a job that would run now, in a folder no
+// logistd serves; "" otherwise.
+func waitsForDaemon(e *env, m *manifest.Manifest) string {
+	if !m.Status.Active() || e.store.DaemonPID() != 0 {
+		return ""
+	}
+	switch m.ScheduleState() {
+	case manifest.ScheduleActive:
+		return noDaemon(e.store.Dir) + "; the schedule fires only while one runs"
+	case "":
+		return noDaemon(e.store.Dir) + "; the job runs once one does"
+	}
+	return "" // a paused or stopped schedule
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/manifest"
 )
 
 var cmdList = &command{
@@ -49,9 +50,9 @@ var cmdList = &command{
 			if m.Schedule != nil {
 				// A template never runs itself: show what it does instead.
 				status = "SCHEDULE"
-				note = "cron " + m.Schedule.Cron
-				if spec, err := m.Schedule.Spec(); err == nil && !m.Schedule.Suspend {
-					note += ", next " + spec.Next(time.Now()).UTC().Format(time.RFC3339)
+				note = "cron " + m.Schedule.Cron + ", next " + nextRun(m, time.Now())
+				if st := m.ScheduleState(); st != manifest.ScheduleActive {
+					note = "cron " + m.Schedule.Cron + ", " + st
 				}
 				item["schedule"] = m.Schedule
 			}

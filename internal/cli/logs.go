@@ -16,11 +16,12 @@ import (
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/textsafe"
 )
 
 var cmdLogs = &command{
 	name: "logs", args: "JOB [-f] [--exit-on-finish]",
-	summary: "print a job's history as readable lines (requests, answers, transitions, steward commands, errors); -f follows it as it is written",
+	summary: "print a job's history as readable lines, #N the record number (requests, answers with their warnings, transitions, steward commands, errors); -f follows it as it is written",
 	example: "  logist logs fix-login                      # everything so far\n" +
 		"  logist logs fix-login -f                   # and then follow, until Ctrl-C\n" +
 		"  logist logs fix-login -f --exit-on-finish  # follow until the job stops (CI)\n" +
@@ -50,6 +51,10 @@ var cmdLogs = &command{
 				fmt.Fprintf(e.stderr, "logist: job %s has no history yet (logistd writes it once the job starts; logist logs %s -f waits for it)\n", id, id)
 			}
 			return nil, nil
+		}
+		if e.store.DaemonPID() == 0 {
+			// Following works without a daemon, but nothing is written.
+			fmt.Fprintf(e.stderr, "logist: %s; following anyway: records appear once one runs the job\n", noDaemon(e.store.Dir))
 		}
 		ctx, stop := signalContext(e.ctx)
 		defer stop()
@@ -103,16 +108,19 @@ func (p *recordPrinter) print(en history.Entry) error {
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(p.w, "%s\n", b)
+		_, err = fmt.Fprintf(p.w, "%s\n", textsafe.EscapeJSON(b))
 		return err
 	}
 	_, err := io.WriteString(p.w, recordText(&rec))
 	return err
 }
 
-// recordText is one history record as one line (plus, for an agent's
-// standard error, its first lines indented below).
+// recordText is one history record as one line, plus, indented below it,
+// an answer's warnings and the first lines of an agent's standard error.
+// Every line is neutralised (textsafe): what agents wrote reaches the
+// terminal as visible escapes.
 func recordText(r *history.Record) string {
+	var out strings.Builder
 	var b strings.Builder
 	ts := r.Time
 	if t, err := time.Parse(time.RFC3339Nano, r.Time); err == nil {
@@ -130,6 +138,7 @@ func recordText(r *history.Record) string {
 		b.WriteString(" " + who)
 	}
 	var stderr string
+	var warnings []string
 	switch r.Type {
 	case history.TypeIntent:
 		b.WriteString(" asked")
@@ -156,7 +165,7 @@ func recordText(r *history.Record) string {
 			if rs.NewStatus != "" {
 				b.WriteString(" → " + rs.NewStatus)
 			}
-			stderr = rs.Stderr
+			stderr, warnings = rs.Stderr, rs.Warnings
 		}
 	case history.TypeTransition:
 		if t := r.Transition; t != nil {
@@ -206,7 +215,12 @@ func recordText(r *history.Record) string {
 			fmt.Fprintf(&b, " %s: %s", e.Code, firstLine(e.Message, 160))
 		}
 	}
-	b.WriteString("\n")
+	out.WriteString(textsafe.Line(b.String()) + "\n")
+	// Warnings: the answer was accepted, something in it is not right
+	// (an evidence file that is missing): not an error.
+	for _, w := range warnings {
+		out.WriteString("    warning: " + textsafe.Line(firstLine(w, 200)) + "\n")
+	}
 	if stderr = strings.TrimRight(stderr, "\n"); stderr != "" {
 		lines := strings.Split(stderr, "\n")
 		more := 0
@@ -214,11 +228,11 @@ func recordText(r *history.Record) string {
 			lines, more = lines[:3], len(lines)-3
 		}
 		for _, l := range lines {
-			b.WriteString("    stderr: " + firstLine(l, 200) + "\n")
+			out.WriteString("    stderr: " + textsafe.Line(firstLine(l, 200)) + "\n")
 		}
 		if more > 0 {
-			fmt.Fprintf(&b, "    stderr: … %d more lines (logist history JOB --seq %d)\n", more, r.Seq)
+			fmt.Fprintf(&out, "    stderr: … %d more lines (logist history JOB --record %d)\n", more, r.Seq)
 		}
 	}
-	return b.String()
+	return out.String()
 }

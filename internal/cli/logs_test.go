@@ -166,7 +166,7 @@ func TestRecordText(t *testing.T) {
 		{history.Record{Seq: 3, Type: history.TypeResponse, Time: ts, Role: "worker", Phase: "work",
 			Response: &history.Response{Status: "ERROR", ErrorCode: "AGENT_EXIT", Error: "sh exited with status 3", Stderr: "a\nb\nc\nd\ne\n"}},
 			"2026-11-21T10:00:00.123Z #3 response       worker/work ERROR $0.0000 0.00s AGENT_EXIT: sh exited with status 3\n" +
-				"    stderr: a\n    stderr: b\n    stderr: c\n    stderr: … 2 more lines (logist history JOB --seq 3)\n"},
+				"    stderr: a\n    stderr: b\n    stderr: c\n    stderr: … 2 more lines (logist history JOB --record 3)\n"},
 		{history.Record{Seq: 4, Type: history.TypeTransition, Time: ts, Phase: "review",
 			Transition: &history.Transition{From: "RUNNING", To: "REVIEWING", FromPhase: "work", ToPhase: "review", Event: "phase_advance", Actor: "worker", CheckpointID: "cp-1"}},
 			"2026-11-21T10:00:00.123Z #4 transition     RUNNING→REVIEWING phase work→review phase_advance by worker at cp-1\n"},

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/logist/logist/internal/textsafe"
 )
 
 // Field is one labelled value of a command's result.
@@ -17,6 +19,13 @@ type Field struct {
 }
 
 // Result is what a command prints, in any format.
+//
+// JSON output is one envelope for every command (README, "JSON output"):
+// {"ok": true, "message": ..., DATA} on success, and {"ok": false,
+// "error": {"code", "exit_code", "message"}, DATA} on failure. DATA is
+// Data when set, else the Fields by key, plus "items" for a table. A
+// command about one job puts it under "job", whose "status" is the job's
+// status: nothing at the top level is called status.
 type Result struct {
 	Message string
 	Fields  []Field
@@ -25,13 +34,22 @@ type Result struct {
 	Columns []string
 	Rows    [][]string
 	Items   any
-	// JSON, when set, is printed as is for --format json.
-	JSON any
+	// Data, when set, is the JSON data in place of the Fields.
+	Data map[string]any
+	// Document, when set, is printed as is for --format json, without the
+	// envelope: a file format of its own (jobHistory.json).
+	Document any
 	// Text, when set, replaces the text rendering.
 	Text string
 }
 
-func render(out io.Writer, format string, r *Result) {
+// render prints r in format; err, when not nil, is the command's failure
+// whose details r holds (a validate or verify that found problems).
+//
+// Text and markdown go through textsafe: agent text in a message, a field
+// or a cell reaches the terminal neutralised. JSON stays exact (the
+// runes a terminal would act on are \u-escaped, the values unchanged).
+func render(out io.Writer, format string, r *Result, err error) {
 	// One write per buffer, not per table cell: a list of thousands of
 	// jobs otherwise spends its time in write(2).
 	w := bufio.NewWriterSize(out, 64<<10)
@@ -39,41 +57,42 @@ func render(out io.Writer, format string, r *Result) {
 	defer w.Flush() //nolint:errcheck // see above
 	switch format {
 	case "json":
-		v := r.JSON
-		if v == nil {
-			obj := map[string]any{"status": "success"}
-			if r.Message != "" {
-				obj["message"] = r.Message
-			}
-			for _, f := range r.Fields {
-				obj[f.Key] = f.Value
-			}
-			if r.Items != nil {
-				obj["items"] = r.Items
-			}
-			v = obj
+		v := r.Document
+		if v == nil || err != nil {
+			v = envelope(r, err)
 		}
-		b, _ := json.MarshalIndent(v, "", "  ")
-		fmt.Fprintln(w, string(b))
+		writeJSON(w, v)
 	case "markdown":
-		fmt.Fprintf(w, "## Status: Success\n\n")
-		if r.Message != "" {
-			fmt.Fprintf(w, "%s\n\n", r.Message)
+		status := "Success"
+		if err != nil {
+			status = "Error"
 		}
-		if len(r.Fields) > 0 || len(r.Rows) > 0 {
+		fmt.Fprintf(w, "## Status: %s\n\n", status)
+		msg := r.Message
+		if err != nil {
+			msg = strings.TrimSpace(err.Error() + "\n\n" + msg)
+		}
+		if msg != "" {
+			fmt.Fprintf(w, "%s\n\n", textsafe.Block(msg))
+		}
+		fields := r.Fields
+		if err != nil {
+			fields = append([]Field{{"exit_code", "Exit Code", ExitCode(err)}}, fields...)
+		}
+		if len(fields) > 0 || len(r.Rows) > 0 {
 			fmt.Fprintf(w, "### Data\n")
-			for _, f := range r.Fields {
+			for _, f := range fields {
 				fmt.Fprintf(w, "- **%s**: %s\n", f.Label, mdValue(f.Value))
 			}
 			if len(r.Rows) > 0 {
-				if len(r.Fields) > 0 {
+				if len(fields) > 0 {
 					fmt.Fprintln(w)
 				}
 				fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(r.Columns, " | "), strings.Repeat(" --- |", len(r.Columns)))
 				for _, row := range r.Rows {
 					esc := make([]string, len(row))
 					for i, c := range row {
-						esc[i] = strings.ReplaceAll(c, "|", "\\|")
+						esc[i] = strings.ReplaceAll(textsafe.Line(c), "|", "\\|")
 					}
 					fmt.Fprintf(w, "| %s |\n", strings.Join(esc, " | "))
 				}
@@ -81,16 +100,21 @@ func render(out io.Writer, format string, r *Result) {
 		}
 	default:
 		if r.Text != "" {
-			fmt.Fprint(w, r.Text)
+			fmt.Fprint(w, textsafe.Block(r.Text))
 			return
 		}
 		if r.Message != "" {
-			fmt.Fprintln(w, r.Message)
+			fmt.Fprintln(w, textsafe.Block(r.Message))
 		}
 		if len(r.Fields) > 0 {
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			for _, f := range r.Fields {
-				fmt.Fprintf(tw, "%s:\t%s\n", f.Label, textValue(f.Value))
+				// A value of several lines goes on under itself.
+				lines := strings.Split(textValue(f.Value), "\n")
+				fmt.Fprintf(tw, "%s:\t%s\n", f.Label, lines[0])
+				for _, l := range lines[1:] {
+					fmt.Fprintf(tw, "\t%s\n", l)
+				}
 			}
 			_ = tw.Flush() // into w, whose errors stick until its Flush
 		}
@@ -101,26 +125,84 @@ func render(out io.Writer, format string, r *Result) {
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, strings.Join(r.Columns, "\t"))
 			for _, row := range r.Rows {
-				fmt.Fprintln(tw, strings.Join(row, "\t"))
+				cells := make([]string, len(row))
+				for i, c := range row {
+					cells[i] = textsafe.Line(c)
+				}
+				fmt.Fprintln(tw, strings.Join(cells, "\t"))
 			}
 			_ = tw.Flush() // into w, whose errors stick until its Flush
 		}
 	}
 }
 
-func renderError(stdout, stderr io.Writer, format string, code int, err error) {
+// envelope is the JSON form of a result (nil: none) and its failure (nil:
+// none).
+func envelope(r *Result, err error) map[string]any {
+	obj := map[string]any{"ok": err == nil}
+	if err != nil {
+		code := ExitCode(err)
+		obj["error"] = map[string]any{"code": outcomeName(code), "exit_code": code, "message": err.Error()}
+	}
+	if r == nil {
+		return obj
+	}
+	if r.Message != "" {
+		obj["message"] = r.Message
+	}
+	if r.Data != nil {
+		for k, v := range r.Data {
+			obj[k] = v
+		}
+	} else {
+		for _, f := range r.Fields {
+			// "status" is a job's, under "job": never the envelope's.
+			if f.Key != "status" {
+				obj[f.Key] = f.Value
+			}
+		}
+	}
+	if r.Items != nil {
+		obj["items"] = r.Items
+	}
+	return obj
+}
+
+// writeJSON prints v indented, with the runes a terminal acts on escaped.
+func writeJSON(w io.Writer, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		b, _ = json.MarshalIndent(map[string]any{"ok": false, "error": map[string]any{
+			"code": outcomeName(ExitUsage), "exit_code": ExitUsage, "message": "encode output: " + err.Error()}}, "", "  ")
+	}
+	// Output: a failed write has no exit code of its own (seed 001).
+	_, _ = w.Write(textsafe.EscapeJSON(b))
+	_, _ = io.WriteString(w, "\n")
+}
+
+// failedWith is a failure whose details are a result (a validate or
+// verify that found problems): Main prints the result with the error.
+type failedWith struct {
+	res *Result
+	err error
+}
+
+func (f *failedWith) Error() string { return f.err.Error() }
+func (f *failedWith) Unwrap() error { return f.err }
+
+// renderError prints a failed command's error: on stderr for text, as the
+// result on stdout for json and markdown (seed 001).
+func renderError(stdout, stderr io.Writer, format string, err error) {
 	switch format {
-	case "json":
-		b, _ := json.MarshalIndent(map[string]any{"status": "error", "exit_code": code, "error": err.Error()}, "", "  ")
-		fmt.Fprintln(stdout, string(b))
-	case "markdown":
-		fmt.Fprintf(stdout, "## Status: Error\n\n%s\n\n### Data\n- **Exit Code**: %d\n", err.Error(), code)
+	case "json", "markdown":
+		render(stdout, format, &Result{}, err)
 	default:
-		fmt.Fprintf(stderr, "logist: %v\n", err)
+		fmt.Fprintf(stderr, "logist: %s\n", textsafe.Block(err.Error()))
 	}
 }
 
-func textValue(v any) string {
+// plainValue is a field's value as text ("-" for none), as it is.
+func plainValue(v any) string {
 	switch x := v.(type) {
 	case nil:
 		return "-"
@@ -138,7 +220,13 @@ func textValue(v any) string {
 	return fmt.Sprint(v)
 }
 
+// textValue is a field's value for a text listing, neutralised; it keeps
+// its lines, and its tabs (column separators there) become spaces.
+func textValue(v any) string {
+	return strings.ReplaceAll(textsafe.Block(plainValue(v)), "\t", "    ")
+}
+
+// mdValue is a field's value on one markdown line, neutralised.
 func mdValue(v any) string {
-	s := textValue(v)
-	return strings.ReplaceAll(s, "\n", " ")
+	return textsafe.Line(strings.ReplaceAll(plainValue(v), "\n", " "))
 }

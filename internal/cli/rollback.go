@@ -39,6 +39,7 @@ var cmdRollback = &command{
 		}
 		r := changed(e, m, fmt.Sprintf("Job %s rolled back to %s; it resumes at phase %s", id, to, cp.ResumePhase))
 		r.Fields = append(r.Fields, Field{"restored_files", "Restored files", cp.Snapshot.Files})
+		r.Data["restored_files"], r.Data["checkpoint_id"] = cp.Snapshot.Files, to
 		return r, nil
 	},
 }

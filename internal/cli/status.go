@@ -4,15 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/manifest"
-	"github.com/logist/logist/internal/steward"
 )
 
 var cmdStatus = &command{
-	name: "status", args: "JOB", summary: "show a job: status, phase, budgets, why it stopped and what to do next",
-	example: "  logist status fix-login\n  logist status fix-login --format json\n",
+	name: "status", args: "JOB", summary: "show a job: status, phase, budgets, why it stopped, the last answer's warnings and what to do next",
+	example: "  logist status fix-login\n  logist status fix-login --format json | jq -r .job.status\n",
 	run: func(e *env, args []string) (*Result, error) {
 		id, err := oneJob(args)
 		if err != nil {
@@ -24,19 +25,18 @@ var cmdStatus = &command{
 				return nil, err
 			}
 			// Invalid manifest: show why, as status INVALID.
+			next := "fix " + filepath.Join(e.store.JobDir(id), jobstore.ManifestFile) + "; logistd picks it up when saved"
 			return &Result{Message: fmt.Sprintf("Job %s has an invalid manifest", id), Fields: []Field{
-				{"job_id", "Job", id}, {"status", "Status", "INVALID"}, {"error", "Error", err.Error()},
-				{"next", "Next", "fix " + filepath.Join(e.store.JobDir(id), jobstore.ManifestFile) + "; logistd picks it up when saved"},
-			}}, nil
+				{"job_id", "Job", id}, {"status", "Status", "INVALID"}, {"error", "Error", err.Error()}, {"next", "Next", next},
+			}, Data: map[string]any{"job": map[string]any{"job_id": id, "status": "INVALID", "error": err.Error()}, "next": next}}, nil
 		}
 		wfName := manifest.DefaultWorkflow
 		if wf, err := m.ResolveWorkflow(); err == nil {
 			wfName = wf.Name
 		}
-		daemon := "not running"
-		if pid := e.store.DaemonPID(); pid > 0 {
-			daemon = fmt.Sprintf("running (pid %d)", pid)
-		}
+		pid := e.store.DaemonPID()
+		next := nextStep(e, m, id, pid)
+		warnings, warnText := lastWarnings(e.store.JobDir(id))
 		r := &Result{Message: fmt.Sprintf("Job %s is %s", id, m.Status), Fields: []Field{
 			{"job_id", "Job", id},
 			{"status", "Status", string(m.Status)},
@@ -50,15 +50,42 @@ var cmdStatus = &command{
 			{"reason", "Reason", m.Run.Reason},
 			{"error_code", "Error code", m.Run.ErrorCode},
 			{"last_summary", "Last summary", m.Run.LastSummary},
+		}}
+		if warnText != "" {
+			r.Fields = append(r.Fields, Field{"warnings", "Warnings", warnText})
+		}
+		r.Fields = append(r.Fields, []Field{
 			{"guidance", "Pending guidance", m.Run.Guidance},
 			{"checkpoint_id", "Checkpoint", m.Run.CheckpointID},
 			{"updated_at", "Updated", m.Run.UpdatedAt},
-			{"daemon", "Daemon", daemon},
-			{"next", "Next", steward.HintFor(m, id)},
-		}}
-		if e.format == "json" {
-			r.JSON = map[string]any{"status": "success", "job": m, "workflow": wfName, "daemon": daemon, "next": steward.HintFor(m, id)}
-		}
+			{"daemon", "Daemon", daemonText(pid)},
+			{"next", "Next", next},
+		}...)
+		r.Data = map[string]any{"job": m, "workflow": wfName, "daemon": daemonInfo(pid), "next": next, "warnings": warnings}
 		return r, nil
 	},
+}
+
+// lastWarnings are the warnings of the newest answer that had any (an
+// accepted answer whose evidence file is missing, ...), as far back as the
+// end of the history that status reads (history.LastWarned): the list,
+// never nil, and a line for the text listing ("" when there are none).
+func lastWarnings(dir string) ([]string, string) {
+	rec, ok := history.LastWarned(dir)
+	if !ok {
+		return []string{}, ""
+	}
+	ws := rec.Response.Warnings
+	where := rec.Role
+	if rec.Phase != "" {
+		where += " in phase " + rec.Phase
+	}
+	if rec.Interaction != nil {
+		where += fmt.Sprintf(", interaction %d", *rec.Interaction)
+	}
+	last := "the last answer with warnings"
+	if newest, ok := history.LastResponse(dir); ok && newest.Seq == rec.Seq {
+		last = "the last answer"
+	}
+	return ws, fmt.Sprintf("%d on %s (%s): %s", len(ws), last, where, strings.Join(ws, "; "))
 }

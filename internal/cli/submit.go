@@ -21,9 +21,18 @@ var cmdSubmit = &command{
 		}
 		r := &Result{Message: fmt.Sprintf("Job %s submitted", id), Fields: []Field{
 			{"job_id", "Job", id}, {"status", "Status", string(m.Status)}, {"path", "Folder", e.store.JobDir(id)},
-		}}
+		}, Data: map[string]any{"job": m, "path": e.store.JobDir(id)}}
+		note := waitsForDaemon(e, m)
+		if note != "" {
+			r.Fields = append(r.Fields, Field{"note", "Note", note})
+			r.Data["note"] = note
+		}
 		if e.format == "text" {
+			// Only the id on stdout, for scripts; the note for the person.
 			r.Text = id + "\n"
+			if note != "" {
+				fmt.Fprintf(e.stderr, "logist: %s\n", note)
+			}
 		}
 		return r, nil
 	},

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,9 +26,34 @@ func costText(m *manifest.Manifest) string {
 func timeText(m *manifest.Manifest) string {
 	s := fmt.Sprintf("%.3fs", m.Metrics.CumulativeTimeSeconds)
 	if m.TimeThresholdMinutes != nil {
-		s += " of " + (time.Duration(*m.TimeThresholdMinutes * float64(time.Minute))).String()
+		s += " of " + minutesText(*m.TimeThresholdMinutes)
 	}
 	return s
+}
+
+// minutesText is a budget in minutes as the steward gave it, short and
+// exact: 90 is 1h30m, 0.5 is 30s, 2.25 is 2m15s, 0.001 is 0.06s (not
+// time.Duration's 1h30m0s).
+func minutesText(minutes float64) string {
+	d := time.Duration(math.Round(minutes * float64(time.Minute)))
+	if d <= 0 {
+		return "0s"
+	}
+	h := d / time.Hour
+	d -= h * time.Hour
+	m := d / time.Minute
+	d -= m * time.Minute
+	var b strings.Builder
+	if h > 0 {
+		fmt.Fprintf(&b, "%dh", h)
+	}
+	if m > 0 {
+		fmt.Fprintf(&b, "%dm", m)
+	}
+	if d > 0 {
+		b.WriteString(strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s")
+	}
+	return b.String()
 }
 
 // orDash shows an empty value as a dash.

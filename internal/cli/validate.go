@@ -10,8 +10,10 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/response"
+	"github.com/logist/logist/internal/steward"
 )
 
 // validationFailed carries per-file results of a failed validate.
@@ -54,8 +56,7 @@ var cmdValidate = &command{
 		}
 		r.Items = items
 		if bad > 0 {
-			render(e.stdout, e.format, r)
-			return nil, &validationFailed{bad}
+			return nil, &failedWith{r, &validationFailed{bad}}
 		}
 		return r, nil
 	},
@@ -91,7 +92,19 @@ func validateFile(f, kind, ws string) (string, []string, []string) {
 		}
 		return kind, nil, ws2
 	}
-	if _, err := manifest.Decode(f, data); err != nil {
+	m, err := manifest.Decode(f, data)
+	if err == nil {
+		// The programs agents would run, on this shell's PATH; a manifest
+		// in a job folder has its workspace beside it.
+		ws := ""
+		if filepath.Base(f) == jobstore.ManifestFile {
+			ws = filepath.Join(filepath.Dir(f), jobstore.WorkspaceDir)
+		}
+		if es := steward.ShellPrograms(ws).Check(f, m); len(es) > 0 {
+			err = es
+		}
+	}
+	if err != nil {
 		var es manifest.Errors
 		if errors.As(err, &es) {
 			out := make([]string, len(es))

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -79,17 +78,10 @@ var cmdVerify = &command{
 		}
 		r.Items = reports
 		if bad > 0 {
-			render(e.stdout, e.format, r)
-			return nil, &verifyFailed{bad}
+			return nil, &failedWith{r, &verifyFailed{bad}}
 		}
 		return r, nil
 	},
-}
-
-func isReported(err error) bool {
-	var vf *validationFailed
-	var vr *verifyFailed
-	return errors.As(err, &vf) || errors.As(err, &vr)
 }
 
 // revealer decrypts a job's encrypted history content for someone who can

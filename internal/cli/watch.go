@@ -13,19 +13,20 @@ import (
 	"sort"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/textsafe"
 )
 
 var cmdWatch = &command{
 	name: "watch", args: "[JOB] [--once] [--exit-on-finish]",
-	summary: "a live view of the jobs (or one): status, phase, elapsed time, cost against budget, last summary; updated as they change",
+	summary: "a live view of the jobs (or one): status, phase, elapsed time, cost against budget, what happened last; updated as they change, fitted to the terminal, and saying when the folder's logistd stops or starts",
 	example: "  logist watch                                 # every job; redrawn in place on a terminal\n" +
 		"  logist watch fix-login --exit-on-finish      # one job, until it stops\n" +
 		"  logist watch --once                          # the current view, once (scripts)\n" +
@@ -60,8 +61,15 @@ var cmdWatch = &command{
 			return nil, usagef("--format markdown is for --once; the live view prints text or json")
 		}
 		cfg.tty = isTerminal(e.stdout)
+		cfg.daemon = e.store.DaemonPID
 		if cfg.tty && e.format == "text" {
 			cfg.tick = time.Second // elapsed times move on; redrawn from memory
+			f := e.stdout.(*os.File)
+			cfg.size = func() (int, int) { return terminalSize(f) }
+			resize := make(chan os.Signal, 1)
+			signal.Notify(resize, syscall.SIGWINCH)
+			defer signal.Stop(resize)
+			cfg.resize = resize
 		}
 		ctx, stop := signalContext(e.ctx)
 		defer stop()
@@ -81,6 +89,16 @@ func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 }
 
+// terminalSize is the columns and rows of the terminal f, or 80x24 if it
+// does not say.
+func terminalSize(f *os.File) (int, int) {
+	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
+	if err != nil || ws.Col == 0 || ws.Row == 0 {
+		return 80, 24
+	}
+	return int(ws.Col), int(ws.Row)
+}
+
 // isTerminal reports whether w is a terminal (a character device).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
@@ -89,134 +107,6 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-// jobView is what watch shows of one job.
-type jobView struct {
-	ID       string
-	Status   string
-	Phase    string
-	Started  time.Time
-	Finished time.Time // only for a final status
-	Cost     float64   // cents
-	Budget   *float64  // cents
-	Summary  string
-	Reason   string // why it stopped
-	Error    string // an invalid manifest
-	Updated  time.Time
-	done     bool
-}
-
-func viewOf(id string, m *manifest.Manifest, err error) jobView {
-	if err != nil {
-		return jobView{ID: id, Status: "INVALID", Error: err.Error()}
-	}
-	v := jobView{ID: id, Status: string(m.Status), Phase: m.Phase(), Cost: m.Metrics.CumulativeCost,
-		Budget: m.CostThreshold, Summary: m.Run.LastSummary, Reason: m.Run.Reason, done: finished(m.Status)}
-	v.Started, _ = time.Parse(time.RFC3339Nano, m.Run.StartedAt)
-	if m.Status.Terminal() {
-		v.Finished, _ = time.Parse(time.RFC3339Nano, m.Run.FinishedAt)
-	}
-	v.Updated, _ = time.Parse(time.RFC3339Nano, m.Run.UpdatedAt)
-	return v
-}
-
-// key is what a change is: everything shown but the elapsed time.
-func (v jobView) key() string {
-	b := "-"
-	if v.Budget != nil {
-		b = fmt.Sprint(*v.Budget)
-	}
-	return strings.Join([]string{v.Status, v.Phase, fmt.Sprint(v.Cost), b, v.Summary, v.Reason, v.Error}, "\x00")
-}
-
-func (v jobView) elapsed(now time.Time) time.Duration {
-	if v.Started.IsZero() {
-		return -1
-	}
-	end := now
-	if !v.Finished.IsZero() {
-		end = v.Finished
-	}
-	if end.Before(v.Started) {
-		return 0
-	}
-	return end.Sub(v.Started)
-}
-
-func (v jobView) elapsedText(now time.Time) string {
-	d := v.elapsed(now)
-	if d < 0 {
-		return "-"
-	}
-	return d.Round(time.Second).String()
-}
-
-// costText is "$0.40/$1.00", or "$0.40" without a budget.
-func (v jobView) costText() string {
-	s := dollars(v.Cost)
-	if v.Budget != nil {
-		s += "/" + dollars(*v.Budget)
-	}
-	return s
-}
-
-// progressBar is "[#####-----]" for the share of the budget spent, or ""
-// without a budget.
-func progressBar(cost float64, budget *float64, width int) string {
-	if budget == nil {
-		return ""
-	}
-	filled := width
-	if *budget > 0 {
-		r := cost / *budget
-		if r < 0 {
-			r = 0
-		}
-		filled = int(r*float64(width) + 0.5)
-		if filled > width {
-			filled = width
-		}
-	}
-	return "[" + strings.Repeat("#", filled) + strings.Repeat("-", width-filled) + "]"
-}
-
-func (v jobView) note() string {
-	if v.Error != "" {
-		return firstLine(v.Error, 100)
-	}
-	if v.Summary == "" {
-		return firstLine(v.Reason, 100) // e.g. an invalid answer: no summary, a reason
-	}
-	return firstLine(v.Summary, 100)
-}
-
-// line is the plain one-line form: time id status phase elapsed cost "summary".
-func (v jobView) line(now time.Time) string {
-	ts := v.Updated
-	if ts.IsZero() {
-		ts = now
-	}
-	s := fmt.Sprintf("%s %s %s %s %s %s", ts.UTC().Format(time.RFC3339), v.ID, v.Status, orDash(v.Phase), v.elapsedText(now), v.costText())
-	if n := v.note(); n != "" {
-		s += fmt.Sprintf(" %q", n)
-	}
-	return s
-}
-
-func (v jobView) object(now time.Time) map[string]any {
-	o := map[string]any{"job_id": v.ID, "status": v.Status, "current_phase": v.Phase, "cost_cents": v.Cost,
-		"cost_threshold_cents": v.Budget, "last_summary": v.Summary, "reason": v.Reason}
-	if d := v.elapsed(now); d >= 0 {
-		o["elapsed_seconds"] = d.Round(time.Millisecond).Seconds()
-	}
-	if v.Error != "" {
-		o["error"] = v.Error
-	}
-	if !v.Updated.IsZero() {
-		o["updated_at"] = v.Updated.UTC().Format(time.RFC3339Nano)
-	}
-	return o
 }
 
 // watchSource is what watch reads: the jobs folder (jobstore.Store), or a
@@ -259,29 +149,6 @@ func sortedIDs(views map[string]jobView) []string {
 	return ids
 }
 
-var watchColumns = []string{"JOB", "STATUS", "PHASE", "ELAPSED", "COST", "SUMMARY"}
-
-func (v jobView) row(now time.Time) []string {
-	cost := v.costText()
-	if bar := progressBar(v.Cost, v.Budget, 10); bar != "" {
-		cost = bar + " " + cost
-	}
-	return []string{v.ID, v.Status, orDash(v.Phase), v.elapsedText(now), cost, v.note()}
-}
-
-// viewsResult is the view as a table (--once, any format).
-func viewsResult(views map[string]jobView, now time.Time) *Result {
-	r := &Result{Columns: watchColumns}
-	items := []map[string]any{}
-	for _, id := range sortedIDs(views) {
-		v := views[id]
-		r.Rows = append(r.Rows, v.row(now))
-		items = append(items, v.object(now))
-	}
-	r.Items = items
-	return r
-}
-
 type watchConfig struct {
 	job          string // "" = every job
 	tty          bool   // redraw a table in place
@@ -290,6 +157,15 @@ type watchConfig struct {
 	now          func() time.Time
 	tick         time.Duration // on a terminal, redraw (from memory) this often; 0 = only on changes
 	dir          string
+	// size is the terminal's columns and rows (nil: 80x24); resize
+	// signals that they changed.
+	size   func() (int, int)
+	resize <-chan os.Signal
+	// daemon is the pid of the folder's logistd, 0 for none
+	// (jobstore.Store.DaemonPID); nil: not shown. It is asked every
+	// daemonPoll (default a second), and a change is shown.
+	daemon     func() int
+	daemonPoll time.Duration
 }
 
 // watchLoop shows the jobs and then, for each id received on events, reads
@@ -307,6 +183,12 @@ func watchLoop(ctx context.Context, src watchSource, events <-chan string, w io.
 	}
 	shown := map[string]string{} // id -> key last printed (lines and json)
 	out := &watchOutput{w: w, cfg: cfg}
+	if cfg.daemon != nil {
+		out.daemon = cfg.daemon()
+		if err := out.daemonChanged(true); err != nil {
+			return err
+		}
+	}
 	emit := func(changed []string) error {
 		if cfg.tty && cfg.format == "text" {
 			return out.redraw(views)
@@ -349,11 +231,20 @@ func watchLoop(ctx context.Context, src watchSource, events <-chan string, w io.
 	if allDone() {
 		return nil
 	}
-	var tick <-chan time.Time
+	var tick, poll <-chan time.Time
 	if cfg.tick > 0 {
 		t := time.NewTicker(cfg.tick)
 		defer t.Stop()
 		tick = t.C
+	}
+	if cfg.daemon != nil {
+		every := cfg.daemonPoll
+		if every <= 0 {
+			every = time.Second
+		}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		poll = t.C
 	}
 	for {
 		var ids []string
@@ -361,6 +252,24 @@ func watchLoop(ctx context.Context, src watchSource, events <-chan string, w io.
 		case <-ctx.Done():
 			return nil
 		case <-tick:
+			if err := out.redraw(views); err != nil {
+				return err
+			}
+			continue
+		case <-cfg.resize:
+			if err := out.redraw(views); err != nil {
+				return err
+			}
+			continue
+		case <-poll:
+			pid := cfg.daemon()
+			if (pid == 0) == (out.daemon == 0) {
+				continue // still there, or still gone
+			}
+			out.daemon = pid
+			if err := out.daemonChanged(false); err != nil {
+				return err
+			}
 			if err := out.redraw(views); err != nil {
 				return err
 			}
@@ -438,60 +347,86 @@ func refresh(src watchSource, views map[string]jobView, only string, ids []strin
 
 // watchOutput writes the view.
 type watchOutput struct {
-	w   io.Writer
-	cfg watchConfig
+	w      io.Writer
+	cfg    watchConfig
+	daemon int // the folder's logistd as last seen (cfg.daemon)
 }
 
 func (o *watchOutput) changed(v jobView) error {
 	now := o.cfg.now()
 	if o.cfg.format == "json" {
-		b, err := json.Marshal(v.object(now))
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(o.w, "%s\n", b)
+		return o.json(v.object(now))
+	}
+	_, err := fmt.Fprintln(o.w, textsafe.Line(v.line(now)))
+	return err
+}
+
+func (o *watchOutput) json(obj map[string]any) error {
+	b, err := json.Marshal(obj)
+	if err != nil {
 		return err
 	}
-	_, err := fmt.Fprintln(o.w, v.line(now))
+	_, err = fmt.Fprintf(o.w, "%s\n", textsafe.EscapeJSON(b))
 	return err
 }
 
 func (o *watchOutput) removed(id string) error {
 	now := o.cfg.now().UTC()
 	if o.cfg.format == "json" {
-		b, _ := json.Marshal(map[string]any{"job_id": id, "status": "REMOVED", "updated_at": now.Format(time.RFC3339Nano)})
-		_, err := fmt.Fprintf(o.w, "%s\n", b)
-		return err
+		return o.json(map[string]any{"job_id": id, "status": "REMOVED", "updated_at": now.Format(time.RFC3339Nano)})
 	}
 	_, err := fmt.Fprintf(o.w, "%s %s REMOVED\n", now.Format(time.RFC3339), id)
 	return err
 }
 
+// daemonChanged says (as a line or a JSON object; a redraw shows it in
+// its header) that the folder's logistd went away or came back; at the
+// start, only that none runs.
+func (o *watchOutput) daemonChanged(start bool) error {
+	if o.cfg.tty && o.cfg.format == "text" || (start && o.daemon != 0) {
+		return nil
+	}
+	now := o.cfg.now().UTC()
+	if o.cfg.format == "json" {
+		return o.json(map[string]any{"daemon": daemonInfo(o.daemon), "updated_at": now.Format(time.RFC3339Nano)})
+	}
+	_, err := fmt.Fprintf(o.w, "%s %s\n", now.Format(time.RFC3339), textsafe.Line(o.daemonLine()))
+	return err
+}
+
+// daemonLine is the folder's logistd as watch shows it.
+func (o *watchOutput) daemonLine() string {
+	if o.daemon == 0 {
+		return "logistd stopped: " + noDaemon(o.cfg.dir) + "; jobs do not move until one does"
+	}
+	return "logistd " + daemonText(o.daemon)
+}
+
 // ANSI: cursor to the top left, clear the screen below it.
 const ansiRedraw = "\x1b[H\x1b[J"
 
-// redraw draws the whole table in place, in one write.
+// redraw draws the whole view in place, in one write, fitted to the
+// terminal (watchScreen).
 func (o *watchOutput) redraw(views map[string]jobView) error {
 	if !o.cfg.tty || o.cfg.format != "text" {
 		return nil
 	}
 	now := o.cfg.now()
-	var b bytes.Buffer
-	b.WriteString(ansiRedraw)
+	width, height := 80, 24
+	if o.cfg.size != nil {
+		width, height = o.cfg.size()
+	}
 	what := "all jobs"
 	if o.cfg.job != "" {
 		what = "job " + o.cfg.job
 	}
-	fmt.Fprintf(&b, "logist watch: %s in %s, %s (Ctrl-C to quit)\n\n", what, o.cfg.dir, now.Format("15:04:05"))
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(watchColumns, "\t"))
-	for _, id := range sortedIDs(views) {
-		fmt.Fprintln(tw, strings.Join(views[id].row(now), "\t"))
+	head := []string{fmt.Sprintf("logist watch: %s in %s, %s (Ctrl-C to quit)", what, o.cfg.dir, now.Format("15:04:05"))}
+	if o.cfg.daemon != nil {
+		head = append(head, o.daemonLine())
 	}
-	_ = tw.Flush() // into a bytes.Buffer: cannot fail
-	if len(views) == 0 {
-		b.WriteString("(no jobs yet; logist submit FILE adds one)\n")
-	}
+	var b bytes.Buffer
+	b.WriteString(ansiRedraw)
+	b.WriteString(watchScreen(head, views, now, width, height))
 	_, err := o.w.Write(b.Bytes())
 	return err
 }

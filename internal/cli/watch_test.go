@@ -11,12 +11,15 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/textsafe"
 )
 
 // fakeSource is an in-memory jobs folder that counts its reads.
@@ -426,5 +429,153 @@ func TestWatchOnceThroughMain(t *testing.T) {
 	code, out, _ = runMain(t, nil, "watch", "--jobs-dir", jobs, "--format", "markdown") // errors go to stdout in markdown
 	if code != ExitUsage || !strings.Contains(out, "## Status: Error") || !strings.Contains(out, "--once") {
 		t.Fatalf("exit %d: %s", code, out)
+	}
+}
+
+// At 80 columns no line wraps, whatever the jobs hold (long ids, long and
+// wide summaries, the longest status, budgets with bars), the header stays
+// on top, and rows that do not fit the 24 rows are counted, not scrolled.
+func TestWatchScreenFitsTheTerminal(t *testing.T) {
+	views := map[string]jobView{}
+	for i := range 40 {
+		m := man(lifecycle.InterventionRequired, "implementation", 1234.5, fptr(5000), "", t0)
+		m.Run.Reason = strings.Repeat("worker answered STUCK: 漢字 and a very long explanation ", 4)
+		if i%2 == 0 {
+			m.Status = lifecycle.Success
+			m.Run.LastSummary = "done"
+		}
+		id := fmt.Sprintf("a-rather-long-job-identifier-%02d", i)
+		views[id] = viewOf(id, m, nil)
+	}
+	screen := watchScreen([]string{"logist watch: all jobs in /a/very/long/path/to/the/jobs/folder/of/this/steward, 10:01:30 (Ctrl-C to quit)", "logistd running (pid 42)"},
+		views, t0.Add(90*time.Second), 80, 24)
+	lines := strings.Split(strings.TrimSuffix(screen, "\n"), "\n")
+	if len(lines) > 23 {
+		t.Fatalf("%d lines on a 24-row terminal (the last row stays empty):\n%s", len(lines), screen)
+	}
+	for _, l := range lines {
+		if w := textsafe.Width(l); w >= 80 {
+			t.Errorf("line %d columns wide on an 80-column terminal: %q", w, l)
+		}
+	}
+	if !strings.HasPrefix(lines[0], "logist watch: all jobs in ") || lines[1] != "logistd running (pid 42)" {
+		t.Fatalf("header:\n%s", screen)
+	}
+	if !strings.HasPrefix(lines[3], "JOB") {
+		t.Fatalf("column header not below the header:\n%s", screen)
+	}
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "… and 22 more jobs") {
+		t.Fatalf("last line %q, want the count of the jobs left out:\n%s", last, screen)
+	}
+	// The jobs not finished come first when not all fit.
+	for _, l := range lines[4 : len(lines)-1] {
+		if !strings.Contains(l, "INTERVENTION_REQUIRED") {
+			t.Errorf("a finished job shown while waiting ones are left out: %q", l)
+		}
+	}
+	// Cut cells end with "…".
+	if !strings.Contains(screen, "…") {
+		t.Errorf("nothing cut:\n%s", screen)
+	}
+
+	// A wide terminal shows everything whole.
+	few := map[string]jobView{"a-rather-long-job-identifier-00": views["a-rather-long-job-identifier-00"]}
+	wide := watchScreen([]string{"head"}, few, t0, 300, 24)
+	if strings.Contains(wide, "…") || !strings.Contains(wide, "[##--------] $12.35/$50.00") {
+		t.Fatalf("wide terminal:\n%s", wide)
+	}
+}
+
+// After a rollback (or a resume) the job shows what the steward did, not
+// the summary of an answer it has gone back from.
+func TestWatchNoteAfterRollback(t *testing.T) {
+	m := man(lifecycle.Success, "review", 20, nil, "Reviewed: good.", t0)
+	if got := viewOf("j", m, nil).note(); got != "Reviewed: good." {
+		t.Fatalf("note = %q", got)
+	}
+	m.Status = lifecycle.Pending
+	m.SetPhase("work")
+	m.Audit(t0, "Steward", "ROLLBACK", "cp-0000-work: review was too lenient", nil)
+	if got := viewOf("j", m, nil).note(); got != "steward rollback: cp-0000-work: review was too lenient" {
+		t.Fatalf("note after rollback = %q", got)
+	}
+	// Then the agent answers: its summary again.
+	m.Status = lifecycle.Running
+	m.Audit(t0, "Worker", "COMPLETED", "Tests first.", nil)
+	m.Run.LastSummary = "Tests first."
+	if got := viewOf("j", m, nil).note(); got != "Tests first." {
+		t.Fatalf("note after the next answer = %q", got)
+	}
+	// A job waiting for a steward shows why.
+	m.Status = lifecycle.HaltedCost
+	m.Run.Reason = "cost 60.00 cents reached the budget of 50.00 cents"
+	if got := viewOf("j", m, nil).note(); got != m.Run.Reason {
+		t.Fatalf("note of a halted job = %q", got)
+	}
+}
+
+// watch says when the folder's logistd goes away and when it comes back:
+// a line (or a JSON object) each time, and in the terminal view's header.
+func TestWatchLoopDaemonGoesAndComes(t *testing.T) {
+	src := newFakeSource()
+	src.set("job-a", man(lifecycle.Running, "work", 0, nil, "s", t0))
+	var pid atomic.Int64
+	pid.Store(42)
+	daemon := func() int { return int(pid.Load()) }
+	r := startLoop(t, src, watchConfig{format: "text", dir: "/srv/jobs", daemon: daemon, daemonPoll: 5 * time.Millisecond})
+	r.waitLines(t, 1) // a daemon runs at the start: nothing said
+	pid.Store(0)
+	got := r.waitLines(t, 2)
+	if !strings.HasSuffix(got[1], " logistd stopped: no logistd is running on /srv/jobs (start one: logistd --jobs-dir /srv/jobs); jobs do not move until one does") {
+		t.Fatalf("line when the daemon went: %q", got[1])
+	}
+	pid.Store(43)
+	got = r.waitLines(t, 3)
+	if !strings.HasSuffix(got[2], " logistd running (pid 43)") {
+		t.Fatalf("line when it came back: %q", got[2])
+	}
+	time.Sleep(30 * time.Millisecond)
+	if n := len(r.lines()); n != 3 {
+		t.Fatalf("%d lines, want 3 (a daemon that stays is not repeated):\n%s", n, r.out.String())
+	}
+
+	// JSON: an object with the daemon's state; at the start if none runs.
+	pid.Store(0)
+	rj := startLoop(t, src, watchConfig{format: "json", daemon: daemon, daemonPoll: 5 * time.Millisecond})
+	first := rj.waitLines(t, 2)
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(first[0]), &obj); err != nil || fmt.Sprint(obj["daemon"]) != "map[running:false]" {
+		t.Fatalf("first json line %q (%v)", first[0], err)
+	}
+
+	// The terminal view says it in its header.
+	pid.Store(0)
+	rt := startLoop(t, src, watchConfig{format: "text", tty: true, dir: "/srv/jobs", daemon: daemon, daemonPoll: 5 * time.Millisecond})
+	waitFor(t, "first draw", 5*time.Second, func() bool { return strings.Contains(rt.out.String(), "logistd stopped") })
+	pid.Store(44)
+	waitFor(t, "redraw with the daemon back", 5*time.Second, func() bool { return strings.Contains(rt.out.String(), "logistd running (pid 44)") })
+}
+
+// A resized terminal is redrawn to its new size.
+func TestWatchLoopRedrawsOnResize(t *testing.T) {
+	src := newFakeSource()
+	src.set("job-a", man(lifecycle.Running, "work", 40, fptr(100), strings.Repeat("a long summary ", 6), t0))
+	var width atomic.Int64
+	width.Store(200)
+	resize := make(chan os.Signal, 1)
+	r := startLoop(t, src, watchConfig{format: "text", tty: true, dir: "/srv", resize: resize,
+		size: func() (int, int) { return int(width.Load()), 24 }})
+	waitFor(t, "first draw", 5*time.Second, func() bool { return strings.Count(r.out.String(), ansiRedraw) == 1 })
+	if strings.Contains(r.out.String(), "…") {
+		t.Fatalf("cut at 200 columns:\n%s", r.out.String())
+	}
+	width.Store(60)
+	resize <- syscall.SIGWINCH
+	waitFor(t, "redraw", 5*time.Second, func() bool { return strings.Count(r.out.String(), ansiRedraw) == 2 })
+	second := r.out.String()[strings.LastIndex(r.out.String(), ansiRedraw)+len(ansiRedraw):]
+	for _, l := range strings.Split(second, "\n") {
+		if textsafe.Width(l) >= 60 {
+			t.Errorf("line %d wide after resizing to 60: %q", textsafe.Width(l), l)
+		}
 	}
 }

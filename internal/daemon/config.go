@@ -12,9 +12,12 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/config"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/sandbox"
+	"github.com/logist/logist/internal/textsafe"
 )
 
 // Set at build time (-ldflags -X).
@@ -106,7 +109,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		agent.SetPriceOverrides(p)
 	}
 	if err := Run(ctx, o, logger); err != nil {
-		logger.Error(err.Error(), "type", "error", "job_id", "", "status", "", "actor", "SYSTEM", "error_code", "DAEMON", "attempt", 0, "checkpoint_id", "")
+		joblog.Log(logger, err.Error(), joblog.Problem{Code: codes.Daemon})
 		fmt.Fprintf(stderr, "logistd: %v\n", err)
 		return 1
 	}
@@ -119,9 +122,14 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
+	// Log lines carry agent text (reasons, messages). The text handler
+	// quotes every value holding a rune that is not printable (strconv's
+	// escapes: controls, bidi runes); JSON escapes C0 itself, and
+	// textsafe.JSONWriter the runes it would leave raw (C1, bidi), the
+	// values unchanged. A terminal tailing either log is safe.
 	switch format {
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(slog.NewJSONHandler(textsafe.JSONWriter(w), opts)), nil
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	}

@@ -18,7 +18,9 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/logist/logist/internal/builtins"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/metrics"
@@ -36,6 +38,7 @@ type Daemon struct {
 	sched   *runner.Scheduler
 	engine  *runner.Engine
 	metrics *metrics.Metrics
+	relay   *relay
 	ready   atomic.Bool
 
 	mu      sync.Mutex
@@ -96,7 +99,10 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	// Closing the descriptor releases it whatever flock(LOCK_UN) says.
 	defer func() { _ = d.lock.Unlock() }()
 	d.key.k.Store(key)
-	env := &jobtx.Env{Store: store, Logger: logger, Obs: d.metrics,
+	// The log's transitions of other processes are this daemon's from now
+	// (or from the previous daemon's clean stop) on.
+	d.relay = newRelay(store, logger, d.metrics, time.Now())
+	env := &jobtx.Env{Store: store, Logger: logger, Obs: d.metrics, Witness: d.relay,
 		History: history.Options{Signer: d.key, MaxBytes: o.HistoryMaxBytes, Observe: d.metrics.HistoryWrite}}
 	// The composition root: the engine and the schedules' steward play
 	// the built-in workflows' effects, and import none of them.
@@ -114,6 +120,17 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	// Runs live until shutdown decides otherwise, not until the signal.
 	runCtx, stopRuns := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRuns()
+	// The schedules and the relay stop after the runs, before the relay's
+	// last pass (stopped, below).
+	cronDone, relayDone := make(chan struct{}), make(chan struct{})
+	stopped := func() {
+		stopRuns()
+		if !o.Once {
+			<-cronDone
+			<-relayDone
+		}
+		d.relay.finish()
+	}
 	d.sched = runner.NewScheduler(runCtx, d.engine, o.MaxParallel, logger)
 
 	if o.Listen != "" {
@@ -146,7 +163,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	go func() {
 		defer close(warmed)
 		if err := schemas.Warm(schemas.Manifest, schemas.Response); err != nil {
-			d.logErr("", "SCHEMA", err)
+			d.logErr("", codes.Schema, err)
 		}
 		jobtx.Warm(d.key)
 	}()
@@ -154,7 +171,8 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	// never missed.
 	d.scan()
 	if !o.Once {
-		go d.cron.Run(runCtx)
+		go func() { defer close(cronDone); d.cron.Run(runCtx) }()
+		go func() { defer close(relayDone); d.relay.run(runCtx) }()
 		d.watchStewardEvents()
 		if o.Retention > 0 {
 			maint := cron.New()
@@ -179,15 +197,20 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 		case <-ctx.Done():
 			// A job waiting for disk space (or a long call) must not keep
 			// a signalled --once daemon alive.
-			return d.shutdown()
+			err := d.shutdown()
+			stopped()
+			return err
 		}
 		d.sched.Wait()
 		d.sched.Close()
+		stopped()
 		logger.Info("logistd done: no runnable job left")
 		return nil
 	}
 	lerr := d.loop(ctx)
-	return errors.Join(d.shutdown(), lerr)
+	serr := d.shutdown()
+	stopped()
+	return errors.Join(serr, lerr)
 }
 
 // CallStart (runner.Timings) observes pickup latency at a job's first call.
@@ -209,8 +232,9 @@ func (d *Daemon) Tokens(provider string, in, out, cache int64) {
 	d.metrics.Tokens(provider, in, out, cache)
 }
 
+// logErr logs the daemon's own problem with job id ("" for none).
 func (d *Daemon) logErr(id, code string, err error) {
-	d.log.Error(err.Error(), "type", "error", "job_id", id, "status", "", "actor", "SYSTEM", "error_code", code, "attempt", 0, "checkpoint_id", "")
+	joblog.Log(d.log, err.Error(), joblog.Problem{Job: id, Code: code})
 }
 
 // shutdown stops taking work, lets calls in flight finish within the grace

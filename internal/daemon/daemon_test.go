@@ -14,9 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logist/logist/internal/builtins"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/steward"
 )
 
@@ -280,4 +283,76 @@ func TestScheduleCreatesRunsAndMetrics(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A schedule a steward pauses creates no runs, across a restart of
+// logistd, until resumed; one a steward halts never fires again, across a
+// restart too.
+func TestStewardPausesAndHaltsAScheduleAcrossRestarts(t *testing.T) {
+	dir := t.TempDir()
+	tpl := `{"task_description": "t", "schedule": {"cron": "@every 1s"},
+	  "agents": {"worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done"}]}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`
+	if err := os.WriteFile(filepath.Join(dir, "tick.json"), []byte(tpl), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store := jobstore.New(dir)
+	runs := func() int {
+		ents, _ := store.List()
+		n := 0
+		for _, e := range ents {
+			if e.Manifest != nil && e.Manifest.ScheduledFrom == "tick" {
+				n++
+			}
+		}
+		return n
+	}
+	start := func() (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- Run(ctx, Options{JobsDir: dir, MaxParallel: 2, Grace: time.Second}, discard()) }()
+		waitFor(t, "the daemon lock", func() bool { return store.DaemonPID() > 0 })
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Steering needs the folder's signing key, which the daemon makes.
+	stop := start()
+	waitFor(t, "a first run", func() bool { return runs() > 0 })
+	key, err := signing.LoadOrCreate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := steward.New(&jobtx.Env{Store: store, Logger: discard(), History: history.Options{Signer: key}}, builtins.Effects())
+	still := func(what string) {
+		t.Helper()
+		time.Sleep(300 * time.Millisecond) // a tick being fired as the command came
+		n := runs()
+		time.Sleep(2200 * time.Millisecond)
+		if m := runs(); m != n {
+			t.Fatalf("%s: %d runs became %d", what, n, m)
+		}
+	}
+	if _, err := st.PauseSchedule("tick", ""); err != nil {
+		t.Fatal(err)
+	}
+	still("paused")
+	stop()
+	stop = start()
+	still("paused, after a restart")
+	n := runs()
+	if _, err := st.ResumeSchedule("tick", ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a run after the resume", func() bool { return runs() > n })
+	if _, err := st.Halt("tick", ""); err != nil {
+		t.Fatal(err)
+	}
+	still("halted")
+	stop()
+	stop = start()
+	still("halted, after a restart")
+	stop()
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/signing"
@@ -58,6 +60,28 @@ func (l *logBuffer) has(kv ...string) bool {
 		}
 	}
 	return false
+}
+
+// seedLine checks the daemon's lines of seed 004 §7 (joblog.Check) and
+// returns the one with error_code code (nil if none).
+func (l *logBuffer) seedLine(t *testing.T, code string) map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	data := append([]byte(nil), l.b.Bytes()...)
+	l.mu.Unlock()
+	var found map[string]any
+	for _, line := range joblog.Lines(data) {
+		if line["type"] == nil && line["error_code"] == nil {
+			continue
+		}
+		if err := joblog.Check(line); err != nil {
+			t.Errorf("%v: %v", err, line)
+		}
+		if line["error_code"] == code {
+			found = line
+		}
+	}
+	return found
 }
 
 // startDaemon runs a daemon on dir until the test ends; it returns the
@@ -136,6 +160,9 @@ func TestJobsFolderRemovedAndRecreated(t *testing.T) {
 	// whole folder is gone.
 	waitFor(t, "the jobs folder to be removed", func() bool { return os.RemoveAll(dir) == nil })
 	waitFor(t, "JOBS_DIR_GONE logged", func() bool { return lb.has("error_code", "JOBS_DIR_GONE") })
+	if l := lb.seedLine(t, codes.JobsDirGone); l == nil || l["level"] != "ERROR" || l["jobs_dir"] != dir {
+		t.Errorf("JOBS_DIR_GONE line %v", l)
+	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -278,9 +305,59 @@ func TestPlacementIsSettled(t *testing.T) {
 		return lb.has("msg", "invalid manifest", "job_id", "bad")
 	})
 	waitFor(t, "the draft to be placed", func() bool { return lb.has("msg", "placed manifest", "job_id", "draft") })
+	if l := lb.seedLine(t, codes.ManifestInvalid); l == nil || l["job_id"] != "bad" || l["status"] != "INVALID" || l["level"] != "ERROR" {
+		t.Errorf("MANIFEST_INVALID line %v", l)
+	}
 	for id := range drops {
 		waitFor(t, id+"'s placement settled", func() bool {
 			return !atomicfile.Dirty(filepath.Join(dir, id)) && !atomicfile.Dirty(dir)
 		})
+	}
+}
+
+// A rescan (after the watcher lost events) forgets the jobs and invalid
+// manifests that left the folder unheard, so the gauges follow the folder.
+func TestRescanForgetsWhatIsGone(t *testing.T) {
+	dir := t.TempDir()
+	d, _, _, _ := startDaemon(t, dir)
+	dropJob(t, dir, "a")
+	if err := os.MkdirAll(filepath.Join(dir, "bad"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bad", "job.json"), []byte(`{"agents": {}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	counted := func() (jobs []string, invalid int) {
+		d.mu.Lock()
+		invalid = len(d.invalid)
+		d.mu.Unlock()
+		return d.metrics.Jobs(), invalid
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		jobs, invalid := counted()
+		if len(jobs) == 1 && invalid == 1 && status(dir, "a") == "SUCCESS" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counted jobs %v, %d invalid", jobs, invalid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Gone while the watcher hears nothing of it.
+	for _, p := range []string{dir, filepath.Join(dir, "a"), filepath.Join(dir, "bad")} {
+		_ = d.watcher.Remove(p)
+	}
+	for _, id := range []string{"a", "bad"} {
+		if err := os.RemoveAll(filepath.Join(dir, id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if jobs, invalid := counted(); len(jobs) != 1 || invalid != 1 {
+		t.Fatalf("the watcher heard the removal after all: %v, %d", jobs, invalid)
+	}
+	d.scan()
+	if jobs, invalid := counted(); len(jobs) != 0 || invalid != 0 {
+		t.Errorf("after a rescan: jobs %v, %d invalid; want none", jobs, invalid)
 	}
 }

@@ -6,30 +6,37 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
 )
 
 // scan looks at the whole folder: places bare manifests, reports invalid
-// ones, starts runnable jobs.
+// ones, starts runnable jobs, and forgets what is no longer there (a
+// rescan after the watcher lost events).
 func (d *Daemon) scan() {
 	// Summaries: a finished job is only counted, so most manifests need
 	// not be read; the ones the daemon acts on are loaded in full.
 	entries, err := d.store.ListSummaries(false)
 	if err != nil {
-		d.logErr("", "SCAN", err)
+		d.logErr("", codes.Scan, err)
 		return
 	}
-	nInvalid := 0
+	jobs, invalid := map[string]bool{}, map[string]bool{}
 	for _, e := range entries {
 		if e.Unplaced != "" {
 			d.place(e.Unplaced, true)
+			if _, err := os.Lstat(e.Unplaced); err == nil {
+				invalid[filepath.Base(e.Unplaced)] = true // not placed: reported
+			}
 			continue
 		}
+		jobs[e.ID] = true
 		d.watchJob(e.ID)
 		if e.Err != nil {
-			nInvalid++
+			invalid[e.ID] = true
 			d.reportInvalid(e.ID, e.Err)
 			continue
 		}
@@ -37,7 +44,7 @@ func (d *Daemon) scan() {
 		if e.Partial && (e.Manifest.Status.Active() || e.Manifest.Schedule != nil) {
 			m, err := d.store.Load(e.ID)
 			if err != nil {
-				nInvalid++
+				invalid[e.ID] = true
 				d.reportInvalid(e.ID, err)
 				continue
 			}
@@ -48,7 +55,40 @@ func (d *Daemon) scan() {
 			d.sched.Nudge(e.ID)
 		}
 	}
-	d.metrics.SetInvalid(nInvalid)
+	d.retain(jobs, invalid)
+}
+
+// retain forgets the jobs and invalid manifests the daemon counts that a
+// scan did not find (jobs: folders holding a manifest; invalid: what the
+// scan reported invalid). A job whose folder appeared since the scan read
+// the folder is kept.
+func (d *Daemon) retain(jobs, invalid map[string]bool) {
+	for _, id := range d.metrics.Jobs() {
+		if !jobs[id] {
+			if _, err := os.Stat(filepath.Join(d.store.JobDir(id), jobstore.ManifestFile)); err != nil {
+				d.gone(id)
+			}
+		}
+	}
+	d.mu.Lock()
+	for k := range d.invalid {
+		if !invalid[k] {
+			delete(d.invalid, k)
+		}
+	}
+	d.metrics.SetInvalid(len(d.invalid))
+	d.mu.Unlock()
+}
+
+// gone forgets a job folder or manifest file that left the jobs folder, or
+// a folder that no longer holds a manifest.
+func (d *Daemon) gone(name string) {
+	d.clearInvalid(name)
+	d.metrics.Forget(name)
+	d.relay.forget(name)
+	d.mu.Lock()
+	delete(d.seen, name)
+	d.mu.Unlock()
 }
 
 // consider looks at one job after a change. From a watcher event, a
@@ -85,7 +125,7 @@ func (d *Daemon) consider(id string, fromEvent bool) (runs bool) {
 // for the gauges, since when it waits, when it was first seen runnable (for
 // pickup latency), and its schedule if it is a template.
 func (d *Daemon) note(id string, m *manifest.Manifest) {
-	d.metrics.JobStatus(id, "", m.Status)
+	d.metrics.Seen(id, m.Status, m.Schedule != nil)
 	if m.Status.Waiting() {
 		if t, err := time.Parse(time.RFC3339Nano, m.Run.UpdatedAt); err == nil {
 			d.metrics.WaitingSince(id, t)
@@ -103,19 +143,24 @@ func (d *Daemon) note(id string, m *manifest.Manifest) {
 	}
 }
 
+// reportInvalid logs an invalid manifest (once per reason) and counts it
+// instead of its job: id is the job, or the file name of a manifest not
+// placed.
 func (d *Daemon) reportInvalid(id string, err error) {
+	d.metrics.Forget(id)
 	d.mu.Lock()
 	same := d.invalid[id] == err.Error()
 	d.invalid[id] = err.Error()
+	d.metrics.SetInvalid(len(d.invalid))
 	d.mu.Unlock()
 	if !same {
-		d.log.Error("invalid manifest", "type", "error", "job_id", id, "status", "INVALID", "actor", "SYSTEM",
-			"error_code", "MANIFEST_INVALID", "attempt", 0, "checkpoint_id", "", "err", err.Error())
+		joblog.Log(d.log, "invalid manifest", joblog.Problem{Job: id, Status: "INVALID", Code: codes.ManifestInvalid}, "err", err.Error())
 	}
 }
 
 func (d *Daemon) clearInvalid(id string) {
 	d.mu.Lock()
 	delete(d.invalid, id)
+	d.metrics.SetInvalid(len(d.invalid))
 	d.mu.Unlock()
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/jobstore"
 )
 
@@ -21,6 +22,7 @@ func (d *Daemon) place(bare string, atStart bool) {
 		d.reportInvalid(filepath.Base(bare), err)
 		return
 	}
+	d.clearInvalid(filepath.Base(bare)) // reported when it could not be placed
 	d.log.Info("placed manifest", "job_id", id, "from", filepath.Base(bare))
 	d.mu.Lock()
 	d.placed[id] = time.Now()
@@ -29,7 +31,7 @@ func (d *Daemon) place(bare string, atStart bool) {
 	if !d.consider(id, false) {
 		// No run's first history append will make the move durable.
 		if err := d.store.SettlePlaced(id); err != nil {
-			d.logErr(id, "PLACE", err)
+			d.logErr(id, codes.Place, err)
 		}
 	}
 }

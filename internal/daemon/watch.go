@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,9 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/steward"
@@ -101,7 +105,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 				d.scan()
 				continue
 			}
-			d.logErr("", "WATCHER", err)
+			d.logErr("", codes.Watcher, err)
 		}
 	}
 }
@@ -133,12 +137,18 @@ func (d *Daemon) fileEvent(ev fsnotify.Event) {
 	}
 	switch len(parts) {
 	case 1:
-		if ev.Op&(fsnotify.Create|fsnotify.Write|fsnotify.Rename) == 0 {
-			if ev.Op&fsnotify.Remove != 0 {
+		if ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 {
+			if _, err := os.Lstat(ev.Name); errors.Is(err, fs.ErrNotExist) {
+				// Removed or moved away: a job folder, or a manifest
+				// file not yet placed.
 				d.mu.Lock()
 				delete(d.watched, base)
 				d.mu.Unlock()
+				d.gone(base)
+				return
 			}
+		}
+		if ev.Op&(fsnotify.Create|fsnotify.Write|fsnotify.Rename) == 0 {
 			return
 		}
 		fi, err := os.Lstat(ev.Name)
@@ -163,6 +173,18 @@ func (d *Daemon) fileEvent(ev fsnotify.Event) {
 			d.place(ev.Name, false)
 		}
 	case 2:
+		if history.IsFile(base) {
+			// Another process's records (a steward's command) are read
+			// and logged; the daemon's own are told apart by size.
+			d.relay.notify(parts[0])
+			return
+		}
+		if base == jobstore.ManifestFile && ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 {
+			if _, err := os.Lstat(ev.Name); errors.Is(err, fs.ErrNotExist) {
+				d.gone(parts[0]) // no manifest: no longer a job
+			}
+			return
+		}
 		if base == jobstore.ManifestFile && ev.Op&(fsnotify.Create|fsnotify.Write|fsnotify.Rename) != 0 {
 			// The echo of our own save carries no news (the engine that
 			// wrote it goes on by itself); a steward's change is a new file.
@@ -188,14 +210,15 @@ func (d *Daemon) rootLost(op fsnotify.Op) error {
 		_ = d.watcher.Remove(d.store.JobDir(id))
 	}
 	d.watched = map[string]bool{}
-	d.invalid = map[string]string{}
 	d.mu.Unlock()
+	// Nothing is in the folder while it is gone.
+	d.retain(nil, nil)
+	d.relay.reset()
 	how := "noticed by polling"
 	if op != 0 {
 		how = op.String()
 	}
-	d.log.Error("jobs folder removed or moved away; waiting for it to come back", "type", "error", "job_id", "",
-		"status", "", "actor", "SYSTEM", "error_code", "JOBS_DIR_GONE", "attempt", 0, "checkpoint_id", "",
+	joblog.Log(d.log, "jobs folder removed or moved away; waiting for it to come back", joblog.Problem{Code: codes.JobsDirGone},
 		"jobs_dir", d.store.Dir, "how", how)
 	return d.rootBack()
 }
@@ -228,12 +251,12 @@ func (d *Daemon) rootBack() error {
 	key, err := signing.LoadOrCreate(d.store.Dir)
 	if err != nil {
 		release()
-		d.logErr("", "DAEMON_KEY", fmt.Errorf("jobs folder %s is back but its signing key cannot be set up: %w; will try again", d.store.Dir, err))
+		d.logErr("", codes.DaemonKey, fmt.Errorf("jobs folder %s is back but its signing key cannot be set up: %w; will try again", d.store.Dir, err))
 		return nil
 	}
 	if err := d.watcher.Add(d.store.Dir); err != nil {
 		release()
-		d.logErr("", "WATCHER", fmt.Errorf("watch %s: %w; will try again", d.store.Dir, err))
+		d.logErr("", codes.Watcher, fmt.Errorf("watch %s: %w; will try again", d.store.Dir, err))
 		return nil
 	}
 	if lock != d.lock {

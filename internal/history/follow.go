@@ -36,8 +36,33 @@ type Follower struct {
 // record. The folder need not hold a history yet.
 func NewFollower(dir string) *Follower { return &Follower{dir: dir} }
 
+// NewFollowerAfter follows the history in dir from the record after seq:
+// a reader that has the records up to seq already (-1: none).
+func NewFollowerAfter(dir string, seq int64) *Follower {
+	f := NewFollower(dir)
+	f.Skip(seq)
+	return f
+}
+
 // Seen reports whether a record has been passed on.
 func (f *Follower) Seen() bool { return f.seen }
+
+// Last is the sequence number of the last record passed on or skipped; -1
+// if none.
+func (f *Follower) Last() int64 {
+	if !f.seen {
+		return -1
+	}
+	return f.last
+}
+
+// Skip passes over the records up to seq without passing them on, for a
+// reader that has them by other means (their writer).
+func (f *Follower) Skip(seq int64) {
+	if seq >= 0 && (!f.seen || seq > f.last) {
+		f.seen, f.last = true, seq
+	}
+}
 
 // Waiting reports that the last Poll stopped at records a rotation is
 // moving into an archive: they can be read once it is indexed, a few

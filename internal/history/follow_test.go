@@ -90,6 +90,44 @@ func TestFollowerIncremental(t *testing.T) {
 	}
 }
 
+// A follower started after a record, or told to skip records (their
+// writer has them), passes on only what comes after, across a rotation
+// too.
+func TestFollowerAfterAndSkip(t *testing.T) {
+	dir := t.TempDir()
+	l, _, err := OpenWith(dir, Options{MaxBytes: 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	appendN(t, l, 4) // 0-3
+	f := NewFollowerAfter(dir, 2)
+	if f.Last() != 2 {
+		t.Fatalf("Last = %d, want 2", f.Last())
+	}
+	var got []int64
+	emit := func(en Entry) error { got = append(got, en.Seq); return nil }
+	if err := f.Poll(emit); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 3) // 4-6, rotating
+	f.Skip(5)
+	f.Skip(1)        // never backwards
+	appendN(t, l, 2) // 7-8
+	if err := f.Poll(emit); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{3, 6, 7, 8}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("passed on %v, want %v", got, want)
+	}
+	if f.Last() != 8 {
+		t.Fatalf("Last = %d, want 8", f.Last())
+	}
+	if g := NewFollowerAfter(dir, -1); g.Last() != -1 || g.Seen() {
+		t.Fatalf("a follower after -1 has seen %d", g.Last())
+	}
+}
+
 // A writer appending (and rotating the history into archives every few
 // records) while the follower polls: every record comes out once, in
 // order, and nothing is lost at a rotation.

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -488,20 +489,11 @@ func TestRefreshRepairsTornTail(t *testing.T) {
 	}
 }
 
-func sortedKeys(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 func hasKeys(t *testing.T, what string, m map[string]any, keys ...string) {
 	t.Helper()
 	for _, k := range keys {
 		if _, ok := m[k]; !ok {
-			t.Errorf("%s lacks key %q (has %v)", what, k, sortedKeys(m))
+			t.Errorf("%s lacks key %q (has %v)", what, k, slices.Sorted(maps.Keys(m)))
 		}
 	}
 }
@@ -517,7 +509,7 @@ func TestMaterialiseSeedShape(t *testing.T) {
 		response(0, "worker", "COMPLETED"),
 		&Record{Type: TypeTransition, Role: "worker", Phase: "work", Transition: &Transition{From: "RUNNING", To: "REVIEWING", Event: "phase_advance", Actor: "SYSTEM"}},
 		&Record{Type: TypeRecoveryPoint, RecoveryPoint: &RecoveryPoint{CheckpointID: "phase-1-complete", Sequence: 1, ResumePhase: "review", CanResumeFrom: true,
-			Description: "Worker completed initial implementation", RollbackFiles: []string{"a.txt"}}},
+			Description: "Worker completed initial implementation", RollbackFiles: []string{"a.txt"}, Snapshot: &SnapshotRef{Listing: "snapshots/phase-1-complete.json", Files: 1}}},
 		wsOverride,              // interrupted: no response
 		intent(1, "supervisor"), // re-attempt of the same turn replaces it
 		response(1, "supervisor", "STUCK"),
@@ -531,10 +523,11 @@ func TestMaterialiseSeedShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := Materialise("example-job-001", "2025-01-29T10:00:00Z", "/jobs/example-job-001/workspace", recs)
-	if len(h.Interactions) != 3 {
-		t.Fatalf("%d interactions: %+v", len(h.Interactions), h.Interactions)
+	// A steward's command is an event, not an interaction (version 2).
+	if len(h.Interactions) != 2 || h.FormatVersion != JobHistoryVersion {
+		t.Fatalf("version %d, %d interactions: %+v", h.FormatVersion, len(h.Interactions), h.Interactions)
 	}
-	w, s, st := h.Interactions[0], h.Interactions[1], h.Interactions[2]
+	w, s := h.Interactions[0], h.Interactions[1]
 	if w.Sequence != 0 || w.Role != "worker" || w.StateBefore != "PENDING" || w.WorkspacePath != "/jobs/example-job-001/workspace" ||
 		w.Response == nil || w.Response.Action != "COMPLETED" || w.Request.Prompt != "do worker" || w.Timestamp != recs[0].Time {
 		t.Errorf("worker interaction %+v", w)
@@ -542,9 +535,9 @@ func TestMaterialiseSeedShape(t *testing.T) {
 	if s.Sequence != 1 || s.Response == nil || s.Response.Action != "STUCK" || s.WorkspacePath != "/jobs/example-job-001/workspace" {
 		t.Errorf("re-attempted interaction %+v (want the second intent, answered)", s)
 	}
-	if st.Sequence != 2 || st.Role != "Steward" || st.Request.Prompt != "try again" || st.Response == nil ||
-		st.Response.Action != "resume" || st.Response.Summary != "looks fine" || st.StateBefore != "INTERVENTION_REQUIRED" {
-		t.Errorf("steward interaction %+v", st)
+	if st := h.Events[1]; st.Steward == nil || st.Steward.Command != "resume" || st.Steward.Guidance != "try again" ||
+		st.Steward.Reason != "looks fine" || st.StateBefore != "INTERVENTION_REQUIRED" || st.Phase != "review" {
+		t.Errorf("steward event %+v", st)
 	}
 	if len(h.RecoveryPoints) != 1 || h.RecoveryPoints[0].CheckpointID != "phase-1-complete" {
 		t.Errorf("recovery points %+v", h.RecoveryPoints)
@@ -571,7 +564,7 @@ func TestMaterialiseSeedShape(t *testing.T) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	hasKeys(t, "jobHistory", doc, "job_id", "created_at", "interactions", "recovery_points")
+	hasKeys(t, "jobHistory", doc, "format_version", "job_id", "created_at", "interactions", "recovery_points")
 	if doc["job_id"] != "example-job-001" || doc["created_at"] != "2025-01-29T10:00:00Z" {
 		t.Errorf("header %v %v", doc["job_id"], doc["created_at"])
 	}
@@ -612,7 +605,7 @@ func TestMaterialiseSeedShape(t *testing.T) {
 func TestMaterialiseEmpty(t *testing.T) {
 	h := Materialise("j", "t", "/ws", nil)
 	b, _ := json.Marshal(h)
-	if string(b) != `{"job_id":"j","created_at":"t","interactions":[],"recovery_points":[],"events":[]}` {
+	if string(b) != `{"format_version":2,"job_id":"j","created_at":"t","interactions":[],"recovery_points":[],"events":[]}` {
 		t.Errorf("empty history = %s", b)
 	}
 }
@@ -751,5 +744,93 @@ func TestStateRemembersSessionsUntilRollback(t *testing.T) {
 	appendAll(t, l, &Record{Type: TypeSteward, Steward: &Steward{Command: "rollback", CommandID: "c2"}})
 	if s := l.State().Sessions; len(s) != 0 {
 		t.Errorf("sessions after rollback: %v (they remember undone work)", s)
+	}
+}
+
+// Issue 17 item 4: the current checkpoint is the newest recovery point or
+// the one a later rollback returned to, read back the same way.
+func TestStateCurrentCheckpointFollowsRollback(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, dir)
+	point := func(id string, files int) *Record {
+		return &Record{Type: TypeRecoveryPoint, RecoveryPoint: &RecoveryPoint{CheckpointID: id, RollbackFiles: []string{},
+			Snapshot: &SnapshotRef{Listing: "snapshots/" + id + ".json", Files: files}}}
+	}
+	rollback := func(id string, snap *SnapshotRef) *Record {
+		return &Record{Type: TypeSteward, Steward: &Steward{Command: CommandRollback, CommandID: "c-" + id,
+			Changes: map[string]any{"checkpoint_id": id, "resume_phase": "work"}, Snapshot: snap}}
+	}
+	appendAll(t, l, point("cp-start", 0), point("cp-0000-work", 1), point("cp-0001-review", 2))
+	if st := l.State(); st.LastCheckpoint != "cp-0001-review" || st.CheckpointSnapshot.Files != 2 {
+		t.Fatalf("state %q %+v", st.LastCheckpoint, st.CheckpointSnapshot)
+	}
+	appendAll(t, l, rollback("cp-0000-work", &SnapshotRef{Listing: "snapshots/cp-0000-work.json", Files: 1}))
+	check := func(what, id string, files int) {
+		t.Helper()
+		st := l.State()
+		if st.LastCheckpoint != id || (files < 0) != (st.CheckpointSnapshot == nil) || (files >= 0 && st.CheckpointSnapshot.Files != files) {
+			t.Errorf("%s: current checkpoint %q %+v, want %s", what, st.LastCheckpoint, st.CheckpointSnapshot, id)
+		}
+	}
+	check("after rollback", "cp-0000-work", 1)
+	// A halt or a resume does not move it.
+	appendAll(t, l, &Record{Type: TypeSteward, Steward: &Steward{Command: CommandHalt, CommandID: "h"}},
+		&Record{Type: TypeSteward, Steward: &Steward{Command: "resume", CommandID: "r"}})
+	check("after halt and resume", "cp-0000-work", 1)
+	l.Close()
+	l = open(t, dir)
+	check("reopened", "cp-0000-work", 1)
+	// A rollback recorded before Logist named the snapshot: the checkpoint
+	// moves, its snapshot is unknown.
+	appendAll(t, l, rollback("cp-start", nil))
+	check("old rollback record", "cp-start", -1)
+	appendAll(t, l, point("cp-0007-work", 3))
+	check("new point", "cp-0007-work", 3)
+}
+
+// Issue 17 item 5: a list with nothing in it is [] in history.jsonl and in
+// jobHistory.json, never null: as written (a stored copy of an empty list
+// once lost it), and as read from records that hold null.
+func TestEmptyListsStayLists(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, dir)
+	in := &Record{Type: TypeIntent, Interaction: ip(0), Role: "worker", Request: &Request{Prompt: "p", FilesContext: []string{}, Metadata: map[string]any{}}}
+	stored := in.Clone() // what jobtx stores: a clone
+	out := &Record{Type: TypeResponse, Interaction: ip(0), Role: "worker", Response: &Response{Status: StatusSuccess, Action: "COMPLETED", EvidenceFiles: []string{}}}
+	storedOut := out.Clone()
+	appendAll(t, l, &stored, &storedOut, &Record{Type: TypeRecoveryPoint, RecoveryPoint: &RecoveryPoint{CheckpointID: "cp"}})
+	raw, err := os.ReadFile(Path(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(raw, []byte("null")) {
+		t.Errorf("history.jsonl holds null:\n%s", raw)
+	}
+	for _, key := range []string{`"files_context":[]`, `"evidence_files":[]`, `"rollback_files":[]`} {
+		if !bytes.Contains(raw, []byte(key)) {
+			t.Errorf("history.jsonl lacks %s", key)
+		}
+	}
+
+	// Records written with null (before the rule) read back as [].
+	line := func(rec string) []byte { return []byte(`{"hash":"x","rec":` + rec + `}`) }
+	var recs []Record
+	for _, r := range []string{
+		`{"v":2,"seq":0,"type":"intent","ts":"t","interaction":0,"role":"worker","request":{"prompt":"p","files_context":null,"metadata":null}}`,
+		`{"v":2,"seq":1,"type":"response","ts":"t","interaction":0,"role":"worker","response":{"status":"SUCCESS","evidence_files":null,"summary_for_supervisor":"","raw_response":"","execution_time_seconds":0,"cost_usd":0}}`,
+		`{"v":2,"seq":2,"type":"recovery_point","ts":"t","recovery_point":{"checkpoint_id":"cp","sequence":0,"resume_phase":"","can_resume_from":true,"description":"","rollback_files":null}}`,
+	} {
+		e, err := ParseLine(line(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, e.Record)
+	}
+	if recs[0].Request.FilesContext == nil || recs[0].Request.Metadata == nil || recs[1].Response.EvidenceFiles == nil || recs[2].RecoveryPoint.RollbackFiles == nil {
+		t.Errorf("null lists read back as nil: %+v %+v %+v", recs[0].Request, recs[1].Response, recs[2].RecoveryPoint)
+	}
+	b, _ := json.Marshal(Materialise("j", "t", "/ws", recs))
+	if bytes.Contains(b, []byte("null")) {
+		t.Errorf("jobHistory.json holds null: %s", b)
 	}
 }

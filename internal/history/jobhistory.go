@@ -7,8 +7,17 @@ import (
 	"github.com/logist/logist/internal/atomicfile"
 )
 
+// JobHistoryVersion is the version of jobHistory.json this Logist writes
+// (JobHistory.FormatVersion). Version 1 (no format_version field) listed
+// steward commands among the interactions, as role Steward with an empty
+// raw_response, each taking an interaction number; version 2 lists them
+// in events only, so interactions are agent calls alone, numbered without
+// gaps, each with the answer a replay checks.
+const JobHistoryVersion = 2
+
 // JobHistory is seed 002's jobHistory.json.
 type JobHistory struct {
+	FormatVersion  int             `json:"format_version"`
 	JobID          string          `json:"job_id"`
 	CreatedAt      string          `json:"created_at"`
 	Interactions   []Interaction   `json:"interactions"`
@@ -27,9 +36,9 @@ type ProtocolEntry struct {
 	ProtocolEvent
 }
 
-// Interaction pairs a request with its response (nil while in flight or
-// when the call was interrupted). Steward commands appear as interactions
-// with role Steward.
+// Interaction pairs an agent's request with its response (nil while in
+// flight or when the call was interrupted). Steward commands are events,
+// not interactions.
 type Interaction struct {
 	Sequence      int       `json:"sequence"`
 	Timestamp     string    `json:"timestamp"`
@@ -50,13 +59,16 @@ type Event struct {
 	Transition *Transition `json:"transition,omitempty"`
 	Steward    *Steward    `json:"steward,omitempty"`
 	Error      *ErrorInfo  `json:"error,omitempty"`
-	Role       string      `json:"role,omitempty"`
-	Phase      string      `json:"phase,omitempty"`
+	// StateBefore is the job's status when a steward's command came.
+	StateBefore string `json:"state_before,omitempty"`
+	Role        string `json:"role,omitempty"`
+	Phase       string `json:"phase,omitempty"`
 }
 
 // Materialise builds jobHistory.json's content from records.
 func Materialise(jobID, createdAt, workspace string, recs []Record) *JobHistory {
-	h := &JobHistory{JobID: jobID, CreatedAt: createdAt, Interactions: []Interaction{}, RecoveryPoints: []RecoveryPoint{}, Events: []Event{}}
+	h := &JobHistory{FormatVersion: JobHistoryVersion, JobID: jobID, CreatedAt: createdAt,
+		Interactions: []Interaction{}, RecoveryPoints: []RecoveryPoint{}, Events: []Event{}}
 	open := map[int]int{} // interaction number -> index in h.Interactions
 	for _, r := range recs {
 		switch r.Type {
@@ -95,20 +107,20 @@ func Materialise(jobID, createdAt, workspace string, recs []Record) *JobHistory 
 			if r.RecoveryPoint == nil {
 				continue
 			}
-			h.RecoveryPoints = append(h.RecoveryPoints, *r.RecoveryPoint)
+			rp := *r.RecoveryPoint
+			rp.EvidenceFiles = rp.Evidence() // a list, for old points too
+			// Points recorded before the rule was applied when writing
+			// them (the end of the job said it could be resumed from).
+			rp.CanResumeFrom = rp.CanResumeFrom && rp.Restorable() == nil
+			h.RecoveryPoints = append(h.RecoveryPoints, rp)
 		case TypeSteward:
+			// A command, not an agent's answer: an event, so that every
+			// interaction has a raw_response to replay (seed 002).
 			if r.Steward == nil {
 				continue
 			}
-			seq := len(h.Interactions)
-			if r.Interaction != nil {
-				seq = *r.Interaction
-			}
-			h.Interactions = append(h.Interactions, Interaction{Sequence: seq, Timestamp: r.Time, StateBefore: r.StateBefore,
-				WorkspacePath: workspace, Phase: r.Phase, Role: "Steward",
-				Request:  Request{Prompt: r.Steward.Guidance, FilesContext: []string{}, Metadata: map[string]any{"role": "Steward", "command": r.Steward.Command, "reason": r.Steward.Reason}},
-				Response: &Response{Status: StatusSuccess, Action: r.Steward.Command, EvidenceFiles: []string{}, Summary: r.Steward.Reason}})
-			h.Events = append(h.Events, Event{Seq: r.Seq, Timestamp: r.Time, Type: r.Type, Steward: r.Steward, Phase: r.Phase})
+			h.Events = append(h.Events, Event{Seq: r.Seq, Timestamp: r.Time, Type: r.Type, Steward: r.Steward,
+				StateBefore: r.StateBefore, Role: r.Role, Phase: r.Phase})
 		case TypeTransition, TypeError:
 			h.Events = append(h.Events, Event{Seq: r.Seq, Timestamp: r.Time, Type: r.Type, Transition: r.Transition, Error: r.Error, Role: r.Role, Phase: r.Phase})
 		}

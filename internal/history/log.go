@@ -106,8 +106,13 @@ type State struct {
 	OpenIntent *Record `json:"open_intent,omitempty"`
 	// Responses counts responses per role (the scripted agent's cursor).
 	Responses map[string]int `json:"responses"`
-	// LastCheckpoint is the newest recovery point id.
+	// LastCheckpoint is the job's current checkpoint: the newest
+	// recovery point, or the one a later rollback returned to
+	// (Record.Checkpoint). Logs, transitions and error records name it.
 	LastCheckpoint string `json:"last_checkpoint,omitempty"`
+	// CheckpointSnapshot is the current checkpoint's workspace snapshot
+	// (nil if it has none or it is not known).
+	CheckpointSnapshot *SnapshotRef `json:"checkpoint_snapshot,omitempty"`
 	// Sessions is the last agent session id per "phase/role", so a later
 	// call of the same phase can continue it. A rollback forgets them (the
 	// sessions remember work that was undone).
@@ -345,19 +350,18 @@ func (s *State) apply(r *Record) {
 			}
 			s.Sessions[SessionKey(r.Phase, r.Role)] = r.Response.SessionID
 		}
-	case TypeRecoveryPoint:
-		if r.RecoveryPoint != nil {
-			s.LastCheckpoint = r.RecoveryPoint.CheckpointID
-		}
 	case TypeSteward:
 		// A steward command (halt, rollback) settles an open intent: the
 		// call it belonged to will not be resumed.
-		if r.Steward != nil && (r.Steward.Command == "halt" || r.Steward.Command == "rollback") {
+		if r.Steward != nil && (r.Steward.Command == CommandHalt || r.Steward.Command == CommandRollback) {
 			s.OpenIntent = nil
 		}
-		if r.Steward != nil && r.Steward.Command == "rollback" {
+		if r.Steward != nil && r.Steward.Command == CommandRollback {
 			s.Sessions = nil
 		}
+	}
+	if id, snap, ok := r.Checkpoint(); ok {
+		s.LastCheckpoint, s.CheckpointSnapshot = id, snap
 	}
 }
 
@@ -389,6 +393,7 @@ func (l *Log) appendUnit(recs []*Record) error {
 	seq, last := l.state.NextSeq, l.LastHash()
 	var buf []byte
 	for _, rec := range recs {
+		rec.normalize(true)
 		rec.V, rec.Seq, rec.PrevHash = RecordVersion, seq, last
 		if rec.Time == "" {
 			rec.Time = l.now().UTC().Format(time.RFC3339Nano)
@@ -538,6 +543,7 @@ func ParseLine(line []byte) (Entry, error) {
 		if rec.V != 1 || rec.Type == "" {
 			return Entry{}, fmt.Errorf("not a history record")
 		}
+		rec.normalize(false)
 		return Entry{Record: rec, Legacy: true}, nil
 	}
 	var rec Record
@@ -550,51 +556,8 @@ func ParseLine(line []byte) (Entry, error) {
 	if rec.V < 2 || rec.Type == "" {
 		return Entry{}, fmt.Errorf("not a history record")
 	}
+	rec.normalize(false)
 	return Entry{Record: rec, Hash: env.Hash, Sig: env.Sig, Key: env.Key, Body: []byte(env.Rec)}, nil
-}
-
-// LastCommitEntry returns the newest record in the end of dir's active
-// history file (its last 256 KiB) that carries a committed manifest
-// (Record.Commit), as stored; ok is false when there is none there. It
-// reads only the tail, for readers that want to know whether a manifest
-// file is the one a Logist transaction committed.
-func LastCommitEntry(dir string) (e *Entry, ok bool) {
-	f, err := regfile.OpenFile(Path(dir), os.O_RDONLY, 0)
-	if err != nil {
-		return nil, false
-	}
-	defer f.Close() //nolint:errcheck // read-only
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, false
-	}
-	const window = 256 << 10
-	off := max(fi.Size()-window, 0)
-	buf := make([]byte, fi.Size()-off)
-	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
-		return nil, false
-	}
-	// Whole lines only, and not a unit a writer has not finished.
-	end := bytes.LastIndexByte(buf, '\n')
-	unitDone := false
-	for end > 0 {
-		start := bytes.LastIndexByte(buf[:end], '\n') + 1
-		if start == 0 && off > 0 {
-			return nil, false // the line began before the window
-		}
-		ent, err := ParseLine(buf[start:end])
-		if err != nil {
-			return nil, false
-		}
-		if !ent.More {
-			unitDone = true
-		}
-		if unitDone && ent.Commit != nil {
-			return &ent, true
-		}
-		end = start - 1
-	}
-	return nil, false
 }
 
 // NewInteraction reserves the next interaction number.

@@ -1,6 +1,9 @@
 package history
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // RecordVersion is the version of the record format this Logist writes.
 // Version 1 (Logist's first release) wrote bare records, one per line;
@@ -95,6 +98,17 @@ type ProtocolEvent struct {
 	Sig   string `json:"sig,omitempty"`
 }
 
+// Metadata keys of a request that more than the engine read.
+const (
+	// MetaTurnKey names the turn of a turn step (workflow.Turn.Key): a
+	// human's reply is filed under it, and a deliberation and logist
+	// verify tell a turn's call from a phase's by it.
+	MetaTurnKey = "turn_key"
+	// MetaAnswerSchema names the answer's own schema (a file in schemas/):
+	// the phase's or the turn's, when it has one.
+	MetaAnswerSchema = "answer_schema"
+)
+
 // Request is what an agent was asked, complete enough to ask again.
 type Request struct {
 	Prompt          string         `json:"prompt"`
@@ -137,6 +151,19 @@ type Response struct {
 	// seed 002's layer order (ErrorCode names the one it was refused for).
 	// Absent in records written before Logist listed them.
 	Violations []Violation `json:"violations,omitempty"`
+	// WorkspaceChanges are the workspace files that changed during the
+	// call (a scan before and after it), whether the answer listed them
+	// as evidence or not; absent when none did or they were not compared.
+	WorkspaceChanges *FileChanges `json:"workspace_changes,omitempty"`
+}
+
+// FileChanges are workspace files that changed, by path relative to the
+// workspace: regular files and symlinks (folders are not listed), each
+// list sorted.
+type FileChanges struct {
+	Added    []string `json:"added"`
+	Modified []string `json:"modified"`
+	Deleted  []string `json:"deleted"`
 }
 
 // Violation is one way an answer broke its contract (internal/response).
@@ -171,6 +198,19 @@ type Transition struct {
 	Reason       string `json:"reason,omitempty"`
 }
 
+// Steward commands as their records name them (Steward.Command).
+const (
+	CommandActivate       = "activate"
+	CommandResume         = "resume"
+	CommandHalt           = "halt"
+	CommandRollback       = "rollback"
+	CommandReply          = "reply"  // logist reply: a human's answer for a role
+	CommandDecide         = "decide" // logist pm: a decision a deliberation waits for
+	CommandSet            = "set"
+	CommandSchedulePause  = "schedule_pause"
+	CommandScheduleResume = "schedule_resume"
+)
+
 // Steward records a steward command.
 type Steward struct {
 	Command   string         `json:"command"`
@@ -179,20 +219,130 @@ type Steward struct {
 	Guidance  string         `json:"guidance,omitempty"`
 	Reason    string         `json:"reason,omitempty"`
 	Changes   map[string]any `json:"changes,omitempty"`
+	// Snapshot, on a rollback, is the snapshot of the checkpoint it
+	// restored (Changes["checkpoint_id"]): the base the next recovery
+	// point's changes are listed against. Absent in rollbacks recorded
+	// before Logist kept it.
+	Snapshot *SnapshotRef `json:"snapshot,omitempty"`
+	// ConfigSHA256, on a command that changed the job's configuration
+	// (set, a schedule's pause or resume, a resume that raised a budget),
+	// is the hash of the configuration it left (manifest.ConfigHash): a
+	// change of configuration without such a record was not a steward's.
+	ConfigSHA256 string `json:"config_sha256,omitempty"`
+}
+
+// Change returns the old and new value the command recorded for the
+// configuration field (a dotted path, such as limits.max_retries) if it
+// changed it; nil is absent.
+func (s *Steward) Change(field string) (old, new any, ok bool) {
+	c, ok := s.Changes[field].(map[string]any)
+	if !ok || s.ConfigSHA256 == "" {
+		return nil, nil, false
+	}
+	return c["old"], c["new"], true
+}
+
+// normalize gives r's list fields their empty value where they are nil, so
+// that a record never says null where it means "none" (seed 002's lists are
+// lists): Append applies it before a record is encoded (write) and
+// ParseLine after one is decoded (records written before this rule may hold
+// null), so an interrupted call's stored request is asked again exactly as
+// first sent. A recovery point's evidence_files is filled on write only:
+// read, its absence says the point predates it (RecoveryPoint.Evidence).
+func (r *Record) normalize(write bool) {
+	if q := r.Request; q != nil {
+		if q.FilesContext == nil {
+			q.FilesContext = []string{}
+		}
+		if q.Metadata == nil {
+			q.Metadata = map[string]any{}
+		}
+	}
+	if p := r.Response; p != nil {
+		if p.EvidenceFiles == nil {
+			p.EvidenceFiles = []string{}
+		}
+		p.WorkspaceChanges.normalize()
+	}
+	if p := r.RecoveryPoint; p != nil {
+		if p.RollbackFiles == nil {
+			p.RollbackFiles = []string{}
+		}
+		if write && p.EvidenceFiles == nil {
+			p.EvidenceFiles = []string{}
+		}
+		p.Changes.normalize()
+	}
+}
+
+func (c *FileChanges) normalize() {
+	if c == nil {
+		return
+	}
+	for _, l := range []*[]string{&c.Added, &c.Modified, &c.Deleted} {
+		if *l == nil {
+			*l = []string{}
+		}
+	}
+}
+
+// Checkpoint is the checkpoint record r makes the job's current one, if it
+// moves it: a recovery point makes itself current, a steward's rollback
+// the point it returned to. snap is that checkpoint's workspace snapshot
+// (nil if it has none, or a rollback recorded before Logist named it).
+// It is the one rule of the current checkpoint: State follows it, and so
+// does jobtx for records not yet committed.
+func (r *Record) Checkpoint() (id string, snap *SnapshotRef, ok bool) {
+	switch {
+	case r.Type == TypeRecoveryPoint && r.RecoveryPoint != nil:
+		return r.RecoveryPoint.CheckpointID, r.RecoveryPoint.Snapshot, true
+	case r.Type == TypeSteward && r.Steward != nil && r.Steward.Command == CommandRollback:
+		if id, _ := r.Steward.Changes["checkpoint_id"].(string); id != "" {
+			return id, r.Steward.Snapshot, true
+		}
+	}
+	return "", nil, false
 }
 
 // RecoveryPoint is a safe boundary a job can resume from (seed 002).
 type RecoveryPoint struct {
-	CheckpointID  string         `json:"checkpoint_id"`
-	Sequence      int            `json:"sequence"`
-	ResumePhase   string         `json:"resume_phase"`
-	CanResumeFrom bool           `json:"can_resume_from"`
-	Description   string         `json:"description"`
-	RollbackFiles []string       `json:"rollback_files"`
+	CheckpointID  string `json:"checkpoint_id"`
+	Sequence      int    `json:"sequence"`
+	ResumePhase   string `json:"resume_phase"`
+	CanResumeFrom bool   `json:"can_resume_from"`
+	Description   string `json:"description"`
+	// RollbackFiles are the files this point's phase changed: those a
+	// rollback to the previous checkpoint (BaseCheckpoint) would restore
+	// or remove, the paths of Changes. Recovery points recorded before
+	// Logist compared snapshots held the answer's evidence here.
+	RollbackFiles []string `json:"rollback_files"`
+	// Changes are the workspace files changed since BaseCheckpoint, the
+	// checkpoint the job was at (the previous point, or the one a rollback
+	// returned to), from the two snapshots; absent for the first point and
+	// when either snapshot is missing.
+	Changes        *FileChanges `json:"changes,omitempty"`
+	BaseCheckpoint string       `json:"base_checkpoint_id,omitempty"`
+	// EvidenceFiles are what the answer that completed the phase listed
+	// as evidence (absent in points recorded before they were kept apart
+	// from RollbackFiles: see Evidence).
+	EvidenceFiles []string       `json:"evidence_files"`
 	Metadata      map[string]any `json:"metadata,omitempty"`
 	// Snapshot is the restorable copy of the workspace at this point
 	// (internal/snapshot); nil if none could be taken.
 	Snapshot *SnapshotRef `json:"snapshot,omitempty"`
+}
+
+// Evidence is the evidence of the answer that completed the point's phase:
+// EvidenceFiles, or for a point recorded before they were kept apart, its
+// RollbackFiles, which then held them.
+func (p *RecoveryPoint) Evidence() []string {
+	switch {
+	case p.EvidenceFiles != nil:
+		return p.EvidenceFiles
+	case p.Changes == nil && p.RollbackFiles != nil:
+		return p.RollbackFiles
+	}
+	return []string{}
 }
 
 // SnapshotRef points at a workspace snapshot.
@@ -210,4 +360,20 @@ type ErrorInfo struct {
 	Code         string `json:"code"`
 	Message      string `json:"message"`
 	CheckpointID string `json:"checkpoint_id,omitempty"`
+}
+
+// Restorable says whether a steward can roll a job back to this point
+// (nil), or why not: the point where the job ended has no phase to resume
+// at, and one whose workspace snapshot failed has nothing to restore. It
+// is the one rule: logist rollback refuses what it refuses, and a point is
+// recorded (and shown in jobHistory.json) as can_resume_from only when it
+// holds.
+func (p *RecoveryPoint) Restorable() error {
+	switch {
+	case p.ResumePhase == "":
+		return fmt.Errorf("checkpoint %s is where the job ended; roll back to an earlier one", p.CheckpointID)
+	case p.Snapshot == nil:
+		return fmt.Errorf("checkpoint %s has no workspace snapshot to restore", p.CheckpointID)
+	}
+	return nil
 }

@@ -1,23 +1,26 @@
 package history
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"slices"
+)
 
 // Clone returns a copy of r whose text fields can be changed without
 // changing r (the payload structs are copied; maps and slices that Text or
-// Content rewrite are copied too).
+// Content rewrite are copied too). An empty list stays empty, not nil.
 func (r Record) Clone() Record {
 	c := r
 	if r.Request != nil {
 		q := *r.Request
-		q.FilesContext = append([]string(nil), r.Request.FilesContext...)
+		q.FilesContext = slices.Clone(r.Request.FilesContext)
 		q.Metadata = copyMap(r.Request.Metadata)
 		c.Request = &q
 	}
 	if r.Response != nil {
 		p := *r.Response
-		p.EvidenceFiles = append([]string(nil), r.Response.EvidenceFiles...)
-		p.Warnings = append([]string(nil), r.Response.Warnings...)
-		p.Violations = append([]Violation(nil), r.Response.Violations...)
+		p.EvidenceFiles = slices.Clone(r.Response.EvidenceFiles)
+		p.Warnings = slices.Clone(r.Response.Warnings)
+		p.Violations = slices.Clone(r.Response.Violations)
 		c.Response = &p
 	}
 	if r.Transition != nil {

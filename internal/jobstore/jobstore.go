@@ -500,23 +500,6 @@ func (s *Store) LockDaemon() (*Lock, error) {
 	return &Lock{f: f}, nil
 }
 
-// DaemonPID returns the pid of the daemon serving the folder, or 0.
-func (s *Store) DaemonPID() int {
-	p := filepath.Join(s.Dir, daemonLock)
-	f, err := os.Open(p)
-	if err != nil {
-		return 0
-	}
-	defer f.Close() //nolint:errcheck // read-only
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err == nil {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) // the close releases it anyway
-		return 0
-	}
-	b, _ := os.ReadFile(p)
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid
-}
-
 // Create makes a new job folder with the manifest and an empty workspace.
 // It fails with fs.ErrExist if the job exists.
 func (s *Store) Create(m *manifest.Manifest) error {

@@ -16,7 +16,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
@@ -99,7 +101,7 @@ func (t *Tx) commit() error {
 		err = errors.New("indent failed")
 	}
 	if err != nil {
-		t.LogError("MANIFEST_WRITE", "SYSTEM", 0, err.Error())
+		t.LogCode(codes.ManifestWrite, "SYSTEM", 0, err.Error())
 		return fmt.Errorf("save manifest: encode: %w", err)
 	}
 	if t.unfinished {
@@ -137,7 +139,7 @@ func (t *Tx) commit() error {
 	if err := write(t.ID, b); err != nil {
 		// The unit is in the history; the next Begin restores the file.
 		t.unfinished = true
-		t.LogError("MANIFEST_WRITE", "SYSTEM", 0, err.Error())
+		t.LogCode(codes.ManifestWrite, "SYSTEM", 0, err.Error())
 		return fmt.Errorf("save manifest: %w", err)
 	}
 	t.saved, t.base = compact, sum
@@ -164,9 +166,10 @@ func (t *Tx) writeBatch(q []queued) error {
 	}
 	start := time.Now()
 	err := t.Log.AppendBatch(recs)
+	t.wrote()
 	t.env.obs().HistoryAppend(time.Since(start), err)
 	if err != nil {
-		t.LogError("HISTORY_WRITE", "SYSTEM", 0, err.Error())
+		t.LogCode(codes.HistoryWrite, "SYSTEM", 0, err.Error())
 		return err
 	}
 	for _, e := range q {
@@ -222,8 +225,8 @@ func (t *Tx) restoreManifest(raw []byte) ([]byte, error) {
 	_ = json.Unmarshal(compact, &head)
 	if !head.Status.Active() {
 		if err := history.WriteJobHistory(t.Dir, t.ID, head.CreatedAt, t.env.Store.Workspace(t.ID)); err != nil {
-			t.env.Logger.Warn("jobHistory.json not written", "type", "error", "job_id", t.ID, "actor", "SYSTEM",
-				"error_code", "JOBHISTORY_WRITE", "error", err.Error())
+			joblog.Log(t.env.Logger, "jobHistory.json not written", joblog.Problem{Job: t.ID, Status: string(head.Status),
+				Code: codes.JobHistoryWrite, Checkpoint: t.Log.State().LastCheckpoint}, "error", err.Error())
 		}
 	}
 	was := "at the change's base"
@@ -233,8 +236,8 @@ func (t *Tx) restoreManifest(raw []byte) ([]byte, error) {
 	case cur != lc.Base:
 		was = "a mix of saves (only run state differs)"
 	}
-	t.env.Logger.Warn("finished a commit a crash interrupted: manifest restored from history", "type", "error", "job_id", t.ID,
-		"actor", "SYSTEM", "error_code", "COMMIT_FINISHED", "status", string(head.Status), "manifest_was", was)
+	joblog.Log(t.env.Logger, "finished a commit a crash interrupted: manifest restored from history", joblog.Problem{Job: t.ID,
+		Status: string(head.Status), Code: codes.CommitFinished, Checkpoint: t.Log.State().LastCheckpoint}, "manifest_was", was)
 	return b, nil
 }
 

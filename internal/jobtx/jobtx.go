@@ -16,7 +16,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
@@ -34,6 +36,9 @@ type Env struct {
 	History history.Options
 	// Getenv reads the daemon's environment (secret values to redact).
 	Getenv func(string) string
+	// Witness, if set, hears where each job's history stands as this
+	// process's transactions begin and write (Witness).
+	Witness Witness
 
 	cipherOnce sync.Once
 	cipher     *secrets.Cipher
@@ -65,6 +70,17 @@ func (e *Env) obs() Observer {
 		return e.Obs
 	}
 	return Nop{}
+}
+
+// Witness hears, under a job's lock, where the job's history stands when a
+// transaction of this process begins (records up to there that it has not
+// heard of were written by another process) and after each of its appends.
+// The daemon tells its own records from those the steward's CLI wrote this
+// way, and logs the latter (internal/daemon's relay). It runs in every
+// transaction: it must be quick when nothing is new.
+type Witness interface {
+	Begun(t *Tx)
+	Wrote(t *Tx)
 }
 
 // Tx is an open transaction on one job.
@@ -200,9 +216,8 @@ func Begin(env *Env, id string, keep *Kept) (*Tx, error) {
 	t.remember(raw)
 	t.baseStatus, t.baseTemplate = m.Status, m.Schedule != nil
 	if torn != nil {
-		env.Logger.Warn("history torn tail cut", "type", "error", "job_id", id, "status", string(m.Status),
-			"actor", "SYSTEM", "error_code", "HISTORY_TORN_TAIL", "attempt", 0, "checkpoint_id", t.Log.State().LastCheckpoint,
-			"offset", torn.Offset, "bytes", torn.Bytes)
+		joblog.Log(env.Logger, "history torn tail cut", joblog.Problem{Job: id, Status: string(m.Status),
+			Code: codes.HistoryTornTail, Checkpoint: t.Log.State().LastCheckpoint}, "offset", torn.Offset, "bytes", torn.Bytes)
 		env.obs().TornTail()
 	}
 	t.redact = secrets.NewRedactor(m.SecretEnv, env.getenv)
@@ -213,6 +228,9 @@ func Begin(env *Env, id string, keep *Kept) (*Tx, error) {
 			return nil, fmt.Errorf("job %s asks for encrypted history: %w", id, err)
 		}
 		t.seal = c
+	}
+	if env.Witness != nil {
+		env.Witness.Begun(t)
 	}
 	return t, nil
 }
@@ -326,17 +344,26 @@ func (t *Tx) write(stored, rec *history.Record) error {
 	}
 	start := time.Now()
 	err := t.Log.Append(stored)
+	t.wrote()
 	if rec != nil {
 		rec.V, rec.Seq, rec.PrevHash, rec.Time = stored.V, stored.Seq, stored.PrevHash, stored.Time
 	}
 	t.env.obs().HistoryAppend(time.Since(start), err)
 	if err != nil {
-		t.LogError("HISTORY_WRITE", "SYSTEM", 0, err.Error())
+		t.LogCode(codes.HistoryWrite, "SYSTEM", 0, err.Error())
 	} else if t.keep != nil && t.keep.raw != nil {
 		// Written with the manifest unchanged: the file is as remembered.
 		t.keep.logSize = t.Log.Size()
 	}
 	return err
+}
+
+// wrote tells the witness how far the history now goes (after a failed
+// append too: a failed rotation leaves the records stored).
+func (t *Tx) wrote() {
+	if t.env.Witness != nil {
+		t.env.Witness.Wrote(t)
+	}
 }
 
 // Redact replaces the job's secret values in s.
@@ -366,27 +393,42 @@ func (t *Tx) Reveal(rec *history.Record) (*history.Record, error) {
 	return &c, err
 }
 
-// Checkpoint is the last safe checkpoint id, one waiting for Commit
-// included.
+// Checkpoint is the job's current checkpoint id (history.Record.Checkpoint:
+// the newest recovery point, or the one a later rollback returned to),
+// records waiting for Commit included.
 func (t *Tx) Checkpoint() string {
+	id, _ := t.CheckpointRef()
+	return id
+}
+
+// CheckpointRef is Checkpoint with that checkpoint's workspace snapshot
+// (nil if it has none or it is not known).
+func (t *Tx) CheckpointRef() (string, *history.SnapshotRef) {
 	for i := len(t.queue) - 1; i >= 0; i-- {
-		if r := t.queue[i].stored; r.Type == history.TypeRecoveryPoint && r.RecoveryPoint != nil {
-			return r.RecoveryPoint.CheckpointID
+		if id, snap, ok := t.queue[i].stored.Checkpoint(); ok {
+			return id, snap
 		}
 	}
-	return t.Log.State().LastCheckpoint
+	st := t.Log.State()
+	return st.LastCheckpoint, st.CheckpointSnapshot
 }
 
 // Transition moves the job to status `to` (and phase toPhase; "" keeps the
 // phase) for event ev, if the lifecycle table allows it. The transition is
-// recorded in history and logged; an illegal one is logged as a bug and
-// refused.
+// recorded in history and logged; an illegal one is refused, logged as a
+// bug, and recorded as an ILLEGAL_TRANSITION error at once (not with the
+// change it belonged to, which is dropped): whoever attempted it, the
+// history keeps it, and the daemon logs it when another process did.
 func (t *Tx) Transition(ev lifecycle.Event, to lifecycle.Status, toPhase, actor, reason string) error {
 	from := t.M.Status
 	fromPhase := t.M.Phase()
 	if err := lifecycle.Check(from, ev, to); err != nil {
-		t.LogError("ILLEGAL_TRANSITION", actor, 0, err.Error())
-		return err
+		t.LogCode(codes.IllegalTransition, actor, 0, err.Error())
+		stored := t.storedCopy(t.errorRecord(codes.IllegalTransition, actor, 0, err.Error()))
+		if werr := t.write(&stored, nil); werr != nil {
+			return fmt.Errorf("job %s: %w (not recorded in its history: %v)", t.ID, err, werr)
+		}
+		return fmt.Errorf("job %s: %w (refused, and recorded in its history as %s)", t.ID, err, codes.IllegalTransition)
 	}
 	if toPhase == "" {
 		toPhase = fromPhase
@@ -415,23 +457,31 @@ func (t *Tx) Transition(ev lifecycle.Event, to lifecycle.Status, toPhase, actor,
 		t.parked = true
 	}
 	t.changed = true
-	t.env.Logger.Info("transition", "type", "transition", "job_id", t.ID, "from", string(from), "to", string(to),
-		"event", string(ev), "actor", actor, "checkpoint_id", tr.CheckpointID, "from_phase", fromPhase, "to_phase", toPhase, "reason", t.Redact(reason))
+	joblog.LogTransition(t.env.Logger, TransitionLine(t.ID, tr, t.Redact(reason)))
 	t.env.obs().JobStatus(t.ID, from, to)
 	return nil
 }
 
-// LogError logs an error event with seed 004 §7.2's fields.
-func (t *Tx) LogError(code, actor string, attempt int, msg string) {
-	t.env.Logger.Error(t.Redact(msg), "type", "error", "job_id", t.ID, "status", string(t.M.Status), "actor", actor,
-		"error_code", code, "attempt", attempt, "checkpoint_id", t.Checkpoint(), "phase", t.M.Phase())
+// LogCode logs code's line (seed 004 §7.2: an error, or a warning or info
+// as the code's kind says, joblog) with the job's status, checkpoint and
+// phase, msg redacted.
+func (t *Tx) LogCode(code, actor string, attempt int, msg string) {
+	joblog.Log(t.env.Logger, t.Redact(msg), joblog.Problem{Job: t.ID, Status: string(t.M.Status), Actor: actor, Code: code,
+		Attempt: attempt, Checkpoint: t.Checkpoint(), Phase: t.M.Phase()})
 }
 
 // RecordError appends an error event to history and logs it.
 func (t *Tx) RecordError(code, actor string, attempt int, msg string) error {
-	t.LogError(code, actor, attempt, msg)
-	return t.Append(&history.Record{Type: history.TypeError, Phase: t.M.Phase(), Role: actor, Attempt: attempt,
-		Error: &history.ErrorInfo{Code: code, Message: msg, CheckpointID: t.Checkpoint()}})
+	t.LogCode(code, actor, attempt, msg)
+	return t.Append(t.errorRecord(code, actor, attempt, msg))
+}
+
+// errorRecord is an error event as history records it; state_before is
+// the job's status when it happened (a reader of the record alone, such as
+// the daemon logging another process's errors, has no other way to know).
+func (t *Tx) errorRecord(code, actor string, attempt int, msg string) *history.Record {
+	return &history.Record{Type: history.TypeError, Phase: t.M.Phase(), Role: actor, Attempt: attempt, StateBefore: string(t.M.Status),
+		Error: &history.ErrorInfo{Code: code, Message: msg, CheckpointID: t.Checkpoint()}}
 }
 
 // MarkParked asks Commit to refresh jobHistory.json (a safe boundary).
@@ -454,6 +504,9 @@ func (t *Tx) Commit() error {
 	for i := range t.M.History {
 		t.M.History[i].Note = t.Redact(t.M.History[i].Note)
 	}
+	// The manifest names the current checkpoint as the history has it:
+	// one rule (Checkpoint), whoever moved it.
+	t.M.Run.CheckpointID = t.Checkpoint()
 	t.M.Run.UpdatedAt = t.Now().UTC().Format(time.RFC3339Nano)
 	if t.M.CreatedAt == "" {
 		t.M.CreatedAt = t.M.Run.UpdatedAt
@@ -476,7 +529,7 @@ func (t *Tx) writeJobHistory() {
 	}
 	if err != nil {
 		// jobHistory.json is derived; the durable record is intact.
-		t.LogError("JOBHISTORY_WRITE", "SYSTEM", 0, err.Error())
+		t.LogCode(codes.JobHistoryWrite, "SYSTEM", 0, err.Error())
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 // block.
 type Observer interface {
 	JobStatus(id string, from, to lifecycle.Status)
+	// FirstStart: a job entered its first phase for the first time.
+	FirstStart()
 	AgentCall(role, provider, outcome string, d time.Duration, costUSD float64)
 	Violation(code string)
 	Retry(cause string)
@@ -22,6 +24,7 @@ type Observer interface {
 type Nop struct{}
 
 func (Nop) JobStatus(string, lifecycle.Status, lifecycle.Status)     {}
+func (Nop) FirstStart()                                              {}
 func (Nop) AgentCall(string, string, string, time.Duration, float64) {}
 func (Nop) Violation(string)                                         {}
 func (Nop) Retry(string)                                             {}

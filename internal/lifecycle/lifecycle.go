@@ -33,7 +33,9 @@ func (s Status) Valid() bool {
 	return false
 }
 
-// Terminal statuses never change again.
+// Terminal statuses end a job's work: nothing moves it on by itself. Only
+// CANCELED is final; a steward's rollback takes a SUCCESS job back to
+// PENDING (the table).
 func (s Status) Terminal() bool { return s == Success || s == Canceled }
 
 // Active statuses are those the daemon works on.
@@ -156,6 +158,6 @@ func Table() []Transition {
 	return out
 }
 
-// Events lists every event.
+// Events lists every event the table uses (a test walks the table).
 var Events = []Event{EvActivate, EvStart, EvAdvance, EvRetry, EvSucceed, EvStuck, EvInvalid, EvAgentFailed,
-	EvRetryLimit, EvCostExceeded, EvTimeExceeded, EvResume, EvHalt, EvRollback}
+	EvRetryLimit, EvWorkflowFailed, EvAwait, EvCostExceeded, EvTimeExceeded, EvResume, EvHalt, EvRollback}

@@ -36,6 +36,8 @@ var expectedTable = []Transition{
 	{Running, EvInvalid, InterventionRequired},
 	{Running, EvAgentFailed, InterventionRequired},
 	{Running, EvRetryLimit, InterventionRequired},
+	{Running, EvWorkflowFailed, InterventionRequired},
+	{Running, EvAwait, InterventionRequired},
 	{Running, EvCostExceeded, HaltedCost},
 	{Running, EvTimeExceeded, HaltedTime},
 	{Running, EvHalt, Canceled},
@@ -50,6 +52,8 @@ var expectedTable = []Transition{
 	{Reviewing, EvInvalid, InterventionRequired},
 	{Reviewing, EvAgentFailed, InterventionRequired},
 	{Reviewing, EvRetryLimit, InterventionRequired},
+	{Reviewing, EvWorkflowFailed, InterventionRequired},
+	{Reviewing, EvAwait, InterventionRequired},
 	{Reviewing, EvCostExceeded, HaltedCost},
 	{Reviewing, EvTimeExceeded, HaltedTime},
 	{Reviewing, EvHalt, Canceled},
@@ -269,11 +273,27 @@ func TestEventsAreDistinct(t *testing.T) {
 		}
 		seen[e] = true
 	}
-	// Every event used in the table must be listed in Events, or Table()
-	// would silently omit its rows.
-	for _, tr := range expectedTable {
-		if !seen[tr.Event] {
-			t.Errorf("event %s of %s is missing from Events", tr.Event, show(tr))
+	// Every event the table uses must be listed in Events, or Table()
+	// would silently omit its rows: walked in the table itself, not in a
+	// copy of it.
+	used := map[Event]bool{}
+	for k, targets := range table {
+		used[k.ev] = true
+		if !seen[k.ev] {
+			t.Errorf("event %s (from %s) is missing from Events", k.ev, k.from)
+		}
+		if !k.from.Valid() {
+			t.Errorf("the table leaves %q, which is not a status", k.from)
+		}
+		for _, to := range targets {
+			if !to.Valid() {
+				t.Errorf("the table leads %s on %s to %q, which is not a status", k.from, k.ev, to)
+			}
+		}
+	}
+	for _, e := range Events {
+		if !used[e] {
+			t.Errorf("event %s is listed in Events but the table never uses it", e)
 		}
 	}
 }

@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -150,6 +152,33 @@ type Schedule struct {
 	Suspend                    bool     `json:"suspend,omitempty"`
 }
 
+// Schedule states: whether a template fires (ScheduleState).
+const (
+	// ScheduleActive: each tick of its expression creates a run.
+	ScheduleActive = "active"
+	// SchedulePaused: no tick creates a run until a steward resumes it
+	// (logist schedules pause|resume, or schedule.suspend written by hand).
+	SchedulePaused = "paused"
+	// ScheduleStopped: a steward halted the template (CANCELED, final); it
+	// never fires again. Its runs are jobs of their own and go on.
+	ScheduleStopped = "stopped"
+)
+
+// ScheduleState says whether template m fires: the one rule the scheduler,
+// the steward and the CLI's listings follow ("" for a manifest without a
+// schedule).
+func (m *Manifest) ScheduleState() string {
+	switch {
+	case m.Schedule == nil:
+		return ""
+	case m.Status.Terminal():
+		return ScheduleStopped
+	case m.Schedule.Suspend:
+		return SchedulePaused
+	}
+	return ScheduleActive
+}
+
 // Spec returns the cron schedule, parsed in its time zone.
 func (s *Schedule) Spec() (cron.Schedule, error) {
 	spec := s.Cron
@@ -211,9 +240,13 @@ type RunState struct {
 	WorkflowState   string `json:"workflow_state,omitempty"`
 	CheckpointID    string `json:"checkpoint_id,omitempty"`
 	LastScheduledAt string `json:"last_scheduled_at,omitempty"`
-	UpdatedAt       string `json:"updated_at,omitempty"`
-	StartedAt       string `json:"started_at,omitempty"`
-	FinishedAt      string `json:"finished_at,omitempty"`
+	// ScheduleResumedAt is when a steward last resumed the paused schedule
+	// of a template (logist schedules resume): ticks before it were paused,
+	// not missed, and are never caught up.
+	ScheduleResumedAt string `json:"schedule_resumed_at,omitempty"`
+	UpdatedAt         string `json:"updated_at,omitempty"`
+	StartedAt         string `json:"started_at,omitempty"`
+	FinishedAt        string `json:"finished_at,omitempty"`
 }
 
 // Error is a manifest problem: which file, which field (JSON pointer), why.
@@ -246,8 +279,10 @@ func (es Errors) Error() string {
 	return strings.Join(parts, "; ")
 }
 
-// ErrTooNew marks a manifest written by a newer Logist.
-var ErrTooNew = errors.New("manifest schema_version is newer than this logist supports")
+// tooNew is the reason a manifest written by a newer Logist is refused.
+func tooNew(v int64) string {
+	return fmt.Sprintf("version %d is newer than this logist supports (%d); upgrade logist", v, CurrentVersion)
+}
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
@@ -297,7 +332,7 @@ func Decode(file string, data []byte) (*Manifest, error) {
 		n, isNum := v.(json.Number)
 		iv, err := n.Int64()
 		if isNum && err == nil && iv > CurrentVersion {
-			return nil, &Error{File: file, Pointer: "/schema_version", Reason: fmt.Sprintf("%v (version %d is newer than this logist supports, %d; upgrade logist)", ErrTooNew, iv, CurrentVersion)}
+			return nil, &Error{File: file, Pointer: "/schema_version", Reason: tooNew(iv)}
 		}
 	}
 	if err := schemas.Validate(schemas.Manifest, doc); err != nil {
@@ -395,8 +430,11 @@ func (m *Manifest) check(file string) error {
 			}
 		}
 	}
-	for role, a := range m.Agents {
-		if a.Provider == "command" && a.Command != nil {
+	for _, role := range slices.Sorted(maps.Keys(m.Agents)) {
+		if a := m.Agents[role]; a.Provider == "command" && a.Command != nil {
+			if len(a.Command.Argv) > 0 && strings.TrimSpace(a.Command.Argv[0]) == "" {
+				es = append(es, &Error{File: file, Pointer: "/agents/" + role + "/command/argv/0", Reason: "the program to run is empty: name a program on logistd's PATH or an absolute path"})
+			}
 			if a.Command.Answer == "file" && !hasPlaceholder(a.Command.Argv, "{answer_file}") {
 				es = append(es, &Error{File: file, Pointer: "/agents/" + role + "/command/argv", Reason: `answer "file" needs {answer_file} in argv so the program knows where to write`})
 			}

@@ -303,6 +303,11 @@ func TestDecodeTooNew(t *testing.T) {
 		if !strings.Contains(p.Reason, "version "+v) || !strings.Contains(p.Reason, "upgrade") {
 			t.Errorf("reason %q", p.Reason)
 		}
+		// Said once (it read "... newer than this logist supports
+		// (version 2 is newer than this logist supports, 1; ...)").
+		if n := strings.Count(p.Error(), "newer than"); n != 1 {
+			t.Errorf("%q says it %d times", p.Error(), n)
+		}
 	}
 	// A newer manifest is refused before schema checks, even if it has
 	// fields this version does not know.
@@ -334,6 +339,12 @@ func TestDecodeSemanticChecks(t *testing.T) {
 	t.Run("answer file without placeholder", func(t *testing.T) {
 		_ = wantProblem(t, `{"task_description": "t", "agents": {"worker": {"provider": "command", "command": {"argv": ["agent", "--out", "x.json"], "answer": "file"}}, "supervisor": {"provider": "script", "script": [{}]}}}`,
 			"/agents/worker/command/argv", "{answer_file}")
+	})
+	t.Run("empty program", func(t *testing.T) {
+		for _, argv := range []string{`[""]`, `["  ", "--request", "{request_file}"]`} {
+			_ = wantProblem(t, `{"task_description": "t", "agents": {"worker": {"provider": "command", "command": {"argv": `+argv+`}}, "supervisor": {"provider": "script", "script": [{}]}}}`,
+				"/agents/worker/command/argv/0", "empty")
+		}
 	})
 	t.Run("answer file with placeholder", func(t *testing.T) {
 		m := decodeOK(t, `{"task_description": "t", "agents": {"worker": {"provider": "command", "command": {"argv": ["agent", "--out={answer_file}"], "answer": "file", "stdin": "request"}}, "supervisor": {"provider": "script", "script": [{}]}}}`)

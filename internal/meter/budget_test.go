@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/testbed/modelstub"
 )
 
@@ -17,10 +18,10 @@ const longChunks = 40
 // cutMarks is how each API's stream says it was cut, in the form its SDKs
 // throw.
 var cutMarks = map[string][]string{
-	"anthropic": {"event: error\n", `"billing_error"`, CodeBudgetSpent},
-	"chat":      {`data: {"error":{`, CodeBudgetSpent},
-	"responses": {"event: response.failed\n", `"status":"failed"`, "event: error\n", CodeBudgetSpent},
-	"gemini":    {`{"error":{"code":402`, CodeBudgetSpent},
+	"anthropic": {"event: error\n", `"billing_error"`, codes.BudgetSpent},
+	"chat":      {`data: {"error":{`, codes.BudgetSpent},
+	"responses": {"event: response.failed\n", `"status":"failed"`, "event: error\n", codes.BudgetSpent},
+	"gemini":    {`{"error":{"code":402`, codes.BudgetSpent},
 }
 
 // deltaMarks count the answer's deltas a client saw.
@@ -80,7 +81,7 @@ func TestBudgetCutsTheStream(t *testing.T) {
 			// The next request is refused before it reaches the provider.
 			before := h.stub.MainTurns()
 			resp, body, _ = do(t, ac.request(h.root, h.issue("job-cut-"+ac.name, b), ac.model, true))
-			if resp.StatusCode != http.StatusPaymentRequired || !strings.Contains(body, CodeBudgetSpent) {
+			if resp.StatusCode != http.StatusPaymentRequired || !strings.Contains(body, codes.BudgetSpent) {
 				t.Errorf("after the cut: %d %s", resp.StatusCode, body)
 			}
 			if h.stub.MainTurns() != before {
@@ -124,7 +125,7 @@ func TestWholeResponseOvershootsByItselfThenRefuses(t *testing.T) {
 				t.Errorf("the refused request reached the provider")
 			}
 			tot, _ = h.proxy.Revoke(tok)
-			if tot.Refused[CodeBudgetSpent] != 1 || tot.Requests != 1 || !tot.BudgetSpent() {
+			if tot.Refused[codes.BudgetSpent] != 1 || tot.Requests != 1 || !tot.BudgetSpent() {
 				t.Errorf("totals %+v", tot)
 			}
 		})

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/manifest"
 )
 
@@ -50,7 +51,7 @@ func (p *Proxy) forwardFree(ctx context.Context, w http.ResponseWriter, r *http.
 		}
 	}
 	if ctx.Err() == nil {
-		p.fail(w, c, rt.family, http.StatusBadGateway, CodeUpstreamFailed, "", "the provider could not be reached: "+redact(err.Error(), secrets))
+		p.fail(w, c, rt.family, http.StatusBadGateway, codes.UpstreamFailed, "", "the provider could not be reached: "+redact(err.Error(), secrets))
 	}
 }
 
@@ -59,7 +60,7 @@ func (p *Proxy) forwardFree(ctx context.Context, w http.ResponseWriter, r *http.
 func (p *Proxy) copyResponse(w http.ResponseWriter, c *call, f Family, resp *http.Response) {
 	body, err := decodedBody(resp)
 	if err != nil {
-		p.fail(w, c, f, http.StatusBadGateway, CodeUnmeterable, "", err.Error())
+		p.fail(w, c, f, http.StatusBadGateway, codes.ResponseUnmeterable, "", err.Error())
 		return
 	}
 	clientHeader(w.Header(), resp.Header)
@@ -76,9 +77,10 @@ func (p *Proxy) copyResponse(w http.ResponseWriter, c *call, f Family, resp *htt
 func (p *Proxy) forwardMetered(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, r *http.Request, c *call, rt route, up Upstream, x *exchange, price manifest.Price, secrets []string) (abort bool) {
 	started := time.Now()
 	outcome, logged := "", false // logged: fail already logged the outcome
+	refused := 0                 // the provider's status when it refused the request
 	defer func() {
 		if !logged {
-			p.logExchange(c, x, outcome, time.Since(started))
+			p.logExchange(c, x, outcome, refused, time.Since(started))
 		}
 	}()
 	upCtx, upCancel := context.WithCancel(ctx)
@@ -86,7 +88,7 @@ func (p *Proxy) forwardMetered(ctx context.Context, w http.ResponseWriter, rc *h
 	req, err := upstreamRequest(upCtx, r, rt, up, x.body, x.query)
 	if err != nil {
 		logged = true
-		p.fail(w, c, rt.family, http.StatusBadGateway, CodeUpstreamFailed, x.model, redact(err.Error(), secrets))
+		p.fail(w, c, rt.family, http.StatusBadGateway, codes.UpstreamFailed, x.model, redact(err.Error(), secrets))
 		return false
 	}
 	c.started(x.model)
@@ -95,9 +97,9 @@ func (p *Proxy) forwardMetered(ctx context.Context, w http.ResponseWriter, rc *h
 		c.upstreamError()
 		if ctx.Err() != nil {
 			// The agent went away or the call was revoked: nobody to tell.
-			outcome = codeClientGone
+			outcome = codes.ClientGone
 			if c.ctx.Err() != nil {
-				outcome = CodeRevoked
+				outcome = codes.CallRevoked
 			}
 			return false
 		}
@@ -107,14 +109,14 @@ func (p *Proxy) forwardMetered(ctx context.Context, w http.ResponseWriter, rc *h
 		if errors.As(err, &ne) && ne.Timeout() {
 			status = http.StatusGatewayTimeout
 		}
-		p.fail(w, c, rt.family, status, CodeUpstreamFailed, x.model, "the provider could not be reached: "+redact(err.Error(), secrets))
+		p.fail(w, c, rt.family, status, codes.UpstreamFailed, x.model, "the provider could not be reached: "+redact(err.Error(), secrets))
 		return false
 	}
 	defer resp.Body.Close() //nolint:errcheck // a response body, read only
 	if resp.StatusCode/100 != 2 {
 		// Providers do not bill a request they refused.
 		c.upstreamError()
-		outcome = fmt.Sprintf("HTTP_%d", resp.StatusCode)
+		outcome, refused = codes.UpstreamRefused, resp.StatusCode
 		p.copyResponse(w, c, rt.family, resp)
 		return false
 	}
@@ -124,7 +126,7 @@ func (p *Proxy) forwardMetered(ctx context.Context, w http.ResponseWriter, rc *h
 		x.settle(c, price)
 		c.ended(false, true)
 		logged = true
-		p.fail(w, c, rt.family, http.StatusBadGateway, CodeUnmeterable, x.model, err.Error())
+		p.fail(w, c, rt.family, http.StatusBadGateway, codes.ResponseUnmeterable, x.model, err.Error())
 		return false
 	}
 	idle := newIdleReader(body, p.cfg.IdleTimeout, upCancel)
@@ -138,14 +140,14 @@ func (p *Proxy) forwardMetered(ctx context.Context, w http.ResponseWriter, rc *h
 		// A whole response was passed on, or an error was answered (and
 		// logged).
 		outcome = p.whole(cw, c, x, price, resp, idle)
-		logged = outcome == CodeUnmeterable || outcome == CodeUpstreamFailed
+		logged = outcome == codes.ResponseUnmeterable || outcome == codes.UpstreamFailed
 	}
 	switch {
-	case outcome == "" || outcome == CodeBudgetSpent:
+	case outcome == "" || outcome == codes.BudgetSpent:
 	case c.ctx.Err() != nil:
-		outcome = CodeRevoked
+		outcome = codes.CallRevoked
 	case idle.fired():
-		outcome = codeIdle
+		outcome = codes.UpstreamIdleTimeout
 	}
 	return abort
 }

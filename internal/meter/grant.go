@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/manifest"
 )
 
@@ -75,7 +76,7 @@ type Totals struct {
 
 // BudgetSpent tells whether the call met a spent budget: a stream was cut
 // or a request refused for it.
-func (t Totals) BudgetSpent() bool { return t.Cut || t.Refused[CodeBudgetSpent] > 0 }
+func (t Totals) BudgetSpent() bool { return t.Cut || t.Refused[codes.BudgetSpent] > 0 }
 
 // tokenKey is a token's SHA-256: tokens are looked up by their hash, never
 // kept or compared as they are.

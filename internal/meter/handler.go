@@ -11,27 +11,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/joblog"
 )
 
-// Error codes of the proxy: in Totals.Refused, in logs, and in the code of
-// the errors agents get.
-const (
-	CodeUnknownToken       = "TOKEN_UNKNOWN"          // 401: not a live token (never issued, revoked, proxy closed)
-	CodeNotMetered         = "ENDPOINT_NOT_METERED"   // 404: an endpoint the proxy does not forward
-	CodeUpstreamNotAllowed = "UPSTREAM_NOT_ALLOWED"   // 403: the grant names no upstream of the API's family
-	CodeRequestInvalid     = "REQUEST_INVALID"        // 400: a body the proxy cannot read (no model, not JSON)
-	CodeRequestTooLarge    = "REQUEST_TOO_LARGE"      // 413
-	CodeEncoding           = "ENCODING_UNSUPPORTED"   // 415: a request body encoding other than gzip or deflate
-	CodeModelNotAllowed    = "MODEL_NOT_ALLOWED"      // 403: a model the grant does not list
-	CodeModelUnpriced      = "MODEL_UNPRICED"         // 400: no price known: never silently free
-	CodeBudgetSpent        = "BUDGET_SPENT"           // 402 before forwarding; a cut stream
-	CodeUpstreamFailed     = "UPSTREAM_FAILED"        // 502/504: the provider could not be reached or broke off
-	CodeUnmeterable        = "RESPONSE_UNMETERABLE"   // 502: a response the proxy cannot read (encoding, size)
-	CodeRevoked            = "CALL_REVOKED"           // a response ended because its call was revoked
-	codeIdle               = "UPSTREAM_IDLE_TIMEOUT"  // the upstream fell silent mid-response
-	codeClientGone         = "CLIENT_GONE"            // the agent stopped reading
-	codeUpstreamBrokenBody = "UPSTREAM_STREAM_BROKEN" // the upstream's body broke off
-)
+// The proxy's error codes are the catalogue's meter area (internal/codes):
+// in Totals.Refused, in logs, and in the code of the errors agents get.
 
 // ServeHTTP takes one request of an agent: it checks the token, the route
 // and the grant's policy, then forwards with the real key and meters the
@@ -45,21 +31,21 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	creds := credentials(r)
 	c := p.lookup(creds)
 	if c == nil || !c.begin() {
-		p.refuse(w, nil, fam, http.StatusUnauthorized, CodeUnknownToken, "", "the API key is not a live call token (each agent call gets its own; this one was never issued or is revoked)")
+		p.refuse(w, nil, fam, http.StatusUnauthorized, codes.TokenUnknown, "", "the API key is not a live call token (each agent call gets its own; this one was never issued or is revoked)")
 		return
 	}
 	defer c.end()
 	if !routed {
-		p.refuse(w, c, fam, http.StatusNotFound, CodeNotMetered, "", fmt.Sprintf("%s %s is not an endpoint it forwards (only the model APIs it meters)", r.Method, r.URL.Path))
+		p.refuse(w, c, fam, http.StatusNotFound, codes.EndpointNotMetered, "", fmt.Sprintf("%s %s is not an endpoint it forwards (only the model APIs it meters)", r.Method, r.URL.Path))
 		return
 	}
 	if r.Header.Get("Upgrade") != "" {
-		p.refuse(w, c, fam, http.StatusBadRequest, CodeNotMetered, "", "protocol upgrades (websockets) are not metered")
+		p.refuse(w, c, fam, http.StatusBadRequest, codes.EndpointNotMetered, "", "protocol upgrades (websockets) are not metered")
 		return
 	}
 	up, ok := c.upstream(p.cfg.Upstreams, rt.family)
 	if !ok {
-		p.refuse(w, c, fam, http.StatusForbidden, CodeUpstreamNotAllowed, "", fmt.Sprintf("this call may not use the %s API", rt.family))
+		p.refuse(w, c, fam, http.StatusForbidden, codes.UpstreamNotAllowed, "", fmt.Sprintf("this call may not use the %s API", rt.family))
 		return
 	}
 
@@ -100,21 +86,21 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	x, err := rt.api.request(rt, query, body)
 	if err != nil {
-		p.refuse(w, c, fam, http.StatusBadRequest, CodeRequestInvalid, "", err.Error())
+		p.refuse(w, c, fam, http.StatusBadRequest, codes.RequestInvalid, "", err.Error())
 		return
 	}
 	x.api, x.family = rt.api, rt.family
 	if !c.allows(x.model) {
-		p.refuse(w, c, fam, http.StatusForbidden, CodeModelNotAllowed, x.model, fmt.Sprintf("this call may not use model %q", x.model))
+		p.refuse(w, c, fam, http.StatusForbidden, codes.ModelNotAllowed, x.model, fmt.Sprintf("this call may not use model %q", x.model))
 		return
 	}
 	price, ok := c.price(x.model, p.cfg.Prices)
 	if !ok {
-		p.refuse(w, c, fam, http.StatusBadRequest, CodeModelUnpriced, x.model, fmt.Sprintf("no price is known for model %q, so its cost could not be counted; a steward sets one (the agent's price, or logistd --prices)", x.model))
+		p.refuse(w, c, fam, http.StatusBadRequest, codes.ModelUnpriced, x.model, fmt.Sprintf("no price is known for model %q, so its cost could not be counted; a steward sets one (the agent's price, or logistd --prices)", x.model))
 		return
 	}
 	if _, ok := c.debit(0); !ok {
-		p.refuse(w, c, fam, http.StatusPaymentRequired, CodeBudgetSpent, x.model, "the job's cost budget is spent")
+		p.refuse(w, c, fam, http.StatusPaymentRequired, codes.BudgetSpent, x.model, "the job's cost budget is spent")
 		return
 	}
 	if abort := p.forwardMetered(ctx, w, rc, r, c, rt, up, x, price, secrets); abort {
@@ -138,25 +124,25 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, s
 	case "gzip":
 		gz, err := gzip.NewReader(rd)
 		if err != nil {
-			return nil, http.StatusBadRequest, CodeRequestInvalid, fmt.Errorf("the gzip request body is unreadable: %v", err)
+			return nil, http.StatusBadRequest, codes.RequestInvalid, fmt.Errorf("the gzip request body is unreadable: %v", err)
 		}
 		rd = gz
 	case "deflate":
 		zr, err := zlib.NewReader(rd)
 		if err != nil {
-			return nil, http.StatusBadRequest, CodeRequestInvalid, fmt.Errorf("the deflate request body is unreadable: %v", err)
+			return nil, http.StatusBadRequest, codes.RequestInvalid, fmt.Errorf("the deflate request body is unreadable: %v", err)
 		}
 		rd = zr
 	default:
-		return nil, http.StatusUnsupportedMediaType, CodeEncoding, fmt.Errorf("request body encoding %q is not read (gzip, deflate or none)", enc)
+		return nil, http.StatusUnsupportedMediaType, codes.EncodingUnsupported, fmt.Errorf("request body encoding %q is not read (gzip, deflate or none)", enc)
 	}
 	b, err := io.ReadAll(io.LimitReader(rd, max+1))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig) || int64(len(b)) > max:
-		return nil, http.StatusRequestEntityTooLarge, CodeRequestTooLarge, fmt.Errorf("the request body is larger than %d bytes", max)
+		return nil, http.StatusRequestEntityTooLarge, codes.RequestTooLarge, fmt.Errorf("the request body is larger than %d bytes", max)
 	case err != nil:
-		return nil, http.StatusBadRequest, CodeRequestInvalid, fmt.Errorf("the request body could not be read: %v", err)
+		return nil, http.StatusBadRequest, codes.RequestInvalid, fmt.Errorf("the request body could not be read: %v", err)
 	}
 	return b, 0, "", nil
 }
@@ -172,39 +158,40 @@ func (p *Proxy) refuse(w http.ResponseWriter, c *call, f Family, status int, cod
 
 // fail answers with an error in the family's shape and logs it.
 func (p *Proxy) fail(w http.ResponseWriter, c *call, f Family, status int, code, model, msg string) {
-	actor, job, callID := "SYSTEM", "", ""
+	var pr joblog.Problem
+	callID := ""
 	if c != nil {
-		job, callID = c.grant.Job, c.grant.Call
-		if c.grant.Role != "" {
-			actor = c.grant.Role
-		}
+		pr.Job, pr.Actor, callID = c.grant.Job, c.grant.Role, c.grant.Call
 	}
-	p.log.Warn(proxyMessage(code, msg), "type", "error", "job_id", job, "status", "", "actor", actor, "error_code", code,
-		"attempt", 0, "checkpoint_id", "", "call", callID, "model", model, "http_status", status)
+	pr.Code = code
+	joblog.Log(p.log, proxyMessage(code, msg), pr, "call", callID, "model", model, "http_status", status)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(errorBody(f, status, code, msg)) // logged above; a client gone cannot be told
 }
 
 // logExchange logs one metered request: at debug level when it went well,
-// as a warning when it was cut or broke off.
-func (p *Proxy) logExchange(c *call, x *exchange, outcome string, d time.Duration) {
-	actor := c.grant.Role
-	if actor == "" {
-		actor = "SYSTEM"
-	}
+// as a warning when it was refused (status: the provider's), cut or broke
+// off.
+func (p *Proxy) logExchange(c *call, x *exchange, outcome string, status int, d time.Duration) {
 	u := x.charged
-	attrs := []any{"job_id", c.grant.Job, "call", c.grant.Call, "actor", actor, "api", x.api.name(), "model", x.model,
+	attrs := []any{"call", c.grant.Call, "api", x.api.name(), "model", x.model,
 		"input_tokens", u.Input, "output_tokens", u.Output, "cache_read_tokens", u.CacheRead, "cache_write_tokens", u.CacheWrite,
 		"cost_usd", x.chargedUSD, "estimated", x.tally.estimated(), "duration_ms", d.Milliseconds()}
+	if status != 0 {
+		attrs = append(attrs, "http_status", status)
+	}
+	pr := joblog.Problem{Job: c.grant.Job, Actor: c.grant.Role, Code: outcome}
 	switch outcome {
 	case "":
-		p.log.Debug("metered request", attrs...)
-	case CodeBudgetSpent:
-		p.log.Warn("budget spent: stream cut", append(attrs, "type", "error", "status", "", "error_code", outcome,
-			"attempt", 0, "checkpoint_id", "", "remaining_usd", x.remaining)...)
+		actor := c.grant.Role
+		if actor == "" {
+			actor = joblog.System
+		}
+		p.log.Debug("metered request", append([]any{"job_id", c.grant.Job, "actor", actor}, attrs...)...)
+	case codes.BudgetSpent:
+		joblog.Log(p.log, "budget spent: stream cut", pr, append(attrs, "remaining_usd", x.remaining)...)
 	default:
-		p.log.Warn("metered request ended early", append(attrs, "type", "error", "status", "",
-			"error_code", outcome, "attempt", 0, "checkpoint_id", "")...)
+		joblog.Log(p.log, "metered request ended early", pr, attrs...)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/testbed/modelstub"
 )
@@ -102,6 +103,16 @@ func newHarnessFor(t *testing.T, stub *modelstub.Server, ups map[string]Upstream
 		for _, secret := range []string{anthropicKey, openaiKey, geminiKey, TokenPrefix} {
 			if strings.Contains(out, secret) {
 				t.Errorf("the proxy's log holds a secret (%s…):\n%s", secret[:8], out)
+			}
+		}
+		// Its refusals and early ends are seed 004's lines, at the level
+		// their code's kind says (the proxy's codes are warnings).
+		for _, l := range joblog.Lines([]byte(out)) {
+			if l["error_code"] == nil && l["type"] == nil {
+				continue
+			}
+			if err := joblog.Check(l); err != nil {
+				t.Errorf("%v: %v", err, l)
 			}
 		}
 	})

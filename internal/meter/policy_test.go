@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/testbed/modelstub"
 )
@@ -51,7 +52,7 @@ func TestUnknownAndRevokedTokensRefused(t *testing.T) {
 	for _, ac := range apiCases {
 		for _, key := range []string{tok, TokenPrefix + strings.Repeat("0", 64), ac.realKey, ""} {
 			resp, body, _ := do(t, ac.request(h.root, key, ac.model, true))
-			if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, CodeUnknownToken) {
+			if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, codes.TokenUnknown) {
 				t.Errorf("%s with key %.12q: %d %s", ac.name, key, resp.StatusCode, body)
 			}
 		}
@@ -68,14 +69,14 @@ func TestUnknownModelRefusedUnlessStewardPriced(t *testing.T) {
 	tok := h.issue("job", nil)
 	for _, ac := range apiCases {
 		resp, body, _ := do(t, ac.request(h.root, tok, "my-local-model", true))
-		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, CodeModelUnpriced) || !strings.Contains(body, "my-local-model") {
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, codes.ModelUnpriced) || !strings.Contains(body, "my-local-model") {
 			t.Errorf("%s: %d %s", ac.name, resp.StatusCode, body)
 		}
 	}
 	if n := len(h.stub.Requests()); n != 0 {
 		t.Errorf("%d unpriced requests reached the provider", n)
 	}
-	if tot, _ := h.proxy.Totals(tok); tot.Refused[CodeModelUnpriced] != len(apiCases) {
+	if tot, _ := h.proxy.Totals(tok); tot.Refused[codes.ModelUnpriced] != len(apiCases) {
 		t.Errorf("refusals %v", tot.Refused)
 	}
 
@@ -109,11 +110,11 @@ func TestGrantPolicy(t *testing.T) {
 	if resp, body, _ := do(t, an.request(h.root, tok, "claude-haiku-4-5-20251001", false)); resp.StatusCode != 200 {
 		t.Errorf("allowed model: %d %s", resp.StatusCode, body)
 	}
-	if resp, body, _ := do(t, an.request(h.root, tok, "claude-opus-4-1", false)); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, CodeModelNotAllowed) {
+	if resp, body, _ := do(t, an.request(h.root, tok, "claude-opus-4-1", false)); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, codes.ModelNotAllowed) {
 		t.Errorf("other model: %d %s", resp.StatusCode, body)
 	}
 	for _, ac := range apiCases[1:] {
-		if resp, body, _ := do(t, ac.request(h.root, tok, ac.model, false)); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, CodeUpstreamNotAllowed) {
+		if resp, body, _ := do(t, ac.request(h.root, tok, ac.model, false)); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, codes.UpstreamNotAllowed) {
 			t.Errorf("%s: %d %s", ac.name, resp.StatusCode, body)
 		}
 	}
@@ -137,7 +138,7 @@ func TestEndpointsNotMeteredAreRefused(t *testing.T) {
 	} {
 		r, _ := http.NewRequest(c.method, h.root+c.path, strings.NewReader("{}"))
 		r.Header.Set("Authorization", "Bearer "+tok)
-		if resp, body, _ := do(t, r); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, CodeNotMetered) {
+		if resp, body, _ := do(t, r); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, codes.EndpointNotMetered) {
 			t.Errorf("%s %s: %d %s", c.method, c.path, resp.StatusCode, body)
 		}
 	}
@@ -247,7 +248,7 @@ func TestRequestBodies(t *testing.T) {
 
 	r = apiCases[1].request(h.root, tok, "gpt-4o", false)
 	r.Header.Set("Content-Encoding", "zstd")
-	if resp, body, _ := do(t, r); resp.StatusCode != http.StatusUnsupportedMediaType || !strings.Contains(body, CodeEncoding) {
+	if resp, body, _ := do(t, r); resp.StatusCode != http.StatusUnsupportedMediaType || !strings.Contains(body, codes.EncodingUnsupported) {
 		t.Errorf("zstd: %d %s", resp.StatusCode, body)
 	}
 	r, _ = http.NewRequest("POST", h.root+"/v1/chat/completions", strings.NewReader(`{"model":"gpt-4o","x":"`+strings.Repeat("a", 8<<10)+`"}`))
@@ -258,7 +259,7 @@ func TestRequestBodies(t *testing.T) {
 	for _, bad := range []string{`not json`, `{"messages":[]}`, `{"model":""}`, `[1]`} {
 		r, _ = http.NewRequest("POST", h.root+"/v1/messages", strings.NewReader(bad))
 		r.Header.Set("X-Api-Key", tok)
-		if resp, body, _ := do(t, r); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, CodeRequestInvalid) {
+		if resp, body, _ := do(t, r); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, codes.RequestInvalid) {
 			t.Errorf("%s: %d %s", bad, resp.StatusCode, body)
 		}
 	}
@@ -331,7 +332,7 @@ func TestUpstreamTimeoutsAndFailures(t *testing.T) {
 	h.stub.Fail(modelstub.Failure{Delay: 10 * time.Second})
 	tok := h.issue("job", nil)
 	resp, body, _ := do(t, apiCases[1].request(h.root, tok, "gpt-4o", false))
-	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(body, CodeUpstreamFailed) {
+	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(body, codes.UpstreamFailed) {
 		t.Errorf("timeout: %d %s", resp.StatusCode, body)
 	}
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/manifest"
 )
 
@@ -27,7 +28,7 @@ func (p *Proxy) stream(cw *clientWriter, c *call, x *exchange, price manifest.Pr
 	}
 	cw.w.WriteHeader(resp.StatusCode)
 	_ = cw.rc.Flush() // the server's writers flush; a client gone shows at the first event
-	defer func() { c.ended(outcome == CodeBudgetSpent, x.tally.estimated()) }()
+	defer func() { c.ended(outcome == codes.BudgetSpent, x.tally.estimated()) }()
 	sr := newSSEReader(body, p.cfg.MaxEventBytes)
 	for {
 		raw, ev, err := sr.next()
@@ -38,23 +39,23 @@ func (p *Proxy) stream(cw *clientWriter, c *call, x *exchange, price manifest.Pr
 			// whole response.
 			if !x.settle(c, price) && !x.final {
 				// A client gone by now changes nothing: the stream ends here.
-				_ = x.api.cut(x, f, CodeBudgetSpent, "the job's cost budget is spent; the stream was cut")
-				return CodeBudgetSpent
+				_ = x.api.cut(x, f, codes.BudgetSpent, "the job's cost budget is spent; the stream was cut")
+				return codes.BudgetSpent
 			}
 			if !drop {
 				if f.event(raw, ev.data) != nil {
-					return codeClientGone
+					return codes.ClientGone
 				}
 			}
 			continue
 		}
 		x.settle(c, price)
 		if len(raw) > 0 && f.tail(raw) != nil {
-			return codeClientGone
+			return codes.ClientGone
 		}
 		if err == io.EOF {
 			if f.end() != nil {
-				return codeClientGone
+				return codes.ClientGone
 			}
 			return ""
 		}
@@ -62,9 +63,9 @@ func (p *Proxy) stream(cw *clientWriter, c *call, x *exchange, price manifest.Pr
 			// What was read of the event counts as output.
 			x.tally.addOutput(len(raw))
 			x.settle(c, price)
-			return CodeUnmeterable
+			return codes.ResponseUnmeterable
 		}
-		return codeUpstreamBrokenBody
+		return codes.UpstreamStreamBroken
 	}
 }
 
@@ -86,24 +87,24 @@ func (p *Proxy) whole(cw *clientWriter, c *call, x *exchange, price manifest.Pri
 	c.ended(false, x.tally.estimated())
 	switch {
 	case tooBig:
-		p.fail(cw.w, c, x.family, http.StatusBadGateway, CodeUnmeterable, x.model, fmt.Sprintf("the response is larger than %d bytes", p.cfg.MaxResponseBytes))
-		return CodeUnmeterable
+		p.fail(cw.w, c, x.family, http.StatusBadGateway, codes.ResponseUnmeterable, x.model, fmt.Sprintf("the response is larger than %d bytes", p.cfg.MaxResponseBytes))
+		return codes.ResponseUnmeterable
 	case err != nil && cw.ctx.Err() != nil:
-		return codeClientGone // the agent went away or the call was revoked
+		return codes.ClientGone // the agent went away or the call was revoked
 	case err != nil:
 		status, msg := http.StatusBadGateway, "the provider's response broke off: "+err.Error()
 		if ir, ok := body.(*idleReader); ok && ir.fired() {
 			status, msg = http.StatusGatewayTimeout, fmt.Sprintf("the provider fell silent for longer than %v in the middle of its response", p.cfg.IdleTimeout)
 		}
-		p.fail(cw.w, c, x.family, status, CodeUpstreamFailed, x.model, msg)
-		return CodeUpstreamFailed
+		p.fail(cw.w, c, x.family, status, codes.UpstreamFailed, x.model, msg)
+		return codes.UpstreamFailed
 	}
 	h := cw.w.Header()
 	clientHeader(h, resp.Header)
 	h.Set("Content-Length", fmt.Sprint(len(data)))
 	cw.w.WriteHeader(resp.StatusCode)
 	if cw.write(data) != nil {
-		return codeClientGone
+		return codes.ClientGone
 	}
 	return ""
 }

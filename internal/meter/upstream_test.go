@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/testbed/modelstub"
 )
 
@@ -128,7 +129,7 @@ func TestGzipResponseDecoded(t *testing.T) {
 // read is charged an estimate and not passed on unmetered.
 func TestUnreadableEncodingIsChargedNotPassed(t *testing.T) {
 	status, got, tot := through(t, apiCases[1], false, map[string]string{"Content-Type": "application/json", "Content-Encoding": "br"}, "\x0b\x02\x80garbage")
-	if status != http.StatusBadGateway || !strings.Contains(got, CodeUnmeterable) || !tot.Estimated || tot.USD <= 0 {
+	if status != http.StatusBadGateway || !strings.Contains(got, codes.ResponseUnmeterable) || !tot.Estimated || tot.USD <= 0 {
 		t.Errorf("%d %s %+v", status, got, tot)
 	}
 }
@@ -210,7 +211,7 @@ func TestOversizedResponsesChargedNotPassed(t *testing.T) {
 		if !tot.Estimated || tot.Tokens.Output < 1000 {
 			t.Errorf("stream %v: totals %+v", c.stream, tot)
 		}
-		if c.stream && readErr == nil || !c.stream && (resp.StatusCode != http.StatusBadGateway || !strings.Contains(got, CodeUnmeterable)) {
+		if c.stream && readErr == nil || !c.stream && (resp.StatusCode != http.StatusBadGateway || !strings.Contains(got, codes.ResponseUnmeterable)) {
 			t.Errorf("stream %v: %d %v %.300s", c.stream, resp.StatusCode, readErr, got)
 		}
 	}
@@ -228,7 +229,7 @@ func TestFinalUsageIsNotCut(t *testing.T) {
 	b := newBudget(0.01) // the estimate fits; the final usage ($0.30) does not
 	tok := h.issue("job", b)
 	_, got, readErr := do(t, apiCases[1].request(h.root, tok, "gpt-4o", true))
-	if readErr != nil || !strings.Contains(got, "[DONE]") || strings.Contains(got, CodeBudgetSpent) {
+	if readErr != nil || !strings.Contains(got, "[DONE]") || strings.Contains(got, codes.BudgetSpent) {
 		t.Errorf("the paid answer was cut (%v):\n%s", readErr, got)
 	}
 	tot, _ := h.proxy.Totals(tok)
@@ -261,7 +262,7 @@ func TestSilentUpstreamTimesOut(t *testing.T) {
 	if tot, _ := h.proxy.Revoke(tok); !tot.Estimated || tot.Tokens.Output != 100 {
 		t.Errorf("totals %+v", tot)
 	}
-	if !strings.Contains(h.logs.String(), codeIdle) {
+	if !strings.Contains(h.logs.String(), codes.UpstreamIdleTimeout) {
 		t.Errorf("the log does not say why:\n%s", h.logs.String())
 	}
 }

@@ -27,6 +27,8 @@ func TestGoldenExposition(t *testing.T) {
 	m.nowFunc = func() time.Time { return time.Unix(1700000000, 0) }
 	m.JobStatus("a", "", lifecycle.Pending)
 	m.JobStatus("a", lifecycle.Pending, lifecycle.Running)
+	m.FirstStart()
+	m.Seen("tpl", lifecycle.Pending, true)
 	m.JobStatus("a", lifecycle.Running, lifecycle.InterventionRequired)
 	m.AgentCall("worker", "script", "ok", 1500*time.Millisecond, 0.25)
 	m.AgentCall("worker", "script", "invalid", 200*time.Millisecond, 0.05)

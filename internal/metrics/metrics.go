@@ -16,10 +16,12 @@ import (
 	"github.com/logist/logist/internal/atomicfile"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/response"
+	"github.com/logist/logist/internal/steward"
 )
 
 // Known label values, initialised to 0 so that rates and alerts work before
-// the first event.
+// the first event. Steward commands are steward.Commands, and violation
+// codes response.Codes: the lists their owners keep.
 var (
 	Outcomes       = []string{"ok", "invalid", "error", "timeout", "canceled", "interrupted"}
 	Roles          = []string{"worker", "supervisor"}
@@ -28,7 +30,6 @@ var (
 	HaltReasons    = []string{"cost", "time"}
 	FinishOutcomes = []string{"success", "canceled", "intervention_required", "halted_cost", "halted_time"}
 	TokenKinds     = []string{"input", "output", "cache"}
-	StewardCmds    = []string{"submit", "activate", "resume", "halt", "rollback"}
 	StewardResults = []string{"ok", "out_of_order", "not_found", "invalid", "error"}
 	CronOutcomes   = []string{"created", "skipped", "replaced", "missed", "failed"}
 )
@@ -57,11 +58,15 @@ type Metrics struct {
 	steward       *prometheus.CounterVec
 	cron          *prometheus.CounterVec
 	invalid       prometheus.Gauge
+	schedules     prometheus.Gauge
 
-	mu      sync.Mutex
-	status  map[string]lifecycle.Status
-	waitTS  waitHeap // waiting jobs' since-times; the oldest on top
-	nowFunc func() time.Time
+	mu     sync.Mutex
+	status map[string]lifecycle.Status
+	// templates are the schedule templates: kept out of the job gauges
+	// and counters (a template never runs itself), counted by schedules.
+	templates map[string]bool
+	waitTS    waitHeap // waiting jobs' since-times; the oldest on top
+	nowFunc   func() time.Time
 }
 
 // Durations from 100 ms to hours.
@@ -75,9 +80,12 @@ func New(reg prometheus.Registerer, version, revision string) *Metrics {
 	f.NewGaugeVec(prometheus.GaugeOpts{Name: "logistd_build_info", Help: "Build information; always 1."},
 		[]string{"version", "revision"}).WithLabelValues(version, revision).Set(1)
 	m := &Metrics{
-		jobs:     f.NewGaugeVec(prometheus.GaugeOpts{Name: "logistd_jobs", Help: "Jobs in the jobs folder by status."}, []string{"status"}),
-		started:  f.NewCounter(prometheus.CounterOpts{Name: "logistd_jobs_started_total", Help: "Jobs that entered their first phase."}),
-		finished: f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_jobs_finished_total", Help: "Jobs that stopped running, by outcome (finished, waiting for a steward, or halted)."}, []string{"outcome"}),
+		jobs: f.NewGaugeVec(prometheus.GaugeOpts{Name: "logistd_jobs",
+			Help: "Jobs in the jobs folder by status (schedule templates and invalid manifests are not jobs: logistd_schedules, logistd_invalid_manifests)."}, []string{"status"}),
+		started: f.NewCounter(prometheus.CounterOpts{Name: "logistd_jobs_started_total",
+			Help: "Jobs that entered their first phase (a job's first start only; a resume or rollback is not a start)."}),
+		finished: f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_jobs_finished_total",
+			Help: "Times a job stopped, by the status it went to: finished (success, canceled) or waiting for a steward (intervention_required, halted_cost, halted_time). A job resumed and stopped again counts again; a waiting job or a draft that a steward halts counts as canceled."}, []string{"outcome"}),
 		agentCalls: f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_agent_calls_total", Help: "Agent calls by role, provider and outcome."},
 			[]string{"role", "provider", "outcome"}),
 		agentDuration: f.NewHistogramVec(prometheus.HistogramOpts{Name: "logistd_agent_call_duration_seconds", Help: "Agent call duration.",
@@ -103,10 +111,14 @@ func New(reg prometheus.Registerer, version, revision string) *Metrics {
 		tornTails:     f.NewCounter(prometheus.CounterOpts{Name: "logistd_history_torn_tails_total", Help: "Incomplete last records cut off a history when it was opened."}),
 		steward:       f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_steward_commands_total", Help: "Steward commands seen by the daemon, by command and result."}, []string{"command", "result"}),
 		cron:          f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_cron_runs_total", Help: "Scheduled runs by outcome."}, []string{"outcome"}),
-		invalid:       f.NewGauge(prometheus.GaugeOpts{Name: "logistd_invalid_manifests", Help: "Job folders whose manifest is invalid."}),
-		status:        map[string]lifecycle.Status{},
-		waitTS:        waitHeap{at: map[string]int{}},
-		nowFunc:       time.Now,
+		invalid: f.NewGauge(prometheus.GaugeOpts{Name: "logistd_invalid_manifests",
+			Help: "Job folders whose manifest is invalid, and manifest files in the jobs folder that cannot be placed (logist list: INVALID)."}),
+		schedules: f.NewGauge(prometheus.GaugeOpts{Name: "logistd_schedules",
+			Help: "Schedule templates in the jobs folder (manifests with a schedule; not counted in logistd_jobs)."}),
+		status:    map[string]lifecycle.Status{},
+		templates: map[string]bool{},
+		waitTS:    waitHeap{at: map[string]int{}},
+		nowFunc:   time.Now,
 	}
 	reg.MustRegister(fsyncCollector{})
 	for _, s := range lifecycle.All {
@@ -137,7 +149,7 @@ func New(reg prometheus.Registerer, version, revision string) *Metrics {
 	init1(m.finished, FinishOutcomes)
 	init1(m.violations, response.Codes)
 	init1(m.cron, CronOutcomes)
-	for _, c := range StewardCmds {
+	for _, c := range steward.Commands {
 		for _, r := range StewardResults {
 			m.steward.WithLabelValues(c, r)
 		}
@@ -145,25 +157,66 @@ func New(reg prometheus.Registerer, version, revision string) *Metrics {
 	return m
 }
 
-// JobStatus moves a job between status gauges; transitions out of the
-// active statuses count as finished, into the first phase as started.
+// JobStatus moves a job between status gauges (from "": the status as
+// read, not a transition); a transition into a status that is not active
+// counts as finished, by that status. Schedule templates are left out.
 func (m *Metrics) JobStatus(id string, from, to lifecycle.Status) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.templates[id] {
+		return
+	}
+	if from != "" && !to.Active() { // a real transition, not a (re)scan
+		m.finished.WithLabelValues(finishOutcome(to)).Inc()
+	}
+	m.setStatus(id, to)
+}
+
+// Seen counts a job the daemon has read, if it does not count it yet: once
+// counted, a job's status changes reach the gauges as transitions, in
+// order, and a read that raced one must not undo it. A schedule template
+// is counted as a template only.
+func (m *Metrics) Seen(id string, status lifecycle.Status, template bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if template != m.templates[id] {
+		m.forget(id)
+	}
+	if template {
+		m.templates[id] = true
+		m.schedules.Set(float64(len(m.templates)))
+		return
+	}
+	if _, known := m.status[id]; !known {
+		m.setStatus(id, status)
+	}
+}
+
+// FirstStart counts a job's first start (the engine knows which start is
+// the first: a resumed or rolled back job starts again).
+func (m *Metrics) FirstStart() { m.started.Inc() }
+
+// Jobs lists the jobs and templates counted.
+func (m *Metrics) Jobs() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.status)+len(m.templates))
+	for id := range m.status {
+		out = append(out, id)
+	}
+	for id := range m.templates {
+		out = append(out, id)
+	}
+	return out
+}
+
+func (m *Metrics) setStatus(id string, to lifecycle.Status) {
 	old, known := m.status[id]
 	if known {
 		m.jobs.WithLabelValues(string(old)).Dec()
 	}
 	m.status[id] = to
 	m.jobs.WithLabelValues(string(to)).Inc()
-	if from != "" { // a real transition, not a (re)scan
-		if from == lifecycle.Pending && to.Active() {
-			m.started.Inc()
-		}
-		if from.Active() && !to.Active() {
-			m.finished.WithLabelValues(finishOutcome(to)).Inc()
-		}
-	}
 	if to.Waiting() {
 		if _, ok := m.waitTS.at[id]; !ok {
 			m.waitTS.set(id, m.nowFunc())
@@ -174,13 +227,22 @@ func (m *Metrics) JobStatus(id string, from, to lifecycle.Status) {
 	m.updateWaiting()
 }
 
-// Forget drops a job that left the folder.
+// Forget drops a job (or template) that left the folder or whose manifest
+// is no longer valid.
 func (m *Metrics) Forget(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.forget(id)
+}
+
+func (m *Metrics) forget(id string) {
 	if old, ok := m.status[id]; ok {
 		m.jobs.WithLabelValues(string(old)).Dec()
 		delete(m.status, id)
+	}
+	if m.templates[id] {
+		delete(m.templates, id)
+		m.schedules.Set(float64(len(m.templates)))
 	}
 	m.waitTS.remove(id)
 	m.updateWaiting()

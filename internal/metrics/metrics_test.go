@@ -34,7 +34,7 @@ func TestJobStatusMovesBetweenGauges(t *testing.T) {
 	// Seeing the same job again (a rescan) must not count it twice.
 	m.JobStatus("a", "", lifecycle.Success)
 	want := `
-# HELP logistd_jobs Jobs in the jobs folder by status.
+# HELP logistd_jobs Jobs in the jobs folder by status (schedule templates and invalid manifests are not jobs: logistd_schedules, logistd_invalid_manifests).
 # TYPE logistd_jobs gauge
 logistd_jobs{status="CANCELED"} 0
 logistd_jobs{status="DRAFT"} 0
@@ -64,3 +64,79 @@ logistd_jobs{status="SUCCESS"} 1
 type errTest struct{}
 
 func (errTest) Error() string { return "boom" }
+
+// Counters mean what their HELP says: started counts a job's first start
+// only (the engine says which), finished counts every stop by the status
+// it went to, a steward's halt of a waiting job included.
+func TestCountersMatchTheirHelp(t *testing.T) {
+	m := New(prometheus.NewRegistry(), "v1", "abc")
+	m.JobStatus("a", "", lifecycle.Pending)
+	m.JobStatus("a", lifecycle.Pending, lifecycle.Running)
+	m.FirstStart()
+	m.JobStatus("a", lifecycle.Running, lifecycle.InterventionRequired)
+	// Resumed: PENDING, then started again. Not a new job.
+	m.JobStatus("a", lifecycle.InterventionRequired, lifecycle.Pending)
+	m.JobStatus("a", lifecycle.Pending, lifecycle.Running)
+	m.JobStatus("a", lifecycle.Running, lifecycle.InterventionRequired)
+	m.JobStatus("a", lifecycle.InterventionRequired, lifecycle.Canceled)
+	if got := testutil.ToFloat64(m.started); got != 1 {
+		t.Errorf("started = %v after one first start and a resume, want 1", got)
+	}
+	for outcome, want := range map[string]float64{"intervention_required": 2, "canceled": 1, "success": 0} {
+		if got := testutil.ToFloat64(m.finished.WithLabelValues(outcome)); got != want {
+			t.Errorf("finished{%s} = %v, want %v", outcome, got, want)
+		}
+	}
+}
+
+// Templates are counted by logistd_schedules only, never as jobs, even
+// when a steward's command moves their status.
+func TestTemplatesAreNotJobs(t *testing.T) {
+	m := New(prometheus.NewRegistry(), "v1", "abc")
+	m.Seen("tpl", lifecycle.Pending, true)
+	m.JobStatus("tpl", lifecycle.Pending, lifecycle.Canceled)
+	m.Seen("j", lifecycle.Pending, false)
+	if got := testutil.ToFloat64(m.schedules); got != 1 {
+		t.Errorf("schedules = %v, want 1", got)
+	}
+	for _, s := range []lifecycle.Status{lifecycle.Pending, lifecycle.Canceled} {
+		want := 0.0
+		if s == lifecycle.Pending {
+			want = 1 // j
+		}
+		if got := testutil.ToFloat64(m.jobs.WithLabelValues(string(s))); got != want {
+			t.Errorf("jobs{%s} = %v, want %v", s, got, want)
+		}
+	}
+	if got := testutil.ToFloat64(m.finished.WithLabelValues("canceled")); got != 0 {
+		t.Errorf("finished{canceled} = %v after a template's halt", got)
+	}
+	// The schedule removed from the manifest: a job now.
+	m.Seen("tpl", lifecycle.Canceled, false)
+	if got := testutil.ToFloat64(m.schedules); got != 0 {
+		t.Errorf("schedules = %v, want 0", got)
+	}
+	if got := testutil.ToFloat64(m.jobs.WithLabelValues("CANCELED")); got != 1 {
+		t.Errorf("jobs{CANCELED} = %v, want 1", got)
+	}
+	m.Forget("tpl")
+	m.Forget("j")
+	if n := len(m.Jobs()); n != 0 {
+		t.Errorf("%d jobs left after forgetting all", n)
+	}
+}
+
+// A read of a job's manifest counts a job not yet counted, and never
+// undoes a transition it raced.
+func TestSeenDoesNotUndoATransition(t *testing.T) {
+	m := New(prometheus.NewRegistry(), "v1", "abc")
+	m.Seen("a", lifecycle.Pending, false)
+	m.JobStatus("a", lifecycle.Pending, lifecycle.Running)
+	m.Seen("a", lifecycle.Pending, false) // read before the transition
+	if got := testutil.ToFloat64(m.jobs.WithLabelValues("RUNNING")); got != 1 {
+		t.Errorf("jobs{RUNNING} = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.jobs.WithLabelValues("PENDING")); got != 0 {
+		t.Errorf("jobs{PENDING} = %v, want 0", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/pathguard"
 )
 
@@ -217,7 +218,7 @@ func runCommand(ctx context.Context, dir string, argv []string, timeout time.Dur
 			return out, -1, fmt.Sprintf("timed out after %s; its process group was killed", timeout), nil
 		}
 		if ae, ok := agent.AsError(err); ok {
-			if ae.Code == agent.CodeOutputLimit {
+			if ae.Code == codes.AgentOutputLimit {
 				out["truncated"] = true
 				putText(out, "stdout", ae.Partial)
 				putText(out, "stderr", []byte(ae.Stderr))

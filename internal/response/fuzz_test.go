@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/logist/logist/internal/codes"
 )
 
 var fuzzSeeds = []string{
@@ -47,7 +49,7 @@ func FuzzResponseExtract(f *testing.F) {
 				t.Fatalf("error %v is %T, not *Error", err, err)
 			}
 			switch e.Code {
-			case CodeEmpty, CodeNotJSON, CodeSeveralObjects:
+			case codes.AgentEmpty, codes.NotJSON, codes.SeveralObjects:
 			default:
 				t.Fatalf("Extract returned code %s", e.Code)
 			}

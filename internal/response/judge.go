@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/pathguard"
 	"github.com/logist/logist/internal/workflow"
@@ -109,7 +110,7 @@ func Judge(raw []byte, c Contract) Verdict {
 	if err != nil {
 		var e *Error
 		if !errors.As(err, &e) {
-			e = &Error{Code: CodeNotJSON, Reason: err.Error()}
+			e = &Error{Code: codes.NotJSON, Reason: err.Error()}
 		}
 		v.add(e)
 		return v.settle()
@@ -134,12 +135,12 @@ func Judge(raw []byte, c Contract) Verdict {
 			}
 			reason = strings.Join(parts, "; ")
 		}
-		v.add(&Error{Code: CodeSchemaInvalid, Reason: reason})
+		v.add(&Error{Code: codes.SchemaInvalid, Reason: reason})
 	}
 	// 2. Action enumeration.
 	if a, ok := obj["action"]; ok {
 		if s, isStr := a.(string); !isStr || !slices.Contains(workflow.Actions, s) {
-			v.add(&Error{Code: CodeActionInvalid, Reason: fmt.Sprintf("action %s is not one of %s", jsonText(a), strings.Join(workflow.Actions, ", "))})
+			v.add(&Error{Code: codes.ActionInvalid, Reason: fmt.Sprintf("action %s is not one of %s", jsonText(a), strings.Join(workflow.Actions, ", "))})
 		}
 	}
 	// 3. Evidence paths inside the workspace.
@@ -148,18 +149,18 @@ func Judge(raw []byte, c Contract) Verdict {
 	sumOK := true
 	if sum, ok := obj["summary_for_supervisor"]; !ok {
 		sumOK = false
-		v.add(&Error{Code: CodeSummaryMissing, Reason: "summary_for_supervisor is missing"})
+		v.add(&Error{Code: codes.SummaryMissing, Reason: "summary_for_supervisor is missing"})
 	} else if s, isStr := sum.(string); isStr && strings.TrimSpace(s) == "" {
 		sumOK = false
-		v.add(&Error{Code: CodeSummaryMissing, Reason: "summary_for_supervisor is empty"})
+		v.add(&Error{Code: codes.SummaryMissing, Reason: "summary_for_supervisor is empty"})
 	}
 	if schemaOK && sumOK {
 		b, _ := json.Marshal(obj)
 		var ans Answer
 		if err := json.Unmarshal(b, &ans); err != nil {
-			v.add(&Error{Code: CodeSchemaInvalid, Reason: err.Error()})
+			v.add(&Error{Code: codes.SchemaInvalid, Reason: err.Error()})
 		} else if n := len([]rune(ans.Summary)); n > MaxSummary {
-			v.add(&Error{Code: CodeSchemaInvalid, Reason: fmt.Sprintf("summary_for_supervisor has %d characters, at most %d", n, MaxSummary)})
+			v.add(&Error{Code: codes.SchemaInvalid, Reason: fmt.Sprintf("summary_for_supervisor has %d characters, at most %d", n, MaxSummary)})
 		} else {
 			if ans.EvidenceFiles == nil {
 				ans.EvidenceFiles = []string{}
@@ -192,7 +193,7 @@ func (v *Verdict) evidence(obj map[string]any, ws Workspace) []Warning {
 			continue
 		}
 		if err := pathguard.Lexical(p); err != nil {
-			v.add(&Error{Code: CodeProtocolViolation, Reason: evidenceField + err.Error(), Path: p})
+			v.add(&Error{Code: codes.ProtocolViolation, Reason: evidenceField + err.Error(), Path: p})
 			continue
 		}
 		if ws == nil {
@@ -200,9 +201,9 @@ func (v *Verdict) evidence(obj map[string]any, ws Workspace) []Warning {
 		}
 		exists, err := ws.Resolve(p)
 		if err != nil {
-			v.add(&Error{Code: CodeProtocolViolation, Reason: evidenceField + err.Error(), Path: p, Workspace: true})
+			v.add(&Error{Code: codes.ProtocolViolation, Reason: evidenceField + err.Error(), Path: p, Workspace: true})
 		} else if !exists {
-			warns = append(warns, Warning{Code: CodeEvidenceMissing, Detail: fmt.Sprintf("evidence file %q does not exist in the workspace", p)})
+			warns = append(warns, Warning{Code: codes.EvidenceMissing, Detail: fmt.Sprintf("evidence file %q does not exist in the workspace", p)})
 		}
 	}
 	return warns
@@ -214,7 +215,7 @@ func (v *Verdict) schema(name string, obj map[string]any) {
 		return
 	}
 	if err := schemas.Validate(name, obj); err != nil {
-		v.add(&Error{Code: CodeSchemaInvalid, Reason: err.Error(), Schema: name})
+		v.add(&Error{Code: codes.SchemaInvalid, Reason: err.Error(), Schema: name})
 	}
 }
 

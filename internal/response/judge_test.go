@@ -6,9 +6,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/logist/logist/internal/codes"
 )
 
-func codes(v Verdict) []string {
+func codesOf(v Verdict) []string {
 	var out []string
 	for _, e := range v.Violations {
 		out = append(out, e.Code)
@@ -26,24 +28,24 @@ func TestJudgeEscapeIsFoundWhateverElseIsWrong(t *testing.T) {
 		want      []string
 	}{
 		{"empty summary, no action", `{"evidence_files":["/etc/shadow"],"summary_for_supervisor":""}`,
-			[]string{CodeSchemaInvalid, CodeProtocolViolation, CodeSummaryMissing}},
+			[]string{codes.SchemaInvalid, codes.ProtocolViolation, codes.SummaryMissing}},
 		{"invalid action", `{"action":"DONE","evidence_files":["../job.json"],"summary_for_supervisor":"x"}`,
-			[]string{CodeSchemaInvalid, CodeActionInvalid, CodeProtocolViolation}},
+			[]string{codes.SchemaInvalid, codes.ActionInvalid, codes.ProtocolViolation}},
 		{"summary missing, two escapes", `{"action":"COMPLETED","evidence_files":["report.md","","/etc/passwd"]}`,
-			[]string{CodeSchemaInvalid, CodeProtocolViolation, CodeProtocolViolation, CodeSummaryMissing}},
+			[]string{codes.SchemaInvalid, codes.ProtocolViolation, codes.ProtocolViolation, codes.SummaryMissing}},
 		{"schema invalid elsewhere", `{"action":"COMPLETED","evidence_files":["../x", 7],"summary_for_supervisor":"x"}`,
-			[]string{CodeSchemaInvalid, CodeProtocolViolation}},
+			[]string{codes.SchemaInvalid, codes.ProtocolViolation}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			v := Judge([]byte(c.raw), Contract{Workspace: Dir(ws)})
-			if v.Err == nil || v.Err.Code != CodeProtocolViolation {
-				t.Fatalf("refused for %v, want %s (violations %v)", v.Err, CodeProtocolViolation, codes(v))
+			if v.Err == nil || v.Err.Code != codes.ProtocolViolation {
+				t.Fatalf("refused for %v, want %s (violations %v)", v.Err, codes.ProtocolViolation, codesOf(v))
 			}
 			if !strings.Contains(v.Err.Reason, "evidence_files") {
 				t.Errorf("reason %q does not name evidence_files", v.Err.Reason)
 			}
-			if got := codes(v); !slices.Equal(got, c.want) {
+			if got := codesOf(v); !slices.Equal(got, c.want) {
 				t.Errorf("violations %v, want %v", got, c.want)
 			}
 			if v.Answer != nil || v.Warnings != nil {
@@ -56,8 +58,8 @@ func TestJudgeEscapeIsFoundWhateverElseIsWrong(t *testing.T) {
 	}
 	// Without an escape, the precedence is what it always was.
 	v := Judge([]byte(`{"action":"done","evidence_files":["report.md"]}`), Contract{Workspace: Dir(ws)})
-	if v.Err.Code != CodeActionInvalid || !slices.Equal(codes(v), []string{CodeSchemaInvalid, CodeActionInvalid, CodeSummaryMissing}) {
-		t.Errorf("refused for %s with %v", v.Err.Code, codes(v))
+	if v.Err.Code != codes.ActionInvalid || !slices.Equal(codesOf(v), []string{codes.SchemaInvalid, codes.ActionInvalid, codes.SummaryMissing}) {
+		t.Errorf("refused for %s with %v", v.Err.Code, codesOf(v))
 	}
 }
 
@@ -71,7 +73,7 @@ func TestJudgeWorkspaceFindings(t *testing.T) {
 	}
 	raw := []byte(`{"action":"DONE","evidence_files":["out/x","report.md"],"summary_for_supervisor":"x"}`)
 	v := Judge(raw, Contract{Workspace: Dir(ws)})
-	if v.Err == nil || v.Err.Code != CodeProtocolViolation || !v.Err.Workspace || v.Err.Path != "out/x" {
+	if v.Err == nil || v.Err.Code != codes.ProtocolViolation || !v.Err.Workspace || v.Err.Path != "out/x" {
 		t.Fatalf("refused for %+v, want a workspace PROTOCOL_VIOLATION about out/x", v.Err)
 	}
 	// Replayed with what was recorded, the verdict is the same although the
@@ -81,17 +83,17 @@ func TestJudgeWorkspaceFindings(t *testing.T) {
 		t.Fatal(err)
 	}
 	again := Judge(raw, Contract{Workspace: Recorded(rec)})
-	if again.Err == nil || again.Err.Code != CodeProtocolViolation || !slices.Equal(codes(again), codes(v)) {
-		t.Errorf("replayed: %v %v, recorded %v", again.Err, codes(again), codes(v))
+	if again.Err == nil || again.Err.Code != codes.ProtocolViolation || !slices.Equal(codesOf(again), codesOf(v)) {
+		t.Errorf("replayed: %v %v, recorded %v", again.Err, codesOf(again), codesOf(v))
 	}
-	if Judge(raw, Contract{Workspace: Dir(ws)}).Err.Code != CodeActionInvalid {
+	if Judge(raw, Contract{Workspace: Dir(ws)}).Err.Code != codes.ActionInvalid {
 		t.Error("the folder as it is now still refuses out/x")
 	}
 	// No workspace: the text alone, which passes out/x.
-	if v := Judge(raw, Contract{}); v.Err.Code != CodeActionInvalid {
+	if v := Judge(raw, Contract{}); v.Err.Code != codes.ActionInvalid {
 		t.Errorf("without a workspace: %v", v.Err)
 	}
-	if v := Judge([]byte(`{"action":"STUCK","evidence_files":["/etc/passwd"],"summary_for_supervisor":"x"}`), Contract{}); v.Err == nil || v.Err.Code != CodeProtocolViolation || v.Err.Workspace {
+	if v := Judge([]byte(`{"action":"STUCK","evidence_files":["/etc/passwd"],"summary_for_supervisor":"x"}`), Contract{}); v.Err == nil || v.Err.Code != codes.ProtocolViolation || v.Err.Workspace {
 		t.Errorf("without a workspace, an absolute path: %+v", v.Err)
 	}
 	// An accepted answer's recorded workspace (none) accepts it again.
@@ -110,10 +112,10 @@ func TestJudgeOwnSchemas(t *testing.T) {
 	const planner = "protocol-answer-planner.json"
 	base := `"evidence_files":[],"summary_for_supervisor":"x"`
 	v := Judge([]byte(`{"action":"COMPLETED",`+base+`}`), Contract{Schema: planner})
-	if v.Err == nil || v.Err.Code != CodeSchemaInvalid || v.Err.Schema != planner {
+	if v.Err == nil || v.Err.Code != codes.SchemaInvalid || v.Err.Schema != planner {
 		t.Fatalf("COMPLETED without proposals: %+v", v.Err)
 	}
-	if !strings.HasPrefix(v.Err.Explain(), planner+": ") || !strings.HasPrefix(v.Err.Error(), CodeSchemaInvalid+": ") {
+	if !strings.HasPrefix(v.Err.Explain(), planner+": ") || !strings.HasPrefix(v.Err.Error(), codes.SchemaInvalid+": ") {
 		t.Errorf("Explain %q, Error %q", v.Err.Explain(), v.Err.Error())
 	}
 	if v := Judge([]byte(`{"action":"RETRY",`+base+`,"proposals":null}`), Contract{Schema: planner}); v.Err != nil || v.Answer.Action != "RETRY" {
@@ -127,13 +129,13 @@ func TestJudgeOwnSchemas(t *testing.T) {
 		t.Errorf("valid turn answer: %+v", v)
 	}
 	v = Judge([]byte(`{"vote":"MAYBE","evidence_files":["/etc/passwd"]}`), Contract{Turn: true, Schema: vote})
-	if v.Err == nil || v.Err.Code != CodeSchemaInvalid || len(v.Violations) != 1 {
+	if v.Err == nil || v.Err.Code != codes.SchemaInvalid || len(v.Violations) != 1 {
 		t.Errorf("turn answer against its schema (base contract ignored): %+v", v.Violations)
 	}
 	if v := Judge([]byte(`{"x":1}`), Contract{Turn: true}); v.Err != nil {
 		t.Errorf("turn without a schema: %v", v.Err)
 	}
-	if v := Judge([]byte(`maybe`), Contract{Turn: true, Schema: vote}); v.Err == nil || v.Err.Code != CodeNotJSON {
+	if v := Judge([]byte(`maybe`), Contract{Turn: true, Schema: vote}); v.Err == nil || v.Err.Code != codes.NotJSON {
 		t.Errorf("unreadable turn answer: %+v", v.Err)
 	}
 }
@@ -141,7 +143,7 @@ func TestJudgeOwnSchemas(t *testing.T) {
 // Every code Judge refuses with is in Codes, the one list metrics and
 // verify use.
 func TestCodesListsEveryCode(t *testing.T) {
-	for _, c := range []string{CodeEmpty, CodeNotJSON, CodeSeveralObjects, CodeSchemaInvalid, CodeActionInvalid, CodeSummaryMissing, CodeProtocolViolation} {
+	for _, c := range []string{codes.AgentEmpty, codes.NotJSON, codes.SeveralObjects, codes.SchemaInvalid, codes.ActionInvalid, codes.SummaryMissing, codes.ProtocolViolation} {
 		if !slices.Contains(Codes, c) {
 			t.Errorf("%s is not in Codes", c)
 		}

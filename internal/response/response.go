@@ -14,22 +14,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/logist/logist/internal/codes"
 )
 
 // MaxSummary is the seed's summary limit in characters.
 const MaxSummary = 500
-
-// Error codes of failed validation; each leads to STUCK per the escalation
-// matrix.
-const (
-	CodeEmpty             = "AGENT_EMPTY"
-	CodeNotJSON           = "NOT_JSON"
-	CodeSeveralObjects    = "SEVERAL_OBJECTS"
-	CodeSchemaInvalid     = "SCHEMA_INVALID"
-	CodeActionInvalid     = "ACTION_INVALID"
-	CodeSummaryMissing    = "SUMMARY_MISSING"
-	CodeProtocolViolation = "PROTOCOL_VIOLATION"
-)
 
 // Codes is every validation code, in the order that picks the one an
 // answer is refused for when it breaks its contract in several ways (all
@@ -39,11 +29,7 @@ const (
 // audited whatever else is wrong), then the action and summary layers,
 // which name a problem better than the generic schema message does.
 // Metrics and logist verify take the list from here.
-var Codes = []string{CodeEmpty, CodeNotJSON, CodeSeveralObjects, CodeProtocolViolation, CodeActionInvalid, CodeSummaryMissing, CodeSchemaInvalid}
-
-// CodeEvidenceMissing is the warning of an accepted answer naming an
-// evidence file that does not exist (seed 002: warning, answer accepted).
-const CodeEvidenceMissing = "EVIDENCE_MISSING"
+var Codes = []string{codes.AgentEmpty, codes.NotJSON, codes.SeveralObjects, codes.ProtocolViolation, codes.ActionInvalid, codes.SummaryMissing, codes.SchemaInvalid}
 
 // Error is a validation failure: a code (for logs, metrics and the
 // escalation matrix) and a reason a steward can act on.
@@ -92,12 +78,12 @@ type Warning struct {
 func Extract(raw []byte) (map[string]any, error) {
 	s := bytes.TrimSpace(bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf")))
 	if len(s) == 0 {
-		return nil, &Error{Code: CodeEmpty, Reason: "the agent answered nothing"}
+		return nil, &Error{Code: codes.AgentEmpty, Reason: "the agent answered nothing"}
 	}
 	if bytes.HasPrefix(s, []byte("```")) {
 		body, ok := unfence(s)
 		if !ok {
-			return nil, &Error{Code: CodeNotJSON, Reason: "a code fence that does not wrap the whole answer"}
+			return nil, &Error{Code: codes.NotJSON, Reason: "a code fence that does not wrap the whole answer"}
 		}
 		s = body
 	}
@@ -105,18 +91,18 @@ func Extract(raw []byte) (map[string]any, error) {
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, &Error{Code: CodeNotJSON, Reason: "not a JSON object: " + err.Error()}
+		return nil, &Error{Code: codes.NotJSON, Reason: "not a JSON object: " + err.Error()}
 	}
 	var extra any
 	if err := dec.Decode(&extra); err != io.EOF {
 		if err == nil {
-			return nil, &Error{Code: CodeSeveralObjects, Reason: "more than one JSON value; answer exactly one object"}
+			return nil, &Error{Code: codes.SeveralObjects, Reason: "more than one JSON value; answer exactly one object"}
 		}
-		return nil, &Error{Code: CodeNotJSON, Reason: "text after the JSON object: " + err.Error()}
+		return nil, &Error{Code: codes.NotJSON, Reason: "text after the JSON object: " + err.Error()}
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, &Error{Code: CodeNotJSON, Reason: fmt.Sprintf("the answer is a JSON %s, not an object", kind(v))}
+		return nil, &Error{Code: codes.NotJSON, Reason: fmt.Sprintf("the answer is a JSON %s, not an object", kind(v))}
 	}
 	return obj, nil
 }

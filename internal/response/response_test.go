@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/logist/logist/internal/codes"
 )
 
 const okAnswer = `{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"Done."}`
@@ -57,31 +59,31 @@ func TestExtract(t *testing.T) {
 	}
 
 	bad := []struct{ name, raw, code string }{
-		{"nil", "", CodeEmpty},
-		{"spaces", "   \n\t ", CodeEmpty},
-		{"bom only", "\xef\xbb\xbf", CodeEmpty},
-		{"bom and whitespace only", "\xef\xbb\xbf  \n", CodeEmpty},
-		{"prose", "I finished the task.", CodeNotJSON},
-		{"prose before", "Here is my answer: " + okAnswer, CodeNotJSON},
-		{"prose after", okAnswer + " hope that helps", CodeNotJSON},
-		{"two objects", okAnswer + okAnswer, CodeSeveralObjects},
-		{"two objects newline", okAnswer + "\n" + okAnswer, CodeSeveralObjects},
-		{"object then number", okAnswer + " 1", CodeSeveralObjects},
-		{"array", `[` + okAnswer + `]`, CodeNotJSON},
-		{"string", `"COMPLETED"`, CodeNotJSON},
-		{"number", `42`, CodeNotJSON},
-		{"bool", `true`, CodeNotJSON},
-		{"null", `null`, CodeNotJSON},
-		{"truncated", `{"action":"COMPLETED"`, CodeNotJSON},
-		{"fence with prose before", "Sure!\n```json\n" + okAnswer + "\n```", CodeNotJSON},
-		{"fence with prose after", "```json\n" + okAnswer + "\n```\nLet me know.", CodeNotJSON},
-		{"fence one line", "```json " + okAnswer + "```", CodeNotJSON},
-		{"fence not closed", "```json\n" + okAnswer, CodeNotJSON},
-		{"fence other language", "```python\n" + okAnswer + "\n```", CodeNotJSON},
-		{"two fences", "```json\n" + okAnswer + "\n```\n```json\n" + okAnswer + "\n```", CodeNotJSON},
-		{"fenced two objects", "```json\n" + okAnswer + "\n" + okAnswer + "\n```", CodeSeveralObjects},
-		{"fenced empty", "```json\n```", CodeNotJSON},
-		{"fenced array", "```json\n[]\n```", CodeNotJSON},
+		{"nil", "", codes.AgentEmpty},
+		{"spaces", "   \n\t ", codes.AgentEmpty},
+		{"bom only", "\xef\xbb\xbf", codes.AgentEmpty},
+		{"bom and whitespace only", "\xef\xbb\xbf  \n", codes.AgentEmpty},
+		{"prose", "I finished the task.", codes.NotJSON},
+		{"prose before", "Here is my answer: " + okAnswer, codes.NotJSON},
+		{"prose after", okAnswer + " hope that helps", codes.NotJSON},
+		{"two objects", okAnswer + okAnswer, codes.SeveralObjects},
+		{"two objects newline", okAnswer + "\n" + okAnswer, codes.SeveralObjects},
+		{"object then number", okAnswer + " 1", codes.SeveralObjects},
+		{"array", `[` + okAnswer + `]`, codes.NotJSON},
+		{"string", `"COMPLETED"`, codes.NotJSON},
+		{"number", `42`, codes.NotJSON},
+		{"bool", `true`, codes.NotJSON},
+		{"null", `null`, codes.NotJSON},
+		{"truncated", `{"action":"COMPLETED"`, codes.NotJSON},
+		{"fence with prose before", "Sure!\n```json\n" + okAnswer + "\n```", codes.NotJSON},
+		{"fence with prose after", "```json\n" + okAnswer + "\n```\nLet me know.", codes.NotJSON},
+		{"fence one line", "```json " + okAnswer + "```", codes.NotJSON},
+		{"fence not closed", "```json\n" + okAnswer, codes.NotJSON},
+		{"fence other language", "```python\n" + okAnswer + "\n```", codes.NotJSON},
+		{"two fences", "```json\n" + okAnswer + "\n```\n```json\n" + okAnswer + "\n```", codes.NotJSON},
+		{"fenced two objects", "```json\n" + okAnswer + "\n" + okAnswer + "\n```", codes.SeveralObjects},
+		{"fenced empty", "```json\n```", codes.NotJSON},
+		{"fenced array", "```json\n[]\n```", codes.NotJSON},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
@@ -97,7 +99,7 @@ func TestExtract(t *testing.T) {
 func TestExtractNamesTheKind(t *testing.T) {
 	for raw, kind := range map[string]string{`[]`: "array", `"x"`: "string", `1.5`: "number", `false`: "boolean", `null`: "null"} {
 		_, err := Extract([]byte(raw))
-		e := wantCode(t, err, CodeNotJSON)
+		e := wantCode(t, err, codes.NotJSON)
 		if !strings.Contains(e.Reason, kind) {
 			t.Errorf("Extract(%s) reason %q does not name %q", raw, e.Reason, kind)
 		}
@@ -186,24 +188,24 @@ func TestValidateExtraFieldsAndCost(t *testing.T) {
 		t.Errorf("CostUSD = %v, want 0.0125", a.CostUSD)
 	}
 	_, _, err = validate([]byte(`{"action":"RETRY","evidence_files":[],"summary_for_supervisor":"again","cost_usd":-1}`), workspace(t))
-	e := wantCode(t, err, CodeSchemaInvalid)
+	e := wantCode(t, err, codes.SchemaInvalid)
 	if !strings.Contains(e.Reason, "/cost_usd") {
 		t.Errorf("reason %q does not point at /cost_usd", e.Reason)
 	}
 	_, _, err = validate([]byte(`{"action":"RETRY","evidence_files":[],"summary_for_supervisor":"again","cost_usd":"free"}`), workspace(t))
-	_ = wantCode(t, err, CodeSchemaInvalid)
+	_ = wantCode(t, err, codes.SchemaInvalid)
 }
 
 func TestValidateExtractionErrorsPassThrough(t *testing.T) {
 	ws := workspace(t)
 	for raw, code := range map[string]string{
-		"":                     CodeEmpty,
-		"done":                 CodeNotJSON,
-		okAnswer + okAnswer:    CodeSeveralObjects,
-		`["COMPLETED"]`:        CodeNotJSON,
-		`"COMPLETED"`:          CodeNotJSON,
-		"Sure:\n" + okAnswer:   CodeNotJSON,
-		"```json\n" + okAnswer: CodeNotJSON,
+		"":                     codes.AgentEmpty,
+		"done":                 codes.NotJSON,
+		okAnswer + okAnswer:    codes.SeveralObjects,
+		`["COMPLETED"]`:        codes.NotJSON,
+		`"COMPLETED"`:          codes.NotJSON,
+		"Sure:\n" + okAnswer:   codes.NotJSON,
+		"```json\n" + okAnswer: codes.NotJSON,
 	} {
 		a, w, err := validate([]byte(raw), ws)
 		if a != nil || w != nil {
@@ -232,7 +234,7 @@ func TestValidateSchema(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, _, err := validate([]byte(c.raw), ws)
-			e := wantCode(t, err, CodeSchemaInvalid)
+			e := wantCode(t, err, codes.SchemaInvalid)
 			if !strings.Contains(e.Reason, c.pointer) {
 				t.Errorf("reason %q does not mention %q", e.Reason, c.pointer)
 			}
@@ -244,7 +246,7 @@ func TestValidateAction(t *testing.T) {
 	ws := workspace(t)
 	for _, action := range []any{"completed", "Completed", "DONE", "", " COMPLETED", 1, 0, true, []string{"COMPLETED"}, map[string]string{}} {
 		_, _, err := validate(answer(action, []string{}, "summary"), ws)
-		e := wantCode(t, err, CodeActionInvalid)
+		e := wantCode(t, err, codes.ActionInvalid)
 		for _, a := range []string{"COMPLETED", "STUCK", "RETRY"} {
 			if !strings.Contains(e.Reason, a) {
 				t.Errorf("action %v: reason %q does not list %s", action, e.Reason, a)
@@ -253,10 +255,10 @@ func TestValidateAction(t *testing.T) {
 	}
 	// JSON null is not an absent field: it is an invalid action.
 	_, _, err := validate([]byte(`{"action":null,"evidence_files":[],"summary_for_supervisor":"x"}`), ws)
-	_ = wantCode(t, err, CodeActionInvalid)
+	_ = wantCode(t, err, codes.ActionInvalid)
 	// The offending value is quoted in the reason.
 	_, _, err = validate(answer("DONE", []string{}, "x"), ws)
-	if e := wantCode(t, err, CodeActionInvalid); !strings.Contains(e.Reason, `"DONE"`) {
+	if e := wantCode(t, err, codes.ActionInvalid); !strings.Contains(e.Reason, `"DONE"`) {
 		t.Errorf("reason %q does not quote the action", e.Reason)
 	}
 }
@@ -270,20 +272,20 @@ func TestValidateSummary(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, _, err := validate([]byte(raw), ws)
-			_ = wantCode(t, err, CodeSummaryMissing)
+			_ = wantCode(t, err, codes.SummaryMissing)
 		})
 	}
 
 	t.Run("501 chars", func(t *testing.T) {
 		_, _, err := validate(answer("COMPLETED", []string{}, strings.Repeat("a", MaxSummary+1)), ws)
-		e := wantCode(t, err, CodeSchemaInvalid)
+		e := wantCode(t, err, codes.SchemaInvalid)
 		if !strings.Contains(e.Reason, "summary_for_supervisor") {
 			t.Errorf("reason %q does not name the field", e.Reason)
 		}
 	})
 	t.Run("501 multibyte runes", func(t *testing.T) {
 		_, _, err := validate(answer("COMPLETED", []string{}, strings.Repeat("é", MaxSummary+1)), ws)
-		_ = wantCode(t, err, CodeSchemaInvalid)
+		_ = wantCode(t, err, codes.SchemaInvalid)
 	})
 	t.Run("500 chars", func(t *testing.T) {
 		s := strings.Repeat("a", MaxSummary)
@@ -313,9 +315,9 @@ func TestValidateSummary(t *testing.T) {
 func TestValidateLayerPrecedence(t *testing.T) {
 	ws := workspace(t)
 	_, _, err := validate([]byte(`{"action":"done"}`), ws)
-	_ = wantCode(t, err, CodeActionInvalid)
+	_ = wantCode(t, err, codes.ActionInvalid)
 	_, _, err = validate([]byte(`{"action":"COMPLETED","evidence_files":"x"}`), ws)
-	_ = wantCode(t, err, CodeSummaryMissing)
+	_ = wantCode(t, err, codes.SummaryMissing)
 }
 
 func TestValidateEvidence(t *testing.T) {
@@ -391,7 +393,7 @@ func TestValidateEvidence(t *testing.T) {
 			if a != nil || warns != nil {
 				t.Errorf("answer %v warnings %v returned with violation", a, warns)
 			}
-			e := wantCode(t, err, CodeProtocolViolation)
+			e := wantCode(t, err, codes.ProtocolViolation)
 			if !strings.Contains(e.Reason, "evidence_files") {
 				t.Errorf("reason %q does not name evidence_files", e.Reason)
 			}
@@ -402,7 +404,7 @@ func TestValidateEvidence(t *testing.T) {
 func TestValidateMissingWorkspace(t *testing.T) {
 	t.Parallel()
 	_, _, err := validate(answer("COMPLETED", []string{"a"}, "x"), filepath.Join(t.TempDir(), "gone"))
-	_ = wantCode(t, err, CodeProtocolViolation)
+	_ = wantCode(t, err, codes.ProtocolViolation)
 	// Without evidence, the workspace is not consulted.
 	if _, _, err := validate([]byte(okAnswer), filepath.Join(t.TempDir(), "gone")); err != nil {
 		t.Errorf("no evidence, missing workspace: %v", err)

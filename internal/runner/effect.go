@@ -10,9 +10,6 @@ import (
 	"github.com/logist/logist/internal/workflow"
 )
 
-// CodeWorkflowEffect: a phase names an effect this Logist does not have.
-const CodeWorkflowEffect = "WORKFLOW_EFFECT"
-
 // work plays a phase Logist does itself, in place of an agent.
 type work func(ctx context.Context) ([]byte, error)
 

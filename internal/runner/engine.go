@@ -27,6 +27,7 @@ import (
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/snapshot"
 )
 
 // Causes of a cancelled call.
@@ -42,6 +43,10 @@ type Engine struct {
 	NewProvider func(manifest.AgentConfig) (agent.Provider, error)
 	// Sleep waits for backoff; tests make it instant.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// LookPath finds a command agent's program on the daemon's PATH
+	// (exec.LookPath unless a test swaps it): checked as a job is taken
+	// up, before any call (programs.go).
+	LookPath func(string) (string, error)
 
 	// Draining stops runs from starting another call (graceful shutdown);
 	// calls in flight go on.
@@ -162,6 +167,14 @@ type call struct {
 	stateBefore lifecycle.Status
 	deadline    time.Duration
 	budgetBound bool // the deadline is the job's remaining time budget
+	// prov plays the call (perr: why it could not be built, recorded as
+	// the call's failure); built before the request, whose metadata
+	// records the parameters it sends (agent.SentParams).
+	prov agent.Provider
+	perr error
+	// before is the workspace as the agent found it (nil if not scanned):
+	// what the call changed is recorded with its response (changes.go).
+	before snapshot.Stats
 	// work, if set, is what Logist does itself in place of an agent call
 	// (a phase played by workflow.RoleLogist).
 	work work
@@ -201,19 +214,11 @@ func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept) (stepRes
 		return res, err
 	}
 
-	cfg := tx.M.Agents[c.role]
-	if cfg.Command != nil && len(tx.M.SecretEnv) > 0 {
-		// Secret variables reach the agent (and only the agent).
-		cmd := *cfg.Command
-		cmd.EnvAllow = append(append([]string{}, cmd.EnvAllow...), tx.M.SecretEnv...)
-		cfg.Command = &cmd
-	}
-	var prov agent.Provider
-	var perr error
+	prov, perr := c.prov, c.perr
 	if c.work != nil {
-		prov = c.work
+		prov, perr = c.work, nil
 	} else {
-		prov, perr = e.NewProvider(cfg)
+		c.before = scanWorkspace(tx)
 	}
 	e.markPhase(id, c)
 	if e.Timings != nil {
@@ -250,6 +255,19 @@ func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept) (stepRes
 		}
 	}
 	return res, err
+}
+
+// providerFor builds the agent that plays role in job m: the manifest's
+// configuration, with the job's secret variables let through to a command
+// agent (and only to it).
+func (e *Engine) providerFor(m *manifest.Manifest, role string) (agent.Provider, error) {
+	cfg := m.Agents[role]
+	if cfg.Command != nil && len(m.SecretEnv) > 0 {
+		cmd := *cfg.Command
+		cmd.EnvAllow = append(append([]string{}, cmd.EnvAllow...), m.SecretEnv...)
+		cfg.Command = &cmd
+	}
+	return e.NewProvider(cfg)
 }
 
 // backoff is initial·2^(n-1) with ±50% jitter, capped at five minutes.

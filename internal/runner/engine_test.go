@@ -17,11 +17,14 @@ import (
 
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/builtins"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/response"
+	"github.com/logist/logist/internal/secrets"
 	"github.com/logist/logist/internal/steward"
 	"github.com/logist/logist/internal/testkit"
 )
@@ -92,18 +95,18 @@ func TestEscalationInvalidAnswers(t *testing.T) {
 		name, raw, code, inReason string
 	}{
 		{"schema invalid", `{"action": "COMPLETED", "evidence_files": "report.md", "summary_for_supervisor": "Summarised."}`,
-			response.CodeSchemaInvalid, "/evidence_files"},
+			codes.SchemaInvalid, "/evidence_files"},
 		{"schema invalid extra type", `{"action": "COMPLETED", "evidence_files": [1], "summary_for_supervisor": "ok"}`,
-			response.CodeSchemaInvalid, "/evidence_files/0"},
+			codes.SchemaInvalid, "/evidence_files/0"},
 		{"action malformed", `{"action": "DONE", "evidence_files": [], "summary_for_supervisor": "Did it."}`,
-			response.CodeActionInvalid, `"DONE"`},
+			codes.ActionInvalid, `"DONE"`},
 		{"action not a string", `{"action": 7, "evidence_files": [], "summary_for_supervisor": "Did it."}`,
-			response.CodeActionInvalid, "7"},
+			codes.ActionInvalid, "7"},
 		{"summary missing", `{"action": "COMPLETED", "evidence_files": []}`,
-			response.CodeSummaryMissing, "summary_for_supervisor"},
+			codes.SummaryMissing, "summary_for_supervisor"},
 		{"summary blank", `{"action": "COMPLETED", "evidence_files": [], "summary_for_supervisor": "  "}`,
-			response.CodeSummaryMissing, "empty"},
-		{"not json", `I finished the task, trust me.`, response.CodeNotJSON, "not a JSON object"},
+			codes.SummaryMissing, "empty"},
+		{"not json", `I finished the task, trust me.`, codes.NotJSON, "not a JSON object"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -156,7 +159,7 @@ func TestEscalationCallTimeout(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("run took %s; the 0.3 s timeout did not kill the agent", d)
 	}
-	last := checkEscalated(t, f, "j", agent.CodeTimeout, 1)
+	last := checkEscalated(t, f, "j", codes.AgentTimeout, 1)
 	if last.Status != history.StatusTimeout {
 		t.Errorf("response status = %q, want TIMEOUT", last.Status)
 	}
@@ -169,6 +172,63 @@ func TestEscalationCallTimeout(t *testing.T) {
 	}
 	if m := f.Load("j"); !strings.Contains(m.Run.Reason, "timeout") {
 		t.Errorf("reason = %q", m.Run.Reason)
+	}
+}
+
+// obsCalls hears the calls and violations the metrics would count.
+type obsCalls struct {
+	jobtx.Nop
+	mu         sync.Mutex
+	outcomes   []string
+	violations []string
+}
+
+func (o *obsCalls) AgentCall(role, _, outcome string, _ time.Duration, _ float64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.outcomes = append(o.outcomes, role+":"+outcome)
+}
+
+func (o *obsCalls) Violation(code string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.violations = append(o.violations, code)
+}
+
+// Issue 17 item 10: an accepted answer with a missing evidence file is a
+// warning: logged at WARN with type "warning", never as an error, and
+// counted as an ok call, not as a violation, so error-rate alerts do not
+// hear it.
+func TestMissingEvidenceIsLoggedAsAWarning(t *testing.T) {
+	f := newFixture(t)
+	var logs logBuffer
+	f.Env.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	obs := &obsCalls{}
+	f.Env.Obs = obs
+	f.WriteJob("j", job(testkit.Script(testkit.Step("COMPLETED", "Wrote it.", "missing.txt")), okSupervisor()))
+	f.Run("j")
+	var warned bool
+	for _, l := range joblog.Lines(logs.bytes()) {
+		if l["error_code"] == nil && l["type"] == nil {
+			continue
+		}
+		if err := joblog.Check(l); err != nil {
+			t.Errorf("%v: %v", err, l)
+		}
+		if l["type"] == "error" {
+			t.Errorf("an error line for a job that only had a warning: %v", l)
+		}
+		if l["error_code"] == codes.EvidenceMissing {
+			warned = l["level"] == "WARN" && l["type"] == "warning" && l["actor"] == "worker" && l["job_id"] == "j"
+		}
+	}
+	if !warned {
+		t.Errorf("no EVIDENCE_MISSING warning line:\n%s", logs.bytes())
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(obs.violations) != 0 || strings.Join(obs.outcomes, ",") != "worker:ok,supervisor:ok" {
+		t.Errorf("metrics heard calls %v and violations %v", obs.outcomes, obs.violations)
 	}
 }
 
@@ -220,7 +280,7 @@ func TestEscalationEvidenceEscapingWorkspace(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.Run("j")
-			last := checkEscalated(t, f, "j", response.CodeProtocolViolation, 1)
+			last := checkEscalated(t, f, "j", codes.ProtocolViolation, 1)
 			if !strings.Contains(last.Error, "escapes the workspace") {
 				t.Errorf("error = %q", last.Error)
 			}
@@ -247,7 +307,7 @@ func TestAPIErrorRetriesWithBackoffThenEscalates(t *testing.T) {
 			f.WriteJob("j", j)
 			f.Run("j")
 
-			last := checkEscalated(t, f, "j", agent.CodeAPIError, want+1)
+			last := checkEscalated(t, f, "j", codes.APIError, want+1)
 			if last.Status != history.StatusError {
 				t.Errorf("status %q", last.Status)
 			}
@@ -268,7 +328,7 @@ func TestAPIErrorRetriesWithBackoffThenEscalates(t *testing.T) {
 				}
 			}
 			for i, r := range testkit.OfType(recs, history.TypeResponse) {
-				if r.Response.ErrorCode != agent.CodeAPIError {
+				if r.Response.ErrorCode != codes.APIError {
 					t.Errorf("response %d code %q", i, r.Response.ErrorCode)
 				}
 				if wantNS := i == want; (r.Response.NewStatus != "") != wantNS {
@@ -521,7 +581,9 @@ func TestSupervisedWorkflowRetryThenSuccess(t *testing.T) {
 	}
 	for i, w := range wantCP {
 		rp := rps[i].RecoveryPoint
-		if rp.CheckpointID != w.id || rp.Sequence != w.seq || rp.ResumePhase != w.phase || !rp.CanResumeFrom {
+		// The end of the job is no place to resume from (rollback
+		// refuses it): not can_resume_from.
+		if rp.CheckpointID != w.id || rp.Sequence != w.seq || rp.ResumePhase != w.phase || rp.CanResumeFrom != (w.phase != "") {
 			t.Errorf("recovery point %d = %+v, want %+v", i, rp, w)
 		}
 	}
@@ -863,7 +925,7 @@ func TestInterruptedCallIsReattemptedWithSameRequest(t *testing.T) {
 		t.Fatalf("an interrupted call left %d response records", n)
 	}
 	errs := testkit.OfType(recs, history.TypeError)
-	if len(errs) != 1 || errs[0].Error.Code != agent.CodeInterrupted {
+	if len(errs) != 1 || errs[0].Error.Code != codes.AgentInterrupted {
 		t.Fatalf("error records = %+v, want one AGENT_INTERRUPTED", errs)
 	}
 	if m := f.Load("j"); m.Status != lifecycle.Running || m.Phase() != "work" {
@@ -1002,7 +1064,7 @@ func TestEscalationEvidenceEscapeComesFirst(t *testing.T) {
 	raw := `{"evidence_files":["/etc/shadow"],"summary_for_supervisor":""}`
 	f.WriteJob("j", job(testkit.Script(rawStep(raw)), okSupervisor()))
 	f.Run("j")
-	last := checkEscalated(t, f, "j", response.CodeProtocolViolation, 1)
+	last := checkEscalated(t, f, "j", codes.ProtocolViolation, 1)
 	if !strings.Contains(f.Load("j").Run.Reason, "/etc/shadow") {
 		t.Errorf("run.reason = %q", f.Load("j").Run.Reason)
 	}
@@ -1017,5 +1079,68 @@ func TestEscalationEvidenceEscapeComesFirst(t *testing.T) {
 		if !strings.Contains(logs.String(), `"error_code":"`+code+`"`) {
 			t.Errorf("%s is not logged:\n%s", code, logs.String())
 		}
+	}
+}
+
+// A job with encrypt_history keeps its requests sealed in the history; a
+// call cut off and asked again after a restart must still reach its agent
+// in plaintext (the stored request as it was before sealing), never as
+// ciphertext.
+func TestInterruptedCallOfEncryptedJobIsAskedInPlaintext(t *testing.T) {
+	f := newFixture(t)
+	// The first call hangs until it is killed; the second keeps the
+	// request file it was given and answers.
+	agentScript := `if [ ! -e started ]; then : > started; sleep 60; exit 1; fi
+cp "$LOGIST_REQUEST_FILE" request-seen.json
+echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"done"}'`
+	m := job(command(0, "sh", "-c", agentScript), okSupervisor())
+	m["task_description"] = "Rename the flag --verbose to --loud."
+	m["encrypt_history"] = true
+	f.WriteJob("j", m)
+	ws := filepath.Join(f.Dir, "j", "workspace")
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Engine.Run(ctx, "j") }()
+	testkit.WaitFor(t, "the first call to start", 10*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(ws, "started"))
+		return err == nil
+	})
+	cancel(ErrShutdown)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after shutdown")
+	}
+	intents := testkit.OfType(f.Records("j"), history.TypeIntent)
+	if len(intents) != 1 || !secrets.Sealed(intents[0].Request.Prompt) {
+		t.Fatalf("the stored request should be sealed: %+v", intents)
+	}
+
+	f.Run("j") // the restart: the cut-off call is asked again
+	if got := f.Load("j"); got.Status != lifecycle.Success {
+		t.Fatalf("status = %s (%s)", got.Status, got.Run.Reason)
+	}
+	b, err := os.ReadFile(filepath.Join(ws, "request-seen.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen agent.Request
+	if err := json.Unmarshal(b, &seen); err != nil {
+		t.Fatal(err)
+	}
+	for what, s := range map[string]string{"prompt": seen.Prompt, "system prompt": seen.SystemPrompt, "task": seen.TaskDescription} {
+		if secrets.Sealed(s) {
+			t.Errorf("the re-attempt's %s is ciphertext: %.60q", what, s)
+		}
+	}
+	if !strings.Contains(seen.Prompt, "Rename the flag --verbose to --loud.") || seen.TaskDescription != "Rename the flag --verbose to --loud." {
+		t.Errorf("the re-attempt's request does not carry the task: %.200q", seen.Prompt)
+	}
+	if n := len(testkit.OfType(f.Records("j"), history.TypeIntent)); n != 2 {
+		t.Errorf("%d intents, want the cut-off call's and the supervisor's", n)
 	}
 }

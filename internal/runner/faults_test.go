@@ -22,7 +22,9 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/testkit"
 	"github.com/logist/logist/internal/verify"
@@ -38,6 +40,30 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
+}
+
+func (l *logBuffer) bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]byte(nil), l.b.Bytes()...)
+}
+
+// checkSeedLines checks every line of seed 004 §7 (one with a type or an
+// error_code) the scheduler and the engine logged (joblog.Check) and
+// returns how many there were.
+func (l *logBuffer) checkSeedLines(t *testing.T) int {
+	t.Helper()
+	n := 0
+	for _, line := range joblog.Lines(l.bytes()) {
+		if line["type"] == nil && line["error_code"] == nil {
+			continue
+		}
+		n++
+		if err := joblog.Check(line); err != nil {
+			t.Errorf("%v: %v", err, line)
+		}
+	}
+	return n
 }
 
 // count is how many lines for job id carry error_code code (and msg, if
@@ -167,6 +193,7 @@ func TestDiskFullPausesJobAndResumes(t *testing.T) {
 	if refused.Load() < 3 {
 		t.Errorf("the hook refused %d writes", refused.Load())
 	}
+	lb.checkSeedLines(t) // the scheduler's "storage error: job paused" lines among them
 }
 
 // H87: the disk fills up just after an agent answered: its response cannot
@@ -368,6 +395,7 @@ func TestHistoryDeletedUnderRunningJob(t *testing.T) {
 	if n := len(testkit.OfType(f.Records("victim"), history.TypeIntent)); n != 2 {
 		t.Errorf("%d intents, want 2 (the re-ask reuses the stored request)", n)
 	}
+	lb.checkSeedLines(t) // the scheduler's "job run failed" lines among them
 }
 
 // H90: history.jsonl corrupted in the middle while the job's agent is running.
@@ -530,8 +558,8 @@ func TestWorkspaceSwappedForSymlinkBetweenCalls(t *testing.T) {
 	})
 	f.Run("j")
 	m := f.Load("j")
-	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != CodeWorkspaceUnsafe {
-		t.Fatalf("status %s/%s (%s), want INTERVENTION_REQUIRED/%s", m.Status, m.Run.ErrorCode, m.Run.Reason, CodeWorkspaceUnsafe)
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.WorkspaceUnsafe {
+		t.Fatalf("status %s/%s (%s), want INTERVENTION_REQUIRED/%s", m.Status, m.Run.ErrorCode, m.Run.Reason, codes.WorkspaceUnsafe)
 	}
 	if !strings.Contains(m.Run.Reason, outside) || !strings.Contains(m.Run.Reason, "outside the job folder") {
 		t.Errorf("reason %q does not say where the link points", m.Run.Reason)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
@@ -28,24 +29,26 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 		resp.SessionID, resp.Tokens, resp.Stderr = out.SessionID, out.Tokens, truncate(out.Stderr, 4096)
 	}
 	seen := func(result string) []callSeen { return []callSeen{{c.role, c.provider, result, elapsed, cost}} }
+	ch, compared := callChanges(tx, c)
+	recordChanges(resp, ch)
 
 	// Cancelled by a steward: the job changed under us; record what the
 	// call produced and leave the status as the steward set it.
 	if !m.Status.Active() || m.Phase() != c.phase {
-		resp.Status, resp.ErrorCode, resp.Error = history.StatusError, agent.CodeCanceled, fmt.Sprintf("job became %s during the call", m.Status)
+		resp.Status, resp.ErrorCode, resp.Error = history.StatusError, codes.AgentCanceled, fmt.Sprintf("job became %s during the call", m.Status)
 		return outcome{calls: seen("canceled"), responses: []*history.Record{c.response(resp)}, parked: true}, nil
 	}
 	// Daemon shutdown: no response is written, so the next start asks again
 	// with the same request.
 	if ctx.Err() != nil {
-		return outcome{calls: seen("interrupted"), logs: []logEntry{{code: agent.CodeInterrupted, actor: c.role, attempt: c.attempt, record: true,
+		return outcome{calls: seen("interrupted"), logs: []logEntry{{code: codes.AgentInterrupted, actor: c.role, attempt: c.attempt, record: true,
 			msg: "agent call interrupted by shutdown; it will be re-attempted with the same request"}}}, nil
 	}
-	if ae, ok := agent.AsError(callErr); ok && ae.Code == agent.CodeAwaitingReply && !timedOut {
+	if ae, ok := agent.AsError(callErr); ok && ae.Code == codes.AwaitingReply && !timedOut {
 		// A role played by a human: the intent stays open until logist
 		// reply files the answer; the job waits where everyone sees it.
 		reason := fmt.Sprintf("%s (the %s's answer, validated like an agent's)", ae.Msg, c.role)
-		return outcome{code: CodeAwaitingReply, transition: &transition{lifecycle.EvAwait, lifecycle.InterventionRequired, "", "SYSTEM", reason}}, nil
+		return outcome{code: codes.AwaitingReply, transition: &transition{lifecycle.EvAwait, lifecycle.InterventionRequired, "", "SYSTEM", reason}}, nil
 	}
 	wf, err := m.ResolveWorkflow()
 	if err != nil {
@@ -55,8 +58,8 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 		APIFailures: m.Run.APIFailures, MaxAPIRetries: m.MaxAPIRetries()}
 	switch {
 	case timedOut:
-		resp.Status, resp.ErrorCode = history.StatusTimeout, agent.CodeTimeout
-		k.Fault, k.Code = workflow.FaultTimeout, agent.CodeTimeout
+		resp.Status, resp.ErrorCode = history.StatusTimeout, codes.AgentTimeout
+		k.Fault, k.Code = workflow.FaultTimeout, codes.AgentTimeout
 		if c.budgetBound {
 			resp.Error = fmt.Sprintf("time budget ran out after %.1fs; agent killed", elapsed.Seconds())
 			k.Fault = workflow.FaultTimeBudget
@@ -69,7 +72,7 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 	case callErr != nil:
 		ae, ok := agent.AsError(callErr)
 		if !ok {
-			ae = &agent.Error{Code: agent.CodeAPIError, Transient: true, Msg: callErr.Error()}
+			ae = &agent.Error{Code: codes.APIError, Transient: true, Msg: callErr.Error()}
 		}
 		resp.Status, resp.ErrorCode, resp.Error = history.StatusError, ae.Code, ae.Msg
 		resp.RawResponse, resp.Stderr = truncate(string(ae.Partial), 64<<10), truncate(ae.Stderr, 4096)
@@ -105,6 +108,11 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 	for _, w := range v.Warnings {
 		resp.Warnings = append(resp.Warnings, w.Detail)
 		o.logs = append(o.logs, logEntry{code: w.Code, actor: c.role, attempt: c.attempt, msg: w.Detail})
+	}
+	if w := undeclared(ch, ans.EvidenceFiles); compared && w != "" {
+		// Accepted all the same (seed 002: evidence problems are warnings).
+		resp.Warnings = append(resp.Warnings, w)
+		o.logs = append(o.logs, logEntry{code: codes.UndeclaredChanges, actor: c.role, attempt: c.attempt, msg: w})
 	}
 	oc := &workflow.Outcome{Name: ans.Action}
 	if eff, err := e.effectFor(ph); err != nil {
@@ -163,7 +171,7 @@ func (e *Engine) failed(m *manifest.Manifest, c *call, resp *history.Response, w
 			// A cut stream: no partial text is written as a response; the
 			// intent stays open, so the next step asks the same turn again
 			// with the same stored request.
-			o.logs = append(o.logs, logEntry{code: "AGENT_STREAM_FAIL", actor: c.role, attempt: c.attempt, msg: ae.Code + ": " + ae.Msg, record: true})
+			o.logs = append(o.logs, logEntry{code: codes.AgentStreamFail, actor: c.role, attempt: c.attempt, msg: ae.Code + ": " + ae.Msg, record: true})
 		} else {
 			o.responses = []*history.Record{c.response(resp)}
 			o.logs = append(o.logs, logEntry{code: ae.Code, actor: c.role, attempt: c.attempt, msg: ae.Msg})
@@ -204,7 +212,8 @@ func handoffFor(ans *response.Answer, oc *workflow.Outcome, d workflow.Decision)
 	case d.Checkpoint:
 		// PhaseRetries is not reset here: a supervisor RETRY sends the work
 		// back after the worker's COMPLETED, and resetting on COMPLETED
-		// would let that loop run forever. Only a steward resets it.
+		// would let that loop run forever. Only a steward's command resets it
+		// (workflow.ResetsRetries).
 		h.previous, h.feedback = &ans.Summary, &oc.Feedback
 		h.evidence = ans.EvidenceFiles
 	case ans.Action == workflow.ActionRetry:

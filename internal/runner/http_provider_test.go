@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/testkit"
@@ -136,7 +136,7 @@ func TestHTTPProviderRetriesCutStream(t *testing.T) {
 	if len(worker) != 2 {
 		t.Fatalf("%d worker responses, want 2 (none for the cut stream)", len(worker))
 	}
-	if r := worker[0]; r.Status != history.StatusError || r.ErrorCode != agent.CodeRateLimited {
+	if r := worker[0]; r.Status != history.StatusError || r.ErrorCode != codes.RateLimited {
 		t.Errorf("response 0 = %+v", r)
 	}
 	for _, r := range recs {

@@ -15,7 +15,8 @@ import (
 // one commit each, the way River's executor returns JobSetState… values
 // that one place applies. No other code in the engine commits.
 type outcome struct {
-	// logs are errors logged with seed 004 §7.2's fields, first of all
+	// logs are lines logged with seed 004 §7.2's fields (an error or a
+	// warning, as their code's kind says: internal/joblog), first of all
 	// (the log names the status and checkpoint the step found); those
 	// marked record are logged as they are appended as error records,
 	// before any other record.
@@ -144,12 +145,13 @@ func (e *Engine) apply(tx *jobtx.Tx, o outcome) (stepResult, error) {
 	}
 	for _, l := range o.logs {
 		if !l.record {
-			tx.LogError(l.code, l.actor, l.attempt, l.msg)
+			tx.LogCode(l.code, l.actor, l.attempt, l.msg)
 		}
 	}
 
 	if o.start {
 		m.Run.StartedAt = tx.Now().UTC().Format(time.RFC3339Nano)
+		obs.FirstStart()
 	}
 	if o.code != "" {
 		m.Run.ErrorCode = o.code
@@ -206,8 +208,9 @@ func (e *Engine) apply(tx *jobtx.Tx, o outcome) (stepResult, error) {
 		// jobHistory.json is refreshed when the job stops running (the
 		// transition marks that), not at every phase boundary: rebuilding
 		// it costs the whole history, and logist history --format json
-		// always builds a current one.
-		m.Run.CheckpointID = o.point.RecoveryPoint.CheckpointID
+		// always builds a current one. The point is now the job's
+		// current checkpoint (jobtx.Tx.Checkpoint; the manifest's
+		// run.checkpoint_id follows it at commit).
 	}
 
 	if t := o.transition; t != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
@@ -38,10 +39,13 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		if !errors.As(err, &unsafe) {
 			return nil, done, err
 		}
-		return stop(outcome{code: CodeWorkspaceUnsafe, logs: []logEntry{{code: CodeWorkspaceUnsafe, actor: "SYSTEM", msg: err.Error()}},
+		return stop(outcome{code: codes.WorkspaceUnsafe, logs: []logEntry{{code: codes.WorkspaceUnsafe, actor: "SYSTEM", msg: err.Error()}},
 			transition: &transition{lifecycle.EvAgentFailed, lifecycle.InterventionRequired, "", "SYSTEM", err.Error()}})
 	}
 	if m.Status == lifecycle.Pending {
+		if o := e.checkPrograms(tx); o != nil {
+			return stop(*o)
+		}
 		if o := overBudget(tx); o != nil {
 			return stop(*o)
 		}
@@ -71,7 +75,7 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 	// do the phase itself, find nothing to do, or stop the workflow.
 	extra := ""
 	if eff, err := e.effectFor(ph); err != nil {
-		return stop(workflowFailed(ph.Role, &workflow.Failure{Code: CodeWorkflowEffect, Reason: fmt.Sprintf("phase %s: %v", phase, err)}))
+		return stop(workflowFailed(ph.Role, &workflow.Failure{Code: codes.WorkflowEffect, Reason: fmt.Sprintf("phase %s: %v", phase, err)}))
 	} else if eff != nil {
 		prep, err := eff.Prepare(tx, phase)
 		if err != nil {
@@ -90,25 +94,31 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		extra = prep.Context
 	}
 	if ph.Role == workflow.RoleLogist && c.work == nil {
-		return stop(workflowFailed(ph.Role, &workflow.Failure{Code: CodeWorkflowEffect, Reason: fmt.Sprintf("phase %s is Logist's own but its effect gave it nothing to do", phase)}))
+		return stop(workflowFailed(ph.Role, &workflow.Failure{Code: codes.WorkflowEffect, Reason: fmt.Sprintf("phase %s is Logist's own but its effect gave it nothing to do", phase)}))
 	}
 
 	if oi := tx.Log.State().OpenIntent; oi != nil && oi.Phase == phase && oi.Request != nil && oi.Interaction != nil {
 		// The last call was cut off (crash, shutdown): ask again with the
 		// same stored request, never a new one, and never record a
-		// half-finished answer.
+		// half-finished answer. The agent gets it as it was before the
+		// history sealed it (encrypt_history), never the ciphertext.
 		stored, err := tx.Reveal(oi)
 		if err != nil {
 			return nil, done, fmt.Errorf("job %s: open the interrupted request: %w", tx.ID, err)
 		}
 		c.interaction, c.attempt, c.hreq = *oi.Interaction, oi.Attempt+1, stored.Request
+		if c.work == nil {
+			c.prov, c.perr = e.providerFor(m, c.role)
+		}
 		var o outcome
 		if agent.KillOrphan(tx.Dir, c.interaction) {
-			o.logs = append(o.logs, logEntry{code: "AGENT_ORPHAN_KILLED", actor: c.role, attempt: c.attempt,
+			o.logs = append(o.logs, logEntry{code: codes.AgentOrphanKilled, actor: c.role, attempt: c.attempt,
 				msg: fmt.Sprintf("killed the agent of interaction %d left running by a previous daemon", c.interaction)})
 		}
-		c.req = requestFromHistory(tx, c, oi.Request)
-		o.logs = append(o.logs, logEntry{code: agent.CodeInterrupted, actor: c.role, attempt: c.attempt, record: true,
+		// The agent gets the request as first sent: opened where the
+		// history seals it, byte for byte (history lists are never null).
+		c.req = requestFromHistory(tx, c, stored.Request)
+		o.logs = append(o.logs, logEntry{code: codes.AgentInterrupted, actor: c.role, attempt: c.attempt, record: true,
 			msg: fmt.Sprintf("re-attempting interrupted interaction %d with its stored request", c.interaction)})
 		o.hold = true // nothing changed but the record, written at once
 		if _, err := e.apply(tx, o); err != nil {
@@ -123,12 +133,19 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 	}
 	if err != nil {
 		// A broken prompt override is the manifest's fault: a steward fixes it.
-		return stop(outcome{code: agent.CodeConfig,
+		return stop(outcome{code: codes.AgentConfig,
 			transition: &transition{lifecycle.EvAgentFailed, lifecycle.InterventionRequired, "", "SYSTEM", err.Error()}})
 	}
 	c.interaction = tx.Log.State().NextInteraction
 	c.attempt = m.Run.APIFailures + 1
-	c.hreq = newRequest(tx, c, ph, sys, extra)
+	var params agent.Params
+	if c.work == nil {
+		c.prov, c.perr = e.providerFor(m, c.role)
+		if c.perr == nil {
+			params = agent.SentParams(c.prov)
+		}
+	}
+	c.hreq = newRequest(tx, c, ph, sys, extra, params)
 	c.req = requestFromHistory(tx, c, c.hreq)
 	if err := tx.Store().EnsureWorkspace(tx.ID); err != nil {
 		return nil, done, err
@@ -176,7 +193,8 @@ func (e *Engine) start(tx *jobtx.Tx, wf *workflow.Workflow) (outcome, error) {
 func (e *Engine) prepared(tx *jobtx.Tx, wf *workflow.Workflow, c *call, eff effect.Effect, prep *workflow.Prep) (*outcome, error) {
 	// The effect's records are written at once (the manifest has no
 	// change in progress); then a new state is committed, before the
-	// intent, which may not wait for a manifest change.
+	// intent, which may not wait for a manifest change. A step that ends
+	// here (a skip) keeps its state with the outcome that ends it.
 	if _, err := e.apply(tx, outcome{records: prep.Records, hold: true}); err != nil {
 		return nil, err
 	}
@@ -190,15 +208,16 @@ func (e *Engine) prepared(tx *jobtx.Tx, wf *workflow.Workflow, c *call, eff effe
 		o := workflowFailed(c.role, prep.Fail)
 		return &o, nil
 	case prep.Wait != "":
-		return &outcome{code: CodeAwaitingSteward,
+		return &outcome{code: codes.AwaitingSteward,
 			transition: &transition{lifecycle.EvAwait, lifecycle.InterventionRequired, "", "SYSTEM", prep.Wait}}, nil
 	case prep.Skip == workflow.OutcomeContinue:
-		// Only records this step (a chair's announcement): more to come.
-		return &outcome{more: true}, nil
+		// Only records this step (a chair's announcement) and the state
+		// they leave: more to come.
+		return &outcome{state: prep.State, more: true}, nil
 	case len(prep.Turns) > 0 || len(prep.Abandon) > 0:
 		te, ok := eff.(effect.TurnEffect)
 		if !ok {
-			o := workflowFailed(c.role, &workflow.Failure{Code: CodeWorkflowEffect, Reason: fmt.Sprintf("phase %s asks for turns but its effect cannot finish them", c.phase)})
+			o := workflowFailed(c.role, &workflow.Failure{Code: codes.WorkflowEffect, Reason: fmt.Sprintf("phase %s asks for turns but its effect cannot finish them", c.phase)})
 			return &o, nil
 		}
 		if err := e.prepareTurns(tx, c, prep); err != nil {

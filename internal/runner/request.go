@@ -12,8 +12,10 @@ import (
 // the agent (a command agent also gets it as a file).
 
 // newRequest is the request of a new call c of phase ph: sys is the role's
-// system prompt, extra what the phase's effect adds to the prompt.
-func newRequest(tx *jobtx.Tx, c *call, ph workflow.Phase, sys, extra string) *history.Request {
+// system prompt, extra what the phase's effect adds to the prompt, params
+// the model parameters c's provider sends (recorded as sent, not as the
+// manifest wrote them).
+func newRequest(tx *jobtx.Tx, c *call, ph workflow.Phase, sys, extra string, params agent.Params) *history.Request {
 	m := tx.M
 	files := dedupe(append(append([]string{}, m.ContextFiles...), m.Run.Evidence...))
 	meta := map[string]any{
@@ -24,12 +26,10 @@ func newRequest(tx *jobtx.Tx, c *call, ph workflow.Phase, sys, extra string) *hi
 		"attempt":          c.attempt,
 		"interaction":      c.interaction,
 	}
-	if m.Agents[ph.Role].Model != "" {
-		meta["model"] = m.Agents[ph.Role].Model
-	}
+	params.Record(meta)
 	if ph.Schema != "" {
 		// Providers that ask for structured output ask for this one.
-		meta[agent.MetaAnswerSchema] = ph.Schema
+		meta[history.MetaAnswerSchema] = ph.Schema
 	}
 	// An agent CLI that keeps sessions continues the one it had in this
 	// phase (a RETRY sent the work back, or a steward resumed with

@@ -12,7 +12,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/manifest"
 )
@@ -119,8 +121,7 @@ func (s *Scheduler) start(id string, m *manifest.Manifest) {
 			}
 			code, retry := runErrorCode(err)
 			if !retry || ctx.Err() != nil {
-				s.Logger.Error("job run failed", "type", "error", "job_id", id, "status", "", "actor", "SYSTEM",
-					"error_code", code, "attempt", attempt, "checkpoint_id", "", "err", err.Error())
+				joblog.Log(s.Logger, "job run failed", joblog.Problem{Job: id, Code: code, Attempt: attempt}, "err", err.Error())
 				return
 			}
 			// The disk refused a write. Nothing half-written is kept (the
@@ -129,9 +130,8 @@ func (s *Scheduler) start(id string, m *manifest.Manifest) {
 			// have left it: wait, without holding a slot other jobs need,
 			// and run it again; the run's recovery takes it from there.
 			d := s.storageBackoff(attempt)
-			s.Logger.Error("storage error: job paused, will run again", "type", "error", "job_id", id, "status", "",
-				"actor", "SYSTEM", "error_code", code, "attempt", attempt, "checkpoint_id", "", "err", err.Error(),
-				"retry_in", d.String())
+			joblog.Log(s.Logger, "storage error: job paused, will run again", joblog.Problem{Job: id, Code: code, Attempt: attempt},
+				"err", err.Error(), "retry_in", d.String())
 			t := time.NewTimer(d)
 			select {
 			case <-t.C:
@@ -198,7 +198,7 @@ func runErrorCode(err error) (code string, retry bool) {
 	msg := err.Error()
 	switch {
 	case errors.As(err, &missing):
-		return "HISTORY_MISSING", false
+		return codes.HistoryMissing, false
 	case storageFull(err):
 		// What failed is named before the first colon ("append history:
 		// write …", "save manifest: …"); paths may say anything.
@@ -212,21 +212,21 @@ func runErrorCode(err error) (code string, retry bool) {
 		op := strings.Join(words, " ")
 		switch {
 		case strings.Contains(op, "history"):
-			return "HISTORY_WRITE", true
+			return codes.HistoryWrite, true
 		case strings.Contains(op, "manifest"):
-			return "MANIFEST_WRITE", true
+			return codes.ManifestWrite, true
 		}
-		return "STORAGE_WRITE", true
+		return codes.StorageWrite, true
 	case errors.Is(err, fs.ErrNotExist) && strings.Contains(msg, "stat history"):
 		// Deleted under a run in progress: never start a new one.
-		return "HISTORY_MISSING", false
+		return codes.HistoryMissing, false
 	case strings.Contains(msg, "history") && strings.Contains(msg, "newer than this logist supports"):
 		// Written by a newer Logist: never cut off as if torn, never run.
-		return "HISTORY_TOO_NEW", false
+		return codes.HistoryTooNew, false
 	case strings.Contains(msg, "history") && strings.Contains(msg, "corrupt"):
-		return "HISTORY_CORRUPT", false
+		return codes.HistoryCorrupt, false
 	}
-	return "RUN_FAILED", false
+	return codes.RunFailed, false
 }
 
 // historyGone refuses to run a job whose history has been deleted or

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/testkit"
@@ -196,7 +197,7 @@ func TestSchedulerStopInterruptsCalls(t *testing.T) {
 		t.Errorf("%d responses after shutdown, want none", n)
 	}
 	errs := testkit.OfType(recs, history.TypeError)
-	if len(errs) != 1 || errs[0].Error.Code != agent.CodeInterrupted {
+	if len(errs) != 1 || errs[0].Error.Code != codes.AgentInterrupted {
 		t.Errorf("errors = %+v", errs)
 	}
 	if m := f.Load("j"); m.Status != lifecycle.Running {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
@@ -16,23 +17,14 @@ import (
 	"github.com/logist/logist/internal/workflow"
 )
 
-// Metadata keys of a turn's request.
-const (
-	MetaTurnKey = "turn_key"
-)
-
-// CodeAwaitingReply: a turn played by a human waits for logist reply.
-const CodeAwaitingReply = "AWAITING_REPLY"
-
-// CodeAwaitingSteward: the workflow waits for a steward's decision.
-const CodeAwaitingSteward = "AWAITING_STEWARD"
-
 // turnCall is one turn of a call (the step's intent for it).
 type turnCall struct {
 	turn        workflow.Turn
 	interaction int
 	req         *agent.Request
 	provider    string
+	prov        agent.Provider
+	perr        error
 	// outcome of the call
 	out     *agent.Result
 	err     error
@@ -46,7 +38,7 @@ func (e *Engine) prepareTurns(tx *jobtx.Tx, c *call, prep *workflow.Prep) error 
 	for _, n := range prep.Abandon {
 		k := n
 		if err := tx.Append(&history.Record{Type: history.TypeResponse, Interaction: &k, Phase: c.phase, Role: c.role,
-			Response: &history.Response{Status: history.StatusError, EvidenceFiles: []string{}, ErrorCode: agent.CodeInterrupted,
+			Response: &history.Response{Status: history.StatusError, EvidenceFiles: []string{}, ErrorCode: codes.AgentInterrupted,
 				Error: "the call was cut off (the daemon stopped); the turn is asked again"}}); err != nil {
 			return err
 		}
@@ -62,9 +54,10 @@ func (e *Engine) prepareTurns(tx *jobtx.Tx, c *call, prep *workflow.Prep) error 
 			return fmt.Errorf("job %s: turn %s: no agent for role %q", tx.ID, t.Key, t.Role)
 		}
 		meta := map[string]any{"role": t.Role, "phase": c.phase, "provider": cfg.Provider, "interaction": n,
-			"attempt": 1, MetaTurnKey: t.Key, agent.MetaAnswerSchema: t.Schema}
-		if cfg.Model != "" {
-			meta["model"] = cfg.Model
+			"attempt": 1, history.MetaTurnKey: t.Key, history.MetaAnswerSchema: t.Schema}
+		prov, perr := e.providerFor(m, t.Role)
+		if perr == nil {
+			agent.SentParams(prov).Record(meta)
 		}
 		hreq := &history.Request{Prompt: t.Prompt, FilesContext: []string{}, Metadata: meta,
 			TaskDescription: m.TaskDescription, WorkspacePath: tx.Store().Workspace(tx.ID)}
@@ -75,7 +68,7 @@ func (e *Engine) prepareTurns(tx *jobtx.Tx, c *call, prep *workflow.Prep) error 
 		req := &agent.Request{JobID: tx.ID, Phase: c.phase, Role: t.Role, ContextFiles: []string{}, Prompt: t.Prompt,
 			TaskDescription: m.TaskDescription, Metadata: meta, Workspace: tx.Store().Workspace(tx.ID), JobDir: tx.Dir,
 			Interaction: n, CallIndex: tx.Log.State().Responses[t.Role]}
-		c.turns = append(c.turns, &turnCall{turn: t, interaction: n, req: req, provider: cfg.Provider})
+		c.turns = append(c.turns, &turnCall{turn: t, interaction: n, req: req, provider: cfg.Provider, prov: prov, perr: perr})
 	}
 	return nil
 }
@@ -89,20 +82,14 @@ func (e *Engine) playTurns(ctx context.Context, tx *jobtx.Tx, c *call) {
 	sem := make(chan struct{}, limit)
 	var wg sync.WaitGroup
 	for _, tc := range c.turns {
-		cfg := m.Agents[tc.turn.Role]
-		if cfg.Command != nil && len(m.SecretEnv) > 0 {
-			cmd := *cfg.Command
-			cmd.EnvAllow = append(append([]string{}, cmd.EnvAllow...), m.SecretEnv...)
-			cfg.Command = &cmd
-		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func(tc *turnCall) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			prov, err := e.NewProvider(cfg)
-			if err != nil {
-				tc.err = err
+			prov := tc.prov
+			if tc.perr != nil {
+				tc.err = tc.perr
 				return
 			}
 			deadline, _ := callDeadline(m, tc.turn.Role)
@@ -111,7 +98,7 @@ func (e *Engine) playTurns(ctx context.Context, tx *jobtx.Tx, c *call) {
 				cctx, cancel := context.WithTimeout(ctx, deadline)
 				tc.out, tc.err = prov.Call(cctx, tc.req)
 				if tc.err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-					tc.err = &agent.Error{Code: agent.CodeTimeout, Msg: fmt.Sprintf("call exceeded its timeout of %s; agent killed", deadline)}
+					tc.err = &agent.Error{Code: codes.AgentTimeout, Msg: fmt.Sprintf("call exceeded its timeout of %s; agent killed", deadline)}
 				}
 				cancel()
 				ae, ok := agent.AsError(tc.err)
@@ -138,13 +125,13 @@ func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff eff
 		// produced; the turns are not applied.
 		o := outcome{parked: true}
 		for _, tc := range c.turns {
-			o.responses = append(o.responses, e.turnResponse(c, tc, history.StatusError, agent.CodeCanceled, fmt.Sprintf("job became %s during the call", m.Status), nil))
+			o.responses = append(o.responses, e.turnResponse(c, tc, history.StatusError, codes.AgentCanceled, fmt.Sprintf("job became %s during the call", m.Status), nil))
 		}
 		return o, nil
 	}
 	if ctx.Err() != nil {
 		// Shutdown: nothing is recorded; the turns are asked again.
-		return outcome{hold: true, logs: []logEntry{{code: agent.CodeInterrupted, actor: c.role, attempt: 1, record: true,
+		return outcome{hold: true, logs: []logEntry{{code: codes.AgentInterrupted, actor: c.role, attempt: 1, record: true,
 			msg: "turns interrupted by shutdown; they will be asked again"}}}, nil
 	}
 	var o outcome
@@ -153,7 +140,7 @@ func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff eff
 	for _, tc := range c.turns {
 		cost := callCost(tc.out, tc.err)
 		account(m, cost, tc.elapsed)
-		if ae, ok := agent.AsError(tc.err); ok && ae.Code == agent.CodeAwaitingReply {
+		if ae, ok := agent.AsError(tc.err); ok && ae.Code == codes.AwaitingReply {
 			awaiting = append(awaiting, tc.turn.Role)
 			continue // no response: the intent stays open for logist reply
 		}
@@ -162,7 +149,7 @@ func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff eff
 		var rec *history.Record
 		switch {
 		case tc.err != nil:
-			code, msg := agent.CodeAPIError, tc.err.Error()
+			code, msg := codes.APIError, tc.err.Error()
 			if ae, ok := agent.AsError(tc.err); ok {
 				code, msg = ae.Code, ae.Msg
 			}
@@ -177,8 +164,8 @@ func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff eff
 				seen.result = "invalid"
 				// Recorded as the turn's schema refusing it, whatever the
 				// validation code.
-				o.violations = append(o.violations, response.CodeSchemaInvalid)
-				rec = e.turnResponse(c, tc, history.StatusError, response.CodeSchemaInvalid, v.Err.Error(), tc.out)
+				o.violations = append(o.violations, codes.SchemaInvalid)
+				rec = e.turnResponse(c, tc, history.StatusError, codes.SchemaInvalid, v.Err.Error(), tc.out)
 			} else {
 				r.Answer = v.Object
 				rec = e.turnResponse(c, tc, history.StatusSuccess, "", "", tc.out)
@@ -195,7 +182,7 @@ func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff eff
 		// The answered turns wait, recorded, for the human's reply; the
 		// effect finds them again when the step is replayed.
 		reason := fmt.Sprintf("waiting for a reply from %v: logist reply %s --as ROLE --file ANSWER.json", awaiting, tx.ID)
-		return o.then(outcome{code: CodeAwaitingReply, transition: &transition{lifecycle.EvAwait, lifecycle.InterventionRequired, "", "SYSTEM", reason}}), nil
+		return o.then(outcome{code: codes.AwaitingReply, transition: &transition{lifecycle.EvAwait, lifecycle.InterventionRequired, "", "SYSTEM", reason}}), nil
 	}
 	oc, err := eff.FinishTurns(tx, c.phase, results)
 	if err != nil {

@@ -12,10 +12,6 @@ import (
 	"github.com/logist/logist/internal/pathguard"
 )
 
-// CodeWorkspaceUnsafe is the error code of a job whose workspace agents
-// must not be run in.
-const CodeWorkspaceUnsafe = "WORKSPACE_UNSAFE"
-
 // checkWorkspace refuses a workspace that is not a real folder of its own
 // inside the job folder. A symlink pointing outside would have agents (and
 // the scripted agent's file writes, which resolve through it) work on a

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -182,12 +183,12 @@ func makePlan(s *Spec, layer Layer, t tools, v *hostView) (*plan, error) {
 		if net == NetHost && v.Resolv != "" {
 			x.RO = append(x.RO, pathGrant{Path: v.Resolv})
 		}
-		for _, q := range sortedKeys(ro) {
+		for _, q := range slices.Sorted(maps.Keys(ro)) {
 			if g, ok := grantOf(q); ok {
 				x.RO = append(x.RO, g)
 			}
 		}
-		for _, q := range sortedKeys(rw) {
+		for _, q := range slices.Sorted(maps.Keys(rw)) {
 			if g, ok := grantOf(q); ok {
 				x.RW = append(x.RW, g)
 			}
@@ -292,15 +293,6 @@ func systemArgs(v *hostView) []string {
 		}
 	}
 	return append(a, "--proc", "/proc", "--dev", "/dev")
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // getEnv and setEnv read and replace one variable of an environment list.

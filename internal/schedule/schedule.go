@@ -3,6 +3,12 @@
 // new job from it, <template>-<YYYYMMDD-HHMMSS>, that the daemon then runs
 // like any other. Concurrency policies, a starting deadline for ticks missed
 // while the daemon was down, and history limits follow Kubernetes CronJob.
+//
+// A steward steers a template, not the scheduler: pause, resume and halt
+// are recorded commands on the template (internal/steward), and the
+// scheduler obeys the template as it finds it at each tick
+// (manifest.ScheduleState), so no command depends on the daemon hearing of
+// it, or running at all.
 package schedule
 
 import (
@@ -18,8 +24,10 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
@@ -76,6 +84,8 @@ type Scheduler struct {
 type entry struct {
 	id   string
 	next time.Time
+	// paused: the template fires nothing until resumed (next is zero).
+	paused bool
 }
 
 // New returns a scheduler.
@@ -83,14 +93,16 @@ func New(env *jobtx.Env, logger *slog.Logger, obs Observer, effects effect.Regis
 	return &Scheduler{Env: env, Logger: logger, Obs: obs, Effects: effects, Clock: realClock{}, templates: map[string]*entry{}, wake: make(chan struct{}, 1)}
 }
 
-// Sync adds, updates or (m nil, or without schedule) removes template id.
-// A template seen for the first time catches up: the latest tick missed
-// since its last run (at most its starting deadline old) runs now, older
-// ones are counted as missed.
+// Sync adds, updates or (m nil, without schedule, or stopped) removes
+// template id. A template seen for the first time catches up: the latest
+// tick missed since its last run or, if later, since a steward resumed it
+// (at most its starting deadline old) runs now, older ones are counted as
+// missed. A paused template is kept, firing nothing; resumed, it fires at
+// its next tick: ticks while it was paused are never caught up.
 func (s *Scheduler) Sync(id string, m *manifest.Manifest) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if m == nil || m.Schedule == nil || m.Schedule.Suspend {
+	if m == nil || m.Schedule == nil || m.ScheduleState() == manifest.ScheduleStopped {
 		delete(s.templates, id)
 		s.poke()
 		return
@@ -102,14 +114,25 @@ func (s *Scheduler) Sync(id string, m *manifest.Manifest) {
 	}
 	now := s.Clock.Now()
 	e, known := s.templates[id]
-	if !known {
+	switch {
+	case m.ScheduleState() == manifest.SchedulePaused:
+		if !known {
+			e = &entry{id: id}
+			s.templates[id] = e
+		}
+		e.paused, e.next = true, time.Time{}
+	case !known:
 		e = &entry{id: id}
 		s.templates[id] = e
 		e.next = spec.Next(now)
-		if last, err := time.Parse(time.RFC3339Nano, m.Run.LastScheduledAt); err == nil {
-			// Ticks between the last run and now were missed.
+		since, err := time.Parse(time.RFC3339Nano, m.Run.LastScheduledAt)
+		if resumed, rerr := time.Parse(time.RFC3339Nano, m.Run.ScheduleResumedAt); rerr == nil && (err != nil || resumed.After(since)) {
+			since, err = resumed, nil
+		}
+		if err == nil {
+			// Ticks between the last run (or the resume) and now were missed.
 			var missed []time.Time
-			for t := spec.Next(last); !t.After(now) && len(missed) < maxMissed; t = spec.Next(t) {
+			for t := spec.Next(since); !t.After(now) && len(missed) < maxMissed; t = spec.Next(t) {
 				missed = append(missed, t)
 			}
 			if n := len(missed); n > 0 {
@@ -126,7 +149,11 @@ func (s *Scheduler) Sync(id string, m *manifest.Manifest) {
 				}
 			}
 		}
-	} else {
+	case e.paused:
+		// Resumed while this scheduler watched it: the next tick, no
+		// catch-up.
+		e.paused, e.next = false, spec.Next(now)
+	default:
 		// The expression may have changed; keep a due tick due.
 		if n := spec.Next(now); n.Before(e.next) || e.next.IsZero() {
 			e.next = n
@@ -150,6 +177,9 @@ func (s *Scheduler) Run(ctx context.Context) {
 		var soonest time.Time
 		now := s.Clock.Now()
 		for id, e := range s.templates {
+			if e.paused {
+				continue
+			}
 			if !e.next.After(now) {
 				due = append(due, id)
 			} else if soonest.IsZero() || e.next.Before(soonest) {
@@ -190,10 +220,10 @@ func (s *Scheduler) fire(id string) {
 
 	next, err := s.fireAt(id, tick)
 	s.mu.Lock()
-	if e, ok := s.templates[id]; ok {
-		if err != nil || next.IsZero() {
+	if e, ok := s.templates[id]; ok && !e.paused {
+		if err != nil {
 			// Do not spin on a broken template: try again at the next tick.
-			if m, lerr := s.Env.Store.Load(id); lerr == nil && m.Schedule != nil {
+			if m, lerr := s.Env.Store.Load(id); lerr == nil && m.Schedule != nil && m.ScheduleState() != manifest.ScheduleStopped {
 				if spec, perr := m.Schedule.Spec(); perr == nil {
 					next = spec.Next(s.Clock.Now())
 				}
@@ -210,10 +240,12 @@ func (s *Scheduler) fire(id string) {
 
 // fireAt creates the run of template id for tick, applying its concurrency
 // policy, records the tick in the template, prunes old runs, and returns
-// the template's next tick.
+// the template's next tick (zero: it fires no more). The template is read
+// as it is now, so a halt or pause the watcher has not yet reported is
+// obeyed all the same.
 func (s *Scheduler) fireAt(id string, tick time.Time) (time.Time, error) {
 	tpl, err := s.Env.Store.Load(id)
-	if err != nil || tpl.Schedule == nil {
+	if err != nil || tpl.Schedule == nil || tpl.ScheduleState() == manifest.ScheduleStopped {
 		return time.Time{}, err
 	}
 	spec, err := tpl.Schedule.Spec()
@@ -221,7 +253,7 @@ func (s *Scheduler) fireAt(id string, tick time.Time) (time.Time, error) {
 		return time.Time{}, err
 	}
 	next := spec.Next(tick)
-	if tpl.Schedule.Suspend {
+	if tpl.ScheduleState() == manifest.SchedulePaused {
 		return next, nil
 	}
 	runs, err := Runs(s.Env.Store, id)
@@ -274,12 +306,15 @@ func (s *Scheduler) fireAt(id string, tick time.Time) (time.Time, error) {
 
 func (s *Scheduler) fail(id string, err error) {
 	s.Obs.Cron("failed")
-	s.Logger.Error("scheduled run failed: "+err.Error(), "type", "error", "job_id", id, "status", "", "actor", "SYSTEM",
-		"error_code", "CRON_FAILED", "attempt", 0, "checkpoint_id", "")
+	joblog.Log(s.Logger, "scheduled run failed: "+err.Error(), joblog.Problem{Job: id, Code: codes.CronFailed})
 }
 
-// RunID is the id of template id's run for tick.
-func RunID(id string, tick time.Time) string { return id + "-" + tick.UTC().Format("20060102-150405") }
+// RunID is the id of template id's run for tick: the tick in UTC, which
+// the name says with a Z (nightly-20261121-030000Z), whatever time zone
+// the schedule's cron expression is read in.
+func RunID(id string, tick time.Time) string {
+	return id + "-" + tick.UTC().Format("20060102-150405") + "Z"
+}
 
 // create makes the run's folder: the template folder's files (scripts,
 // prompts, an initial workspace) and, last, its manifest, so the daemon

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"log/slog"
@@ -12,7 +13,9 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/builtins"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
@@ -116,7 +119,7 @@ func TestTickCreatesRunFromTemplate(t *testing.T) {
 	}
 	clk.set(e.next)
 	s.fire("nightly")
-	id := "nightly-20261121-100500"
+	id := "nightly-20261121-100500Z" // the tick in UTC, and the name says so
 	if len(created) != 1 || created[0] != id || c.get("created") != 1 {
 		t.Fatalf("created %v, counts %v", created, c.n)
 	}
@@ -145,7 +148,7 @@ func TestConcurrencyPolicies(t *testing.T) {
 			s.fire("nightly") // 10:05, stays PENDING (unfinished)
 			clk.set(s.templates["nightly"].next)
 			s.fire("nightly") // 10:10
-			first, second := "nightly-20261121-100500", "nightly-20261121-101000"
+			first, second := "nightly-20261121-100500Z", "nightly-20261121-101000Z"
 			_, err := store.Load(second)
 			switch policy {
 			case Allow:
@@ -188,7 +191,7 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 			s.Sync("nightly", load(t, store, "nightly"))
 			if c.wantCreated == 1 {
 				s.fire("nightly")
-				if _, err := store.Load("nightly-20261121-100000"); err != nil {
+				if _, err := store.Load("nightly-20261121-100000Z"); err != nil {
 					t.Fatal("the latest missed tick did not run:", err)
 				}
 			} else if s.templates["nightly"].next.Before(s.Clock.Now()) {
@@ -290,5 +293,36 @@ func TestCopyTemplateLeavesTheRunBehind(t *testing.T) {
 	}
 	if want := []string{"agent.sh", "history-notes.md", "notes.gz", "prompts/worker.md"}; strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("copied %v, want %v", got, want)
+	}
+}
+
+// A scheduled run that cannot be created is counted as failed and logged
+// as seed 004's error line.
+func TestFailedRunIsLoggedWithTheSeedsFields(t *testing.T) {
+	s, clk, c, store := setup(t, `{"cron": "*/5 * * * *"}`)
+	var logs bytes.Buffer
+	s.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	s.Sync("nightly", load(t, store, "nightly"))
+	clk.set(s.templates["nightly"].next)
+	// The run's folder is taken already.
+	if err := os.Mkdir(store.JobDir("nightly-20261121-100500Z"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s.fire("nightly")
+	if c.get("failed") != 1 {
+		t.Fatalf("counts %v", c.n)
+	}
+	var found bool
+	for _, l := range joblog.Lines(logs.Bytes()) {
+		if l["error_code"] != codes.CronFailed {
+			continue
+		}
+		found = true
+		if err := joblog.Check(l); err != nil || l["job_id"] != "nightly" || l["level"] != "ERROR" {
+			t.Errorf("%v: %v", err, l)
+		}
+	}
+	if !found {
+		t.Errorf("no CRON_FAILED line:\n%s", logs.String())
 	}
 }

@@ -51,6 +51,9 @@ type Info struct {
 	Files   int    `json:"files"`
 	Bytes   int64  `json:"bytes"`
 	New     int64  `json:"new_bytes"`
+	// Entries are the snapshot's entries (the listing's), to compare
+	// with another checkpoint's (Diff).
+	Entries []Entry `json:"-"`
 }
 
 func skip(rel string) bool {
@@ -137,6 +140,7 @@ func Take(workspace, jobDir, cp string) (*Info, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", cp, err)
 	}
+	info.Entries = l.Entries
 	if len(l.Entries) == 0 {
 		return info, nil
 	}

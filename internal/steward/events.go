@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/signing"
 )
 
@@ -17,6 +18,15 @@ import (
 // metrics (the CLI runs in another process). It is best effort: a lost line
 // costs a metric, never a command.
 const EventsFile = "steward-events.jsonl"
+
+// Commands are the steering commands, the ones that change jobs, by the
+// names their events carry: a logist command's name, or for the
+// schedules' pause and resume their history record's. The CLI's registry
+// marks its commands from this list (each records an Event when it runs),
+// and the daemon's metrics count each under its name
+// (logistd_steward_commands_total), so the two cannot drift apart.
+var Commands = []string{"submit", "activate", "resume", "halt", "rollback", "reply", "pm", "set",
+	history.CommandSchedulePause, history.CommandScheduleResume}
 
 // Event is one steward command's outcome.
 type Event struct {

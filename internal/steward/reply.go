@@ -6,6 +6,7 @@ import (
 
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/deliberation"
 	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/history"
@@ -13,13 +14,6 @@ import (
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/response"
-)
-
-// Codes the engine sets while a job waits for a human (runner's
-// CodeAwaitingReply and CodeAwaitingSteward).
-const (
-	awaitingReply   = "AWAITING_REPLY"
-	awaitingSteward = "AWAITING_STEWARD"
 )
 
 // Reply files the answer of a role played by a human (provider "human")
@@ -32,7 +26,7 @@ func (s *Steward) Reply(id, role string, answer []byte) (*manifest.Manifest, err
 	}
 	defer tx.Close()
 	m := tx.M
-	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != awaitingReply {
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.AwaitingReply {
 		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "it is not waiting for a reply", Hint: hintFor(m.Status, id)}
 	}
 	recs, err := history.ReadAll(tx.Dir)
@@ -57,12 +51,12 @@ func (s *Steward) Reply(id, role string, answer []byte) (*manifest.Manifest, err
 	if err := atomicfile.WriteFile(p, answer, 0o600); err != nil {
 		return nil, err
 	}
-	m.Run.PhaseRetries, m.Run.APIFailures, m.Run.ErrorCode = 0, 0, ""
+	m.Run.ErrorCode = ""
 	m.Audit(tx.Now(), "Steward", "REPLY", "as "+role, nil)
-	if err := s.record(tx, "reply", "", "", map[string]any{"role": role, "interaction": *in.Interaction}); err != nil {
+	if err := s.record(tx, history.CommandReply, "", "", map[string]any{"role": role, "interaction": *in.Interaction}); err != nil {
 		return nil, err
 	}
-	if err := tx.Transition(lifecycle.EvResume, lifecycle.Pending, "", "STEWARD", "reply as "+role+" by "+s.User); err != nil {
+	if err := s.transition(tx, history.CommandReply, lifecycle.EvResume, lifecycle.Pending, "", "reply as "+role+" by "+s.User); err != nil {
 		return nil, err
 	}
 	return m, tx.Commit()
@@ -102,8 +96,8 @@ func awaitedIntent(recs []history.Record, role string) *history.Record {
 // phase's schema for a COMPLETED answer) with its evidence in the job's
 // workspace.
 func validateReply(workspace string, meta map[string]any, raw []byte) error {
-	schema, _ := meta[agent.MetaAnswerSchema].(string)
-	turn, _ := meta["turn_key"].(string)
+	schema, _ := meta[history.MetaAnswerSchema].(string)
+	turn, _ := meta[history.MetaTurnKey].(string)
 	v := response.Judge(raw, response.Contract{Turn: turn != "", Schema: schema, Workspace: response.Dir(workspace)})
 	if v.Err != nil {
 		return v.Err
@@ -120,7 +114,7 @@ func (s *Steward) Decide(id string, in deliberation.Input) (*manifest.Manifest, 
 	}
 	defer tx.Close()
 	m := tx.M
-	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != awaitingSteward {
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.AwaitingSteward {
 		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "it is not waiting for a steward's decision", Hint: hintFor(m.Status, id)}
 	}
 	if in.From == "" {
@@ -146,12 +140,12 @@ func (s *Steward) Decide(id string, in deliberation.Input) (*manifest.Manifest, 
 	if state != "" {
 		m.Run.WorkflowState = state
 	}
-	m.Run.PhaseRetries, m.Run.APIFailures, m.Run.ErrorCode = 0, 0, ""
+	m.Run.ErrorCode = ""
 	m.Audit(tx.Now(), "Steward", "DECIDE", in.Kind, nil)
-	if err := s.record(tx, "decide", "", "", map[string]any{"kind": in.Kind, "content": in.Content}); err != nil {
+	if err := s.record(tx, history.CommandDecide, "", "", map[string]any{"kind": in.Kind, "content": in.Content}); err != nil {
 		return nil, err
 	}
-	if err := tx.Transition(lifecycle.EvResume, lifecycle.Pending, "", "STEWARD", in.Kind+" by "+s.User); err != nil {
+	if err := s.transition(tx, history.CommandDecide, lifecycle.EvResume, lifecycle.Pending, "", in.Kind+" by "+s.User); err != nil {
 		return nil, err
 	}
 	return m, tx.Commit()

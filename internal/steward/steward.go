@@ -16,8 +16,11 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strings"
 
+	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
@@ -82,6 +85,9 @@ func (s *Steward) Submit(file string) (string, *manifest.Manifest, error) {
 	if err != nil {
 		return "", nil, err
 	}
+	if es := ShellPrograms("").Check(file, m); len(es) > 0 {
+		return "", nil, es
+	}
 	id := m.JobID
 	if id == "" {
 		base := filepath.Base(file)
@@ -108,6 +114,16 @@ func (s *Steward) Submit(file string) (string, *manifest.Manifest, error) {
 		return "", nil, err
 	}
 	return id, m, nil
+}
+
+// ShellPrograms checks command agents' programs (agent.ProgramCheck) as a
+// steward's command can before logistd runs the job: on the PATH of the
+// shell it runs in, which may not be logistd's (the messages say so;
+// logistd checks again with its own before any call). workspace resolves
+// relative program paths ("" leaves them to logistd).
+func ShellPrograms(workspace string) agent.ProgramCheck {
+	return agent.ProgramCheck{Workspace: workspace,
+		Where: "the PATH of this shell (logistd looks on its own PATH when it runs the job)"}
 }
 
 // ResumeOptions are resume's optional changes.
@@ -151,12 +167,15 @@ func (s *Steward) Resume(id string, o ResumeOptions) (*manifest.Manifest, error)
 	if o.Guidance != "" {
 		m.Run.Guidance = o.Guidance
 	}
-	m.Run.PhaseRetries, m.Run.APIFailures = 0, 0
 	m.Audit(tx.Now(), "Steward", "RESUME", o.Guidance, nil)
-	if err := s.record(tx, "resume", o.Guidance, "", changes); err != nil {
+	record := s.record
+	if len(changes) > 0 {
+		record = s.recordChange
+	}
+	if err := record(tx, history.CommandResume, o.Guidance, "", changes); err != nil {
 		return nil, err
 	}
-	if err := tx.Transition(lifecycle.EvResume, lifecycle.Pending, "", "STEWARD", "resumed by "+s.User); err != nil {
+	if err := s.transition(tx, history.CommandResume, lifecycle.EvResume, lifecycle.Pending, "", "resumed by "+s.User); err != nil {
 		return nil, err
 	}
 	return m, tx.Commit()
@@ -177,7 +196,7 @@ func (s *Steward) Halt(id, reason string) (*manifest.Manifest, error) {
 		reason = "halted by " + s.User
 	}
 	m.Audit(tx.Now(), "Steward", "HALT", reason, nil)
-	if err := s.record(tx, "halt", "", reason, nil); err != nil {
+	if err := s.record(tx, history.CommandHalt, "", reason, nil); err != nil {
 		return nil, err
 	}
 	// The workflow records the halt its own way (a protocol session's
@@ -200,7 +219,7 @@ func (s *Steward) Halt(id, reason string) (*manifest.Manifest, error) {
 			}
 		}
 	}
-	if err := tx.Transition(lifecycle.EvHalt, lifecycle.Canceled, "", "STEWARD", reason); err != nil {
+	if err := s.transition(tx, history.CommandHalt, lifecycle.EvHalt, lifecycle.Canceled, "", reason); err != nil {
 		return nil, err
 	}
 	return m, tx.Commit()
@@ -246,28 +265,29 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 	if point == nil {
 		return nil, nil, fmt.Errorf("job %s has no checkpoint %q (it has: %s): %w", id, cp, strings.Join(known, ", "), jobstore.ErrNotFound)
 	}
-	if point.ResumePhase == "" {
-		return nil, nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: fmt.Sprintf("checkpoint %s is where the job ended; roll back to an earlier one", cp)}
-	}
-	if point.Snapshot == nil {
-		return nil, nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: fmt.Sprintf("checkpoint %s has no workspace snapshot to restore", cp)}
+	if err := point.Restorable(); err != nil {
+		return nil, nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: err.Error()}
 	}
 	// The command is recorded before the workspace changes, so a crash in
 	// between leaves a trace of why files moved.
-	if err := s.record(tx, "rollback", o.Guidance, o.Reason, map[string]any{"checkpoint_id": cp, "resume_phase": point.ResumePhase}); err != nil {
+	rec := s.command(tx, history.CommandRollback, o.Guidance, o.Reason, map[string]any{"checkpoint_id": cp, "resume_phase": point.ResumePhase})
+	// The job's current checkpoint is now cp (history.Record.Checkpoint):
+	// what logs and records name from here on, and the base of the next
+	// recovery point's changes.
+	rec.Steward.Snapshot = point.Snapshot
+	if err := tx.Append(rec); err != nil {
 		return nil, nil, err
 	}
 	if err := snapshot.RestoreRef(tx.Store().Workspace(id), tx.Dir, cp, point.Snapshot.Listing); err != nil {
-		rerr := tx.RecordError("ROLLBACK_FAILED", "STEWARD", 0, err.Error())
+		rerr := tx.RecordError(codes.RollbackFailed, "STEWARD", 0, err.Error())
 		return nil, nil, errors.Join(fmt.Errorf("restore %s: %w", cp, err), rerr)
 	}
 	m.SetPhase(point.ResumePhase)
 	summary, _ := point.Metadata["summary"].(string)
 	m.Run.PreviousSummary, m.Run.Feedback, m.Run.Guidance = summary, "", o.Guidance
-	m.Run.Evidence = point.RollbackFiles
-	m.Run.PhaseRetries, m.Run.APIFailures, m.Run.CheckpointID = 0, 0, cp
+	m.Run.Evidence = point.Evidence()
 	m.Audit(tx.Now(), "Steward", "ROLLBACK", cp+": "+o.Reason, nil)
-	if err := tx.Transition(lifecycle.EvRollback, lifecycle.Pending, point.ResumePhase, "STEWARD", "rolled back to "+cp+" by "+s.User); err != nil {
+	if err := s.transition(tx, history.CommandRollback, lifecycle.EvRollback, lifecycle.Pending, point.ResumePhase, "rolled back to "+cp+" by "+s.User); err != nil {
 		return nil, nil, err
 	}
 	return m, point, tx.Commit()
@@ -285,20 +305,49 @@ func (s *Steward) Activate(id string) (*manifest.Manifest, error) {
 		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "only DRAFT jobs can be activated", Hint: hintFor(m.Status, id)}
 	}
 	m.Audit(tx.Now(), "Steward", "ACTIVATE", "", nil)
-	if err := s.record(tx, "activate", "", "", nil); err != nil {
+	if err := s.record(tx, history.CommandActivate, "", "", nil); err != nil {
 		return nil, err
 	}
-	if err := tx.Transition(lifecycle.EvActivate, lifecycle.Pending, "", "STEWARD", "activated by "+s.User); err != nil {
+	if err := s.transition(tx, history.CommandActivate, lifecycle.EvActivate, lifecycle.Pending, "", "activated by "+s.User); err != nil {
 		return nil, err
 	}
 	return m, tx.Commit()
 }
 
+// transition ends command cmd: the job gets a fresh retry allowance if
+// the command gives one (workflow.ResetsRetries, the rule logist verify
+// replays), then moves (tx.Transition) as the steward.
+func (s *Steward) transition(tx *jobtx.Tx, cmd string, ev lifecycle.Event, to lifecycle.Status, phase, reason string) error {
+	if workflow.ResetsRetries(cmd) {
+		tx.M.Run.PhaseRetries, tx.M.Run.APIFailures = 0, 0
+	}
+	return tx.Transition(ev, to, phase, "STEWARD", reason)
+}
+
+// record records a steward command that left the job's configuration as
+// it was (recordChange records one that changed it).
 func (s *Steward) record(tx *jobtx.Tx, cmd, guidance, reason string, changes map[string]any) error {
-	n := tx.Log.State().NextInteraction
-	return tx.Append(&history.Record{Type: history.TypeSteward, Interaction: &n, Phase: tx.M.Phase(), Role: "Steward",
-		StateBefore: string(tx.M.Status),
-		Steward:     &history.Steward{Command: cmd, CommandID: commandID(), User: s.User, Guidance: guidance, Reason: reason, Changes: changes}})
+	return s.append(tx, &history.Steward{Command: cmd, Guidance: guidance, Reason: reason, Changes: changes})
+}
+
+// append appends st, by s, as a steward record.
+func (s *Steward) append(tx *jobtx.Tx, st *history.Steward) error {
+	return tx.Append(s.recordOf(tx, st))
+}
+
+// command is the record of a steward command that left the configuration
+// as it was, for a caller that adds to it before appending.
+func (s *Steward) command(tx *jobtx.Tx, cmd, guidance, reason string, changes map[string]any) *history.Record {
+	return s.recordOf(tx, &history.Steward{Command: cmd, Guidance: guidance, Reason: reason, Changes: changes})
+}
+
+// recordOf is st, by s, as a history record. It takes no interaction
+// number: interactions are agent calls (jobHistory.json lists commands
+// among its events).
+func (s *Steward) recordOf(tx *jobtx.Tx, st *history.Steward) *history.Record {
+	st.CommandID, st.User = commandID(), s.User
+	return &history.Record{Type: history.TypeSteward, Phase: tx.M.Phase(), Role: "Steward",
+		StateBefore: string(tx.M.Status), Steward: st}
 }
 
 // hintFor says what a steward can do with a job in status st.
@@ -326,13 +375,49 @@ func Hint(st lifecycle.Status, id string) string { return hintFor(st, id) }
 // HintFor is Hint for a job: a job waiting for a human's reply or a
 // steward's decision says which command it waits for.
 func HintFor(m *manifest.Manifest, id string) string {
+	switch m.ScheduleState() {
+	case manifest.ScheduleActive:
+		return "a schedule: logist schedules pause " + id + " pauses it; logist halt " + id + " stops it for good"
+	case manifest.SchedulePaused:
+		return "a paused schedule: logist schedules resume " + id + " resumes it at its next tick; logist halt " + id + " stops it for good"
+	case manifest.ScheduleStopped:
+		return "a stopped schedule: it never fires again"
+	}
 	if m.Status == lifecycle.InterventionRequired {
 		switch m.Run.ErrorCode {
-		case awaitingReply:
+		case codes.AwaitingReply:
 			return "answer for the waiting role: logist reply " + id + " --as ROLE --file ANSWER.json (the reason names the role)"
-		case awaitingSteward:
+		case codes.AwaitingSteward:
 			return "decide as the reason says (e.g. logist pm " + id + " approve|veto|amend_and_approve)"
+		case codes.AgentConfig, codes.AgentStart, codes.NotInstalled:
+			return configHint(m, id)
 		}
 	}
 	return hintFor(m.Status, id)
+}
+
+// roleInReason finds the role a reason names by its field
+// (/agents/ROLE/...), as the intake check writes it.
+var roleInReason = regexp.MustCompile(`/agents/([^/\s:;]+)/`)
+
+// configHint is what a steward does about an agent that cannot start or
+// is misconfigured: guidance cannot fix a configuration, logist set can.
+func configHint(m *manifest.Manifest, id string) string {
+	then := ", then logist resume " + id
+	role := "ROLE"
+	if r := roleInReason.FindStringSubmatch(m.Run.Reason); r != nil {
+		role = r[1]
+	} else if wf, err := m.ResolveWorkflow(); err == nil {
+		if ph, ok := wf.Phases[m.Phase()]; ok {
+			role = ph.Role
+		}
+	}
+	a := m.Agents[role]
+	switch {
+	case m.Run.ErrorCode == codes.AgentConfig && !strings.Contains(m.Run.Reason, "/command/argv"):
+		return "fix the configuration the reason names: logist set " + id + " FIELD=JSON (agents, prompts, limits; e.g. prompts." + role + `='"reviewer.md"')` + then
+	case a.Command != nil && a.Command.Preset != "":
+		return "install the program, or name it: logist set " + id + " agents." + role + `.command.program='"/path/to/program"'` + then
+	}
+	return "fix the agent's program (the reason says why it cannot start): logist set " + id + " agents." + role + `.command.argv='["PROGRAM","{request_file}"]'` + then
 }

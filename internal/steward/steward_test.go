@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
@@ -511,7 +511,7 @@ func TestHaltKillsTheCallInFlight(t *testing.T) {
 	}
 	recs := f.Records("j")
 	resps := testkit.OfType(recs, history.TypeResponse)
-	if r := resps[0].Response; r.ErrorCode != agent.CodeCanceled || r.Status != history.StatusError || r.ExecutionTimeSeconds > 5 {
+	if r := resps[0].Response; r.ErrorCode != codes.AgentCanceled || r.Status != history.StatusError || r.ExecutionTimeSeconds > 5 {
 		t.Errorf("response = %+v, want ERROR/AGENT_CANCELED", r)
 	}
 	trs := testkit.OfType(recs, history.TypeTransition)
@@ -536,7 +536,7 @@ func TestHaltKillsTheCallInFlight(t *testing.T) {
 			inter = &jh.Interactions[i]
 		}
 	}
-	if inter == nil || inter.Response == nil || inter.Response.ErrorCode != agent.CodeCanceled {
+	if inter == nil || inter.Response == nil || inter.Response.ErrorCode != codes.AgentCanceled {
 		t.Errorf("jobHistory.json is stale: the canceled call has no response there: %+v", inter)
 	}
 	// Nudging a finished job starts nothing.
@@ -601,17 +601,27 @@ func TestIllegalTransitionChangesNothing(t *testing.T) {
 			if m.Status != lifecycle.Status(tc.from) || m.Phase() != tc.phase {
 				t.Errorf("stored manifest became %s/%s", m.Status, m.Phase())
 			}
-			if n := len(f.Records("j")); n != 0 {
-				t.Errorf("history has %d records after a refused transition", n)
+			// The refusal itself is recorded (the daemon logs it when
+			// another process made it), the transition is not.
+			recs := f.Records("j")
+			if len(recs) != 1 || recs[0].Type != history.TypeError || recs[0].Error == nil ||
+				recs[0].Error.Code != codes.IllegalTransition || recs[0].Role != "TEST" || recs[0].StateBefore != tc.from {
+				t.Errorf("history after a refused transition: %+v, want one ILLEGAL_TRANSITION error by TEST in %s", recs, tc.from)
 			}
 		})
 	}
 	t.Run("untouched without commit", func(t *testing.T) {
 		f := newFixture(t)
 		f.WriteJob("j", withStatus("SUCCESS", "review"))
-		before := f.snapshot("j")
+		before := f.Load("j")
 		tx, err := jobtx.Begin(f.Env, "j", nil)
 		if err != nil {
+			t.Fatal(err)
+		}
+		// A change in progress when the refusal comes is dropped with
+		// it; the refusal's record is written at once, on its own.
+		tx.M.Run.Guidance = "dropped"
+		if err := tx.Append(&history.Record{Type: history.TypeSteward, Steward: &history.Steward{Command: "halt"}}); err != nil {
 			t.Fatal(err)
 		}
 		err = tx.Transition(lifecycle.EvHalt, lifecycle.Canceled, "", "TEST", "")
@@ -620,8 +630,15 @@ func TestIllegalTransitionChangesNothing(t *testing.T) {
 		if !errors.As(err, &it) {
 			t.Fatalf("err = %v", err)
 		}
-		if f.snapshot("j") != before {
-			t.Errorf("manifest or history changed")
+		if !strings.Contains(err.Error(), "recorded in its history as ILLEGAL_TRANSITION") {
+			t.Errorf("err = %v, want it to say the refusal is recorded", err)
+		}
+		if after := f.Load("j"); after.Run.Guidance != before.Run.Guidance || after.Status != before.Status {
+			t.Errorf("manifest changed")
+		}
+		recs := f.Records("j")
+		if len(recs) != 1 || recs[0].Type != history.TypeError || recs[0].Error.Code != codes.IllegalTransition {
+			t.Errorf("history: %+v, want the ILLEGAL_TRANSITION error alone", recs)
 		}
 	})
 	t.Run("a legal one is applied", func(t *testing.T) {

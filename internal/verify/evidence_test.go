@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/logist/logist/internal/builtins"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
-	"github.com/logist/logist/internal/response"
 	"github.com/logist/logist/internal/runner"
 	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/testkit"
@@ -90,8 +90,8 @@ func TestRefusedEvidenceVerifies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.Run.ErrorCode != response.CodeProtocolViolation {
-				t.Fatalf("job stopped with %s (%s), want %s", m.Run.ErrorCode, m.Run.Reason, response.CodeProtocolViolation)
+			if m.Run.ErrorCode != codes.ProtocolViolation {
+				t.Fatalf("job stopped with %s (%s), want %s", m.Run.ErrorCode, m.Run.Reason, codes.ProtocolViolation)
 			}
 			if r := verifyDir(t, dir, "j", key.Public()); !r.OK() {
 				t.Fatalf("untampered history: %v", r.Problems)
@@ -120,7 +120,7 @@ func TestEscapeWithOtherViolationsIsRecorded(t *testing.T) {
 	t.Parallel()
 	dir, key := runRaw(t, `{"evidence_files":["/etc/shadow"],"summary_for_supervisor":""}`, nil)
 	m, _ := jobstore.New(dir).Load("j")
-	if m.Run.ErrorCode != response.CodeProtocolViolation || !strings.Contains(m.Run.Reason, "/etc/shadow") {
+	if m.Run.ErrorCode != codes.ProtocolViolation || !strings.Contains(m.Run.Reason, "/etc/shadow") {
 		t.Errorf("run: %s %q", m.Run.ErrorCode, m.Run.Reason)
 	}
 	recs, err := history.ReadAll(filepath.Join(dir, "j"))
@@ -137,7 +137,7 @@ func TestEscapeWithOtherViolationsIsRecorded(t *testing.T) {
 	for _, v := range resp.Violations {
 		got = append(got, v.Code)
 	}
-	if resp.ErrorCode != response.CodeProtocolViolation || strings.Join(got, ",") != "SCHEMA_INVALID,PROTOCOL_VIOLATION,SUMMARY_MISSING" {
+	if resp.ErrorCode != codes.ProtocolViolation || strings.Join(got, ",") != "SCHEMA_INVALID,PROTOCOL_VIOLATION,SUMMARY_MISSING" {
 		t.Errorf("response %s with violations %v", resp.ErrorCode, got)
 	}
 	if r := verifyDir(t, dir, "j", key.Public()); !r.OK() {
@@ -185,7 +185,7 @@ func TestLegacyRefusalsVerify(t *testing.T) {
 				t.Fatalf("legacy history: %v", r.Problems)
 			}
 			// But not a legacy record whose code today's verdict does not find.
-			resp["error_code"] = response.CodeActionInvalid
+			resp["error_code"] = codes.ActionInvalid
 			body, _ = json.Marshal(rec)
 			ls[i], _ = encodeFor(body, key)
 			writeLines(t, file, relink(t, ls, key))

@@ -18,10 +18,12 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
@@ -39,8 +41,8 @@ const (
 	ClassSequenceGap       = "SEQUENCE_GAP"
 	ClassSignatureInvalid  = "SIGNATURE_INVALID"
 	ClassSignatureMissing  = "SIGNATURE_MISSING"
-	ClassSchemaInvalid     = "SCHEMA_INVALID"
-	ClassIllegalTransition = "ILLEGAL_TRANSITION"
+	ClassSchemaInvalid     = codes.SchemaInvalid
+	ClassIllegalTransition = codes.IllegalTransition
 	ClassReplayDivergence  = "REPLAY_DIVERGENCE"
 	ClassUnreadable        = "UNREADABLE"
 )
@@ -189,6 +191,14 @@ func replay(r *Report, es []history.Entry, m *manifest.Manifest) {
 		}
 		maxRetries = m.MaxRetries()
 	}
+	// A steward's logist set may have changed the retry limit on the way:
+	// the replay starts from the limit before the first change (its old
+	// value) and follows each.
+	for i := len(es) - 1; i >= 0; i-- {
+		if n, ok := retryLimitSet(&es[i].Record, true); ok {
+			maxRetries = n
+		}
+	}
 	var cur lifecycle.Status
 	retries := 0
 	// expect is what the current engine says the next transition must be,
@@ -202,8 +212,8 @@ func replay(r *Report, es []history.Entry, m *manifest.Manifest) {
 		switch rec.Type {
 		case history.TypeIntent:
 			if rec.Request != nil && rec.Interaction != nil {
-				if k, _ := rec.Request.Metadata["turn_key"].(string); k != "" {
-					s, _ := rec.Request.Metadata["answer_schema"].(string)
+				if k, _ := rec.Request.Metadata[history.MetaTurnKey].(string); k != "" {
+					s, _ := rec.Request.Metadata[history.MetaAnswerSchema].(string)
 					turns[*rec.Interaction] = s
 				}
 			}
@@ -282,8 +292,11 @@ func replay(r *Report, es []history.Entry, m *manifest.Manifest) {
 			retries = d.Retries
 			expect = &expectation{rec.Seq, d.Event, d.To, d.Phase}
 		case history.TypeSteward:
-			if rec.Steward != nil && (rec.Steward.Command == "resume" || rec.Steward.Command == "rollback") {
+			if rec.Steward != nil && workflow.ResetsRetries(rec.Steward.Command) {
 				retries = 0
+			}
+			if n, ok := retryLimitSet(rec, false); ok {
+				maxRetries = n
 			}
 		case history.TypeTransition:
 			t := rec.Transition
@@ -311,6 +324,32 @@ func replay(r *Report, es []history.Entry, m *manifest.Manifest) {
 	}
 }
 
+// retryLimitSet is the retry limit (limits.max_retries) a steward record
+// changed, before the change (old) or after it.
+func retryLimitSet(rec *history.Record, old bool) (int, bool) {
+	if rec.Type != history.TypeSteward || rec.Steward == nil {
+		return 0, false
+	}
+	o, n, ok := rec.Steward.Change("limits.max_retries")
+	if !ok {
+		return 0, false
+	}
+	v := n
+	if old {
+		v = o
+	}
+	switch x := v.(type) {
+	case nil:
+		return manifest.DefaultMaxRetries, true
+	case float64:
+		return int(x), true
+	case json.Number:
+		i, err := x.Int64()
+		return int(i), err == nil
+	}
+	return 0, false
+}
+
 type expectation struct {
 	seq   int64
 	event lifecycle.Event
@@ -329,7 +368,7 @@ type expectation struct {
 func refusedAgain(resp *history.Response, v response.Verdict) string {
 	legacy := resp.Violations == nil
 	switch {
-	case v.Err == nil && legacy && resp.ErrorCode == response.CodeProtocolViolation:
+	case v.Err == nil && legacy && resp.ErrorCode == codes.ProtocolViolation:
 		return ""
 	case v.Err == nil:
 		return fmt.Sprintf("recorded as %s, but the answer is valid now", resp.ErrorCode)

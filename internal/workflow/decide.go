@@ -3,6 +3,8 @@ package workflow
 import (
 	"fmt"
 
+	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
 )
 
@@ -35,14 +37,6 @@ const (
 	FaultTimeBudget Fault = "time_budget"
 )
 
-// Codes the decision stops a job with (besides a failure's own code and a
-// workflow's outcome names).
-const (
-	CodeAgentStuck = "AGENT_STUCK"
-	CodeRetryLimit = "RETRY_LIMIT"
-	CodeTimeBudget = "TIME_BUDGET"
-)
-
 // Case is what happened in a phase, as the decision needs it.
 type Case struct {
 	Phase string
@@ -68,7 +62,8 @@ type Case struct {
 	Detail string
 
 	// Retries counts RETRY answers and sent-back outcomes since the start
-	// or the last resume; MaxRetries is the job's limit (limits.max_retries).
+	// or the last steward command that reset it (ResetsRetries);
+	// MaxRetries is the job's limit (limits.max_retries).
 	Retries, MaxRetries int
 	// APIFailures counts transient failures in a row before this call;
 	// MaxAPIRetries is the job's limit (limits.max_api_retries).
@@ -123,7 +118,7 @@ func Decide(w *Workflow, c Case) (Decision, error) {
 	switch {
 	case target == TargetIntervention:
 		d.Event, d.To = lifecycle.EvStuck, lifecycle.InterventionRequired
-		d.Code, d.Reason = CodeAgentStuck, fmt.Sprintf("%s answered %s: %s", c.Role, c.Action, c.Summary)
+		d.Code, d.Reason = codes.AgentStuck, fmt.Sprintf("%s answered %s: %s", c.Role, c.Action, c.Summary)
 		if name != c.Action {
 			d.Code, d.Reason = name, fmt.Sprintf("%s: %s", name, c.Feedback)
 		}
@@ -133,7 +128,7 @@ func Decide(w *Workflow, c Case) (Decision, error) {
 		d.Retries++
 		if d.Retries > c.MaxRetries {
 			d.Event, d.To = lifecycle.EvRetryLimit, lifecycle.InterventionRequired
-			d.Code = CodeRetryLimit
+			d.Code = codes.RetryLimit
 			d.Reason = fmt.Sprintf("RETRY limit of %d reached in phase %s; last summary: %s", c.MaxRetries, c.Phase, c.Summary)
 		} else {
 			d.Event, d.To, d.Phase = lifecycle.EvRetry, w.Phases[target].Status, target
@@ -160,10 +155,25 @@ func decideFault(c Case) (Decision, error) {
 		stuck.Event = lifecycle.EvAgentFailed
 		stuck.Reason = fmt.Sprintf("%s after %d automatic retries: %s", c.Code, c.MaxAPIRetries, c.Detail)
 	case FaultTimeBudget:
-		return Decision{Event: lifecycle.EvTimeExceeded, To: lifecycle.HaltedTime, Code: CodeTimeBudget, Reason: c.Detail,
+		return Decision{Event: lifecycle.EvTimeExceeded, To: lifecycle.HaltedTime, Code: codes.TimeBudget, Reason: c.Detail,
 			Retries: c.Retries, APIFailures: c.APIFailures, BySystem: true}, nil
 	default:
 		return Decision{}, fmt.Errorf("unknown fault %q", c.Fault)
 	}
 	return stuck, nil
+}
+
+// ResetsRetries says whether a steward command (as its history record
+// names it, history.Cmd*) gives the job a fresh allowance: the RETRY count
+// (Case.Retries) and the transient failures in a row (Case.APIFailures)
+// start again from 0. A steward who resumes a job, rolls it back, answers
+// for a role or decides for a deliberation has looked at it and let it go
+// on; a halt ends it and an activation starts it. The steward applies this
+// rule and logist verify's replay follows it: one list for both.
+func ResetsRetries(command string) bool {
+	switch command {
+	case history.CommandResume, history.CommandRollback, history.CommandReply, history.CommandDecide:
+		return true
+	}
+	return false
 }

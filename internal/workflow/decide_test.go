@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/lifecycle"
 )
 
@@ -66,17 +67,17 @@ func TestDecideEscalationMatrix(t *testing.T) {
 		{"agent failure that a retry will not fix: STUCK", sup, Case{Fault: FaultAgent, Code: "AGENT_EXIT", Detail: "exit status 2", APIFailures: 1},
 			Decision{Event: lifecycle.EvAgentFailed, To: IR, Code: "AGENT_EXIT"}, "exit status 2"},
 		{"time budget ran out in the call: HALTED_TIME", sup, Case{Fault: FaultTimeBudget, Code: "AGENT_TIMEOUT", Detail: "time budget of 1.0 minutes ran out", APIFailures: 1, Retries: 1},
-			Decision{Event: lifecycle.EvTimeExceeded, To: lifecycle.HaltedTime, Code: CodeTimeBudget, APIFailures: 1, Retries: 1, BySystem: true}, "time budget"},
+			Decision{Event: lifecycle.EvTimeExceeded, To: lifecycle.HaltedTime, Code: codes.TimeBudget, APIFailures: 1, Retries: 1, BySystem: true}, "time budget"},
 
 		// The workflow's answers.
 		{"COMPLETED of the last phase: SUCCESS", sup, Case{Phase: "review", Action: ActionCompleted, Retries: 2, APIFailures: 2},
 			Decision{Event: lifecycle.EvSucceed, To: lifecycle.Success, Retries: 2, Checkpoint: true}, ""},
 		{"STUCK: waits for a steward", sup, Case{Action: ActionStuck, Summary: "need a human"},
-			Decision{Event: lifecycle.EvStuck, To: IR, Code: CodeAgentStuck}, "worker answered STUCK: need a human"},
+			Decision{Event: lifecycle.EvStuck, To: IR, Code: codes.AgentStuck}, "worker answered STUCK: need a human"},
 		{"RETRY: the phase again, counted", sup, Case{Action: ActionRetry, Retries: 2},
 			Decision{Event: lifecycle.EvRetry, To: lifecycle.Running, Phase: "work", Retries: 3}, ""},
 		{"RETRY over the limit", sup, Case{Action: ActionRetry, Retries: 3, Summary: "again"},
-			Decision{Event: lifecycle.EvRetryLimit, To: IR, Code: CodeRetryLimit, Retries: 4}, "RETRY limit of 3 reached in phase work; last summary: again"},
+			Decision{Event: lifecycle.EvRetryLimit, To: IR, Code: codes.RetryLimit, Retries: 4}, "RETRY limit of 3 reached in phase work; last summary: again"},
 		{"a supervisor's RETRY sends the work back", sup, Case{Phase: "review", Action: ActionRetry},
 			Decision{Event: lifecycle.EvRetry, To: lifecycle.Running, Phase: "work", Retries: 1}, ""},
 		{"an effect's outcome that moves on", custom, Case{Phase: "a", Action: ActionCompleted, Outcome: "APPROVED"},
@@ -84,7 +85,7 @@ func TestDecideEscalationMatrix(t *testing.T) {
 		{"an effect's outcome that sends work back counts like RETRY", custom, Case{Phase: "a", Action: ActionCompleted, Outcome: "REJECTED", SentBack: true, Retries: 1},
 			Decision{Event: lifecycle.EvRetry, To: lifecycle.Running, Phase: "a", Retries: 2}, ""},
 		{"a sent-back outcome over the limit", custom, Case{Phase: "a", Action: ActionCompleted, Outcome: "REJECTED", SentBack: true, Retries: 3},
-			Decision{Event: lifecycle.EvRetryLimit, To: IR, Code: CodeRetryLimit, Retries: 4}, "RETRY limit"},
+			Decision{Event: lifecycle.EvRetryLimit, To: IR, Code: codes.RetryLimit, Retries: 4}, "RETRY limit"},
 		{"an effect's outcome that needs a steward names itself", custom, Case{Phase: "a", Action: ActionCompleted, Outcome: "VETOED", Feedback: "no"},
 			Decision{Event: lifecycle.EvStuck, To: IR, Code: "VETOED"}, "VETOED: no"},
 		{"STUCK leading to a phase moves on, no recovery point", custom, Case{Phase: "a", Action: ActionStuck},

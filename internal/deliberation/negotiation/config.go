@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -385,7 +387,7 @@ func newGame(cfg *Config, sc *Scenario, seed int64, raw []byte) (*game, error) {
 		}
 		dup[id] = true
 	}
-	for _, id := range sortedKeys(cfg.Agents) {
+	for _, id := range slices.Sorted(maps.Keys(cfg.Agents)) {
 		if err := party("agents."+id, id); err != nil {
 			return nil, err
 		}
@@ -444,13 +446,4 @@ func (g *game) optionTitle(issue, opt string) string {
 
 func (g *game) line(salt, situation string, vars map[string]string) string {
 	return g.lines.Line(g.seed, salt, situation, vars)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -442,7 +444,7 @@ func (st *state) snapshot() Snapshot {
 	if st.issue >= 0 {
 		is := &IssueState{Index: st.issue, ID: g.sc.Issues[st.issue].ID, Stage: st.issueStage,
 			Speakers: st.speakers, Spoken: st.spoken, Proposal: st.proposal}
-		is.Voted = sortedKeys(st.voted)
+		is.Voted = slices.Sorted(maps.Keys(st.voted))
 		sn.Issue = is
 	}
 	return sn

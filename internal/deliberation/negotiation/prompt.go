@@ -2,6 +2,8 @@ package negotiation
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/logist/logist/internal/deliberation"
@@ -192,7 +194,7 @@ func (st *state) helperPrompt(target int) string {
 			continue
 		}
 		var acc []string
-		for _, o := range sortedKeys(s.Acceptance) {
+		for _, o := range slices.Sorted(maps.Keys(s.Acceptance)) {
 			if a := s.Acceptance[o]; a == nil {
 				acc = append(acc, o+": null")
 			} else {

@@ -3,6 +3,7 @@ package negotiation
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -319,7 +320,7 @@ func TestFailedOrEmptyTurnsAreSkipped(t *testing.T) {
 // whose options have the given acceptances (nil: unacceptable).
 func tinyGame(t *testing.T, acc map[string][]*float64, ngo []*float64) (*game, *state) {
 	t.Helper()
-	opts := sortedKeys(acc)
+	opts := slices.Sorted(maps.Keys(acc))
 	var options []any
 	stance := func(i int, vals func(o string) *float64) map[string]any {
 		a := map[string]any{}
@@ -811,7 +812,7 @@ func TestFilesShape(t *testing.T) {
 	if err := json.Unmarshal(files["negotiation/state.json"], &doc); err != nil {
 		t.Fatal(err)
 	}
-	keys := sortedKeys(doc)
+	keys := slices.Sorted(maps.Keys(doc))
 	if strings.Join(keys, ",") != "conversations,done,game,issue,openings,phase,results,round,scenario,seed,stances" {
 		t.Errorf("state.json keys %v", keys)
 	}
@@ -891,7 +892,7 @@ func TestLineSituationsMatchSchema(t *testing.T) {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(doc.Properties.Chair.Properties.Lines.PropertyNames.Enum, situations) || !reflect.DeepEqual(sortedKeys(defaultLines), sorted(situations)) {
+	if !reflect.DeepEqual(doc.Properties.Chair.Properties.Lines.PropertyNames.Enum, situations) || !reflect.DeepEqual(slices.Sorted(maps.Keys(defaultLines)), sorted(situations)) {
 		t.Error("line situations differ between the schema, the list and the defaults")
 	}
 	// The chair's lines never come from an agent: no turn is the chair's.

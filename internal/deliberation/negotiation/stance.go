@@ -3,7 +3,9 @@ package negotiation
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -202,7 +204,7 @@ func preferredOf(s *Stance) string {
 	if a := s.Acceptance[s.Preferred]; a != nil {
 		bv = *a
 	}
-	for _, id := range sortedKeys(s.Acceptance) {
+	for _, id := range slices.Sorted(maps.Keys(s.Acceptance)) {
 		if a := s.Acceptance[id]; a != nil && *a > bv+eps {
 			best, bv = id, *a
 		}
@@ -288,7 +290,7 @@ func (st *state) helperUpdate(target int, r *deliberation.Result) deliberation.M
 		return ignore("invalid: no reason given")
 	}
 	var changes []Change
-	for _, id := range sortedKeys(deltas) {
+	for _, id := range slices.Sorted(maps.Keys(deltas)) {
 		if !allowed[id] {
 			return ignore(fmt.Sprintf("invalid: issue %q is outside the message's scope", id))
 		}
@@ -304,7 +306,7 @@ func (st *state) helperUpdate(target int, r *deliberation.Result) deliberation.M
 		orig := st.stances[party][id]
 		s := copyStance(orig)
 		acc, _ := d["acceptance"].(map[string]any)
-		for _, opt := range sortedKeys(acc) {
+		for _, opt := range slices.Sorted(maps.Keys(acc)) {
 			cur, known := s.Acceptance[opt]
 			if !known {
 				return ignore(fmt.Sprintf("invalid: %s has no option %q", id, opt))

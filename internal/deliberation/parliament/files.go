@@ -1,6 +1,7 @@
 package parliament
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -163,4 +164,10 @@ func (s *Session) billMarkdown() string {
 		}
 	}
 	return b.String()
+}
+
+// pretty is v as an indented JSON file.
+func pretty(v any) []byte {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	return append(b, '\n')
 }

@@ -2,6 +2,8 @@ package parliament
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -42,7 +44,7 @@ func checkScores(r *rep, v any) error {
 	for _, mo := range r.Motives {
 		known[mo] = true
 	}
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !known[k] {
 			unknown = append(unknown, fmt.Sprintf("%q", k))
 		}

@@ -2,6 +2,8 @@ package parliament
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -120,7 +122,7 @@ func summaryText(sum map[string]any) string {
 	b.WriteString(str(sum["summary"]))
 	pos := obj(sum["positions"])
 	var ps []string
-	for _, k := range sortedKeys(pos) {
+	for _, k := range slices.Sorted(maps.Keys(pos)) {
 		p := obj(pos[k])
 		ps = append(ps, fmt.Sprintf("%s leans %s (%s)", k, str(p["lean"]), str(p["key_concern"])))
 	}

@@ -19,18 +19,13 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/deliberation"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/pathguard"
 	"github.com/logist/logist/internal/response"
 	"github.com/logist/logist/internal/workflow"
-)
-
-// Codes of a deliberation that cannot go on.
-const (
-	CodeGame     = "GAME_FAILED"
-	CodeGameRole = "GAME_ROLE"
 )
 
 // Effects are the games' effects, by effect name ("deliberation.<name>").
@@ -74,17 +69,22 @@ func load(tx *jobtx.Tx, g deliberation.Game) (*state, error) {
 		st.msgs = append(st.msgs, m)
 		st.lastMessage = i
 	}
-	seed := int64(0)
-	if tx.M.Seed != nil {
-		seed = *tx.M.Seed
-	}
-	sess, err := g.Load(deliberation.Env{Config: tx.M.Game, Seed: seed, Task: tx.M.TaskDescription, Messages: st.msgs,
-		Workspace: tx.Store().Workspace(tx.ID), Dir: tx.Dir, Now: func() time.Time { return tx.Now().UTC() }})
+	sess, err := g.Load(env(tx, st.msgs))
 	if err != nil {
 		return nil, err
 	}
 	st.sess = sess
 	return st, nil
+}
+
+// env is what a game loads from: the job's configuration and msgs.
+func env(tx *jobtx.Tx, msgs []deliberation.Message) deliberation.Env {
+	seed := int64(0)
+	if tx.M.Seed != nil {
+		seed = *tx.M.Seed
+	}
+	return deliberation.Env{Config: tx.M.Game, Seed: seed, Task: tx.M.TaskDescription, Messages: msgs,
+		Workspace: tx.Store().Workspace(tx.ID), Dir: tx.Dir, Now: func() time.Time { return tx.Now().UTC() }}
 }
 
 // records turns messages into history records; file changes they carry
@@ -189,10 +189,10 @@ func (st *state) answered() (map[string]*history.Record, []int) {
 			}
 			in := intents[*r.Interaction]
 			delete(intents, *r.Interaction)
-			if in == nil || in.Request == nil || r.Response == nil || r.Response.ErrorCode == "AGENT_INTERRUPTED" || r.Response.ErrorCode == "AGENT_CANCELED" {
+			if in == nil || in.Request == nil || r.Response == nil || r.Response.ErrorCode == codes.AgentInterrupted || r.Response.ErrorCode == codes.AgentCanceled {
 				continue
 			}
-			if k, _ := in.Request.Metadata["turn_key"].(string); k != "" {
+			if k, _ := in.Request.Metadata[history.MetaTurnKey].(string); k != "" {
 				done[k] = r
 			}
 		}
@@ -200,7 +200,7 @@ func (st *state) answered() (map[string]*history.Record, []int) {
 	var dangling []int
 	for n, in := range intents {
 		if in.Request != nil {
-			if k, _ := in.Request.Metadata["turn_key"].(string); k != "" {
+			if k, _ := in.Request.Metadata[history.MetaTurnKey].(string); k != "" {
 				dangling = append(dangling, n)
 			}
 		}
@@ -230,14 +230,14 @@ func resultOf(t deliberation.Turn, r *history.Record) deliberation.Result {
 func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 	st, err := load(tx, e.Game)
 	if err != nil {
-		return &workflow.Prep{Fail: &workflow.Failure{Code: CodeGame, Reason: err.Error()}}, nil
+		return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 	}
 	if err := files(tx, st.sess); err != nil {
 		return nil, err
 	}
 	step, err := st.sess.Next()
 	if err != nil {
-		return &workflow.Prep{Fail: &workflow.Failure{Code: CodeGame, Reason: err.Error()}}, nil
+		return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 	}
 	prep := &workflow.Prep{State: st.sess.State()}
 	if len(step.Emit) > 0 {
@@ -245,7 +245,7 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 		if err != nil {
 			return nil, err
 		}
-		prep.Records, prep.Skip = recs, workflow.OutcomeContinue
+		prep.Records, prep.Skip, prep.State = recs, workflow.OutcomeContinue, e.stateAfter(tx, st, step.Emit)
 		return prep, nil
 	}
 	if step.Wait != "" {
@@ -257,14 +257,14 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 		return prep, nil
 	}
 	if len(step.Turns) == 0 {
-		return &workflow.Prep{Fail: &workflow.Failure{Code: CodeGame, Reason: "the game has nothing to do and is not done"}}, nil
+		return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: "the game has nothing to do and is not done"}}, nil
 	}
 	done, dangling := st.answered()
 	prep.Abandon = dangling
 	var results []deliberation.Result
 	for _, t := range step.Turns {
 		if _, ok := tx.M.Agents[t.Role]; !ok {
-			return &workflow.Prep{Fail: &workflow.Failure{Code: CodeGameRole, Reason: fmt.Sprintf("participant %s is played by role %q, which has no agent in the manifest", t.Participant, t.Role)}}, nil
+			return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameRole, Reason: fmt.Sprintf("participant %s is played by role %q, which has no agent in the manifest", t.Participant, t.Role)}}, nil
 		}
 		key := TurnKey(len(st.msgs), t)
 		if r, ok := done[key]; ok {
@@ -277,13 +277,13 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 		// Every turn was answered before a stop: apply them now.
 		msgs, err := st.sess.Apply(results)
 		if err != nil {
-			return &workflow.Prep{Fail: &workflow.Failure{Code: CodeGame, Reason: err.Error()}}, nil
+			return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 		}
 		recs, err := records(tx, phase, len(st.msgs), msgs)
 		if err != nil {
 			return nil, err
 		}
-		prep.Records, prep.Skip = recs, workflow.OutcomeContinue
+		prep.Records, prep.Skip, prep.State = recs, workflow.OutcomeContinue, e.stateAfter(tx, st, msgs)
 	}
 	return prep, nil
 }
@@ -298,11 +298,11 @@ func (e *Effect) Finish(tx *jobtx.Tx, phase string, ans *response.Answer, obj ma
 func (e *Effect) FinishTurns(tx *jobtx.Tx, phase string, played []workflow.TurnResult) (*workflow.Outcome, error) {
 	st, err := load(tx, e.Game)
 	if err != nil {
-		return &workflow.Outcome{Fail: &workflow.Failure{Code: CodeGame, Reason: err.Error()}}, nil
+		return &workflow.Outcome{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 	}
 	step, err := st.sess.Next()
 	if err != nil {
-		return &workflow.Outcome{Fail: &workflow.Failure{Code: CodeGame, Reason: err.Error()}}, nil
+		return &workflow.Outcome{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 	}
 	byKey := map[string]workflow.TurnResult{}
 	for _, r := range played {
@@ -322,24 +322,27 @@ func (e *Effect) FinishTurns(tx *jobtx.Tx, phase string, played []workflow.TurnR
 	}
 	msgs, err := st.sess.Apply(results)
 	if err != nil {
-		return &workflow.Outcome{Fail: &workflow.Failure{Code: CodeGame, Reason: err.Error()}}, nil
+		return &workflow.Outcome{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 	}
 	recs, err := records(tx, phase, len(st.msgs), msgs)
 	if err != nil {
 		return nil, err
 	}
+	return &workflow.Outcome{Name: workflow.OutcomeContinue, Records: recs, State: e.stateAfter(tx, st, msgs)}, nil
+}
+
+// stateAfter is the game's state once msgs follow st's committed
+// messages: what the job shows after a step that made them ("" if the
+// game cannot load them, which the next step reports). The game's files
+// are written for that state too.
+func (e *Effect) stateAfter(tx *jobtx.Tx, st *state, msgs []deliberation.Message) string {
 	all := append(append([]deliberation.Message{}, st.msgs...), msgs...)
-	seed := int64(0)
-	if tx.M.Seed != nil {
-		seed = *tx.M.Seed
+	next, err := e.Game.Load(env(tx, all))
+	if err != nil {
+		return ""
 	}
-	state := ""
-	if next, err := e.Game.Load(deliberation.Env{Config: tx.M.Game, Seed: seed, Task: tx.M.TaskDescription, Messages: all,
-		Workspace: tx.Store().Workspace(tx.ID), Dir: tx.Dir, Now: func() time.Time { return tx.Now().UTC() }}); err == nil {
-		state = next.State()
-		_ = files(tx, next)
-	}
-	return &workflow.Outcome{Name: workflow.OutcomeContinue, Records: recs, State: state}, nil
+	_ = files(tx, next)
+	return next.State()
 }
 
 // Decide applies a steward's input (logist pm, a human's decision) to the

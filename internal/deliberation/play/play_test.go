@@ -15,10 +15,12 @@ import (
 
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/builtins"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/deliberation"
 	"github.com/logist/logist/internal/deliberation/play"
 	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
@@ -125,6 +127,8 @@ func (s *relaySession) Files() (map[string][]byte, error) {
 
 func (s *relaySession) State() string {
 	switch {
+	case len(s.msgs) == 0:
+		return "closed"
 	case s.has("DECISION"):
 		return "decided"
 	case len(s.spoke()) == len(s.cfg.Members):
@@ -228,7 +232,7 @@ func TestFanOutWaitDecideDone(t *testing.T) {
 		}), nil
 	}
 	m := f.run(context.Background(), "j")
-	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != runner.CodeAwaitingSteward || m.Run.WorkflowState != "awaiting decision" {
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.AwaitingSteward || m.Run.WorkflowState != "awaiting decision" {
 		t.Fatalf("job %s %s %q (%s)", m.Status, m.Run.ErrorCode, m.Run.WorkflowState, m.Run.Reason)
 	}
 	if most.Load() != 2 {
@@ -256,6 +260,35 @@ func TestFanOutWaitDecideDone(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(f.Dir, "j", "relay", "ledger.json"))
 	if err != nil || !strings.Contains(string(b), "DECISION") {
 		t.Errorf("materialised ledger: %v %s", err, b)
+	}
+}
+
+// A step that only emits (the chair opens) leaves the job showing the
+// game's state after what it emitted, even when the job stops right after
+// it: here the next step cannot go on (a member has no agent).
+func TestEmitStepKeepsTheStateItLeaves(t *testing.T) {
+	f := newFx(t)
+	f.write("j", map[string]any{"a": script()})
+	p := filepath.Join(f.Dir, "j", jobstore.ManifestFile)
+	b, _ := os.ReadFile(p)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["game"] = map[string]any{"members": []string{"a", "nobody"}}
+	b, _ = json.Marshal(m)
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := f.run(context.Background(), "j")
+	if got.Run.ErrorCode != codes.GameRole {
+		t.Fatalf("job %s %s (%s)", got.Status, got.Run.ErrorCode, got.Run.Reason)
+	}
+	if got.Run.WorkflowState != "speeches" {
+		t.Errorf("workflow_state = %q, want the state the OPEN left (speeches)", got.Run.WorkflowState)
+	}
+	if l := f.ledger("j"); l != "OPEN:chair" {
+		t.Errorf("ledger %s", l)
 	}
 }
 
@@ -294,7 +327,7 @@ func TestHumanRoleWaitsForReply(t *testing.T) {
 		return p, err
 	}
 	m := f.run(context.Background(), "j")
-	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != runner.CodeAwaitingReply || !strings.Contains(m.Run.Reason, "logist reply") {
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.AwaitingReply || !strings.Contains(m.Run.Reason, "logist reply") {
 		t.Fatalf("job %s %s (%s)", m.Status, m.Run.ErrorCode, m.Run.Reason)
 	}
 	// A reply that would fail an agent's validation is refused.
@@ -309,7 +342,7 @@ func TestHumanRoleWaitsForReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	m = f.run(context.Background(), "j")
-	if m.Run.ErrorCode != runner.CodeAwaitingSteward {
+	if m.Run.ErrorCode != codes.AwaitingSteward {
 		t.Fatalf("after the reply: %s %s (%s)", m.Status, m.Run.ErrorCode, m.Run.Reason)
 	}
 	if got := f.ledger("j"); got != "OPEN:chair SPEECH:a SPEECH:b" {
@@ -358,7 +391,7 @@ func TestRestartMidFanOutAsksTheSameTurnsAgain(t *testing.T) {
 	recs := f.Records("j")
 	interrupted := 0
 	for _, r := range recs {
-		if r.Response != nil && r.Response.ErrorCode == agent.CodeInterrupted {
+		if r.Response != nil && r.Response.ErrorCode == codes.AgentInterrupted {
 			interrupted++
 		}
 	}

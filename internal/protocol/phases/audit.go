@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/protocol"
 	"github.com/logist/logist/internal/response"
@@ -82,7 +83,7 @@ func (s *session) lastVerification() (*verifyAnswer, error) {
 func prepareAudit(s *session) (*workflow.Prep, error) {
 	v, err := s.lastVerification()
 	if err != nil {
-		return &workflow.Prep{Fail: &workflow.Failure{Code: CodeProtocolFailed, Reason: err.Error()}}, nil
+		return &workflow.Prep{Fail: &workflow.Failure{Code: codes.ProtocolFailed, Reason: err.Error()}}, nil
 	}
 	ctx := fmt.Sprintf("## Verification report %s (Logist's checks: %s)\n%s\nYour verdict can confirm or lower this status, never raise it.\n",
 		v.ReportArtifact, v.VerificationStatus, s.excerpt(v.ReportArtifact, 20000))
@@ -118,7 +119,7 @@ func finishAudit(s *session, _ *response.Answer, obj map[string]any) (*workflow.
 		return nil, err
 	}
 	if status == protocol.VerdictFail {
-		return &workflow.Outcome{Records: recs, Fail: &workflow.Failure{Code: CodeVerificationFailed,
+		return &workflow.Outcome{Records: recs, Fail: &workflow.Failure{Code: codes.VerificationFailed,
 			Reason: fmt.Sprintf("verification failed (report %s): %s", v.ReportArtifact, str(verdict, "notes"))}}, nil
 	}
 	return &workflow.Outcome{Name: workflow.ActionCompleted, Records: recs}, nil

@@ -3,6 +3,8 @@ package phases
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -16,7 +18,7 @@ import (
 
 func (s *session) claims(filter func(*protocol.Claim) bool) string {
 	var b strings.Builder
-	ids := sortedKeys(s.led.Claims)
+	ids := slices.Sorted(maps.Keys(s.led.Claims))
 	sort.SliceStable(ids, func(i, j int) bool { return s.led.Claims[ids[i]].Seq < s.led.Claims[ids[j]].Seq })
 	for _, id := range ids {
 		c := s.led.Claims[id]
@@ -87,7 +89,7 @@ func prepareChallenge(s *session) (*workflow.Prep, error) {
 	b.WriteString("## Claims to examine (challenge those whose evidence is weak or contradictory)\n" + cl)
 	b.WriteString("\n## The evidence\n")
 	seen := map[string]bool{}
-	for _, id := range sortedKeys(s.led.Claims) {
+	for _, id := range slices.Sorted(maps.Keys(s.led.Claims)) {
 		c := s.led.Claims[id]
 		if !issued(c) {
 			continue

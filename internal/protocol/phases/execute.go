@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -50,7 +52,7 @@ func (s *session) toolRuns() string {
 }
 
 func sortedIntentIDs(l *protocol.Ledger) []string {
-	ids := sortedKeys(l.Intents)
+	ids := slices.Sorted(maps.Keys(l.Intents))
 	sort.SliceStable(ids, func(i, j int) bool { return l.Intents[ids[i]].Seq < l.Intents[ids[j]].Seq })
 	return ids
 }
@@ -68,7 +70,7 @@ func (s *session) failedRuns() string {
 func prepareIntend(s *session) (*workflow.Prep, error) {
 	var b strings.Builder
 	b.WriteString("## Approved proposals\n")
-	for _, id := range sortedKeys(s.led.Proposals) {
+	for _, id := range slices.Sorted(maps.Keys(s.led.Proposals)) {
 		p := s.led.Proposals[id]
 		if p.Status != protocol.StatusApproved && p.Status != protocol.StatusConditional {
 			continue
@@ -172,7 +174,7 @@ func finishReviewIntents(s *session, _ *response.Answer, obj map[string]any) (*w
 		}
 	}
 	if len(pending) > 0 {
-		return nil, &protocol.GuardError{Class: protocol.FailOrdering, Guard: protocol.GuardOrdering, Msg: "review every intent; not reviewed: " + strings.Join(sortedKeys(pending), ", ")}
+		return nil, &protocol.GuardError{Class: protocol.FailOrdering, Guard: protocol.GuardOrdering, Msg: "review every intent; not reviewed: " + strings.Join(slices.Sorted(maps.Keys(pending)), ", ")}
 	}
 	if approved == 0 && len(s.ready()) == 0 {
 		// Nothing may run: execution is blocked until the Executor revises.

@@ -10,6 +10,7 @@ package phases
 import (
 	"errors"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/protocol"
@@ -28,13 +29,6 @@ const (
 	OutBlocked    = "BLOCKED"    // the Critic blocked the intents / finalization is blocked: revise
 	OutFallback   = "FALLBACK"   // a tool failed and the policy lets the Planner propose a fallback
 	OutChallenged = "CHALLENGED" // the Critic challenged claims: the Executor revises
-)
-
-// Failure codes of a protocol session that cannot go on.
-const (
-	CodeProtocolFailed     = "PROTOCOL_FAILED"
-	CodeVerificationFailed = "VERIFICATION_FAILED"
-	CodePolicy             = "PROTOCOL_POLICY"
 )
 
 // Effect names, as the workflow data gives them.
@@ -129,7 +123,7 @@ func (p *Phase) Finish(tx *jobtx.Tx, phase string, ans *response.Answer, obj map
 			if r, err := s.event(protocol.SessionFailed, protocol.System, "", map[string]any{"reason": reason, "class": ge.Class}); err == nil {
 				s.out = append(s.out, r)
 			}
-			return &workflow.Outcome{Records: s.out, State: string(s.led.State), Fail: &workflow.Failure{Code: CodeProtocolFailed, Reason: reason}}, nil
+			return &workflow.Outcome{Records: s.out, State: string(s.led.State), Fail: &workflow.Failure{Code: codes.ProtocolFailed, Reason: reason}}, nil
 		}
 		if errors.As(err, &ge) {
 			return &workflow.Outcome{Name: OutViolation, Retry: true, Feedback: "Nothing you answered was recorded: " + ge.Error(), State: string(s.initial)}, nil

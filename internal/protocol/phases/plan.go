@@ -2,6 +2,8 @@ package phases
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/logist/logist/internal/history"
@@ -16,7 +18,7 @@ func preparePlan(s *session) (*workflow.Prep, error) {
 	var b strings.Builder
 	if len(s.led.Proposals) > 0 {
 		b.WriteString("## Proposals so far\n")
-		for _, id := range sortedKeys(s.led.Proposals) {
+		for _, id := range slices.Sorted(maps.Keys(s.led.Proposals)) {
 			p := s.led.Proposals[id]
 			fmt.Fprintf(&b, "- %s (%s): %s", id, p.Status, p.Objective)
 			if p.Reason != "" {
@@ -47,7 +49,7 @@ func finishPlan(s *session, _ *response.Answer, obj map[string]any) (*workflow.O
 
 func (s *session) pendingProposals() []*protocol.Proposal {
 	var out []*protocol.Proposal
-	for _, id := range sortedKeys(s.led.Proposals) {
+	for _, id := range slices.Sorted(maps.Keys(s.led.Proposals)) {
 		if p := s.led.Proposals[id]; p.Status == protocol.StatusProposed {
 			out = append(out, p)
 		}
@@ -88,7 +90,7 @@ func finishReviewProposals(s *session, _ *response.Answer, obj map[string]any) (
 		}
 	}
 	if len(pending) > 0 {
-		return nil, &protocol.GuardError{Class: protocol.FailOrdering, Guard: protocol.GuardOrdering, Msg: "review every proposal; not reviewed: " + strings.Join(sortedKeys(pending), ", ")}
+		return nil, &protocol.GuardError{Class: protocol.FailOrdering, Guard: protocol.GuardOrdering, Msg: "review every proposal; not reviewed: " + strings.Join(slices.Sorted(maps.Keys(pending)), ", ")}
 	}
 	for _, p := range s.led.Proposals {
 		if p.Status == protocol.StatusApproved || p.Status == protocol.StatusConditional {

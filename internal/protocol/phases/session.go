@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/manifest"
@@ -51,9 +51,9 @@ func open(tx *jobtx.Tx, phase string) (*session, *workflow.Failure, error) {
 	s := &session{tx: tx, phase: phase, pol: pol, store: store, keys: keys, led: led, recs: recs, initial: led.State}
 	switch led.State {
 	case protocol.Failed:
-		return s, &workflow.Failure{Code: CodeProtocolFailed, Reason: "the protocol session has failed; it cannot go on (roll back or start a new job)"}, nil
+		return s, &workflow.Failure{Code: codes.ProtocolFailed, Reason: "the protocol session has failed; it cannot go on (roll back or start a new job)"}, nil
 	case protocol.Aborted:
-		return s, &workflow.Failure{Code: CodeProtocolFailed, Reason: "the protocol session was aborted by an operator"}, nil
+		return s, &workflow.Failure{Code: codes.ProtocolFailed, Reason: "the protocol session was aborted by an operator"}, nil
 	}
 	if err := led.ValidateLast(); err != nil {
 		reason := "integrity violation: " + err.Error()
@@ -65,7 +65,7 @@ func open(tx *jobtx.Tx, phase string) (*session, *workflow.Failure, error) {
 		if r, err := s.event(protocol.SessionFailed, protocol.System, "", map[string]any{"reason": reason, "class": class}); err == nil {
 			s.out = append(s.out, r)
 		}
-		return s, &workflow.Failure{Code: CodeProtocolFailed, Reason: reason}, nil
+		return s, &workflow.Failure{Code: codes.ProtocolFailed, Reason: reason}, nil
 	}
 	if led.State == protocol.Initialized && len(led.Events) == 0 {
 		body := protocol.SessionBody(keys, tx.M.TaskDescription, pol)
@@ -159,15 +159,6 @@ func pick(m map[string]any, keys ...string) map[string]any {
 			out[k] = v
 		}
 	}
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
 

@@ -5,7 +5,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -53,9 +56,12 @@ func TestScripts(t *testing.T) {
 			"waitfile":    cmdWaitFile,
 			"waitgone":    cmdWaitGone,
 			"copyexample": cmdCopyExample,
+			"readmeblock": cmdReadmeBlock,
 			"historyhas":  cmdHistoryHas,
 			"bigfile":     cmdBigFile,
 			"deepjson":    cmdDeepJSON,
+			"nounsafe":    cmdNoUnsafe,
+			"jsonhas":     cmdJSONHas,
 		},
 	})
 }
@@ -197,6 +203,33 @@ func cmdCopyExample(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(os.CopyFS(dst, os.DirFS(src)))
 }
 
+// readmeblock MARKER FILE: write the first fenced block of the repo's
+// README.md that follows the first line containing MARKER to FILE, so a
+// script runs (or prints) what the README shows.
+func cmdReadmeBlock(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: readmeblock MARKER FILE")
+	}
+	b, err := os.ReadFile(filepath.Join(ts.Getenv("REPO"), "README.md"))
+	ts.Check(err)
+	var block []string
+	seen, in := false, false
+	for _, l := range strings.Split(string(b), "\n") {
+		switch {
+		case !seen:
+			seen = strings.Contains(l, args[0])
+		case !in && strings.HasPrefix(l, "```"):
+			in = true
+		case in && strings.HasPrefix(l, "```"):
+			ts.Check(os.WriteFile(ts.MkAbs(args[1]), []byte(strings.Join(block, "\n")+"\n"), 0o600))
+			return
+		case in:
+			block = append(block, l)
+		}
+	}
+	ts.Fatalf("README.md has no fenced block after a line starting with %q", args[0])
+}
+
 // historyhas DIR JOB TYPE CODE COUNT: the job's history has exactly COUNT
 // records of TYPE whose error code (response.error_code or error.code, "-"
 // for any) is CODE.
@@ -248,4 +281,71 @@ func cmdDeepJSON(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	body := `{"task_description": ` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}`
 	ts.Check(os.WriteFile(ts.MkAbs(args[0]), []byte(body), 0o600))
+}
+
+// nounsafe FILE: FILE (or stdout, stderr) holds no rune that acts on a
+// terminal: no control character but newline, no DEL, no C1 control, no
+// bidi embedding, override, isolate or mark, no line or paragraph
+// separator, and is valid UTF-8.
+func cmdNoUnsafe(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: nounsafe FILE")
+	}
+	text := ts.ReadFile(args[0])
+	bad := ""
+	if !utf8.ValidString(text) {
+		bad = "invalid UTF-8"
+	}
+	for i, r := range text {
+		switch {
+		case r == '\n':
+		case r < 0x20, r == 0x7f, r >= 0x80 && r <= 0x9f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069,
+			r == 0x200e, r == 0x200f, r == 0x061c, r == 0x2028, r == 0x2029:
+			if bad == "" {
+				bad = fmt.Sprintf("%U at byte %d", r, i)
+			}
+		}
+	}
+	if (bad == "") == neg {
+		ts.Fatalf("%s: raw %s in:\n%q", args[0], bad, text)
+	}
+}
+
+// jsonhas FILE QUOTED: FILE holds JSON (one document, or one per line) with
+// a string value containing the Go-quoted text QUOTED exactly.
+func cmdJSONHas(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: jsonhas FILE QUOTED")
+	}
+	want, err := strconv.Unquote(args[1])
+	ts.Check(err)
+	dec := json.NewDecoder(strings.NewReader(ts.ReadFile(args[0])))
+	found := false
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			found = found || strings.Contains(x, want)
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	for {
+		var v any
+		if err := dec.Decode(&v); err == io.EOF {
+			break
+		} else if err != nil {
+			ts.Fatalf("%s: not JSON: %v", args[0], err)
+		}
+		walk(v)
+	}
+	if found == neg {
+		ts.Fatalf("%s: a string holding %q found: %v", args[0], want, found)
+	}
 }

@@ -280,7 +280,7 @@ func hostileCases() []hostile {
 			want: string(lifecycle.InterventionRequired), code: "AGENT_EXIT", resp: "AGENT_EXIT", reason: "more than 1024"},
 		{id: "H65", name: "p-not-found", input: "program does not exist",
 			manifest: job(`{"provider": "command", "command": {"argv": ["/nonexistent/agent"]}}`),
-			want:     string(lifecycle.InterventionRequired), code: "AGENT_START", resp: "AGENT_START"},
+			want:     string(lifecycle.InterventionRequired), code: "AGENT_CONFIG", resp: "none", reason: `/agents/worker/command/argv/0: program "/nonexistent/agent" does not exist`},
 		{id: "H66", name: "p-requests-file", input: "requests/ is a file",
 			manifest: job(cmdW("", "")), files: map[string]string{"agent.sh": `echo '` + okAnswer + `'`, "requests": "not a folder"},
 			want: string(lifecycle.InterventionRequired), code: "AGENT_START", resp: "AGENT_START"},

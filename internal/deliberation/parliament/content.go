@@ -3,13 +3,14 @@ package parliament
 import (
 	"encoding/json"
 	"math"
-	"sort"
 	"strings"
 )
 
-// Message contents travel through JSON (the engine commits them to the
-// history and replays them), so every reader here accepts what
-// encoding/json produces, with or without UseNumber.
+// Message contents: what the parliament reads from them and how it shapes
+// what it puts in them. Contents travel through JSON (the engine commits
+// them to the history and replays them), so every reader here accepts what
+// encoding/json produces, with or without UseNumber; text put in a
+// message is one line, clipped where a limit applies.
 
 func str(v any) string {
 	s, _ := v.(string)
@@ -72,24 +73,12 @@ func normalize[T any](v T) T {
 	return out
 }
 
-func pretty(v any) []byte {
-	b, _ := json.MarshalIndent(v, "", "  ")
-	return append(b, '\n')
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}
-
+// oneLine is s with its runs of white space (new lines too) as one space.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
+// clip is s cut to n characters, marked with an ellipsis when cut.
 func clip(s string, n int) string {
 	r := []rune(s)
 	if len(r) <= n {

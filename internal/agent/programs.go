@@ -1,0 +1,94 @@
+package agent
+
+import (
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/logist/logist/internal/manifest"
+)
+
+// ProgramCheck finds the program each command agent of a manifest would
+// start (its argv[0]) the way the call will: a name is looked up on PATH,
+// a path with a '/' is taken as it is, relative to the workspace the agent
+// runs in. Whose PATH counts matters: the daemon's when it runs the job
+// (the runner checks at intake, before any call), the shell's when logist
+// validate, submit or set check a manifest ahead of that (Where says
+// which, in every message).
+//
+// Not checked: programs named through a placeholder ("{workspace}/run"),
+// and preset programs (a missing one is reported as NOT_INSTALLED by the
+// call).
+type ProgramCheck struct {
+	// LookPath finds a program name on PATH (exec.LookPath if nil).
+	LookPath func(string) (string, error)
+	// Where names the PATH searched, for messages ("logistd's PATH").
+	Where string
+	// Workspace is the job's workspace, where relative paths start; ""
+	// leaves relative paths unchecked (a manifest not yet in a job folder).
+	Workspace string
+}
+
+// Check returns one problem per command agent whose program cannot be
+// started, each naming file, the field (/agents/ROLE/command/argv/0) and
+// why; nil if there is none.
+func (c ProgramCheck) Check(file string, m *manifest.Manifest) manifest.Errors {
+	var es manifest.Errors
+	for _, role := range slices.Sorted(maps.Keys(m.Agents)) {
+		a := m.Agents[role]
+		if a.Provider != "command" || a.Command == nil || a.Command.Preset != "" || len(a.Command.Argv) == 0 {
+			continue
+		}
+		if reason := c.program(a.Command.Argv[0]); reason != "" {
+			es = append(es, &manifest.Error{File: file, Pointer: "/agents/" + role + "/command/argv/0", Reason: reason})
+		}
+	}
+	return es
+}
+
+// program says why prog cannot be started ("" if it can, or if it
+// cannot be told here).
+func (c ProgramCheck) program(prog string) string {
+	switch {
+	case strings.TrimSpace(prog) == "":
+		return "the program to run is empty"
+	case strings.Contains(prog, "{"):
+		return "" // a placeholder: known only at the call
+	case !strings.ContainsRune(prog, '/'):
+		look := c.LookPath
+		if look == nil {
+			look = exec.LookPath
+		}
+		if _, err := look(prog); err != nil {
+			return fmt.Sprintf("program %q not found on %s; name a program installed there, or give its absolute path", prog, c.Where)
+		}
+		return ""
+	}
+	p := prog
+	if !filepath.IsAbs(p) {
+		if c.Workspace == "" {
+			return ""
+		}
+		p = filepath.Join(c.Workspace, p)
+	}
+	fi, err := os.Stat(p)
+	switch {
+	case err != nil && os.IsNotExist(err):
+		if p != prog {
+			return fmt.Sprintf("program %q does not exist (%s, relative to the job's workspace)", prog, p)
+		}
+		return fmt.Sprintf("program %q does not exist", prog)
+	case err != nil:
+		return fmt.Sprintf("program %q cannot be read: %v", prog, err)
+	case fi.IsDir():
+		return fmt.Sprintf("program %q is a folder", prog)
+	case fi.Mode()&fs.ModePerm&0o111 == 0:
+		return fmt.Sprintf("program %q is not executable: make it so (chmod +x) or run it through its interpreter (argv [\"sh\", %q, ...])", prog, prog)
+	}
+	return ""
+}

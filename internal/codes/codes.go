@@ -1,0 +1,355 @@
+// Package codes is the catalogue of Logist's error codes: every code a job's
+// run.error_code, a response's or error record's code, or a log line's
+// error_code can carry, with what it means, its kind (error, warning or
+// info) and whether it stops the job. Every package names its codes by the
+// constants here, the log helper (internal/joblog) takes a line's level
+// from the code's kind, and docs/codes.md is this table (a test keeps them
+// equal), so there is one list.
+//
+// Codes of one workflow (the protocol's, the deliberations') and of the
+// metering proxy are here too: a code is data, and naming it here imports
+// nothing. The package imports nothing of Logist, so every package may use
+// it. A workflow's own outcome names (the protocol's REJECTED, BLOCKED…)
+// may also end up as a stopped job's run.error_code when its workflow
+// sends them to a steward; they are the workflow's data, not codes.
+package codes
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Kind is how serious a code is; a log line takes its level and its type
+// field from it.
+type Kind string
+
+const (
+	// Error: something failed.
+	Error Kind = "error"
+	// Warning: something is not as it should be, but what was done stands
+	// (an answer accepted, a repair made, a call asked again).
+	Warning Kind = "warning"
+	// Info: the job waits for a person by design.
+	Info Kind = "info"
+)
+
+// Code is one entry of the catalogue.
+type Code struct {
+	Name string
+	Kind Kind
+	// Stops: a job that gets this code does not go on by itself; it waits
+	// for a steward, halts, or is not run again (the daemon's codes: the
+	// daemon stops). Codes retried automatically first (transient agent
+	// failures, storage errors) stop the job only once their retries are
+	// used up, and say so.
+	Stops bool
+	// Area is where the code comes from (answer, call, engine, storage,
+	// steward, daemon, schedule, protocol, deliberation, meter).
+	Area string
+	// Meaning is one line for a person reading a log or a job's status.
+	Meaning string
+}
+
+// Validation of an agent's answer (internal/response).
+const (
+	AgentEmpty        = "AGENT_EMPTY"
+	NotJSON           = "NOT_JSON"
+	SeveralObjects    = "SEVERAL_OBJECTS"
+	SchemaInvalid     = "SCHEMA_INVALID"
+	ActionInvalid     = "ACTION_INVALID"
+	SummaryMissing    = "SUMMARY_MISSING"
+	ProtocolViolation = "PROTOCOL_VIOLATION"
+	EvidenceMissing   = "EVIDENCE_MISSING"
+	UndeclaredChanges = "UNDECLARED_CHANGES"
+)
+
+// Agent calls (internal/agent, the engine's calls).
+const (
+	APIError          = "API_ERROR"
+	AgentExit         = "AGENT_EXIT"
+	AgentStart        = "AGENT_START"
+	AgentOutputLimit  = "AGENT_OUTPUT_LIMIT"
+	AgentTimeout      = "AGENT_TIMEOUT"
+	AgentCanceled     = "AGENT_CANCELED"
+	AgentInterrupted  = "AGENT_INTERRUPTED"
+	AgentConfig       = "AGENT_CONFIG"
+	AgentStreamFail   = "AGENT_STREAM_FAIL"
+	AgentOrphanKilled = "AGENT_ORPHAN_KILLED"
+	AuthFailed        = "AUTH_FAILED"
+	RateLimited       = "RATE_LIMITED"
+	StreamCut         = "STREAM_CUT"
+	APIMalformed      = "API_MALFORMED"
+	MaxTokens         = "MAX_TOKENS"
+	MaxTurns          = "MAX_TURNS"
+	AgentBudget       = "AGENT_BUDGET"
+	AgentFailed       = "AGENT_FAILED"
+	NotInstalled      = "NOT_INSTALLED"
+	AwaitingReply     = "AWAITING_REPLY"
+)
+
+// The engine's decisions (internal/runner, internal/workflow, internal/jobtx).
+const (
+	AgentStuck        = "AGENT_STUCK"
+	RetryLimit        = "RETRY_LIMIT"
+	CostBudget        = "COST_BUDGET"
+	TimeBudget        = "TIME_BUDGET"
+	WorkspaceUnsafe   = "WORKSPACE_UNSAFE"
+	WorkflowEffect    = "WORKFLOW_EFFECT"
+	AwaitingSteward   = "AWAITING_STEWARD"
+	SnapshotFailed    = "SNAPSHOT_FAILED"
+	IllegalTransition = "ILLEGAL_TRANSITION"
+)
+
+// Storage (internal/jobtx, the scheduler's runs).
+const (
+	HistoryWrite    = "HISTORY_WRITE"
+	ManifestWrite   = "MANIFEST_WRITE"
+	StorageWrite    = "STORAGE_WRITE"
+	HistoryMissing  = "HISTORY_MISSING"
+	HistoryTooNew   = "HISTORY_TOO_NEW"
+	HistoryCorrupt  = "HISTORY_CORRUPT"
+	HistoryTornTail = "HISTORY_TORN_TAIL"
+	CommitFinished  = "COMMIT_FINISHED"
+	JobHistoryWrite = "JOBHISTORY_WRITE"
+	RunFailed       = "RUN_FAILED"
+)
+
+// The steward's commands, the daemon and the schedules.
+const (
+	RollbackFailed  = "ROLLBACK_FAILED"
+	ManifestInvalid = "MANIFEST_INVALID"
+	Place           = "PLACE"
+	Scan            = "SCAN"
+	Watcher         = "WATCHER"
+	Schema          = "SCHEMA"
+	Daemon          = "DAEMON"
+	DaemonKey       = "DAEMON_KEY"
+	JobsDirGone     = "JOBS_DIR_GONE"
+	CronFailed      = "CRON_FAILED"
+)
+
+// Workflows: the protocol (internal/protocol/phases) and the deliberations
+// (internal/deliberation/play).
+const (
+	ProtocolFailed     = "PROTOCOL_FAILED"
+	VerificationFailed = "VERIFICATION_FAILED"
+	GameFailed         = "GAME_FAILED"
+	GameRole           = "GAME_ROLE"
+)
+
+// The metering proxy (internal/meter): in the errors agents get from it,
+// in its totals and in its logs.
+const (
+	TokenUnknown         = "TOKEN_UNKNOWN"
+	EndpointNotMetered   = "ENDPOINT_NOT_METERED"
+	UpstreamNotAllowed   = "UPSTREAM_NOT_ALLOWED"
+	RequestInvalid       = "REQUEST_INVALID"
+	RequestTooLarge      = "REQUEST_TOO_LARGE"
+	EncodingUnsupported  = "ENCODING_UNSUPPORTED"
+	ModelNotAllowed      = "MODEL_NOT_ALLOWED"
+	ModelUnpriced        = "MODEL_UNPRICED"
+	BudgetSpent          = "BUDGET_SPENT"
+	UpstreamFailed       = "UPSTREAM_FAILED"
+	UpstreamRefused      = "UPSTREAM_REFUSED"
+	ResponseUnmeterable  = "RESPONSE_UNMETERABLE"
+	CallRevoked          = "CALL_REVOKED"
+	UpstreamIdleTimeout  = "UPSTREAM_IDLE_TIMEOUT"
+	ClientGone           = "CLIENT_GONE"
+	UpstreamStreamBroken = "UPSTREAM_STREAM_BROKEN"
+)
+
+// catalogue is every code, by area; docs/codes.md renders it.
+var catalogue = []Code{
+	// An agent's answer, held to its contract (seed 002's layers).
+	{AgentEmpty, Error, true, "answer", "the agent answered nothing"},
+	{NotJSON, Error, true, "answer", "the answer holds no JSON object"},
+	{SeveralObjects, Error, true, "answer", "the answer holds more than one JSON object"},
+	{SchemaInvalid, Error, true, "answer", "the answer breaks the answer schema or the phase's own schema (a turn's answer that breaks its schema is recorded as a skipped turn instead)"},
+	{ActionInvalid, Error, true, "answer", "the action is not COMPLETED, STUCK or RETRY"},
+	{SummaryMissing, Error, true, "answer", "summary_for_supervisor is missing or empty"},
+	{ProtocolViolation, Error, true, "answer", "an evidence path leaves the workspace (absolute, .., a symlink out)"},
+	{EvidenceMissing, Warning, false, "answer", "an evidence file the answer names does not exist; the answer is accepted"},
+	{UndeclaredChanges, Warning, false, "answer", "the call changed workspace files the answer does not list as evidence; the answer is accepted"},
+
+	// An agent call.
+	{APIError, Error, true, "call", "the model API or the transport failed; retried with backoff up to limits.max_api_retries, then the job stops"},
+	{AgentExit, Error, true, "call", "the agent program exited with a non-zero status; retried like an API error"},
+	{AgentStart, Error, true, "call", "the agent program could not be started (or its request file written)"},
+	{AgentOutputLimit, Error, true, "call", "the agent printed more than its output limit"},
+	{AgentTimeout, Error, true, "call", "the call exceeded its timeout; the agent's process group was killed"},
+	{AgentCanceled, Info, false, "call", "a steward halted or moved the job during the call; what the call produced is recorded, not used"},
+	{AgentInterrupted, Warning, false, "call", "the call was cut off by a shutdown or a crash; it is asked again with the same stored request"},
+	{AgentConfig, Error, true, "call", "the role's agent configuration cannot be used (a prompt file, an API key variable, a preset's settings)"},
+	{AgentStreamFail, Error, false, "call", "the model's stream broke mid-answer; the partial answer is dropped and the call asked again (limits.max_api_retries)"},
+	{AgentOrphanKilled, Warning, false, "call", "an agent left running by a previous logistd was killed before its call was asked again"},
+	{AuthFailed, Error, true, "call", "the model API refused the credentials (401/403)"},
+	{RateLimited, Error, true, "call", "the model API asked to slow down (429); retried after its Retry-After, then the job stops"},
+	{StreamCut, Error, true, "call", "the model's stream broke before the answer was complete; retried, then the job stops"},
+	{APIMalformed, Error, true, "call", "the model API sent a chunk that is not JSON; retried, then the job stops"},
+	{MaxTokens, Error, true, "call", "the answer was cut at the model's output limit"},
+	{MaxTurns, Error, true, "call", "the agent CLI stopped at its turn limit"},
+	{AgentBudget, Error, true, "call", "the agent CLI reached its own spending limit"},
+	{AgentFailed, Error, true, "call", "the agent CLI reported a failure it did not classify"},
+	{NotInstalled, Error, true, "call", "the agent CLI is not installed (not on PATH, nor at command.program)"},
+	{AwaitingReply, Info, true, "call", "a role played by the steward waits for logist reply"},
+
+	// What the engine decides.
+	{AgentStuck, Error, true, "engine", "the agent answered STUCK"},
+	{RetryLimit, Error, true, "engine", "more RETRYs than limits.max_retries since the start or the steward's last resume, rollback, reply or decision"},
+	{CostBudget, Error, true, "engine", "the job's cost reached cost_threshold (HALTED_COST)"},
+	{TimeBudget, Error, true, "engine", "the job's agent time reached time_threshold_minutes (HALTED_TIME)"},
+	{WorkspaceUnsafe, Error, true, "engine", "the job's workspace is not its own folder (a symlink out, a file); no agent runs in it"},
+	{WorkflowEffect, Error, true, "engine", "a phase names an effect this logistd does not have, or its effect cannot play it"},
+	{AwaitingSteward, Info, true, "engine", "the workflow waits for a steward's decision (logist pm)"},
+	{SnapshotFailed, Error, false, "engine", "a recovery point's workspace snapshot failed; the job goes on, but cannot be rolled back to that point"},
+	{IllegalTransition, Error, true, "engine", "a status change the lifecycle table does not allow was refused (a bug)"},
+
+	// The job's files.
+	{HistoryWrite, Error, false, "storage", "a history append failed (the disk refused it); the job pauses and runs again"},
+	{ManifestWrite, Error, false, "storage", "saving the manifest failed; the job pauses and runs again"},
+	{StorageWrite, Error, false, "storage", "the disk refused another write (full, quota, read-only); the job pauses and runs again"},
+	{HistoryMissing, Error, true, "storage", "the job's history is gone (deleted under it); the job is not run"},
+	{HistoryTooNew, Error, true, "storage", "the job's history was written by a newer Logist; the job is not run"},
+	{HistoryCorrupt, Error, true, "storage", "the job's history cannot be read; the job is not run"},
+	{HistoryTornTail, Warning, false, "storage", "an incomplete last record (a crash mid-append) was cut off when the history was opened"},
+	{CommitFinished, Warning, false, "storage", "a change a crash interrupted was finished: the manifest was restored from the history"},
+	{JobHistoryWrite, Warning, false, "storage", "jobHistory.json could not be written; the job's history, the record, is intact"},
+	{RunFailed, Error, true, "storage", "a job's run stopped with an error the log names; it is not run again by itself"},
+
+	// The steward, the daemon, the schedules.
+	{RollbackFailed, Error, false, "steward", "restoring a checkpoint's workspace failed; the job stays as it was"},
+	{ManifestInvalid, Error, true, "daemon", "a job's manifest is invalid; the job shows INVALID until the file is fixed"},
+	{Place, Error, true, "daemon", "a manifest dropped in the jobs folder could not be moved into its job folder"},
+	{Scan, Error, false, "daemon", "the jobs folder could not be scanned"},
+	{Watcher, Error, false, "daemon", "watching the jobs folder failed; changes are found by rescans"},
+	{Schema, Error, false, "daemon", "compiling the schemas ahead of the first job failed; they are compiled when first used"},
+	{Daemon, Error, true, "daemon", "logistd stopped with an error"},
+	{DaemonKey, Error, false, "daemon", "the jobs folder came back but its signing key could not be set up; tried again"},
+	{JobsDirGone, Error, false, "daemon", "the jobs folder was removed or moved away; logistd waits for it to come back"},
+	{CronFailed, Error, false, "schedule", "a scheduled run could not be created"},
+
+	// Workflows.
+	{ProtocolFailed, Error, true, "protocol", "the protocol session cannot go on (it failed, was aborted, or broke its integrity rules)"},
+	{VerificationFailed, Error, true, "protocol", "the protocol verifier failed the session's trace"},
+	{GameFailed, Error, true, "deliberation", "the deliberation cannot go on (its game refused a step)"},
+	{GameRole, Error, true, "deliberation", "a participant is played by a role with no agent in the manifest"},
+
+	// The metering proxy: a refused or ended request of an agent; the
+	// agent gets the error, the call's own outcome is recorded as usual.
+	{TokenUnknown, Warning, false, "meter", "401: the API key is not a live call token (never issued, revoked, proxy closed)"},
+	{EndpointNotMetered, Warning, false, "meter", "404: an endpoint the proxy does not forward"},
+	{UpstreamNotAllowed, Warning, false, "meter", "403: the call's grant names no upstream of the API's family"},
+	{RequestInvalid, Warning, false, "meter", "400: a request body the proxy cannot read (no model, not JSON)"},
+	{RequestTooLarge, Warning, false, "meter", "413: a request body over the proxy's limit"},
+	{EncodingUnsupported, Warning, false, "meter", "415: a request body encoding other than gzip or deflate"},
+	{ModelNotAllowed, Warning, false, "meter", "403: a model the call's grant does not list"},
+	{ModelUnpriced, Warning, false, "meter", "400: a model with no known price (never metered as free)"},
+	{BudgetSpent, Warning, false, "meter", "the call's budget is spent: refused before forwarding (402), or the stream cut"},
+	{UpstreamFailed, Warning, false, "meter", "502/504: the provider could not be reached or broke off"},
+	{UpstreamRefused, Warning, false, "meter", "the provider refused the request (its status in http_status); its answer is passed on"},
+	{ResponseUnmeterable, Warning, false, "meter", "502: a response the proxy cannot read (encoding, size)"},
+	{CallRevoked, Warning, false, "meter", "a response ended because its call was revoked"},
+	{UpstreamIdleTimeout, Warning, false, "meter", "the provider fell silent mid-response"},
+	{ClientGone, Warning, false, "meter", "the agent stopped reading the response"},
+	{UpstreamStreamBroken, Warning, false, "meter", "the provider's response body broke off"},
+}
+
+var byName = func() map[string]Code {
+	m := make(map[string]Code, len(catalogue))
+	for _, c := range catalogue {
+		if _, dup := m[c.Name]; dup {
+			panic("codes: " + c.Name + " is listed twice")
+		}
+		m[c.Name] = c
+	}
+	return m
+}()
+
+// Lookup returns the catalogue's entry for name.
+func Lookup(name string) (Code, bool) {
+	c, ok := byName[name]
+	return c, ok
+}
+
+// KindOf is name's kind; a name the catalogue does not know is an error
+// (a test keeps every code the binaries use in the catalogue).
+func KindOf(name string) Kind {
+	if c, ok := byName[name]; ok {
+		return c.Kind
+	}
+	return Error
+}
+
+// All returns every code, by area in the catalogue's order, then by name.
+func All() []Code {
+	areas := map[string]int{}
+	for _, c := range catalogue {
+		if _, ok := areas[c.Area]; !ok {
+			areas[c.Area] = len(areas)
+		}
+	}
+	out := slices.Clone(catalogue)
+	slices.SortStableFunc(out, func(a, b Code) int {
+		return cmp.Or(cmp.Compare(areas[a.Area], areas[b.Area]), strings.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+// Markdown is the catalogue as docs/codes.md holds it.
+func Markdown() string {
+	var b strings.Builder
+	b.WriteString(`# Error codes
+
+Every code a job's ` + "`run.error_code`" + `, a history record or a log line's ` + "`error_code`" + ` can carry. This
+file is generated from the catalogue in [` + "`internal/codes`" + `](../internal/codes/codes.go) (` + "`logist help codes`" + ` prints
+it too); a test fails when they differ.
+
+- **kind**: ` + "`error`" + ` (something failed; logged at ERROR with ` + "`\"type\": \"error\"`" + `), ` + "`warning`" + ` (what was done
+  stands; logged at WARN with ` + "`\"type\": \"warning\"`" + `), ` + "`info`" + ` (the job waits for a person by design).
+- **stops**: the job does not go on by itself (it waits for a steward, halts, or is not run again). Codes that
+  are retried automatically first stop it once their retries are used up.
+
+A workflow may also stop a job with one of its own outcome names (the protocol's ` + "`REJECTED`" + `, ` + "`BLOCKED`" + `…, where
+its workflow sends them to a steward); those are the workflow's data, listed in its documentation.
+`)
+	area := ""
+	for _, c := range All() {
+		if c.Area != area {
+			area = c.Area
+			fmt.Fprintf(&b, "\n## %s\n\n| code | kind | stops | meaning |\n|---|---|---|---|\n", area)
+		}
+		stops := "no"
+		if c.Stops {
+			stops = "yes"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", c.Name, c.Kind, stops, strings.ReplaceAll(c.Meaning, "|", `\|`))
+	}
+	return b.String()
+}
+
+// Text is the catalogue for a terminal (logist help codes).
+func Text() string {
+	var b strings.Builder
+	width := 0
+	for _, c := range catalogue {
+		width = max(width, len(c.Name))
+	}
+	area := ""
+	for _, c := range All() {
+		if c.Area != area {
+			if area != "" {
+				b.WriteByte('\n')
+			}
+			area = c.Area
+			fmt.Fprintf(&b, "%s:\n", area)
+		}
+		stops := ""
+		if c.Stops {
+			stops = ", stops"
+		}
+		fmt.Fprintf(&b, "  %-*s  %s%s: %s\n", width, c.Name, c.Kind, stops, c.Meaning)
+	}
+	return b.String()
+}

@@ -1,0 +1,110 @@
+package history
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+
+	"github.com/logist/logist/internal/regfile"
+)
+
+// Readers that want the newest record of some kind (status, the CLI's
+// trust in a manifest file) read the end of the active history file only,
+// not the whole history.
+
+// tailWindow is how much of the active file's end the tail readers read.
+const tailWindow = 256 << 10
+
+// lastEntry returns the newest entry at the end of dir's active history
+// file (its last tailWindow bytes) for which match holds, skipping a unit
+// a writer has not finished; ok is false when there is none there. Lines
+// that do not hold every hint (bytes a matching record's JSON must
+// contain) are not decoded: a scan of the window costs what decoding it
+// would.
+func lastEntry(dir string, match func(*Entry) bool, hints ...[]byte) (e *Entry, ok bool) {
+	f, err := regfile.OpenFile(Path(dir), os.O_RDONLY, 0)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close() //nolint:errcheck // read-only
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, false
+	}
+	off := max(fi.Size()-tailWindow, 0)
+	buf := make([]byte, fi.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+		return nil, false
+	}
+	// Whole lines only, and not a unit a writer has not finished.
+	end := bytes.LastIndexByte(buf, '\n')
+	unitDone := false
+	for end > 0 {
+		start := bytes.LastIndexByte(buf[:end], '\n') + 1
+		if start == 0 && off > 0 {
+			return nil, false // the line began before the window
+		}
+		if unitDone && !holdsAll(buf[start:end], hints) {
+			end = start - 1
+			continue
+		}
+		ent, err := ParseLine(buf[start:end])
+		if err != nil {
+			return nil, false
+		}
+		if !ent.More {
+			unitDone = true
+		}
+		if unitDone && match(&ent) {
+			return &ent, true
+		}
+		end = start - 1
+	}
+	return nil, false
+}
+
+func holdsAll(line []byte, hints [][]byte) bool {
+	for _, h := range hints {
+		if !bytes.Contains(line, h) {
+			return false
+		}
+	}
+	return true
+}
+
+// LastCommitEntry returns the newest record in the end of dir's active
+// history file (its last 256 KiB) that carries a committed manifest
+// (Record.Commit), as stored; ok is false when there is none there. It
+// reads only the tail, for readers that want to know whether a manifest
+// file is the one a Logist transaction committed.
+func LastCommitEntry(dir string) (e *Entry, ok bool) {
+	return lastEntry(dir, func(e *Entry) bool { return e.Commit != nil })
+}
+
+// LastResponse returns the newest response record (an agent's answer and
+// how it was judged) in the end of dir's active history file (its last
+// 256 KiB); ok is false when there is none there (none yet, or the history
+// has just rotated).
+func LastResponse(dir string) (r *Record, ok bool) {
+	return lastResponse(dir, func(*Response) bool { return true })
+}
+
+// LastWarned is LastResponse for the newest answer that was accepted with
+// warnings (a missing evidence file, ...).
+func LastWarned(dir string) (r *Record, ok bool) {
+	return lastResponse(dir, func(p *Response) bool { return len(p.Warnings) > 0 }, []byte(`"warnings":[`))
+}
+
+func lastResponse(dir string, match func(*Response) bool, hints ...[]byte) (*Record, bool) {
+	// A record's JSON holds its fields as the encoder writes them; agent
+	// text cannot forge them (quotes in strings are escaped).
+	hints = append(hints, []byte(`"type":"response"`))
+	e, ok := lastEntry(dir, func(e *Entry) bool {
+		return e.Type == TypeResponse && e.Response != nil && match(e.Response)
+	}, hints...)
+	if !ok {
+		return nil, false
+	}
+	return &e.Record, true
+}

@@ -1,0 +1,247 @@
+package steward_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/steward"
+	"github.com/logist/logist/internal/testkit"
+)
+
+// writing is a scripted step that writes files into the workspace.
+func writing(action, summary string, files map[string]string, evidence ...string) map[string]any {
+	s := testkit.Step(action, summary)
+	s["files"] = files
+	if len(evidence) > 0 {
+		s["evidence_files"] = evidence
+	}
+	return s
+}
+
+// logLines are the JSON log lines in b.
+func logLines(t *testing.T, b *bytes.Buffer) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(b.Bytes()))
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("log line %q: %v", sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// Issue 17 item 4: after a rollback, the log, the history's records and the
+// manifest name the checkpoint rolled back to, not the newest one the
+// rollback undid; and so does everything the job records after it.
+func TestRollbackMovesTheCurrentCheckpoint(t *testing.T) {
+	f := newFixture(t)
+	var logs bytes.Buffer
+	f.Env.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	f.WriteJob("j", map[string]any{"agents": map[string]any{
+		"worker":     testkit.Script(writing("COMPLETED", "wrote it", map[string]string{"a.txt": "A"}, "a.txt")),
+		"supervisor": testkit.Script(testkit.Step("COMPLETED", "fine")),
+	}})
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Success || m.Run.CheckpointID != "cp-0001-review" {
+		t.Fatalf("first run: %s at %s", m.Status, m.Run.CheckpointID)
+	}
+	logs.Reset()
+	m, _, err := f.St.Rollback("j", "cp-0000-work", steward.RollbackOptions{Reason: "again"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Run.CheckpointID != "cp-0000-work" {
+		t.Errorf("manifest run.checkpoint_id = %q", m.Run.CheckpointID)
+	}
+	trs := testkit.OfType(f.Records("j"), history.TypeTransition)
+	if tr := trs[len(trs)-1].Transition; tr.Event != string(lifecycle.EvRollback) || tr.CheckpointID != "cp-0000-work" {
+		t.Errorf("rollback transition %+v names checkpoint %q, want cp-0000-work", tr, tr.CheckpointID)
+	}
+	var seen bool
+	for _, l := range logLines(t, &logs) {
+		if l["type"] == "transition" && l["event"] == string(lifecycle.EvRollback) {
+			seen = true
+			if l["checkpoint_id"] != "cp-0000-work" {
+				t.Errorf("rollback logged with checkpoint_id %v", l["checkpoint_id"])
+			}
+		}
+	}
+	if !seen {
+		t.Errorf("rollback transition not logged:\n%s", logs.String())
+	}
+
+	// A later transaction, a reopened history and the next run agree.
+	tx, err := jobtx.Begin(f.Env, "j", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, snap := tx.CheckpointRef(); id != "cp-0000-work" || snap == nil || snap.Files != 1 {
+		t.Errorf("tx.CheckpointRef() = %q, %+v", id, snap)
+	}
+	tx.Close()
+	logs.Reset()
+	f.Run("j")
+	recs := f.Records("j")
+	var start *history.Transition
+	for _, r := range recs {
+		if r.Type == history.TypeTransition && r.Transition.Event == string(lifecycle.EvStart) {
+			start = r.Transition
+		}
+	}
+	if start == nil || start.CheckpointID != "cp-0000-work" {
+		t.Errorf("the restart after the rollback names checkpoint %+v, want cp-0000-work", start)
+	}
+	for _, l := range logLines(t, &logs) {
+		if l["type"] == "transition" && l["event"] == string(lifecycle.EvStart) && l["checkpoint_id"] != "cp-0000-work" {
+			t.Errorf("restart logged with checkpoint_id %v", l["checkpoint_id"])
+		}
+	}
+	if m := f.Load("j"); m.Status != lifecycle.Success || m.Run.CheckpointID == "cp-0000-work" {
+		t.Errorf("after the second run: %s at %s (a new final checkpoint is current)", m.Status, m.Run.CheckpointID)
+	}
+}
+
+// providerFunc is a fake agent.
+type providerFunc func(ctx context.Context, req *agent.Request) (*agent.Result, error)
+
+func (p providerFunc) Call(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+	return p(ctx, req)
+}
+
+func answerOf(action, summary string, evidence ...string) *agent.Result {
+	if evidence == nil {
+		evidence = []string{}
+	}
+	b, _ := json.Marshal(map[string]any{"action": action, "evidence_files": evidence, "summary_for_supervisor": summary})
+	return &agent.Result{Raw: b}
+}
+
+// workspaceState is every file of a workspace and its content.
+func workspaceState(t *testing.T, ws string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	if err := filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(ws, p)
+		out[filepath.ToSlash(rel)] = string(b)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Issue 17 item 7: a recovery point's rollback_files are the files its
+// phase changed, exactly those a rollback to the checkpoint before it
+// restores or removes (not the answer's evidence, which the rollback hands
+// the next agent as context). After a rollback, the next point counts its
+// changes from the checkpoint rolled back to.
+func TestRollbackFilesAreWhatARollbackRestores(t *testing.T) {
+	f := newFixture(t)
+	var mu sync.Mutex
+	n := map[string]int{}
+	f.Engine.NewProvider = func(manifest.AgentConfig) (agent.Provider, error) {
+		return providerFunc(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			n[req.Role]++
+			if req.Role == "supervisor" {
+				return answerOf("COMPLETED", "fine"), nil
+			}
+			ws := req.Workspace
+			switch n[req.Role] {
+			case 1:
+				// The engine's goroutine: an error fails the call, which the test sees.
+				if err := os.WriteFile(filepath.Join(ws, "keep.txt"), []byte("kept"), 0o600); err != nil {
+					return nil, err
+				}
+				if err := os.WriteFile(filepath.Join(ws, "old.txt"), []byte("old"), 0o600); err != nil {
+					return nil, err
+				}
+				return answerOf("COMPLETED", "first", "keep.txt", "old.txt"), nil
+			default:
+				if err := os.WriteFile(filepath.Join(ws, "new.txt"), []byte("new"), 0o600); err != nil {
+					return nil, err
+				}
+				_ = os.Remove(filepath.Join(ws, "old.txt")) // gone already from the third call on
+				return answerOf("COMPLETED", "again", "new.txt"), nil
+			}
+		}), nil
+	}
+	f.WriteJob("j", map[string]any{})
+	f.Run("j")
+	points := testkit.OfType(f.Records("j"), history.TypeRecoveryPoint)
+	if len(points) != 3 {
+		t.Fatalf("%d recovery points", len(points))
+	}
+	first := points[1].RecoveryPoint // cp-0000-work: base cp-start
+	if first.BaseCheckpoint != "cp-start" || fmt.Sprint(first.RollbackFiles) != "[keep.txt old.txt]" {
+		t.Fatalf("first point: base %s, rollback_files %v", first.BaseCheckpoint, first.RollbackFiles)
+	}
+	// The job ended where cp-0000-work left the workspace (the review
+	// changed nothing): rolling back to that point's base changes exactly
+	// its rollback_files.
+	ws := filepath.Join(f.Dir, "j", "workspace")
+	before := workspaceState(t, ws)
+	if _, _, err := f.St.Rollback("j", "cp-start", steward.RollbackOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	after := workspaceState(t, ws)
+	var restored []string
+	for p := range before {
+		if before[p] != after[p] {
+			restored = append(restored, p)
+		}
+	}
+	for p := range after {
+		if _, ok := before[p]; !ok {
+			restored = append(restored, p)
+		}
+	}
+	sort.Strings(restored)
+	if fmt.Sprint(restored) != fmt.Sprint(first.RollbackFiles) {
+		t.Errorf("the rollback changed %v; the point's rollback_files are %v", restored, first.RollbackFiles)
+	}
+
+	// Forward again, then back to cp-0000-work: its evidence (not its
+	// rollback_files) is the next agent's context, and the next point
+	// counts from cp-0000-work.
+	f.Run("j")
+	if _, _, err := f.St.Rollback("j", "cp-0000-work", steward.RollbackOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if m := f.Load("j"); fmt.Sprint(m.Run.Evidence) != "[keep.txt old.txt]" {
+		t.Errorf("context after rollback %v, want cp-0000-work's evidence", m.Run.Evidence)
+	}
+	f.Run("j")
+	points = testkit.OfType(f.Records("j"), history.TypeRecoveryPoint)
+	// The review after the rollback: it changed nothing since cp-0000-work
+	// (counted from the newest point, cp-0003-review, it would list the
+	// files the rollback put back).
+	last := points[len(points)-1].RecoveryPoint
+	if last.BaseCheckpoint != "cp-0000-work" || len(last.RollbackFiles) != 0 {
+		t.Errorf("after the rollback the next point %s counts from %q (rollback_files %v), want cp-0000-work and none",
+			last.CheckpointID, last.BaseCheckpoint, last.RollbackFiles)
+	}
+}
