@@ -354,7 +354,6 @@ func TestFollowStops(t *testing.T) {
 // PollSettled, caught between a rotation's rename and its sealing, waits
 // for the archive (a second at most) and then ends where the history does.
 func TestPollSettledWaitsOutARotation(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	l, _, err := OpenWith(dir, Options{MaxBytes: -1})
 	if err != nil {

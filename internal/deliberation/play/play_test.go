@@ -211,7 +211,6 @@ func script() map[string]any {
 }
 
 func TestFanOutWaitDecideDone(t *testing.T) {
-	t.Parallel()
 	f := newFx(t)
 	f.write("j", map[string]any{"a": script(), "b": script()})
 	var inFlight, most atomic.Int32
