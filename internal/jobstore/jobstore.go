@@ -220,6 +220,10 @@ func (s *Store) Load(id string) (*manifest.Manifest, error) {
 	return m, err
 }
 
+// maxRereads bounds how often LoadRaw reads a manifest file again that it
+// met half saved.
+const maxRereads = 9
+
 // LoadRaw is Load that also returns the bytes the manifest was read from.
 func (s *Store) LoadRaw(id string) (*manifest.Manifest, []byte, error) {
 	data, err := s.ReadManifest(id)
@@ -233,11 +237,13 @@ func (s *Store) LoadRaw(id string) (*manifest.Manifest, []byte, error) {
 		}
 		// A read that met the daemon's in-place save (Store.InPlace) can
 		// mix the old and new bytes into JSON that neither is: refused
-		// only if the file says the same when read again.
-		if try == 3 || !beingWritten(filepath.Join(s.JobDir(id), ManifestFile)) {
+		// only if the file says the same when read again. A loaded
+		// machine can meet a save again on the next read: the waits grow
+		// (1, 2, 4 … 16 ms, about 100 ms in all) before the read gives up.
+		if try == maxRereads || !beingWritten(filepath.Join(s.JobDir(id), ManifestFile)) {
 			return nil, nil, perr
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(min(time.Millisecond<<try, 16*time.Millisecond))
 		again, rerr := s.ReadManifest(id)
 		if rerr == nil && bytes.Equal(again, data) {
 			return nil, nil, perr

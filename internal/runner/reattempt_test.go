@@ -27,7 +27,7 @@ func TestReattemptHandsTheAgentIdenticalInput(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t)
 			out := t.TempDir()
-			script := `n=$(ls "$OUT" | grep -c '^stdin-'); cat > "$OUT/stdin-$n"; cp "$LOGIST_REQUEST_FILE" "$OUT/file-$n"
+			script := `n=$(ls "$OUT" | grep -c '^stdin-'); cat > "$OUT/stdin-$n"; cp "$LOGIST_REQUEST_FILE" "$OUT/file-$n"; touch "$OUT/read-$n"
 if [ "$n" = 0 ]; then sleep 60; fi
 echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"ok"}'`
 			worker := command(0, "sh", "-c", script)
@@ -44,7 +44,9 @@ echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"ok"}'`
 			done := make(chan error, 1)
 			go func() { done <- f.Engine.Run(ctx, "j") }()
 			testkit.WaitFor(t, "the first attempt to read its request", 10*time.Second, func() bool {
-				_, err := os.Stat(filepath.Join(out, "file-0"))
+				// read-0 comes after both copies are complete (file-0 exists
+				// as soon as cp opens it, before its bytes are in).
+				_, err := os.Stat(filepath.Join(out, "read-0"))
 				return err == nil
 			})
 			cancel(ErrShutdown)
