@@ -9,7 +9,7 @@ LDFLAGS  := -X github.com/logist/logist/internal/daemon.Version=$(VERSION) \
 # deadline exceeded" at the end of the budget in go1.26 (golang/go#75804).
 FUZZTIME ?= 20000x
 
-.PHONY: all build demo test test-unit test-tools test-alerts test-agents agents agents-ci clean-agents fuzz vet bench clean
+.PHONY: all build demo test test-unit test-tools test-alerts test-agents agents agents-ci clean-agents fuzz vet lint bench clean
 
 all: build
 
@@ -24,7 +24,7 @@ demo: build
 
 # The whole suite, with the race detector, plus a short run of every fuzzer.
 # It runs the real agent CLIs of the CI set (AGENTS_CI) against the model stub.
-test: vet test-tools test-alerts agents-ci test-unit fuzz
+test: vet lint test-tools test-alerts agents-ci test-unit fuzz
 
 test-unit:
 	$(GO) test -race -count=1 ./...
@@ -41,7 +41,7 @@ agents:
 # Every agent preset end to end against the model stub (the CI set runs in
 # `make test` too).
 test-agents: agents
-	LOGIST_TEST_AGENTS=all $(GO) test -race -count=1 -v -run . ./internal/agentcli
+	LOGIST_TEST_AGENTS=all $(GO) test -race -count=1 -v -run . ./internal/testbed/agentcli
 
 clean-agents:
 	rm -rf .cache/agents
@@ -58,6 +58,18 @@ vet:
 	$(GO) vet ./...
 	@out=$$(gofmt -l cmd internal schemas); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# golangci-lint (.golangci.yml), pinned. Built from the Go module proxy into
+# .cache/bin the first time and whenever the pin changes (a minute or two of
+# compiling; CI should keep .cache/bin between runs), then reused.
+GOLANGCI_LINT_VERSION := 2.15.0
+GOLANGCI_LINT         := .cache/bin/golangci-lint
+lint:
+	@if ! $(GOLANGCI_LINT) version 2>/dev/null | grep -q "version v\{0,1\}$(GOLANGCI_LINT_VERSION) "; then \
+		echo "installing golangci-lint $(GOLANGCI_LINT_VERSION) into .cache/bin"; \
+		GOBIN="$(CURDIR)/.cache/bin" $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v$(GOLANGCI_LINT_VERSION) || exit 1; \
+	fi
+	$(GOLANGCI_LINT) run ./...
+
 # Each fuzz target for FUZZTIME executions (go test -fuzz takes one target at a time).
 fuzz:
 	@sh scripts/fuzz.sh $(FUZZTIME)
@@ -72,7 +84,7 @@ BENCH_FLAGS ?=
 bench: build
 	@command -v inotifywait >/dev/null 2>&1 || apt-get install -y inotify-tools >/dev/null 2>&1 || echo "inotify-tools not installed: the pickup baseline will be reported unavailable"
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) $$(grep -rl --include='*_test.go' '^func Benchmark' cmd internal | xargs -n1 dirname | sort -u | sed 's|^|./|')
-	$(GO) run ./cmd/logist-bench $(BENCH_FLAGS)
+	$(GO) run ./internal/testbed/bench/logist-bench $(BENCH_FLAGS)
 
 clean:
 	rm -rf bin

@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -16,9 +17,18 @@ func main() {
 	// run again with a helper verb: they run and exit here.
 	sandbox.Helper()
 	// Non-dumpable: no other process of this user can read the daemon's
-	// environment (API keys) or memory through /proc.
-	sandbox.HideProcess()
+	// environment (API keys) or memory through /proc. docs/security.md
+	// promises it: a daemon that cannot be made so does not start.
+	if err := sandbox.HideProcess(); err != nil {
+		fmt.Fprintf(os.Stderr, "logistd: make the process non-dumpable: %v\n", err)
+		os.Exit(1)
+	}
+	os.Exit(run())
+}
+
+// run is main's body, so that its deferred stop runs before os.Exit.
+func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	os.Exit(daemon.Main(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr))
+	return daemon.Main(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr)
 }

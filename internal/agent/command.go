@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -54,7 +56,10 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 			return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 		}
 	}
-	os.Remove(ansFile)
+	// A stale answer left in place would be read as this call's.
+	if err := os.Remove(ansFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
+	}
 
 	repl := strings.NewReplacer("{request_file}", reqFile, "{answer_file}", ansFile, "{workspace}", req.Workspace,
 		"{job_id}", req.JobID, "{phase}", req.Phase, "{role}", req.Role)
@@ -163,9 +168,12 @@ func recordPid(p string, interaction, pid int) {
 		return
 	}
 	// The leading newline ends a line a power cut may have left unended,
-	// so that it cannot swallow this one.
-	f.Write([]byte(fmt.Sprintf("\n%d %d %s\n", interaction, pid, st)))
-	f.Close()
+	// so that it cannot swallow this one. Best effort, like the rest of
+	// the function: the log serves a daemon restarted after a crash (the
+	// page cache outlives the process; a power cut leaves no orphans), and
+	// a call is not refused for a line it could not add.
+	_, _ = fmt.Fprintf(f, "\n%d %d %s\n", interaction, pid, st)
+	_ = f.Close()
 }
 
 // procStart is the start time of a running process in clock ticks since

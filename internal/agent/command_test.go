@@ -12,13 +12,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/manifest"
 )
 
 func request(t *testing.T, n int) *Request {
 	job := t.TempDir()
 	ws := filepath.Join(job, "workspace")
-	os.MkdirAll(ws, 0o700)
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	return &Request{JobID: "j", Phase: "work", Role: "worker", Workspace: ws, JobDir: job, Interaction: n}
 }
 
@@ -68,7 +71,9 @@ func TestLingeringChildIsKilled(t *testing.T) {
 	}
 	b, _ := os.ReadFile(filepath.Join(req.Workspace, "child.pid"))
 	var pid int
-	fmt.Sscan(string(b), &pid)
+	if _, err := fmt.Sscan(string(b), &pid); err != nil {
+		t.Fatal(err)
+	}
 	waitGone(t, pid)
 	// The call's line stays in the pid log, naming a process that is gone.
 	b, err = os.ReadFile(filepath.Join(req.JobDir, "requests", PidLog))
@@ -102,7 +107,9 @@ func waitGone(t *testing.T, pid int) {
 // left alone.
 func TestKillOrphan(t *testing.T) {
 	req := request(t, 7)
-	os.MkdirAll(filepath.Join(req.JobDir, "requests"), 0o700)
+	if err := os.MkdirAll(filepath.Join(req.JobDir, "requests"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command("sh", "-c", "sleep 60 & wait")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -115,7 +122,9 @@ func TestKillOrphan(t *testing.T) {
 
 	// Wrong start time: someone else's process now has that pid. Another
 	// interaction's line, and a line a crash cut short, name it too.
-	os.WriteFile(log, []byte(fmt.Sprintf("7 %d 1\n6 %d", pid, pid)), 0o600)
+	if err := os.WriteFile(log, []byte(fmt.Sprintf("7 %d 1\n6 %d", pid, pid)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	recordPid(log, 8, pid)
 	if KillOrphan(req.JobDir, 7) {
 		t.Fatal("killed a process whose start time does not match")
@@ -154,5 +163,24 @@ func TestRequestFileWrittenOnce(t *testing.T) {
 	}
 	if RequestFile(req.JobDir, 3) != filepath.Join(req.JobDir, "requests", "000003.json") {
 		t.Errorf("RequestFile = %s", RequestFile(req.JobDir, 3))
+	}
+}
+
+// A stale answer file that cannot be removed refuses the call before the
+// agent runs: left in place, it could be read as this call's answer.
+func TestStaleAnswerThatCannotGoRefusesTheCall(t *testing.T) {
+	req := request(t, 4)
+	// A folder with something in it is what os.Remove cannot remove.
+	if err := os.MkdirAll(filepath.Join(req.JobDir, "requests", "000004.answer.json", "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ran := filepath.Join(req.Workspace, "ran")
+	c := &Command{Cfg: manifest.Command{Argv: []string{"sh", "-c", `touch "$1"; echo '{}' > "$2"`, "agent", ran, "{answer_file}"}, Answer: "file"}}
+	_, err := c.Call(context.Background(), req)
+	if ae, ok := AsError(err); !ok || ae.Code != codes.AgentStart {
+		t.Fatalf("error %v, want %s", err, codes.AgentStart)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("the agent ran")
 	}
 }

@@ -98,7 +98,7 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (*Result, error) {
 		}
 		return nil, &Error{Code: codes.APIError, Transient: true, Msg: redact(err.Error())}
 	}
-	defer resp.Body.Close()
+	defer resp.Body.Close() //nolint:errcheck // a response body, read only
 	if resp.StatusCode != http.StatusOK {
 		return nil, httpError(resp, redact)
 	}

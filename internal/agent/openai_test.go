@@ -118,6 +118,9 @@ func testRequest() *Request {
 		Prompt: "You are the Worker.\n\n## Task\nFix it.", Interaction: 1}
 }
 
+// wantErr asserts that err is an *Error with code and transience that
+// does not reveal the API key, and returns it; callers that want only the
+// assertion drop it.
 func wantErr(t *testing.T, err error, code string, transient bool) *Error {
 	t.Helper()
 	ae, ok := AsError(err)
@@ -306,7 +309,7 @@ func TestOpenAIMissingKeyEnv(t *testing.T) {
 	_, srv := newStub(t, answerStream)
 	p := provider(srv, func(c *manifest.HTTP) { c.APIKeyEnv = "NOT_SET_ANYWHERE" })
 	_, err := p.Call(context.Background(), testRequest())
-	wantErr(t, err, codes.AgentConfig, false)
+	_ = wantErr(t, err, codes.AgentConfig, false)
 }
 
 func TestOpenAIRateLimitedThenSuccess(t *testing.T) {
@@ -497,7 +500,7 @@ func TestOpenAINonStreamingServer(t *testing.T) {
 		b, _ := json.Marshal(map[string]any{"id": "chatcmpl-9", "choices": []any{map[string]any{"index": 0,
 			"message": map[string]any{"role": "assistant", "content": answer}, "finish_reason": "stop"}},
 			"usage": map[string]any{"prompt_tokens": 10, "completion_tokens": 5}})
-		w.Write(b)
+		_, _ = w.Write(b) // the client's side is what the test checks
 	})
 	res, err := provider(srv).Call(context.Background(), testRequest())
 	if err != nil {
@@ -546,10 +549,12 @@ func TestOpenAITLSWithCAFile(t *testing.T) {
 		t.Errorf("Raw = %s", res.Raw)
 	}
 	// A ca_file that is missing or holds no certificate is a config error.
-	os.WriteFile(filepath.Join(dir, "junk.pem"), []byte("junk"), 0o600)
+	if err := os.WriteFile(filepath.Join(dir, "junk.pem"), []byte("junk"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range []string{"missing.pem", "junk.pem"} {
 		_, err := provider(srv, func(c *manifest.HTTP) { c.CAFile = f }).Call(context.Background(), req)
-		wantErr(t, err, codes.AgentConfig, false)
+		_ = wantErr(t, err, codes.AgentConfig, false)
 	}
 }
 
@@ -566,5 +571,5 @@ func TestNewHTTPProvider(t *testing.T) {
 	}
 	// A refused connection is a transient transport error.
 	_, err = p.Call(context.Background(), testRequest())
-	wantErr(t, err, codes.APIError, true)
+	_ = wantErr(t, err, codes.APIError, true)
 }

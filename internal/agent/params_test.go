@@ -25,8 +25,12 @@ func TestPresetParamsAreWhatBuildPasses(t *testing.T) {
 			inv := &Invocation{Program: "/bin/true", Model: tc.model, BaseURL: tc.baseURL, SystemPrompt: "sys", Prompt: "do it",
 				Schema: []byte(`{}`), SchemaFile: filepath.Join(dir, "schema.json"), Workspace: dir,
 				Home: filepath.Join(dir, "home"), CallDir: filepath.Join(dir, "call"), Env: map[string]string{}}
-			os.MkdirAll(inv.Home, 0o700)
-			os.MkdirAll(inv.CallDir, 0o700)
+			if err := os.MkdirAll(inv.Home, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.MkdirAll(inv.CallDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
 			if err := p.Build(inv); err != nil {
 				continue // a base_url without a model is refused at the call
 			}

@@ -175,13 +175,17 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 	reqDir := filepath.Join(req.JobDir, "requests")
 	callDir := filepath.Join(reqDir, fmt.Sprintf("%06d.d", req.Interaction))
 	// A re-attempt starts from a clean scratch folder.
-	os.RemoveAll(callDir)
+	if err := os.RemoveAll(callDir); err != nil {
+		return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
+	}
 	if err := os.MkdirAll(callDir, 0o700); err != nil {
 		return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 	}
 	home := filepath.Join(req.JobDir, "agent-home", req.Role)
 	if c.Cfg.Session == "fresh" {
-		os.RemoveAll(home)
+		if err := os.RemoveAll(home); err != nil {
+			return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
+		}
 	}
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}

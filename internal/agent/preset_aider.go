@@ -81,7 +81,8 @@ func aiderBuild(inv *Invocation) error {
 	if err := os.WriteFile(msg, []byte(inv.Prompt), 0o600); err != nil {
 		return err
 	}
-	inv.Args = append(args, "--message-file", msg)
+	args = append(args, "--message-file", msg)
+	inv.Args = args
 	if inv.BaseURL != "" {
 		// Only OpenAI-compatible servers take a base URL this way.
 		inv.Env["OPENAI_API_BASE"] = inv.BaseURL

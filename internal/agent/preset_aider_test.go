@@ -143,7 +143,9 @@ func TestAiderBuild(t *testing.T) {
 		Home: filepath.Join(dir, "home"), CallDir: filepath.Join(dir, "call"), BaseURL: "http://127.0.0.1:9/v1",
 		ResumeSession: aiderSession, Env: map[string]string{}}
 	for _, d := range []string{inv.Workspace, inv.Home, inv.CallDir} {
-		os.MkdirAll(d, 0o700)
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := aiderBuild(inv); err != nil {
 		t.Fatal(err)
@@ -171,9 +173,13 @@ func TestAiderBuild(t *testing.T) {
 		t.Errorf("args %q env %v", inv.Args, inv.Env)
 	}
 	// A git workspace is used as such; a cold start restores nothing.
-	os.Mkdir(filepath.Join(inv.Workspace, ".git"), 0o700)
+	if err := os.Mkdir(filepath.Join(inv.Workspace, ".git"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	inv.ResumeSession = ""
-	aiderBuild(inv)
+	if err := aiderBuild(inv); err != nil {
+		t.Fatal(err)
+	}
 	if slices.Contains(inv.Args, "--no-git") || slices.Contains(inv.Args, "--restore-chat-history") {
 		t.Errorf("args %q", inv.Args)
 	}

@@ -73,8 +73,12 @@ func TestClaudeBuild(t *testing.T) {
 
 	// With the transcript claude keeps, the session is resumed.
 	proj := filepath.Join(inv.Home, ".claude", "projects", "-tmp-ws")
-	os.MkdirAll(proj, 0o700)
-	os.WriteFile(filepath.Join(proj, inv.ResumeSession+".jsonl"), []byte("{}\n"), 0o600)
+	if err := os.MkdirAll(proj, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proj, inv.ResumeSession+".jsonl"), []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	inv.Env = map[string]string{}
 	if err := p.Build(inv); err != nil {
 		t.Fatal(err)
@@ -203,7 +207,9 @@ func TestClaudeParseUnpricedModel(t *testing.T) {
 	// A model claude does not price (behind a gateway) reports cost 0 with
 	// tokens spent: the price table decides instead.
 	var m map[string]any
-	json.Unmarshal(claudeSample(t, "success.json"), &m)
+	if err := json.Unmarshal(claudeSample(t, "success.json"), &m); err != nil {
+		t.Fatal(err)
+	}
 	m["total_cost_usd"] = 0
 	b, _ := json.Marshal(m)
 	p, err := claudeParse(&RunOutput{Stdout: b})

@@ -275,9 +275,11 @@ func clineLogError(home string, since time.Time) *clineAPIError {
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only
 	if st, err := f.Stat(); err == nil && st.Size() > clineLogTail {
-		f.Seek(st.Size()-clineLogTail, io.SeekStart)
+		if _, err := f.Seek(st.Size()-clineLogTail, io.SeekStart); err != nil {
+			return nil
+		}
 	}
 	var found *clineAPIError
 	sc := bufio.NewScanner(f)

@@ -140,13 +140,19 @@ func TestClineParseSuccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := filepath.Join(out.Inv.Home, ".cline", "data", "sessions", "1795000000000_old00")
-	os.MkdirAll(old, 0o700)
-	os.WriteFile(filepath.Join(old, "1795000000000_old00.json"), []byte(`{"session_id":"1795000000000_old00","started_at":"2026-11-20T10:00:00.000Z"}`), 0o600)
+	if err := os.MkdirAll(old, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(old, "1795000000000_old00.json"), []byte(`{"session_id":"1795000000000_old00","started_at":"2026-11-20T10:00:00.000Z"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	first := jsonLines(out.Stdout)[0]
 	var ev struct {
 		TS string `json:"ts"`
 	}
-	json.Unmarshal(first, &ev)
+	if err := json.Unmarshal(first, &ev); err != nil {
+		t.Fatal(err)
+	}
 	ts, _ := time.Parse(time.RFC3339Nano, ev.TS)
 	rec := `{"session_id":"1795292783183_ab12c","started_at":"` + ts.Add(-200*time.Millisecond).UTC().Format(time.RFC3339Nano) + `"}`
 	if err := os.WriteFile(filepath.Join(dir, "1795292783183_ab12c.json"), []byte(rec), 0o600); err != nil {

@@ -21,20 +21,12 @@ func codexSample(t *testing.T, name string) []byte {
 	return b
 }
 
-// codexFlag is the value following flag in args ("" if absent).
-func codexFlag(args []string, flag string) string {
-	for i, a := range args {
-		if a == flag && i+1 < len(args) {
-			return args[i+1]
-		}
-	}
-	return ""
-}
-
 func codexInvocation(t *testing.T) *Invocation {
 	dir := t.TempDir()
 	call := filepath.Join(dir, "call")
-	os.MkdirAll(call, 0o700)
+	if err := os.MkdirAll(call, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	return &Invocation{Program: "/bin/codex", Model: "gpt-5.5",
 		SystemPrompt: "You are the Worker.\nAnswer with \"action\" <json> & a \\ backslash\ttab \u2028.",
 		Prompt:       "## Task\nDo it.", Schema: []byte(`{"type":"object"}`), SchemaFile: filepath.Join(call, "s.json"),
@@ -301,11 +293,15 @@ func TestCodexParseIncomplete(t *testing.T) {
 func TestCodexRolloutTotals(t *testing.T) {
 	dir := t.TempDir()
 	f := filepath.Join(dir, "r.jsonl")
-	os.WriteFile(f, codexSample(t, "rollout.jsonl"), 0o600)
+	if err := os.WriteFile(f, codexSample(t, "rollout.jsonl"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if u, ok := codexRolloutTotals(f); !ok || u != (codexUsage{Input: 3600, Cached: 600, Output: 240}) {
 		t.Errorf("totals %+v %v", u, ok)
 	}
-	os.WriteFile(f, []byte(`{"type":"session_meta","payload":{}}`+"\n"), 0o600)
+	if err := os.WriteFile(f, []byte(`{"type":"session_meta","payload":{}}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if _, ok := codexRolloutTotals(f); ok {
 		t.Error("totals found in a session without token counts")
 	}

@@ -139,7 +139,7 @@ func geminiSessionExists(home, id string) bool {
 			continue
 		}
 		line, _ := bufio.NewReader(fh).ReadString('\n')
-		fh.Close()
+		_ = fh.Close() // read-only
 		var head struct {
 			SessionID string `json:"sessionId"`
 		}

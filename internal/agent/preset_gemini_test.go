@@ -194,7 +194,9 @@ func newGeminiInv(t *testing.T) *Invocation {
 		Prompt: "-Do the task.", Workspace: filepath.Join(dir, "ws"), Home: filepath.Join(dir, "home"),
 		CallDir: filepath.Join(dir, "call"), BaseURL: "http://127.0.0.1:9/v1beta/", Env: map[string]string{}}
 	for _, d := range []string{inv.Workspace, inv.Home, inv.CallDir} {
-		os.MkdirAll(d, 0o700)
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return inv
 }
@@ -256,9 +258,13 @@ func TestGeminiBuildResumesKnownSession(t *testing.T) {
 	inv := newGeminiInv(t)
 	id := "0a1b2c3d-0000-4000-8000-000000000000"
 	chats := filepath.Join(inv.Home, ".gemini", "tmp", "ws", "chats")
-	os.MkdirAll(chats, 0o700)
+	if err := os.MkdirAll(chats, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	head := `{"sessionId":"` + id + `","projectHash":"x","kind":"main"}` + "\n"
-	os.WriteFile(filepath.Join(chats, "session-2026-01-01T00-00-0a1b2c3d.jsonl"), []byte(head), 0o600)
+	if err := os.WriteFile(filepath.Join(chats, "session-2026-01-01T00-00-0a1b2c3d.jsonl"), []byte(head), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	inv.ResumeSession = id
 	if err := geminiBuild(inv); err != nil {
 		t.Fatal(err)
@@ -268,7 +274,9 @@ func TestGeminiBuildResumesKnownSession(t *testing.T) {
 	}
 	// Same 8-character prefix, another session: not resumed.
 	inv.ResumeSession = "0a1b2c3d-ffff-4000-8000-000000000000"
-	geminiBuild(inv)
+	if err := geminiBuild(inv); err != nil {
+		t.Fatal(err)
+	}
 	if slices.Contains(inv.Args, "--resume") {
 		t.Errorf("args %q", inv.Args)
 	}

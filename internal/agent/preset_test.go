@@ -45,7 +45,9 @@ func setupFake(t *testing.T) (prog string, req *Request) {
 	}
 	job := filepath.Join(dir, "job")
 	ws := filepath.Join(job, "workspace")
-	os.MkdirAll(ws, 0o700)
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	req = &Request{JobID: "j", Phase: "work", Role: "worker", JobDir: job, Workspace: ws, Interaction: 3,
 		SystemPrompt: "You are the Worker.", Prompt: "You are the Worker.\n\n## Task\nDo it.",
 		Metadata: map[string]any{MetaResumeSession: "sess-1"}}
@@ -141,8 +143,12 @@ func TestPresetCommandImplausibleCostAndFreshSession(t *testing.T) {
 		return &Parsed{Answer: []byte("{}"), CostUSD: 1e9, CostReported: true}, nil
 	})
 	home := filepath.Join(req.JobDir, "agent-home", "worker")
-	os.MkdirAll(home, 0o700)
-	os.WriteFile(filepath.Join(home, "old-session.json"), []byte("{}"), 0o600)
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "old-session.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	c := &PresetCommand{Preset: p, Cfg: manifest.Command{Program: prog, Session: "fresh"},
 		Getenv: func(k string) string { return map[string]string{"PATH": os.Getenv("PATH")}[k] }}
 	res, err := c.Call(context.Background(), req)

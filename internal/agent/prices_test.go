@@ -30,7 +30,9 @@ func TestBuiltinPricesCoverPresetDefaults(t *testing.T) {
 func TestPriceOverrides(t *testing.T) {
 	dir := t.TempDir()
 	f := filepath.Join(dir, "prices.json")
-	os.WriteFile(f, []byte(`{"_note": "ours", "gpt-4.1": {"input_per_mtok": 1, "output_per_mtok": 2}, "llama3": {"input_per_mtok": 0.01, "output_per_mtok": 0.02, "cached_input_per_mtok": 0}}`), 0o600)
+	if err := os.WriteFile(f, []byte(`{"_note": "ours", "gpt-4.1": {"input_per_mtok": 1, "output_per_mtok": 2}, "llama3": {"input_per_mtok": 0.01, "output_per_mtok": 0.02, "cached_input_per_mtok": 0}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	p, err := LoadPrices(f)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +65,9 @@ func TestLoadPricesErrorsNameFileModelReason(t *testing.T) {
 		"negative": `{"m": {"input_per_mtok": -1, "output_per_mtok": 1}}`,
 	} {
 		f := filepath.Join(dir, name+".json")
-		os.WriteFile(f, []byte(body), 0o600)
+		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		_, err := LoadPrices(f)
 		if err == nil || !strings.Contains(err.Error(), f) {
 			t.Errorf("%s: error %v does not name the file", name, err)

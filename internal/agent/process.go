@@ -74,19 +74,20 @@ func RunProcess(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
-		outR.Close()
-		outW.Close()
+		_ = outR.Close() // pipes: nothing to flush
+		_ = outW.Close()
 		return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	var readers sync.WaitGroup
 	readers.Add(2)
-	go func() { defer readers.Done(); io.Copy(stdout, outR); outR.Close() }()
-	go func() { defer readers.Done(); io.Copy(stderr, errR); errR.Close() }()
+	// capWriters never fail; a read error ends the output like EOF does.
+	go func() { defer readers.Done(); _, _ = io.Copy(stdout, outR); _ = outR.Close() }()
+	go func() { defer readers.Done(); _, _ = io.Copy(stderr, errR); _ = errR.Close() }()
 
 	startErr := cmd.Start()
-	outW.Close() // the child has its copies
-	errW.Close()
+	_ = outW.Close() // the child has its copies
+	_ = errW.Close()
 	if startErr != nil {
 		readers.Wait()
 		return nil, &Error{Code: codes.AgentStart, Msg: fmt.Sprintf("start %s: %v", spec.Argv[0], startErr)}
@@ -122,8 +123,8 @@ func RunProcess(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 	case <-time.After(5 * time.Second):
 		// A process that left the group (setsid) holds our pipes: give up
 		// on the rest of its output rather than hang.
-		outR.Close()
-		errR.Close()
+		_ = outR.Close()
+		_ = errR.Close()
 	}
 	switch why {
 	case "ctx":

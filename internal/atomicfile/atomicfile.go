@@ -101,39 +101,54 @@ func WriteInPlace(path string, data []byte, perm os.FileMode, after func(os.File
 	if err != nil {
 		return err
 	}
-	defer f.Close()
 	if st, err := f.Stat(); err != nil {
+		_ = f.Close() // nothing written
 		return fmt.Errorf("stat %s: %w", path, err)
 	} else if sys, ok := st.Sys().(*syscall.Stat_t); !st.Mode().IsRegular() || !ok || sys.Nlink != 1 {
 		// Written in place, a hard link would carry the write to
 		// wherever else the file is linked: replace it instead.
-		f.Close()
+		_ = f.Close() // nothing written
 		return replace(path, data, perm, false, after)
 	}
-	if _, err := f.WriteAt(data, 0); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	fi, err := writeAt(f, path, data, perm)
+	// The write's own errors first; then the close's, which some file
+	// systems (NFS) report only there.
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close %s: %w", path, cerr)
 	}
-	if err := f.Truncate(int64(len(data))); err != nil {
-		return fmt.Errorf("truncate %s: %w", path, err)
-	}
-	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("stat %s: %w", path, err)
-	}
-	if fi.Mode().Perm() != perm {
-		// As a replacement would be: the file someone else created may
-		// be more open than the caller wants.
-		if err := f.Chmod(perm); err != nil {
-			return fmt.Errorf("chmod %s: %w", path, err)
-		}
-		if fi, err = f.Stat(); err != nil {
-			return fmt.Errorf("stat %s: %w", path, err)
-		}
+		return err
 	}
 	if after != nil {
 		after(fi)
 	}
 	return nil
+}
+
+// writeAt writes data over f (path) from its start, truncates it there and
+// gives it perm; it returns the file's information as written.
+func writeAt(f *os.File, path string, data []byte, perm os.FileMode) (os.FileInfo, error) {
+	if _, err := f.WriteAt(data, 0); err != nil {
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Truncate(int64(len(data))); err != nil {
+		return nil, fmt.Errorf("truncate %s: %w", path, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", path, err)
+	}
+	if fi.Mode().Perm() != perm {
+		// As a replacement would be: the file someone else created may
+		// be more open than the caller wants.
+		if err := f.Chmod(perm); err != nil {
+			return nil, fmt.Errorf("chmod %s: %w", path, err)
+		}
+		if fi, err = f.Stat(); err != nil {
+			return nil, fmt.Errorf("stat %s: %w", path, err)
+		}
+	}
+	return fi, nil
 }
 
 func replace(path string, data []byte, perm os.FileMode, sync bool, before func(os.FileInfo)) error {
@@ -145,8 +160,9 @@ func replace(path string, data []byte, perm os.FileMode, sync bool, before func(
 	ok := false
 	defer func() {
 		if !ok {
-			f.Close()
-			os.Remove(tmp)
+			// The failed attempt's leftovers: the error is the failure's.
+			_ = f.Close()
+			_ = os.Remove(tmp)
 		}
 	}()
 	if perm&^umask != perm {
@@ -250,7 +266,7 @@ func fsyncDir(dir string) error {
 	if err != nil {
 		return fmt.Errorf("open dir %s: %w", dir, err)
 	}
-	defer d.Close()
+	defer d.Close() //nolint:errcheck // read-only; the fsync is checked
 	if err := d.Sync(); err != nil {
 		return fmt.Errorf("fsync dir %s: %w", dir, err)
 	}

@@ -55,7 +55,9 @@ func TestDeferredFolderSyncs(t *testing.T) {
 // MkdirDeferred refuses a path that exists as a file.
 func TestMkdirDeferredOverFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "f")
-	os.WriteFile(p, nil, 0o600)
+	if err := os.WriteFile(p, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := MkdirDeferred(p, 0o700); err == nil {
 		t.Fatal("no error for a file in the way")
 	}

@@ -49,7 +49,7 @@ func CreateExclusive(path string, data []byte, perm os.FileMode) error {
 	if err != nil {
 		return fmt.Errorf("create temp for %s: %w", path, err)
 	}
-	defer os.Remove(tmp) // on failure; after a link it is the name only
+	defer os.Remove(tmp) //nolint:errcheck // on failure; after a link it is the name only
 	werr := fixMode(f, perm)
 	if werr == nil {
 		_, werr = f.Write(data)
@@ -66,7 +66,10 @@ func CreateExclusive(path string, data []byte, perm os.FileMode) error {
 	if err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
-	os.Remove(tmp) // before the folder's fsync, which then covers it too
+	// Before the folder's fsync, which then covers it too. A failure
+	// leaves a second name of the file (as private as the first) that the
+	// deferred remove tries again: not the caller's error.
+	_ = os.Remove(tmp)
 	if serr := SyncDir(dir); serr != nil {
 		return serr
 	}
@@ -150,8 +153,8 @@ func publish(tmp, path string, data []byte, perm os.FileMode) error {
 		}
 	}
 	if err := errors.Join(werr, g.Close()); err != nil {
-		os.Remove(path)
-		return err
+		// A cut file left in place would be read as the content.
+		return errors.Join(err, os.Remove(path))
 	}
 	return nil
 }
@@ -204,8 +207,8 @@ func lockDir(dir string) (unlock func(), err error) {
 		}
 	}
 	if err != nil {
-		d.Close()
+		_ = d.Close() // read-only
 		return nil, fmt.Errorf("lock %s: %w", dir, err)
 	}
-	return func() { d.Close() }, nil // closing the last descriptor releases the lock
+	return func() { _ = d.Close() }, nil // closing the last descriptor releases the lock
 }

@@ -173,7 +173,9 @@ func TestCreateExclusiveAfterCrash(t *testing.T) {
 		dir := t.TempDir()
 		p := filepath.Join(dir, "content.key")
 		left := filepath.Join(dir, ".content.key.tmp-123")
-		os.WriteFile(left, []byte("half a k"), 0o600)
+		if err := os.WriteFile(left, []byte("half a k"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		b, created, err := ReadOrCreate(p, 0o600, newKey)
 		if err != nil || len(b) != 33 || !created {
 			t.Fatalf("%q, %v", b, err)
@@ -185,7 +187,9 @@ func TestCreateExclusiveAfterCrash(t *testing.T) {
 	t.Run("empty file: replaced", func(t *testing.T) {
 		dir := t.TempDir()
 		p := filepath.Join(dir, "content.key")
-		os.WriteFile(p, nil, 0o644) // as a version that created it in place left it
+		if err := os.WriteFile(p, nil, 0o644); err != nil { // as a version that created it in place left it
+			t.Fatal(err)
+		}
 		b, created, err := ReadOrCreate(p, 0o600, newKey)
 		if err != nil || len(b) != 33 || !created {
 			t.Fatalf("%q, %v", b, err)
@@ -199,7 +203,9 @@ func TestCreateExclusiveAfterCrash(t *testing.T) {
 		for range 20 {
 			dir := t.TempDir()
 			p := filepath.Join(dir, "content.key")
-			os.WriteFile(p, nil, 0o600)
+			if err := os.WriteFile(p, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
 			agree(t, p, race(t, p, 8))
 			noTemps(t, dir)
 		}
@@ -207,7 +213,9 @@ func TestCreateExclusiveAfterCrash(t *testing.T) {
 	t.Run("damaged file: kept", func(t *testing.T) {
 		dir := t.TempDir()
 		p := filepath.Join(dir, "content.key")
-		os.WriteFile(p, []byte("\x00\x00\x00"), 0o600)
+		if err := os.WriteFile(p, []byte("\x00\x00\x00"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		if err := CreateExclusive(p, []byte("new\n"), 0o600); !errors.Is(err, fs.ErrExist) {
 			t.Fatalf("err %v, want fs.ErrExist", err)
 		}

@@ -539,14 +539,6 @@ fi
 	return b.String()
 }
 
-// commandArgs is a command's argument synopsis ("" for help and version).
-func commandArgs(name string) string {
-	if c := find(name); c != nil {
-		return c.args
-	}
-	return ""
-}
-
 // --- fish ---
 
 func fishText(s string) string {

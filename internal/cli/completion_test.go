@@ -18,7 +18,8 @@ func TestEveryCommandHasAnExample(t *testing.T) {
 			continue
 		}
 		code, out, _ := runMain(t, nil, "help", c.name)
-		if code != 0 || !strings.Contains(out, "\nExamples:\n") || !strings.Contains(out[strings.Index(out, "Examples:"):], "logist "+c.name) {
+		_, examples, found := strings.Cut(out, "\nExamples:\n")
+		if code != 0 || !found || !strings.Contains(examples, "logist "+c.name) {
 			t.Errorf("logist help %s: exit %d, no examples:\n%s", c.name, code, out)
 		}
 	}
@@ -37,6 +38,7 @@ func TestHiddenCommandNotInHelp(t *testing.T) {
 }
 
 func TestJobsCommand(t *testing.T) {
+	t.Parallel()
 	jobs := t.TempDir()
 	writeJob(t, jobs, "beta", jobJSON("PENDING", ""))
 	writeJob(t, jobs, "alpha", jobJSON("PENDING", ""))

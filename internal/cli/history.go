@@ -28,7 +28,7 @@ var cmdHistory = &command{
 	flags: func(fs *pflag.FlagSet) {
 		fs.Int64("record", 0, "show only history record N (the #N of logist logs; found through the archive index, decompressing at most one archive)")
 		fs.Int64("seq", 0, "old name of --record")
-		fs.MarkDeprecated("seq", "use --record")
+		_ = fs.MarkDeprecated("seq", "use --record") // fails only for a flag not defined; it is, above
 	},
 	run: func(e *env, args []string) (*Result, error) {
 		id, err := oneJob(args)

@@ -54,6 +54,7 @@ func (c *collector) n() int {
 }
 
 func TestFollowLogsExitOnFinish(t *testing.T) {
+	t.Parallel()
 	jobs := t.TempDir()
 	writeJob(t, jobs, "job-a", jobJSON("RUNNING", `"current_phase": "work"`))
 	store := jobstore.New(jobs)
@@ -99,6 +100,7 @@ func TestFollowLogsExitOnFinish(t *testing.T) {
 }
 
 func TestFollowLogsStopsOnCancel(t *testing.T) {
+	t.Parallel()
 	jobs := t.TempDir()
 	writeJob(t, jobs, "job-a", jobJSON("PENDING", ""))
 	store := jobstore.New(jobs)
@@ -120,6 +122,7 @@ func TestFollowLogsStopsOnCancel(t *testing.T) {
 }
 
 func TestFollowLogsJobRemoved(t *testing.T) {
+	t.Parallel()
 	jobs := t.TempDir()
 	writeJob(t, jobs, "job-a", jobJSON("RUNNING", `"current_phase": "work"`))
 	store := jobstore.New(jobs)
@@ -186,6 +189,7 @@ func TestRecordText(t *testing.T) {
 }
 
 func TestLogsThroughMain(t *testing.T) {
+	t.Parallel()
 	jobs := t.TempDir()
 	writeJob(t, jobs, "job-a", jobJSON("SUCCESS", `"current_phase": "review"`))
 	l, _, err := history.OpenWith(filepath.Join(jobs, "job-a"), history.Options{MaxBytes: -1})

@@ -53,10 +53,11 @@ func render(out io.Writer, format string, r *Result, err error) {
 	// One write per buffer, not per table cell: a list of thousands of
 	// jobs otherwise spends its time in write(2).
 	w := bufio.NewWriterSize(out, 64<<10)
-	defer w.Flush()
+	// A failed write to stdout has no exit code of its own (seed 001).
+	defer w.Flush() //nolint:errcheck // see above
 	switch format {
 	case "json":
-		var v any = r.Document
+		v := r.Document
 		if v == nil || err != nil {
 			v = envelope(r, err)
 		}
@@ -115,7 +116,7 @@ func render(out io.Writer, format string, r *Result, err error) {
 					fmt.Fprintf(tw, "\t%s\n", l)
 				}
 			}
-			tw.Flush()
+			_ = tw.Flush() // into w, whose errors stick until its Flush
 		}
 		if len(r.Columns) > 0 {
 			if len(r.Fields) > 0 {
@@ -130,7 +131,7 @@ func render(out io.Writer, format string, r *Result, err error) {
 				}
 				fmt.Fprintln(tw, strings.Join(cells, "\t"))
 			}
-			tw.Flush()
+			_ = tw.Flush() // into w, whose errors stick until its Flush
 		}
 	}
 }
@@ -174,8 +175,9 @@ func writeJSON(w io.Writer, v any) {
 		b, _ = json.MarshalIndent(map[string]any{"ok": false, "error": map[string]any{
 			"code": outcomeName(ExitUsage), "exit_code": ExitUsage, "message": "encode output: " + err.Error()}}, "", "  ")
 	}
-	w.Write(textsafe.EscapeJSON(b))
-	io.WriteString(w, "\n")
+	// Output: a failed write has no exit code of its own (seed 001).
+	_, _ = w.Write(textsafe.EscapeJSON(b))
+	_, _ = io.WriteString(w, "\n")
 }
 
 // failedWith is a failure whose details are a result (a validate or

@@ -18,15 +18,20 @@ import (
 // with no such record, or with a record whose signature is broken, are
 // checked and refused.
 func TestCommittedManifestIsTrustedOnlyWithItsSignature(t *testing.T) {
+	t.Parallel()
 	jobs := t.TempDir()
 	key, err := signing.LoadOrCreate(jobs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(jobs, "j")
-	os.MkdirAll(dir, 0o700)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	manifest := []byte(`{"task_description": "t", "cost_threshold": -1}` + "\n")
-	os.WriteFile(filepath.Join(dir, jobstore.ManifestFile), manifest, 0o600)
+	if err := os.WriteFile(filepath.Join(dir, jobstore.ManifestFile), manifest, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	load := func() error {
 		s := jobstore.New(jobs)
 		s.Committed = committedBySignature(s.Dir)
@@ -64,7 +69,9 @@ func TestCommittedManifestIsTrustedOnlyWithItsSignature(t *testing.T) {
 		flip = "B"
 	}
 	lines[0] = lines[0][:i] + flip + lines[0][i+1:]
-	os.WriteFile(hf, []byte(strings.Join(lines, "")), 0o600)
+	if err := os.WriteFile(hf, []byte(strings.Join(lines, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := load(); err == nil {
 		t.Fatal("a commit with a broken signature was trusted")
 	}

@@ -449,7 +449,7 @@ func newFolderWatch(dir, only string) (*folderWatch, error) {
 	}
 	fw := &folderWatch{dir: dir, only: only, w: w, out: make(chan string, 64)}
 	if err := w.Add(dir); err != nil {
-		w.Close()
+		_ = w.Close() // the error is Add's
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("jobs folder %s: %w", dir, jobstore.ErrNotFound)
 		}
@@ -459,7 +459,7 @@ func newFolderWatch(dir, only string) (*folderWatch, error) {
 	// between is read twice, never missed.
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		w.Close()
+		_ = w.Close() // the error is ReadDir's
 		return nil, fmt.Errorf("read jobs folder: %w", err)
 	}
 	for _, e := range ents {
@@ -477,7 +477,7 @@ func (fw *folderWatch) wants(name string) bool {
 	return fw.only == "" || name == fw.only
 }
 
-func (fw *folderWatch) close() { fw.w.Close() }
+func (fw *folderWatch) close() { _ = fw.w.Close() } // a watcher: nothing to lose
 
 // run forwards events until ctx ends; it closes out when the watcher fails.
 func (fw *folderWatch) run(ctx context.Context) {

@@ -116,7 +116,7 @@ func startLoop(t *testing.T, src watchSource, cfg watchConfig) *loopRun {
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-r.done:
+		case <-r.done: //nolint:errcheck // the test checked it, or it is not the subject
 		case <-time.After(5 * time.Second):
 			t.Error("watch loop did not stop on cancel")
 		}
@@ -349,6 +349,7 @@ func TestElapsedUntilFinished(t *testing.T) {
 // The real thing: fsnotify on a jobs folder, jobs written as logistd
 // writes them (atomic rename), one line per change.
 func TestWatchFolderEvents(t *testing.T) {
+	t.Parallel()
 	jobs := t.TempDir()
 	writeJob(t, jobs, "job-a", jobJSON("PENDING", `"cost_threshold": 100`))
 	store := jobstore.New(jobs)
@@ -406,6 +407,7 @@ func TestWatchFolderEvents(t *testing.T) {
 }
 
 func TestWatchOnceThroughMain(t *testing.T) {
+	t.Parallel()
 	jobs := t.TempDir()
 	writeJob(t, jobs, "job-a", jobJSON("RUNNING", `"current_phase": "work", "cost_threshold": 100, "metrics": {"cumulative_cost": 40}, "run": {"last_summary": "halfway"}`))
 	writeJob(t, jobs, "job-b", jobJSON("PENDING", ""))

@@ -21,11 +21,16 @@ func flags() (*pflag.FlagSet, *int, *string, *time.Duration, *string) {
 }
 
 func TestPrecedenceFlagsEnvFileDefaults(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "c.json")
-	os.WriteFile(file, []byte(`{"max_parallel": 8, "listen": "127.0.0.1:1", "grace": "5s", "jobs_dir": "/from/file"}`), 0o600)
+	if err := os.WriteFile(file, []byte(`{"max_parallel": 8, "listen": "127.0.0.1:1", "grace": "5s", "jobs_dir": "/from/file"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	fs, n, l, g, j := flags()
-	fs.Parse([]string{"--max-parallel", "2"})
+	if err := fs.Parse([]string{"--max-parallel", "2"}); err != nil {
+		t.Fatal(err)
+	}
 	env := map[string]string{"LOGISTD_LISTEN": "127.0.0.1:2"}
 	src, err := Apply(fs, file, func(k string) string { return env[k] }, "config")
 	if err != nil {
@@ -46,15 +51,18 @@ func TestPrecedenceFlagsEnvFileDefaults(t *testing.T) {
 }
 
 func TestBadFilesAreClearErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for name, c := range map[string]struct{ body, want string }{
-		"unknown": {`{"max_paralel": 8}`, "unknown setting(s) max_paralel"},
+		"unknown": {`{"max_paralel": 8}`, "unknown setting(s) max_paralel"}, //nolint:misspell // the typo is the test
 		"json":    {`{"max_parallel": `, "invalid JSON"},
 		"type":    {`{"max_parallel": "lots"}`, "max_parallel"},
 		"config":  {`{"config": "x"}`, "unknown setting(s) config"},
 	} {
 		file := filepath.Join(dir, name+".json")
-		os.WriteFile(file, []byte(c.body), 0o600)
+		if err := os.WriteFile(file, []byte(c.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		fs, _, _, _, _ := flags()
 		_, err := Apply(fs, file, func(string) string { return "" }, "config")
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), file) {
@@ -68,13 +76,16 @@ func TestBadFilesAreClearErrors(t *testing.T) {
 }
 
 func TestRedactedAndJobsDir(t *testing.T) {
+	t.Parallel()
 	r := Redacted(map[string]Source{"api-token": {Value: "abc"}, "listen": {Value: "x"}})
 	if r["api-token"].Value != "[REDACTED]" || r["listen"].Value != "x" {
 		t.Fatalf("%v", r)
 	}
 	dir := t.TempDir()
 	file := filepath.Join(dir, "c.json")
-	os.WriteFile(file, []byte(`{"jobs_dir": "/srv/jobs"}`), 0o600)
+	if err := os.WriteFile(file, []byte(`{"jobs_dir": "/srv/jobs"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	env := map[string]string{"LOGISTD_CONFIG": file}
 	if got := JobsDir(func(k string) string { return env[k] }); got != "/srv/jobs" {
 		t.Errorf("JobsDir from config = %s", got)

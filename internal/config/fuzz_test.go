@@ -26,7 +26,9 @@ func FuzzConfigFile(f *testing.F) {
 		n := fs.Int("max-parallel", 4, "")
 		fs.String("listen", "", "")
 		fs.Duration("grace", 30*time.Second, "")
-		fs.Parse([]string{"--max-parallel", "3"})
+		if err := fs.Parse([]string{"--max-parallel", "3"}); err != nil {
+			t.Fatal(err)
+		}
 		_, _ = Apply(fs, file, func(string) string { return "" })
 		if *n != 3 {
 			t.Fatalf("the command line's --max-parallel 3 became %d", *n)

@@ -96,7 +96,8 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	d := &Daemon{opts: o, log: logger, store: store, metrics: metrics.New(reg, Version, Revision),
 		invalid: map[string]string{}, watched: map[string]bool{}, placed: map[string]time.Time{}, seen: map[string]time.Time{}, lock: lock, key: &keyHolder{}}
 	// The lock may be replaced (the folder recreated): release whichever is held.
-	defer func() { d.lock.Unlock() }()
+	// Closing the descriptor releases it whatever flock(LOCK_UN) says.
+	defer func() { _ = d.lock.Unlock() }()
 	d.key.k.Store(key)
 	// The log's transitions of other processes are this daemon's from now
 	// (or from the previous daemon's clean stop) on.
@@ -137,7 +138,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		defer srv.Close()
+		defer srv.Close() //nolint:errcheck // at exit; nothing to do about it
 	}
 	logger.Info("logistd starting", "jobs_dir", store.Dir, "version", Version, "once", o.Once, "max_parallel", o.MaxParallel, "signing_key", key.ID())
 
@@ -146,7 +147,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("watch jobs folder: %w", err)
 		}
-		defer w.Close()
+		defer w.Close() //nolint:errcheck // at exit; a watcher holds no data
 		d.watcher = w
 		if err := w.Add(store.Dir); err != nil {
 			return fmt.Errorf("watch %s: %w", store.Dir, err)
@@ -176,7 +177,9 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 		if o.Retention > 0 {
 			maint := cron.New()
 			prune := func() { schedule.Prune(d.store, o.Retention, time.Now(), logger) }
-			maint.AddFunc("@hourly", prune)
+			if _, err := maint.AddFunc("@hourly", prune); err != nil {
+				return fmt.Errorf("retention schedule: %w", err)
+			}
 			maint.Start()
 			defer maint.Stop()
 			go prune()

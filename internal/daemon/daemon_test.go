@@ -165,7 +165,9 @@ func TestMainFlags(t *testing.T) {
 		}
 		return ""
 	}
-	os.WriteFile(filepath.Join(dir, "x.json"), []byte(quick), 0o600)
+	if err := os.WriteFile(filepath.Join(dir, "x.json"), []byte(quick), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if code := Main(context.Background(), []string{"logistd", "--once", "--log-format", "text"}, env2, &out, &errb); code != 0 {
 		t.Fatalf("--once with LOGIST_JOBS_DIR: code %d, stderr %s", code, errb.String())
 	}
@@ -186,7 +188,9 @@ func TestFilesArePrivate(t *testing.T) {
 	if err := Run(context.Background(), Options{JobsDir: dir, Once: true, MaxParallel: 1}, discard()); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(dir, "open.json"), []byte(`{"task_description": "t", "encrypt_history": true, "agents": {"worker": {"provider": "command", "command": {"argv": ["sh", "-c", "echo hi > out.txt; echo '{\"action\":\"COMPLETED\",\"evidence_files\":[\"out.txt\"],\"summary_for_supervisor\":\"ok\"}'"]}}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "open.json"), []byte(`{"task_description": "t", "encrypt_history": true, "agents": {"worker": {"provider": "command", "command": {"argv": ["sh", "-c", "echo hi > out.txt; echo '{\"action\":\"COMPLETED\",\"evidence_files\":[\"out.txt\"],\"summary_for_supervisor\":\"ok\"}'"]}}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := Run(context.Background(), Options{JobsDir: dir, Once: true, MaxParallel: 1}, discard()); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +199,7 @@ func TestFilesArePrivate(t *testing.T) {
 		t.Fatalf("job: %v %v", m, err)
 	}
 	n := 0
-	filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+	if err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,7 +213,9 @@ func TestFilesArePrivate(t *testing.T) {
 			t.Errorf("%s has mode %v", rel, fi.Mode().Perm())
 		}
 		return nil
-	})
+	}); err != nil {
+		t.Fatal(err)
+	}
 	for _, want := range []string{".logist/signing.key", ".logist/content.key", history.Path("open"), "open/requests", "open/snapshots"} {
 		if _, err := os.Stat(filepath.Join(dir, want)); err != nil {
 			t.Errorf("expected %s: %v", want, err)
@@ -224,7 +230,9 @@ func TestScheduleCreatesRunsAndMetrics(t *testing.T) {
 	dir := t.TempDir()
 	tpl := `{"task_description": "t", "schedule": {"cron": "@every 1s", "concurrency_policy": "Forbid"},
 	  "agents": {"worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done"}]}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`
-	os.WriteFile(filepath.Join(dir, "tick.json"), []byte(tpl), 0o600)
+	if err := os.WriteFile(filepath.Join(dir, "tick.json"), []byte(tpl), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -284,7 +292,9 @@ func TestStewardPausesAndHaltsAScheduleAcrossRestarts(t *testing.T) {
 	dir := t.TempDir()
 	tpl := `{"task_description": "t", "schedule": {"cron": "@every 1s"},
 	  "agents": {"worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done"}]}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`
-	os.WriteFile(filepath.Join(dir, "tick.json"), []byte(tpl), 0o600)
+	if err := os.WriteFile(filepath.Join(dir, "tick.json"), []byte(tpl), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	store := jobstore.New(dir)
 	runs := func() int {
 		ents, _ := store.List()

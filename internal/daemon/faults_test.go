@@ -100,7 +100,7 @@ func startDaemon(t *testing.T, dir string) (*Daemon, *logBuffer, context.CancelF
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-done:
+		case <-done: //nolint:errcheck // the test checked it, or it is not the subject
 		case <-time.After(10 * time.Second):
 			t.Error("daemon did not stop")
 		}

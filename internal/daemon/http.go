@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -37,7 +38,13 @@ func (d *Daemon) serve(addr string, reg *prometheus.Registry) (*http.Server, err
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
+	go func() {
+		// Serve ends with ErrServerClosed when the daemon closes it;
+		// anything else leaves /metrics and the probes dead: say so.
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			d.log.Warn("HTTP server stopped; /metrics, /healthz and /readyz no longer answer", "err", err.Error())
+		}
+	}()
 	d.log.Info("listening", "addr", ln.Addr().String())
 	return srv, nil
 }
@@ -56,8 +63,8 @@ func (d *Daemon) notReady() string {
 	if err != nil {
 		return "history not writable: " + err.Error()
 	}
-	defer os.Remove(f.Name())
-	defer f.Close()
+	defer os.Remove(f.Name()) //nolint:errcheck // the probe's scratch file
+	defer f.Close()           //nolint:errcheck // the fsync below is the probe
 	if _, err := f.Write([]byte("ok")); err != nil {
 		return "history not writable: " + err.Error()
 	}

@@ -27,8 +27,7 @@ func TestReadmeListsEveryFlag(t *testing.T) {
 	if i < 0 {
 		t.Fatal("README.md has no logistd flag table")
 	}
-	table := text[i:]
-	table = table[:strings.Index(table, "\n\n")]
+	table, _, _ := strings.Cut(text[i:], "\n\n")
 	for _, f := range flags {
 		if !strings.Contains(table, "`--"+f[1]+"`") {
 			t.Errorf("README.md's logistd flag table lacks --%s", f[1])

@@ -101,7 +101,8 @@ func newRelay(store *jobstore.Store, log *slog.Logger, obs interface {
 		}
 		// Gone for good before this daemon logs anything: a crash must not
 		// make the next one log again what this one will.
-		if err := os.Remove(p); err == nil {
+		err = os.Remove(p)
+		if err == nil {
 			err = atomicfile.SyncDir(filepath.Dir(p))
 		}
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -276,7 +277,7 @@ func (r *relay) catchUp(id string) {
 	if err != nil {
 		return // gone, or no longer a job
 	}
-	defer lk.Unlock()
+	defer lk.Unlock() //nolint:errcheck // closing the descriptor releases it anyway
 	j := r.job(id)
 	if j == nil {
 		j = r.follow(id, r.store.JobDir(id), -1)

@@ -245,7 +245,7 @@ func (d *Daemon) rootBack() error {
 	}
 	release := func() {
 		if lock != d.lock {
-			lock.Unlock()
+			_ = lock.Unlock() // closing the descriptor releases it anyway
 		}
 	}
 	key, err := signing.LoadOrCreate(d.store.Dir)
@@ -260,7 +260,7 @@ func (d *Daemon) rootBack() error {
 		return nil
 	}
 	if lock != d.lock {
-		d.lock.Unlock()
+		_ = d.lock.Unlock() // closing the descriptor releases it anyway
 		d.lock = lock
 	}
 	d.key.k.Store(key)

@@ -11,6 +11,7 @@ import (
 // A batch is stored as appends one by one would store it: one chain, the
 // same state; and it costs one fsync.
 func TestAppendBatchChainsLikeAppend(t *testing.T) {
+	t.Parallel()
 	key, err := signing.LoadOrCreate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +84,7 @@ func BenchmarkAppendBatch(b *testing.B) {
 // The records a Log keeps in memory materialise the same jobHistory.json
 // as the records read back from the file; past recsMax it keeps none.
 func TestKeptRecordsMaterialiseAsTheFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l, _, err := Open(dir)
 	if err != nil {

@@ -71,7 +71,9 @@ func TestFirstAppendSettlesFolderInParent(t *testing.T) {
 	// The job folder removed under an open history: the new file's entry
 	// cannot be made durable, so its record is not acknowledged.
 	dir2 := filepath.Join(parent, "job2")
-	os.Mkdir(dir2, 0o700)
+	if err := os.Mkdir(dir2, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	l2, _, err := Open(dir2)
 	if err != nil {
 		t.Fatal(err)

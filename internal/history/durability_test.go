@@ -186,11 +186,14 @@ func tornEverywhere(t *testing.T, src string, o history.Options, key *signing.Ke
 		}
 		l.Close()
 		check(t, dir, n)
-		os.RemoveAll(dir)
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
 func TestTornLastRecordAtEveryOffset(t *testing.T) {
+	t.Parallel()
 	key := signer(t)
 	o := history.Options{Signer: key}
 	src := t.TempDir()
@@ -201,6 +204,7 @@ func TestTornLastRecordAtEveryOffset(t *testing.T) {
 }
 
 func TestTornLastRecordAfterRotation(t *testing.T) {
+	t.Parallel()
 	key := signer(t)
 	o := history.Options{Signer: key, MaxBytes: 2048}
 	src := t.TempDir()
@@ -270,6 +274,7 @@ func gunzip(t *testing.T, p string) []byte {
 }
 
 func TestRotationManyArchives(t *testing.T) {
+	t.Parallel()
 	key := signer(t)
 	o := history.Options{Signer: key, MaxBytes: 2048}
 	dir := t.TempDir()
@@ -352,6 +357,7 @@ func TestRotationManyArchives(t *testing.T) {
 // other archive destroyed, records in the others are still found, and
 // records in the destroyed ones are not.
 func TestReadSeqReadsOneArchive(t *testing.T) {
+	t.Parallel()
 	key := signer(t)
 	dir := t.TempDir()
 	const n = 150
@@ -441,6 +447,7 @@ func finishes(t *testing.T, dir string, o history.Options, key *signing.Key, n i
 }
 
 func TestCrashDuringRotation(t *testing.T) {
+	t.Parallel()
 	key := signer(t)
 	o := history.Options{Signer: key, MaxBytes: 2048}
 
@@ -558,6 +565,7 @@ func stateAfter(t *testing.T, dir string, last int64) history.State {
 // A rotation whose compression failed leaves its plain archive; the next
 // rotation must not take the same archive number and replace it.
 func TestFailedSealIsNotOverwrittenByTheNextRotation(t *testing.T) {
+	t.Parallel()
 	key := signer(t)
 	o := history.Options{Signer: key, MaxBytes: 2048}
 	dir := t.TempDir()

@@ -25,6 +25,7 @@ func TestIsFile(t *testing.T) {
 }
 
 func TestFilesListsTheRun(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if fs, err := Files(filepath.Join(dir, "none")); err != nil || fs != nil {
 		t.Fatalf("no folder: %v, %v", fs, err)
@@ -39,7 +40,9 @@ func TestFilesListsTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, other := range []string{"job.json", "notes.md"} {
-		os.WriteFile(filepath.Join(dir, other), nil, 0o600)
+		if err := os.WriteFile(filepath.Join(dir, other), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	got, err := Files(dir)
 	if err != nil {
@@ -60,6 +63,7 @@ func TestFilesListsTheRun(t *testing.T) {
 // none or an empty one, without reading it: the scheduler's check before
 // starting a new history over a job's recorded work.
 func TestPresent(t *testing.T) {
+	t.Parallel()
 	recs := func(t *testing.T, dir string) {
 		l, _, err := OpenWith(dir, Options{MaxBytes: -1})
 		if err != nil {
@@ -75,10 +79,18 @@ func TestPresent(t *testing.T) {
 	}{
 		{"no history", func(t *testing.T, dir string) {}, false},
 		{"records", recs, true},
-		{"empty active file", func(t *testing.T, dir string) { os.WriteFile(Path(dir), nil, 0o600) }, false},
+		{"empty active file", func(t *testing.T, dir string) {
+			if err := os.WriteFile(Path(dir), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
 		{"empty after a rotation", func(t *testing.T, dir string) {
-			os.WriteFile(Path(dir), nil, 0o600)
-			os.WriteFile(filepath.Join(dir, IndexFile), []byte(`{"archives": []}`), 0o600)
+			if err := os.WriteFile(Path(dir), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, IndexFile), []byte(`{"archives": []}`), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}, true},
 		{"rotation cut short", func(t *testing.T, dir string) {
 			recs(t, dir)
@@ -87,7 +99,9 @@ func TestPresent(t *testing.T) {
 			}
 		}, true},
 		{"active file deleted after a rotation", func(t *testing.T, dir string) {
-			os.WriteFile(filepath.Join(dir, IndexFile), []byte(`{"archives": []}`), 0o600)
+			if err := os.WriteFile(filepath.Join(dir, IndexFile), []byte(`{"archives": []}`), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -100,7 +114,9 @@ func TestPresent(t *testing.T) {
 	}
 	t.Run("unreadable", func(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "f")
-		os.WriteFile(file, nil, 0o600)
+		if err := os.WriteFile(file, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
 		if got, err := Present(file); err == nil || got || !strings.Contains(err.Error(), "stat history") {
 			t.Fatalf("a file for a folder: %v, %v", got, err)
 		}

@@ -128,7 +128,7 @@ func (f *Follower) Follow(ctx context.Context, emit func(Entry) error, o FollowO
 	if err != nil {
 		return fmt.Errorf("watch %s: %w", f.dir, err)
 	}
-	defer w.Close()
+	defer w.Close() //nolint:errcheck // a watcher holds no data
 	// The watch is in place before the first read: a record appended in
 	// between is read twice (and passed on once), never missed.
 	if err := w.Add(f.dir); err != nil {
@@ -227,7 +227,7 @@ func (f *Follower) tail(emit func(Entry) error) (bool, error) {
 		}
 		return false, fmt.Errorf("read history: %w", err)
 	}
-	defer file.Close()
+	defer file.Close() //nolint:errcheck // read-only
 	fi, err := file.Stat()
 	if err != nil {
 		return false, fmt.Errorf("read history: %w", err)

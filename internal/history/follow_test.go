@@ -49,6 +49,7 @@ func (c *collector) n() int {
 }
 
 func TestFollowerIncremental(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	f := NewFollower(dir)
 	c := &collector{}
@@ -131,6 +132,7 @@ func TestFollowerAfterAndSkip(t *testing.T) {
 // records) while the follower polls: every record comes out once, in
 // order, and nothing is lost at a rotation.
 func TestFollowerAcrossRotations(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l, _, err := OpenWith(dir, Options{MaxBytes: 1500})
 	if err != nil {
@@ -178,6 +180,7 @@ func TestFollowerAcrossRotations(t *testing.T) {
 // A rotation's window: the active file renamed into a plain archive that
 // is not yet indexed. The follower waits rather than skip those records.
 func TestFollowerWaitsForUnindexedArchive(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l, _, err := OpenWith(dir, Options{MaxBytes: -1})
 	if err != nil {
@@ -234,6 +237,7 @@ func TestFollowerWaitsForUnindexedArchive(t *testing.T) {
 // order; it returns once Done says the writer is done and it has read to
 // the end, well before the context's deadline.
 func TestFollowAcrossAppendsAndRotations(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l, _, err := OpenWith(dir, Options{MaxBytes: 1500})
 	if err != nil {
@@ -292,6 +296,7 @@ func TestFollowAcrossAppendsAndRotations(t *testing.T) {
 // Follow ends with the context (its error), with the folder
 // (ErrFolderGone), and with emit's error.
 func TestFollowStops(t *testing.T) {
+	t.Parallel()
 	t.Run("deadline", func(t *testing.T) {
 		dir := t.TempDir()
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)

@@ -53,6 +53,7 @@ func response(n int, role, action string) *Record {
 func historyPath(dir string) string { return filepath.Join(dir, FileName) }
 
 func TestOpenCreatesEmpty(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := open(t, dir)
 	st := l.State()
@@ -84,6 +85,7 @@ func TestOpenCreatesEmpty(t *testing.T) {
 }
 
 func TestAppendReadAllRoundTrip(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := open(t, dir)
 	fixed := time.Date(2025, 1, 29, 14, 30, 45, 0, time.FixedZone("CET", 3600))
@@ -150,6 +152,7 @@ func TestAppendReadAllRoundTrip(t *testing.T) {
 }
 
 func TestStateCounters(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := open(t, dir)
 
@@ -213,6 +216,7 @@ func TestStateCounters(t *testing.T) {
 }
 
 func TestOpenIntentIsACopy(t *testing.T) {
+	t.Parallel()
 	l := open(t, t.TempDir())
 	r := intent(0, "worker")
 	appendAll(t, l, r)
@@ -244,6 +248,7 @@ func appendBytes(t *testing.T, p string, data []byte) {
 }
 
 func TestTornTail(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ name, tail string }{
 		{"partial line", `{"v":1,"seq":3,"type":"inte`},
 		{"complete json without newline", `{"v":1,"seq":3,"type":"intent"}`},
@@ -294,6 +299,7 @@ func TestTornTail(t *testing.T) {
 }
 
 func TestTornTailOnlyRecord(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, historyPath(dir), []byte(`{"v":1,"se`))
 	l, torn, err := Open(dir)
@@ -311,6 +317,7 @@ func TestTornTailOnlyRecord(t *testing.T) {
 
 // ReadAll never writes: it skips an in-flight last line but does not cut it.
 func TestReadAllSkipsTornTailWithoutRepair(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := open(t, dir)
 	appendAll(t, l, intent(0, "worker"))
@@ -327,6 +334,7 @@ func TestReadAllSkipsTornTailWithoutRepair(t *testing.T) {
 }
 
 func TestCorruptMiddleLineIsAnError(t *testing.T) {
+	t.Parallel()
 	// good, garbage, good: the garbage is not a torn write.
 	dir := t.TempDir()
 	l := open(t, dir)
@@ -359,6 +367,7 @@ func TestCorruptMiddleLineIsAnError(t *testing.T) {
 }
 
 func TestNewerRecordVersionRefused(t *testing.T) {
+	t.Parallel()
 	for _, where := range []string{"last", "middle"} {
 		t.Run(where, func(t *testing.T) {
 			dir := t.TempDir()
@@ -390,6 +399,7 @@ func TestNewerRecordVersionRefused(t *testing.T) {
 }
 
 func TestRefreshSeesOtherWriter(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a := open(t, dir)
 	appendAll(t, a, intent(0, "worker"))
@@ -432,6 +442,7 @@ func TestRefreshSeesOtherWriter(t *testing.T) {
 }
 
 func TestRefreshAfterShrink(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a := open(t, dir)
 	appendAll(t, a, intent(0, "worker"), response(0, "worker", "COMPLETED"))
@@ -459,6 +470,7 @@ func TestRefreshAfterShrink(t *testing.T) {
 }
 
 func TestRefreshRepairsTornTail(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a := open(t, dir)
 	appendAll(t, a, intent(0, "worker"))
@@ -487,6 +499,7 @@ func hasKeys(t *testing.T, what string, m map[string]any, keys ...string) {
 }
 
 func TestMaterialiseSeedShape(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := open(t, dir)
 	wsOverride := intent(1, "supervisor")
@@ -620,6 +633,7 @@ func TestMaterialiseMalformedRecords(t *testing.T) {
 }
 
 func TestWriteJobHistory(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l := open(t, dir)
 	appendAll(t, l, intent(0, "worker"), response(0, "worker", "COMPLETED"))
@@ -675,6 +689,7 @@ func TestWriteJobHistory(t *testing.T) {
 }
 
 func TestAppendAfterCloseFails(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l, _, err := Open(dir)
 	if err != nil {
@@ -699,6 +714,7 @@ func TestAppendAfterCloseFails(t *testing.T) {
 }
 
 func TestStateRemembersSessionsUntilRollback(t *testing.T) {
+	t.Parallel()
 	l, _, err := Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -90,10 +90,10 @@ func (l *Log) rotate() error {
 		return fmt.Errorf("rotate: new active file: %w", err)
 	}
 	if err := atomicfile.SyncDir(l.dir); err != nil {
-		f.Close()
+		_ = f.Close() // empty; the error is the fsync's
 		return err
 	}
-	l.f.Close()
+	_ = l.f.Close() // the archive: each record was fsync'd as appended
 	l.f, l.size = f, 0
 	return l.recoverRotation()
 }
@@ -169,7 +169,7 @@ func (l *Log) seal(n int) error {
 	serr := f.Sync()
 	ferr := f.Close()
 	if err := errors.Join(werr, cerr, serr, ferr); err != nil {
-		os.Remove(tmp)
+		_ = os.Remove(tmp) // a cut temp copy; the plain archive stays
 		return fmt.Errorf("compress %s: %w", plain, err)
 	}
 	if err := os.Rename(tmp, filepath.Join(l.dir, gzName)); err != nil {
@@ -195,7 +195,7 @@ func readArchive(dir string, a Archive) ([]Entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("history archive: %w", err)
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only
 	zr, err := gzip.NewReader(f)
 	if err != nil {
 		return nil, fmt.Errorf("history archive %s: %w", a.File, err)

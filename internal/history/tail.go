@@ -27,7 +27,7 @@ func lastEntry(dir string, match func(*Entry) bool, hints ...[]byte) (e *Entry, 
 	if err != nil {
 		return nil, false
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, false

@@ -43,7 +43,9 @@ func TestLastResponse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Write(line)
+	if _, err := f.Write(line); err != nil {
+		t.Fatal(err)
+	}
 	f.Close()
 	if r, ok := LastResponse(dir); !ok || r.Interaction == nil || *r.Interaction != 2 {
 		t.Fatalf("LastResponse = %+v, %v; want interaction 2, not the unfinished unit's", r, ok)

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/logist/logist/internal/lifecycle"
 )
@@ -27,6 +26,7 @@ func writeJob(t *testing.T, s *Store, id, body string) {
 // A manifest checked once is not checked again while its bytes are the
 // same; an edit from outside is checked in full, however small.
 func TestLoadChecksAChangedFileAgain(t *testing.T) {
+	t.Parallel()
 	s := New(t.TempDir())
 	writeJob(t, s, "a", validJob)
 	if _, err := s.Load("a"); err != nil {
@@ -44,6 +44,7 @@ func TestLoadChecksAChangedFileAgain(t *testing.T) {
 
 // What this process wrote itself needs no check when read back.
 func TestWriteManifestIsTrusted(t *testing.T) {
+	t.Parallel()
 	s := New(t.TempDir())
 	writeJob(t, s, "a", validJob)
 	m, err := s.Load("a")
@@ -63,17 +64,10 @@ func TestWriteManifestIsTrusted(t *testing.T) {
 	}
 }
 
-func ageFile(t *testing.T, p string) {
-	t.Helper()
-	old := time.Now().Add(-time.Hour)
-	if err := os.Chtimes(p, old, old); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // The index serves unchanged manifests, never a changed one, and never
 // indexes a file changed within indexStable (its ctime could repeat).
 func TestListSummariesIndex(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := New(dir)
 	writeJob(t, s, "a", validJob)

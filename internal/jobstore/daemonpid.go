@@ -59,7 +59,7 @@ func flockHolder(dev, ino uint64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only
 	// "1: FLOCK  ADVISORY  WRITE 4242 fe:00:9978076 0 EOF"; a waiter's
 	// line has "->" after the number.
 	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(dev), unix.Minor(dev), ino)

@@ -18,7 +18,9 @@ func TestDaemonPID(t *testing.T) {
 	}
 	// A lock file a daemon left behind, with a live pid in it, but not
 	// held: no daemon.
-	os.WriteFile(filepath.Join(dir, daemonLock), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600)
+	if err := os.WriteFile(filepath.Join(dir, daemonLock), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if pid := s.DaemonPID(); pid != 0 {
 		t.Fatalf("unheld lock: DaemonPID = %d, want 0", pid)
 	}
@@ -40,7 +42,9 @@ func TestDaemonPID(t *testing.T) {
 func TestDaemonPIDNeverTakesTheLock(t *testing.T) {
 	dir := t.TempDir()
 	s := New(dir)
-	os.WriteFile(filepath.Join(dir, daemonLock), nil, 0o600)
+	if err := os.WriteFile(filepath.Join(dir, daemonLock), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	for range 1 {
@@ -65,6 +69,8 @@ func TestDaemonPIDNeverTakesTheLock(t *testing.T) {
 		lk.Unlock()
 		// Truncated, as a daemon that has just taken the lock leaves it
 		// before writing its pid.
-		os.WriteFile(filepath.Join(dir, daemonLock), nil, 0o600)
+		if err := os.WriteFile(filepath.Join(dir, daemonLock), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -135,7 +135,7 @@ func (s *Store) writeIndex(entries map[string]indexEntry) error {
 		err = os.Rename(f.Name(), s.indexPath())
 	}
 	if err != nil {
-		os.Remove(f.Name())
+		_ = os.Remove(f.Name()) // the failed write's temp file
 	}
 	return err
 }

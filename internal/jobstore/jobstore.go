@@ -306,7 +306,7 @@ func readManifestOnce(p string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only
 	data, err := io.ReadAll(io.LimitReader(f, manifest.MaxSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, err)
@@ -384,7 +384,7 @@ func (l *Lock) Unlock() error {
 		return nil
 	}
 	err := syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
-	l.f.Close()
+	_ = l.f.Close() // a directory or lock file opened only to be locked
 	l.f = nil
 	return err
 }
@@ -414,7 +414,7 @@ func (s *Store) LockJob(id string) (*Lock, error) {
 		}
 	}
 	if err != nil {
-		f.Close()
+		_ = f.Close() // a directory opened read-only
 		return nil, fmt.Errorf("lock job %s: %w", id, err)
 	}
 	return &Lock{f: f}, nil
@@ -436,11 +436,11 @@ func (s *Store) Relock(id string, l *Lock) (*Lock, error) {
 	cur, err := os.Lstat(s.JobDir(id))
 	mine, merr := l.f.Stat()
 	if err != nil || merr != nil || !os.SameFile(cur, mine) {
-		l.Unlock()
+		_ = l.Unlock() // not held: released at Release
 		return s.LockJob(id)
 	}
 	if _, err := os.Stat(filepath.Join(s.JobDir(id), ManifestFile)); err != nil {
-		l.Unlock()
+		_ = l.Unlock() // not held: released at Release
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
 		}
@@ -450,7 +450,7 @@ func (s *Store) Relock(id string, l *Lock) (*Lock, error) {
 		err := syscall.Flock(int(l.f.Fd()), syscall.LOCK_EX)
 		if err != syscall.EINTR {
 			if err != nil {
-				l.Unlock()
+				_ = l.Unlock() // not taken; the error is flock's
 				return nil, fmt.Errorf("lock job %s: %w", id, err)
 			}
 			return l, nil
@@ -495,7 +495,7 @@ func (s *Store) LockDaemon() (*Lock, error) {
 			time.Sleep(5 * time.Millisecond)
 			continue
 		}
-		f.Close()
+		_ = f.Close() // nothing written; the error is flock's
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, &DaemonLockedError{Dir: s.Dir, PID: pid}
 		}
@@ -546,7 +546,7 @@ func (s *Store) Place(bare string) (string, error) {
 		return "", fmt.Errorf("place %s: %w", bare, err)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, manifest.MaxSize+1))
-	f.Close()
+	_ = f.Close() // read-only
 	if err != nil {
 		return "", fmt.Errorf("place %s: %w", bare, err)
 	}
@@ -579,7 +579,7 @@ func (s *Store) Place(bare string) (string, error) {
 		}
 	}
 	if err := os.Rename(bare, filepath.Join(dir, ManifestFile)); err != nil {
-		os.Remove(dir) // only if empty
+		_ = os.Remove(dir) // only if empty; one left is taken by the next Place
 		return "", fmt.Errorf("place %s: %w", bare, err)
 	}
 	// Not fsync'd here but marked: the job's first history append fsyncs

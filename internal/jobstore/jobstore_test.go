@@ -11,11 +11,14 @@ import (
 // While the daemon saves a manifest in place, over and over, a reader gets
 // one of the saved manifests whole every time, never an error.
 func TestLoadDuringInPlaceSaves(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	w := New(dir)
 	w.InPlace = true
 	r := New(dir)
-	os.MkdirAll(w.JobDir("j"), 0o700)
+	if err := os.MkdirAll(w.JobDir("j"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	const agents = `"agents": {"worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "s"}]}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "s"}]}}`
 	a := []byte(`{"task_description": "short", ` + agents + `}` + "\n")
 	b := []byte(`{"task_description": "a much longer description than the other one, to change the size", ` + agents + `}` + "\n")
@@ -58,10 +61,15 @@ func TestLoadDuringInPlaceSaves(t *testing.T) {
 // The job lock excludes: a second LockJob waits until the first is
 // released, including one kept open by Release and taken again by Relock.
 func TestJobLockExcludes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := New(dir)
-	os.MkdirAll(s.JobDir("j"), 0o700)
-	os.WriteFile(filepath.Join(s.JobDir("j"), ManifestFile), []byte(`{}`), 0o600)
+	if err := os.MkdirAll(s.JobDir("j"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.JobDir("j"), ManifestFile), []byte(`{}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, kept := range []bool{false, true} {
 		l, err := s.LockJob("j")
 		if err != nil {

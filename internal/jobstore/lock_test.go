@@ -91,17 +91,24 @@ func TestDaemonLockOfALiveDaemonIsRefused(t *testing.T) {
 // A crash between creating a job's folder and moving its manifest in
 // leaves an empty folder; placing the manifest again takes it.
 func TestPlaceTakesFolderLeftByCrash(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := New(dir)
-	os.Mkdir(filepath.Join(dir, "left"), 0o700)
+	if err := os.Mkdir(filepath.Join(dir, "left"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	bare := filepath.Join(dir, "left.json")
-	os.WriteFile(bare, []byte(`{"task_description": "t"}`), 0o600)
+	if err := os.WriteFile(bare, []byte(`{"task_description": "t"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	id, err := s.Place(bare)
 	if err != nil || id != "left" {
 		t.Fatalf("Place: %q %v", id, err)
 	}
 	// A folder with a manifest is another job.
-	os.WriteFile(bare, []byte(`{"task_description": "t"}`), 0o600)
+	if err := os.WriteFile(bare, []byte(`{"task_description": "t"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.Place(bare); err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Fatalf("second Place: %v", err)
 	}
@@ -110,10 +117,15 @@ func TestPlaceTakesFolderLeftByCrash(t *testing.T) {
 // The daemon ignores the watcher's echo of its own manifest saves, but never
 // a change another process made.
 func TestWrittenHere(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := New(dir)
-	os.MkdirAll(filepath.Join(dir, "j"), 0o700)
-	os.WriteFile(filepath.Join(dir, "j", ManifestFile), []byte(`{"task_description": "t", "agents": {"worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "x"}]}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "x"}]}}}`), 0o600)
+	if err := os.MkdirAll(filepath.Join(dir, "j"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "j", ManifestFile), []byte(`{"task_description": "t", "agents": {"worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "x"}]}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "x"}]}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if s.WrittenHere("j") {
 		t.Fatal("a manifest this store never saved counts as its own")
 	}
@@ -143,7 +155,9 @@ func TestPlaceDefersFolderSyncs(t *testing.T) {
 	dir := t.TempDir()
 	s := New(dir)
 	bare := filepath.Join(dir, "p.json")
-	os.WriteFile(bare, []byte(`{"task_description": "t"}`), 0o600)
+	if err := os.WriteFile(bare, []byte(`{"task_description": "t"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	n := atomicfile.DirSyncs.Load()
 	id, err := s.Place(bare)
 	if err != nil {

@@ -13,7 +13,9 @@ func BenchmarkCommitUnit(b *testing.B) {
 	t := &testing.T{}
 	f := newFixture(t)
 	var ru0, ru1 syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru0); err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	var keep Kept
 	for i := 0; i < b.N; i++ {
@@ -34,7 +36,9 @@ func BenchmarkCommitUnit(b *testing.B) {
 	}
 	b.StopTimer()
 	keep.Close()
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru1); err != nil {
+		b.Fatal(err)
+	}
 	sys := time.Duration(syscall.TimevalToNsec(ru1.Stime) - syscall.TimevalToNsec(ru0.Stime))
 	usr := time.Duration(syscall.TimevalToNsec(ru1.Utime) - syscall.TimevalToNsec(ru0.Utime))
 	b.ReportMetric(float64(sys.Microseconds())/float64(b.N), "sys-us/op")

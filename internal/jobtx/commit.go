@@ -266,8 +266,9 @@ func packManifest(compact []byte) string {
 	var b bytes.Buffer
 	w := deflaters.Get().(*flate.Writer)
 	w.Reset(&b)
-	w.Write(compact)
-	w.Close()
+	// Into a bytes.Buffer: neither can fail.
+	_, _ = w.Write(compact)
+	_ = w.Close()
 	deflaters.Put(w)
 	return packedPrefix + base64.StdEncoding.EncodeToString(b.Bytes())
 }

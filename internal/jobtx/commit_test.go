@@ -161,6 +161,7 @@ func (f *fixture) checkUntouched(t *testing.T) {
 }
 
 func TestCommitWritesRecordsWithTheManifest(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	tx := f.begin(t)
 	f.unit(t, tx)
@@ -180,6 +181,7 @@ func TestCommitWritesRecordsWithTheManifest(t *testing.T) {
 // the manifest file is at the unit's base, torn, or replaced. The next
 // Begin leaves the job exactly as before the unit or exactly as after it.
 func TestCommitInterruptedAnywhereIsFinishedOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	hf := history.Path(f.dir)
 	mf := filepath.Join(f.dir, jobstore.ManifestFile)
@@ -258,6 +260,7 @@ func TestCommitInterruptedAnywhereIsFinishedOnce(t *testing.T) {
 // A manifest that is neither the last unit's base nor its result was
 // changed by someone else since (a steward's hand edit): kept as is.
 func TestManifestEditedAfterACommitIsKept(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	tx := f.begin(t)
 	f.unit(t, tx)
@@ -287,6 +290,7 @@ func TestManifestEditedAfterACommitIsKept(t *testing.T) {
 // The history keeps the manifest sealed for a job with encrypted history,
 // and a lost file is restored from the sealed copy.
 func TestEncryptedHistorySealsTheCommittedManifest(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	mf := filepath.Join(f.dir, jobstore.ManifestFile)
 	tx := f.begin(t)
@@ -366,6 +370,7 @@ func TestCommitIsOneHistoryFsync(t *testing.T) {
 
 // A change with no record of its own is a commit record.
 func TestManifestOnlyChangeIsCommitted(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	tx := f.begin(t)
 	tx.M.Run.Guidance = "later change, no records"
@@ -392,6 +397,7 @@ func TestManifestOnlyChangeIsCommitted(t *testing.T) {
 // Records appended while the manifest is unchanged are durable at once
 // (an intent before the call; a steward's record before its effect).
 func TestAppendBeforeAnyChangeIsImmediate(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	tx := f.begin(t)
 	defer tx.Close()
@@ -405,6 +411,7 @@ func TestAppendBeforeAnyChangeIsImmediate(t *testing.T) {
 
 // A change that is never committed leaves no record behind.
 func TestUncommittedChangeLeavesNoRecords(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	tx := f.begin(t)
 	f.unit(t, tx)
@@ -417,6 +424,7 @@ func TestUncommittedChangeLeavesNoRecords(t *testing.T) {
 
 // An intent cannot wait for a commit: the agent is called after it.
 func TestIntentAfterUncommittedRecordsIsRefused(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	tx := f.begin(t)
 	defer tx.Close()
@@ -431,6 +439,7 @@ func TestIntentAfterUncommittedRecordsIsRefused(t *testing.T) {
 
 // A commit whose first record cannot be written did not happen.
 func TestCommitFailingAtFirstRecordLeavesNothing(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	tx := f.begin(t)
 	f.unit(t, tx)
@@ -448,9 +457,10 @@ func TestCommitFailingAtFirstRecordLeavesNothing(t *testing.T) {
 // Begin, and the transaction writes nothing more: another record would
 // follow a unit the log does not know it holds.
 func TestTransactionStopsAfterAnUnfinishedCommit(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	f.env.History.Write = func(fl *os.File, line []byte) (int, error) {
-		fl.Write(line) // stored, but reported as failed: the log is not intact
+		_, _ = fl.Write(line) // stored, but reported as failed: the log is not intact
 		return 0, errors.New("injected write failure")
 	}
 	tx := f.begin(t)
@@ -476,6 +486,7 @@ func TestTransactionStopsAfterAnUnfinishedCommit(t *testing.T) {
 // made by anyone else in between: another transaction, or a new file put
 // in its place by hand.
 func TestKeptManifestSeesChangesFromOutside(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	var keep Kept
 	defer keep.Close()
@@ -508,7 +519,9 @@ func TestKeptManifestSeesChangesFromOutside(t *testing.T) {
 	b, _ := os.ReadFile(mf)
 	edited := bytes.Replace(b, []byte(`"task_description": "t"`), []byte(`"task_description": "by hand!"`), 1)
 	tmp := mf + ".new"
-	os.WriteFile(tmp, edited, 0o600)
+	if err := os.WriteFile(tmp, edited, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Rename(tmp, mf); err != nil {
 		t.Fatal(err)
 	}
@@ -526,6 +539,7 @@ func TestKeptManifestSeesChangesFromOutside(t *testing.T) {
 // the same manifest a fresh decode of the file gives, and never one a
 // transaction changed without committing.
 func TestKeptManifestIsTheFilesAndPristine(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	var keep Kept
 	defer keep.Close()

@@ -133,11 +133,11 @@ type Kept struct {
 // Close closes what k keeps.
 func (k *Kept) Close() {
 	if k.log != nil {
-		k.log.Close()
+		_ = k.log.Close() // each record was fsync'd as appended
 		k.log = nil
 	}
 	if k.lock != nil {
-		k.lock.Unlock()
+		_ = k.lock.Unlock() // closing the descriptor releases it anyway
 		k.lock = nil
 	}
 }
@@ -244,7 +244,7 @@ func sameArray(a, b []byte) bool {
 // dropLock releases and closes the lock of a Begin that failed; a keep
 // takes a new one next time.
 func (t *Tx) dropLock() {
-	t.lock.Unlock()
+	_ = t.lock.Unlock() // closing the descriptor releases it anyway
 	if t.keep != nil {
 		t.keep.lock = nil
 	}
@@ -266,13 +266,17 @@ func (t *Tx) Close() {
 		t.queue = nil
 	}
 	if t.ownLog && t.Log != nil {
-		t.Log.Close()
+		_ = t.Log.Close() // each record was fsync'd as appended
 	}
 	if t.keep != nil {
-		t.lock.Release()
-		return
+		if t.lock.Release() == nil {
+			return
+		}
+		// Still held: closing the file releases it, and the next Begin
+		// takes a new one.
+		t.keep.lock = nil
 	}
-	t.lock.Unlock()
+	_ = t.lock.Unlock() // closing the descriptor releases it anyway
 }
 
 // Now is the transaction's clock.

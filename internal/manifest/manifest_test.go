@@ -43,7 +43,8 @@ func problems(t *testing.T, err error) []*Error {
 }
 
 // wantProblem asserts that decoding s fails with a problem at pointer whose
-// reason contains reasonPart, and that every problem names the file.
+// reason contains reasonPart, and that every problem names the file. It
+// returns that problem; callers that want only the assertion drop it.
 func wantProblem(t *testing.T, s, pointer, reasonPart string) *Error {
 	t.Helper()
 	m, err := Decode("jobs/x/job.json", []byte(s))
@@ -173,7 +174,7 @@ func TestDecodeInvalidJSON(t *testing.T) {
 
 func TestDecodeNotAnObject(t *testing.T) {
 	for _, s := range []string{`[]`, `"x"`, `1`, `null`} {
-		wantProblem(t, s, "", "JSON object")
+		_ = wantProblem(t, s, "", "JSON object")
 	}
 }
 
@@ -278,7 +279,7 @@ func TestDecodeSchemaViolations(t *testing.T) {
 		{"command empty argv", `{"task_description": "t", "agents": {"worker": {"provider": "command", "command": {"argv": []}}, "supervisor": {"provider": "script", "script": [{}]}}}`, "/agents/worker/command/argv", ""},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { wantProblem(t, c.data, c.pointer, c.reason) })
+		_ = t.Run(c.name, func(t *testing.T) { _ = wantProblem(t, c.data, c.pointer, c.reason) })
 	}
 }
 
@@ -318,30 +319,30 @@ func TestDecodeTooNew(t *testing.T) {
 
 func TestDecodeSemanticChecks(t *testing.T) {
 	t.Run("unknown builtin workflow", func(t *testing.T) {
-		wantProblem(t, withFields(`"workflow": "nonexistent"`), "/workflow", "nonexistent")
+		_ = wantProblem(t, withFields(`"workflow": "nonexistent"`), "/workflow", "nonexistent")
 	})
 	t.Run("inline target missing", func(t *testing.T) {
-		wantProblem(t, withFields(`"workflow": {"name": "w", "start": "a", "phases": {"a": {"role": "worker", "on": {"COMPLETED": "b", "RETRY": "a", "STUCK": "INTERVENTION_REQUIRED"}}}}`), "/workflow", `"b"`)
+		_ = wantProblem(t, withFields(`"workflow": {"name": "w", "start": "a", "phases": {"a": {"role": "worker", "on": {"COMPLETED": "b", "RETRY": "a", "STUCK": "INTERVENTION_REQUIRED"}}}}`), "/workflow", `"b"`)
 	})
 	t.Run("inline start missing", func(t *testing.T) {
-		wantProblem(t, withFields(`"workflow": {"name": "w", "start": "zzz", "phases": {"a": {"role": "worker", "on": {"COMPLETED": "SUCCESS", "RETRY": "a", "STUCK": "a"}}}}`), "/workflow", "zzz")
+		_ = wantProblem(t, withFields(`"workflow": {"name": "w", "start": "zzz", "phases": {"a": {"role": "worker", "on": {"COMPLETED": "SUCCESS", "RETRY": "a", "STUCK": "a"}}}}`), "/workflow", "zzz")
 	})
 	t.Run("role without agent", func(t *testing.T) {
-		wantProblem(t, `{"task_description": "t", "agents": {"worker": {"provider": "script", "script": [{}]}}}`, "/agents", `"supervisor"`)
+		_ = wantProblem(t, `{"task_description": "t", "agents": {"worker": {"provider": "script", "script": [{}]}}}`, "/agents", `"supervisor"`)
 	})
 	t.Run("inline role without agent", func(t *testing.T) {
-		wantProblem(t, withFields(`"workflow": {"name": "w", "start": "a", "phases": {"a": {"role": "critic", "on": {"COMPLETED": "SUCCESS", "RETRY": "a", "STUCK": "INTERVENTION_REQUIRED"}}}}`), "/agents", `"critic"`)
+		_ = wantProblem(t, withFields(`"workflow": {"name": "w", "start": "a", "phases": {"a": {"role": "critic", "on": {"COMPLETED": "SUCCESS", "RETRY": "a", "STUCK": "INTERVENTION_REQUIRED"}}}}`), "/agents", `"critic"`)
 	})
 	t.Run("current phase unknown", func(t *testing.T) {
-		wantProblem(t, withFields(`"current_phase": "deploy"`), "/current_phase", "deploy")
+		_ = wantProblem(t, withFields(`"current_phase": "deploy"`), "/current_phase", "deploy")
 	})
 	t.Run("answer file without placeholder", func(t *testing.T) {
-		wantProblem(t, `{"task_description": "t", "agents": {"worker": {"provider": "command", "command": {"argv": ["agent", "--out", "x.json"], "answer": "file"}}, "supervisor": {"provider": "script", "script": [{}]}}}`,
+		_ = wantProblem(t, `{"task_description": "t", "agents": {"worker": {"provider": "command", "command": {"argv": ["agent", "--out", "x.json"], "answer": "file"}}, "supervisor": {"provider": "script", "script": [{}]}}}`,
 			"/agents/worker/command/argv", "{answer_file}")
 	})
 	t.Run("empty program", func(t *testing.T) {
 		for _, argv := range []string{`[""]`, `["  ", "--request", "{request_file}"]`} {
-			wantProblem(t, `{"task_description": "t", "agents": {"worker": {"provider": "command", "command": {"argv": `+argv+`}}, "supervisor": {"provider": "script", "script": [{}]}}}`,
+			_ = wantProblem(t, `{"task_description": "t", "agents": {"worker": {"provider": "command", "command": {"argv": `+argv+`}}, "supervisor": {"provider": "script", "script": [{}]}}}`,
 				"/agents/worker/command/argv/0", "empty")
 		}
 	})
@@ -352,10 +353,10 @@ func TestDecodeSemanticChecks(t *testing.T) {
 		}
 	})
 	t.Run("time threshold underflows to zero", func(t *testing.T) {
-		wantProblem(t, withFields(`"time_threshold_minutes": 1e-400`), "/time_threshold_minutes", "> 0")
+		_ = wantProblem(t, withFields(`"time_threshold_minutes": 1e-400`), "/time_threshold_minutes", "> 0")
 	})
 	t.Run("call timeout underflows to zero", func(t *testing.T) {
-		wantProblem(t, withFields(`"limits": {"call_timeout_seconds": 1e-400}`), "/limits/call_timeout_seconds", "> 0")
+		_ = wantProblem(t, withFields(`"limits": {"call_timeout_seconds": 1e-400}`), "/limits/call_timeout_seconds", "> 0")
 	})
 	t.Run("context file starting with dots is inside", func(t *testing.T) {
 		m := decodeOK(t, withFields(`"context_files": ["..hidden", "a/..b"]`))

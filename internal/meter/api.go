@@ -118,7 +118,7 @@ func modelOf(m map[string]json.RawMessage) (string, error) {
 // boolOf reads a boolean member (false when absent or not a boolean).
 func boolOf(m map[string]json.RawMessage, k string) bool {
 	var b bool
-	json.Unmarshal(m[k], &b)
+	_ = json.Unmarshal(m[k], &b) // absent or not a boolean: false
 	return b
 }
 
@@ -192,12 +192,6 @@ func geminiStatus(status int) string {
 		return "DEADLINE_EXCEEDED"
 	}
 	return "UNAVAILABLE"
-}
-
-// jsonString encodes s as a JSON string.
-func jsonString(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
 }
 
 // errNotJSON is an event or body that is not the JSON the API sends.

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/logist/logist/internal/codes"
-	"github.com/logist/logist/internal/modelstub"
+	"github.com/logist/logist/internal/testbed/modelstub"
 )
 
 // longAnswer streams in 40 deltas of 100 bytes: 25 estimated output tokens

@@ -11,7 +11,7 @@ import (
 
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/manifest"
-	"github.com/logist/logist/internal/modelstub"
+	"github.com/logist/logist/internal/testbed/modelstub"
 )
 
 // Real agent CLIs (installed by scripts/install-agents.sh into
@@ -78,7 +78,9 @@ func TestRealCLIsThroughTheProxy(t *testing.T) {
 			}
 			jobDir := t.TempDir()
 			ws := filepath.Join(jobDir, "workspace")
-			os.MkdirAll(ws, 0o700)
+			if err := os.MkdirAll(ws, 0o700); err != nil {
+				t.Fatal(err)
+			}
 			pc := &agent.PresetCommand{Preset: preset, Model: cc.model,
 				Cfg: manifest.Command{Preset: cc.preset, Program: bin, Args: cc.args,
 					// What the engine will do: the proxy as the base URL,

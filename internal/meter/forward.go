@@ -45,7 +45,7 @@ func (p *Proxy) forwardFree(ctx context.Context, w http.ResponseWriter, r *http.
 	if err == nil {
 		var resp *http.Response
 		if resp, err = p.cfg.Transport.RoundTrip(req); err == nil {
-			defer resp.Body.Close()
+			defer resp.Body.Close() //nolint:errcheck // a response body, read only
 			p.copyResponse(w, c, rt.family, resp)
 			return
 		}
@@ -64,9 +64,10 @@ func (p *Proxy) copyResponse(w http.ResponseWriter, c *call, f Family, resp *htt
 		return
 	}
 	clientHeader(w.Header(), resp.Header)
-	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(p.cfg.WriteTimeout))
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(p.cfg.WriteTimeout)) // the server's writers support it
 	w.WriteHeader(resp.StatusCode)
-	io.Copy(w, io.LimitReader(body, p.cfg.MaxResponseBytes))
+	// Not metered: a client or provider gone midway leaves nobody to tell.
+	_, _ = io.Copy(w, io.LimitReader(body, p.cfg.MaxResponseBytes))
 }
 
 // forwardMetered sends a metered request and meters its response: a
@@ -111,7 +112,7 @@ func (p *Proxy) forwardMetered(ctx context.Context, w http.ResponseWriter, rc *h
 		p.fail(w, c, rt.family, status, codes.UpstreamFailed, x.model, "the provider could not be reached: "+redact(err.Error(), secrets))
 		return false
 	}
-	defer resp.Body.Close()
+	defer resp.Body.Close() //nolint:errcheck // a response body, read only
 	if resp.StatusCode/100 != 2 {
 		// Providers do not bill a request they refused.
 		c.upstreamError()

@@ -21,7 +21,7 @@ func (c *clientWriter) write(b []byte) error {
 	if err := c.ctx.Err(); err != nil {
 		return err
 	}
-	c.rc.SetWriteDeadline(time.Now().Add(c.timeout))
+	_ = c.rc.SetWriteDeadline(time.Now().Add(c.timeout)) // the server's writers support it
 	if _, err := c.w.Write(b); err != nil {
 		return err
 	}

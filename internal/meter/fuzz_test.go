@@ -85,10 +85,10 @@ func FuzzUsageDecoders(f *testing.F) {
 			a.event(x, name, data)
 			check(t, a, x, price)
 			x = &exchange{api: a, model: "m", tally: newTally(len(data))}
-			a.whole(x, data)
+			_ = a.whole(x, data) // refused or metered: check says whether consistently
 			check(t, a, x, price)
 			// A request body: read or refused, never a panic.
-			a.request(route{model: "m", stream: true}, url.Values{}, data)
+			_, _ = a.request(route{model: "m", stream: true}, url.Values{}, data)
 		}
 	})
 }

@@ -61,7 +61,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
 		if handling { // the controller is not to be used once the handler returned
-			rc.SetWriteDeadline(time.Now())
+			_ = rc.SetWriteDeadline(time.Now()) // the server's writers support it
 		}
 	})
 	defer func() {
@@ -114,8 +114,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // refuse with.
 func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, string, error) {
 	rc := http.NewResponseController(w)
-	rc.SetReadDeadline(time.Now().Add(p.cfg.ReadTimeout))
-	defer rc.SetReadDeadline(time.Time{})
+	// The server's writers support deadlines: these cannot fail here.
+	_ = rc.SetReadDeadline(time.Now().Add(p.cfg.ReadTimeout))
+	defer rc.SetReadDeadline(time.Time{}) //nolint:errcheck // see above
 	max := p.cfg.MaxRequestBytes
 	var rd io.Reader = http.MaxBytesReader(w, r.Body, max)
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
@@ -166,7 +167,7 @@ func (p *Proxy) fail(w http.ResponseWriter, c *call, f Family, status int, code,
 	joblog.Log(p.log, proxyMessage(code, msg), pr, "call", callID, "model", model, "http_status", status)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(errorBody(f, status, code, msg))
+	_, _ = w.Write(errorBody(f, status, code, msg)) // logged above; a client gone cannot be told
 }
 
 // logExchange logs one metered request: at debug level when it went well,

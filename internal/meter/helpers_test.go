@@ -16,7 +16,7 @@ import (
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/manifest"
-	"github.com/logist/logist/internal/modelstub"
+	"github.com/logist/logist/internal/testbed/modelstub"
 )
 
 // The real keys the proxy holds in tests; no agent request may carry them,
@@ -94,7 +94,7 @@ func newHarnessFor(t *testing.T, stub *modelstub.Server, ups map[string]Upstream
 	if err != nil {
 		t.Fatal(err)
 	}
-	go p.Serve(ln)
+	go func() { _ = p.Serve(ln) }() // ends at Close
 	t.Cleanup(func() { p.Close() })
 	h := &harness{t: t, stub: stub, proxy: p, root: "http://" + ln.Addr().String(), logs: logs}
 	t.Cleanup(func() {

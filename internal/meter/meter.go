@@ -272,7 +272,7 @@ func ListenUnix(path string) (net.Listener, error) {
 		return nil, fmt.Errorf("meter: %w", err)
 	}
 	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
+		_ = ln.Close() // the error is Chmod's
 		return nil, fmt.Errorf("meter: %w", err)
 	}
 	return ln, nil

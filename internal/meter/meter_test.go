@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/logist/logist/internal/modelstub"
+	"github.com/logist/logist/internal/testbed/modelstub"
 )
 
 // stubUsage is what the stub reports on every reply; every API puts it in
@@ -120,7 +120,9 @@ func TestChatIncludeUsageAddedUpstream(t *testing.T) {
 		t.Fatalf("(%v) the client got a usage chunk it did not ask for:\n%s", err, body)
 	}
 	var sent map[string]any
-	json.Unmarshal(h.stub.Requests()[0].Body, &sent)
+	if err := json.Unmarshal(h.stub.Requests()[0].Body, &sent); err != nil {
+		t.Fatal(err)
+	}
 	if so, _ := sent["stream_options"].(map[string]any); so["include_usage"] != true {
 		t.Errorf("upstream stream_options %v", sent["stream_options"])
 	}

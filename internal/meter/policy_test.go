@@ -14,7 +14,7 @@ import (
 
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/manifest"
-	"github.com/logist/logist/internal/modelstub"
+	"github.com/logist/logist/internal/testbed/modelstub"
 )
 
 // TestTokensMapToTheirJobs: each call's traffic is counted for its own
@@ -196,7 +196,7 @@ func TestServesOnAUnixSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go p.Serve(ln)
+	go func() { _ = p.Serve(ln) }() // ends at Close
 	defer p.Close()
 	tok, _ := p.Issue(Grant{Job: "job", Upstreams: []string{"openai"}})
 	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -206,7 +206,9 @@ func TestServesOnAUnixSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	io.ReadAll(resp.Body)
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Fatal(err)
+	}
 	resp.Body.Close()
 	if tot, _ := p.Revoke(tok); resp.StatusCode != 200 || tot.Tokens != wantUsage {
 		t.Errorf("%d %+v", resp.StatusCode, tot)
@@ -229,7 +231,7 @@ func TestRequestBodies(t *testing.T) {
 	plain, _ := io.ReadAll(r.Body)
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
-	zw.Write(plain)
+	_, _ = zw.Write(plain) // into a bytes.Buffer: cannot fail
 	zw.Close()
 	r.Body, r.ContentLength = io.NopCloser(&gz), int64(gz.Len())
 	r.Header.Set("Content-Encoding", "gzip")
@@ -274,7 +276,9 @@ func TestDuplicateModelMemberCannotDodgeThePrice(t *testing.T) {
 	r, _ := http.NewRequest("POST", h.root+"/v1/chat/completions",
 		strings.NewReader(`{"model":"gpt-5-nano","messages":[{"role":"user","content":"hi"}],"model":"gpt-4o"}`))
 	r.Header.Set("Authorization", "Bearer "+tok)
-	do(t, r)
+	if _, _, err := do(t, r); err != nil {
+		t.Fatal(err)
+	}
 	if got := h.stub.Requests()[0].Turn.Model; got != "gpt-4o" {
 		t.Errorf("upstream model %q", got)
 	}

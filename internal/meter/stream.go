@@ -27,7 +27,7 @@ func (p *Proxy) stream(cw *clientWriter, c *call, x *exchange, price manifest.Pr
 		f = &arrayFramer{cw: cw}
 	}
 	cw.w.WriteHeader(resp.StatusCode)
-	cw.rc.Flush()
+	_ = cw.rc.Flush() // the server's writers flush; a client gone shows at the first event
 	defer func() { c.ended(outcome == codes.BudgetSpent, x.tally.estimated()) }()
 	sr := newSSEReader(body, p.cfg.MaxEventBytes)
 	for {
@@ -38,7 +38,8 @@ func (p *Proxy) stream(cw *clientWriter, c *call, x *exchange, price manifest.Pr
 			// rest of the stream costs nothing and is passed on, like a
 			// whole response.
 			if !x.settle(c, price) && !x.final {
-				x.api.cut(x, f, codes.BudgetSpent, "the job's cost budget is spent; the stream was cut")
+				// A client gone by now changes nothing: the stream ends here.
+				_ = x.api.cut(x, f, codes.BudgetSpent, "the job's cost budget is spent; the stream was cut")
 				return codes.BudgetSpent
 			}
 			if !drop {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/codes"
-	"github.com/logist/logist/internal/modelstub"
+	"github.com/logist/logist/internal/testbed/modelstub"
 )
 
 // fakeUpstream answers every request with the given header and body.
@@ -22,7 +22,7 @@ func fakeUpstream(t *testing.T, header map[string]string, body string) *httptest
 			w.Header().Set(k, v)
 		}
 		w.WriteHeader(200)
-		w.Write([]byte(body))
+		_, _ = w.Write([]byte(body))
 	}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -117,7 +117,7 @@ func TestGzipResponseDecoded(t *testing.T) {
 	plain := `{"id":"x","model":"gpt-4o","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5}}`
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
-	zw.Write([]byte(plain))
+	_, _ = zw.Write([]byte(plain)) // into a bytes.Buffer: cannot fail
 	zw.Close()
 	status, got, tot := through(t, apiCases[1], false, map[string]string{"Content-Type": "application/json", "Content-Encoding": "gzip"}, gz.String())
 	if status != 200 || got != plain || tot.Tokens != (Usage{Input: 10, Output: 5}) {
@@ -145,7 +145,7 @@ func TestHopByHopHeadersNotForwarded(t *testing.T) {
 		w.Header().Set("X-Secret-Hop", "1")
 		w.Header().Set("Set-Cookie", "session=abc")
 		w.Header().Set("X-Request-Id", "req_1")
-		w.Write([]byte(`{"model":"gpt-4o","usage":{"prompt_tokens":1,"completion_tokens":1}}`))
+		_, _ = w.Write([]byte(`{"model":"gpt-4o","usage":{"prompt_tokens":1,"completion_tokens":1}}`))
 	}))
 	defer up.Close()
 	h := newHarnessFor(t, nil, stubUpstreams(up.URL), nil)
@@ -228,7 +228,7 @@ func TestFinalUsageIsNotCut(t *testing.T) {
 	h := newHarnessFor(t, nil, stubUpstreams(up.URL), nil)
 	b := newBudget(0.01) // the estimate fits; the final usage ($0.30) does not
 	tok := h.issue("job", b)
-	resp, got, readErr := do(t, apiCases[1].request(h.root, tok, "gpt-4o", true))
+	_, got, readErr := do(t, apiCases[1].request(h.root, tok, "gpt-4o", true))
 	if readErr != nil || !strings.Contains(got, "[DONE]") || strings.Contains(got, codes.BudgetSpent) {
 		t.Errorf("the paid answer was cut (%v):\n%s", readErr, got)
 	}
@@ -236,7 +236,7 @@ func TestFinalUsageIsNotCut(t *testing.T) {
 	if tot.Cut || tot.Estimated || tot.Tokens.Input != 100000 {
 		t.Errorf("totals %+v", tot)
 	}
-	if resp, _, _ = do(t, apiCases[1].request(h.root, tok, "gpt-4o", true)); resp.StatusCode != http.StatusPaymentRequired {
+	if resp, _, _ := do(t, apiCases[1].request(h.root, tok, "gpt-4o", true)); resp.StatusCode != http.StatusPaymentRequired {
 		t.Errorf("next request: %d", resp.StatusCode)
 	}
 }
@@ -247,7 +247,7 @@ func TestFinalUsageIsNotCut(t *testing.T) {
 func TestSilentUpstreamTimesOut(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
-		w.Write([]byte(`data: {"choices":[{"delta":{"content":"` + strings.Repeat("x", 400) + `"}}]}` + "\n\n"))
+		_, _ = w.Write([]byte(`data: {"choices":[{"delta":{"content":"` + strings.Repeat("x", 400) + `"}}]}` + "\n\n"))
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	}))

@@ -60,7 +60,9 @@ func TestGoldenExposition(t *testing.T) {
 	}
 	golden := filepath.Join("testdata", "exposition.golden")
 	if *update {
-		os.MkdirAll("testdata", 0o755)
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}

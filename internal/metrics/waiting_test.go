@@ -24,11 +24,11 @@ func TestOldestWaitingMatchesScan(t *testing.T) {
 	want := map[string]time.Time{}
 	for step := 0; step < 3000; step++ {
 		id := fmt.Sprint("j", rng.Intn(40))
-		switch r := rng.Intn(10); {
-		case r == 0:
+		switch rng.Intn(10) {
+		case 0:
 			m.Forget(id)
 			delete(want, id)
-		case r == 1:
+		case 1:
 			at := time.Unix(1600000000+int64(rng.Intn(1e6)), 0)
 			m.WaitingSince(id, at)
 			if _, ok := want[id]; ok {

@@ -59,7 +59,7 @@ func Resolve(root, rel string) (abs string, exists bool, err error) {
 		return "", false, &EscapeError{Path: rel, Reason: "symlink points outside"}
 	}
 	if p == full {
-		return filepath.Join(real), true, nil
+		return real, true, nil // EvalSymlinks returns it clean
 	}
 	return filepath.Join(real, strings.TrimPrefix(full, p)), false, nil
 }

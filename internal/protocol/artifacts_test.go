@@ -21,6 +21,7 @@ func artErr(t *testing.T, err error) *ArtifactError {
 // TestStorePutGetVerify: content-addressed, private, idempotent; missing
 // and altered artifacts are told apart.
 func TestStorePutGetVerify(t *testing.T) {
+	t.Parallel()
 	s := NewStore(t.TempDir())
 	id, err := s.Put([]byte("hello"))
 	if err != nil {
@@ -36,7 +37,9 @@ func TestStorePutGetVerify(t *testing.T) {
 	}
 	// Putting the same content again leaves the stored file alone.
 	old := time.Now().Add(-time.Hour)
-	os.Chtimes(file, old, old)
+	if err := os.Chtimes(file, old, old); err != nil {
+		t.Fatal(err)
+	}
 	id2, err := s.Put([]byte("hello"))
 	if err != nil || id2 != id {
 		t.Fatalf("second Put %s %v", id2, err)
@@ -78,6 +81,7 @@ func TestStorePutGetVerify(t *testing.T) {
 }
 
 func TestStoreEmptyArtifact(t *testing.T) {
+	t.Parallel()
 	s := NewStore(t.TempDir())
 	id, err := s.Put(nil)
 	if err != nil || s.Verify(id) != nil {

@@ -12,6 +12,7 @@ import (
 // TestKeysCreatedOnceAndPrivate: keys are created 0600 in a 0700 folder,
 // loaded again unchanged, and signatures carry the role's key id.
 func TestKeysCreatedOnceAndPrivate(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	k1, err := LoadOrCreateKeys(dir, Roles)
 	if err != nil {
@@ -63,6 +64,7 @@ func TestKeysCreatedOnceAndPrivate(t *testing.T) {
 // TestKeysConcurrentCreateAgree: processes racing to create a job's keys
 // end up with the same ones.
 func TestKeysConcurrentCreateAgree(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var wg sync.WaitGroup
 	pubs := make([]map[string]string, 8)
@@ -89,6 +91,7 @@ func TestKeysConcurrentCreateAgree(t *testing.T) {
 }
 
 func TestKeysRefuseBadInput(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if _, err := LoadOrCreateKeys(dir, []string{"../x"}); err == nil {
 		t.Error("role name with a path accepted")

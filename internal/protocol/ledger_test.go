@@ -34,6 +34,7 @@ func TestCanTransitionTable(t *testing.T) {
 
 // TestSessionStates walks the seed's lifecycle event by event.
 func TestSessionStates(t *testing.T) {
+	t.Parallel()
 	b := newTB(t)
 	want := func(s State) {
 		t.Helper()
@@ -74,6 +75,7 @@ func TestSessionStates(t *testing.T) {
 // TestVerificationFailKeepsAuditing: a failing verification does not
 // complete the session; it may only fail or be aborted afterwards.
 func TestVerificationFailKeepsAuditing(t *testing.T) {
+	t.Parallel()
 	b := newTB(t)
 	res := b.claiming()
 	_ = res
@@ -96,6 +98,7 @@ func TestVerificationFailKeepsAuditing(t *testing.T) {
 // TestAbortFromEveryState: session_aborted is accepted in every live
 // state, moves to aborted, and nothing follows it.
 func TestAbortFromEveryState(t *testing.T) {
+	t.Parallel()
 	steps := []func(b *tb){
 		func(b *tb) {},
 		func(b *tb) { b.init() },
@@ -143,16 +146,6 @@ func evAs(typ, role, subject string, body map[string]any) func(b *tb) *history.P
 
 func initOnly(b *tb) { b.init() }
 
-func claimOn(b *tb, id string) {
-	for _, in := range b.l.Intents {
-		if in.Result != nil {
-			b.claim(id, in.Result.OutputArtifact)
-			return
-		}
-	}
-	b.t.Fatal("no finished run to claim on")
-}
-
 func runGuardCases(t *testing.T, cases []guardCase) {
 	t.Helper()
 	for _, c := range cases {
@@ -175,6 +168,7 @@ func runGuardCases(t *testing.T, cases []guardCase) {
 }
 
 func TestRoleGuard(t *testing.T) {
+	t.Parallel()
 	// Every type by every wrong role.
 	for typ, role := range Emitters {
 		for _, r := range append([]string{System}, Roles...) {
@@ -402,6 +396,7 @@ func TestEvidenceGuard(t *testing.T) {
 // TestMissingArtifactAtClaimTime: seed 003 lets a claim whose evidence is
 // missing through, so the session continues to auditing and fails there.
 func TestMissingArtifactAtClaimTime(t *testing.T) {
+	t.Parallel()
 	b := newTB(t)
 	res := b.claiming()
 	missing := "sha256:" + strings.Repeat("ab", 32)
@@ -421,7 +416,9 @@ func TestMissingArtifactAtClaimTime(t *testing.T) {
 	// pending as well.
 	b2 := newTB(t)
 	res2 := b2.claiming()
-	os.Remove(b2.store.path(res2.OutputArtifact))
+	if err := os.Remove(b2.store.path(res2.OutputArtifact)); err != nil {
+		t.Fatal(err)
+	}
 	b2.emit(ClaimIssued, "c2", claimBody(0.9, "", res2.OutputArtifact))
 	if len(b2.l.Pending) != 1 || b2.l.Pending[0].Class != FailMissingArtifact {
 		t.Errorf("pending %+v", b2.l.Pending)
@@ -429,6 +426,7 @@ func TestMissingArtifactAtClaimTime(t *testing.T) {
 }
 
 func TestFinalizationGuard(t *testing.T) {
+	t.Parallel()
 	challenged := func(b *tb) { b.claiming(); b.emit(ClaimChallenged, "c1", map[string]any{"reason": "weak"}) }
 	runGuardCases(t, []guardCase{
 		{"no claims", func(b *tb) { b.executing() },
@@ -466,6 +464,7 @@ func TestFinalizationGuard(t *testing.T) {
 }
 
 func TestActionGuard(t *testing.T) {
+	t.Parallel()
 	high := shellIntent("i1", "p1", "true", "high")
 	med := shellIntent("i1", "p1", "true", "medium")
 	runGuardCases(t, []guardCase{
@@ -522,6 +521,7 @@ func TestActionGuard(t *testing.T) {
 // accepted only when the policy allows it; a revision of a rejected
 // proposal is always accepted.
 func TestFallbackProposal(t *testing.T) {
+	t.Parallel()
 	for _, allow := range []bool{false, true} {
 		b := newTB(t)
 		b.p.AllowFallback = allow

@@ -204,7 +204,7 @@ func runCommand(ctx context.Context, dir string, argv []string, timeout time.Dur
 	if err != nil {
 		return nil, -1, "", err
 	}
-	defer os.RemoveAll(home)
+	defer os.RemoveAll(home) //nolint:errcheck // a scratch home in the temp folder
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	pr, err := agent.RunProcess(tctx, agent.ProcSpec{Argv: argv, Dir: dir, Env: toolEnv(home), Limit: limit})

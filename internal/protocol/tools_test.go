@@ -141,6 +141,7 @@ func TestShellToolTimeoutKillsGroup(t *testing.T) {
 }
 
 func TestWriteFileTool(t *testing.T) {
+	t.Parallel()
 	ws, store, p := toolSetup(t)
 	res, out := execTool(t, ws, store, p, ToolWriteFile, map[string]any{"path": "sub/dir/a.txt", "content": "hi\n"})
 	if !res.OK || res.ExitCode != 0 {

@@ -158,6 +158,7 @@ func TestVerifyTampering(t *testing.T) {
 // are well-formed and correctly signed but break one rule (appended
 // without the guards, as a buggy or hostile writer would).
 func TestVerifyFailureClasses(t *testing.T) {
+	t.Parallel()
 	other := nil2keys(t)
 	cases := []struct {
 		name  string
@@ -271,6 +272,7 @@ func TestVerifyFailureClasses(t *testing.T) {
 // TestVerifyWarnings: a challenged-then-revised claim, a low confidence
 // and a failed run pass with warnings.
 func TestVerifyWarnings(t *testing.T) {
+	t.Parallel()
 	b := newTB(t)
 	b.executing()
 	bad := shellIntent("i0", "p1", "exit 1", "low")

@@ -33,7 +33,7 @@ func ReadFile(name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer syscall.Close(fd)
+	defer syscall.Close(fd) //nolint:errcheck // read-only
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err != nil {
 		return nil, &os.PathError{Op: "stat", Path: name, Err: err}

@@ -11,6 +11,7 @@ import (
 )
 
 func TestReadFileSizes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, n := range []int{0, 1, 511, 512, 513, 4096, 1 << 20} {
 		p := filepath.Join(dir, "f")
@@ -34,6 +35,7 @@ func TestReadFileOfUnknownSize(t *testing.T) {
 }
 
 func TestErrorsAreThoseOfPackageOS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if _, err := ReadFile(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("ReadFile of a missing file: %v", err)
@@ -54,20 +56,25 @@ func TestErrorsAreThoseOfPackageOS(t *testing.T) {
 }
 
 func TestOpenFileWritesAndRename(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "a")
 	f, err := OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o640)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Write([]byte("one\n"))
-	f.Write([]byte("two\n"))
+	if _, err := f.Write([]byte("one\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte("two\n")); err != nil {
+		t.Fatal(err)
+	}
 	if err := f.Sync(); err != nil {
 		t.Fatal(err)
 	}
 	fi, _ := f.Stat()
 	f.Close()
-	if fi.Mode().Perm() != 0o640&^currentUmask() || fi.Size() != 8 {
+	if fi.Mode().Perm() != 0o640&^currentUmask(t) || fi.Size() != 8 {
 		t.Errorf("mode %v size %d", fi.Mode(), fi.Size())
 	}
 	if err := Rename(p, filepath.Join(dir, "b")); err != nil {
@@ -78,11 +85,15 @@ func TestOpenFileWritesAndRename(t *testing.T) {
 	}
 }
 
-func currentUmask() os.FileMode {
-	dir, _ := os.MkdirTemp("", "umask")
-	defer os.RemoveAll(dir)
-	p := filepath.Join(dir, "x")
-	os.WriteFile(p, nil, 0o777)
-	fi, _ := os.Stat(p)
+func currentUmask(t *testing.T) os.FileMode {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "x")
+	if err := os.WriteFile(p, nil, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return 0o777 &^ fi.Mode().Perm()
 }

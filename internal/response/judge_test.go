@@ -66,6 +66,7 @@ func TestJudgeEscapeIsFoundWhateverElseIsWrong(t *testing.T) {
 // A symlink out is a workspace finding: marked as such, and found even when
 // the action is wrong; without a workspace only the paths' text is judged.
 func TestJudgeWorkspaceFindings(t *testing.T) {
+	t.Parallel()
 	ws := workspace(t)
 	if err := os.Symlink(t.TempDir(), filepath.Join(ws, "out")); err != nil {
 		t.Skipf("symlinks unavailable: %v", err)
@@ -78,7 +79,9 @@ func TestJudgeWorkspaceFindings(t *testing.T) {
 	// Replayed with what was recorded, the verdict is the same although the
 	// link is gone now.
 	rec := v.Record()
-	os.Remove(filepath.Join(ws, "out"))
+	if err := os.Remove(filepath.Join(ws, "out")); err != nil {
+		t.Fatal(err)
+	}
 	again := Judge(raw, Contract{Workspace: Recorded(rec)})
 	if again.Err == nil || again.Err.Code != codes.ProtocolViolation || !slices.Equal(codesOf(again), codesOf(v)) {
 		t.Errorf("replayed: %v %v, recorded %v", again.Err, codesOf(again), codesOf(v))

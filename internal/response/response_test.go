@@ -13,6 +13,8 @@ import (
 
 const okAnswer = `{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"Done."}`
 
+// wantCode asserts that err is a *Error with code and a reason, and
+// returns it; callers that want only the assertion drop it.
 func wantCode(t *testing.T, err error, code string) *Error {
 	t.Helper()
 	var e *Error
@@ -89,7 +91,7 @@ func TestExtract(t *testing.T) {
 			if obj != nil {
 				t.Errorf("Extract returned an object %v with an error", obj)
 			}
-			wantCode(t, err, c.code)
+			_ = wantCode(t, err, c.code)
 		})
 	}
 }
@@ -191,7 +193,7 @@ func TestValidateExtraFieldsAndCost(t *testing.T) {
 		t.Errorf("reason %q does not point at /cost_usd", e.Reason)
 	}
 	_, _, err = validate([]byte(`{"action":"RETRY","evidence_files":[],"summary_for_supervisor":"again","cost_usd":"free"}`), workspace(t))
-	wantCode(t, err, codes.SchemaInvalid)
+	_ = wantCode(t, err, codes.SchemaInvalid)
 }
 
 func TestValidateExtractionErrorsPassThrough(t *testing.T) {
@@ -209,7 +211,7 @@ func TestValidateExtractionErrorsPassThrough(t *testing.T) {
 		if a != nil || w != nil {
 			t.Errorf("validate(%q) returned answer %v warnings %v with error", raw, a, w)
 		}
-		wantCode(t, err, code)
+		_ = wantCode(t, err, code)
 	}
 	a, _, err := validate([]byte("\xef\xbb\xbf\n```json\n"+okAnswer+"\n```\n"), ws)
 	if err != nil || a.Action != "COMPLETED" {
@@ -253,7 +255,7 @@ func TestValidateAction(t *testing.T) {
 	}
 	// JSON null is not an absent field: it is an invalid action.
 	_, _, err := validate([]byte(`{"action":null,"evidence_files":[],"summary_for_supervisor":"x"}`), ws)
-	wantCode(t, err, codes.ActionInvalid)
+	_ = wantCode(t, err, codes.ActionInvalid)
 	// The offending value is quoted in the reason.
 	_, _, err = validate(answer("DONE", []string{}, "x"), ws)
 	if e := wantCode(t, err, codes.ActionInvalid); !strings.Contains(e.Reason, `"DONE"`) {
@@ -270,7 +272,7 @@ func TestValidateSummary(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, _, err := validate([]byte(raw), ws)
-			wantCode(t, err, codes.SummaryMissing)
+			_ = wantCode(t, err, codes.SummaryMissing)
 		})
 	}
 
@@ -283,7 +285,7 @@ func TestValidateSummary(t *testing.T) {
 	})
 	t.Run("501 multibyte runes", func(t *testing.T) {
 		_, _, err := validate(answer("COMPLETED", []string{}, strings.Repeat("é", MaxSummary+1)), ws)
-		wantCode(t, err, codes.SchemaInvalid)
+		_ = wantCode(t, err, codes.SchemaInvalid)
 	})
 	t.Run("500 chars", func(t *testing.T) {
 		s := strings.Repeat("a", MaxSummary)
@@ -313,12 +315,13 @@ func TestValidateSummary(t *testing.T) {
 func TestValidateLayerPrecedence(t *testing.T) {
 	ws := workspace(t)
 	_, _, err := validate([]byte(`{"action":"done"}`), ws)
-	wantCode(t, err, codes.ActionInvalid)
+	_ = wantCode(t, err, codes.ActionInvalid)
 	_, _, err = validate([]byte(`{"action":"COMPLETED","evidence_files":"x"}`), ws)
-	wantCode(t, err, codes.SummaryMissing)
+	_ = wantCode(t, err, codes.SummaryMissing)
 }
 
 func TestValidateEvidence(t *testing.T) {
+	t.Parallel()
 	ws := workspace(t)
 	outside := t.TempDir()
 	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o644); err != nil {
@@ -399,8 +402,9 @@ func TestValidateEvidence(t *testing.T) {
 }
 
 func TestValidateMissingWorkspace(t *testing.T) {
+	t.Parallel()
 	_, _, err := validate(answer("COMPLETED", []string{"a"}, "x"), filepath.Join(t.TempDir(), "gone"))
-	wantCode(t, err, codes.ProtocolViolation)
+	_ = wantCode(t, err, codes.ProtocolViolation)
 	// Without evidence, the workspace is not consulted.
 	if _, _, err := validate([]byte(okAnswer), filepath.Join(t.TempDir(), "gone")); err != nil {
 		t.Errorf("no evidence, missing workspace: %v", err)

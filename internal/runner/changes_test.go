@@ -15,6 +15,7 @@ import (
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/testkit"
 )
 
 // changingAgent plays a supervised job whose worker changes files it does
@@ -45,7 +46,9 @@ func changingAgent(t *testing.T, f *fixture) {
 			return answer("COMPLETED", "first", "a.txt"), nil
 		case req.Role == "worker":
 			write(req.Workspace, "a.txt", "A, longer")
-			os.Remove(filepath.Join(req.Workspace, "b.txt"))
+			if err := os.Remove(filepath.Join(req.Workspace, "b.txt")); err != nil {
+				return nil, err // the engine's goroutine: the test sees the failed call
+			}
 			write(req.Workspace, "dir/c.txt", "C")
 			return answer("COMPLETED", "second", "dir/"), nil
 		case n == 1:
@@ -65,19 +68,19 @@ func TestWorkspaceChangesAreRecorded(t *testing.T) {
 	var logs bytes.Buffer
 	f.Env.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 	changingAgent(t, f)
-	f.writeJob("j", job(okSupervisor(), okSupervisor()))
-	f.run("j")
-	if m := f.load("j"); m.Status != lifecycle.Success {
+	f.WriteJob("j", job(okSupervisor(), okSupervisor()))
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Success {
 		t.Fatalf("status %s (%s)", m.Status, m.Run.Reason)
 	}
-	recs := f.records("j")
+	recs := f.Records("j")
 	show := func(c *history.FileChanges) string {
 		if c == nil {
 			return "none"
 		}
 		return fmt.Sprintf("+%v ~%v -%v", c.Added, c.Modified, c.Deleted)
 	}
-	resps := ofType(recs, history.TypeResponse)
+	resps := testkit.OfType(recs, history.TypeResponse)
 	if len(resps) != 4 {
 		t.Fatalf("%d responses", len(resps))
 	}
@@ -100,7 +103,7 @@ func TestWorkspaceChangesAreRecorded(t *testing.T) {
 		t.Errorf("%d %s log lines, want 2:\n%s", n, codes.UndeclaredChanges, logs.String())
 	}
 
-	points := ofType(recs, history.TypeRecoveryPoint)
+	points := testkit.OfType(recs, history.TypeRecoveryPoint)
 	type pt struct{ id, base, changes, rollback, evidence string }
 	var got []pt
 	for _, r := range points {

@@ -8,6 +8,7 @@ import (
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/response"
+	"github.com/logist/logist/internal/testkit"
 	"github.com/logist/logist/internal/workflow"
 )
 
@@ -26,7 +27,7 @@ func (s *steps) Finish(*jobtx.Tx, string, *response.Answer, map[string]any) (*wo
 
 // effectJob is a job whose one phase, played by Logist, has effect eff.
 func effectJob(f *fixture, eff string) {
-	f.writeJob("j", map[string]any{"agents": map[string]any{"worker": okSupervisor()},
+	f.WriteJob("j", map[string]any{"agents": map[string]any{"worker": okSupervisor()},
 		"workflow": map[string]any{"name": "steps", "start": "work", "phases": map[string]any{
 			"work": map[string]any{"role": "logist", "effect": eff,
 				"on": map[string]any{"COMPLETED": "SUCCESS", "RETRY": "work", "STUCK": "INTERVENTION_REQUIRED"}}}}})
@@ -44,15 +45,15 @@ func TestContinueStepKeepsItsState(t *testing.T) {
 		{Fail: &workflow.Failure{Code: "GAME_FAILED", Reason: "the game broke"}},
 	}}
 	effectJob(f, "test.steps")
-	f.run("j")
-	m := f.load("j")
+	f.Run("j")
+	m := f.Load("j")
 	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != "GAME_FAILED" {
 		t.Fatalf("job %s %s (%s)", m.Status, m.Run.ErrorCode, m.Run.Reason)
 	}
 	if m.Run.WorkflowState != "opened" {
 		t.Errorf("workflow_state = %q, want the CONTINUE step's %q", m.Run.WorkflowState, "opened")
 	}
-	if n := len(ofType(f.records("j"), history.TypeMessage)); n != 1 {
+	if n := len(testkit.OfType(f.Records("j"), history.TypeMessage)); n != 1 {
 		t.Errorf("%d message records, want the CONTINUE step's one", n)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/logist/logist/internal/response"
 	"github.com/logist/logist/internal/secrets"
 	"github.com/logist/logist/internal/steward"
+	"github.com/logist/logist/internal/testkit"
 )
 
 // ---------------------------------------------------------------------------
@@ -37,7 +38,7 @@ import (
 func checkEscalated(t *testing.T, f *fixture, id, code string, calls int) *history.Response {
 	t.Helper()
 	last := checkStopped(t, f, id, code, calls)
-	m := f.load(id)
+	m := f.Load(id)
 	if n := len(m.History); n == 0 || m.History[n-1].Action != "STUCK" {
 		t.Errorf("manifest audit trail does not end with STUCK: %+v", m.History)
 	}
@@ -51,7 +52,7 @@ func checkEscalated(t *testing.T, f *fixture, id, code string, calls int) *histo
 // code after exactly calls worker calls and returns the last response.
 func checkStopped(t *testing.T, f *fixture, id, code string, calls int) *history.Response {
 	t.Helper()
-	m := f.load(id)
+	m := f.Load(id)
 	if m.Status != lifecycle.InterventionRequired {
 		t.Fatalf("status = %s, want INTERVENTION_REQUIRED (reason %q)", m.Status, m.Run.Reason)
 	}
@@ -64,12 +65,12 @@ func checkStopped(t *testing.T, f *fixture, id, code string, calls int) *history
 	if m.Metrics.AgentCalls != calls {
 		t.Errorf("agent_calls = %d, want %d", m.Metrics.AgentCalls, calls)
 	}
-	recs := f.records(id)
-	resps := ofType(recs, history.TypeResponse)
+	recs := f.Records(id)
+	resps := testkit.OfType(recs, history.TypeResponse)
 	if len(resps) != calls {
 		t.Fatalf("%d response records, want %d", len(resps), calls)
 	}
-	for _, r := range ofType(recs, history.TypeIntent) {
+	for _, r := range testkit.OfType(recs, history.TypeIntent) {
 		if r.Role != "worker" {
 			t.Errorf("the %s was called although the worker failed", r.Role)
 		}
@@ -78,7 +79,7 @@ func checkStopped(t *testing.T, f *fixture, id, code string, calls int) *history
 	if last.NewStatus != string(lifecycle.InterventionRequired) {
 		t.Errorf("last response new_status = %q", last.NewStatus)
 	}
-	trs := ofType(recs, history.TypeTransition)
+	trs := testkit.OfType(recs, history.TypeTransition)
 	if lt := trs[len(trs)-1].Transition; lt.To != string(lifecycle.InterventionRequired) || lt.From != string(lifecycle.Running) {
 		t.Errorf("last transition = %+v", lt)
 	}
@@ -89,6 +90,7 @@ func checkStopped(t *testing.T, f *fixture, id, code string, calls int) *history
 }
 
 func TestEscalationInvalidAnswers(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, raw, code, inReason string
 	}{
@@ -109,10 +111,10 @@ func TestEscalationInvalidAnswers(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
-			f.writeJob("j", job(script(rawStep(tc.raw)), okSupervisor()))
-			f.run("j")
+			f.WriteJob("j", job(testkit.Script(rawStep(tc.raw)), okSupervisor()))
+			f.Run("j")
 			last := checkEscalated(t, f, "j", tc.code, 1)
-			m := f.load("j")
+			m := f.Load("j")
 			// The steward sees the validator's own message.
 			re := response.Judge([]byte(tc.raw), response.Contract{Workspace: response.Dir(f.Env.Store.Workspace("j"))}).Err
 			if re == nil {
@@ -127,7 +129,7 @@ func TestEscalationInvalidAnswers(t *testing.T) {
 			if last.Error != re.Reason {
 				t.Errorf("response error = %q, want %q", last.Error, re.Reason)
 			}
-			trs := ofType(f.records("j"), history.TypeTransition)
+			trs := testkit.OfType(f.Records("j"), history.TypeTransition)
 			if ev := trs[len(trs)-1].Transition.Event; ev != string(lifecycle.EvInvalid) {
 				t.Errorf("event = %s, want %s", ev, lifecycle.EvInvalid)
 			}
@@ -136,23 +138,24 @@ func TestEscalationInvalidAnswers(t *testing.T) {
 }
 
 func TestEscalationAgentStuck(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
-	f.writeJob("j", job(script(step("STUCK", "Need a human to confirm dropping the column.")), okSupervisor()))
-	f.run("j")
+	f.WriteJob("j", job(testkit.Script(testkit.Step("STUCK", "Need a human to confirm dropping the column.")), okSupervisor()))
+	f.Run("j")
 	last := checkStopped(t, f, "j", "AGENT_STUCK", 1)
 	if last.Status != history.StatusSuccess || last.Action != "STUCK" {
 		t.Errorf("response = %+v", last)
 	}
-	if m := f.load("j"); !strings.Contains(m.Run.Reason, "Need a human") {
+	if m := f.Load("j"); !strings.Contains(m.Run.Reason, "Need a human") {
 		t.Errorf("reason %q lacks the agent's summary", m.Run.Reason)
 	}
 }
 
 func TestEscalationCallTimeout(t *testing.T) {
 	f := newFixture(t)
-	f.writeJob("j", job(command(0.3, "sleep", "30"), okSupervisor()))
+	f.WriteJob("j", job(command(0.3, "sleep", "30"), okSupervisor()))
 	start := time.Now()
-	f.run("j")
+	f.Run("j")
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("run took %s; the 0.3 s timeout did not kill the agent", d)
 	}
@@ -163,11 +166,11 @@ func TestEscalationCallTimeout(t *testing.T) {
 	if last.ExecutionTimeSeconds < 0.29 || last.ExecutionTimeSeconds > 5 {
 		t.Errorf("execution_time_seconds = %v, want about 0.3", last.ExecutionTimeSeconds)
 	}
-	trs := ofType(f.records("j"), history.TypeTransition)
+	trs := testkit.OfType(f.Records("j"), history.TypeTransition)
 	if ev := trs[len(trs)-1].Transition.Event; ev != string(lifecycle.EvAgentFailed) {
 		t.Errorf("event = %s", ev)
 	}
-	if m := f.load("j"); !strings.Contains(m.Run.Reason, "timeout") {
+	if m := f.Load("j"); !strings.Contains(m.Run.Reason, "timeout") {
 		t.Errorf("reason = %q", m.Run.Reason)
 	}
 }
@@ -202,8 +205,8 @@ func TestMissingEvidenceIsLoggedAsAWarning(t *testing.T) {
 	f.Env.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 	obs := &obsCalls{}
 	f.Env.Obs = obs
-	f.writeJob("j", job(script(step("COMPLETED", "Wrote it.", "missing.txt")), okSupervisor()))
-	f.run("j")
+	f.WriteJob("j", job(testkit.Script(testkit.Step("COMPLETED", "Wrote it.", "missing.txt")), okSupervisor()))
+	f.Run("j")
 	var warned bool
 	for _, l := range joblog.Lines(logs.bytes()) {
 		if l["error_code"] == nil && l["type"] == nil {
@@ -230,16 +233,17 @@ func TestMissingEvidenceIsLoggedAsAWarning(t *testing.T) {
 }
 
 func TestEscalationMissingEvidenceIsAWarning(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
-	w := step("COMPLETED", "Wrote real.txt.", "real.txt", "missing.txt")
+	w := testkit.Step("COMPLETED", "Wrote real.txt.", "real.txt", "missing.txt")
 	w["files"] = map[string]string{"real.txt": "hello"}
-	f.writeJob("j", job(script(w), okSupervisor()))
-	f.run("j")
-	m := f.load("j")
+	f.WriteJob("j", job(testkit.Script(w), okSupervisor()))
+	f.Run("j")
+	m := f.Load("j")
 	if m.Status != lifecycle.Success {
 		t.Fatalf("status = %s (%s), want SUCCESS: a missing evidence file must not stop the job", m.Status, m.Run.Reason)
 	}
-	resps := ofType(f.records("j"), history.TypeResponse)
+	resps := testkit.OfType(f.Records("j"), history.TypeResponse)
 	if len(resps) != 2 {
 		t.Fatalf("%d responses", len(resps))
 	}
@@ -259,6 +263,7 @@ func TestEscalationMissingEvidenceIsAWarning(t *testing.T) {
 }
 
 func TestEscalationEvidenceEscapingWorkspace(t *testing.T) {
+	t.Parallel()
 	outside := t.TempDir()
 	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o600); err != nil {
 		t.Fatal(err)
@@ -266,7 +271,7 @@ func TestEscalationEvidenceEscapingWorkspace(t *testing.T) {
 	for _, p := range []string{"../job.json", "/etc/passwd", "a/../../job.json", "link/secret"} {
 		t.Run(p, func(t *testing.T) {
 			f := newFixture(t)
-			f.writeJob("j", job(script(step("COMPLETED", "See evidence.", p)), okSupervisor()))
+			f.WriteJob("j", job(testkit.Script(testkit.Step("COMPLETED", "See evidence.", p)), okSupervisor()))
 			ws := f.Env.Store.Workspace("j")
 			if err := os.MkdirAll(ws, 0o700); err != nil {
 				t.Fatal(err)
@@ -274,7 +279,7 @@ func TestEscalationEvidenceEscapingWorkspace(t *testing.T) {
 			if err := os.Symlink(outside, filepath.Join(ws, "link")); err != nil {
 				t.Fatal(err)
 			}
-			f.run("j")
+			f.Run("j")
 			last := checkEscalated(t, f, "j", codes.ProtocolViolation, 1)
 			if !strings.Contains(last.Error, "escapes the workspace") {
 				t.Errorf("error = %q", last.Error)
@@ -284,13 +289,14 @@ func TestEscalationEvidenceEscapingWorkspace(t *testing.T) {
 }
 
 func TestAPIErrorRetriesWithBackoffThenEscalates(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		retries *int // nil: the default of 3
 	}{{"default", nil}, {"max_api_retries=1", intp(1)}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
-			j := job(script(map[string]any{"error": "api", "cost_usd": 0.01}), okSupervisor())
+			j := job(testkit.Script(map[string]any{"error": "api", "cost_usd": 0.01}), okSupervisor())
 			limits := map[string]any{"backoff_initial_ms": 100}
 			want := 3
 			if tc.retries != nil {
@@ -298,14 +304,14 @@ func TestAPIErrorRetriesWithBackoffThenEscalates(t *testing.T) {
 				want = *tc.retries
 			}
 			j["limits"] = limits
-			f.writeJob("j", j)
-			f.run("j")
+			f.WriteJob("j", j)
+			f.Run("j")
 
 			last := checkEscalated(t, f, "j", codes.APIError, want+1)
 			if last.Status != history.StatusError {
 				t.Errorf("status %q", last.Status)
 			}
-			m := f.load("j")
+			m := f.Load("j")
 			if !strings.Contains(m.Run.Reason, fmt.Sprintf("after %d automatic retries", want)) {
 				t.Errorf("reason = %q", m.Run.Reason)
 			}
@@ -315,13 +321,13 @@ func TestAPIErrorRetriesWithBackoffThenEscalates(t *testing.T) {
 			if c := m.Metrics.CumulativeCost; c < float64(want+1)-0.01 || c > float64(want+1)+0.01 {
 				t.Errorf("cumulative_cost = %v cents, want %d (failed calls cost too)", c, want+1)
 			}
-			recs := f.records("j")
-			for i, r := range ofType(recs, history.TypeIntent) {
+			recs := f.Records("j")
+			for i, r := range testkit.OfType(recs, history.TypeIntent) {
 				if r.Attempt != i+1 || *r.Interaction != i {
 					t.Errorf("intent %d: attempt %d interaction %d", i, r.Attempt, *r.Interaction)
 				}
 			}
-			for i, r := range ofType(recs, history.TypeResponse) {
+			for i, r := range testkit.OfType(recs, history.TypeResponse) {
 				if r.Response.ErrorCode != codes.APIError {
 					t.Errorf("response %d code %q", i, r.Response.ErrorCode)
 				}
@@ -330,7 +336,7 @@ func TestAPIErrorRetriesWithBackoffThenEscalates(t *testing.T) {
 				}
 			}
 			// Only automatic retries, no RETRY transitions: RUNNING the whole time.
-			if n := len(ofType(recs, history.TypeTransition)); n != 2 {
+			if n := len(testkit.OfType(recs, history.TypeTransition)); n != 2 {
 				t.Errorf("%d transitions, want start and agent_failed", n)
 			}
 
@@ -351,10 +357,11 @@ func TestAPIErrorRetriesWithBackoffThenEscalates(t *testing.T) {
 func intp(i int) *int { return &i }
 
 func TestAPIErrorThenSuccessContinues(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
-	f.writeJob("j", map[string]any{
+	f.WriteJob("j", map[string]any{
 		"agents": map[string]any{
-			"worker":     script(map[string]any{"error": "api"}, step("COMPLETED", "Done after a hiccup.")),
+			"worker":     testkit.Script(map[string]any{"error": "api"}, testkit.Step("COMPLETED", "Done after a hiccup.")),
 			"supervisor": okSupervisor(),
 		},
 		"limits": map[string]any{"backoff_initial_ms": 40},
@@ -364,11 +371,11 @@ func TestAPIErrorThenSuccessContinues(t *testing.T) {
 		f.mu.Lock()
 		f.sleeps = append(f.sleeps, d)
 		f.mu.Unlock()
-		during = append(during, f.load("j").Run.APIFailures)
+		during = append(during, f.Load("j").Run.APIFailures)
 		return nil
 	}
-	f.run("j")
-	m := f.load("j")
+	f.Run("j")
+	m := f.Load("j")
 	if m.Status != lifecycle.Success {
 		t.Fatalf("status = %s (%s)", m.Status, m.Run.Reason)
 	}
@@ -381,7 +388,7 @@ func TestAPIErrorThenSuccessContinues(t *testing.T) {
 	if sl := f.backoffs(); len(sl) != 1 || sl[0] < 20*time.Millisecond || sl[0] > 60*time.Millisecond {
 		t.Errorf("backoffs = %v, want one in [20ms, 60ms]", sl)
 	}
-	intents := ofType(f.records("j"), history.TypeIntent)
+	intents := testkit.OfType(f.Records("j"), history.TypeIntent)
 	var got []string
 	for _, r := range intents {
 		got = append(got, fmt.Sprintf("%s/%d", r.Role, r.Attempt))
@@ -427,24 +434,25 @@ func TestBackoffIsExponentialWithJitter(t *testing.T) {
 }
 
 func TestRetryLimit(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		limit *int
 		calls int
 	}{{intp(2), 3}, {nil, 4}, {intp(0), 1}} {
 		t.Run(fmt.Sprint(tc.calls), func(t *testing.T) {
 			f := newFixture(t)
-			j := job(script(step("RETRY", "Not there yet, again.")), okSupervisor())
+			j := job(testkit.Script(testkit.Step("RETRY", "Not there yet, again.")), okSupervisor())
 			if tc.limit != nil {
 				j["limits"] = map[string]any{"max_retries": *tc.limit}
 			}
-			f.writeJob("j", j)
-			f.run("j")
+			f.WriteJob("j", j)
+			f.Run("j")
 			last := checkStopped(t, f, "j", "RETRY_LIMIT", tc.calls)
 			if last.Status != history.StatusSuccess || last.Action != "RETRY" {
 				t.Errorf("last response = %+v", last)
 			}
 			var evs []string
-			for _, r := range ofType(f.records("j"), history.TypeTransition) {
+			for _, r := range testkit.OfType(f.Records("j"), history.TypeTransition) {
 				evs = append(evs, r.Transition.Event)
 			}
 			want := []string{"start"}
@@ -455,7 +463,7 @@ func TestRetryLimit(t *testing.T) {
 			if strings.Join(evs, ",") != strings.Join(want, ",") {
 				t.Errorf("transitions %v, want %v", evs, want)
 			}
-			if m := f.load("j"); !strings.Contains(m.Run.Reason, "Not there yet") {
+			if m := f.Load("j"); !strings.Contains(m.Run.Reason, "Not there yet") {
 				t.Errorf("reason %q lacks the last summary", m.Run.Reason)
 			}
 		})
@@ -467,21 +475,22 @@ func TestRetryLimit(t *testing.T) {
 // ---------------------------------------------------------------------------
 
 func TestSupervisedWorkflowRetryThenSuccess(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
-	w1 := step("COMPLETED", "W1: wrote greet.py.", "greet.py")
+	w1 := testkit.Step("COMPLETED", "W1: wrote greet.py.", "greet.py")
 	w1["files"] = map[string]string{"greet.py": "def greet(n): return n\n"}
 	w1["cost_usd"] = 0.02
-	w2 := step("COMPLETED", "W2: added test_greet.py.", "greet.py", "test_greet.py")
+	w2 := testkit.Step("COMPLETED", "W2: added test_greet.py.", "greet.py", "test_greet.py")
 	w2["files"] = map[string]string{"test_greet.py": "assert True\n"}
-	s1 := step("RETRY", "S1: there are no tests; add test_greet.py.", "greet.py")
-	s2 := step("COMPLETED", "S2: module and tests look right.", "test_greet.py")
-	j := job(script(w1, w2), script(s1, s2))
+	s1 := testkit.Step("RETRY", "S1: there are no tests; add test_greet.py.", "greet.py")
+	s2 := testkit.Step("COMPLETED", "S2: module and tests look right.", "test_greet.py")
+	j := job(testkit.Script(w1, w2), testkit.Script(s1, s2))
 	j["task_description"] = "Write greet.py with tests."
 	j["context_files"] = []string{"spec.md"}
-	f.writeJob("j", j)
-	f.run("j")
+	f.WriteJob("j", j)
+	f.Run("j")
 
-	m := f.load("j")
+	m := f.Load("j")
 	if m.Status != lifecycle.Success {
 		t.Fatalf("status = %s (%s)", m.Status, m.Run.Reason)
 	}
@@ -491,10 +500,10 @@ func TestSupervisedWorkflowRetryThenSuccess(t *testing.T) {
 	if m.Run.FinishedAt == "" || m.Run.StartedAt == "" {
 		t.Errorf("run times not set: %+v", m.Run)
 	}
-	recs := f.records("j")
+	recs := f.Records("j")
 
 	// Who was asked what, in order.
-	intents := ofType(recs, history.TypeIntent)
+	intents := testkit.OfType(recs, history.TypeIntent)
 	var order []string
 	for _, r := range intents {
 		order = append(order, r.Role+"@"+r.Phase)
@@ -542,7 +551,7 @@ func TestSupervisedWorkflowRetryThenSuccess(t *testing.T) {
 	for _, r := range intents {
 		intentAt[*r.Interaction] = r.Seq
 	}
-	for _, r := range ofType(recs, history.TypeResponse) {
+	for _, r := range testkit.OfType(recs, history.TypeResponse) {
 		seen[*r.Interaction]++
 		if r.Seq <= intentAt[*r.Interaction] {
 			t.Errorf("response %d written before its intent", *r.Interaction)
@@ -556,7 +565,7 @@ func TestSupervisedWorkflowRetryThenSuccess(t *testing.T) {
 
 	// Recovery points before the first phase and at each COMPLETED, each
 	// with a workspace snapshot.
-	rps := ofType(recs, history.TypeRecoveryPoint)
+	rps := testkit.OfType(recs, history.TypeRecoveryPoint)
 	wantCP := []struct {
 		id    string
 		seq   int
@@ -584,7 +593,7 @@ func TestSupervisedWorkflowRetryThenSuccess(t *testing.T) {
 
 	// Transitions in order.
 	var trs []string
-	for _, r := range ofType(recs, history.TypeTransition) {
+	for _, r := range testkit.OfType(recs, history.TypeTransition) {
 		tr := r.Transition
 		trs = append(trs, fmt.Sprintf("%s:%s/%s->%s/%s", tr.Event, tr.From, tr.FromPhase, tr.To, tr.ToPhase))
 	}
@@ -679,29 +688,30 @@ func requireKeys(t *testing.T, what string, m map[string]any, keys ...string) {
 // ---------------------------------------------------------------------------
 
 func costJob(threshold float64) map[string]any {
-	s := step("RETRY", "Tried another index; still slow.")
+	s := testkit.Step("RETRY", "Tried another index; still slow.")
 	s["cost_usd"] = 0.20
-	j := job(script(s), okSupervisor())
+	j := job(testkit.Script(s), okSupervisor())
 	j["cost_threshold"] = threshold
 	j["limits"] = map[string]any{"max_retries": 100}
 	return j
 }
 
 func TestCostHaltAfterExactlyThreeCalls(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
-	f.writeJob("j", costJob(50))
+	f.WriteJob("j", costJob(50))
 	var calls atomic.Int32
 	inner := f.Engine.NewProvider
 	f.Engine.NewProvider = countCalls(inner, &calls)
-	f.run("j")
-	m := f.load("j")
+	f.Run("j")
+	m := f.Load("j")
 	if m.Status != lifecycle.HaltedCost {
 		t.Fatalf("status = %s (%s)", m.Status, m.Run.Reason)
 	}
 	if n := calls.Load(); n != 3 {
 		t.Errorf("%d agent calls, want 3 (40 cents < 50 <= 60 cents)", n)
 	}
-	if m.Metrics.AgentCalls != 3 || len(ofType(f.records("j"), history.TypeResponse)) != 3 {
+	if m.Metrics.AgentCalls != 3 || len(testkit.OfType(f.Records("j"), history.TypeResponse)) != 3 {
 		t.Errorf("agent_calls = %d", m.Metrics.AgentCalls)
 	}
 	if c := m.Metrics.CumulativeCost; c < 59.99 || c > 60.01 {
@@ -713,12 +723,12 @@ func TestCostHaltAfterExactlyThreeCalls(t *testing.T) {
 	if m.Run.ErrorCode != "COST_BUDGET" || !strings.Contains(m.Run.Reason, "--cost-threshold") {
 		t.Errorf("run = %+v", m.Run)
 	}
-	trs := ofType(f.records("j"), history.TypeTransition)
+	trs := testkit.OfType(f.Records("j"), history.TypeTransition)
 	if tr := trs[len(trs)-1].Transition; tr.Event != string(lifecycle.EvCostExceeded) || tr.To != string(lifecycle.HaltedCost) {
 		t.Errorf("last transition %+v", tr)
 	}
 	// Running again does nothing: the job waits for a steward.
-	f.run("j")
+	f.Run("j")
 	if n := calls.Load(); n != 3 {
 		t.Errorf("a halted job was called again (%d calls)", n)
 	}
@@ -738,33 +748,35 @@ func countCalls(inner func(cfg manifest.AgentConfig) (agent.Provider, error), n 
 }
 
 func TestCostCheckedBeforeStart(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	j := costJob(50)
 	j["metrics"] = map[string]any{"cumulative_cost": 50, "cumulative_time_seconds": 0}
-	f.writeJob("j", j)
+	f.WriteJob("j", j)
 	var calls atomic.Int32
 	f.Engine.NewProvider = countCalls(f.Engine.NewProvider, &calls)
-	f.run("j")
-	m := f.load("j")
+	f.Run("j")
+	m := f.Load("j")
 	if m.Status != lifecycle.HaltedCost {
 		t.Fatalf("status = %s", m.Status)
 	}
-	if calls.Load() != 0 || len(ofType(f.records("j"), history.TypeIntent)) != 0 {
+	if calls.Load() != 0 || len(testkit.OfType(f.Records("j"), history.TypeIntent)) != 0 {
 		t.Errorf("a job already at its budget was called")
 	}
-	trs := ofType(f.records("j"), history.TypeTransition)
+	trs := testkit.OfType(f.Records("j"), history.TypeTransition)
 	if len(trs) != 1 || trs[0].Transition.From != string(lifecycle.Pending) || trs[0].Transition.Event != string(lifecycle.EvCostExceeded) {
 		t.Errorf("transitions = %+v", trs)
 	}
 }
 
 func TestResumeHaltedCost(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
-	f.writeJob("j", costJob(50))
-	f.run("j")
+	f.WriteJob("j", costJob(50))
+	f.Run("j")
 	st := steward.New(f.Env, f.Engine.Effects)
 	before, _ := os.ReadFile(filepath.Join(f.Dir, "j", "job.json"))
-	nrec := len(f.records("j"))
+	nrec := len(f.Records("j"))
 
 	_, err := st.Resume("j", steward.ResumeOptions{Guidance: "go on"})
 	var ooo *jobtx.OutOfOrderError
@@ -775,7 +787,7 @@ func TestResumeHaltedCost(t *testing.T) {
 		t.Errorf("error = %+v", ooo)
 	}
 	after, _ := os.ReadFile(filepath.Join(f.Dir, "j", "job.json"))
-	if string(before) != string(after) || len(f.records("j")) != nrec {
+	if string(before) != string(after) || len(f.Records("j")) != nrec {
 		t.Errorf("a refused resume changed the job")
 	}
 	low := 55.0 // still below the 60 cents spent
@@ -791,15 +803,15 @@ func TestResumeHaltedCost(t *testing.T) {
 	if m.Status != lifecycle.Pending || m.Phase() != "work" || *m.CostThreshold != 90 {
 		t.Errorf("after resume: %s %s %v", m.Status, m.Phase(), *m.CostThreshold)
 	}
-	if m := f.load("j"); m.Status != lifecycle.Pending {
+	if m := f.Load("j"); m.Status != lifecycle.Pending {
 		t.Errorf("stored status %s", m.Status)
 	}
-	stw := ofType(f.records("j"), history.TypeSteward)
+	stw := testkit.OfType(f.Records("j"), history.TypeSteward)
 	if len(stw) != 1 || stw[0].Steward.Command != "resume" || stw[0].Steward.Changes["cost_threshold"] != 90.0 {
 		t.Errorf("steward records = %+v", stw)
 	}
-	f.run("j")
-	m = f.load("j")
+	f.Run("j")
+	m = f.Load("j")
 	// 60 -> 80 -> 100 cents: two more calls, then halted again at 90.
 	if m.Status != lifecycle.HaltedCost || m.Metrics.AgentCalls != 5 {
 		t.Errorf("after running on: %s with %d calls, want HALTED_COST with 5", m.Status, m.Metrics.AgentCalls)
@@ -829,20 +841,20 @@ func timeHaltOnce(t *testing.T) bool {
 	sh := `sleep 60 & echo $! > "$1"; echo $$ > "$2"; exec sleep 60`
 	j := job(command(0, "sh", "-c", sh, "agent", childPID, mainPID), okSupervisor())
 	j["time_threshold_minutes"] = 0.01
-	f.writeJob("j", j)
+	f.WriteJob("j", j)
 	start := time.Now()
-	f.run("j")
+	f.Run("j")
 	if d := time.Since(start); d > 6*time.Second {
 		t.Fatalf("run took %s; the 0.6 s budget did not stop the agent", d)
 	}
-	m := f.load("j")
+	m := f.Load("j")
 	if m.Status != lifecycle.HaltedTime {
 		t.Fatalf("status = %s (%s), want HALTED_TIME", m.Status, m.Run.Reason)
 	}
 	if m.Run.ErrorCode != "TIME_BUDGET" || m.Metrics.CumulativeTimeSeconds < 0.59 {
 		t.Errorf("run = %+v metrics = %+v", m.Run, m.Metrics)
 	}
-	resps := ofType(f.records("j"), history.TypeResponse)
+	resps := testkit.OfType(f.Records("j"), history.TypeResponse)
 	if len(resps) != 1 || resps[0].Response.Status != history.StatusTimeout {
 		t.Fatalf("responses = %+v", resps)
 	}
@@ -852,14 +864,14 @@ func timeHaltOnce(t *testing.T) bool {
 	}
 	var got []int
 	for _, p := range []string{mainPID, childPID} {
-		pid, ok := tryPID(p)
+		pid, ok := testkit.ReadPID(p)
 		if !ok {
 			return false
 		}
 		got = append(got, pid)
 	}
 	for i, pid := range got {
-		waitFor(t, fmt.Sprintf("process %d (%s) to be gone", pid, []string{"agent", "its child"}[i]), 2*time.Second,
+		testkit.WaitFor(t, fmt.Sprintf("process %d (%s) to be gone", pid, []string{"agent", "its child"}[i]), 2*time.Second,
 			func() bool { return processGone(pid) })
 	}
 	return true
@@ -870,8 +882,9 @@ func timeHaltOnce(t *testing.T) bool {
 // ---------------------------------------------------------------------------
 
 func TestInterruptedCallIsReattemptedWithSameRequest(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
-	f.writeJob("j", job(okSupervisor(), okSupervisor()))
+	f.WriteJob("j", job(okSupervisor(), okSupervisor()))
 	var (
 		mu      sync.Mutex
 		reqs    []agent.Request
@@ -907,20 +920,20 @@ func TestInterruptedCallIsReattemptedWithSameRequest(t *testing.T) {
 		t.Fatal("Run did not return after shutdown")
 	}
 
-	recs := f.records("j")
-	if n := len(ofType(recs, history.TypeResponse)); n != 0 {
+	recs := f.Records("j")
+	if n := len(testkit.OfType(recs, history.TypeResponse)); n != 0 {
 		t.Fatalf("an interrupted call left %d response records", n)
 	}
-	errs := ofType(recs, history.TypeError)
+	errs := testkit.OfType(recs, history.TypeError)
 	if len(errs) != 1 || errs[0].Error.Code != codes.AgentInterrupted {
 		t.Fatalf("error records = %+v, want one AGENT_INTERRUPTED", errs)
 	}
-	if m := f.load("j"); m.Status != lifecycle.Running || m.Phase() != "work" {
+	if m := f.Load("j"); m.Status != lifecycle.Running || m.Phase() != "work" {
 		t.Fatalf("after shutdown: %s/%s, want RUNNING/work", m.Status, m.Phase())
 	}
 
-	f.run("j")
-	m := f.load("j")
+	f.Run("j")
+	m := f.Load("j")
 	if m.Status != lifecycle.Success {
 		t.Fatalf("status = %s (%s)", m.Status, m.Run.Reason)
 	}
@@ -936,19 +949,19 @@ func TestInterruptedCallIsReattemptedWithSameRequest(t *testing.T) {
 	if fmt.Sprint(again.ContextFiles) != fmt.Sprint(first.ContextFiles) || again.SystemPrompt != first.SystemPrompt {
 		t.Errorf("re-attempt has another request")
 	}
-	recs = f.records("j")
-	intents := ofType(recs, history.TypeIntent)
+	recs = f.Records("j")
+	intents := testkit.OfType(recs, history.TypeIntent)
 	if len(intents) != 2 || *intents[0].Interaction != first.Interaction || intents[0].Request.Prompt != first.Prompt {
 		t.Errorf("intents = %d; the re-attempt must reuse the stored request, not write a new one", len(intents))
 	}
 	count := map[int]int{}
-	for _, r := range ofType(recs, history.TypeResponse) {
+	for _, r := range testkit.OfType(recs, history.TypeResponse) {
 		count[*r.Interaction]++
 	}
 	if len(count) != 2 || count[0] != 1 || count[1] != 1 {
 		t.Errorf("responses per interaction = %v, want each exactly once", count)
 	}
-	if n := len(ofType(recs, history.TypeError)); n != 2 {
+	if n := len(testkit.OfType(recs, history.TypeError)); n != 2 {
 		t.Errorf("%d error records, want the interruption and the re-attempt notice", n)
 	}
 	var jh history.JobHistory
@@ -964,16 +977,17 @@ func TestInterruptedCallIsReattemptedWithSameRequest(t *testing.T) {
 // A supervisor that keeps sending the work back must reach the RETRY
 // limit too; the worker's COMPLETED in between does not restart the count.
 func TestSupervisorRetryLoopIsBounded(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
-	j := job(script(step("COMPLETED", "Done, I think.")), script(step("RETRY", "Still wrong; redo it.")))
+	j := job(testkit.Script(testkit.Step("COMPLETED", "Done, I think.")), testkit.Script(testkit.Step("RETRY", "Still wrong; redo it.")))
 	j["limits"] = map[string]any{"max_retries": 2}
-	f.writeJob("j", j)
+	f.WriteJob("j", j)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := f.Engine.Run(ctx, "j"); err != nil {
 		t.Fatal(err)
 	}
-	m := f.load("j")
+	m := f.Load("j")
 	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != "RETRY_LIMIT" {
 		t.Fatalf("status %s (%s) after %d calls, want INTERVENTION_REQUIRED/RETRY_LIMIT", m.Status, m.Run.ErrorCode, m.Metrics.AgentCalls)
 	}
@@ -989,7 +1003,7 @@ func TestSupervisorRetryLoopIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	// It resumes in review: RETRY 1, worker, RETRY 2, worker, RETRY 3 > 2.
-	if m := f.load("j"); m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != "RETRY_LIMIT" || m.Metrics.AgentCalls != 11 {
+	if m := f.Load("j"); m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != "RETRY_LIMIT" || m.Metrics.AgentCalls != 11 {
 		t.Errorf("after resume: %s/%s with %d calls, want RETRY_LIMIT again after 5 more", m.Status, m.Run.ErrorCode, m.Metrics.AgentCalls)
 	}
 }
@@ -998,6 +1012,7 @@ func TestSupervisorRetryLoopIsBounded(t *testing.T) {
 // made durable, before the agent starts, and holds the request the
 // history records.
 func TestRequestFileWrittenBesideTheIntent(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	var written []bool
 	f.Engine.NewProvider = func(cfg manifest.AgentConfig) (agent.Provider, error) {
@@ -1013,9 +1028,9 @@ func TestRequestFileWrittenBesideTheIntent(t *testing.T) {
 		}), nil
 	}
 	answer := `{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"ok"}`
-	f.writeJob("j", job(command(0, "sh", "-c", `cp "$1" seen.json && echo "$2"`, "agent", "{request_file}", answer), okSupervisor()))
-	f.run("j")
-	if m := f.load("j"); m.Status != lifecycle.Success {
+	f.WriteJob("j", job(command(0, "sh", "-c", `cp "$1" seen.json && echo "$2"`, "agent", "{request_file}", answer), okSupervisor()))
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Success {
 		t.Fatalf("status %s (%s)", m.Status, m.Run.Reason)
 	}
 	if len(written) != 1 || !written[0] {
@@ -1029,7 +1044,7 @@ func TestRequestFileWrittenBesideTheIntent(t *testing.T) {
 	if err := json.Unmarshal(seen, &got); err != nil {
 		t.Fatalf("request file %q: %v", seen, err)
 	}
-	intents := ofType(f.records("j"), history.TypeIntent)
+	intents := testkit.OfType(f.Records("j"), history.TypeIntent)
 	if len(intents) == 0 || intents[0].Request == nil {
 		t.Fatal("no intent recorded")
 	}
@@ -1042,15 +1057,16 @@ func TestRequestFileWrittenBesideTheIntent(t *testing.T) {
 // is refused for even when its summary and action are wrong too, and every
 // violation is audited: listed in the response record and logged.
 func TestEscalationEvidenceEscapeComesFirst(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	var logs bytes.Buffer
 	f.Env.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 	raw := `{"evidence_files":["/etc/shadow"],"summary_for_supervisor":""}`
-	f.writeJob("j", job(script(rawStep(raw)), okSupervisor()))
-	f.run("j")
+	f.WriteJob("j", job(testkit.Script(rawStep(raw)), okSupervisor()))
+	f.Run("j")
 	last := checkEscalated(t, f, "j", codes.ProtocolViolation, 1)
-	if !strings.Contains(f.load("j").Run.Reason, "/etc/shadow") {
-		t.Errorf("run.reason = %q", f.load("j").Run.Reason)
+	if !strings.Contains(f.Load("j").Run.Reason, "/etc/shadow") {
+		t.Errorf("run.reason = %q", f.Load("j").Run.Reason)
 	}
 	var codes []string
 	for _, v := range last.Violations {
@@ -1080,13 +1096,13 @@ echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"done"}
 	m := job(command(0, "sh", "-c", agentScript), okSupervisor())
 	m["task_description"] = "Rename the flag --verbose to --loud."
 	m["encrypt_history"] = true
-	f.writeJob("j", m)
+	f.WriteJob("j", m)
 	ws := filepath.Join(f.Dir, "j", "workspace")
 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.Engine.Run(ctx, "j") }()
-	waitFor(t, "the first call to start", 10*time.Second, func() bool {
+	testkit.WaitFor(t, "the first call to start", 10*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(ws, "started"))
 		return err == nil
 	})
@@ -1099,13 +1115,13 @@ echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"done"}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after shutdown")
 	}
-	intents := ofType(f.records("j"), history.TypeIntent)
+	intents := testkit.OfType(f.Records("j"), history.TypeIntent)
 	if len(intents) != 1 || !secrets.Sealed(intents[0].Request.Prompt) {
 		t.Fatalf("the stored request should be sealed: %+v", intents)
 	}
 
-	f.run("j") // the restart: the cut-off call is asked again
-	if got := f.load("j"); got.Status != lifecycle.Success {
+	f.Run("j") // the restart: the cut-off call is asked again
+	if got := f.Load("j"); got.Status != lifecycle.Success {
 		t.Fatalf("status = %s (%s)", got.Status, got.Run.Reason)
 	}
 	b, err := os.ReadFile(filepath.Join(ws, "request-seen.json"))
@@ -1124,7 +1140,7 @@ echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"done"}
 	if !strings.Contains(seen.Prompt, "Rename the flag --verbose to --loud.") || seen.TaskDescription != "Rename the flag --verbose to --loud." {
 		t.Errorf("the re-attempt's request does not carry the task: %.200q", seen.Prompt)
 	}
-	if n := len(ofType(f.records("j"), history.TypeIntent)); n != 2 {
+	if n := len(testkit.OfType(f.Records("j"), history.TypeIntent)); n != 2 {
 		t.Errorf("%d intents, want the cut-off call's and the supervisor's", n)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/testkit"
 	"github.com/logist/logist/internal/verify"
 )
 
@@ -114,7 +115,7 @@ func checkIntact(t *testing.T, f *fixture, id string) {
 	if _, err := history.ReadEntries(dir); err != nil {
 		t.Errorf("%s: history unreadable: %v", id, err)
 	}
-	rep, err := verify.Job(id, dir, verify.Options{Manifest: f.load(id)})
+	rep, err := verify.Job(id, dir, verify.Options{Manifest: f.Load(id)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func checkIntact(t *testing.T, f *fixture, id string) {
 func responsesOnce(t *testing.T, f *fixture, id string, want int) {
 	t.Helper()
 	seen := map[int]int{}
-	for _, r := range ofType(f.records(id), history.TypeResponse) {
+	for _, r := range testkit.OfType(f.Records(id), history.TypeResponse) {
 		seen[*r.Interaction]++
 	}
 	if len(seen) != want {
@@ -144,9 +145,10 @@ func responsesOnce(t *testing.T, f *fixture, id string, want int) {
 // with HISTORY_WRITE logged at each attempt, keeps no partial record, and
 // goes on once space is back; the other job does not wait for it.
 func TestDiskFullPausesJobAndResumes(t *testing.T) {
+	t.Parallel()
 	f, s, lb := faultFixture(t)
-	f.writeJob("full", job(okSupervisor(), okSupervisor()))
-	f.writeJob("other", job(okSupervisor(), okSupervisor()))
+	f.WriteJob("full", job(okSupervisor(), okSupervisor()))
+	f.WriteJob("other", job(okSupervisor(), okSupervisor()))
 	var full atomic.Bool
 	full.Store(true)
 	var refused atomic.Int32
@@ -163,11 +165,11 @@ func TestDiskFullPausesJobAndResumes(t *testing.T) {
 	s.Nudge("full")
 	s.Nudge("other")
 
-	waitFor(t, "the other job to succeed", 10*time.Second, func() bool { return f.load("other").Status == lifecycle.Success })
-	waitFor(t, "three paused attempts", 10*time.Second, func() bool { return lb.count("full", "HISTORY_WRITE", pausedMsg) >= 3 })
+	testkit.WaitFor(t, "the other job to succeed", 10*time.Second, func() bool { return f.Load("other").Status == lifecycle.Success })
+	testkit.WaitFor(t, "three paused attempts", 10*time.Second, func() bool { return lb.count("full", "HISTORY_WRITE", pausedMsg) >= 3 })
 	// The paused job keeps its place in the scheduler (a --once daemon
 	// waits for it) but not a slot: the other job got one.
-	waitFor(t, "only the paused job left in the scheduler", 5*time.Second, func() bool { return s.Running() == 1 })
+	testkit.WaitFor(t, "only the paused job left in the scheduler", 5*time.Second, func() bool { return s.Running() == 1 })
 	if n := lb.count("full", "RUN_FAILED", ""); n != 0 {
 		t.Errorf("the paused job was logged as failed %d times", n)
 	}
@@ -180,7 +182,7 @@ func TestDiskFullPausesJobAndResumes(t *testing.T) {
 	}
 
 	full.Store(false)
-	waitFor(t, "the paused job to succeed once space is back", 10*time.Second, func() bool { return f.load("full").Status == lifecycle.Success })
+	testkit.WaitFor(t, "the paused job to succeed once space is back", 10*time.Second, func() bool { return f.Load("full").Status == lifecycle.Success })
 	waitIdle(t, s, 5*time.Second)
 	checkIntact(t, f, "full")
 	responsesOnce(t, f, "full", 2)
@@ -199,8 +201,9 @@ func TestDiskFullPausesJobAndResumes(t *testing.T) {
 // asked again with the same stored request, and each interaction ends up
 // answered exactly once.
 func TestDiskFullAfterCallReasksWithSameRequest(t *testing.T) {
+	t.Parallel()
 	f, s, lb := faultFixture(t)
-	f.writeJob("j", job(okSupervisor(), okSupervisor()))
+	f.WriteJob("j", job(okSupervisor(), okSupervisor()))
 	var (
 		mu   sync.Mutex
 		reqs []agent.Request
@@ -221,7 +224,7 @@ func TestDiskFullAfterCallReasksWithSameRequest(t *testing.T) {
 		return file.Write(line)
 	}
 	s.Nudge("j")
-	waitFor(t, "the job to succeed", 10*time.Second, func() bool { return f.load("j").Status == lifecycle.Success })
+	testkit.WaitFor(t, "the job to succeed", 10*time.Second, func() bool { return f.Load("j").Status == lifecycle.Success })
 	waitIdle(t, s, 5*time.Second)
 
 	mu.Lock()
@@ -238,7 +241,7 @@ func TestDiskFullAfterCallReasksWithSameRequest(t *testing.T) {
 			t.Errorf("re-asked with another request (interaction %d vs %d)", again.Interaction, reqs[0].Interaction)
 		}
 	}
-	if n := len(ofType(f.records("j"), history.TypeIntent)); n != 2 {
+	if n := len(testkit.OfType(f.Records("j"), history.TypeIntent)); n != 2 {
 		t.Errorf("%d intents, want 2: the re-asks reuse the stored request", n)
 	}
 	if n := lb.count("j", "HISTORY_WRITE", pausedMsg); n != 2 {
@@ -263,7 +266,7 @@ func TestDiskFullOnRealTmpfs(t *testing.T) {
 	f, s, lb := faultFixture(t)
 	f.Dir = dir
 	f.Env.Store.Dir = dir
-	f.writeJob("j", job(okSupervisor(), okSupervisor()))
+	f.WriteJob("j", job(okSupervisor(), okSupervisor()))
 	filler := filepath.Join(dir, "filler")
 	fill, err := os.Create(filler)
 	if err != nil {
@@ -281,16 +284,16 @@ func TestDiskFullOnRealTmpfs(t *testing.T) {
 	fill.Close()
 
 	s.Nudge("j")
-	waitFor(t, "two paused attempts", 10*time.Second, func() bool {
+	testkit.WaitFor(t, "two paused attempts", 10*time.Second, func() bool {
 		return lb.count("j", "HISTORY_WRITE", pausedMsg)+lb.count("j", "MANIFEST_WRITE", pausedMsg)+lb.count("j", "STORAGE_WRITE", pausedMsg) >= 2
 	})
-	if m := f.load("j"); m.Status != lifecycle.Pending {
+	if m := f.Load("j"); m.Status != lifecycle.Pending {
 		t.Errorf("status %s while the disk is full, want PENDING (nothing could be recorded)", m.Status)
 	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the job to succeed once space is back", 10*time.Second, func() bool { return f.load("j").Status == lifecycle.Success })
+	testkit.WaitFor(t, "the job to succeed once space is back", 10*time.Second, func() bool { return f.Load("j").Status == lifecycle.Success })
 	waitIdle(t, s, 5*time.Second)
 	responsesOnce(t, f, "j", 2)
 	checkIntact(t, f, "j")
@@ -343,9 +346,10 @@ func (b *blockingAgent) waitEntered(t *testing.T) {
 // the lost one: the job is refused (HISTORY_MISSING) at every nudge until
 // the file is restored, and then goes on with the same request.
 func TestHistoryDeletedUnderRunningJob(t *testing.T) {
+	t.Parallel()
 	f, s, lb := faultFixture(t)
-	f.writeJob("victim", job(okSupervisor(), okSupervisor()))
-	f.writeJob("other", job(okSupervisor(), okSupervisor()))
+	f.WriteJob("victim", job(okSupervisor(), okSupervisor()))
+	f.WriteJob("other", job(okSupervisor(), okSupervisor()))
 	ag := newBlockingAgent("worker")
 	f.fake(ag.call)
 	s.Nudge("victim")
@@ -361,13 +365,13 @@ func TestHistoryDeletedUnderRunningJob(t *testing.T) {
 	}
 	manifestBefore, _ := os.ReadFile(filepath.Join(f.Dir, "victim", "job.json"))
 	close(ag.release)
-	waitFor(t, "the run to be refused", 10*time.Second, func() bool { return lb.count("victim", "HISTORY_MISSING", "job run failed") >= 1 })
+	testkit.WaitFor(t, "the run to be refused", 10*time.Second, func() bool { return lb.count("victim", "HISTORY_MISSING", "job run failed") >= 1 })
 	waitIdle(t, s, 5*time.Second)
 
 	s.Nudge("other")
 	s.Nudge("victim") // as a manifest change would
-	waitFor(t, "the other job to succeed", 10*time.Second, func() bool { return f.load("other").Status == lifecycle.Success })
-	waitFor(t, "the nudged run to be refused", 10*time.Second, func() bool { return lb.count("victim", "HISTORY_MISSING", "job run failed") >= 2 })
+	testkit.WaitFor(t, "the other job to succeed", 10*time.Second, func() bool { return f.Load("other").Status == lifecycle.Success })
+	testkit.WaitFor(t, "the nudged run to be refused", 10*time.Second, func() bool { return lb.count("victim", "HISTORY_MISSING", "job run failed") >= 2 })
 	waitIdle(t, s, 5*time.Second)
 	if _, err := os.Stat(hp); err == nil {
 		t.Fatal("a new history was started over the deleted one")
@@ -384,11 +388,11 @@ func TestHistoryDeletedUnderRunningJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Nudge("victim")
-	waitFor(t, "the job to succeed after the restore", 10*time.Second, func() bool { return f.load("victim").Status == lifecycle.Success })
+	testkit.WaitFor(t, "the job to succeed after the restore", 10*time.Second, func() bool { return f.Load("victim").Status == lifecycle.Success })
 	waitIdle(t, s, 5*time.Second)
 	responsesOnce(t, f, "victim", 2)
 	checkIntact(t, f, "victim")
-	if n := len(ofType(f.records("victim"), history.TypeIntent)); n != 2 {
+	if n := len(testkit.OfType(f.Records("victim"), history.TypeIntent)); n != 2 {
 		t.Errorf("%d intents, want 2 (the re-ask reuses the stored request)", n)
 	}
 	lb.checkSeedLines(t) // the scheduler's "job run failed" lines among them
@@ -399,9 +403,10 @@ func TestHistoryDeletedUnderRunningJob(t *testing.T) {
 // was for a human (never repaired, never appended to), later nudges are
 // refused the same way, and the other job is not affected.
 func TestHistoryCorruptedUnderRunningJob(t *testing.T) {
+	t.Parallel()
 	f, s, lb := faultFixture(t)
-	f.writeJob("victim", job(okSupervisor(), okSupervisor()))
-	f.writeJob("other", job(okSupervisor(), okSupervisor()))
+	f.WriteJob("victim", job(okSupervisor(), okSupervisor()))
+	f.WriteJob("other", job(okSupervisor(), okSupervisor()))
 	ag := newBlockingAgent("supervisor")
 	f.fake(ag.call)
 	s.Nudge("victim")
@@ -423,13 +428,13 @@ func TestHistoryCorruptedUnderRunningJob(t *testing.T) {
 	}
 	manifestBefore, _ := os.ReadFile(filepath.Join(f.Dir, "victim", "job.json"))
 	close(ag.release)
-	waitFor(t, "the run to stop", 10*time.Second, func() bool { return lb.count("victim", "HISTORY_CORRUPT", "job run failed") >= 1 })
+	testkit.WaitFor(t, "the run to stop", 10*time.Second, func() bool { return lb.count("victim", "HISTORY_CORRUPT", "job run failed") >= 1 })
 	waitIdle(t, s, 5*time.Second)
 
 	s.Nudge("other")
 	s.Nudge("victim")
-	waitFor(t, "the other job to succeed", 10*time.Second, func() bool { return f.load("other").Status == lifecycle.Success })
-	waitFor(t, "the nudged run to be refused", 10*time.Second, func() bool { return lb.count("victim", "HISTORY_CORRUPT", "job run failed") >= 2 })
+	testkit.WaitFor(t, "the other job to succeed", 10*time.Second, func() bool { return f.Load("other").Status == lifecycle.Success })
+	testkit.WaitFor(t, "the nudged run to be refused", 10*time.Second, func() bool { return lb.count("victim", "HISTORY_CORRUPT", "job run failed") >= 2 })
 	waitIdle(t, s, 5*time.Second)
 	if now, _ := os.ReadFile(hp); !bytes.Equal(now, corrupt) {
 		t.Errorf("the corrupt history was changed (%d bytes, was %d)", len(now), len(corrupt))
@@ -437,7 +442,7 @@ func TestHistoryCorruptedUnderRunningJob(t *testing.T) {
 	if after, _ := os.ReadFile(filepath.Join(f.Dir, "victim", "job.json")); !bytes.Equal(manifestBefore, after) {
 		t.Errorf("the manifest changed over a corrupt history")
 	}
-	if m := f.load("victim"); m.Status != lifecycle.Reviewing {
+	if m := f.Load("victim"); m.Status != lifecycle.Reviewing {
 		t.Errorf("status %s, want REVIEWING as it was", m.Status)
 	}
 	if n := ag.calls.Load(); n != 2 {
@@ -449,6 +454,7 @@ func TestHistoryCorruptedUnderRunningJob(t *testing.T) {
 // every reading. Call durations come from the monotonic clock, so budgets
 // neither run out early nor stretch, and records keep their order.
 func TestWallClockJumpsDoNotCorruptBudgetsOrOrder(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	var ticks atomic.Int64
 	f.Env.Now = func() time.Time {
@@ -473,15 +479,15 @@ func TestWallClockJumpsDoNotCorruptBudgetsOrOrder(t *testing.T) {
 	// however far the wall clock jumps.
 	j := job(okSupervisor(), okSupervisor())
 	j["time_threshold_minutes"] = 0.05
-	f.writeJob("roomy", j)
-	f.run("roomy")
-	m := f.load("roomy")
+	f.WriteJob("roomy", j)
+	f.Run("roomy")
+	m := f.Load("roomy")
 	if m.Status != lifecycle.Success {
 		t.Fatalf("status %s (%s), want SUCCESS", m.Status, m.Run.Reason)
 	}
 	sum := 0.0
-	recs := f.records("roomy")
-	for _, r := range ofType(recs, history.TypeResponse) {
+	recs := f.Records("roomy")
+	for _, r := range testkit.OfType(recs, history.TypeResponse) {
 		d := r.Response.ExecutionTimeSeconds
 		if d < 0.025 || d > 2 {
 			t.Errorf("execution_time_seconds = %v, want about 0.03", d)
@@ -497,7 +503,7 @@ func TestWallClockJumpsDoNotCorruptBudgetsOrOrder(t *testing.T) {
 		}
 	}
 	last := -1
-	for _, r := range ofType(recs, history.TypeIntent) {
+	for _, r := range testkit.OfType(recs, history.TypeIntent) {
 		if *r.Interaction <= last {
 			t.Errorf("interaction %d after %d", *r.Interaction, last)
 		}
@@ -513,13 +519,13 @@ func TestWallClockJumpsDoNotCorruptBudgetsOrOrder(t *testing.T) {
 
 	// A budget of 75 ms: it runs out after 75 ms of calls whatever the
 	// wall clock says, not earlier and not later.
-	f.writeJob("tight", func() map[string]any {
+	f.WriteJob("tight", func() map[string]any {
 		j := job(okSupervisor(), okSupervisor())
 		j["time_threshold_minutes"] = 0.00125
 		return j
 	}())
-	f.run("tight")
-	m = f.load("tight")
+	f.Run("tight")
+	m = f.Load("tight")
 	if m.Status != lifecycle.HaltedTime {
 		t.Fatalf("status %s (%s), want HALTED_TIME", m.Status, m.Run.Reason)
 	}
@@ -535,9 +541,10 @@ func TestWallClockJumpsDoNotCorruptBudgetsOrOrder(t *testing.T) {
 // during its call. The next call is not made: the job stops with
 // WORKSPACE_UNSAFE, and nothing is written through the link.
 func TestWorkspaceSwappedForSymlinkBetweenCalls(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	outside := t.TempDir()
-	f.writeJob("j", job(okSupervisor(), okSupervisor()))
+	f.WriteJob("j", job(okSupervisor(), okSupervisor()))
 	var calls atomic.Int32
 	f.fake(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
 		calls.Add(1)
@@ -549,8 +556,8 @@ func TestWorkspaceSwappedForSymlinkBetweenCalls(t *testing.T) {
 		}
 		return answer("COMPLETED", "moved the workspace elsewhere"), nil
 	})
-	f.run("j")
-	m := f.load("j")
+	f.Run("j")
+	m := f.Load("j")
 	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.WorkspaceUnsafe {
 		t.Fatalf("status %s/%s (%s), want INTERVENTION_REQUIRED/%s", m.Status, m.Run.ErrorCode, m.Run.Reason, codes.WorkspaceUnsafe)
 	}
@@ -566,7 +573,7 @@ func TestWorkspaceSwappedForSymlinkBetweenCalls(t *testing.T) {
 	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
 		t.Errorf("something was written through the link: %v", ents)
 	}
-	trs := ofType(f.records("j"), history.TypeTransition)
+	trs := testkit.OfType(f.Records("j"), history.TypeTransition)
 	if tr := trs[len(trs)-1].Transition; tr.To != string(lifecycle.InterventionRequired) || tr.Actor != "SYSTEM" || tr.Event != string(lifecycle.EvAgentFailed) {
 		t.Errorf("last transition %+v", tr)
 	}
@@ -585,6 +592,7 @@ func TestWorkspaceSwappedForSymlinkBetweenCalls(t *testing.T) {
 
 // The storage-error classification the scheduler relies on.
 func TestRunErrorCode(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		err   error
 		code  string

@@ -17,6 +17,7 @@ import (
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/testkit"
 )
 
 // TestHTTPProviderRetriesCutStream runs the real engine and the real http
@@ -45,7 +46,9 @@ func TestHTTPProviderRetriesCutStream(t *testing.T) {
 	var auth []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var b map[string]any
-		json.NewDecoder(r.Body).Decode(&b)
+		if err := json.NewDecoder(r.Body).Decode(&b); err != nil {
+			t.Errorf("request body: %v", err)
+		}
 		mu.Lock()
 		n := len(bodies)
 		bodies = append(bodies, b)
@@ -70,7 +73,7 @@ func TestHTTPProviderRetriesCutStream(t *testing.T) {
 	defer srv.Close()
 
 	f := newFixture(t)
-	f.writeJob("j", map[string]any{
+	f.WriteJob("j", map[string]any{
 		"agents": map[string]any{
 			"worker": map[string]any{"provider": "http", "http": map[string]any{
 				"base_url": srv.URL + "/v1", "model": "gpt-4o-mini", "api_key_env": "LOGIST_TEST_HTTP_KEY"}},
@@ -78,19 +81,19 @@ func TestHTTPProviderRetriesCutStream(t *testing.T) {
 		},
 		"limits": map[string]any{"backoff_initial_ms": 10},
 	})
-	f.run("j")
+	f.Run("j")
 
-	m := f.load("j")
+	m := f.Load("j")
 	if m.Status != lifecycle.Success {
 		t.Fatalf("status = %s (%s)", m.Status, m.Run.Reason)
 	}
-	recs := f.records("j")
+	recs := f.Records("j")
 
 	// Three worker calls with the same prompt: the 429 closes its turn with
 	// an error response and a new turn asks again; the cut stream leaves its
 	// turn open and the same stored request is asked again on that turn.
 	var intents []history.Record
-	for _, r := range ofType(recs, history.TypeIntent) {
+	for _, r := range testkit.OfType(recs, history.TypeIntent) {
 		if r.Role == "worker" {
 			intents = append(intents, r)
 		}
@@ -102,7 +105,7 @@ func TestHTTPProviderRetriesCutStream(t *testing.T) {
 		t.Errorf("the second turn asked a different prompt")
 	}
 	var cut []history.Record
-	for _, r := range ofType(recs, history.TypeError) {
+	for _, r := range testkit.OfType(recs, history.TypeError) {
 		if r.Error != nil && r.Error.Code == "AGENT_STREAM_FAIL" {
 			cut = append(cut, r)
 		}
@@ -125,7 +128,7 @@ func TestHTTPProviderRetriesCutStream(t *testing.T) {
 	mu.Unlock()
 
 	var worker []*history.Response
-	for _, r := range ofType(recs, history.TypeResponse) {
+	for _, r := range testkit.OfType(recs, history.TypeResponse) {
 		if r.Role == "worker" {
 			worker = append(worker, r.Response)
 		}
@@ -142,7 +145,7 @@ func TestHTTPProviderRetriesCutStream(t *testing.T) {
 		}
 	}
 	ok := worker[1]
-	if *ofType(recs, history.TypeResponse)[1].Interaction != *intents[1].Interaction {
+	if *testkit.OfType(recs, history.TypeResponse)[1].Interaction != *intents[1].Interaction {
 		t.Errorf("the answer after the cut stream is not on the same turn")
 	}
 	if ok.Status != history.StatusSuccess || ok.Action != "COMPLETED" || ok.Summary != "Fixed over HTTP." || ok.SessionID != "chatcmpl-e2e" {
@@ -167,7 +170,7 @@ func TestHTTPProviderRetriesCutStream(t *testing.T) {
 	}
 
 	// The key is in no file of the job.
-	filepath.WalkDir(filepath.Join(f.Dir, "j"), func(p string, d fs.DirEntry, err error) error {
+	if err := filepath.WalkDir(filepath.Join(f.Dir, "j"), func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -175,5 +178,7 @@ func TestHTTPProviderRetriesCutStream(t *testing.T) {
 			t.Errorf("%s contains the API key", p)
 		}
 		return nil
-	})
+	}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -9,7 +9,8 @@ import (
 
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
-	"github.com/logist/logist/internal/modelstub"
+	"github.com/logist/logist/internal/testbed/modelstub"
+	"github.com/logist/logist/internal/testkit"
 )
 
 // Issue 17 item 6: request.metadata records the model, temperature and
@@ -38,9 +39,9 @@ func TestRequestMetadataRecordsTheParametersSent(t *testing.T) {
 			}
 			// The role's own model field is not what goes on the wire.
 			worker := map[string]any{"provider": "http", "model": "not-sent", "http": h}
-			f.writeJob("j", job(worker, okSupervisor()))
-			f.run("j")
-			if m := f.load("j"); m.Status != lifecycle.Success {
+			f.WriteJob("j", job(worker, okSupervisor()))
+			f.Run("j")
+			if m := f.Load("j"); m.Status != lifecycle.Success {
 				t.Fatalf("status %s (%s)", m.Status, m.Run.Reason)
 			}
 			var sent map[string]any
@@ -54,7 +55,7 @@ func TestRequestMetadataRecordsTheParametersSent(t *testing.T) {
 			if sent == nil {
 				t.Fatal("the stub saw no request")
 			}
-			intents := ofType(f.records("j"), history.TypeIntent)
+			intents := testkit.OfType(f.Records("j"), history.TypeIntent)
 			meta := intents[0].Request.Metadata
 			for _, k := range []string{"model", "temperature", "max_tokens"} {
 				got, recorded := meta[k]
@@ -98,16 +99,16 @@ echo '{"type":"result","subtype":"success","is_error":false,"session_id":"s-1","
 	f := newFixture(t)
 	worker := map[string]any{"provider": "command", "model": "claude-test-model",
 		"command": map[string]any{"preset": "claude-code", "program": prog}}
-	f.writeJob("j", job(worker, okSupervisor()))
-	f.run("j")
-	if m := f.load("j"); m.Status != lifecycle.Success {
+	f.WriteJob("j", job(worker, okSupervisor()))
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Success {
 		t.Fatalf("status %s (%s)", m.Status, m.Run.Reason)
 	}
 	argv, err := os.ReadFile(filepath.Join(out, "argv"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := ofType(f.records("j"), history.TypeIntent)[0].Request.Metadata
+	meta := testkit.OfType(f.Records("j"), history.TypeIntent)[0].Request.Metadata
 	if meta["model"] != "claude-test-model" || !strings.Contains(string(argv), "--model\nclaude-test-model\n") {
 		t.Errorf("metadata model %v; the program was given:\n%s", meta["model"], argv)
 	}

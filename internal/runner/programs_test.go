@@ -11,6 +11,7 @@ import (
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/testkit"
 )
 
 // A command agent whose program the daemon cannot start stops the job at
@@ -28,27 +29,29 @@ func TestIntakeRefusesAProgramTheDaemonCannotStart(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(t)
-			f.writeJob("j", job(command(0, c.prog, "{request_file}"), okSupervisor()))
+			f.WriteJob("j", job(command(0, c.prog, "{request_file}"), okSupervisor()))
 			if c.file != "" {
-				os.WriteFile(filepath.Join(f.Dir, "j", c.file), []byte("echo hi\n"), 0o600)
+				if err := os.WriteFile(filepath.Join(f.Dir, "j", c.file), []byte("echo hi\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
 			}
-			f.run("j")
-			m := f.load("j")
+			f.Run("j")
+			m := f.Load("j")
 			if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.AgentConfig {
 				t.Fatalf("status %s code %s (%s), want INTERVENTION_REQUIRED AGENT_CONFIG", m.Status, m.Run.ErrorCode, m.Run.Reason)
 			}
 			if !strings.Contains(m.Run.Reason, c.pointer+": "+c.reason) {
 				t.Errorf("reason %q does not name %s and %q", m.Run.Reason, c.pointer, c.reason)
 			}
-			recs := f.records("j")
-			if n := len(ofType(recs, history.TypeIntent)); n != 0 || m.Metrics.AgentCalls != 0 {
+			recs := f.Records("j")
+			if n := len(testkit.OfType(recs, history.TypeIntent)); n != 0 || m.Metrics.AgentCalls != 0 {
 				t.Errorf("%d intents, %d agent calls: the agent must not be asked", n, m.Metrics.AgentCalls)
 			}
-			trs := ofType(recs, history.TypeTransition)
+			trs := testkit.OfType(recs, history.TypeTransition)
 			if len(trs) != 1 || trs[0].Transition.From != string(lifecycle.Pending) || trs[0].Transition.Event != string(lifecycle.EvAgentFailed) {
 				t.Errorf("transitions %+v, want one PENDING -agent_failed-> INTERVENTION_REQUIRED", trs)
 			}
-			if errs := ofType(recs, history.TypeError); len(errs) != 1 || errs[0].Error.Code != codes.AgentConfig {
+			if errs := testkit.OfType(recs, history.TypeError); len(errs) != 1 || errs[0].Error.Code != codes.AgentConfig {
 				t.Errorf("error records %+v, want one AGENT_CONFIG", errs)
 			}
 		})
@@ -63,9 +66,9 @@ func TestIntakeLooksOnTheDaemonsPath(t *testing.T) {
 	f.fake(func(_ context.Context, _ *agent.Request) (*agent.Result, error) {
 		return &agent.Result{Raw: []byte(`{"action": "COMPLETED", "evidence_files": [], "summary_for_supervisor": "ok"}`)}, nil
 	})
-	f.writeJob("j", job(command(0, "only-on-the-daemons-path"), command(0, "reviewer-too")))
-	f.run("j")
-	if m := f.load("j"); m.Status != lifecycle.Success {
+	f.WriteJob("j", job(command(0, "only-on-the-daemons-path"), command(0, "reviewer-too")))
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Success {
 		t.Fatalf("status %s (%s)", m.Status, m.Run.Reason)
 	}
 	if strings.Join(asked, ",") != "reviewer-too,only-on-the-daemons-path" {

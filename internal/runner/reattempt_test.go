@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/testkit"
 )
 
 // Issue 17 item 5: a call cut off by a shutdown is asked again with
@@ -37,12 +38,12 @@ echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"ok"}'`
 			if enc {
 				j["encrypt_history"] = true
 			}
-			f.writeJob("j", j)
+			f.WriteJob("j", j)
 
 			ctx, cancel := context.WithCancelCause(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- f.Engine.Run(ctx, "j") }()
-			waitFor(t, "the first attempt to read its request", 10*time.Second, func() bool {
+			testkit.WaitFor(t, "the first attempt to read its request", 10*time.Second, func() bool {
 				// read-0 comes after both copies are complete (file-0 exists
 				// as soon as cp opens it, before its bytes are in).
 				_, err := os.Stat(filepath.Join(out, "read-0"))
@@ -52,8 +53,8 @@ echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"ok"}'`
 			if err := <-done; err != nil {
 				t.Fatal(err)
 			}
-			f.run("j")
-			if m := f.load("j"); m.Status != lifecycle.Success {
+			f.Run("j")
+			if m := f.Load("j"); m.Status != lifecycle.Success {
 				t.Fatalf("status %s (%s)", m.Status, m.Run.Reason)
 			}
 			for _, kind := range []string{"stdin", "file"} {

@@ -12,6 +12,7 @@ import (
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/testkit"
 )
 
 // gauge counts calls in flight and remembers the most seen at once.
@@ -40,7 +41,7 @@ func sleepOrDone(ctx context.Context, d time.Duration) error {
 
 func newScheduler(t *testing.T, f *fixture, n int) *Scheduler {
 	t.Helper()
-	s := NewScheduler(context.Background(), f.Engine, n, testLogger())
+	s := NewScheduler(context.Background(), f.Engine, n, testkit.Logger())
 	t.Cleanup(func() { s.Stop(ErrShutdown) })
 	return s
 }
@@ -55,11 +56,12 @@ func waitIdle(t *testing.T, s *Scheduler, d time.Duration) {
 }
 
 func TestSchedulerBoundsParallelCalls(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ids := make([]string, 6)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("job-%d", i)
-		f.writeJob(ids[i], job(okSupervisor(), okSupervisor()))
+		f.WriteJob(ids[i], job(okSupervisor(), okSupervisor()))
 	}
 	var all gauge
 	var total atomic.Int32
@@ -88,16 +90,17 @@ func TestSchedulerBoundsParallelCalls(t *testing.T) {
 		t.Errorf("%d calls, want 12", n)
 	}
 	for _, id := range ids {
-		if m := f.load(id); m.Status != lifecycle.Success {
+		if m := f.Load(id); m.Status != lifecycle.Success {
 			t.Errorf("%s is %s", id, m.Status)
 		}
 	}
 }
 
 func TestSchedulerNeverRunsAJobTwice(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
-	f.writeJob("j", job(okSupervisor(), okSupervisor()))
-	f.writeJob("k", job(okSupervisor(), okSupervisor()))
+	f.WriteJob("j", job(okSupervisor(), okSupervisor()))
+	f.WriteJob("k", job(okSupervisor(), okSupervisor()))
 	gauges := map[string]*gauge{"j": {}, "k": {}}
 	var calls sync.Map // job -> *atomic.Int32
 	for id := range gauges {
@@ -133,8 +136,8 @@ func TestSchedulerNeverRunsAJobTwice(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	waitFor(t, "both jobs to finish", 20*time.Second, func() bool {
-		return f.load("j").Status == lifecycle.Success && f.load("k").Status == lifecycle.Success
+	testkit.WaitFor(t, "both jobs to finish", 20*time.Second, func() bool {
+		return f.Load("j").Status == lifecycle.Success && f.Load("k").Status == lifecycle.Success
 	})
 	waitIdle(t, s, 10*time.Second)
 
@@ -146,9 +149,9 @@ func TestSchedulerNeverRunsAJobTwice(t *testing.T) {
 		if n := c.(*atomic.Int32).Load(); n != 4 {
 			t.Errorf("job %s: %d calls, want 4", id, n)
 		}
-		recs := f.records(id)
+		recs := f.Records(id)
 		seen := map[int]int{}
-		for _, r := range ofType(recs, history.TypeResponse) {
+		for _, r := range testkit.OfType(recs, history.TypeResponse) {
 			seen[*r.Interaction]++
 		}
 		if len(seen) != 4 {
@@ -159,22 +162,23 @@ func TestSchedulerNeverRunsAJobTwice(t *testing.T) {
 				t.Errorf("job %s: interaction %d answered %d times", id, in, n)
 			}
 		}
-		if n := len(ofType(recs, history.TypeIntent)); n != 4 {
+		if n := len(testkit.OfType(recs, history.TypeIntent)); n != 4 {
 			t.Errorf("job %s: %d intents", id, n)
 		}
 	}
 }
 
 func TestSchedulerStopInterruptsCalls(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
-	f.writeJob("j", job(okSupervisor(), okSupervisor()))
+	f.WriteJob("j", job(okSupervisor(), okSupervisor()))
 	inCall := make(chan struct{}, 1)
 	f.fake(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
 		inCall <- struct{}{}
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
-	s := NewScheduler(context.Background(), f.Engine, 1, testLogger())
+	s := NewScheduler(context.Background(), f.Engine, 1, testkit.Logger())
 	s.Nudge("j")
 	select {
 	case <-inCall:
@@ -188,15 +192,15 @@ func TestSchedulerStopInterruptsCalls(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Stop did not return")
 	}
-	recs := f.records("j")
-	if n := len(ofType(recs, history.TypeResponse)); n != 0 {
+	recs := f.Records("j")
+	if n := len(testkit.OfType(recs, history.TypeResponse)); n != 0 {
 		t.Errorf("%d responses after shutdown, want none", n)
 	}
-	errs := ofType(recs, history.TypeError)
+	errs := testkit.OfType(recs, history.TypeError)
 	if len(errs) != 1 || errs[0].Error.Code != codes.AgentInterrupted {
 		t.Errorf("errors = %+v", errs)
 	}
-	if m := f.load("j"); m.Status != lifecycle.Running {
+	if m := f.Load("j"); m.Status != lifecycle.Running {
 		t.Errorf("status %s, want RUNNING (resumed by the next daemon)", m.Status)
 	}
 	// A stopped scheduler takes no new work.

@@ -10,6 +10,7 @@ import (
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/testkit"
 )
 
 // presetAgent is an agent config naming a preset; the fake provider stands
@@ -26,7 +27,7 @@ func presetAgent(session string) map[string]any {
 // once, and returns the resume_session each call was given per role.
 func sessionRun(t *testing.T, session string) (map[string][]string, *fixture) {
 	f := newFixture(t)
-	f.writeJob("j", map[string]any{"agents": map[string]any{"worker": presetAgent(session), "supervisor": presetAgent(session)}})
+	f.WriteJob("j", map[string]any{"agents": map[string]any{"worker": presetAgent(session), "supervisor": presetAgent(session)}})
 	var mu sync.Mutex
 	resumes := map[string][]string{}
 	n := map[string]int{}
@@ -44,14 +45,15 @@ func sessionRun(t *testing.T, session string) (map[string][]string, *fixture) {
 		res.SessionID = fmt.Sprintf("%s-session-%d", req.Role, n[req.Role])
 		return res, nil
 	})
-	f.run("j")
-	if m := f.load("j"); m.Status != lifecycle.Success {
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Success {
 		t.Fatalf("status = %s (%s)", m.Status, m.Run.Reason)
 	}
 	return resumes, f
 }
 
 func TestRetryContinuesTheAgentSession(t *testing.T) {
+	t.Parallel()
 	resumes, f := sessionRun(t, "")
 	// The worker's second turn (work sent back) continues its first
 	// session; the supervisor's second review continues its own.
@@ -64,7 +66,7 @@ func TestRetryContinuesTheAgentSession(t *testing.T) {
 	// The session asked for is part of the stored request (a re-attempt
 	// after a crash continues the same session).
 	var stored []string
-	for _, r := range ofType(f.records("j"), history.TypeIntent) {
+	for _, r := range testkit.OfType(f.Records("j"), history.TypeIntent) {
 		b, _ := json.Marshal(r.Request.Metadata[agent.MetaResumeSession])
 		stored = append(stored, r.Role+":"+string(b))
 	}
@@ -74,6 +76,7 @@ func TestRetryContinuesTheAgentSession(t *testing.T) {
 }
 
 func TestFreshSessionNeverResumes(t *testing.T) {
+	t.Parallel()
 	resumes, _ := sessionRun(t, "fresh")
 	if got := fmt.Sprint(resumes["worker"], resumes["supervisor"]); got != "[ ] [ ]" {
 		t.Errorf("resumes with session fresh = %s", got)

@@ -65,7 +65,9 @@ func BenchmarkCall(b *testing.B) {
 func benchSandbox(b *testing.B, ex *Local, layer Layer, truePath string) {
 	d := b.TempDir()
 	ws := filepath.Join(d, "workspace")
-	os.Mkdir(ws, 0o700)
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		b.Fatal(err)
+	}
 	for i := 0; i < b.N; i++ {
 		r, err := Run(context.Background(), ex, Spec{Argv: []string{truePath}, Dir: ws, Env: []string{"PATH=/usr/bin:/bin"},
 			CallDir: filepath.Join(d, "calls", fmt.Sprint(i)), Layer: layer})

@@ -101,8 +101,8 @@ func writeResult(dir string, r *Result, outputs ...*os.File) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
 	if _, err := f.Write(append(b, '\n')); err != nil {
+		_ = f.Close() // the error is the write's
 		return err
 	}
 	syncs := []func() error{f.Sync,
@@ -122,6 +122,10 @@ func writeResult(dir string, r *Result, outputs ...*os.File) error {
 		if err := <-errs; err != nil && first == nil {
 			first = err
 		}
+	}
+	// After every fsync (one of them is f's).
+	if err := f.Close(); err != nil && first == nil {
+		first = err
 	}
 	return first
 }
@@ -192,6 +196,6 @@ func killRecorded(path string) bool {
 	if err != nil || !alive {
 		return false
 	}
-	syscall.Kill(-pid, syscall.SIGKILL) // a process group (landlock, none)
+	_ = syscall.Kill(-pid, syscall.SIGKILL) // a process group (landlock, none), if it is one
 	return syscall.Kill(pid, syscall.SIGKILL) == nil
 }

@@ -141,14 +141,18 @@ func newArena(t *testing.T, uid int) *arena {
 	if uid != 0 {
 		// The daemon's user owns the jobs folder; the test's temporary
 		// folders above it must let that user through.
-		filepath.Walk(a.root, func(p string, _ os.FileInfo, err error) error {
+		if err := filepath.Walk(a.root, func(p string, _ os.FileInfo, err error) error {
 			if err == nil {
 				err = os.Lchown(p, uid, uid)
 			}
 			return err
-		})
+		}); err != nil {
+			t.Fatal(err)
+		}
 		for _, d := range []string{filepath.Dir(a.root), attackerDir} {
-			os.Chmod(d, 0o755)
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	a.daemon = exec.Command(bin, a.daemonMark)
@@ -172,7 +176,9 @@ func newArena(t *testing.T, uid int) *arena {
 		}
 	})
 	if uid != 0 {
-		os.Chown(a.root, uid, uid)
+		if err := os.Chown(a.root, uid, uid); err != nil {
+			t.Fatal(err)
+		}
 	}
 	a.limits = Limits{MemoryBytes: 256 << 20, Processes: 64, FileBytes: 4 << 20, TmpBytes: 8 << 20}
 	return a
@@ -395,7 +401,7 @@ func (a *arena) judge(t *testing.T, res map[string]attackResult, r *Result) map[
 	exists := func(name, p string) {
 		if _, err := os.Lstat(p); err == nil {
 			flag(name, p+" exists")
-			os.RemoveAll(p)
+			_ = os.RemoveAll(p) // flagged already; removed for the next attack
 		}
 	}
 	exists("write-other-workspace", filepath.Join(a.other, "workspace", "pwned"))

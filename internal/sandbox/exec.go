@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// execMain is the in-sandbox helper ("__sandbox-exec CONFIG -- ARGV..."):
+// execMain is the in-sandbox helper ("__sandbox-exec CONFIG -- PROGRAM [ARG...]"):
 // it contains itself and executes the program in its place. Landlock and
 // the capability drop restrict the whole process, so they happen here, in
 // a process of its own just before exec, never in the daemon. A failure
@@ -35,7 +35,7 @@ func execMain(args []string) int {
 		return 127
 	}
 	if len(args) < 3 || args[1] != "--" {
-		return fail(errors.New("usage: __sandbox-exec CONFIG -- ARGV..."))
+		return fail(errors.New("usage: __sandbox-exec CONFIG -- PROGRAM [ARG...]"))
 	}
 	var cfg execConfig
 	if err := json.Unmarshal([]byte(args[0]), &cfg); err != nil {
@@ -213,7 +213,10 @@ func dropCaps() error {
 			}
 		}
 	}
-	unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	// EINVAL: a kernel without ambient capabilities, which has none to clear.
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("clear the ambient capabilities: %v", err)
+	}
 	data = [2]unix.CapUserData{}
 	if err := unix.Capset(&hdr, &data[0]); err != nil {
 		return fmt.Errorf("capset: %v", err)
@@ -287,7 +290,7 @@ func restrictLandlock(cfg *execConfig) error {
 	if fd < 0 {
 		return errors.New("landlock: nothing to enforce")
 	}
-	defer unix.Close(fd)
+	defer unix.Close(fd) //nolint:errcheck // the ruleset's descriptor: nothing to lose
 	if err := ll.LandlockRestrictSelf(fd, flags); err != nil {
 		return fmt.Errorf("landlock_restrict_self: %v", err)
 	}

@@ -16,21 +16,23 @@ func forward(ln net.Listener, socket string) {
 			return
 		}
 		go func() {
-			defer c.Close()
+			defer c.Close() //nolint:errcheck // a connection: nothing to lose
 			u, err := net.Dial("unix", socket)
 			if err != nil {
 				return
 			}
-			defer u.Close()
+			defer u.Close() //nolint:errcheck // a connection: nothing to lose
 			var wg sync.WaitGroup
 			wg.Add(2)
 			pipe := func(dst, src net.Conn) {
 				defer wg.Done()
-				io.Copy(dst, src)
+				// Either side gone ends this direction; the proxy logs
+				// what it refused.
+				_, _ = io.Copy(dst, src)
 				// Pass the end of one direction on, keep the other open
 				// (a client that half-closes still gets its answer).
 				if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-					cw.CloseWrite()
+					_ = cw.CloseWrite()
 				}
 			}
 			go pipe(u, c)

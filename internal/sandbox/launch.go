@@ -37,8 +37,9 @@ func launchMain(args []string) int {
 		fmt.Fprintln(os.Stderr, "usage: __sandbox-launch CALLDIR")
 		return 2
 	}
-	HideProcess()
-	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	// The call relies on both (its secrets unreadable, its leftovers
+	// inherited and killed): a launcher without them runs nothing.
+	hardenErr := errors.Join(HideProcess(), unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0))
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 	kill := make(chan os.Signal, 1)
 	signal.Notify(kill, syscall.SIGTERM, syscall.SIGINT)
@@ -54,12 +55,15 @@ func launchMain(args []string) int {
 	}
 	res.Layer = p.Layer
 	l := &launch{p: &p, res: res, dir: dir}
+	if hardenErr != nil {
+		return l.finish(OutcomeStartFailed, "launcher: "+hardenErr.Error(), nil, nil)
+	}
 	if p.PrivateTmp {
 		tmp, err := os.MkdirTemp("", "logist-call-")
 		if err != nil {
 			return l.finish(OutcomeStartFailed, "private tmp: "+err.Error(), nil, nil)
 		}
-		defer os.RemoveAll(tmp)
+		defer os.RemoveAll(tmp) //nolint:errcheck // the call's scratch folder in the temp folder
 		if getEnv(p.Env, "TMPDIR") == "" {
 			p.Env = setEnv(p.Env, "TMPDIR", tmp)
 		}
@@ -82,6 +86,20 @@ type launch struct {
 	initPid  int // bwrap: the PID namespace's init, on the host
 	initOnce sync.Once
 	initSeen chan struct{}
+	// unrecorded gets the error of a sandbox pid file that could not be
+	// written: a sandbox nobody could find again to kill does not run on.
+	unrecorded chan error
+}
+
+// record writes the pid file that lets a daemon kill the sandbox when the
+// launcher is gone (killRecorded).
+func (l *launch) record(pid int) {
+	if err := writePid(filepath.Join(l.dir, fileSandbox), pid); err != nil {
+		select {
+		case l.unrecorded <- err:
+		default:
+		}
+	}
 }
 
 func (l *launch) run(kill <-chan os.Signal) int {
@@ -90,12 +108,12 @@ func (l *launch) run(kill <-chan os.Signal) int {
 	if err != nil {
 		return l.finish(OutcomeStartFailed, err.Error(), nil, nil)
 	}
-	defer outF.Close()
+	defer outF.Close() //nolint:errcheck // fsync'd by finish (writeResult) on every path
 	errF, err := regfile.OpenFile(filepath.Join(l.dir, fileStderr), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return l.finish(OutcomeStartFailed, err.Error(), outF, nil)
 	}
-	defer errF.Close()
+	defer errF.Close() //nolint:errcheck // fsync'd by finish (writeResult) on every path
 
 	// The proxy's address as the program sees it.
 	addr := ""
@@ -104,7 +122,7 @@ func (l *launch) run(kill <-chan os.Signal) int {
 		if err != nil {
 			return l.finish(OutcomeStartFailed, "proxy listener: "+err.Error(), outF, errF)
 		}
-		defer ln.Close()
+		defer ln.Close() //nolint:errcheck // a listener: nothing to lose
 		go forward(ln, p.Forward)
 		port := ln.Addr().(*net.TCPAddr).Port
 		addr = "127.0.0.1:" + strconv.Itoa(port)
@@ -132,7 +150,7 @@ func (l *launch) run(kill <-chan os.Signal) int {
 	if err != nil {
 		return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
 	}
-	defer statusR.Close()
+	defer statusR.Close() //nolint:errcheck // a pipe, read only
 	var infoR, infoW *os.File
 	var cmd *exec.Cmd
 	switch {
@@ -143,7 +161,7 @@ func (l *launch) run(kill <-chan os.Signal) int {
 		if infoR, infoW, err = os.Pipe(); err != nil {
 			return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
 		}
-		defer infoR.Close()
+		defer infoR.Close() //nolint:errcheck // a pipe, read only
 		cmd.ExtraFiles = []*os.File{statusW, infoW}
 	case p.Exec != nil:
 		cfg, _ := json.Marshal(p.Exec)
@@ -181,20 +199,25 @@ func (l *launch) run(kill <-chan os.Signal) int {
 	cmd.Stdout, cmd.Stderr = outW, errW
 	var readers sync.WaitGroup
 	readers.Add(3)
-	go func() { defer readers.Done(); io.Copy(stdout, outR); outR.Close() }()
-	go func() { defer readers.Done(); io.Copy(stderr, errR); errR.Close() }()
+	// capFiles never fail (a full disk is counted, not returned); a read
+	// error ends the output like EOF does.
+	go func() { defer readers.Done(); _, _ = io.Copy(stdout, outR); _ = outR.Close() }()
+	go func() { defer readers.Done(); _, _ = io.Copy(stderr, errR); _ = errR.Close() }()
 	var statusMsg bytes.Buffer
-	go func() { defer readers.Done(); io.Copy(&statusMsg, io.LimitReader(statusR, 4096)) }()
+	go func() { defer readers.Done(); _, _ = io.Copy(&statusMsg, io.LimitReader(statusR, 4096)) }()
 
 	l.cmd = cmd
 	l.initSeen = make(chan struct{})
+	l.unrecorded = make(chan error, 1)
 	l.res.Started = time.Now().UTC()
 	startErr := cmd.Start()
-	outW.Close()
-	errW.Close()
-	statusW.Close()
+	// The child has its copies; ours are pipes' write ends with nothing
+	// buffered.
+	_ = outW.Close()
+	_ = errW.Close()
+	_ = statusW.Close()
 	if infoW != nil {
-		infoW.Close()
+		_ = infoW.Close()
 	}
 	if startErr != nil {
 		return l.finish(OutcomeStartFailed, fmt.Sprintf("start %s: %v", cmd.Path, startErr), outF, errF)
@@ -204,18 +227,22 @@ func (l *launch) run(kill <-chan os.Signal) int {
 		go func() { l.readInfo(infoR); close(infoDone) }()
 	} else {
 		close(infoDone)
-		writePid(filepath.Join(l.dir, fileSandbox), cmd.Process.Pid)
+		l.record(cmd.Process.Pid)
 	}
 
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	// The exit status is read from cmd.ProcessState below.
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
 	var why Outcome
+	whyMsg := ""
 	select {
 	case <-done:
 	case <-kill:
 		why = OutcomeKilled
 	case <-over:
 		why = OutcomeOutputLimit
+	case err := <-l.unrecorded:
+		why, whyMsg = OutcomeStartFailed, "record the sandbox's pid: "+err.Error()
 	}
 	if why != "" {
 		l.killSandbox()
@@ -229,11 +256,11 @@ func (l *launch) run(kill <-chan os.Signal) int {
 	select {
 	case <-drained:
 	case <-time.After(5 * time.Second):
-		outR.Close()
-		errR.Close()
-		statusR.Close()
+		_ = outR.Close()
+		_ = errR.Close()
+		_ = statusR.Close()
 		if infoR != nil {
-			infoR.Close()
+			_ = infoR.Close()
 		}
 		<-drained // every reader returns once its pipe is closed
 	}
@@ -244,7 +271,7 @@ func (l *launch) run(kill <-chan os.Signal) int {
 	msg := strings.TrimSpace(statusMsg.String())
 	switch {
 	case why != "":
-		return l.finish(why, "", outF, errF)
+		return l.finish(why, whyMsg, outF, errF)
 	case msg != "":
 		return l.finish(OutcomeStartFailed, msg, outF, errF)
 	case p.Bwrap != "" && l.initPid == 0:
@@ -267,7 +294,7 @@ func (l *launch) readInfo(r io.Reader) {
 		if doc.ChildPid > 0 {
 			l.initOnce.Do(func() {
 				l.initPid = doc.ChildPid
-				writePid(filepath.Join(l.dir, fileSandbox), doc.ChildPid)
+				l.record(doc.ChildPid)
 				close(l.initSeen)
 			})
 		}
@@ -285,14 +312,15 @@ func (l *launch) killSandbox() {
 	if l.p.Bwrap != "" {
 		select {
 		case <-l.initSeen:
-			syscall.Kill(l.initPid, syscall.SIGKILL)
+			_ = syscall.Kill(l.initPid, syscall.SIGKILL) // gone already: nothing to kill
 		default:
 		}
-		l.cmd.Process.Signal(syscall.SIGKILL)
+		_ = l.cmd.Process.Signal(syscall.SIGKILL)
 		return
 	}
-	syscall.Kill(-l.cmd.Process.Pid, syscall.SIGKILL)
-	l.cmd.Process.Signal(syscall.SIGKILL)
+	// Gone already: nothing to kill; the sweep gets what left the group.
+	_ = syscall.Kill(-l.cmd.Process.Pid, syscall.SIGKILL)
+	_ = l.cmd.Process.Signal(syscall.SIGKILL)
 }
 
 // sweepChildren kills and reaps every child this process has until none
@@ -303,7 +331,7 @@ func sweepChildren() {
 	for round := 0; round < 1000; round++ {
 		kids := children()
 		for _, pid := range kids {
-			syscall.Kill(pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL) // gone already: reaped below
 		}
 		reaped := false
 		for {

@@ -50,7 +50,7 @@ func Run(ctx context.Context, ex Executor, spec Spec) (*Result, error) {
 	}
 	r, err := c.Wait(ctx)
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		c.Kill()
+		_ = c.Kill() // it returns once the launcher has ended; no error of its own
 		return nil, ctx.Err()
 	}
 	return r, err
@@ -132,7 +132,7 @@ func (l *Local) Start(spec Spec) (Call, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	defer logf.Close()
+	defer logf.Close() //nolint:errcheck // handed to the launcher, which writes it; ours writes nothing
 	cmd := exec.Command(self, verbLaunch, spec.CallDir)
 	// Its own session: the daemon's terminal and process group signals do
 	// not reach it, and it outlives the daemon.
@@ -149,17 +149,18 @@ func (l *Local) Start(spec Spec) (Call, error) {
 	// Recorded before the launcher has its plan: a launcher that runs
 	// anything is always found by Adopt.
 	if err := writePid(filepath.Join(spec.CallDir, fileLauncher), cmd.Process.Pid); err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
+		_ = cmd.Process.Kill() // it has no plan yet: it runs nothing
+		_ = cmd.Wait()         // killed: its exit status says so
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	_, werr := in.Write(body)
-	in.Close()
+	werr = errors.Join(werr, in.Close())
 	c := &localCall{dir: spec.CallDir, done: make(chan struct{}), grace: l.KillGrace,
 		signal: func(s syscall.Signal) error { return cmd.Process.Signal(s) }}
-	go func() { cmd.Wait(); close(c.done) }()
+	// The outcome is the launcher's result file, not its exit status.
+	go func() { _ = cmd.Wait(); close(c.done) }()
 	if werr != nil {
-		c.Kill()
+		_ = c.Kill() // no error of its own
 		return nil, fmt.Errorf("sandbox: hand the launcher its plan: %w", werr)
 	}
 	return c, nil
@@ -201,7 +202,7 @@ func adoptRunning(dir string, pid int, grace time.Duration) (*localCall, bool) {
 	// The pidfd was opened while the recorded process still ran: check
 	// again that it is the one recorded.
 	if _, alive, err := readPid(filepath.Join(dir, fileLauncher)); err != nil || !alive {
-		unix.Close(fd)
+		_ = unix.Close(fd) // a pidfd: nothing to lose
 		return nil, false
 	}
 	c := &localCall{dir: dir, done: make(chan struct{}), grace: grace,
@@ -247,7 +248,7 @@ func (c *localCall) Kill() error {
 		return nil
 	default:
 	}
-	c.signal(syscall.SIGTERM)
+	_ = c.signal(syscall.SIGTERM) // ended already: done says so below
 	grace := c.grace
 	if grace <= 0 {
 		grace = 10 * time.Second
@@ -259,7 +260,7 @@ func (c *localCall) Kill() error {
 	}
 	// The launcher did not end: kill it, and the sandbox with it (bwrap's
 	// --die-with-parent; the recorded init or process group otherwise).
-	c.signal(syscall.SIGKILL)
+	_ = c.signal(syscall.SIGKILL) // ended already: done says so below
 	killRecorded(filepath.Join(c.dir, fileSandbox))
 	<-c.done
 	return nil

@@ -104,7 +104,7 @@ func probeLandlock(s *Status) Check {
 	if err != nil {
 		return Check{Why: fmt.Sprintf("landlock ABI %d: cannot create a ruleset: %v", abi, err)}
 	}
-	syscall.Close(fd)
+	_ = syscall.Close(fd) // a probe's ruleset: nothing to lose
 	feats := []string{"files"}
 	if abi >= landlockNet {
 		feats = append(feats, "TCP bind/connect")

@@ -57,7 +57,7 @@ func trial(st *Status, l Layer) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer os.RemoveAll(dir)
+	defer os.RemoveAll(dir) //nolint:errcheck // the trial's scratch folder in the temp folder
 	ws := filepath.Join(dir, "workspace")
 	if err := os.Mkdir(ws, 0o700); err != nil {
 		return 0, err

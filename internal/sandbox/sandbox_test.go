@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestFailClosed: with no layer working, a call that asks for a sandbox
@@ -94,6 +95,29 @@ func TestStartFailure(t *testing.T) {
 			t.Fatal(err)
 		}
 		if r.Outcome != OutcomeStartFailed || !strings.Contains(r.Error, "no-such-program-xyz") {
+			t.Errorf("%s: %+v", layer, r)
+		}
+	}
+}
+
+// TestUnrecordedSandboxDoesNotRun: a sandbox whose pid file cannot be
+// written (a daemon could not find it again to kill it) is stopped at
+// once, and the call is a start failure.
+func TestUnrecordedSandboxDoesNotRun(t *testing.T) {
+	for _, layer := range append(layers(t), LayerNone) {
+		spec := shSpec(t, "sleep 30")
+		spec.Layer = layer
+		// A folder with something in it where the pid file goes.
+		if err := os.MkdirAll(filepath.Join(spec.CallDir, fileSandbox, "x"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		r, err := Run(ctx, &Local{}, spec)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v", layer, err)
+		}
+		if r.Outcome != OutcomeStartFailed || !strings.Contains(r.Error, "record the sandbox's pid") {
 			t.Errorf("%s: %+v", layer, r)
 		}
 	}
@@ -238,7 +262,9 @@ func TestHostViewHidesSecrets(t *testing.T) {
 func TestPlanNeverMountsCallDir(t *testing.T) {
 	spec := shSpec(t, "true")
 	spec.Home = filepath.Join(filepath.Dir(spec.Dir), "home")
-	os.Mkdir(spec.Home, 0o700)
+	if err := os.Mkdir(spec.Home, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	job := filepath.Dir(spec.Dir)
 	for _, layer := range []Layer{LayerBwrap, LayerLandlock} {
 		p, err := makePlan(&spec, layer, tools{self: "/usr/bin/logistd", bwrap: "/usr/bin/bwrap", abi: 7}, currentView())
@@ -269,7 +295,9 @@ func TestHideProcess(t *testing.T) {
 		t.Skip("needs root to run both sides as another user")
 	}
 	bin := attacker(t)
-	os.Chmod(attackerDir, 0o755)
+	if err := os.Chmod(attackerDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cred := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
 	start := func(role string) *exec.Cmd {
 		cmd := exec.Command(bin, role)
@@ -280,7 +308,9 @@ func TestHideProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		if role == "daemon" {
-			bufio.NewReader(out).ReadString('\n')
+			if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+				t.Fatal(err)
+			}
 		}
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		return cmd

@@ -84,7 +84,9 @@ func computeView(etc string) *hostView {
 	// A secret is what the world may not read: a file without o+r, a
 	// folder without o+rx (its content is then not walked).
 	holds := map[string]bool{} // folders with a secret beneath
-	filepath.WalkDir(etc, func(p string, d fs.DirEntry, err error) error {
+	// The walk returns only what the callback returns: it skips what it
+	// cannot read, so there is no error to check.
+	_ = filepath.WalkDir(etc, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil
 		}

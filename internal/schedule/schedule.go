@@ -332,7 +332,7 @@ func (s *Scheduler) create(id string, tpl *manifest.Manifest, tick time.Time) (s
 		return "", err
 	}
 	if err := copyTemplate(s.Env.Store.JobDir(id), dst); err != nil {
-		os.RemoveAll(dst)
+		_ = os.RemoveAll(dst) // a half copy; without a manifest it is no job
 		return "", fmt.Errorf("copy template: %w", err)
 	}
 	run := *tpl
@@ -388,7 +388,7 @@ func (s *Scheduler) markTick(id string, tick time.Time) error {
 	if err != nil {
 		return err
 	}
-	defer lk.Unlock()
+	defer lk.Unlock() //nolint:errcheck // closing the descriptor releases it anyway
 	m, err := s.Env.Store.Load(id)
 	if err != nil {
 		return err
@@ -455,7 +455,7 @@ func Delete(store *jobstore.Store, id string) error {
 	if err != nil {
 		return err
 	}
-	defer lk.Unlock()
+	defer lk.Unlock() //nolint:errcheck // closing the descriptor releases it anyway
 	m, err := store.Load(id)
 	if err != nil {
 		return err

@@ -52,9 +52,15 @@ func setup(t *testing.T, schedule string) (*Scheduler, *fakeClock, *counts, *job
 	t.Helper()
 	dir := t.TempDir()
 	store := jobstore.New(dir)
-	os.MkdirAll(store.JobDir("nightly"), 0o700)
-	os.WriteFile(filepath.Join(store.JobDir("nightly"), "job.json"), []byte(strings.Replace(tplBody, "%s", schedule, 1)), 0o600)
-	os.WriteFile(filepath.Join(store.JobDir("nightly"), "agent.sh"), []byte("echo hi"), 0o600)
+	if err := os.MkdirAll(store.JobDir("nightly"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(store.JobDir("nightly"), "job.json"), []byte(strings.Replace(tplBody, "%s", schedule, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(store.JobDir("nightly"), "agent.sh"), []byte("echo hi"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	env := &jobtx.Env{Store: store, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
 	c := &counts{n: map[string]int{}}
 	s := New(env, env.Logger, c, builtins.Effects())
@@ -78,7 +84,9 @@ func setStatus(t *testing.T, store *jobstore.Store, id string, st lifecycle.Stat
 	if st.Terminal() {
 		m.Run.FinishedAt = time.Now().UTC().Format(time.RFC3339Nano)
 	}
-	store.Save(m)
+	if err := store.Save(m); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestIntakeRefusesBadExpressions(t *testing.T) {
@@ -100,6 +108,7 @@ func TestIntakeRefusesBadExpressions(t *testing.T) {
 }
 
 func TestTickCreatesRunFromTemplate(t *testing.T) {
+	t.Parallel()
 	s, clk, c, store := setup(t, `{"cron": "*/5 * * * *"}`)
 	var created []string
 	s.Created = func(id string) { created = append(created, id) }
@@ -130,6 +139,7 @@ func TestTickCreatesRunFromTemplate(t *testing.T) {
 }
 
 func TestConcurrencyPolicies(t *testing.T) {
+	t.Parallel()
 	for _, policy := range []string{Allow, Forbid, Replace} {
 		t.Run(policy, func(t *testing.T) {
 			s, clk, c, store := setup(t, `{"cron": "*/5 * * * *", "concurrency_policy": "`+policy+`"}`)
@@ -159,6 +169,7 @@ func TestConcurrencyPolicies(t *testing.T) {
 }
 
 func TestCatchUpAfterDowntime(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name        string
 		deadline    string
@@ -174,7 +185,9 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 			m := load(t, store, "nightly")
 			// Last run 09:45; down through the 09:50, 09:55 and 10:00 ticks; now 10:00:30.
 			m.Run.LastScheduledAt = "2026-11-21T09:45:00Z"
-			store.Save(m)
+			if err := store.Save(m); err != nil {
+				t.Fatal(err)
+			}
 			s.Sync("nightly", load(t, store, "nightly"))
 			if c.wantCreated == 1 {
 				s.fire("nightly")
@@ -192,6 +205,7 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 }
 
 func TestHistoryLimitsAndRetention(t *testing.T) {
+	t.Parallel()
 	s, clk, _, store := setup(t, `{"cron": "*/5 * * * *", "successful_runs_history_limit": 2, "failed_runs_history_limit": 1}`)
 	s.Sync("nightly", load(t, store, "nightly"))
 	var ids []string
@@ -235,6 +249,7 @@ func TestHistoryLimitsAndRetention(t *testing.T) {
 // manifest (the run gets its own), not the history in any of its files
 // (history.IsFile decides which), not requests, snapshots or the lock.
 func TestCopyTemplateLeavesTheRunBehind(t *testing.T) {
+	t.Parallel()
 	src, dst := t.TempDir(), t.TempDir()
 	l, _, err := history.OpenWith(src, history.Options{MaxBytes: 300})
 	if err != nil {
@@ -256,7 +271,9 @@ func TestCopyTemplateLeavesTheRunBehind(t *testing.T) {
 	for name, body := range map[string]string{jobstore.ManifestFile: "{}", ".lock": "", "agent.sh": "echo hi", "notes.gz": "z",
 		"history-notes.md": "mine", "requests/000001.json": "{}", "snapshots/s/x": "x", "prompts/worker.md": "do it"} {
 		p := filepath.Join(src, name)
-		os.MkdirAll(filepath.Dir(p), 0o700)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -265,13 +282,15 @@ func TestCopyTemplateLeavesTheRunBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	filepath.WalkDir(dst, func(p string, d os.DirEntry, err error) error {
+	if err := filepath.WalkDir(dst, func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			rel, _ := filepath.Rel(dst, p)
 			got = append(got, rel)
 		}
 		return err
-	})
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if want := []string{"agent.sh", "history-notes.md", "notes.gz", "prompts/worker.md"}; strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("copied %v, want %v", got, want)
 	}

@@ -35,7 +35,9 @@ type steered struct {
 func newSteered(t *testing.T) *steered {
 	dir := t.TempDir()
 	store := jobstore.New(dir)
-	os.MkdirAll(store.JobDir("nightly"), 0o700)
+	if err := os.MkdirAll(store.JobDir("nightly"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	body := strings.Replace(tplBody, "%s", `{"cron": "* * * * *"}`, 1)
 	if err := os.WriteFile(filepath.Join(store.JobDir("nightly"), "job.json"), []byte(body), 0o600); err != nil {
 		t.Fatal(err)

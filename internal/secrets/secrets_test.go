@@ -25,6 +25,7 @@ func sameKey(t *testing.T, a, b *Cipher) bool {
 // The content key is created 0600 in a 0700 folder, once: loading again
 // gives the same key, and what one sealed the other opens.
 func TestContentKeyCreatedOncePrivate(t *testing.T) {
+	t.Parallel()
 	jobs := t.TempDir()
 	c1, err := LoadOrCreateCipher(jobs, dot)
 	if err != nil {
@@ -56,6 +57,7 @@ func TestContentKeyCreatedOncePrivate(t *testing.T) {
 // Goroutines racing to create the key (the daemon's jobs, a steward
 // command) all use the one the file holds.
 func TestContentKeyRacersAgree(t *testing.T) {
+	t.Parallel()
 	for round := range 30 {
 		jobs := t.TempDir()
 		const n = 8
@@ -111,6 +113,7 @@ func TestHelperContentKeyProcess(t *testing.T) {
 // Two processes creating the key at once end with one key that both use:
 // what each sealed opens with the stored key.
 func TestContentKeyProcessesAgree(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
@@ -159,9 +162,12 @@ func TestContentKeyProcessesAgree(t *testing.T) {
 // replaced; a temporary file is ignored; a damaged key is refused, never
 // replaced (what it encrypted would be lost).
 func TestContentKeyAfterCrash(t *testing.T) {
+	t.Parallel()
 	setup := func(t *testing.T, name string, body []byte) string {
 		jobs := t.TempDir()
-		os.MkdirAll(filepath.Join(jobs, dot), 0o700)
+		if err := os.MkdirAll(filepath.Join(jobs, dot), 0o700); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(jobs, dot, name), body, 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 // steward command) must end up with one key: none may read the winner's
 // key file before it is whole.
 func TestConcurrentCreateAgreesOnOneKey(t *testing.T) {
+	t.Parallel()
 	for round := range 60 {
 		dir := t.TempDir()
 		const n = 8
@@ -58,6 +59,7 @@ func TestConcurrentCreateAgreesOnOneKey(t *testing.T) {
 // What a crash in the middle of creating the key can leave: a temporary
 // file, or the private key without its public half. The next start goes on.
 func TestCreateAfterCrash(t *testing.T) {
+	t.Parallel()
 	t.Run("temporary file only", func(t *testing.T) {
 		dir := t.TempDir()
 		if err := os.MkdirAll(filepath.Join(dir, Dir), 0o700); err != nil {
@@ -112,7 +114,9 @@ func TestCreateAfterCrash(t *testing.T) {
 	// key replaces it, with its public half.
 	t.Run("empty key file", func(t *testing.T) {
 		dir := t.TempDir()
-		os.MkdirAll(filepath.Join(dir, Dir), 0o700)
+		if err := os.MkdirAll(filepath.Join(dir, Dir), 0o700); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(dir, Dir, PrivateFile), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +139,9 @@ func TestCreateAfterCrash(t *testing.T) {
 	// would no longer verify.
 	t.Run("damaged key file", func(t *testing.T) {
 		dir := t.TempDir()
-		os.MkdirAll(filepath.Join(dir, Dir), 0o700)
+		if err := os.MkdirAll(filepath.Join(dir, Dir), 0o700); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(dir, Dir, PrivateFile), []byte("AAAA\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -18,13 +18,25 @@ func change(t *testing.T, ws string) {
 	t.Helper()
 	write(t, filepath.Join(ws, "new.txt"), "new")
 	write(t, filepath.Join(ws, "same-size.txt"), "BBB")
-	os.Chmod(filepath.Join(ws, "mode.txt"), 0o700)
-	os.Remove(filepath.Join(ws, "gone.txt"))
-	os.Remove(filepath.Join(ws, "link"))
-	os.Symlink("same-size.txt", filepath.Join(ws, "link"))
-	os.Remove(filepath.Join(ws, "was-file"))
+	if err := os.Chmod(filepath.Join(ws, "mode.txt"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(ws, "gone.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("same-size.txt", filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(ws, "was-file")); err != nil {
+		t.Fatal(err)
+	}
 	write(t, filepath.Join(ws, "was-file", "inside.txt"), "x")
-	os.MkdirAll(filepath.Join(ws, "empty-dir"), 0o700)
+	if err := os.MkdirAll(filepath.Join(ws, "empty-dir"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	write(t, filepath.Join(ws, ".git", "HEAD"), "ref: other")
 }
 
@@ -33,7 +45,9 @@ func seed(t *testing.T, ws string) {
 	for _, f := range []string{"same-size.txt", "mode.txt", "gone.txt", "was-file", "kept/k.txt"} {
 		write(t, filepath.Join(ws, f), "AAA")
 	}
-	os.Symlink("mode.txt", filepath.Join(ws, "link"))
+	if err := os.Symlink("mode.txt", filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
 	write(t, filepath.Join(ws, ".git", "HEAD"), "ref: main")
 }
 
@@ -129,7 +143,9 @@ func BenchmarkScanChanged1000(b *testing.B) {
 	ws := filepath.Join(b.TempDir(), "workspace")
 	for i := range 1000 {
 		p := filepath.Join(ws, fmt.Sprintf("d%02d", i%50), fmt.Sprintf("f%04d.txt", i))
-		os.MkdirAll(filepath.Dir(p), 0o700)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			b.Fatal(err)
+		}
 		if err := os.WriteFile(p, []byte("some content of a file\n"), 0o600); err != nil {
 			b.Fatal(err)
 		}

@@ -9,7 +9,9 @@ import (
 
 func write(t *testing.T, p, s string) {
 	t.Helper()
-	os.MkdirAll(filepath.Dir(p), 0o700)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -25,11 +27,14 @@ func read(t *testing.T, p string) string {
 }
 
 func TestTakeAndRestore(t *testing.T) {
+	t.Parallel()
 	job := t.TempDir()
 	ws := filepath.Join(job, "workspace")
 	write(t, filepath.Join(ws, "a.txt"), "one")
 	write(t, filepath.Join(ws, "dir", "b.txt"), "two")
-	os.Symlink("a.txt", filepath.Join(ws, "link"))
+	if err := os.Symlink("a.txt", filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
 	write(t, filepath.Join(ws, ".git", "HEAD"), "ref: main")
 	info, err := Take(ws, job, "cp-1")
 	if err != nil {
@@ -48,10 +53,16 @@ func TestTakeAndRestore(t *testing.T) {
 	// points the link elsewhere; the user commits to .git.
 	write(t, filepath.Join(ws, "a.txt"), "changed")
 	write(t, filepath.Join(ws, "new.txt"), "new")
-	os.RemoveAll(filepath.Join(ws, "dir"))
+	if err := os.RemoveAll(filepath.Join(ws, "dir")); err != nil {
+		t.Fatal(err)
+	}
 	write(t, filepath.Join(ws, "dir"), "now a file")
-	os.Remove(filepath.Join(ws, "link"))
-	os.Symlink("/etc/passwd", filepath.Join(ws, "link"))
+	if err := os.Remove(filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/passwd", filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
 	write(t, filepath.Join(ws, ".git", "HEAD"), "ref: feature")
 
 	if err := Restore(ws, job, "cp-1"); err != nil {
@@ -76,6 +87,7 @@ func TestTakeAndRestore(t *testing.T) {
 }
 
 func TestRestoreRefusesDamagedSnapshotWithoutChanges(t *testing.T) {
+	t.Parallel()
 	job := t.TempDir()
 	ws := filepath.Join(job, "workspace")
 	write(t, filepath.Join(ws, "a.txt"), "one")
@@ -86,7 +98,9 @@ func TestRestoreRefusesDamagedSnapshotWithoutChanges(t *testing.T) {
 	write(t, filepath.Join(ws, "b.txt"), "later too")
 	objs, _ := filepath.Glob(filepath.Join(job, Dir, "objects", "*"))
 	for _, o := range objs {
-		os.WriteFile(o, []byte("bit rot"), 0o600)
+		if err := os.WriteFile(o, []byte("bit rot"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	err := Restore(ws, job, "cp-1")
 	if err == nil || !strings.Contains(err.Error(), "does not match its hash") {
@@ -101,9 +115,12 @@ func TestRestoreRefusesDamagedSnapshotWithoutChanges(t *testing.T) {
 }
 
 func TestRestoreRefusesListingThatEscapes(t *testing.T) {
+	t.Parallel()
 	job := t.TempDir()
 	ws := filepath.Join(job, "workspace")
-	os.MkdirAll(filepath.Join(job, Dir), 0o700)
+	if err := os.MkdirAll(filepath.Join(job, Dir), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	write(t, filepath.Join(job, Dir, "cp-x.json"), `{"checkpoint_id":"cp-x","entries":[{"path":"../../evil","mode":420,"sha256":"00"}]}`)
 	if err := Restore(ws, job, "cp-x"); err == nil || !strings.Contains(err.Error(), "outside the workspace") {
 		t.Fatalf("err = %v", err)
@@ -111,6 +128,7 @@ func TestRestoreRefusesListingThatEscapes(t *testing.T) {
 }
 
 func TestEmptyWorkspaceHasNoListingAndRestoresToEmpty(t *testing.T) {
+	t.Parallel()
 	ws, job := filepath.Join(t.TempDir(), "ws"), t.TempDir()
 	if err := os.MkdirAll(ws, 0o700); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/response"
 	"github.com/logist/logist/internal/steward"
+	"github.com/logist/logist/internal/testkit"
 	"github.com/logist/logist/internal/workflow"
 )
 
@@ -47,7 +48,7 @@ func (h *hooked) Decide(tx *jobtx.Tx, in deliberation.Input) ([]*history.Record,
 
 // effectJob is a job waiting in phase "work", whose effect is named eff.
 func effectJob(f *fixture, eff, code string) {
-	f.t.Helper()
+	f.T.Helper()
 	m := withStatus("INTERVENTION_REQUIRED", "work")
 	m["workflow"] = map[string]any{"name": "hooks", "start": "work", "phases": map[string]any{
 		"work": map[string]any{"role": "worker", "effect": eff,
@@ -55,7 +56,7 @@ func effectJob(f *fixture, eff, code string) {
 	if code != "" {
 		m["run"] = map[string]any{"error_code": code}
 	}
-	f.writeJob("j", m)
+	f.WriteJob("j", m)
 }
 
 // stewardWith is the fixture's steward handed a registry of its own.
@@ -64,6 +65,7 @@ func stewardWith(f *fixture, effects effect.Registry) *steward.Steward {
 }
 
 func TestHaltRunsThePhaseEffectsHaltHook(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	h := &hooked{}
 	effectJob(f, "test.hooked", "")
@@ -77,13 +79,13 @@ func TestHaltRunsThePhaseEffectsHaltHook(t *testing.T) {
 	if m.Status != lifecycle.Canceled || m.Run.WorkflowState != "stopped" {
 		t.Errorf("status %s, workflow state %q; want CANCELED, the hook's \"stopped\"", m.Status, m.Run.WorkflowState)
 	}
-	stored := f.load("j")
+	stored := f.Load("j")
 	if stored.Run.WorkflowState != "stopped" {
 		t.Errorf("stored workflow state %q", stored.Run.WorkflowState)
 	}
 	// The hook's records follow the halt's own, before the transition.
 	var order []string
-	for _, r := range f.records("j") {
+	for _, r := range f.Records("j") {
 		order = append(order, r.Type)
 	}
 	if got, want := strings.Join(order, " "), "steward message transition"; got != want {
@@ -92,6 +94,7 @@ func TestHaltRunsThePhaseEffectsHaltHook(t *testing.T) {
 }
 
 func TestHaltWithoutAHookRecordsNothingElse(t *testing.T) {
+	t.Parallel()
 	for name, effects := range map[string]effect.Registry{
 		"effect without the hook": {"test.hooked": plain{}},
 		"effect unknown here":     {},
@@ -107,7 +110,7 @@ func TestHaltWithoutAHookRecordsNothingElse(t *testing.T) {
 			if m.Status != lifecycle.Canceled || m.Run.WorkflowState != "" {
 				t.Errorf("status %s, workflow state %q", m.Status, m.Run.WorkflowState)
 			}
-			if n := len(ofType(f.records("j"), history.TypeMessage)); n != 0 {
+			if n := len(testkit.OfType(f.Records("j"), history.TypeMessage)); n != 0 {
 				t.Errorf("%d records of a hook", n)
 			}
 		})
@@ -115,7 +118,7 @@ func TestHaltWithoutAHookRecordsNothingElse(t *testing.T) {
 	t.Run("job in no phase", func(t *testing.T) {
 		f := newFixture(t)
 		h := &hooked{}
-		f.writeJob("j", withStatus("PENDING", ""))
+		f.WriteJob("j", withStatus("PENDING", ""))
 		if _, err := stewardWith(f, effect.Registry{"test.hooked": h}).Halt("j", "enough"); err != nil {
 			t.Fatal(err)
 		}
@@ -126,6 +129,7 @@ func TestHaltWithoutAHookRecordsNothingElse(t *testing.T) {
 }
 
 func TestHaltHookErrorChangesNothing(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	h := &hooked{haltErr: errors.New("disk on fire")}
 	effectJob(f, "test.hooked", "")
@@ -139,6 +143,7 @@ func TestHaltHookErrorChangesNothing(t *testing.T) {
 }
 
 func TestDecideGoesToThePhaseEffect(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	h := &hooked{}
 	effectJob(f, "test.hooked", "AWAITING_STEWARD")
@@ -153,12 +158,13 @@ func TestDecideGoesToThePhaseEffect(t *testing.T) {
 	if m.Status != lifecycle.Pending || m.Run.WorkflowState != "decided" {
 		t.Errorf("status %s, workflow state %q", m.Status, m.Run.WorkflowState)
 	}
-	if n := len(ofType(f.records("j"), history.TypeMessage)); n != 1 {
+	if n := len(testkit.OfType(f.Records("j"), history.TypeMessage)); n != 1 {
 		t.Errorf("%d records of the decision, want 1", n)
 	}
 }
 
 func TestDecideRefusedWithoutADecider(t *testing.T) {
+	t.Parallel()
 	for name, effects := range map[string]effect.Registry{
 		"effect without the hook": {"test.hooked": plain{}},
 		"effect unknown here":     {},

@@ -9,6 +9,7 @@ import (
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/steward"
+	"github.com/logist/logist/internal/testkit"
 )
 
 // Issue 17 item 5: steward commands are events of jobHistory.json, not
@@ -17,22 +18,22 @@ import (
 // answer seed 002's replay checks.
 func TestStewardCommandsAreEventsNotInteractions(t *testing.T) {
 	f := newFixture(t)
-	f.writeJob("j", map[string]any{"agents": map[string]any{
-		"worker":     script(step("STUCK", "need help"), step("COMPLETED", "done")),
-		"supervisor": script(step("COMPLETED", "fine")),
+	f.WriteJob("j", map[string]any{"agents": map[string]any{
+		"worker":     testkit.Script(testkit.Step("STUCK", "need help"), testkit.Step("COMPLETED", "done")),
+		"supervisor": testkit.Script(testkit.Step("COMPLETED", "fine")),
 	}})
-	f.run("j")
-	if m := f.load("j"); m.Status != lifecycle.InterventionRequired {
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.InterventionRequired {
 		t.Fatalf("status %s", m.Status)
 	}
 	if _, err := f.St.Resume("j", steward.ResumeOptions{Guidance: "try harder"}); err != nil {
 		t.Fatal(err)
 	}
-	f.run("j")
-	if m := f.load("j"); m.Status != lifecycle.Success {
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Success {
 		t.Fatalf("status %s (%s)", m.Status, m.Run.Reason)
 	}
-	for _, r := range ofType(f.records("j"), history.TypeSteward) {
+	for _, r := range testkit.OfType(f.Records("j"), history.TypeSteward) {
 		if r.Interaction != nil {
 			t.Errorf("steward record %d takes interaction number %d", r.Seq, *r.Interaction)
 		}

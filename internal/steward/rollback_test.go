@@ -20,11 +20,12 @@ import (
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/steward"
+	"github.com/logist/logist/internal/testkit"
 )
 
 // writing is a scripted step that writes files into the workspace.
 func writing(action, summary string, files map[string]string, evidence ...string) map[string]any {
-	s := step(action, summary)
+	s := testkit.Step(action, summary)
 	s["files"] = files
 	if len(evidence) > 0 {
 		s["evidence_files"] = evidence
@@ -54,12 +55,12 @@ func TestRollbackMovesTheCurrentCheckpoint(t *testing.T) {
 	f := newFixture(t)
 	var logs bytes.Buffer
 	f.Env.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
-	f.writeJob("j", map[string]any{"agents": map[string]any{
-		"worker":     script(writing("COMPLETED", "wrote it", map[string]string{"a.txt": "A"}, "a.txt")),
-		"supervisor": script(step("COMPLETED", "fine")),
+	f.WriteJob("j", map[string]any{"agents": map[string]any{
+		"worker":     testkit.Script(writing("COMPLETED", "wrote it", map[string]string{"a.txt": "A"}, "a.txt")),
+		"supervisor": testkit.Script(testkit.Step("COMPLETED", "fine")),
 	}})
-	f.run("j")
-	if m := f.load("j"); m.Status != lifecycle.Success || m.Run.CheckpointID != "cp-0001-review" {
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Success || m.Run.CheckpointID != "cp-0001-review" {
 		t.Fatalf("first run: %s at %s", m.Status, m.Run.CheckpointID)
 	}
 	logs.Reset()
@@ -70,7 +71,7 @@ func TestRollbackMovesTheCurrentCheckpoint(t *testing.T) {
 	if m.Run.CheckpointID != "cp-0000-work" {
 		t.Errorf("manifest run.checkpoint_id = %q", m.Run.CheckpointID)
 	}
-	trs := ofType(f.records("j"), history.TypeTransition)
+	trs := testkit.OfType(f.Records("j"), history.TypeTransition)
 	if tr := trs[len(trs)-1].Transition; tr.Event != string(lifecycle.EvRollback) || tr.CheckpointID != "cp-0000-work" {
 		t.Errorf("rollback transition %+v names checkpoint %q, want cp-0000-work", tr, tr.CheckpointID)
 	}
@@ -97,8 +98,8 @@ func TestRollbackMovesTheCurrentCheckpoint(t *testing.T) {
 	}
 	tx.Close()
 	logs.Reset()
-	f.run("j")
-	recs := f.records("j")
+	f.Run("j")
+	recs := f.Records("j")
 	var start *history.Transition
 	for _, r := range recs {
 		if r.Type == history.TypeTransition && r.Transition.Event == string(lifecycle.EvStart) {
@@ -113,7 +114,7 @@ func TestRollbackMovesTheCurrentCheckpoint(t *testing.T) {
 			t.Errorf("restart logged with checkpoint_id %v", l["checkpoint_id"])
 		}
 	}
-	if m := f.load("j"); m.Status != lifecycle.Success || m.Run.CheckpointID == "cp-0000-work" {
+	if m := f.Load("j"); m.Status != lifecycle.Success || m.Run.CheckpointID == "cp-0000-work" {
 		t.Errorf("after the second run: %s at %s (a new final checkpoint is current)", m.Status, m.Run.CheckpointID)
 	}
 }
@@ -137,7 +138,7 @@ func answerOf(action, summary string, evidence ...string) *agent.Result {
 func workspaceState(t *testing.T, ws string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+	if err := filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -145,7 +146,9 @@ func workspaceState(t *testing.T, ws string) map[string]string {
 		rel, _ := filepath.Rel(ws, p)
 		out[filepath.ToSlash(rel)] = string(b)
 		return err
-	})
+	}); err != nil {
+		t.Fatal(err)
+	}
 	return out
 }
 
@@ -169,19 +172,26 @@ func TestRollbackFilesAreWhatARollbackRestores(t *testing.T) {
 			ws := req.Workspace
 			switch n[req.Role] {
 			case 1:
-				os.WriteFile(filepath.Join(ws, "keep.txt"), []byte("kept"), 0o600)
-				os.WriteFile(filepath.Join(ws, "old.txt"), []byte("old"), 0o600)
+				// The engine's goroutine: an error fails the call, which the test sees.
+				if err := os.WriteFile(filepath.Join(ws, "keep.txt"), []byte("kept"), 0o600); err != nil {
+					return nil, err
+				}
+				if err := os.WriteFile(filepath.Join(ws, "old.txt"), []byte("old"), 0o600); err != nil {
+					return nil, err
+				}
 				return answerOf("COMPLETED", "first", "keep.txt", "old.txt"), nil
 			default:
-				os.WriteFile(filepath.Join(ws, "new.txt"), []byte("new"), 0o600)
-				os.Remove(filepath.Join(ws, "old.txt"))
+				if err := os.WriteFile(filepath.Join(ws, "new.txt"), []byte("new"), 0o600); err != nil {
+					return nil, err
+				}
+				_ = os.Remove(filepath.Join(ws, "old.txt")) // gone already from the third call on
 				return answerOf("COMPLETED", "again", "new.txt"), nil
 			}
 		}), nil
 	}
-	f.writeJob("j", map[string]any{})
-	f.run("j")
-	points := ofType(f.records("j"), history.TypeRecoveryPoint)
+	f.WriteJob("j", map[string]any{})
+	f.Run("j")
+	points := testkit.OfType(f.Records("j"), history.TypeRecoveryPoint)
 	if len(points) != 3 {
 		t.Fatalf("%d recovery points", len(points))
 	}
@@ -217,15 +227,15 @@ func TestRollbackFilesAreWhatARollbackRestores(t *testing.T) {
 	// Forward again, then back to cp-0000-work: its evidence (not its
 	// rollback_files) is the next agent's context, and the next point
 	// counts from cp-0000-work.
-	f.run("j")
+	f.Run("j")
 	if _, _, err := f.St.Rollback("j", "cp-0000-work", steward.RollbackOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if m := f.load("j"); fmt.Sprint(m.Run.Evidence) != "[keep.txt old.txt]" {
+	if m := f.Load("j"); fmt.Sprint(m.Run.Evidence) != "[keep.txt old.txt]" {
 		t.Errorf("context after rollback %v, want cp-0000-work's evidence", m.Run.Evidence)
 	}
-	f.run("j")
-	points = ofType(f.records("j"), history.TypeRecoveryPoint)
+	f.Run("j")
+	points = testkit.OfType(f.Records("j"), history.TypeRecoveryPoint)
 	// The review after the rollback: it changed nothing since cp-0000-work
 	// (counted from the newest point, cp-0003-review, it would list the
 	// files the rollback put back).

@@ -16,6 +16,7 @@ import (
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/steward"
+	"github.com/logist/logist/internal/testkit"
 	"github.com/logist/logist/internal/verify"
 )
 
@@ -36,7 +37,7 @@ func signedFixture(t *testing.T) (*fixture, *signing.Key) {
 
 func verified(t *testing.T, f *fixture, key *signing.Key, id string) {
 	t.Helper()
-	r, err := verify.Job(id, filepath.Join(f.Dir, id), verify.Options{Public: key.Public(), Manifest: f.load(id)})
+	r, err := verify.Job(id, filepath.Join(f.Dir, id), verify.Options{Public: key.Public(), Manifest: f.Load(id)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,13 +54,15 @@ const answerScript = `echo '{"action": "COMPLETED", "evidence_files": [], "summa
 // stopped, and resumed it runs with the new argv; verify accepts it all.
 func TestSetFixesAnAgentThatCannotStart(t *testing.T) {
 	f, key := signedFixture(t)
-	f.writeJob("j", map[string]any{"agents": map[string]any{
+	f.WriteJob("j", map[string]any{"agents": map[string]any{
 		"worker":     map[string]any{"provider": "command", "command": map[string]any{"argv": []string{"logist-no-such-agent", "--request", "{request_file}"}}},
-		"supervisor": script(step("COMPLETED", "ok")),
+		"supervisor": testkit.Script(testkit.Step("COMPLETED", "ok")),
 	}})
-	os.WriteFile(filepath.Join(f.Dir, "j", "agent.sh"), []byte(answerScript), 0o600)
-	f.run("j")
-	m := f.load("j")
+	if err := os.WriteFile(filepath.Join(f.Dir, "j", "agent.sh"), []byte(answerScript), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.Run("j")
+	m := f.Load("j")
 	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.AgentConfig {
 		t.Fatalf("after intake: %s %s (%s)", m.Status, m.Run.ErrorCode, m.Run.Reason)
 	}
@@ -79,14 +82,14 @@ func TestSetFixesAnAgentThatCannotStart(t *testing.T) {
 		!reflect.DeepEqual(c.New, []any{"sh", "../agent.sh", "{request_file}"}) {
 		t.Fatalf("changes %#v", changes)
 	}
-	stored := f.load("j")
+	stored := f.Load("j")
 	if got := stored.Agents["worker"].Command.Argv; strings.Join(got, " ") != "sh ../agent.sh {request_file}" {
 		t.Fatalf("stored argv %q", got)
 	}
 	if a := stored.History[len(stored.History)-1]; a.Action != "SET" || a.Note != "set agents.worker.command.argv" {
 		t.Errorf("audit entry %+v", a)
 	}
-	sw := ofType(f.records("j"), history.TypeSteward)
+	sw := testkit.OfType(f.Records("j"), history.TypeSteward)
 	if len(sw) != 1 {
 		t.Fatalf("%d steward records", len(sw))
 	}
@@ -103,8 +106,8 @@ func TestSetFixesAnAgentThatCannotStart(t *testing.T) {
 	if _, err := f.St.Resume("j", steward.ResumeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f.run("j")
-	if m := f.load("j"); m.Status != lifecycle.Success {
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Success {
 		t.Fatalf("after resume: %s (%s)", m.Status, m.Run.Reason)
 	}
 	verified(t, f, key, "j")
@@ -114,10 +117,10 @@ func TestSetFixesAnAgentThatCannotStart(t *testing.T) {
 // before anything is saved; whatever it refuses leaves the job untouched.
 func TestSetRefuses(t *testing.T) {
 	f := newFixture(t)
-	f.writeJob("stuck", withStatus("INTERVENTION_REQUIRED", "work"))
-	f.writeJob("queued", withStatus("PENDING", ""))
-	f.writeJob("done", withStatus("SUCCESS", "review"))
-	f.writeJob("draft", withStatus("DRAFT", ""))
+	f.WriteJob("stuck", withStatus("INTERVENTION_REQUIRED", "work"))
+	f.WriteJob("queued", withStatus("PENDING", ""))
+	f.WriteJob("done", withStatus("SUCCESS", "review"))
+	f.WriteJob("draft", withStatus("DRAFT", ""))
 	for _, c := range []struct {
 		name, id string
 		as       []steward.Assignment
@@ -163,7 +166,7 @@ func TestSetRefuses(t *testing.T) {
 		})
 	}
 	// A schedule is reconfigured while paused: its next runs get the change.
-	f.writeJob("tpl", map[string]any{"schedule": map[string]any{"cron": "@daily"}})
+	f.WriteJob("tpl", map[string]any{"schedule": map[string]any{"cron": "@daily"}})
 	if _, _, err := f.St.Set("tpl", []steward.Assignment{set("limits.max_retries", "1")}, ""); err == nil || !strings.Contains(err.Error(), "logist schedules pause tpl first") {
 		t.Errorf("set on an active schedule: %v", err)
 	}
@@ -177,7 +180,7 @@ func TestSetRefuses(t *testing.T) {
 	if _, _, err := f.St.Set("draft", []steward.Assignment{set("limits.max_retries", "1")}, "before activation"); err != nil {
 		t.Fatal(err)
 	}
-	if m := f.load("draft"); m.Status != lifecycle.Draft || m.MaxRetries() != 1 {
+	if m := f.Load("draft"); m.Status != lifecycle.Draft || m.MaxRetries() != 1 {
 		t.Errorf("draft: %s, max_retries %d", m.Status, m.MaxRetries())
 	}
 }
@@ -187,9 +190,9 @@ func TestSetRefuses(t *testing.T) {
 // of the leaf fields that changed.
 func TestSetPathsAndValues(t *testing.T) {
 	f := newFixture(t)
-	f.writeJob("j", map[string]any{"status": "HALTED_TIME", "current_phase": "work", "limits": map[string]any{"call_timeout_seconds": 60}, "agents": map[string]any{
+	f.WriteJob("j", map[string]any{"status": "HALTED_TIME", "current_phase": "work", "limits": map[string]any{"call_timeout_seconds": 60}, "agents": map[string]any{
 		"worker":     map[string]any{"provider": "command", "command": map[string]any{"argv": []string{"sh", "-c", "exit 1"}}},
-		"supervisor": script(step("COMPLETED", "ok")),
+		"supervisor": testkit.Script(testkit.Step("COMPLETED", "ok")),
 	}})
 	_, changes, err := f.St.Set("j", []steward.Assignment{
 		set("/agents/worker/command/argv/2", `"exit 0"`),
@@ -207,11 +210,11 @@ func TestSetPathsAndValues(t *testing.T) {
 	if len(keys) != 4 || changes["limits.call_timeout_seconds"].New != nil || changes["agents.worker.command.env.MODE"].Old != nil {
 		t.Fatalf("changes %#v", changes)
 	}
-	m := f.load("j")
+	m := f.Load("j")
 	if a := m.Agents["worker"].Command; a.Argv[2] != "exit 0" || a.Env["MODE"] != "careful" || m.MaxRetries() != 7 || m.Limits.CallTimeoutSeconds != nil {
 		t.Fatalf("manifest %+v limits %+v", a, m.Limits)
 	}
-	if rec := ofType(f.records("j"), history.TypeSteward)[0].Steward; rec.Reason != "fix the worker" || len(rec.Changes) != 4 {
+	if rec := testkit.OfType(f.Records("j"), history.TypeSteward)[0].Steward; rec.Reason != "fix the worker" || len(rec.Changes) != 4 {
 		t.Errorf("record %+v", rec)
 	}
 }
@@ -232,13 +235,13 @@ func TestSetCoversEveryManifestField(t *testing.T) {
 // under the limit in force when it was taken.
 func TestVerifyFollowsARetryLimitSet(t *testing.T) {
 	f, key := signedFixture(t)
-	retry := step("RETRY", "again")
-	f.writeJob("j", map[string]any{"agents": map[string]any{
-		"worker":     script(retry, retry, retry, retry, retry, retry, step("COMPLETED", "done")),
-		"supervisor": script(step("COMPLETED", "ok")),
+	retry := testkit.Step("RETRY", "again")
+	f.WriteJob("j", map[string]any{"agents": map[string]any{
+		"worker":     testkit.Script(retry, retry, retry, retry, retry, retry, testkit.Step("COMPLETED", "done")),
+		"supervisor": testkit.Script(testkit.Step("COMPLETED", "ok")),
 	}})
-	f.run("j") // 3 RETRYs allowed: the 4th stops it
-	if m := f.load("j"); m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != "RETRY_LIMIT" {
+	f.Run("j") // 3 RETRYs allowed: the 4th stops it
+	if m := f.Load("j"); m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != "RETRY_LIMIT" {
 		t.Fatalf("%s %s", m.Status, m.Run.ErrorCode)
 	}
 	if _, _, err := f.St.Set("j", []steward.Assignment{set("limits.max_retries", "1")}, ""); err != nil {
@@ -247,8 +250,8 @@ func TestVerifyFollowsARetryLimitSet(t *testing.T) {
 	if _, err := f.St.Resume("j", steward.ResumeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f.run("j") // 1 RETRY allowed: the 2nd stops it
-	m := f.load("j")
+	f.Run("j") // 1 RETRY allowed: the 2nd stops it
+	m := f.Load("j")
 	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != "RETRY_LIMIT" || m.Metrics.AgentCalls != 6 {
 		t.Fatalf("%s %s after %d calls", m.Status, m.Run.ErrorCode, m.Metrics.AgentCalls)
 	}

@@ -279,8 +279,8 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 		return nil, nil, err
 	}
 	if err := snapshot.RestoreRef(tx.Store().Workspace(id), tx.Dir, cp, point.Snapshot.Listing); err != nil {
-		tx.RecordError(codes.RollbackFailed, "STEWARD", 0, err.Error())
-		return nil, nil, fmt.Errorf("restore %s: %w", cp, err)
+		rerr := tx.RecordError(codes.RollbackFailed, "STEWARD", 0, err.Error())
+		return nil, nil, errors.Join(fmt.Errorf("restore %s: %w", cp, err), rerr)
 	}
 	m.SetPhase(point.ResumePhase)
 	summary, _ := point.Metadata["summary"].(string)

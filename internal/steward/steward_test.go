@@ -21,6 +21,7 @@ import (
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/runner"
 	"github.com/logist/logist/internal/steward"
+	"github.com/logist/logist/internal/testkit"
 )
 
 // ---------------------------------------------------------------------------
@@ -28,13 +29,14 @@ import (
 // ---------------------------------------------------------------------------
 
 func TestResumeWithGuidanceReachesTheNextPrompt(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
-	f.writeJob("j", map[string]any{"agents": map[string]any{
-		"worker":     script(step("STUCK", "Dropping legacy_email needs a human decision."), step("COMPLETED", "Migration keeps legacy_email.")),
-		"supervisor": script(step("COMPLETED", "Safe migration.")),
+	f.WriteJob("j", map[string]any{"agents": map[string]any{
+		"worker":     testkit.Script(testkit.Step("STUCK", "Dropping legacy_email needs a human decision."), testkit.Step("COMPLETED", "Migration keeps legacy_email.")),
+		"supervisor": testkit.Script(testkit.Step("COMPLETED", "Safe migration.")),
 	}})
-	f.run("j")
-	if m := f.load("j"); m.Status != lifecycle.InterventionRequired || m.Phase() != "work" {
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.InterventionRequired || m.Phase() != "work" {
 		t.Fatalf("before resume: %s/%s", m.Status, m.Phase())
 	}
 	const guidance = "Keep legacy_email; add email_v2 instead."
@@ -45,15 +47,15 @@ func TestResumeWithGuidanceReachesTheNextPrompt(t *testing.T) {
 	if m.Status != lifecycle.Pending || m.Phase() != "work" || m.Run.Guidance != guidance {
 		t.Fatalf("returned manifest: %s/%s guidance %q", m.Status, m.Phase(), m.Run.Guidance)
 	}
-	stored := f.load("j")
+	stored := f.Load("j")
 	if stored.Status != lifecycle.Pending || stored.Phase() != "work" || stored.Run.Reason != "" || stored.Run.ErrorCode != "" {
 		t.Fatalf("stored manifest: %s/%s run %+v", stored.Status, stored.Phase(), stored.Run)
 	}
 	if a := stored.History[len(stored.History)-1]; a.Role != "Steward" || a.Action != "RESUME" || a.Note != guidance {
 		t.Errorf("audit entry %+v", a)
 	}
-	recs := f.records("j")
-	sw := ofType(recs, history.TypeSteward)
+	recs := f.Records("j")
+	sw := testkit.OfType(recs, history.TypeSteward)
 	if len(sw) != 1 {
 		t.Fatalf("%d steward records", len(sw))
 	}
@@ -62,7 +64,7 @@ func TestResumeWithGuidanceReachesTheNextPrompt(t *testing.T) {
 		s.StateBefore != string(lifecycle.InterventionRequired) || s.Phase != "work" {
 		t.Errorf("steward record = %+v %+v", s, s.Steward)
 	}
-	trs := ofType(recs, history.TypeTransition)
+	trs := testkit.OfType(recs, history.TypeTransition)
 	if tr := trs[len(trs)-1].Transition; tr.Event != string(lifecycle.EvResume) || tr.To != string(lifecycle.Pending) || tr.Actor != "STEWARD" ||
 		tr.ToPhase != "work" {
 		t.Errorf("transition = %+v", tr)
@@ -71,11 +73,11 @@ func TestResumeWithGuidanceReachesTheNextPrompt(t *testing.T) {
 		t.Errorf("transition recorded before the steward command")
 	}
 
-	f.run("j")
-	if m := f.load("j"); m.Status != lifecycle.Success || m.Run.Guidance != "" {
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Success || m.Run.Guidance != "" {
 		t.Fatalf("after running on: %s, guidance %q (must be cleared once delivered)", m.Status, m.Run.Guidance)
 	}
-	intents := ofType(f.records("j"), history.TypeIntent)
+	intents := testkit.OfType(f.Records("j"), history.TypeIntent)
 	if len(intents) != 3 {
 		t.Fatalf("%d intents", len(intents))
 	}
@@ -92,6 +94,7 @@ func TestResumeWithGuidanceReachesTheNextPrompt(t *testing.T) {
 }
 
 func TestResumeRefusedOutOfOrder(t *testing.T) {
+	t.Parallel()
 	for _, st := range []lifecycle.Status{lifecycle.Success, lifecycle.Pending, lifecycle.Draft, lifecycle.Canceled, lifecycle.Running} {
 		t.Run(string(st), func(t *testing.T) {
 			f := newFixture(t)
@@ -99,7 +102,7 @@ func TestResumeRefusedOutOfOrder(t *testing.T) {
 			if st == lifecycle.Running {
 				phase = "work"
 			}
-			f.writeJob("j", withStatus(string(st), phase))
+			f.WriteJob("j", withStatus(string(st), phase))
 			before := f.snapshot("j")
 			_, err := f.St.Resume("j", steward.ResumeOptions{Guidance: "try again"})
 			e, ok := isOutOfOrder(err)
@@ -123,10 +126,11 @@ func TestResumeRefusedOutOfOrder(t *testing.T) {
 }
 
 func TestResumeWaitingStatuses(t *testing.T) {
+	t.Parallel()
 	for _, st := range []lifecycle.Status{lifecycle.InterventionRequired, lifecycle.HaltedCost, lifecycle.HaltedTime} {
 		t.Run(string(st), func(t *testing.T) {
 			f := newFixture(t)
-			f.writeJob("j", withStatus(string(st), "review"))
+			f.WriteJob("j", withStatus(string(st), "review"))
 			m, err := f.St.Resume("j", steward.ResumeOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -139,12 +143,13 @@ func TestResumeWaitingStatuses(t *testing.T) {
 }
 
 func TestConcurrentResumeTakesEffectOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
-	f.writeJob("b", withStatus("INTERVENTION_REQUIRED", "work"))
+	f.WriteJob("b", withStatus("INTERVENTION_REQUIRED", "work"))
 	// Meanwhile the engine works on another job of the same folder.
-	f.writeJob("a", map[string]any{"agents": map[string]any{
-		"worker": script(map[string]any{"action": "COMPLETED", "summary": "w", "delay_ms": 40}),
-		"supervisor": script(map[string]any{"action": "RETRY", "summary": "redo", "delay_ms": 40},
+	f.WriteJob("a", map[string]any{"agents": map[string]any{
+		"worker": testkit.Script(map[string]any{"action": "COMPLETED", "summary": "w", "delay_ms": 40}),
+		"supervisor": testkit.Script(map[string]any{"action": "RETRY", "summary": "redo", "delay_ms": 40},
 			map[string]any{"action": "COMPLETED", "summary": "ok", "delay_ms": 40}),
 	}})
 	engineDone := make(chan error, 1)
@@ -192,17 +197,17 @@ func TestConcurrentResumeTakesEffectOnce(t *testing.T) {
 	if runningA != n {
 		t.Errorf("%d of %d resumes of the running job were refused", runningA, n)
 	}
-	recs := f.records("b")
+	recs := f.Records("b")
 	var resumes int
-	for _, r := range ofType(recs, history.TypeSteward) {
+	for _, r := range testkit.OfType(recs, history.TypeSteward) {
 		if r.Steward.Command == "resume" {
 			resumes++
 		}
 	}
-	if resumes != 1 || len(ofType(recs, history.TypeTransition)) != 1 {
-		t.Errorf("%d steward resume records and %d transitions, want 1 each", resumes, len(ofType(recs, history.TypeTransition)))
+	if resumes != 1 || len(testkit.OfType(recs, history.TypeTransition)) != 1 {
+		t.Errorf("%d steward resume records and %d transitions, want 1 each", resumes, len(testkit.OfType(recs, history.TypeTransition)))
 	}
-	m := f.load("b")
+	m := f.Load("b")
 	if m.Status != lifecycle.Pending || !strings.HasPrefix(m.Run.Guidance, "guidance ") {
 		t.Errorf("b = %s guidance %q", m.Status, m.Run.Guidance)
 	}
@@ -215,14 +220,14 @@ func TestConcurrentResumeTakesEffectOnce(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("engine did not finish job a")
 	}
-	a := f.load("a")
+	a := f.Load("a")
 	if a.Status != lifecycle.Success || a.Metrics.AgentCalls != 4 {
 		t.Errorf("a = %s after %d calls, want SUCCESS after 4", a.Status, a.Metrics.AgentCalls)
 	}
-	ra := f.records("a")
-	if len(ofType(ra, history.TypeSteward)) != 0 || len(ofType(ra, history.TypeResponse)) != 4 {
+	ra := f.Records("a")
+	if len(testkit.OfType(ra, history.TypeSteward)) != 0 || len(testkit.OfType(ra, history.TypeResponse)) != 4 {
 		t.Errorf("job a's history was disturbed: %d steward records, %d responses",
-			len(ofType(ra, history.TypeSteward)), len(ofType(ra, history.TypeResponse)))
+			len(testkit.OfType(ra, history.TypeSteward)), len(testkit.OfType(ra, history.TypeResponse)))
 	}
 }
 
@@ -231,10 +236,11 @@ func TestConcurrentResumeTakesEffectOnce(t *testing.T) {
 // ---------------------------------------------------------------------------
 
 func TestHalt(t *testing.T) {
+	t.Parallel()
 	for _, st := range []lifecycle.Status{lifecycle.Draft, lifecycle.Pending, lifecycle.InterventionRequired, lifecycle.HaltedCost} {
 		t.Run(string(st), func(t *testing.T) {
 			f := newFixture(t)
-			f.writeJob("j", withStatus(string(st), ""))
+			f.WriteJob("j", withStatus(string(st), ""))
 			m, err := f.St.Halt("j", "no longer needed")
 			if err != nil {
 				t.Fatal(err)
@@ -242,16 +248,16 @@ func TestHalt(t *testing.T) {
 			if m.Status != lifecycle.Canceled {
 				t.Errorf("status %s", m.Status)
 			}
-			stored := f.load("j")
+			stored := f.Load("j")
 			if stored.Status != lifecycle.Canceled || stored.Run.Reason != "no longer needed" || stored.Run.FinishedAt == "" {
 				t.Errorf("stored: %s run %+v", stored.Status, stored.Run)
 			}
-			recs := f.records("j")
-			sw := ofType(recs, history.TypeSteward)
+			recs := f.Records("j")
+			sw := testkit.OfType(recs, history.TypeSteward)
 			if len(sw) != 1 || sw[0].Steward.Command != "halt" || sw[0].Steward.Reason != "no longer needed" {
 				t.Errorf("steward records %+v", sw)
 			}
-			trs := ofType(recs, history.TypeTransition)
+			trs := testkit.OfType(recs, history.TypeTransition)
 			if len(trs) != 1 || trs[0].Transition.Event != string(lifecycle.EvHalt) || trs[0].Transition.From != string(st) {
 				t.Errorf("transitions %+v", trs)
 			}
@@ -272,14 +278,14 @@ func TestHalt(t *testing.T) {
 	}
 	t.Run("SUCCESS", func(t *testing.T) {
 		f := newFixture(t)
-		f.writeJob("j", withStatus("SUCCESS", ""))
+		f.WriteJob("j", withStatus("SUCCESS", ""))
 		if _, err := f.St.Halt("j", ""); !jobtx.IsOutOfOrder(err) {
 			t.Errorf("halt of a finished job: err = %v", err)
 		}
 	})
 	t.Run("default reason", func(t *testing.T) {
 		f := newFixture(t)
-		f.writeJob("j", withStatus("PENDING", ""))
+		f.WriteJob("j", withStatus("PENDING", ""))
 		m, err := f.St.Halt("j", "")
 		if err != nil {
 			t.Fatal(err)
@@ -291,25 +297,26 @@ func TestHalt(t *testing.T) {
 }
 
 func TestActivate(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
-	f.writeJob("j", withStatus("DRAFT", ""))
+	f.WriteJob("j", withStatus("DRAFT", ""))
 	// The engine leaves a DRAFT alone.
-	f.run("j")
-	if m := f.load("j"); m.Status != lifecycle.Draft || len(f.records("j")) != 0 {
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Draft || len(f.Records("j")) != 0 {
 		t.Fatalf("engine touched a DRAFT: %s", m.Status)
 	}
 	m, err := f.St.Activate("j")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Status != lifecycle.Pending || f.load("j").Status != lifecycle.Pending {
-		t.Fatalf("after activate: %s", f.load("j").Status)
+	if m.Status != lifecycle.Pending || f.Load("j").Status != lifecycle.Pending {
+		t.Fatalf("after activate: %s", f.Load("j").Status)
 	}
-	recs := f.records("j")
-	if sw := ofType(recs, history.TypeSteward); len(sw) != 1 || sw[0].Steward.Command != "activate" {
+	recs := f.Records("j")
+	if sw := testkit.OfType(recs, history.TypeSteward); len(sw) != 1 || sw[0].Steward.Command != "activate" {
 		t.Errorf("steward records %+v", sw)
 	}
-	if trs := ofType(recs, history.TypeTransition); len(trs) != 1 || trs[0].Transition.Event != string(lifecycle.EvActivate) {
+	if trs := testkit.OfType(recs, history.TypeTransition); len(trs) != 1 || trs[0].Transition.Event != string(lifecycle.EvActivate) {
 		t.Errorf("transitions %+v", trs)
 	}
 	before := f.snapshot("j")
@@ -321,8 +328,8 @@ func TestActivate(t *testing.T) {
 		t.Errorf("a refused activate changed the job")
 	}
 	// And the activated job runs.
-	f.run("j")
-	if m := f.load("j"); m.Status != lifecycle.Success {
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Success {
 		t.Errorf("activated job ended %s", m.Status)
 	}
 }
@@ -343,11 +350,12 @@ func writeFile(t *testing.T, p string, b []byte) string {
 }
 
 func TestSubmit(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	src := t.TempDir()
 
 	// The id comes from the file name when the manifest names none.
-	p := writeFile(t, filepath.Join(src, "nightly-report.json"), manifestJSON(t, "", map[string]any{}))
+	p := writeFile(t, filepath.Join(src, "nightly-report.json"), testkit.ManifestJSON(t, "", map[string]any{}))
 	id, m, err := f.St.Submit(p)
 	if err != nil {
 		t.Fatal(err)
@@ -355,7 +363,7 @@ func TestSubmit(t *testing.T) {
 	if id != "nightly-report" || m.JobID != id {
 		t.Errorf("id = %q / %q", id, m.JobID)
 	}
-	stored := f.load(id)
+	stored := f.Load(id)
 	if stored.Status != lifecycle.Pending || stored.JobID != id {
 		t.Errorf("stored = %s %q", stored.Status, stored.JobID)
 	}
@@ -366,8 +374,8 @@ func TestSubmit(t *testing.T) {
 		t.Errorf("submit removed its source file: %v", err)
 	}
 	// A placed job runs.
-	f.run(id)
-	if m := f.load(id); m.Status != lifecycle.Success {
+	f.Run(id)
+	if m := f.Load(id); m.Status != lifecycle.Success {
 		t.Errorf("submitted job ended %s", m.Status)
 	}
 
@@ -378,7 +386,7 @@ func TestSubmit(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ID != id {
 		t.Errorf("resubmit: err = %v, want *ExistsError", err)
 	}
-	p2 := writeFile(t, filepath.Join(src, "other.json"), manifestJSON(t, id, map[string]any{}))
+	p2 := writeFile(t, filepath.Join(src, "other.json"), testkit.ManifestJSON(t, id, map[string]any{}))
 	if _, _, err := f.St.Submit(p2); !errors.As(err, &ee) {
 		t.Errorf("submit of an existing job_id: err = %v", err)
 	}
@@ -387,17 +395,17 @@ func TestSubmit(t *testing.T) {
 	}
 
 	// job.json takes its id from its folder.
-	p3 := writeFile(t, filepath.Join(src, "from-folder", "job.json"), manifestJSON(t, "", map[string]any{"status": "DRAFT"}))
+	p3 := writeFile(t, filepath.Join(src, "from-folder", "job.json"), testkit.ManifestJSON(t, "", map[string]any{"status": "DRAFT"}))
 	id3, m3, err := f.St.Submit(p3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id3 != "from-folder" || m3.Status != lifecycle.Draft || f.load("from-folder").Status != lifecycle.Draft {
+	if id3 != "from-folder" || m3.Status != lifecycle.Draft || f.Load("from-folder").Status != lifecycle.Draft {
 		t.Errorf("id %q status %s", id3, m3.Status)
 	}
 
 	// An explicit job_id wins over the file name.
-	p4 := writeFile(t, filepath.Join(src, "file-name.json"), manifestJSON(t, "explicit-id", map[string]any{}))
+	p4 := writeFile(t, filepath.Join(src, "file-name.json"), testkit.ManifestJSON(t, "explicit-id", map[string]any{}))
 	if id4, _, err := f.St.Submit(p4); err != nil || id4 != "explicit-id" {
 		t.Errorf("id = %q, err = %v", id4, err)
 	}
@@ -407,6 +415,7 @@ func TestSubmit(t *testing.T) {
 }
 
 func TestSubmitRefusesInvalidManifests(t *testing.T) {
+	t.Parallel()
 	cases := map[string][]byte{
 		"not json":            []byte(`{"task_description": "x", `),
 		"missing agents":      []byte(`{"task_description": "x"}`),
@@ -427,11 +436,11 @@ func TestSubmitRefusesInvalidManifests(t *testing.T) {
 			body := cases[name]
 			switch name {
 			case "finished status":
-				body = manifestJSON(t, "", map[string]any{"status": "SUCCESS"})
+				body = testkit.ManifestJSON(t, "", map[string]any{"status": "SUCCESS"})
 			case "running status":
-				body = manifestJSON(t, "", map[string]any{"status": "RUNNING", "current_phase": "work"})
+				body = testkit.ManifestJSON(t, "", map[string]any{"status": "RUNNING", "current_phase": "work"})
 			case "invalid derived id":
-				body = manifestJSON(t, "", map[string]any{})
+				body = testkit.ManifestJSON(t, "", map[string]any{})
 				file = filepath.Join(src, "-bad name.json")
 			}
 			writeFile(t, file, body)
@@ -461,19 +470,19 @@ func TestHaltKillsTheCallInFlight(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "agent.pid")
 	worker := map[string]any{"provider": "command", "timeout_seconds": 120,
 		"command": map[string]any{"argv": []string{"sh", "-c", `echo $$ > "$1"; exec sleep 30`, "agent", pidFile}}}
-	f.writeJob("j", map[string]any{"agents": map[string]any{"worker": worker, "supervisor": script(step("COMPLETED", "ok"))}})
+	f.WriteJob("j", map[string]any{"agents": map[string]any{"worker": worker, "supervisor": testkit.Script(testkit.Step("COMPLETED", "ok"))}})
 	// Another job runs alongside and must be unaffected.
-	f.writeJob("k", map[string]any{})
+	f.WriteJob("k", map[string]any{})
 
-	s := runner.NewScheduler(context.Background(), f.Engine, 4, testLogger())
+	s := runner.NewScheduler(context.Background(), f.Engine, 4, testkit.Logger())
 	defer s.Stop(runner.ErrShutdown)
 	s.Nudge("j")
 	s.Nudge("k")
 	var pid int
-	waitFor(t, "the agent to start", 10*time.Second, func() bool {
+	testkit.WaitFor(t, "the agent to start", 10*time.Second, func() bool {
 		var ok bool
-		pid, ok = readPID(pidFile)
-		return ok && len(ofType(f.records("j"), history.TypeIntent)) == 1
+		pid, ok = testkit.ReadPID(pidFile)
+		return ok && len(testkit.OfType(f.Records("j"), history.TypeIntent)) == 1
 	})
 
 	start := time.Now()
@@ -481,8 +490,8 @@ func TestHaltKillsTheCallInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Nudge("j")
-	waitFor(t, "the run of j to end", 5*time.Second, func() bool {
-		return len(ofType(f.records("j"), history.TypeResponse)) == 1
+	testkit.WaitFor(t, "the run of j to end", 5*time.Second, func() bool {
+		return len(testkit.OfType(f.Records("j"), history.TypeResponse)) == 1
 	})
 	select {
 	case <-s.Idle():
@@ -492,24 +501,24 @@ func TestHaltKillsTheCallInFlight(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("halt took %s to stop the agent", d)
 	}
-	waitFor(t, "the agent process to be gone", 2*time.Second, func() bool {
+	testkit.WaitFor(t, "the agent process to be gone", 2*time.Second, func() bool {
 		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 	})
 
-	m := f.load("j")
+	m := f.Load("j")
 	if m.Status != lifecycle.Canceled || m.Run.Reason != "wrong task" {
 		t.Fatalf("status %s reason %q, want CANCELED", m.Status, m.Run.Reason)
 	}
-	recs := f.records("j")
-	resps := ofType(recs, history.TypeResponse)
+	recs := f.Records("j")
+	resps := testkit.OfType(recs, history.TypeResponse)
 	if r := resps[0].Response; r.ErrorCode != codes.AgentCanceled || r.Status != history.StatusError || r.ExecutionTimeSeconds > 5 {
 		t.Errorf("response = %+v, want ERROR/AGENT_CANCELED", r)
 	}
-	trs := ofType(recs, history.TypeTransition)
+	trs := testkit.OfType(recs, history.TypeTransition)
 	if last := trs[len(trs)-1].Transition; last.To != string(lifecycle.Canceled) || last.Event != string(lifecycle.EvHalt) {
 		t.Errorf("last transition %+v: the engine overwrote the halt", last)
 	}
-	if n := len(ofType(recs, history.TypeIntent)); n != 1 {
+	if n := len(testkit.OfType(recs, history.TypeIntent)); n != 1 {
 		t.Errorf("%d intents: the halted job was called again", n)
 	}
 	// jobHistory.json, refreshed when a job parks, includes that response.
@@ -532,13 +541,13 @@ func TestHaltKillsTheCallInFlight(t *testing.T) {
 	}
 	// Nudging a finished job starts nothing.
 	s.Nudge("j")
-	if f.load("j").Status != lifecycle.Canceled {
+	if f.Load("j").Status != lifecycle.Canceled {
 		t.Errorf("status changed after a later nudge")
 	}
-	if k := f.load("k"); k.Status != lifecycle.Success {
+	if k := f.Load("k"); k.Status != lifecycle.Success {
 		t.Errorf("the other job ended %s", k.Status)
 	}
-	if c := f.load("j").Metrics.AgentCalls; c != 1 {
+	if c := f.Load("j").Metrics.AgentCalls; c != 1 {
 		t.Errorf("agent_calls = %d", c)
 	}
 }
@@ -548,6 +557,7 @@ func TestHaltKillsTheCallInFlight(t *testing.T) {
 // ---------------------------------------------------------------------------
 
 func TestIllegalTransitionChangesNothing(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		from, phase string
 		ev          lifecycle.Event
@@ -565,7 +575,7 @@ func TestIllegalTransitionChangesNothing(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s-%s-%s", tc.from, tc.ev, tc.to), func(t *testing.T) {
 			f := newFixture(t)
-			f.writeJob("j", withStatus(tc.from, tc.phase))
+			f.WriteJob("j", withStatus(tc.from, tc.phase))
 			tx, err := jobtx.Begin(f.Env, "j", nil)
 			if err != nil {
 				t.Fatal(err)
@@ -587,13 +597,13 @@ func TestIllegalTransitionChangesNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			tx.Close()
-			m := f.load("j")
+			m := f.Load("j")
 			if m.Status != lifecycle.Status(tc.from) || m.Phase() != tc.phase {
 				t.Errorf("stored manifest became %s/%s", m.Status, m.Phase())
 			}
 			// The refusal itself is recorded (the daemon logs it when
 			// another process made it), the transition is not.
-			recs := f.records("j")
+			recs := f.Records("j")
 			if len(recs) != 1 || recs[0].Type != history.TypeError || recs[0].Error == nil ||
 				recs[0].Error.Code != codes.IllegalTransition || recs[0].Role != "TEST" || recs[0].StateBefore != tc.from {
 				t.Errorf("history after a refused transition: %+v, want one ILLEGAL_TRANSITION error by TEST in %s", recs, tc.from)
@@ -602,8 +612,8 @@ func TestIllegalTransitionChangesNothing(t *testing.T) {
 	}
 	t.Run("untouched without commit", func(t *testing.T) {
 		f := newFixture(t)
-		f.writeJob("j", withStatus("SUCCESS", "review"))
-		before := f.load("j")
+		f.WriteJob("j", withStatus("SUCCESS", "review"))
+		before := f.Load("j")
 		tx, err := jobtx.Begin(f.Env, "j", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -623,17 +633,17 @@ func TestIllegalTransitionChangesNothing(t *testing.T) {
 		if !strings.Contains(err.Error(), "recorded in its history as ILLEGAL_TRANSITION") {
 			t.Errorf("err = %v, want it to say the refusal is recorded", err)
 		}
-		if after := f.load("j"); after.Run.Guidance != before.Run.Guidance || after.Status != before.Status {
+		if after := f.Load("j"); after.Run.Guidance != before.Run.Guidance || after.Status != before.Status {
 			t.Errorf("manifest changed")
 		}
-		recs := f.records("j")
+		recs := f.Records("j")
 		if len(recs) != 1 || recs[0].Type != history.TypeError || recs[0].Error.Code != codes.IllegalTransition {
 			t.Errorf("history: %+v, want the ILLEGAL_TRANSITION error alone", recs)
 		}
 	})
 	t.Run("a legal one is applied", func(t *testing.T) {
 		f := newFixture(t)
-		f.writeJob("j", withStatus("PENDING", ""))
+		f.WriteJob("j", withStatus("PENDING", ""))
 		tx, err := jobtx.Begin(f.Env, "j", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -645,10 +655,10 @@ func TestIllegalTransitionChangesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		tx.Close()
-		if m := f.load("j"); m.Status != lifecycle.Running || m.Phase() != "work" {
+		if m := f.Load("j"); m.Status != lifecycle.Running || m.Phase() != "work" {
 			t.Errorf("stored %s/%s", m.Status, m.Phase())
 		}
-		if trs := ofType(f.records("j"), history.TypeTransition); len(trs) != 1 {
+		if trs := testkit.OfType(f.Records("j"), history.TypeTransition); len(trs) != 1 {
 			t.Errorf("%d transitions recorded", len(trs))
 		}
 	})

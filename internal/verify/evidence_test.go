@@ -3,8 +3,6 @@ package verify
 import (
 	"bytes"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,16 +12,17 @@ import (
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
-	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/runner"
 	"github.com/logist/logist/internal/signing"
+	"github.com/logist/logist/internal/testkit"
 )
 
 // runRaw runs a job whose worker answers raw once, signed, to its end, and
 // returns the jobs folder and key. setup prepares the job folder first.
 func runRaw(t *testing.T, raw string, setup func(jobDir string)) (string, *signing.Key) {
 	t.Helper()
-	dir := t.TempDir()
+	f := testkit.New(t)
+	dir := f.Dir
 	jobDir := filepath.Join(dir, "j")
 	if err := os.MkdirAll(filepath.Join(jobDir, "workspace"), 0o700); err != nil {
 		t.Fatal(err)
@@ -39,15 +38,9 @@ func runRaw(t *testing.T, raw string, setup func(jobDir string)) (string, *signi
 	if setup != nil {
 		setup(jobDir)
 	}
-	key, err := signing.LoadOrCreate(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := &jobtx.Env{Store: jobstore.New(dir), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		History: history.Options{Signer: key}}
-	if err := runner.NewEngine(env, builtins.Effects()).Run(t.Context(), "j"); err != nil {
-		t.Fatal(err)
-	}
+	key := f.Sign()
+	f.Runner = runner.NewEngine(f.Env, builtins.Effects())
+	f.Run("j")
 	return dir, key
 }
 
@@ -55,7 +48,7 @@ func runRaw(t *testing.T, raw string, setup func(jobDir string)) (string, *signi
 func responseLine(t *testing.T, ls [][]byte) int {
 	t.Helper()
 	for i, ln := range ls {
-		if e, err := history.ParseLine(ln); err == nil && e.Record.Type == history.TypeResponse {
+		if e, err := history.ParseLine(ln); err == nil && e.Type == history.TypeResponse {
 			return i
 		}
 	}
@@ -68,6 +61,7 @@ func responseLine(t *testing.T, ls [][]byte) int {
 // workspace did (a symlink out, which the replay cannot see: the engine
 // recorded it); a consistent forgery of either still fails the replay.
 func TestRefusedEvidenceVerifies(t *testing.T) {
+	t.Parallel()
 	outside := t.TempDir()
 	link := func(jobDir string) {
 		if err := os.Symlink(outside, filepath.Join(jobDir, "workspace", "out")); err != nil {
@@ -123,6 +117,7 @@ func TestRefusedEvidenceVerifies(t *testing.T) {
 // answer is refused for even when its summary is empty and its action
 // missing; every violation is recorded, and the history verifies.
 func TestEscapeWithOtherViolationsIsRecorded(t *testing.T) {
+	t.Parallel()
 	dir, key := runRaw(t, `{"evidence_files":["/etc/shadow"],"summary_for_supervisor":""}`, nil)
 	m, _ := jobstore.New(dir).Load("j")
 	if m.Run.ErrorCode != codes.ProtocolViolation || !strings.Contains(m.Run.Reason, "/etc/shadow") {
@@ -155,6 +150,7 @@ func TestEscapeWithOtherViolationsIsRecorded(t *testing.T) {
 // the first layer that failed then is accepted when today's verdict finds
 // that violation too.
 func TestLegacyRefusalsVerify(t *testing.T) {
+	t.Parallel()
 	for name, c := range map[string]struct{ raw, evidence string }{
 		"symlink out, recorded without its finding": {`{"action":"COMPLETED","evidence_files":["out/secret"],"summary_for_supervisor":"done"}`, ""},
 		"empty summary then, an escape first now":   {`{"evidence_files":["/etc/shadow"],"summary_for_supervisor":""}`, "SUMMARY_MISSING"},

@@ -36,6 +36,7 @@ func mask(s string) string { return varying.ReplaceAllString(s, "~") }
 // `go test ./internal/verify -run Captured -update` and commit the new
 // captures with it.
 func TestCapturedHistoriesReplay(t *testing.T) {
+	t.Parallel()
 	capDir := filepath.Join("testdata", "captured")
 	for _, name := range examples {
 		t.Run(name, func(t *testing.T) {
@@ -43,15 +44,21 @@ func TestCapturedHistoriesReplay(t *testing.T) {
 			now := history.Path(filepath.Join(dir, name))
 			captured := filepath.Join(capDir, name+".jsonl")
 			if *update {
-				os.MkdirAll(capDir, 0o755)
+				if err := os.MkdirAll(capDir, 0o755); err != nil {
+					t.Fatal(err)
+				}
 				b, _ := os.ReadFile(now)
 				if err := os.WriteFile(captured, b, 0o644); err != nil {
 					t.Fatal(err)
 				}
-				os.WriteFile(filepath.Join(capDir, name+".pub"), []byte(signing.EncodePublic(key.Public())+"\n"), 0o644)
+				if err := os.WriteFile(filepath.Join(capDir, name+".pub"), []byte(signing.EncodePublic(key.Public())+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
 				// A protocol job's evidence: its content-addressed artifacts.
 				arts := filepath.Join(dir, name, protocol.ArtifactsDir)
-				os.RemoveAll(filepath.Join(capDir, name+".artifacts"))
+				if err := os.RemoveAll(filepath.Join(capDir, name+".artifacts")); err != nil {
+					t.Fatal(err)
+				}
 				if _, err := os.Stat(arts); err == nil {
 					if err := os.CopyFS(filepath.Join(capDir, name+".artifacts"), os.DirFS(arts)); err != nil {
 						t.Fatal(err)
@@ -65,14 +72,20 @@ func TestCapturedHistoriesReplay(t *testing.T) {
 			}
 			// The captured history, in a job folder with today's example manifest.
 			jobs := t.TempDir()
-			os.CopyFS(filepath.Join(jobs, name), os.DirFS(filepath.Join("..", "..", "jobs", name)))
+			if err := os.CopyFS(filepath.Join(jobs, name), os.DirFS(filepath.Join("..", "..", "jobs", name))); err != nil {
+				t.Fatal(err)
+			}
 			b, err := os.ReadFile(captured)
 			if err != nil {
 				t.Fatal(err)
 			}
-			os.WriteFile(history.Path(filepath.Join(jobs, name)), b, 0o600)
+			if err := os.WriteFile(history.Path(filepath.Join(jobs, name)), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
 			if _, err := os.Stat(filepath.Join(capDir, name+".artifacts")); err == nil {
-				os.CopyFS(filepath.Join(jobs, name, protocol.ArtifactsDir), os.DirFS(filepath.Join(capDir, name+".artifacts")))
+				if err := os.CopyFS(filepath.Join(jobs, name, protocol.ArtifactsDir), os.DirFS(filepath.Join(capDir, name+".artifacts"))); err != nil {
+					t.Fatal(err)
+				}
 			}
 			m, err := jobstore.New(jobs).Load(name)
 			if err != nil {

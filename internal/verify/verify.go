@@ -395,7 +395,7 @@ func protocolTrace(r *Report, es []history.Entry, jobDir string, m *manifest.Man
 	events := false
 	for i := range es {
 		recs = append(recs, es[i].Record)
-		events = events || es[i].Record.Type == history.TypeEvent
+		events = events || es[i].Type == history.TypeEvent
 	}
 	if !events {
 		return

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,29 +12,23 @@ import (
 	"github.com/logist/logist/internal/builtins"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
-	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/runner"
 	"github.com/logist/logist/internal/signing"
+	"github.com/logist/logist/internal/testkit"
 )
 
 // runExample runs one example job from the repo's jobs/ folder to its end
 // in a temp jobs folder, signed, and returns the folder and key.
 func runExample(t *testing.T, name string) (string, *signing.Key) {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.CopyFS(filepath.Join(dir, name), os.DirFS(filepath.Join("..", "..", "jobs", name))); err != nil {
+	f := testkit.New(t)
+	if err := os.CopyFS(filepath.Join(f.Dir, name), os.DirFS(filepath.Join("..", "..", "jobs", name))); err != nil {
 		t.Fatal(err)
 	}
-	key, err := signing.LoadOrCreate(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := &jobtx.Env{Store: jobstore.New(dir), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		History: history.Options{Signer: key}}
-	if err := runner.NewEngine(env, builtins.Effects()).Run(t.Context(), name); err != nil {
-		t.Fatal(err)
-	}
-	return dir, key
+	key := f.Sign()
+	f.Runner = runner.NewEngine(f.Env, builtins.Effects())
+	f.Run(name)
+	return f.Dir, key
 }
 
 func verifyDir(t *testing.T, dir, id string, pub ed25519.PublicKey) *Report {
@@ -66,6 +58,7 @@ func writeLines(t *testing.T, file string, ls [][]byte) {
 }
 
 func TestIntactHistoriesVerify(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"demo-retry-success", "demo-stuck", "demo-cost-halt", "demo-invalid-answer", "demo-command"} {
 		dir, key := runExample(t, name)
 		r := verifyDir(t, dir, name, key.Public())
@@ -81,6 +74,7 @@ func TestIntactHistoriesVerify(t *testing.T) {
 // Each way of tampering is caught, and the report names the first record
 // that is wrong.
 func TestTamperingIsDetected(t *testing.T) {
+	t.Parallel()
 	var forger history.Signer
 	cases := []struct {
 		name      string
@@ -154,6 +148,7 @@ func TestTamperingIsDetected(t *testing.T) {
 }
 
 func TestForeignKeyIsRefused(t *testing.T) {
+	t.Parallel()
 	dir, _ := runExample(t, "demo-stuck")
 	other, _, _ := ed25519.GenerateKey(nil)
 	r := verifyDir(t, dir, "demo-stuck", other)
@@ -166,6 +161,7 @@ func TestForeignKeyIsRefused(t *testing.T) {
 // samples) are migrated on read: they replay cleanly and are reported as
 // unprotected; new records appended after them are chained and signed.
 func TestVersion1HistoriesMigrate(t *testing.T) {
+	t.Parallel()
 	samples, _ := filepath.Glob("../history/testdata/v1/*.jsonl")
 	if len(samples) == 0 {
 		t.Fatal("no v1 samples")
@@ -174,9 +170,13 @@ func TestVersion1HistoriesMigrate(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(s), ".jsonl")
 		dir := t.TempDir()
 		jobDir := filepath.Join(dir, name)
-		os.MkdirAll(jobDir, 0o700)
+		if err := os.MkdirAll(jobDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
 		b, _ := os.ReadFile(s)
-		os.WriteFile(history.Path(jobDir), b, 0o600)
+		if err := os.WriteFile(history.Path(jobDir), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
 		key, _ := signing.LoadOrCreate(dir)
 		r, err := Job(name, jobDir, Options{Public: key.Public()})
 		if err != nil || !r.OK() {
@@ -204,7 +204,9 @@ func TestVersion1HistoriesMigrate(t *testing.T) {
 		}
 		// A v1 line slipped in after the chain started is refused.
 		f, _ := os.OpenFile(history.Path(jobDir), os.O_APPEND|os.O_WRONLY, 0)
-		f.Write([]byte(`{"v":1,"seq":` + itoa(n+1) + `,"type":"error","ts":"2026-01-01T00:00:00Z"}` + "\n"))
+		if _, err := f.Write([]byte(`{"v":1,"seq":` + itoa(n+1) + `,"type":"error","ts":"2026-01-01T00:00:00Z"}` + "\n")); err != nil {
+			t.Fatal(err)
+		}
 		f.Close()
 		r, _ = Job(name, jobDir, Options{Public: key.Public()})
 		if r.OK() || r.First().Class != ClassChainBreak {
@@ -256,7 +258,9 @@ func relink(t *testing.T, ls [][]byte, key history.Signer) [][]byte {
 		rec["prev_hash"], _ = json.Marshal(prev)
 		body, _ := json.Marshal(rec)
 		var buf bytes.Buffer
-		json.Compact(&buf, body)
+		if err := json.Compact(&buf, body); err != nil {
+			t.Fatal(err)
+		}
 		line, h := encodeFor(buf.Bytes(), key)
 		prev = h
 		out = append(out, line)

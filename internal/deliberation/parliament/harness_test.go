@@ -294,9 +294,3 @@ func (h *harness) toolCalls() []string {
 	}
 	return out
 }
-
-func (h *harness) lastTool() (int, string) {
-	m := h.last(tTool)
-	n, _ := intOf(m.Content["exit_code"])
-	return n, str(m.Content["output"])
-}

@@ -713,13 +713,3 @@ func (s *state) roundMsgs(round int) []deliberation.Message {
 	}
 	return out
 }
-
-func (s *state) openAmendments() []*amendment {
-	var out []*amendment
-	for _, a := range s.amendments {
-		if a.open() {
-			out = append(out, a)
-		}
-	}
-	return out
-}

@@ -3,6 +3,7 @@ package parliament
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -237,7 +238,7 @@ func TestAgentSpeakerDrivesTheTools(t *testing.T) {
 		t.Fatalf("not done: %+v", step)
 	}
 	calls := h.byType(tTool)
-	want := append(script, struct {
+	want := append(slices.Clone(script), struct {
 		call []string
 		exit int
 	}{[]string{toolIssue, "close", "ISSUE-1"}, 0}, struct {

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,6 +26,7 @@ import (
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/runner"
 	"github.com/logist/logist/internal/steward"
+	"github.com/logist/logist/internal/testkit"
 	"github.com/logist/logist/internal/workflow"
 )
 
@@ -139,23 +138,22 @@ func (s *relaySession) State() string {
 }
 
 type fx struct {
-	t   *testing.T
-	dir string
-	env *jobtx.Env
+	*testkit.Fixture
 	eng *runner.Engine
 	st  *steward.Steward
 }
 
 func newFx(t *testing.T) *fx {
-	dir := t.TempDir()
-	env := &jobtx.Env{Store: jobstore.New(dir), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Obs: jobtx.Nop{}}
+	t.Helper()
+	k := testkit.New(t)
 	// The built-in effects and the test's own game, as a composition
 	// root would hand them over.
 	effects := builtins.Effects()
 	effect.Add(effects, play.Effects(relay{}))
-	eng := runner.NewEngine(env, effects)
+	eng := runner.NewEngine(k.Env, effects)
 	eng.Sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
-	return &fx{t: t, dir: dir, env: env, eng: eng, st: steward.New(env, effects)}
+	k.Runner = eng
+	return &fx{Fixture: k, eng: eng, st: steward.New(k.Env, effects)}
 }
 
 func (f *fx) write(id string, agents map[string]any) {
@@ -171,37 +169,26 @@ func (f *fx) write(id string, agents map[string]any) {
 	}
 	m := map[string]any{"schema_version": 1, "job_id": id, "task_description": "Relay.", "workflow": wf, "agents": agents,
 		"game": map[string]any{"members": members}, "metrics": map[string]any{"cumulative_cost": 0, "cumulative_time_seconds": 0}}
-	b, _ := json.MarshalIndent(m, "", "  ")
-	os.MkdirAll(filepath.Join(f.dir, id), 0o700)
-	p := filepath.Join(f.dir, id, jobstore.ManifestFile)
-	os.WriteFile(p, b, 0o600)
-	if _, err := manifest.ReadFile(p); err != nil {
-		f.t.Fatal(err)
-	}
+	f.WriteJob(id, m)
 }
 
+// run runs job id until it stops or ctx ends, and returns its manifest.
 func (f *fx) run(ctx context.Context, id string) *manifest.Manifest {
-	f.t.Helper()
+	f.T.Helper()
 	if err := f.eng.Run(ctx, id); err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
-	m, err := f.env.Store.Load(id)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return m
+	return f.Load(id)
 }
 
 func (f *fx) ledger(id string) string {
-	recs, err := history.ReadAll(filepath.Join(f.dir, id))
-	if err != nil {
-		f.t.Fatal(err)
-	}
 	var out []string
-	for _, r := range recs {
+	for _, r := range f.Records(id) {
 		if r.Type == history.TypeMessage {
 			var m deliberation.Message
-			json.Unmarshal(r.Message, &m)
+			if err := json.Unmarshal(r.Message, &m); err != nil {
+				f.T.Fatal(err)
+			}
 			out = append(out, m.Type+":"+m.From)
 		}
 	}
@@ -269,7 +256,7 @@ func TestFanOutWaitDecideDone(t *testing.T) {
 			t.Errorf("%s was called %d times", role, c.(*atomic.Int32).Load())
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(f.dir, "j", "relay", "ledger.json"))
+	b, err := os.ReadFile(filepath.Join(f.Dir, "j", "relay", "ledger.json"))
 	if err != nil || !strings.Contains(string(b), "DECISION") {
 		t.Errorf("materialised ledger: %v %s", err, b)
 	}
@@ -281,13 +268,17 @@ func TestFanOutWaitDecideDone(t *testing.T) {
 func TestEmitStepKeepsTheStateItLeaves(t *testing.T) {
 	f := newFx(t)
 	f.write("j", map[string]any{"a": script()})
-	p := filepath.Join(f.dir, "j", jobstore.ManifestFile)
+	p := filepath.Join(f.Dir, "j", jobstore.ManifestFile)
 	b, _ := os.ReadFile(p)
 	var m map[string]any
-	json.Unmarshal(b, &m)
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
 	m["game"] = map[string]any{"members": []string{"a", "nobody"}}
 	b, _ = json.Marshal(m)
-	os.WriteFile(p, b, 0o600)
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	got := f.run(context.Background(), "j")
 	if got.Run.ErrorCode != codes.GameRole {
 		t.Fatalf("job %s %s (%s)", got.Status, got.Run.ErrorCode, got.Run.Reason)
@@ -301,6 +292,7 @@ func TestEmitStepKeepsTheStateItLeaves(t *testing.T) {
 }
 
 func TestFailedTurnIsSkipped(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	f.write("j", map[string]any{"a": script(), "b": script()})
 	f.eng.NewProvider = func(cfg manifest.AgentConfig) (agent.Provider, error) {
@@ -318,6 +310,7 @@ func TestFailedTurnIsSkipped(t *testing.T) {
 }
 
 func TestHumanRoleWaitsForReply(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	f.write("j", map[string]any{"a": script(), "b": map[string]any{"provider": "human"}})
 	var aCalls atomic.Int32
@@ -360,6 +353,7 @@ func TestHumanRoleWaitsForReply(t *testing.T) {
 }
 
 func TestRestartMidFanOutAsksTheSameTurnsAgain(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	f.write("j", map[string]any{"a": script(), "b": script()})
 	var prompts sync.Map
@@ -385,7 +379,7 @@ func TestRestartMidFanOutAsksTheSameTurnsAgain(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-started; <-started; cancel() }()
-	f.eng.Run(ctx, "j")
+	_ = f.eng.Run(ctx, "j") // stopped mid-call on purpose: what it left is checked below
 	mu.Lock()
 	block = false
 	mu.Unlock()
@@ -393,7 +387,7 @@ func TestRestartMidFanOutAsksTheSameTurnsAgain(t *testing.T) {
 	if got := f.ledger("j"); got != "OPEN:chair SPEECH:a SPEECH:b" {
 		t.Errorf("ledger %s", got)
 	}
-	recs, _ := history.ReadAll(filepath.Join(f.dir, "j"))
+	recs := f.Records("j")
 	interrupted := 0
 	for _, r := range recs {
 		if r.Response != nil && r.Response.ErrorCode == codes.AgentInterrupted {

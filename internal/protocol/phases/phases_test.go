@@ -2,9 +2,6 @@ package phases_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,31 +10,29 @@ import (
 
 	"github.com/logist/logist/internal/builtins"
 	"github.com/logist/logist/internal/history"
-	"github.com/logist/logist/internal/jobstore"
-	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/protocol"
 	"github.com/logist/logist/internal/runner"
 	"github.com/logist/logist/internal/steward"
+	"github.com/logist/logist/internal/testkit"
 	"github.com/logist/logist/internal/verify"
 )
 
 // The protocol workflow end to end on the engine, with scripted roles.
 
 type fx struct {
-	t   *testing.T
-	dir string
-	env *jobtx.Env
+	*testkit.Fixture
 	eng *runner.Engine
 }
 
 func newFx(t *testing.T) *fx {
-	dir := t.TempDir()
-	env := &jobtx.Env{Store: jobstore.New(dir), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Obs: jobtx.Nop{}}
-	eng := runner.NewEngine(env, builtins.Effects())
+	t.Helper()
+	k := testkit.New(t)
+	eng := runner.NewEngine(k.Env, builtins.Effects())
 	eng.Sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
-	return &fx{t: t, dir: dir, env: env, eng: eng}
+	k.Runner = eng
+	return &fx{Fixture: k, eng: eng}
 }
 
 // step is one scripted answer: action, summary and the role's fields.
@@ -46,10 +41,6 @@ func step(action string, fields map[string]any) map[string]any {
 }
 
 func done(fields map[string]any) map[string]any { return step("COMPLETED", fields) }
-
-func script(steps ...map[string]any) map[string]any {
-	return map[string]any{"provider": "script", "script": steps}
-}
 
 func proposal(id string) map[string]any {
 	return map[string]any{"id": id, "objective": "write the greeting", "assumptions": []string{}, "required_tools": []string{"write_file", "shell"}, "expected_evidence": []string{"cat output"}}
@@ -95,57 +86,34 @@ var (
 // happy are the agents of a session that completes.
 func happy() map[string]any {
 	return map[string]any{
-		"planner":  script(plan, final),
-		"critic":   script(approve("p1"), accept),
-		"executor": script(tools, noIntents, claims),
-		"auditor":  script(passVerdct),
+		"planner":  testkit.Script(plan, final),
+		"critic":   testkit.Script(approve("p1"), accept),
+		"executor": testkit.Script(tools, noIntents, claims),
+		"auditor":  testkit.Script(passVerdct),
 	}
 }
 
 func (f *fx) write(id string, agents map[string]any, extra map[string]any) {
-	f.t.Helper()
+	f.T.Helper()
 	m := map[string]any{"schema_version": 1, "job_id": id, "task_description": "Write greeting.txt.", "workflow": "protocol",
 		"agents": agents, "metrics": map[string]any{"cumulative_cost": 0, "cumulative_time_seconds": 0}}
 	for k, v := range extra {
 		m[k] = v
 	}
-	b, _ := json.MarshalIndent(m, "", "  ")
-	jd := filepath.Join(f.dir, id)
-	os.MkdirAll(jd, 0o700)
-	p := filepath.Join(jd, jobstore.ManifestFile)
-	if err := os.WriteFile(p, b, 0o600); err != nil {
-		f.t.Fatal(err)
-	}
-	if _, err := manifest.ReadFile(p); err != nil {
-		f.t.Fatalf("manifest: %v", err)
-	}
+	f.WriteJob(id, m)
 }
 
+// run runs job id to its stop and returns its manifest then.
 func (f *fx) run(id string) *manifest.Manifest {
-	f.t.Helper()
-	if err := f.eng.Run(context.Background(), id); err != nil {
-		f.t.Fatalf("run: %v", err)
-	}
-	m, err := f.env.Store.Load(id)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return m
-}
-
-func (f *fx) recs(id string) []history.Record {
-	f.t.Helper()
-	r, err := history.ReadAll(filepath.Join(f.dir, id))
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return r
+	f.T.Helper()
+	f.Run(id)
+	return f.Load(id)
 }
 
 // events are the job's protocol event types, in order.
 func (f *fx) events(id string) []string {
 	var out []string
-	for _, r := range f.recs(id) {
+	for _, r := range f.Records(id) {
 		if r.Event != nil {
 			out = append(out, r.Event.Type)
 		}
@@ -156,7 +124,7 @@ func (f *fx) events(id string) []string {
 // phases are the phases of the job's responses, in order.
 func (f *fx) phases(id string) string {
 	var out []string
-	for _, r := range f.recs(id) {
+	for _, r := range f.Records(id) {
 		if r.Type == history.TypeResponse {
 			p := r.Phase
 			if o := r.Response.Outcome; o != "" {
@@ -169,11 +137,11 @@ func (f *fx) phases(id string) string {
 }
 
 func (f *fx) verify(id string) *verify.Report {
-	f.t.Helper()
-	m, _ := f.env.Store.Load(id)
-	rep, err := verify.Job(id, filepath.Join(f.dir, id), verify.Options{Manifest: m})
+	f.T.Helper()
+	m, _ := f.Env.Store.Load(id)
+	rep, err := verify.Job(id, filepath.Join(f.Dir, id), verify.Options{Manifest: m})
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	return rep
 }
@@ -186,6 +154,7 @@ func requireStatus(t *testing.T, m *manifest.Manifest, st lifecycle.Status, stat
 }
 
 func TestSessionCompletes(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	f.write("j", happy(), map[string]any{"protocol": map[string]any{"checks": []any{map[string]any{"name": "greeting", "argv": []string{"grep", "-q", "hello", "greeting.txt"}}}}})
 	m := f.run("j")
@@ -198,13 +167,13 @@ func TestSessionCompletes(t *testing.T) {
 	if got := strings.Join(f.events("j"), " "); got != wantEv {
 		t.Errorf("events:\n got %s\nwant %s", got, wantEv)
 	}
-	if b, err := os.ReadFile(filepath.Join(f.dir, "j", "workspace", "greeting.txt")); err != nil || string(b) != "hello\n" {
+	if b, err := os.ReadFile(filepath.Join(f.Dir, "j", "workspace", "greeting.txt")); err != nil || string(b) != "hello\n" {
 		t.Errorf("greeting.txt = %q, %v", b, err)
 	}
 	// The six mandatory types are signed by their role's key; every event
 	// links to the one before.
 	prev := history.GenesisHash
-	for _, r := range f.recs("j") {
+	for _, r := range f.Records("j") {
 		if e := r.Event; e != nil {
 			if e.PrevEvent != prev {
 				t.Errorf("%s links to %s, want %s", e.Type, e.PrevEvent, prev)
@@ -220,7 +189,7 @@ func TestSessionCompletes(t *testing.T) {
 	}
 	// The claim's evidence is the output artifact of t2, resolved from tool:t2.
 	var ev []any
-	for _, r := range f.recs("j") {
+	for _, r := range f.Records("j") {
 		if r.Event != nil && r.Event.Type == protocol.ClaimIssued {
 			ev, _ = r.Event.Body["evidence"].([]any)
 		}
@@ -231,13 +200,14 @@ func TestSessionCompletes(t *testing.T) {
 }
 
 func TestRejectedProposalsGoBackToThePlanner(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	a := happy()
 	reject := done(map[string]any{"reviews": []any{map[string]any{"proposal_id": "p0", "decision": "rejected", "reason": "too broad"}}})
 	p0 := done(map[string]any{"proposals": []any{proposal("p0")}})
 	p1 := done(map[string]any{"proposals": []any{func() map[string]any { p := proposal("p1"); p["revises"] = "p0"; return p }()}})
-	a["planner"] = script(p0, p1, final)
-	a["critic"] = script(reject, approve("p1"), accept)
+	a["planner"] = testkit.Script(p0, p1, final)
+	a["critic"] = testkit.Script(reject, approve("p1"), accept)
 	f.write("j", a, nil)
 	m := f.run("j")
 	requireStatus(t, m, lifecycle.Success, "completed")
@@ -245,7 +215,7 @@ func TestRejectedProposalsGoBackToThePlanner(t *testing.T) {
 		t.Errorf("phases: %s", got)
 	}
 	// The rejected proposal's reason reached the Planner.
-	recs := f.recs("j")
+	recs := f.Records("j")
 	var second string
 	n := 0
 	for _, r := range recs {
@@ -262,22 +232,23 @@ func TestRejectedProposalsGoBackToThePlanner(t *testing.T) {
 }
 
 func TestIntentForRejectedProposalIsRefused(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	a := happy()
-	a["planner"] = script(done(map[string]any{"proposals": []any{proposal("p1"), proposal("p2")}}), final)
-	a["critic"] = script(done(map[string]any{"reviews": []any{
+	a["planner"] = testkit.Script(done(map[string]any{"proposals": []any{proposal("p1"), proposal("p2")}}), final)
+	a["critic"] = testkit.Script(done(map[string]any{"reviews": []any{
 		map[string]any{"proposal_id": "p1", "decision": "approved", "reason": "ok"},
 		map[string]any{"proposal_id": "p2", "decision": "rejected", "reason": "no"}}}), accept)
 	bad := intent("t9", "shell", "low", map[string]any{"command": "true"})
 	bad["proposal_id"] = "p2"
-	a["executor"] = script(done(map[string]any{"tool_intents": []any{bad}}), tools, noIntents, claims)
+	a["executor"] = testkit.Script(done(map[string]any{"tool_intents": []any{bad}}), tools, noIntents, claims)
 	f.write("j", a, nil)
 	m := f.run("j")
 	requireStatus(t, m, lifecycle.Success, "completed")
 	if got := f.phases("j"); !strings.HasPrefix(got, "planning reviewing executing:VIOLATION executing:RUN") {
 		t.Errorf("phases: %s", got)
 	}
-	for _, r := range f.recs("j") {
+	for _, r := range f.Records("j") {
 		if r.Event != nil && r.Event.Subject == "t9" {
 			t.Errorf("an intent for a rejected proposal was recorded: %s", r.Event.Type)
 		}
@@ -285,14 +256,15 @@ func TestIntentForRejectedProposalIsRefused(t *testing.T) {
 }
 
 func TestRiskyIntentNeedsTheCritic(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	a := happy()
 	risky := intent("t1", "write_file", "high", map[string]any{"path": "greeting.txt", "content": "hello\n"})
 	block := done(map[string]any{"intent_reviews": []any{map[string]any{"intent_id": "t1", "decision": "blocked", "reason": "write it as low risk"}}})
 	allow := done(map[string]any{"intent_reviews": []any{map[string]any{"intent_id": "t3", "decision": "approved", "reason": "fine"}}})
 	risky3 := intent("t3", "write_file", "high", map[string]any{"path": "greeting.txt", "content": "hello\n"})
-	a["critic"] = script(approve("p1"), block, allow, accept)
-	a["executor"] = script(done(map[string]any{"tool_intents": []any{risky}}), done(map[string]any{"tool_intents": []any{risky3, catGreeting("t2")}}), noIntents, claims)
+	a["critic"] = testkit.Script(approve("p1"), block, allow, accept)
+	a["executor"] = testkit.Script(done(map[string]any{"tool_intents": []any{risky}}), done(map[string]any{"tool_intents": []any{risky3, catGreeting("t2")}}), noIntents, claims)
 	f.write("j", a, nil)
 	m := f.run("j")
 	requireStatus(t, m, lifecycle.Success, "completed")
@@ -302,7 +274,7 @@ func TestRiskyIntentNeedsTheCritic(t *testing.T) {
 	}
 	// The blocked intent never started; the approved one did.
 	started := map[string]bool{}
-	for _, r := range f.recs("j") {
+	for _, r := range f.Records("j") {
 		if r.Event != nil && r.Event.Type == protocol.ToolExecutionStarted {
 			started[r.Event.Subject] = true
 		}
@@ -313,17 +285,18 @@ func TestRiskyIntentNeedsTheCritic(t *testing.T) {
 }
 
 func TestToolFailureIsANewIntentOrAFallback(t *testing.T) {
+	t.Parallel()
 	fail := done(map[string]any{"tool_intents": []any{intent("t0", "shell", "low", map[string]any{"command": "exit 3"})}})
 	for _, fallback := range []bool{false, true} {
 		f := newFx(t)
 		a := happy()
-		a["executor"] = script(fail, tools, noIntents, claims)
+		a["executor"] = testkit.Script(fail, tools, noIntents, claims)
 		if fallback {
 			p2 := done(map[string]any{"proposals": []any{func() map[string]any { p := proposal("p2"); p["revises"] = "p1"; return p }()}})
-			a["planner"] = script(plan, p2, final)
-			a["critic"] = script(approve("p1"), approve("p2"), accept)
+			a["planner"] = testkit.Script(plan, p2, final)
+			a["critic"] = testkit.Script(approve("p1"), approve("p2"), accept)
 			two := func(m map[string]any) map[string]any { m["proposal_id"] = "p2"; return m }
-			a["executor"] = script(fail, done(map[string]any{"tool_intents": []any{two(writeGreeting("t1")), two(catGreeting("t2"))}}), noIntents, claims)
+			a["executor"] = testkit.Script(fail, done(map[string]any{"tool_intents": []any{two(writeGreeting("t1")), two(catGreeting("t2"))}}), noIntents, claims)
 		}
 		f.write("j", a, map[string]any{"protocol": map[string]any{"allow_fallback": fallback}})
 		m := f.run("j")
@@ -347,6 +320,7 @@ func TestToolFailureIsANewIntentOrAFallback(t *testing.T) {
 }
 
 func TestEvidenceGuardAndChallenges(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	a := happy()
 	noEvidence := done(map[string]any{"claims": []any{claim("c0")}})
@@ -357,8 +331,8 @@ func TestEvidenceGuardAndChallenges(t *testing.T) {
 		c["revises"] = "c0"
 		return done(map[string]any{"claims": []any{c}})
 	}()
-	a["executor"] = script(tools, noIntents, noEvidence, weak, revised)
-	a["critic"] = script(approve("p1"), challenge, accept)
+	a["executor"] = testkit.Script(tools, noIntents, noEvidence, weak, revised)
+	a["critic"] = testkit.Script(approve("p1"), challenge, accept)
 	f.write("j", a, nil)
 	m := f.run("j")
 	requireStatus(t, m, lifecycle.Success, "completed")
@@ -369,6 +343,7 @@ func TestEvidenceGuardAndChallenges(t *testing.T) {
 }
 
 func TestFinalizationBlockedWhileAClaimIsChallenged(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	a := happy()
 	// The Critic's challenge is answered with a second claim, not a
@@ -381,9 +356,9 @@ func TestFinalizationBlockedWhileAClaimIsChallenged(t *testing.T) {
 		return done(map[string]any{"claims": []any{c}})
 	}()
 	finalC2 := done(map[string]any{"final_statement": map[string]any{"summary": "done", "claim_ids": []string{"c2"}}})
-	a["critic"] = script(approve("p1"), challenge, accept, accept)
-	a["executor"] = script(tools, noIntents, claims, done(map[string]any{"claims": []any{claim("c3", "tool:t2")}}), revised)
-	a["planner"] = script(plan, both, finalC2)
+	a["critic"] = testkit.Script(approve("p1"), challenge, accept, accept)
+	a["executor"] = testkit.Script(tools, noIntents, claims, done(map[string]any{"claims": []any{claim("c3", "tool:t2")}}), revised)
+	a["planner"] = testkit.Script(plan, both, finalC2)
 	f.write("j", a, nil)
 	m := f.run("j")
 	requireStatus(t, m, lifecycle.Success, "completed")
@@ -393,10 +368,11 @@ func TestFinalizationBlockedWhileAClaimIsChallenged(t *testing.T) {
 }
 
 func TestMissingArtifactAtClaimTimeFailsVerification(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	a := happy()
 	ghost := "sha256:" + strings.Repeat("ab", 32)
-	a["executor"] = script(tools, noIntents, done(map[string]any{"claims": []any{claim("c1", ghost)}}))
+	a["executor"] = testkit.Script(tools, noIntents, done(map[string]any{"claims": []any{claim("c1", ghost)}}))
 	f.write("j", a, nil)
 	m := f.run("j")
 	// The session went on to auditing, which failed as expected.
@@ -419,12 +395,13 @@ func TestMissingArtifactAtClaimTimeFailsVerification(t *testing.T) {
 }
 
 func TestAuditorCannotRaiseAFailedCheck(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	f.write("j", happy(), map[string]any{"protocol": map[string]any{"checks": []any{map[string]any{"name": "suite", "argv": []string{"false"}}}}})
 	m := f.run("j")
 	requireStatus(t, m, lifecycle.InterventionRequired, "auditing")
 	var status string
-	for _, r := range f.recs("j") {
+	for _, r := range f.Records("j") {
 		if r.Event != nil && r.Event.Type == protocol.VerificationCompleted {
 			status, _ = r.Event.Body["status"].(string)
 		}
@@ -435,16 +412,17 @@ func TestAuditorCannotRaiseAFailedCheck(t *testing.T) {
 }
 
 func TestWrongRoleKeyFailsTheSession(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	a := happy()
 	// The Critic stops at its first turn (STUCK), so the key can be swapped
 	// before it signs anything; its challenge is a mandatory signed event.
 	challenge := done(map[string]any{"challenges": []any{map[string]any{"claim_id": "c1", "reason": "x"}}})
-	a["critic"] = script(step("STUCK", map[string]any{}), approve("p1"), challenge)
+	a["critic"] = testkit.Script(step("STUCK", map[string]any{}), approve("p1"), challenge)
 	f.write("j", a, nil)
 	m := f.run("j")
 	requireStatus(t, m, lifecycle.InterventionRequired, "reviewing")
-	keys := filepath.Join(f.dir, "j", ".protocol", "keys")
+	keys := filepath.Join(f.Dir, "j", ".protocol", "keys")
 	// Forge: the executor's key file becomes the critic's. Signatures by
 	// the "critic" no longer verify against the key in session_initialized.
 	b, err := os.ReadFile(filepath.Join(keys, "executor.key"))
@@ -455,7 +433,7 @@ func TestWrongRoleKeyFailsTheSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.write("j2", happy(), nil) // an unaffected neighbour
-	st := steward.New(f.env, f.eng.Effects)
+	st := steward.New(f.Env, f.eng.Effects)
 	if _, err := st.Resume("j", steward.ResumeOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +446,7 @@ func TestWrongRoleKeyFailsTheSession(t *testing.T) {
 	if evs[len(evs)-1] != protocol.SessionFailed {
 		t.Errorf("events end %v", evs[len(evs)-3:])
 	}
-	for _, r := range f.recs("j") {
+	for _, r := range f.Records("j") {
 		if r.Event != nil && r.Event.Type == protocol.ClaimChallenged {
 			t.Error("the badly signed challenge was recorded")
 		}
@@ -488,12 +466,13 @@ func TestWrongRoleKeyFailsTheSession(t *testing.T) {
 }
 
 func TestHaltAbortsTheSession(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	a := happy()
-	a["critic"] = script(step("STUCK", map[string]any{}))
+	a["critic"] = testkit.Script(step("STUCK", map[string]any{}))
 	f.write("j", a, nil)
 	f.run("j")
-	st := steward.New(f.env, f.eng.Effects)
+	st := steward.New(f.Env, f.eng.Effects)
 	m, err := st.Halt("j", "operator abort")
 	if err != nil {
 		t.Fatal(err)
@@ -509,10 +488,11 @@ func TestHaltAbortsTheSession(t *testing.T) {
 }
 
 func TestInterruptedToolRunIsRecordedAsFailedNotRerun(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	a := happy()
 	slow := done(map[string]any{"tool_intents": []any{intent("t0", "shell", "low", map[string]any{"command": "echo run >> runs.txt; sleep 30"})}})
-	a["executor"] = script(slow, tools, noIntents, claims)
+	a["executor"] = testkit.Script(slow, tools, noIntents, claims)
 	f.write("j", a, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan bool, 1)
@@ -521,25 +501,25 @@ func TestInterruptedToolRunIsRecordedAsFailedNotRerun(t *testing.T) {
 		defer cancel()
 		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 			// The file exists once the shell opens it; wait for the write.
-			if b, err := os.ReadFile(filepath.Join(f.dir, "j", "workspace", "runs.txt")); err == nil && strings.Contains(string(b), "run") {
+			if b, err := os.ReadFile(filepath.Join(f.Dir, "j", "workspace", "runs.txt")); err == nil && strings.Contains(string(b), "run") {
 				started <- true
 				return
 			}
 		}
 		started <- false
 	}()
-	f.eng.Run(ctx, "j")
+	_ = f.eng.Run(ctx, "j") // shut down on purpose: what it left is checked below
 	if !<-started {
 		t.Fatal("the slow tool never started")
 	}
 	m := f.run("j")
 	requireStatus(t, m, lifecycle.Success, "completed")
-	b, _ := os.ReadFile(filepath.Join(f.dir, "j", "workspace", "runs.txt"))
+	b, _ := os.ReadFile(filepath.Join(f.Dir, "j", "workspace", "runs.txt"))
 	if strings.Count(string(b), "run") != 1 {
 		t.Errorf("the interrupted tool ran %d times", strings.Count(string(b), "run"))
 	}
 	var failed string
-	for _, r := range f.recs("j") {
+	for _, r := range f.Records("j") {
 		if r.Event != nil && r.Event.Type == protocol.ToolExecutionFailed && r.Event.Subject == "t0" {
 			failed, _ = r.Event.Body["error"].(string)
 		}
@@ -553,9 +533,10 @@ func TestInterruptedToolRunIsRecordedAsFailedNotRerun(t *testing.T) {
 }
 
 func TestSchemaOfThePhaseIsEnforced(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	a := happy()
-	a["planner"] = script(done(map[string]any{"proposals": []any{map[string]any{"id": "P 1", "objective": ""}}}))
+	a["planner"] = testkit.Script(done(map[string]any{"proposals": []any{map[string]any{"id": "P 1", "objective": ""}}}))
 	f.write("j", a, nil)
 	m := f.run("j")
 	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != "SCHEMA_INVALID" {
@@ -567,10 +548,11 @@ func TestSchemaOfThePhaseIsEnforced(t *testing.T) {
 }
 
 func TestVerifyDetectsTamperingOfARealTrace(t *testing.T) {
+	t.Parallel()
 	f := newFx(t)
 	f.write("j", happy(), nil)
 	f.run("j")
-	path := history.Path(filepath.Join(f.dir, "j"))
+	path := history.Path(filepath.Join(f.Dir, "j"))
 	orig, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -597,13 +579,17 @@ func TestVerifyDetectsTamperingOfARealTrace(t *testing.T) {
 		"truncate": func() string { return strings.Join(lines[:claimLine], "") },
 	}
 	for name, mk := range cases {
-		os.WriteFile(path, []byte(mk()), 0o600)
+		if err := os.WriteFile(path, []byte(mk()), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		rep := f.verify("j")
 		if rep.OK() {
 			t.Errorf("%s: verify found nothing", name)
 		}
 	}
-	os.WriteFile(path, orig, 0o600)
+	if err := os.WriteFile(path, orig, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if rep := f.verify("j"); !rep.OK() {
 		t.Fatalf("restored trace: %+v", rep.Problems)
 	}

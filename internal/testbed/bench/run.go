@@ -1,0 +1,382 @@
+// Package bench is logist-bench: whole-process benchmarks of logistd and
+// logist against baselines measured in the same run, written to
+// docs/benchmarks.md (generated) and docs/benchmarks.json (raw numbers).
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Sizes are a run's scenario sizes; Quick reduces them for a smoke test.
+type Sizes struct {
+	PickupDrops     int // scenario 1: drops each for Logist and the baseline
+	CallJobs        int // scenario 2: jobs per round (2 calls each)
+	CallRounds      int
+	ThroughputJobs  int // scenario 3
+	ThroughputReps  int
+	FsyncSeconds    float64
+	BenchCount      int    // scenario 4: go test -count
+	BenchTime       string // scenario 4: go test -benchtime
+	HistoryRecords  int    // scenario 4: records of the big job
+	CLIReps         int
+	ScaleJobs       int // scenario 5
+	ScaleReps       int
+	ConcJobs        int // scenario 6
+	ConcParallel    int
+	ConcRounds      int
+	ConcAgentMillis int
+}
+
+// FullSizes are the sizes.
+var FullSizes = Sizes{PickupDrops: 100, CallJobs: 100, CallRounds: 3, ThroughputJobs: 1000, ThroughputReps: 3, FsyncSeconds: 1.5,
+	BenchCount: 5, BenchTime: "200x", HistoryRecords: 10000, CLIReps: 15, ScaleJobs: 10000, ScaleReps: 5,
+	ConcJobs: 200, ConcParallel: 50, ConcRounds: 3, ConcAgentMillis: 1000}
+
+// QuickSizes are a smoke test's.
+var QuickSizes = Sizes{PickupDrops: 10, CallJobs: 10, CallRounds: 2, ThroughputJobs: 50, ThroughputReps: 2, FsyncSeconds: 0.3,
+	BenchCount: 2, BenchTime: "20x", HistoryRecords: 1000, CLIReps: 3, ScaleJobs: 500, ScaleReps: 2,
+	ConcJobs: 20, ConcParallel: 10, ConcRounds: 1, ConcAgentMillis: 1000}
+
+type harness struct {
+	sz      Sizes
+	repo    string
+	logistd string
+	logist  string
+	agent   string
+	floor   string // benchfloor: scenario 1's floor
+	tmp     string
+	log     io.Writer
+	rep     *Report
+	// fsyncFloors is scenario 1's fsync probe, for scenario 2's note.
+	fsyncFloors *floors
+}
+
+// Main runs the harness; it returns the exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("logist-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	quick := fs.Bool("quick", os.Getenv("LOGIST_BENCH_QUICK") != "", "reduced sizes: a smoke test (also LOGIST_BENCH_QUICK=1)")
+	repo := fs.String("repo", ".", "repository root (bin/logistd, bin/logist, docs/)")
+	out := fs.String("out", "", "folder for benchmarks.md and benchmarks.json (default: REPO/docs; with -quick a temporary folder)")
+	only := fs.String("only", "", "comma-separated scenarios to run (1-6); default all")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	h := &harness{sz: FullSizes, log: stderr}
+	if *quick {
+		h.sz = QuickSizes
+	}
+	var err error
+	if h.repo, err = filepath.Abs(*repo); err != nil {
+		fmt.Fprintln(stderr, "logist-bench:", err)
+		return 1
+	}
+	outDir := *out
+	if outDir == "" {
+		outDir = filepath.Join(h.repo, "docs")
+		if *quick {
+			outDir = filepath.Join(os.TempDir(), "logist-bench-quick")
+		}
+	}
+	start := time.Now()
+	if err := h.setup(); err != nil {
+		fmt.Fprintln(stderr, "logist-bench:", err)
+		return 1
+	}
+	defer os.RemoveAll(h.tmp) //nolint:errcheck // the run's scratch folder in the temp folder
+	h.rep = &Report{Generator: "logist-bench", Quick: *quick, Date: start.UTC().Format(time.RFC3339), Commit: h.commit(),
+		Machine: machine(), Raw: map[string][]float64{}}
+	scenarios := []struct {
+		id string
+		f  func() error
+	}{{"1", h.pickup}, {"2", h.perCall}, {"3", h.throughput}, {"4", h.historyGrowth}, {"5", h.scale}, {"6", h.concurrency}}
+	for _, s := range scenarios {
+		if *only != "" && !strings.Contains(","+*only+",", ","+s.id+",") {
+			continue
+		}
+		t := time.Now()
+		h.logf("scenario %s ...", s.id)
+		if err := s.f(); err != nil {
+			h.logf("scenario %s failed: %v", s.id, err)
+			h.rep.Notes = append(h.rep.Notes, fmt.Sprintf("scenario %s did not complete: %v", s.id, err))
+		}
+		h.logf("scenario %s done in %.1f s", s.id, time.Since(t).Seconds())
+	}
+	h.rep.Seconds = time.Since(start).Seconds()
+	for i := range h.rep.Rows {
+		h.rep.Rows[i].Evaluate()
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		fmt.Fprintln(stderr, "logist-bench:", err)
+		return 1
+	}
+	js, err := h.rep.JSON()
+	if err != nil {
+		fmt.Fprintln(stderr, "logist-bench:", err)
+		return 1
+	}
+	md := h.rep.Markdown()
+	if err := os.WriteFile(filepath.Join(outDir, "benchmarks.json"), append(js, '\n'), 0o644); err != nil {
+		fmt.Fprintln(stderr, "logist-bench:", err)
+		return 1
+	}
+	if err := os.WriteFile(filepath.Join(outDir, "benchmarks.md"), []byte(md), 0o644); err != nil {
+		fmt.Fprintln(stderr, "logist-bench:", err)
+		return 1
+	}
+	fmt.Fprint(stdout, md)
+	fmt.Fprintf(stdout, "\nwrote %s and %s (%.0f s)\n", filepath.Join(outDir, "benchmarks.md"), filepath.Join(outDir, "benchmarks.json"), h.rep.Seconds)
+	return 0
+}
+
+func (h *harness) logf(format string, a ...any) {
+	fmt.Fprintf(h.log, "[%s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
+}
+
+func (h *harness) add(r Row)                      { h.rep.Rows = append(h.rep.Rows, r) }
+func (h *harness) raw(name string, xs ...float64) { h.rep.Raw[name] = append(h.rep.Raw[name], xs...) }
+func (h *harness) note(format string, a ...any) {
+	h.rep.Notes = append(h.rep.Notes, fmt.Sprintf(format, a...))
+}
+
+// dir makes a scenario's folder. It first flushes what is waiting to be
+// written back (the bench agent's build, the previous scenario's files and
+// their removal): left to the kernel's writeback, those writes land in the
+// middle of the measured run, 30 s after they were made, and queue the
+// fsyncs being measured behind them.
+func (h *harness) dir(name string) (string, error) {
+	syscall.Sync()
+	return os.MkdirTemp(h.tmp, name+"-")
+}
+
+// setup finds the binaries (building them with make build when missing)
+// and builds the bench agent.
+func (h *harness) setup() error {
+	var err error
+	if h.tmp, err = os.MkdirTemp("", "logist-bench-"); err != nil {
+		return err
+	}
+	h.logistd = filepath.Join(h.repo, "bin", "logistd")
+	h.logist = filepath.Join(h.repo, "bin", "logist")
+	if _, err := os.Stat(h.logistd); err != nil {
+		if out, err := run(h.repo, "make", "build"); err != nil {
+			return fmt.Errorf("make build: %v\n%s", err, out)
+		}
+	}
+	h.agent, h.floor = filepath.Join(h.tmp, "benchagent"), filepath.Join(h.tmp, "benchfloor")
+	if out, err := run(h.repo, "go", "build", "-o", h.tmp, "./internal/testbed/bench/benchagent", "./internal/testbed/bench/benchfloor"); err != nil {
+		return fmt.Errorf("build bench agent and floor: %v\n%s", err, out)
+	}
+	return nil
+}
+
+func run(dir, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (h *harness) commit() string {
+	out, err := run(h.repo, "git", "rev-parse", "--short", "HEAD")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(out)
+}
+
+func machine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), TempDir: os.TempDir()}
+	if out, err := exec.Command("nproc").Output(); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(out))); err == nil {
+			m.CPUs = n
+		}
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "MemTotal:") {
+				f := strings.Fields(l)
+				if len(f) >= 2 {
+					kb, _ := strconv.ParseFloat(f[1], 64)
+					m.MemTotal = fmt.Sprintf("%.1f GiB", kb/(1<<20))
+				}
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if out, err := exec.Command("go", "env", "GOVERSION").Output(); err == nil {
+		m.GoVersion = strings.TrimSpace(string(out))
+	} else {
+		m.GoVersion = runtime.Version()
+	}
+	return m
+}
+
+// daemon is a logistd started by the harness.
+type daemon struct {
+	cmd     *exec.Cmd
+	addr    string
+	started time.Time
+	ready   time.Duration
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close() //nolint:errcheck // a listener, only to find a free port
+	return ln.Addr().String(), nil
+}
+
+// startDaemon starts logistd on dir and waits until /readyz answers 200.
+func (h *harness) startDaemon(dir string, extra ...string) (*daemon, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	logf, err := os.Create(filepath.Join(filepath.Dir(dir), filepath.Base(dir)+".logistd.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close() //nolint:errcheck // handed to logistd, which writes it; ours writes nothing
+	args := append([]string{"--jobs-dir", dir, "--listen", addr, "--log-level", "warn", "--grace", "5s"}, extra...)
+	cmd := exec.Command(h.logistd, args...)
+	cmd.Stderr = logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	d := &daemon{cmd: cmd, addr: addr, started: time.Now()}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	client := &http.Client{Timeout: 2 * time.Second}
+	for time.Now().Before(deadline) {
+		resp, err := client.Get("http://" + addr + "/readyz")
+		if err == nil {
+			_ = resp.Body.Close() // empty of interest: the status is the answer
+			if resp.StatusCode == 200 {
+				d.ready = time.Since(d.started)
+				return d, nil
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	d.stop()
+	return nil, fmt.Errorf("logistd on %s not ready after 60 s (log: %s)", dir, logf.Name())
+}
+
+func (d *daemon) stop() {
+	if d == nil || d.cmd.Process == nil {
+		return
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = d.cmd.Wait(); close(done) }() // stopped on purpose: the status says nothing
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+}
+
+// metric sums the samples of /metrics whose line starts with prefix (a
+// name, or a name with its labels).
+func (d *daemon) metric(prefix string) (float64, error) {
+	resp, err := http.Get("http://" + d.addr + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close() //nolint:errcheck // a response body, read only
+	return sumMetric(resp.Body, prefix), nil
+}
+
+func sumMetric(r io.Reader, prefix string) float64 {
+	sum := 0.0
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if !strings.HasPrefix(l, prefix) {
+			continue
+		}
+		rest := l[len(prefix):]
+		if rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		f := strings.Fields(l)
+		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// waitFinished polls the daemon until n jobs finished (any outcome).
+func (d *daemon) waitFinished(n float64, timeout time.Duration, poll time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var got float64
+	for time.Now().Before(deadline) {
+		v, err := d.metric("logistd_jobs_finished_total")
+		if err == nil {
+			got = v
+			if v >= n {
+				return nil
+			}
+		}
+		time.Sleep(poll)
+	}
+	return fmt.Errorf("only %.0f of %.0f jobs finished within %s", got, n, timeout)
+}
+
+// rss reads a process's resident memory (VmRSS) in MiB.
+func rss(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			f := strings.Fields(l)
+			kb, err := strconv.ParseFloat(f[1], 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, errors.New("no VmRSS")
+}
+
+// timeCmd runs a command and returns its wall time in ms.
+func timeCmd(ctx context.Context, name string, args ...string) (float64, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	t := time.Now()
+	err := cmd.Run()
+	return float64(time.Since(t).Nanoseconds()) / 1e6, err
+}
+
+func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }

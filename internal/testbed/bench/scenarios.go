@@ -1,0 +1,1011 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/response"
+	"github.com/logist/logist/schemas"
+)
+
+func (h *harness) cmdManifest(id, stamps string, hold ...string) []byte {
+	argv, _ := json.Marshal(append([]string{h.agent, stamps, "{job_id}", "{role}"}, hold...))
+	return []byte(fmt.Sprintf(`{"job_id": %q, "task_description": "bench", "agents": {
+ "worker": {"provider": "command", "command": {"argv": %s}, "timeout_seconds": 60},
+ "supervisor": {"provider": "command", "command": {"argv": %s}, "timeout_seconds": 60}}}`, id, argv, argv))
+}
+
+func scriptManifest(id string, workerDelayMs int) []byte {
+	return []byte(fmt.Sprintf(`{"job_id": %q, "task_description": "bench", "agents": {
+ "worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done", "delay_ms": %d}]},
+ "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`, id, workerDelayMs))
+}
+
+// stage writes job folders into staging (not watched), to be renamed into
+// the jobs folder at once. It ends with sync(2): the staged files are the
+// harness's own writes, and left to the kernel's writeback they would be
+// flushed in the middle of the measured run, competing with the fsyncs
+// being measured.
+func stage(staging string, ids []string, manifest func(string) []byte) error {
+	for _, id := range ids {
+		if err := writeJob(staging, id, manifest(id)); err != nil {
+			return err
+		}
+	}
+	syscall.Sync()
+	return nil
+}
+
+// writeJob writes dir/id/job.json.
+func writeJob(dir, id string, manifest []byte) error {
+	if err := os.MkdirAll(filepath.Join(dir, id), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, id, "job.json"), manifest, 0o600)
+}
+
+func moveAll(staging, jobs string, ids []string) error {
+	for _, id := range ids {
+		if err := os.Rename(filepath.Join(staging, id), filepath.Join(jobs, id)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ids(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%05d", prefix, i)
+	}
+	return out
+}
+
+// waitStamp polls the stamp file for "KEY UNIXNANO".
+func waitStamp(file, key string, timeout time.Duration) (int64, error) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(file); err == nil {
+			for _, l := range strings.Split(string(b), "\n") {
+				if rest, ok := strings.CutPrefix(l, key+" "); ok {
+					return strconv.ParseInt(rest, 10, 64)
+				}
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return 0, fmt.Errorf("no stamp %q in %s within %s", key, file, timeout)
+}
+
+// 1. Pickup latency: manifest renamed into the jobs folder -> the agent's
+// own first timestamp; baseline inotifywait | while read; do agent; done.
+func (h *harness) pickup() error {
+	root, err := h.dir("pickup")
+	if err != nil {
+		return err
+	}
+	staging, jobs, base, floorDir := filepath.Join(root, "staging"), filepath.Join(root, "jobs"), filepath.Join(root, "base"), filepath.Join(root, "floor")
+	for _, d := range []string{staging, jobs, base, floorDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	h.noteCreateLatency("1", root)
+	stampsL, stampsB, stampsF := filepath.Join(root, "stamps-logist"), filepath.Join(root, "stamps-base"), filepath.Join(root, "stamps-benchfloor")
+
+	var stopBase func()
+	if _, err := exec.LookPath("inotifywait"); err == nil {
+		script := fmt.Sprintf(`inotifywait -m -e moved_to --format %%f %q | while IFS= read -r f; do %q %q "${f%%.json}" worker; done`, base, h.agent, stampsB)
+		stopBase = startWatcher(exec.Command("sh", "-c", script), "Watches established")
+	}
+	if stopBase == nil {
+		h.note("1: inotifywait (Debian inotify-tools) is not installed and could not be started: pickup baseline unavailable")
+	} else {
+		defer stopBase()
+	}
+	stopFloor := startWatcher(exec.Command(h.floor, floorDir, filepath.Join(root, "floor-intents.log"), h.agent, stampsF), "ready")
+	if stopFloor == nil {
+		return fmt.Errorf("benchfloor did not start")
+	}
+	defer stopFloor()
+
+	d, err := h.startDaemon(jobs)
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	var lat, latBase, latFloor []float64
+	// drop renames a manifest into a contender's folder and returns the ms
+	// until the agent's own first timestamp.
+	drop := func(dir, id, stamps string, body []byte) (float64, error) {
+		src := filepath.Join(staging, id+".json")
+		if err := os.WriteFile(src, body, 0o600); err != nil {
+			return 0, err
+		}
+		t0 := time.Now()
+		if err := os.Rename(src, filepath.Join(dir, id+".json")); err != nil {
+			return 0, err
+		}
+		ts, err := waitStamp(stamps, id+" worker", 10*time.Second)
+		return float64(ts-t0.UnixNano()) / 1e6, err
+	}
+	contenders := []func(i int) error{
+		func(i int) error {
+			if stopBase == nil {
+				return nil
+			}
+			l, err := drop(base, fmt.Sprintf("b-%05d", i), stampsB, []byte("{}"))
+			latBase = append(latBase, l)
+			return err
+		},
+		func(i int) error {
+			id := fmt.Sprintf("fl-%05d", i)
+			l, err := drop(floorDir, id, stampsF, h.cmdManifest(id, stampsF))
+			latFloor = append(latFloor, l)
+			return err
+		},
+		func(i int) error {
+			id := fmt.Sprintf("p-%05d", i)
+			l, err := drop(jobs, id, stampsL, h.cmdManifest(id, stampsL))
+			lat = append(lat, l)
+			if err != nil {
+				return err
+			}
+			return d.waitFinished(float64(len(lat)), 30*time.Second, 2*time.Millisecond)
+		},
+	}
+	for i := 0; i < h.sz.PickupDrops; i++ {
+		// Each goes first, second and third in turn: none always follows
+		// the same one (whose agent may still be exiting).
+		for k := range contenders {
+			if err := contenders[(i+k)%len(contenders)](i); err != nil {
+				return err
+			}
+		}
+	}
+	h.raw("1.pickup_ms.logist", lat...)
+	h.raw("1.pickup_ms.inotifywait", latBase...)
+	h.raw("1.pickup_ms.floor", latFloor...)
+	r := Row{Scenario: "1", Name: "pickup latency (rename → agent's first timestamp)", Unit: "ms", Stat: "p99",
+		Value: Summarize(lat), BaseName: "inotifywait loop", Goal: Goal{"ratio<=", 1.0}}
+	if stopBase != nil {
+		b := Summarize(latBase)
+		r.Baseline = &b
+	}
+	sl, sf := Summarize(lat), Summarize(latFloor)
+	r.Note = fmt.Sprintf("median %.2f ms (baseline %.2f ms); Logist places the manifest, validates it, fsyncs the request before starting the agent", sl.Median, Summarize(latBase).Median)
+	h.add(r)
+	h.add(Row{Scenario: "1", Name: "pickup floor (benchfloor: validate, one fsync'd intent append, start the agent)", Unit: "ms", Stat: "p99",
+		Value: sf, BaseName: "inotifywait loop", Baseline: r.Baseline,
+		Note: fmt.Sprintf("the least a Go program can do within goal 1's terms (Logist's manifest check, a durable intent, then the agent; no job folder, history or request file); median %.2f ms; Logist's p99 is %.2f× this floor's", sf.Median, sl.P99/sf.P99)})
+	return h.fsyncFloor(d, root, staging, jobs, sl, r.Baseline)
+}
+
+// startWatcher starts a pickup contender in its own process group and
+// waits (at most 5 s) for it to print ready on stderr; it returns how to
+// stop it, or nil if it did not start.
+func startWatcher(cmd *exec.Cmd, ready string) (stop func()) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stderr, err := cmd.StderrPipe()
+	if err != nil || cmd.Start() != nil {
+		return nil
+	}
+	established := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		once := sync.Once{}
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), ready) {
+				once.Do(func() { close(established) })
+			}
+		}
+	}()
+	select {
+	case <-established:
+	case <-time.After(5 * time.Second):
+	}
+	// Killed: neither the kill nor the exit status has anything to say.
+	return func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() }
+}
+
+// createLatency is the median time to create an empty file in a new
+// folder under dir. It varies with the file system's state: on ext4
+// without a journal, the inode allocator skips every inode of the group
+// freed in the last five minutes (recently_deleted()), so each creation
+// after many deletions (a build's temporary files, an earlier run) costs
+// up to a millisecond. Logist creates files at each pickup and call; the
+// baselines create none. The files are left in place: removing them would
+// make the next creations slower.
+func createLatency(dir string, n int) (float64, error) {
+	sub, err := os.MkdirTemp(dir, "create-probe-")
+	if err != nil {
+		return 0, err
+	}
+	var xs []float64
+	for i := 0; i < n; i++ {
+		t := time.Now()
+		if err := os.WriteFile(filepath.Join(sub, strconv.Itoa(i)), nil, 0o600); err != nil {
+			return 0, err
+		}
+		xs = append(xs, ms(time.Since(t)))
+	}
+	return Median(xs), nil
+}
+
+// noteCreateLatency measures createLatency in a scenario's folder and
+// reports it.
+func (h *harness) noteCreateLatency(scenario, root string) {
+	c, err := createLatency(root, 20)
+	if err != nil {
+		h.note("%s: file creation latency not measured: %v", scenario, err)
+		return
+	}
+	h.raw(scenario+".create_file_ms", c)
+	h.note("%s: creating an empty file in the scenario's folder took %.3f ms (median of 20) before it ran; on ext4 without a journal this grows with the files deleted on the disk in the last five minutes (the inode allocator skips them), and Logist creates files at each pickup and call where the baselines create none", scenario, c)
+}
+
+// fsyncs are the daemon's fsync counters at one moment.
+type fsyncs struct{ history, file, folder float64 }
+
+func (d *daemon) fsyncs() (fsyncs, error) {
+	var f fsyncs
+	var err error
+	if f.history, err = d.metric("logistd_history_fsync_duration_seconds_count"); err != nil {
+		return f, err
+	}
+	if f.file, err = d.metric(`logistd_fsyncs_total{kind="file"}`); err != nil {
+		return f, err
+	}
+	f.folder, err = d.metric(`logistd_fsyncs_total{kind="folder"}`)
+	return f, err
+}
+
+// settledFsyncs reads the counters once they stop moving: a job counts as
+// finished at its last transition, before the tail of that commit is on
+// disk.
+func (d *daemon) settledFsyncs() (fsyncs, error) {
+	prev, err := d.fsyncs()
+	for i := 0; i < 100 && err == nil; i++ {
+		time.Sleep(20 * time.Millisecond)
+		var cur fsyncs
+		if cur, err = d.fsyncs(); err == nil && cur == prev {
+			return cur, nil
+		}
+		prev = cur
+	}
+	return prev, err
+}
+
+func (a fsyncs) minus(b fsyncs) fsyncs {
+	return fsyncs{a.history - b.history, a.file - b.file, a.folder - b.folder}
+}
+
+// floor is the time the disk needs for these fsyncs one after the other.
+func (a fsyncs) floor(fileMs, folderMs float64) float64 {
+	return (a.history+a.file)*fileMs + a.folder*folderMs
+}
+
+func (a fsyncs) String() string {
+	return fmt.Sprintf("%.0f fsyncs (%.0f history, %.0f file, %.0f folder)", a.history+a.file+a.folder, a.history, a.file, a.folder)
+}
+
+// fsyncLatency measures, on the disk of dir, the median latency of an
+// fsync'd ~200-byte append and of a folder fsync after creating an entry.
+func fsyncLatency(dir string, n int) (fileMs, folderMs float64, err error) {
+	sub := filepath.Join(dir, "fsync-latency")
+	if err := os.MkdirAll(sub, 0o700); err != nil {
+		return 0, 0, err
+	}
+	f, err := os.OpenFile(filepath.Join(sub, "append.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close() //nolint:errcheck // a scratch file, only timed
+	d, err := os.Open(sub)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer d.Close() //nolint:errcheck // read-only
+	rec := []byte(strings.Repeat("x", 199) + "\n")
+	var files, folders []float64
+	for i := 0; i < n; i++ {
+		t := time.Now()
+		if _, err := f.Write(rec); err != nil {
+			return 0, 0, err
+		}
+		if err := f.Sync(); err != nil {
+			return 0, 0, err
+		}
+		files = append(files, ms(time.Since(t)))
+		if err := os.WriteFile(filepath.Join(sub, fmt.Sprint("e", i)), nil, 0o600); err != nil {
+			return 0, 0, err
+		}
+		t = time.Now()
+		if err := d.Sync(); err != nil {
+			return 0, 0, err
+		}
+		folders = append(folders, ms(time.Since(t)))
+	}
+	return Median(files), Median(folders), nil
+}
+
+// fsyncFloor explains pickup latency and per-call overhead by the fsyncs
+// durability requires: a few extra jobs (not timed) whose agents hold
+// still after their stamp, so the daemon's counters can be read while it
+// waits: from the manifest's arrival to the first agent's start (pickup)
+// and from that start to the next call's start (one call's cycle). Each
+// count times this disk's fsync latency, measured now, is a floor no
+// implementation with the same durability can go below.
+func (h *harness) fsyncFloor(d *daemon, root, staging, jobs string, pickup Summary, pickupBase *Summary) error {
+	fileMs, folderMs, err := fsyncLatency(root, 200)
+	if err != nil {
+		return err
+	}
+	stamps := filepath.Join(root, "stamps-floor")
+	finished, err := d.metric("logistd_jobs_finished_total")
+	if err != nil {
+		return err
+	}
+	var before, between []fsyncs
+	for i := 0; i < 3; i++ {
+		id := fmt.Sprintf("f-%05d", i)
+		src := filepath.Join(staging, id+".json")
+		if err := os.WriteFile(src, h.cmdManifest(id, stamps, "300"), 0o600); err != nil {
+			return err
+		}
+		c0, err := d.settledFsyncs()
+		if err != nil {
+			return err
+		}
+		if err := os.Rename(src, filepath.Join(jobs, id+".json")); err != nil {
+			return err
+		}
+		if _, err := waitStamp(stamps, id+" worker", 10*time.Second); err != nil {
+			return err
+		}
+		c1, err := d.fsyncs()
+		if err != nil {
+			return err
+		}
+		if _, err := waitStamp(stamps, id+" supervisor", 10*time.Second); err != nil {
+			return err
+		}
+		c2, err := d.fsyncs()
+		if err != nil {
+			return err
+		}
+		before, between = append(before, c1.minus(c0)), append(between, c2.minus(c1))
+		finished++
+		if err := d.waitFinished(finished, 30*time.Second, 2*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	h.raw("1.fsync_ms.file", fileMs)
+	h.raw("1.fsync_ms.folder", folderMs)
+	pick, call := median3(before), median3(between)
+	h.fsyncFloors = &floors{fileMs: fileMs, folderMs: folderMs, pickup: pick, call: call}
+	floor := pick.floor(fileMs, folderMs)
+	h.raw("1.fsyncs_before_agent", pick.history+pick.file+pick.folder)
+	h.raw("2.fsyncs_per_call", call.history+call.file+call.folder)
+	note := fmt.Sprintf("%s between the manifest's arrival and the agent's start (daemon's logistd_history_fsync_duration_seconds_count and logistd_fsyncs_total); at this disk's fsync latency measured now (%.3f ms per file fsync, %.3f ms per folder fsync) that is %.2f ms one after the other (logistd runs a commit's folder fsyncs beside its history fsync, so at least %.3f ms) of the p50 %.2f ms / p99 %.2f ms",
+		pick, fileMs, folderMs, floor, math.Max(fileMs, folderMs), pickup.Median, pickup.P99)
+	if pickupBase != nil && pickupBase.N > 0 {
+		note += fmt.Sprintf("; the baseline (p99 %.2f ms) records nothing", pickupBase.P99)
+	}
+	h.note("1 pickup: %s", note)
+	idle, busy, err := execStartLatency(h.agent, 40)
+	if err != nil {
+		return err
+	}
+	h.raw("1.go_exec_start_ms.idle", idle)
+	h.raw("1.go_exec_start_ms.back_to_back", busy)
+	h.note("1 pickup: starting the agent from Go (exec.Cmd.Start, which returns once the child has exec'd) takes %.2f ms (median) when the CPUs were idle just before, as at a pickup, and %.2f ms back to back; logistd pays it at every pickup and every call", idle, busy)
+	return nil
+}
+
+// execStartLatency times exec.Cmd.Start of the agent: n starts each after
+// a 20 ms pause (the machine idle, as when a manifest arrives), and n back
+// to back. It returns the two medians in ms.
+func execStartLatency(agent string, n int) (idle, busy float64, err error) {
+	var idles, busys []float64
+	for i := 0; i < 2*n; i++ {
+		pause := i < n
+		if pause {
+			time.Sleep(20 * time.Millisecond)
+		}
+		cmd := exec.Command(agent, "-", "x")
+		t := time.Now()
+		if err := cmd.Start(); err != nil {
+			return 0, 0, err
+		}
+		d := ms(time.Since(t))
+		if err := cmd.Wait(); err != nil {
+			return 0, 0, err
+		}
+		if pause {
+			idles = append(idles, d)
+		} else {
+			busys = append(busys, d)
+		}
+	}
+	return Median(idles), Median(busys), nil
+}
+
+type floors struct {
+	fileMs, folderMs float64
+	pickup, call     fsyncs
+}
+
+// median3 takes each counter's median over the probes.
+func median3(xs []fsyncs) fsyncs {
+	var a, b, c []float64
+	for _, x := range xs {
+		a, b, c = append(a, x.history), append(b, x.file), append(c, x.folder)
+	}
+	return fsyncs{Median(a), Median(b), Median(c)}
+}
+
+// 2. Per-call overhead: one job whose trivial agent is called many times
+// (its supervisor answers RETRY until the last call) through logistd
+// (--max-parallel 1), against the same number of starts from a bare Go
+// loop. Also, for information: two-call jobs (each call then carries its
+// share of a job's start and end), and the floor loop (callFloor).
+func (h *harness) perCall() error {
+	root, err := h.dir("percall")
+	if err != nil {
+		return err
+	}
+	staging, jobs := filepath.Join(root, "staging"), filepath.Join(root, "jobs")
+	if err := os.MkdirAll(staging, 0o700); err != nil {
+		return err
+	}
+	h.noteCreateLatency("2", root)
+	d, err := h.startDaemon(jobs, "--max-parallel", "1")
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	var per, perJobs, floor, base, cpu []float64
+	finished := 0.0
+	// run moves the staged jobs in and returns wall and logistd CPU per call.
+	run := func(list []string) (wallMs, cpuMs float64, err error) {
+		cpu0, _ := d.metric("process_cpu_seconds_total")
+		calls0, _ := d.metric("logistd_agent_calls_total")
+		t := time.Now()
+		if err := moveAll(staging, jobs, list); err != nil {
+			return 0, 0, err
+		}
+		finished += float64(len(list))
+		if err := d.waitFinished(finished, 5*time.Minute, 5*time.Millisecond); err != nil {
+			return 0, 0, err
+		}
+		wall := time.Since(t)
+		cpu1, _ := d.metric("process_cpu_seconds_total")
+		calls1, _ := d.metric("logistd_agent_calls_total")
+		n := calls1 - calls0
+		if n <= 0 {
+			return 0, 0, fmt.Errorf("no agent calls counted")
+		}
+		return ms(wall) / n, (cpu1 - cpu0) * 1000 / n, nil
+	}
+	calls := 2 * h.sz.CallJobs
+	for round := 0; round < h.sz.CallRounds; round++ {
+		t := time.Now()
+		for i := 0; i < calls; i++ {
+			if err := exec.Command(h.agent, "-", "x", "worker").Run(); err != nil {
+				return err
+			}
+		}
+		base = append(base, ms(time.Since(t))/float64(calls))
+
+		long := []string{fmt.Sprintf("long%d", round)}
+		if err := stage(staging, long, func(id string) []byte { return h.longManifest(id, calls) }); err != nil {
+			return err
+		}
+		w, c, err := run(long)
+		if err != nil {
+			return err
+		}
+		per, cpu = append(per, w), append(cpu, c)
+
+		list := ids(fmt.Sprintf("c%d", round), h.sz.CallJobs)
+		if err := stage(staging, list, func(id string) []byte { return h.cmdManifest(id, "-") }); err != nil {
+			return err
+		}
+		if w, _, err = run(list); err != nil {
+			return err
+		}
+		perJobs = append(perJobs, w)
+
+		f, err := callFloor(filepath.Join(root, fmt.Sprint("floor", round)), h.agent, calls)
+		if err != nil {
+			return err
+		}
+		floor = append(floor, f)
+	}
+	h.raw("2.per_call_ms.logist", per...)
+	h.raw("2.per_call_ms.two_call_jobs", perJobs...)
+	h.raw("2.per_call_ms.floor", floor...)
+	h.raw("2.per_call_ms.bare_loop", base...)
+	h.raw("2.daemon_cpu_ms_per_call", cpu...)
+	b := Summarize(base)
+	h.add(Row{Scenario: "2", Name: fmt.Sprintf("wall time per agent call (one job of %d calls, full Logist path, --max-parallel 1)", calls), Unit: "ms", Stat: "median",
+		Value: Summarize(per), BaseName: "bare Go exec loop", Baseline: &b, Goal: Goal{"ratio<=", 1.2}})
+	h.add(Row{Scenario: "2", Name: "logistd CPU per agent call (same job)", Unit: "ms", Stat: "median", Value: Summarize(cpu),
+		Note: "process_cpu_seconds_total of logistd itself (the agent's CPU not included); 10 ms resolution"})
+	h.add(Row{Scenario: "2", Name: fmt.Sprintf("wall time per agent call, %d jobs of 2 calls (each call carries half a job's start and end)", h.sz.CallJobs), Unit: "ms", Stat: "median",
+		Value: Summarize(perJobs), BaseName: "bare Go exec loop", Baseline: &b})
+	h.add(Row{Scenario: "2", Name: "per-call floor (request file, fsync'd intent, agent, answer check, fsync'd response)", Unit: "ms", Stat: "median",
+		Value: Summarize(floor), BaseName: "bare Go exec loop", Baseline: &b,
+		Note: "the least a Go loop can do within goal 2's terms (no manifest, no transition, no signing); Logist's median is " + fmt.Sprintf("%.2f× this floor's", Median(per)/Median(floor))})
+	if f := h.fsyncFloors; f != nil {
+		fl := f.call.floor(f.fileMs, f.folderMs)
+		h.note("2 per call: %s from one agent's start to the next one's (scenario 1's probe); at %.3f ms per file fsync and %.3f ms per folder fsync that is a floor of %.2f ms of the median %.2f ms per call; floor + bare exec %.2f ms = %.2f× the bare loop",
+			f.call, f.fileMs, f.folderMs, fl, Median(per), Median(base), (fl+Median(base))/Median(base))
+	} else {
+		h.note("2 per call: no fsync floor (scenario 1, which probes the fsync counts, did not run)")
+	}
+	return nil
+}
+
+// longManifest is a job of calls calls of the bench agent: its supervisor
+// answers RETRY until the last one.
+func (h *harness) longManifest(id string, calls int) []byte {
+	argv, _ := json.Marshal([]string{h.agent, "-", "{job_id}", "{role}", "0", strconv.Itoa(calls)})
+	return []byte(fmt.Sprintf(`{"job_id": %q, "task_description": "bench", "limits": {"max_retries": 1000}, "agents": {
+ "worker": {"provider": "command", "command": {"argv": %s}, "timeout_seconds": 60},
+ "supervisor": {"provider": "command", "command": {"argv": %s}, "timeout_seconds": 60}}}`, id, argv, argv))
+}
+
+// callFloor makes calls calls the least way within goal 2's terms and
+// returns ms per call: the request written to a new file, an intent
+// appended to a log and fsync'd, the agent run, its answer checked
+// (Logist's response check), the response appended and fsync'd.
+func callFloor(dir, agent string, calls int) (float64, error) {
+	reqs := filepath.Join(dir, "requests")
+	if err := os.MkdirAll(reqs, 0o700); err != nil {
+		return 0, err
+	}
+	log, err := os.OpenFile(filepath.Join(dir, "floor.jsonl"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer log.Close() //nolint:errcheck // a scratch log, only timed (each append is fsync'd)
+	// Compiled before timing, as logistd does at start.
+	if err := schemas.Warm(schemas.Response); err != nil {
+		return 0, err
+	}
+	appendSync := func(rec []byte) error {
+		if _, err := log.Write(rec); err != nil {
+			return err
+		}
+		return log.Sync()
+	}
+	t := time.Now()
+	for i := 1; i <= calls; i++ {
+		req, _ := json.Marshal(map[string]any{"job_id": "floor", "interaction": i, "phase": "work", "role": "worker",
+			"task_description": "bench", "time": time.Now().UTC().Format(time.RFC3339Nano)})
+		if err := os.WriteFile(filepath.Join(reqs, fmt.Sprintf("%06d.json", i)), req, 0o600); err != nil {
+			return 0, err
+		}
+		if err := appendSync(append(append([]byte(`{"type":"intent","request":`), req...), "}\n"...)); err != nil {
+			return 0, err
+		}
+		out, err := exec.Command(agent, "-", "x", "worker").Output()
+		if err != nil {
+			return 0, err
+		}
+		if v := response.Judge(out, response.Contract{}); v.Err != nil {
+			return 0, fmt.Errorf("floor: agent's answer: %w", v.Err)
+		}
+		rec, _ := json.Marshal(map[string]any{"type": "response", "interaction": i, "raw": string(out)})
+		if err := appendSync(append(rec, '\n')); err != nil {
+			return 0, err
+		}
+	}
+	return ms(time.Since(t)) / float64(calls), nil
+}
+
+// fsyncRate appends ~200-byte records with an fsync each for secs seconds.
+func fsyncRate(dir string, secs float64) (float64, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "fsync.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close() //nolint:errcheck // a scratch file, only timed
+	rec := []byte(strings.Repeat("x", 199) + "\n")
+	n := 0
+	t := time.Now()
+	limit := time.Duration(secs * float64(time.Second))
+	for time.Since(t) < limit {
+		if _, err := f.Write(rec); err != nil {
+			return 0, err
+		}
+		if err := f.Sync(); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	return float64(n) / time.Since(t).Seconds(), nil
+}
+
+// 3. Durable throughput: scripted jobs through the default workflow,
+// against the disk's fsync-bound append rate.
+func (h *harness) throughput() error {
+	var rate, limit []float64
+	var all []fsyncs
+	for rep := 0; rep < h.sz.ThroughputReps; rep++ {
+		root, err := h.dir("throughput")
+		if err != nil {
+			return err
+		}
+		l, err := fsyncRate(root, h.sz.FsyncSeconds)
+		if err != nil {
+			return err
+		}
+		limit = append(limit, l)
+		staging, jobs := filepath.Join(root, "staging"), filepath.Join(root, "jobs")
+		list := ids("t", h.sz.ThroughputJobs)
+		if err := stage(staging, list, func(id string) []byte { return scriptManifest(id, 0) }); err != nil {
+			return err
+		}
+		d, err := h.startDaemon(jobs)
+		if err != nil {
+			return err
+		}
+		f0, _ := d.fsyncs()
+		t := time.Now()
+		if err := moveAll(staging, jobs, list); err != nil {
+			d.stop()
+			return err
+		}
+		err = d.waitFinished(float64(len(list)), 8*time.Minute, 20*time.Millisecond)
+		el := time.Since(t)
+		f1, _ := d.fsyncs()
+		d.stop()
+		if err != nil {
+			return err
+		}
+		rate = append(rate, float64(len(list))/el.Seconds())
+		per := f1.minus(f0)
+		n := float64(len(list))
+		all = append(all, fsyncs{per.history / n, per.file / n, per.folder / n})
+		if err := os.RemoveAll(root); err != nil {
+			return err
+		}
+	}
+	h.raw("3.jobs_per_s", rate...)
+	h.raw("3.fsync_appends_per_s", limit...)
+	per := median3(all)
+	h.raw("3.history_fsyncs_per_job", per.history)
+	h.raw("3.file_fsyncs_per_job", per.file)
+	h.raw("3.folder_fsyncs_per_job", per.folder)
+	b := Summarize(limit)
+	total := per.history + per.file + per.folder
+	h.add(Row{Scenario: "3", Name: fmt.Sprintf("durable throughput, %d scripted jobs (default workflow, --max-parallel 4)", h.sz.ThroughputJobs),
+		Unit: "jobs/s", Stat: "median", Value: Summarize(rate), BaseName: "fsync'd 200-byte appends/s", Baseline: &b, Goal: Goal{"ratio>=", 0.05},
+		Note: fmt.Sprintf("%.1f fsyncs per job (%.1f history, %.1f file, %.1f folder; logistd_history_fsync_duration_seconds_count and logistd_fsyncs_total): one after the other at the measured %.0f fsyncs/s they allow %.0f jobs/s; the goal (1/20 of that rate) needs ≤ 20 per job or fsyncs of parallel jobs overlapping",
+			total, per.history, per.file, per.folder, Median(limit), Median(limit)/total)})
+	return nil
+}
+
+var benchLine = regexp.MustCompile(`^BenchmarkAppend/existing=(\d+)\S*\s+\d+\s+([\d.]+) ns/op`)
+
+// 4. History growth: BenchmarkAppend at 10, 1,000, 10,000 records, and the
+// CLI on a job with many records.
+func (h *harness) historyGrowth() error {
+	out, err := run(h.repo, "go", "test", "-run", "^$", "-bench", "Append", "-benchtime", h.sz.BenchTime,
+		"-count", strconv.Itoa(h.sz.BenchCount), "./internal/history")
+	if err != nil {
+		return fmt.Errorf("BenchmarkAppend: %v\n%s", err, out)
+	}
+	by := map[string][]float64{}
+	for _, l := range strings.Split(out, "\n") {
+		if m := benchLine.FindStringSubmatch(strings.TrimSpace(l)); m != nil {
+			v, _ := strconv.ParseFloat(m[2], 64)
+			by[m[1]] = append(by[m[1]], v/1e3)
+		}
+	}
+	b10 := Summarize(by["10"])
+	for _, k := range []string{"10", "1000", "10000"} {
+		h.raw("4.append_us.existing="+k, by[k]...)
+		r := Row{Scenario: "4", Name: "fsync'd append after " + k + " records (BenchmarkAppend)", Unit: "µs", Stat: "median",
+			Value: Summarize(by[k]), BaseName: "after 10", Baseline: &b10}
+		if k == "10000" {
+			r.Goal = Goal{"ratio<=", 1.5}
+		}
+		h.add(r)
+	}
+
+	// A real job with many records: a Worker that always answers RETRY,
+	// resumed by the steward whenever max_retries stops it.
+	root, err := h.dir("history")
+	if err != nil {
+		return err
+	}
+	jobs := filepath.Join(root, "jobs")
+	if err := writeJob(jobs, "small", scriptManifest("small", 0)); err != nil {
+		return err
+	}
+	if err := writeJob(jobs, "big", []byte(`{"job_id": "big", "task_description": "bench", "limits": {"max_retries": 1000}, "agents": {
+ "worker": {"provider": "script", "script": [{"action": "RETRY", "summary": "again"}]},
+ "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`)); err != nil {
+		return err
+	}
+	records := 0
+	for records < h.sz.HistoryRecords {
+		if out, err := run(root, h.logistd, "--once", "--jobs-dir", jobs, "--log-level", "error"); err != nil {
+			return fmt.Errorf("logistd --once: %v\n%s", err, out)
+		}
+		records, _ = countLines(history.Path(filepath.Join(jobs, "big")))
+		if records >= h.sz.HistoryRecords {
+			break
+		}
+		if out, err := run(root, h.logist, "resume", "big", "--jobs-dir", jobs); err != nil {
+			return fmt.Errorf("logist resume: %v\n%s", err, out)
+		}
+	}
+	ctx := context.Background()
+	var st, stSmall, hi, hiSmall []float64
+	for i := 0; i < h.sz.CLIReps; i++ {
+		for _, c := range []struct {
+			dst      *[]float64
+			cmd, job string
+		}{{&st, "status", "big"}, {&stSmall, "status", "small"}, {&hi, "history", "big"}, {&hiSmall, "history", "small"}} {
+			v, err := timeCmd(ctx, h.logist, c.cmd, c.job, "--jobs-dir", jobs)
+			if err != nil {
+				return fmt.Errorf("logist %s %s: %v", c.cmd, c.job, err)
+			}
+			*c.dst = append(*c.dst, v)
+		}
+	}
+	h.raw("4.status_ms.big", st...)
+	h.raw("4.status_ms.small", stSmall...)
+	h.raw("4.history_ms.big", hi...)
+	h.raw("4.history_ms.small", hiSmall...)
+	bs, bh := Summarize(stSmall), Summarize(hiSmall)
+	h.add(Row{Scenario: "4", Name: fmt.Sprintf("`logist status` on a job with %d records", records), Unit: "ms", Stat: "median",
+		Value: Summarize(st), BaseName: "same on a 1-call job", Baseline: &bs, Goal: Goal{"value<=", 50}})
+	h.add(Row{Scenario: "4", Name: fmt.Sprintf("`logist history` on a job with %d records", records), Unit: "ms", Stat: "median",
+		Value: Summarize(hi), BaseName: "same on a 1-call job", Baseline: &bh})
+	return nil
+}
+
+func countLines(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	return strings.Count(string(b), "\n"), err
+}
+
+// 5. Scale of the folder: start-up with many jobs in mixed statuses,
+// resident memory, and logist list.
+func (h *harness) scale() error {
+	root, err := h.dir("scale")
+	if err != nil {
+		return err
+	}
+	// Templates: the example jobs run to their ends (SUCCESS,
+	// INTERVENTION_REQUIRED, HALTED_COST), plus a DRAFT that names no
+	// supervisor, so the daemon reports it INVALID.
+	tpl := filepath.Join(root, "templates")
+	if out, err := run(root, "cp", "-R", filepath.Join(h.repo, "jobs"), tpl); err != nil {
+		return fmt.Errorf("copy example jobs: %v %s", err, out)
+	}
+	if out, err := run(root, h.logistd, "--once", "--jobs-dir", tpl, "--log-level", "error"); err != nil {
+		return fmt.Errorf("run example jobs: %v\n%s", err, out)
+	}
+	if err := writeJob(tpl, "draft", []byte(`{"job_id": "draft", "status": "DRAFT", "task_description": "bench", "agents": {
+ "worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done"}]}}}`)); err != nil {
+		return err
+	}
+	entries, _ := os.ReadDir(tpl)
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			names = append(names, e.Name())
+		}
+	}
+	big, empty := filepath.Join(root, "jobs"), filepath.Join(root, "empty")
+	if err := os.MkdirAll(empty, 0o700); err != nil {
+		return err
+	}
+	if out, err := run(root, "cp", "-R", filepath.Join(tpl, ".logist"), filepath.Join(big, ".logist")); err != nil {
+		if err := os.MkdirAll(big, 0o700); err != nil {
+			return err
+		}
+		_ = out
+	}
+	statuses := map[string]int{}
+	for i := 0; i < h.sz.ScaleJobs; i++ {
+		src := names[i%len(names)]
+		id := fmt.Sprintf("s-%05d-%s", i, src)
+		if err := copyJob(filepath.Join(tpl, src), filepath.Join(big, id), id); err != nil {
+			return err
+		}
+		statuses[src]++
+	}
+	var ready, readyBase, mem, memBase []float64
+	for rep := 0; rep < h.sz.ScaleReps; rep++ {
+		for _, c := range []struct {
+			dir    string
+			rd, mm *[]float64
+		}{{empty, &readyBase, &memBase}, {big, &ready, &mem}} {
+			d, err := h.startDaemon(c.dir)
+			if err != nil {
+				return err
+			}
+			*c.rd = append(*c.rd, ms(d.ready))
+			time.Sleep(300 * time.Millisecond)
+			if m, err := rss(d.cmd.Process.Pid); err == nil {
+				*c.mm = append(*c.mm, m)
+			}
+			d.stop()
+		}
+	}
+	ctx := context.Background()
+	var list, listBase []float64
+	for i := 0; i < h.sz.CLIReps; i++ {
+		v, err := timeCmd(ctx, h.logist, "list", "--jobs-dir", big)
+		if err != nil {
+			return fmt.Errorf("logist list: %v", err)
+		}
+		list = append(list, v)
+		v, _ = timeCmd(ctx, h.logist, "list", "--jobs-dir", empty)
+		listBase = append(listBase, v)
+	}
+	h.raw("5.ready_ms", ready...)
+	h.raw("5.ready_ms.empty", readyBase...)
+	h.raw("5.rss_mib", mem...)
+	h.raw("5.rss_mib.empty", memBase...)
+	h.raw("5.list_ms", list...)
+	h.raw("5.list_ms.empty", listBase...)
+	rb, mb, lb := Summarize(readyBase), Summarize(memBase), Summarize(listBase)
+	mix := make([]string, 0, len(statuses))
+	for _, n := range names {
+		mix = append(mix, fmt.Sprintf("%s×%d", n, statuses[n]))
+	}
+	n := h.sz.ScaleJobs
+	h.add(Row{Scenario: "5", Name: fmt.Sprintf("start-up to /readyz 200 with %d jobs", n), Unit: "ms", Stat: "median",
+		Value: Summarize(ready), BaseName: "empty folder", Baseline: &rb, Goal: Goal{"value<=", 1000},
+		Note: "jobs copied from the example jobs run to their ends, plus DRAFTs with no supervisor (INVALID): " + strings.Join(mix, ", ")})
+	h.add(Row{Scenario: "5", Name: fmt.Sprintf("resident memory (VmRSS) when ready, %d jobs", n), Unit: "MiB", Stat: "median",
+		Value: Summarize(mem), BaseName: "empty folder", Baseline: &mb, Goal: Goal{"value<=", 100}})
+	h.add(Row{Scenario: "5", Name: fmt.Sprintf("`logist list` with %d jobs", n), Unit: "ms", Stat: "median",
+		Value: Summarize(list), BaseName: "empty folder", Baseline: &lb, Goal: Goal{"value<=", 200}})
+	return nil
+}
+
+// copyJob copies a finished job's files (not its workspace or snapshots)
+// under a new id.
+func copyJob(src, dst, id string) error {
+	if err := os.MkdirAll(filepath.Join(dst, "workspace"), 0o700); err != nil {
+		return err
+	}
+	return filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if e.IsDir() {
+			if rel == "." {
+				return nil
+			}
+			if rel == "workspace" || rel == "snapshots" || rel == "requests" {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dst, rel), 0o700)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if rel == "job.json" {
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				return err
+			}
+			m["job_id"] = id
+			if b, err = json.MarshalIndent(m, "", "  "); err != nil {
+				return err
+			}
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o600)
+	})
+}
+
+// 6. Concurrency: jobs whose Worker takes 1 s, --max-parallel P; the CLI's
+// status latency while they run.
+func (h *harness) concurrency() error {
+	n, p := h.sz.ConcJobs, h.sz.ConcParallel
+	ideal := float64(n) / float64(p) * float64(h.sz.ConcAgentMillis)
+	var total, st, stIdle []float64
+	for round := 0; round < h.sz.ConcRounds; round++ {
+		root, err := h.dir("conc")
+		if err != nil {
+			return err
+		}
+		staging, jobs := filepath.Join(root, "staging"), filepath.Join(root, "jobs")
+		list := ids("k", n)
+		if err := stage(staging, list, func(id string) []byte { return scriptManifest(id, h.sz.ConcAgentMillis) }); err != nil {
+			return err
+		}
+		if err := writeJob(jobs, "idle", scriptManifest("idle", 0)); err != nil {
+			return err
+		}
+		d, err := h.startDaemon(jobs, "--max-parallel", strconv.Itoa(p))
+		if err != nil {
+			return err
+		}
+		if err := d.waitFinished(1, time.Minute, 10*time.Millisecond); err != nil {
+			d.stop()
+			return err
+		}
+		ctx := context.Background()
+		for i := 0; i < 5; i++ {
+			if v, err := timeCmd(ctx, h.logist, "status", "idle", "--jobs-dir", jobs); err == nil {
+				stIdle = append(stIdle, v)
+			}
+		}
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				v, err := timeCmd(ctx, h.logist, "status", list[i%len(list)], "--jobs-dir", jobs)
+				if err == nil {
+					mu.Lock()
+					st = append(st, v)
+					mu.Unlock()
+				}
+			}
+		}()
+		t := time.Now()
+		err = moveAll(staging, jobs, list)
+		if err == nil {
+			err = d.waitFinished(float64(n+1), 5*time.Minute, 20*time.Millisecond)
+		}
+		el := time.Since(t)
+		close(stop)
+		wg.Wait()
+		d.stop()
+		if err != nil {
+			return err
+		}
+		total = append(total, ms(el))
+		if err := os.RemoveAll(root); err != nil {
+			return err
+		}
+	}
+	h.raw("6.total_ms", total...)
+	h.raw("6.status_ms.running", st...)
+	h.raw("6.status_ms.idle", stIdle...)
+	id := Summary{N: 1, Median: ideal, P25: ideal, P75: ideal, P99: ideal, Min: ideal, Max: ideal}
+	h.add(Row{Scenario: "6", Name: fmt.Sprintf("%d jobs (Worker 1 s, Supervisor 0 s), --max-parallel %d: total time", n, p), Unit: "ms", Stat: "median",
+		Value: Summarize(total), BaseName: "ideal n/p × 1 s", Baseline: &id, Goal: Goal{"ratio<=", 1.1}})
+	bi := Summarize(stIdle)
+	s := Summarize(st)
+	h.add(Row{Scenario: "6", Name: "`logist status` while they run", Unit: "ms", Stat: "p99", Value: s,
+		BaseName: "idle daemon", Baseline: &bi, Goal: Goal{"value<=", 50}, Note: fmt.Sprintf("max %.1f ms over %d calls", s.Max, s.N)})
+	_ = math.NaN
+	return nil
+}
