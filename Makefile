@@ -26,8 +26,10 @@ demo: build
 # It runs the real agent CLIs of the CI set (AGENTS_CI) against the model stub.
 test: vet lint test-tools test-alerts agents-ci test-unit fuzz
 
+# The real agent CLIs (testbed/agentcli) take minutes under -race; Go's
+# default 10-minute limit per package was hit on a loaded machine.
 test-unit:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 # Agent CLIs from npm at the versions pinned in scripts/agent-versions.txt,
 # installed once into .cache/agents (this Makefile's folder; `make clean-agents`).
