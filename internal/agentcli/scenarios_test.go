@@ -3,6 +3,7 @@ package agentcli
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -148,6 +149,10 @@ func (p *cliProgram) succeeds(t *testing.T, cost [2]float64) outcome {
 	}
 	if tc := main[0].Reply.ToolCall; tc == nil || tc.Name != p.write {
 		t.Errorf("first reply %+v, want a call of %s", main[0].Reply, p.write)
+	}
+	// The call's scratch folder (its TMPDIR) went with the call.
+	if left, _ := filepath.Glob(filepath.Join(r.Dir, r.ID, "requests", "*.d")); len(left) > 0 {
+		t.Errorf("call folders left behind: %v", left)
 	}
 	return outcome{r: r, s: s, rs: rs, main: main}
 }
