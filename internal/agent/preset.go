@@ -214,6 +214,11 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 	argv := append(append(append([]string{path}, inv.Args...), c.Cfg.Args...), inv.TailArgs...)
 	spec := ProcSpec{Argv: argv, Dir: req.Workspace, Env: c.env(req, inv, get), Limit: c.Cfg.MaxOutputBytes,
 		PidLog: filepath.Join(reqDir, PidLog), Interaction: req.Interaction}
+	if c.Cfg.BaseURL != "" {
+		if err := unreachable(ctx, c.Cfg.BaseURL, spec.Env); err != nil && ctx.Err() == nil {
+			return nil, unreachableError(c.Preset.Program, c.Cfg.BaseURL, err)
+		}
+	}
 	pr, err := RunProcess(ctx, spec)
 	if err != nil {
 		return nil, err

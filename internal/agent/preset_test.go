@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,8 +78,9 @@ func TestPresetCommandRunsProgramInPrivateHome(t *testing.T) {
 		return &Parsed{Answer: []byte(`{"action":"COMPLETED"}`), Tokens: &history.Tokens{Input: 1000, Output: 100, Cache: 500}, SessionID: "sess-2"}, nil
 	})
 	env := map[string]string{"FAKE_API_KEY": "k-123", "DAEMON_SECRET": "s3cret", "PATH": os.Getenv("PATH")}
+	base := listeningURL(t, "/v1")
 	c := &PresetCommand{Preset: p, Model: "m1", Getenv: func(k string) string { return env[k] },
-		Cfg: manifest.Command{Preset: "fake", Program: prog, Args: []string{"--extra"}, BaseURL: "http://127.0.0.1:1/v1",
+		Cfg: manifest.Command{Preset: "fake", Program: prog, Args: []string{"--extra"}, BaseURL: base,
 			Price: &manifest.Price{InputPerMTok: 2, OutputPerMTok: 10}}}
 	res, err := c.Call(context.Background(), req)
 	if err != nil {
@@ -88,7 +90,7 @@ func TestPresetCommandRunsProgramInPrivateHome(t *testing.T) {
 	schema := filepath.Join(req.JobDir, "requests", "000003.d", "answer-schema.json")
 	want := map[string]string{
 		"args": "--model m1 --resume sess-1 --schema " + schema + " --extra", "cwd": req.Workspace, "home": home,
-		"key": "k-123", "secret": "", "base": "http://127.0.0.1:1/v1", "ci": "1", "stdin": "",
+		"key": "k-123", "secret": "", "base": base, "ci": "1", "stdin": "",
 		"tmp": filepath.Join(req.JobDir, "requests", "000003.d"),
 	}
 	for k, v := range want {
@@ -340,6 +342,86 @@ exit ${FAKE_EXIT:-0}
 				var left []string
 				filepath.Walk(callDir, func(p string, _ os.FileInfo, _ error) error { left = append(left, p); return nil })
 				t.Errorf("the call's scratch folder is still there: %v", left)
+			}
+		})
+	}
+}
+
+// listeningURL is the base URL of a model API that accepts connections
+// (and closes them: the fake programs never talk to it).
+func listeningURL(t *testing.T, path string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return "http://" + l.Addr().String() + path
+}
+
+// closedURL is the base URL of a model API nobody listens on.
+func closedURL(t *testing.T, path string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "http://" + addr + path
+}
+
+// TestPresetUnreachableEndpoint: a model API that refuses connections is
+// a transient API_ERROR at once, without starting the program (several
+// CLIs would retry it by themselves for minutes); through a proxy, or
+// when the API is up, the program runs.
+func TestPresetUnreachableEndpoint(t *testing.T) {
+	const script = "#!/bin/sh\ntouch \"$LOGIST_WORKSPACE/started\"\necho '{}'\n"
+	ok := func(*RunOutput) (*Parsed, error) { return &Parsed{Answer: []byte(`{"action":"COMPLETED"}`)}, nil }
+	for _, tc := range []struct {
+		name    string
+		base    string
+		env     map[string]string
+		started bool
+	}{
+		{"refused", closedURL(t, "/v1"), nil, false},
+		{"up", listeningURL(t, "/v1"), nil, true},
+		{"through a proxy", closedURL(t, "/v1"), map[string]string{"HTTPS_PROXY": "http://proxy.invalid:3128"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prog, req := setupFake(t)
+			if err := os.WriteFile(prog, []byte(script), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			c := &PresetCommand{Preset: fakePreset(ok), Cfg: manifest.Command{Program: prog, BaseURL: tc.base, Env: tc.env},
+				Getenv: func(k string) string { return map[string]string{"PATH": os.Getenv("PATH")}[k] }}
+			start := time.Now()
+			_, err := c.Call(context.Background(), req)
+			_, serr := os.Stat(filepath.Join(req.Workspace, "started"))
+			if started := serr == nil; started != tc.started {
+				t.Fatalf("program started: %v, want %v (err %v)", started, tc.started, err)
+			}
+			if tc.started {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			ae, isErr := AsError(err)
+			if !isErr || ae.Code != codes.APIError || !ae.Transient || !strings.Contains(ae.Msg, "connection refused") || !strings.Contains(ae.Msg, tc.base) {
+				t.Fatalf("got %v, want a transient API_ERROR naming the refused %s", err, tc.base)
+			}
+			if d := time.Since(start); d > 3*time.Second {
+				t.Errorf("took %v", d)
 			}
 		})
 	}
