@@ -42,6 +42,10 @@ type Preset struct {
 	// role's model and base URL (nil: the role's model as written). Build
 	// passes this name, and the request records it (PresetCommand.Params).
 	ModelArg func(model, baseURL string) string
+	// OwnPrices: the program reports what a call costs when it talks to
+	// its own providers (command.base_url unset), so a cost budget holds
+	// without a price in Logist's table (UnpricedAgents).
+	OwnPrices bool
 	// Build fills inv.Args and inv.Env for one call.
 	Build func(inv *Invocation) error
 	// Parse reads what the program printed. It returns a Parsed with Err
