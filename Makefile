@@ -14,6 +14,7 @@ FUZZTIME ?= 20000x
 all: build
 
 build:
+	@echo "building bin/logistd and bin/logist (a first build compiles every dependency: it can take a few minutes)…"
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/logistd ./cmd/logistd
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/logist ./cmd/logist
 

@@ -1,13 +1,19 @@
 #!/bin/sh
 # make demo: run the example jobs on the built-in agent in a scratch folder.
+# It says what it is doing as it goes (the build before it is what takes
+# time on a first run).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/logist-demo.XXXXXX")
 cp -R "$root/jobs/." "$scratch/"
 logist="$root/bin/logist"
-echo "Jobs copied to $scratch; running: logistd --once --jobs-dir $scratch"
+n=$(ls -d "$scratch"/*/ | wc -l | tr -d ' ')
+echo "demo: $n example jobs copied to $scratch"
+echo "demo: running them on the built-in scripted agent: logistd --once --jobs-dir $scratch …"
+start=$(date +%s)
 "$root/bin/logistd" --once --jobs-dir "$scratch" 2>"$scratch/.logistd.log" || {
   echo "logistd failed; its log:"; cat "$scratch/.logistd.log"; exit 1; }
+echo "demo: logistd finished in $(( $(date +%s) - start ))s (no job left to run); what became of each job:"
 echo
 "$logist" list --jobs-dir "$scratch"
 echo

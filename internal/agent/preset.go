@@ -42,6 +42,10 @@ type Preset struct {
 	// role's model and base URL (nil: the role's model as written). Build
 	// passes this name, and the request records it (PresetCommand.Params).
 	ModelArg func(model, baseURL string) string
+	// OwnPrices: the program reports what a call costs when it talks to
+	// its own providers (command.base_url unset), so a cost budget holds
+	// without a price in Logist's table (UnpricedAgents).
+	OwnPrices bool
 	// Build fills inv.Args and inv.Env for one call.
 	Build func(inv *Invocation) error
 	// Parse reads what the program printed. It returns a Parsed with Err
@@ -69,7 +73,8 @@ type Invocation struct {
 	// into it): per job and role, kept between calls so a session can be
 	// continued, never shared with other jobs or the daemon's user.
 	Home string
-	// CallDir is a scratch folder for this call's files (prompt files).
+	// CallDir is a scratch folder for this call's files (prompt files)
+	// and its TMPDIR; it is removed when the call ends.
 	CallDir string
 	// ResumeSession is the session to continue ("" = start cold).
 	ResumeSession string
@@ -173,14 +178,15 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 		return nil, &Error{Code: codes.NotInstalled, Msg: fmt.Sprintf("preset %s: program %q not found (install %s, or set command.program): %v", c.Preset.Name, prog, c.Preset.Package, err)}
 	}
 	reqDir := filepath.Join(req.JobDir, "requests")
-	callDir := filepath.Join(reqDir, fmt.Sprintf("%06d.d", req.Interaction))
-	// A re-attempt starts from a clean scratch folder.
-	if err := os.RemoveAll(callDir); err != nil {
+	callDir, err := makeCallDir(reqDir, req.Interaction)
+	if err != nil {
 		return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 	}
-	if err := os.MkdirAll(callDir, 0o700); err != nil {
-		return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
-	}
+	// Whatever the outcome (an answer, an error, a timeout, a cancel), the
+	// call's scratch folder goes with the call: Parse has read what it
+	// needed, and nothing in it is evidence (the history holds the request,
+	// the answer and the program's output).
+	defer os.RemoveAll(callDir)
 	home := filepath.Join(req.JobDir, "agent-home", req.Role)
 	if c.Cfg.Session == "fresh" {
 		if err := os.RemoveAll(home); err != nil {
@@ -214,6 +220,11 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 	argv := append(append(append([]string{path}, inv.Args...), c.Cfg.Args...), inv.TailArgs...)
 	spec := ProcSpec{Argv: argv, Dir: req.Workspace, Env: c.env(req, inv, get), Limit: c.Cfg.MaxOutputBytes,
 		PidLog: filepath.Join(reqDir, PidLog), Interaction: req.Interaction}
+	if c.Cfg.BaseURL != "" {
+		if err := unreachable(ctx, c.Cfg.BaseURL, spec.Env); err != nil && ctx.Err() == nil {
+			return nil, unreachableError(c.Preset.Program, c.Cfg.BaseURL, err)
+		}
+	}
 	pr, err := RunProcess(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -248,6 +259,20 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 		stderr = strings.TrimSpace(stderr + "\n" + note)
 	}
 	return &Result{Raw: p.Answer, CostUSD: cost, Tokens: p.Tokens, SessionID: p.SessionID, Stderr: stderr}, nil
+}
+
+// makeCallDir makes a call's scratch folder, requests/NNNNNN.d: the
+// program's TMPDIR (Bun unpacks a 5 MB native library into it on every
+// start of OpenCode) and the files Build gives the program (answer schema,
+// long prompt, instructions). It starts empty: a daemon that died during
+// the call left the last attempt's, and a re-attempt has the same number.
+// The caller removes it when the call ends.
+func makeCallDir(reqDir string, interaction int) (string, error) {
+	dir := filepath.Join(reqDir, fmt.Sprintf("%06d.d", interaction))
+	if err := os.RemoveAll(dir); err != nil {
+		return "", err
+	}
+	return dir, os.MkdirAll(dir, 0o700)
 }
 
 // cost is what the program reported, else tokens × price.

@@ -27,8 +27,9 @@ func init() {
 		Package: "PyPI aider-chat",
 		EnvAllow: []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "DEEPSEEK_API_KEY",
 			"OPENROUTER_API_KEY", "OPENAI_API_BASE"},
-		Build: aiderBuild,
-		Parse: aiderParse,
+		Build:     aiderBuild,
+		Parse:     aiderParse,
+		OwnPrices: true, // litellm's price list
 	})
 }
 

@@ -26,6 +26,7 @@ func init() {
 		Parse:    claudeParse,
 		// --json-schema is checked by claude with a full validator.
 		FullSchema: true,
+		OwnPrices:  true,
 	})
 }
 

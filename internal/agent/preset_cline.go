@@ -22,12 +22,13 @@ import (
 // Cline cannot do non-interactively (continue a session, limit turns).
 func init() {
 	registerPreset(&Preset{
-		Name:     "cline",
-		Program:  "cline",
-		Package:  "npm cline",
-		EnvAllow: []string{"OPENAI_API_KEY"},
-		Build:    clineBuild,
-		Parse:    clineParse,
+		Name:      "cline",
+		Program:   "cline",
+		Package:   "npm cline",
+		EnvAllow:  []string{"OPENAI_API_KEY"},
+		Build:     clineBuild,
+		Parse:     clineParse,
+		OwnPrices: true,
 	})
 }
 

@@ -28,9 +28,10 @@ func init() {
 		// providers for models named provider/model.
 		EnvAllow: []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "GEMINI_API_KEY",
 			"GOOGLE_GENERATIVE_AI_API_KEY", "GROQ_API_KEY", "DEEPSEEK_API_KEY", "XAI_API_KEY", "MISTRAL_API_KEY", "OPENCODE_API_KEY"},
-		ModelArg: opencodeModel,
-		Build:    opencodeBuild,
-		Parse:    opencodeParse,
+		ModelArg:  opencodeModel,
+		Build:     opencodeBuild,
+		Parse:     opencodeParse,
+		OwnPrices: true, // models.dev prices for its own providers
 	})
 }
 

@@ -376,7 +376,7 @@ func TestOpenCodeCommandArgsBeforePrompt(t *testing.T) {
 		SystemPrompt: "Sys.", Prompt: "Sys.\n\n## Task\n- Do {\"it\": 1}."}
 	p, _ := LookupPreset("opencode")
 	c := &PresetCommand{Preset: p, Model: "gpt-4o-mini", Getenv: func(k string) string { return map[string]string{"PATH": os.Getenv("PATH")}[k] },
-		Cfg: manifest.Command{Preset: "opencode", Program: prog, BaseURL: "http://127.0.0.1:1/v1", Args: []string{"--variant", "high"}}}
+		Cfg: manifest.Command{Preset: "opencode", Program: prog, BaseURL: listeningURL(t, "/v1"), Args: []string{"--variant", "high"}}}
 	res, err := c.Call(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
@@ -66,13 +69,20 @@ func envOf(t *testing.T, out *RunOutput) map[string]string {
 func TestPresetCommandRunsProgramInPrivateHome(t *testing.T) {
 	prog, req := setupFake(t)
 	var seen map[string]string
+	var schemaErr error
 	p := fakePreset(func(out *RunOutput) (*Parsed, error) {
 		seen = envOf(t, out)
+		// The schema file is there while the call runs (the call's scratch
+		// folder goes when it ends).
+		if b, err := os.ReadFile(out.Inv.SchemaFile); err != nil || !json.Valid(b) {
+			schemaErr = fmt.Errorf("%v (%q)", err, b)
+		}
 		return &Parsed{Answer: []byte(`{"action":"COMPLETED"}`), Tokens: &history.Tokens{Input: 1000, Output: 100, Cache: 500}, SessionID: "sess-2"}, nil
 	})
 	env := map[string]string{"FAKE_API_KEY": "k-123", "DAEMON_SECRET": "s3cret", "PATH": os.Getenv("PATH")}
+	base := listeningURL(t, "/v1")
 	c := &PresetCommand{Preset: p, Model: "m1", Getenv: func(k string) string { return env[k] },
-		Cfg: manifest.Command{Preset: "fake", Program: prog, Args: []string{"--extra"}, BaseURL: "http://127.0.0.1:1/v1",
+		Cfg: manifest.Command{Preset: "fake", Program: prog, Args: []string{"--extra"}, BaseURL: base,
 			Price: &manifest.Price{InputPerMTok: 2, OutputPerMTok: 10}}}
 	res, err := c.Call(context.Background(), req)
 	if err != nil {
@@ -82,7 +92,7 @@ func TestPresetCommandRunsProgramInPrivateHome(t *testing.T) {
 	schema := filepath.Join(req.JobDir, "requests", "000003.d", "answer-schema.json")
 	want := map[string]string{
 		"args": "--model m1 --resume sess-1 --schema " + schema + " --extra", "cwd": req.Workspace, "home": home,
-		"key": "k-123", "secret": "", "base": "http://127.0.0.1:1/v1", "ci": "1", "stdin": "",
+		"key": "k-123", "secret": "", "base": base, "ci": "1", "stdin": "",
 		"tmp": filepath.Join(req.JobDir, "requests", "000003.d"),
 	}
 	for k, v := range want {
@@ -93,8 +103,8 @@ func TestPresetCommandRunsProgramInPrivateHome(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(home, "settings.json")); err != nil {
 		t.Errorf("Build's file in the private home: %v", err)
 	}
-	if b, err := os.ReadFile(schema); err != nil || !json.Valid(b) {
-		t.Errorf("schema file: %v", err)
+	if schemaErr != nil {
+		t.Errorf("schema file: %v", schemaErr)
 	}
 	// 500 uncached·2 + 500 cached·2 (no cached price: input rate) + 100·10, per million.
 	if wantCost := (1000*2 + 100*10) / 1e6; res.CostUSD != wantCost || res.SessionID != "sess-2" {
@@ -248,4 +258,177 @@ func capturedRun(t *testing.T, dir, name string, exit int) *RunOutput {
 		t.Fatalf("no sample %s/%s", dir, name)
 	}
 	return out
+}
+
+// TestPresetCallLeavesNoScratch: whatever becomes of a call, its scratch
+// folder requests/NNNNNN.d (the program's TMPDIR, where OpenCode's Bun
+// unpacks a 5 MB library on every start) is gone when Call returns.
+func TestPresetCallLeavesNoScratch(t *testing.T) {
+	const script = `#!/bin/sh
+mkdir -p "$TMPDIR/bun" && head -c 65536 /dev/zero > "$TMPDIR/bun/lib.so" || exit 9
+echo '{"tmp":"'"$TMPDIR"'"}'
+[ -n "$FAKE_SLEEP" ] && exec sleep "$FAKE_SLEEP"
+exit ${FAKE_EXIT:-0}
+`
+	ok := func(*RunOutput) (*Parsed, error) { return &Parsed{Answer: []byte(`{"action":"COMPLETED"}`)}, nil }
+	cases := []struct {
+		name    string
+		env     map[string]string
+		parse   func(*RunOutput) (*Parsed, error)
+		build   func(*Invocation) error
+		timeout time.Duration
+		cancel  bool
+		code    string // "" = an answer
+	}{
+		{name: "answer", parse: ok},
+		{name: "reported error", parse: func(*RunOutput) (*Parsed, error) {
+			return &Parsed{Err: &Error{Code: codes.APIError, Transient: true, Msg: "connection refused"}}, nil
+		}, code: codes.APIError},
+		{name: "crash", env: map[string]string{"FAKE_EXIT": "3"}, parse: func(*RunOutput) (*Parsed, error) { return nil, errors.New("no result") }, code: codes.AgentExit},
+		{name: "unreadable", parse: func(*RunOutput) (*Parsed, error) { return nil, errors.New("no result") }, code: codes.AgentFailed},
+		{name: "timeout", env: map[string]string{"FAKE_SLEEP": "30"}, parse: ok, timeout: 500 * time.Millisecond, code: "deadline"},
+		{name: "cancel", env: map[string]string{"FAKE_SLEEP": "30"}, parse: ok, cancel: true, code: "canceled"},
+		{name: "build fails", parse: ok, build: func(inv *Invocation) error {
+			os.WriteFile(filepath.Join(inv.CallDir, "prompt.md"), []byte("x"), 0o600)
+			return errors.New("no model")
+		}, code: codes.AgentConfig},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			prog, req := setupFake(t)
+			if err := os.WriteFile(prog, []byte(script), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			callDir := filepath.Join(req.JobDir, "requests", "000003.d")
+			// What a daemon that died during an earlier attempt left.
+			os.MkdirAll(filepath.Join(callDir, "stale"), 0o700)
+			var sawLib bool
+			p := fakePreset(func(out *RunOutput) (*Parsed, error) {
+				_, err := os.Stat(filepath.Join(out.Inv.CallDir, "bun", "lib.so"))
+				sawLib = err == nil
+				return tc.parse(out)
+			})
+			if tc.build != nil {
+				p.Build = tc.build
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.timeout > 0 {
+				ctx, cancel = context.WithTimeout(ctx, tc.timeout)
+				defer cancel()
+			}
+			if tc.cancel {
+				go func() { time.Sleep(300 * time.Millisecond); cancel() }()
+			}
+			c := &PresetCommand{Preset: p, Cfg: manifest.Command{Program: prog, Env: tc.env},
+				Getenv: func(k string) string { return map[string]string{"PATH": os.Getenv("PATH")}[k] }}
+			res, err := c.Call(ctx, req)
+			switch tc.code {
+			case "":
+				if err != nil || res == nil {
+					t.Fatalf("call: %v", err)
+				}
+				if !sawLib {
+					t.Error("the program's file in TMPDIR was not there while the call ran")
+				}
+			case "deadline":
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("got %v, want the deadline", err)
+				}
+			case "canceled":
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("got %v, want canceled", err)
+				}
+			default:
+				if ae, ok := AsError(err); !ok || ae.Code != tc.code {
+					t.Fatalf("got %v, want %s", err, tc.code)
+				}
+			}
+			if _, err := os.Stat(callDir); !os.IsNotExist(err) {
+				var left []string
+				filepath.Walk(callDir, func(p string, _ os.FileInfo, _ error) error { left = append(left, p); return nil })
+				t.Errorf("the call's scratch folder is still there: %v", left)
+			}
+		})
+	}
+}
+
+// listeningURL is the base URL of a model API that accepts connections
+// (and closes them: the fake programs never talk to it).
+func listeningURL(t *testing.T, path string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return "http://" + l.Addr().String() + path
+}
+
+// closedURL is the base URL of a model API nobody listens on.
+func closedURL(t *testing.T, path string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "http://" + addr + path
+}
+
+// TestPresetUnreachableEndpoint: a model API that refuses connections is
+// a transient API_ERROR at once, without starting the program (several
+// CLIs would retry it by themselves for minutes); through a proxy, or
+// when the API is up, the program runs.
+func TestPresetUnreachableEndpoint(t *testing.T) {
+	const script = "#!/bin/sh\ntouch \"$LOGIST_WORKSPACE/started\"\necho '{}'\n"
+	ok := func(*RunOutput) (*Parsed, error) { return &Parsed{Answer: []byte(`{"action":"COMPLETED"}`)}, nil }
+	for _, tc := range []struct {
+		name    string
+		base    string
+		env     map[string]string
+		started bool
+	}{
+		{"refused", closedURL(t, "/v1"), nil, false},
+		{"up", listeningURL(t, "/v1"), nil, true},
+		{"through a proxy", closedURL(t, "/v1"), map[string]string{"HTTPS_PROXY": "http://proxy.invalid:3128"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prog, req := setupFake(t)
+			if err := os.WriteFile(prog, []byte(script), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			c := &PresetCommand{Preset: fakePreset(ok), Cfg: manifest.Command{Program: prog, BaseURL: tc.base, Env: tc.env},
+				Getenv: func(k string) string { return map[string]string{"PATH": os.Getenv("PATH")}[k] }}
+			start := time.Now()
+			_, err := c.Call(context.Background(), req)
+			_, serr := os.Stat(filepath.Join(req.Workspace, "started"))
+			if started := serr == nil; started != tc.started {
+				t.Fatalf("program started: %v, want %v (err %v)", started, tc.started, err)
+			}
+			if tc.started {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			ae, isErr := AsError(err)
+			if !isErr || ae.Code != codes.APIError || !ae.Transient || !strings.Contains(ae.Msg, "connection refused") || !strings.Contains(ae.Msg, tc.base) {
+				t.Fatalf("got %v, want a transient API_ERROR naming the refused %s", err, tc.base)
+			}
+			if d := time.Since(start); d > 3*time.Second {
+				t.Errorf("took %v", d)
+			}
+		})
+	}
 }

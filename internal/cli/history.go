@@ -87,7 +87,7 @@ var cmdHistory = &command{
 					note = rs.ErrorCode + ": " + rs.Error
 				}
 				row = []string{fmt.Sprint(in.Sequence), shortTime(in.Timestamp), in.Role, orDash(in.Phase), rs.Status, orDash(rs.Action),
-					fmt.Sprintf("$%.4f", rs.CostUSD), fmt.Sprintf("%.2f", rs.ExecutionTimeSeconds), firstLine(note, 80)}
+					usd(rs.CostUSD), fmt.Sprintf("%.2f", rs.ExecutionTimeSeconds), firstLine(note, 80)}
 			}
 			r.Rows = append(r.Rows, row)
 		}

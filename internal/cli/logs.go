@@ -155,7 +155,7 @@ func recordText(r *history.Record) string {
 			if rs.Action != "" {
 				b.WriteString(" " + rs.Action)
 			}
-			fmt.Fprintf(&b, " $%.4f %.2fs", rs.CostUSD, rs.ExecutionTimeSeconds)
+			fmt.Fprintf(&b, " %s %.2fs", usd(rs.CostUSD), rs.ExecutionTimeSeconds)
 			if rs.ErrorCode != "" {
 				fmt.Fprintf(&b, " %s: %s", rs.ErrorCode, firstLine(rs.Error, 160))
 			}

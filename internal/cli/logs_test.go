@@ -162,10 +162,10 @@ func TestRecordText(t *testing.T) {
 			"2026-11-21T10:00:00.123Z #1 intent         worker/work asked (interaction 0, attempt 2)\n"},
 		{history.Record{Seq: 2, Type: history.TypeResponse, Time: ts, Role: "worker", Phase: "work",
 			Response: &history.Response{Status: "SUCCESS", Action: "COMPLETED", Summary: "Done.\nmore", CostUSD: 0.02, ExecutionTimeSeconds: 1.5, NewStatus: "REVIEWING"}},
-			"2026-11-21T10:00:00.123Z #2 response       worker/work SUCCESS COMPLETED $0.0200 1.50s \"Done.\" → REVIEWING\n"},
+			"2026-11-21T10:00:00.123Z #2 response       worker/work SUCCESS COMPLETED $0.02 1.50s \"Done.\" → REVIEWING\n"},
 		{history.Record{Seq: 3, Type: history.TypeResponse, Time: ts, Role: "worker", Phase: "work",
 			Response: &history.Response{Status: "ERROR", ErrorCode: "AGENT_EXIT", Error: "sh exited with status 3", Stderr: "a\nb\nc\nd\ne\n"}},
-			"2026-11-21T10:00:00.123Z #3 response       worker/work ERROR $0.0000 0.00s AGENT_EXIT: sh exited with status 3\n" +
+			"2026-11-21T10:00:00.123Z #3 response       worker/work ERROR $0.00 0.00s AGENT_EXIT: sh exited with status 3\n" +
 				"    stderr: a\n    stderr: b\n    stderr: c\n    stderr: … 2 more lines (logist history JOB --record 3)\n"},
 		{history.Record{Seq: 4, Type: history.TypeTransition, Time: ts, Phase: "review",
 			Transition: &history.Transition{From: "RUNNING", To: "REVIEWING", FromPhase: "work", ToPhase: "review", Event: "phase_advance", Actor: "worker", CheckpointID: "cp-1"}},

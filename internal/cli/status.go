@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
+	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/manifest"
@@ -61,7 +63,14 @@ var cmdStatus = &command{
 			{"daemon", "Daemon", daemonText(pid)},
 			{"next", "Next", next},
 		}...)
-		r.Data = map[string]any{"job": m, "workflow": wfName, "daemon": daemonInfo(pid), "next": next, "warnings": warnings}
+		costWarning := agent.CostWarning(m)
+		if costWarning != "" {
+			// Right under the cost it qualifies.
+			i := slices.IndexFunc(r.Fields, func(f Field) bool { return f.Key == "cost" }) + 1
+			r.Fields = slices.Insert(r.Fields, i, Field{"cost_warning", "Cost warning", costWarning})
+		}
+		r.Data = map[string]any{"job": m, "workflow": wfName, "daemon": daemonInfo(pid), "next": next, "warnings": warnings,
+			"cost_warning": costWarning}
 		return r, nil
 	},
 }

@@ -10,8 +10,34 @@ import (
 	"github.com/logist/logist/internal/manifest"
 )
 
-// dollars shows an amount in cents as dollars.
-func dollars(cents float64) string { return fmt.Sprintf("$%.2f", cents/100) }
+// dollars shows an amount in cents as dollars (usd).
+func dollars(cents float64) string { return usd(cents / 100) }
+
+// usd shows an amount of US dollars, the one way every printer does:
+// two decimals, and below ten cents as many more as its first two
+// significant digits need, so that a small cost never reads as $0.00
+// ($0.004, $0.012, $0.40, $12.35).
+func usd(v float64) string {
+	sign := ""
+	if v < 0 {
+		sign, v = "-", -v
+	}
+	if v == 0 || v >= 0.1 {
+		return fmt.Sprintf("%s$%.2f", sign, v)
+	}
+	const most = 8
+	dec := min(max(2, 1-int(math.Floor(math.Log10(v)))), most)
+	s := strconv.FormatFloat(v, 'f', dec, 64)
+	if strings.Trim(s, "0.") == "" {
+		// Below what most decimals show.
+		return sign + "<$0." + strings.Repeat("0", most-1) + "1"
+	}
+	// Trailing zeros go, down to two decimals.
+	for strings.HasSuffix(s, "0") && len(s)-strings.IndexByte(s, '.') > 3 {
+		s = s[:len(s)-1]
+	}
+	return sign + "$" + s
+}
 
 // costText is a job's cost and its budget.
 func costText(m *manifest.Manifest) string {

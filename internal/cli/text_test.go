@@ -1,6 +1,13 @@
 package cli
 
-import "testing"
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
 
 // A time budget prints with the precision the steward gave it, no more.
 func TestMinutesText(t *testing.T) {
@@ -14,5 +21,79 @@ func TestMinutesText(t *testing.T) {
 		if got := minutesText(c.min); got != c.want {
 			t.Errorf("minutesText(%v) = %q, want %q", c.min, got, c.want)
 		}
+	}
+}
+
+func TestUSD(t *testing.T) {
+	for _, c := range []struct {
+		v    float64
+		want string
+	}{
+		{0, "$0.00"},
+		{0.004, "$0.004"},
+		{0.0043, "$0.0043"},
+		{0.00035, "$0.00035"},
+		{0.012345, "$0.012"},
+		{0.02, "$0.02"},
+		{0.05, "$0.05"},
+		{0.055, "$0.055"},
+		{0.0999, "$0.10"},
+		{0.1, "$0.10"},
+		{0.4, "$0.40"},
+		{12.345, "$12.35"},
+		{1e-12, "<$0.00000001"},
+		{-0.004, "-$0.004"},
+	} {
+		if got := usd(c.v); got != c.want {
+			t.Errorf("usd(%v) = %q, want %q", c.v, got, c.want)
+		}
+	}
+	// Every printer of a cost goes through it: cents, as list, status and
+	// watch show them, too.
+	if got := dollars(0.4); got != "$0.004" {
+		t.Errorf("dollars(0.4 cents) = %q", got)
+	}
+}
+
+// qwenJob is the qwen-code example of docs/presets/qwen-code.md: Logist's
+// price table has no qwen3-coder-plus, and Qwen Code reports no cost.
+const qwenJob = `{"task_description": "t", "status": "PENDING", "cost_threshold": 500,
+ "agents": {"worker": {"provider": "command", "model": "qwen3-coder-plus",
+   "command": {"preset": "qwen-code", "base_url": "https://dashscope-intl.aliyuncs.com/compatible-mode/v1"}},
+  "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`
+
+func TestCostUnknownInStatusAndValidate(t *testing.T) {
+	jobs := t.TempDir()
+	writeJob(t, jobs, "qwen", qwenJob)
+	const want = `cost unknown: budget not enforceable (worker: qwen-code model "qwen3-coder-plus" has no price`
+	code, out, errs := runMain(t, nil, "status", "qwen", "--jobs-dir", jobs)
+	if code != 0 || !regexp.MustCompile(`\nCost warning: +`+regexp.QuoteMeta(want)).MatchString(out) {
+		t.Fatalf("exit %d, stderr %s, status:\n%s", code, errs, out)
+	}
+	// Under the cost it qualifies.
+	if i, j := strings.Index(out, "\nCost:"), strings.Index(out, "\nCost warning:"); i < 0 || j < i || strings.Contains(out[i+1:j], "\n") {
+		t.Errorf("the warning is not right under the cost:\n%s", out)
+	}
+	code, out, _ = runMain(t, nil, "status", "qwen", "--jobs-dir", jobs, "--format", "json")
+	var st struct {
+		CostWarning string `json:"cost_warning"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || !strings.HasPrefix(st.CostWarning, want) {
+		t.Fatalf("exit %d, json status: %v\n%s", code, err, out)
+	}
+	code, out, _ = runMain(t, nil, "validate", filepath.Join(jobs, "qwen", "job.json"))
+	if code != 0 || !strings.Contains(out, "ok (warning: "+want) {
+		t.Fatalf("exit %d, validate:\n%s", code, out)
+	}
+	// With a price, nothing is said.
+	priced := strings.Replace(qwenJob, `"preset": "qwen-code",`, `"preset": "qwen-code", "price": {"input_per_mtok": 0.3, "output_per_mtok": 1.5},`, 1)
+	writeJob(t, jobs, "priced", priced)
+	if _, out, _ = runMain(t, nil, "status", "priced", "--jobs-dir", jobs); strings.Contains(out, "Cost warning") {
+		t.Errorf("a priced job warned:\n%s", out)
+	}
+	f := filepath.Join(t.TempDir(), "priced.json")
+	os.WriteFile(f, []byte(priced), 0o600)
+	if _, out, _ = runMain(t, nil, "validate", f); strings.Contains(out, "warning") {
+		t.Errorf("a priced manifest warned:\n%s", out)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/response"
@@ -114,6 +115,9 @@ func validateFile(f, kind, ws string) (string, []string, []string) {
 			return kind, out, nil
 		}
 		return kind, []string{err.Error()}, nil
+	}
+	if w := agent.CostWarning(m); w != "" {
+		return kind, nil, []string{w}
 	}
 	return kind, nil, nil
 }

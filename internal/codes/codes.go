@@ -120,6 +120,7 @@ const (
 const (
 	RollbackFailed  = "ROLLBACK_FAILED"
 	ManifestInvalid = "MANIFEST_INVALID"
+	CostUnknown     = "COST_UNKNOWN"
 	Place           = "PLACE"
 	Scan            = "SCAN"
 	Watcher         = "WATCHER"
@@ -221,6 +222,7 @@ var catalogue = []Code{
 	// The steward, the daemon, the schedules.
 	{RollbackFailed, Error, false, "steward", "restoring a checkpoint's workspace failed; the job stays as it was"},
 	{ManifestInvalid, Error, true, "daemon", "a job's manifest is invalid; the job shows INVALID until the file is fixed"},
+	{CostUnknown, Warning, false, "daemon", "a job has an agent whose calls Logist cannot price (no price set, the model not in the table): they count as costing nothing, so its cost budget cannot stop it"},
 	{Place, Error, true, "daemon", "a manifest dropped in the jobs folder could not be moved into its job folder"},
 	{Scan, Error, false, "daemon", "the jobs folder could not be scanned"},
 	{Watcher, Error, false, "daemon", "watching the jobs folder failed; changes are found by rescans"},

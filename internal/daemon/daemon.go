@@ -52,6 +52,8 @@ type Daemon struct {
 	// creation: that event is the daemon's own and carries no news.
 	placed  map[string]time.Time
 	watcher *fsnotify.Watcher
+	// costWarned is the cost warning last logged per job (warnCost).
+	costWarned map[string]string
 
 	lock *jobstore.Lock // the daemon lock of the jobs folder
 	key  *keyHolder
@@ -94,7 +96,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	d := &Daemon{opts: o, log: logger, store: store, metrics: metrics.New(reg, Version, Revision),
-		invalid: map[string]string{}, watched: map[string]bool{}, placed: map[string]time.Time{}, seen: map[string]time.Time{}, lock: lock, key: &keyHolder{}}
+		invalid: map[string]string{}, watched: map[string]bool{}, placed: map[string]time.Time{}, seen: map[string]time.Time{}, costWarned: map[string]string{}, lock: lock, key: &keyHolder{}}
 	// The lock may be replaced (the folder recreated): release whichever is held.
 	// Closing the descriptor releases it whatever flock(LOCK_UN) says.
 	defer func() { _ = d.lock.Unlock() }()

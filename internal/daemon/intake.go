@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
@@ -88,6 +89,7 @@ func (d *Daemon) gone(name string) {
 	d.relay.forget(name)
 	d.mu.Lock()
 	delete(d.seen, name)
+	delete(d.costWarned, name) // a job made again under this name is warned again
 	d.mu.Unlock()
 }
 
@@ -138,9 +140,28 @@ func (d *Daemon) note(id string, m *manifest.Manifest) {
 		}
 	}
 	d.mu.Unlock()
+	if m.Status.Active() || m.Schedule != nil {
+		d.warnCost(id, m)
+	}
 	if d.cron != nil && !d.opts.Once {
 		d.cron.Sync(id, m)
 	}
+}
+
+// warnCost logs, once per job and text, that the job's calls cannot all be
+// priced (agent.CostWarning): its cost would stay 0 and its budget never
+// stop it, and the steward learns that at intake, not from the bill.
+func (d *Daemon) warnCost(id string, m *manifest.Manifest) {
+	w := agent.CostWarning(m)
+	d.mu.Lock()
+	same := d.costWarned[id] == w
+	d.costWarned[id] = w
+	d.mu.Unlock()
+	if w == "" || same {
+		return
+	}
+	joblog.Log(d.log, w, joblog.Problem{Job: id, Status: string(m.Status), Code: codes.CostUnknown,
+		Checkpoint: m.Run.CheckpointID, Phase: m.Phase()})
 }
 
 // reportInvalid logs an invalid manifest (once per reason) and counts it

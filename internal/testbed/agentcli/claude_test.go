@@ -53,3 +53,5 @@ func TestClaudeCodeSessionContinues(t *testing.T) {
 func TestClaudeCodeMaxTurns(t *testing.T) { claudeCode.maxTurns(t) }
 
 func TestClaudeCodeTimeoutKillsGroup(t *testing.T) { claudeCode.timeoutKillsGroup(t, 4, 1) }
+
+func TestClaudeCodeConnectionRefused(t *testing.T) { claudeCode.connectionRefused(t, refusedBound) }

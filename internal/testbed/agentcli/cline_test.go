@@ -90,3 +90,5 @@ func TestClineTimeoutKillsGroup(t *testing.T) {
 		t.Errorf("%d model requests; want at most the one that hung", n)
 	}
 }
+
+func TestClineConnectionRefused(t *testing.T) { cline.connectionRefused(t, refusedBound) }

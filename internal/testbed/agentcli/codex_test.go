@@ -164,3 +164,5 @@ func TestCodexSessionContinues(t *testing.T) {
 // Codex runs as the node wrapper and the native binary: both are watched
 // and both must be gone.
 func TestCodexTimeoutKillsGroup(t *testing.T) { codex.timeoutKillsGroup(t, 3, 2) }
+
+func TestCodexConnectionRefused(t *testing.T) { codex.connectionRefused(t, refusedBound) }

@@ -89,3 +89,5 @@ func TestGeminiCLITimeoutKillsGroup(t *testing.T) {
 		t.Error("the call was killed before it reached the model")
 	}
 }
+
+func TestGeminiCLIConnectionRefused(t *testing.T) { geminiCLI.connectionRefused(t, refusedBound) }

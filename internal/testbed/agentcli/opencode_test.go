@@ -96,3 +96,5 @@ func TestOpenCodeTimeoutKillsGroup(t *testing.T) {
 		t.Log("opencode was killed before its first model request")
 	}
 }
+
+func TestOpenCodeConnectionRefused(t *testing.T) { openCode.connectionRefused(t, refusedBound) }

@@ -69,3 +69,5 @@ func TestQwenCodeTimeoutKillsGroup(t *testing.T) {
 		t.Errorf("%d model requests; want at most the one that hung", n)
 	}
 }
+
+func TestQwenCodeConnectionRefused(t *testing.T) { qwenCode.connectionRefused(t, refusedBound) }

@@ -2,7 +2,9 @@ package agentcli
 
 import (
 	"fmt"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -148,6 +150,10 @@ func (p *cliProgram) succeeds(t *testing.T, cost [2]float64) outcome {
 	}
 	if tc := main[0].Reply.ToolCall; tc == nil || tc.Name != p.write {
 		t.Errorf("first reply %+v, want a call of %s", main[0].Reply, p.write)
+	}
+	// The call's scratch folder (its TMPDIR) went with the call.
+	if left, _ := filepath.Glob(filepath.Join(r.Dir, r.ID, "requests", "*.d")); len(left) > 0 {
+		t.Errorf("call folders left behind: %v", left)
 	}
 	return outcome{r: r, s: s, rs: rs, main: main}
 }
@@ -362,3 +368,53 @@ func (p *cliProgram) timeoutKillsGroup(t *testing.T, timeout float64, procs int)
 	}
 	return outcome{r: r, s: s, rs: rs, main: mainRequests(s)}
 }
+
+// closedURL is a base URL whose port nobody listens on: every connection
+// is refused at once.
+func closedURL(t *testing.T, path string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "http://" + addr + path
+}
+
+// connectionRefused points the program at a closed port: the call is a
+// transient API_ERROR (Logist's own retry policy decides what comes next)
+// classified within bound — not after minutes of the program's own
+// retries. It logs the time to classify.
+func (p *cliProgram) connectionRefused(t *testing.T, bound time.Duration) outcome {
+	t.Helper()
+	bin := requireAgent(t, p.name, p.bin)
+	agentCfg := p.agent(t, bin, &modelstub.Server{URL: closedURL(t, "")}, nil)
+	start := time.Now()
+	r := runJob(t, p.id+"-refused", agentCfg, limits(0, 600))
+	took := time.Since(start)
+	r.requireStatus(t, "INTERVENTION_REQUIRED")
+	rs := r.responses()
+	if len(rs) != 1 || rs[0].ErrorCode != "API_ERROR" {
+		t.Fatalf("responses %s (%+v)", codes(rs), rs)
+	}
+	t.Logf("%s: connection refused classified %s in %.1fs (job %v): %s", p.name, rs[0].ErrorCode,
+		rs[0].ExecutionTimeSeconds, took.Round(100*time.Millisecond), firstLine(rs[0].Error))
+	if d := time.Duration(rs[0].ExecutionTimeSeconds * float64(time.Second)); d > bound {
+		t.Errorf("connection refused took %v to classify, want at most %v", d.Round(time.Second), bound)
+	}
+	return outcome{r: r, rs: rs}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return tail(s, 300)
+}
+
+// refusedBound is how long a refused connection may take to classify.
+// Logist checks that the model API accepts connections before it starts
+// the program: qwen, opencode and cline would retry it by themselves for
+// 80 to 100 s (185 s on a loaded machine), and cannot be told not to.
+const refusedBound = 20 * time.Second
