@@ -11,11 +11,11 @@ import (
 // Checkpoint is a recovery point (or a rollback's return to one) as a
 // history holds it: its id and its workspace snapshot.
 type Checkpoint struct {
-	ID       string                `json:"checkpoint_id"`
-	Seq      int64                 `json:"seq"`
-	Time     string                `json:"ts"`
-	Phase    string                `json:"resume_phase,omitempty"`
-	Snapshot *history.SnapshotRef  `json:"snapshot,omitempty"`
+	ID       string                 `json:"checkpoint_id"`
+	Seq      int64                  `json:"seq"`
+	Time     string                 `json:"ts"`
+	Phase    string                 `json:"resume_phase,omitempty"`
+	Snapshot *history.SnapshotRef   `json:"snapshot,omitempty"`
 	Point    *history.RecoveryPoint `json:"recovery_point,omitempty"`
 	// Restorable is "" when a rollback may return here, else why not.
 	Restorable string `json:"restorable_error,omitempty"`
