@@ -8,10 +8,13 @@ package jobview
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 
+	"github.com/logist/logist/internal/deliberation"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
@@ -106,4 +109,18 @@ func Changed(m *manifest.Manifest, note string) map[string]any {
 		d["note"] = note
 	}
 	return d
+}
+
+// PMDecisions are the Prime Minister's (the steward's) decisions on a
+// parliament's bill.
+var PMDecisions = []string{"approve", "veto", "amend_and_approve", "opening_guidance"}
+
+// PMDecision is the ledger input of a Prime Minister's decision (logist
+// pm, POST /api/v1/jobs/{id}/pm), or why the decision is not one.
+func PMDecision(decision, reason, guidance string) (deliberation.Input, error) {
+	if !slices.Contains(PMDecisions, decision) {
+		return deliberation.Input{}, fmt.Errorf("decision %q: use approve, veto, amend_and_approve or opening_guidance", decision)
+	}
+	return deliberation.Input{Kind: "pm_decision", From: "prime_minister",
+		Content: map[string]any{"decision": decision, "reason": reason, "guidance": guidance}}, nil
 }
