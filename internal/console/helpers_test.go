@@ -9,8 +9,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -150,13 +148,4 @@ func sseEvents(body io.Reader, ch chan<- [2]string) {
 		}
 	}
 	close(ch)
-}
-
-func readFile(t *testing.T, p string) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Clean(p))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
