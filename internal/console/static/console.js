@@ -70,6 +70,7 @@
       else if (r.transition) {
         kind = "transition"; title = r.transition.from + " \u2192 " + r.transition.to; detail = r.transition.reason || "";
         status.textContent = r.transition.to; status.className = "badge s-" + r.transition.to;
+        document.getElementById("stale").hidden = false;
         if (r.transition.to_phase && phase) phase.textContent = r.transition.to_phase;
       }
       else if (r.steward) { kind = "steward"; title = "Steward: " + r.steward.command; detail = [r.steward.reason, r.steward.guidance].filter(Boolean).join("\n"); }
