@@ -416,3 +416,26 @@ func TestAPIEscapesTerminalRunes(t *testing.T) {
 }
 
 var _ = testkit.Logger
+
+// TestVerify: the API and the job page report the history intact, and a
+// tampered one as failed.
+func TestVerify(t *testing.T) {
+	w := newWorld(t)
+	code, body := w.call("GET", "/api/v1/jobs/done/verify", viewerTok, nil)
+	if code != 200 || body["intact"] != true || !strings.HasPrefix(body["message"].(string), "intact") {
+		t.Fatalf("verify: %d %v", code, body)
+	}
+	if code, _ := w.call("GET", "/api/v1/jobs/nope/verify", viewerTok, nil); code != 404 {
+		t.Errorf("verify a missing job: %d", code)
+	}
+	p := history.Path(w.k.Env.Store.JobDir("done"))
+	b := readAll(t, p)
+	tampered := strings.Replace(b, "wrote a.txt", "wrote b.txt", 1)
+	if tampered == b {
+		t.Fatal("nothing to tamper with")
+	}
+	writeAll(t, p, tampered)
+	if code, body := w.call("GET", "/api/v1/jobs/done/verify", viewerTok, nil); code != 200 || body["intact"] != false || !strings.HasPrefix(body["message"].(string), "FAILED") {
+		t.Errorf("verify tampered: %d %v", code, body)
+	}
+}

@@ -95,6 +95,7 @@ func (c *Console) routes() []route {
 		{Method: "GET", Pattern: "/api/v1/jobs/{id}", Need: Viewer, API: true, Handler: c.apiJob},
 		{Method: "GET", Pattern: "/api/v1/jobs/{id}/history", Need: Viewer, API: true, Handler: c.apiHistory},
 		{Method: "GET", Pattern: "/api/v1/jobs/{id}/diff", Need: Viewer, API: true, Handler: c.apiDiff},
+		{Method: "GET", Pattern: "/api/v1/jobs/{id}/verify", Need: Viewer, API: true, Handler: c.apiVerify},
 		{Method: "POST", Pattern: "/api/v1/jobs:halt", Need: StewardRole, API: true, Handler: c.apiBulk("halt")},
 		{Method: "POST", Pattern: "/api/v1/jobs:resume", Need: StewardRole, API: true, Handler: c.apiBulk("resume")},
 		{Method: "GET", Pattern: "/api/v1/events", Need: Viewer, API: true, Handler: c.apiEvents},

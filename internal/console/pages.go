@@ -145,6 +145,12 @@ func (c *Console) pageJob(w http.ResponseWriter, r *http.Request) {
 	d["Timeline"] = timeline(recs)
 	d["Done"] = r.URL.Query().Get("done")
 	d["PMDecisions"] = jobview.PMDecisions
+	d["Verify"] = "not checked: no history yet"
+	if rep, err := c.verifyJob(id); err == nil && rep.Records > 0 {
+		d["Verify"], d["VerifyOK"] = verdict(rep), rep.OK()
+	} else if err != nil {
+		d["Verify"] = "not checked: " + err.Error()
+	}
 	d["LastSeq"] = int64(-1)
 	if len(recs) > 0 {
 		d["LastSeq"] = recs[len(recs)-1].Seq

@@ -47,6 +47,20 @@ func TestSessionAndCSRF(t *testing.T) {
 	if !strings.Contains(ck, "HttpOnly") || !strings.Contains(ck, "SameSite=Strict") || resp.Header.Get("Location") != "/" {
 		t.Fatalf("login: cookie %q location %q", ck, resp.Header.Get("Location"))
 	}
+	// A browser sends Origin with its form posts, "null" under
+	// Referrer-Policy no-referrer, which the same-origin check refuses:
+	// the console's policy keeps the origin for its own requests.
+	if rp := resp.Header.Get("Referrer-Policy"); rp != "same-origin" {
+		t.Errorf("Referrer-Policy %q", rp)
+	}
+	req, _ := http.NewRequest("POST", w.srv.URL+"/login", strings.NewReader(url.Values{"token": {stewardTok}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "null")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("login with Origin: null: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	csrf := w.login(cl, stewardTok)
 	post := func(path string, form url.Values, origin string) int {
 		req, _ := http.NewRequest("POST", w.srv.URL+path, strings.NewReader(form.Encode()))
@@ -87,7 +101,7 @@ func TestSessionAndCSRF(t *testing.T) {
 	if code != 200 || strings.Contains(page, "<form method=\"post\" action=\"/api/v1/jobs/") || !strings.Contains(page, "INTERVENTION_REQUIRED") {
 		t.Errorf("viewer's job page: %d, action forms shown: %v", code, strings.Contains(page, "/resume"))
 	}
-	req, _ := http.NewRequest("POST", w.srv.URL+"/api/v1/jobs/stuck/resume", strings.NewReader(url.Values{"csrf": {vcsrf}, "guidance": {"forged"}}.Encode()))
+	req, _ = http.NewRequest("POST", w.srv.URL+"/api/v1/jobs/stuck/resume", strings.NewReader(url.Values{"csrf": {vcsrf}, "guidance": {"forged"}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err = vc.Do(req)
 	if err != nil {
@@ -134,6 +148,9 @@ func TestPagesEscapeAgentText(t *testing.T) {
 	_, page = get(t, cl, w.srv.URL+"/needs")
 	if !strings.Contains(page, `data-job="stuck"`) || strings.Contains(page, `data-job="done"`) {
 		t.Errorf("needs-you queue wrong")
+	}
+	if _, page := get(t, cl, w.srv.URL+"/jobs/done"); !strings.Contains(page, `id="verify" class="ok">intact`) {
+		t.Error("the job page does not say the history is intact")
 	}
 	for _, p := range []string{"/schedules", "/jobs/done", "/static/console.js", "/login"} {
 		if code, _ := get(t, cl, w.srv.URL+p); code != 200 {
