@@ -112,6 +112,7 @@ func (c *Console) routes() []route {
 		{Method: "GET", Pattern: "/schedules", Need: Viewer, Handler: c.pageSchedules},
 		{Method: "GET", Pattern: "/jobs/{id}", Need: Viewer, Handler: c.pageJob},
 		{Method: "GET", Pattern: "/jobs/{id}/diff", Need: Viewer, Handler: c.pageDiff},
+		{Method: "GET", Pattern: "/jobs/{id}/ledger", Need: Viewer, Handler: c.pageLedger},
 	}
 	for _, a := range Actions {
 		rs = append(rs, route{Method: "POST", Pattern: "/api/v1/jobs/{id}/" + a, Need: StewardRole, API: true, Handler: c.apiAction(a)})

@@ -145,6 +145,9 @@ func (c *Console) pageJob(w http.ResponseWriter, r *http.Request) {
 	d["Timeline"] = timeline(recs)
 	d["Done"] = r.URL.Query().Get("done")
 	d["PMDecisions"] = jobview.PMDecisions
+	if wf, _ := d["workflow"].(string); hasLedger(wf) {
+		d["LedgerTitle"] = ledgerTitle(wf)
+	}
 	d["Verify"] = "not checked: no history yet"
 	if rep, err := c.verifyJob(id); err == nil && rep.Records > 0 {
 		d["Verify"], d["VerifyOK"] = verdict(rep), rep.OK()
