@@ -221,6 +221,10 @@ func readBody(w http.ResponseWriter, r *http.Request) (ActionBody, error) {
 		b.Reason, b.Guidance, b.Checkpoint, b.As, b.Decision = f.Get("reason"), f.Get("guidance"), f.Get("checkpoint"), f.Get("as"), f.Get("decision")
 		if a := strings.TrimSpace(f.Get("answer")); a != "" {
 			b.Answer = json.RawMessage(a)
+		} else if a, err := answerFromForm(f); err != nil {
+			return b, usagef("%v", err)
+		} else if a != nil {
+			b.Answer = a
 		}
 		for name, dst := range map[string]**float64{"cost_threshold": &b.CostThreshold, "time_threshold_minutes": &b.TimeThresholdMinutes} {
 			if s := strings.TrimSpace(f.Get(name)); s != "" {

@@ -201,7 +201,7 @@ func (c *Console) jobDetail(id string) (map[string]any, error) {
 	return map[string]any{
 		"job": m, "workflow": workflowName(m), "next": steward.HintFor(m, id), "warnings": warnings,
 		"checkpoints": jobview.Checkpoints(recs), "phases": phaseCosts(h), "actions": c.allowed(m),
-		"needs_you": needsYou(m),
+		"needs_you": needsYou(m), "awaiting": awaitedOf(m, recs),
 	}, nil
 }
 
@@ -233,4 +233,12 @@ func atoiDefault(s string, def, max int) (int, error) {
 		return 0, fmt.Errorf("%q is not a count", s)
 	}
 	return min(n, max), nil
+}
+
+// awaitedOf are the turns job m waits a reply for (none unless it does).
+func awaitedOf(m *manifest.Manifest, recs []history.Record) []awaited {
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.AwaitingReply {
+		return []awaited{}
+	}
+	return awaitedTurns(recs)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"embed"
 	"encoding/json"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -40,6 +41,13 @@ var pages = func() map[string]*template.Template {
 		"when":  shortTime,
 		"json":  prettyJSON,
 		"dec":   func(i int) int { return i - 1 },
+		"args": func(kv ...any) map[string]any {
+			m := map[string]any{}
+			for i := 0; i+1 < len(kv); i += 2 {
+				m[fmt.Sprint(kv[i])] = kv[i+1]
+			}
+			return m
+		},
 	}
 	out := map[string]*template.Template{}
 	names, _ := fs.Glob(webFS, "web/*.html")
