@@ -263,6 +263,15 @@ func TestActions(t *testing.T) {
 	if m := w.k.Load("stuck"); m.Run.Guidance != "keep legacy_email" || m.CostThreshold == nil || *m.CostThreshold != 500 {
 		t.Errorf("resume left %+v", m.Run)
 	}
+	named := false
+	for _, r := range w.k.Records("stuck") {
+		if r.Steward != nil && r.Steward.Command == "resume" {
+			named = r.Steward.User == "console" && r.Steward.Guidance == "keep legacy_email"
+		}
+	}
+	if !named {
+		t.Error("the resume's record does not name the console as who acted")
+	}
 	// again: out of order
 	if code, body := w.call("POST", "/api/v1/jobs/stuck/resume", stewardTok, map[string]any{}); code != 409 || errCode(body) != "out_of_order" {
 		t.Errorf("resume twice: %d %v", code, body)

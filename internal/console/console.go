@@ -54,6 +54,13 @@ func New(o Options) *Console {
 	if o.Poll <= 0 {
 		o.Poll = time.Second
 	}
+	if o.Steward != nil {
+		// The records name who acted: the console, for whoever held
+		// the steward's token (the daemon's OS user is no person).
+		st := *o.Steward
+		st.User = "console"
+		o.Steward = &st
+	}
 	c := &Console{o: o, sessions: newSessions(), mux: http.NewServeMux()}
 	for _, r := range c.routes() {
 		c.mux.Handle(r.Method+" "+r.Pattern, c.guard(r))
