@@ -83,3 +83,37 @@ func BenchmarkAppend(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkOpen measures opening a history of 1,000, 10,000 or 50,000
+// records that an earlier open has marked (mark.go): the cost is that of
+// the records after the mark, not of the history, so the three should be
+// alike (issue 21's goal 4: <= 10 ms at 50,000 records).
+//
+//	go test -run '^$' -bench Open -benchtime 20x ./internal/history
+func BenchmarkOpen(b *testing.B) {
+	for _, existing := range []int{1000, 10000, 50000} {
+		b.Run(fmt.Sprintf("existing=%d", existing), func(b *testing.B) {
+			dir := b.TempDir()
+			seedHistory(b, dir, nil, existing)
+			first := time.Now()
+			l, _, err := OpenWith(dir, Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			l.Close()
+			firstOpen := time.Since(first)
+			b.ResetTimer()
+			for range b.N {
+				l, _, err := OpenWith(dir, Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if l.State().NextSeq != int64(existing) {
+					b.Fatalf("seeded %d records, log says %d", existing, l.State().NextSeq)
+				}
+				l.Close()
+			}
+			b.ReportMetric(float64(firstOpen.Microseconds())/1000, "ms-unmarked-open")
+		})
+	}
+}
