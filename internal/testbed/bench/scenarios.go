@@ -703,22 +703,43 @@ func (h *harness) throughput() error {
 	return nil
 }
 
-var benchLine = regexp.MustCompile(`^BenchmarkAppend/existing=(\d+)\S*\s+\d+\s+([\d.]+) ns/op`)
+var (
+	benchLine = regexp.MustCompile(`^BenchmarkAppend/existing=(\d+)\S*\s+\d+\s+([\d.]+) ns/op`)
+	openLine  = regexp.MustCompile(`^BenchmarkOpen/existing=(\d+)\S*\s+\d+\s+([\d.]+) ns/op\s+([\d.]+) ms-unmarked-open`)
+)
 
-// 4. History growth: BenchmarkAppend at 10, 1,000, 10,000 records, and the
-// CLI on a job with many records.
+// 4. History growth: BenchmarkAppend at 10, 1,000, 10,000 records,
+// BenchmarkOpen at 1,000 to 50,000, and the CLI on a job with many records.
 func (h *harness) historyGrowth() error {
-	out, err := run(h.repo, "go", "test", "-run", "^$", "-bench", "Append", "-benchtime", h.sz.BenchTime,
+	out, err := run(h.repo, "go", "test", "-run", "^$", "-bench", "Append|Open$", "-benchtime", h.sz.BenchTime,
 		"-count", strconv.Itoa(h.sz.BenchCount), "./internal/history")
 	if err != nil {
-		return fmt.Errorf("BenchmarkAppend: %v\n%s", err, out)
+		return fmt.Errorf("BenchmarkAppend, BenchmarkOpen: %v\n%s", err, out)
 	}
-	by := map[string][]float64{}
+	by, open, unmarked := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
 	for _, l := range strings.Split(out, "\n") {
 		if m := benchLine.FindStringSubmatch(strings.TrimSpace(l)); m != nil {
 			v, _ := strconv.ParseFloat(m[2], 64)
 			by[m[1]] = append(by[m[1]], v/1e3)
 		}
+		if m := openLine.FindStringSubmatch(strings.TrimSpace(l)); m != nil {
+			v, _ := strconv.ParseFloat(m[2], 64)
+			u, _ := strconv.ParseFloat(m[3], 64)
+			open[m[1]] = append(open[m[1]], v/1e6)
+			unmarked[m[1]] = append(unmarked[m[1]], u)
+		}
+	}
+	o1k := Summarize(open["1000"])
+	for _, k := range []string{"1000", "10000", "50000"} {
+		h.raw("4.open_ms.existing="+k, open[k]...)
+		h.raw("4.unmarked_open_ms.existing="+k, unmarked[k]...)
+		r := Row{Scenario: "4", Name: "opening a history of " + k + " records (BenchmarkOpen)", Unit: "ms", Stat: "median",
+			Value: Summarize(open[k]), BaseName: "1000 records", Baseline: &o1k,
+			Note: fmt.Sprintf("the open that found no scan mark (a history written before it, or its mark lost) read the whole file: %.1f ms", Median(unmarked[k]))}
+		if k == "50000" {
+			r.Goal = Goal{"value<=", 10}
+		}
+		h.add(r)
 	}
 	b10 := Summarize(by["10"])
 	for _, k := range []string{"10", "1000", "10000"} {
@@ -760,13 +781,15 @@ func (h *harness) historyGrowth() error {
 		}
 	}
 	ctx := context.Background()
-	var st, stSmall, hi, hiSmall []float64
+	var st, stSmall, hi, hiSmall, page []float64
 	for i := 0; i < h.sz.CLIReps; i++ {
 		for _, c := range []struct {
 			dst      *[]float64
 			cmd, job string
-		}{{&st, "status", "big"}, {&stSmall, "status", "small"}, {&hi, "history", "big"}, {&hiSmall, "history", "small"}} {
-			v, err := timeCmd(ctx, h.logist, c.cmd, c.job, "--jobs-dir", jobs)
+			more     []string
+		}{{&st, "status", "big", nil}, {&stSmall, "status", "small", nil}, {&hi, "history", "big", nil}, {&hiSmall, "history", "small", nil},
+			{&page, "history", "big", []string{"--last", "20"}}} {
+			v, err := timeCmd(ctx, h.logist, append([]string{c.cmd, c.job, "--jobs-dir", jobs}, c.more...)...)
 			if err != nil {
 				return fmt.Errorf("logist %s %s: %v", c.cmd, c.job, err)
 			}
@@ -777,11 +800,14 @@ func (h *harness) historyGrowth() error {
 	h.raw("4.status_ms.small", stSmall...)
 	h.raw("4.history_ms.big", hi...)
 	h.raw("4.history_ms.small", hiSmall...)
+	h.raw("4.history_last20_ms.big", page...)
 	bs, bh := Summarize(stSmall), Summarize(hiSmall)
 	h.add(Row{Scenario: "4", Name: fmt.Sprintf("`logist status` on a job with %d records", records), Unit: "ms", Stat: "median",
 		Value: Summarize(st), BaseName: "same on a 1-call job", Baseline: &bs, Goal: Goal{"value<=", 50}})
 	h.add(Row{Scenario: "4", Name: fmt.Sprintf("`logist history` on a job with %d records", records), Unit: "ms", Stat: "median",
 		Value: Summarize(hi), BaseName: "same on a 1-call job", Baseline: &bh})
+	h.add(Row{Scenario: "4", Name: fmt.Sprintf("`logist history --last 20` (its first page) on a job with %d records", records), Unit: "ms", Stat: "median",
+		Value: Summarize(page), BaseName: "whole history on a 1-call job", Baseline: &bh, Goal: Goal{"value<=", 100}})
 	return nil
 }
 
