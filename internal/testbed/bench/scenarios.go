@@ -559,6 +559,7 @@ func (h *harness) perCall() error {
 	} else {
 		h.note("2 per call: no fsync floor (scenario 1, which probes the fsync counts, did not run)")
 	}
+	h.syscallCensus()
 	return nil
 }
 
