@@ -865,6 +865,9 @@ func (h *harness) scale() error {
 		statuses[src]++
 	}
 	var ready, readyBase, mem, memBase []float64
+	// The first start over the folder has no manifest index yet (issue
+	// 21's goal 5 includes it): reported on its own as well.
+	var firstReady, firstMem []float64
 	for rep := 0; rep < h.sz.ScaleReps; rep++ {
 		for _, c := range []struct {
 			dir    string
@@ -876,8 +879,15 @@ func (h *harness) scale() error {
 			}
 			*c.rd = append(*c.rd, ms(d.ready))
 			time.Sleep(300 * time.Millisecond)
-			if m, err := rss(d.cmd.Process.Pid); err == nil {
+			m, merr := rss(d.cmd.Process.Pid)
+			if merr == nil {
 				*c.mm = append(*c.mm, m)
+			}
+			if rep == 0 && c.dir == big {
+				firstReady = append(firstReady, ms(d.ready))
+				if merr == nil {
+					firstMem = append(firstMem, m)
+				}
 			}
 			d.stop()
 		}
@@ -897,6 +907,8 @@ func (h *harness) scale() error {
 	h.raw("5.ready_ms.empty", readyBase...)
 	h.raw("5.rss_mib", mem...)
 	h.raw("5.rss_mib.empty", memBase...)
+	h.raw("5.first_ready_ms", firstReady...)
+	h.raw("5.first_rss_mib", firstMem...)
 	h.raw("5.list_ms", list...)
 	h.raw("5.list_ms.empty", listBase...)
 	rb, mb, lb := Summarize(readyBase), Summarize(memBase), Summarize(listBase)
@@ -910,6 +922,10 @@ func (h *harness) scale() error {
 		Note: "jobs copied from the example jobs run to their ends, plus DRAFTs with no supervisor (INVALID): " + strings.Join(mix, ", ")})
 	h.add(Row{Scenario: "5", Name: fmt.Sprintf("resident memory (VmRSS) when ready, %d jobs", n), Unit: "MiB", Stat: "median",
 		Value: Summarize(mem), BaseName: "empty folder", Baseline: &mb, Goal: Goal{"value<=", 100}})
+	h.add(Row{Scenario: "5", Name: fmt.Sprintf("first start-up to /readyz 200 with %d jobs (no manifest index yet)", n), Unit: "ms", Stat: "median",
+		Value: Summarize(firstReady), BaseName: "empty folder", Baseline: &rb, Goal: Goal{"value<=", 1000}})
+	h.add(Row{Scenario: "5", Name: fmt.Sprintf("resident memory (VmRSS) when ready, first start, %d jobs", n), Unit: "MiB", Stat: "median",
+		Value: Summarize(firstMem), BaseName: "empty folder", Baseline: &mb, Goal: Goal{"value<=", 100}})
 	h.add(Row{Scenario: "5", Name: fmt.Sprintf("`logist list` with %d jobs", n), Unit: "ms", Stat: "median",
 		Value: Summarize(list), BaseName: "empty folder", Baseline: &lb, Goal: Goal{"value<=", 200}})
 	return nil
