@@ -50,8 +50,8 @@ func seedHistory(b *testing.B, dir string, signer Signer, n int) {
 }
 
 // BenchmarkAppend measures one more durable (fsync'd, signed) append to a
-// history that already holds 10, 1,000 or 10,000 records: the cost is the
-// record's, not the history's, so the three should be alike.
+// history that already holds 10, 1,000, 10,000 or 100,000 records: the
+// cost is the record's, not the history's, so the four should be alike.
 //
 //	go test -run '^$' -bench Append -benchtime 200x ./internal/history
 func BenchmarkAppend(b *testing.B) {
@@ -59,7 +59,7 @@ func BenchmarkAppend(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, existing := range []int{10, 1000, 10000} {
+	for _, existing := range []int{10, 1000, 10000, 100000} {
 		b.Run(fmt.Sprintf("existing=%d", existing), func(b *testing.B) {
 			dir := b.TempDir()
 			seedHistory(b, dir, key, existing)
