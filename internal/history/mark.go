@@ -56,13 +56,20 @@ func markPath(dir string) string { return filepath.Join(dir, MarkFile) }
 // the active file f (of size size) and an index of archives archives;
 // ok false otherwise, and the caller reads the whole file.
 func readMark(dir string, f *os.File, size int64, archives int) (m *scanMark, ok bool) {
-	mf, err := regfile.OpenFile(markPath(dir), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	// Never through a link, never blocking on a fifo planted there.
+	mf, err := regfile.OpenFile(markPath(dir), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, false
 	}
-	b, err := io.ReadAll(io.LimitReader(mf, 16<<20))
+	var b []byte
+	if fi, err := mf.Stat(); err == nil && fi.Mode().IsRegular() {
+		b, err = io.ReadAll(io.LimitReader(mf, 16<<20))
+		if err != nil {
+			b = nil
+		}
+	}
 	_ = mf.Close() // read-only
-	if err != nil {
+	if b == nil {
 		return nil, false
 	}
 	body, sum, found := bytes.Cut(bytes.TrimSuffix(b, []byte("\n")), []byte("\n"))
@@ -122,8 +129,7 @@ func (l *Log) saveMark() {
 	}
 	out := make([]byte, 0, len(body)+66)
 	out = append(append(append(append(out, body...), '\n'), hexSum(body)...), '\n')
-	// Never through a link: the mark is written where it is, or not.
-	f, err := regfile.OpenFile(markPath(l.dir), os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	f, err := openMark(markPath(l.dir))
 	if err != nil {
 		return
 	}
@@ -132,6 +138,27 @@ func (l *Log) saveMark() {
 	if f.Close() == nil && werr == nil && terr == nil {
 		l.markOff = l.size
 	}
+}
+
+// openMark opens the mark at p for writing in place: the file there if it
+// is a regular file of one link, else (a link, a fifo, a hard link to a
+// file elsewhere planted in its place) a new one instead, so that the
+// write never reaches anything but the mark.
+func openMark(p string) (*os.File, error) {
+	const flags = os.O_WRONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
+	f, err := regfile.OpenFile(p, flags|os.O_CREATE, 0o600)
+	if err == nil {
+		if fi, serr := f.Stat(); serr == nil && fi.Mode().IsRegular() {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink == 1 {
+				return f, nil
+			}
+		}
+		_ = f.Close() // not written
+	}
+	if err := os.Remove(p); err != nil {
+		return nil, err
+	}
+	return regfile.OpenFile(p, flags|os.O_CREATE|os.O_EXCL, 0o600)
 }
 
 // dropMark removes the mark (a rotation makes it stale; removing it saves

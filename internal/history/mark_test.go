@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // richHistory appends n calls (intent, response with a session, every
@@ -227,24 +229,68 @@ func TestMarkAcrossRotation(t *testing.T) {
 	}
 }
 
-// The mark is never written through a link: a link in its place is left
-// as it is, and what it points to is not touched.
+// The mark is never written through a link (symbolic or hard) planted
+// in its place, and a fifo there blocks neither the open nor the write:
+// what is planted is replaced by a mark, and nothing else is touched.
 func TestMarkNotWrittenThroughALink(t *testing.T) {
 	t.Parallel()
-	dir, outside := t.TempDir(), filepath.Join(t.TempDir(), "target")
-	if err := os.WriteFile(outside, []byte("keep"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(outside, filepath.Join(dir, MarkFile)); err != nil {
-		t.Fatal(err)
-	}
-	l, _, err := OpenWith(dir, Options{MaxBytes: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	richHistory(t, l, 0, 300)
-	l.Close()
-	if b, _ := os.ReadFile(outside); string(b) != "keep" {
-		t.Fatalf("the link's target was written: %q", b)
+	for _, c := range []struct {
+		name  string
+		plant func(mark, outside string) error
+	}{
+		{"symlink", func(mark, outside string) error { return os.Symlink(outside, mark) }},
+		{"hard link", func(mark, outside string) error { return os.Link(outside, mark) }},
+		{"fifo", func(mark, _ string) error { return syscall.Mkfifo(mark, 0o600) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir, outside := t.TempDir(), filepath.Join(t.TempDir(), "target")
+			if err := os.WriteFile(outside, []byte("keep"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			l, _, err := OpenWith(dir, Options{MaxBytes: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			richHistory(t, l, 0, 300)
+			l.Close()
+			if err := os.Remove(filepath.Join(dir, MarkFile)); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.plant(filepath.Join(dir, MarkFile), outside); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				l, _, err := OpenWith(dir, Options{MaxBytes: -1})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				richHistory(t, l, 300, 150)
+				l.Close()
+			}()
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("open or append blocked on what was planted as the mark")
+			}
+			if b, _ := os.ReadFile(outside); string(b) != "keep" {
+				t.Fatalf("what the mark's place linked to was written: %q", b)
+			}
+			fi, err := os.Lstat(filepath.Join(dir, MarkFile))
+			if err != nil || !fi.Mode().IsRegular() {
+				t.Fatalf("no mark in place of the %s: %v %v", c.name, fi, err)
+			}
+			l, _, err = OpenWith(dir, Options{MaxBytes: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if l.scanFrom == 0 {
+				t.Fatal("the new mark was not used")
+			}
+		})
 	}
 }
