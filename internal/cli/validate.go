@@ -101,7 +101,8 @@ func validateFile(f, kind, ws string) (string, []string, []string) {
 		if filepath.Base(f) == jobstore.ManifestFile {
 			ws = filepath.Join(filepath.Dir(f), jobstore.WorkspaceDir)
 		}
-		if es := steward.ShellPrograms(ws).Check(f, m); len(es) > 0 {
+		es := steward.ShellPrograms(ws).Check(f, m)
+		if es = append(es, steward.CheckSource(f, m)...); len(es) > 0 {
 			err = es
 		}
 	}

@@ -90,6 +90,9 @@ func (s *Steward) Submit(file string) (string, *manifest.Manifest, error) {
 	if es := ShellPrograms("").Check(file, m); len(es) > 0 {
 		return "", nil, es
 	}
+	if es := CheckSource(file, m); len(es) > 0 {
+		return "", nil, es
+	}
 	id := m.JobID
 	if id == "" {
 		base := filepath.Base(file)
