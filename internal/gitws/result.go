@@ -84,3 +84,10 @@ func local(ctx context.Context, dir string) bool {
 	url, err := line(ctx, dir, "config", "--get", "remote."+Remote+".url")
 	return err == nil && (filepath.IsAbs(url) || strings.HasPrefix(url, "file://"))
 }
+
+// Diff is what a person reads of the change from one commit to another: a
+// diff stat, then the patch (binary files named, not shown).
+func Diff(ctx context.Context, dir, from, to string) (string, error) {
+	out, err := (cmd{dir: dir}).run(ctx, "diff", "--no-ext-diff", "--no-textconv", "--no-color", "--stat", "--patch", "-M", from, to, "--")
+	return string(out), err
+}
