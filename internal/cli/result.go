@@ -79,7 +79,7 @@ var cmdResult = &command{
 			r.Data["patch"] = file
 		}
 		if name, _ := e.fs.GetString("push"); e.fs.Changed("push") {
-			if err := gitws.Push(e.ctx, ws, start.Branch, name); err != nil {
+			if err := gitws.Push(e.ctx, ws, start.Repo, start.Branch, name); err != nil {
 				var refused *gitws.RefusedPushError
 				if errors.As(err, &refused) {
 					return nil, usagef("--push %s: %v", name, refused)

@@ -8,7 +8,8 @@
 // The user's repository is never written: the workspace is a clone made
 // with --no-local (no hard-linked objects), and the only way back into the
 // source is an explicit push (Push), which refuses the source's current
-// branch. Logist's commits go on top of whatever HEAD the agent left, built
+// branch. The clone keeps no remote: nothing in an agent's workspace names
+// the source (containment keeps the agent from reaching it anyway). Logist's commits go on top of whatever HEAD the agent left, built
 // in an index of Logist's own, so an agent's commits are never rewritten.
 package gitws
 
@@ -31,7 +32,8 @@ const (
 	AuthorEmail = "logist@localhost"
 )
 
-// Remote is the name of the source repository in a workspace clone.
+// Remote is the name the source repository has in a workspace clone
+// while it is made (it is removed once the job branch is checked out).
 const Remote = "source"
 
 // BaseRef is the ref a workspace clone keeps its base commit under.
@@ -204,6 +206,9 @@ func Prepare(ctx context.Context, repo, ref, dir, branch string) (*Base, error) 
 		{"config", "core.hooksPath", "/dev/null"},
 		{"update-ref", BaseRef, commit},
 		{"checkout", "--quiet", "-B", branch, commit},
+		// The clone keeps no path to the source: an agent has nothing in
+		// its workspace that leads there (Push names it from the history).
+		{"remote", "remove", Remote},
 	}
 	for _, s := range steps {
 		if _, err := (cmd{dir: tmp}).run(ctx, s...); err != nil {
@@ -235,7 +240,7 @@ func described(ctx context.Context, dir, repo, ref, branch string) (*Base, error
 }
 
 // resolve finds ref in a fresh clone: a commit id, a tag, or a branch of
-// the source (which a clone has as source/NAME).
+// the source (which the clone has as source/NAME until the remote goes).
 func resolve(ctx context.Context, dir, ref string) (string, error) {
 	if strings.HasPrefix(ref, "-") {
 		return "", fmt.Errorf("ref %q: a ref may not start with '-'", ref)

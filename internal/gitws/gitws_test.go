@@ -89,6 +89,9 @@ func TestPrepareClonesAtRefWithoutTouchingTheSource(t *testing.T) {
 		if st := testkit.Git(t, ws, "status", "--porcelain"); st != "" {
 			t.Errorf("ref %q: clone not clean:\n%s", tc.ref, st)
 		}
+		if r := testkit.Git(t, ws, "remote"); r != "" {
+			t.Errorf("ref %q: the clone keeps remotes %q: a path to the source", tc.ref, r)
+		}
 		// Prepared again (a start a crash cut short): kept as it is.
 		again, err := gitws.Prepare(ctx, repo, tc.ref, ws, gitws.Branch("job-1"))
 		if err != nil || again.Commit != tc.want {
@@ -306,13 +309,13 @@ func TestRestoreAndPush(t *testing.T) {
 	}
 	mainBefore := testkit.Git(t, repo, "rev-parse", "main")
 	var refused *gitws.RefusedPushError
-	if err := gitws.Push(ctx, ws, "logist/job-1", "main"); !errors.As(err, &refused) {
+	if err := gitws.Push(ctx, ws, repo, "logist/job-1", "main"); !errors.As(err, &refused) {
 		t.Errorf("push to the source's current branch: %v", err)
 	}
-	if err := gitws.Push(ctx, ws, "logist/job-1", "bad..name"); !errors.As(err, &refused) {
+	if err := gitws.Push(ctx, ws, repo, "logist/job-1", "bad..name"); !errors.As(err, &refused) {
 		t.Errorf("push under a bad name: %v", err)
 	}
-	if err := gitws.Push(ctx, ws, "logist/job-1", "review/job-1"); err != nil {
+	if err := gitws.Push(ctx, ws, repo, "logist/job-1", "review/job-1"); err != nil {
 		t.Fatal(err)
 	}
 	if got := testkit.Git(t, repo, "rev-parse", "review/job-1"); got != tip {

@@ -25,10 +25,10 @@ func Patch(ctx context.Context, dir, from, to string) ([]byte, error) {
 	return (cmd{dir: dir}).run(ctx, "diff", "--no-ext-diff", "--no-textconv", "--binary", "--full-index", "-M", from, to, "--")
 }
 
-// SourceHead is the branch the source repository has checked out ("" when
-// its HEAD is detached or it has none).
-func SourceHead(ctx context.Context, dir string) (string, error) {
-	out, err := (cmd{dir: dir}).run(ctx, "ls-remote", "--symref", Remote, "HEAD")
+// SourceHead is the branch the source repository repo has checked out (""
+// when its HEAD is detached or it has none).
+func SourceHead(ctx context.Context, dir, repo string) (string, error) {
+	out, err := (cmd{dir: dir}).run(ctx, "ls-remote", "--symref", "--", repo, "HEAD")
 	if err != nil {
 		return "", fmt.Errorf("cannot ask the source repository for its current branch: %w", err)
 	}
@@ -46,12 +46,12 @@ type RefusedPushError struct{ Reason string }
 
 func (e *RefusedPushError) Error() string { return e.Reason }
 
-// Push pushes branch of the workspace dir into the source repository as
-// branch name. It refuses the source's current branch (the user's own
+// Push pushes branch of the workspace dir into the source repository repo
+// (as the job's first recovery point names it) as branch name. It refuses the source's current branch (the user's own
 // checkout is never written under them), a name git would not take, and,
 // like git, a push that is not a fast-forward of an existing branch. Into
 // a local repository, the source's hooks do not run.
-func Push(ctx context.Context, dir, branch, name string) error {
+func Push(ctx context.Context, dir, repo, branch, name string) error {
 	if _, err := gitDir(dir); err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func Push(ctx context.Context, dir, branch, name string) error {
 		return &RefusedPushError{fmt.Sprintf("%q is not a valid branch name", name)}
 	}
 	name = strings.TrimPrefix(name, "refs/heads/")
-	cur, err := SourceHead(ctx, dir)
+	cur, err := SourceHead(ctx, dir, repo)
 	if err != nil {
 		return err
 	}
@@ -70,19 +70,14 @@ func Push(ctx context.Context, dir, branch, name string) error {
 		return &RefusedPushError{fmt.Sprintf("%s is the source repository's current branch; push under another name and merge it yourself", name)}
 	}
 	args := []string{"push", "--quiet"}
-	if local(ctx, dir) {
+	if filepath.IsAbs(repo) || strings.HasPrefix(repo, "file://") {
+		// A repository on this machine: its receive-pack is Logist's to
+		// start, without hooks.
 		args = append(args, "--receive-pack=git -c core.hooksPath=/dev/null receive-pack")
 	}
-	args = append(args, Remote, "refs/heads/"+branch+":refs/heads/"+name)
+	args = append(args, "--", repo, "refs/heads/"+branch+":refs/heads/"+name)
 	_, err = (cmd{dir: dir}).run(ctx, args...)
 	return err
-}
-
-// local says whether the source is a repository on this machine (a path
-// or a file:// URL), whose receive-pack Logist starts itself.
-func local(ctx context.Context, dir string) bool {
-	url, err := line(ctx, dir, "config", "--get", "remote."+Remote+".url")
-	return err == nil && (filepath.IsAbs(url) || strings.HasPrefix(url, "file://"))
 }
 
 // Diff is what a person reads of the change from one commit to another: a
