@@ -71,7 +71,9 @@ func Commit(ctx context.Context, dir, branch string, m Message) (string, error) 
 	if err := copyFile(filepath.Join(gd, "index"), idx); err != nil {
 		return "", err
 	}
-	defer os.Remove(idx)
+	// Gone once renamed into place; after a failure, a leftover that the
+	// next commit overwrites first.
+	defer func() { _ = os.Remove(idx) }()
 	withIdx := cmd{dir: dir, env: []string{"GIT_INDEX_FILE=" + idx}}
 	parent := head(ctx, dir)
 	if _, err := withIdx.run(ctx, "add", "--all", "--", "."); err != nil {
