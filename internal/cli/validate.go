@@ -117,8 +117,11 @@ func validateFile(f, kind, ws string) (string, []string, []string) {
 		}
 		return kind, []string{err.Error()}, nil
 	}
-	if w := agent.CostWarning(m); w != "" {
-		return kind, nil, []string{w}
+	var warns []string
+	for _, w := range []string{agent.CostWarning(m), steward.SourceWarning(m)} {
+		if w != "" {
+			warns = append(warns, w)
+		}
 	}
-	return kind, nil, nil
+	return kind, nil, warns
 }

@@ -287,3 +287,10 @@ func Check(ctx context.Context, repo, ref string) error {
 func BaseCommit(ctx context.Context, dir string) (string, error) {
 	return line(ctx, dir, "rev-parse", "--verify", BaseRef+"^{commit}")
 }
+
+// Dirty says whether the local repository repo has changes to tracked
+// files that are not committed: a job starts from a commit, without them.
+func Dirty(ctx context.Context, repo string) bool {
+	out, err := (cmd{dir: repo}).run(ctx, "status", "--porcelain", "--untracked-files=no")
+	return err == nil && len(bytes.TrimSpace(out)) > 0
+}

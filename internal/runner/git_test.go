@@ -188,3 +188,20 @@ func TestGitCommitWithoutItsPointIsUndoneOnRestart(t *testing.T) {
 	}
 	checkIntact(t, f, "c")
 }
+
+// Without git on logistd's PATH a git workspace cannot be made: the job
+// stops before any agent with a reason that says so. (Not parallel: PATH.)
+func TestWorkspaceSourceWithoutGit(t *testing.T) {
+	f := newFixture(t)
+	repo := testkit.GitRepo(t)
+	f.WriteJob("nogit", gitJob(repo, "", okSupervisor()))
+	t.Setenv("PATH", t.TempDir())
+	f.Run("nogit")
+	m := f.Load("nogit")
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.WorkspaceSource || !strings.Contains(m.Run.Reason, "git is not installed") {
+		t.Errorf("%s %s %q", m.Status, m.Run.ErrorCode, m.Run.Reason)
+	}
+	if n := len(testkit.OfType(f.Records("nogit"), history.TypeIntent)); n != 0 {
+		t.Errorf("%d agent calls recorded", n)
+	}
+}

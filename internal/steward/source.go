@@ -39,3 +39,26 @@ func CheckSource(file string, m *manifest.Manifest) manifest.Errors {
 	}
 	return nil
 }
+
+// SourceWarning is what a steward should know of m's workspace source
+// that does not stop the job ("" if nothing): a local repository with
+// uncommitted changes, which the job will not see.
+func SourceWarning(m *manifest.Manifest) string {
+	if !m.IsGit() {
+		return ""
+	}
+	g := m.Workspace.Git
+	if fi, err := os.Stat(g.Repo); err != nil || !fi.IsDir() {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sourceCheckTimeout)
+	defer cancel()
+	if !gitws.Dirty(ctx, g.Repo) {
+		return ""
+	}
+	ref := g.Ref
+	if ref == "" {
+		ref = "HEAD"
+	}
+	return fmt.Sprintf("%s has uncommitted changes: the job starts from the commit %s names, without them (commit them first if the agent should see them)", g.Repo, ref)
+}
