@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/logist/logist/internal/gitws"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobview"
@@ -159,7 +161,7 @@ func (c *Console) apiDiff(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
-	d, err := c.diff(id, r.URL.Query().Get("from"), r.URL.Query().Get("to"))
+	d, err := c.diff(r.Context(), id, r.URL.Query().Get("from"), r.URL.Query().Get("to"))
 	if err != nil {
 		c.failErr(w, r, err)
 		return
@@ -167,8 +169,10 @@ func (c *Console) apiDiff(w http.ResponseWriter, r *http.Request) {
 	ok(w, "", d)
 }
 
-// diff is the workspace diff between two checkpoints of job id.
-func (c *Console) diff(id, from, to string) (map[string]any, error) {
+// diff is the workspace diff between two checkpoints of job id, as
+// logist diff finds it: the files their snapshots differ in, and in a git
+// workspace the commits' diff (stat and patch) too.
+func (c *Console) diff(ctx context.Context, id, from, to string) (map[string]any, error) {
 	if from == "" || to == "" {
 		return nil, usagef("from and to (checkpoint ids) are both required")
 	}
@@ -180,7 +184,16 @@ func (c *Console) diff(id, from, to string) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	ch, err := jobview.CheckpointDiff(dir, recs, from, to)
+	ps := jobview.Points(recs)
+	fp, err := jobview.PointNamed(id, ps, from)
+	if err != nil {
+		return nil, err
+	}
+	tp, err := jobview.PointNamed(id, ps, to)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := jobview.SnapshotChanges(dir, fp, tp)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +203,15 @@ func (c *Console) diff(id, from, to string) (map[string]any, error) {
 		}
 		return s
 	}
-	return map[string]any{"job_id": id, "from": from, "to": to, "added": nz(ch.Added), "modified": nz(ch.Modified), "deleted": nz(ch.Deleted)}, nil
+	d := map[string]any{"job_id": id, "from": from, "to": to, "added": nz(ch.Added), "modified": nz(ch.Modified), "deleted": nz(ch.Deleted)}
+	if fp.Git != nil && tp.Git != nil {
+		text, err := gitws.Diff(ctx, c.o.Store.Workspace(id), fp.Git.Commit, tp.Git.Commit)
+		if err != nil {
+			return nil, err
+		}
+		d["from_commit"], d["to_commit"], d["diff"] = fp.Git.Commit, tp.Git.Commit, text
+	}
+	return d, nil
 }
 
 // ActionBody is a POST's body, JSON or a form's fields of the same names:

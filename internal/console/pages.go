@@ -175,7 +175,7 @@ func (c *Console) pageDiff(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
-	d, err := c.diff(id, r.URL.Query().Get("from"), r.URL.Query().Get("to"))
+	d, err := c.diff(r.Context(), id, r.URL.Query().Get("from"), r.URL.Query().Get("to"))
 	if err != nil {
 		c.failErr(w, r, err)
 		return
