@@ -29,6 +29,17 @@ type turnCall struct {
 	out     *agent.Result
 	err     error
 	elapsed time.Duration
+	// failed are the attempts that failed and were retried (the last
+	// attempt's outcome is out/err); attempts is how many were made.
+	failed   []failedAttempt
+	attempts int
+}
+
+// failedAttempt is an attempt of a turn that failed and was retried: it is
+// logged (seed 004 §7.2) and recorded as an error event.
+type failedAttempt struct {
+	attempt   int
+	code, msg string
 }
 
 // prepareTurns records an intent per turn (after abandoning cut-off ones)
@@ -101,10 +112,12 @@ func (e *Engine) playTurns(ctx context.Context, tx *jobtx.Tx, c *call) {
 					tc.err = &agent.Error{Code: codes.AgentTimeout, Msg: fmt.Sprintf("call exceeded its timeout of %s; agent killed", deadline)}
 				}
 				cancel()
+				tc.attempts = attempt
 				ae, ok := agent.AsError(tc.err)
 				if tc.err == nil || ctx.Err() != nil || !ok || !ae.Transient || attempt > m.MaxAPIRetries() {
 					break
 				}
+				tc.failed = append(tc.failed, failedAttempt{attempt, ae.Code, ae.Msg})
 				e.Env.Obs.Retry("api_error")
 				if e.Sleep(ctx, max(e.backoff(m.BackoffInitial(), attempt), min(ae.RetryAfter, 5*time.Minute))) != nil {
 					break
@@ -145,6 +158,7 @@ func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff eff
 			continue // no response: the intent stays open for logist reply
 		}
 		r := workflow.TurnResult{Key: tc.turn.Key}
+		o.logs = append(o.logs, tc.failedLogs()...)
 		seen := callSeen{tc.turn.Role, tc.provider, "ok", tc.elapsed, cost}
 		var rec *history.Record
 		switch {
@@ -155,6 +169,8 @@ func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff eff
 			}
 			r.Error = code + ": " + msg
 			seen.result = "error"
+			o.logs = append(o.logs, logEntry{code: code, actor: tc.turn.Role, attempt: tc.attempt(),
+				msg: fmt.Sprintf("turn %s failed (attempt %d, giving up): %s", tc.turn.Key, tc.attempt(), msg)})
 			rec = e.turnResponse(c, tc, history.StatusError, code, msg, nil)
 		default:
 			// A turn's answer is held to its turn's schema alone.
@@ -165,6 +181,8 @@ func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff eff
 				// Recorded as the turn's schema refusing it, whatever the
 				// validation code.
 				o.violations = append(o.violations, codes.SchemaInvalid)
+				o.logs = append(o.logs, logEntry{code: codes.SchemaInvalid, actor: tc.turn.Role, attempt: tc.attempt(),
+					msg: fmt.Sprintf("turn %s answered outside its schema: %s", tc.turn.Key, v.Err.Error())})
 				rec = e.turnResponse(c, tc, history.StatusError, codes.SchemaInvalid, v.Err.Error(), tc.out)
 			} else {
 				r.Answer = v.Object
@@ -209,6 +227,21 @@ func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff eff
 	return o.then(next), nil
 }
 
+// attempt is the number of the turn's last attempt (1 when it was never
+// made: its provider could not be built).
+func (tc *turnCall) attempt() int { return max(tc.attempts, 1) }
+
+// failedLogs are the turn's retried attempts as error lines, each recorded
+// in history too: a failed attempt is never silent.
+func (tc *turnCall) failedLogs() []logEntry {
+	out := make([]logEntry, 0, len(tc.failed))
+	for _, f := range tc.failed {
+		out = append(out, logEntry{code: f.code, actor: tc.turn.Role, attempt: f.attempt, record: true,
+			msg: fmt.Sprintf("turn %s attempt %d failed, retrying: %s", tc.turn.Key, f.attempt, f.msg)})
+	}
+	return out
+}
+
 // turnResponse is a turn's response record.
 func (e *Engine) turnResponse(c *call, tc *turnCall, status, code, msg string, out *agent.Result) *history.Record {
 	n := tc.interaction
@@ -229,5 +262,5 @@ func (e *Engine) turnResponse(c *call, tc *turnCall, status, code, msg string, o
 	}
 	resp.CostUSD = cost
 	return &history.Record{Type: history.TypeResponse, Interaction: &n, Phase: c.phase, Role: tc.turn.Role,
-		Attempt: 1, StateBefore: string(c.stateBefore), Response: resp}
+		Attempt: tc.attempt(), StateBefore: string(c.stateBefore), Response: resp}
 }

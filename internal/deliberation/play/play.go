@@ -103,6 +103,7 @@ func records(tx *jobtx.Tx, phase string, committed int, msgs []deliberation.Mess
 		if err := writeFile(tx, *m); err != nil {
 			return nil, err
 		}
+		logSkipped(tx, m)
 		b, err := json.Marshal(m)
 		if err != nil {
 			return nil, err
@@ -118,6 +119,23 @@ func records(tx *jobtx.Tx, phase string, committed int, msgs []deliberation.Mess
 		out = append(out, &history.Record{Type: history.TypeMessage, Phase: phase, Role: role, Message: b})
 	}
 	return out, nil
+}
+
+// logSkipped logs a skipped turn (seed 004 §7.2): who was to speak and
+// why the turn failed or came back empty. The message itself records it.
+func logSkipped(tx *jobtx.Tx, m *deliberation.Message) {
+	if m.Type != deliberation.Skipped {
+		return
+	}
+	who := m.From
+	for _, k := range []string{"party", "participant", "member"} {
+		if p, ok := m.Content[k].(string); ok && p != "" {
+			who = p
+			break
+		}
+	}
+	reason, _ := m.Content["reason"].(string)
+	tx.LogCode(codes.TurnSkipped, who, 0, fmt.Sprintf("turn of %s skipped (message %s): %s", who, m.ID, reason))
 }
 
 func writeFile(tx *jobtx.Tx, m deliberation.Message) error {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -398,4 +399,99 @@ func TestRestartMidFanOutAsksTheSameTurnsAgain(t *testing.T) {
 		t.Errorf("%d cut-off calls recorded as interrupted, want 2", interrupted)
 	}
 	var _ = workflow.OutcomeContinue
+}
+
+// logLines are the JSON lines a test logger wrote.
+func logLines(t *testing.T, buf *syncBuffer) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A turn's failed attempts are never silent: each retried attempt is
+// logged with seed 004 §7.2's fields and recorded as an error event, the
+// turn's response carries its last attempt's number, and a turn that
+// still fails is logged and its skip too.
+func TestTurnFailuresAreLoggedAndRecorded(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	var buf syncBuffer
+	f.Env.Logger = slog.New(slog.NewJSONHandler(&buf, nil))
+	f.write("j", map[string]any{"a": script(), "b": script()})
+	var bCalls atomic.Int32
+	f.eng.NewProvider = func(cfg manifest.AgentConfig) (agent.Provider, error) {
+		return provider(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+			if req.Role == "a" {
+				return nil, &agent.Error{Code: codes.APIError, Msg: "400 bad request"}
+			}
+			if bCalls.Add(1) == 1 {
+				return nil, &agent.Error{Code: codes.StreamCut, Transient: true, Retake: true, Msg: "stream broke"}
+			}
+			return answer("b speaks"), nil
+		}), nil
+	}
+	f.run(context.Background(), "j")
+	if got := f.ledger("j"); got != "OPEN:chair SKIPPED:a SPEECH:b" {
+		t.Errorf("ledger %s", got)
+	}
+	recs := f.Records("j")
+	var errRecs []string
+	for _, r := range recs {
+		if r.Type == history.TypeError {
+			errRecs = append(errRecs, fmt.Sprintf("%s/%s/%d", r.Role, r.Error.Code, r.Attempt))
+		}
+		if r.Type == history.TypeResponse && r.Role == "b" && r.Attempt != 2 {
+			t.Errorf("b's response records attempt %d, want 2", r.Attempt)
+		}
+	}
+	if strings.Join(errRecs, " ") != "b/"+codes.StreamCut+"/1" {
+		t.Errorf("error records %v, want b's cut first attempt", errRecs)
+	}
+	want := map[string]string{"b/" + codes.StreamCut: "error", "a/" + codes.APIError: "error", "a/" + codes.TurnSkipped: "warning"}
+	for _, l := range logLines(t, &buf) {
+		k := fmt.Sprint(l["actor"], "/", l["error_code"])
+		typ, ok := want[k]
+		if !ok {
+			continue
+		}
+		for _, field := range []string{"job_id", "status", "attempt", "checkpoint_id", "phase"} {
+			if _, ok := l[field]; !ok {
+				t.Errorf("log line %v lacks %s", l, field)
+			}
+		}
+		if l["type"] != typ || l["job_id"] != "j" || l["phase"] != "session" {
+			t.Errorf("log line %v", l)
+		}
+		delete(want, k)
+	}
+	if len(want) != 0 {
+		t.Errorf("not logged: %v\n%s", want, buf.String())
+	}
 }
