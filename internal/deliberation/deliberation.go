@@ -83,6 +83,10 @@ type Turn struct {
 	// Data is the game's own bookkeeping for the turn (e.g. whom a
 	// question is for), handed back with the result.
 	Data map[string]any `json:"data,omitempty"`
+	// Background: the game must never wait for this turn (seed 004's
+	// stance helper). It plays alongside the step's other turns; one that
+	// has not answered when they end is cut and its result is Late.
+	Background bool `json:"background,omitempty"`
 }
 
 // Result is what became of a turn.
@@ -92,6 +96,9 @@ type Result struct {
 	Answer map[string]any `json:"answer,omitempty"`
 	// Error says why the turn failed or came back empty (it is SKIPPED).
 	Error string `json:"error,omitempty"`
+	// Late: a background turn that had not answered when the step's other
+	// turns ended; it was cut and the game went on without it.
+	Late bool `json:"late,omitempty"`
 }
 
 // Step is what a game does next.

@@ -52,6 +52,10 @@ type Turn struct {
 	// are held to it alone, not to the base answer contract.
 	Schema string
 	Prompt string
+	// Background marks a turn the step never waits for (seed 004's stance
+	// helper): it plays alongside the step's other turns and, if it has
+	// not answered when they end, it is cut and comes back Late.
+	Background bool
 }
 
 // TurnResult is what became of one turn: its answer (valid against the
@@ -60,6 +64,9 @@ type TurnResult struct {
 	Key    string
 	Answer map[string]any
 	Error  string
+	// Late: a background turn cut because the step's other turns ended
+	// first (Error says so too).
+	Late bool
 }
 
 // Outcome is what a phase's effect makes of a valid answer.

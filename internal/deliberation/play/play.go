@@ -232,6 +232,7 @@ func resultOf(t deliberation.Turn, r *history.Record) deliberation.Result {
 	res := deliberation.Result{Turn: t}
 	if r.Response.Status != history.StatusSuccess {
 		res.Error = r.Response.ErrorCode + ": " + r.Response.Error
+		res.Late = r.Response.ErrorCode == codes.TurnLate
 		return res
 	}
 	obj, err := response.Extract([]byte(r.Response.RawResponse))
@@ -289,7 +290,7 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 			results = append(results, resultOf(t, r))
 			continue
 		}
-		prep.Turns = append(prep.Turns, workflow.Turn{Key: key, Role: t.Role, Schema: t.Schema, Prompt: t.Prompt})
+		prep.Turns = append(prep.Turns, workflow.Turn{Key: key, Role: t.Role, Schema: t.Schema, Prompt: t.Prompt, Background: t.Background})
 	}
 	if len(prep.Turns) == 0 && len(prep.Abandon) == 0 {
 		// Every turn was answered before a stop: apply them now.
@@ -331,7 +332,7 @@ func (e *Effect) FinishTurns(tx *jobtx.Tx, phase string, played []workflow.TurnR
 	for _, t := range step.Turns {
 		key := TurnKey(len(st.msgs), t)
 		if r, ok := byKey[key]; ok {
-			results = append(results, deliberation.Result{Turn: t, Answer: r.Answer, Error: r.Error})
+			results = append(results, deliberation.Result{Turn: t, Answer: r.Answer, Error: r.Error, Late: r.Late})
 		} else if r, ok := done[key]; ok {
 			results = append(results, resultOf(t, r))
 		} else {

@@ -495,3 +495,78 @@ func TestTurnFailuresAreLoggedAndRecorded(t *testing.T) {
 		t.Errorf("not logged: %v\n%s", want, buf.String())
 	}
 }
+
+// demoNegotiation writes the shipped negotiation demo as job id, with a
+// stance helper played by role "helper".
+func (f *fx) demoNegotiation(id string) {
+	f.T.Helper()
+	root := filepath.Join("..", "..", "..", "jobs", "demo-negotiation")
+	b, err := os.ReadFile(filepath.Join(root, "job.json"))
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		f.T.Fatal(err)
+	}
+	m["job_id"] = id
+	m["game"].(map[string]any)["helper"] = "helper"
+	m["agents"].(map[string]any)["helper"] = map[string]any{"provider": "command", "command": map[string]any{"argv": []string{"true"}}}
+	f.WriteJob(id, m)
+	sc, err := os.ReadFile(filepath.Join(root, "scenario.json"))
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.Dir, id, "scenario.json"), sc, 0o600); err != nil {
+		f.T.Fatal(err)
+	}
+}
+
+// Seed 004 §4.4: the game never waits for the stance helper. A helper that
+// takes far longer than the parties' turns does not slow the game; each of
+// its cut calls is recorded late and the game logs why it ignored it.
+func TestStanceHelperNeverBlocksTheGame(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.demoNegotiation("j")
+	inner := f.eng.NewProvider
+	var helperCalls atomic.Int32
+	f.eng.NewProvider = func(cfg manifest.AgentConfig) (agent.Provider, error) {
+		if cfg.Provider == "command" {
+			return provider(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+				helperCalls.Add(1)
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(5 * time.Second):
+					return nil, errors.New("the helper was waited for")
+				}
+			}), nil
+		}
+		return inner(cfg)
+	}
+	start := time.Now()
+	m := f.run(context.Background(), "j")
+	if took := time.Since(start); took > 60*time.Second {
+		t.Errorf("the game took %s: it waited for the helper", took)
+	}
+	if m.Status != lifecycle.Success {
+		t.Fatalf("job %s %s (%s)", m.Status, m.Run.ErrorCode, m.Run.Reason)
+	}
+	if helperCalls.Load() == 0 {
+		t.Fatal("the helper was never asked")
+	}
+	late := 0
+	for _, r := range f.Records("j") {
+		if r.Type == history.TypeResponse && r.Role == "helper" {
+			if r.Response.ErrorCode != codes.TurnLate {
+				t.Errorf("a helper response %s: %s", r.Response.ErrorCode, r.Response.Error)
+			}
+			late++
+		}
+	}
+	ignored := strings.Count(f.ledger("j"), "HELPER_IGNORED")
+	if late == 0 || ignored != late {
+		t.Errorf("%d late helper responses, %d HELPER_IGNORED messages", late, ignored)
+	}
+}
