@@ -13,6 +13,7 @@ package deliberation
 
 import (
 	"encoding/json"
+	"errors"
 	"time"
 )
 
@@ -127,6 +128,12 @@ type Input struct {
 	Time    string         `json:"time"`
 }
 
+// ErrInvalidInput marks an input a game refuses for what it says (an
+// unknown kind or decision, a missing guidance), whatever the game's
+// state: the steward's command was malformed (exit code 1), not out of
+// order (2). Games wrap it; any other input error is out of order.
+var ErrInvalidInput = errors.New("invalid input")
+
 // Session is a game's state, replayed from its committed messages.
 type Session interface {
 	// Next is what happens now.
@@ -135,7 +142,8 @@ type Session interface {
 	// commit (SKIPPED ones included).
 	Apply(results []Result) ([]Message, error)
 	// Input applies a steward input, returning the messages it makes (an
-	// error names why it is not acceptable now: exit code 2 material).
+	// error names why it is not acceptable now: exit code 2 material;
+	// one wrapping ErrInvalidInput says the input is malformed: 1).
 	Input(in Input) ([]Message, error)
 	// Files are the materialised files in the seeds' shapes (name relative
 	// to the job folder → content), rewritten after each commit.

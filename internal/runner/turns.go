@@ -259,7 +259,7 @@ func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff eff
 	if err != nil {
 		return outcome{}, err
 	}
-	next, err := skipped(wf, c.phase, oc.Name, oc.State)
+	next, err := skipped(wf, c.phase, oc.Name, oc.State, "")
 	if err != nil {
 		return outcome{}, err
 	}

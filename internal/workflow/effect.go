@@ -16,8 +16,11 @@ type Prep struct {
 	// (a steward can halt it) and returns the phase's answer.
 	Work func(ctx context.Context) ([]byte, error)
 	// Skip, if set, ends the phase at once with this outcome: there is
-	// nothing to do (no intent needs the Critic's review).
-	Skip string
+	// nothing to do (no intent needs the Critic's review), or its work is
+	// over (a game ended). Reason, if set, says why (the transition's
+	// reason; default: the phase had nothing to do).
+	Skip   string
+	Reason string
 	// Fail stops the workflow: the job needs a steward (an integrity
 	// violation of the protocol session).
 	Fail *Failure

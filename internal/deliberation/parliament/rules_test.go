@@ -478,3 +478,38 @@ func TestSkeletonBill(t *testing.T) {
 		t.Errorf("%d skips", n)
 	}
 }
+
+// A veto in the last round ends the session (no round is left to debate a
+// revision) instead of opening round max_rounds+1; the Speaker adjourns,
+// and the adjournment's output states its Timestamp (seed 001 §7).
+func TestVetoInTheLastRoundEndsTheSession(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxRounds = 1
+	h := newHarness(t, cfg)
+	if step := h.run(nil); step.Wait == "" {
+		t.Fatal("no PM review")
+	}
+	if st := h.load().st; st.round != 1 {
+		t.Fatalf("the bill reached the PM in round %d", st.round)
+	}
+	if err := h.input("veto", "No.", "Start over."); err != nil {
+		t.Fatal(err)
+	}
+	step := h.run(nil)
+	st := h.load()
+	if step == nil || !step.Done || step.Outcome != "vetoed" {
+		t.Fatalf("after a last-round veto: %+v (%s)", step, st.State())
+	}
+	if st.st.round != 1 || strings.Contains(st.State(), "round 2/1") {
+		t.Errorf("state %s", st.State())
+	}
+	var adjourn string
+	for _, m := range h.byType(tTool) {
+		if str(m.Content["tool"]) == toolAdjourn {
+			adjourn = str(m.Content["output"])
+		}
+	}
+	if !strings.Contains(adjourn, "- **Reason**: The Prime Minister vetoed") || !strings.Contains(adjourn, "- **Timestamp**: 20") {
+		t.Errorf("adjourn output:\n%s", adjourn)
+	}
+}

@@ -41,7 +41,7 @@ var kindSchema = map[string]string{
 // 2); ErrInvalidInput one that is malformed.
 var (
 	ErrOutOfOrder   = errors.New("out of order")
-	ErrInvalidInput = errors.New("invalid input")
+	ErrInvalidInput = deliberation.ErrInvalidInput
 )
 
 // Game is the parliament.

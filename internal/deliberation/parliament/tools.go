@@ -650,6 +650,7 @@ func (s *state) adjourn(args []string) toolOut {
 	}
 	o := toolOut{message: "House adjourned", effect: map[string]any{"reason": reason}}
 	o.add("Reason", reason)
+	o.add("Timestamp", s.clock())
 	return o
 }
 

@@ -273,6 +273,10 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 	}
 	if step.Done {
 		prep.Skip = workflow.ActionCompleted
+		prep.Reason = "the " + e.Game.Name() + " is over"
+		if step.Outcome != "" {
+			prep.Reason += ": " + step.Outcome
+		}
 		return prep, nil
 	}
 	if len(step.Turns) == 0 {
@@ -305,6 +309,14 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 		prep.Records, prep.Skip, prep.State = recs, workflow.OutcomeContinue, e.stateAfter(tx, st, msgs)
 	}
 	return prep, nil
+}
+
+// CheckConfig implements effect.Checker: the game loads from the
+// configuration (and the files it names in dir) as a run's first step
+// would, with no message yet.
+func (e *Effect) CheckConfig(game json.RawMessage, seed int64, dir string) error {
+	_, err := e.Game.Load(deliberation.Env{Config: game, Seed: seed, Dir: dir, Now: time.Now})
+	return err
 }
 
 // Finish is not used: a deliberation's phase is played in turns.

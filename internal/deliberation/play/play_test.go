@@ -115,6 +115,9 @@ func (s *relaySession) Apply(results []deliberation.Result) ([]deliberation.Mess
 }
 
 func (s *relaySession) Input(in deliberation.Input) ([]deliberation.Message, error) {
+	if d, _ := in.Content["decision"].(string); d == "bogus" {
+		return nil, fmt.Errorf("%w: decision %q is not one", deliberation.ErrInvalidInput, d)
+	}
 	if len(s.spoke()) < len(s.cfg.Members) || s.has("DECISION") {
 		return nil, errors.New("no decision is due")
 	}
@@ -568,5 +571,63 @@ func TestStanceHelperNeverBlocksTheGame(t *testing.T) {
 	ignored := strings.Count(f.ledger("j"), "HELPER_IGNORED")
 	if late == 0 || ignored != late {
 		t.Errorf("%d late helper responses, %d HELPER_IGNORED messages", late, ignored)
+	}
+}
+
+// A steward's input the game refuses for what it says is invalid input
+// (exit code 1), not out of order (2), whatever the job's state.
+func TestMalformedDecisionIsInvalidInput(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.write("j", map[string]any{"a": script()})
+	f.run(context.Background(), "j")
+	_, err := f.st.Decide("j", deliberation.Input{Kind: "pm_decision", Content: map[string]any{"decision": "bogus"}})
+	if err == nil || jobtx.IsOutOfOrder(err) || !errors.Is(err, deliberation.ErrInvalidInput) {
+		t.Fatalf("a malformed decision: %v (out of order: %v)", err, jobtx.IsOutOfOrder(err))
+	}
+	if _, err := f.st.Decide("j", deliberation.Input{Kind: "pm_decision", Content: map[string]any{"decision": "approve"}}); err != nil {
+		t.Fatalf("the refused input changed the job: %v", err)
+	}
+}
+
+// A halted job no longer waits for anyone: it does not keep the waiting
+// code (AWAITING_REPLY) it had.
+func TestHaltClearsTheWaitingCode(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.write("j", map[string]any{"a": script(), "b": map[string]any{"provider": "human"}})
+	if m := f.run(context.Background(), "j"); m.Run.ErrorCode != codes.AwaitingReply {
+		t.Fatalf("job %s %s", m.Status, m.Run.ErrorCode)
+	}
+	m, err := f.st.Halt("j", "enough")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m = f.Load("j"); m.Status != lifecycle.Canceled || m.Run.ErrorCode != "" {
+		t.Errorf("halted job: %s, error code %q", m.Status, m.Run.ErrorCode)
+	}
+}
+
+// A game that ends says so: its last transition names the game and its
+// outcome, not "phase session had nothing to do".
+func TestFinishedGameSaysItIsOver(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.write("j", map[string]any{"a": script()})
+	f.run(context.Background(), "j")
+	if _, err := f.st.Decide("j", deliberation.Input{Kind: "pm_decision", Content: map[string]any{"decision": "approve"}}); err != nil {
+		t.Fatal(err)
+	}
+	if m := f.run(context.Background(), "j"); m.Status != lifecycle.Success {
+		t.Fatalf("job %s", m.Status)
+	}
+	var last *history.Transition
+	for _, r := range f.Records("j") {
+		if r.Transition != nil {
+			last = r.Transition
+		}
+	}
+	if last == nil || last.To != string(lifecycle.Success) || last.Reason != "the relay is over: decided" {
+		t.Errorf("last transition %+v", last)
 	}
 }
