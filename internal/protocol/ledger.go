@@ -732,6 +732,9 @@ func (l *Ledger) rules(e *history.ProtocolEvent, body map[string]any, p Policy) 
 				return fin("the final bundle names claim %q, which is %s", cid, c.Status)
 			}
 		}
+		if g := l.checksGuard(body, p); g != nil {
+			return g
+		}
 	case VerificationStarted:
 		if l.Final == nil {
 			return fin("verification_run_started before final_statement_signed")
@@ -756,6 +759,49 @@ func (l *Ledger) rules(e *history.ProtocolEvent, body map[string]any, p Policy) 
 		}
 		if g := l.storeGuard(str(body, "report_artifact")); g != nil {
 			return g
+		}
+	}
+	return nil
+}
+
+// checksGuard is the finalization guard's rule on the job's required
+// checks (seed 003: the final statement is blocked until they pass): the
+// statement names every check of the policy as passed, with its output as
+// an artifact; with a store, the artifact is there, intact, and records a
+// run that exited 0.
+func (l *Ledger) checksGuard(body map[string]any, p Policy) *GuardError {
+	fin := func(format string, args ...any) *GuardError {
+		return guardf(GuardFinalization, FailFinalization, format, args...)
+	}
+	ran := map[string]map[string]any{}
+	list, _ := body["checks"].([]any)
+	for _, x := range list {
+		if c, ok := x.(map[string]any); ok {
+			ran[str(c, "name")] = c
+		}
+	}
+	for _, c := range p.Checks {
+		r := ran[c.Name]
+		if r == nil {
+			return fin("required check %q has not run before the final statement", c.Name)
+		}
+		if ok, _ := r["passed"].(bool); !ok {
+			return fin("required check %q did not pass", c.Name)
+		}
+		id := str(r, "artifact")
+		if l.Store == nil {
+			continue
+		}
+		if g := l.storeGuard(id); g != nil {
+			return g
+		}
+		b, err := l.Store.Get(id)
+		var out map[string]any
+		if err == nil {
+			err = json.Unmarshal(b, &out)
+		}
+		if code, _ := out["exit_code"].(float64); err != nil || code != 0 || out["error"] != nil || str(out, "name") != c.Name {
+			return fin("required check %q: its output %s does not record a passing run", c.Name, id)
 		}
 	}
 	return nil

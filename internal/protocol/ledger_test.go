@@ -585,3 +585,33 @@ func TestReplayMatchesLedger(t *testing.T) {
 		t.Error("event record without event replayed")
 	}
 }
+
+// The finalization guard holds a final statement to the job's required
+// checks: each named as passed, its output a stored artifact recording a
+// run that exited 0.
+func TestFinalizationGuardRequiresTheChecks(t *testing.T) {
+	t.Parallel()
+	b := newTB(t)
+	b.p.Checks = []Check{{Name: "suite", Argv: []string{"true"}}}
+	b.claiming()
+	body := func(checks ...any) map[string]any {
+		return map[string]any{"summary": "s", "claim_ids": []string{"c1"}, "checks": checks}
+	}
+	passing, _ := CanonicalJSON(map[string]any{"name": "suite", "exit_code": 0})
+	pass, _ := b.store.Put(passing)
+	failing, _ := CanonicalJSON(map[string]any{"name": "suite", "exit_code": 1, "error": "exit status 1"})
+	fail, _ := b.store.Put(failing)
+	for name, bd := range map[string]map[string]any{
+		"no checks":          {"summary": "s", "claim_ids": []string{"c1"}},
+		"another check":      body(map[string]any{"name": "lint", "artifact": pass, "passed": true}),
+		"not passed":         body(map[string]any{"name": "suite", "artifact": fail, "passed": false}),
+		"a failing output":   body(map[string]any{"name": "suite", "artifact": fail, "passed": true}),
+		"a missing artifact": body(map[string]any{"name": "suite", "artifact": "sha256:" + zeros(64), "passed": true}),
+	} {
+		g := b.refuse(FinalStatementSigned, Planner, "", bd)
+		if g.Guard != GuardFinalization && g.Guard != GuardEvidence {
+			t.Errorf("%s: refused by the %s guard: %s", name, g.Guard, g.Msg)
+		}
+	}
+	b.emit(FinalStatementSigned, "", body(map[string]any{"name": "suite", "artifact": pass, "passed": true}))
+}

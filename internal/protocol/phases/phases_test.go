@@ -397,7 +397,10 @@ func TestMissingArtifactAtClaimTimeFailsVerification(t *testing.T) {
 func TestAuditorCannotRaiseAFailedCheck(t *testing.T) {
 	t.Parallel()
 	f := newFx(t)
-	f.write("j", happy(), map[string]any{"protocol": map[string]any{"checks": []any{map[string]any{"name": "suite", "argv": []string{"false"}}}}})
+	// The suite passes when the final statement is signed (the
+	// finalization guard requires it) and fails when Logist verifies.
+	flaky := []string{"sh", "-c", "if [ -e .suite-ran ]; then exit 1; fi; touch .suite-ran"}
+	f.write("j", happy(), map[string]any{"protocol": map[string]any{"checks": []any{map[string]any{"name": "suite", "argv": flaky}}}})
 	m := f.run("j")
 	requireStatus(t, m, lifecycle.InterventionRequired, "auditing")
 	var status string
@@ -592,5 +595,41 @@ func TestVerifyDetectsTamperingOfARealTrace(t *testing.T) {
 	}
 	if rep := f.verify("j"); !rep.OK() {
 		t.Fatalf("restored trace: %+v", rep.Problems)
+	}
+}
+
+// Seed 003's finalization guard: the final statement is blocked until the
+// job's required checks pass. They run before it is signed, it names
+// their outputs, and a failing check sends the work back to the claims
+// with no final statement recorded.
+func TestFinalStatementWaitsForTheRequiredChecks(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.write("bad", happy(), map[string]any{"protocol": map[string]any{"checks": []any{map[string]any{"name": "suite", "argv": []string{"false"}}}}})
+	f.run("bad")
+	if got := f.phases("bad"); !strings.Contains(got, "finalizing:BLOCKED claiming") {
+		t.Errorf("phases: %s", got)
+	}
+	for _, ev := range f.events("bad") {
+		if ev == protocol.FinalStatementSigned {
+			t.Fatal("a final statement was signed while a required check fails")
+		}
+	}
+
+	f.write("good", happy(), map[string]any{"protocol": map[string]any{"checks": []any{map[string]any{"name": "greeting", "argv": []string{"grep", "-q", "hello", "greeting.txt"}}}}})
+	requireStatus(t, f.run("good"), lifecycle.Success, "completed")
+	var checks []any
+	for _, r := range f.Records("good") {
+		if r.Event != nil && r.Event.Type == protocol.FinalStatementSigned {
+			checks, _ = r.Event.Body["checks"].([]any)
+		}
+	}
+	c, _ := checks[0].(map[string]any)
+	if len(checks) != 1 || c["name"] != "greeting" || c["passed"] != true {
+		t.Fatalf("final statement checks %v", checks)
+	}
+	store := protocol.NewStore(filepath.Join(f.Dir, "good"))
+	if err := store.Verify(c["artifact"].(string)); err != nil {
+		t.Errorf("the check's output: %v", err)
 	}
 }
