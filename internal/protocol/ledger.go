@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -623,12 +624,24 @@ func (l *Ledger) rules(e *history.ProtocolEvent, body map[string]any, p Policy) 
 		default:
 			return ord("intent %q is for proposal %q, which the Critic has not approved", id, pid)
 		}
+		tool := str(body, "tool")
+		if !slices.Contains(pr.RequiredTools, tool) {
+			return guardf(GuardAction, FailRolePolicy, "intent %q uses tool %q, which proposal %q does not name (required_tools %v)", id, tool, pid, pr.RequiredTools)
+		}
 		art := str(body, "input_artifact")
 		if art != "sha256:"+str(body, "input_hash") {
 			return guardf(GuardEvidence, FailHashMismatch, "intent %q: input artifact %s is not the normalized input hash", id, art)
 		}
 		if g := l.storeGuard(art); g != nil {
 			return g
+		}
+		if l.Store != nil {
+			// Logist's own class of the run; the signed class may only
+			// be higher (with no store, the verifier cannot read the
+			// input and checks the rest).
+			if c, r := Classify(tool, l.loadInput(art)), str(body, "risk_class"); riskBelow(r, c) {
+				return guardf(GuardAction, FailRolePolicy, "intent %q is declared %s risk; Logist classifies a %s run of this input as %s", id, r, tool, c)
+			}
 		}
 	case ToolIntentReviewed:
 		in := l.Intents[id]

@@ -525,8 +525,9 @@ func TestFallbackProposal(t *testing.T) {
 	for _, allow := range []bool{false, true} {
 		b := newTB(t)
 		b.p.AllowFallback = allow
+		b.p.ApprovalRisk = []string{} // Logist classifies "exit 3" high
 		b.executing()
-		in := shellIntent("i1", "p1", "exit 3", "low")
+		in := shellIntent("i1", "p1", "exit 3", "high")
 		b.intent(in)
 		if res := b.run(in); res.OK || res.ExitCode != 3 {
 			t.Fatalf("run %+v", res)

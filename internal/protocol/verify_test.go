@@ -274,8 +274,9 @@ func TestVerifyFailureClasses(t *testing.T) {
 func TestVerifyWarnings(t *testing.T) {
 	t.Parallel()
 	b := newTB(t)
+	b.p.ApprovalRisk = []string{} // Logist classifies "exit 1" high
 	b.executing()
-	bad := shellIntent("i0", "p1", "exit 1", "low")
+	bad := shellIntent("i0", "p1", "exit 1", "high")
 	b.intent(bad)
 	b.run(bad)
 	in := shellIntent("i1", "p1", "echo hello", "low")

@@ -298,7 +298,8 @@ func TestToolFailureIsANewIntentOrAFallback(t *testing.T) {
 			two := func(m map[string]any) map[string]any { m["proposal_id"] = "p2"; return m }
 			a["executor"] = testkit.Script(fail, done(map[string]any{"tool_intents": []any{two(writeGreeting("t1")), two(catGreeting("t2"))}}), noIntents, claims)
 		}
-		f.write("j", a, map[string]any{"protocol": map[string]any{"allow_fallback": fallback}})
+		// Logist classifies "exit 3" high: no class needs the Critic here.
+		f.write("j", a, map[string]any{"protocol": map[string]any{"allow_fallback": fallback, "approval_risk": []any{}}})
 		m := f.run("j")
 		requireStatus(t, m, lifecycle.Success, "completed")
 		got := f.phases("j")
@@ -496,7 +497,8 @@ func TestInterruptedToolRunIsRecordedAsFailedNotRerun(t *testing.T) {
 	a := happy()
 	slow := done(map[string]any{"tool_intents": []any{intent("t0", "shell", "low", map[string]any{"command": "echo run >> runs.txt; sleep 30"})}})
 	a["executor"] = testkit.Script(slow, tools, noIntents, claims)
-	f.write("j", a, nil)
+	// Logist classifies the slow command high: no class needs the Critic here.
+	f.write("j", a, map[string]any{"protocol": map[string]any{"approval_risk": []any{}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan bool, 1)
 	go func() {
@@ -631,5 +633,35 @@ func TestFinalStatementWaitsForTheRequiredChecks(t *testing.T) {
 	store := protocol.NewStore(filepath.Join(f.Dir, "good"))
 	if err := store.Verify(c["artifact"].(string)); err != nil {
 		t.Errorf("the check's output: %v", err)
+	}
+}
+
+// An Executor that labels a write outside the workspace "low" does not get
+// it run unreviewed: Logist classifies the run high, the signed intent
+// says so, and it waits for the Critic, who blocks it.
+func TestLogistClassifiesTheRiskItself(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	a := happy()
+	hostile := intent("t0", "shell", "low", map[string]any{"command": "echo pwned > ../outside.txt"})
+	block := done(map[string]any{"intent_reviews": []any{map[string]any{"intent_id": "t0", "decision": "blocked", "reason": "outside the workspace"}}})
+	a["critic"] = testkit.Script(approve("p1"), block, accept)
+	a["executor"] = testkit.Script(done(map[string]any{"tool_intents": []any{hostile}}), tools, noIntents, claims)
+	f.write("j", a, nil)
+	m := f.run("j")
+	requireStatus(t, m, lifecycle.Success, "completed")
+	if got := f.phases("j"); !strings.HasPrefix(got, "planning reviewing executing:REVIEW intent_review:BLOCKED") {
+		t.Errorf("phases: %s", got)
+	}
+	for _, r := range f.Records("j") {
+		if r.Event != nil && r.Event.Type == protocol.ToolIntentSigned && r.Event.Subject == "t0" && r.Event.Body["risk_class"] != "high" {
+			t.Errorf("signed intent t0 risk %v, want high", r.Event.Body["risk_class"])
+		}
+		if r.Event != nil && r.Event.Type == protocol.ToolExecutionStarted && r.Event.Subject == "t0" {
+			t.Error("the hostile intent ran")
+		}
+	}
+	if _, err := os.Stat(filepath.Join(f.Dir, "j", "outside.txt")); err == nil {
+		t.Error("the hostile intent wrote outside the workspace")
 	}
 }
