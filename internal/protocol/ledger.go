@@ -168,8 +168,8 @@ type Ledger struct {
 	// are stored and intact, and fills IntentRecord.Input.
 	Store *Store
 
-	// produced: artifact id -> index in Events of the tool execution that
-	// produced it (as input or output).
+	// produced: artifact id -> index in Events of the completed tool
+	// execution whose output it is.
 	produced   map[string]int
 	inFlight   int
 	failedRuns int
@@ -366,8 +366,11 @@ func (l *Ledger) apply(seq int64, e *history.ProtocolEvent) {
 			in.Status = StatusFailed
 			l.failedRuns++
 		}
-		for _, a := range []string{res.InputArtifact, res.OutputArtifact} {
-			if _, seen := l.produced[a]; a != "" && !seen {
+		// Evidence is what a completed run produced: its output. A failed
+		// or interrupted run's artifacts (its input above all) prove
+		// nothing about the work.
+		if a := res.OutputArtifact; res.OK && a != "" {
+			if _, seen := l.produced[a]; !seen {
 				l.produced[a] = idx
 			}
 		}

@@ -616,3 +616,34 @@ func TestFinalizationGuardRequiresTheChecks(t *testing.T) {
 	}
 	b.emit(FinalStatementSigned, "", body(map[string]any{"name": "suite", "artifact": pass, "passed": true}))
 }
+
+// Evidence is the output of a completed run: a failed run's input or
+// output, or a completed run's input, is no evidence, and verification
+// fails on a claim that cites one.
+func TestEvidenceIsACompletedRunsOutput(t *testing.T) {
+	t.Parallel()
+	for name, pick := range map[string]func(failed, ok *ToolResult) string{
+		"failed run's input":     func(f, _ *ToolResult) string { return f.InputArtifact },
+		"failed run's output":    func(f, _ *ToolResult) string { return f.OutputArtifact },
+		"completed run's input":  func(_, o *ToolResult) string { return o.InputArtifact },
+		"completed run's output": func(_, o *ToolResult) string { return o.OutputArtifact },
+	} {
+		b := newTB(t)
+		b.p.ApprovalRisk = []string{}
+		b.executing()
+		bad := shellIntent("i0", "p1", "echo partial; exit 3", "high")
+		b.intent(bad)
+		failed := b.run(bad)
+		good := shellIntent("i1", "p1", "echo hello", "low")
+		b.intent(good)
+		ok := b.run(good)
+		if failed.OK || failed.OutputArtifact == "" || !ok.OK {
+			t.Fatalf("runs %+v %+v", failed, ok)
+		}
+		b.claim("c1", pick(failed, ok))
+		pending := len(b.l.Pending) > 0
+		if want := name != "completed run's output"; pending != want {
+			t.Errorf("%s: pending %v, want %v (%+v)", name, pending, want, b.l.Pending)
+		}
+	}
+}

@@ -284,7 +284,7 @@ func TestVerifyWarnings(t *testing.T) {
 	res := b.run(in)
 	b.claim("c1", res.OutputArtifact)
 	b.emit(ClaimChallenged, "c1", map[string]any{"reason": "one listing proves little"})
-	b.emit(ClaimIssued, "c2", claimBody(0.4, "c1", res.OutputArtifact, res.InputArtifact))
+	b.emit(ClaimIssued, "c2", claimBody(0.4, "c1", res.OutputArtifact)) // evidence is a completed run's output, never its input
 	b.final("c2")
 	rep := b.verification()
 	if rep.Status != VerdictPassWarnings {

@@ -56,13 +56,10 @@ func finishClaim(s *session, _ *response.Answer, obj map[string]any) (*workflow.
 			ref, _ := r.(string)
 			if id, ok := strings.CutPrefix(ref, "tool:"); ok {
 				in, known := s.led.Intents[id]
-				if !known || in.Result == nil {
-					return nil, &protocol.GuardError{Class: protocol.FailMissingArtifact, Guard: protocol.GuardEvidence, Msg: fmt.Sprintf("claim %s cites %s, which has no finished run", str(c, "id"), ref)}
+				if !known || in.Result == nil || !in.Result.OK || in.Result.OutputArtifact == "" {
+					return nil, &protocol.GuardError{Class: protocol.FailMissingArtifact, Guard: protocol.GuardEvidence, Msg: fmt.Sprintf("claim %s cites %s, which has no completed run with an output (a failed or interrupted run is no evidence)", str(c, "id"), ref)}
 				}
 				ref = in.Result.OutputArtifact
-				if ref == "" {
-					ref = in.Result.InputArtifact
-				}
 			}
 			ev = append(ev, ref)
 		}

@@ -665,3 +665,19 @@ func TestLogistClassifiesTheRiskItself(t *testing.T) {
 		t.Error("the hostile intent wrote outside the workspace")
 	}
 }
+
+// A claim citing tool:ID of a failed run is refused: nothing of the answer
+// is recorded and the Executor is asked again.
+func TestToolEvidenceOfAFailedRunIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	a := happy()
+	fail := done(map[string]any{"tool_intents": []any{intent("t0", "shell", "high", map[string]any{"command": "exit 3"})}})
+	a["executor"] = testkit.Script(fail, tools, noIntents, done(map[string]any{"claims": []any{claim("c1", "tool:t0")}}), claims)
+	f.write("j", a, map[string]any{"protocol": map[string]any{"approval_risk": []any{}}})
+	m := f.run("j")
+	requireStatus(t, m, lifecycle.Success, "completed")
+	if got := f.phases("j"); !strings.Contains(got, "claiming:VIOLATION claiming claim_review") {
+		t.Errorf("phases: %s", got)
+	}
+}
