@@ -157,6 +157,10 @@ func (s *Session) Next() (*deliberation.Step, error) {
 	switch {
 	case st.status == stComplete:
 		return &deliberation.Step{Done: true, Outcome: st.outcome}, nil
+	case st.tampered() != nil:
+		if err := b.add(*st.tampered()); err != nil {
+			return nil, err
+		}
 	case st.pend != nil:
 		return &deliberation.Step{Turns: s.memberTurns(st)}, nil
 	case st.status == stSetup:

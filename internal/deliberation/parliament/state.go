@@ -36,6 +36,9 @@ const (
 	tPM        = "PM_DECISION"
 	tTool      = "TOOL_CALL"
 	tPaper     = "PAPER"
+	// tRefused records a governed file changed outside an enacted vote:
+	// refused, the official text restored (Speaker and steward only).
+	tRefused = "GOVERNED_CHANGE_REFUSED"
 )
 
 // Turn kinds: what a recognized member is asked for.
