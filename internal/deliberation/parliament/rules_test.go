@@ -103,7 +103,7 @@ func TestVoteGatingClockAndWindow(t *testing.T) {
 	}
 	s := h.load()
 	sums := s.st.summaries
-	if len(sums) != 2 {
+	if len(sums) != 3 { // round 3, which passed the bill, is summarized before the PM decides
 		t.Fatalf("%d summaries", len(sums))
 	}
 	pos := obj(normalize(sums[0])["positions"])
@@ -114,7 +114,7 @@ func TestVoteGatingClockAndWindow(t *testing.T) {
 		t.Errorf("open issues %s", oi)
 	}
 	// Temperatures rose with every challenge.
-	if r := s.st.byID["rep_1"]; r.temp <= 50 || len(r.tempHistory) != 3 {
+	if r := s.st.byID["rep_1"]; r.temp <= 50 || len(r.tempHistory) != 4 { // rounds 0-3: round 3 ends with the vote
 		t.Errorf("temperature %d history %v", r.temp, r.tempHistory)
 	}
 	// Round-3 prompts: round 1 only as its summary.
@@ -128,7 +128,7 @@ func TestVoteGatingClockAndWindow(t *testing.T) {
 		t.Fatal("no round-3 turn")
 	}
 	for _, tu := range r3 {
-		if strings.Contains(tu.Prompt, "in round 1?") || !strings.Contains(tu.Prompt, "## Earlier rounds (summaries)\n- Round 1: Round 1: 6 questions") {
+		if strings.Contains(tu.Prompt, "in round 1?") || !strings.Contains(tu.Prompt, "## Earlier rounds (summaries)\n- Round 1: Round 1. ") || !strings.Contains(tu.Prompt, "In all: 6 questions") {
 			t.Errorf("round-3 prompt not windowed:\n%s", tu.Prompt)
 			break
 		}
@@ -553,5 +553,45 @@ func TestGovernedFileChangedOutsideAVoteIsRefused(t *testing.T) {
 	}
 	if got := h.load().Protected(); len(got) != 1 || got[0] != "README.md" {
 		t.Errorf("Protected() = %v", got)
+	}
+}
+
+// The round that sends the bill to the Prime Minister is summarized before
+// the PM decides, and later prompts carry what an amendment changes (its
+// diff), not only its one-line description.
+func TestPassingRoundSummarizedAndAmendmentDiffsInPrompts(t *testing.T) {
+	h := newHarness(t, testConfig())
+	writeWS(t, h, "README.md", readme)
+	h.answer = fileAmendmentAnswers
+	if step := h.run(nil); step.Wait == "" {
+		t.Fatal("no PM review")
+	}
+	st := h.load().st
+	if st.status != stPMReview || !st.ended[st.round] || st.summaryText[st.round] == "" {
+		t.Fatalf("at pm_review: round %d ended %v summary %q", st.round, st.ended, st.summaryText[st.round])
+	}
+	// The fallback summary is a narrative, not only counts.
+	var all string
+	for _, t := range st.summaryText {
+		all += t
+	}
+	if !strings.Contains(all, "questioned") || !strings.Contains(all, "moved an amendment: Say how") {
+		t.Errorf("summaries are not narrative: %s", all)
+	}
+	var proposedAt int
+	for _, m := range h.byType(tAmendment) {
+		proposedAt = m.Round
+	}
+	if proposedAt == 0 {
+		t.Fatal("no amendment")
+	}
+	seen := false
+	for _, tu := range h.turns {
+		if strings.Contains(tu.Prompt, "AMDT-1 by rep_1") && strings.Contains(tu.Prompt, "+Fund them by a levy.") {
+			seen = true
+		}
+	}
+	if !seen {
+		t.Error("no prompt carries AMDT-1's diff")
 	}
 }

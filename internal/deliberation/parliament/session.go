@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -283,6 +284,11 @@ func (s *Session) tally(b *batch) error {
 	}
 	if err := b.add(deliberation.Message{Type: tTally, From: speakerID, Content: c}); err != nil {
 		return err
+	}
+	if next == "advance_to_pm" {
+		// The round ends with the vote that sends the bill to the Prime
+		// Minister, so its summary is there when the PM decides.
+		return b.add(ruling("procedure", "round_end", st.line("round_end", st.round, map[string]string{"round": strconv.Itoa(st.round)}), "", nil))
 	}
 	if next != "next_round" {
 		return nil
