@@ -1,6 +1,7 @@
 package steward
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -148,7 +149,9 @@ func (s *Steward) Decide(id string, in deliberation.Input) (*manifest.Manifest, 
 		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: fmt.Sprintf("job %s does not play a deliberation (workflow %s)", id, wf.Name)}
 	}
 	recs, state, err := d.Decide(tx, in)
-	if err != nil {
+	if errors.Is(err, deliberation.ErrInvalidInput) {
+		return nil, fmt.Errorf("job %s: %w", id, err) // malformed, whatever the job's state
+	} else if err != nil {
 		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: err.Error()}
 	}
 	for _, r := range recs {
