@@ -603,8 +603,10 @@ func TestHaltClearsTheWaitingCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m = f.Load("j"); m.Status != lifecycle.Canceled || m.Run.ErrorCode != "" {
-		t.Errorf("halted job: %s, error code %q", m.Status, m.Run.ErrorCode)
+	for _, m := range []*manifest.Manifest{m, f.Load("j")} {
+		if m.Status != lifecycle.Canceled || m.Run.ErrorCode != "" {
+			t.Errorf("halted job: %s, error code %q", m.Status, m.Run.ErrorCode)
+		}
 	}
 }
 
