@@ -75,6 +75,25 @@ func (e *InvalidReplyError) Error() string {
 
 func (e *InvalidReplyError) Unwrap() error { return e.Err }
 
+// Awaiting are the turns that wait for a reply, one per role: the
+// role's last intent without a response (what Reply answers), in the
+// order of the history.
+func Awaiting(recs []history.Record) []*history.Record {
+	var out []*history.Record
+	seen := map[string]bool{}
+	for i := range recs {
+		r := &recs[i]
+		if r.Type != history.TypeIntent || seen[r.Role] {
+			continue
+		}
+		seen[r.Role] = true
+		if in := awaitedIntent(recs, r.Role); in != nil {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
 // awaitedIntent is the role's last intent without a response.
 func awaitedIntent(recs []history.Record, role string) *history.Record {
 	answered := map[int]bool{}
