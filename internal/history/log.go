@@ -52,6 +52,11 @@ type Options struct {
 	// Observe, if set, hears each durable append: bytes written and how
 	// long the fsync took (metrics).
 	Observe func(bytes int, fsync time.Duration)
+	// Mirror, if set, stores each unit's lines (the history in dir) in
+	// the system of record before they are written here; an error refuses
+	// the append (cluster mode: a node whose lease was fenced off writes
+	// nothing more).
+	Mirror func(dir string, lines [][]byte) error
 }
 
 // Log appends to one job's history. Callers hold the job's lock while they
@@ -392,6 +397,7 @@ func (l *Log) appendUnit(recs []*Record) error {
 	st := l.state.clone()
 	seq, last := l.state.NextSeq, l.LastHash()
 	var buf []byte
+	var lines [][]byte
 	for _, rec := range recs {
 		rec.normalize(true)
 		rec.V, rec.Seq, rec.PrevHash = RecordVersion, seq, last
@@ -403,9 +409,17 @@ func (l *Log) appendUnit(recs []*Record) error {
 			return err
 		}
 		buf = append(buf, line...)
+		if l.opts.Mirror != nil {
+			lines = append(lines, line)
+		}
 		last = hash
 		st.apply(rec)
 		seq++
+	}
+	if l.opts.Mirror != nil {
+		if err := l.opts.Mirror(l.dir, lines); err != nil {
+			return fmt.Errorf("append history: %w", err)
+		}
 	}
 	// Entries created in the job folder (this file, the workspace, the
 	// snapshots folder) and the folder's own entry in its parent (a job
