@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/logist/logist/internal/builtins"
+	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/config"
 	"github.com/logist/logist/internal/history"
@@ -50,6 +51,9 @@ func ExitCode(err error) int {
 	var ooo *jobtx.OutOfOrderError
 	var exists *steward.ExistsError
 	var illegal *lifecycle.IllegalTransition
+	if code, ok := clusterExit(err); ok {
+		return code
+	}
 	switch {
 	case err == nil:
 		return ExitOK
@@ -87,6 +91,8 @@ type command struct {
 	steers bool
 	// hidden commands (for shell completion) are left out of the help.
 	hidden bool
+	// cluster, if set, is the command's form in cluster mode (cluster.go).
+	cluster func(e *env, s clusterstore.Store, args []string) (*Result, error)
 }
 
 // outcomeNames names each exit code: the code of a JSON error, the result
@@ -119,7 +125,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdReply, cmdPM, cmdSet, cmdValidate, cmdVerify, cmdRollback, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs, cmdCheckpoints,
+		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdReply, cmdPM, cmdSet, cmdValidate, cmdVerify, cmdRollback, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs, cmdCheckpoints, cmdExport,
 	}
 	for _, c := range commands {
 		c.steers = slices.Contains(steward.Commands, c.name)
@@ -170,6 +176,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	fs.SetOutput(io.Discard)
 	jobsDir := fs.String("jobs-dir", config.JobsDir(getenv), "jobs folder (env LOGIST_JOBS_DIR, else logistd's config file jobs_dir, else ./jobs)")
 	format := fs.String("format", "text", "output format: text, json or markdown")
+	databaseURL := databaseURLFlag(fs, config.DatabaseURL(getenv))
 	help := fs.BoolP("help", "h", false, "show help")
 	if c.flags != nil {
 		c.flags(fs)
@@ -192,8 +199,14 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	e.format = *format
 	e.store = jobstore.New(*jobsDir)
 	e.store.Committed = committedBySignature(e.store.Dir)
-	res, err := c.run(e, fs.Args())
-	if c.steers {
+	var res *Result
+	var err error
+	if *databaseURL != "" {
+		res, err = runCluster(e, c, *databaseURL, fs.Args())
+	} else {
+		res, err = c.run(e, fs.Args())
+	}
+	if c.steers && *databaseURL == "" {
 		steward.RecordEvent(e.store.Dir, c.name, eventResult(err))
 	}
 	var fw *failedWith
@@ -219,7 +232,7 @@ func splitCommand(args []string) (string, []string) {
 		if !strings.HasPrefix(a, "-") {
 			return a, append(append([]string{}, args[:i]...), args[i+1:]...)
 		}
-		if (a == "--jobs-dir" || a == "--format") && i+1 < len(args) {
+		if (a == "--jobs-dir" || a == "--format" || a == "--database-url") && i+1 < len(args) {
 			i++
 		}
 		if a == "-h" || a == "--help" || a == "--version" {

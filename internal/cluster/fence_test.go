@@ -67,7 +67,7 @@ func slowJob(id string) []byte {
   "task_description": "Slow.",
   "agents": {
     "worker": {"provider": "script", "script": [
-      {"action": "COMPLETED", "summary": "Done slowly.", "cost_usd": 0.5, "delay_ms": 2500}]},
+      {"action": "COMPLETED", "summary": "Done slowly.", "cost_usd": 0.5, "delay_ms": 5000}]},
     "supervisor": {"provider": "script", "script": [
       {"action": "COMPLETED", "summary": "Good.", "cost_usd": 0.01}]}
   },
@@ -89,7 +89,7 @@ func TestZombieNodeFenced(t *testing.T) {
 	if _, err := Submit(ctx, s, slowJob("slow")); err != nil {
 		t.Fatal(err)
 	}
-	const ttl = time.Second
+	const ttl = 2 * time.Second
 	ga := &gate{Store: s}
 	a := newNode(t, ga, "a", ttl)
 	var wg sync.WaitGroup
@@ -99,9 +99,9 @@ func TestZombieNodeFenced(t *testing.T) {
 	ga.freeze()
 	b := newNode(t, s, "b", ttl)
 	wg.Go(func() { _ = b.Run(ctx) })
-	js := waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == lifecycle.Success }, 30*time.Second)
+	js := waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == lifecycle.Success }, 60*time.Second)
 	ga.thaw()
-	// A wakes: its agent's answer (the call took 2.5 s, the freeze longer
+	// A wakes: its agent's answer (the call took 5 s, the freeze longer
 	// or not) and its heartbeat meet the fence.
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -25,8 +25,10 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/clusterstore"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
@@ -52,6 +54,7 @@ type Node struct {
 	// Stats counts what the node did (metrics read it).
 	Stats Stats
 
+	key    *signing.Key
 	env    *jobtx.Env
 	engine *runner.Engine
 	mu     sync.Mutex
@@ -114,6 +117,7 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := n.Store.RegisterNode(ctx, n.ID, key.Public()); err != nil {
 		return err
 	}
+	n.key = key
 	n.runs = map[string]*run{}
 	n.env = &jobtx.Env{Store: jobstore.New(n.Dir), Logger: n.Logger,
 		History: history.Options{Signer: key, MaxBytes: -1, Mirror: n.mirror}}
@@ -131,6 +135,20 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// The node's own heartbeat (registration refreshed), which the
+	// cluster's heartbeat-age gauge and its alert watch.
+	wg.Go(func() {
+		t := time.NewTicker(n.TTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = n.Store.RegisterNode(ctx, n.ID, n.key.Public())
+			}
+		}
+	})
 	slots := make(chan struct{}, n.MaxParallel)
 	for {
 		select {
@@ -142,7 +160,7 @@ func (n *Node) Run(ctx context.Context) error {
 		if err != nil || l == nil {
 			<-slots
 			if err != nil && ctx.Err() == nil {
-				n.Logger.Warn("claim failed", "node", n.ID, "error", err.Error())
+				joblog.Log(n.Logger, "claim failed", joblog.Problem{Code: codes.ClusterClaim}, "node", n.ID, "error", err.Error())
 			}
 			select {
 			case <-ctx.Done():
@@ -162,7 +180,7 @@ func (n *Node) Run(ctx context.Context) error {
 			defer func() { <-slots }()
 			defer n.Stats.add(func(s *Stats) { s.Running-- })
 			if err := n.runJob(ctx, l); err != nil && ctx.Err() == nil {
-				n.Logger.Warn("cluster run ended", "node", n.ID, "job_id", l.Job, "epoch", l.Epoch, "error", err.Error())
+				joblog.Log(n.Logger, "cluster run ended", joblog.Problem{Job: l.Job, Code: codes.ClusterRun}, "node", n.ID, "epoch", l.Epoch, "error", err.Error())
 			}
 		})
 	}
@@ -230,35 +248,41 @@ func (n *Node) release(l *clusterstore.Lease) {
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := n.Store.Commit(c, l, clusterstore.Unit{Release: true}); err != nil && !errors.Is(err, clusterstore.ErrFenced) {
-		n.Logger.Warn("lease not released (it expires)", "node", n.ID, "job_id", l.Job, "error", err.Error())
+		joblog.Log(n.Logger, "lease not released (it expires)", joblog.Problem{Job: l.Job, Code: codes.ClusterRun}, "node", n.ID, "error", err.Error())
 	}
 }
 
 // heartbeat extends r's lease every third of its time; when the store
-// says the epoch moved on, or no heartbeat succeeded for most of a lease
-// (the node may have been paused or cut off: another node may be taking
-// the job), the run is cancelled, which kills its agent.
+// says the epoch moved on, or no heartbeat succeeded for two thirds of a
+// lease (the node may have been paused or cut off: another node may take
+// the job once the lease runs out), the run is cancelled, which kills its
+// agent. A lease renewed by a heartbeat sent at t lasts at least until
+// t + TTL on the store's clock, so the node stops with a third of the
+// lease to spare (clock rates assumed alike, not clocks).
 func (n *Node) heartbeat(r *run, stop <-chan struct{}) {
 	t := time.NewTicker(n.TTL / 3)
 	defer t.Stop()
-	lastOK := time.Now()
+	renewed := time.Now() // the claim's time, a little later than the store's
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
 		}
-		c, cancel := context.WithTimeout(context.Background(), n.TTL/3)
+		deadline := renewed.Add(n.TTL * 2 / 3)
+		sent := time.Now()
+		c, cancel := context.WithDeadline(context.Background(), deadline)
 		err := n.Store.Heartbeat(c, r.lease, n.TTL)
 		cancel()
 		switch {
 		case err == nil:
-			lastOK = time.Now()
+			renewed = sent
 			continue
 		case errors.Is(err, clusterstore.ErrFenced):
 			n.fence(r)
-		case time.Since(lastOK) > n.TTL*2/3:
-			n.Logger.Warn("lease not renewed in time: stopping the job", "node", n.ID, "job_id", r.lease.Job, "error", err.Error())
+		case !time.Now().Before(deadline):
+			joblog.Log(n.Logger, "lease not renewed in time: stopping the job", joblog.Problem{Job: r.lease.Job, Code: codes.ClusterLeaseLost},
+				"node", n.ID, "epoch", r.lease.Epoch, "error", err.Error())
 			n.Stats.add(func(s *Stats) { s.LostLease++ })
 			r.cancel(errLeaseLost)
 		default:
@@ -275,7 +299,8 @@ func (n *Node) fence(r *run) {
 	n.mu.Unlock()
 	if !already {
 		n.Stats.add(func(s *Stats) { s.Fenced++; s.LostLease++ })
-		n.Logger.Warn("fenced: another node owns the job now; stopping it here", "node", n.ID, "job_id", r.lease.Job, "epoch", r.lease.Epoch)
+		joblog.Log(n.Logger, "fenced: another node owns the job now; stopping it here", joblog.Problem{Job: r.lease.Job, Code: codes.ClusterFenced},
+			"node", n.ID, "epoch", r.lease.Epoch)
 	}
 	r.cancel(errLeaseLost)
 }

@@ -61,7 +61,7 @@ func (s *FileStore) locked(f func() error) error {
 	if err != nil {
 		return err
 	}
-	defer lf.Close()
+	defer func() { _ = lf.Close() }() // also releases the lock
 	for {
 		err = unix.Flock(int(lf.Fd()), unix.LOCK_EX)
 		if !errors.Is(err, unix.EINTR) {

@@ -131,7 +131,7 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
@@ -144,7 +144,7 @@ func start(ctx context.Context, bin, dir, data string, cred *syscall.Credential)
 	if err != nil {
 		return nil, err
 	}
-	defer logFile.Close()
+	defer func() { _ = logFile.Close() }() // the child has its own descriptor
 	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port),
 		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=",
 		"-c", "fsync=off", "-c", "full_page_writes=off", "-c", "synchronous_commit=off",
@@ -172,11 +172,14 @@ func start(ctx context.Context, bin, dir, data string, cred *syscall.Credential)
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			_ = cmd.Process.Kill()
-			<-s.done
+			_ = s.wait()
 			return nil, fmt.Errorf("postgres did not accept connections on port %d: %v", port, err)
 		}
 	}
 }
+
+// wait waits for the server's process to end and returns how it ended.
+func (s *Server) wait() error { return <-s.done }
 
 // URL is the connection URL of database db.
 func (s *Server) URL(db string) string {
@@ -190,7 +193,7 @@ func (s *Server) NewDatabase(ctx context.Context, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer c.Close(ctx)
+	defer func() { _ = c.Close(ctx) }()
 	if _, err := c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		return "", err
 	}
@@ -201,10 +204,11 @@ func (s *Server) NewDatabase(ctx context.Context, name string) (string, error) {
 func (s *Server) Stop() error {
 	_ = s.cmd.Process.Signal(syscall.SIGINT)
 	select {
-	case <-s.done:
+	case err := <-s.done:
+		_ = err // stopped by the signal: its exit status says so
 	case <-time.After(20 * time.Second):
 		_ = s.cmd.Process.Kill()
-		<-s.done
+		_ = s.wait()
 	}
 	return os.RemoveAll(s.dir)
 }

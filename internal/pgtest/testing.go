@@ -22,10 +22,17 @@ var (
 // (call it from TestMain).
 func Main(m *testing.M) {
 	code := m.Run()
+	Stop()
+	os.Exit(code)
+}
+
+// Stop stops the shared server, if one was started (for a TestMain that
+// cannot use Main).
+func Stop() {
 	if shared != nil {
 		_ = shared.Stop()
+		shared = nil
 	}
-	os.Exit(code)
 }
 
 // DB returns the URL of a fresh, empty database on the package's shared
