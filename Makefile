@@ -9,7 +9,7 @@ LDFLAGS  := -X github.com/logist/logist/internal/daemon.Version=$(VERSION) \
 # deadline exceeded" at the end of the budget in go1.26 (golang/go#75804).
 FUZZTIME ?= 20000x
 
-.PHONY: all build demo test test-unit test-tools test-postgres test-alerts test-agents agents agents-ci clean-agents fuzz vet lint bench clean
+.PHONY: all build demo test test-unit test-tools test-postgres cluster-chaos test-alerts test-agents agents agents-ci clean-agents fuzz vet lint bench clean
 
 all: build
 
@@ -57,6 +57,12 @@ test-tools:
 # installs Debian's postgresql when missing and the user logist-test they run as.
 test-postgres:
 	@sh scripts/postgres.sh
+
+# Cluster mode under chaos, full size: 3 logistd nodes on a throwaway
+# PostgreSQL, 100+ jobs, 30 SIGKILLs, 5 pauses past the lease, 3 cuts from
+# the database; the last line is the figures (go test runs a short form).
+cluster-chaos: test-postgres
+	@sh scripts/cluster-chaos.sh
 
 # promtool check + unit tests of the alert rules (installs Debian's prometheus).
 test-alerts:

@@ -16,20 +16,27 @@ import (
 
 // gate is a node's view of the store that can be frozen: while closed,
 // every call waits (a SIGSTOPped process, or a node cut off from the
-// database whose packets are held), and goes on when it opens.
+// database whose packets are held), and goes on when it opens, reaching
+// the database whatever its deadline said meanwhile: the request was on
+// the wire (the store's fence must refuse it, not the node's clock).
 type gate struct {
 	clusterstore.Store
 	mu     sync.Mutex
 	closed chan struct{}
+	// beatsOnly freezes heartbeats alone (a heartbeat goroutine starved
+	// while the node's claim loop goes on).
+	beatsOnly bool
 }
 
-func (g *gate) wait() {
+// wait holds a call while the gate is closed; it says whether it did.
+func (g *gate) wait() bool {
 	g.mu.Lock()
 	c := g.closed
 	g.mu.Unlock()
 	if c != nil {
 		<-c
 	}
+	return c != nil
 }
 
 func (g *gate) freeze() {
@@ -46,17 +53,23 @@ func (g *gate) thaw() {
 }
 
 func (g *gate) Heartbeat(ctx context.Context, l *clusterstore.Lease, ttl time.Duration) error {
-	g.wait()
+	if g.wait() {
+		ctx = context.WithoutCancel(ctx)
+	}
 	return g.Store.Heartbeat(ctx, l, ttl)
 }
 
 func (g *gate) Commit(ctx context.Context, l *clusterstore.Lease, u clusterstore.Unit) error {
-	g.wait()
+	if !g.beatsOnly && g.wait() {
+		ctx = context.WithoutCancel(ctx)
+	}
 	return g.Store.Commit(ctx, l, u)
 }
 
 func (g *gate) Claim(ctx context.Context, node string, ttl time.Duration) (*clusterstore.Lease, error) {
-	g.wait()
+	if !g.beatsOnly {
+		g.wait()
+	}
 	return g.Store.Claim(ctx, node, ttl)
 }
 
@@ -161,6 +174,57 @@ func TestZombieNodeFenced(t *testing.T) {
 	}
 	if bad != 0 {
 		t.Fatalf("%d records of an older epoch after a newer one", bad)
+	}
+	verifyExport(t, s, "slow")
+}
+
+// TestReclaimOwnJob: a node whose heartbeats stall past its lease claims
+// its own job again while its first run is still on it. The first run is
+// fenced off and ends before the job's folder is rewritten, so only the
+// second run writes: one response per interaction, a history that
+// verifies.
+func TestReclaimOwnJob(t *testing.T) {
+	s, _ := openStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := Submit(ctx, s, slowJob("slow")); err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 2 * time.Second
+	g := &gate{Store: s, beatsOnly: true}
+	a := newNode(t, g, "a", ttl)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = a.Run(ctx) })
+	waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Owner == "a" && j.NextSeq >= 2 }, 20*time.Second)
+	g.freeze()
+	// The lease runs out; the node's own claim loop takes the job again.
+	waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Epoch >= 2 }, 20*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	g.thaw()
+	waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == lifecycle.Success }, 60*time.Second)
+	cancel()
+	wg.Wait()
+	lines, err := s.History(context.Background(), "slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	responses := map[int]int{}
+	for _, line := range lines {
+		e, err := history.ParseLine(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Type == history.TypeResponse && e.Interaction != nil {
+			responses[*e.Interaction]++
+		}
+	}
+	for i, n := range responses {
+		if n != 1 {
+			t.Fatalf("interaction %d has %d responses", i, n)
+		}
+	}
+	if claims, _, _, _, _ := a.Stats.Snapshot(); claims < 2 {
+		t.Fatalf("node claimed %d times, want its own job again", claims)
 	}
 	verifyExport(t, s, "slow")
 }

@@ -86,7 +86,10 @@ type run struct {
 	cancel context.CancelCauseFunc
 	// costMicros is the job's cost as the store last committed it.
 	costMicros int64
-	fenced     bool
+	// fenced: the store refused the lease, or a newer run of the job on
+	// this node replaced this one; the run may write nothing more.
+	fenced bool
+	done   chan struct{}
 }
 
 func (n *Node) defaults() {
@@ -200,6 +203,19 @@ func costMicros(manifestFile []byte) int64 {
 // runJob runs one claimed job until it stops, the lease is lost or ctx
 // ends.
 func (n *Node) runJob(ctx context.Context, l *clusterstore.Lease) error {
+	// This node may claim again a job it still runs (its own lease
+	// expired while it was paused): the old run is fenced off and ends
+	// before the folder is rewritten.
+	n.mu.Lock()
+	old := n.runs[l.Job]
+	if old != nil {
+		old.fenced = true
+	}
+	n.mu.Unlock()
+	if old != nil {
+		old.cancel(errLeaseLost)
+		<-old.done
+	}
 	j, err := writeFolder(ctx, n.Store, n.Dir, l.Job)
 	if err != nil {
 		n.release(l)
@@ -207,13 +223,16 @@ func (n *Node) runJob(ctx context.Context, l *clusterstore.Lease) error {
 	}
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
-	r := &run{lease: l, cancel: cancel, costMicros: costMicros(j.Manifest)}
+	r := &run{lease: l, cancel: cancel, costMicros: costMicros(j.Manifest), done: make(chan struct{})}
+	defer close(r.done)
 	n.mu.Lock()
 	n.runs[l.Job] = r
 	n.mu.Unlock()
 	defer func() {
 		n.mu.Lock()
-		delete(n.runs, l.Job)
+		if n.runs[l.Job] == r {
+			delete(n.runs, l.Job)
+		}
 		n.mu.Unlock()
 	}()
 	stop := make(chan struct{})
@@ -316,6 +335,12 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 	n.mu.Unlock()
 	if r == nil {
 		return fmt.Errorf("job %s is not leased by node %s", id, n.ID)
+	}
+	n.mu.Lock()
+	fenced := r.fenced
+	n.mu.Unlock()
+	if fenced {
+		return fmt.Errorf("job %s: this run's lease was lost: %w", id, clusterstore.ErrFenced)
 	}
 	u := clusterstore.Unit{Lines: lines}
 	last, err := history.ParseLine(lines[len(lines)-1])
