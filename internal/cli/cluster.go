@@ -124,7 +124,7 @@ func clusterStatus(e *env, s clusterstore.Store, args []string) (*Result, error)
 }
 
 var cmdExport = &command{
-	name: "export", args: "JOB DIR", summary: "cluster mode: write a job in folder form (job.json, history.jsonl, jobHistory.json) and the nodes' keys into DIR, for offline verify",
+	name: "export", args: "JOB DIR", summary: "cluster mode: write a job in folder form (its manifest, signed history and seed view) and the nodes' keys into DIR, for offline verify",
 	example: "  logist export fix-login /tmp/out && logist --jobs-dir /tmp/out verify fix-login\n",
 	run: func(*env, []string) (*Result, error) {
 		return nil, usagef("export reads a cluster's database: set --database-url or LOGISTD_DATABASE_URL")
