@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,9 +57,22 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 			return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 		}
 	}
-	// A stale answer left in place would be read as this call's.
-	if err := os.Remove(ansFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
+	callDir := CallDir(req.JobDir, req.Interaction)
+	contained := ExecutorFrom(ctx).Layer() != LayerNone
+	// A call a previous daemon started is adopted with its answer file as
+	// it left it; otherwise a stale answer left in place would be read as
+	// this call's.
+	if !heldCall(callDir) {
+		if err := os.Remove(ansFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
+		}
+		// A contained program sees only the files it is given: the answer
+		// file exists, empty, for it to write.
+		if contained && c.Cfg.Answer == "file" {
+			if err := regfile.WriteFile(ansFile, nil, 0o600); err != nil {
+				return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
+			}
+		}
 	}
 
 	repl := strings.NewReplacer("{request_file}", reqFile, "{answer_file}", ansFile, "{workspace}", req.Workspace,
@@ -68,7 +82,11 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 		argv[i] = repl.Replace(a)
 	}
 	spec := ProcSpec{Argv: argv, Dir: req.Workspace, Env: c.env(req, reqFile, ansFile), Limit: c.Cfg.MaxOutputBytes,
-		PidLog: filepath.Join(reqDir, PidLog), Interaction: req.Interaction}
+		PidLog: filepath.Join(reqDir, PidLog), Interaction: req.Interaction,
+		ReadOnly: append(argvFiles(argv, req.Workspace), reqFile), CallDir: callDir}
+	if contained && c.Cfg.Answer == "file" {
+		spec.ReadWrite = []string{ansFile}
+	}
 	if c.Cfg.Stdin == "request" {
 		spec.Stdin = body
 	}
@@ -84,6 +102,9 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	res := &Result{Raw: pr.Stdout, Stderr: errText}
 	if c.Cfg.Answer == "file" {
 		b, err := readCapped(ansFile, limit)
+		if err == nil && len(b) == 0 && contained {
+			err = errors.New("empty: the agent wrote no answer")
+		}
 		if err != nil {
 			return nil, &Error{Code: codes.AgentExit, Msg: fmt.Sprintf("answer file: %v", err), Partial: pr.Stdout, Stderr: errText}
 		}
@@ -124,6 +145,32 @@ func (c *Command) env(req *Request, reqFile, ansFile string) []string {
 	add("LOGIST_ANSWER_FILE", ansFile)
 	add("LOGIST_INTERACTION", strconv.Itoa(req.Interaction))
 	return env
+}
+
+// argvFiles are the files a command's arguments name outside the
+// workspace (the steward's agent script, as in ["sh", "../agent.sh"]),
+// resolved from the workspace: part of the program, so a contained run
+// may read them, and nothing else beside them. Folders are not given,
+// and neither is anything in a jobs folder's key folder (.logist).
+func argvFiles(argv []string, workspace string) []string {
+	var out []string
+	for _, a := range argv {
+		if a == "" || strings.HasPrefix(a, "-") {
+			continue
+		}
+		p := a
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(workspace, p)
+		}
+		p = filepath.Clean(p)
+		if p == workspace || strings.HasPrefix(p, workspace+"/") || slices.Contains(strings.Split(p, "/"), ".logist") {
+			continue
+		}
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // RequestFile is where the command provider puts the request of call n of

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"github.com/logist/logist/internal/agent"
 	"path/filepath"
 	"strings"
 	"time"
@@ -56,7 +57,12 @@ var cmdList = &command{
 				}
 				item["schedule"] = m.Schedule
 			}
+			if m.Run.Sandbox == agent.LayerNone {
+				// An opt-out is never silent: it shows where the job is listed.
+				note = strings.TrimSuffix("uncontained (sandbox none); "+note, "; ")
+			}
 			r.Rows = append(r.Rows, []string{en.ID, status, orDash(m.Phase()), costText(m), timeText(m), firstLine(note, 100)})
+			item["sandbox"] = m.Run.Sandbox
 			item["status"], item["current_phase"], item["metrics"] = m.Status, m.CurrentPhase, m.Metrics
 			item["cost_threshold"], item["time_threshold_minutes"], item["reason"] = m.CostThreshold, m.TimeThresholdMinutes, m.Run.Reason
 			items = append(items, item)

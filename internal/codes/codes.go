@@ -161,6 +161,12 @@ const (
 	UpstreamStreamBroken = "UPSTREAM_STREAM_BROKEN"
 )
 
+// Containment (internal/sandbox through internal/agent's executor).
+const (
+	SandboxUnavailable = "SANDBOX_UNAVAILABLE"
+	SandboxLost        = "SANDBOX_LOST"
+)
+
 // catalogue is every code, by area; docs/codes.md renders it.
 var catalogue = []Code{
 	// An agent's answer, held to its contract (seed 002's layers).
@@ -256,6 +262,9 @@ var catalogue = []Code{
 	{UpstreamIdleTimeout, Warning, false, "meter", "the provider fell silent mid-response"},
 	{ClientGone, Warning, false, "meter", "the agent stopped reading the response"},
 	{UpstreamStreamBroken, Warning, false, "meter", "the provider's response body broke off"},
+	// Containment of agent processes (internal/sandbox).
+	{SandboxUnavailable, Error, true, "sandbox", "no sandbox layer the job asks for works on this host (the reason names what is missing: bwrap, user namespaces, Landlock); the job does not start, never runs uncontained; install it, or a steward opts the job out with sandbox \"none\""},
+	{SandboxLost, Warning, false, "sandbox", "a contained call's launcher ended without a result (killed, machine restart); nothing of it runs any more and the call is asked again"},
 }
 
 var byName = func() map[string]Code {

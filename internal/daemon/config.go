@@ -42,6 +42,9 @@ type Options struct {
 	Retention time.Duration
 	// Pprof serves net/http/pprof under /debug/pprof/ on the Listen address.
 	Pprof bool
+	// Sandbox is the containment of jobs that name none (auto, bwrap,
+	// landlock, or none: every such job's processes uncontained).
+	Sandbox string
 }
 
 // Main parses args and runs the daemon until ctx ends (SIGTERM/SIGINT) or,
@@ -60,6 +63,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs.DurationVar(&o.Grace, "grace", 30*time.Second, "on SIGTERM, how long calls in flight may finish before they are killed")
 	fs.Int64Var(&o.HistoryMaxBytes, "history-max-bytes", history.DefaultMaxBytes, "rotate a job's active history file into a gzip archive past this size")
 	fs.DurationVar(&o.Retention, "retention", 0, "delete finished jobs (SUCCESS, CANCELED) this long after they finished, checked hourly; 0 keeps them (e.g. 720h)")
+	fs.StringVar(&o.Sandbox, "sandbox", "auto", "containment of the processes of jobs whose manifest sets no sandbox: auto (bwrap, else Landlock; a job refuses to start when neither works), bwrap, landlock, or none (an explicit opt-out, recorded in each job's history)")
 	prices := fs.String("prices", "", "JSON price table (model -> input_per_mtok, output_per_mtok, cached_input_per_mtok) overriding and extending the built-in one, for agents that report tokens but no cost")
 	version := fs.Bool("version", false, "print the version and exit")
 	configFile := fs.String("config", "", "JSON config file (default $LOGISTD_CONFIG, else "+config.DefaultFile+" if it exists); flags win over environment (LOGISTD_<FLAG>), environment over the file")
@@ -98,6 +102,10 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	logger, err := newLogger(stderr, o.LogFormat, o.LogLevel)
 	if err != nil {
 		fmt.Fprintf(stderr, "logistd: %v\n", err)
+		return 1
+	}
+	if _, err := sandbox.ParseLayer(o.Sandbox); err != nil {
+		fmt.Fprintf(stderr, "logistd: --%v\n", err)
 		return 1
 	}
 	if *prices != "" {

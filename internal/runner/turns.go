@@ -105,6 +105,9 @@ func (e *Engine) playTurns(ctx context.Context, tx *jobtx.Tx, c *call) {
 				if tc.err == nil || ctx.Err() != nil || !ok || !ae.Transient || attempt > m.MaxAPIRetries() {
 					break
 				}
+				// The failed attempt's kept result is not an answer to
+				// adopt: the next attempt of the turn starts afresh.
+				_ = agent.ForgetCall(tc.req.JobDir, tc.interaction) // a folder that stays is adopted: the same failure, retried
 				e.Env.Obs.Retry("api_error")
 				if e.Sleep(ctx, max(e.backoff(m.BackoffInitial(), attempt), min(ae.RetryAfter, 5*time.Minute))) != nil {
 					break
