@@ -165,6 +165,7 @@ const (
 const (
 	SandboxUnavailable = "SANDBOX_UNAVAILABLE"
 	SandboxLost        = "SANDBOX_LOST"
+	ManifestEdited     = "MANIFEST_EDITED"
 )
 
 // catalogue is every code, by area; docs/codes.md renders it.
@@ -264,6 +265,7 @@ var catalogue = []Code{
 	{UpstreamStreamBroken, Warning, false, "meter", "the provider's response body broke off"},
 	// Containment of agent processes (internal/sandbox).
 	{SandboxUnavailable, Error, true, "sandbox", "no sandbox layer the job asks for works on this host (the reason names what is missing: bwrap, user namespaces, Landlock); the job does not start, never runs uncontained; install it, or a steward opts the job out with sandbox \"none\""},
+	{ManifestEdited, Warning, false, "sandbox", "job.json was edited while its job runs by no steward command: the committed budgets, agents, workflow and sandbox were put back (the rest of the edit is kept)"},
 	{SandboxLost, Warning, false, "sandbox", "a contained call's launcher ended without a result (killed, machine restart); nothing of it runs any more and the call is asked again"},
 }
 

@@ -98,3 +98,25 @@ func TestJobProcessesRunThroughItsExecutor(t *testing.T) {
 		t.Error("no start transition names the sandbox layer")
 	}
 }
+
+// The red team's budget raise (issue 19): an agent that can reach its
+// job.json (here uncontained) rewrites cost_threshold during its call and
+// reports a $5 call on a $1 budget. The committed budget wins: the job
+// halts on cost instead of ending SUCCESS at $5.
+func TestAgentCannotRaiseItsOwnBudget(t *testing.T) {
+	f := newFixture(t)
+	script := `sed -i 's/"cost_threshold": 100,/"cost_threshold": 100000000,/' ../job.json
+grep -q 100000000 ../job.json || exit 9
+echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"done","cost_usd":5}'`
+	j := job(command(0, "sh", "-c", script), okSupervisor())
+	j["cost_threshold"] = 100
+	f.WriteJob("j", j)
+	f.Run("j")
+	m := f.Load("j")
+	if m.Status != lifecycle.HaltedCost {
+		t.Fatalf("status %s (%s: %s), want HALTED_COST", m.Status, m.Run.ErrorCode, m.Run.Reason)
+	}
+	if m.CostThreshold == nil || *m.CostThreshold != 100 {
+		t.Errorf("cost_threshold %v, want the committed 100", m.CostThreshold)
+	}
+}
