@@ -101,7 +101,8 @@ func validateFile(f, kind, ws string) (string, []string, []string) {
 		if filepath.Base(f) == jobstore.ManifestFile {
 			ws = filepath.Join(filepath.Dir(f), jobstore.WorkspaceDir)
 		}
-		if es := steward.ShellPrograms(ws).Check(f, m); len(es) > 0 {
+		es := steward.ShellPrograms(ws).Check(f, m)
+		if es = append(es, steward.CheckSource(f, m)...); len(es) > 0 {
 			err = es
 		}
 	}
@@ -116,8 +117,11 @@ func validateFile(f, kind, ws string) (string, []string, []string) {
 		}
 		return kind, []string{err.Error()}, nil
 	}
-	if w := agent.CostWarning(m); w != "" {
-		return kind, nil, []string{w}
+	var warns []string
+	for _, w := range []string{agent.CostWarning(m), steward.SourceWarning(m)} {
+		if w != "" {
+			warns = append(warns, w)
+		}
 	}
-	return kind, nil, nil
+	return kind, nil, warns
 }
