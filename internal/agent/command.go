@@ -59,6 +59,15 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	}
 	callDir := CallDir(req.JobDir, req.Interaction)
 	contained := ExecutorFrom(ctx).Layer() != LayerNone
+	// A contained program sees only what it is given: its answer file is
+	// in a folder of its own, requests/NNNNNN.answer/, which the sandbox
+	// binds read-write (a folder, so that writing the answer by rename
+	// works too).
+	ansDir := ""
+	if contained {
+		ansDir = filepath.Join(reqDir, fmt.Sprintf("%06d.answer", req.Interaction))
+		ansFile = filepath.Join(ansDir, "answer.json")
+	}
 	// A call a previous daemon started is adopted with its answer file as
 	// it left it; otherwise a stale answer left in place would be read as
 	// this call's.
@@ -66,12 +75,10 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 		if err := os.Remove(ansFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 		}
-		// A contained program sees only the files it is given: the answer
-		// file exists, empty, for it to write.
-		if contained && c.Cfg.Answer == "file" {
-			if err := regfile.WriteFile(ansFile, nil, 0o600); err != nil {
-				return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
-			}
+	}
+	if ansDir != "" {
+		if err := os.MkdirAll(ansDir, 0o700); err != nil {
+			return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 		}
 	}
 
@@ -84,8 +91,8 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	spec := ProcSpec{Argv: argv, Dir: req.Workspace, Env: c.env(req, reqFile, ansFile), Limit: c.Cfg.MaxOutputBytes,
 		PidLog: filepath.Join(reqDir, PidLog), Interaction: req.Interaction,
 		ReadOnly: append(argvFiles(argv, req.Workspace), reqFile), CallDir: callDir}
-	if contained && c.Cfg.Answer == "file" {
-		spec.ReadWrite = []string{ansFile}
+	if ansDir != "" {
+		spec.ReadWrite = []string{ansDir}
 	}
 	if c.Cfg.Stdin == "request" {
 		spec.Stdin = body
@@ -102,9 +109,6 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	res := &Result{Raw: pr.Stdout, Stderr: errText}
 	if c.Cfg.Answer == "file" {
 		b, err := readCapped(ansFile, limit)
-		if err == nil && len(b) == 0 && contained {
-			err = errors.New("empty: the agent wrote no answer")
-		}
 		if err != nil {
 			return nil, &Error{Code: codes.AgentExit, Msg: fmt.Sprintf("answer file: %v", err), Partial: pr.Stdout, Stderr: errText}
 		}
