@@ -59,6 +59,13 @@ for id in $("$logist" list --jobs-dir "$scratch" --format json | sed -n 's/.*"jo
     ;;
   esac
 done
+# Which containment each job's processes ran under (docs/security.md;
+# bin/logistd --check-sandbox says what this host has and lacks).
+echo "== containment of each job's agent processes (logist status: Sandbox)"
+for id in $("$logist" list --jobs-dir "$scratch" --format json | sed -n 's/.*"job_id": "\(.*\)".*/\1/p'); do
+  printf '   %-22s %s\n' "$id" "$("$logist" status "$id" --jobs-dir "$scratch" | sed -n 's/^Sandbox: *//p')"
+done
+echo
 if [ -f "$scratch/demo-repository/job.json" ]; then
   echo "== demo-repository: the branch to review (bin/logist result demo-repository --jobs-dir $scratch)"
   "$logist" result demo-repository --jobs-dir "$scratch" | sed 's/^/   /'

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,9 +57,29 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 			return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 		}
 	}
-	// A stale answer left in place would be read as this call's.
-	if err := os.Remove(ansFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
+	callDir := CallDir(req.JobDir, req.Interaction)
+	contained := ExecutorFrom(ctx).Layer() != LayerNone
+	// A contained program sees only what it is given: its answer file is
+	// in a folder of its own, requests/NNNNNN.answer/, which the sandbox
+	// binds read-write (a folder, so that writing the answer by rename
+	// works too).
+	ansDir := ""
+	if contained {
+		ansDir = filepath.Join(reqDir, fmt.Sprintf("%06d.answer", req.Interaction))
+		ansFile = filepath.Join(ansDir, "answer.json")
+	}
+	// A call a previous daemon started is adopted with its answer file as
+	// it left it; otherwise a stale answer left in place would be read as
+	// this call's.
+	if !heldCall(callDir) {
+		if err := os.Remove(ansFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
+		}
+	}
+	if ansDir != "" {
+		if err := os.MkdirAll(ansDir, 0o700); err != nil {
+			return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
+		}
 	}
 
 	repl := strings.NewReplacer("{request_file}", reqFile, "{answer_file}", ansFile, "{workspace}", req.Workspace,
@@ -68,7 +89,11 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 		argv[i] = repl.Replace(a)
 	}
 	spec := ProcSpec{Argv: argv, Dir: req.Workspace, Env: c.env(req, reqFile, ansFile), Limit: c.Cfg.MaxOutputBytes,
-		PidLog: filepath.Join(reqDir, PidLog), Interaction: req.Interaction}
+		PidLog: filepath.Join(reqDir, PidLog), Interaction: req.Interaction,
+		ReadOnly: append(argvFiles(argv, req.Workspace), reqFile), CallDir: callDir}
+	if ansDir != "" {
+		spec.ReadWrite = []string{ansDir}
+	}
 	if c.Cfg.Stdin == "request" {
 		spec.Stdin = body
 	}
@@ -124,6 +149,32 @@ func (c *Command) env(req *Request, reqFile, ansFile string) []string {
 	add("LOGIST_ANSWER_FILE", ansFile)
 	add("LOGIST_INTERACTION", strconv.Itoa(req.Interaction))
 	return env
+}
+
+// argvFiles are the files a command's arguments name outside the
+// workspace (the steward's agent script, as in ["sh", "../agent.sh"]),
+// resolved from the workspace: part of the program, so a contained run
+// may read them, and nothing else beside them. Folders are not given,
+// and neither is anything in a jobs folder's key folder (.logist).
+func argvFiles(argv []string, workspace string) []string {
+	var out []string
+	for _, a := range argv {
+		if a == "" || strings.HasPrefix(a, "-") {
+			continue
+		}
+		p := a
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(workspace, p)
+		}
+		p = filepath.Clean(p)
+		if p == workspace || strings.HasPrefix(p, workspace+"/") || slices.Contains(strings.Split(p, "/"), ".logist") {
+			continue
+		}
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // RequestFile is where the command provider puts the request of call n of

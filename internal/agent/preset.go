@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/sandbox"
 )
 
 // Preset knows one agent CLI: how to run it non-interactively in a job's
@@ -178,7 +180,9 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 		return nil, &Error{Code: codes.NotInstalled, Msg: fmt.Sprintf("preset %s: program %q not found (install %s, or set command.program): %v", c.Preset.Name, prog, c.Preset.Package, err)}
 	}
 	reqDir := filepath.Join(req.JobDir, "requests")
-	callDir, err := makeCallDir(reqDir, req.Interaction)
+	sandboxDir := CallDir(req.JobDir, req.Interaction)
+	adopting := heldCall(sandboxDir)
+	callDir, err := makeCallDir(reqDir, req.Interaction, adopting)
 	if err != nil {
 		return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 	}
@@ -221,8 +225,9 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 	}
 	argv := append(append(append([]string{path}, inv.Args...), c.Cfg.Args...), inv.TailArgs...)
 	spec := ProcSpec{Argv: argv, Dir: req.Workspace, Env: c.env(req, inv, get), Limit: c.Cfg.MaxOutputBytes,
-		PidLog: filepath.Join(reqDir, PidLog), Interaction: req.Interaction}
-	if c.Cfg.BaseURL != "" {
+		PidLog: filepath.Join(reqDir, PidLog), Interaction: req.Interaction,
+		Home: home, ReadWrite: []string{callDir}, ReadOnly: installation(path), CallDir: sandboxDir, ModelAPI: true}
+	if c.Cfg.BaseURL != "" && !adopting {
 		if err := unreachable(ctx, c.Cfg.BaseURL, spec.Env); err != nil && ctx.Err() == nil {
 			return nil, unreachableError(c.Preset.Program, c.Cfg.BaseURL, err)
 		}
@@ -269,12 +274,53 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 // long prompt, instructions). It starts empty: a daemon that died during
 // the call left the last attempt's, and a re-attempt has the same number.
 // The caller removes it when the call ends.
-func makeCallDir(reqDir string, interaction int) (string, error) {
+//
+// A call a previous daemon started and that is being adopted keeps its
+// folder as the program left it (its parser may read it).
+func makeCallDir(reqDir string, interaction int, adopting bool) (string, error) {
 	dir := filepath.Join(reqDir, fmt.Sprintf("%06d.d", interaction))
+	if adopting {
+		return dir, os.MkdirAll(dir, 0o700)
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return "", err
 	}
 	return dir, os.MkdirAll(dir, 0o700)
+}
+
+// installation is what a contained run of the program must read besides
+// the system: an npm package's whole node_modules folder (the program is
+// a link into it), else the program's own folder. Programs under the
+// system folders need nothing.
+func installation(program string) []string {
+	var out []string
+	for _, p := range []string{program, resolved(program)} {
+		if i := strings.LastIndex(p, "/node_modules/"); i > 0 {
+			out = append(out, p[:i+len("/node_modules")])
+		} else if p != "" {
+			out = append(out, filepath.Dir(p))
+		}
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	// Folders of the system are there already; a folder inside another
+	// listed one is covered by it.
+	keep := out[:0]
+	for _, p := range out {
+		if sandbox.System(p) || (len(keep) > 0 && strings.HasPrefix(p, keep[len(keep)-1]+"/")) {
+			continue
+		}
+		keep = append(keep, p)
+	}
+	return keep
+}
+
+func resolved(p string) string {
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return ""
+	}
+	return r
 }
 
 // cost is what the program reported, else tokens × price.

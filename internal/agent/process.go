@@ -29,6 +29,25 @@ type ProcSpec struct {
 	// Interaction (KillOrphan).
 	PidLog      string
 	Interaction int
+
+	// What a contained run may reach besides its workspace (Dir) and the
+	// system, read by a sandboxed Executor (the direct one runs the
+	// program with the daemon's rights and ignores them):
+	// Home is the program's HOME, read-write (a preset's config home);
+	// ReadOnly and ReadWrite are extra paths (a request file, a call's
+	// scratch folder, files a parliament member may read).
+	Home      string
+	ReadOnly  []string
+	ReadWrite []string
+	// CallDir, if set, is where a contained run's output and exit status
+	// are kept durably (in the job's folder, never visible to the run):
+	// a run given a CallDir that holds a call adopts it (a daemon that
+	// died during the call never asks it again). "" = a temporary one.
+	CallDir string
+	// ModelAPI: the program talks to a model API itself (a CLI preset).
+	// Until the metering proxy is bound into the sandbox, a contained run
+	// of it shares the host's network (docs/security.md).
+	ModelAPI bool
 }
 
 func (s ProcSpec) limit() int64 {
@@ -45,11 +64,18 @@ type ProcResult struct {
 	ExitCode int
 }
 
-// RunProcess runs a program as its own process group and kills the whole
-// group when it exits, when ctx is done, or when it prints more than the
-// limit. It returns ctx.Err() when ctx ended the run, an *Error for a
+// RunProcess runs a program through the executor ctx carries (Direct when
+// it carries none): every agent, preset, tool and check process starts
+// here. It returns ctx.Err() when ctx ended the run, an *Error for a
 // program that could not start or printed too much.
 func RunProcess(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
+	return ExecutorFrom(ctx).Run(ctx, spec)
+}
+
+// runDirect runs a program as its own process group and kills the whole
+// group when it exits, when ctx is done, or when it prints more than the
+// limit.
+func runDirect(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Dir = spec.Dir
 	cmd.Env = spec.Env

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"fmt"
+	"github.com/logist/logist/internal/agent"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/logist/logist/internal/jobview"
@@ -49,6 +51,10 @@ var cmdList = &command{
 				if st := m.ScheduleState(); st != manifest.ScheduleActive {
 					note = "cron " + m.Schedule.Cron + ", " + st
 				}
+			}
+			if m.Run.Sandbox == agent.LayerNone {
+				// An opt-out is never silent: it shows where the job is listed.
+				note = strings.TrimSuffix("uncontained (sandbox none); "+note, "; ")
 			}
 			r.Rows = append(r.Rows, []string{en.ID, status, orDash(m.Phase()), costText(m), timeText(m), firstLine(note, 100)})
 		}

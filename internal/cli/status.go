@@ -45,6 +45,7 @@ var cmdStatus = &command{
 			{"current_phase", "Phase", m.Phase()},
 			{"workflow", "Workflow", wfName},
 			{"workflow_state", "Workflow state", orDash(m.Run.WorkflowState)},
+			{"sandbox", "Sandbox", sandboxText(m)},
 			{"description", "Description", m.Description},
 			{"cost", "Cost", costText(m)},
 			{"time", "Time", timeText(m)},
@@ -97,4 +98,18 @@ func lastWarnings(dir string) ([]string, string) {
 		last = "the last answer"
 	}
 	return ws, fmt.Sprintf("%d on %s (%s): %s", len(ws), last, where, strings.Join(ws, "; "))
+}
+
+// sandboxText is the containment of the job's processes: the layer it
+// last started under, else what it asks for.
+func sandboxText(m *manifest.Manifest) string {
+	switch {
+	case m.Run.Sandbox == agent.LayerNone:
+		return "none (uncontained: its processes run with logistd's rights)"
+	case m.Run.Sandbox != "":
+		return m.Run.Sandbox
+	case m.Sandbox != "":
+		return m.Sandbox + " (not started yet)"
+	}
+	return "logistd's default (not started yet)"
 }

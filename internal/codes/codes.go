@@ -166,7 +166,13 @@ const (
 	UpstreamStreamBroken = "UPSTREAM_STREAM_BROKEN"
 )
 
-// catalogue is every code, by area; docs/codes.md renders it.
+// Containment (internal/sandbox through internal/agent's executor).
+const (
+	SandboxUnavailable = "SANDBOX_UNAVAILABLE"
+	SandboxLost        = "SANDBOX_LOST"
+	ManifestEdited     = "MANIFEST_EDITED"
+)
+
 // Cluster mode (internal/cluster).
 const (
 	ClusterFenced    = "CLUSTER_FENCED"
@@ -175,6 +181,7 @@ const (
 	ClusterRun       = "CLUSTER_RUN"
 )
 
+// catalogue is every code, by area; docs/codes.md renders it.
 var catalogue = []Code{
 	// An agent's answer, held to its contract (seed 002's layers).
 	{AgentEmpty, Error, true, "answer", "the agent answered nothing"},
@@ -280,6 +287,10 @@ var catalogue = []Code{
 	{ClusterLeaseLost, Warning, false, "cluster", "this node could not renew a job's lease in time (paused, or cut off from the database): it stopped the job before another node may take it"},
 	{ClusterClaim, Error, false, "cluster", "claiming work from the cluster's database failed; tried again"},
 	{ClusterRun, Error, false, "cluster", "a job's run on this node ended with an error; its lease is released (or expires) and any node may take it up"},
+	// Containment of agent processes (internal/sandbox).
+	{SandboxUnavailable, Error, true, "sandbox", "no sandbox layer the job asks for works on this host (the reason names what is missing: bwrap, user namespaces, Landlock); the job does not start, never runs uncontained; install it, or a steward opts the job out with sandbox \"none\""},
+	{ManifestEdited, Warning, false, "sandbox", "job.json was edited while its job runs by no steward command: the committed budgets, agents, workflow and sandbox were put back (the rest of the edit is kept)"},
+	{SandboxLost, Warning, false, "sandbox", "a contained call's launcher ended without a result (killed, machine restart); nothing of it runs any more and the call is asked again"},
 }
 
 var byName = func() map[string]Code {

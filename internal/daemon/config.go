@@ -48,6 +48,9 @@ type Options struct {
 	// NodeID names this node in the cluster; Lease is its leases' time.
 	NodeID string
 	Lease  time.Duration
+	// Sandbox is the containment of jobs that name none (auto, bwrap,
+	// landlock, or none: every such job's processes uncontained).
+	Sandbox string
 	// Console: the steward console on the Listen address (internal/console).
 	Console ConsoleOptions
 }
@@ -85,6 +88,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "cluster mode: run the jobs of this PostgreSQL database (postgres://…) with the other nodes sharing it; --jobs-dir is then this node's working folder (docs/cluster.md)")
 	fs.StringVar(&o.NodeID, "node-id", "", "cluster mode: this node's name (default: the host name)")
 	fs.DurationVar(&o.Lease, "lease", 10*time.Second, "cluster mode: a job's lease; a node that stops renewing it loses the job to another after this long")
+	fs.StringVar(&o.Sandbox, "sandbox", "auto", "containment of the processes of jobs whose manifest sets no sandbox: auto (bwrap, else Landlock; a job refuses to start when neither works), bwrap, landlock, or none (an explicit opt-out, recorded in each job's history)")
 	prices := fs.String("prices", "", "JSON price table (model -> input_per_mtok, output_per_mtok, cached_input_per_mtok) overriding and extending the built-in one, for agents that report tokens but no cost")
 	version := fs.Bool("version", false, "print the version and exit")
 	configFile := fs.String("config", "", "JSON config file (default $LOGISTD_CONFIG, else "+config.DefaultFile+" if it exists); flags win over environment (LOGISTD_<FLAG>), environment over the file")
@@ -123,6 +127,10 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	logger, err := newLogger(stderr, o.LogFormat, o.LogLevel)
 	if err != nil {
 		fmt.Fprintf(stderr, "logistd: %v\n", err)
+		return 1
+	}
+	if _, err := sandbox.ParseLayer(o.Sandbox); err != nil {
+		fmt.Fprintf(stderr, "logistd: --%v\n", err)
 		return 1
 	}
 	if *prices != "" {

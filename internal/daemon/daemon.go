@@ -112,6 +112,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	effects := builtins.Effects()
 	d.engine = runner.NewEngine(env, effects)
 	d.engine.Timings = d
+	d.engine.Contain = d.containment()
 	d.cron = schedule.New(env, logger, d.metrics, effects)
 	d.cron.Created = func(id string) {
 		d.watchJob(id)

@@ -208,8 +208,9 @@ func (t *Tx) restoreManifest(raw []byte) ([]byte, error) {
 		return nil, err
 	}
 	if cur != lc.Base && json.Valid(raw) && !sameDefinition(raw, compact) {
-		// Changed by someone else since (a steward's hand edit): kept.
-		return raw, nil
+		// Changed by someone else since (a steward's hand edit): kept,
+		// but never what governs a job while it runs.
+		return t.governedBack(raw, compact)
 	}
 	b := indentManifest(compact)
 	if b == nil {
@@ -239,6 +240,69 @@ func (t *Tx) restoreManifest(raw []byte) ([]byte, error) {
 	joblog.Log(t.env.Logger, "finished a commit a crash interrupted: manifest restored from history", joblog.Problem{Job: t.ID,
 		Status: string(head.Status), Code: codes.CommitFinished, Checkpoint: t.Log.State().LastCheckpoint}, "manifest_was", was)
 	return b, nil
+}
+
+// governed are the fields that govern a job and change only through a
+// signed steward command (logist set, resume's budgets): its budgets, its
+// agents, its workflow, its containment.
+var governed = []string{"cost_threshold", "time_threshold_minutes", "limits", "agents", "workflow", "prompts",
+	"secret_env", "sandbox", "sandbox_network", "protocol", "game"}
+
+// governedBack puts back the committed values of the governed fields of a
+// manifest changed by hand while its job runs (RUNNING, REVIEWING: an
+// agent's call may be in flight, and an agent must never raise its own
+// budget or swap its own program). The rest of the edit is
+// kept, as for a stopped job's. The restore is logged (MANIFEST_EDITED);
+// the history never held the edit, so verify sees no unrecorded change.
+func (t *Tx) governedBack(raw, compact []byte) ([]byte, error) {
+	var file, committed map[string]json.RawMessage
+	var head struct {
+		Status lifecycle.Status `json:"status"`
+	}
+	if json.Unmarshal(raw, &file) != nil || json.Unmarshal(compact, &committed) != nil || json.Unmarshal(compact, &head) != nil {
+		return raw, nil
+	}
+	if head.Status != lifecycle.Running && head.Status != lifecycle.Reviewing {
+		return raw, nil
+	}
+	var changed []string
+	for _, k := range governed {
+		a, inFile := file[k]
+		b, inCommit := committed[k]
+		if inFile == inCommit && (!inFile || sameJSON(a, b)) {
+			continue
+		}
+		changed = append(changed, k)
+		if inCommit {
+			file[k] = b
+		} else {
+			delete(file, k)
+		}
+	}
+	if len(changed) == 0 {
+		return raw, nil
+	}
+	flat, err := json.Marshal(file)
+	if err != nil {
+		return nil, err
+	}
+	b := indentManifest(flat)
+	if err := t.env.Store.WriteManifest(t.ID, b); err != nil {
+		return nil, fmt.Errorf("job %s: restore the governed fields of %s: %w", t.ID, jobstore.ManifestFile, err)
+	}
+	joblog.Log(t.env.Logger, "job.json was edited while the job runs, not by a steward command: the committed "+
+		strings.Join(changed, ", ")+" restored (a steward changes them with logist set or logist resume)",
+		joblog.Problem{Job: t.ID, Status: string(head.Status), Code: codes.ManifestEdited, Checkpoint: t.Log.State().LastCheckpoint})
+	return b, nil
+}
+
+// sameJSON reports whether two JSON values are equal as values.
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
 }
 
 // packedPrefix starts a committed manifest stored compressed (raw deflate,

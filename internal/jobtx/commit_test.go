@@ -595,3 +595,48 @@ func TestKeptManifestIsTheFilesAndPristine(t *testing.T) {
 		t.Error("a manifest just begun counts as changed")
 	}
 }
+
+// An edit of a running job's manifest by no steward command never changes
+// what governs it (issue 19 item 3: an agent raised its own budget from
+// its call): the committed budget is put back and the restore logged;
+// the rest of the edit is kept, as for a stopped job.
+func TestRunningJobsBudgetEditedByHandIsPutBack(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	mf := filepath.Join(f.dir, jobstore.ManifestFile)
+	b, _ := os.ReadFile(mf)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	before := m["cost_threshold"]
+	m["cost_threshold"] = 1000000.0
+	m["sandbox"] = "none"
+	m["task_description"] = "edited by hand"
+	edited, _ := json.MarshalIndent(m, "", "  ")
+	if err := os.WriteFile(mf, edited, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tx := f.begin(t)
+	got := tx.M
+	tx.Close()
+	if got.Status != lifecycle.Running {
+		t.Fatalf("fixture job is %s, want RUNNING", got.Status)
+	}
+	if (before == nil) != (got.CostThreshold == nil) || (got.CostThreshold != nil && *got.CostThreshold == 1000000) {
+		t.Errorf("cost_threshold %v after the edit, want the committed %v", got.CostThreshold, before)
+	}
+	if got.Sandbox != "" {
+		t.Errorf("sandbox %q after the edit, want the committed one (none)", got.Sandbox)
+	}
+	if got.TaskDescription != "edited by hand" {
+		t.Errorf("task_description %q: the rest of the edit must be kept", got.TaskDescription)
+	}
+	if !strings.Contains(f.log.String(), "MANIFEST_EDITED") || !strings.Contains(f.log.String(), "cost_threshold, sandbox") {
+		t.Errorf("log does not report the restore: %s", f.log.String())
+	}
+	file, _ := os.ReadFile(mf)
+	if bytes.Contains(file, []byte("1000000")) {
+		t.Error("the file still holds the raised budget")
+	}
+}

@@ -12,6 +12,9 @@ type Observer interface {
 	JobStatus(id string, from, to lifecycle.Status)
 	// FirstStart: a job entered its first phase for the first time.
 	FirstStart()
+	// Contained: a job (re)started with its processes contained by layer
+	// ("bwrap+landlock", "landlock", or "none" for the opt-out).
+	Contained(layer string)
 	AgentCall(role, provider, outcome string, d time.Duration, costUSD float64)
 	Violation(code string)
 	Retry(cause string)
@@ -25,6 +28,7 @@ type Nop struct{}
 
 func (Nop) JobStatus(string, lifecycle.Status, lifecycle.Status)     {}
 func (Nop) FirstStart()                                              {}
+func (Nop) Contained(string)                                         {}
 func (Nop) AgentCall(string, string, string, time.Duration, float64) {}
 func (Nop) Violation(string)                                         {}
 func (Nop) Retry(string)                                             {}

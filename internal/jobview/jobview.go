@@ -88,6 +88,7 @@ func ListItem(dir string, en jobstore.Entry) map[string]any {
 	}
 	item["status"], item["current_phase"], item["metrics"] = m.Status, m.CurrentPhase, m.Metrics
 	item["cost_threshold"], item["time_threshold_minutes"], item["reason"] = m.CostThreshold, m.TimeThresholdMinutes, m.Run.Reason
+	item["sandbox"] = m.Run.Sandbox // the containment it last started under ("none": opted out)
 	return item
 }
 

@@ -66,12 +66,18 @@ type Manifest struct {
 	SecretEnv      []string        `json:"secret_env,omitempty"`
 	EncryptHistory bool            `json:"encrypt_history,omitempty"`
 	Workspace      *Workspace      `json:"workspace,omitempty"`
-	Schedule       *Schedule       `json:"schedule,omitempty"`
-	ScheduledFrom  string          `json:"scheduled_from,omitempty"`
-	ScheduledAt    string          `json:"scheduled_at,omitempty"`
-	Metrics        Metrics         `json:"metrics"`
-	History        []AuditEntry    `json:"history"`
-	Run            RunState        `json:"run"`
+	// Sandbox is how the job's processes are contained ("" = the
+	// daemon's default, auto unless logistd --sandbox says otherwise).
+	Sandbox string `json:"sandbox,omitempty"`
+	// SandboxNetwork is what network the job's contained processes reach
+	// besides the presets' model APIs: none (the default) or host.
+	SandboxNetwork string       `json:"sandbox_network,omitempty"`
+	Schedule       *Schedule    `json:"schedule,omitempty"`
+	ScheduledFrom  string       `json:"scheduled_from,omitempty"`
+	ScheduledAt    string       `json:"scheduled_at,omitempty"`
+	Metrics        Metrics      `json:"metrics"`
+	History        []AuditEntry `json:"history"`
+	Run            RunState     `json:"run"`
 }
 
 // AgentConfig says which provider plays a role and how.
@@ -267,7 +273,10 @@ type RunState struct {
 	ScheduleResumedAt string `json:"schedule_resumed_at,omitempty"`
 	UpdatedAt         string `json:"updated_at,omitempty"`
 	StartedAt         string `json:"started_at,omitempty"`
-	FinishedAt        string `json:"finished_at,omitempty"`
+	// Sandbox is the containment the job's processes ran under, as
+	// resolved at its last start ("bwrap+landlock", "landlock", "none").
+	Sandbox    string `json:"sandbox,omitempty"`
+	FinishedAt string `json:"finished_at,omitempty"`
 }
 
 // Error is a manifest problem: which file, which field (JSON pointer), why.

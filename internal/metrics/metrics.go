@@ -38,6 +38,7 @@ var (
 type Metrics struct {
 	jobs          *prometheus.GaugeVec
 	started       prometheus.Counter
+	contained     *prometheus.CounterVec
 	finished      *prometheus.CounterVec
 	agentCalls    *prometheus.CounterVec
 	agentDuration *prometheus.HistogramVec
@@ -84,6 +85,8 @@ func New(reg prometheus.Registerer, version, revision string) *Metrics {
 			Help: "Jobs in the jobs folder by status (schedule templates and invalid manifests are not jobs: logistd_schedules, logistd_invalid_manifests)."}, []string{"status"}),
 		started: f.NewCounter(prometheus.CounterOpts{Name: "logistd_jobs_started_total",
 			Help: "Jobs that entered their first phase (a job's first start only; a resume or rollback is not a start)."}),
+		contained: f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_job_starts_by_sandbox_total",
+			Help: "Job starts and restarts by the containment their processes run under (bwrap+landlock, landlock; none is the steward's explicit opt-out)."}, []string{"sandbox"}),
 		finished: f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_jobs_finished_total",
 			Help: "Times a job stopped, by the status it went to: finished (success, canceled) or waiting for a steward (intervention_required, halted_cost, halted_time). A job resumed and stopped again counts again; a waiting job or a draft that a steward halts counts as canceled."}, []string{"outcome"}),
 		agentCalls: f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_agent_calls_total", Help: "Agent calls by role, provider and outcome."},
@@ -195,6 +198,9 @@ func (m *Metrics) Seen(id string, status lifecycle.Status, template bool) {
 // FirstStart counts a job's first start (the engine knows which start is
 // the first: a resumed or rolled back job starts again).
 func (m *Metrics) FirstStart() { m.started.Inc() }
+
+// Contained counts a job's start under a containment layer.
+func (m *Metrics) Contained(layer string) { m.contained.WithLabelValues(layer).Inc() }
 
 // Jobs lists the jobs and templates counted.
 func (m *Metrics) Jobs() []string {

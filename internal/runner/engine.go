@@ -15,6 +15,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
@@ -48,6 +50,12 @@ type Engine struct {
 	// up, before any call (programs.go).
 	LookPath func(string) (string, error)
 
+	// Contain gives a job's processes (agents, presets, tools, checks)
+	// their executor from its sandbox setting: the daemon's
+	// agent.Containment, which fails closed. Nil runs them uncontained
+	// with no record of a layer (the engine's own unit tests).
+	Contain Containment
+
 	// Draining stops runs from starting another call (graceful shutdown);
 	// calls in flight go on.
 	Draining atomic.Bool
@@ -62,6 +70,12 @@ type Engine struct {
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
+}
+
+// Containment resolves a job's sandbox setting to the executor of its
+// processes, or an error naming what the host lacks.
+type Containment interface {
+	For(m *manifest.Manifest) (agent.Executor, error)
 }
 
 // Timings hears when calls start, how long phases take and what models
@@ -181,6 +195,16 @@ type call struct {
 	// turns, if set, are the calls of a turn step (turns.go).
 	turns []*turnCall
 	teff  effect.TurnEffect
+	// exec runs the call's processes (nil: the engine has no Contain).
+	exec agent.Executor
+}
+
+// contained is ctx carrying the call's executor.
+func (c *call) contained(ctx context.Context) context.Context {
+	if c.exec == nil {
+		return ctx
+	}
+	return agent.WithExecutor(ctx, c.exec)
 }
 
 // step does one unit of work: prepare and record a call, make it, record
@@ -197,7 +221,7 @@ func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept) (stepRes
 	}
 	if len(c.turns) > 0 {
 		e.markPhase(id, c)
-		e.playTurns(ctx, tx, c)
+		e.playTurns(c.contained(ctx), tx, c)
 		tx, err = jobtx.Begin(e.Env, id, keep)
 		if err != nil {
 			return stepResult{done: true}, err
@@ -210,6 +234,7 @@ func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept) (stepRes
 		res, err = e.apply(tx, o)
 		if err == nil {
 			e.endPhase(id, tx.M)
+			e.forgetCalls(tx, c)
 		}
 		return res, err
 	}
@@ -227,7 +252,7 @@ func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept) (stepRes
 	start := time.Now()
 	var out *agent.Result
 	var callErr error
-	cctx, cancel := context.WithTimeout(ctx, c.deadline)
+	cctx, cancel := context.WithTimeout(c.contained(ctx), c.deadline)
 	if perr != nil {
 		callErr = perr
 	} else {
@@ -250,11 +275,32 @@ func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept) (stepRes
 	res, err = e.apply(tx, o)
 	if err == nil {
 		e.endPhase(id, tx.M)
+		e.forgetCalls(tx, c)
 		if out != nil && out.Tokens != nil && e.Timings != nil {
 			e.Timings.Tokens(c.provider, out.Tokens.Input, out.Tokens.Output, out.Tokens.Cache)
 		}
 	}
 	return res, err
+}
+
+// forgetCalls drops what contained calls kept of their runs once their
+// outcomes are committed to the history (the history is the record now;
+// a call still on disk would be adopted by the next run of its number).
+// A folder that cannot go is logged; it is harmless until its number is
+// asked again, which only an interrupted call is.
+func (e *Engine) forgetCalls(tx *jobtx.Tx, c *call) {
+	if c.exec == nil {
+		return
+	}
+	ns := []int{c.interaction}
+	for _, tc := range c.turns {
+		ns = append(ns, tc.interaction)
+	}
+	for _, n := range ns {
+		if err := agent.ForgetCall(tx.Dir, n); err != nil {
+			tx.LogCode(codes.StorageWrite, "SYSTEM", 0, fmt.Sprintf("remove the kept run of interaction %d: %v", n, err))
+		}
+	}
 }
 
 // providerFor builds the agent that plays role in job m: the manifest's

@@ -26,6 +26,8 @@ type outcome struct {
 	// records join the change's unit).
 	// start marks the job's first start (run.started_at).
 	start bool
+	// contained, if set, is the layer the job (re)starts under (metrics).
+	contained string
 	// code is the run's error code ("" leaves it).
 	code string
 	// counters, if set, are run.phase_retries and run.api_failures after
@@ -149,6 +151,9 @@ func (e *Engine) apply(tx *jobtx.Tx, o outcome) (stepResult, error) {
 		}
 	}
 
+	if o.contained != "" {
+		obs.Contained(o.contained)
+	}
 	if o.start {
 		m.Run.StartedAt = tx.Now().UTC().Format(time.RFC3339Nano)
 		obs.FirstStart()

@@ -42,6 +42,10 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		return stop(outcome{code: codes.WorkspaceUnsafe, logs: []logEntry{{code: codes.WorkspaceUnsafe, actor: "SYSTEM", msg: err.Error()}},
 			transition: &transition{lifecycle.EvAgentFailed, lifecycle.InterventionRequired, "", "SYSTEM", err.Error()}})
 	}
+	exec, o := e.containment(tx)
+	if o != nil {
+		return stop(*o)
+	}
 	if m.Status == lifecycle.Pending {
 		if o := e.checkPrograms(tx); o != nil {
 			return stop(*o)
@@ -68,7 +72,7 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 	if !ok {
 		return nil, done, fmt.Errorf("job %s: phase %q is not in workflow %s", tx.ID, phase, wf.Name)
 	}
-	c := &call{phase: phase, role: ph.Role, provider: m.Agents[ph.Role].Provider, stateBefore: m.Status}
+	c := &call{phase: phase, role: ph.Role, provider: m.Agents[ph.Role].Provider, stateBefore: m.Status, exec: exec}
 	if ph.Role == workflow.RoleLogist {
 		c.provider = workflow.RoleLogist
 	}
@@ -185,6 +189,11 @@ func (e *Engine) start(tx *jobtx.Tx, wf *workflow.Workflow) (outcome, error) {
 	}
 	ph, ok := wf.Phases[phase]
 	o.transition = &transition{lifecycle.EvStart, ph.Status, phase, "SYSTEM", ""}
+	if e.Contain != nil {
+		// The history says which containment the job (re)started under.
+		o.transition.reason = "processes contained by sandbox " + m.Run.Sandbox
+		o.contained = m.Run.Sandbox
+	}
 	o.hold = ok && ph.Effect == "" && ph.Role != workflow.RoleLogist && tx.Log.State().OpenIntent == nil
 	o.more = true
 	return o, nil

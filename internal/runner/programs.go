@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"os"
 	"strings"
 
@@ -29,4 +30,31 @@ func (e *Engine) checkPrograms(tx *jobtx.Tx) *outcome {
 	return &outcome{code: codes.AgentConfig,
 		logs:       []logEntry{{code: codes.AgentConfig, actor: "SYSTEM", msg: reason, record: true}},
 		transition: &transition{lifecycle.EvAgentFailed, lifecycle.InterventionRequired, "", "SYSTEM", reason}}
+}
+
+// containment resolves the job's sandbox setting to its executor. A job
+// whose layer does not work on this host stops (INTERVENTION_REQUIRED,
+// SANDBOX_UNAVAILABLE, the reason naming what is missing) before any call
+// is recorded or paid for: never an uncontained run it did not ask for.
+// The layer it gets is kept in run.sandbox (status, list, metrics).
+func (e *Engine) containment(tx *jobtx.Tx) (agent.Executor, *outcome) {
+	if e.Contain == nil {
+		return nil, nil
+	}
+	ex, err := e.Contain.For(tx.M)
+	if err != nil {
+		code := codes.SandboxUnavailable
+		if ae, ok := agent.AsError(err); ok {
+			code = ae.Code
+			err = errors.New(ae.Msg)
+		}
+		reason := "sandbox: " + err.Error()
+		return nil, &outcome{code: code,
+			logs:       []logEntry{{code: code, actor: "SYSTEM", msg: reason, record: true}},
+			transition: &transition{lifecycle.EvAgentFailed, lifecycle.InterventionRequired, "", "SYSTEM", reason}}
+	}
+	if tx.M.Status == lifecycle.Pending {
+		tx.M.Run.Sandbox = ex.Layer() // committed with the start
+	}
+	return ex, nil
 }

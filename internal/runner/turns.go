@@ -161,6 +161,9 @@ func (e *Engine) playTurn(ctx context.Context, m *manifest.Manifest, tc *turnCal
 			return
 		}
 		tc.failed = append(tc.failed, failedAttempt{attempt, ae.Code, ae.Msg})
+		// The failed attempt's kept result is not an answer to adopt:
+		// the next attempt of the turn starts afresh.
+		_ = agent.ForgetCall(tc.req.JobDir, tc.interaction) // a folder that stays is adopted: the same failure, retried
 		e.Env.Obs.Retry("api_error")
 		if e.Sleep(ctx, max(e.backoff(m.BackoffInitial(), attempt), min(ae.RetryAfter, 5*time.Minute))) != nil {
 			return

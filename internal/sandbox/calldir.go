@@ -199,3 +199,7 @@ func killRecorded(path string) bool {
 	_ = syscall.Kill(-pid, syscall.SIGKILL) // a process group (landlock, none), if it is one
 	return syscall.Kill(pid, syscall.SIGKILL) == nil
 }
+
+// Holds reports whether callDir holds a call (running, finished or lost):
+// a caller that finds one adopts it rather than starting the call again.
+func Holds(callDir string) bool { return holdsCall(callDir) }

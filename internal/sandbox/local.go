@@ -265,3 +265,10 @@ func (c *localCall) Kill() error {
 	<-c.done
 	return nil
 }
+
+// Ready says whether Local can start calls from this process: its helper
+// binary is known (Helper ran, or Self is set).
+func (l *Local) Ready() error {
+	_, err := l.self()
+	return err
+}

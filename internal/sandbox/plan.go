@@ -238,7 +238,8 @@ func makePlan(s *Spec, layer Layer, t tools, v *hostView) (*plan, error) {
 	for _, b := range binds {
 		a = append(a, b.opt, b.path, b.path)
 	}
-	if prog != "" && prog != s.Argv[0] {
+	if prog != "" && prog != s.Argv[0] && !covered(s.Argv[0], ro, rw) {
+		// The name the program is run by, when no bound folder has it.
 		a = append(a, "--symlink", prog, s.Argv[0])
 	}
 	a = append(a, "--ro-bind", t.self, helperInside)
@@ -257,6 +258,19 @@ func makePlan(s *Spec, layer Layer, t tools, v *hostView) (*plan, error) {
 	}
 	p.BArgs = a
 	return p, nil
+}
+
+// covered reports whether p lies in a path bound into the sandbox other
+// than p itself (the program's link is then there already).
+func covered(p string, sets ...map[string]bool) bool {
+	for _, set := range sets {
+		for q := range set {
+			if q != p && within(p, q) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // nsArgs are the namespaces and process settings of every bwrap sandbox.

@@ -398,3 +398,40 @@ func TestNetHost(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanLinksProgramOnlyWhereNotBound: a program run by a link inside a
+// folder the call is given (an npm package's node_modules/.bin/x) keeps
+// that link; bwrap is not asked to make it again (it refuses: the file
+// exists). A link in no bound folder is made.
+func TestPlanLinksProgramOnlyWhereNotBound(t *testing.T) {
+	spec := shSpec(t, "true")
+	pkg := filepath.Join(filepath.Dir(spec.Dir), "node_modules")
+	if err := os.MkdirAll(filepath.Join(pkg, ".bin"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	real := filepath.Join(pkg, "cli.js")
+	if err := os.WriteFile(real, []byte("#!/bin/sh\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(pkg, ".bin", "cli")
+	if err := os.Symlink("../cli.js", link); err != nil {
+		t.Fatal(err)
+	}
+	tl := tools{self: "/usr/bin/logistd", bwrap: "/usr/bin/bwrap", abi: 7}
+	for _, c := range []struct {
+		ro   []string
+		want bool
+	}{{[]string{pkg}, false}, {nil, true}} {
+		s := spec
+		s.Argv = []string{link}
+		s.ReadOnly = c.ro
+		p, err := makePlan(&s, LayerBwrap, tl, currentView())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Contains(strings.Join(p.BArgs, " "), "--symlink "+real+" "+link)
+		if got != c.want {
+			t.Errorf("read-only %v: symlink made %v, want %v (%v)", c.ro, got, c.want, p.BArgs)
+		}
+	}
+}

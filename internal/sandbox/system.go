@@ -169,3 +169,7 @@ func grantOf(p string) (pathGrant, bool) {
 
 // depth orders binds so that a folder is mounted before what lies in it.
 func depth(p string) int { return strings.Count(p, "/") }
+
+// System reports whether p lies in the host's system folders, which every
+// sandbox shows read-only (a caller need not list them).
+func System(p string) bool { return underSystem(p) }

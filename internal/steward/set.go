@@ -47,6 +47,10 @@ var settable = map[string]string{
 	"prompts":    "",
 	"limits":     "",
 	"secret_env": "",
+	// How its processes are contained: a steward's signed choice, e.g. the
+	// opt-out of a job whose host has no sandbox (docs/security.md).
+	"sandbox":         "",
+	"sandbox_network": "",
 
 	"cost_threshold":         "a budget is raised with the resume that continues the job: logist resume JOB --cost-threshold CENTS",
 	"time_threshold_minutes": "a budget is raised with the resume that continues the job: logist resume JOB --time-threshold-minutes M",
@@ -87,6 +91,10 @@ var setCopy = map[string]func(dst, src *manifest.Manifest){
 	"prompts":    func(d, s *manifest.Manifest) { d.Prompts = s.Prompts },
 	"limits":     func(d, s *manifest.Manifest) { d.Limits = s.Limits },
 	"secret_env": func(d, s *manifest.Manifest) { d.SecretEnv = s.SecretEnv },
+	"sandbox":    func(d, s *manifest.Manifest) { d.Sandbox = s.Sandbox },
+	"sandbox_network": func(d, s *manifest.Manifest) {
+		d.SandboxNetwork = s.SandboxNetwork
+	},
 }
 
 // SetError is an assignment Set refuses (a field a steward may not set, a

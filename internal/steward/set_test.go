@@ -257,3 +257,29 @@ func TestVerifyFollowsARetryLimitSet(t *testing.T) {
 	}
 	verified(t, f, key, "j")
 }
+
+// A steward opts a stopped job out of the sandbox (or picks a layer) with
+// logist set: a signed record whose config hash covers the choice.
+func TestSetSandboxIsASignedChoice(t *testing.T) {
+	f, _ := signedFixture(t)
+	f.WriteJob("j", map[string]any{"agents": map[string]any{
+		"worker":     map[string]any{"provider": "command", "command": map[string]any{"argv": []string{"logist-no-such-agent"}}},
+		"supervisor": testkit.Script(testkit.Step("COMPLETED", "ok")),
+	}})
+	f.Run("j")
+	m, _, err := f.St.Set("j", []steward.Assignment{set("sandbox", `"none"`), set("sandbox_network", `"host"`)}, "host has no sandbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Sandbox != "none" || m.SandboxNetwork != "host" {
+		t.Fatalf("sandbox %q network %q", m.Sandbox, m.SandboxNetwork)
+	}
+	sw := testkit.OfType(f.Records("j"), history.TypeSteward)
+	sum, _ := f.Load("j").ConfigHash()
+	if len(sw) != 1 || sw[0].Steward.ConfigSHA256 != sum {
+		t.Fatalf("steward records %+v, want one set with config hash %s", sw, sum)
+	}
+	if _, _, err := f.St.Set("j", []steward.Assignment{set("sandbox", `"off"`)}, ""); err == nil {
+		t.Error("sandbox \"off\" accepted")
+	}
+}

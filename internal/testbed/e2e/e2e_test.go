@@ -24,9 +24,12 @@ import (
 	"github.com/logist/logist/internal/daemon"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/sandbox"
 )
 
 func TestMain(m *testing.M) {
+	// The binary is also logistd's sandbox launcher and helper.
+	sandbox.Helper()
 	testscript.Main(m, map[string]func(){
 		"logist": func() { os.Exit(cli.Main(context.Background(), os.Args, os.Getenv, os.Stdin, os.Stdout, os.Stderr)) },
 		"logistd": func() {

@@ -64,6 +64,9 @@ func job(worker string, fields ...string) string {
 	return s + `"agents": {"worker": ` + worker + `, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`
 }
 
+// optOut is the manifest field of a job whose processes run uncontained.
+const optOut = `"sandbox": "none"`
+
 func scriptW(step string) string { return `{"provider": "script", "script": [` + step + `]}` }
 
 func rawW(raw string) string {
@@ -225,8 +228,12 @@ func hostileCases() []hostile {
 			}},
 
 		// --- Agent processes -------------------------------------------------
+		// The cases that check the agent's processes by their pids on the
+		// host opt out of the sandbox (optOut): a PID namespace hides them.
+		// They hold the uncontained path to its promises; a contained call's
+		// are the sandbox's tests (internal/sandbox, sandbox.txtar).
 		{id: "H54", name: "p-flood-stdout", input: "prints without end to stdout (default 4 MiB cap)",
-			manifest: job(cmdW("", "")), files: agent(`echo $$ > agent.pid; exec yes 'spam spam spam spam spam spam spam spam spam'`),
+			manifest: job(cmdW("", ""), optOut), files: agent(`echo $$ > agent.pid; exec yes 'spam spam spam spam spam spam spam spam spam'`),
 			want: string(lifecycle.InterventionRequired), code: "AGENT_OUTPUT_LIMIT", resp: "AGENT_OUTPUT_LIMIT", reason: "more than 4194304 bytes",
 			check: func(t *testing.T, h *hostileRun, c *hostile) {
 				h.processGone(t, c, "agent.pid")
@@ -235,7 +242,7 @@ func hostileCases() []hostile {
 				}
 			}},
 		{id: "H55", name: "p-flood-stderr", input: "prints without end to stderr (max_output_bytes 65536)",
-			manifest: job(cmdW("", `, "max_output_bytes": 65536`)), files: agent(`echo $$ > agent.pid; exec yes 'err err err err err err' >&2`),
+			manifest: job(cmdW("", `, "max_output_bytes": 65536`), optOut), files: agent(`echo $$ > agent.pid; exec yes 'err err err err err err' >&2`),
 			want: string(lifecycle.InterventionRequired), code: "AGENT_OUTPUT_LIMIT", resp: "AGENT_OUTPUT_LIMIT",
 			check: func(t *testing.T, h *hostileRun, c *hostile) {
 				h.processGone(t, c, "agent.pid")
@@ -244,7 +251,7 @@ func hostileCases() []hostile {
 				}
 			}},
 		{id: "H56", name: "p-never-exits", input: "never exits (timeout_seconds 0.5)",
-			manifest: job(cmdW(`"timeout_seconds": 0.5, `, "")), files: agent(`echo $$ > agent.pid; exec sleep 60`),
+			manifest: job(cmdW(`"timeout_seconds": 0.5, `, ""), optOut), files: agent(`echo $$ > agent.pid; exec sleep 60`),
 			want: string(lifecycle.InterventionRequired), code: "AGENT_TIMEOUT", resp: "AGENT_TIMEOUT", reason: "timeout",
 			check: func(t *testing.T, h *hostileRun, c *hostile) {
 				h.processGone(t, c, "agent.pid")
@@ -257,14 +264,14 @@ func hostileCases() []hostile {
 			want: string(lifecycle.InterventionRequired), code: "AGENT_EXIT", resp: "AGENT_EXIT", reason: "after 1 automatic retries: sh exited with status 3: disk on fire",
 			check: func(t *testing.T, h *hostileRun, c *hostile) { h.responses(t, c, 2) }},
 		{id: "H58", name: "p-signal", input: "killed by a signal (SIGKILL)",
-			manifest: job(cmdW("", ""), `"limits": {"max_api_retries": 0}`), files: agent(`kill -KILL $$`),
+			manifest: job(cmdW("", ""), `"limits": {"max_api_retries": 0}`, optOut), files: agent(`kill -KILL $$`),
 			want: string(lifecycle.InterventionRequired), code: "AGENT_EXIT", resp: "AGENT_EXIT", reason: "status -1",
 			check: func(t *testing.T, h *hostileRun, c *hostile) { h.responses(t, c, 1) }},
 		{id: "H59", name: "p-fork-holds-pipe", input: "answers, exits, leaves a child holding its stdout",
-			manifest: job(cmdW("", "")), files: agent(`sleep 60 & echo $! > child.pid; echo '` + okAnswer + `'`),
+			manifest: job(cmdW("", ""), optOut), files: agent(`sleep 60 & echo $! > child.pid; echo '` + okAnswer + `'`),
 			want: string(lifecycle.Success), check: gone("child.pid")},
 		{id: "H60", name: "p-fork-detached", input: "answers, exits, leaves a child with its output redirected",
-			manifest: job(cmdW("", "")), files: agent(`sleep 60 >/dev/null 2>&1 & echo $! > child.pid; echo '` + okAnswer + `'`),
+			manifest: job(cmdW("", ""), optOut), files: agent(`sleep 60 >/dev/null 2>&1 & echo $! > child.pid; echo '` + okAnswer + `'`),
 			want: string(lifecycle.Success), check: gone("child.pid")},
 		{id: "H61", name: "p-several", input: "prints two JSON objects",
 			manifest: job(cmdW("", "")), files: agent(`echo '` + okAnswer + `'; echo '` + okAnswer + `'`),

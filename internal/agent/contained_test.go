@@ -1,0 +1,128 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/sandbox"
+)
+
+func TestMain(m *testing.M) {
+	// This binary is the sandbox's launcher and helper in these tests.
+	sandbox.Helper()
+	os.Exit(m.Run())
+}
+
+// The one rule for a job's layer: its setting, else the default; "none"
+// only when asked; a layer the host lacks is an error naming what is
+// missing, never a weaker layer.
+func TestContainmentFailsClosed(t *testing.T) {
+	nothing := &sandbox.Status{Bwrap: sandbox.Check{Why: "bwrap not installed"}, Landlock: sandbox.Check{Why: "landlock not supported by kernel"}}
+	onlyLandlock := &sandbox.Status{Bwrap: sandbox.Check{Why: "user namespaces disabled"}, Landlock: sandbox.Check{OK: true}, LandlockABI: 6}
+	for _, c := range []struct {
+		name    string
+		st      *sandbox.Status
+		def     sandbox.Layer
+		setting string
+		layer   string // "" = an error
+		why     string
+	}{
+		{"nothing works", nothing, "", "", "", "bwrap not installed"},
+		{"nothing works, opt-out", nothing, "", "none", LayerNone, ""},
+		{"daemon opt-out", nothing, sandbox.LayerNone, "", LayerNone, ""},
+		{"job asks more than the daemon", nothing, sandbox.LayerNone, "auto", "", "landlock not supported"},
+		{"auto falls to landlock", onlyLandlock, "", "", "landlock", ""},
+		{"bwrap asked, not there", onlyLandlock, "", "bwrap", "", "user namespaces disabled"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cont := &Containment{Exec: &sandbox.Local{Status: c.st}, Status: c.st, Default: c.def}
+			ex, err := cont.For(&manifest.Manifest{Sandbox: c.setting})
+			if c.layer == "" {
+				ae, ok := AsError(err)
+				if !ok || ae.Code != codes.SandboxUnavailable || !strings.Contains(ae.Msg, c.why) {
+					t.Fatalf("For(%q) = %v, %v; want SANDBOX_UNAVAILABLE naming %q", c.setting, ex, err, c.why)
+				}
+				return
+			}
+			if err != nil || ex.Layer() != c.layer {
+				t.Fatalf("For(%q) = %v, %v; want layer %s", c.setting, ex, err, c.layer)
+			}
+		})
+	}
+}
+
+// A contained command agent whose call a previous daemon started and that
+// finished is adopted: the same answer, the program not run again; once
+// the call is forgotten, the next run of that number runs the program.
+func TestContainedCallIsAdoptedNotAskedAgain(t *testing.T) {
+	st := sandbox.Probe()
+	cont := &Containment{Exec: &sandbox.Local{}, Status: st}
+	ex, err := cont.For(&manifest.Manifest{})
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	jobDir := t.TempDir()
+	ws := filepath.Join(jobDir, "workspace")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(jobDir, "agent.sh")
+	body := "echo run >> runs.txt\necho '{\"action\":\"COMPLETED\",\"evidence_files\":[],\"summary_for_supervisor\":\"n'$(wc -l < runs.txt)'\"}'\n"
+	if err := os.WriteFile(script, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &Command{Cfg: manifest.Command{Argv: []string{"sh", "../agent.sh"}}, Getenv: pathOnly}
+	req := &Request{JobID: "j", Phase: "work", Role: "worker", Workspace: ws, JobDir: jobDir, Interaction: 3}
+	ctx := WithExecutor(context.Background(), ex)
+	first, err := c.Call(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The daemon died before recording it: the next daemon asks again.
+	again, err := c.Call(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(again.Raw) != string(first.Raw) || !strings.Contains(string(first.Raw), `"n1"`) {
+		t.Errorf("adopted answer %q, first %q", again.Raw, first.Raw)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "runs.txt")); string(b) != "run\n" {
+		t.Errorf("the program ran %q, want once", b)
+	}
+	if err := ForgetCall(jobDir, 3); err != nil {
+		t.Fatal(err)
+	}
+	third, err := c.Call(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(third.Raw), `"n2"`) {
+		t.Errorf("after ForgetCall the call ran %q, want a second run", third.Raw)
+	}
+	// Nothing of the job's folder but what the call was given is visible.
+	c2 := &Command{Cfg: manifest.Command{Argv: []string{"sh", "-c", "cat ../job.json"}}, Getenv: pathOnly}
+	if err := os.WriteFile(filepath.Join(jobDir, "job.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c2.Call(ctx, &Request{JobID: "j", Workspace: ws, JobDir: jobDir, Interaction: 4})
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Code != codes.AgentExit {
+		t.Errorf("reading ../job.json: %v, want the program to fail (AGENT_EXIT)", err)
+	}
+}
+
+func pathOnly(k string) string {
+	if k == "PATH" {
+		return "/usr/local/bin:/usr/bin:/bin"
+	}
+	return ""
+}

@@ -1,0 +1,27 @@
+package daemon
+
+import (
+	"fmt"
+
+	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/joblog"
+	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/sandbox"
+)
+
+// containment is how the engine contains every job's processes: the
+// sandboxes this host supports (probed once), the --sandbox default for
+// jobs that name none. A host where the default works nowhere is logged
+// at start; its jobs then refuse to start (fail closed), each saying why.
+func (d *Daemon) containment() *agent.Containment {
+	def, _ := sandbox.ParseLayer(d.opts.Sandbox) // checked with the flags
+	c := &agent.Containment{Exec: &sandbox.Local{}, Status: sandbox.Probe(), Default: def}
+	if _, err := c.For(&manifest.Manifest{}); err != nil {
+		joblog.Log(d.log, fmt.Sprintf("jobs without a sandbox setting will not start: %v (logistd --check-sandbox)", err),
+			joblog.Problem{Code: codes.SandboxUnavailable})
+	} else if def == sandbox.LayerNone {
+		d.log.Warn("logistd --sandbox none: the processes of jobs that name no sandbox run uncontained, with the daemon's rights")
+	}
+	return c
+}

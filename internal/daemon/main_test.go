@@ -1,0 +1,15 @@
+package daemon
+
+import (
+	"os"
+	"testing"
+
+	"github.com/logist/logist/internal/sandbox"
+)
+
+// TestMain lets this test binary be the sandbox's launcher and helper, as
+// logistd is: the daemon under test contains its jobs' processes.
+func TestMain(m *testing.M) {
+	sandbox.Helper()
+	os.Exit(m.Run())
+}

@@ -1,0 +1,122 @@
+package runner
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/testkit"
+)
+
+// fakeContain resolves every setting to one executor or one error, and
+// remembers what it was asked.
+type fakeContain struct {
+	ex    agent.Executor
+	err   error
+	asked []string
+}
+
+func (c *fakeContain) For(m *manifest.Manifest) (agent.Executor, error) {
+	c.asked = append(c.asked, m.Sandbox)
+	return c.ex, c.err
+}
+
+// countingExec is Direct that counts its runs and names a layer.
+type countingExec struct{ runs int }
+
+func (e *countingExec) Run(ctx context.Context, s agent.ProcSpec) (*agent.ProcResult, error) {
+	e.runs++
+	return agent.Direct{}.Run(ctx, s)
+}
+func (e *countingExec) Layer() string { return "test-layer" }
+
+// Fail closed: a job whose sandbox does not work on the host stops before
+// any intent is recorded or any program runs, with SANDBOX_UNAVAILABLE and
+// the reason the containment gave.
+func TestJobRefusesToStartWithoutItsSandbox(t *testing.T) {
+	f := newFixture(t)
+	c := &fakeContain{err: &agent.Error{Code: codes.SandboxUnavailable, Msg: "sandbox unavailable: no sandbox layer works on this host: bwrap not installed; landlock not supported by kernel"}}
+	f.Engine.Contain = c
+	f.WriteJob("j", job(command(0, "sh", "-c", "echo ran > ran.txt"), okSupervisor()))
+	f.Run("j")
+	m := f.Load("j")
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.SandboxUnavailable {
+		t.Fatalf("status %s code %s (%s), want INTERVENTION_REQUIRED SANDBOX_UNAVAILABLE", m.Status, m.Run.ErrorCode, m.Run.Reason)
+	}
+	if !strings.Contains(m.Run.Reason, "bwrap not installed") {
+		t.Errorf("reason %q does not say what is missing", m.Run.Reason)
+	}
+	recs := f.Records("j")
+	if n := len(testkit.OfType(recs, history.TypeIntent)); n != 0 || m.Metrics.AgentCalls != 0 {
+		t.Errorf("%d intents, %d calls: nothing may run uncontained", n, m.Metrics.AgentCalls)
+	}
+	if errs := testkit.OfType(recs, history.TypeError); len(errs) != 1 || errs[0].Error.Code != codes.SandboxUnavailable {
+		t.Errorf("error records %+v, want one SANDBOX_UNAVAILABLE", errs)
+	}
+	if len(c.asked) == 0 || c.asked[0] != "" {
+		t.Errorf("containment asked for %q, want the job's setting (none: \"\")", c.asked)
+	}
+}
+
+// The job's setting reaches the containment; every process of its calls
+// runs through the executor it gives; the layer is kept in run.sandbox
+// and said by the start's transition in the history.
+func TestJobProcessesRunThroughItsExecutor(t *testing.T) {
+	f := newFixture(t)
+	ex := &countingExec{}
+	c := &fakeContain{ex: ex}
+	f.Engine.Contain = c
+	j := job(command(0, "sh", "-c", `echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"done"}'`), okSupervisor())
+	j["sandbox"] = "landlock"
+	f.WriteJob("j", j)
+	f.Run("j")
+	m := f.Load("j")
+	if m.Status != lifecycle.Success {
+		t.Fatalf("status %s (%s %s)", m.Status, m.Run.ErrorCode, m.Run.Reason)
+	}
+	if ex.runs != 1 {
+		t.Errorf("executor ran %d processes, want the worker's 1", ex.runs)
+	}
+	if len(c.asked) == 0 || c.asked[0] != "landlock" {
+		t.Errorf("containment asked for %q, want the job's landlock", c.asked)
+	}
+	if m.Run.Sandbox != "test-layer" {
+		t.Errorf("run.sandbox %q, want test-layer", m.Run.Sandbox)
+	}
+	found := false
+	for _, r := range testkit.OfType(f.Records("j"), history.TypeTransition) {
+		if r.Transition.Event == string(lifecycle.EvStart) && strings.Contains(r.Transition.Reason, "sandbox test-layer") {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no start transition names the sandbox layer")
+	}
+}
+
+// The red team's budget raise (issue 19): an agent that can reach its
+// job.json (here uncontained) rewrites cost_threshold during its call and
+// reports a $5 call on a $1 budget. The committed budget wins: the job
+// halts on cost instead of ending SUCCESS at $5.
+func TestAgentCannotRaiseItsOwnBudget(t *testing.T) {
+	f := newFixture(t)
+	script := `sed -i 's/"cost_threshold": 100,/"cost_threshold": 100000000,/' ../job.json
+grep -q 100000000 ../job.json || exit 9
+echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"done","cost_usd":5}'`
+	j := job(command(0, "sh", "-c", script), okSupervisor())
+	j["cost_threshold"] = 100
+	f.WriteJob("j", j)
+	f.Run("j")
+	m := f.Load("j")
+	if m.Status != lifecycle.HaltedCost {
+		t.Fatalf("status %s (%s: %s), want HALTED_COST", m.Status, m.Run.ErrorCode, m.Run.Reason)
+	}
+	if m.CostThreshold == nil || *m.CostThreshold != 100 {
+		t.Errorf("cost_threshold %v, want the committed 100", m.CostThreshold)
+	}
+}
