@@ -9,9 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"os"
 	"path"
 	"regexp"
 	"slices"
@@ -21,6 +19,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/regfile"
 	"github.com/logist/logist/internal/workflow"
 	"github.com/logist/logist/schemas"
 )
@@ -297,14 +296,9 @@ func ValidID(id string) error {
 
 // ReadFile reads and decodes a manifest file; see Decode.
 func ReadFile(file string) (*Manifest, error) {
-	f, err := os.Open(file)
+	data, err := regfile.ReadLimited(file, MaxSize)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close() //nolint:errcheck // read-only
-	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", file, err)
 	}
 	return Decode(file, data)
 }

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +46,7 @@ type hostile struct {
 	files    map[string]string // more files, relative to the job folder
 	links    map[string]string // symlinks relative to the job folder -> target ($OUT: a folder outside)
 	late     bool              // dropped while the daemon runs (the watcher's path, not the scan's)
+	fifos    []string          // named pipes made instead of files, relative to the job folder
 
 	want   string // lifecycle status or one of the outcomes above
 	code   string // run.error_code; INVALID/UNPLACED: part of the reported error; REFUSED: the logged error_code
@@ -373,9 +375,18 @@ func hostileCases() []hostile {
 				}
 			}},
 
+		// --- Files that are not files -----------------------------------------------
+		{id: "H96", name: "f-fifo-manifest", input: "job.json is a FIFO (open() would block for ever)", fifos: []string{"job.json"},
+			want: outInvalid, code: "not a regular file: it is a named pipe"},
+		{id: "H97", name: "f-fifo-prompt", input: "the worker's prompt file is a FIFO",
+			manifest: job(scriptW(`{"action": "COMPLETED", "summary": "x"}`), `"prompts": {"worker": "p.md"}`), fifos: []string{"p.md"},
+			want: string(lifecycle.InterventionRequired), code: "AGENT_CONFIG", resp: "none", reason: "named pipe"},
+
 		// --- Dropped while the daemon runs (the watcher's path) ----------------------
 		{id: "H11", name: "late-types", late: true, input: "wrong types, dropped while running", manifest: job(scriptW(`{}`), `"limits": {"max_retries": "3"}`),
 			want: outInvalid, code: "/limits/max_retries"},
+		{id: "H98", name: "late-fifo", late: true, input: "job.json is a FIFO, dropped while running", fifos: []string{"job.json"},
+			want: outInvalid, code: "named pipe"},
 		{id: "H21", name: "late\x03ctl", late: true, input: "folder named with a control character, dropped while running", manifest: good,
 			want: outInvalid, code: "is invalid"},
 	}
@@ -531,8 +542,15 @@ func (h *hostileRun) writeCase(t *testing.T, dir string, c *hostile) {
 	if err := os.MkdirAll(jd, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(jd, "job.json"), []byte(c.manifest), 0o600); err != nil {
-		t.Fatal(err)
+	for _, name := range c.fifos {
+		if err := syscall.Mkfifo(filepath.Join(jd, name), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Contains(c.fifos, "job.json") {
+		if err := os.WriteFile(filepath.Join(jd, "job.json"), []byte(c.manifest), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	switch c.name {
 	case "h-corrupt-middle", "h-torn-tail", "h-index-corrupt", "h-newer":
