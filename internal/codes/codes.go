@@ -211,7 +211,7 @@ var catalogue = []Code{
 	{HistoryWrite, Error, false, "storage", "a history append failed (the disk refused it); the job pauses and runs again"},
 	{ManifestWrite, Error, false, "storage", "saving the manifest failed; the job pauses and runs again"},
 	{StorageWrite, Error, false, "storage", "the disk refused another write (full, quota, read-only); the job pauses and runs again"},
-	{HistoryMissing, Error, true, "storage", "the job's history is gone (deleted under it); the job is not run"},
+	{HistoryMissing, Error, true, "storage", "the job's history is gone (deleted under it) or lost committed records (it ends before its signed head); the job is not run"},
 	{HistoryTooNew, Error, true, "storage", "the job's history was written by a newer Logist; the job is not run"},
 	{HistoryCorrupt, Error, true, "storage", "the job's history cannot be read; the job is not run"},
 	{HistoryTornTail, Warning, false, "storage", "an incomplete last record (a crash mid-append) was cut off when the history was opened"},

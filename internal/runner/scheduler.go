@@ -197,7 +197,7 @@ func runErrorCode(err error) (code string, retry bool) {
 	var missing *historyMissingError
 	msg := err.Error()
 	switch {
-	case errors.As(err, &missing):
+	case errors.As(err, &missing), errors.Is(err, history.ErrMissing):
 		return codes.HistoryMissing, false
 	case storageFull(err):
 		// What failed is named before the first colon ("append history:

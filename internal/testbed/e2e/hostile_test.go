@@ -375,6 +375,15 @@ func hostileCases() []hostile {
 				}
 			}},
 
+		{id: "H99", name: "h-cut", input: "history.jsonl cut at a record boundary (its signed head names a later record)",
+			manifest: job(scriptW(`{"action": "COMPLETED", "summary": "x"}`), running),
+			want:     outRefused, code: "HISTORY_MISSING", reason: "ends at record 1, but its head says it held records up to 2", stays: string(lifecycle.Running),
+			check: func(t *testing.T, h *hostileRun, c *hostile) { h.unchanged(t, c, history.FileName) }},
+		{id: "H100", name: "h-last-damaged", input: "history.jsonl's last record damaged in place (a complete line that no longer parses)",
+			manifest: job(scriptW(`{"action": "COMPLETED", "summary": "x"}`), running),
+			want:     outRefused, code: "HISTORY_MISSING", reason: "ends at record 1", stays: string(lifecycle.Running),
+			check: func(t *testing.T, h *hostileRun, c *hostile) { h.unchanged(t, c, history.FileName) }},
+
 		// --- Files that are not files -----------------------------------------------
 		{id: "H96", name: "f-fifo-manifest", input: "job.json is a FIFO (open() would block for ever)", fifos: []string{"job.json"},
 			want: outInvalid, code: "not a regular file: it is a named pipe"},
@@ -553,7 +562,7 @@ func (h *hostileRun) writeCase(t *testing.T, dir string, c *hostile) {
 		}
 	}
 	switch c.name {
-	case "h-corrupt-middle", "h-torn-tail", "h-index-corrupt", "h-newer":
+	case "h-corrupt-middle", "h-torn-tail", "h-index-corrupt", "h-newer", "h-cut", "h-last-damaged":
 		writeHistory(t, jd, c.name)
 	}
 	for name, content := range c.files {
@@ -611,12 +620,31 @@ func writeHistory(t *testing.T, jobDir, kind string) {
 		// Same length, newline kept: only the content of record 1 is gone.
 		lines[1] = append(bytes.Repeat([]byte("X"), len(lines[1])-1), '\n')
 	case "h-torn-tail":
-		// The last record was cut half way by a crash.
+		// The last record was cut half way by a crash, which leaves the
+		// head at the record before it (it is written after the fsync).
 		lines[2] = lines[2][:len(lines[2])/2]
+		writeStaleHead(t, jobDir, lines[1])
+	case "h-cut":
+		lines = lines[:2]
+	case "h-last-damaged":
+		lines[2] = append(bytes.Repeat([]byte("X"), len(lines[2])-1), '\n')
 	case "h-newer":
 		lines = append(lines, []byte(`{"hash":"00","rec":{"v":3,"seq":3,"type":"quantum"}}`+"\n"))
 	}
 	if err := os.WriteFile(p, bytes.Join(lines, nil), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeStaleHead sets the history's head at the record stored as line.
+func writeStaleHead(t *testing.T, jobDir string, line []byte) {
+	t.Helper()
+	e, err := history.ParseLine(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(history.Head{Seq: e.Seq, Hash: e.Hash})
+	if err := os.WriteFile(filepath.Join(jobDir, history.HeadFile), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
