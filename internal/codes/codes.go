@@ -161,6 +161,11 @@ const (
 	UpstreamStreamBroken = "UPSTREAM_STREAM_BROKEN"
 )
 
+// Hostile input and broken storage (issue 18).
+const (
+	ManifestTooLarge = "MANIFEST_TOO_LARGE"
+)
+
 // catalogue is every code, by area; docs/codes.md renders it.
 var catalogue = []Code{
 	// An agent's answer, held to its contract (seed 002's layers).
@@ -256,6 +261,9 @@ var catalogue = []Code{
 	{UpstreamIdleTimeout, Warning, false, "meter", "the provider fell silent mid-response"},
 	{ClientGone, Warning, false, "meter", "the agent stopped reading the response"},
 	{UpstreamStreamBroken, Warning, false, "meter", "the provider's response body broke off"},
+
+	// Hostile input and broken storage (issue 18).
+	{ManifestTooLarge, Error, false, "storage", "a change would make the manifest larger than the 1 MiB logist reads: it is not written (nor its history unit)"},
 }
 
 var byName = func() map[string]Code {

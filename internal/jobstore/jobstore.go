@@ -357,6 +357,9 @@ func (s *Store) WriteManifestCopy(id string, b []byte) error {
 }
 
 func (s *Store) writeManifest(id string, b []byte, write func(string, []byte, os.FileMode, func(os.FileInfo)) error) error {
+	if err := manifest.CheckSize(id, b); err != nil {
+		return err
+	}
 	p := filepath.Join(s.JobDir(id), ManifestFile)
 	s.checked.Store(id, sha256.Sum256(b))
 	return write(p, b, 0o600, func(fi os.FileInfo) {

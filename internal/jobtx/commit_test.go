@@ -607,3 +607,23 @@ func TestKeptManifestIsTheFilesAndPristine(t *testing.T) {
 		t.Error("a manifest just begun counts as changed")
 	}
 }
+
+// A change that would make the manifest larger than Logist reads back
+// (hostile input H101's backstop) is not committed: no record of it is
+// stored and the manifest file is untouched; MANIFEST_TOO_LARGE is logged.
+func TestCommitRefusesManifestLogistCouldNotRead(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	tx := f.begin(t)
+	f.unit(t, tx)
+	tx.M.Run.Feedback = strings.Repeat("x", manifest.MaxSize)
+	err := tx.Commit()
+	tx.Close()
+	if !errors.Is(err, manifest.ErrTooLarge) {
+		t.Fatalf("Commit: %v, want ErrTooLarge", err)
+	}
+	if !strings.Contains(f.log.String(), `"error_code":"MANIFEST_TOO_LARGE"`) {
+		t.Errorf("not logged:\n%s", f.log.String())
+	}
+	f.checkUntouched(t)
+}

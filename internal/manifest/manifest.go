@@ -496,12 +496,30 @@ func (m *Manifest) ResolveWorkflow() (*workflow.Workflow, error) {
 }
 
 // Encode renders the manifest as indented JSON with a trailing newline.
+// A manifest larger than MaxSize is an error (CheckSize).
 func (m *Manifest) Encode() ([]byte, error) {
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return nil, err
 	}
-	return append(b, '\n'), nil
+	b = append(b, '\n')
+	if err := CheckSize(m.JobID, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// ErrTooLarge says a manifest would be larger than MaxSize.
+var ErrTooLarge = errors.New("manifest too large")
+
+// CheckSize refuses an encoded manifest that Logist could not read back
+// (larger than MaxSize): every writer checks before writing, so no job is
+// ever left with a manifest its own daemon lists as INVALID.
+func CheckSize(jobID string, b []byte) error {
+	if len(b) > MaxSize {
+		return fmt.Errorf("%w: job %s's manifest would be %d bytes, larger than the %d logist reads; not written", ErrTooLarge, jobID, len(b), MaxSize)
+	}
+	return nil
 }
 
 // Phase returns the current phase or "".
@@ -588,8 +606,12 @@ func (m *Manifest) OverTime() bool {
 	return b > 0 && seconds(m.Metrics.CumulativeTimeSeconds) >= b
 }
 
-// Audit appends a short entry to the manifest's history.
+// Audit appends a short entry to the manifest's history. It keeps at most
+// MaxAuditEvidence of the evidence paths (history.jsonl has them all).
 func (m *Manifest) Audit(now time.Time, role, action, note string, evidence []string) {
+	if len(evidence) > MaxAuditEvidence {
+		evidence = evidence[:MaxAuditEvidence:MaxAuditEvidence]
+	}
 	e := AuditEntry{Timestamp: now.UTC().Format(time.RFC3339Nano), Role: role, Action: action, Note: note, EvidenceFiles: evidence}
 	if m.CurrentPhase != nil {
 		p := *m.CurrentPhase
@@ -606,3 +628,8 @@ func (m *Manifest) Audit(now time.Time, role, action, note string, evidence []st
 
 // MaxAuditEntries bounds the manifest's audit trail to its newest entries.
 const MaxAuditEntries = 50
+
+// MaxAuditEvidence bounds the evidence paths an audit entry keeps: with
+// MaxAuditEntries entries and the answer schema's bounds (100 paths of at
+// most 1024 bytes) the trail stays far below MaxSize.
+const MaxAuditEvidence = 4

@@ -384,6 +384,21 @@ func hostileCases() []hostile {
 			want:     outRefused, code: "HISTORY_MISSING", reason: "ends at record 1", stays: string(lifecycle.Running),
 			check: func(t *testing.T, h *hostileRun, c *hostile) { h.unchanged(t, c, history.FileName) }},
 
+		// --- Lists an agent controls -------------------------------------------------
+		{id: "H101", name: "a-evidence-100k", input: "command answer with 100,000 evidence paths",
+			manifest: job(cmdW("", "")),
+			files: agent(`printf '{"action": "COMPLETED", "summary_for_supervisor": "x", "evidence_files": ['; seq 1 99999 | sed 's/.*/"f&",/'; printf '"last"]}'`),
+			want:  string(lifecycle.InterventionRequired), code: "SCHEMA_INVALID", resp: "SCHEMA_INVALID", reason: "/evidence_files: maximum 100 items",
+			check: func(t *testing.T, h *hostileRun, c *hostile) {
+				fi, err := os.Stat(filepath.Join(h.jobs, c.name, "job.json"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fi.Size() > 64<<10 {
+					t.Errorf("%s: job.json grew to %d bytes", c.id, fi.Size())
+				}
+			}},
+
 		// --- Files that are not files -----------------------------------------------
 		{id: "H96", name: "f-fifo-manifest", input: "job.json is a FIFO (open() would block for ever)", fifos: []string{"job.json"},
 			want: outInvalid, code: "not a regular file: it is a named pipe"},
