@@ -131,7 +131,7 @@ func hostileCases() []hostile {
 			want: outInvalid, code: "is invalid"},
 		{id: "H23", name: "traversal", bare: "traversal.json", input: `bare manifest with job_id "../../escape"`,
 			manifest: job(scriptW(`{}`), `"job_id": "../../escape"`),
-			want:     outInvalid, code: "/job_id", check: func(t *testing.T, h *hostileRun, c *hostile) {
+			want:     outInvalid, code: "/job_id: must be a plain name", check: func(t *testing.T, h *hostileRun, c *hostile) {
 				for _, p := range []string{filepath.Join(h.jobs, "..", "escape"), filepath.Join(h.jobs, "..", "..", "escape"), filepath.Join(h.jobs, "escape")} {
 					if _, err := os.Lstat(p); err == nil {
 						t.Errorf("%s: %s was created", c.id, p)
@@ -153,7 +153,11 @@ func hostileCases() []hostile {
 				}
 			}},
 		{id: "H27", name: "m-context-escape", input: `context_files ["../secret"]`, manifest: job(scriptW(`{}`), `"context_files": ["../secret"]`),
-			want: outInvalid, code: "/context_files/0"},
+			want: outInvalid, code: "/context_files/0: leaves the job folder"},
+		{id: "H102", name: "m-id-escape", input: `job_id "../escape" in a job folder`, manifest: job(scriptW(`{}`), `"job_id": "../escape"`),
+			want: outInvalid, code: "/job_id: must be a plain name"},
+		{id: "H103", name: "m-argv-empty", input: `command argv [""]`, manifest: job(`{"provider": "command", "command": {"argv": [""]}}`),
+			want: outInvalid, code: "/agents/worker/command/argv/0: the program to run is empty"},
 		{id: "H28", name: "m-prompt-dotdot", input: `prompts.worker "../../etc/passwd"`, manifest: job(scriptW(`{}`), `"prompts": {"worker": "../../etc/passwd"}`),
 			want: outInvalid, code: "/prompts/worker"},
 		{id: "H29", name: "m-prompt-symlink", input: "prompt file is a symlink out of the job folder",
