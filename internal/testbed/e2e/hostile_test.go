@@ -391,8 +391,8 @@ func hostileCases() []hostile {
 		// --- Lists an agent controls -------------------------------------------------
 		{id: "H101", name: "a-evidence-100k", input: "command answer with 100,000 evidence paths",
 			manifest: job(cmdW("", "")),
-			files: agent(`printf '{"action": "COMPLETED", "summary_for_supervisor": "x", "evidence_files": ['; seq 1 99999 | sed 's/.*/"f&",/'; printf '"last"]}'`),
-			want:  string(lifecycle.InterventionRequired), code: "SCHEMA_INVALID", resp: "SCHEMA_INVALID", reason: "/evidence_files: maximum 100 items",
+			files:    agent(`printf '{"action": "COMPLETED", "summary_for_supervisor": "x", "evidence_files": ['; seq 1 99999 | sed 's/.*/"f&",/'; printf '"last"]}'`),
+			want:     string(lifecycle.InterventionRequired), code: "SCHEMA_INVALID", resp: "SCHEMA_INVALID", reason: "/evidence_files: maximum 100 items",
 			check: func(t *testing.T, h *hostileRun, c *hostile) {
 				fi, err := os.Stat(filepath.Join(h.jobs, c.name, "job.json"))
 				if err != nil {
