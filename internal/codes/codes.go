@@ -164,6 +164,7 @@ const (
 // Hostile input and broken storage (issue 18).
 const (
 	ManifestTooLarge = "MANIFEST_TOO_LARGE"
+	StorageDenied    = "STORAGE_DENIED"
 )
 
 // catalogue is every code, by area; docs/codes.md renders it.
@@ -263,6 +264,7 @@ var catalogue = []Code{
 	{UpstreamStreamBroken, Warning, false, "meter", "the provider's response body broke off"},
 
 	// Hostile input and broken storage (issue 18).
+	{StorageDenied, Error, false, "storage", "a job's file or folder refused access (EACCES, EPERM): the job is stalled and runs again with backoff; logist status shows why"},
 	{ManifestTooLarge, Error, false, "storage", "a change would make the manifest larger than the 1 MiB logist reads: it is not written (nor its history unit)"},
 }
 

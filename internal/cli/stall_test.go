@@ -1,0 +1,37 @@
+package cli
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/logist/logist/internal/jobstore"
+)
+
+// A job the daemon has stalled on its storage (hostile input H104) shows
+// why in logist status, text and JSON: its manifest may be the very file
+// that cannot be written.
+func TestStatusShowsStall(t *testing.T) {
+	t.Parallel()
+	jobs := filepath.Join(t.TempDir(), "jobs")
+	writeJob(t, jobs, "ro", jobJSON("PENDING", ""))
+	st := jobstore.Stall{Code: "STORAGE_DENIED", Reason: "append history: write ro/history.jsonl: permission denied",
+		Since: "2026-01-01T00:00:00Z", RetryAt: "2026-01-01T00:00:08Z", Attempt: 3}
+	if err := jobstore.New(jobs).WriteStall("ro", st); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runMain(t, nil, "status", "ro", "--jobs-dir", jobs)
+	if code != 0 || !strings.Contains(out, "STORAGE_DENIED since 2026-01-01T00:00:00Z (attempt 3, next try 2026-01-01T00:00:08Z): append history") {
+		t.Fatalf("status exit %d:\n%s%s", code, out, errOut)
+	}
+	_, out, _ = runMain(t, nil, "status", "ro", "--jobs-dir", jobs, "--format", "json")
+	if !strings.Contains(out, `"error_code": "STORAGE_DENIED"`) {
+		t.Errorf("json status has no stall:\n%s", out)
+	}
+	if err := jobstore.New(jobs).ClearStall("ro"); err != nil {
+		t.Fatal(err)
+	}
+	if _, out, _ = runMain(t, nil, "status", "ro", "--jobs-dir", jobs); strings.Contains(out, "Stalled") {
+		t.Errorf("status shows a cleared stall:\n%s", out)
+	}
+}
