@@ -53,6 +53,9 @@ var cmdStatus = &command{
 			{"error_code", "Error code", m.Run.ErrorCode},
 			{"last_summary", "Last summary", m.Run.LastSummary},
 		}}
+		if m.Run.SnapshotError != "" {
+			r.Fields = append(r.Fields, Field{"snapshot_error", "Snapshot", "none at the last recovery point: " + m.Run.SnapshotError})
+		}
 		stall, stalled := e.store.ReadStall(id)
 		if stalled {
 			// The daemon retries it: its storage refused it (the manifest

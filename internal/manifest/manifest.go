@@ -204,6 +204,9 @@ type Limits struct {
 	CallTimeoutSeconds *float64 `json:"call_timeout_seconds,omitempty"`
 	// MaxParallelCalls bounds the calls a fan-out step makes at once.
 	MaxParallelCalls *int `json:"max_parallel_calls,omitempty"`
+	// MaxSnapshotBytes bounds one workspace snapshot's new content
+	// (unset: snapshot.MaxBytes).
+	MaxSnapshotBytes *int64 `json:"max_snapshot_bytes,omitempty"`
 }
 
 // Metrics are the job's accumulated spend.
@@ -234,6 +237,9 @@ type RunState struct {
 	PreviousSummary string   `json:"previous_summary,omitempty"`
 	Guidance        string   `json:"guidance,omitempty"`
 	LastSummary     string   `json:"last_summary,omitempty"`
+	// SnapshotError is why the last recovery point has no workspace
+	// snapshot (its cap was hit, the disk refused), until one succeeds.
+	SnapshotError string `json:"snapshot_error,omitempty"`
 	// WorkflowState is the workflow's own state (the protocol session
 	// state), where the workflow has one.
 	WorkflowState   string `json:"workflow_state,omitempty"`

@@ -403,6 +403,29 @@ func hostileCases() []hostile {
 				}
 			}},
 
+		// --- Workspace snapshots ------------------------------------------------------
+		{id: "H105", name: "w-snapshot-cap", input: "a workspace file over the job's snapshot cap (limits.max_snapshot_bytes 1024)",
+			manifest: job(scriptW(`{"action": "COMPLETED", "summary": "x"}`), `"limits": {"max_snapshot_bytes": 1024}`),
+			files:    map[string]string{"workspace/big.bin": strings.Repeat("x", 4096), "workspace/small.txt": "small"},
+			want:     string(lifecycle.Success), check: func(t *testing.T, h *hostileRun, c *hostile) {
+				m, err := h.store.Load(c.name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(m.Run.SnapshotError, "big.bin is 4096 bytes, more than the 1024 left of the cap of 1024 bytes") {
+					t.Errorf("%s: run.snapshot_error %q", c.id, m.Run.SnapshotError)
+				}
+				if !h.logged(c.name, "SNAPSHOT_FAILED") {
+					t.Errorf("%s: SNAPSHOT_FAILED not logged", c.id)
+				}
+				ents, _ := os.ReadDir(filepath.Join(h.jobs, c.name, "snapshots", "objects"))
+				for _, e := range ents {
+					if fi, err := e.Info(); err == nil && fi.Size() > 1024 {
+						t.Errorf("%s: an object of %d bytes was stored past the cap", c.id, fi.Size())
+					}
+				}
+			}},
+
 		// --- Files that are not files -----------------------------------------------
 		{id: "H96", name: "f-fifo-manifest", input: "job.json is a FIFO (open() would block for ever)", fifos: []string{"job.json"},
 			want: outInvalid, code: "not a regular file: it is a named pipe"},
