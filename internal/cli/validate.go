@@ -116,8 +116,12 @@ func validateFile(f, kind, ws string) (string, []string, []string) {
 		}
 		return kind, []string{err.Error()}, nil
 	}
+	var warns []string
 	if w := agent.CostWarning(m); w != "" {
-		return kind, nil, []string{w}
+		warns = append(warns, w)
 	}
-	return kind, nil, nil
+	if wf, err := m.ResolveWorkflow(); err == nil {
+		warns = append(warns, wf.Loops()...)
+	}
+	return kind, nil, warns
 }

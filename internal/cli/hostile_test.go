@@ -1,6 +1,10 @@
 package cli
 
+// Hostile inputs (docs/hostile-inputs.md) as logist shows them: a stalled
+// job in status, a workflow loop in validate.
+
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,5 +37,23 @@ func TestStatusShowsStall(t *testing.T) {
 	}
 	if _, out, _ = runMain(t, nil, "status", "ro", "--jobs-dir", jobs); strings.Contains(out, "Stalled") {
 		t.Errorf("status shows a cleared stall:\n%s", out)
+	}
+}
+
+// Hostile input H106: logist validate warns of a workflow whose COMPLETED
+// leads back round (it ran 58,540 calls in 5 minutes with no budget).
+func TestValidateWarnsOfLoopWithNoExit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	f := filepath.Join(dir, "spin.json")
+	m := `{"task_description": "t", "workflow": {"name": "spin", "start": "work", "phases": {
+		"work": {"role": "worker", "on": {"COMPLETED": "work", "RETRY": "work", "STUCK": "INTERVENTION_REQUIRED"}}}},
+		"agents": {"worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "again"}]}}}`
+	if err := os.WriteFile(f, []byte(m), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runMain(t, nil, "validate", f)
+	if code != 0 || !strings.Contains(out, `warning: workflow spin: answering COMPLETED never reaches SUCCESS from phase "work" (work → work)`) {
+		t.Errorf("validate exit %d:\n%s%s", code, out, errOut)
 	}
 }
