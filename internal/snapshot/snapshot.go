@@ -218,6 +218,58 @@ func finish(jobDir, objDir, cp string, objMade bool, l Listing, info *Info) (*In
 	return info, nil
 }
 
+// Prune removes from the job folder jobDir's object store what no
+// checkpoint's listing names: objects a crash left between their copy and
+// their listing, and copies a crash cut short (".obj-*"). Every listed
+// object stays (a rollback may return to any recovery point). It returns
+// how many files and bytes it removed. Call it with no snapshot in
+// progress (the runner: when a run of the job starts).
+func Prune(jobDir string) (files int, bytes int64, err error) {
+	objDir := filepath.Join(jobDir, Dir, "objects")
+	objs, err := os.ReadDir(objDir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, 0, nil
+		}
+		return 0, 0, err
+	}
+	listings, err := os.ReadDir(filepath.Join(jobDir, Dir))
+	if err != nil {
+		return 0, 0, err
+	}
+	named := map[string]bool{}
+	for _, e := range listings {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		l, err := Load(jobDir, strings.TrimSuffix(e.Name(), ".json"))
+		if err != nil {
+			// A listing that cannot be read may name anything: keep all.
+			return 0, 0, fmt.Errorf("prune snapshots: %w", err)
+		}
+		for _, en := range l.Entries {
+			if en.SHA256 != "" {
+				named[en.SHA256] = true
+			}
+		}
+	}
+	for _, o := range objs {
+		if named[o.Name()] || o.IsDir() {
+			continue
+		}
+		fi, err := o.Info()
+		if err != nil {
+			continue
+		}
+		if err := os.Remove(filepath.Join(objDir, o.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return files, bytes, err
+		}
+		files++
+		bytes += fi.Size()
+	}
+	return files, bytes, nil
+}
+
 // storedSize reports whether the object store holds an object of size n.
 func storedSize(objDir string, n int64) bool {
 	ents, err := os.ReadDir(objDir)

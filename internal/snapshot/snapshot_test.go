@@ -263,3 +263,29 @@ func TestSparseFileStaysSparse(t *testing.T) {
 		t.Errorf("restored %d bytes, %v", len(b), err)
 	}
 }
+
+// Hostile input H107: objects no listing names (a crash between an
+// object's copy and its listing, a copy cut short) are pruned; every
+// listed object stays.
+func TestPruneRemovesOnlyUnlistedObjects(t *testing.T) {
+	t.Parallel()
+	ws, job := t.TempDir(), t.TempDir()
+	write(t, filepath.Join(ws, "a.txt"), "kept")
+	info, err := Take(ws, job, "cp-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objDir := filepath.Join(job, Dir, "objects")
+	write(t, filepath.Join(objDir, strings.Repeat("0", 64)), "orphan object")
+	write(t, filepath.Join(objDir, ".obj-123"), "half a copy")
+	files, bytes, err := Prune(job)
+	if err != nil || files != 2 || bytes != int64(len("orphan object")+len("half a copy")) {
+		t.Fatalf("Prune: %d files, %d bytes, %v", files, bytes, err)
+	}
+	if objs := objects(t, job); len(objs) != 1 || objs[0] != info.Entries[0].SHA256 {
+		t.Errorf("objects left %v", objs)
+	}
+	if err := Restore(ws, job, "cp-1"); err != nil {
+		t.Errorf("restore after prune: %v", err)
+	}
+}
