@@ -3,7 +3,8 @@
 # they are missing and this is root with apt-get: prometheus (promtool and
 # the server, for the alert tests and the Prometheus end-to-end test), zsh
 # and fish (their completion scripts are checked), bubblewrap (the
-# sandbox's namespace layer, for its escape suite). With CI=true a tool that
+# sandbox's namespace layer, for its escape suite), git (git workspaces:
+# internal/gitws and the jobs that work on a repository). With CI=true a tool that
 # cannot be installed is an error; otherwise the tests that need it skip
 # loudly.
 set -eu
@@ -12,6 +13,7 @@ command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || 
 command -v zsh >/dev/null 2>&1 || need="$need zsh"
 command -v fish >/dev/null 2>&1 || need="$need fish"
 command -v bwrap >/dev/null 2>&1 || need="$need bubblewrap"
+command -v git >/dev/null 2>&1 || need="$need git"
 [ -z "$need" ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing test tools from Debian:$need"

@@ -186,7 +186,9 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 	// call's scratch folder goes with the call: Parse has read what it
 	// needed, and nothing in it is evidence (the history holds the request,
 	// the answer and the program's output).
-	defer os.RemoveAll(callDir)
+	// A folder left by a failed removal is cleared by makeCallDir on the
+	// next attempt, so the error changes nothing for this call.
+	defer func() { _ = os.RemoveAll(callDir) }()
 	home := filepath.Join(req.JobDir, "agent-home", req.Role)
 	if c.Cfg.Session == "fresh" {
 		if err := os.RemoveAll(home); err != nil {

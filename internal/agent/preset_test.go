@@ -289,7 +289,9 @@ exit ${FAKE_EXIT:-0}
 		{name: "timeout", env: map[string]string{"FAKE_SLEEP": "30"}, parse: ok, timeout: 500 * time.Millisecond, code: "deadline"},
 		{name: "cancel", env: map[string]string{"FAKE_SLEEP": "30"}, parse: ok, cancel: true, code: "canceled"},
 		{name: "build fails", parse: ok, build: func(inv *Invocation) error {
-			os.WriteFile(filepath.Join(inv.CallDir, "prompt.md"), []byte("x"), 0o600)
+			if err := os.WriteFile(filepath.Join(inv.CallDir, "prompt.md"), []byte("x"), 0o600); err != nil {
+				return err
+			}
 			return errors.New("no model")
 		}, code: codes.AgentConfig},
 	}
@@ -301,7 +303,9 @@ exit ${FAKE_EXIT:-0}
 			}
 			callDir := filepath.Join(req.JobDir, "requests", "000003.d")
 			// What a daemon that died during an earlier attempt left.
-			os.MkdirAll(filepath.Join(callDir, "stale"), 0o700)
+			if err := os.MkdirAll(filepath.Join(callDir, "stale"), 0o700); err != nil {
+				t.Fatal(err)
+			}
 			var sawLib bool
 			p := fakePreset(func(out *RunOutput) (*Parsed, error) {
 				_, err := os.Stat(filepath.Join(out.Inv.CallDir, "bun", "lib.so"))
@@ -346,7 +350,7 @@ exit ${FAKE_EXIT:-0}
 			}
 			if _, err := os.Stat(callDir); !os.IsNotExist(err) {
 				var left []string
-				filepath.Walk(callDir, func(p string, _ os.FileInfo, _ error) error { left = append(left, p); return nil })
+				_ = filepath.Walk(callDir, func(p string, _ os.FileInfo, _ error) error { left = append(left, p); return nil })
 				t.Errorf("the call's scratch folder is still there: %v", left)
 			}
 		})

@@ -119,7 +119,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdReply, cmdPM, cmdSet, cmdValidate, cmdVerify, cmdRollback, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs, cmdCheckpoints,
+		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdReply, cmdPM, cmdSet, cmdValidate, cmdVerify, cmdRollback, cmdResult, cmdDiff, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs, cmdCheckpoints,
 	}
 	for _, c := range commands {
 		c.steers = slices.Contains(steward.Commands, c.name)

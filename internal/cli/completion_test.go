@@ -274,7 +274,7 @@ func TestCompletionOffersWhatTheCommandTakes(t *testing.T) {
 		{[]string{"logist", "rollback", "--guidance", "g", "stuck", "--to", "cp-0"}, "cp-0000-work"},
 		{[]string{"logist", "rollback", "stuck", "--to", "=", ""}, "cp-0000-work cp-start"},
 		{[]string{"logist", "rollback", "--to", ""}, ""},
-		{[]string{"logist", "history", "stuck", "--"}, "--format --help --jobs-dir --record"},
+		{[]string{"logist", "history", "stuck", "--"}, "--format --help --jobs-dir --last --record"},
 	}
 	var words [][]string
 	for _, c := range cases {

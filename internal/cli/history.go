@@ -20,13 +20,15 @@ import (
 // record is one line of the history (history.jsonl's seq, the #N of logist
 // logs), which --record shows whole.
 var cmdHistory = &command{
-	name: "history", args: "JOB [--record N]",
+	name: "history", args: "JOB [--record N] [--last N]",
 	summary: "show a job's interactions, steward actions and recovery points; --record N: history record N whole (--format json: jobHistory.json)",
 	example: "  logist history fix-login\n" +
 		"  logist history fix-login --record 12      # record #12, as logist logs numbers them\n" +
+		"  logist history fix-login --last 20        # the last 20 interactions and what came after them\n" +
 		"  logist history fix-login --format json > jobHistory.json\n",
 	flags: func(fs *pflag.FlagSet) {
 		fs.Int64("record", 0, "show only history record N (the #N of logist logs; found through the archive index, decompressing at most one archive)")
+		fs.Int("last", 0, "show only the last N interactions and the records after them (reads the end of the history only; 0: all)")
 		fs.Int64("seq", 0, "old name of --record")
 		_ = fs.MarkDeprecated("seq", "use --record") // fails only for a flag not defined; it is, above
 	},
@@ -62,7 +64,11 @@ var cmdHistory = &command{
 			return &Result{Text: string(b) + "\n", Message: fmt.Sprintf("Record %d of job %s", seq, id),
 				Fields: []Field{{"record", "Record", string(b)}}, Data: map[string]any{"record": en.Record}}, nil
 		}
-		recs, err := history.ReadAll(dir)
+		last, _ := e.fs.GetInt("last")
+		if last < 0 {
+			return nil, usagef("--last takes a number of interactions, 0 for all")
+		}
+		recs, whole, err := readHistory(dir, last)
 		if err != nil {
 			return nil, err
 		}
@@ -121,6 +127,9 @@ var cmdHistory = &command{
 		if len(h.ProtocolEvents) > 0 {
 			r.Message += fmt.Sprintf(", %d protocol events", len(h.ProtocolEvents))
 		}
+		if !whole {
+			r.Message += fmt.Sprintf(" (the last %d interactions and what followed them: --last 0 shows all)", last)
+		}
 		// A deliberation's ledger messages.
 		msgs := 0
 		for _, rec := range recs {
@@ -156,6 +165,16 @@ var cmdHistory = &command{
 		}
 		return r, nil
 	},
+}
+
+// readHistory reads the whole history of the job in dir (last 0), or its
+// end from the last-th newest interaction on; whole says it is all of it.
+func readHistory(dir string, last int) (recs []history.Record, whole bool, err error) {
+	if last == 0 {
+		recs, err = history.ReadAll(dir)
+		return recs, true, err
+	}
+	return history.ReadLast(dir, last)
 }
 
 func shortTime(ts string) string {

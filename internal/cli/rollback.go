@@ -40,6 +40,10 @@ var cmdRollback = &command{
 		r := changed(e, m, fmt.Sprintf("Job %s rolled back to %s; it resumes at phase %s", id, to, cp.ResumePhase))
 		r.Fields = append(r.Fields, Field{"restored_files", "Restored files", cp.Snapshot.Files})
 		r.Data["restored_files"], r.Data["checkpoint_id"] = cp.Snapshot.Files, to
+		if cp.Git != nil {
+			r.Fields = append(r.Fields, Field{"git_commit", "Branch " + cp.Git.Branch + " at", cp.Git.Commit})
+			r.Data["git_commit"] = cp.Git.Commit
+		}
 		return r, nil
 	},
 }

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+
+	"github.com/logist/logist/internal/steward"
 )
 
 var cmdSubmit = &command{
@@ -22,6 +24,14 @@ var cmdSubmit = &command{
 		r := &Result{Message: fmt.Sprintf("Job %s submitted", id), Fields: []Field{
 			{"job_id", "Job", id}, {"status", "Status", string(m.Status)}, {"path", "Folder", e.store.JobDir(id)},
 		}, Data: map[string]any{"job": m, "path": e.store.JobDir(id)}}
+		warning := steward.SourceWarning(m)
+		if warning != "" {
+			r.Fields = append(r.Fields, Field{"warning", "Warning", warning})
+			r.Data["warning"] = warning
+			if e.format == "text" {
+				fmt.Fprintf(e.stderr, "logist: warning: %s\n", warning)
+			}
+		}
 		note := waitsForDaemon(e, m)
 		if note != "" {
 			r.Fields = append(r.Fields, Field{"note", "Note", note})

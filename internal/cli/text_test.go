@@ -92,7 +92,9 @@ func TestCostUnknownInStatusAndValidate(t *testing.T) {
 		t.Errorf("a priced job warned:\n%s", out)
 	}
 	f := filepath.Join(t.TempDir(), "priced.json")
-	os.WriteFile(f, []byte(priced), 0o600)
+	if err := os.WriteFile(f, []byte(priced), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if _, out, _ = runMain(t, nil, "validate", f); strings.Contains(out, "warning") {
 		t.Errorf("a priced manifest warned:\n%s", out)
 	}

@@ -101,7 +101,8 @@ func validateFile(f, kind, ws string) (string, []string, []string) {
 		if filepath.Base(f) == jobstore.ManifestFile {
 			ws = filepath.Join(filepath.Dir(f), jobstore.WorkspaceDir)
 		}
-		if es := steward.ShellPrograms(ws).Check(f, m); len(es) > 0 {
+		es := steward.ShellPrograms(ws).Check(f, m)
+		if es = append(es, steward.CheckSource(f, m)...); len(es) > 0 {
 			err = es
 		}
 	}
@@ -117,8 +118,10 @@ func validateFile(f, kind, ws string) (string, []string, []string) {
 		return kind, []string{err.Error()}, nil
 	}
 	var warns []string
-	if w := agent.CostWarning(m); w != "" {
-		warns = append(warns, w)
+	for _, w := range []string{agent.CostWarning(m), steward.SourceWarning(m)} {
+		if w != "" {
+			warns = append(warns, w)
+		}
 	}
 	if wf, err := m.ResolveWorkflow(); err == nil {
 		warns = append(warns, wf.Loops()...)

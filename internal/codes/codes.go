@@ -100,6 +100,9 @@ const (
 	AwaitingSteward   = "AWAITING_STEWARD"
 	SnapshotFailed    = "SNAPSHOT_FAILED"
 	IllegalTransition = "ILLEGAL_TRANSITION"
+	WorkspaceSource   = "WORKSPACE_SOURCE"
+	GitCommitFailed   = "GIT_COMMIT_FAILED"
+	GitReconciled     = "GIT_RECONCILED"
 )
 
 // Storage (internal/jobtx, the scheduler's runs).
@@ -212,6 +215,9 @@ var catalogue = []Code{
 	{AwaitingSteward, Info, true, "engine", "the workflow waits for a steward's decision (logist pm)"},
 	{SnapshotFailed, Error, false, "engine", "a recovery point's workspace snapshot failed; the job goes on, but cannot be rolled back to that point"},
 	{IllegalTransition, Error, true, "engine", "a status change the lifecycle table does not allow was refused (a bug)"},
+	{WorkspaceSource, Error, true, "engine", "the workspace the manifest names could not be made (git missing, a repository out of reach, a bad ref, no such folder); no agent ran"},
+	{GitCommitFailed, Error, false, "engine", "a recovery point's commit on the job branch failed; the job goes on, and its snapshot still restores the point"},
+	{GitReconciled, Warning, false, "engine", "a commit made for a recovery point that a crash kept out of the history was undone; the point is committed again when it is reached"},
 
 	// The job's files.
 	{HistoryWrite, Error, false, "storage", "a history append failed (the disk refused it); the job pauses and runs again"},

@@ -85,6 +85,8 @@ var notCodes = []string{
 	// the kernel's and other programs' words
 	"EROFS", "ENOSPC", "EDQUOT", "EACCES", "EPERM", "O_APPEND", "CAP_SYS_PTRACE", "CONFIG_SECURITY_LANDLOCK", "PR_SET_DUMPABLE",
 	"RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+	// git's words (git workspaces)
+	"HEAD", "GIT_INDEX_FILE",
 	// examples of bad input in docs/hostile-inputs.md
 	"PAUSED", "MERGED",
 }

@@ -50,8 +50,8 @@ func seedHistory(b *testing.B, dir string, signer Signer, n int) {
 }
 
 // BenchmarkAppend measures one more durable (fsync'd, signed) append to a
-// history that already holds 10, 1,000 or 10,000 records: the cost is the
-// record's, not the history's, so the three should be alike.
+// history that already holds 10, 1,000, 10,000 or 100,000 records: the
+// cost is the record's, not the history's, so the four should be alike.
 //
 //	go test -run '^$' -bench Append -benchtime 200x ./internal/history
 func BenchmarkAppend(b *testing.B) {
@@ -59,7 +59,7 @@ func BenchmarkAppend(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, existing := range []int{10, 1000, 10000} {
+	for _, existing := range []int{10, 1000, 10000, 100000} {
 		b.Run(fmt.Sprintf("existing=%d", existing), func(b *testing.B) {
 			dir := b.TempDir()
 			seedHistory(b, dir, key, existing)
@@ -80,6 +80,40 @@ func BenchmarkAppend(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(fi.Size())/(1<<20), "MiB-before")
+		})
+	}
+}
+
+// BenchmarkOpen measures opening a history of 1,000, 10,000 or 50,000
+// records that an earlier open has marked (mark.go): the cost is that of
+// the records after the mark, not of the history, so the three should be
+// alike (issue 21's goal 4: <= 10 ms at 50,000 records).
+//
+//	go test -run '^$' -bench Open -benchtime 20x ./internal/history
+func BenchmarkOpen(b *testing.B) {
+	for _, existing := range []int{1000, 10000, 50000} {
+		b.Run(fmt.Sprintf("existing=%d", existing), func(b *testing.B) {
+			dir := b.TempDir()
+			seedHistory(b, dir, nil, existing)
+			first := time.Now()
+			l, _, err := OpenWith(dir, Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			l.Close()
+			firstOpen := time.Since(first)
+			b.ResetTimer()
+			for range b.N {
+				l, _, err := OpenWith(dir, Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if l.State().NextSeq != int64(existing) {
+					b.Fatalf("seeded %d records, log says %d", existing, l.State().NextSeq)
+				}
+				l.Close()
+			}
+			b.ReportMetric(float64(firstOpen.Microseconds())/1000, "ms-unmarked-open")
 		})
 	}
 }

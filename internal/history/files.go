@@ -34,6 +34,10 @@ const JobHistoryFile = "jobHistory.json"
 // before its head lost committed records.
 const HeadFile = "history-head.json"
 
+// MarkFile is the scan mark that spares an open reading the whole active
+// file (mark.go): a cache, rewritten in place, never the record.
+const MarkFile = "history-mark.json"
+
 // Archives are named archiveName(n), n counting from 1: plain while a
 // rotation has renamed the active file but not yet sealed it, then
 // compressed (archiveGz) and listed in the index. archiveRE is the one
@@ -56,11 +60,11 @@ func plainArchive(name string) (n int, ok bool) {
 
 // runFileRE matches every file the history writes in a job folder: the
 // active file, the index, archives (plain or sealed), the materialised
-// jobHistory.json, and the temporary files their writers rename into
+// jobHistory.json, the scan mark, and the temporary files their writers rename into
 // place (".<name>.tmp" or atomicfile's ".<name>.tmp-<n>"), which a crash
 // may leave behind.
 var runFileRE = func() *regexp.Regexp {
-	names := regexp.QuoteMeta(FileName) + "|" + regexp.QuoteMeta(IndexFile) + "|" + regexp.QuoteMeta(JobHistoryFile) +
+	names := regexp.QuoteMeta(FileName) + "|" + regexp.QuoteMeta(IndexFile) + "|" + regexp.QuoteMeta(JobHistoryFile) + "|" + regexp.QuoteMeta(MarkFile) +
 		"|" + regexp.QuoteMeta(HeadFile) +
 		`|history-\d{6,}\.jsonl(?:` + regexp.QuoteMeta(archiveGz) + `)?`
 	return regexp.MustCompile(`^(?:` + names + `)$|^\.(?:` + names + `)\.tmp(?:-\d+)?$`)

@@ -77,6 +77,15 @@ type Log struct {
 	head    *Head
 	headF   *os.File
 	headLen int
+	// The scan mark (mark.go): the number of archives, where the last
+	// whole line of the active file begins and its hash ("" for a legacy
+	// line), and the offset the mark on disk covers.
+	archives      int
+	lastLineStart int64
+	lastLineHash  string
+	markOff       int64
+	// scanFrom is where the open's scan began (tests).
+	scanFrom int64
 }
 
 const recsMax = 256
@@ -177,7 +186,17 @@ func OpenWith(dir string, opts Options) (*Log, *TornTail, error) {
 		atomicfile.MarkDirty(filepath.Dir(dir))
 	}
 	l.f = f
-	torn, err := l.scan(0, true)
+	l.archives = len(idx.Archives)
+	from := int64(0)
+	if fi, err := f.Stat(); err == nil && fi.Size() >= markEvery {
+		if mk, ok := readMark(dir, f, fi.Size(), l.archives); ok {
+			l.state, l.lastHash, l.recsOK = mk.State, mk.LastHash, false
+			l.lastLineStart, l.lastLineHash, l.markOff = mk.LineStart, mk.LastHash, mk.Off
+			from = mk.Off
+		}
+	}
+	l.scanFrom = from
+	torn, err := l.scan(from, true)
 	if err == nil {
 		err = CheckHead(l.path, l.head, l.state.NextSeq-1, l.lastHash)
 	}
@@ -185,6 +204,7 @@ func OpenWith(dir string, opts Options) (*Log, *TornTail, error) {
 		_ = f.Close() // nothing written; the error is the scan's
 		return nil, nil, err
 	}
+	l.saveMark()
 	return l, torn, nil
 }
 
@@ -249,6 +269,7 @@ func (l *Log) Refresh() error {
 		return nil
 	}
 	_, err = l.scan(l.size, true)
+	l.saveMark()
 	return err
 }
 
@@ -265,6 +286,7 @@ func (l *Log) scan(off int64, repair bool) (*TornTail, error) {
 	// unit holds the records of a unit not yet complete, from byte start.
 	var unit []Entry
 	start := off
+	var lineStart int64
 	for {
 		line, err := r.ReadBytes('\n')
 		if len(line) > 0 && err == nil {
@@ -281,11 +303,13 @@ func (l *Log) scan(off int64, repair bool) (*TornTail, error) {
 				}
 				return l.cut(start, pos+int64(len(line))-start, repair)
 			}
+			lineStart = pos
 			pos += int64(len(line))
 			unit = append(unit, e)
 			if e.More {
 				continue
 			}
+			l.lastLineStart, l.lastLineHash = lineStart, e.Hash
 			for i := range unit {
 				l.state.apply(&unit[i].Record)
 				l.keep(&unit[i].Record)
@@ -416,6 +440,7 @@ func (l *Log) appendUnit(recs []*Record) error {
 	st := l.state.clone()
 	seq, last := l.state.NextSeq, l.LastHash()
 	var buf []byte
+	lastLen := 0
 	for _, rec := range recs {
 		rec.normalize(true)
 		rec.V, rec.Seq, rec.PrevHash = RecordVersion, seq, last
@@ -427,6 +452,7 @@ func (l *Log) appendUnit(recs []*Record) error {
 			return err
 		}
 		buf = append(buf, line...)
+		lastLen = len(line)
 		last = hash
 		st.apply(rec)
 		seq++
@@ -466,6 +492,7 @@ func (l *Log) appendUnit(recs []*Record) error {
 	}
 	l.size += int64(n)
 	l.lastHash = last
+	l.lastLineStart, l.lastLineHash = l.size-int64(lastLen), last
 	l.state = st
 	l.writeHead(seq-1, last)
 	for _, rec := range recs {
@@ -478,6 +505,7 @@ func (l *Log) appendUnit(recs []*Record) error {
 			return fmt.Errorf("rotate history (records %d-%d are stored): %w", recs[0].Seq, recs[len(recs)-1].Seq, err)
 		}
 	}
+	l.saveMark()
 	return nil
 }
 

@@ -330,6 +330,20 @@ type RecoveryPoint struct {
 	// Snapshot is the restorable copy of the workspace at this point
 	// (internal/snapshot); nil if none could be taken.
 	Snapshot *SnapshotRef `json:"snapshot,omitempty"`
+	// Git, in a git workspace, is the point's commit on the job branch
+	// (internal/gitws); nil when the job has no git workspace or the
+	// commit failed.
+	Git *GitPoint `json:"git,omitempty"`
+}
+
+// GitPoint is a recovery point's commit in a git workspace. The first
+// point (cp-start) records where the workspace came from: the repository,
+// the ref asked for, and the base commit it named then (Commit).
+type GitPoint struct {
+	Branch string `json:"branch"`
+	Commit string `json:"commit"`
+	Repo   string `json:"repo,omitempty"`
+	Ref    string `json:"ref,omitempty"`
 }
 
 // Evidence is the evidence of the answer that completed the point's phase:

@@ -95,6 +95,8 @@ func (l *Log) rotate() error {
 	}
 	_ = l.f.Close() // the archive: each record was fsync'd as appended
 	l.f, l.size = f, 0
+	l.archives, l.lastLineStart, l.lastLineHash, l.markOff = n, 0, "", 0
+	dropMark(l.dir)
 	return l.recoverRotation()
 }
 

@@ -3,6 +3,7 @@ package history
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 
@@ -107,4 +108,90 @@ func lastResponse(dir string, match func(*Response) bool, hints ...[]byte) (*Rec
 		return nil, false
 	}
 	return &e.Record, true
+}
+
+// ReadLast reads the end of the history in dir: the records from the
+// calls-th newest intent on (calls > 0), archives only if the active file
+// does not hold that many; whole says they are the entire history. Its
+// cost is that of the records it returns, not of the history, so `logist
+// history` shows its last page at once at any size. A torn final line or
+// an unfinished unit is left out, as ReadAll does.
+func ReadLast(dir string, calls int) (recs []Record, whole bool, err error) {
+	f, err := regfile.OpenFile(Path(dir), os.O_RDONLY, 0)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, false, err
+	}
+	if err == nil {
+		defer f.Close() //nolint:errcheck // read-only
+		es, done, err := lastCalls(f, calls)
+		if err != nil {
+			return nil, false, err
+		}
+		if done {
+			out := make([]Record, len(es))
+			for i := range es {
+				out[i] = es[i].Record
+			}
+			return out, false, nil
+		}
+	}
+	// The active file holds fewer calls: the whole history.
+	all, err := ReadAll(dir)
+	if err != nil {
+		return nil, false, err
+	}
+	seen := 0
+	for i := len(all) - 1; i >= 0; i-- {
+		if all[i].Type == TypeIntent {
+			if seen++; seen == calls {
+				return all[i:], i == 0, nil
+			}
+		}
+	}
+	return all, true, nil
+}
+
+// lastCalls reads f backwards in blocks until it holds calls intents;
+// done false if it reached the start of the file first.
+func lastCalls(f *os.File, calls int) (es []Entry, done bool, err error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	off := fi.Size()
+	var buf []byte
+	block := int64(64 << 10)
+	for off > 0 {
+		n := min(block, off)
+		off -= n
+		chunk := make([]byte, n, n+int64(len(buf)))
+		if _, err := f.ReadAt(chunk, off); err != nil && !errors.Is(err, io.EOF) {
+			return nil, false, fmt.Errorf("read history: %w", err)
+		}
+		buf = append(chunk, buf...)
+		block = min(block*2, 8<<20)
+		// Whole lines only: from the first line start in the block (or
+		// the file's start) to the last newline.
+		from := 0
+		if off > 0 {
+			i := bytes.IndexByte(buf, '\n')
+			if i < 0 {
+				continue
+			}
+			from = i + 1
+		}
+		es, err := parseLines(buf[from:], 0)
+		if err != nil {
+			return nil, false, err
+		}
+		seen := 0
+		for i := len(es) - 1; i >= 0; i-- {
+			if es[i].Type == TypeIntent {
+				if seen++; seen == calls {
+					return es[i:], true, nil
+				}
+			}
+		}
+	}
+	return nil, false, nil
 }

@@ -51,3 +51,64 @@ func TestLastResponse(t *testing.T) {
 		t.Fatalf("LastResponse = %+v, %v; want interaction 2, not the unfinished unit's", r, ok)
 	}
 }
+
+// ReadLast returns the suffix of the history from the n-th newest intent,
+// as ReadAll would have it, from the active file alone or, when that
+// holds fewer calls, from the whole history.
+func TestReadLast(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l, _, err := OpenWith(dir, Options{MaxBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	richHistory(t, l, 0, 400) // rotates: archives and an active file
+	l.Close()
+	all, err := ReadAll(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	intents := 0
+	for _, r := range all {
+		if r.Type == TypeIntent {
+			intents++
+		}
+	}
+	for _, calls := range []int{1, 2, 7, 50, 399, intents, intents + 5} {
+		got, whole, err := ReadLast(dir, calls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, wantWhole := all, true
+		seen := 0
+		for i := len(all) - 1; i >= 0; i-- {
+			if all[i].Type == TypeIntent {
+				if seen++; seen == calls {
+					want, wantWhole = all[i:], i == 0
+					break
+				}
+			}
+		}
+		if whole != wantWhole || len(got) != len(want) || got[0].Seq != want[0].Seq || got[len(got)-1].Seq != want[len(want)-1].Seq {
+			t.Fatalf("calls %d: %d records from %d (whole %v), want %d from %d (whole %v)",
+				calls, len(got), got[0].Seq, whole, len(want), want[0].Seq, wantWhole)
+		}
+	}
+	// A unit a writer has not finished is not part of the page.
+	f, err := os.OpenFile(Path(dir), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _, err := encodeLine(&Record{V: RecordVersion, Seq: all[len(all)-1].Seq + 1, Type: TypeIntent, Interaction: ip(9999), More: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(line); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	got, _, err := ReadLast(dir, 1)
+	if err != nil || got[len(got)-1].Seq != all[len(all)-1].Seq {
+		t.Fatalf("unfinished unit: %v, last %d", err, got[len(got)-1].Seq)
+	}
+}

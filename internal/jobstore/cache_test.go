@@ -3,8 +3,10 @@ package jobstore
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/logist/logist/internal/lifecycle"
 )
@@ -109,5 +111,35 @@ func TestListSummariesIndex(t *testing.T) {
 	}
 	if es, err := New(dir).ListSummaries(true); err != nil || len(es) != 2 || es[0].Partial {
 		t.Fatalf("torn index used: %+v %v", es, err)
+	}
+}
+
+// A first listing (no index) keeps only the summary of a finished job it
+// read in full, as the index would give it, and running jobs whole.
+func TestFirstListingKeepsSummaries(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := New(dir)
+	writeJob(t, s, "a", validJob)
+	writeJob(t, s, "b", strings.Replace(strings.Replace(validJob, `"a"`, `"b"`, 1), `"job_id"`, `"status": "SUCCESS", "job_id"`, 1))
+	time.Sleep(indexStable + 100*time.Millisecond)
+	es, err := s.ListSummaries(false)
+	if err != nil || len(es) != 2 {
+		t.Fatalf("listing: %+v %v", es, err)
+	}
+	if es[0].Partial || es[0].Manifest.Status != lifecycle.Pending || len(es[0].Manifest.Agents) != 2 {
+		t.Errorf("a running job was not kept whole: %+v", es[0])
+	}
+	full, err := s.Load("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !es[1].Partial || !reflect.DeepEqual(es[1].Manifest, summaryOf(full).manifest()) || len(es[1].Manifest.Agents) != 0 {
+		t.Errorf("a finished job kept whole, or not as the index would give it: %+v", es[1])
+	}
+	// The index written from this listing serves the same.
+	again, err := New(dir).ListSummaries(false)
+	if err != nil || !again[1].Partial || !reflect.DeepEqual(again[1].Manifest, es[1].Manifest) {
+		t.Fatalf("indexed listing differs: %+v %v", again, err)
 	}
 }

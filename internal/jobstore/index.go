@@ -156,6 +156,9 @@ func (s *Store) ListSummaries(trustInvalid bool) ([]Entry, error) {
 	}
 	idx := s.readIndex()
 	fresh := make([]*indexEntry, len(out))
+	// loaded marks the entries read in full here that keep only their
+	// summary (summarise).
+	loaded := make([]bool, len(out))
 	parallel(len(out), func(i int) {
 		e := &out[i]
 		if e.Unplaced != "" {
@@ -189,12 +192,17 @@ func (s *Store) ListSummaries(trustInvalid bool) ([]Entry, error) {
 		case e.Manifest != nil:
 			fresh[i] = &indexEntry{Key: k, Sum: summaryOf(e.Manifest)}
 		}
+		// Past indexStable only, like the index: a file changed just now
+		// stays whole for a caller that may be about to act on it.
+		loaded[i] = summarise(e)
 	})
-	out = dropNonJobs(out)
 	changed := false
 	next := make(map[string]indexEntry, len(out))
-	for _, e := range out {
-		if ie, ok := idx[e.ID]; ok && e.Partial {
+	for i, e := range out {
+		if e.Dir == "" && e.Unplaced == "" {
+			continue // dropped below (dropNonJobs)
+		}
+		if ie, ok := idx[e.ID]; ok && e.Partial && !loaded[i] {
 			next[e.ID] = ie
 		} else if ok && ie.Err != "" && !trustInvalid && e.Err != nil && e.Err.Error() == ie.Err {
 			next[e.ID] = ie // still invalid, for the same reason
@@ -209,5 +217,19 @@ func (s *Store) ListSummaries(trustInvalid bool) ([]Entry, error) {
 	if changed || len(next) != len(idx) {
 		_ = s.writeIndex(next) // a cache: a read-only folder just lists slower
 	}
-	return out, nil
+	return dropNonJobs(out), nil
+}
+
+// summarise replaces the full manifest of a job folder's entry that is
+// neither running nor a template with its summary (Partial), as the index
+// would have given it; it reports whether it did. A first listing of a
+// large folder then holds the summaries of finished jobs, not their whole
+// manifests (audit trail, agents, prompts) for the length of the listing.
+func summarise(e *Entry) bool {
+	m := e.Manifest
+	if m == nil || e.Err != nil || e.Partial || e.Unplaced != "" || e.Dir == "" || m.Status.Active() || m.Schedule != nil {
+		return false
+	}
+	e.Manifest, e.Partial = summaryOf(m).manifest(), true
+	return true
 }

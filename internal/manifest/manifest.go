@@ -64,6 +64,7 @@ type Manifest struct {
 	Game           json.RawMessage `json:"game,omitempty"`
 	SecretEnv      []string        `json:"secret_env,omitempty"`
 	EncryptHistory bool            `json:"encrypt_history,omitempty"`
+	Workspace      *Workspace      `json:"workspace,omitempty"`
 	Schedule       *Schedule       `json:"schedule,omitempty"`
 	ScheduledFrom  string          `json:"scheduled_from,omitempty"`
 	ScheduledAt    string          `json:"scheduled_at,omitempty"`
@@ -139,6 +140,26 @@ type Command struct {
 	Env            map[string]string `json:"env,omitempty"`
 	MaxOutputBytes int64             `json:"max_output_bytes,omitempty"`
 }
+
+// Workspace names what a job's workspace starts as: a clone of a git
+// repository on a job branch of its own (Git), or a copy of a folder (Copy,
+// an absolute path; .git is not copied). One of the two. It is made before
+// the first phase (internal/runner), never changed after. It is made before
+// the first phase (internal/runner), never changed after.
+type Workspace struct {
+	Git  *GitSource `json:"git,omitempty"`
+	Copy string     `json:"copy,omitempty"`
+}
+
+// GitSource is a repository (an absolute path on the daemon's machine, or a
+// URL its git can reach) and the ref the job starts from (default HEAD).
+type GitSource struct {
+	Repo string `json:"repo"`
+	Ref  string `json:"ref,omitempty"`
+}
+
+// IsGit says whether the job works in a git workspace.
+func (m *Manifest) IsGit() bool { return m.Workspace != nil && m.Workspace.Git != nil }
 
 // Schedule makes a manifest a template for recurring jobs.
 type Schedule struct {
@@ -462,11 +483,40 @@ func (m *Manifest) check(file string) error {
 			es = append(es, &Error{File: file, Pointer: fmt.Sprintf("/context_files/%d", i), Reason: "path must stay inside the workspace"})
 		}
 	}
+	es = append(es, m.Workspace.check(file)...)
 	if len(es) > 0 {
 		return es
 	}
 	return nil
 }
+
+// check refuses a source the daemon could read differently from what its
+// author meant: a relative path (relative to which folder?) or an argument
+// git would take for an option.
+func (w *Workspace) check(file string) Errors {
+	if w == nil {
+		return nil
+	}
+	var es Errors
+	if g := w.Git; g != nil {
+		switch r := g.Repo; {
+		case strings.HasPrefix(r, "-"):
+			es = append(es, &Error{File: file, Pointer: "/workspace/git/repo", Reason: "may not start with '-'"})
+		case !path.IsAbs(r) && !strings.Contains(r, "://") && !scpLike.MatchString(r):
+			es = append(es, &Error{File: file, Pointer: "/workspace/git/repo", Reason: fmt.Sprintf("%q: name a local repository by its absolute path (logistd's folder is not yours), or give a URL", r)})
+		}
+		if strings.HasPrefix(g.Ref, "-") {
+			es = append(es, &Error{File: file, Pointer: "/workspace/git/ref", Reason: "may not start with '-'"})
+		}
+	}
+	if w.Copy != "" && !path.IsAbs(w.Copy) {
+		es = append(es, &Error{File: file, Pointer: "/workspace/copy", Reason: fmt.Sprintf("%q: name the folder by its absolute path", w.Copy)})
+	}
+	return es
+}
+
+// scpLike is git's user@host:path form of an ssh URL.
+var scpLike = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^/]`)
 
 func hasPlaceholder(argv []string, ph string) bool {
 	for _, a := range argv {

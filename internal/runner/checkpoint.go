@@ -1,9 +1,12 @@
 package runner
 
 import (
+	"context"
 	"fmt"
+	"strings"
 
 	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/gitws"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/response"
@@ -14,7 +17,8 @@ import (
 // snapshot of the workspace for logist rollback and the files changed
 // since the checkpoint the job was at. One is taken before the first
 // phase, and one at every phase boundary (an answer that completed its
-// phase).
+// phase). In a git workspace each point is also a commit on the job branch
+// (commit), its id in the point's record.
 
 // startPoint is the workspace as the job found it: rollback can always
 // return here. It has no earlier checkpoint, so no changes.
@@ -55,6 +59,7 @@ func (e *Engine) snapshot(tx *jobtx.Tx, cp *history.RecoveryPoint) {
 	if err == nil {
 		cp.Snapshot = &history.SnapshotRef{Listing: info.Listing, Files: info.Files, Bytes: info.Bytes, New: info.New}
 	}
+	e.commit(tx, cp)
 	// Offered for rollback only if rollback takes it (not the end of the
 	// job, not without a snapshot).
 	cp.CanResumeFrom = cp.Restorable() == nil
@@ -79,4 +84,68 @@ func (e *Engine) snapshot(tx *jobtx.Tx, cp *history.RecoveryPoint) {
 // fileChanges is c as the history records it.
 func fileChanges(c snapshot.Changes) *history.FileChanges {
 	return &history.FileChanges{Added: c.Added, Modified: c.Modified, Deleted: c.Deleted}
+}
+
+// commit records a recovery point of a git workspace on the job branch:
+// cp-start names the base commit the workspace was cloned at (and where
+// it came from); a phase's point commits the workspace as the agent left
+// it, on top of its HEAD, with a message naming the phase, the role and
+// the agent's summary. The commit is made before the point's record, so
+// the record names a commit that exists; a crash in between leaves a
+// commit no record names, which reconcileGit undoes before the call is
+// asked again. A failure is logged and leaves the point without a commit
+// (its snapshot still restores it).
+func (e *Engine) commit(tx *jobtx.Tx, cp *history.RecoveryPoint) {
+	m := tx.M
+	if !m.IsGit() {
+		return
+	}
+	ctx := context.Background()
+	ws, branch := tx.Store().Workspace(tx.ID), gitws.Branch(tx.ID)
+	if cp.Sequence < 0 {
+		commit, err := gitws.BaseCommit(ctx, ws)
+		if err != nil {
+			tx.LogCode(codes.GitCommitFailed, "SYSTEM", 0, fmt.Sprintf("%s: %v", cp.CheckpointID, err))
+			return
+		}
+		cp.Git = &history.GitPoint{Branch: branch, Commit: commit, Repo: m.Workspace.Git.Repo, Ref: m.Workspace.Git.Ref}
+		return
+	}
+	role, _ := cp.Metadata["role"].(string)
+	phase, _ := cp.Metadata["phase"].(string)
+	summary, _ := cp.Metadata["summary"].(string)
+	commit, err := gitws.Commit(ctx, ws, branch, gitws.Message{Job: tx.ID, Checkpoint: cp.CheckpointID, Phase: phase, Role: role, Summary: summary})
+	if err != nil {
+		tx.LogCode(codes.GitCommitFailed, "SYSTEM", 0, fmt.Sprintf("%s: %v", cp.CheckpointID, err))
+		return
+	}
+	cp.Git = &history.GitPoint{Branch: branch, Commit: commit}
+}
+
+// reconcileGit undoes, in a git workspace, a recovery point's commit that
+// a crash kept out of the history (the point's unit was cut back, so the
+// call that completed the phase is asked again): the branch goes back to
+// the commit the agent had left, so the branch and the history agree.
+func (e *Engine) reconcileGit(tx *jobtx.Tx) {
+	if !tx.M.IsGit() {
+		return
+	}
+	recs, err := history.ReadAll(tx.Dir)
+	if err != nil {
+		tx.LogCode(codes.GitCommitFailed, "SYSTEM", 0, fmt.Sprintf("job branch not checked against the history: %v", err))
+		return
+	}
+	known := map[string]bool{}
+	for _, r := range recs {
+		if p := r.RecoveryPoint; p != nil && p.Git != nil {
+			known[p.Git.Commit] = true
+		}
+	}
+	dropped, err := gitws.Reconcile(context.Background(), tx.Store().Workspace(tx.ID), func(c string) bool { return known[c] })
+	switch {
+	case err != nil:
+		tx.LogCode(codes.GitCommitFailed, "SYSTEM", 0, fmt.Sprintf("job branch not checked against the history: %v", err))
+	case dropped != "":
+		tx.LogCode(codes.GitReconciled, "SYSTEM", 0, fmt.Sprintf("undid commit %s, made for a recovery point the history does not have", strings.TrimSpace(dropped)))
+	}
 }

@@ -49,6 +49,9 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		if o := overBudget(tx); o != nil {
 			return stop(*o)
 		}
+		if o := e.makeWorkspace(tx); o != nil {
+			return stop(*o)
+		}
 		o, err := e.start(tx, wf)
 		if err != nil {
 			return nil, done, err
@@ -107,6 +110,7 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 			return nil, done, fmt.Errorf("job %s: open the interrupted request: %w", tx.ID, err)
 		}
 		c.interaction, c.attempt, c.hreq = *oi.Interaction, oi.Attempt+1, stored.Request
+		e.reconcileGit(tx)
 		if c.work == nil {
 			c.prov, c.perr = e.providerFor(m, c.role)
 		}

@@ -60,6 +60,7 @@ var settable = map[string]string{
 	"game":             "it is what the job is: its history was recorded under it; submit a new job",
 	"seed":             "it is what the job is; submit a new job",
 	"encrypt_history":  "its history is already written the way it says",
+	"workspace":        "it is what the job started from (its base is recorded once made); submit a new job with the right source",
 
 	"schema_version": "Logist keeps it",
 	"job_id":         "it names the job's folder",

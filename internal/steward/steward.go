@@ -8,6 +8,7 @@
 package steward
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -22,6 +23,7 @@ import (
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/effect"
+	"github.com/logist/logist/internal/gitws"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
@@ -86,6 +88,9 @@ func (s *Steward) Submit(file string) (string, *manifest.Manifest, error) {
 		return "", nil, err
 	}
 	if es := ShellPrograms("").Check(file, m); len(es) > 0 {
+		return "", nil, es
+	}
+	if es := CheckSource(file, m); len(es) > 0 {
 		return "", nil, es
 	}
 	id := m.JobID
@@ -270,7 +275,16 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 	}
 	// The command is recorded before the workspace changes, so a crash in
 	// between leaves a trace of why files moved.
-	rec := s.command(tx, history.CommandRollback, o.Guidance, o.Reason, map[string]any{"checkpoint_id": cp, "resume_phase": point.ResumePhase})
+	changes := map[string]any{"checkpoint_id": cp, "resume_phase": point.ResumePhase}
+	if g := point.Git; g != nil {
+		// The job branch goes back to the point's commit; the commit it
+		// leaves stays named here (and in git's reflog).
+		changes["git_commit"] = g.Commit
+		if tip, err := gitws.Tip(context.Background(), tx.Store().Workspace(id), g.Branch); err == nil {
+			changes["git_abandoned"] = tip
+		}
+	}
+	rec := s.command(tx, history.CommandRollback, o.Guidance, o.Reason, changes)
 	// The job's current checkpoint is now cp (history.Record.Checkpoint):
 	// what logs and records name from here on, and the base of the next
 	// recovery point's changes.
@@ -281,6 +295,12 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 	if err := snapshot.RestoreRef(tx.Store().Workspace(id), tx.Dir, cp, point.Snapshot.Listing); err != nil {
 		rerr := tx.RecordError(codes.RollbackFailed, "STEWARD", 0, err.Error())
 		return nil, nil, errors.Join(fmt.Errorf("restore %s: %w", cp, err), rerr)
+	}
+	if g := point.Git; g != nil {
+		if err := gitws.Restore(context.Background(), tx.Store().Workspace(id), g.Branch, g.Commit); err != nil {
+			rerr := tx.RecordError(codes.RollbackFailed, "STEWARD", 0, err.Error())
+			return nil, nil, errors.Join(fmt.Errorf("restore %s's commit: %w", cp, err), rerr)
+		}
 	}
 	m.SetPhase(point.ResumePhase)
 	summary, _ := point.Metadata["summary"].(string)

@@ -42,10 +42,10 @@ type Sizes struct {
 	ConcAgentMillis int
 }
 
-// FullSizes are the issue's sizes.
+// FullSizes are the issues' sizes (scenario 5: issue 21's 50,000 jobs).
 var FullSizes = Sizes{PickupDrops: 100, CallJobs: 100, CallRounds: 3, ThroughputJobs: 1000, ThroughputReps: 3, FsyncSeconds: 1.5,
-	BenchCount: 5, BenchTime: "200x", HistoryRecords: 10000, CLIReps: 15, ScaleJobs: 10000, ScaleReps: 5,
-	ConcJobs: 200, ConcParallel: 50, ConcRounds: 3, ConcAgentMillis: 1000}
+	BenchCount: 5, BenchTime: "200x", HistoryRecords: 10000, CLIReps: 15, ScaleJobs: 50000, ScaleReps: 5,
+	ConcJobs: 1000, ConcParallel: 200, ConcRounds: 3, ConcAgentMillis: 1000}
 
 // QuickSizes are a smoke test's.
 var QuickSizes = Sizes{PickupDrops: 10, CallJobs: 10, CallRounds: 2, ThroughputJobs: 50, ThroughputReps: 2, FsyncSeconds: 0.3,

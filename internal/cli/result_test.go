@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/logist/logist/internal/builtins"
+	"github.com/logist/logist/internal/runner"
+	"github.com/logist/logist/internal/testkit"
+)
+
+// runGitJob runs a job on a test repository to SUCCESS: the worker writes
+// result.txt (and a terminal escape in its summary), the supervisor
+// approves.
+func runGitJob(t *testing.T) (jobs, repo string) {
+	t.Helper()
+	k := testkit.New(t)
+	k.Runner = runner.NewEngine(k.Env, builtins.Effects())
+	repo = testkit.GitRepo(t)
+	step := testkit.Step("COMPLETED", "wrote result.txt \x1b[2J", "result.txt")
+	step["files"] = map[string]string{"result.txt": "the result\n", "new-name.txt": "rewritten\n"}
+	k.WriteJob("g", map[string]any{
+		"workspace": map[string]any{"git": map[string]any{"repo": repo}},
+		"agents":    map[string]any{"worker": testkit.Script(step), "supervisor": testkit.Script(testkit.Step("COMPLETED", "fine"))},
+	})
+	k.WriteJob("plain", map[string]any{"agents": map[string]any{"worker": testkit.Script(step), "supervisor": testkit.Script(testkit.Step("COMPLETED", "fine"))}})
+	k.Run("g")
+	k.Run("plain")
+	return k.Dir, repo
+}
+
+func TestResultDiffPatchAndPush(t *testing.T) {
+	t.Parallel()
+	jobs, repo := runGitJob(t)
+	base := testkit.Git(t, repo, "rev-parse", "main")
+	ws := filepath.Join(jobs, "g", "workspace")
+	tip := testkit.Git(t, ws, "rev-parse", "logist/g")
+
+	code, out, errb := runMain(t, nil, "result", "g", "--jobs-dir", jobs)
+	if code != 0 {
+		t.Fatalf("result: %d %s %s", code, out, errb)
+	}
+	for _, want := range []string{"Branch:", "logist/g", "Base:", base, "Head:", tip, "result.txt", "2 files changed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("result lacks %q:\n%s", want, out)
+		}
+	}
+
+	patch := filepath.Join(t.TempDir(), "g.patch")
+	if code, out, errb := runMain(t, nil, "result", "g", "--jobs-dir", jobs, "--patch", patch); code != 0 {
+		t.Fatalf("result --patch: %d %s %s", code, out, errb)
+	}
+	check := t.TempDir()
+	testkit.Git(t, check, "clone", "-q", repo, ".")
+	testkit.Git(t, check, "checkout", "-q", base)
+	testkit.Git(t, check, "apply", "--index", patch)
+	if got, want := testkit.Git(t, check, "write-tree"), testkit.Git(t, ws, "rev-parse", tip+"^{tree}"); got != want {
+		t.Errorf("the patch on the base gives tree %s, the branch has %s", got, want)
+	}
+
+	if code, _, errb := runMain(t, nil, "result", "g", "--jobs-dir", jobs, "--push", "main"); code != ExitUsage || !strings.Contains(errb, "current branch") {
+		t.Errorf("push to the source's current branch: %d %s", code, errb)
+	}
+	if code, out, errb := runMain(t, nil, "result", "g", "--jobs-dir", jobs, "--push", "review/g", "--format", "json"); code != 0 {
+		t.Fatalf("result --push: %d %s %s", code, out, errb)
+	} else {
+		var env map[string]any
+		if err := json.Unmarshal([]byte(out), &env); err != nil || env["pushed"] != "review/g" || env["head_commit"] != tip || env["base_commit"] != base {
+			t.Errorf("json: %v %s", err, out)
+		}
+	}
+	if got := testkit.Git(t, repo, "rev-parse", "review/g"); got != tip {
+		t.Errorf("pushed branch at %s, want %s", got, tip)
+	}
+
+	// logist diff: the commits' diff, the agent's text escaped.
+	code, out, errb = runMain(t, nil, "diff", "g", "--jobs-dir", jobs)
+	if code != 0 || !strings.Contains(out, "+the result") || !strings.Contains(out, "cp-start ("+base+")") {
+		t.Errorf("diff: %d %s %s", code, out, errb)
+	}
+	code, out, _ = runMain(t, nil, "diff", "g", "--jobs-dir", jobs, "--from", "cp-0000-work", "--to", "cp-0001-review")
+	if code != 0 || !strings.Contains(out, "no change") {
+		t.Errorf("diff work→review: %d %s", code, out)
+	}
+	if code, _, errb := runMain(t, nil, "diff", "g", "--jobs-dir", jobs, "--from", "cp-9"); code != ExitNotFound || !strings.Contains(errb, "cp-0000-work") {
+		t.Errorf("diff from an unknown checkpoint: %d %s", code, errb)
+	}
+	// Without git: the snapshots' files.
+	code, out, _ = runMain(t, nil, "diff", "plain", "--jobs-dir", jobs)
+	if code != 0 || !strings.Contains(out, "added") || !strings.Contains(out, "result.txt") || !strings.Contains(out, "new-name.txt") {
+		t.Errorf("diff of a plain workspace: %d %s", code, out)
+	}
+	if code, _, errb := runMain(t, nil, "result", "plain", "--jobs-dir", jobs); code != ExitUsage || !strings.Contains(errb, "no git workspace") {
+		t.Errorf("result of a plain workspace: %d %s", code, errb)
+	}
+	if _, err := os.Stat(filepath.Join(repo, ".git", "refs", "heads", "logist")); err == nil {
+		t.Error("the job branch leaked into the source repository")
+	}
+}

@@ -1,0 +1,195 @@
+package gitws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Message is what a recovery point's commit says: the phase, the role and
+// the agent's summary (the agent's text, kept as the message's body and
+// never read back as anything but text), and the job and checkpoint as
+// trailers on its last lines.
+type Message struct {
+	Job, Checkpoint, Phase, Role, Summary string
+}
+
+func (m Message) text() []byte {
+	summary := strings.ToValidUTF8(strings.ReplaceAll(m.Summary, "\x00", "\uFFFD"), "\uFFFD")
+	var b strings.Builder
+	fmt.Fprintf(&b, "logist: %s completed phase %s\n\n", m.Role, m.Phase)
+	if s := strings.TrimSpace(summary); s != "" {
+		b.WriteString(s)
+		b.WriteString("\n\n")
+	}
+	fmt.Fprintf(&b, "Logist-Job: %s\n%s%s\n", m.Job, TrailerCheckpoint, m.Checkpoint)
+	return []byte(b.String())
+}
+
+// gitDir is dir's .git, which must be a folder of the workspace's own: an
+// agent that replaced it with a link or a "gitdir:" file pointing at some
+// other repository must not have Logist write there.
+func gitDir(dir string) (string, error) {
+	g := filepath.Join(dir, ".git")
+	fi, err := os.Lstat(g)
+	if err != nil {
+		return "", fmt.Errorf("the workspace has no .git folder: %w", err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("the workspace's .git is not a folder (%s); Logist commits only into the workspace's own repository", fi.Mode().Type())
+	}
+	return g, nil
+}
+
+// head is the commit HEAD names ("" on an unborn branch).
+func head(ctx context.Context, dir string) string {
+	c, err := line(ctx, dir, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+	if err != nil {
+		return ""
+	}
+	return c
+}
+
+// Commit records the workspace dir as it is (what git tracks and would
+// add: ignored files are not committed) as a commit on branch, on top of
+// whatever HEAD the agent left (its own commits stay as they are), and
+// leaves HEAD on branch with the index equal to the commit: `git status`
+// shows a clean tree. The tree is built in an index of Logist's own, so a
+// failure or a crash midway leaves the agent's index as it was. A HEAD
+// that is already Logist's commit of the same checkpoint and tree is kept
+// (a commit made again after a crash is the same commit).
+func Commit(ctx context.Context, dir, branch string, m Message) (string, error) {
+	gd, err := gitDir(dir)
+	if err != nil {
+		return "", err
+	}
+	idx := filepath.Join(gd, "logist-index")
+	if err := copyFile(filepath.Join(gd, "index"), idx); err != nil {
+		return "", err
+	}
+	// Gone once renamed into place; after a failure, a leftover that the
+	// next commit overwrites first.
+	defer func() { _ = os.Remove(idx) }()
+	withIdx := cmd{dir: dir, env: []string{"GIT_INDEX_FILE=" + idx}}
+	parent := head(ctx, dir)
+	if _, err := withIdx.run(ctx, "add", "--all", "--", "."); err != nil {
+		return "", err
+	}
+	out, err := withIdx.run(ctx, "write-tree")
+	if err != nil {
+		return "", err
+	}
+	tree := strings.TrimSpace(string(out))
+	if parent != "" {
+		if cp, ptree, ok := logistCommit(ctx, dir, parent); ok && cp == m.Checkpoint && ptree == tree {
+			return parent, finish(ctx, dir, gd, idx, branch, parent)
+		}
+	}
+	args := []string{"commit-tree", tree}
+	if parent != "" {
+		args = append(args, "-p", parent)
+	}
+	out, err = (cmd{dir: dir, stdin: m.text()}).run(ctx, args...)
+	if err != nil {
+		return "", err
+	}
+	commit := strings.TrimSpace(string(out))
+	return commit, finish(ctx, dir, gd, idx, branch, commit)
+}
+
+// finish points branch at commit, HEAD at branch, and makes Logist's index
+// (which holds commit's tree) the workspace's.
+func finish(ctx context.Context, dir, gd, idx, branch, commit string) error {
+	if _, err := (cmd{dir: dir}).run(ctx, "update-ref", "-m", "logist: recovery point", "refs/heads/"+branch, commit); err != nil {
+		return err
+	}
+	if _, err := (cmd{dir: dir}).run(ctx, "symbolic-ref", "HEAD", "refs/heads/"+branch); err != nil {
+		return err
+	}
+	return os.Rename(idx, filepath.Join(gd, "index"))
+}
+
+// logistCommit says whether commit is one of Logist's, and if so the
+// checkpoint it names and its tree.
+func logistCommit(ctx context.Context, dir, commit string) (cp, tree string, ok bool) {
+	out, err := (cmd{dir: dir}).run(ctx, "log", "-1", "--format=%ae%x00%T%x00%B", commit, "--")
+	if err != nil {
+		return "", "", false
+	}
+	parts := strings.SplitN(string(out), "\x00", 3)
+	if len(parts) != 3 || parts[0] != AuthorEmail {
+		return "", "", false
+	}
+	lines := strings.Split(strings.TrimRight(parts[2], "\n"), "\n")
+	last := lines[len(lines)-1]
+	if !strings.HasPrefix(last, TrailerCheckpoint) {
+		return "", "", false
+	}
+	return strings.TrimPrefix(last, TrailerCheckpoint), parts[1], true
+}
+
+// Reconcile undoes a commit Logist made for a recovery point that a crash
+// kept out of the history: when HEAD is a Logist commit that recorded
+// does not accept, HEAD goes back to its parent (the commit the agent had
+// left), the index with it; the files stay as they are. It returns the
+// commit dropped ("" if none). The next recovery point commits again.
+func Reconcile(ctx context.Context, dir string, recorded func(commit string) bool) (string, error) {
+	if _, err := gitDir(dir); err != nil {
+		return "", err
+	}
+	tip := head(ctx, dir)
+	if tip == "" || recorded(tip) {
+		return "", nil
+	}
+	if _, _, ok := logistCommit(ctx, dir, tip); !ok {
+		return "", nil
+	}
+	parent, err := line(ctx, dir, "rev-parse", "--verify", "--quiet", tip+"^1")
+	if err != nil {
+		return "", nil // a root commit: nothing to go back to
+	}
+	if _, err := (cmd{dir: dir}).run(ctx, "reset", "--quiet", "--mixed", parent); err != nil {
+		return "", err
+	}
+	return tip, nil
+}
+
+// Restore points branch, HEAD and the index at commit: a rollback, whose
+// files the workspace snapshot has already put back.
+func Restore(ctx context.Context, dir, branch, commit string) error {
+	if _, err := gitDir(dir); err != nil {
+		return err
+	}
+	c := cmd{dir: dir}
+	for _, args := range [][]string{
+		{"update-ref", "-m", "logist: rollback", "refs/heads/" + branch, commit},
+		{"symbolic-ref", "HEAD", "refs/heads/" + branch},
+		{"read-tree", commit},
+	} {
+		if _, err := c.run(ctx, args...); err != nil {
+			return err
+		}
+	}
+	// Exit status 1 only says some files need updating: the stat cache.
+	_, _ = c.run(ctx, "update-index", "-q", "--refresh")
+	return nil
+}
+
+// copyFile copies src to dst (dst removed if src does not exist).
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(dst); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
+}

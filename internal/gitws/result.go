@@ -1,0 +1,88 @@
+package gitws
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// Tip is the commit branch points at in the workspace dir.
+func Tip(ctx context.Context, dir, branch string) (string, error) {
+	return line(ctx, dir, "rev-parse", "--verify", "refs/heads/"+branch+"^{commit}")
+}
+
+// DiffStat is `git diff --stat` from one commit to another (renames found).
+func DiffStat(ctx context.Context, dir, from, to string) (string, error) {
+	out, err := (cmd{dir: dir}).run(ctx, "diff", "--no-ext-diff", "--no-textconv", "--stat", "-M", from, to, "--")
+	return string(out), err
+}
+
+// Patch is the change from one commit to another as one patch that `git
+// apply` takes on a checkout of from: binary files included, renames as
+// renames, full object ids.
+func Patch(ctx context.Context, dir, from, to string) ([]byte, error) {
+	return (cmd{dir: dir}).run(ctx, "diff", "--no-ext-diff", "--no-textconv", "--binary", "--full-index", "-M", from, to, "--")
+}
+
+// SourceHead is the branch the source repository repo has checked out (""
+// when its HEAD is detached or it has none).
+func SourceHead(ctx context.Context, dir, repo string) (string, error) {
+	out, err := (cmd{dir: dir}).run(ctx, "ls-remote", "--symref", "--", repo, "HEAD")
+	if err != nil {
+		return "", fmt.Errorf("cannot ask the source repository for its current branch: %w", err)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if rest, ok := strings.CutPrefix(l, "ref: "); ok {
+			ref, _, _ := strings.Cut(rest, "\t")
+			return strings.TrimPrefix(ref, "refs/heads/"), nil
+		}
+	}
+	return "", nil
+}
+
+// RefusedPushError is a push Push will not make.
+type RefusedPushError struct{ Reason string }
+
+func (e *RefusedPushError) Error() string { return e.Reason }
+
+// Push pushes branch of the workspace dir into the source repository repo
+// (as the job's first recovery point names it) as branch name. It refuses the source's current branch (the user's own
+// checkout is never written under them), a name git would not take, and,
+// like git, a push that is not a fast-forward of an existing branch. Into
+// a local repository, the source's hooks do not run.
+func Push(ctx context.Context, dir, repo, branch, name string) error {
+	if _, err := gitDir(dir); err != nil {
+		return err
+	}
+	if strings.HasPrefix(name, "-") {
+		return &RefusedPushError{fmt.Sprintf("branch name %q may not start with '-'", name)}
+	}
+	if _, err := (cmd{dir: dir}).run(ctx, "check-ref-format", "--branch", name); err != nil {
+		return &RefusedPushError{fmt.Sprintf("%q is not a valid branch name", name)}
+	}
+	name = strings.TrimPrefix(name, "refs/heads/")
+	cur, err := SourceHead(ctx, dir, repo)
+	if err != nil {
+		return err
+	}
+	if cur != "" && cur == name {
+		return &RefusedPushError{fmt.Sprintf("%s is the source repository's current branch; push under another name and merge it yourself", name)}
+	}
+	args := []string{"push", "--quiet"}
+	if filepath.IsAbs(repo) || strings.HasPrefix(repo, "file://") {
+		// A repository on this machine: its receive-pack is Logist's to
+		// start, without hooks.
+		args = append(args, "--receive-pack=git -c core.hooksPath=/dev/null receive-pack")
+	}
+	args = append(args, "--", repo, "refs/heads/"+branch+":refs/heads/"+name)
+	_, err = (cmd{dir: dir}).run(ctx, args...)
+	return err
+}
+
+// Diff is what a person reads of the change from one commit to another: a
+// diff stat, then the patch (binary files named, not shown).
+func Diff(ctx context.Context, dir, from, to string) (string, error) {
+	out, err := (cmd{dir: dir}).run(ctx, "diff", "--no-ext-diff", "--no-textconv", "--no-color", "--stat", "--patch", "-M", from, to, "--")
+	return string(out), err
+}

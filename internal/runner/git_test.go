@@ -1,0 +1,207 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/testkit"
+)
+
+func gitJob(repo, ref string, worker map[string]any) map[string]any {
+	m := job(worker, okSupervisor())
+	g := map[string]any{"repo": repo}
+	if ref != "" {
+		g["ref"] = ref
+	}
+	m["workspace"] = map[string]any{"git": g}
+	return m
+}
+
+func writes(action, summary string, files map[string]string, evidence ...string) map[string]any {
+	s := testkit.Step(action, summary, evidence...)
+	s["files"] = files
+	return s
+}
+
+// points are the job's recovery points, in order.
+func points(recs []history.Record) []*history.RecoveryPoint {
+	var out []*history.RecoveryPoint
+	for _, r := range testkit.OfType(recs, history.TypeRecoveryPoint) {
+		out = append(out, r.RecoveryPoint)
+	}
+	return out
+}
+
+// A source that cannot be had stops the job before any agent runs, with
+// WORKSPACE_SOURCE and a reason naming what is wrong.
+func TestWorkspaceFailsBeforeAnyAgent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	repo := testkit.GitRepo(t)
+	f.WriteJob("badref", gitJob(repo, "no-such-ref", okSupervisor()))
+	f.WriteJob("norepo", gitJob(filepath.Join(t.TempDir(), "nothing"), "", okSupervisor()))
+	f.WriteJob("nocopy", map[string]any{"agents": job(okSupervisor(), okSupervisor())["agents"], "workspace": map[string]any{"copy": filepath.Join(t.TempDir(), "nothing")}})
+	for id, want := range map[string]string{"badref": `ref "no-such-ref"`, "norepo": "cannot clone", "nocopy": "workspace copy"} {
+		f.Run(id)
+		m := f.Load(id)
+		if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.WorkspaceSource || !strings.Contains(m.Run.Reason, want) {
+			t.Errorf("%s: %s %s %q, want INTERVENTION_REQUIRED WORKSPACE_SOURCE %q", id, m.Status, m.Run.ErrorCode, m.Run.Reason, want)
+		}
+		if n := len(testkit.OfType(f.Records(id), history.TypeIntent)); n != 0 {
+			t.Errorf("%s: %d agent calls recorded", id, n)
+		}
+	}
+}
+
+func TestWorkspaceCopy(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	src := testkit.GitRepo(t)
+	f.WriteJob("c", map[string]any{"agents": job(okSupervisor(), okSupervisor())["agents"], "workspace": map[string]any{"copy": src}})
+	f.Run("c")
+	if m := f.Load("c"); m.Status != lifecycle.Success {
+		t.Fatalf("%s %s", m.Status, m.Run.Reason)
+	}
+	ws := filepath.Join(f.Dir, "c", "workspace")
+	if b, err := os.ReadFile(filepath.Join(ws, "logo.bin")); err != nil || !bytes.Equal(b, append(testkit.BinaryFile(), 0, 7)) {
+		t.Errorf("logo.bin not copied: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".git")); err == nil {
+		t.Error(".git was copied")
+	}
+	if p := points(f.Records("c"))[0]; p.Snapshot == nil || p.Snapshot.Files != 5 || p.Git != nil {
+		t.Errorf("cp-start: %+v", p)
+	}
+}
+
+// Every recovery point of a git workspace is a commit on the job branch:
+// cp-start the base, each phase's a commit on top of the previous one,
+// named in the point (and in jobHistory.json); the branch ends at the
+// last point's commit.
+func TestGitWorkspaceCommitsEachPoint(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	repo := testkit.GitRepo(t)
+	base := testkit.Git(t, repo, "rev-parse", "feature")
+	f.WriteJob("g", gitJob(repo, "feature", testkit.Script(
+		writes("RETRY", "not yet", map[string]string{"draft.txt": "draft"}),
+		writes("COMPLETED", "wrote the result", map[string]string{"result.txt": "done\n"}, "result.txt"))))
+	f.Run("g")
+	m := f.Load("g")
+	if m.Status != lifecycle.Success {
+		t.Fatalf("%s %s", m.Status, m.Run.Reason)
+	}
+	ps := points(f.Records("g"))
+	if len(ps) != 3 {
+		t.Fatalf("%d points", len(ps))
+	}
+	if g := ps[0].Git; g == nil || g.Commit != base || g.Repo != repo || g.Ref != "feature" || g.Branch != "logist/g" {
+		t.Errorf("cp-start's git: %+v, want base %s", ps[0].Git, base)
+	}
+	ws := filepath.Join(f.Dir, "g", "workspace")
+	prev := base
+	for _, p := range ps[1:] {
+		if p.Git == nil {
+			t.Fatalf("%s has no commit", p.CheckpointID)
+		}
+		if got := testkit.Git(t, ws, "rev-parse", p.Git.Commit+"^1"); got != prev {
+			t.Errorf("%s's commit's parent %s, want %s", p.CheckpointID, got, prev)
+		}
+		msg := testkit.Git(t, ws, "log", "-1", "--format=%B", p.Git.Commit)
+		if !strings.Contains(msg, "Logist-Checkpoint: "+p.CheckpointID) {
+			t.Errorf("%s's message:\n%s", p.CheckpointID, msg)
+		}
+		prev = p.Git.Commit
+	}
+	if msg := testkit.Git(t, ws, "log", "-1", "--format=%B", ps[1].Git.Commit); !strings.Contains(msg, "worker completed phase work") || !strings.Contains(msg, "wrote the result") {
+		t.Errorf("work's commit message:\n%s", msg)
+	}
+	// The RETRY's draft is in the work phase's commit: undeclared
+	// changes show up as the commit's diff.
+	if files := testkit.Git(t, ws, "show", "--name-only", "--format=", ps[1].Git.Commit); files != "draft.txt\nresult.txt" {
+		t.Errorf("work's commit changes %q", files)
+	}
+	if tip := testkit.Git(t, ws, "rev-parse", "logist/g"); tip != prev {
+		t.Errorf("branch at %s, want the last point's %s", tip, prev)
+	}
+	b, err := os.ReadFile(filepath.Join(f.Dir, "g", history.JobHistoryFile))
+	if err != nil || !bytes.Contains(b, []byte(prev)) {
+		t.Errorf("jobHistory.json lacks the last commit: %v", err)
+	}
+}
+
+// The crash case: the point's commit is made, the unit that records the
+// point is not (a crash, here a full disk). On restart the branch and the
+// history agree again: the commit no record names is undone before the
+// call is asked again, and every Logist commit on the branch is a point's.
+func TestGitCommitWithoutItsPointIsUndoneOnRestart(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	repo := testkit.GitRepo(t)
+	f.WriteJob("c", gitJob(repo, "", testkit.Script(writes("COMPLETED", "wrote it", map[string]string{"a.txt": "A"}, "a.txt"))))
+	var failed atomic.Bool
+	f.Env.History.Write = func(file *os.File, line []byte) (int, error) {
+		if bytes.Contains(line, []byte(`"cp-0000-work"`)) && !failed.Swap(true) {
+			return 0, syscall.ENOSPC
+		}
+		return file.Write(line)
+	}
+	if err := f.Engine.Run(context.Background(), "c"); err == nil {
+		t.Fatal("the run went on past the failed append")
+	}
+	ws := filepath.Join(f.Dir, "c", "workspace")
+	orphan := testkit.Git(t, ws, "rev-parse", "logist/c")
+	if !strings.Contains(testkit.Git(t, ws, "log", "-1", "--format=%B", orphan), "cp-0000-work") {
+		t.Fatal("no commit was made before the failed append; the case is not exercised")
+	}
+	var logs logBuffer
+	f.Env.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	f.Run("c")
+	if m := f.Load("c"); m.Status != lifecycle.Success {
+		t.Fatalf("%s %s", m.Status, m.Run.Reason)
+	}
+	if logs.count("c", codes.GitReconciled, "") != 1 || !bytes.Contains(logs.bytes(), []byte(orphan)) {
+		t.Errorf("no GIT_RECONCILED line naming %s:\n%s", orphan, logs.bytes())
+	}
+	recorded := map[string]bool{}
+	ps := points(f.Records("c"))
+	for _, p := range ps {
+		recorded[p.Git.Commit] = true
+	}
+	for _, c := range strings.Fields(testkit.Git(t, ws, "log", "--format=%H", "--author=logist@localhost", "logist/c")) {
+		if !recorded[c] {
+			t.Errorf("commit %s on the branch is no point's", c)
+		}
+	}
+	if tip := testkit.Git(t, ws, "rev-parse", "logist/c"); tip != ps[len(ps)-1].Git.Commit {
+		t.Errorf("branch at %s, the last point at %s", tip, ps[len(ps)-1].Git.Commit)
+	}
+	checkIntact(t, f, "c")
+}
+
+// Without git on logistd's PATH a git workspace cannot be made: the job
+// stops before any agent with a reason that says so. (Not parallel: PATH.)
+func TestWorkspaceSourceWithoutGit(t *testing.T) {
+	f := newFixture(t)
+	repo := testkit.GitRepo(t)
+	f.WriteJob("nogit", gitJob(repo, "", okSupervisor()))
+	t.Setenv("PATH", t.TempDir())
+	f.Run("nogit")
+	m := f.Load("nogit")
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.WorkspaceSource || !strings.Contains(m.Run.Reason, "git is not installed") {
+		t.Errorf("%s %s %q", m.Status, m.Run.ErrorCode, m.Run.Reason)
+	}
+	if n := len(testkit.OfType(f.Records("nogit"), history.TypeIntent)); n != 0 {
+		t.Errorf("%d agent calls recorded", n)
+	}
+}

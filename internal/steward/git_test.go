@@ -1,0 +1,149 @@
+package steward_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/steward"
+	"github.com/logist/logist/internal/testkit"
+	"github.com/logist/logist/internal/verify"
+)
+
+// gitWorker is a command agent that uses git as agents do: the first call
+// leaves a draft and answers RETRY; the next renames a file, deletes one,
+// adds a binary file and commits that itself, then edits README.md without
+// committing and answers COMPLETED.
+const gitWorker = `if [ ! -f .tried ]; then echo draft > .tried; echo '{"action":"RETRY","evidence_files":[],"summary_for_supervisor":"first try: not yet"}'; exit 0; fi
+git mv new-name.txt moved.txt && git rm -q docs/guide.md && printf 'a\000b\001' > blob.bin && git add -A &&
+git -c user.name=Agent -c user.email=agent@example.com -c commit.gpgsign=false commit -q -m 'agent: move, remove, add' &&
+echo more >> README.md &&
+echo '{"action":"COMPLETED","evidence_files":["moved.txt","blob.bin","README.md"],"summary_for_supervisor":"moved, removed, added a binary"}'`
+
+func lastPoint(t *testing.T, recs []history.Record) *history.RecoveryPoint {
+	t.Helper()
+	ps := testkit.OfType(recs, history.TypeRecoveryPoint)
+	return ps[len(ps)-1].RecoveryPoint
+}
+
+// A supervised job on a repository, with a RETRY and a rollback: the job
+// branch holds the agent's own commit under Logist's point commits, a
+// rollback to cp-start puts the files, the branch, HEAD and the index back
+// at the base, the job runs again, and at the end the branch's patch
+// applies cleanly to the base. The history verifies throughout.
+func TestGitJobWithRetryAndRollback(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	key := f.Sign()
+	repo := testkit.GitRepo(t)
+	base := testkit.Git(t, repo, "rev-parse", "main")
+	f.WriteJob("j", map[string]any{
+		"workspace": map[string]any{"git": map[string]any{"repo": repo, "ref": "main"}},
+		"agents": map[string]any{
+			"worker":     map[string]any{"provider": "command", "command": map[string]any{"argv": []string{"sh", "-c", gitWorker}}},
+			"supervisor": testkit.Script(testkit.Step("COMPLETED", "fine")),
+		}})
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Success {
+		t.Fatalf("first run: %s %s", m.Status, m.Run.Reason)
+	}
+	ws := filepath.Join(f.Dir, "j", "workspace")
+	recs := f.Records("j")
+	var work *history.RecoveryPoint
+	for _, r := range testkit.OfType(recs, history.TypeRecoveryPoint) {
+		if r.RecoveryPoint.CheckpointID == "cp-0001-work" {
+			work = r.RecoveryPoint
+		}
+	}
+	if work == nil || work.Git == nil {
+		t.Fatalf("no commit for cp-0001-work: %+v", work)
+	}
+	agents := testkit.Git(t, ws, "rev-parse", work.Git.Commit+"^1")
+	if testkit.Git(t, ws, "log", "-1", "--format=%s%n%ae", agents) != "agent: move, remove, add\nagent@example.com" {
+		t.Errorf("the work point's parent %s is not the agent's own commit", agents)
+	}
+	if testkit.Git(t, ws, "rev-parse", agents+"^1") != base {
+		t.Error("the agent's commit does not sit on the base")
+	}
+	if files := testkit.Git(t, ws, "show", "--name-only", "--format=", work.Git.Commit); files != "README.md" {
+		t.Errorf("the work point's own commit holds %q, want the uncommitted README.md", files)
+	}
+
+	// Back to the start.
+	if _, _, err := f.St.Rollback("j", "cp-start", steward.RollbackOptions{Reason: "again"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := testkit.Git(t, ws, "rev-parse", "HEAD"); got != base {
+		t.Errorf("HEAD at %s after the rollback, want the base %s", got, base)
+	}
+	if got := testkit.Git(t, ws, "symbolic-ref", "--short", "HEAD"); got != "logist/j" {
+		t.Errorf("HEAD on %s after the rollback", got)
+	}
+	if st := testkit.Git(t, ws, "status", "--porcelain", "--ignored"); st != "" {
+		t.Errorf("workspace differs from the base after the rollback:\n%s", st)
+	}
+	rb := testkit.OfType(f.Records("j"), history.TypeSteward)
+	if ch := rb[len(rb)-1].Steward.Changes; ch["git_commit"] != base || ch["git_abandoned"] != lastPoint(t, recs).Git.Commit {
+		t.Errorf("rollback record's changes %v", ch)
+	}
+
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Success {
+		t.Fatalf("second run: %s %s", m.Status, m.Run.Reason)
+	}
+	tip := testkit.Git(t, ws, "rev-parse", "logist/j")
+	if want := lastPoint(t, f.Records("j")).Git.Commit; tip != want {
+		t.Errorf("branch at %s, the last point at %s", tip, want)
+	}
+	// The branch as a patch on the base, applied to a fresh checkout.
+	patch := filepath.Join(t.TempDir(), "j.patch")
+	out := testkit.Git(t, ws, "diff", "--binary", "--full-index", "-M", base, tip)
+	if err := os.WriteFile(patch, []byte(out+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check := t.TempDir()
+	testkit.Git(t, check, "clone", "-q", repo, ".")
+	testkit.Git(t, check, "checkout", "-q", base)
+	testkit.Git(t, check, "apply", "--index", patch)
+	if got, want := testkit.Git(t, check, "write-tree"), testkit.Git(t, ws, "rev-parse", tip+"^{tree}"); got != want {
+		t.Errorf("the patched base's tree %s differs from the branch's %s", got, want)
+	}
+	if !strings.Contains(out, "rename from new-name.txt") || !strings.Contains(out, "GIT binary patch") || !strings.Contains(out, "deleted file mode") {
+		t.Errorf("patch lacks the rename, the binary file or the deletion:\n%s", out)
+	}
+	rep, err := verify.Job("j", filepath.Join(f.Dir, "j"), verify.Options{Public: key.Public(), Manifest: f.Load("j")})
+	if err != nil || !rep.OK() {
+		t.Fatalf("verify: %v %v", err, rep.Problems)
+	}
+}
+
+// logist submit and validate check the source from the steward's shell:
+// a ref the repository does not have is refused before any job exists.
+func TestSubmitChecksTheWorkspaceSource(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	repo := testkit.GitRepo(t)
+	for ref, want := range map[string]string{"nope": `ref "nope" is not a commit`, "feature": ""} {
+		file := filepath.Join(t.TempDir(), "job-"+ref+".json")
+		b := testkit.ManifestJSON(t, "", map[string]any{"workspace": map[string]any{"git": map[string]any{"repo": repo, "ref": ref}}})
+		if err := os.WriteFile(file, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := f.St.Submit(file)
+		if want == "" {
+			if err != nil {
+				t.Errorf("ref %s: %v", ref, err)
+			}
+			continue
+		}
+		var es manifest.Errors
+		if !errors.As(err, &es) || !strings.Contains(err.Error(), want) || es[0].Pointer != "/workspace/git" {
+			t.Errorf("ref %s: %v, want %q at /workspace/git", ref, err, want)
+		}
+	}
+}
