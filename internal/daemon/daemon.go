@@ -27,6 +27,7 @@ import (
 	"github.com/logist/logist/internal/runner"
 	"github.com/logist/logist/internal/schedule"
 	"github.com/logist/logist/internal/signing"
+	"github.com/logist/logist/internal/steward"
 	"github.com/logist/logist/schemas"
 )
 
@@ -138,7 +139,8 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	_ = store.ClearStalls() // notes a previous daemon left; failing, they are only stale
 
 	if o.Listen != "" {
-		srv, err := d.serve(o.Listen, reg)
+		// The console's steward signs as the engine does.
+		srv, err := d.serve(o.Listen, reg, steward.New(env, effects))
 		if err != nil {
 			return err
 		}
