@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -165,6 +166,81 @@ func ValidateJSON(name string, data []byte) error {
 	return Validate(name, doc)
 }
 
+// explain gives the reason for a failed keyword: the failing schema's own
+// "x-reasons" entry for the keyword, or its "x-reason" (what the value must
+// be, in words), if it has one, instead of the validator's message for a
+// pattern or a "not" ("not failed" says nothing), before it for any other
+// keyword. loc is the keyword's absolute
+// location ("file.json#/definitions/relpath/not").
+func explain(loc, msg string) string {
+	file, ptr, ok := strings.Cut(loc, "#")
+	if !ok {
+		return msg
+	}
+	if i := strings.LastIndexByte(file, '/'); i >= 0 {
+		file = file[i+1:]
+	}
+	i := strings.LastIndexByte(ptr, '/')
+	if i < 0 {
+		return msg
+	}
+	keyword := ptr[i+1:]
+	node := schemaNode(file, ptr[:i])
+	if by, ok := node["x-reasons"].(map[string]any); ok {
+		if r, ok := by[keyword].(string); ok {
+			return r
+		}
+	}
+	reason, _ := node["x-reason"].(string)
+	switch {
+	case reason == "":
+		return msg
+	case keyword == "not" || keyword == "pattern":
+		return reason
+	default:
+		return reason + " (" + msg + ")"
+	}
+}
+
+var (
+	docsMu sync.Mutex
+	docs   = map[string]any{}
+)
+
+// schemaNode is the object at JSON pointer ptr in the embedded schema
+// file (nil if there is none).
+func schemaNode(file, ptr string) map[string]any {
+	docsMu.Lock()
+	doc, ok := docs[file]
+	if !ok {
+		if b, err := files.ReadFile(file); err == nil {
+			_ = json.Unmarshal(b, &doc) // embedded and compiled: valid JSON
+		}
+		docs[file] = doc
+	}
+	docsMu.Unlock()
+	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
+		if tok == "" {
+			continue
+		}
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch n := doc.(type) {
+		case map[string]any:
+			doc = n[tok]
+		case []any:
+			k, err := strconv.Atoi(tok)
+			if err != nil || k < 0 || k >= len(n) {
+				return nil
+			}
+			doc = n[k]
+		default:
+			return nil
+		}
+	}
+	m, _ := doc.(map[string]any)
+	return m
+}
+
 // leaves flattens the error tree to its most specific causes, which name the
 // exact field; intermediate nodes only say "doesn't validate with ...".
 func leaves(ve *jsonschema.ValidationError) []Violation {
@@ -173,7 +249,7 @@ func leaves(ve *jsonschema.ValidationError) []Violation {
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) == 0 {
-			v := Violation{Pointer: e.InstanceLocation, Reason: e.Message}
+			v := Violation{Pointer: e.InstanceLocation, Reason: explain(e.AbsoluteKeywordLocation, e.Message)}
 			if !seen[v.String()] {
 				seen[v.String()] = true
 				out = append(out, v)

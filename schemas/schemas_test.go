@@ -205,3 +205,26 @@ func TestWarm(t *testing.T) {
 		t.Fatalf("Warm of an unknown schema: %v", err)
 	}
 }
+
+// A violation says why, not just which keyword failed (hostile inputs
+// H23, H27, H102): "not failed" told a manifest's author nothing.
+func TestViolationsSayWhy(t *testing.T) {
+	t.Parallel()
+	const agents = `"agents":{"worker":{"provider":"script","script":[{}]}}`
+	for _, c := range []struct{ doc, want string }{
+		{`{"task_description":"t","job_id":"../escape",` + agents + `}`, "/job_id: must be a plain name (it names the job's folder)"},
+		{`{"task_description":"t","job_id":"a..b",` + agents + `}`, "/job_id: must be a plain name"},
+		{`{"task_description":"t","context_files":["../../x"],` + agents + `}`, "/context_files/0: leaves the job folder (a '..' part)"},
+		{`{"task_description":"t","context_files":["/etc/passwd"],` + agents + `}`, "/context_files/0: must be relative to the job folder (not absolute)"},
+		{`{"task_description":"t","context_files":[3],` + agents + `}`, "/context_files/0: must be a path relative to the job folder that stays inside it: not absolute, no '..' part, no NUL byte, 1 to 1024 bytes (expected string, but got number)"},
+		{`{"task_description":"t","prompts":{"worker":"../p.md"},` + agents + `}`, "/prompts/worker: leaves the job folder"},
+	} {
+		err := ValidateJSON(Manifest, []byte(c.doc))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s:\n got %v\nwant %q", c.doc, err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "not failed") {
+			t.Errorf("%s: %v", c.doc, err)
+		}
+	}
+}

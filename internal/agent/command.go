@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -273,15 +274,26 @@ func KillOrphan(jobDir string, n int) bool {
 	return killed
 }
 
+// readCapped reads an answer file the agent wrote: a regular file only (a
+// FIFO would block the call for ever), at most limit bytes.
 func readCapped(p string, limit int64) ([]byte, error) {
-	fi, err := os.Stat(p)
+	f, err := regfile.OpenRegular(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() //nolint:errcheck // read-only
+	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
 	if fi.Size() > limit {
 		return nil, fmt.Errorf("%d bytes, more than %d", fi.Size(), limit)
 	}
-	return os.ReadFile(p)
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		err = fmt.Errorf("more than %d bytes", limit)
+	}
+	return b, err
 }
 
 func lastLine(s string) string {

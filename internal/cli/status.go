@@ -54,6 +54,16 @@ var cmdStatus = &command{
 			{"error_code", "Error code", m.Run.ErrorCode},
 			{"last_summary", "Last summary", m.Run.LastSummary},
 		}}
+		if m.Run.SnapshotError != "" {
+			r.Fields = append(r.Fields, Field{"snapshot_error", "Snapshot", "none at the last recovery point: " + m.Run.SnapshotError})
+		}
+		stall, stalled := e.store.ReadStall(id)
+		if stalled {
+			// The daemon retries it: its storage refused it (the manifest
+			// may be the file it cannot write, so the reason is not there).
+			r.Fields = append(r.Fields, Field{"stalled", "Stalled", fmt.Sprintf("%s since %s (attempt %d, next try %s): %s",
+				stall.Code, stall.Since, stall.Attempt, stall.RetryAt, stall.Reason)})
+		}
 		if warnText != "" {
 			r.Fields = append(r.Fields, Field{"warnings", "Warnings", warnText})
 		}
@@ -72,6 +82,9 @@ var cmdStatus = &command{
 		}
 		r.Data = map[string]any{"job": m, "workflow": wfName, "daemon": daemonInfo(pid), "next": next, "warnings": warnings,
 			"cost_warning": costWarning}
+		if stalled {
+			r.Data["stalled"] = stall
+		}
 		return r, nil
 	},
 }

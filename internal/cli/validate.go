@@ -144,5 +144,8 @@ func validateFile(f, kind, ws string) (string, []string, []string) {
 			warns = append(warns, w)
 		}
 	}
+	if wf, err := m.ResolveWorkflow(); err == nil {
+		warns = append(warns, wf.Loops()...)
+	}
 	return kind, nil, warns
 }

@@ -181,6 +181,12 @@ const (
 	ClusterRun       = "CLUSTER_RUN"
 )
 
+// Hostile input and broken storage (issue 18).
+const (
+	ManifestTooLarge = "MANIFEST_TOO_LARGE"
+	StorageDenied    = "STORAGE_DENIED"
+)
+
 // catalogue is every code, by area; docs/codes.md renders it.
 var catalogue = []Code{
 	// An agent's answer, held to its contract (seed 002's layers).
@@ -234,7 +240,7 @@ var catalogue = []Code{
 	{HistoryWrite, Error, false, "storage", "a history append failed (the disk refused it); the job pauses and runs again"},
 	{ManifestWrite, Error, false, "storage", "saving the manifest failed; the job pauses and runs again"},
 	{StorageWrite, Error, false, "storage", "the disk refused another write (full, quota, read-only); the job pauses and runs again"},
-	{HistoryMissing, Error, true, "storage", "the job's history is gone (deleted under it); the job is not run"},
+	{HistoryMissing, Error, true, "storage", "the job's history is gone (deleted under it) or lost committed records (it ends before its signed head); the job is not run"},
 	{HistoryTooNew, Error, true, "storage", "the job's history was written by a newer Logist; the job is not run"},
 	{HistoryCorrupt, Error, true, "storage", "the job's history cannot be read; the job is not run"},
 	{HistoryTornTail, Warning, false, "storage", "an incomplete last record (a crash mid-append) was cut off when the history was opened"},
@@ -291,6 +297,9 @@ var catalogue = []Code{
 	{SandboxUnavailable, Error, true, "sandbox", "no sandbox layer the job asks for works on this host (the reason names what is missing: bwrap, user namespaces, Landlock); the job does not start, never runs uncontained; install it, or a steward opts the job out with sandbox \"none\""},
 	{ManifestEdited, Warning, false, "sandbox", "job.json was edited while its job runs by no steward command: the committed budgets, agents, workflow and sandbox were put back (the rest of the edit is kept)"},
 	{SandboxLost, Warning, false, "sandbox", "a contained call's launcher ended without a result (killed, machine restart); nothing of it runs any more and the call is asked again"},
+	// Hostile input and broken storage (issue 18).
+	{StorageDenied, Error, false, "storage", "a job's file or folder refused access (EACCES, EPERM): the job is stalled and runs again with backoff; logist status shows why"},
+	{ManifestTooLarge, Error, false, "storage", "a change would make the manifest larger than the 1 MiB logist reads: it is not written (nor its history unit)"},
 }
 
 var byName = func() map[string]Code {

@@ -136,6 +136,8 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 		d.relay.finish()
 	}
 	d.sched = runner.NewScheduler(runCtx, d.engine, o.MaxParallel, logger)
+	d.sched.OnStall = d.metrics.Stalled
+	_ = store.ClearStalls() // notes a previous daemon left; failing, they are only stale
 
 	if o.Listen != "" {
 		// The console's steward signs as the engine does.

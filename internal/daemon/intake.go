@@ -111,7 +111,7 @@ func (d *Daemon) consider(id string, fromEvent bool) (runs bool) {
 			return false
 		}
 		if fromEvent {
-			if data, rerr := os.ReadFile(filepath.Join(d.store.JobDir(id), jobstore.ManifestFile)); rerr == nil && manifest.Incomplete(data) {
+			if data, rerr := d.store.ReadManifest(id); rerr == nil && manifest.Incomplete(data) {
 				return false
 			}
 		}

@@ -145,6 +145,13 @@ func tornEverywhere(t *testing.T, src string, o history.Options, key *signing.Ke
 	if lastStart == 0 && n > 1 {
 		t.Fatal("the active file has only one record; the test wants the last of several")
 	}
+	// A crash while record n-1 was written leaves the head at record
+	// n-2: the head is written only after the records are durable.
+	es, err := history.ReadEntries(src)
+	if err != nil || len(es) != n {
+		t.Fatalf("%d entries, %v", len(es), err)
+	}
+	staleHead, _ := json.Marshal(history.Head{Seq: es[n-2].Seq, Hash: es[n-2].Hash})
 	work := t.TempDir()
 	for cut := lastStart; cut < len(data); cut++ {
 		dir := filepath.Join(work, fmt.Sprint(cut))
@@ -152,6 +159,9 @@ func tornEverywhere(t *testing.T, src string, o history.Options, key *signing.Ke
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(dir, history.FileName), data[:cut], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, history.HeadFile), staleHead, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		l, torn, err := history.OpenWith(dir, o)

@@ -29,6 +29,11 @@ const IndexFile = "history-index.json"
 // boundaries (WriteJobHistory).
 const JobHistoryFile = "jobHistory.json"
 
+// HeadFile holds the signed head of the history: the sequence number and
+// hash of the newest record every append left (head.go). A log that ends
+// before its head lost committed records.
+const HeadFile = "history-head.json"
+
 // MarkFile is the scan mark that spares an open reading the whole active
 // file (mark.go): a cache, rewritten in place, never the record.
 const MarkFile = "history-mark.json"
@@ -60,6 +65,7 @@ func plainArchive(name string) (n int, ok bool) {
 // may leave behind.
 var runFileRE = func() *regexp.Regexp {
 	names := regexp.QuoteMeta(FileName) + "|" + regexp.QuoteMeta(IndexFile) + "|" + regexp.QuoteMeta(JobHistoryFile) + "|" + regexp.QuoteMeta(MarkFile) +
+		"|" + regexp.QuoteMeta(HeadFile) +
 		`|history-\d{6,}\.jsonl(?:` + regexp.QuoteMeta(archiveGz) + `)?`
 	return regexp.MustCompile(`^(?:` + names + `)$|^\.(?:` + names + `)\.tmp(?:-\d+)?$`)
 }()

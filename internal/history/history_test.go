@@ -451,12 +451,22 @@ func TestRefreshAfterShrink(t *testing.T) {
 	if a.State().NextSeq != 5 {
 		t.Fatal(a.State())
 	}
-	// Someone cuts the file back to its first two records.
+	// Someone cuts the file back to its first two records: the log lost
+	// committed records, and its head says so (issue 18: it used to be
+	// continued from record 2).
 	if err := os.Truncate(historyPath(dir), int64(len(keep))); err != nil {
 		t.Fatal(err)
 	}
+	if err := a.Refresh(); !errors.Is(err, ErrMissing) {
+		t.Fatalf("Refresh after shrink: %v, want ErrMissing", err)
+	}
+	// A steward who accepts the loss removes the head; then the log is
+	// continued from where it now ends.
+	if err := os.Remove(filepath.Join(dir, HeadFile)); err != nil {
+		t.Fatal(err)
+	}
 	if err := a.Refresh(); err != nil {
-		t.Fatalf("Refresh after shrink: %v", err)
+		t.Fatalf("Refresh after shrink, head removed: %v", err)
 	}
 	st := a.State()
 	if st.NextSeq != 2 || st.NextInteraction != 1 || st.OpenIntent != nil || st.Responses["supervisor"] != 0 || st.Responses["worker"] != 1 {

@@ -77,6 +77,11 @@ type Log struct {
 	// history has archives) it is dropped, to bound memory.
 	recs   []Record
 	recsOK bool
+	// head is the signed head as read at open (nil: none); headF and
+	// headLen are the head file as this Log writes it (head.go).
+	head    *Head
+	headF   *os.File
+	headLen int
 	// The scan mark (mark.go): the number of archives, where the last
 	// whole line of the active file begins and its hash ("" for a legacy
 	// line), and the offset the mark on disk covers.
@@ -168,6 +173,9 @@ func OpenWith(dir string, opts Options) (*Log, *TornTail, error) {
 	l.state = idx.State.clone()
 	l.lastHash = idx.LastHash
 	l.recsOK = len(idx.Archives) == 0
+	if l.head, err = ReadHead(dir); err != nil {
+		return nil, nil, err
+	}
 	_, statErr := os.Stat(l.path)
 	f, err := regfile.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
@@ -194,6 +202,9 @@ func OpenWith(dir string, opts Options) (*Log, *TornTail, error) {
 	}
 	l.scanFrom = from
 	torn, err := l.scan(from, true)
+	if err == nil {
+		err = CheckHead(l.path, l.head, l.state.NextSeq-1, l.lastHash)
+	}
 	if err != nil {
 		_ = f.Close() // nothing written; the error is the scan's
 		return nil, nil, err
@@ -203,7 +214,12 @@ func OpenWith(dir string, opts Options) (*Log, *TornTail, error) {
 }
 
 // Close closes the file.
-func (l *Log) Close() error { return l.f.Close() }
+func (l *Log) Close() error {
+	if l.headF != nil {
+		_ = l.headF.Close() // written in place, never fsync'd (head.go)
+	}
+	return l.f.Close()
+}
 
 // State returns the current counters.
 func (l *Log) State() State { return l.state }
@@ -248,6 +264,9 @@ func (l *Log) Refresh() error {
 			return err
 		}
 		_ = l.f.Close() // the old file: each record was fsync'd as appended
+		if l.headF != nil {
+			_ = l.headF.Close() // the new Log opens its own
+		}
 		*l = *nl
 		return nil
 	}
@@ -320,6 +339,11 @@ func (l *Log) scan(off int64, repair bool) (*TornTail, error) {
 }
 
 func (l *Log) cut(pos, n int64, repair bool) (*TornTail, error) {
+	if l.head != nil && l.head.Seq >= l.state.NextSeq {
+		// Not torn by a crash: the head says these records were
+		// committed. Refused, and the file left as it is.
+		return nil, &MissingError{Path: l.path, Head: *l.head, LastSeq: l.state.NextSeq - 1, LastHash: l.lastHash}
+	}
 	if !repair {
 		return nil, fmt.Errorf("history %s: incomplete record at byte %d", l.path, pos)
 	}
@@ -484,6 +508,7 @@ func (l *Log) appendUnit(recs []*Record) error {
 	l.lastHash = last
 	l.lastLineStart, l.lastLineHash = l.size-int64(lastLen), last
 	l.state = st
+	l.writeHead(seq-1, last)
 	for _, rec := range recs {
 		l.keep(rec)
 	}

@@ -20,11 +20,11 @@ import (
 // file. jobHistory.json, the seed's format that logist history --format
 // json prints, is named in help texts and messages: it is matched only
 // through history.JobHistoryFile.)
-var namesHistoryFile = regexp.MustCompile(`history\.jsonl|history-index|history-(?:[0-9\[%*?]|$)|\.jsonl\.gz`)
+var namesHistoryFile = regexp.MustCompile(`history\.jsonl|history-index|history-head|history-(?:[0-9\[%*?]|$)|\.jsonl\.gz`)
 
 // ownedNames are this package's exported file names, which code outside
 // it does not use either (tests may, to damage a file on purpose).
-var ownedNames = map[string]bool{"FileName": true, "IndexFile": true, "JobHistoryFile": true}
+var ownedNames = map[string]bool{"FileName": true, "IndexFile": true, "JobHistoryFile": true, "HeadFile": true}
 
 const historyImport = "github.com/logist/logist/internal/history"
 

@@ -302,16 +302,7 @@ func beingWritten(p string) bool {
 }
 
 func readManifestOnce(p string) ([]byte, error) {
-	f, err := regfile.OpenFile(p, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close() //nolint:errcheck // read-only
-	data, err := io.ReadAll(io.LimitReader(f, manifest.MaxSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p, err)
-	}
-	return data, nil
+	return regfile.ReadLimited(p, manifest.MaxSize)
 }
 
 // decode checks data fully unless these exact bytes passed before.
@@ -366,6 +357,9 @@ func (s *Store) WriteManifestCopy(id string, b []byte) error {
 }
 
 func (s *Store) writeManifest(id string, b []byte, write func(string, []byte, os.FileMode, func(os.FileInfo)) error) error {
+	if err := manifest.CheckSize(id, b); err != nil {
+		return err
+	}
 	p := filepath.Join(s.JobDir(id), ManifestFile)
 	s.checked.Store(id, sha256.Sum256(b))
 	return write(p, b, 0o600, func(fi os.FileInfo) {

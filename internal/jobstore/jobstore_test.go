@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -101,5 +102,35 @@ func TestJobLockExcludes(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("kept %v: the second lock was not granted after the first was released", kept)
 		}
+	}
+}
+
+// A FIFO named job.json (hostile input H96) is listed with a clear error at
+// once; opening it for reading would block for ever.
+func TestFIFOManifestListedWithoutBlocking(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := New(dir)
+	if err := os.MkdirAll(s.JobDir("j"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(s.JobDir("j"), ManifestFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan []Entry, 1)
+	go func() {
+		es, err := s.List()
+		if err != nil {
+			t.Error(err)
+		}
+		done <- es
+	}()
+	select {
+	case es := <-done:
+		if len(es) != 1 || es[0].Err == nil || !strings.Contains(es[0].Err.Error(), "named pipe") {
+			t.Fatalf("listed %+v", es)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("listing a job whose job.json is a FIFO blocked")
 	}
 }

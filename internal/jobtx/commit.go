@@ -100,6 +100,14 @@ func (t *Tx) commit() error {
 	if err == nil && b == nil {
 		err = errors.New("indent failed")
 	}
+	if err == nil {
+		// Before the unit is stored: a manifest Logist could not read
+		// back is never committed.
+		if err = manifest.CheckSize(t.ID, b); err != nil {
+			t.LogCode(codes.ManifestTooLarge, "SYSTEM", 0, err.Error())
+			return fmt.Errorf("save manifest: %w", err)
+		}
+	}
 	if err != nil {
 		t.LogCode(codes.ManifestWrite, "SYSTEM", 0, err.Error())
 		return fmt.Errorf("save manifest: encode: %w", err)

@@ -186,6 +186,10 @@ func TestCommitInterruptedAnywhereIsFinishedOnce(t *testing.T) {
 	hf := history.Path(f.dir)
 	mf := filepath.Join(f.dir, jobstore.ManifestFile)
 	histBefore, _ := os.ReadFile(hf)
+	// The history's signed head is written only after the unit is
+	// durable: a crash inside the unit leaves the head from before it.
+	headFile := filepath.Join(f.dir, history.HeadFile)
+	headBefore, _ := os.ReadFile(headFile)
 	base, _ := os.ReadFile(mf)
 	tx := f.begin(t)
 	f.unit(t, tx)
@@ -194,6 +198,7 @@ func TestCommitInterruptedAnywhereIsFinishedOnce(t *testing.T) {
 	}
 	tx.Close()
 	histAfter, _ := os.ReadFile(hf)
+	headAfter, _ := os.ReadFile(headFile)
 	done, _ := os.ReadFile(mf)
 	if !bytes.HasPrefix(histAfter, histBefore) || len(histAfter) == len(histBefore) {
 		t.Fatal("the unit is not an append")
@@ -223,6 +228,13 @@ func TestCommitInterruptedAnywhereIsFinishedOnce(t *testing.T) {
 			t.Run(fmt.Sprintf("history %d of %d bytes, manifest %s", cut-len(histBefore), len(histAfter)-len(histBefore), name), func(t *testing.T) {
 				f.log.Reset()
 				if err := os.WriteFile(hf, histAfter[:cut], 0o600); err != nil {
+					t.Fatal(err)
+				}
+				head := headBefore
+				if whole {
+					head = headAfter
+				}
+				if err := os.WriteFile(headFile, head, 0o600); err != nil {
 					t.Fatal(err)
 				}
 				if err := os.WriteFile(mf, file, 0o600); err != nil {
@@ -639,4 +651,24 @@ func TestRunningJobsBudgetEditedByHandIsPutBack(t *testing.T) {
 	if bytes.Contains(file, []byte("1000000")) {
 		t.Error("the file still holds the raised budget")
 	}
+}
+
+// A change that would make the manifest larger than Logist reads back
+// (hostile input H101's backstop) is not committed: no record of it is
+// stored and the manifest file is untouched; MANIFEST_TOO_LARGE is logged.
+func TestCommitRefusesManifestLogistCouldNotRead(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	tx := f.begin(t)
+	f.unit(t, tx)
+	tx.M.Run.Feedback = strings.Repeat("x", manifest.MaxSize)
+	err := tx.Commit()
+	tx.Close()
+	if !errors.Is(err, manifest.ErrTooLarge) {
+		t.Fatalf("Commit: %v, want ErrTooLarge", err)
+	}
+	if !strings.Contains(f.log.String(), `"error_code":"MANIFEST_TOO_LARGE"`) {
+		t.Errorf("not logged:\n%s", f.log.String())
+	}
+	f.checkUntouched(t)
 }

@@ -9,9 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"os"
 	"path"
 	"regexp"
 	"slices"
@@ -21,6 +19,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/regfile"
 	"github.com/logist/logist/internal/workflow"
 	"github.com/logist/logist/schemas"
 )
@@ -232,6 +231,9 @@ type Limits struct {
 	CallTimeoutSeconds *float64 `json:"call_timeout_seconds,omitempty"`
 	// MaxParallelCalls bounds the calls a fan-out step makes at once.
 	MaxParallelCalls *int `json:"max_parallel_calls,omitempty"`
+	// MaxSnapshotBytes bounds one workspace snapshot's new content
+	// (unset: snapshot.MaxBytes).
+	MaxSnapshotBytes *int64 `json:"max_snapshot_bytes,omitempty"`
 }
 
 // Metrics are the job's accumulated spend.
@@ -262,6 +264,9 @@ type RunState struct {
 	PreviousSummary string   `json:"previous_summary,omitempty"`
 	Guidance        string   `json:"guidance,omitempty"`
 	LastSummary     string   `json:"last_summary,omitempty"`
+	// SnapshotError is why the last recovery point has no workspace
+	// snapshot (its cap was hit, the disk refused), until one succeeds.
+	SnapshotError string `json:"snapshot_error,omitempty"`
 	// WorkflowState is the workflow's own state (the protocol session
 	// state), where the workflow has one.
 	WorkflowState   string `json:"workflow_state,omitempty"`
@@ -327,14 +332,9 @@ func ValidID(id string) error {
 
 // ReadFile reads and decodes a manifest file; see Decode.
 func ReadFile(file string) (*Manifest, error) {
-	f, err := os.Open(file)
+	data, err := regfile.ReadLimited(file, MaxSize)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close() //nolint:errcheck // read-only
-	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", file, err)
 	}
 	return Decode(file, data)
 }
@@ -561,12 +561,30 @@ func (m *Manifest) ResolveWorkflow() (*workflow.Workflow, error) {
 }
 
 // Encode renders the manifest as indented JSON with a trailing newline.
+// A manifest larger than MaxSize is an error (CheckSize).
 func (m *Manifest) Encode() ([]byte, error) {
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return nil, err
 	}
-	return append(b, '\n'), nil
+	b = append(b, '\n')
+	if err := CheckSize(m.JobID, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// ErrTooLarge says a manifest would be larger than MaxSize.
+var ErrTooLarge = errors.New("manifest too large")
+
+// CheckSize refuses an encoded manifest that Logist could not read back
+// (larger than MaxSize): every writer checks before writing, so no job is
+// ever left with a manifest its own daemon lists as INVALID.
+func CheckSize(jobID string, b []byte) error {
+	if len(b) > MaxSize {
+		return fmt.Errorf("%w: job %s's manifest would be %d bytes, larger than the %d logist reads; not written", ErrTooLarge, jobID, len(b), MaxSize)
+	}
+	return nil
 }
 
 // Phase returns the current phase or "".
@@ -653,8 +671,12 @@ func (m *Manifest) OverTime() bool {
 	return b > 0 && seconds(m.Metrics.CumulativeTimeSeconds) >= b
 }
 
-// Audit appends a short entry to the manifest's history.
+// Audit appends a short entry to the manifest's history. It keeps at most
+// MaxAuditEvidence of the evidence paths (history.jsonl has them all).
 func (m *Manifest) Audit(now time.Time, role, action, note string, evidence []string) {
+	if len(evidence) > MaxAuditEvidence {
+		evidence = evidence[:MaxAuditEvidence:MaxAuditEvidence]
+	}
 	e := AuditEntry{Timestamp: now.UTC().Format(time.RFC3339Nano), Role: role, Action: action, Note: note, EvidenceFiles: evidence}
 	if m.CurrentPhase != nil {
 		p := *m.CurrentPhase
@@ -671,3 +693,8 @@ func (m *Manifest) Audit(now time.Time, role, action, note string, evidence []st
 
 // MaxAuditEntries bounds the manifest's audit trail to its newest entries.
 const MaxAuditEntries = 50
+
+// MaxAuditEvidence bounds the evidence paths an audit entry keeps: with
+// MaxAuditEntries entries and the answer schema's bounds (100 paths of at
+// most 1024 bytes) the trail stays far below MaxSize.
+const MaxAuditEvidence = 4

@@ -583,3 +583,34 @@ func TestErrorFormatting(t *testing.T) {
 		t.Errorf("Errors.Error() = %q", es.Error())
 	}
 }
+
+// Logist never writes a manifest it could not read back (hostile input
+// H101), and the audit trail keeps a few evidence paths per entry.
+func TestEncodeRefusesWhatDecodeWouldRefuse(t *testing.T) {
+	t.Parallel()
+	m, err := Decode("job.json", []byte(`{"task_description": "t", "agents": {"worker": {"provider": "script", "script": [{}]}, "supervisor": {"provider": "script", "script": [{}]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Run.Feedback = strings.Repeat("x", MaxSize)
+	if _, err := m.Encode(); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "larger than the 1048576 logist reads") {
+		t.Fatalf("Encode of a manifest over MaxSize: %v", err)
+	}
+	m.Run.Feedback = ""
+	many := make([]string, 100)
+	for i := range many {
+		many[i] = strings.Repeat("p", 1024)
+	}
+	for range MaxAuditEntries + 5 {
+		m.Run.Evidence = many
+		m.Audit(time.Now(), "worker", "COMPLETED", "n", many)
+	}
+	if got := len(m.History[len(m.History)-1].EvidenceFiles); got != MaxAuditEvidence {
+		t.Errorf("audit entry keeps %d evidence paths, want %d", got, MaxAuditEvidence)
+	}
+	if b, err := m.Encode(); err != nil {
+		t.Errorf("a manifest at every cap: %v", err)
+	} else if len(b) > MaxSize/2 {
+		t.Errorf("a manifest at every cap is %d bytes: too close to MaxSize", len(b))
+	}
+}

@@ -60,9 +60,12 @@ type Metrics struct {
 	cron          *prometheus.CounterVec
 	invalid       prometheus.Gauge
 	schedules     prometheus.Gauge
+	stalled       prometheus.Gauge
 
-	mu     sync.Mutex
-	status map[string]lifecycle.Status
+	mu sync.Mutex
+	// stalledJobs are the jobs stalled on their storage (Stalled).
+	stalledJobs map[string]bool
+	status      map[string]lifecycle.Status
 	// templates are the schedule templates: kept out of the job gauges
 	// and counters (a template never runs itself), counted by schedules.
 	templates map[string]bool
@@ -118,10 +121,13 @@ func New(reg prometheus.Registerer, version, revision string) *Metrics {
 			Help: "Job folders whose manifest is invalid, and manifest files in the jobs folder that cannot be placed (logist list: INVALID)."}),
 		schedules: f.NewGauge(prometheus.GaugeOpts{Name: "logistd_schedules",
 			Help: "Schedule templates in the jobs folder (manifests with a schedule; not counted in logistd_jobs)."}),
-		status:    map[string]lifecycle.Status{},
-		templates: map[string]bool{},
-		waitTS:    waitHeap{at: map[string]int{}},
-		nowFunc:   time.Now,
+		stalled: f.NewGauge(prometheus.GaugeOpts{Name: "logistd_jobs_stalled",
+			Help: "Jobs the daemon retries with backoff because their storage refused them (disk full, access denied); logist status shows why."}),
+		stalledJobs: map[string]bool{},
+		status:      map[string]lifecycle.Status{},
+		templates:   map[string]bool{},
+		waitTS:      waitHeap{at: map[string]int{}},
+		nowFunc:     time.Now,
 	}
 	reg.MustRegister(fsyncCollector{})
 	for _, s := range lifecycle.All {
@@ -158,6 +164,19 @@ func New(reg prometheus.Registerer, version, revision string) *Metrics {
 		}
 	}
 	return m
+}
+
+// Stalled notes that job id is stalled on its storage (code, its error
+// code) or, with code "", that it no longer is.
+func (m *Metrics) Stalled(id, code string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if code == "" {
+		delete(m.stalledJobs, id)
+	} else {
+		m.stalledJobs[id] = true
+	}
+	m.stalled.Set(float64(len(m.stalledJobs)))
 }
 
 // JobStatus moves a job between status gauges (from "": the status as

@@ -4,12 +4,94 @@
 // epoll_ctl per open. On the virtual machines logistd often runs on, each
 // system call is expensive, and a job's transactions open files dozens of
 // times; files opened here cost one openat and one fcntl.
+//
+// It is also the one place Logist opens, for reading, a path it does not own
+// (a manifest, a prompt, a workspace file, a history someone may have
+// replaced): OpenRegular and ReadFile open with O_NONBLOCK and refuse
+// anything fstat does not call a regular file, so a FIFO or a device named
+// job.json can never block the daemon in open() or read().
 package regfile
 
 import (
+	"errors"
+	"fmt"
+	"io"
 	"os"
 	"syscall"
 )
+
+// ErrNotRegular is the error (inside an *os.PathError) for a path that is
+// not a regular file: a FIFO, a socket, a device, a folder.
+var ErrNotRegular = errors.New("not a regular file")
+
+// notRegular names what the file is, for the error.
+func notRegular(name string, mode uint32) error {
+	kind := map[uint32]string{
+		syscall.S_IFIFO:  "a named pipe (FIFO)",
+		syscall.S_IFSOCK: "a socket",
+		syscall.S_IFCHR:  "a character device",
+		syscall.S_IFBLK:  "a block device",
+		syscall.S_IFDIR:  "a folder",
+		syscall.S_IFLNK:  "a symlink",
+	}[mode&syscall.S_IFMT]
+	if kind == "" {
+		kind = "of an unknown kind"
+	}
+	return &os.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: it is %s", ErrNotRegular, kind)}
+}
+
+// openRegular opens name read-only without blocking (O_NONBLOCK: a FIFO
+// with no writer would block open() for ever) and refuses it unless it is
+// a regular file; the descriptor is made blocking again, which regular
+// files ignore anyway.
+func openRegular(name string, st *syscall.Stat_t) (int, error) {
+	fd, err := open(name, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY)
+	if err != nil {
+		return -1, err
+	}
+	if err := syscall.Fstat(fd, st); err != nil {
+		_ = syscall.Close(fd)
+		return -1, &os.PathError{Op: "stat", Path: name, Err: err}
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		_ = syscall.Close(fd)
+		if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+			return -1, &os.PathError{Op: "read", Path: name, Err: syscall.EISDIR}
+		}
+		return -1, notRegular(name, st.Mode)
+	}
+	if err := syscall.SetNonblock(fd, false); err != nil {
+		_ = syscall.Close(fd)
+		return -1, &os.PathError{Op: "fcntl", Path: name, Err: err}
+	}
+	return fd, nil
+}
+
+// OpenRegular opens name for reading if it is a regular file, and never
+// blocks on one that is not (see ErrNotRegular).
+func OpenRegular(name string) (*os.File, error) {
+	var st syscall.Stat_t
+	fd, err := openRegular(name, &st)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// ReadLimited reads at most limit+1 bytes of the regular file name, so
+// a caller sees a file larger than its limit without reading all of it.
+func ReadLimited(name string, limit int64) ([]byte, error) {
+	f, err := OpenRegular(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() //nolint:errcheck // read-only
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	return data, nil
+}
 
 // OpenFile is os.OpenFile for regular files (and folders, for fsync): the
 // returned file does blocking reads and writes, which is what regular files
@@ -27,20 +109,14 @@ func OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 }
 
 // ReadFile is os.ReadFile without an *os.File: open, fstat for the size,
-// read, close.
+// read, close. Only regular files are read (see OpenRegular).
 func ReadFile(name string) ([]byte, error) {
-	fd, err := open(name, syscall.O_RDONLY)
+	var st syscall.Stat_t
+	fd, err := openRegular(name, &st)
 	if err != nil {
 		return nil, err
 	}
-	defer syscall.Close(fd) //nolint:errcheck // read-only
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
-		return nil, &os.PathError{Op: "stat", Path: name, Err: err}
-	}
-	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-		return nil, &os.PathError{Op: "read", Path: name, Err: syscall.EISDIR}
-	}
+	defer syscall.Close(fd)  //nolint:errcheck // read-only
 	size := int(st.Size) + 1 // one more, to see the end in one read
 	if size < 512 {
 		size = 512

@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestReadFileSizes(t *testing.T) {
@@ -96,4 +98,43 @@ func currentUmask(t *testing.T) os.FileMode {
 		t.Fatal(err)
 	}
 	return 0o777 &^ fi.Mode().Perm()
+}
+
+// A FIFO (or a device) where a file is expected must be refused at once:
+// open() of a FIFO with no writer blocks for ever (hostile input H96).
+func TestNonRegularFilesRefusedWithoutBlocking(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "job.json")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if _, err := ReadFile(fifo); !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), "named pipe") {
+			t.Errorf("ReadFile of a FIFO: %v", err)
+		}
+		if _, err := OpenRegular(fifo); !errors.Is(err, ErrNotRegular) {
+			t.Errorf("OpenRegular of a FIFO: %v", err)
+		}
+		if _, err := ReadLimited(fifo, 10); !errors.Is(err, ErrNotRegular) {
+			t.Errorf("ReadLimited of a FIFO: %v", err)
+		}
+		if _, err := ReadFile("/dev/null"); !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), "character device") {
+			t.Errorf("ReadFile of /dev/null: %v", err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("reading a FIFO blocked")
+	}
+	p := filepath.Join(dir, "f")
+	if err := os.WriteFile(p, []byte("abcdef"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := ReadLimited(p, 3); err != nil || string(b) != "abcd" {
+		t.Errorf("ReadLimited: %q, %v", b, err)
+	}
 }

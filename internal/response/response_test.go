@@ -230,6 +230,9 @@ func TestValidateSchema(t *testing.T) {
 		{"evidence null", `{"action":"COMPLETED","evidence_files":null,"summary_for_supervisor":"x"}`, "/evidence_files"},
 		{"action missing", `{"evidence_files":[],"summary_for_supervisor":"x"}`, "action"},
 		{"summary number", `{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":5}`, "/summary_for_supervisor"},
+		// Capped (hostile input H101): no answer can grow the manifest
+		// past what Logist reads back.
+		{"evidence 101 paths", `{"action":"COMPLETED","evidence_files":["a"` + strings.Repeat(`,"a"`, 100) + `],"summary_for_supervisor":"x"}`, "/evidence_files: maximum 100 items"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -51,7 +51,11 @@ func phasePoint(c *call, ans *response.Answer, next string) *history.Record {
 // a base without a snapshot leaves the changes unknown.
 func (e *Engine) snapshot(tx *jobtx.Tx, cp *history.RecoveryPoint) {
 	base, baseSnap := tx.CheckpointRef()
-	info, err := snapshot.Take(tx.Store().Workspace(tx.ID), tx.Dir, cp.CheckpointID)
+	var opts snapshot.Options
+	if l := tx.M.Limits; l != nil && l.MaxSnapshotBytes != nil {
+		opts.MaxBytes = *l.MaxSnapshotBytes
+	}
+	info, err := snapshot.TakeWith(tx.Store().Workspace(tx.ID), tx.Dir, cp.CheckpointID, opts)
 	if err == nil {
 		cp.Snapshot = &history.SnapshotRef{Listing: info.Listing, Files: info.Files, Bytes: info.Bytes, New: info.New}
 	}
@@ -61,8 +65,10 @@ func (e *Engine) snapshot(tx *jobtx.Tx, cp *history.RecoveryPoint) {
 	cp.CanResumeFrom = cp.Restorable() == nil
 	if err != nil {
 		tx.LogCode(codes.SnapshotFailed, "SYSTEM", 0, err.Error())
+		tx.M.Run.SnapshotError = err.Error() // for logist status, until one succeeds
 		return
 	}
+	tx.M.Run.SnapshotError = ""
 	if base == "" || baseSnap == nil {
 		return
 	}

@@ -145,6 +145,7 @@ func (e *Engine) Run(ctx context.Context, id string) error {
 	// The history and the lock file stay open across the steps.
 	var keep jobtx.Kept
 	defer keep.Close()
+	e.prune(id)
 	for {
 		if ctx.Err() != nil || e.Draining.Load() {
 			return nil

@@ -196,6 +196,54 @@ func TestDiskFullPausesJobAndResumes(t *testing.T) {
 	lb.checkSeedLines(t) // the scheduler's "storage error: job paused" lines among them
 }
 
+// H104: a job's files refuse access for a while (EACCES: a folder made
+// read-only, an ownership being fixed). The run used to end in RUN_FAILED
+// and leave the job RUNNING until a restart; it is stalled and retried
+// with backoff like a full disk, the reason noted for logist status and
+// counted for the metrics, and it runs on once access is back.
+func TestAccessDeniedStallsJobAndResumes(t *testing.T) {
+	t.Parallel()
+	f, s, lb := faultFixture(t)
+	f.WriteJob("ro", job(okSupervisor(), okSupervisor()))
+	var denied atomic.Bool
+	denied.Store(true)
+	f.Env.History.Write = func(file *os.File, line []byte) (int, error) {
+		if denied.Load() && strings.Contains(file.Name(), string(filepath.Separator)+"ro"+string(filepath.Separator)) {
+			return 0, &os.PathError{Op: "write", Path: file.Name(), Err: syscall.EACCES}
+		}
+		return file.Write(line)
+	}
+	var mu sync.Mutex
+	var heard []string
+	s.OnStall = func(id, code string) {
+		mu.Lock()
+		defer mu.Unlock()
+		heard = append(heard, id+":"+code)
+	}
+	s.Nudge("ro")
+	testkit.WaitFor(t, "three stalled attempts", 10*time.Second, func() bool { return lb.count("ro", "STORAGE_DENIED", pausedMsg) >= 3 })
+	if n := lb.count("ro", "RUN_FAILED", ""); n != 0 {
+		t.Errorf("the stalled job was logged as failed %d times", n)
+	}
+	st, ok := f.Env.Store.ReadStall("ro")
+	if !ok || st.Code != "STORAGE_DENIED" || !strings.Contains(st.Reason, "permission denied") || st.Attempt < 1 || st.Since == "" {
+		t.Errorf("stall note %+v, %v", st, ok)
+	}
+	denied.Store(false)
+	testkit.WaitFor(t, "the stalled job to succeed once access is back", 10*time.Second, func() bool { return f.Load("ro").Status == lifecycle.Success })
+	waitIdle(t, s, 5*time.Second)
+	checkIntact(t, f, "ro")
+	responsesOnce(t, f, "ro", 2)
+	if _, ok := f.Env.Store.ReadStall("ro"); ok {
+		t.Error("the stall note outlived the stall")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(heard) < 2 || heard[0] != "ro:STORAGE_DENIED" || heard[len(heard)-1] != "ro:" {
+		t.Errorf("OnStall heard %v", heard)
+	}
+}
+
 // H87: the disk fills up just after an agent answered: its response cannot
 // be recorded. Nothing is recorded for it, so (as after a crash) the call is
 // asked again with the same stored request, and each interaction ends up

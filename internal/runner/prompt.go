@@ -2,9 +2,10 @@ package runner
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/logist/logist/internal/regfile"
 
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/pathguard"
@@ -24,7 +25,7 @@ func systemPrompt(m *manifest.Manifest, jobDir, role string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("prompts.%s: %w", role, err)
 		}
-		b, err := os.ReadFile(p)
+		b, err := regfile.ReadFile(p)
 		if err != nil {
 			return "", fmt.Errorf("prompts.%s: %w", role, err)
 		}

@@ -35,6 +35,10 @@ type Scheduler struct {
 	// from StorageRetryInitial up to StorageRetryMax. Set them before the
 	// first Nudge.
 	StorageRetryInitial, StorageRetryMax time.Duration
+	// OnStall, if set, hears that a job is stalled on its storage (code
+	// is the error code) or, with code "", that it no longer is (metrics).
+	// The stall is also noted for `logist status` (jobstore.WriteStall).
+	OnStall func(id, code string)
 
 	sem     chan struct{}
 	mu      sync.Mutex
@@ -107,6 +111,12 @@ func (s *Scheduler) start(id string, m *manifest.Manifest) {
 	go func() {
 		defer s.wg.Done()
 		defer s.end(id, r)
+		stalled := false
+		defer func() {
+			if stalled {
+				s.stall(id, nil)
+			}
+		}()
 		for attempt := 1; ; attempt++ {
 			select {
 			case s.sem <- struct{}{}:
@@ -132,6 +142,9 @@ func (s *Scheduler) start(id string, m *manifest.Manifest) {
 			d := s.storageBackoff(attempt)
 			joblog.Log(s.Logger, "storage error: job paused, will run again", joblog.Problem{Job: id, Code: code, Attempt: attempt},
 				"err", err.Error(), "retry_in", d.String())
+			stalled = true
+			now := time.Now().UTC()
+			s.stall(id, &jobstore.Stall{Code: code, Reason: err.Error(), Since: now.Format(time.RFC3339), RetryAt: now.Add(d).Format(time.RFC3339), Attempt: attempt})
 			t := time.NewTimer(d)
 			select {
 			case <-t.C:
@@ -158,6 +171,29 @@ func (s *Scheduler) runOnce(ctx context.Context, id string, m *manifest.Manifest
 		}
 	}
 	return s.Engine.Run(ctx, id)
+}
+
+// stall notes that job id is stalled on its storage (st) or no longer is
+// (nil), for status and metrics. A note that cannot be written is only
+// logged: the run's own retry goes on.
+func (s *Scheduler) stall(id string, st *jobstore.Stall) {
+	store := s.Engine.Env.Store
+	var err error
+	code := ""
+	if st != nil {
+		if prev, ok := store.ReadStall(id); ok {
+			st.Since = prev.Since // stalled since the first refusal
+		}
+		code, err = st.Code, store.WriteStall(id, *st)
+	} else {
+		err = store.ClearStall(id)
+	}
+	if err != nil {
+		s.Logger.Warn("cannot note the job's stall", "job_id", id, "err", err.Error())
+	}
+	if s.OnStall != nil {
+		s.OnStall(id, code)
+	}
 }
 
 func (s *Scheduler) storageBackoff(attempt int) time.Duration {
@@ -197,8 +233,12 @@ func runErrorCode(err error) (code string, retry bool) {
 	var missing *historyMissingError
 	msg := err.Error()
 	switch {
-	case errors.As(err, &missing):
+	case errors.As(err, &missing), errors.Is(err, history.ErrMissing):
 		return codes.HistoryMissing, false
+	case errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM):
+		// A job's file or folder refused access: made read-only for a
+		// moment, an ownership being fixed. It may pass: retried.
+		return codes.StorageDenied, true
 	case storageFull(err):
 		// What failed is named before the first colon ("append history:
 		// write …", "save manifest: …"); paths may say anything.

@@ -21,14 +21,26 @@ import (
 	"strings"
 
 	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/regfile"
 )
 
 // Dir is the snapshot folder inside a job folder.
 const Dir = "snapshots"
 
-// MaxBytes bounds one snapshot's new content; past it the snapshot fails
-// rather than fill the disk.
+// MaxBytes bounds one snapshot's new content by default (a job sets its
+// own with limits.max_snapshot_bytes); past it the snapshot fails rather
+// than fill the disk.
 const MaxBytes = 1 << 30
+
+// Options tune a snapshot.
+type Options struct {
+	// MaxBytes bounds the snapshot's new content, counted by the files'
+	// sizes before anything is copied; 0 means MaxBytes.
+	MaxBytes int64
+}
+
+// ErrTooLarge is a snapshot refused at its cap.
+var ErrTooLarge = errors.New("snapshot over its size cap")
 
 // Entry is one workspace path in a snapshot.
 type Entry struct {
@@ -93,10 +105,35 @@ func listingPath(jobDir, cp string) string { return filepath.Join(jobDir, Dir, c
 // recovery point's record, with its 0 files, says all there is to restore
 // (RestoreRef), and two fsyncs per recovery point are saved.
 func Take(workspace, jobDir, cp string) (*Info, error) {
+	return TakeWith(workspace, jobDir, cp, Options{})
+}
+
+// TakeWith is Take with options. A file whose size passes the cap's
+// remainder is refused before any of it is copied (unless its content is
+// stored already); on any failure the objects this snapshot stored are
+// removed. Runs of zero bytes are stored as holes: a sparse file stays
+// sparse.
+func TakeWith(workspace, jobDir, cp string, o Options) (*Info, error) {
+	limit := o.MaxBytes
+	if limit <= 0 {
+		limit = MaxBytes
+	}
 	objDir := filepath.Join(jobDir, Dir, "objects")
 	objMade := false
 	l := Listing{CheckpointID: cp, Entries: []Entry{}}
 	info := &Info{}
+	var fresh []string // objects this snapshot stored: removed if it fails
+	info, err := takeInto(workspace, objDir, limit, &objMade, &l, info, &fresh)
+	if err != nil {
+		for _, sum := range fresh {
+			_ = os.Remove(filepath.Join(objDir, sum)) // content no listing names
+		}
+		return nil, fmt.Errorf("snapshot %s: %w", cp, err)
+	}
+	return finish(jobDir, objDir, cp, objMade, l, info)
+}
+
+func takeInto(workspace, objDir string, limit int64, objMade *bool, l *Listing, info *Info, stored *[]string) (*Info, error) {
 	err := walk(workspace, func(p, rel string, d fs.DirEntry) error {
 		fi, err := d.Info()
 		if err != nil {
@@ -112,13 +149,33 @@ func Take(workspace, jobDir, cp string) (*Info, error) {
 			e.Link = t
 		case fi.IsDir():
 		case fi.Mode().IsRegular():
-			if !objMade {
+			if !*objMade {
 				if err := atomicfile.MkdirDeferred(objDir, 0o700); err != nil {
 					return err
 				}
-				objMade = true
+				*objMade = true
 			}
-			sum, n, fresh, err := store(objDir, p)
+			left := limit - info.New
+			if fi.Size() > left {
+				// Too big to copy: only content stored already passes,
+				// and it is read (hashed) only if an object of its size
+				// is stored.
+				sum := ""
+				if storedSize(objDir, fi.Size()) {
+					if sum, err = fileSum(p); err != nil {
+						return err
+					}
+				}
+				if _, err := os.Stat(filepath.Join(objDir, sum)); sum == "" || err != nil {
+					return fmt.Errorf("%w: %s is %d bytes, more than the %d left of the cap of %d bytes of new content (limits.max_snapshot_bytes)",
+						ErrTooLarge, filepath.ToSlash(rel), fi.Size(), left, limit)
+				}
+				e.SHA256, e.Size = sum, fi.Size()
+				info.Files++
+				info.Bytes += fi.Size()
+				break
+			}
+			sum, n, fresh, err := store(objDir, p, left)
 			if err != nil {
 				return err
 			}
@@ -126,10 +183,8 @@ func Take(workspace, jobDir, cp string) (*Info, error) {
 			info.Files++
 			info.Bytes += n
 			if fresh {
+				*stored = append(*stored, sum)
 				info.New += n
-				if info.New > MaxBytes {
-					return fmt.Errorf("snapshot of %s exceeds %d bytes of new content", workspace, MaxBytes)
-				}
 			}
 		default:
 			return nil // sockets, devices, fifos: not workspace content
@@ -137,9 +192,11 @@ func Take(workspace, jobDir, cp string) (*Info, error) {
 		l.Entries = append(l.Entries, e)
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("snapshot %s: %w", cp, err)
-	}
+	return info, err
+}
+
+// finish makes the new objects durable and writes the listing.
+func finish(jobDir, objDir, cp string, objMade bool, l Listing, info *Info) (*Info, error) {
 	info.Entries = l.Entries
 	if len(l.Entries) == 0 {
 		return info, nil
@@ -161,9 +218,77 @@ func Take(workspace, jobDir, cp string) (*Info, error) {
 	return info, nil
 }
 
+// Prune removes from the job folder jobDir's object store what no
+// checkpoint's listing names: objects a crash left between their copy and
+// their listing, and copies a crash cut short (".obj-*"). Every listed
+// object stays (a rollback may return to any recovery point). It returns
+// how many files and bytes it removed. Call it with no snapshot in
+// progress (the runner: when a run of the job starts).
+func Prune(jobDir string) (files int, bytes int64, err error) {
+	objDir := filepath.Join(jobDir, Dir, "objects")
+	objs, err := os.ReadDir(objDir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, 0, nil
+		}
+		return 0, 0, err
+	}
+	listings, err := os.ReadDir(filepath.Join(jobDir, Dir))
+	if err != nil {
+		return 0, 0, err
+	}
+	named := map[string]bool{}
+	for _, e := range listings {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		l, err := Load(jobDir, strings.TrimSuffix(e.Name(), ".json"))
+		if err != nil {
+			// A listing that cannot be read may name anything: keep all.
+			return 0, 0, fmt.Errorf("prune snapshots: %w", err)
+		}
+		for _, en := range l.Entries {
+			if en.SHA256 != "" {
+				named[en.SHA256] = true
+			}
+		}
+	}
+	for _, o := range objs {
+		if named[o.Name()] || o.IsDir() {
+			continue
+		}
+		fi, err := o.Info()
+		if err != nil {
+			continue
+		}
+		if err := os.Remove(filepath.Join(objDir, o.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return files, bytes, err
+		}
+		files++
+		bytes += fi.Size()
+	}
+	return files, bytes, nil
+}
+
+// storedSize reports whether the object store holds an object of size n.
+func storedSize(objDir string, n int64) bool {
+	ents, err := os.ReadDir(objDir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && fi.Size() == n && !strings.HasPrefix(e.Name(), ".") {
+			return true
+		}
+	}
+	return false
+}
+
 // store copies file into the object store unless its content is there.
-func store(objDir, file string) (sum string, n int64, fresh bool, err error) {
-	f, err := os.Open(file)
+// More than limit bytes (the file grew since it was looked at) is
+// ErrTooLarge, and nothing is kept.
+func store(objDir, file string, limit int64) (sum string, n int64, fresh bool, err error) {
+	f, err := regfile.OpenRegular(file)
 	if err != nil {
 		return "", 0, false, err
 	}
@@ -174,7 +299,10 @@ func store(objDir, file string) (sum string, n int64, fresh bool, err error) {
 	}
 	defer os.Remove(tmp.Name()) //nolint:errcheck // gone already once renamed; else a failure's leftover
 	h := sha256.New()
-	n, err = io.Copy(io.MultiWriter(tmp, h), f)
+	n, err = copySparse(tmp, io.LimitReader(f, limit+1), h)
+	if err == nil && n > limit {
+		err = fmt.Errorf("%w: %s grew past the %d bytes left of the cap while it was copied", ErrTooLarge, file, limit)
+	}
 	if err == nil {
 		err = tmp.Sync()
 		atomicfile.FileSyncs.Add(1)
@@ -316,8 +444,57 @@ func checkObject(p, sum string) error {
 	return nil
 }
 
+// copySparse copies src to dst (a new, empty file) and into h, leaving
+// holes where whole blocks of zero bytes are: a sparse file stays sparse.
+func copySparse(dst *os.File, src io.Reader, h io.Writer) (int64, error) {
+	buf := make([]byte, 64<<10)
+	var n int64
+	hole := false
+	for {
+		k, rerr := io.ReadFull(src, buf)
+		if k > 0 {
+			chunk := buf[:k]
+			_, _ = h.Write(chunk) // a hash never fails
+			if allZero(chunk) {
+				if _, err := dst.Seek(int64(k), io.SeekCurrent); err != nil {
+					return n, err
+				}
+				hole = true
+			} else {
+				if _, err := dst.Write(chunk); err != nil {
+					return n, err
+				}
+				hole = false
+			}
+			n += int64(k)
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
+	if hole {
+		// A trailing hole: the size comes from a truncate, not a write.
+		if err := dst.Truncate(n); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 func fileSum(p string) (string, error) {
-	f, err := os.Open(p)
+	f, err := regfile.OpenRegular(p)
 	if err != nil {
 		return "", err
 	}

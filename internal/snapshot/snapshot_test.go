@@ -1,10 +1,13 @@
 package snapshot
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func write(t *testing.T, p, s string) {
@@ -158,5 +161,131 @@ func TestEmptyWorkspaceHasNoListingAndRestoresToEmpty(t *testing.T) {
 	// A record naming a listing still needs the file.
 	if err := RestoreRef(ws, job, "cp-start", "snapshots/cp-start.json"); err == nil {
 		t.Fatal("restore from a missing listing succeeded")
+	}
+}
+
+// objects lists the snapshot objects (and leftover temporary files).
+func objects(t *testing.T, jobDir string) []string {
+	t.Helper()
+	ents, _ := os.ReadDir(filepath.Join(jobDir, Dir, "objects"))
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// Hostile input H105: a sparse 2 GiB file used to make the snapshot write
+// 2 GiB of real data past its 1 GiB cap, and the over-cap object stayed.
+// It is refused before any of it is copied, and what the failed snapshot
+// had stored already goes.
+func TestSparseFileOverTheCapIsRefusedBeforeCopying(t *testing.T) {
+	t.Parallel()
+	ws, job := t.TempDir(), t.TempDir()
+	write(t, filepath.Join(ws, "a.txt"), "new content, stored first")
+	f, err := os.Create(filepath.Join(ws, "b.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(2 << 30); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	start := time.Now()
+	_, err = Take(ws, job, "cp-1")
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "b.img is 2147483648 bytes") {
+		t.Fatalf("Take: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("refusing took %s: the file was read", d)
+	}
+	if objs := objects(t, job); len(objs) != 0 {
+		t.Errorf("the failed snapshot left objects %v", objs)
+	}
+	if _, err := os.Stat(listingPath(job, "cp-1")); err == nil {
+		t.Error("the failed snapshot left a listing")
+	}
+}
+
+// A job's own cap (limits.max_snapshot_bytes) counts new content only:
+// content stored by an earlier snapshot passes whatever its size.
+func TestPerJobCapCountsNewContent(t *testing.T) {
+	t.Parallel()
+	ws, job := t.TempDir(), t.TempDir()
+	write(t, filepath.Join(ws, "big"), strings.Repeat("x", 3000))
+	if _, err := TakeWith(ws, job, "cp-1", Options{MaxBytes: 1000}); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "cap of 1000 bytes") {
+		t.Fatalf("over a cap of 1000: %v", err)
+	}
+	if _, err := TakeWith(ws, job, "cp-1", Options{MaxBytes: 4000}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := TakeWith(ws, job, "cp-2", Options{MaxBytes: 1000})
+	if err != nil || info.New != 0 || info.Bytes != 3000 {
+		t.Fatalf("unchanged content under a small cap: %+v, %v", info, err)
+	}
+}
+
+// A sparse file within the cap is stored sparse, and restores whole.
+func TestSparseFileStaysSparse(t *testing.T) {
+	t.Parallel()
+	ws, job := t.TempDir(), t.TempDir()
+	p := filepath.Join(ws, "s.img")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("head"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("tail"), 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	info, err := Take(ws, job, "cp-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(job, Dir, "objects", info.Entries[0].SHA256), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != 64<<20+4 || st.Blocks*512 > 4<<20 {
+		t.Errorf("object of %d bytes uses %d bytes on disk: not sparse", st.Size, st.Blocks*512)
+	}
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := Restore(ws, job, "cp-1"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil || len(b) != 64<<20+4 || string(b[:4]) != "head" || string(b[64<<20:]) != "tail" {
+		t.Errorf("restored %d bytes, %v", len(b), err)
+	}
+}
+
+// Hostile input H107: objects no listing names (a crash between an
+// object's copy and its listing, a copy cut short) are pruned; every
+// listed object stays.
+func TestPruneRemovesOnlyUnlistedObjects(t *testing.T) {
+	t.Parallel()
+	ws, job := t.TempDir(), t.TempDir()
+	write(t, filepath.Join(ws, "a.txt"), "kept")
+	info, err := Take(ws, job, "cp-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objDir := filepath.Join(job, Dir, "objects")
+	write(t, filepath.Join(objDir, strings.Repeat("0", 64)), "orphan object")
+	write(t, filepath.Join(objDir, ".obj-123"), "half a copy")
+	files, bytes, err := Prune(job)
+	if err != nil || files != 2 || bytes != int64(len("orphan object")+len("half a copy")) {
+		t.Fatalf("Prune: %d files, %d bytes, %v", files, bytes, err)
+	}
+	if objs := objects(t, job); len(objs) != 1 || objs[0] != info.Entries[0].SHA256 {
+		t.Errorf("objects left %v", objs)
+	}
+	if err := Restore(ws, job, "cp-1"); err != nil {
+		t.Errorf("restore after prune: %v", err)
 	}
 }

@@ -45,6 +45,9 @@ const (
 	ClassIllegalTransition = codes.IllegalTransition
 	ClassReplayDivergence  = "REPLAY_DIVERGENCE"
 	ClassUnreadable        = "UNREADABLE"
+	// ClassTailMissing: the log ends before its signed head (records
+	// committed and then lost: a cut or emptied history).
+	ClassTailMissing = "TAIL_MISSING"
 )
 
 // Problem is one failed check at one record.
@@ -103,8 +106,14 @@ type Options struct {
 // Job verifies the history in jobDir. Problems stop nothing: every check
 // runs, so the report lists the first problem of each kind in order.
 func Job(jobID, jobDir string, o Options) (*Report, error) {
+	// The head first: a live job's log only grows after it.
+	head, herr := history.ReadHead(jobDir)
 	entries, err := history.ReadEntries(jobDir)
 	r := &Report{JobID: jobID, Records: len(entries), Problems: []Problem{}}
+	if herr != nil {
+		r.add(Problem{Seq: int64(len(entries)), Class: ClassUnreadable, Detail: herr.Error()})
+	}
+	checkHead(r, jobDir, head, entries, o.Public)
 	if err != nil {
 		next := int64(len(entries))
 		if len(entries) > 0 {
@@ -134,6 +143,28 @@ func Job(jobID, jobDir string, o Options) (*Report, error) {
 }
 
 func (r *Report) add(p Problem) { r.Problems = append(r.Problems, p) }
+
+// checkHead compares the signed head with the log's last record
+// (history.CheckHead) and checks the head's signature.
+func checkHead(r *Report, jobDir string, head *history.Head, es []history.Entry, pub ed25519.PublicKey) {
+	if head == nil {
+		return
+	}
+	lastSeq, lastHash := int64(-1), ""
+	if len(es) > 0 {
+		lastSeq, lastHash = es[len(es)-1].Seq, es[len(es)-1].Hash
+	}
+	if err := history.CheckHead(history.Path(jobDir), head, lastSeq, lastHash); err != nil {
+		r.add(Problem{head.Seq, ClassTailMissing, err.Error()})
+	}
+	if pub != nil && head.Sig != "" {
+		if err := history.VerifyHead(head, func(key string, msg, sig []byte) bool {
+			return key == signing.KeyID(pub) && ed25519.Verify(pub, msg, sig)
+		}); err != nil {
+			r.add(Problem{head.Seq, ClassSignatureInvalid, "history head: " + err.Error()})
+		}
+	}
+}
 
 func sortProblems(r *Report) {
 	ps := r.Problems

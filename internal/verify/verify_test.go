@@ -267,3 +267,52 @@ func relink(t *testing.T, ls [][]byte, key history.Signer) [][]byte {
 	}
 	return out
 }
+
+// A history cut at a record boundary, or emptied, is a valid chain: only
+// the signed head shows the lost tail (issue 18, item 3). A head moved back
+// with the tail, without the key, does not verify.
+func TestCutTailIsDetected(t *testing.T) {
+	t.Parallel()
+	for _, c := range []string{"cut", "empty", "forged head"} {
+		t.Run(c, func(t *testing.T) {
+			t.Parallel()
+			dir, key := runExample(t, "demo-retry-success")
+			jd := filepath.Join(dir, "demo-retry-success")
+			file := history.Path(jd)
+			ls := lines(t, file)
+			last := int64(len(ls) - 2) // SplitAfter leaves an empty last element
+			head, err := history.ReadHead(jd)
+			if err != nil || head == nil || head.Seq != last {
+				t.Fatalf("head %+v, %v; want seq %d", head, err, last)
+			}
+			wantSeq, wantClass := last, ClassTailMissing
+			switch c {
+			case "cut":
+				writeLines(t, file, ls[:len(ls)-3])
+			case "empty":
+				writeLines(t, file, nil)
+			case "forged head":
+				writeLines(t, file, ls[:len(ls)-3])
+				es, err := history.ReadEntries(jd)
+				if err != nil || len(es) == 0 {
+					t.Fatal(err)
+				}
+				e := es[len(es)-1]
+				forged := *head
+				forged.Seq, forged.Hash = e.Seq, e.Hash
+				b, _ := json.Marshal(forged)
+				if err := os.WriteFile(filepath.Join(jd, history.HeadFile), b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				wantSeq, wantClass = e.Seq, ClassSignatureInvalid
+			}
+			r := verifyDir(t, dir, "demo-retry-success", key.Public())
+			if r.OK() {
+				t.Fatal("cut tail not detected")
+			}
+			if first := r.First(); first.Seq != wantSeq || first.Class != wantClass {
+				t.Errorf("first problem %s; want record %d %s (all: %v)", first, wantSeq, wantClass, r.Problems)
+			}
+		})
+	}
+}

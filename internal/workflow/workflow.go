@@ -10,6 +10,7 @@ import (
 	"maps"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -193,6 +194,53 @@ func (w *Workflow) Check() error {
 		}
 	}
 	return nil
+}
+
+// Loops warns of cycles with no exit: phases from which answering
+// COMPLETED every time never reaches SUCCESS but comes back round (each
+// phase's COMPLETED has one target, so the path is one line). A job on
+// such a workflow whose agents keep succeeding runs until a budget stops
+// it. One warning per cycle, naming it.
+func (w *Workflow) Loops() []string {
+	var out []string
+	seen := map[string]bool{} // phases on a cycle already reported
+	for _, start := range w.PhaseNames() {
+		pos := map[string]int{}
+		var path []string
+		for p := start; ; p = w.Phases[p].On[ActionCompleted] {
+			if _, ok := w.Phases[p]; !ok {
+				break // SUCCESS, INTERVENTION_REQUIRED (or unknown: Check's error)
+			}
+			if i, ok := pos[p]; ok {
+				cycle := path[i:]
+				if !seen[cycle[0]] && !w.effectExit(cycle) {
+					for _, c := range cycle {
+						seen[c] = true
+					}
+					out = append(out, fmt.Sprintf("workflow %s: answering COMPLETED never reaches SUCCESS from phase %q (%s → %s): a job whose agents keep succeeding runs until a budget stops it",
+						w.Name, start, strings.Join(cycle, " → "), cycle[0]))
+				}
+				break
+			}
+			pos[p] = len(path)
+			path = append(path, p)
+		}
+	}
+	return out
+}
+
+// effectExit reports whether a phase of cycle has an outcome of its
+// effect (a name besides the three actions) that leaves the cycle: the
+// effect decides when the loop ends (the protocol's executing ⇄ tools).
+func (w *Workflow) effectExit(cycle []string) bool {
+	for _, p := range cycle {
+		for o, t := range w.Phases[p].On {
+			if !slices.Contains(Actions, o) && !slices.Contains(cycle, t) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // PhaseNames returns phase names sorted for stable output.

@@ -101,3 +101,32 @@ func TestBuiltinReturnsACopy(t *testing.T) {
 		}
 	}
 }
+
+// Hostile input H106: an inline workflow whose COMPLETED leads back round
+// ran 58,540 calls in 5 minutes. Loops names such a cycle; the built-in
+// workflows have none.
+func TestLoopsWarnOfCyclesWithNoExit(t *testing.T) {
+	t.Parallel()
+	on := func(completed string) map[string]string {
+		return map[string]string{ActionCompleted: completed, "RETRY": "work", "STUCK": TargetIntervention}
+	}
+	w := &Workflow{Name: "spin", Start: "work", Phases: map[string]Phase{
+		"work":   {Role: "worker", On: on("review")},
+		"review": {Role: "supervisor", On: on("work")},
+		"side":   {Role: "worker", On: on("work")},
+		"fine":   {Role: "worker", On: on(TargetSuccess)},
+	}}
+	if err := w.Check(); err != nil {
+		t.Fatal(err)
+	}
+	got := w.Loops()
+	if len(got) != 1 || !strings.Contains(got[0], `(review → work → review)`) || !strings.Contains(got[0], "never reaches SUCCESS") {
+		t.Errorf("Loops: %q", got)
+	}
+	for _, name := range BuiltinNames() {
+		b, _ := Builtin(name)
+		if l := b.Loops(); len(l) != 0 {
+			t.Errorf("built-in %s: %v", name, l)
+		}
+	}
+}

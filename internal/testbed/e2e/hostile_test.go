@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +46,7 @@ type hostile struct {
 	files    map[string]string // more files, relative to the job folder
 	links    map[string]string // symlinks relative to the job folder -> target ($OUT: a folder outside)
 	late     bool              // dropped while the daemon runs (the watcher's path, not the scan's)
+	fifos    []string          // named pipes made instead of files, relative to the job folder
 
 	want   string // lifecycle status or one of the outcomes above
 	code   string // run.error_code; INVALID/UNPLACED: part of the reported error; REFUSED: the logged error_code
@@ -132,7 +134,7 @@ func hostileCases() []hostile {
 			want: outInvalid, code: "is invalid"},
 		{id: "H23", name: "traversal", bare: "traversal.json", input: `bare manifest with job_id "../../escape"`,
 			manifest: job(scriptW(`{}`), `"job_id": "../../escape"`),
-			want:     outInvalid, code: "/job_id", check: func(t *testing.T, h *hostileRun, c *hostile) {
+			want:     outInvalid, code: "/job_id: must be a plain name", check: func(t *testing.T, h *hostileRun, c *hostile) {
 				for _, p := range []string{filepath.Join(h.jobs, "..", "escape"), filepath.Join(h.jobs, "..", "..", "escape"), filepath.Join(h.jobs, "escape")} {
 					if _, err := os.Lstat(p); err == nil {
 						t.Errorf("%s: %s was created", c.id, p)
@@ -154,7 +156,11 @@ func hostileCases() []hostile {
 				}
 			}},
 		{id: "H27", name: "m-context-escape", input: `context_files ["../secret"]`, manifest: job(scriptW(`{}`), `"context_files": ["../secret"]`),
-			want: outInvalid, code: "/context_files/0"},
+			want: outInvalid, code: "/context_files/0: leaves the job folder"},
+		{id: "H102", name: "m-id-escape", input: `job_id "../escape" in a job folder`, manifest: job(scriptW(`{}`), `"job_id": "../escape"`),
+			want: outInvalid, code: "/job_id: must be a plain name"},
+		{id: "H103", name: "m-argv-empty", input: `command argv [""]`, manifest: job(`{"provider": "command", "command": {"argv": [""]}}`),
+			want: outInvalid, code: "/agents/worker/command/argv/0: the program to run is empty"},
 		{id: "H28", name: "m-prompt-dotdot", input: `prompts.worker "../../etc/passwd"`, manifest: job(scriptW(`{}`), `"prompts": {"worker": "../../etc/passwd"}`),
 			want: outInvalid, code: "/prompts/worker"},
 		{id: "H29", name: "m-prompt-symlink", input: "prompt file is a symlink out of the job folder",
@@ -380,9 +386,65 @@ func hostileCases() []hostile {
 				}
 			}},
 
+		{id: "H99", name: "h-cut", input: "history.jsonl cut at a record boundary (its signed head names a later record)",
+			manifest: job(scriptW(`{"action": "COMPLETED", "summary": "x"}`), running),
+			want:     outRefused, code: "HISTORY_MISSING", reason: "ends at record 1, but its head says it held records up to 2", stays: string(lifecycle.Running),
+			check: func(t *testing.T, h *hostileRun, c *hostile) { h.unchanged(t, c, history.FileName) }},
+		{id: "H100", name: "h-last-damaged", input: "history.jsonl's last record damaged in place (a complete line that no longer parses)",
+			manifest: job(scriptW(`{"action": "COMPLETED", "summary": "x"}`), running),
+			want:     outRefused, code: "HISTORY_MISSING", reason: "ends at record 1", stays: string(lifecycle.Running),
+			check: func(t *testing.T, h *hostileRun, c *hostile) { h.unchanged(t, c, history.FileName) }},
+
+		// --- Lists an agent controls -------------------------------------------------
+		{id: "H101", name: "a-evidence-100k", input: "command answer with 100,000 evidence paths",
+			manifest: job(cmdW("", "")),
+			files:    agent(`printf '{"action": "COMPLETED", "summary_for_supervisor": "x", "evidence_files": ['; seq 1 99999 | sed 's/.*/"f&",/'; printf '"last"]}'`),
+			want:     string(lifecycle.InterventionRequired), code: "SCHEMA_INVALID", resp: "SCHEMA_INVALID", reason: "/evidence_files: maximum 100 items",
+			check: func(t *testing.T, h *hostileRun, c *hostile) {
+				fi, err := os.Stat(filepath.Join(h.jobs, c.name, "job.json"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fi.Size() > 64<<10 {
+					t.Errorf("%s: job.json grew to %d bytes", c.id, fi.Size())
+				}
+			}},
+
+		// --- Workspace snapshots ------------------------------------------------------
+		{id: "H105", name: "w-snapshot-cap", input: "a workspace file over the job's snapshot cap (limits.max_snapshot_bytes 1024)",
+			manifest: job(scriptW(`{"action": "COMPLETED", "summary": "x"}`), `"limits": {"max_snapshot_bytes": 1024}`),
+			files:    map[string]string{"workspace/big.bin": strings.Repeat("x", 4096), "workspace/small.txt": "small"},
+			want:     string(lifecycle.Success), check: func(t *testing.T, h *hostileRun, c *hostile) {
+				m, err := h.store.Load(c.name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(m.Run.SnapshotError, "big.bin is 4096 bytes, more than the 1024 left of the cap of 1024 bytes") {
+					t.Errorf("%s: run.snapshot_error %q", c.id, m.Run.SnapshotError)
+				}
+				if !h.logged(c.name, "SNAPSHOT_FAILED") {
+					t.Errorf("%s: SNAPSHOT_FAILED not logged", c.id)
+				}
+				ents, _ := os.ReadDir(filepath.Join(h.jobs, c.name, "snapshots", "objects"))
+				for _, e := range ents {
+					if fi, err := e.Info(); err == nil && fi.Size() > 1024 {
+						t.Errorf("%s: an object of %d bytes was stored past the cap", c.id, fi.Size())
+					}
+				}
+			}},
+
+		// --- Files that are not files -----------------------------------------------
+		{id: "H96", name: "f-fifo-manifest", input: "job.json is a FIFO (open() would block for ever)", fifos: []string{"job.json"},
+			want: outInvalid, code: "not a regular file: it is a named pipe"},
+		{id: "H97", name: "f-fifo-prompt", input: "the worker's prompt file is a FIFO",
+			manifest: job(scriptW(`{"action": "COMPLETED", "summary": "x"}`), `"prompts": {"worker": "p.md"}`), fifos: []string{"p.md"},
+			want: string(lifecycle.InterventionRequired), code: "AGENT_CONFIG", resp: "none", reason: "named pipe"},
+
 		// --- Dropped while the daemon runs (the watcher's path) ----------------------
 		{id: "H11", name: "late-types", late: true, input: "wrong types, dropped while running", manifest: job(scriptW(`{}`), `"limits": {"max_retries": "3"}`),
 			want: outInvalid, code: "/limits/max_retries"},
+		{id: "H98", name: "late-fifo", late: true, input: "job.json is a FIFO, dropped while running", fifos: []string{"job.json"},
+			want: outInvalid, code: "named pipe"},
 		{id: "H21", name: "late\x03ctl", late: true, input: "folder named with a control character, dropped while running", manifest: good,
 			want: outInvalid, code: "is invalid"},
 	}
@@ -538,11 +600,18 @@ func (h *hostileRun) writeCase(t *testing.T, dir string, c *hostile) {
 	if err := os.MkdirAll(jd, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(jd, "job.json"), []byte(c.manifest), 0o600); err != nil {
-		t.Fatal(err)
+	for _, name := range c.fifos {
+		if err := syscall.Mkfifo(filepath.Join(jd, name), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Contains(c.fifos, "job.json") {
+		if err := os.WriteFile(filepath.Join(jd, "job.json"), []byte(c.manifest), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	switch c.name {
-	case "h-corrupt-middle", "h-torn-tail", "h-index-corrupt", "h-newer":
+	case "h-corrupt-middle", "h-torn-tail", "h-index-corrupt", "h-newer", "h-cut", "h-last-damaged":
 		writeHistory(t, jd, c.name)
 	}
 	for name, content := range c.files {
@@ -600,12 +669,31 @@ func writeHistory(t *testing.T, jobDir, kind string) {
 		// Same length, newline kept: only the content of record 1 is gone.
 		lines[1] = append(bytes.Repeat([]byte("X"), len(lines[1])-1), '\n')
 	case "h-torn-tail":
-		// The last record was cut half way by a crash.
+		// The last record was cut half way by a crash, which leaves the
+		// head at the record before it (it is written after the fsync).
 		lines[2] = lines[2][:len(lines[2])/2]
+		writeStaleHead(t, jobDir, lines[1])
+	case "h-cut":
+		lines = lines[:2]
+	case "h-last-damaged":
+		lines[2] = append(bytes.Repeat([]byte("X"), len(lines[2])-1), '\n')
 	case "h-newer":
 		lines = append(lines, []byte(`{"hash":"00","rec":{"v":3,"seq":3,"type":"quantum"}}`+"\n"))
 	}
 	if err := os.WriteFile(p, bytes.Join(lines, nil), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeStaleHead sets the history's head at the record stored as line.
+func writeStaleHead(t *testing.T, jobDir string, line []byte) {
+	t.Helper()
+	e, err := history.ParseLine(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(history.Head{Seq: e.Seq, Hash: e.Hash})
+	if err := os.WriteFile(filepath.Join(jobDir, history.HeadFile), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }

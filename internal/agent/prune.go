@@ -1,0 +1,54 @@
+package agent
+
+import (
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+)
+
+// KeepRequests is how many calls' request files (and answer files) a
+// job's requests/ folder keeps: the newest. The history holds every
+// request (the intent record) and every answer; the files are what the
+// agent read and wrote, kept for a person looking at the last calls, and
+// the newest is the one an interrupted call is re-asked with (written
+// again by the re-attempt anyway).
+const KeepRequests = 32
+
+var requestName = regexp.MustCompile(`^(\d{6,})(?:\.answer)?\.json$`)
+
+// PruneRequests removes the request and answer files of all but the
+// KeepRequests newest calls in the job folder jobDir's requests/ folder.
+// It returns how many files it removed.
+func PruneRequests(jobDir string) (int, error) {
+	dir := filepath.Join(jobDir, "requests")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	byCall := map[int][]string{}
+	for _, e := range ents {
+		m := requestName.FindStringSubmatch(e.Name())
+		if m == nil || !e.Type().IsRegular() {
+			continue
+		}
+		n, _ := strconv.Atoi(m[1])
+		byCall[n] = append(byCall[n], e.Name())
+	}
+	calls := slices.Sorted(maps.Keys(byCall))
+	removed := 0
+	for _, n := range calls[:max(0, len(calls)-KeepRequests)] {
+		for _, name := range byCall[n] {
+			if err := os.Remove(filepath.Join(dir, name)); err != nil && !os.IsNotExist(err) {
+				return removed, err
+			}
+			removed++
+		}
+	}
+	return removed, nil
+}

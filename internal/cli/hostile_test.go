@@ -1,0 +1,59 @@
+package cli
+
+// Hostile inputs (docs/hostile-inputs.md) as logist shows them: a stalled
+// job in status, a workflow loop in validate.
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/logist/logist/internal/jobstore"
+)
+
+// A job the daemon has stalled on its storage (hostile input H104) shows
+// why in logist status, text and JSON: its manifest may be the very file
+// that cannot be written.
+func TestStatusShowsStall(t *testing.T) {
+	t.Parallel()
+	jobs := filepath.Join(t.TempDir(), "jobs")
+	writeJob(t, jobs, "ro", jobJSON("PENDING", ""))
+	st := jobstore.Stall{Code: "STORAGE_DENIED", Reason: "append history: write ro/history.jsonl: permission denied",
+		Since: "2026-01-01T00:00:00Z", RetryAt: "2026-01-01T00:00:08Z", Attempt: 3}
+	if err := jobstore.New(jobs).WriteStall("ro", st); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runMain(t, nil, "status", "ro", "--jobs-dir", jobs)
+	if code != 0 || !strings.Contains(out, "STORAGE_DENIED since 2026-01-01T00:00:00Z (attempt 3, next try 2026-01-01T00:00:08Z): append history") {
+		t.Fatalf("status exit %d:\n%s%s", code, out, errOut)
+	}
+	_, out, _ = runMain(t, nil, "status", "ro", "--jobs-dir", jobs, "--format", "json")
+	if !strings.Contains(out, `"error_code": "STORAGE_DENIED"`) {
+		t.Errorf("json status has no stall:\n%s", out)
+	}
+	if err := jobstore.New(jobs).ClearStall("ro"); err != nil {
+		t.Fatal(err)
+	}
+	if _, out, _ = runMain(t, nil, "status", "ro", "--jobs-dir", jobs); strings.Contains(out, "Stalled") {
+		t.Errorf("status shows a cleared stall:\n%s", out)
+	}
+}
+
+// Hostile input H106: logist validate warns of a workflow whose COMPLETED
+// leads back round (it ran 58,540 calls in 5 minutes with no budget).
+func TestValidateWarnsOfLoopWithNoExit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	f := filepath.Join(dir, "spin.json")
+	m := `{"task_description": "t", "workflow": {"name": "spin", "start": "work", "phases": {
+		"work": {"role": "worker", "on": {"COMPLETED": "work", "RETRY": "work", "STUCK": "INTERVENTION_REQUIRED"}}}},
+		"agents": {"worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "again"}]}}}`
+	if err := os.WriteFile(f, []byte(m), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runMain(t, nil, "validate", f)
+	if code != 0 || !strings.Contains(out, `warning: workflow spin: answering COMPLETED never reaches SUCCESS from phase "work" (work → work)`) {
+		t.Errorf("validate exit %d:\n%s%s", code, out, errOut)
+	}
+}
