@@ -41,7 +41,7 @@ var cmdList = &command{
 				items = append(items, item)
 				continue
 			}
-			m := en.Manifest
+			m := en.View() // one at a time: the listing holds summaries
 			note := m.Run.Reason
 			if en.Unplaced != "" {
 				note = "not yet placed by logistd: " + filepath.Base(en.Unplaced)
