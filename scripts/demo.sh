@@ -80,4 +80,8 @@ To continue the stuck job, as a steward would:
   bin/logist resume demo-stuck --jobs-dir $scratch --guidance 'Keep legacy_email; add the new column beside it.'
   bin/logistd --once --jobs-dir $scratch
 Daemon log (JSON lines): $scratch/.logistd.log
+
+To open the steward console on this folder, run this, then open http://127.0.0.1:9464/ and log in with
+the token logistd writes to $scratch/.logist/console-token:
+  bin/logistd --jobs-dir $scratch --listen 127.0.0.1:9464
 EOT

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"slices"
 	"sort"
@@ -22,18 +21,18 @@ import (
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
-	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/jobview"
 	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/steward"
 )
 
-// Exit codes (seed 001).
+// Exit codes (seed 001), shared with the console's API (internal/jobview).
 const (
-	ExitOK         = 0
-	ExitUsage      = 1 // invalid arguments or invalid input
-	ExitOutOfOrder = 2 // not allowed in the job's current state
-	ExitPermission = 3
-	ExitNotFound   = 4
+	ExitOK         = jobview.ExitOK
+	ExitUsage      = jobview.ExitUsage      // invalid arguments or invalid input
+	ExitOutOfOrder = jobview.ExitOutOfOrder // not allowed in the job's current state
+	ExitPermission = jobview.ExitPermission
+	ExitNotFound   = jobview.ExitNotFound
 )
 
 // Version is set at build time.
@@ -45,23 +44,9 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
-// ExitCode maps an error to its exit code; the only place that does.
-func ExitCode(err error) int {
-	var ooo *jobtx.OutOfOrderError
-	var exists *steward.ExistsError
-	var illegal *lifecycle.IllegalTransition
-	switch {
-	case err == nil:
-		return ExitOK
-	case errors.As(err, &ooo), errors.As(err, &exists), errors.As(err, &illegal):
-		return ExitOutOfOrder
-	case errors.Is(err, fs.ErrPermission):
-		return ExitPermission
-	case errors.Is(err, jobstore.ErrNotFound), errors.Is(err, fs.ErrNotExist):
-		return ExitNotFound
-	}
-	return ExitUsage
-}
+// ExitCode maps an error to its exit code (jobview.ExitCode, the one
+// mapping, which the console's API uses too).
+func ExitCode(err error) int { return jobview.ExitCode(err) }
 
 // env is what commands share.
 type env struct {
@@ -89,22 +74,9 @@ type command struct {
 	hidden bool
 }
 
-// outcomeNames names each exit code: the code of a JSON error, the result
+// outcomeName names an exit code: the code of a JSON error, the result
 // of a steward command in the daemon's metrics.
-var outcomeNames = map[int]string{
-	ExitOK:         "ok",
-	ExitUsage:      "invalid",
-	ExitOutOfOrder: "out_of_order",
-	ExitPermission: "permission_denied",
-	ExitNotFound:   "not_found",
-}
-
-func outcomeName(code int) string {
-	if n, ok := outcomeNames[code]; ok {
-		return n
-	}
-	return "error"
-}
+func outcomeName(code int) string { return jobview.OutcomeName(code) }
 
 // eventResult classifies a steward command's outcome for metrics, whose
 // results are ok, out_of_order, not_found, invalid and error.

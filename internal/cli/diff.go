@@ -7,6 +7,7 @@ import (
 
 	"github.com/logist/logist/internal/gitws"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobview"
 	"github.com/logist/logist/internal/snapshot"
 )
 
@@ -77,18 +78,8 @@ var cmdDiff = &command{
 	},
 }
 
-// snapshotChanges are the files two checkpoints' snapshots differ in.
+// snapshotChanges are the files two checkpoints' snapshots differ in
+// (jobview.SnapshotChanges, which the console's diff uses too).
 func snapshotChanges(jobDir string, from, to *history.RecoveryPoint) (snapshot.Changes, error) {
-	var sides [2][]snapshot.Entry
-	for i, p := range []*history.RecoveryPoint{from, to} {
-		if p.Snapshot == nil {
-			return snapshot.Changes{}, fmt.Errorf("checkpoint %s has no workspace snapshot to compare", p.CheckpointID)
-		}
-		es, err := snapshot.Entries(jobDir, p.CheckpointID, p.Snapshot.Listing)
-		if err != nil {
-			return snapshot.Changes{}, err
-		}
-		sides[i] = es
-	}
-	return snapshot.Diff(sides[0], sides[1]), nil
+	return jobview.SnapshotChanges(jobDir, from, to)
 }

@@ -1,6 +1,9 @@
 package cli
 
-import "github.com/logist/logist/internal/manifest"
+import (
+	"github.com/logist/logist/internal/jobview"
+	"github.com/logist/logist/internal/manifest"
+)
 
 // oneJob is the JOB argument of a command about one job.
 func oneJob(args []string) (string, error) {
@@ -17,12 +20,12 @@ func oneJob(args []string) (string, error) {
 // phase, and a note when no logistd serves the folder to carry it on (none
 // otherwise). JSON: the whole job, as logist status shows it.
 func changed(e *env, m *manifest.Manifest, msg string) *Result {
+	note := waitsForDaemon(e, m)
 	r := &Result{Message: msg, Fields: []Field{
 		{"job_id", "Job", m.JobID}, {"status", "Status", string(m.Status)}, {"current_phase", "Phase", m.Phase()},
-	}, Data: map[string]any{"job": m}}
-	if note := waitsForDaemon(e, m); note != "" {
+	}, Data: jobview.Changed(m, note)}
+	if note != "" {
 		r.Fields = append(r.Fields, Field{"note", "Note", note})
-		r.Data["note"] = note
 	}
 	return r
 }

@@ -3,10 +3,9 @@ package cli
 import (
 	"fmt"
 	"path/filepath"
-	"strings"
 	"time"
 
-	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobview"
 	"github.com/logist/logist/internal/manifest"
 )
 
@@ -25,20 +24,16 @@ var cmdList = &command{
 		r := &Result{Columns: []string{"JOB", "STATUS", "PHASE", "COST", "TIME", "NOTE"}}
 		items := []map[string]any{}
 		for _, en := range entries {
-			item := map[string]any{"job_id": en.ID}
+			// The item's shape is the console API's too (jobview.ListItem).
+			items = append(items, jobview.ListItem(e.store.Dir, en))
 			if en.Err != nil {
 				// The folder already names the job; keep the note to the point.
-				note := strings.ReplaceAll(en.Err.Error(), filepath.Join(e.store.Dir, en.ID, jobstore.ManifestFile)+": ", "")
-				if en.Unplaced != "" {
-					note = strings.ReplaceAll(note, en.Unplaced+": ", "")
-				}
+				note := jobview.InvalidNote(e.store.Dir, en)
 				status := "INVALID"
 				if en.Unplaced != "" {
 					status = "INVALID (unplaced)"
 				}
 				r.Rows = append(r.Rows, []string{en.ID, status, "-", "-", "-", firstLine(note, 120)})
-				item["status"], item["error"] = "INVALID", note
-				items = append(items, item)
 				continue
 			}
 			m := en.View() // one at a time: the listing holds summaries
@@ -54,12 +49,8 @@ var cmdList = &command{
 				if st := m.ScheduleState(); st != manifest.ScheduleActive {
 					note = "cron " + m.Schedule.Cron + ", " + st
 				}
-				item["schedule"] = m.Schedule
 			}
 			r.Rows = append(r.Rows, []string{en.ID, status, orDash(m.Phase()), costText(m), timeText(m), firstLine(note, 100)})
-			item["status"], item["current_phase"], item["metrics"] = m.Status, m.CurrentPhase, m.Metrics
-			item["cost_threshold"], item["time_threshold_minutes"], item["reason"] = m.CostThreshold, m.TimeThresholdMinutes, m.Run.Reason
-			items = append(items, item)
 		}
 		r.Items = items
 		r.Message = fmt.Sprintf("%d jobs in %s", len(entries), e.store.Dir)

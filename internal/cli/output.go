@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/logist/logist/internal/jobview"
 	"github.com/logist/logist/internal/textsafe"
 )
 
@@ -141,8 +142,7 @@ func render(out io.Writer, format string, r *Result, err error) {
 func envelope(r *Result, err error) map[string]any {
 	obj := map[string]any{"ok": err == nil}
 	if err != nil {
-		code := ExitCode(err)
-		obj["error"] = map[string]any{"code": outcomeName(code), "exit_code": code, "message": err.Error()}
+		obj["error"] = jobview.ErrorBody(err)
 	}
 	if r == nil {
 		return obj

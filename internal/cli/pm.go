@@ -3,9 +3,8 @@ package cli
 import (
 	"fmt"
 
+	"github.com/logist/logist/internal/jobview"
 	"github.com/spf13/pflag"
-
-	"github.com/logist/logist/internal/deliberation"
 )
 
 // logist pm: the Prime Minister's decision on a parliament's bill.
@@ -22,19 +21,17 @@ var cmdPM = &command{
 			return nil, usagef("usage: logist pm JOB approve|veto|amend_and_approve|opening_guidance")
 		}
 		id, decision := args[0], args[1]
-		switch decision {
-		case "approve", "veto", "amend_and_approve", "opening_guidance":
-		default:
-			return nil, usagef("decision %q: use approve, veto, amend_and_approve or opening_guidance", decision)
-		}
 		reason, _ := e.fs.GetString("reason")
 		guidance, _ := e.fs.GetString("guidance")
+		in, err := jobview.PMDecision(decision, reason, guidance)
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
 		st, err := e.steward()
 		if err != nil {
 			return nil, err
 		}
-		m, err := st.Decide(id, deliberation.Input{Kind: "pm_decision", From: "prime_minister",
-			Content: map[string]any{"decision": decision, "reason": reason, "guidance": guidance}})
+		m, err := st.Decide(id, in)
 		if err != nil {
 			return nil, err
 		}

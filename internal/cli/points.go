@@ -1,11 +1,8 @@
 package cli
 
 import (
-	"fmt"
-	"strings"
-
 	"github.com/logist/logist/internal/history"
-	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobview"
 )
 
 // jobPoints are job id's recovery points, in the order recorded (a point
@@ -19,31 +16,10 @@ func (e *env) jobPoints(id string) ([]*history.RecoveryPoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []*history.RecoveryPoint
-	at := map[string]int{}
-	for _, r := range recs {
-		p := r.RecoveryPoint
-		if r.Type != history.TypeRecoveryPoint || p == nil {
-			continue
-		}
-		if i, ok := at[p.CheckpointID]; ok {
-			out[i] = p
-			continue
-		}
-		at[p.CheckpointID] = len(out)
-		out = append(out, p)
-	}
-	return out, nil
+	return jobview.Points(recs), nil
 }
 
-// pointNamed is the point called cp among ps.
+// pointNamed is the point called cp among ps (jobview.PointNamed).
 func pointNamed(id string, ps []*history.RecoveryPoint, cp string) (*history.RecoveryPoint, error) {
-	var known []string
-	for _, p := range ps {
-		if p.CheckpointID == cp {
-			return p, nil
-		}
-		known = append(known, p.CheckpointID)
-	}
-	return nil, fmt.Errorf("job %s has no checkpoint %q (it has: %s): %w", id, cp, strings.Join(known, ", "), jobstore.ErrNotFound)
+	return jobview.PointNamed(id, ps, cp)
 }

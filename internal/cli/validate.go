@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/builtins"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/response"
@@ -63,6 +64,24 @@ var cmdValidate = &command{
 	},
 }
 
+// checkWorkflowConfig holds the manifest's own workflow configuration (a
+// game's section) to the workflow's effects, as the run's first step
+// would: what the run would refuse, validate refuses.
+func checkWorkflowConfig(f string, m *manifest.Manifest) error {
+	wf, err := m.ResolveWorkflow()
+	if err != nil {
+		return nil // the manifest's own check reports it
+	}
+	seed := int64(0)
+	if m.Seed != nil {
+		seed = *m.Seed
+	}
+	if err := builtins.Effects().CheckConfig(wf, m.Game, seed, filepath.Dir(f)); err != nil {
+		return fmt.Errorf("%s: workflow %s: %w", f, wf.Name, err)
+	}
+	return nil
+}
+
 func validateFile(f, kind, ws string) (string, []string, []string) {
 	data, err := os.ReadFile(f)
 	if err != nil {
@@ -104,6 +123,8 @@ func validateFile(f, kind, ws string) (string, []string, []string) {
 		es := steward.ShellPrograms(ws).Check(f, m)
 		if es = append(es, steward.CheckSource(f, m)...); len(es) > 0 {
 			err = es
+		} else {
+			err = checkWorkflowConfig(f, m)
 		}
 	}
 	if err != nil {

@@ -141,6 +141,8 @@ const (
 	VerificationFailed = "VERIFICATION_FAILED"
 	GameFailed         = "GAME_FAILED"
 	GameRole           = "GAME_ROLE"
+	TurnSkipped        = "TURN_SKIPPED"
+	TurnLate           = "TURN_LATE"
 )
 
 // The metering proxy (internal/meter): in the errors agents get from it,
@@ -243,6 +245,8 @@ var catalogue = []Code{
 	{VerificationFailed, Error, true, "protocol", "the protocol verifier failed the session's trace"},
 	{GameFailed, Error, true, "deliberation", "the deliberation cannot go on (its game refused a step)"},
 	{GameRole, Error, true, "deliberation", "a participant is played by a role with no agent in the manifest"},
+	{TurnLate, Warning, false, "deliberation", "a background turn (the stance helper) had not answered when the step's other turns ended: it was cut and the game went on without it"},
+	{TurnSkipped, Warning, false, "deliberation", "a participant's turn failed or came back empty: the chair records it as skipped and the game goes on"},
 
 	// The metering proxy: a refused or ended request of an agent; the
 	// agent gets the error, the call's own outcome is recorded as usual.

@@ -42,6 +42,16 @@ type Options struct {
 	Retention time.Duration
 	// Pprof serves net/http/pprof under /debug/pprof/ on the Listen address.
 	Pprof bool
+	// Console: the steward console on the Listen address (internal/console).
+	Console ConsoleOptions
+}
+
+// ConsoleOptions are the console's flags.
+type ConsoleOptions struct {
+	TokenFile, ViewerTokenFile string
+	TLSCert, TLSKey            string
+	InsecureListen             bool
+	Disable                    []string
 }
 
 // Main parses args and runs the daemon until ctx ends (SIGTERM/SIGINT) or,
@@ -55,6 +65,12 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs.IntVar(&o.MaxParallel, "max-parallel", 4, "jobs run at the same time")
 	fs.StringVar(&o.Listen, "listen", "", "address for /metrics, /healthz and /readyz (e.g. 127.0.0.1:9464); empty: off")
 	fs.BoolVar(&o.Pprof, "pprof", false, "also serve Go profiling (net/http/pprof) under /debug/pprof/ on --listen")
+	fs.StringVar(&o.Console.TokenFile, "console-token-file", "", "file holding the console's steward token (may act); with neither token file, logistd makes JOBS/.logist/console-token")
+	fs.StringVar(&o.Console.ViewerTokenFile, "console-viewer-token-file", "", "file holding the console's viewer token (read-only)")
+	fs.StringVar(&o.Console.TLSCert, "tls-cert", "", "TLS certificate (PEM) for --listen; with --tls-key, the server speaks HTTPS")
+	fs.StringVar(&o.Console.TLSKey, "tls-key", "", "TLS private key (PEM) for --listen")
+	fs.BoolVar(&o.Console.InsecureListen, "insecure-listen", false, "allow a non-loopback --listen without TLS (a TLS proxy in front)")
+	fs.StringSliceVar(&o.Console.Disable, "console-disable", nil, "console actions to refuse whoever asks (e.g. rollback); comma-separated")
 	fs.StringVar(&o.LogFormat, "log-format", "json", "log format: json or text")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&o.Grace, "grace", 30*time.Second, "on SIGTERM, how long calls in flight may finish before they are killed")

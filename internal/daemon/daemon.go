@@ -28,6 +28,7 @@ import (
 	"github.com/logist/logist/internal/runner"
 	"github.com/logist/logist/internal/schedule"
 	"github.com/logist/logist/internal/signing"
+	"github.com/logist/logist/internal/steward"
 	"github.com/logist/logist/schemas"
 )
 
@@ -137,7 +138,8 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	d.sched = runner.NewScheduler(runCtx, d.engine, o.MaxParallel, logger)
 
 	if o.Listen != "" {
-		srv, err := d.serve(o.Listen, reg)
+		// The console's steward signs as the engine does.
+		srv, err := d.serve(o.Listen, reg, steward.New(env, effects))
 		if err != nil {
 			return err
 		}

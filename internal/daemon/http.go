@@ -1,21 +1,51 @@
 package daemon
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/logist/logist/internal/console"
+	"github.com/logist/logist/internal/steward"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// serve answers on addr: /metrics, /healthz, /readyz, and with --pprof
-// /debug/pprof/.
-func (d *Daemon) serve(addr string, reg *prometheus.Registry) (*http.Server, error) {
+// serve answers on addr: /metrics, /healthz, /readyz, with --pprof
+// /debug/pprof/, and the steward console at / and /api/v1/.
+func (d *Daemon) serve(addr string, reg *prometheus.Registry, st *steward.Steward) (*http.Server, error) {
+	co := d.opts.Console
+	useTLS := co.TLSCert != "" || co.TLSKey != ""
+	if useTLS {
+		if co.TLSCert == "" || co.TLSKey == "" {
+			return nil, errors.New("--tls-cert and --tls-key go together")
+		}
+		if _, err := tls.LoadX509KeyPair(co.TLSCert, co.TLSKey); err != nil {
+			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+	}
+	if err := console.CheckListen(addr, useTLS, co.InsecureListen); err != nil {
+		return nil, err
+	}
+	for _, a := range co.Disable {
+		if !slices.Contains(console.Actions, a) {
+			return nil, fmt.Errorf("--console-disable %s: not a console action (%s)", a, strings.Join(console.Actions, ", "))
+		}
+	}
+	tokens, generated, err := console.LoadTokens(d.store.Dir, co.TokenFile, co.ViewerTokenFile)
+	if err != nil {
+		return nil, err
+	}
+	if generated != "" {
+		d.log.Info("console steward token generated; log in with the token this file holds", "token_file", generated)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--listen %s: %w", addr, err)
@@ -37,15 +67,21 @@ func (d *Daemon) serve(addr string, reg *prometheus.Registry) (*http.Server, err
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
+	mux.Handle("/", console.New(console.Options{Store: d.store, Steward: st, Logger: d.log, Tokens: tokens,
+		Disabled: co.Disable, Secure: useTLS, Changed: func(id string) { d.sched.Nudge(id) }}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		// Serve ends with ErrServerClosed when the daemon closes it;
 		// anything else leaves /metrics and the probes dead: say so.
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		serve := func() error { return srv.Serve(ln) }
+		if useTLS {
+			serve = func() error { return srv.ServeTLS(ln, co.TLSCert, co.TLSKey) }
+		}
+		if err := serve(); !errors.Is(err, http.ErrServerClosed) {
 			d.log.Warn("HTTP server stopped; /metrics, /healthz and /readyz no longer answer", "err", err.Error())
 		}
 	}()
-	d.log.Info("listening", "addr", ln.Addr().String())
+	d.log.Info("listening", "addr", ln.Addr().String(), "console", consoleURL(ln.Addr().String(), useTLS))
 	return srv, nil
 }
 
@@ -72,4 +108,12 @@ func (d *Daemon) notReady() string {
 		return "history not writable: " + err.Error()
 	}
 	return ""
+}
+
+// consoleURL is where the console answers on addr.
+func consoleURL(addr string, useTLS bool) string {
+	if useTLS {
+		return "https://" + addr + "/"
+	}
+	return "http://" + addr + "/"
 }

@@ -13,6 +13,7 @@ package deliberation
 
 import (
 	"encoding/json"
+	"errors"
 	"time"
 )
 
@@ -83,6 +84,10 @@ type Turn struct {
 	// Data is the game's own bookkeeping for the turn (e.g. whom a
 	// question is for), handed back with the result.
 	Data map[string]any `json:"data,omitempty"`
+	// Background: the game must never wait for this turn (seed 004's
+	// stance helper). It plays alongside the step's other turns; one that
+	// has not answered when they end is cut and its result is Late.
+	Background bool `json:"background,omitempty"`
 }
 
 // Result is what became of a turn.
@@ -92,6 +97,9 @@ type Result struct {
 	Answer map[string]any `json:"answer,omitempty"`
 	// Error says why the turn failed or came back empty (it is SKIPPED).
 	Error string `json:"error,omitempty"`
+	// Late: a background turn that had not answered when the step's other
+	// turns ended; it was cut and the game went on without it.
+	Late bool `json:"late,omitempty"`
 }
 
 // Step is what a game does next.
@@ -120,6 +128,12 @@ type Input struct {
 	Time    string         `json:"time"`
 }
 
+// ErrInvalidInput marks an input a game refuses for what it says (an
+// unknown kind or decision, a missing guidance), whatever the game's
+// state: the steward's command was malformed (exit code 1), not out of
+// order (2). Games wrap it; any other input error is out of order.
+var ErrInvalidInput = errors.New("invalid input")
+
 // Session is a game's state, replayed from its committed messages.
 type Session interface {
 	// Next is what happens now.
@@ -128,7 +142,8 @@ type Session interface {
 	// commit (SKIPPED ones included).
 	Apply(results []Result) ([]Message, error)
 	// Input applies a steward input, returning the messages it makes (an
-	// error names why it is not acceptable now: exit code 2 material).
+	// error names why it is not acceptable now: exit code 2 material;
+	// one wrapping ErrInvalidInput says the input is malformed: 1).
 	Input(in Input) ([]Message, error)
 	// Files are the materialised files in the seeds' shapes (name relative
 	// to the job folder → content), rewritten after each commit.

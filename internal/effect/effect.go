@@ -11,7 +11,9 @@
 package effect
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/logist/logist/internal/deliberation"
 	"github.com/logist/logist/internal/history"
@@ -59,6 +61,34 @@ type Halter interface {
 // acceptable now.
 type Decider interface {
 	Decide(tx *jobtx.Tx, in deliberation.Input) (recs []*history.Record, state string, err error)
+}
+
+// Checker is an effect whose workflow has a configuration of its own (a
+// game's manifest section): CheckConfig refuses what a run would refuse,
+// with the same error, so logist validate catches it before the run.
+// dir is the job folder (where files the configuration names are).
+type Checker interface {
+	CheckConfig(game json.RawMessage, seed int64, dir string) error
+}
+
+// CheckConfig holds a job's own configuration to every effect of its
+// workflow that checks one.
+func (r Registry) CheckConfig(wf *workflow.Workflow, game json.RawMessage, seed int64, dir string) error {
+	names := make([]string, 0, len(wf.Phases))
+	for _, p := range wf.Phases {
+		if p.Effect != "" && !slices.Contains(names, p.Effect) {
+			names = append(names, p.Effect)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if c, ok := r[n].(Checker); ok {
+			if err := c.CheckConfig(game, seed, dir); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Registry maps effect names to effects. Its zero value is an empty

@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -167,8 +168,8 @@ type Ledger struct {
 	// are stored and intact, and fills IntentRecord.Input.
 	Store *Store
 
-	// produced: artifact id -> index in Events of the tool execution that
-	// produced it (as input or output).
+	// produced: artifact id -> index in Events of the completed tool
+	// execution whose output it is.
 	produced   map[string]int
 	inFlight   int
 	failedRuns int
@@ -365,8 +366,11 @@ func (l *Ledger) apply(seq int64, e *history.ProtocolEvent) {
 			in.Status = StatusFailed
 			l.failedRuns++
 		}
-		for _, a := range []string{res.InputArtifact, res.OutputArtifact} {
-			if _, seen := l.produced[a]; a != "" && !seen {
+		// Evidence is what a completed run produced: its output. A failed
+		// or interrupted run's artifacts (its input above all) prove
+		// nothing about the work.
+		if a := res.OutputArtifact; res.OK && a != "" {
+			if _, seen := l.produced[a]; !seen {
 				l.produced[a] = idx
 			}
 		}
@@ -623,12 +627,24 @@ func (l *Ledger) rules(e *history.ProtocolEvent, body map[string]any, p Policy) 
 		default:
 			return ord("intent %q is for proposal %q, which the Critic has not approved", id, pid)
 		}
+		tool := str(body, "tool")
+		if !slices.Contains(pr.RequiredTools, tool) {
+			return guardf(GuardAction, FailRolePolicy, "intent %q uses tool %q, which proposal %q does not name (required_tools %v)", id, tool, pid, pr.RequiredTools)
+		}
 		art := str(body, "input_artifact")
 		if art != "sha256:"+str(body, "input_hash") {
 			return guardf(GuardEvidence, FailHashMismatch, "intent %q: input artifact %s is not the normalized input hash", id, art)
 		}
 		if g := l.storeGuard(art); g != nil {
 			return g
+		}
+		if l.Store != nil {
+			// Logist's own class of the run; the signed class may only
+			// be higher (with no store, the verifier cannot read the
+			// input and checks the rest).
+			if c, r := Classify(tool, l.loadInput(art)), str(body, "risk_class"); riskBelow(r, c) {
+				return guardf(GuardAction, FailRolePolicy, "intent %q is declared %s risk; Logist classifies a %s run of this input as %s", id, r, tool, c)
+			}
 		}
 	case ToolIntentReviewed:
 		in := l.Intents[id]
@@ -732,6 +748,9 @@ func (l *Ledger) rules(e *history.ProtocolEvent, body map[string]any, p Policy) 
 				return fin("the final bundle names claim %q, which is %s", cid, c.Status)
 			}
 		}
+		if g := l.checksGuard(body, p); g != nil {
+			return g
+		}
 	case VerificationStarted:
 		if l.Final == nil {
 			return fin("verification_run_started before final_statement_signed")
@@ -756,6 +775,49 @@ func (l *Ledger) rules(e *history.ProtocolEvent, body map[string]any, p Policy) 
 		}
 		if g := l.storeGuard(str(body, "report_artifact")); g != nil {
 			return g
+		}
+	}
+	return nil
+}
+
+// checksGuard is the finalization guard's rule on the job's required
+// checks (seed 003: the final statement is blocked until they pass): the
+// statement names every check of the policy as passed, with its output as
+// an artifact; with a store, the artifact is there, intact, and records a
+// run that exited 0.
+func (l *Ledger) checksGuard(body map[string]any, p Policy) *GuardError {
+	fin := func(format string, args ...any) *GuardError {
+		return guardf(GuardFinalization, FailFinalization, format, args...)
+	}
+	ran := map[string]map[string]any{}
+	list, _ := body["checks"].([]any)
+	for _, x := range list {
+		if c, ok := x.(map[string]any); ok {
+			ran[str(c, "name")] = c
+		}
+	}
+	for _, c := range p.Checks {
+		r := ran[c.Name]
+		if r == nil {
+			return fin("required check %q has not run before the final statement", c.Name)
+		}
+		if ok, _ := r["passed"].(bool); !ok {
+			return fin("required check %q did not pass", c.Name)
+		}
+		id := str(r, "artifact")
+		if l.Store == nil {
+			continue
+		}
+		if g := l.storeGuard(id); g != nil {
+			return g
+		}
+		b, err := l.Store.Get(id)
+		var out map[string]any
+		if err == nil {
+			err = json.Unmarshal(b, &out)
+		}
+		if code, _ := out["exit_code"].(float64); err != nil || code != 0 || out["error"] != nil || str(out, "name") != c.Name {
+			return fin("required check %q: its output %s does not record a passing run", c.Name, id)
 		}
 	}
 	return nil

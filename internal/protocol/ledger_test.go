@@ -525,8 +525,9 @@ func TestFallbackProposal(t *testing.T) {
 	for _, allow := range []bool{false, true} {
 		b := newTB(t)
 		b.p.AllowFallback = allow
+		b.p.ApprovalRisk = []string{} // Logist classifies "exit 3" high
 		b.executing()
-		in := shellIntent("i1", "p1", "exit 3", "low")
+		in := shellIntent("i1", "p1", "exit 3", "high")
 		b.intent(in)
 		if res := b.run(in); res.OK || res.ExitCode != 3 {
 			t.Fatalf("run %+v", res)
@@ -583,5 +584,66 @@ func TestReplayMatchesLedger(t *testing.T) {
 	}
 	if _, err := Replay([]history.Record{{Type: history.TypeEvent, Seq: 3}}, nil); err == nil {
 		t.Error("event record without event replayed")
+	}
+}
+
+// The finalization guard holds a final statement to the job's required
+// checks: each named as passed, its output a stored artifact recording a
+// run that exited 0.
+func TestFinalizationGuardRequiresTheChecks(t *testing.T) {
+	t.Parallel()
+	b := newTB(t)
+	b.p.Checks = []Check{{Name: "suite", Argv: []string{"true"}}}
+	b.claiming()
+	body := func(checks ...any) map[string]any {
+		return map[string]any{"summary": "s", "claim_ids": []string{"c1"}, "checks": checks}
+	}
+	passing, _ := CanonicalJSON(map[string]any{"name": "suite", "exit_code": 0})
+	pass, _ := b.store.Put(passing)
+	failing, _ := CanonicalJSON(map[string]any{"name": "suite", "exit_code": 1, "error": "exit status 1"})
+	fail, _ := b.store.Put(failing)
+	for name, bd := range map[string]map[string]any{
+		"no checks":          {"summary": "s", "claim_ids": []string{"c1"}},
+		"another check":      body(map[string]any{"name": "lint", "artifact": pass, "passed": true}),
+		"not passed":         body(map[string]any{"name": "suite", "artifact": fail, "passed": false}),
+		"a failing output":   body(map[string]any{"name": "suite", "artifact": fail, "passed": true}),
+		"a missing artifact": body(map[string]any{"name": "suite", "artifact": "sha256:" + zeros(64), "passed": true}),
+	} {
+		g := b.refuse(FinalStatementSigned, Planner, "", bd)
+		if g.Guard != GuardFinalization && g.Guard != GuardEvidence {
+			t.Errorf("%s: refused by the %s guard: %s", name, g.Guard, g.Msg)
+		}
+	}
+	b.emit(FinalStatementSigned, "", body(map[string]any{"name": "suite", "artifact": pass, "passed": true}))
+}
+
+// Evidence is the output of a completed run: a failed run's input or
+// output, or a completed run's input, is no evidence, and verification
+// fails on a claim that cites one.
+func TestEvidenceIsACompletedRunsOutput(t *testing.T) {
+	t.Parallel()
+	for name, pick := range map[string]func(failed, ok *ToolResult) string{
+		"failed run's input":     func(f, _ *ToolResult) string { return f.InputArtifact },
+		"failed run's output":    func(f, _ *ToolResult) string { return f.OutputArtifact },
+		"completed run's input":  func(_, o *ToolResult) string { return o.InputArtifact },
+		"completed run's output": func(_, o *ToolResult) string { return o.OutputArtifact },
+	} {
+		b := newTB(t)
+		b.p.ApprovalRisk = []string{}
+		b.executing()
+		bad := shellIntent("i0", "p1", "echo partial; exit 3", "high")
+		b.intent(bad)
+		failed := b.run(bad)
+		good := shellIntent("i1", "p1", "echo hello", "low")
+		b.intent(good)
+		ok := b.run(good)
+		if failed.OK || failed.OutputArtifact == "" || !ok.OK {
+			t.Fatalf("runs %+v %+v", failed, ok)
+		}
+		b.claim("c1", pick(failed, ok))
+		pending := len(b.l.Pending) > 0
+		if want := name != "completed run's output"; pending != want {
+			t.Errorf("%s: pending %v, want %v (%+v)", name, pending, want, b.l.Pending)
+		}
 	}
 }

@@ -274,8 +274,9 @@ func TestVerifyFailureClasses(t *testing.T) {
 func TestVerifyWarnings(t *testing.T) {
 	t.Parallel()
 	b := newTB(t)
+	b.p.ApprovalRisk = []string{} // Logist classifies "exit 1" high
 	b.executing()
-	bad := shellIntent("i0", "p1", "exit 1", "low")
+	bad := shellIntent("i0", "p1", "exit 1", "high")
 	b.intent(bad)
 	b.run(bad)
 	in := shellIntent("i1", "p1", "echo hello", "low")
@@ -283,7 +284,7 @@ func TestVerifyWarnings(t *testing.T) {
 	res := b.run(in)
 	b.claim("c1", res.OutputArtifact)
 	b.emit(ClaimChallenged, "c1", map[string]any{"reason": "one listing proves little"})
-	b.emit(ClaimIssued, "c2", claimBody(0.4, "c1", res.OutputArtifact, res.InputArtifact))
+	b.emit(ClaimIssued, "c2", claimBody(0.4, "c1", res.OutputArtifact)) // evidence is a completed run's output, never its input
 	b.final("c2")
 	rep := b.verification()
 	if rep.Status != VerdictPassWarnings {

@@ -41,20 +41,24 @@ func workflowFailed(role string, f *workflow.Failure) outcome {
 }
 
 // skipped ends a phase without playing it (its effect found nothing to
-// do, or a turn step's outcome ended it) and follows the outcome.
-func skipped(wf *workflow.Workflow, phase, name, state string) (outcome, error) {
+// do, or a turn step's outcome ended it) and follows the outcome; why is
+// the effect's reason ("": the phase had nothing to do).
+func skipped(wf *workflow.Workflow, phase, name, state, why string) (outcome, error) {
 	target, err := wf.Next(phase, name)
 	if err != nil {
 		return outcome{}, err
 	}
+	if why == "" {
+		why = "phase " + phase + " had nothing to do"
+	}
 	o := outcome{state: state}
 	switch target {
 	case workflow.TargetSuccess:
-		o.transition = &transition{lifecycle.EvSucceed, lifecycle.Success, "", "SYSTEM", "phase " + phase + " had nothing to do"}
+		o.transition = &transition{lifecycle.EvSucceed, lifecycle.Success, "", "SYSTEM", why}
 	case workflow.TargetIntervention:
-		o.transition = &transition{lifecycle.EvStuck, lifecycle.InterventionRequired, "", "SYSTEM", "phase " + phase + " had nothing to do and leads to a steward"}
+		o.transition = &transition{lifecycle.EvStuck, lifecycle.InterventionRequired, "", "SYSTEM", why + " and leads to a steward"}
 	default:
-		o.transition = &transition{lifecycle.EvAdvance, wf.Phases[target].Status, target, "SYSTEM", "phase " + phase + " had nothing to do"}
+		o.transition = &transition{lifecycle.EvAdvance, wf.Phases[target].Status, target, "SYSTEM", why}
 	}
 	o.more = o.transition.to.Active()
 	return o, nil

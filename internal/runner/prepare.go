@@ -233,7 +233,7 @@ func (e *Engine) prepared(tx *jobtx.Tx, wf *workflow.Workflow, c *call, eff effe
 		c.teff = te
 		return nil, nil
 	case prep.Skip != "":
-		o, err := skipped(wf, c.phase, prep.Skip, prep.State)
+		o, err := skipped(wf, c.phase, prep.Skip, prep.State, prep.Reason)
 		return &o, err
 	}
 	if prep.Work != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/response"
 	"github.com/logist/logist/internal/workflow"
 )
@@ -29,6 +30,19 @@ type turnCall struct {
 	out     *agent.Result
 	err     error
 	elapsed time.Duration
+	// failed are the attempts that failed and were retried (the last
+	// attempt's outcome is out/err); attempts is how many were made.
+	failed   []failedAttempt
+	attempts int
+	// late: a background turn cut because the step's other turns ended.
+	late bool
+}
+
+// failedAttempt is an attempt of a turn that failed and was retried: it is
+// logged (seed 004 §7.2) and recorded as an error event.
+type failedAttempt struct {
+	attempt   int
+	code, msg string
 }
 
 // prepareTurns records an intent per turn (after abandoning cut-off ones)
@@ -75,45 +89,83 @@ func (e *Engine) prepareTurns(tx *jobtx.Tx, c *call, prep *workflow.Prep) error 
 
 // playTurns makes the turns' calls, in parallel up to the job's limit.
 // Transient failures are retried like any call's; a turn that still fails
-// comes back with its error (the workflow records it as skipped).
+// comes back with its error (the workflow records it as skipped). The step
+// never waits for a background turn: when the other turns have ended, a
+// background one still running (or still waiting for a slot) is cut and
+// comes back late.
 func (e *Engine) playTurns(ctx context.Context, tx *jobtx.Tx, c *call) {
 	m := tx.M
-	limit := m.MaxParallelCalls()
-	sem := make(chan struct{}, limit)
-	var wg sync.WaitGroup
+	sem := make(chan struct{}, m.MaxParallelCalls())
+	bgctx, cut := context.WithCancel(ctx)
+	defer cut()
+	var fg, bg sync.WaitGroup
 	for _, tc := range c.turns {
-		wg.Add(1)
+		if tc.turn.Background {
+			continue
+		}
+		fg.Add(1)
 		sem <- struct{}{}
 		go func(tc *turnCall) {
-			defer wg.Done()
+			defer fg.Done()
 			defer func() { <-sem }()
-			prov := tc.prov
-			if tc.perr != nil {
-				tc.err = tc.perr
-				return
-			}
-			deadline, _ := callDeadline(m, tc.turn.Role)
-			start := time.Now()
-			for attempt := 1; ; attempt++ {
-				cctx, cancel := context.WithTimeout(ctx, deadline)
-				tc.out, tc.err = prov.Call(cctx, tc.req)
-				if tc.err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-					tc.err = &agent.Error{Code: codes.AgentTimeout, Msg: fmt.Sprintf("call exceeded its timeout of %s; agent killed", deadline)}
-				}
-				cancel()
-				ae, ok := agent.AsError(tc.err)
-				if tc.err == nil || ctx.Err() != nil || !ok || !ae.Transient || attempt > m.MaxAPIRetries() {
-					break
-				}
-				e.Env.Obs.Retry("api_error")
-				if e.Sleep(ctx, max(e.backoff(m.BackoffInitial(), attempt), min(ae.RetryAfter, 5*time.Minute))) != nil {
-					break
-				}
-			}
-			tc.elapsed = time.Since(start)
+			e.playTurn(ctx, m, tc)
 		}(tc)
 	}
-	wg.Wait()
+	for _, tc := range c.turns {
+		if !tc.turn.Background {
+			continue
+		}
+		bg.Add(1)
+		go func(tc *turnCall) {
+			defer bg.Done()
+			select {
+			case sem <- struct{}{}:
+				defer func() { <-sem }()
+				e.playTurn(bgctx, m, tc)
+			case <-bgctx.Done():
+			}
+			if tc.err == nil && tc.out != nil || ctx.Err() != nil {
+				return
+			}
+			if bgctx.Err() != nil {
+				tc.out, tc.late = nil, true
+				tc.err = &agent.Error{Code: codes.TurnLate, Msg: "the step's other turns ended first; a background turn is never waited for"}
+			}
+		}(tc)
+	}
+	fg.Wait()
+	cut()
+	bg.Wait()
+}
+
+// playTurn makes one turn's call, retrying transient failures.
+func (e *Engine) playTurn(ctx context.Context, m *manifest.Manifest, tc *turnCall) {
+	prov := tc.prov
+	if tc.perr != nil {
+		tc.err = tc.perr
+		return
+	}
+	deadline, _ := callDeadline(m, tc.turn.Role)
+	start := time.Now()
+	defer func() { tc.elapsed = time.Since(start) }()
+	for attempt := 1; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, deadline)
+		tc.out, tc.err = prov.Call(cctx, tc.req)
+		if tc.err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			tc.err = &agent.Error{Code: codes.AgentTimeout, Msg: fmt.Sprintf("call exceeded its timeout of %s; agent killed", deadline)}
+		}
+		cancel()
+		tc.attempts = attempt
+		ae, ok := agent.AsError(tc.err)
+		if tc.err == nil || ctx.Err() != nil || !ok || !ae.Transient || attempt > m.MaxAPIRetries() {
+			return
+		}
+		tc.failed = append(tc.failed, failedAttempt{attempt, ae.Code, ae.Msg})
+		e.Env.Obs.Retry("api_error")
+		if e.Sleep(ctx, max(e.backoff(m.BackoffInitial(), attempt), min(ae.RetryAfter, 5*time.Minute))) != nil {
+			return
+		}
+	}
 }
 
 // finishTurns records each turn's response, hands the results to the
@@ -144,7 +196,8 @@ func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff eff
 			awaiting = append(awaiting, tc.turn.Role)
 			continue // no response: the intent stays open for logist reply
 		}
-		r := workflow.TurnResult{Key: tc.turn.Key}
+		r := workflow.TurnResult{Key: tc.turn.Key, Late: tc.late}
+		o.logs = append(o.logs, tc.failedLogs()...)
 		seen := callSeen{tc.turn.Role, tc.provider, "ok", tc.elapsed, cost}
 		var rec *history.Record
 		switch {
@@ -155,6 +208,8 @@ func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff eff
 			}
 			r.Error = code + ": " + msg
 			seen.result = "error"
+			o.logs = append(o.logs, logEntry{code: code, actor: tc.turn.Role, attempt: tc.attempt(),
+				msg: fmt.Sprintf("turn %s failed (attempt %d, giving up): %s", tc.turn.Key, tc.attempt(), msg)})
 			rec = e.turnResponse(c, tc, history.StatusError, code, msg, nil)
 		default:
 			// A turn's answer is held to its turn's schema alone.
@@ -165,6 +220,8 @@ func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff eff
 				// Recorded as the turn's schema refusing it, whatever the
 				// validation code.
 				o.violations = append(o.violations, codes.SchemaInvalid)
+				o.logs = append(o.logs, logEntry{code: codes.SchemaInvalid, actor: tc.turn.Role, attempt: tc.attempt(),
+					msg: fmt.Sprintf("turn %s answered outside its schema: %s", tc.turn.Key, v.Err.Error())})
 				rec = e.turnResponse(c, tc, history.StatusError, codes.SchemaInvalid, v.Err.Error(), tc.out)
 			} else {
 				r.Answer = v.Object
@@ -202,11 +259,26 @@ func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff eff
 	if err != nil {
 		return outcome{}, err
 	}
-	next, err := skipped(wf, c.phase, oc.Name, oc.State)
+	next, err := skipped(wf, c.phase, oc.Name, oc.State, "")
 	if err != nil {
 		return outcome{}, err
 	}
 	return o.then(next), nil
+}
+
+// attempt is the number of the turn's last attempt (1 when it was never
+// made: its provider could not be built).
+func (tc *turnCall) attempt() int { return max(tc.attempts, 1) }
+
+// failedLogs are the turn's retried attempts as error lines, each recorded
+// in history too: a failed attempt is never silent.
+func (tc *turnCall) failedLogs() []logEntry {
+	out := make([]logEntry, 0, len(tc.failed))
+	for _, f := range tc.failed {
+		out = append(out, logEntry{code: f.code, actor: tc.turn.Role, attempt: f.attempt, record: true,
+			msg: fmt.Sprintf("turn %s attempt %d failed, retrying: %s", tc.turn.Key, f.attempt, f.msg)})
+	}
+	return out
 }
 
 // turnResponse is a turn's response record.
@@ -229,5 +301,5 @@ func (e *Engine) turnResponse(c *call, tc *turnCall, status, code, msg string, o
 	}
 	resp.CostUSD = cost
 	return &history.Record{Type: history.TypeResponse, Interaction: &n, Phase: c.phase, Role: tc.turn.Role,
-		Attempt: 1, StateBefore: string(c.stateBefore), Response: resp}
+		Attempt: tc.attempt(), StateBefore: string(c.stateBefore), Response: resp}
 }

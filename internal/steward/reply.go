@@ -1,6 +1,7 @@
 package steward
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -74,6 +75,25 @@ func (e *InvalidReplyError) Error() string {
 
 func (e *InvalidReplyError) Unwrap() error { return e.Err }
 
+// Awaiting are the turns that wait for a reply, one per role: the
+// role's last intent without a response (what Reply answers), in the
+// order of the history.
+func Awaiting(recs []history.Record) []*history.Record {
+	var out []*history.Record
+	seen := map[string]bool{}
+	for i := range recs {
+		r := &recs[i]
+		if r.Type != history.TypeIntent || seen[r.Role] {
+			continue
+		}
+		seen[r.Role] = true
+		if in := awaitedIntent(recs, r.Role); in != nil {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
 // awaitedIntent is the role's last intent without a response.
 func awaitedIntent(recs []history.Record, role string) *history.Record {
 	answered := map[int]bool{}
@@ -129,7 +149,9 @@ func (s *Steward) Decide(id string, in deliberation.Input) (*manifest.Manifest, 
 		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: fmt.Sprintf("job %s does not play a deliberation (workflow %s)", id, wf.Name)}
 	}
 	recs, state, err := d.Decide(tx, in)
-	if err != nil {
+	if errors.Is(err, deliberation.ErrInvalidInput) {
+		return nil, fmt.Errorf("job %s: %w", id, err) // malformed, whatever the job's state
+	} else if err != nil {
 		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: err.Error()}
 	}
 	for _, r := range recs {

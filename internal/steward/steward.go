@@ -227,6 +227,11 @@ func (s *Steward) Halt(id, reason string) (*manifest.Manifest, error) {
 	if err := s.transition(tx, history.CommandHalt, lifecycle.EvHalt, lifecycle.Canceled, "", reason); err != nil {
 		return nil, err
 	}
+	if codes.KindOf(m.Run.ErrorCode) == codes.Info {
+		// What the job waited for (a reply, a decision) is no longer
+		// awaited; an error code that says what went wrong stays.
+		m.Run.ErrorCode = ""
+	}
 	return m, tx.Commit()
 }
 

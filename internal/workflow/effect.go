@@ -16,8 +16,11 @@ type Prep struct {
 	// (a steward can halt it) and returns the phase's answer.
 	Work func(ctx context.Context) ([]byte, error)
 	// Skip, if set, ends the phase at once with this outcome: there is
-	// nothing to do (no intent needs the Critic's review).
-	Skip string
+	// nothing to do (no intent needs the Critic's review), or its work is
+	// over (a game ended). Reason, if set, says why (the transition's
+	// reason; default: the phase had nothing to do).
+	Skip   string
+	Reason string
 	// Fail stops the workflow: the job needs a steward (an integrity
 	// violation of the protocol session).
 	Fail *Failure
@@ -52,6 +55,10 @@ type Turn struct {
 	// are held to it alone, not to the base answer contract.
 	Schema string
 	Prompt string
+	// Background marks a turn the step never waits for (seed 004's stance
+	// helper): it plays alongside the step's other turns and, if it has
+	// not answered when they end, it is cut and comes back Late.
+	Background bool
 }
 
 // TurnResult is what became of one turn: its answer (valid against the
@@ -60,6 +67,9 @@ type TurnResult struct {
 	Key    string
 	Answer map[string]any
 	Error  string
+	// Late: a background turn cut because the step's other turns ended
+	// first (Error says so too).
+	Late bool
 }
 
 // Outcome is what a phase's effect makes of a valid answer.

@@ -315,7 +315,7 @@ func stringList(v any) []string {
 // private conversation early ("end_conversation"), in Round 2 only.
 func (s *Session) Input(in deliberation.Input) ([]deliberation.Message, error) {
 	if in.Kind != "end_conversation" {
-		return nil, fmt.Errorf("negotiation: unknown input %q (the steward may only end_conversation during Round 2)", in.Kind)
+		return nil, fmt.Errorf("negotiation: %w: unknown input %q (the steward may only end_conversation during Round 2)", deliberation.ErrInvalidInput, in.Kind)
 	}
 	st, emits, _, err := s.advance()
 	if err != nil {
@@ -326,7 +326,9 @@ func (s *Session) Input(in deliberation.Input) ([]deliberation.Message, error) {
 	}
 	cn := st.conv + 1
 	if v, ok := in.Content["conversation"]; ok {
-		if n, ok := toFloat(v); !ok || int(n) != cn {
+		if n, ok := toFloat(v); !ok {
+			return nil, fmt.Errorf("negotiation: %w: end_conversation: conversation %v is not a number", deliberation.ErrInvalidInput, v)
+		} else if int(n) != cn {
 			return nil, fmt.Errorf("negotiation: end_conversation: conversation %v is not the current one (%d)", v, cn)
 		}
 	}

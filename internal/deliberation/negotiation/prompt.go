@@ -19,7 +19,7 @@ func (st *state) turn(sp turnSpec) deliberation.Turn {
 		t.Data["issue"] = sp.issue
 	}
 	if sp.kind == kindHelper {
-		t.Role, t.Schema = st.g.cfg.Helper, SchemaHelper
+		t.Role, t.Schema, t.Background = st.g.cfg.Helper, SchemaHelper, true
 		t.Data["target_index"] = sp.target
 		t.Prompt = st.helperPrompt(sp.target)
 		return t

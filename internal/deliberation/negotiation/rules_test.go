@@ -61,23 +61,23 @@ func TestRoundStructureAndConversationCaps(t *testing.T) {
 		}
 	}
 	// Only the active partner (Round 2) or the scheduled speaker (Round 3)
-	// is called; a vote is a fan-out of the voting parties only.
+	// is called; a vote is a roll call of the voting parties only, each
+	// in its own turn (seed 004: no bulk "query all agents").
 	voters := []string{"aster", "brenn", "corvo", "delm"}
+	var called []string
 	for _, turns := range e.steps {
 		switch turns[0].Kind {
-		case kindConversation, kindFinal, kindSpeech:
+		case kindConversation, kindFinal, kindSpeech, kindVote:
 			if len(turns) != 1 {
 				t.Errorf("%s step with %d turns", turns[0].Kind, len(turns))
 			}
-		case kindVote:
-			var got []string
-			for _, tn := range turns {
-				got = append(got, tn.Participant)
-			}
-			if !reflect.DeepEqual(got, voters) {
-				t.Errorf("vote fan-out %v", got)
-			}
 		}
+		if turns[0].Kind == kindVote {
+			called = append(called, turns[0].Participant)
+		}
+	}
+	if want := append(append([]string{}, voters...), voters...); !reflect.DeepEqual(called, want) {
+		t.Errorf("votes asked %v, want a roll call %v per issue", called, voters)
 	}
 	if e.outcome != "all_adopted" {
 		t.Errorf("outcome %s", e.outcome)
@@ -397,7 +397,7 @@ func TestVotesOfVotersOnlyUnanimity(t *testing.T) {
 	}
 	// The NGO answers a vote nobody asked it for: ignored and logged.
 	e.extra = func(e *engine, turns []deliberation.Turn) []deliberation.Result {
-		if turns[0].Kind != kindVote {
+		if turns[0].Kind != kindVote || turns[0].Participant != "aster" {
 			return nil
 		}
 		tn := deliberation.Turn{Participant: "riverkeepers", Role: "riverkeepers", Kind: kindVote, Schema: SchemaVote,

@@ -262,6 +262,9 @@ func (st *state) helperUpdate(target int, r *deliberation.Result) deliberation.M
 	if r == nil {
 		return ignore("missing: no helper result in this step")
 	}
+	if r.Late {
+		return ignore("late: the step's party turns ended first; the game never waits for the helper")
+	}
 	if r.Error != "" {
 		return ignore("failed: " + r.Error)
 	}

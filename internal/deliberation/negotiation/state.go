@@ -522,14 +522,13 @@ func (st *state) nextDebate() (*deliberation.Message, []turnSpec) {
 		m := msg(tVoteCall, chair, 3, nil, content{Text: text, Issue: is.ID, Option: st.proposal})
 		return &m, nil
 	case stVoting:
-		var specs []turnSpec
+		// Seed 004 §4.3: no bulk "query all agents" at the end of debate.
+		// Each voting party is asked in its own turn, in the scenario's
+		// order (a roll call: it sees the votes cast before it).
 		for _, v := range g.voters {
 			if !st.voted[v] {
-				specs = append(specs, turnSpec{party: v, kind: kindVote, issue: is.ID, key: fmt.Sprintf("r3/%s/vote/%s", is.ID, v)})
+				return nil, []turnSpec{{party: v, kind: kindVote, issue: is.ID, key: fmt.Sprintf("r3/%s/vote/%s", is.ID, v)}}
 			}
-		}
-		if len(specs) > 0 {
-			return nil, specs
 		}
 		tally := deliberation.Count(st.votes, g.voters, deliberation.VoteRule{Rule: deliberation.RuleUnanimity})
 		situation := "result_failed"

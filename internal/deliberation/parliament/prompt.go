@@ -98,6 +98,14 @@ func (st *state) houseHeader() string {
 				extra += " enacted"
 			}
 			fmt.Fprintf(&b, "- %s by %s on %s%s: %s — status %s, %d endorse, %d oppose\n", a.ID, a.From, a.Target, extra, oneLine(a.Description), a.Status, e, o)
+			// What the amendment changes, not only its one line: the
+			// proposed text or the diff (later rounds see only
+			// summaries of the message that moved it).
+			if a.Diff != "" {
+				fmt.Fprintf(&b, "  diff:\n%s\n", indent(clip(a.Diff, 2000), "    "))
+			} else if a.Text != "" {
+				fmt.Fprintf(&b, "  proposed text: %s\n", clip(oneLine(a.Text), 1000))
+			}
 		}
 		b.WriteString("\n")
 	}
@@ -225,4 +233,9 @@ func (s *Session) speakerPrompt(st *state) string {
 	b.WriteString(st.context(speakerID))
 	b.WriteString("\nWhat is your next command?\n")
 	return b.String()
+}
+
+// indent prefixes every line of s.
+func indent(s, prefix string) string {
+	return prefix + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+prefix)
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,7 +42,7 @@ var kindSchema = map[string]string{
 // 2); ErrInvalidInput one that is malformed.
 var (
 	ErrOutOfOrder   = errors.New("out of order")
-	ErrInvalidInput = errors.New("invalid input")
+	ErrInvalidInput = deliberation.ErrInvalidInput
 )
 
 // Game is the parliament.
@@ -157,6 +158,10 @@ func (s *Session) Next() (*deliberation.Step, error) {
 	switch {
 	case st.status == stComplete:
 		return &deliberation.Step{Done: true, Outcome: st.outcome}, nil
+	case st.tampered() != nil:
+		if err := b.add(*st.tampered()); err != nil {
+			return nil, err
+		}
 	case st.pend != nil:
 		return &deliberation.Step{Turns: s.memberTurns(st)}, nil
 	case st.status == stSetup:
@@ -279,6 +284,11 @@ func (s *Session) tally(b *batch) error {
 	}
 	if err := b.add(deliberation.Message{Type: tTally, From: speakerID, Content: c}); err != nil {
 		return err
+	}
+	if next == "advance_to_pm" {
+		// The round ends with the vote that sends the bill to the Prime
+		// Minister, so its summary is there when the PM decides.
+		return b.add(ruling("procedure", "round_end", st.line("round_end", st.round, map[string]string{"round": strconv.Itoa(st.round)}), "", nil))
 	}
 	if next != "next_round" {
 		return nil

@@ -60,6 +60,9 @@ func (s *state) builtin() (string, []string, map[string]any) {
 		if d := s.byID[s.bill.Drafter]; d != nil && s.pmDecision == "amend_and_approve" && !s.finalDrafted && !s.finalSkipped {
 			return toolRecognize, []string{strconv.Itoa(d.num), "Write the Prime Minister's amendments into the bill: " + s.lastPMGuidance()}, nil
 		}
+		if s.pmDecision == "veto" {
+			return toolAdjourn, []string{"The Prime Minister vetoed the bill in the last round; no round is left to debate a revision."}, nil
+		}
 		return toolAdjourn, []string{"The Prime Minister approved the bill; business concluded."}, nil
 	}
 	// Not reached: Next handles the other statuses before asking.

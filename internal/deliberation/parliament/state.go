@@ -3,6 +3,7 @@ package parliament
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/logist/logist/internal/deliberation"
 )
@@ -35,6 +36,9 @@ const (
 	tPM        = "PM_DECISION"
 	tTool      = "TOOL_CALL"
 	tPaper     = "PAPER"
+	// tRefused records a governed file changed outside an enacted vote:
+	// refused, the official text restored (Speaker and steward only).
+	tRefused = "GOVERNED_CHANGE_REFUSED"
 )
 
 // Turn kinds: what a recognized member is asked for.
@@ -171,10 +175,22 @@ type state struct {
 	billPassed    bool
 	finalDrafted  bool
 	finalSkipped  bool
+	// now is the engine's clock (nil: the wall clock).
+	now           func() time.Time
 	lastTool      *deliberation.Message
 	lastTally     map[string]any
 	stanceByRound map[int][]stanceNote
 	ended         map[int]bool
+}
+
+// clock is the time a tool's output states (seed 001's adjourn
+// Timestamp): the engine's clock, the wall clock without one.
+func (s *state) clock() string {
+	now := time.Now
+	if s.now != nil {
+		now = s.now
+	}
+	return now().UTC().Format(time.RFC3339)
 }
 
 type stanceNote struct {
@@ -182,7 +198,7 @@ type stanceNote struct {
 }
 
 func newState(cfg *Config, env deliberation.Env, speaker string) *state {
-	s := &state{cfg: cfg, seed: env.Seed, task: env.Task, ws: env.Workspace, dir: env.Dir, speaker: speaker,
+	s := &state{cfg: cfg, seed: env.Seed, task: env.Task, ws: env.Workspace, dir: env.Dir, speaker: speaker, now: env.Now,
 		status: stSetup, byID: map[string]*rep{}, summaryText: map[int]string{}, files: map[string]string{},
 		shared: map[string]string{}, observed: -1, stanceByRound: map[int][]stanceNote{}, ended: map[int]bool{}}
 	s.drafter = cfg.Drafter
@@ -656,6 +672,13 @@ func (s *state) reducePM(m deliberation.Message) {
 	case "amend_and_approve":
 		s.pmDecision, s.outcome, s.status = d, "amended_and_approved", stSynthesis
 	case "veto":
+		if s.round >= s.cfg.MaxRounds {
+			// No round is left to debate a revision: the veto ends the
+			// session (the Speaker adjourns it) instead of opening round
+			// max_rounds+1.
+			s.pmDecision, s.outcome, s.status = d, "vetoed", stSynthesis
+			return
+		}
 		// The bill goes back to its drafter with the guidance, then to a
 		// new debate round once tabled again.
 		s.pmDecision, s.status = d, stDrafting

@@ -14,17 +14,25 @@ import (
 // are rebuilt on replay and replace older rounds in the agents' context.
 func (s *state) summarize(round int) map[string]any {
 	msgs := s.roundMsgs(round)
+	var story []string // the narrative, from public messages only
 	questions, answers, proposed, skipped := 0, 0, 0, 0
 	lastVote := map[string]map[string]any{}
 	var voteResult any
 	for _, m := range msgs {
+		public := len(m.Audience) == 0
 		switch m.Type {
 		case tQuestion:
 			questions++
+			if public && len(story) < 12 {
+				story = append(story, fmt.Sprintf("%s questioned %s.", s.name(m.From), s.name(m.To)))
+			}
 		case tAnswer:
 			answers++
 		case tAmendment:
 			proposed++
+			if public && len(story) < 12 {
+				story = append(story, fmt.Sprintf("%s moved an amendment: %s.", s.name(m.From), strings.TrimSuffix(clip(oneLine(str(m.Content["description"])), 120), ".")))
+			}
 		case "SKIPPED":
 			skipped++
 		case tVote:
@@ -86,8 +94,18 @@ func (s *state) summarize(round int) map[string]any {
 	if openIssues == nil {
 		openIssues = []string{}
 	}
-	text := fmt.Sprintf("Round %d: %d questions, %d answers, %d amendments proposed, %d amendments actioned, %d turns skipped.",
-		round, questions, answers, proposed, len(actioned), skipped)
+	// The narrative first (who asked whom about what, what was moved, who
+	// shifted), then the counts: the deterministic fallback of seed 000's
+	// narrative summary.
+	text := fmt.Sprintf("Round %d.", round)
+	if len(story) > 0 {
+		text += " " + strings.Join(story, " ")
+	}
+	if len(shifts) > 0 {
+		text += " " + strings.Join(shifts, "; ") + "."
+	}
+	text += fmt.Sprintf(" In all: %d questions, %d answers, %d amendments proposed, %d amendments actioned, %d turns skipped.",
+		questions, answers, proposed, len(actioned), skipped)
 	if vr, ok := voteResult.(map[string]any); ok {
 		t := obj(vr["tally"])
 		verdict := "failed"

@@ -361,6 +361,16 @@ func (s *state) readFile(p string) (string, int, string) {
 	if c, ok := s.files[clean]; ok {
 		return c, exitOK, ""
 	}
+	if c, ok := s.shared[clean]; ok && s.isGoverned(clean) {
+		// The text the House was shown is the official one: what the
+		// workspace holds beside it is not (governed.go).
+		return c, exitOK, ""
+	}
+	return s.readDisk(p, clean)
+}
+
+// readDisk reads a workspace file from the disk, through pathguard.
+func (s *state) readDisk(p, clean string) (string, int, string) {
 	if s.ws == "" {
 		return "", exitNotFound, fmt.Sprintf("File %s not found (the job has no workspace).", p)
 	}
@@ -650,6 +660,7 @@ func (s *state) adjourn(args []string) toolOut {
 	}
 	o := toolOut{message: "House adjourned", effect: map[string]any{"reason": reason}}
 	o.add("Reason", reason)
+	o.add("Timestamp", s.clock())
 	return o
 }
 

@@ -103,6 +103,7 @@ func records(tx *jobtx.Tx, phase string, committed int, msgs []deliberation.Mess
 		if err := writeFile(tx, *m); err != nil {
 			return nil, err
 		}
+		logSkipped(tx, m)
 		b, err := json.Marshal(m)
 		if err != nil {
 			return nil, err
@@ -118,6 +119,23 @@ func records(tx *jobtx.Tx, phase string, committed int, msgs []deliberation.Mess
 		out = append(out, &history.Record{Type: history.TypeMessage, Phase: phase, Role: role, Message: b})
 	}
 	return out, nil
+}
+
+// logSkipped logs a skipped turn (seed 004 §7.2): who was to speak and
+// why the turn failed or came back empty. The message itself records it.
+func logSkipped(tx *jobtx.Tx, m *deliberation.Message) {
+	if m.Type != deliberation.Skipped {
+		return
+	}
+	who := m.From
+	for _, k := range []string{"party", "participant", "member"} {
+		if p, ok := m.Content[k].(string); ok && p != "" {
+			who = p
+			break
+		}
+	}
+	reason, _ := m.Content["reason"].(string)
+	tx.LogCode(codes.TurnSkipped, who, 0, fmt.Sprintf("turn of %s skipped (message %s): %s", who, m.ID, reason))
 }
 
 func writeFile(tx *jobtx.Tx, m deliberation.Message) error {
@@ -214,6 +232,7 @@ func resultOf(t deliberation.Turn, r *history.Record) deliberation.Result {
 	res := deliberation.Result{Turn: t}
 	if r.Response.Status != history.StatusSuccess {
 		res.Error = r.Response.ErrorCode + ": " + r.Response.Error
+		res.Late = r.Response.ErrorCode == codes.TurnLate
 		return res
 	}
 	obj, err := response.Extract([]byte(r.Response.RawResponse))
@@ -254,6 +273,10 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 	}
 	if step.Done {
 		prep.Skip = workflow.ActionCompleted
+		prep.Reason = "the " + e.Game.Name() + " is over"
+		if step.Outcome != "" {
+			prep.Reason += ": " + step.Outcome
+		}
 		return prep, nil
 	}
 	if len(step.Turns) == 0 {
@@ -271,7 +294,7 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 			results = append(results, resultOf(t, r))
 			continue
 		}
-		prep.Turns = append(prep.Turns, workflow.Turn{Key: key, Role: t.Role, Schema: t.Schema, Prompt: t.Prompt})
+		prep.Turns = append(prep.Turns, workflow.Turn{Key: key, Role: t.Role, Schema: t.Schema, Prompt: t.Prompt, Background: t.Background})
 	}
 	if len(prep.Turns) == 0 && len(prep.Abandon) == 0 {
 		// Every turn was answered before a stop: apply them now.
@@ -286,6 +309,14 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 		prep.Records, prep.Skip, prep.State = recs, workflow.OutcomeContinue, e.stateAfter(tx, st, msgs)
 	}
 	return prep, nil
+}
+
+// CheckConfig implements effect.Checker: the game loads from the
+// configuration (and the files it names in dir) as a run's first step
+// would, with no message yet.
+func (e *Effect) CheckConfig(game json.RawMessage, seed int64, dir string) error {
+	_, err := e.Game.Load(deliberation.Env{Config: game, Seed: seed, Dir: dir, Now: time.Now})
+	return err
 }
 
 // Finish is not used: a deliberation's phase is played in turns.
@@ -313,7 +344,7 @@ func (e *Effect) FinishTurns(tx *jobtx.Tx, phase string, played []workflow.TurnR
 	for _, t := range step.Turns {
 		key := TurnKey(len(st.msgs), t)
 		if r, ok := byKey[key]; ok {
-			results = append(results, deliberation.Result{Turn: t, Answer: r.Answer, Error: r.Error})
+			results = append(results, deliberation.Result{Turn: t, Answer: r.Answer, Error: r.Error, Late: r.Late})
 		} else if r, ok := done[key]; ok {
 			results = append(results, resultOf(t, r))
 		} else {

@@ -1,6 +1,7 @@
 package phases
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -55,13 +56,10 @@ func finishClaim(s *session, _ *response.Answer, obj map[string]any) (*workflow.
 			ref, _ := r.(string)
 			if id, ok := strings.CutPrefix(ref, "tool:"); ok {
 				in, known := s.led.Intents[id]
-				if !known || in.Result == nil {
-					return nil, &protocol.GuardError{Class: protocol.FailMissingArtifact, Guard: protocol.GuardEvidence, Msg: fmt.Sprintf("claim %s cites %s, which has no finished run", str(c, "id"), ref)}
+				if !known || in.Result == nil || !in.Result.OK || in.Result.OutputArtifact == "" {
+					return nil, &protocol.GuardError{Class: protocol.FailMissingArtifact, Guard: protocol.GuardEvidence, Msg: fmt.Sprintf("claim %s cites %s, which has no completed run with an output (a failed or interrupted run is no evidence)", str(c, "id"), ref)}
 				}
 				ref = in.Result.OutputArtifact
-				if ref == "" {
-					ref = in.Result.InputArtifact
-				}
 			}
 			ev = append(ev, ref)
 		}
@@ -128,8 +126,23 @@ func prepareFinalize(s *session) (*workflow.Prep, error) {
 
 func finishFinalize(s *session, _ *response.Answer, obj map[string]any) (*workflow.Outcome, error) {
 	fs, _ := obj["final_statement"].(map[string]any)
+	body := pick(fs, "summary", "claim_ids")
+	if len(s.pol.Checks) > 0 {
+		// The required checks run now, on the workspace the statement is
+		// about; the statement names their outputs and the finalization
+		// guard holds it to them.
+		checks, failed, err := s.runChecks()
+		if err != nil {
+			return nil, err
+		}
+		if len(failed) > 0 {
+			return &workflow.Outcome{Name: OutBlocked, Retry: true, State: string(s.initial),
+				Feedback: "The final statement is blocked: required checks failed: " + strings.Join(failed, "; ")}, nil
+		}
+		body["checks"] = checks
+	}
 	var recs []*history.Record
-	err := s.emit(&recs, protocol.FinalStatementSigned, protocol.Planner, "", pick(fs, "summary", "claim_ids"))
+	err := s.emit(&recs, protocol.FinalStatementSigned, protocol.Planner, "", body)
 	var ge *protocol.GuardError
 	if errors.As(err, &ge) && ge.Guard == protocol.GuardFinalization {
 		// Blocked until the required checks pass: back to the claims.
@@ -139,4 +152,24 @@ func finishFinalize(s *session, _ *response.Answer, obj map[string]any) (*workfl
 		return nil, err
 	}
 	return &workflow.Outcome{Name: workflow.ActionCompleted, Records: recs}, nil
+}
+
+// runChecks runs the job's required checks in the workspace (each under
+// its own timeout) and returns them as the final statement lists them,
+// with what failed.
+func (s *session) runChecks() ([]any, []string, error) {
+	res, err := protocol.RunChecks(context.Background(), s.tx.Store().Workspace(s.tx.ID), s.store, s.pol)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []any
+	var failed []string
+	for i, c := range res {
+		name := s.pol.Checks[i].Name
+		out = append(out, map[string]any{"name": name, "artifact": c.Artifact, "passed": c.OK})
+		for _, f := range c.Failures {
+			failed = append(failed, f.Detail)
+		}
+	}
+	return out, failed, nil
 }

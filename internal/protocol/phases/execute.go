@@ -112,6 +112,9 @@ func finishIntend(s *session, _ *response.Answer, obj map[string]any) (*workflow
 		input, _ := it["input"].(map[string]any)
 		in := protocol.Intent{ID: str(it, "id"), ProposalID: str(it, "proposal_id"), Tool: str(it, "tool"), Input: input,
 			RiskClass: str(it, "risk_class"), Justification: str(it, "justification")}
+		// Logist classifies the run itself; the Executor's class may only
+		// raise it. The signed intent carries the effective class.
+		in.RiskClass = protocol.EffectiveRisk(in.RiskClass, protocol.Classify(in.Tool, in.Input))
 		body, err := protocol.IntentBody(in, s.store)
 		if err != nil {
 			return nil, err

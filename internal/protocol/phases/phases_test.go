@@ -298,7 +298,8 @@ func TestToolFailureIsANewIntentOrAFallback(t *testing.T) {
 			two := func(m map[string]any) map[string]any { m["proposal_id"] = "p2"; return m }
 			a["executor"] = testkit.Script(fail, done(map[string]any{"tool_intents": []any{two(writeGreeting("t1")), two(catGreeting("t2"))}}), noIntents, claims)
 		}
-		f.write("j", a, map[string]any{"protocol": map[string]any{"allow_fallback": fallback}})
+		// Logist classifies "exit 3" high: no class needs the Critic here.
+		f.write("j", a, map[string]any{"protocol": map[string]any{"allow_fallback": fallback, "approval_risk": []any{}}})
 		m := f.run("j")
 		requireStatus(t, m, lifecycle.Success, "completed")
 		got := f.phases("j")
@@ -397,7 +398,10 @@ func TestMissingArtifactAtClaimTimeFailsVerification(t *testing.T) {
 func TestAuditorCannotRaiseAFailedCheck(t *testing.T) {
 	t.Parallel()
 	f := newFx(t)
-	f.write("j", happy(), map[string]any{"protocol": map[string]any{"checks": []any{map[string]any{"name": "suite", "argv": []string{"false"}}}}})
+	// The suite passes when the final statement is signed (the
+	// finalization guard requires it) and fails when Logist verifies.
+	flaky := []string{"sh", "-c", "if [ -e .suite-ran ]; then exit 1; fi; touch .suite-ran"}
+	f.write("j", happy(), map[string]any{"protocol": map[string]any{"checks": []any{map[string]any{"name": "suite", "argv": flaky}}}})
 	m := f.run("j")
 	requireStatus(t, m, lifecycle.InterventionRequired, "auditing")
 	var status string
@@ -493,7 +497,8 @@ func TestInterruptedToolRunIsRecordedAsFailedNotRerun(t *testing.T) {
 	a := happy()
 	slow := done(map[string]any{"tool_intents": []any{intent("t0", "shell", "low", map[string]any{"command": "echo run >> runs.txt; sleep 30"})}})
 	a["executor"] = testkit.Script(slow, tools, noIntents, claims)
-	f.write("j", a, nil)
+	// Logist classifies the slow command high: no class needs the Critic here.
+	f.write("j", a, map[string]any{"protocol": map[string]any{"approval_risk": []any{}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan bool, 1)
 	go func() {
@@ -592,5 +597,87 @@ func TestVerifyDetectsTamperingOfARealTrace(t *testing.T) {
 	}
 	if rep := f.verify("j"); !rep.OK() {
 		t.Fatalf("restored trace: %+v", rep.Problems)
+	}
+}
+
+// Seed 003's finalization guard: the final statement is blocked until the
+// job's required checks pass. They run before it is signed, it names
+// their outputs, and a failing check sends the work back to the claims
+// with no final statement recorded.
+func TestFinalStatementWaitsForTheRequiredChecks(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.write("bad", happy(), map[string]any{"protocol": map[string]any{"checks": []any{map[string]any{"name": "suite", "argv": []string{"false"}}}}})
+	f.run("bad")
+	if got := f.phases("bad"); !strings.Contains(got, "finalizing:BLOCKED claiming") {
+		t.Errorf("phases: %s", got)
+	}
+	for _, ev := range f.events("bad") {
+		if ev == protocol.FinalStatementSigned {
+			t.Fatal("a final statement was signed while a required check fails")
+		}
+	}
+
+	f.write("good", happy(), map[string]any{"protocol": map[string]any{"checks": []any{map[string]any{"name": "greeting", "argv": []string{"grep", "-q", "hello", "greeting.txt"}}}}})
+	requireStatus(t, f.run("good"), lifecycle.Success, "completed")
+	var checks []any
+	for _, r := range f.Records("good") {
+		if r.Event != nil && r.Event.Type == protocol.FinalStatementSigned {
+			checks, _ = r.Event.Body["checks"].([]any)
+		}
+	}
+	c, _ := checks[0].(map[string]any)
+	if len(checks) != 1 || c["name"] != "greeting" || c["passed"] != true {
+		t.Fatalf("final statement checks %v", checks)
+	}
+	store := protocol.NewStore(filepath.Join(f.Dir, "good"))
+	if err := store.Verify(c["artifact"].(string)); err != nil {
+		t.Errorf("the check's output: %v", err)
+	}
+}
+
+// An Executor that labels a write outside the workspace "low" does not get
+// it run unreviewed: Logist classifies the run high, the signed intent
+// says so, and it waits for the Critic, who blocks it.
+func TestLogistClassifiesTheRiskItself(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	a := happy()
+	hostile := intent("t0", "shell", "low", map[string]any{"command": "echo pwned > ../outside.txt"})
+	block := done(map[string]any{"intent_reviews": []any{map[string]any{"intent_id": "t0", "decision": "blocked", "reason": "outside the workspace"}}})
+	a["critic"] = testkit.Script(approve("p1"), block, accept)
+	a["executor"] = testkit.Script(done(map[string]any{"tool_intents": []any{hostile}}), tools, noIntents, claims)
+	f.write("j", a, nil)
+	m := f.run("j")
+	requireStatus(t, m, lifecycle.Success, "completed")
+	if got := f.phases("j"); !strings.HasPrefix(got, "planning reviewing executing:REVIEW intent_review:BLOCKED") {
+		t.Errorf("phases: %s", got)
+	}
+	for _, r := range f.Records("j") {
+		if r.Event != nil && r.Event.Type == protocol.ToolIntentSigned && r.Event.Subject == "t0" && r.Event.Body["risk_class"] != "high" {
+			t.Errorf("signed intent t0 risk %v, want high", r.Event.Body["risk_class"])
+		}
+		if r.Event != nil && r.Event.Type == protocol.ToolExecutionStarted && r.Event.Subject == "t0" {
+			t.Error("the hostile intent ran")
+		}
+	}
+	if _, err := os.Stat(filepath.Join(f.Dir, "j", "outside.txt")); err == nil {
+		t.Error("the hostile intent wrote outside the workspace")
+	}
+}
+
+// A claim citing tool:ID of a failed run is refused: nothing of the answer
+// is recorded and the Executor is asked again.
+func TestToolEvidenceOfAFailedRunIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	a := happy()
+	fail := done(map[string]any{"tool_intents": []any{intent("t0", "shell", "high", map[string]any{"command": "exit 3"})}})
+	a["executor"] = testkit.Script(fail, tools, noIntents, done(map[string]any{"claims": []any{claim("c1", "tool:t0")}}), claims)
+	f.write("j", a, map[string]any{"protocol": map[string]any{"approval_risk": []any{}}})
+	m := f.run("j")
+	requireStatus(t, m, lifecycle.Success, "completed")
+	if got := f.phases("j"); !strings.Contains(got, "claiming:VIOLATION claiming claim_review") {
+		t.Errorf("phases: %s", got)
 	}
 }

@@ -1,0 +1,469 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/logist/logist/internal/gitws"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobview"
+	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/steward"
+)
+
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+func errorsIsNotFound(err error) bool { return errors.Is(err, jobstore.ErrNotFound) }
+
+// jobID is the {id} of a route, checked as the CLI checks a JOB argument.
+func jobID(r *http.Request) (string, error) {
+	id := r.PathValue("id")
+	if err := manifest.ValidID(id); err != nil {
+		return "", usagef("%v", err)
+	}
+	return id, nil
+}
+
+// filterOf reads a listing's filter from the query: status (repeated or
+// comma-separated), workflow, text, since, until.
+func filterOf(q url.Values) (Filter, error) {
+	var f Filter
+	for _, s := range q["status"] {
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				f.Status = append(f.Status, strings.ToUpper(p))
+			}
+		}
+	}
+	f.Workflow, f.Text, f.Since, f.Until = q.Get("workflow"), q.Get("text"), q.Get("since"), q.Get("until")
+	return f, f.check()
+}
+
+func (c *Console) apiSession(w http.ResponseWriter, r *http.Request) {
+	who := callerOf(r)
+	data := map[string]any{"role": who.role.String(), "disabled_actions": append([]string{}, c.o.Disabled...)}
+	if who.session != nil {
+		data["csrf_token"] = who.session.csrf
+	}
+	ok(w, "", data)
+}
+
+// listing is a page of the jobs f selects: the items and how many there
+// are in all.
+func (c *Console) listing(q url.Values) (items []map[string]any, total, offset, limit int, err error) {
+	f, err := filterOf(q)
+	if err != nil {
+		return nil, 0, 0, 0, usagef("%v", err)
+	}
+	if offset, err = atoiDefault(q.Get("offset"), 0, 1<<30); err != nil {
+		return nil, 0, 0, 0, usagef("offset: %v", err)
+	}
+	if limit, err = atoiDefault(q.Get("limit"), 100, 1000); err != nil {
+		return nil, 0, 0, 0, usagef("limit: %v", err)
+	}
+	ens, err := c.jobs(f)
+	if err != nil {
+		return nil, 0, 0, 0, err
+	}
+	items = []map[string]any{}
+	for i := offset; i < len(ens) && i < offset+limit; i++ {
+		items = append(items, c.item(ens[i]))
+	}
+	return items, len(ens), offset, limit, nil
+}
+
+func (c *Console) apiJobs(w http.ResponseWriter, r *http.Request) {
+	items, total, offset, limit, err := c.listing(r.URL.Query())
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	ok(w, fmt.Sprintf("%d jobs in %s", total, c.o.Store.Dir), map[string]any{"items": items, "total": total, "offset": offset, "limit": limit})
+}
+
+func (c *Console) apiJob(w http.ResponseWriter, r *http.Request) {
+	id, err := jobID(r)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	d, err := c.jobDetail(id)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	ok(w, "", d)
+}
+
+// apiHistory pages a job's records (after=SEQ, limit=N), or with
+// follow=1 or Accept: text/event-stream streams them as they come (SSE).
+func (c *Console) apiHistory(w http.ResponseWriter, r *http.Request) {
+	id, err := jobID(r)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	after := int64(-1)
+	if s := q.Get("after"); s != "" {
+		if after, err = strconv.ParseInt(s, 10, 64); err != nil {
+			c.failErr(w, r, usagef("after: %q is not a record number", s))
+			return
+		}
+	}
+	limit, err := atoiDefault(q.Get("limit"), 500, 5000)
+	if err != nil {
+		c.failErr(w, r, usagef("limit: %v", err))
+		return
+	}
+	if _, err := c.o.Store.Load(id); errorsIsNotFound(err) {
+		c.failErr(w, r, fmt.Errorf("job %s: %w", id, err))
+		return
+	}
+	dir := c.o.Store.JobDir(id)
+	if q.Get("follow") == "1" || strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		c.followHistory(w, r, dir, after)
+		return
+	}
+	recs, err := history.ReadAll(dir)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	items := []history.Record{}
+	next := after
+	for _, rec := range recs {
+		if rec.Seq > after && len(items) < limit {
+			items = append(items, rec)
+			next = rec.Seq
+		}
+	}
+	more := len(recs) > 0 && recs[len(recs)-1].Seq > next
+	ok(w, "", map[string]any{"job_id": id, "items": items, "next_after": next, "more": more})
+}
+
+func (c *Console) apiDiff(w http.ResponseWriter, r *http.Request) {
+	id, err := jobID(r)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	d, err := c.diff(r.Context(), id, r.URL.Query().Get("from"), r.URL.Query().Get("to"))
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	ok(w, "", d)
+}
+
+// diff is the workspace diff between two checkpoints of job id, as
+// logist diff finds it: the files their snapshots differ in, and in a git
+// workspace the commits' diff (stat and patch) too.
+func (c *Console) diff(ctx context.Context, id, from, to string) (map[string]any, error) {
+	if from == "" || to == "" {
+		return nil, usagef("from and to (checkpoint ids) are both required")
+	}
+	if _, err := c.o.Store.Load(id); errorsIsNotFound(err) {
+		return nil, fmt.Errorf("job %s: %w", id, err)
+	}
+	dir := c.o.Store.JobDir(id)
+	recs, err := history.ReadAll(dir)
+	if err != nil {
+		return nil, err
+	}
+	ps := jobview.Points(recs)
+	fp, err := jobview.PointNamed(id, ps, from)
+	if err != nil {
+		return nil, err
+	}
+	tp, err := jobview.PointNamed(id, ps, to)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := jobview.SnapshotChanges(dir, fp, tp)
+	if err != nil {
+		return nil, err
+	}
+	nz := func(s []string) []string {
+		if s == nil {
+			return []string{}
+		}
+		return s
+	}
+	d := map[string]any{"job_id": id, "from": from, "to": to, "added": nz(ch.Added), "modified": nz(ch.Modified), "deleted": nz(ch.Deleted)}
+	if fp.Git != nil && tp.Git != nil {
+		text, err := gitws.Diff(ctx, c.o.Store.Workspace(id), fp.Git.Commit, tp.Git.Commit)
+		if err != nil {
+			return nil, err
+		}
+		d["from_commit"], d["to_commit"], d["diff"] = fp.Git.Commit, tp.Git.Commit, text
+	}
+	return d, nil
+}
+
+// ActionBody is a POST's body, JSON or a form's fields of the same names:
+// the CLI's flags of the command.
+type ActionBody struct {
+	Reason               string          `json:"reason,omitempty"`
+	Guidance             string          `json:"guidance,omitempty"`
+	CostThreshold        *float64        `json:"cost_threshold,omitempty"`
+	TimeThresholdMinutes *float64        `json:"time_threshold_minutes,omitempty"`
+	Checkpoint           string          `json:"checkpoint,omitempty"` // rollback --to
+	As                   string          `json:"as,omitempty"`         // reply --as
+	Answer               json.RawMessage `json:"answer,omitempty"`     // reply --answer
+	Decision             string          `json:"decision,omitempty"`   // pm's decision
+	Filter               *Filter         `json:"filter,omitempty"`     // bulk actions
+	All                  bool            `json:"all,omitempty"`        // bulk: every job
+}
+
+// readBody decodes a POST's body (at most 4 MiB, the CLI's reply limit).
+func readBody(w http.ResponseWriter, r *http.Request) (ActionBody, error) {
+	var b ActionBody
+	if isForm(r) {
+		// The guard may have parsed the form already (its CSRF field).
+		r.Body = http.MaxBytesReader(w, r.Body, 4<<20)
+		if err := r.ParseForm(); err != nil {
+			return b, usagef("form: %v", err)
+		}
+		f := r.PostForm
+		b.Reason, b.Guidance, b.Checkpoint, b.As, b.Decision = f.Get("reason"), f.Get("guidance"), f.Get("checkpoint"), f.Get("as"), f.Get("decision")
+		if a := strings.TrimSpace(f.Get("answer")); a != "" {
+			b.Answer = json.RawMessage(a)
+		} else if a, err := answerFromForm(f); err != nil {
+			return b, usagef("%v", err)
+		} else if a != nil {
+			b.Answer = a
+		}
+		for name, dst := range map[string]**float64{"cost_threshold": &b.CostThreshold, "time_threshold_minutes": &b.TimeThresholdMinutes} {
+			if s := strings.TrimSpace(f.Get(name)); s != "" {
+				v, err := strconv.ParseFloat(s, 64)
+				if err != nil {
+					return b, usagef("%s: %q is not a number", name, s)
+				}
+				*dst = &v
+			}
+		}
+		return b, nil
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil && !errors.Is(err, io.EOF) {
+		return b, usagef("body: %v", err)
+	}
+	return b, nil
+}
+
+// act runs one steward command on job id: the CLI's, with the CLI's
+// checks of its flags. It records the command's event for the daemon's
+// metrics, as the CLI does.
+func (c *Console) act(action, id string, b ActionBody) (msg string, data map[string]any, err error) {
+	defer func() { steward.RecordEvent(c.o.Store.Dir, action, jobview.OutcomeName(jobview.ExitCode(err))) }()
+	if c.disabled(action) {
+		return "", nil, fmt.Errorf("%s is switched off on this server (--console-disable %s): %w", action, action, errDisabled)
+	}
+	st := c.o.Steward
+	var m *manifest.Manifest
+	switch action {
+	case "halt":
+		m, err = st.Halt(id, b.Reason)
+		msg = fmt.Sprintf("Job %s halted", id)
+	case "resume":
+		o := steward.ResumeOptions{Guidance: b.Guidance, CostThreshold: b.CostThreshold, TimeThresholdMinutes: b.TimeThresholdMinutes}
+		if o.CostThreshold != nil && *o.CostThreshold < 0 {
+			return "", nil, usagef("cost_threshold must be at least 0")
+		}
+		if o.TimeThresholdMinutes != nil && *o.TimeThresholdMinutes <= 0 {
+			return "", nil, usagef("time_threshold_minutes must be more than 0")
+		}
+		m, err = st.Resume(id, o)
+		if err == nil {
+			msg = fmt.Sprintf("Job %s resumed at phase %s", id, m.Phase())
+		}
+	case "rollback":
+		if b.Checkpoint == "" {
+			return "", nil, usagef("checkpoint is required (the job's checkpoints are listed by GET /api/v1/jobs/%s)", id)
+		}
+		var cp *history.RecoveryPoint
+		m, cp, err = st.Rollback(id, b.Checkpoint, steward.RollbackOptions{Guidance: b.Guidance, Reason: b.Reason})
+		if err == nil {
+			msg = fmt.Sprintf("Job %s rolled back to %s; it resumes at phase %s", id, b.Checkpoint, cp.ResumePhase)
+			d := jobview.Changed(m, "")
+			d["restored_files"], d["checkpoint_id"] = cp.Snapshot.Files, b.Checkpoint
+			return msg, d, c.changed(id)
+		}
+	case "reply":
+		if b.As == "" {
+			return "", nil, usagef("as (the role) is required")
+		}
+		if len(b.Answer) == 0 {
+			return "", nil, usagef("answer (the answer's JSON) is required")
+		}
+		m, err = st.Reply(id, b.As, b.Answer)
+		msg = fmt.Sprintf("Reply as %s filed; job %s goes on", b.As, id)
+	case "pm":
+		in, perr := jobview.PMDecision(b.Decision, b.Reason, b.Guidance)
+		if perr != nil {
+			return "", nil, usagef("%v", perr)
+		}
+		m, err = st.Decide(id, in)
+		msg = fmt.Sprintf("Prime Minister's %s recorded; job %s goes on", b.Decision, id)
+	default:
+		return "", nil, usagef("unknown action %q", action)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	return msg, jobview.Changed(m, ""), c.changed(id)
+}
+
+// errDisabled is an action the server switched off: 403.
+var errDisabled = fs.ErrPermission
+
+func (c *Console) changed(id string) error {
+	if c.o.Changed != nil {
+		c.o.Changed(id)
+	}
+	return nil
+}
+
+func (c *Console) apiAction(action string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, err := jobID(r)
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		b, err := readBody(w, r)
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		msg, data, err := c.act(action, id, b)
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		c.o.Logger.Info("console steward command", "command", action, "job_id", id, "role", callerOf(r).role.String())
+		if isForm(r) {
+			// A page's form: back to the job's page, which shows the news.
+			http.Redirect(w, r, "/jobs/"+url.PathEscape(id)+"?done="+url.QueryEscape(action), http.StatusSeeOther)
+			return
+		}
+		ok(w, msg, data)
+	}
+}
+
+// apiBulk halts or resumes every job a filter selects (all: true for
+// every job; an empty filter is refused), one command per job.
+func (c *Console) apiBulk(action string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		b, err := readBody(w, r)
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		var f Filter
+		if b.Filter != nil {
+			f = *b.Filter
+		}
+		if f.empty() && !b.All {
+			c.failErr(w, r, usagef("a filter is required (or \"all\": true)"))
+			return
+		}
+		if err := f.check(); err != nil {
+			c.failErr(w, r, usagef("%v", err))
+			return
+		}
+		ens, err := c.jobs(f)
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		items := []map[string]any{}
+		done := 0
+		for _, en := range ens {
+			if en.Err != nil {
+				continue
+			}
+			one := b
+			one.Filter = nil
+			_, data, err := c.act(action, en.ID, one)
+			it := map[string]any{"job_id": en.ID, "ok": err == nil}
+			if err != nil {
+				it["error"] = jobview.ErrorBody(err)
+			} else {
+				done++
+				it["job"] = data["job"]
+			}
+			items = append(items, it)
+		}
+		ok(w, fmt.Sprintf("%s: %d of %d selected jobs", action, done, len(items)), map[string]any{"items": items})
+	}
+}
+
+func (c *Console) apiSchedules(w http.ResponseWriter, r *http.Request) {
+	items, err := c.schedules()
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	ok(w, "", map[string]any{"items": items})
+}
+
+func (c *Console) schedules() ([]map[string]any, error) {
+	ens, err := c.o.Store.ListSummaries(true)
+	if err != nil {
+		return nil, err
+	}
+	items := []map[string]any{}
+	for _, en := range ens {
+		if en.Err == nil && en.Manifest.Schedule != nil {
+			items = append(items, c.item(en))
+		}
+	}
+	return items, nil
+}
+
+func (c *Console) apiSchedule(pause bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, err := jobID(r)
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		b, err := readBody(w, r)
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		do, event, verb := c.o.Steward.PauseSchedule, history.CommandSchedulePause, "paused"
+		if !pause {
+			do, event, verb = c.o.Steward.ResumeSchedule, history.CommandScheduleResume, "resumed"
+		}
+		m, err := do(id, b.Reason)
+		steward.RecordEvent(c.o.Store.Dir, event, jobview.OutcomeName(jobview.ExitCode(err)))
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		_ = c.changed(id)
+		if isForm(r) {
+			http.Redirect(w, r, "/schedules", http.StatusSeeOther)
+			return
+		}
+		ok(w, fmt.Sprintf("Schedule %s %s", id, verb), jobview.Changed(m, ""))
+	}
+}

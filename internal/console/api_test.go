@@ -1,0 +1,450 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobview"
+	"github.com/logist/logist/internal/testkit"
+)
+
+// TestOpenAPIMatchesRoutes: every API route is in the document and every
+// path and method of the document has a route.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(openapiDoc, &doc); err != nil {
+		t.Fatal(err)
+	}
+	inDoc := map[string]bool{}
+	for p, ops := range doc.Paths {
+		for m := range ops {
+			inDoc[strings.ToUpper(m)+" "+p] = true
+		}
+	}
+	served := map[string]bool{}
+	for _, r := range (&Console{}).routes() {
+		if r.API {
+			served[r.Method+" "+r.Pattern] = true
+		}
+	}
+	for k := range inDoc {
+		if !served[k] {
+			t.Errorf("OpenAPI has %s, which no handler serves", k)
+		}
+	}
+	for k := range served {
+		if !inDoc[k] {
+			t.Errorf("route %s is missing from openapi.json", k)
+		}
+	}
+}
+
+// TestAuthEveryRoute: anonymous gets 401 on every API route (the
+// document itself excepted) and a redirect to the login page on every
+// page; a viewer gets 403 on every action and reads what a steward reads.
+func TestAuthEveryRoute(t *testing.T) {
+	w := newWorld(t)
+	fill := func(p string) string {
+		return strings.NewReplacer("{id}", "stuck", "{file}", "console.css", "{$}", "").Replace(p)
+	}
+	for _, r := range w.c.routes() {
+		path := fill(r.Pattern)
+		if r.Pattern == "/api/v1/schedules/{id}/pause" || r.Pattern == "/api/v1/schedules/{id}/resume" {
+			path = strings.Replace(r.Pattern, "{id}", "tpl", 1)
+		}
+		if r.Method == "GET" && (strings.HasSuffix(path, "/events") || strings.HasSuffix(path, "/history")) {
+			path += "?limit=1" // not followed: a page of records
+		}
+		code, body := w.call(r.Method, path, "", map[string]any{})
+		if r.Method == "GET" {
+			code, body = w.call(r.Method, path, "", nil)
+		}
+		switch {
+		case r.Public:
+			if code == http.StatusUnauthorized && r.Method == "GET" {
+				t.Errorf("%s %s: public route refused anonymous", r.Method, path)
+			}
+			continue
+		case r.API:
+			if code != http.StatusUnauthorized || errCode(body) != "unauthorized" {
+				t.Errorf("%s %s anonymous: %d %v, want 401 unauthorized", r.Method, path, code, body)
+			}
+		default:
+			if code != http.StatusSeeOther {
+				t.Errorf("%s %s anonymous page: %d, want 303 to /login", r.Method, path, code)
+			}
+		}
+		if r.Need == StewardRole {
+			code, body = w.call(r.Method, path, viewerTok, map[string]any{"reason": "viewer tries"})
+			if code != http.StatusForbidden || errCode(body) != "permission_denied" {
+				t.Errorf("%s %s viewer: %d %v, want 403", r.Method, path, code, body)
+			}
+		}
+	}
+	// The viewer changed nothing.
+	if m := w.k.Load("stuck"); m.Status != "INTERVENTION_REQUIRED" {
+		t.Errorf("stuck is %s after the viewer's tries", m.Status)
+	}
+	// A wrong token and a wrong scheme are anonymous.
+	if code, _ := w.call("GET", "/api/v1/jobs", "nope-nope-nope-nope", nil); code != http.StatusUnauthorized {
+		t.Errorf("wrong token: %d", code)
+	}
+	if code, body := w.call("GET", "/api/v1/session", viewerTok, nil); code != 200 || body["role"] != "viewer" {
+		t.Errorf("viewer session: %d %v", code, body)
+	}
+}
+
+func TestListJobs(t *testing.T) {
+	w := newWorld(t)
+	ids := func(body map[string]any) []string {
+		var out []string
+		items, _ := body["items"].([]any)
+		for _, it := range items {
+			out = append(out, it.(map[string]any)["job_id"].(string))
+		}
+		return out
+	}
+	code, body := w.call("GET", "/api/v1/jobs", viewerTok, nil)
+	if code != 200 || !slices.Equal(ids(body), []string{"done", "stuck", "tpl", "waiting"}) || body["total"] != 4.0 {
+		t.Fatalf("all: %d %v", code, body)
+	}
+	// The items are logist list's (jobview.ListItem) with more beside.
+	it := body["items"].([]any)[1].(map[string]any)
+	for _, k := range []string{"job_id", "status", "current_phase", "metrics", "reason"} {
+		if _, ok := it[k]; !ok {
+			t.Errorf("item lacks %s: %v", k, it)
+		}
+	}
+	for q, want := range map[string][]string{
+		"status=SUCCESS":                          {"done"},
+		"status=needs_you":                        {"stuck"},
+		"status=PENDING,SUCCESS":                  {"done", "tpl", "waiting"},
+		"text=KITTENS":                            {"waiting"},
+		"limit=2&offset=1":                        {"stuck", "tpl"},
+		"since=2999-01-01T00:00:00Z":              nil,
+		"workflow=no-such-workflow":               nil,
+		"status=INTERVENTION_REQUIRED&text=human": {"stuck"},
+	} {
+		code, body := w.call("GET", "/api/v1/jobs?"+q, viewerTok, nil)
+		if code != 200 || !slices.Equal(ids(body), want) {
+			t.Errorf("%s: %d %v, want %v", q, code, ids(body), want)
+		}
+	}
+	if code, body := w.call("GET", "/api/v1/jobs?since=yesterday", viewerTok, nil); code != 400 || errCode(body) != "invalid" {
+		t.Errorf("bad since: %d %v", code, body)
+	}
+	if code, _ := w.call("GET", "/api/v1/jobs?limit=-1", viewerTok, nil); code != 400 {
+		t.Errorf("bad limit: %d", code)
+	}
+}
+
+func TestJobDetailAndHistory(t *testing.T) {
+	w := newWorld(t)
+	code, body := w.call("GET", "/api/v1/jobs/done", viewerTok, nil)
+	if code != 200 || jobStatus(body) != "SUCCESS" {
+		t.Fatalf("done: %d %v", code, body)
+	}
+	cps, _ := body["checkpoints"].([]any)
+	phases, _ := body["phases"].([]any)
+	if len(cps) < 2 || len(phases) == 0 {
+		t.Errorf("done: checkpoints %v phases %v", cps, phases)
+	}
+	if acts := body["actions"].([]any); !slices.Contains(acts, any("rollback")) || slices.Contains(acts, any("halt")) {
+		t.Errorf("done's actions: %v", acts)
+	}
+	if code, body := w.call("GET", "/api/v1/jobs/nope", viewerTok, nil); code != 404 || errCode(body) != "not_found" {
+		t.Errorf("missing job: %d %v", code, body)
+	}
+	if code, _ := w.call("GET", "/api/v1/jobs/a%01b", viewerTok, nil); code != 400 {
+		t.Errorf("id with a control: %d", code)
+	}
+
+	recs := w.k.Records("done")
+	code, body = w.call("GET", "/api/v1/jobs/done/history?limit=2", viewerTok, nil)
+	items, _ := body["items"].([]any)
+	if code != 200 || len(items) != 2 || body["more"] != true || body["next_after"] != float64(recs[1].Seq) {
+		t.Fatalf("history page: %d %v", code, body)
+	}
+	code, body = w.call("GET", "/api/v1/jobs/done/history?after="+jsonNum(recs[len(recs)-2].Seq), viewerTok, nil)
+	if items, _ := body["items"].([]any); code != 200 || len(items) != 1 || body["more"] != false {
+		t.Errorf("history after: %d %v", code, body)
+	}
+	if code, _ := w.call("GET", "/api/v1/jobs/nope/history", viewerTok, nil); code != 404 {
+		t.Errorf("history of a missing job: %d", code)
+	}
+	if code, _ := w.call("GET", "/api/v1/jobs/done/history?after=x", viewerTok, nil); code != 400 {
+		t.Errorf("history after=x: %d", code)
+	}
+}
+
+func jsonNum(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestHistoryFollow: the stream sends the records after `after`, then
+// the ones committed later.
+func TestHistoryFollow(t *testing.T) {
+	w := newWorld(t)
+	recs := w.k.Records("stuck")
+	last := recs[len(recs)-1].Seq
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", w.srv.URL+"/api/v1/jobs/stuck/history?follow=1&after="+jsonNum(last-1), nil)
+	req.Header.Set("Authorization", "Bearer "+viewerTok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	ch := make(chan [2]string, 64)
+	go sseEvents(resp.Body, ch)
+	next := func() history.Record {
+		t.Helper()
+		select {
+		case ev := <-ch:
+			var r history.Record
+			if ev[0] != "record" || json.Unmarshal([]byte(ev[1]), &r) != nil {
+				t.Fatalf("event %v", ev)
+			}
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatal("no record")
+		}
+		return history.Record{}
+	}
+	if r := next(); r.Seq != last {
+		t.Fatalf("first record %d, want %d", r.Seq, last)
+	}
+	if code, _ := w.call("POST", "/api/v1/jobs/stuck/halt", stewardTok, map[string]any{"reason": "enough"}); code != 200 {
+		t.Fatal(code)
+	}
+	if r := next(); r.Seq <= last || r.Steward == nil || r.Steward.Reason != "enough" {
+		t.Errorf("followed record %+v", r)
+	}
+}
+
+func TestDiff(t *testing.T) {
+	w := newWorld(t)
+	cps := jobview.Checkpoints(w.k.Records("done"))
+	if len(cps) < 3 {
+		t.Fatalf("checkpoints %v", cps)
+	}
+	q := url.Values{"from": {cps[0].ID}, "to": {cps[len(cps)-1].ID}}
+	code, body := w.call("GET", "/api/v1/jobs/done/diff?"+q.Encode(), viewerTok, nil)
+	added, _ := body["added"].([]any)
+	if code != 200 || !slices.Contains(added, any("a.txt")) || !slices.Contains(added, any("b.txt")) {
+		t.Fatalf("diff: %d %v", code, body)
+	}
+	if code, body := w.call("GET", "/api/v1/jobs/done/diff?from=x", viewerTok, nil); code != 400 || errCode(body) != "invalid" {
+		t.Errorf("diff without to: %d %v", code, body)
+	}
+	if code, _ := w.call("GET", "/api/v1/jobs/done/diff?from=nope&to="+cps[0].ID, viewerTok, nil); code != 404 {
+		t.Errorf("diff from an unknown checkpoint: %d", code)
+	}
+}
+
+func TestActions(t *testing.T) {
+	w := newWorld(t, "pm")
+	// resume with guidance and a raised budget
+	code, body := w.call("POST", "/api/v1/jobs/stuck/resume", stewardTok, map[string]any{"guidance": "keep legacy_email", "cost_threshold": 500})
+	if code != 200 || jobStatus(body) != "PENDING" {
+		t.Fatalf("resume: %d %v", code, body)
+	}
+	if m := w.k.Load("stuck"); m.Run.Guidance != "keep legacy_email" || m.CostThreshold == nil || *m.CostThreshold != 500 {
+		t.Errorf("resume left %+v", m.Run)
+	}
+	named := false
+	for _, r := range w.k.Records("stuck") {
+		if r.Steward != nil && r.Steward.Command == "resume" {
+			named = r.Steward.User == "console" && r.Steward.Guidance == "keep legacy_email"
+		}
+	}
+	if !named {
+		t.Error("the resume's record does not name the console as who acted")
+	}
+	// again: out of order
+	if code, body := w.call("POST", "/api/v1/jobs/stuck/resume", stewardTok, map[string]any{}); code != 409 || errCode(body) != "out_of_order" {
+		t.Errorf("resume twice: %d %v", code, body)
+	}
+	if code, body := w.call("POST", "/api/v1/jobs/stuck/resume", stewardTok, map[string]any{"time_threshold_minutes": 0}); code != 400 {
+		t.Errorf("resume with time 0: %d %v", code, body)
+	}
+	// halt
+	if code, body := w.call("POST", "/api/v1/jobs/waiting/halt", stewardTok, map[string]any{"reason": "not needed"}); code != 200 || jobStatus(body) != "CANCELED" {
+		t.Errorf("halt: %d %v", code, body)
+	}
+	if code, _ := w.call("POST", "/api/v1/jobs/waiting/halt", stewardTok, map[string]any{}); code != 409 {
+		t.Errorf("halt twice: %d", code)
+	}
+	// rollback
+	cps := jobview.Checkpoints(w.k.Records("done"))
+	code, body = w.call("POST", "/api/v1/jobs/done/rollback", stewardTok, map[string]any{"checkpoint": cps[1].ID, "reason": "again"})
+	if code != 200 || jobStatus(body) != "PENDING" || body["checkpoint_id"] != cps[1].ID {
+		t.Errorf("rollback: %d %v", code, body)
+	}
+	if code, _ := w.call("POST", "/api/v1/jobs/done/rollback", stewardTok, map[string]any{}); code != 400 {
+		t.Errorf("rollback without checkpoint: %d", code)
+	}
+	// reply to a job that awaits none; a body with an unknown field
+	if code, body := w.call("POST", "/api/v1/jobs/done/reply", stewardTok, map[string]any{"as": "worker", "answer": map[string]any{}}); code != 409 {
+		t.Errorf("reply: %d %v", code, body)
+	}
+	if code, _ := w.call("POST", "/api/v1/jobs/done/reply", stewardTok, map[string]any{"to": "x"}); code != 400 {
+		t.Errorf("unknown field: %d", code)
+	}
+	// a switched-off action: 403 whoever asks
+	if code, body := w.call("POST", "/api/v1/jobs/done/pm", stewardTok, map[string]any{"decision": "approve"}); code != 403 || !strings.Contains(body["error"].(map[string]any)["message"].(string), "switched off") {
+		t.Errorf("disabled pm: %d %v", code, body)
+	}
+	if code, _ := w.call("POST", "/api/v1/jobs/nope/halt", stewardTok, map[string]any{}); code != 404 {
+		t.Errorf("halt a missing job: %d", code)
+	}
+}
+
+func TestPMDecisionChecked(t *testing.T) {
+	w := newWorld(t)
+	if code, body := w.call("POST", "/api/v1/jobs/done/pm", stewardTok, map[string]any{"decision": "shrug"}); code != 400 || errCode(body) != "invalid" {
+		t.Errorf("pm shrug: %d %v", code, body)
+	}
+}
+
+func TestRollbackSwitchedOff(t *testing.T) {
+	w := newWorld(t, "rollback")
+	cps := jobview.Checkpoints(w.k.Records("done"))
+	if code, _ := w.call("POST", "/api/v1/jobs/done/rollback", stewardTok, map[string]any{"checkpoint": cps[1].ID}); code != 403 {
+		t.Errorf("rollback switched off: %d", code)
+	}
+	if m := w.k.Load("done"); m.Status != "SUCCESS" {
+		t.Errorf("done is %s", m.Status)
+	}
+	_, body := w.call("GET", "/api/v1/jobs/done", stewardTok, nil)
+	if slices.Contains(body["actions"].([]any), any("rollback")) {
+		t.Errorf("a switched-off action is offered: %v", body["actions"])
+	}
+}
+
+func TestBulk(t *testing.T) {
+	w := newWorld(t)
+	if code, _ := w.call("POST", "/api/v1/jobs:halt", stewardTok, map[string]any{}); code != 400 {
+		t.Errorf("bulk halt without a filter: %d", code)
+	}
+	code, body := w.call("POST", "/api/v1/jobs:halt", stewardTok, map[string]any{"filter": map[string]any{"status": []string{"PENDING"}, "text": "kittens"}, "reason": "bulk"})
+	items, _ := body["items"].([]any)
+	if code != 200 || len(items) != 1 || w.k.Load("waiting").Status != "CANCELED" || w.k.Load("tpl").Status == "CANCELED" {
+		t.Fatalf("bulk halt: %d %v", code, body)
+	}
+	code, body = w.call("POST", "/api/v1/jobs:resume", stewardTok, map[string]any{"filter": map[string]any{"status": []string{"NEEDS_YOU"}}, "guidance": "go"})
+	if code != 200 || w.k.Load("stuck").Status != "PENDING" {
+		t.Errorf("bulk resume: %d %v", code, body)
+	}
+}
+
+func TestSchedules(t *testing.T) {
+	w := newWorld(t)
+	code, body := w.call("GET", "/api/v1/schedules", viewerTok, nil)
+	if items, _ := body["items"].([]any); code != 200 || len(items) != 1 {
+		t.Fatalf("schedules: %d %v", code, body)
+	}
+	if code, body := w.call("POST", "/api/v1/schedules/tpl/pause", stewardTok, map[string]any{"reason": "maintenance"}); code != 200 {
+		t.Fatalf("pause: %d %v", code, body)
+	}
+	if st := w.k.Load("tpl").ScheduleState(); st != "paused" {
+		t.Errorf("tpl is %s", st)
+	}
+	if code, _ := w.call("POST", "/api/v1/schedules/tpl/resume", stewardTok, map[string]any{}); code != 200 {
+		t.Errorf("resume: %d", code)
+	}
+	if code, _ := w.call("POST", "/api/v1/schedules/done/pause", stewardTok, map[string]any{}); code < 400 {
+		t.Errorf("pause a job that is no schedule: %d", code)
+	}
+}
+
+// TestEvents: the stream says ready, then a job's transition.
+func TestEvents(t *testing.T) {
+	w := newWorld(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", w.srv.URL+"/api/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+viewerTok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	ch := make(chan [2]string, 64)
+	go sseEvents(resp.Body, ch)
+	if ev := <-ch; ev[0] != "ready" {
+		t.Fatalf("first event %v", ev)
+	}
+	if code, _ := w.call("POST", "/api/v1/jobs/waiting/halt", stewardTok, map[string]any{}); code != 200 {
+		t.Fatal(code)
+	}
+	select {
+	case ev := <-ch:
+		var it map[string]any
+		_ = json.Unmarshal([]byte(ev[1]), &it)
+		if ev[0] != "job" || it["job_id"] != "waiting" || it["status"] != "CANCELED" || it["previous_status"] != "PENDING" {
+			t.Errorf("event %v", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no job event")
+	}
+}
+
+// TestAPIEscapesTerminalRunes: JSON carries agent text exactly, with the
+// runes a terminal acts on \u-escaped (as logist --format json).
+func TestAPIEscapesTerminalRunes(t *testing.T) {
+	w := newWorld(t)
+	req, _ := http.NewRequest("GET", w.srv.URL+"/api/v1/jobs/stuck", nil)
+	req.Header.Set("Authorization", "Bearer "+viewerTok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var raw json.RawMessage
+	_ = json.NewDecoder(resp.Body).Decode(&raw)
+	if strings.ContainsRune(string(raw), 0x1b) {
+		t.Error("raw ESC in the API's JSON")
+	}
+	var body map[string]any
+	_ = json.Unmarshal(raw, &body)
+	if got := body["job"].(map[string]any)["run"].(map[string]any)["last_summary"]; got != hostile {
+		t.Errorf("summary %q, want it exact", got)
+	}
+}
+
+var _ = testkit.Logger
+
+// TestVerify: the API and the job page report the history intact, and a
+// tampered one as failed.
+func TestVerify(t *testing.T) {
+	w := newWorld(t)
+	code, body := w.call("GET", "/api/v1/jobs/done/verify", viewerTok, nil)
+	if code != 200 || body["intact"] != true || !strings.HasPrefix(body["message"].(string), "intact") {
+		t.Fatalf("verify: %d %v", code, body)
+	}
+	if code, _ := w.call("GET", "/api/v1/jobs/nope/verify", viewerTok, nil); code != 404 {
+		t.Errorf("verify a missing job: %d", code)
+	}
+	p := history.Path(w.k.Env.Store.JobDir("done"))
+	b := readAll(t, p)
+	tampered := strings.Replace(b, "wrote a.txt", "wrote b.txt", 1)
+	if tampered == b {
+		t.Fatal("nothing to tamper with")
+	}
+	writeAll(t, p, tampered)
+	if code, body := w.call("GET", "/api/v1/jobs/done/verify", viewerTok, nil); code != 200 || body["intact"] != false || !strings.HasPrefix(body["message"].(string), "FAILED") {
+		t.Errorf("verify tampered: %d %v", code, body)
+	}
+}

@@ -1,0 +1,294 @@
+package console
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/signing"
+)
+
+// Role is what a caller may do.
+type Role int
+
+const (
+	// Anonymous: no valid token; only the login page and the assets.
+	Anonymous Role = iota
+	// Viewer reads everything and changes nothing.
+	Viewer
+	// StewardRole may act on jobs.
+	StewardRole
+)
+
+func (r Role) String() string {
+	switch r {
+	case Viewer:
+		return "viewer"
+	case StewardRole:
+		return "steward"
+	}
+	return "anonymous"
+}
+
+// TokenFile is the steward token logistd makes in the jobs folder's
+// .logist when no token file is given.
+const TokenFile = "console-token"
+
+// Tokens are the secrets that open the console; "" is none of that kind.
+type Tokens struct {
+	Steward string
+	Viewer  string
+}
+
+// LoadTokens reads the token files given (--console-token-file,
+// --console-viewer-token-file). With neither, the steward's token is
+// <jobsDir>/.logist/console-token, made once (0600, created exclusively,
+// so two daemons racing agree) and kept across restarts; generated is its
+// path then, for the log (never the token itself).
+func LoadTokens(jobsDir, stewardFile, viewerFile string) (t Tokens, generated string, err error) {
+	read := func(file string) (string, error) {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("console token: %w", err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if len(tok) < 16 {
+			return "", fmt.Errorf("console token in %s: shorter than 16 characters", file)
+		}
+		return tok, nil
+	}
+	if stewardFile != "" {
+		if t.Steward, err = read(stewardFile); err != nil {
+			return t, "", err
+		}
+	}
+	if viewerFile != "" {
+		if t.Viewer, err = read(viewerFile); err != nil {
+			return t, "", err
+		}
+	}
+	if t.Steward != "" && t.Steward == t.Viewer {
+		return t, "", errors.New("console tokens: the steward's and the viewer's token are the same")
+	}
+	if stewardFile != "" || viewerFile != "" {
+		return t, "", nil
+	}
+	dir := filepath.Join(jobsDir, signing.Dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return t, "", fmt.Errorf("console token: %w", err)
+	}
+	path := filepath.Join(dir, TokenFile)
+	b, _, err := atomicfile.ReadOrCreate(path, 0o600, func() ([]byte, error) { return []byte(newSecret() + "\n"), nil })
+	if err != nil {
+		return t, "", fmt.Errorf("console token: %w", err)
+	}
+	t.Steward = strings.TrimSpace(string(b))
+	return t, path, nil
+}
+
+func newSecret() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read does not fail (Go 1.24)
+	return hex.EncodeToString(b)
+}
+
+// role is the role a token opens (Anonymous for none).
+func (t Tokens) role(tok string) Role {
+	eq := func(a, b string) bool { return b != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+	switch {
+	case eq(tok, t.Steward):
+		return StewardRole
+	case eq(tok, t.Viewer):
+		return Viewer
+	}
+	return Anonymous
+}
+
+// A session is a browser logged in with a token: the cookie holds its id,
+// forms and fetches carry its CSRF token.
+type session struct {
+	role    Role
+	csrf    string
+	expires time.Time
+}
+
+const (
+	cookieName = "logist_session"
+	sessionTTL = 12 * time.Hour
+	csrfHeader = "X-CSRF-Token"
+	csrfField  = "csrf"
+)
+
+type sessions struct {
+	mu sync.Mutex
+	m  map[string]*session
+}
+
+func newSessions() *sessions { return &sessions{m: map[string]*session{}} }
+
+func (s *sessions) create(role Role) (string, *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for id, se := range s.m {
+		if now.After(se.expires) {
+			delete(s.m, id)
+		}
+	}
+	id := newSecret()
+	se := &session{role: role, csrf: newSecret(), expires: now.Add(sessionTTL)}
+	s.m[id] = se
+	return id, se
+}
+
+func (s *sessions) get(id string) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	se := s.m[id]
+	if se == nil || time.Now().After(se.expires) {
+		delete(s.m, id)
+		return nil
+	}
+	return se
+}
+
+func (s *sessions) drop(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, id)
+}
+
+// caller is who made a request.
+type caller struct {
+	role Role
+	// session is set when the request came with the cookie (not a Bearer
+	// token): its state changes need the CSRF token.
+	session *session
+}
+
+func (c *Console) who(r *http.Request) caller {
+	if h := r.Header.Get("Authorization"); h != "" {
+		tok, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok {
+			return caller{}
+		}
+		return caller{role: c.o.Tokens.role(strings.TrimSpace(tok))}
+	}
+	if ck, err := r.Cookie(cookieName); err == nil {
+		if se := c.sessions.get(ck.Value); se != nil {
+			return caller{role: se.role, session: se}
+		}
+	}
+	return caller{}
+}
+
+// guard checks a route's caller: anonymous 401 (a page sends the browser
+// to log in), a role short of the route's 403, and for a POST by cookie a
+// CSRF token and a same-origin Origin.
+func (c *Console) guard(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rt.Public {
+			rt.Handler(w, r)
+			return
+		}
+		who := c.who(r)
+		switch {
+		case who.role == Anonymous && !rt.API:
+			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		case who.role == Anonymous:
+			c.fail(w, r, http.StatusUnauthorized, "unauthorized", "a token is required: Authorization: Bearer TOKEN, or log in at /login")
+			return
+		}
+		if r.Method == http.MethodPost && who.session != nil {
+			if !sameOrigin(r) || !c.csrfOK(r, who.session) {
+				c.fail(w, r, http.StatusForbidden, "permission_denied", "missing or wrong CSRF token: reload the page")
+				return
+			}
+		}
+		if who.role < rt.Need {
+			c.fail(w, r, http.StatusForbidden, "permission_denied", "a viewer may not act on jobs: log in with the steward's token")
+			return
+		}
+		rt.Handler(w, r.WithContext(withCaller(r.Context(), who)))
+	})
+}
+
+// csrfOK checks the session's CSRF token in the header (fetch) or the
+// form field (a form post); the body is read at most 1 MiB.
+func (c *Console) csrfOK(r *http.Request, se *session) bool {
+	tok := r.Header.Get(csrfHeader)
+	if tok == "" && isForm(r) {
+		r.Body = http.MaxBytesReader(nil, r.Body, 1<<20)
+		if r.ParseForm() == nil {
+			tok = r.PostForm.Get(csrfField)
+		}
+	}
+	return tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(se.csrf)) == 1
+}
+
+// sameOrigin refuses a cross-site request a browser marked with its
+// Origin (SameSite=Strict already keeps the cookie off it).
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	u, err := url.Parse(o)
+	return err == nil && u.Host == r.Host
+}
+
+func isForm(r *http.Request) bool {
+	return strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded")
+}
+
+func (c *Console) pageLogin(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, "login", map[string]any{"Next": safeNext(r.URL.Query().Get("next")), "Error": ""})
+}
+
+func (c *Console) postLogin(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil || !sameOrigin(r) {
+		http.Error(w, "bad login form", http.StatusBadRequest)
+		return
+	}
+	next := safeNext(r.PostForm.Get("next"))
+	role := c.o.Tokens.role(strings.TrimSpace(r.PostForm.Get("token")))
+	if role == Anonymous {
+		w.WriteHeader(http.StatusUnauthorized)
+		c.render(w, r, "login", map[string]any{"Next": next, "Error": "That token opens nothing here."})
+		return
+	}
+	id, _ := c.sessions.create(role)
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/", HttpOnly: true, Secure: c.o.Secure,
+		SameSite: http.SameSiteStrictMode, MaxAge: int(sessionTTL / time.Second)})
+	c.o.Logger.Info("console login", "role", role.String(), "remote", r.RemoteAddr)
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (c *Console) postLogout(w http.ResponseWriter, r *http.Request) {
+	if ck, err := r.Cookie(cookieName); err == nil {
+		c.sessions.drop(ck.Value)
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", HttpOnly: true, Secure: c.o.Secure,
+		SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// safeNext is a page to go to after logging in: a path of this server.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
+		return "/"
+	}
+	return next
+}

@@ -1,0 +1,128 @@
+// Package console is the steward's web console that logistd serves on
+// --listen: a JSON API under /api/v1/ and server-rendered pages at /, both
+// behind a token. It changes jobs only through internal/steward and reads
+// them through jobstore and history, as the CLI does, and its JSON has the
+// CLI's shapes (internal/jobview), so the page, the API and logist agree.
+// The routes are one table (routes) from which the mux and the OpenAPI
+// document's test both read.
+package console
+
+import (
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/steward"
+)
+
+// Actions are the steward's actions on one job the console offers, by the
+// CLI command's name.
+var Actions = []string{"halt", "resume", "rollback", "reply", "pm"}
+
+// Options configure a console.
+type Options struct {
+	Store   *jobstore.Store
+	Steward *steward.Steward
+	Logger  *slog.Logger
+	Tokens  Tokens
+	// Disabled actions are refused (403) whoever asks: the server's
+	// switches for dangerous ones (rollback).
+	Disabled []string
+	// Secure marks the session cookie Secure (the server speaks TLS).
+	Secure bool
+	// Changed, when set, is told of a job a console action changed (the
+	// daemon nudges its scheduler: a halted call in flight is killed).
+	Changed func(id string)
+	// Poll is how often the event stream looks for changed jobs (default 1s).
+	Poll time.Duration
+}
+
+// Console is the handler of the console's pages and API.
+type Console struct {
+	o        Options
+	sessions *sessions
+	mux      *http.ServeMux
+}
+
+// New makes the console; mount it at "/" (it answers /api/v1/ too).
+func New(o Options) *Console {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Poll <= 0 {
+		o.Poll = time.Second
+	}
+	if o.Steward != nil {
+		// The records name who acted: the console, for whoever held
+		// the steward's token (the daemon's OS user is no person).
+		st := *o.Steward
+		st.User = "console"
+		o.Steward = &st
+	}
+	c := &Console{o: o, sessions: newSessions(), mux: http.NewServeMux()}
+	for _, r := range c.routes() {
+		c.mux.Handle(r.Method+" "+r.Pattern, c.guard(r))
+	}
+	return c
+}
+
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	// same-origin, not no-referrer: with no-referrer a browser sends
+	// "Origin: null" on its own form posts, which sameOrigin refuses.
+	w.Header().Set("Referrer-Policy", "same-origin")
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+	c.mux.ServeHTTP(w, r)
+}
+
+// disabled says whether action is switched off on this server.
+func (c *Console) disabled(action string) bool { return slices.Contains(c.o.Disabled, action) }
+
+// route is one endpoint: who may call it, and whether it is the API's
+// (JSON errors, listed in the OpenAPI document) or a page's.
+type route struct {
+	Method  string
+	Pattern string // net/http pattern; the OpenAPI path is the same
+	Need    Role
+	API     bool
+	// Public routes answer without a token (the login page, the assets).
+	Public  bool
+	Handler http.HandlerFunc
+}
+
+// routes is the one list of the console's endpoints.
+func (c *Console) routes() []route {
+	rs := []route{
+		{Method: "GET", Pattern: "/api/v1/openapi.json", Public: true, API: true, Handler: c.openAPI},
+		{Method: "GET", Pattern: "/api/v1/session", Need: Viewer, API: true, Handler: c.apiSession},
+		{Method: "GET", Pattern: "/api/v1/jobs", Need: Viewer, API: true, Handler: c.apiJobs},
+		{Method: "GET", Pattern: "/api/v1/jobs/{id}", Need: Viewer, API: true, Handler: c.apiJob},
+		{Method: "GET", Pattern: "/api/v1/jobs/{id}/history", Need: Viewer, API: true, Handler: c.apiHistory},
+		{Method: "GET", Pattern: "/api/v1/jobs/{id}/diff", Need: Viewer, API: true, Handler: c.apiDiff},
+		{Method: "GET", Pattern: "/api/v1/jobs/{id}/verify", Need: Viewer, API: true, Handler: c.apiVerify},
+		{Method: "POST", Pattern: "/api/v1/jobs:halt", Need: StewardRole, API: true, Handler: c.apiBulk("halt")},
+		{Method: "POST", Pattern: "/api/v1/jobs:resume", Need: StewardRole, API: true, Handler: c.apiBulk("resume")},
+		{Method: "GET", Pattern: "/api/v1/events", Need: Viewer, API: true, Handler: c.apiEvents},
+		{Method: "GET", Pattern: "/api/v1/schedules", Need: Viewer, API: true, Handler: c.apiSchedules},
+		{Method: "POST", Pattern: "/api/v1/schedules/{id}/pause", Need: StewardRole, API: true, Handler: c.apiSchedule(true)},
+		{Method: "POST", Pattern: "/api/v1/schedules/{id}/resume", Need: StewardRole, API: true, Handler: c.apiSchedule(false)},
+
+		{Method: "GET", Pattern: "/login", Public: true, Handler: c.pageLogin},
+		{Method: "POST", Pattern: "/login", Public: true, Handler: c.postLogin},
+		{Method: "POST", Pattern: "/logout", Need: Viewer, Handler: c.postLogout},
+		{Method: "GET", Pattern: "/static/{file}", Public: true, Handler: c.static},
+		{Method: "GET", Pattern: "/{$}", Need: Viewer, Handler: c.pageJobs},
+		{Method: "GET", Pattern: "/needs", Need: Viewer, Handler: c.pageNeeds},
+		{Method: "GET", Pattern: "/schedules", Need: Viewer, Handler: c.pageSchedules},
+		{Method: "GET", Pattern: "/jobs/{id}", Need: Viewer, Handler: c.pageJob},
+		{Method: "GET", Pattern: "/jobs/{id}/diff", Need: Viewer, Handler: c.pageDiff},
+		{Method: "GET", Pattern: "/jobs/{id}/ledger", Need: Viewer, Handler: c.pageLedger},
+	}
+	for _, a := range Actions {
+		rs = append(rs, route{Method: "POST", Pattern: "/api/v1/jobs/{id}/" + a, Need: StewardRole, API: true, Handler: c.apiAction(a)})
+	}
+	return rs
+}

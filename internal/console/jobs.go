@@ -1,0 +1,244 @@
+package console
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobview"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/steward"
+)
+
+// Filter selects jobs: a listing's query, and a bulk action's body.
+type Filter struct {
+	// Status is any of these statuses (INVALID for invalid manifests,
+	// NEEDS_YOU for those waiting for a steward: needsYou).
+	Status []string `json:"status,omitempty"`
+	// Workflow is the job's workflow's name.
+	Workflow string `json:"workflow,omitempty"`
+	// Text is found (any case) in the id, description, task or reason.
+	Text string `json:"text,omitempty"`
+	// Since and Until bound the job's last update (RFC 3339).
+	Since string `json:"since,omitempty"`
+	Until string `json:"until,omitempty"`
+}
+
+// empty is a filter that selects every job.
+func (f Filter) empty() bool {
+	return len(f.Status) == 0 && f.Workflow == "" && f.Text == "" && f.Since == "" && f.Until == ""
+}
+
+func (f Filter) check() error {
+	for _, t := range []string{f.Since, f.Until} {
+		if t == "" {
+			continue
+		}
+		if _, err := time.Parse(time.RFC3339, t); err != nil {
+			return fmt.Errorf("since/until %q: use RFC 3339 (2026-01-02T15:04:05Z)", t)
+		}
+	}
+	return nil
+}
+
+// needsYou says whether a job waits for a steward: the "Needs you" queue
+// (a human's reply, a steward's decision, an intervention, a halted
+// budget). Schedule templates never do.
+func needsYou(m *manifest.Manifest) bool {
+	if m.Schedule != nil {
+		return false
+	}
+	return m.Status.Waiting()
+}
+
+// workflowName is the name of m's workflow ("" when it does not resolve).
+func workflowName(m *manifest.Manifest) string {
+	if wf, err := m.ResolveWorkflow(); err == nil {
+		return wf.Name
+	}
+	return ""
+}
+
+func (f Filter) match(en jobstore.Entry) bool {
+	if en.Err != nil {
+		return (len(f.Status) == 0 || slices.Contains(f.Status, "INVALID")) && f.Workflow == "" &&
+			(f.Text == "" || strings.Contains(strings.ToLower(en.ID), strings.ToLower(f.Text))) && f.Since == "" && f.Until == ""
+	}
+	m := en.Manifest
+	if len(f.Status) > 0 && !slices.Contains(f.Status, string(m.Status)) && !(slices.Contains(f.Status, "NEEDS_YOU") && needsYou(m)) {
+		return false
+	}
+	if f.Workflow != "" && workflowName(m) != f.Workflow {
+		return false
+	}
+	if f.Text != "" {
+		hay := strings.ToLower(strings.Join([]string{en.ID, m.Description, m.TaskDescription, m.Run.Reason}, "\n"))
+		if !strings.Contains(hay, strings.ToLower(f.Text)) {
+			return false
+		}
+	}
+	// RFC 3339 UTC times compare as text.
+	if f.Since != "" && m.Run.UpdatedAt < f.Since {
+		return false
+	}
+	if f.Until != "" && m.Run.UpdatedAt > f.Until {
+		return false
+	}
+	return true
+}
+
+// jobs are the entries f selects, sorted by id. Only a filter on what a
+// summary lacks (workflow, text) reads every manifest whole.
+func (c *Console) jobs(f Filter) ([]jobstore.Entry, error) {
+	var all []jobstore.Entry
+	var err error
+	if f.Workflow != "" || f.Text != "" || slices.Contains(f.Status, "NEEDS_YOU") {
+		all, err = c.o.Store.List()
+	} else {
+		all, err = c.o.Store.ListSummaries(true)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, en := range all {
+		if f.match(en) {
+			out = append(out, en)
+		}
+	}
+	return out, nil
+}
+
+// item is a listing's item: the CLI's (jobview.ListItem), plus what the
+// console shows beside it.
+func (c *Console) item(en jobstore.Entry) map[string]any {
+	it := jobview.ListItem(c.o.Store.Dir, en)
+	if en.Err == nil {
+		m := en.Manifest
+		it["updated_at"] = m.Run.UpdatedAt
+		it["error_code"] = m.Run.ErrorCode
+		if !en.Partial {
+			it["description"], it["workflow"] = m.Description, workflowName(m)
+		}
+		if m.Schedule != nil {
+			it["schedule_state"] = m.ScheduleState()
+		}
+	}
+	return it
+}
+
+// phaseCost is the cost and time of one phase, and of each attempt at it.
+type phaseCost struct {
+	Phase    string        `json:"phase"`
+	Calls    int           `json:"calls"`
+	CostUSD  float64       `json:"cost_usd"`
+	Seconds  float64       `json:"seconds"`
+	Attempts []attemptCost `json:"attempts"`
+}
+
+type attemptCost struct {
+	Attempt int     `json:"attempt"`
+	Role    string  `json:"role"`
+	Status  string  `json:"status"`
+	CostUSD float64 `json:"cost_usd"`
+	Seconds float64 `json:"seconds"`
+}
+
+// phaseCosts adds up a history's answers per phase, in the order the
+// phases first ran.
+func phaseCosts(h *history.JobHistory) []phaseCost {
+	var out []phaseCost
+	at := map[string]int{}
+	for _, in := range h.Interactions {
+		i, seen := at[in.Phase]
+		if !seen {
+			i = len(out)
+			at[in.Phase] = i
+			out = append(out, phaseCost{Phase: in.Phase, Attempts: []attemptCost{}})
+		}
+		p := &out[i]
+		p.Calls++
+		a := attemptCost{Attempt: in.Attempt, Role: in.Role, Status: "IN FLIGHT"}
+		if rs := in.Response; rs != nil {
+			a.Status, a.CostUSD, a.Seconds = rs.Status, rs.CostUSD, rs.ExecutionTimeSeconds
+		}
+		p.CostUSD += a.CostUSD
+		p.Seconds += a.Seconds
+		p.Attempts = append(p.Attempts, a)
+	}
+	return out
+}
+
+// jobDetail is GET /api/v1/jobs/{id}'s data and the job page's: the job
+// (the manifest, under "job" as logist status puts it), its workflow,
+// the steward's next step, the last answer's warnings, the checkpoints,
+// cost and time per phase, and what a steward may do now.
+func (c *Console) jobDetail(id string) (map[string]any, error) {
+	m, err := c.o.Store.Load(id)
+	if err != nil {
+		if !errorsIsNotFound(err) {
+			// An invalid manifest: shown as status INVALID, like logist status.
+			return map[string]any{"job": map[string]any{"job_id": id, "status": "INVALID", "error": err.Error()}}, nil
+		}
+		return nil, err
+	}
+	dir := c.o.Store.JobDir(id)
+	recs, err := history.ReadAll(dir)
+	if err != nil {
+		return nil, err
+	}
+	h := history.Materialise(id, m.CreatedAt, c.o.Store.Workspace(id), recs)
+	warnings := []string{}
+	if rec, found := history.LastWarned(dir); found {
+		warnings = rec.Response.Warnings
+	}
+	return map[string]any{
+		"job": m, "workflow": workflowName(m), "next": steward.HintFor(m, id), "warnings": warnings,
+		"checkpoints": jobview.Checkpoints(recs), "phases": phaseCosts(h), "actions": c.allowed(m),
+		"needs_you": needsYou(m), "awaiting": awaitedOf(m, recs),
+	}, nil
+}
+
+// allowed are the actions the job's state admits (and the server has
+// not switched off): what the page offers.
+func (c *Console) allowed(m *manifest.Manifest) []string {
+	out := []string{}
+	add := func(a string, when bool) {
+		if when && !c.disabled(a) {
+			out = append(out, a)
+		}
+	}
+	awaiting := m.Status == lifecycle.InterventionRequired && m.Run.ErrorCode == codes.AwaitingReply
+	deciding := m.Status == lifecycle.InterventionRequired && m.Run.ErrorCode == codes.AwaitingSteward
+	add("halt", lifecycle.Allows(m.Status, lifecycle.EvHalt))
+	add("resume", lifecycle.Allows(m.Status, lifecycle.EvResume) && !awaiting && !deciding && m.Schedule == nil)
+	add("rollback", lifecycle.Allows(m.Status, lifecycle.EvRollback) && m.Schedule == nil)
+	add("reply", awaiting)
+	add("pm", deciding)
+	return out
+}
+
+func atoiDefault(s string, def, max int) (int, error) {
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a count", s)
+	}
+	return min(n, max), nil
+}
+
+// awaitedOf are the turns job m waits a reply for (none unless it does).
+func awaitedOf(m *manifest.Manifest, recs []history.Record) []awaited {
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.AwaitingReply {
+		return []awaited{}
+	}
+	return awaitedTurns(recs)
+}

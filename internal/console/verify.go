@@ -1,0 +1,52 @@
+package console
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+
+	"github.com/logist/logist/internal/signing"
+	"github.com/logist/logist/internal/verify"
+)
+
+// verifyJob checks job id's history as logist verify does: the chain,
+// the signatures with the jobs folder's public key, the replay.
+func (c *Console) verifyJob(id string) (*verify.Report, error) {
+	if _, err := c.o.Store.Load(id); errorsIsNotFound(err) {
+		return nil, fmt.Errorf("job %s: %w", id, err)
+	}
+	pub, err := signing.LoadPublic(filepath.Join(c.o.Store.Dir, signing.Dir, signing.PublicFile))
+	if err != nil {
+		return nil, err
+	}
+	m, _ := c.o.Store.Load(id) // an invalid manifest replays with the default workflow
+	return verify.Job(id, c.o.Store.JobDir(id), verify.Options{Public: pub, Manifest: m})
+}
+
+// apiVerify is logist verify JOB --format json: the report under items,
+// ok false with the first problem when the history is not intact.
+func (c *Console) apiVerify(w http.ResponseWriter, r *http.Request) {
+	id, err := jobID(r)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	rep, err := c.verifyJob(id)
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
+	ok(w, verdict(rep), map[string]any{"items": []*verify.Report{rep}, "intact": rep.OK()})
+}
+
+// verdict is a report in one line.
+func verdict(rep *verify.Report) string {
+	if !rep.OK() {
+		return "FAILED: first bad record " + rep.First().String()
+	}
+	s := fmt.Sprintf("intact: chain, signatures (key %s) and replay of %d answers, %d transitions", rep.KeyID, rep.Responses, rep.Transitions)
+	if rep.Encrypted > 0 {
+		s += fmt.Sprintf("; %d encrypted answers not re-validated", rep.Encrypted)
+	}
+	return s
+}

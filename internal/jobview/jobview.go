@@ -1,0 +1,126 @@
+// Package jobview is what the steward's two interfaces, the CLI and the
+// console's JSON API, show of the jobs folder, in one shape each: a job
+// listing's item, a changed job, an error (its exit code and name: one
+// mapping from a Go error), and the workspace diff between two recovery
+// points. Both import it, so `logist --format json` and /api/v1 cannot
+// drift apart.
+package jobview
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/logist/logist/internal/deliberation"
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/steward"
+)
+
+// Exit codes (seed 001), and the error codes of the JSON envelope.
+const (
+	ExitOK         = 0
+	ExitUsage      = 1 // invalid arguments or invalid input
+	ExitOutOfOrder = 2 // not allowed in the job's current state
+	ExitPermission = 3
+	ExitNotFound   = 4
+)
+
+// outcomeNames names each exit code: the code of a JSON error, the result
+// of a steward command in the daemon's metrics.
+var outcomeNames = map[int]string{
+	ExitOK:         "ok",
+	ExitUsage:      "invalid",
+	ExitOutOfOrder: "out_of_order",
+	ExitPermission: "permission_denied",
+	ExitNotFound:   "not_found",
+}
+
+// ExitCode maps an error to its exit code; the only place that does.
+func ExitCode(err error) int {
+	var ooo *jobtx.OutOfOrderError
+	var exists *steward.ExistsError
+	var illegal *lifecycle.IllegalTransition
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ooo), errors.As(err, &exists), errors.As(err, &illegal):
+		return ExitOutOfOrder
+	case errors.Is(err, fs.ErrPermission):
+		return ExitPermission
+	case errors.Is(err, jobstore.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		return ExitNotFound
+	}
+	return ExitUsage
+}
+
+// OutcomeName is an exit code's name ("error" for one not listed).
+func OutcomeName(code int) string {
+	if n, ok := outcomeNames[code]; ok {
+		return n
+	}
+	return "error"
+}
+
+// ErrorBody is the "error" object of a failed command's JSON envelope.
+func ErrorBody(err error) map[string]any {
+	code := ExitCode(err)
+	return map[string]any{"code": OutcomeName(code), "exit_code": code, "message": err.Error()}
+}
+
+// ListItem is one job of a listing (logist list, GET /api/v1/jobs): an
+// invalid manifest as status INVALID with its error, a schedule template
+// with its schedule.
+func ListItem(dir string, en jobstore.Entry) map[string]any {
+	item := map[string]any{"job_id": en.ID}
+	if en.Err != nil {
+		item["status"], item["error"] = "INVALID", InvalidNote(dir, en)
+		return item
+	}
+	m := en.Manifest
+	if m.Schedule != nil {
+		item["schedule"] = m.Schedule
+	}
+	item["status"], item["current_phase"], item["metrics"] = m.Status, m.CurrentPhase, m.Metrics
+	item["cost_threshold"], item["time_threshold_minutes"], item["reason"] = m.CostThreshold, m.TimeThresholdMinutes, m.Run.Reason
+	return item
+}
+
+// InvalidNote is why an entry's manifest is invalid, without the paths
+// its folder already names.
+func InvalidNote(dir string, en jobstore.Entry) string {
+	note := strings.ReplaceAll(en.Err.Error(), filepath.Join(dir, en.ID, jobstore.ManifestFile)+": ", "")
+	if en.Unplaced != "" {
+		note = strings.ReplaceAll(note, en.Unplaced+": ", "")
+	}
+	return note
+}
+
+// Changed is the data of a steward command that changed job m: the job,
+// and note when it is not "" (why nothing runs it yet).
+func Changed(m *manifest.Manifest, note string) map[string]any {
+	d := map[string]any{"job": m}
+	if note != "" {
+		d["note"] = note
+	}
+	return d
+}
+
+// PMDecisions are the Prime Minister's (the steward's) decisions on a
+// parliament's bill.
+var PMDecisions = []string{"approve", "veto", "amend_and_approve", "opening_guidance"}
+
+// PMDecision is the ledger input of a Prime Minister's decision (logist
+// pm, POST /api/v1/jobs/{id}/pm), or why the decision is not one.
+func PMDecision(decision, reason, guidance string) (deliberation.Input, error) {
+	if !slices.Contains(PMDecisions, decision) {
+		return deliberation.Input{}, fmt.Errorf("decision %q: use approve, veto, amend_and_approve or opening_guidance", decision)
+	}
+	return deliberation.Input{Kind: "pm_decision", From: "prime_minister",
+		Content: map[string]any{"decision": decision, "reason": reason, "guidance": guidance}}, nil
+}
