@@ -9,7 +9,7 @@ LDFLAGS  := -X github.com/logist/logist/internal/daemon.Version=$(VERSION) \
 # deadline exceeded" at the end of the budget in go1.26 (golang/go#75804).
 FUZZTIME ?= 20000x
 
-.PHONY: all build demo test test-unit test-tools test-chromium test-alerts test-agents agents agents-ci clean-agents fuzz vet lint bench clean
+.PHONY: all build demo test test-unit test-tools test-postgres cluster-chaos test-chromium test-alerts test-agents agents agents-ci clean-agents fuzz vet lint bench clean
 
 all: build
 
@@ -25,7 +25,7 @@ demo: build
 
 # The whole suite, with the race detector, plus a short run of every fuzzer.
 # It runs the real agent CLIs of the CI set (AGENTS_CI) against the model stub.
-test: vet lint test-tools test-alerts test-chromium agents-ci test-unit fuzz
+test: vet lint test-tools test-postgres test-alerts test-chromium agents-ci test-unit fuzz
 
 # The real agent CLIs (testbed/agentcli) take minutes under -race; Go's
 # default 10-minute limit per package was hit on a loaded machine.
@@ -52,6 +52,17 @@ clean-agents:
 # Outside programs the tests use (prometheus, zsh, fish), from Debian's packages.
 test-tools:
 	@sh scripts/test-tools.sh
+
+# PostgreSQL for the cluster tests (internal/pgtest starts throwaway servers):
+# installs Debian's postgresql when missing and the user logist-test they run as.
+test-postgres:
+	@sh scripts/postgres.sh
+
+# Cluster mode under chaos, full size: 3 logistd nodes on a throwaway
+# PostgreSQL, 100+ jobs, 30 SIGKILLs, 5 pauses past the lease, 3 cuts from
+# the database; the last line is the figures (go test runs a short form).
+cluster-chaos: test-postgres
+	@sh scripts/cluster-chaos.sh
 
 # Debian's chromium for the console's browser test (internal/console).
 test-chromium:

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/logist/logist/internal/builtins"
+	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/config"
 	"github.com/logist/logist/internal/history"
@@ -45,8 +46,14 @@ func (e *usageError) Error() string { return e.msg }
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
 // ExitCode maps an error to its exit code (jobview.ExitCode, the one
-// mapping, which the console's API uses too).
-func ExitCode(err error) int { return jobview.ExitCode(err) }
+// mapping, which the console's API uses too; cluster mode's store errors
+// first: cluster.go).
+func ExitCode(err error) int {
+	if code, ok := clusterExit(err); ok {
+		return code
+	}
+	return jobview.ExitCode(err)
+}
 
 // env is what commands share.
 type env struct {
@@ -72,6 +79,8 @@ type command struct {
 	steers bool
 	// hidden commands (for shell completion) are left out of the help.
 	hidden bool
+	// cluster, if set, is the command's form in cluster mode (cluster.go).
+	cluster func(e *env, s clusterstore.Store, args []string) (*Result, error)
 }
 
 // outcomeName names an exit code: the code of a JSON error, the result
@@ -91,7 +100,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdReply, cmdPM, cmdSet, cmdValidate, cmdVerify, cmdRollback, cmdResult, cmdDiff, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs, cmdCheckpoints,
+		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdReply, cmdPM, cmdSet, cmdValidate, cmdVerify, cmdRollback, cmdResult, cmdDiff, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs, cmdCheckpoints, cmdExport,
 	}
 	for _, c := range commands {
 		c.steers = slices.Contains(steward.Commands, c.name)
@@ -142,6 +151,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	fs.SetOutput(io.Discard)
 	jobsDir := fs.String("jobs-dir", config.JobsDir(getenv), "jobs folder (env LOGIST_JOBS_DIR, else logistd's config file jobs_dir, else ./jobs)")
 	format := fs.String("format", "text", "output format: text, json or markdown")
+	databaseURL := databaseURLFlag(fs, config.DatabaseURL(getenv))
 	help := fs.BoolP("help", "h", false, "show help")
 	if c.flags != nil {
 		c.flags(fs)
@@ -164,8 +174,14 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	e.format = *format
 	e.store = jobstore.New(*jobsDir)
 	e.store.Committed = committedBySignature(e.store.Dir)
-	res, err := c.run(e, fs.Args())
-	if c.steers {
+	var res *Result
+	var err error
+	if *databaseURL != "" {
+		res, err = runCluster(e, c, *databaseURL, fs.Args())
+	} else {
+		res, err = c.run(e, fs.Args())
+	}
+	if c.steers && *databaseURL == "" {
 		steward.RecordEvent(e.store.Dir, c.name, eventResult(err))
 	}
 	var fw *failedWith
@@ -191,7 +207,7 @@ func splitCommand(args []string) (string, []string) {
 		if !strings.HasPrefix(a, "-") {
 			return a, append(append([]string{}, args[:i]...), args[i+1:]...)
 		}
-		if (a == "--jobs-dir" || a == "--format") && i+1 < len(args) {
+		if (a == "--jobs-dir" || a == "--format" || a == "--database-url") && i+1 < len(args) {
 			i++
 		}
 		if a == "-h" || a == "--help" || a == "--version" {

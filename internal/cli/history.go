@@ -161,7 +161,12 @@ var cmdHistory = &command{
 			r.Message += fmt.Sprintf(", %d ledger messages", msgs)
 		}
 		for _, cp := range h.RecoveryPoints {
-			r.Rows = append(r.Rows, []string{"cp", "", "", cp.ResumePhase, "CHECKPOINT", cp.CheckpointID, "", "", firstLine(cp.Description, 80)})
+			desc := firstLine(cp.Description, 80)
+			if cp.Git != nil && len(cp.Git.Commit) >= 12 {
+				// In a git workspace: the point's commit on the job branch.
+				desc = "[" + cp.Git.Commit[:12] + "] " + desc
+			}
+			r.Rows = append(r.Rows, []string{"cp", "", "", cp.ResumePhase, "CHECKPOINT", cp.CheckpointID, "", "", desc})
 		}
 		return r, nil
 	},

@@ -35,7 +35,7 @@ var cmdVerify = &command{
 		if keyFile == "" {
 			keyFile = filepath.Join(e.store.Dir, signing.Dir, signing.PublicFile)
 		}
-		pub, err := signing.LoadPublic(keyFile)
+		keys, err := signing.LoadKeyring(keyFile) // several: an export of a cluster's job
 		if err != nil {
 			return nil, fmt.Errorf("%w (pass --key FILE)", err)
 		}
@@ -51,7 +51,7 @@ var cmdVerify = &command{
 				return nil, fmt.Errorf("job %s: %w", id, jobstore.ErrNotFound)
 			}
 			m, _ := e.store.Load(id) // an invalid manifest replays with the default workflow
-			rep, err := verify.Job(id, dir, verify.Options{Public: pub, Manifest: m, Reveal: e.revealer(id)})
+			rep, err := verify.Job(id, dir, verify.Options{Public: keys[0], Keyring: keys[1:], Manifest: m, Reveal: e.revealer(id)})
 			if err != nil {
 				return nil, err
 			}

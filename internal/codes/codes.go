@@ -167,6 +167,14 @@ const (
 )
 
 // catalogue is every code, by area; docs/codes.md renders it.
+// Cluster mode (internal/cluster).
+const (
+	ClusterFenced    = "CLUSTER_FENCED"
+	ClusterLeaseLost = "CLUSTER_LEASE_LOST"
+	ClusterClaim     = "CLUSTER_CLAIM"
+	ClusterRun       = "CLUSTER_RUN"
+)
+
 var catalogue = []Code{
 	// An agent's answer, held to its contract (seed 002's layers).
 	{AgentEmpty, Error, true, "answer", "the agent answered nothing"},
@@ -266,6 +274,12 @@ var catalogue = []Code{
 	{UpstreamIdleTimeout, Warning, false, "meter", "the provider fell silent mid-response"},
 	{ClientGone, Warning, false, "meter", "the agent stopped reading the response"},
 	{UpstreamStreamBroken, Warning, false, "meter", "the provider's response body broke off"},
+
+	// Cluster mode.
+	{ClusterFenced, Warning, false, "cluster", "the store refused this node's write or heartbeat: the job's epoch moved on (another node owns it); the node stopped it here and writes nothing more for it"},
+	{ClusterLeaseLost, Warning, false, "cluster", "this node could not renew a job's lease in time (paused, or cut off from the database): it stopped the job before another node may take it"},
+	{ClusterClaim, Error, false, "cluster", "claiming work from the cluster's database failed; tried again"},
+	{ClusterRun, Error, false, "cluster", "a job's run on this node ended with an error; its lease is released (or expires) and any node may take it up"},
 }
 
 var byName = func() map[string]Code {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"regexp"
 	"sort"
@@ -137,9 +138,35 @@ func Redacted(src map[string]Source) map[string]Source {
 		if secretName.MatchString(k) && v.Value != "" {
 			v.Value = "[REDACTED]"
 		}
+		// A URL's password (a database URL): the rest stays readable.
+		if u, err := url.Parse(v.Value); err == nil && u.User != nil {
+			if _, ok := u.User.Password(); ok {
+				u.User = url.UserPassword(u.User.Username(), "REDACTED")
+				v.Value = u.String()
+			}
+		}
 		out[k] = v
 	}
 	return out
+}
+
+// DatabaseURL is cluster mode's database for logist: $LOGISTD_DATABASE_URL
+// (logistd's own setting), else the config file's database_url, else none.
+func DatabaseURL(getenv func(string) string) string {
+	if u := getenv("LOGISTD_DATABASE_URL"); u != "" {
+		return u
+	}
+	if p := Path("", getenv); p != "" {
+		if b, err := os.ReadFile(p); err == nil {
+			var c struct {
+				DatabaseURL string `json:"database_url"`
+			}
+			if json.Unmarshal(b, &c) == nil {
+				return c.DatabaseURL
+			}
+		}
+	}
+	return ""
 }
 
 // JobsDir is logist's default jobs folder: $LOGIST_JOBS_DIR, else the

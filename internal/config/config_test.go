@@ -95,3 +95,28 @@ func TestRedactedAndJobsDir(t *testing.T) {
 		t.Errorf("JobsDir with env = %s", got)
 	}
 }
+
+// TestRedactedURLPassword: a database URL keeps its host and user in
+// --print-config, never its password; DatabaseURL reads the environment,
+// then the config file.
+func TestRedactedURLPassword(t *testing.T) {
+	r := Redacted(map[string]Source{"database-url": {Value: "postgres://logist:s3cret@db:5432/logist"}, "other": {Value: "postgres://db/x"}})
+	if got := r["database-url"].Value; strings.Contains(got, "s3cret") || !strings.Contains(got, "logist:REDACTED@db:5432") {
+		t.Fatalf("redacted URL: %q", got)
+	}
+	if got := r["other"].Value; got != "postgres://db/x" {
+		t.Fatalf("URL without password changed: %q", got)
+	}
+	file := filepath.Join(t.TempDir(), "logistd.json")
+	if err := os.WriteFile(file, []byte(`{"database_url": "postgres://file/db"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"LOGISTD_CONFIG": file}
+	if got := DatabaseURL(func(k string) string { return env[k] }); got != "postgres://file/db" {
+		t.Fatalf("from the file: %q", got)
+	}
+	env["LOGISTD_DATABASE_URL"] = "postgres://env/db"
+	if got := DatabaseURL(func(k string) string { return env[k] }); got != "postgres://env/db" {
+		t.Fatalf("from the environment: %q", got)
+	}
+}

@@ -110,7 +110,7 @@ func ledgerRounds(recs []history.Record) []ledgerRound {
 func protocolEvents(entries []history.Entry) []ledgerItem {
 	var out []ledgerItem
 	for _, e := range entries {
-		ev := e.Record.Event
+		ev := e.Event
 		if ev == nil {
 			continue
 		}

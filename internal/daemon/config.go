@@ -42,6 +42,12 @@ type Options struct {
 	Retention time.Duration
 	// Pprof serves net/http/pprof under /debug/pprof/ on the Listen address.
 	Pprof bool
+	// DatabaseURL selects cluster mode (cluster.go): jobs come from this
+	// PostgreSQL database, JobsDir is the node's working folder.
+	DatabaseURL string
+	// NodeID names this node in the cluster; Lease is its leases' time.
+	NodeID string
+	Lease  time.Duration
 	// Console: the steward console on the Listen address (internal/console).
 	Console ConsoleOptions
 }
@@ -76,6 +82,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs.DurationVar(&o.Grace, "grace", 30*time.Second, "on SIGTERM, how long calls in flight may finish before they are killed")
 	fs.Int64Var(&o.HistoryMaxBytes, "history-max-bytes", history.DefaultMaxBytes, "rotate a job's active history file into a gzip archive past this size")
 	fs.DurationVar(&o.Retention, "retention", 0, "delete finished jobs (SUCCESS, CANCELED) this long after they finished, checked hourly; 0 keeps them (e.g. 720h)")
+	fs.StringVar(&o.DatabaseURL, "database-url", "", "cluster mode: run the jobs of this PostgreSQL database (postgres://…) with the other nodes sharing it; --jobs-dir is then this node's working folder (docs/cluster.md)")
+	fs.StringVar(&o.NodeID, "node-id", "", "cluster mode: this node's name (default: the host name)")
+	fs.DurationVar(&o.Lease, "lease", 10*time.Second, "cluster mode: a job's lease; a node that stops renewing it loses the job to another after this long")
 	prices := fs.String("prices", "", "JSON price table (model -> input_per_mtok, output_per_mtok, cached_input_per_mtok) overriding and extending the built-in one, for agents that report tokens but no cost")
 	version := fs.Bool("version", false, "print the version and exit")
 	configFile := fs.String("config", "", "JSON config file (default $LOGISTD_CONFIG, else "+config.DefaultFile+" if it exists); flags win over environment (LOGISTD_<FLAG>), environment over the file")
@@ -124,7 +133,11 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		}
 		agent.SetPriceOverrides(p)
 	}
-	if err := Run(ctx, o, logger); err != nil {
+	run := Run
+	if o.DatabaseURL != "" {
+		run = RunCluster
+	}
+	if err := run(ctx, o, logger); err != nil {
 		joblog.Log(logger, err.Error(), joblog.Problem{Code: codes.Daemon})
 		fmt.Fprintf(stderr, "logistd: %v\n", err)
 		return 1

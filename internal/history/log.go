@@ -52,6 +52,11 @@ type Options struct {
 	// Observe, if set, hears each durable append: bytes written and how
 	// long the fsync took (metrics).
 	Observe func(bytes int, fsync time.Duration)
+	// Mirror, if set, stores each unit's lines (the history in dir) in
+	// the system of record before they are written here; an error refuses
+	// the append (cluster mode: a node whose lease was fenced off writes
+	// nothing more).
+	Mirror func(dir string, lines [][]byte) error
 }
 
 // Log appends to one job's history. Callers hold the job's lock while they
@@ -416,6 +421,7 @@ func (l *Log) appendUnit(recs []*Record) error {
 	st := l.state.clone()
 	seq, last := l.state.NextSeq, l.LastHash()
 	var buf []byte
+	var lines [][]byte
 	lastLen := 0
 	for _, rec := range recs {
 		rec.normalize(true)
@@ -428,10 +434,18 @@ func (l *Log) appendUnit(recs []*Record) error {
 			return err
 		}
 		buf = append(buf, line...)
+		if l.opts.Mirror != nil {
+			lines = append(lines, line)
+		}
 		lastLen = len(line)
 		last = hash
 		st.apply(rec)
 		seq++
+	}
+	if l.opts.Mirror != nil {
+		if err := l.opts.Mirror(l.dir, lines); err != nil {
+			return fmt.Errorf("append history: %w", err)
+		}
 	}
 	// Entries created in the job folder (this file, the workspace, the
 	// snapshots folder) and the folder's own entry in its parent (a job

@@ -277,21 +277,39 @@ func packManifest(compact []byte) string {
 // JSON object, or as a string that is packed (packManifest), sealed for a
 // job with encrypted history, or both.
 func (t *Tx) committedManifest(lc *history.Commit) ([]byte, error) {
+	return t.env.committedManifest(t.ID, lc)
+}
+
+// CommittedFile is the manifest file a commit record wrote, byte for byte
+// (cluster mode keeps it beside the history it belongs to).
+func (e *Env) CommittedFile(id string, lc *history.Commit) ([]byte, error) {
+	compact, err := e.committedManifest(id, lc)
+	if err != nil {
+		return nil, err
+	}
+	b := indentManifest(compact)
+	if b == nil {
+		return nil, fmt.Errorf("job %s: committed manifest is not JSON", id)
+	}
+	return b, nil
+}
+
+func (e *Env) committedManifest(id string, lc *history.Commit) ([]byte, error) {
 	stored := []byte(lc.Manifest)
 	if len(stored) == 0 || stored[0] != '"' {
 		return stored, nil
 	}
 	var s string
 	if err := json.Unmarshal(stored, &s); err != nil {
-		return nil, fmt.Errorf("job %s: committed manifest: %w", t.ID, err)
+		return nil, fmt.Errorf("job %s: committed manifest: %w", id, err)
 	}
 	if secrets.Sealed(s) {
-		c, err := t.env.Cipher()
+		c, err := e.Cipher()
 		if err != nil {
-			return nil, fmt.Errorf("job %s: committed manifest is sealed: %w", t.ID, err)
+			return nil, fmt.Errorf("job %s: committed manifest is sealed: %w", id, err)
 		}
-		if s, err = c.Open(s, t.ID); err != nil {
-			return nil, fmt.Errorf("job %s: committed manifest: %w", t.ID, err)
+		if s, err = c.Open(s, id); err != nil {
+			return nil, fmt.Errorf("job %s: committed manifest: %w", id, err)
 		}
 	}
 	packed, ok := strings.CutPrefix(s, packedPrefix)
@@ -300,11 +318,11 @@ func (t *Tx) committedManifest(lc *history.Commit) ([]byte, error) {
 	}
 	z, err := base64.StdEncoding.DecodeString(packed)
 	if err != nil {
-		return nil, fmt.Errorf("job %s: committed manifest: %w", t.ID, err)
+		return nil, fmt.Errorf("job %s: committed manifest: %w", id, err)
 	}
 	out, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(z)), manifest.MaxSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("job %s: committed manifest: %w", t.ID, err)
+		return nil, fmt.Errorf("job %s: committed manifest: %w", id, err)
 	}
 	return out, nil
 }

@@ -115,14 +115,46 @@ func parseKey(file string, b []byte) (*Key, error) {
 }
 
 // LoadPublic reads a public key file (signing.pub or one given to verify).
+// A file of several keys (a keyring: an export of a cluster, whose nodes
+// each sign with their own key) gives its first; LoadKeyring gives all.
 func LoadPublic(file string) (ed25519.PublicKey, error) {
+	keys, err := LoadKeyring(file)
+	if err != nil {
+		return nil, err
+	}
+	return keys[0], nil
+}
+
+// LoadKeyring reads a file of public keys, one a line (a single key is a
+// keyring of one).
+func LoadKeyring(file string) ([]ed25519.PublicKey, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("public key: %w", err)
 	}
-	pub, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(b)))
-	if err != nil || len(pub) != ed25519.PublicKeySize {
+	var keys []ed25519.PublicKey
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line == "" {
+			continue
+		}
+		pub, err := base64.StdEncoding.DecodeString(line)
+		if err != nil || len(pub) != ed25519.PublicKeySize {
+			return nil, fmt.Errorf("public key %s is malformed", file)
+		}
+		keys = append(keys, ed25519.PublicKey(pub))
+	}
+	if len(keys) == 0 {
 		return nil, fmt.Errorf("public key %s is malformed", file)
 	}
-	return ed25519.PublicKey(pub), nil
+	return keys, nil
+}
+
+// EncodeKeyring is the text form of a keyring (LoadKeyring reads it).
+func EncodeKeyring(keys []ed25519.PublicKey) []byte {
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(EncodePublic(k))
+		b.WriteString("\n")
+	}
+	return []byte(b.String())
 }

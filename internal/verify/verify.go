@@ -87,6 +87,10 @@ func (r *Report) First() *Problem {
 type Options struct {
 	// Public is the trusted key; nil skips signature checks (and says so).
 	Public ed25519.PublicKey
+	// Keyring are further trusted keys: a record signed by any of them or
+	// by Public verifies (a cluster's history, each node signing with its
+	// own key).
+	Keyring []ed25519.PublicKey
 	// Manifest supplies the workflow and limits for the replay; nil replays
 	// with the default workflow.
 	Manifest *manifest.Manifest
@@ -108,10 +112,16 @@ func Job(jobID, jobDir string, o Options) (*Report, error) {
 		}
 		r.add(Problem{Seq: next, Class: ClassUnreadable, Detail: err.Error()})
 	}
-	if o.Public != nil {
-		r.KeyID = signing.KeyID(o.Public)
+	trusted := map[string]ed25519.PublicKey{}
+	var ids []string
+	for _, k := range append([]ed25519.PublicKey{o.Public}, o.Keyring...) {
+		if id := signing.KeyID(k); k != nil && trusted[id] == nil {
+			trusted[id] = k
+			ids = append(ids, id)
+		}
 	}
-	chain(r, entries, o.Public)
+	r.KeyID = strings.Join(ids, ",")
+	chain(r, entries, trusted)
 	if o.Reveal != nil {
 		for i := range entries {
 			o.Reveal(&entries[i].Record)
@@ -135,7 +145,7 @@ func sortProblems(r *Report) {
 }
 
 // chain checks hashes, links, sequence and signatures.
-func chain(r *Report, es []history.Entry, pub ed25519.PublicKey) {
+func chain(r *Report, es []history.Entry, trusted map[string]ed25519.PublicKey) {
 	prev := history.GenesisHash
 	chained := false
 	var lastSeq int64 = -1
@@ -162,15 +172,16 @@ func chain(r *Report, es []history.Entry, pub ed25519.PublicKey) {
 		}
 		prev = e.Hash
 		r.LastHash = e.Hash
-		if pub == nil {
+		if len(trusted) == 0 {
 			continue
 		}
 		if e.Sig == "" {
 			r.add(Problem{e.Seq, ClassSignatureMissing, "not signed"})
 			continue
 		}
-		if e.Key != signing.KeyID(pub) {
-			r.add(Problem{e.Seq, ClassSignatureInvalid, fmt.Sprintf("signed by key %s, not the trusted key %s", e.Key, signing.KeyID(pub))})
+		pub := trusted[e.Key]
+		if pub == nil {
+			r.add(Problem{e.Seq, ClassSignatureInvalid, fmt.Sprintf("signed by key %s, not the trusted key %s", e.Key, r.KeyID)})
 			continue
 		}
 		sig, err := base64.StdEncoding.DecodeString(e.Sig)

@@ -599,11 +599,10 @@ func TestHaltClearsTheWaitingCode(t *testing.T) {
 	if m := f.run(context.Background(), "j"); m.Run.ErrorCode != codes.AwaitingReply {
 		t.Fatalf("job %s %s", m.Status, m.Run.ErrorCode)
 	}
-	m, err := f.st.Halt("j", "enough")
-	if err != nil {
+	if _, err := f.st.Halt("j", "enough"); err != nil {
 		t.Fatal(err)
 	}
-	if m = f.Load("j"); m.Status != lifecycle.Canceled || m.Run.ErrorCode != "" {
+	if m := f.Load("j"); m.Status != lifecycle.Canceled || m.Run.ErrorCode != "" {
 		t.Errorf("halted job: %s, error code %q", m.Status, m.Run.ErrorCode)
 	}
 }

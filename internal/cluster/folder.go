@@ -1,0 +1,85 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/clusterstore"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/signing"
+)
+
+// writeFolder writes job id as the store holds it in folder form under
+// jobsDir: <id>/job.json (the manifest of the last commit, byte for byte),
+// <id>/history.jsonl (the records as stored) and an empty workspace,
+// replacing whatever was there. Everything is fsync'd.
+func writeFolder(ctx context.Context, s clusterstore.Store, jobsDir, id string) (*clusterstore.Job, error) {
+	j, err := s.Job(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	lines, err := s.History(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(lines)) != j.NextSeq {
+		// Read between a commit's row and lines: not possible under one
+		// snapshot, but the two reads are two statements.
+		return nil, fmt.Errorf("job %s: history moved while read; try again", id)
+	}
+	dir := filepath.Join(jobsDir, id)
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	if err := atomicfile.MkdirAll(filepath.Join(dir, jobstore.WorkspaceDir), 0o700); err != nil {
+		return nil, err
+	}
+	if err := atomicfile.WriteFile(history.Path(dir), bytes.Join(lines, nil), 0o600); err != nil {
+		return nil, err
+	}
+	if err := atomicfile.WriteFile(filepath.Join(dir, jobstore.ManifestFile), j.Manifest, 0o600); err != nil {
+		return nil, err
+	}
+	return j, atomicfile.SyncDir(jobsDir)
+}
+
+// Export writes job id in folder form under jobsDir, with jobHistory.json
+// and, in jobsDir/.logist/signing.pub, the public keys of every node that
+// signed its history (one a line), so that `logist verify` checks it
+// offline: `logist --jobs-dir DIR verify JOB`.
+func Export(ctx context.Context, s clusterstore.Store, id, jobsDir string) error {
+	if err := atomicfile.MkdirAll(jobsDir, 0o700); err != nil {
+		return err
+	}
+	j, err := writeFolder(ctx, s, jobsDir, id)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(jobsDir, id)
+	var head struct {
+		CreatedAt string `json:"created_at"`
+	}
+	_ = json.Unmarshal(j.Manifest, &head)
+	if err := history.WriteJobHistory(dir, id, head.CreatedAt, filepath.Join(dir, jobstore.WorkspaceDir)); err != nil {
+		return err
+	}
+	nodes, err := s.Nodes(ctx)
+	if err != nil {
+		return err
+	}
+	var keys []ed25519.PublicKey
+	for _, n := range nodes {
+		keys = append(keys, n.Public)
+	}
+	if err := atomicfile.MkdirAll(filepath.Join(jobsDir, signing.Dir), 0o700); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(jobsDir, signing.Dir, signing.PublicFile), signing.EncodeKeyring(keys), 0o600)
+}

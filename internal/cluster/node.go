@@ -1,0 +1,379 @@
+// Package cluster runs Logist jobs from a shared system of record
+// (clusterstore.Store: PostgreSQL in production) on one node of many. A
+// node claims a job (a lease at a new epoch), writes the job in folder form
+// into its own working folder from the store, and runs the unchanged engine
+// on it; every history unit the engine appends is first committed to the
+// store under the lease's fence (history.Options.Mirror), with the
+// manifest it commits, its status and the cost it adds, so the store is
+// always at least as far as the folder and a node whose lease moved on
+// writes nothing more. A heartbeat keeps the lease; losing it (fenced, or
+// the store unreachable for a lease's time) kills the agent in flight.
+// Another node rescues an expired lease and resumes from the store: an
+// intent without a response is asked again, as after a crash.
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/logist/logist/internal/clusterstore"
+	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/effect"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/joblog"
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/runner"
+	"github.com/logist/logist/internal/signing"
+)
+
+// errLeaseLost ends a run whose lease this node no longer holds.
+var errLeaseLost = errors.New("lease lost")
+
+// Node runs cluster jobs on this machine.
+type Node struct {
+	ID    string
+	Store clusterstore.Store
+	// Dir is the node's working folder: a jobs folder holding the jobs it
+	// runs in folder form, and its signing key in Dir/.logist.
+	Dir string
+	// TTL is the lease; Poll how often an idle node looks for work.
+	TTL, Poll   time.Duration
+	MaxParallel int
+	Logger      *slog.Logger
+	Effects     effect.Registry
+	// Stats counts what the node did (metrics read it).
+	Stats Stats
+
+	key    *signing.Key
+	env    *jobtx.Env
+	engine *runner.Engine
+	mu     sync.Mutex
+	runs   map[string]*run
+}
+
+// Stats are a node's counters.
+type Stats struct {
+	mu                                 sync.Mutex
+	Claims, Rescues, Fenced, LostLease int64
+	Running                            int64
+}
+
+func (s *Stats) add(f func(*Stats)) {
+	s.mu.Lock()
+	f(s)
+	s.mu.Unlock()
+}
+
+// Snapshot returns a copy of the counters.
+func (s *Stats) Snapshot() (claims, rescues, fenced, lost, running int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Claims, s.Rescues, s.Fenced, s.LostLease, s.Running
+}
+
+type run struct {
+	lease  *clusterstore.Lease
+	cancel context.CancelCauseFunc
+	// costMicros is the job's cost as the store last committed it.
+	costMicros int64
+	// fenced: the store refused the lease, or a newer run of the job on
+	// this node replaced this one; the run may write nothing more.
+	fenced bool
+	done   chan struct{}
+}
+
+func (n *Node) defaults() {
+	if n.TTL == 0 {
+		n.TTL = 10 * time.Second
+	}
+	if n.Poll == 0 {
+		n.Poll = 500 * time.Millisecond
+	}
+	if n.MaxParallel == 0 {
+		n.MaxParallel = 4
+	}
+	if n.Logger == nil {
+		n.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Start registers the node's key and prepares its engine.
+func (n *Node) Start(ctx context.Context) error {
+	n.defaults()
+	if err := os.MkdirAll(n.Dir, 0o700); err != nil {
+		return err
+	}
+	key, err := signing.LoadOrCreate(n.Dir)
+	if err != nil {
+		return err
+	}
+	if err := n.Store.RegisterNode(ctx, n.ID, key.Public()); err != nil {
+		return err
+	}
+	n.key = key
+	n.runs = map[string]*run{}
+	n.env = &jobtx.Env{Store: jobstore.New(n.Dir), Logger: n.Logger,
+		History: history.Options{Signer: key, MaxBytes: -1, Mirror: n.mirror}}
+	n.engine = runner.NewEngine(n.env, n.Effects)
+	return nil
+}
+
+// Run claims and runs jobs until ctx ends, then interrupts its runs (their
+// leases released: another node resumes them) and returns.
+func (n *Node) Run(ctx context.Context) error {
+	if n.engine == nil {
+		if err := n.Start(ctx); err != nil {
+			return err
+		}
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	// The node's own heartbeat (registration refreshed), which the
+	// cluster's heartbeat-age gauge and its alert watch.
+	wg.Go(func() {
+		t := time.NewTicker(n.TTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = n.Store.RegisterNode(ctx, n.ID, n.key.Public())
+			}
+		}
+	})
+	slots := make(chan struct{}, n.MaxParallel)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case slots <- struct{}{}:
+		}
+		l, err := n.Store.Claim(ctx, n.ID, n.TTL)
+		if err != nil || l == nil {
+			<-slots
+			if err != nil && ctx.Err() == nil {
+				joblog.Log(n.Logger, "claim failed", joblog.Problem{Code: codes.ClusterClaim}, "node", n.ID, "error", err.Error())
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(n.Poll):
+			}
+			continue
+		}
+		n.Stats.add(func(s *Stats) {
+			s.Claims++
+			s.Running++
+			if l.Rescued {
+				s.Rescues++
+			}
+		})
+		wg.Go(func() {
+			defer func() { <-slots }()
+			defer n.Stats.add(func(s *Stats) { s.Running-- })
+			if err := n.runJob(ctx, l); err != nil && ctx.Err() == nil {
+				joblog.Log(n.Logger, "cluster run ended", joblog.Problem{Job: l.Job, Code: codes.ClusterRun}, "node", n.ID, "epoch", l.Epoch, "error", err.Error())
+			}
+		})
+	}
+}
+
+// costMicros is a manifest file's cumulative cost (cents) in micro-dollars.
+func costMicros(manifestFile []byte) int64 {
+	var m struct {
+		Metrics struct {
+			Cents float64 `json:"cumulative_cost"`
+		} `json:"metrics"`
+	}
+	_ = json.Unmarshal(manifestFile, &m)
+	return int64(math.Round(m.Metrics.Cents * 1e4))
+}
+
+// runJob runs one claimed job until it stops, the lease is lost or ctx
+// ends.
+func (n *Node) runJob(ctx context.Context, l *clusterstore.Lease) error {
+	// This node may claim again a job it still runs (its own lease
+	// expired while it was paused): the old run is fenced off and ends
+	// before the folder is rewritten.
+	n.mu.Lock()
+	old := n.runs[l.Job]
+	if old != nil {
+		old.fenced = true
+	}
+	n.mu.Unlock()
+	if old != nil {
+		old.cancel(errLeaseLost)
+		<-old.done
+	}
+	j, err := writeFolder(ctx, n.Store, n.Dir, l.Job)
+	if err != nil {
+		n.release(l)
+		return err
+	}
+	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancel(nil)
+	r := &run{lease: l, cancel: cancel, costMicros: costMicros(j.Manifest), done: make(chan struct{})}
+	defer close(r.done)
+	n.mu.Lock()
+	n.runs[l.Job] = r
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		if n.runs[l.Job] == r {
+			delete(n.runs, l.Job)
+		}
+		n.mu.Unlock()
+	}()
+	stop := make(chan struct{})
+	beat := make(chan struct{})
+	go func() { defer close(beat); n.heartbeat(r, stop) }()
+	go func() {
+		select {
+		case <-ctx.Done():
+			cancel(runner.ErrShutdown)
+		case <-stop:
+		}
+	}()
+	err = n.engine.Run(runCtx, l.Job)
+	close(stop)
+	<-beat
+	n.mu.Lock()
+	fenced := r.fenced
+	n.mu.Unlock()
+	if !fenced {
+		n.release(l)
+	}
+	if errors.Is(context.Cause(runCtx), errLeaseLost) {
+		return fmt.Errorf("job %s: %w", l.Job, errLeaseLost)
+	}
+	return err
+}
+
+// release gives up a lease the node still holds on a job that is still
+// runnable (interrupted, or stopped by an error): another node may take
+// it at once. A job that stopped has no lease left to give up.
+func (n *Node) release(l *clusterstore.Lease) {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.Store.Commit(c, l, clusterstore.Unit{Release: true}); err != nil && !errors.Is(err, clusterstore.ErrFenced) {
+		joblog.Log(n.Logger, "lease not released (it expires)", joblog.Problem{Job: l.Job, Code: codes.ClusterRun}, "node", n.ID, "error", err.Error())
+	}
+}
+
+// heartbeat extends r's lease every third of its time; when the store
+// says the epoch moved on, or no heartbeat succeeded for two thirds of a
+// lease (the node may have been paused or cut off: another node may take
+// the job once the lease runs out), the run is cancelled, which kills its
+// agent. A lease renewed by a heartbeat sent at t lasts at least until
+// t + TTL on the store's clock, so the node stops with a third of the
+// lease to spare (clock rates assumed alike, not clocks).
+func (n *Node) heartbeat(r *run, stop <-chan struct{}) {
+	t := time.NewTicker(n.TTL / 3)
+	defer t.Stop()
+	renewed := time.Now() // the claim's time, a little later than the store's
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		deadline := renewed.Add(n.TTL * 2 / 3)
+		sent := time.Now()
+		c, cancel := context.WithDeadline(context.Background(), deadline)
+		err := n.Store.Heartbeat(c, r.lease, n.TTL)
+		cancel()
+		switch {
+		case err == nil:
+			renewed = sent
+			continue
+		case errors.Is(err, clusterstore.ErrFenced):
+			n.fence(r)
+		case !time.Now().Before(deadline):
+			joblog.Log(n.Logger, "lease not renewed in time: stopping the job", joblog.Problem{Job: r.lease.Job, Code: codes.ClusterLeaseLost},
+				"node", n.ID, "epoch", r.lease.Epoch, "error", err.Error())
+			n.Stats.add(func(s *Stats) { s.LostLease++ })
+			r.cancel(errLeaseLost)
+		default:
+			continue
+		}
+		return
+	}
+}
+
+func (n *Node) fence(r *run) {
+	n.mu.Lock()
+	already := r.fenced
+	r.fenced = true
+	n.mu.Unlock()
+	if !already {
+		n.Stats.add(func(s *Stats) { s.Fenced++; s.LostLease++ })
+		joblog.Log(n.Logger, "fenced: another node owns the job now; stopping it here", joblog.Problem{Job: r.lease.Job, Code: codes.ClusterFenced},
+			"node", n.ID, "epoch", r.lease.Epoch)
+	}
+	r.cancel(errLeaseLost)
+}
+
+// mirror commits a history unit the engine is appending to the store,
+// under the fence of the job's lease, before the folder gets it
+// (history.Options.Mirror). A unit ending in a commit carries the manifest
+// it wrote: its status and its added cost go with it.
+func (n *Node) mirror(dir string, lines [][]byte) error {
+	id := filepath.Base(dir)
+	n.mu.Lock()
+	r := n.runs[id]
+	n.mu.Unlock()
+	if r == nil {
+		return fmt.Errorf("job %s is not leased by node %s", id, n.ID)
+	}
+	n.mu.Lock()
+	fenced := r.fenced
+	n.mu.Unlock()
+	if fenced {
+		return fmt.Errorf("job %s: this run's lease was lost: %w", id, clusterstore.ErrFenced)
+	}
+	u := clusterstore.Unit{Lines: lines}
+	last, err := history.ParseLine(lines[len(lines)-1])
+	if err != nil {
+		return err
+	}
+	newCost := r.costMicros
+	if last.Commit != nil {
+		file, err := n.env.CommittedFile(id, last.Commit)
+		if err != nil {
+			return err
+		}
+		var head struct {
+			Status lifecycle.Status `json:"status"`
+		}
+		if err := json.Unmarshal(file, &head); err != nil {
+			return err
+		}
+		u.Manifest, u.Status = file, head.Status
+		newCost = costMicros(file)
+		if newCost > r.costMicros {
+			u.DebitMicros = newCost - r.costMicros
+		}
+	}
+	c, cancel := context.WithTimeout(context.Background(), n.TTL)
+	defer cancel()
+	err = n.Store.Commit(c, r.lease, u)
+	if errors.Is(err, clusterstore.ErrFenced) {
+		n.fence(r)
+	}
+	if err != nil {
+		return fmt.Errorf("cluster store: %w", err)
+	}
+	r.costMicros = newCost
+	return nil
+}

@@ -1,0 +1,351 @@
+package clusterstore
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/signing"
+)
+
+// FileStore is the Store of one machine: a folder with a file per job (its
+// row, history lines and recovery points), a file per node and per
+// idempotency key, each replaced whole and fsync'd (atomicfile) under an
+// exclusive flock of the folder, which serialises every transaction like a
+// database's row lock. Each commit rewrites the job's file (its cost grows
+// with the history): it is the embedded peer that keeps the seam honest
+// and the conformance suite's second implementation, not the file mode of
+// today's daemon, whose job folders stay as they are.
+type FileStore struct {
+	dir string
+	now func() time.Time
+}
+
+// fileJob is a job's file.
+type fileJob struct {
+	Job    Job             `json:"job"`
+	Lines  [][]byte        `json:"lines"`
+	Points []RecoveryPoint `json:"points"`
+}
+
+type fileKey struct {
+	Command string `json:"command"`
+	Epoch   int64  `json:"epoch"`
+}
+
+// OpenFile opens (creating) a file store in dir.
+func OpenFile(dir string) (*FileStore, error) {
+	for _, sub := range []string{"jobs", "nodes", "keys"} {
+		if err := atomicfile.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	return &FileStore{dir: dir, now: time.Now}, nil
+}
+
+// locked runs f under the store's exclusive lock.
+func (s *FileStore) locked(f func() error) error {
+	lf, err := os.OpenFile(filepath.Join(s.dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = lf.Close() }() // also releases the lock
+	for {
+		err = unix.Flock(int(lf.Fd()), unix.LOCK_EX)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("lock %s: %w", s.dir, err)
+	}
+	return f()
+}
+
+func (s *FileStore) jobPath(id string) string { return filepath.Join(s.dir, "jobs", id+".json") }
+
+func validID(id string) error {
+	if id == "" || strings.ContainsAny(id, "/\\\x00") || id[0] == '.' {
+		return fmt.Errorf("invalid job id %q", id)
+	}
+	return nil
+}
+
+func (s *FileStore) read(id string) (*fileJob, error) {
+	if err := validID(id); err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(s.jobPath(id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var fj fileJob
+	if err := json.Unmarshal(b, &fj); err != nil {
+		return nil, fmt.Errorf("job %s: %w", id, err)
+	}
+	return &fj, nil
+}
+
+func (s *FileStore) write(fj *fileJob) error {
+	b, err := json.Marshal(fj)
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(s.jobPath(fj.Job.ID), b, 0o600)
+}
+
+// RegisterNode implements Store.
+func (s *FileStore) RegisterNode(_ context.Context, node string, pub ed25519.PublicKey) error {
+	if err := validID(node); err != nil {
+		return err
+	}
+	return s.locked(func() error {
+		path := filepath.Join(s.dir, "nodes", node+".json")
+		var n Node
+		if b, err := os.ReadFile(path); err == nil {
+			if err := json.Unmarshal(b, &n); err != nil {
+				return err
+			}
+			if n.KeyID != signing.KeyID(pub) {
+				return fmt.Errorf("node %s is registered with key %s, not %s", node, n.KeyID, signing.KeyID(pub))
+			}
+		}
+		n = Node{ID: node, KeyID: signing.KeyID(pub), Public: pub, HeartbeatAt: s.now().UTC()}
+		b, err := json.Marshal(n)
+		if err != nil {
+			return err
+		}
+		return atomicfile.WriteFile(path, b, 0o600)
+	})
+}
+
+// Nodes implements Store.
+func (s *FileStore) Nodes(context.Context) ([]Node, error) {
+	var out []Node
+	err := s.locked(func() error {
+		names, err := filepath.Glob(filepath.Join(s.dir, "nodes", "*.json"))
+		if err != nil {
+			return err
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			b, err := os.ReadFile(name)
+			if err != nil {
+				return err
+			}
+			var n Node
+			if err := json.Unmarshal(b, &n); err != nil {
+				return err
+			}
+			out = append(out, n)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Submit implements Store.
+func (s *FileStore) Submit(_ context.Context, id string, status lifecycle.Status, m []byte, budget int64) error {
+	if err := validID(id); err != nil {
+		return err
+	}
+	return s.locked(func() error {
+		if _, err := os.Stat(s.jobPath(id)); err == nil {
+			return fmt.Errorf("job %s: %w", id, ErrExists)
+		}
+		return s.write(&fileJob{Job: Job{ID: id, Status: status, Manifest: m, BudgetMicros: budget}})
+	})
+}
+
+// jobs lists every job file's content (under the lock).
+func (s *FileStore) all() ([]*fileJob, error) {
+	names, err := filepath.Glob(filepath.Join(s.dir, "jobs", "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	var out []*fileJob
+	for _, name := range names {
+		fj, err := s.read(strings.TrimSuffix(filepath.Base(name), ".json"))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fj)
+	}
+	return out, nil
+}
+
+// Claim implements Store.
+func (s *FileStore) Claim(_ context.Context, node string, ttl time.Duration) (*Lease, error) {
+	var lease *Lease
+	err := s.locked(func() error {
+		all, err := s.all()
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		for _, fj := range all {
+			if !Claimable(&fj.Job, now) {
+				continue
+			}
+			j, l := Claimed(fj.Job, node, now, ttl)
+			fj.Job = j
+			if err := s.write(fj); err != nil {
+				return err
+			}
+			lease = &l
+			return nil
+		}
+		return nil
+	})
+	return lease, err
+}
+
+// Heartbeat implements Store.
+func (s *FileStore) Heartbeat(_ context.Context, l *Lease, ttl time.Duration) error {
+	return s.locked(func() error {
+		fj, err := s.read(l.Job)
+		if err != nil {
+			return err
+		}
+		if err := Fence(&fj.Job, l); err != nil {
+			return err
+		}
+		fj.Job.LeaseUntil = s.now().Add(ttl)
+		if err := s.write(fj); err != nil {
+			return err
+		}
+		l.Until = fj.Job.LeaseUntil
+		return nil
+	})
+}
+
+// Commit implements Store.
+func (s *FileStore) Commit(_ context.Context, l *Lease, u Unit) error {
+	return s.locked(func() error {
+		fj, err := s.read(l.Job)
+		if err != nil {
+			return err
+		}
+		j, err := Apply(fj.Job, l, &u)
+		if err != nil {
+			return err
+		}
+		fj.Job = j
+		fj.Lines = append(fj.Lines, u.Lines...)
+		if u.Point != nil {
+			fj.Points = append(fj.Points, *u.Point)
+		}
+		return s.write(fj)
+	})
+}
+
+// Steer implements Store.
+func (s *FileStore) Steer(_ context.Context, id, key string, from, to lifecycle.Status, lines [][]byte) (*Job, error) {
+	var out *Job
+	err := s.locked(func() error {
+		fj, err := s.read(id)
+		if err != nil {
+			return err
+		}
+		cmd := SteerCommand(id, from, to)
+		keyPath := filepath.Join(s.dir, "keys", fmt.Sprintf("%x.json", key))
+		if b, err := os.ReadFile(keyPath); err == nil {
+			var k fileKey
+			if err := json.Unmarshal(b, &k); err != nil {
+				return err
+			}
+			if k.Command != cmd {
+				return fmt.Errorf("key %q: %w", key, ErrIdempotency)
+			}
+			out = &fj.Job
+			return nil
+		}
+		j, err := Steered(fj.Job, from, to, lines)
+		if err != nil {
+			return err
+		}
+		fj.Job = j
+		fj.Lines = append(fj.Lines, lines...)
+		if err := s.write(fj); err != nil {
+			return err
+		}
+		b, err := json.Marshal(fileKey{Command: cmd, Epoch: j.Epoch})
+		if err != nil {
+			return err
+		}
+		out = &fj.Job
+		return atomicfile.WriteFile(keyPath, b, 0o600)
+	})
+	return out, err
+}
+
+// Job implements Store.
+func (s *FileStore) Job(_ context.Context, id string) (*Job, error) {
+	var out *Job
+	err := s.locked(func() error {
+		fj, err := s.read(id)
+		if err == nil {
+			out = &fj.Job
+		}
+		return err
+	})
+	return out, err
+}
+
+// Jobs implements Store.
+func (s *FileStore) Jobs(context.Context) ([]Job, error) {
+	var out []Job
+	err := s.locked(func() error {
+		all, err := s.all()
+		for _, fj := range all {
+			out = append(out, fj.Job)
+		}
+		return err
+	})
+	return out, err
+}
+
+// History implements Store.
+func (s *FileStore) History(_ context.Context, id string) ([][]byte, error) {
+	var out [][]byte
+	err := s.locked(func() error {
+		fj, err := s.read(id)
+		if err == nil {
+			out = fj.Lines
+		}
+		return err
+	})
+	return out, err
+}
+
+// Points implements Store.
+func (s *FileStore) Points(_ context.Context, id string) ([]RecoveryPoint, error) {
+	var out []RecoveryPoint
+	err := s.locked(func() error {
+		fj, err := s.read(id)
+		if err == nil {
+			out = fj.Points
+		}
+		return err
+	})
+	return out, err
+}
+
+// Close implements Store.
+func (s *FileStore) Close() {}

@@ -1,0 +1,132 @@
+package clusterstore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/lifecycle"
+)
+
+// Claimable is the one rule of which jobs a node may claim: a status the
+// daemon runs, and no lease or an expired one (now is the store's clock).
+// A job waiting for a human (or finished) is never claimable, and holds no
+// lease.
+func Claimable(j *Job, now time.Time) bool {
+	return j.Status.Active() && (j.Owner == "" || !now.Before(j.LeaseUntil))
+}
+
+// Claimed is j after node claims it at now: the epoch bumped (every write
+// of the previous owner is fenced from here on), the lease taken.
+func Claimed(j Job, node string, now time.Time, ttl time.Duration) (Job, Lease) {
+	rescued := j.Owner != ""
+	j.Epoch++
+	j.Owner = node
+	j.LeaseUntil = now.Add(ttl)
+	if rescued {
+		j.Rescues++
+	}
+	return j, Lease{Job: j.ID, Node: node, Epoch: j.Epoch, Until: j.LeaseUntil, Rescued: rescued}
+}
+
+// Fence is the check every ownership-dependent write makes, on the job as
+// read under its lock in the same transaction as the write.
+func Fence(j *Job, l *Lease) error {
+	if j.Epoch != l.Epoch || j.Owner != l.Node {
+		return fmt.Errorf("job %s: lease of %s at epoch %d, job at epoch %d owned by %q: %w", j.ID, l.Node, l.Epoch, j.Epoch, j.Owner, ErrFenced)
+	}
+	return nil
+}
+
+// Continue checks that lines continue j's history (sequence, predecessor,
+// hash of content) and returns the job's next sequence and last hash.
+func Continue(j *Job, lines [][]byte) (next int64, last string, err error) {
+	next, last = j.NextSeq, j.LastHash
+	if last == "" {
+		last = history.GenesisHash
+	}
+	for _, line := range lines {
+		e, perr := history.ParseLine(line)
+		if perr != nil {
+			return 0, "", fmt.Errorf("job %s: record %d: %v: %w", j.ID, next, perr, ErrConflict)
+		}
+		sum := sha256.Sum256(e.Body)
+		if e.Legacy || hex.EncodeToString(sum[:]) != e.Hash {
+			return 0, "", fmt.Errorf("job %s: record %d: not a sealed envelope: %w", j.ID, next, ErrConflict)
+		}
+		if e.Seq != next || e.PrevHash != last {
+			return 0, "", fmt.Errorf("job %s: record %d (after %s) does not follow record %d (%s): %w", j.ID, e.Seq, short(e.PrevHash), next-1, short(last), ErrConflict)
+		}
+		next, last = next+1, e.Hash
+	}
+	return next, last, nil
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+// Apply is the one rule of a fenced commit: j as read under its lock, the
+// lease, the unit in; the job as it must be stored out, or why the commit
+// is refused (then nothing of it may be stored).
+func Apply(j Job, l *Lease, u *Unit) (Job, error) {
+	if err := Fence(&j, l); err != nil {
+		return j, err
+	}
+	if u.Status != "" && !u.Status.Valid() {
+		return j, fmt.Errorf("job %s: unknown status %q", j.ID, u.Status)
+	}
+	if u.DebitMicros < 0 {
+		return j, fmt.Errorf("job %s: negative debit", j.ID)
+	}
+	if u.DebitMicros > 0 && j.BudgetMicros > 0 && j.SpentMicros+u.DebitMicros > j.BudgetMicros {
+		return j, fmt.Errorf("job %s: spent %d + %d µ$ > budget %d µ$: %w", j.ID, j.SpentMicros, u.DebitMicros, j.BudgetMicros, ErrBudget)
+	}
+	next, last, err := Continue(&j, u.Lines)
+	if err != nil {
+		return j, err
+	}
+	j.NextSeq, j.LastHash = next, last
+	j.SpentMicros += u.DebitMicros
+	if u.Status != "" {
+		j.Status = u.Status
+	}
+	if u.Manifest != nil {
+		j.Manifest = u.Manifest
+	}
+	if u.Release || !j.Status.Active() {
+		j.Owner, j.LeaseUntil = "", time.Time{}
+	}
+	return j, nil
+}
+
+// Steered is the one rule of a steward's change of status: legal from the
+// status the job is in, the epoch bumped (whoever ran the job is fenced
+// out), the lease released, the steward's records continuing the history.
+func Steered(j Job, from, to lifecycle.Status, lines [][]byte) (Job, error) {
+	if j.Status != from {
+		return j, fmt.Errorf("job %s is %s, not %s: %w", j.ID, j.Status, from, ErrConflict)
+	}
+	if !to.Valid() {
+		return j, fmt.Errorf("job %s: unknown status %q", j.ID, to)
+	}
+	next, last, err := Continue(&j, lines)
+	if err != nil {
+		return j, err
+	}
+	j.NextSeq, j.LastHash = next, last
+	j.Status = to
+	j.Epoch++
+	j.Owner, j.LeaseUntil = "", time.Time{}
+	return j, nil
+}
+
+// SteerCommand is what an idempotency key is bound to.
+func SteerCommand(id string, from, to lifecycle.Status) string {
+	return id + " " + string(from) + "->" + string(to)
+}

@@ -1,0 +1,144 @@
+// Package clusterstore is the storage seam of cluster mode: what the engine
+// needs from a system of record to run one job on one of many nodes —
+// intake, a claim that takes a lease and bumps the job's epoch, heartbeats,
+// and fenced commits (history records, the status and manifest, a recovery
+// point, a budget debit, all in one transaction that is refused when the
+// job's epoch moved on). Two implementations pass one conformance suite
+// (storetest): internal/pgstore on PostgreSQL, and the file store in this
+// package (one machine, one folder). The rules both apply — what a fenced
+// commit must satisfy, which jobs are claimable, what a lease may do — are
+// the functions in rules.go, so they cannot drift apart.
+package clusterstore
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"time"
+
+	"github.com/logist/logist/internal/lifecycle"
+)
+
+// Errors a Store returns (wrapped: test with errors.Is).
+var (
+	// ErrFenced: the job's epoch moved on (another node claimed it, or a
+	// steward took it back): the caller no longer owns the job and must
+	// write nothing more for it.
+	ErrFenced = errors.New("fenced: the job's epoch moved on; this node no longer owns it")
+	// ErrBudget: the debit would spend more than the job's budget.
+	ErrBudget = errors.New("budget exhausted: the debit would overspend the job's budget")
+	// ErrConflict: records that do not continue the job's history (wrong
+	// sequence or predecessor hash).
+	ErrConflict = errors.New("history conflict: records do not continue the job's history")
+	// ErrNotFound: no such job.
+	ErrNotFound = errors.New("no such job")
+	// ErrExists: a job with this id was already submitted.
+	ErrExists = errors.New("job already exists")
+	// ErrNewerSchema: the store was written by a newer Logist.
+	ErrNewerSchema = errors.New("the store's schema is newer than this logist knows; upgrade logist")
+	// ErrIdempotency: a different command was sent with a key already used.
+	ErrIdempotency = errors.New("idempotency key already used by a different command")
+)
+
+// Lease is a node's ownership of a job for one epoch. Every write that
+// depends on ownership carries it; the store refuses it once the job's
+// epoch is no longer Epoch.
+type Lease struct {
+	Job   string
+	Node  string
+	Epoch int64
+	// Until is when the lease expires unless heartbeated (the store's
+	// clock).
+	Until time.Time
+	// Rescued: the job was claimed from a node whose lease had expired.
+	Rescued bool
+}
+
+// Job is a job as the store holds it.
+type Job struct {
+	ID       string
+	Status   lifecycle.Status
+	Manifest []byte
+	Epoch    int64
+	// Owner is the node holding the lease ("" when none: waiting,
+	// finished, or between claims).
+	Owner      string
+	LeaseUntil time.Time
+	// NextSeq is the number of history records; LastHash the last one's
+	// hash (history.GenesisHash when none).
+	NextSeq  int64
+	LastHash string
+	// Budget and Spent in micro-dollars (Budget 0: no budget).
+	BudgetMicros int64
+	SpentMicros  int64
+	Rescues      int64
+}
+
+// RecoveryPoint is a recovery point's stored snapshot (content-addressed
+// objects are future work: the listing is stored as given).
+type RecoveryPoint struct {
+	ID       string
+	Seq      int64
+	Snapshot []byte
+}
+
+// Unit is one fenced commit: everything in it happens, in one
+// transaction, or nothing does. Zero fields change nothing.
+type Unit struct {
+	// Lines are history envelopes (history.Seal's output), continuing
+	// the job's history: the first has sequence NextSeq and names
+	// LastHash as its predecessor.
+	Lines [][]byte
+	// Status, if set, is the job's new status (a legal one: lifecycle);
+	// a status the daemon does not run releases the lease (a job waiting
+	// for a human holds none).
+	Status lifecycle.Status
+	// Manifest, if set, replaces the stored manifest.
+	Manifest []byte
+	// DebitMicros is spent from the budget; refused whole (ErrBudget)
+	// when it would go over.
+	DebitMicros int64
+	// Point, if set, is stored as a recovery point.
+	Point *RecoveryPoint
+	// Release gives up the lease after the commit.
+	Release bool
+}
+
+// Node is a registered node and its signing key.
+type Node struct {
+	ID          string
+	KeyID       string
+	Public      ed25519.PublicKey
+	HeartbeatAt time.Time
+}
+
+// Store is the system of record of cluster mode.
+type Store interface {
+	// RegisterNode records a node's signing key (and refreshes its
+	// heartbeat); the same node may register again with the same key.
+	RegisterNode(ctx context.Context, node string, pub ed25519.PublicKey) error
+	// Nodes lists the registered nodes.
+	Nodes(ctx context.Context) ([]Node, error)
+	// Submit inserts a job with its first status (ErrExists when present).
+	Submit(ctx context.Context, id string, status lifecycle.Status, manifest []byte, budgetMicros int64) error
+	// Claim takes one claimable job for node: one the daemon runs with no
+	// owner or an expired lease. The epoch is bumped; nil, nil when none.
+	Claim(ctx context.Context, node string, ttl time.Duration) (*Lease, error)
+	// Heartbeat extends the lease (ErrFenced when the epoch moved on).
+	Heartbeat(ctx context.Context, l *Lease, ttl time.Duration) error
+	// Commit applies u under the fence of l.
+	Commit(ctx context.Context, l *Lease, u Unit) error
+	// Steer changes a job's status as a steward, outside any lease: it
+	// bumps the epoch (fencing out whoever ran it) and releases the lease,
+	// appending lines (the signed steward record). A repeated key returns
+	// the first outcome; a different command with it is ErrIdempotency.
+	Steer(ctx context.Context, id, key string, from, to lifecycle.Status, lines [][]byte) (*Job, error)
+	// Job reads a job; Jobs lists them all, by id.
+	Job(ctx context.Context, id string) (*Job, error)
+	Jobs(ctx context.Context) ([]Job, error)
+	// History returns a job's records as stored (envelope lines).
+	History(ctx context.Context, id string) ([][]byte, error)
+	// Points returns a job's recovery points in order.
+	Points(ctx context.Context, id string) ([]RecoveryPoint, error)
+	Close()
+}

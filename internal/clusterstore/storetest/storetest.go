@@ -1,0 +1,462 @@
+// Package storetest is the conformance suite every clusterstore.Store
+// passes: claims, leases and rescues, the fence on every ownership-
+// dependent write (River's rescuer overwriting a completed job; the zombie
+// node that wakes after its lease was taken), budgets debited under the
+// fence, history continuity, a job waiting for a human holding no lease,
+// and idempotent steward commands. The file store and the PostgreSQL store
+// run the same tests (each package's own test calls Run).
+package storetest
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/logist/logist/internal/clusterstore"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/signing"
+)
+
+// Open returns a fresh, empty store for one test.
+type Open func(t *testing.T) clusterstore.Store
+
+// Run runs the suite.
+func Run(t *testing.T, open Open) {
+	tests := []struct {
+		name string
+		f    func(*testing.T, clusterstore.Store)
+	}{
+		{"SubmitOnce", testSubmitOnce},
+		{"ClaimBumpsEpochOnce", testClaimOnce},
+		{"ConcurrentClaimsNeverShare", testConcurrentClaims},
+		{"RescueExpiredLease", testRescue},
+		{"RescuerCannotOverwriteCompleted", testRiverRescuer},
+		{"ZombieWritesRejected", testZombie},
+		{"BudgetLastDollarOnce", testBudget},
+		{"HumanWaitHoldsNoLease", testHumanWait},
+		{"HistoryMustContinue", testContinuity},
+		{"RecoveryPointUnderFence", testRecoveryPoint},
+		{"SteerIdempotent", testSteerIdempotent},
+		{"NodeKeys", testNodes},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := open(t)
+			defer s.Close()
+			tc.f(t, s)
+		})
+	}
+}
+
+type key struct {
+	priv ed25519.PrivateKey
+	id   string
+}
+
+func (k *key) ID() string             { return k.id }
+func (k *key) Sign(msg []byte) []byte { return ed25519.Sign(k.priv, msg) }
+
+func newKey(t *testing.T) *key {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &key{priv, signing.KeyID(pub)}
+}
+
+var ctx = context.Background()
+
+// seal makes n transition records continuing j's history.
+func seal(t *testing.T, s clusterstore.Store, id string, n int) [][]byte {
+	t.Helper()
+	j, err := s.Job(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []*history.Record
+	for i := range n {
+		recs = append(recs, &history.Record{Type: history.TypeError, Error: &history.ErrorInfo{Code: "TEST", Message: fmt.Sprint(i)}})
+	}
+	lines, _, err := history.Seal(recs, j.NextSeq, j.LastHash, time.Now(), newKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines
+}
+
+func submit(t *testing.T, s clusterstore.Store, id string, budget int64) {
+	t.Helper()
+	if err := s.Submit(ctx, id, lifecycle.Pending, []byte(`{"job_id":"`+id+`"}`), budget); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func claim(t *testing.T, s clusterstore.Store, node string, ttl time.Duration) *clusterstore.Lease {
+	t.Helper()
+	l, err := s.Claim(ctx, node, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l == nil {
+		t.Fatalf("%s: nothing to claim", node)
+	}
+	return l
+}
+
+func noClaim(t *testing.T, s clusterstore.Store, node string) {
+	t.Helper()
+	l, err := s.Claim(ctx, node, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l != nil {
+		t.Fatalf("%s claimed %s at epoch %d; nothing should be claimable", node, l.Job, l.Epoch)
+	}
+}
+
+func fenced(t *testing.T, err error, what string) {
+	t.Helper()
+	if !errors.Is(err, clusterstore.ErrFenced) {
+		t.Fatalf("%s: got %v, want ErrFenced", what, err)
+	}
+}
+
+func job(t *testing.T, s clusterstore.Store, id string) *clusterstore.Job {
+	t.Helper()
+	j, err := s.Job(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func testSubmitOnce(t *testing.T, s clusterstore.Store) {
+	submit(t, s, "a", 0)
+	if err := s.Submit(ctx, "a", lifecycle.Pending, []byte(`{}`), 0); !errors.Is(err, clusterstore.ErrExists) {
+		t.Fatalf("second submit: %v, want ErrExists", err)
+	}
+	if _, err := s.Job(ctx, "nope"); !errors.Is(err, clusterstore.ErrNotFound) {
+		t.Fatalf("missing job: %v, want ErrNotFound", err)
+	}
+	j := job(t, s, "a")
+	if j.Status != lifecycle.Pending || j.Epoch != 0 || j.Owner != "" || string(j.Manifest) != `{"job_id":"a"}` {
+		t.Fatalf("submitted job: %+v", j)
+	}
+	js, err := s.Jobs(ctx)
+	if err != nil || len(js) != 1 {
+		t.Fatalf("Jobs: %v %v", js, err)
+	}
+}
+
+func testClaimOnce(t *testing.T, s clusterstore.Store) {
+	submit(t, s, "a", 0)
+	l := claim(t, s, "n1", time.Minute)
+	if l.Job != "a" || l.Epoch != 1 || l.Rescued {
+		t.Fatalf("lease %+v", l)
+	}
+	noClaim(t, s, "n2")
+	if err := s.Heartbeat(ctx, l, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if j := job(t, s, "a"); j.Owner != "n1" || j.Epoch != 1 {
+		t.Fatalf("job after claim: %+v", j)
+	}
+}
+
+func testConcurrentClaims(t *testing.T, s clusterstore.Store) {
+	const jobs, nodes = 20, 4
+	for i := range jobs {
+		submit(t, s, fmt.Sprintf("j%02d", i), 0)
+	}
+	var mu sync.Mutex
+	got := map[string]string{}
+	var wg sync.WaitGroup
+	var errs atomic.Int64
+	for n := range nodes {
+		wg.Go(func() {
+			node := fmt.Sprintf("n%d", n)
+			for {
+				l, err := s.Claim(ctx, node, time.Minute)
+				if err != nil {
+					errs.Add(1)
+					t.Error(err)
+					return
+				}
+				if l == nil {
+					return
+				}
+				mu.Lock()
+				if prev, ok := got[l.Job]; ok {
+					t.Errorf("job %s claimed by %s and %s", l.Job, prev, node)
+				}
+				got[l.Job] = node
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(got) != jobs {
+		t.Fatalf("claimed %d jobs of %d", len(got), jobs)
+	}
+}
+
+const shortTTL = 300 * time.Millisecond
+
+func expire() { time.Sleep(shortTTL + 300*time.Millisecond) }
+
+func testRescue(t *testing.T, s clusterstore.Store) {
+	submit(t, s, "a", 0)
+	old := claim(t, s, "n1", shortTTL)
+	expire()
+	l := claim(t, s, "n2", time.Minute)
+	if !l.Rescued || l.Epoch != old.Epoch+1 || l.Job != "a" {
+		t.Fatalf("rescue lease %+v after %+v", l, old)
+	}
+	if j := job(t, s, "a"); j.Rescues != 1 || j.Owner != "n2" {
+		t.Fatalf("job after rescue: %+v", j)
+	}
+	fenced(t, s.Heartbeat(ctx, old, time.Minute), "old owner's heartbeat")
+}
+
+// testRiverRescuer: River's rescuer updated a job by id alone and so
+// overwrote a job its first owner had completed meanwhile. Here: a
+// completed job is not claimable, so no rescue; and when the rescue came
+// first, the old owner's completion is the one refused.
+func testRiverRescuer(t *testing.T, s clusterstore.Store) {
+	submit(t, s, "a", 0)
+	l1 := claim(t, s, "n1", shortTTL)
+	expire()
+	// The first owner completes after its lease expired but before any
+	// rescue: nobody else wrote, so the epoch still holds.
+	if err := s.Commit(ctx, l1, clusterstore.Unit{Lines: seal(t, s, "a", 1), Status: lifecycle.Success}); err != nil {
+		t.Fatal(err)
+	}
+	noClaim(t, s, "rescuer")
+	if j := job(t, s, "a"); j.Status != lifecycle.Success || j.Owner != "" {
+		t.Fatalf("completed job: %+v", j)
+	}
+
+	// The rescue comes first: the rescuer completes; the old owner's
+	// late writes, whatever they say, are refused.
+	submit(t, s, "b", 0)
+	old := claim(t, s, "n1", shortTTL)
+	expire()
+	res := claim(t, s, "rescuer", time.Minute)
+	if err := s.Commit(ctx, res, clusterstore.Unit{Lines: seal(t, s, "b", 2), Status: lifecycle.Success}); err != nil {
+		t.Fatal(err)
+	}
+	fenced(t, s.Commit(ctx, old, clusterstore.Unit{Lines: seal(t, s, "b", 1), Status: lifecycle.Running}), "old owner's overwrite")
+	fenced(t, s.Commit(ctx, old, clusterstore.Unit{Status: lifecycle.InterventionRequired}), "old owner's bare transition")
+	j := job(t, s, "b")
+	if j.Status != lifecycle.Success || j.NextSeq != 2 {
+		t.Fatalf("completed job after the old owner's writes: %+v", j)
+	}
+}
+
+// testZombie: a node paused past its lease (SIGSTOP, a GC pause, a
+// partition) wakes and carries on; every write it makes is refused, and
+// the history holds only the live owner's records.
+func testZombie(t *testing.T, s clusterstore.Store) {
+	submit(t, s, "a", 0)
+	zombie := claim(t, s, "n1", shortTTL)
+	if err := s.Commit(ctx, zombie, clusterstore.Unit{Lines: seal(t, s, "a", 1), Status: lifecycle.Running}); err != nil {
+		t.Fatal(err)
+	}
+	expire() // paused
+	live := claim(t, s, "n2", time.Minute)
+	liveLines := seal(t, s, "a", 2)
+	if err := s.Commit(ctx, live, clusterstore.Unit{Lines: liveLines}); err != nil {
+		t.Fatal(err)
+	}
+	// The zombie wakes: heartbeat, append, debit, recovery point,
+	// release — all refused.
+	fenced(t, s.Heartbeat(ctx, zombie, time.Minute), "zombie heartbeat")
+	fenced(t, s.Commit(ctx, zombie, clusterstore.Unit{Lines: seal(t, s, "a", 1)}), "zombie append")
+	fenced(t, s.Commit(ctx, zombie, clusterstore.Unit{DebitMicros: 1}), "zombie debit")
+	fenced(t, s.Commit(ctx, zombie, clusterstore.Unit{Point: &clusterstore.RecoveryPoint{ID: "cp-z", Seq: 1}}), "zombie recovery point")
+	fenced(t, s.Commit(ctx, zombie, clusterstore.Unit{Release: true}), "zombie release")
+	lines, err := s.History(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 3 || string(lines[1]) != string(liveLines[0]) || string(lines[2]) != string(liveLines[1]) {
+		t.Fatalf("history has %d records; want the zombie's first and the live owner's two", len(lines))
+	}
+	if ps, _ := s.Points(ctx, "a"); len(ps) != 0 {
+		t.Fatalf("zombie stored a recovery point: %+v", ps)
+	}
+	if j := job(t, s, "a"); j.SpentMicros != 0 || j.Owner != "n2" {
+		t.Fatalf("job after the zombie: %+v", j)
+	}
+}
+
+// testBudget: two nodes (one of them stale) race for a job's last dollar,
+// and two debits of one owner race for it: exactly one wins each time.
+func testBudget(t *testing.T, s clusterstore.Store) {
+	submit(t, s, "a", 3_000_000)
+	stale := claim(t, s, "n1", shortTTL)
+	if err := s.Commit(ctx, stale, clusterstore.Unit{DebitMicros: 2_000_000}); err != nil {
+		t.Fatal(err)
+	}
+	expire()
+	live := claim(t, s, "n2", time.Minute)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		l := live
+		if i == 0 {
+			l = stale
+		}
+		wg.Go(func() { errs[i] = s.Commit(ctx, l, clusterstore.Unit{DebitMicros: 1_000_000}) })
+	}
+	wg.Wait()
+	fenced(t, errs[0], "stale node's debit")
+	won := 0
+	for _, err := range errs[1:] {
+		switch {
+		case err == nil:
+			won++
+		case errors.Is(err, clusterstore.ErrBudget):
+		default:
+			t.Fatalf("debit: %v", err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d debits spent the last dollar, want 1", won)
+	}
+	if j := job(t, s, "a"); j.SpentMicros != 3_000_000 {
+		t.Fatalf("spent %d µ$, want 3000000", j.SpentMicros)
+	}
+	// A refused debit stores nothing of its unit.
+	before := job(t, s, "a").NextSeq
+	if err := s.Commit(ctx, live, clusterstore.Unit{DebitMicros: 1, Lines: seal(t, s, "a", 1)}); !errors.Is(err, clusterstore.ErrBudget) {
+		t.Fatalf("overspend: %v", err)
+	}
+	if j := job(t, s, "a"); j.NextSeq != before {
+		t.Fatal("a refused unit stored its records")
+	}
+}
+
+func testHumanWait(t *testing.T, s clusterstore.Store) {
+	submit(t, s, "a", 0)
+	l := claim(t, s, "n1", time.Minute)
+	if err := s.Commit(ctx, l, clusterstore.Unit{Lines: seal(t, s, "a", 1), Status: lifecycle.InterventionRequired}); err != nil {
+		t.Fatal(err)
+	}
+	j := job(t, s, "a")
+	if j.Owner != "" || !j.LeaseUntil.IsZero() {
+		t.Fatalf("a job waiting for a human holds a lease: %+v", j)
+	}
+	noClaim(t, s, "n2")
+	fenced(t, s.Heartbeat(ctx, l, time.Minute), "heartbeat of a released lease")
+	fenced(t, s.Commit(ctx, l, clusterstore.Unit{Status: lifecycle.Running}), "write after release")
+	// The human answers: the job is runnable again, at a new epoch.
+	j2, err := s.Steer(ctx, "a", "k1", lifecycle.InterventionRequired, lifecycle.Pending, seal(t, s, "a", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j2.Status != lifecycle.Pending || j2.Epoch != l.Epoch+1 {
+		t.Fatalf("after the answer: %+v", j2)
+	}
+	l2 := claim(t, s, "n2", time.Minute)
+	if l2.Epoch != j2.Epoch+1 || l2.Rescued {
+		t.Fatalf("claim after the answer: %+v", l2)
+	}
+}
+
+func testContinuity(t *testing.T, s clusterstore.Store) {
+	submit(t, s, "a", 0)
+	l := claim(t, s, "n1", time.Minute)
+	lines := seal(t, s, "a", 2)
+	if err := s.Commit(ctx, l, clusterstore.Unit{Lines: lines}); err != nil {
+		t.Fatal(err)
+	}
+	// The same records again (a retried commit whose first try landed)
+	// do not continue the history.
+	if err := s.Commit(ctx, l, clusterstore.Unit{Lines: lines, Status: lifecycle.Success}); !errors.Is(err, clusterstore.ErrConflict) {
+		t.Fatalf("replayed records: %v, want ErrConflict", err)
+	}
+	if err := s.Commit(ctx, l, clusterstore.Unit{Lines: [][]byte{[]byte("not a record\n")}}); !errors.Is(err, clusterstore.ErrConflict) {
+		t.Fatalf("garbage record: %v, want ErrConflict", err)
+	}
+	j := job(t, s, "a")
+	if j.NextSeq != 2 || j.Status != lifecycle.Pending {
+		t.Fatalf("job after refused commits: %+v", j)
+	}
+	got, err := s.History(ctx, "a")
+	if err != nil || len(got) != 2 {
+		t.Fatalf("history: %d records, %v", len(got), err)
+	}
+	for i := range got {
+		e, err := history.ParseLine(got[i])
+		if err != nil || e.Seq != int64(i) {
+			t.Fatalf("record %d: %+v %v", i, e, err)
+		}
+	}
+}
+
+func testRecoveryPoint(t *testing.T, s clusterstore.Store) {
+	submit(t, s, "a", 0)
+	l := claim(t, s, "n1", time.Minute)
+	p := clusterstore.RecoveryPoint{ID: "cp-start", Seq: 0, Snapshot: []byte(`{"files":[]}`)}
+	if err := s.Commit(ctx, l, clusterstore.Unit{Lines: seal(t, s, "a", 1), Point: &p}); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := s.Points(ctx, "a")
+	if err != nil || len(ps) != 1 || ps[0].ID != "cp-start" || string(ps[0].Snapshot) != `{"files":[]}` {
+		t.Fatalf("points %+v %v", ps, err)
+	}
+}
+
+func testSteerIdempotent(t *testing.T, s clusterstore.Store) {
+	submit(t, s, "a", 0)
+	l := claim(t, s, "n1", time.Minute)
+	// A steward halts the running job: the runner is fenced out.
+	halt := seal(t, s, "a", 1)
+	j1, err := s.Steer(ctx, "a", "halt-1", lifecycle.Pending, lifecycle.Canceled, halt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fenced(t, s.Commit(ctx, l, clusterstore.Unit{Lines: seal(t, s, "a", 1)}), "runner after a halt")
+	// The same command again: the same outcome, nothing more stored.
+	j2, err := s.Steer(ctx, "a", "halt-1", lifecycle.Pending, lifecycle.Canceled, halt)
+	if err != nil {
+		t.Fatalf("repeated command: %v", err)
+	}
+	if j2.Epoch != j1.Epoch || j2.NextSeq != j1.NextSeq || j2.Status != lifecycle.Canceled {
+		t.Fatalf("repeat changed the job: %+v vs %+v", j2, j1)
+	}
+	// Another command with the key is a conflict.
+	if _, err := s.Steer(ctx, "a", "halt-1", lifecycle.Canceled, lifecycle.Pending, nil); !errors.Is(err, clusterstore.ErrIdempotency) {
+		t.Fatalf("other command, same key: %v", err)
+	}
+	// A command that does not fit the status is refused.
+	if _, err := s.Steer(ctx, "a", "resume-9", lifecycle.InterventionRequired, lifecycle.Pending, nil); !errors.Is(err, clusterstore.ErrConflict) {
+		t.Fatalf("out-of-order command: %v", err)
+	}
+}
+
+func testNodes(t *testing.T, s clusterstore.Store) {
+	pub, _, _ := ed25519.GenerateKey(rand.Reader)
+	pub2, _, _ := ed25519.GenerateKey(rand.Reader)
+	if err := s.RegisterNode(ctx, "n1", pub); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RegisterNode(ctx, "n1", pub); err != nil {
+		t.Fatalf("re-register: %v", err)
+	}
+	if err := s.RegisterNode(ctx, "n1", pub2); err == nil {
+		t.Fatal("a node re-registered with another key")
+	}
+	ns, err := s.Nodes(ctx)
+	if err != nil || len(ns) != 1 || ns[0].KeyID != signing.KeyID(pub) || !ns[0].Public.Equal(pub) {
+		t.Fatalf("nodes %+v %v", ns, err)
+	}
+}

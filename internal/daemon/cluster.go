@@ -1,0 +1,80 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/logist/logist/internal/builtins"
+	"github.com/logist/logist/internal/cluster"
+	"github.com/logist/logist/internal/pgstore"
+)
+
+// RunCluster runs this logistd as a node of a cluster (--database-url):
+// jobs are claimed from the database and run in the working folder
+// o.JobsDir; /metrics carries the node's and the cluster's series,
+// /readyz the database's reachability. It returns when ctx ends, after
+// its runs were interrupted and their leases released.
+func RunCluster(ctx context.Context, o Options, logger *slog.Logger) error {
+	if o.Once {
+		return errors.New("--once is not supported in cluster mode")
+	}
+	id := o.NodeID
+	if id == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("--node-id: %w", err)
+		}
+		id = h
+	}
+	store, err := pgstore.Open(ctx, o.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("cluster database: %w", err)
+	}
+	defer store.Close()
+	n := &cluster.Node{ID: id, Store: store, Dir: o.JobsDir, TTL: o.Lease, MaxParallel: o.MaxParallel,
+		Logger: logger, Effects: builtins.Effects()}
+	if err := n.Start(ctx); err != nil {
+		return err
+	}
+	if o.Listen != "" {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(cluster.NewCollector(n))
+		ln, err := net.Listen("tcp", o.Listen)
+		if err != nil {
+			return fmt.Errorf("--listen %s: %w", o.Listen, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+			c, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+			defer cancel()
+			if err := store.Pool().Ping(c); err != nil {
+				http.Error(w, "cluster database unreachable: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ready: cluster database reachable")
+		})
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				logger.Warn("HTTP server stopped; /metrics, /healthz and /readyz no longer answer", "err", err.Error())
+			}
+		}()
+		defer func() { _ = srv.Close() }()
+		logger.Info("listening", "addr", ln.Addr().String())
+	}
+	logger.Info("cluster node started", "node", id, "lease", o.Lease.String())
+	err = n.Run(ctx)
+	logger.Info("cluster node stopped", "node", id)
+	return err
+}

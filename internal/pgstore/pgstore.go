@@ -1,0 +1,328 @@
+// Package pgstore is cluster mode's system of record on PostgreSQL: the
+// clusterstore.Store that many logistd nodes share. PostgreSQL does the
+// hard part — row locks, transactions, durability, replication — and this
+// package keeps to one pattern: a transaction reads the job's row FOR
+// UPDATE, applies clusterstore's rule for the change (the same rule the
+// file store applies), and writes the row and what the change adds in the
+// same transaction. Claims take the first claimable row with FOR UPDATE
+// SKIP LOCKED, so nodes never wait on each other's claims. Lease times are
+// the database's clock, never a node's. The schema is migrated once, under
+// an advisory lock, from migrations/ (embedded).
+package pgstore
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/logist/logist/internal/clusterstore"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/signing"
+)
+
+// Store is a clusterstore.Store on PostgreSQL.
+type Store struct {
+	pool   *pgxpool.Pool
+	active []string
+}
+
+var _ clusterstore.Store = (*Store)(nil)
+
+// Open connects to url and migrates the schema (refusing a newer one).
+func Open(ctx context.Context, url string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	if cfg.MaxConns < 4 {
+		cfg.MaxConns = 4
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s := &Store{pool: pool}
+	for _, st := range lifecycle.All {
+		if st.Active() {
+			s.active = append(s.active, string(st))
+		}
+	}
+	return s, nil
+}
+
+// Pool is the store's connection pool (health checks, metrics).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close implements clusterstore.Store.
+func (s *Store) Close() { s.pool.Close() }
+
+const jobCols = `id, status, manifest, epoch, coalesce(owner, ''), coalesce(lease_until, 'epoch'::timestamptz),
+	next_seq, last_hash, budget_micros, spent_micros, rescues`
+
+func scanJob(row pgx.Row) (clusterstore.Job, error) {
+	var j clusterstore.Job
+	var status string
+	err := row.Scan(&j.ID, &status, &j.Manifest, &j.Epoch, &j.Owner, &j.LeaseUntil,
+		&j.NextSeq, &j.LastHash, &j.BudgetMicros, &j.SpentMicros, &j.Rescues)
+	j.Status = lifecycle.Status(status)
+	if j.Owner == "" {
+		j.LeaseUntil = time.Time{}
+	}
+	return j, err
+}
+
+// lockJob reads a job's row under FOR UPDATE, with the database's clock.
+func lockJob(ctx context.Context, tx pgx.Tx, id string) (clusterstore.Job, time.Time, error) {
+	var now time.Time
+	if err := tx.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
+		return clusterstore.Job{}, now, err
+	}
+	j, err := scanJob(tx.QueryRow(ctx, "SELECT "+jobCols+" FROM logist_jobs WHERE id = $1 FOR UPDATE", id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return j, now, fmt.Errorf("job %s: %w", id, clusterstore.ErrNotFound)
+	}
+	return j, now, err
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func leaseTime(j *clusterstore.Job) any {
+	if j.Owner == "" {
+		return nil
+	}
+	return j.LeaseUntil
+}
+
+// saveJob writes back the row lockJob read, as the rule left it.
+func saveJob(ctx context.Context, tx pgx.Tx, j *clusterstore.Job) error {
+	_, err := tx.Exec(ctx, `UPDATE logist_jobs SET status = $2, manifest = $3, epoch = $4, owner = $5,
+		lease_until = $6, next_seq = $7, last_hash = $8, spent_micros = $9, rescues = $10, updated_at = now()
+		WHERE id = $1`, j.ID, string(j.Status), j.Manifest, j.Epoch, nullable(j.Owner), leaseTime(j),
+		j.NextSeq, j.LastHash, j.SpentMicros, j.Rescues)
+	return err
+}
+
+func insertLines(ctx context.Context, tx pgx.Tx, id string, first, epoch int64, lines [][]byte) error {
+	for i, line := range lines {
+		if _, err := tx.Exec(ctx, "INSERT INTO logist_history (job_id, seq, line, epoch) VALUES ($1, $2, $3, $4)",
+			id, first+int64(i), line, epoch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RegisterNode implements clusterstore.Store.
+func (s *Store) RegisterNode(ctx context.Context, node string, pub ed25519.PublicKey) error {
+	id := signing.KeyID(pub)
+	tag, err := s.pool.Exec(ctx, `INSERT INTO logist_nodes (id, key_id, public_key) VALUES ($1, $2, $3)
+		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now() WHERE logist_nodes.key_id = excluded.key_id`, node, id, []byte(pub))
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("node %s is registered with another key than %s", node, id)
+	}
+	return nil
+}
+
+// Nodes implements clusterstore.Store.
+func (s *Store) Nodes(ctx context.Context) ([]clusterstore.Node, error) {
+	rows, err := s.pool.Query(ctx, "SELECT id, key_id, public_key, heartbeat_at FROM logist_nodes ORDER BY id")
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (clusterstore.Node, error) {
+		var n clusterstore.Node
+		var pub []byte
+		err := r.Scan(&n.ID, &n.KeyID, &pub, &n.HeartbeatAt)
+		n.Public = ed25519.PublicKey(pub)
+		return n, err
+	})
+}
+
+// Submit implements clusterstore.Store.
+func (s *Store) Submit(ctx context.Context, id string, status lifecycle.Status, m []byte, budget int64) error {
+	_, err := s.pool.Exec(ctx, "INSERT INTO logist_jobs (id, status, manifest, budget_micros) VALUES ($1, $2, $3, $4)",
+		id, string(status), m, budget)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" {
+		return fmt.Errorf("job %s: %w", id, clusterstore.ErrExists)
+	}
+	return err
+}
+
+// Claim implements clusterstore.Store.
+func (s *Store) Claim(ctx context.Context, node string, ttl time.Duration) (*clusterstore.Lease, error) {
+	var lease *clusterstore.Lease
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var now time.Time
+		if err := tx.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
+			return err
+		}
+		// clusterstore.Claimable, as a query: SKIP LOCKED passes over
+		// rows another node is claiming or committing.
+		j, err := scanJob(tx.QueryRow(ctx, "SELECT "+jobCols+` FROM logist_jobs
+			WHERE status = ANY($1) AND (owner IS NULL OR lease_until <= now())
+			ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`, s.active))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !clusterstore.Claimable(&j, now) {
+			return fmt.Errorf("job %s: selected as claimable but is not (status %s, owner %q)", j.ID, j.Status, j.Owner)
+		}
+		j, l := clusterstore.Claimed(j, node, now, ttl)
+		if err := saveJob(ctx, tx, &j); err != nil {
+			return err
+		}
+		lease = &l
+		return nil
+	})
+	return lease, err
+}
+
+// Heartbeat implements clusterstore.Store.
+func (s *Store) Heartbeat(ctx context.Context, l *clusterstore.Lease, ttl time.Duration) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		j, now, err := lockJob(ctx, tx, l.Job)
+		if err != nil {
+			return err
+		}
+		if err := clusterstore.Fence(&j, l); err != nil {
+			return err
+		}
+		j.LeaseUntil = now.Add(ttl)
+		if err := saveJob(ctx, tx, &j); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "UPDATE logist_nodes SET heartbeat_at = now() WHERE id = $1", l.Node); err != nil {
+			return err
+		}
+		l.Until = j.LeaseUntil
+		return nil
+	})
+}
+
+// Commit implements clusterstore.Store.
+func (s *Store) Commit(ctx context.Context, l *clusterstore.Lease, u clusterstore.Unit) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		j, _, err := lockJob(ctx, tx, l.Job)
+		if err != nil {
+			return err
+		}
+		first := j.NextSeq
+		j, err = clusterstore.Apply(j, l, &u)
+		if err != nil {
+			return err
+		}
+		if err := insertLines(ctx, tx, j.ID, first, j.Epoch, u.Lines); err != nil {
+			return err
+		}
+		if u.Point != nil {
+			if _, err := tx.Exec(ctx, "INSERT INTO logist_points (job_id, id, seq, snapshot, epoch) VALUES ($1, $2, $3, $4, $5)",
+				j.ID, u.Point.ID, u.Point.Seq, u.Point.Snapshot, j.Epoch); err != nil {
+				return err
+			}
+		}
+		return saveJob(ctx, tx, &j)
+	})
+}
+
+// Steer implements clusterstore.Store.
+func (s *Store) Steer(ctx context.Context, id, key string, from, to lifecycle.Status, lines [][]byte) (*clusterstore.Job, error) {
+	var out *clusterstore.Job
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		j, _, err := lockJob(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		cmd := clusterstore.SteerCommand(id, from, to)
+		var have string
+		err = tx.QueryRow(ctx, "SELECT command FROM logist_idempotency WHERE key = $1", key).Scan(&have)
+		if err == nil {
+			if have != cmd {
+				return fmt.Errorf("key %q: %w", key, clusterstore.ErrIdempotency)
+			}
+			out = &j
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		first := j.NextSeq
+		if j, err = clusterstore.Steered(j, from, to, lines); err != nil {
+			return err
+		}
+		if err := insertLines(ctx, tx, id, first, j.Epoch, lines); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO logist_idempotency (key, command, job_id, epoch) VALUES ($1, $2, $3, $4)",
+			key, cmd, id, j.Epoch); err != nil {
+			return err
+		}
+		out = &j
+		return saveJob(ctx, tx, &j)
+	})
+	return out, err
+}
+
+// Job implements clusterstore.Store.
+func (s *Store) Job(ctx context.Context, id string) (*clusterstore.Job, error) {
+	j, err := scanJob(s.pool.QueryRow(ctx, "SELECT "+jobCols+" FROM logist_jobs WHERE id = $1", id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("job %s: %w", id, clusterstore.ErrNotFound)
+	}
+	return &j, err
+}
+
+// Jobs implements clusterstore.Store.
+func (s *Store) Jobs(ctx context.Context) ([]clusterstore.Job, error) {
+	rows, err := s.pool.Query(ctx, "SELECT "+jobCols+" FROM logist_jobs ORDER BY id")
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (clusterstore.Job, error) { return scanJob(r) })
+}
+
+// History implements clusterstore.Store.
+func (s *Store) History(ctx context.Context, id string) ([][]byte, error) {
+	if _, err := s.Job(ctx, id); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, "SELECT line FROM logist_history WHERE job_id = $1 ORDER BY seq", id)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[[]byte])
+}
+
+// Points implements clusterstore.Store.
+func (s *Store) Points(ctx context.Context, id string) ([]clusterstore.RecoveryPoint, error) {
+	rows, err := s.pool.Query(ctx, "SELECT id, seq, snapshot FROM logist_points WHERE job_id = $1 ORDER BY seq, id", id)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (clusterstore.RecoveryPoint, error) {
+		var p clusterstore.RecoveryPoint
+		err := r.Scan(&p.ID, &p.Seq, &p.Snapshot)
+		return p, err
+	})
+}

@@ -1,0 +1,385 @@
+// Package clusterchaos runs a cluster of real logistd processes on one
+// throwaway PostgreSQL and, while they run scripted jobs (multi-phase,
+// sent back, transient API failures, budget halts), SIGKILLs random nodes
+// at random moments (restarting them), SIGSTOPs others for longer than a
+// lease (the zombie), and cuts nodes off from the database through a TCP
+// proxy each. Then it checks that every job ended where its script says,
+// every interaction has one response, no budget was overspent or debited
+// twice, and every history verifies, and prints one line of figures:
+//
+//	cluster-chaos: nodes=N jobs=J kills=K pauses=P cuts=C lost=L duplicated=D overspent=O verify=ok|failed
+//
+// go test runs a short form; make cluster-chaos the full one.
+package clusterchaos
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	neturl "net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/logist/logist/internal/cluster"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/pgstore"
+	"github.com/logist/logist/internal/pgtest"
+	"github.com/logist/logist/internal/signing"
+	"github.com/logist/logist/internal/verify"
+)
+
+var (
+	flagNodes  = flag.Int("chaos.nodes", 3, "logistd nodes")
+	flagJobs   = flag.Int("chaos.jobs", 24, "jobs (at least; batches are added while the chaos goes on)")
+	flagKills  = flag.Int("chaos.kills", 6, "SIGKILLs of random nodes")
+	flagPauses = flag.Int("chaos.pauses", 2, "SIGSTOPs longer than a lease, then SIGCONT")
+	flagCuts   = flag.Int("chaos.cuts", 1, "cuts of a node from the database longer than a lease")
+	flagLease  = flag.Duration("chaos.lease", 2*time.Second, "the nodes' lease")
+	flagSeed   = flag.Uint64("chaos.seed", 0, "random seed (0: from the clock)")
+	flagLimit  = flag.Duration("chaos.limit", 4*time.Minute, "give up after this long")
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+type node struct {
+	id    string
+	dir   string
+	url   string
+	proxy *proxy
+	log   *os.File
+	mu    sync.Mutex
+	cmd   *exec.Cmd
+	done  chan struct{}
+}
+
+func (n *node) start(bin string, lease time.Duration) error {
+	cmd := exec.Command(bin, "--database-url", n.url, "--node-id", n.id, "--jobs-dir", n.dir,
+		"--lease", lease.String(), "--max-parallel", "4", "--log-level", "warn")
+	cmd.Stdout, cmd.Stderr = n.log, n.log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	n.mu.Lock()
+	n.cmd, n.done = cmd, done
+	n.mu.Unlock()
+	return nil
+}
+
+// signal sends sig to the node's process group (its agents too).
+func (n *node) signal(sig syscall.Signal) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		_ = syscall.Kill(-n.cmd.Process.Pid, sig)
+	}
+}
+
+func (n *node) wait() {
+	n.mu.Lock()
+	done := n.done
+	n.mu.Unlock()
+	<-done
+}
+
+type kind struct {
+	name   string
+	want   lifecycle.Status
+	render func(id string, r *rand.Rand) []byte
+}
+
+func delay(r *rand.Rand) int { return 50 + r.IntN(700) }
+
+var kinds = []kind{
+	{"sent-back", lifecycle.Success, func(id string, r *rand.Rand) []byte {
+		return fmt.Appendf(nil, `{"schema_version": 1, "job_id": %q, "task_description": "Write greet.py with tests.",
+ "agents": {
+  "worker": {"provider": "script", "script": [
+   {"action": "COMPLETED", "summary": "Wrote greet.py.", "evidence_files": ["greet.py"], "files": {"greet.py": "x"}, "cost_usd": 0.02, "delay_ms": %d},
+   {"action": "COMPLETED", "summary": "Added tests.", "evidence_files": ["greet.py"], "cost_usd": 0.02, "delay_ms": %d}]},
+  "supervisor": {"provider": "script", "script": [
+   {"action": "RETRY", "summary": "Add tests.", "evidence_files": ["greet.py"], "cost_usd": 0.01, "delay_ms": %d},
+   {"action": "COMPLETED", "summary": "Good.", "evidence_files": ["greet.py"], "cost_usd": 0.01, "delay_ms": %d}]}},
+ "cost_threshold": 100, "metrics": {"cumulative_cost": 0, "cumulative_time_seconds": 0}}`, id, delay(r), delay(r), delay(r), delay(r))
+	}},
+	{"transient", lifecycle.Success, func(id string, r *rand.Rand) []byte {
+		return fmt.Appendf(nil, `{"schema_version": 1, "job_id": %q, "task_description": "Survive an API failure.",
+ "agents": {
+  "worker": {"provider": "script", "script": [
+   {"error": "api", "cost_usd": 0.001, "delay_ms": %d},
+   {"action": "COMPLETED", "summary": "Done.", "cost_usd": 0.02, "delay_ms": %d}]},
+  "supervisor": {"provider": "script", "script": [
+   {"action": "COMPLETED", "summary": "Good.", "cost_usd": 0.01, "delay_ms": %d}]}},
+ "metrics": {"cumulative_cost": 0, "cumulative_time_seconds": 0}}`, id, delay(r), delay(r), delay(r))
+	}},
+	{"budget-halt", lifecycle.HaltedCost, func(id string, r *rand.Rand) []byte {
+		return fmt.Appendf(nil, `{"schema_version": 1, "job_id": %q, "task_description": "Too expensive.",
+ "agents": {
+  "worker": {"provider": "script", "script": [{"action": "RETRY", "summary": "Still slow.", "cost_usd": 0.20, "delay_ms": %d}]},
+  "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}},
+ "cost_threshold": 50, "limits": {"max_retries": 10}, "metrics": {"cumulative_cost": 0, "cumulative_time_seconds": 0}}`, id, delay(r))
+	}},
+}
+
+func buildDaemon(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "logistd")
+	if out, err := exec.Command(goBin, "build", "-o", bin, "github.com/logist/logist/cmd/logistd").CombinedOutput(); err != nil {
+		t.Fatalf("go build logistd: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func TestClusterChaos(t *testing.T) {
+	seed := *flagSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (-chaos.seed=%d replays the choices)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	bin := buildDaemon(t)
+	url := pgtest.DB(t)
+	ctx := context.Background()
+	store, err := pgstore.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	cfg, err := upstream(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := *flagLease
+	var nodes []*node
+	work := t.TempDir()
+	for i := range *flagNodes {
+		p, err := newProxy(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.close()
+		lf, err := os.Create(filepath.Join(work, fmt.Sprintf("n%d.log", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lf.Close()
+		n := &node{id: fmt.Sprintf("n%d", i), dir: filepath.Join(work, fmt.Sprintf("n%d", i)), proxy: p, log: lf,
+			url: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", p.port(), dbName(url))}
+		if err := n.start(bin, lease); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	expect := map[string]kind{}
+	submit := func(k int) {
+		for range k {
+			kd := kinds[rng.IntN(len(kinds))]
+			id := fmt.Sprintf("%s-%03d", kd.name, len(expect))
+			if _, err := cluster.Submit(ctx, store, kd.render(id, rng)); err != nil {
+				t.Fatal(err)
+			}
+			expect[id] = kd
+		}
+	}
+	submit(*flagJobs)
+
+	var kills, pauses, cuts int
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(*flagLimit)
+	allDone := func() bool {
+		js, err := store.Jobs(ctx)
+		if err != nil {
+			return false
+		}
+		for _, j := range js {
+			if j.Status.Active() {
+				return false
+			}
+		}
+		return true
+	}
+	for kills < *flagKills || pauses < *flagPauses || cuts < *flagCuts {
+		if time.Now().After(deadline) {
+			t.Fatalf("chaos not delivered within %s: kills %d pauses %d cuts %d", *flagLimit, kills, pauses, cuts)
+		}
+		time.Sleep(time.Duration(300+rng.IntN(900)) * time.Millisecond)
+		if allDone() {
+			submit(10) // keep work in flight while the chaos goes on
+		}
+		n := nodes[rng.IntN(len(nodes))]
+		switch pick(rng, *flagKills-kills, *flagPauses-pauses, *flagCuts-cuts) {
+		case 0:
+			kills++
+			n.signal(syscall.SIGKILL)
+			n.wait()
+			time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+			if err := n.start(bin, lease); err != nil {
+				t.Fatal(err)
+			}
+		case 1:
+			pauses++
+			n.signal(syscall.SIGSTOP)
+			wg.Go(func() {
+				time.Sleep(lease + time.Second)
+				n.signal(syscall.SIGCONT)
+			})
+		case 2:
+			cuts++
+			n.proxy.setCut(true)
+			wg.Go(func() {
+				time.Sleep(lease + time.Second)
+				n.proxy.setCut(false)
+			})
+		}
+	}
+	wg.Wait()
+	for !allDone() {
+		if time.Now().After(deadline) {
+			t.Fatalf("jobs still running after %s", *flagLimit)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, n := range nodes {
+		n.signal(syscall.SIGCONT)
+		n.signal(syscall.SIGTERM)
+	}
+	for _, n := range nodes {
+		n.wait()
+	}
+
+	var rescues int64
+	if js, err := store.Jobs(ctx); err == nil {
+		for _, j := range js {
+			rescues += j.Rescues
+		}
+	}
+	t.Logf("rescues: %d (jobs claimed from a node whose lease had expired)", rescues)
+	lost, duplicated, overspent, failed := 0, 0, 0, 0
+	for id, kd := range expect {
+		j, err := store.Job(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Status != kd.want {
+			lost++
+			t.Errorf("job %s ended %s, its script says %s", id, j.Status, kd.want)
+		}
+		lines, err := store.History(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		responses := map[int]int{}
+		var spent int64
+		var threshold int64 = -1
+		if kd.want == lifecycle.HaltedCost {
+			threshold = 500_000
+		}
+		overspentHere := false
+		for _, line := range lines {
+			e, err := history.ParseLine(line)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Type == history.TypeIntent && threshold >= 0 && spent >= threshold {
+				overspentHere = true // a call started with the budget spent
+			}
+			if e.Type == history.TypeResponse && e.Response != nil {
+				if e.Interaction != nil {
+					responses[*e.Interaction]++
+				}
+				spent += int64(e.Response.CostUSD*1e6 + 0.5)
+			}
+		}
+		for i, c := range responses {
+			if c > 1 {
+				duplicated += c - 1
+				t.Errorf("job %s: interaction %d has %d responses", id, i, c)
+			}
+		}
+		if spent != j.SpentMicros {
+			overspentHere = true
+			t.Errorf("job %s: responses cost %d µ$, the database debited %d µ$", id, spent, j.SpentMicros)
+		}
+		if overspentHere {
+			overspent++
+		}
+		if !verified(t, store, id) {
+			failed++
+		}
+	}
+	result := "ok"
+	if failed > 0 {
+		result = "failed"
+	}
+	line := fmt.Sprintf("cluster-chaos: nodes=%d jobs=%d kills=%d pauses=%d cuts=%d lost=%d duplicated=%d overspent=%d verify=%s",
+		len(nodes), len(expect), kills, pauses, cuts, lost, duplicated, overspent, result)
+	t.Log(line)
+	fmt.Println(line)
+	if lost+duplicated+overspent+failed > 0 {
+		t.Fatal("chaos found problems (node logs in the test's temp folder)")
+	}
+}
+
+// pick chooses one of the actions still owed (0 kill, 1 pause, 2 cut).
+func pick(rng *rand.Rand, owed ...int) int {
+	var choices []int
+	for a, n := range owed {
+		if n > 0 {
+			choices = append(choices, a)
+		}
+	}
+	return choices[rng.IntN(len(choices))]
+}
+
+// upstream is the database server's host:port, dbName its database.
+func upstream(u string) (string, error) {
+	p, err := neturl.Parse(u)
+	if err != nil {
+		return "", err
+	}
+	return p.Host, nil
+}
+
+func dbName(u string) string {
+	p, _ := neturl.Parse(u)
+	return strings.TrimPrefix(p.Path, "/")
+}
+
+func verified(t *testing.T, s *pgstore.Store, id string) bool {
+	dir := t.TempDir()
+	if err := cluster.Export(context.Background(), s, id, dir); err != nil {
+		t.Errorf("export %s: %v", id, err)
+		return false
+	}
+	keys, err := signing.LoadKeyring(filepath.Join(dir, signing.Dir, signing.PublicFile))
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	m, err := manifest.ReadFile(filepath.Join(dir, id, "job.json"))
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	rep, err := verify.Job(id, filepath.Join(dir, id), verify.Options{Public: keys[0], Keyring: keys[1:], Manifest: m})
+	if err != nil || !rep.OK() {
+		t.Errorf("job %s does not verify: %v %v", id, err, rep.Problems)
+		return false
+	}
+	return true
+}
