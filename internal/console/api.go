@@ -430,7 +430,7 @@ func (c *Console) schedules() ([]map[string]any, error) {
 	}
 	items := []map[string]any{}
 	for _, en := range ens {
-		if en.Err == nil && en.Manifest.Schedule != nil {
+		if en.Err == nil && en.View().Schedule != nil {
 			items = append(items, c.item(en))
 		}
 	}

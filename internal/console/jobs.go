@@ -70,7 +70,7 @@ func (f Filter) match(en jobstore.Entry) bool {
 		return (len(f.Status) == 0 || slices.Contains(f.Status, "INVALID")) && f.Workflow == "" &&
 			(f.Text == "" || strings.Contains(strings.ToLower(en.ID), strings.ToLower(f.Text))) && f.Since == "" && f.Until == ""
 	}
-	m := en.Manifest
+	m := en.View() // a Partial entry holds only its Summary
 	if len(f.Status) > 0 && !slices.Contains(f.Status, string(m.Status)) && !(slices.Contains(f.Status, "NEEDS_YOU") && needsYou(m)) {
 		return false
 	}
@@ -120,7 +120,7 @@ func (c *Console) jobs(f Filter) ([]jobstore.Entry, error) {
 func (c *Console) item(en jobstore.Entry) map[string]any {
 	it := jobview.ListItem(c.o.Store.Dir, en)
 	if en.Err == nil {
-		m := en.Manifest
+		m := en.View() // a Partial entry holds only its Summary
 		it["updated_at"] = m.Run.UpdatedAt
 		it["error_code"] = m.Run.ErrorCode
 		if !en.Partial {

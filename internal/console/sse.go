@@ -134,7 +134,7 @@ func (c *Console) apiEvents(w http.ResponseWriter, r *http.Request) {
 				if en.Err != nil {
 					continue
 				}
-				m := en.Manifest
+				m := en.View() // a Partial entry holds only its Summary
 				now := jobState{Status: string(m.Status), Phase: m.Phase(), UpdatedAt: m.Run.UpdatedAt}
 				before, known := seen[en.ID]
 				seen[en.ID] = now

@@ -42,17 +42,18 @@ func (d *Daemon) scan() {
 			continue
 		}
 		d.clearInvalid(e.ID)
-		if e.Partial && (e.Manifest.Status.Active() || e.Manifest.Schedule != nil) {
-			m, err := d.store.Load(e.ID)
-			if err != nil {
+		m := e.Manifest
+		if e.Partial && (e.Sum.Status.Active() || e.Sum.Schedule != nil) {
+			if m, err = d.store.Load(e.ID); err != nil {
 				invalid[e.ID] = true
 				d.reportInvalid(e.ID, err)
 				continue
 			}
-			e.Manifest = m
+		} else if e.Partial {
+			m = e.View() // for this job only: the listing holds summaries
 		}
-		d.note(e.ID, e.Manifest)
-		if e.Manifest.Status.Active() {
+		d.note(e.ID, m)
+		if m.Status.Active() {
 			d.sched.Nudge(e.ID)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/logist/logist/internal/lifecycle"
 )
@@ -96,7 +97,7 @@ func TestListSummariesIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	es, err = New(dir).ListSummaries(true)
-	if err != nil || !es[0].Partial || !es[1].Partial || es[0].Manifest.Status != lifecycle.Pending {
+	if err != nil || !es[0].Partial || !es[1].Partial || es[0].Sum.Status != lifecycle.Pending {
 		t.Fatalf("indexed listing: %+v %v", es, err)
 	}
 	// Replaced from outside (a new file, as an editor's save): read again.
@@ -134,12 +135,58 @@ func TestFirstListingKeepsSummaries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !es[1].Partial || !reflect.DeepEqual(es[1].Manifest, summaryOf(full).manifest()) || len(es[1].Manifest.Agents) != 0 {
+	if !es[1].Partial || es[1].Manifest != nil || !reflect.DeepEqual(es[1].View(), summaryOf(full).manifest()) || len(es[1].View().Agents) != 0 {
 		t.Errorf("a finished job kept whole, or not as the index would give it: %+v", es[1])
 	}
 	// The index written from this listing serves the same.
 	again, err := New(dir).ListSummaries(false)
-	if err != nil || !again[1].Partial || !reflect.DeepEqual(again[1].Manifest, es[1].Manifest) {
+	if err != nil || !again[1].Partial || !reflect.DeepEqual(again[1].Sum, es[1].Sum) {
 		t.Fatalf("indexed listing differs: %+v %v", again, err)
+	}
+}
+
+// A listing holds a Summary, not a manifest, per finished job, whether the
+// index or a full read gave it; and a start that finds an invalid manifest
+// invalid again for the same reason does not rewrite the index.
+func TestListingHoldsSummariesOnly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := New(dir)
+	done := strings.Replace(validJob, `"job_id"`, `"status": "SUCCESS", "job_id"`, 1)
+	ids := []string{"a", "b", "c"}
+	for _, id := range ids {
+		writeJob(t, s, id, strings.Replace(done, `"a"`, `"`+id+`"`, 1))
+	}
+	writeJob(t, s, "x-bad", `{"job_id": "x-bad", "status": "SUCCESS"}`)
+	time.Sleep(indexStable + 100*time.Millisecond)
+	for pass := 0; pass < 2; pass++ { // a full read, then the index
+		es, err := New(dir).ListSummaries(false)
+		if err != nil || len(es) != 4 {
+			t.Fatalf("pass %d: %+v %v", pass, es, err)
+		}
+		for _, e := range es[:3] { // sorted: "x-bad" last
+			if !e.Partial || e.Manifest != nil || e.Sum == nil || e.Sum.Status != lifecycle.Success ||
+				e.View().Status != lifecycle.Success || e.View().JobID != e.ID {
+				t.Errorf("pass %d: %s holds more than a summary, or the wrong one: %+v", pass, e.ID, e)
+			}
+		}
+		if e := es[3]; e.Err == nil || e.View() != nil {
+			t.Errorf("pass %d: invalid manifest listed as valid: %+v", pass, e)
+		}
+	}
+	fi, err := os.Stat(filepath.Join(dir, IndexFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(dir).ListSummaries(false); err != nil {
+		t.Fatal(err)
+	}
+	again, err := os.Stat(filepath.Join(dir, IndexFile))
+	if err != nil || !os.SameFile(fi, again) {
+		t.Errorf("index rewritten though nothing changed: %v", err)
+	}
+	// A summary is small: this bounds what a listing holds per job.
+	if n := unsafe.Sizeof(Summary{}); n > 160 {
+		t.Errorf("Summary is %d bytes", n)
 	}
 }

@@ -142,8 +142,9 @@ func (s *Store) writeIndex(entries map[string]indexEntry) error {
 
 // ListSummaries is List for callers that need only a Summary of most jobs
 // (logist list, the daemon's start-up scan). An entry's Manifest is the
-// full manifest when Partial is false; when Partial is true it was taken
-// from the index and holds only the Summary's fields. Bare files are
+// full manifest when Partial is false; when Partial is true Manifest is
+// nil and Sum holds the Summary (from the index, or read in full and cut
+// down): Entry.View gives either as a manifest. Bare files are
 // always read, and so are invalid manifests unless trustInvalid (a
 // display may show the cached reason; the daemon checks them again, as
 // checks other than the schema may have changed with an upgrade). The
@@ -177,7 +178,7 @@ func (s *Store) ListSummaries(trustInvalid bool) ([]Entry, error) {
 				e.Err, e.Partial = errors.New(ie.Err), true
 				return
 			}
-			e.Manifest, e.Partial = ie.Sum.manifest(), true
+			e.Sum, e.Partial = &ie.Sum, true
 			return
 		}
 		s.loadEntry(e)
@@ -209,10 +210,15 @@ func (s *Store) ListSummaries(trustInvalid bool) ([]Entry, error) {
 		}
 	}
 	for _, f := range fresh {
-		if f != nil {
-			next[f.Sum.JobID] = *f
+		if f == nil {
+			continue
+		}
+		// An invalid manifest read again for the same reason (the daemon
+		// checks them at every start) is no change: no rewrite for it.
+		if old, ok := idx[f.Sum.JobID]; !ok || old != *f {
 			changed = true
 		}
+		next[f.Sum.JobID] = *f
 	}
 	if changed || len(next) != len(idx) {
 		_ = s.writeIndex(next) // a cache: a read-only folder just lists slower
@@ -230,6 +236,7 @@ func summarise(e *Entry) bool {
 	if m == nil || e.Err != nil || e.Partial || e.Unplaced != "" || e.Dir == "" || m.Status.Active() || m.Schedule != nil {
 		return false
 	}
-	e.Manifest, e.Partial = summaryOf(m).manifest(), true
+	sum := summaryOf(m)
+	e.Manifest, e.Sum, e.Partial = nil, &sum, true
 	return true
 }

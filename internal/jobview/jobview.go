@@ -82,7 +82,7 @@ func ListItem(dir string, en jobstore.Entry) map[string]any {
 		item["status"], item["error"] = "INVALID", InvalidNote(dir, en)
 		return item
 	}
-	m := en.Manifest
+	m := en.View() // a Partial entry holds only its Summary
 	if m.Schedule != nil {
 		item["schedule"] = m.Schedule
 	}
