@@ -89,8 +89,9 @@ func CheckHead(path string, h *Head, lastSeq int64, lastHash string) error {
 }
 
 // ReadHead reads the head of the history in the job folder dir; nil if it
-// has none. A head that is not a head is corrupt (HISTORY_CORRUPT): it is
-// never taken for no head, which would let a cut log through.
+// has none, or an empty one (a crash right after its creation). A head
+// that holds anything else that is not a head is corrupt (HISTORY_CORRUPT):
+// it is never taken for no head, which would let a cut log through.
 func ReadHead(dir string) (*Head, error) {
 	p := filepath.Join(dir, HeadFile)
 	b, err := regfile.ReadLimited(p, 4096)
@@ -99,6 +100,13 @@ func ReadHead(dir string) (*Head, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read history head: %w", err)
+	}
+	// A head file with nothing in it yet is what a crash between its
+	// creation and its first write leaves (or a machine crash that kept
+	// the new entry but not its data): no head was written, as when the
+	// file is missing.
+	if len(bytes.Trim(b, " \n\x00")) == 0 {
+		return nil, nil
 	}
 	var h Head
 	if err := json.Unmarshal(b, &h); err != nil || h.Hash == "" {

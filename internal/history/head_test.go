@@ -84,6 +84,35 @@ func TestCheckHead(t *testing.T) {
 	}
 }
 
+// A head file a crash left empty (killed between its creation and its
+// first write: the crash suite found it) is no head: the history opens
+// and its next append writes the head.
+func TestEmptyHeadIsNoHead(t *testing.T) {
+	t.Parallel()
+	for name, content := range map[string]string{"empty": "", "zeros": "\x00\x00\x00\x00"} {
+		dir := t.TempDir()
+		l := open(t, dir)
+		appendAll(t, l, intent(0, "worker"))
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, HeadFile), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if h, err := ReadHead(dir); err != nil || h != nil {
+			t.Errorf("%s head: %v, %v; want none", name, h, err)
+		}
+		l = open(t, dir)
+		appendAll(t, l, intent(1, "worker"))
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if h, err := ReadHead(dir); err != nil || h == nil {
+			t.Errorf("%s head: after an append %v, %v; want a head", name, h, err)
+		}
+	}
+}
+
 // Every append leaves the head at its last record; a shorter head written
 // over a longer one still parses; another process's appends move it on.
 func TestHeadFollowsAppends(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
 )
 
 const validJob = `{"job_id": "a", "task_description": "t", "agents": {
@@ -188,5 +189,23 @@ func TestListingHoldsSummariesOnly(t *testing.T) {
 	// A summary is small: this bounds what a listing holds per job.
 	if n := unsafe.Sizeof(Summary{}); n > 160 {
 		t.Errorf("Summary is %d bytes", n)
+	}
+}
+
+// A summary-only entry shows what `logist list` and the console show of
+// a job, including a sandbox opt-out (merged after summaries, it was lost:
+// the list's "uncontained (sandbox none)" note vanished for finished jobs).
+func TestSummaryKeepsWhatListingsShow(t *testing.T) {
+	t.Parallel()
+	cost, minutes := 2.5, 30.0
+	m := &manifest.Manifest{JobID: "j", Status: lifecycle.Success, CostThreshold: &cost, TimeThresholdMinutes: &minutes}
+	m.SetPhase("work")
+	m.Run.Reason, m.Run.UpdatedAt, m.Run.Sandbox = "done", "2026-11-25T10:00:00Z", "none"
+	m.Metrics.CumulativeCost = 125
+	v := summaryOf(m).manifest()
+	if v.JobID != m.JobID || v.Status != m.Status || v.Phase() != "work" || v.Run.Reason != "done" ||
+		v.Run.UpdatedAt != m.Run.UpdatedAt || v.Run.Sandbox != "none" || v.Metrics.CumulativeCost != 125 ||
+		*v.CostThreshold != cost || *v.TimeThresholdMinutes != minutes {
+		t.Errorf("summary view %+v lost what the listing shows of %+v", v, m)
 	}
 }

@@ -24,7 +24,7 @@ import (
 // taken from (same inode, size, mtime and ctime).
 const IndexFile = ".manifest-index"
 
-const indexVersion = 1
+const indexVersion = 2
 
 // indexStable is how long a manifest must have been unchanged (by ctime)
 // before it is indexed. Timestamps have a coarse granularity (a few ms):
@@ -59,11 +59,15 @@ type Summary struct {
 	Reason               string
 	UpdatedAt            string
 	Schedule             *manifest.Schedule
+	// Sandbox is the containment the job ran under (run.sandbox): a
+	// listing shows an opt-out.
+	Sandbox string
 }
 
 func summaryOf(m *manifest.Manifest) Summary {
 	return Summary{JobID: m.JobID, Status: m.Status, Phase: m.Phase(), Metrics: m.Metrics, CostThreshold: m.CostThreshold,
-		TimeThresholdMinutes: m.TimeThresholdMinutes, Reason: m.Run.Reason, UpdatedAt: m.Run.UpdatedAt, Schedule: m.Schedule}
+		TimeThresholdMinutes: m.TimeThresholdMinutes, Reason: m.Run.Reason, UpdatedAt: m.Run.UpdatedAt, Schedule: m.Schedule,
+		Sandbox: m.Run.Sandbox}
 }
 
 // manifest returns a manifest holding only the summary's fields.
@@ -72,7 +76,7 @@ func (s Summary) manifest() *manifest.Manifest {
 		CostThreshold: s.CostThreshold, TimeThresholdMinutes: s.TimeThresholdMinutes, Schedule: s.Schedule,
 		History: []manifest.AuditEntry{}}
 	m.SetPhase(s.Phase)
-	m.Run.Reason, m.Run.UpdatedAt = s.Reason, s.UpdatedAt
+	m.Run.Reason, m.Run.UpdatedAt, m.Run.Sandbox = s.Reason, s.UpdatedAt, s.Sandbox
 	return m
 }
 
