@@ -111,7 +111,7 @@ func TestAdoptRunningCallKill(t *testing.T) {
 		t.Run(string(layer), func(t *testing.T) {
 			a := newArena(t, os.Getuid())
 			startInDaemon(t, a.spec(layer, "sleeper"))
-			waitFile(t, filepath.Join(a.call, fileStdout), "sleeping", 20*time.Second)
+			waitFile(t, filepath.Join(a.call, fileStdout), "sleeping", 60*time.Second)
 			c, err := (&Local{}).Adopt(a.call)
 			if err != nil {
 				t.Fatal(err)
@@ -144,7 +144,7 @@ func TestLostCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFile(t, filepath.Join(a.call, fileStdout), "sleeping", 20*time.Second)
+	waitFile(t, filepath.Join(a.call, fileStdout), "sleeping", 60*time.Second)
 	pid, alive, err := readPid(filepath.Join(a.call, fileLauncher))
 	if err != nil || !alive {
 		t.Fatalf("launcher record: %d %v %v", pid, alive, err)

@@ -472,7 +472,7 @@ func TestKilledCallLeavesNoSurvivors(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitFile(t, filepath.Join(a.call, fileStdout), "sleeping", 20*time.Second)
+			waitFile(t, filepath.Join(a.call, fileStdout), "sleeping", 60*time.Second)
 			if n := len(survivors(a.marker)); n < 3 {
 				t.Fatalf("the sleeper runs %d processes, want at least 3", n)
 			}

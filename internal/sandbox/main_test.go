@@ -144,8 +144,18 @@ func waitFile(t *testing.T, p, want string, d time.Duration) {
 		}
 		select {
 		case <-ctx.Done():
+			// The call folder's other files say why (a program that
+			// failed to start, a sandbox that refused it).
 			b, _ := os.ReadFile(p)
-			t.Fatalf("%s never held %q (holds %q)", p, want, b)
+			var more strings.Builder
+			ents, _ := os.ReadDir(filepath.Dir(p))
+			for _, e := range ents {
+				if q := filepath.Join(filepath.Dir(p), e.Name()); q != p && e.Type().IsRegular() {
+					c, _ := os.ReadFile(q)
+					fmt.Fprintf(&more, "\n  %s: %q", e.Name(), c)
+				}
+			}
+			t.Fatalf("%s never held %q in %s (holds %q)%s", p, want, d, b, more.String())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}

@@ -234,16 +234,27 @@ func attacks(c config) []attack {
 		{"fork-bomb", func() result {
 			// Bounded: at most the limit plus 100 processes, so a host whose
 			// limit failed survives the test.
+			// The children are killed and reaped before the next attack:
+			// left running, they would hold the process limit and the
+			// attacker's own runtime could not start a thread.
 			n, tries := 0, c.Processes+100
 			var err error
+			var pids []int
 			for i := 0; i < tries; i++ {
 				var pid int
 				pid, err = syscall.ForkExec("/bin/sleep", []string{"sleep", "30"}, &syscall.ProcAttr{})
 				if err != nil {
 					break
 				}
-				_ = pid
+				pids = append(pids, pid)
 				n++
+			}
+			for _, pid := range pids {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+			for _, pid := range pids {
+				var ws syscall.WaitStatus
+				syscall.Wait4(pid, &ws, 0, nil)
 			}
 			return result{OK: n == tries, Detail: fmt.Sprintf("%d of %d processes started; last error %v", n, tries, err)}
 		}},
