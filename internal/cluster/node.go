@@ -86,6 +86,9 @@ type run struct {
 	cancel context.CancelCauseFunc
 	// costMicros is the job's cost as the store last committed it.
 	costMicros int64
+	// known are the snapshot objects the store holds (restored at the
+	// claim, or committed since): not sent again.
+	known map[string]bool
 	// fenced: the store refused the lease, or a newer run of the job on
 	// this node replaced this one; the run may write nothing more.
 	fenced bool
@@ -197,8 +200,23 @@ func costMicros(manifestFile []byte) int64 {
 		} `json:"metrics"`
 	}
 	_ = json.Unmarshal(manifestFile, &m)
-	return int64(math.Round(m.Metrics.Cents * 1e4))
+	return centsToMicros(m.Metrics.Cents)
 }
+
+// budgetMicros is a manifest file's budget (cost_threshold, cents) in
+// micro-dollars, 0 when it sets none: the budget the store checks a call
+// against before it starts (clusterstore.Apply).
+func budgetMicros(manifestFile []byte) int64 {
+	var m struct {
+		Cents *float64 `json:"cost_threshold"`
+	}
+	if json.Unmarshal(manifestFile, &m) != nil || m.Cents == nil || *m.Cents <= 0 {
+		return 0
+	}
+	return centsToMicros(*m.Cents)
+}
+
+func centsToMicros(c float64) int64 { return int64(math.Round(c * 1e4)) }
 
 // runJob runs one claimed job until it stops, the lease is lost or ctx
 // ends.
@@ -216,14 +234,14 @@ func (n *Node) runJob(ctx context.Context, l *clusterstore.Lease) error {
 		old.cancel(errLeaseLost)
 		<-old.done
 	}
-	j, err := writeFolder(ctx, n.Store, n.Dir, l.Job)
+	j, known, err := writeFolder(ctx, n.Store, n.Dir, l.Job)
 	if err != nil {
 		n.release(l)
 		return err
 	}
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
-	r := &run{lease: l, cancel: cancel, costMicros: costMicros(j.Manifest), done: make(chan struct{})}
+	r := &run{lease: l, cancel: cancel, costMicros: costMicros(j.Manifest), known: known, done: make(chan struct{})}
 	defer close(r.done)
 	n.mu.Lock()
 	n.runs[l.Job] = r
@@ -343,6 +361,13 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 		return fmt.Errorf("job %s: this run's lease was lost: %w", id, clusterstore.ErrFenced)
 	}
 	u := clusterstore.Unit{Lines: lines}
+	// A recovery point's snapshot goes with its record: the listing and
+	// the objects the store may lack.
+	point, objects, err := pointOf(dir, lines, r.known)
+	if err != nil {
+		return fmt.Errorf("job %s: recovery point: %w", id, err)
+	}
+	u.Point, u.Objects = point, objects
 	last, err := history.ParseLine(lines[len(lines)-1])
 	if err != nil {
 		return err
@@ -359,7 +384,8 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 		if err := json.Unmarshal(file, &head); err != nil {
 			return err
 		}
-		u.Manifest, u.Status = file, head.Status
+		budget := budgetMicros(file)
+		u.Manifest, u.Status, u.BudgetMicros = file, head.Status, &budget
 		newCost = costMicros(file)
 		if newCost > r.costMicros {
 			u.DebitMicros = newCost - r.costMicros
@@ -375,5 +401,8 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 		return fmt.Errorf("cluster store: %w", err)
 	}
 	r.costMicros = newCost
+	for sum := range objects {
+		r.known[sum] = true
+	}
 	return nil
 }

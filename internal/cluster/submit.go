@@ -34,7 +34,7 @@ func Submit(ctx context.Context, s clusterstore.Store, file []byte) (string, err
 	case m.Status != lifecycle.Pending && m.Status != lifecycle.Draft:
 		return "", fmt.Errorf("job %s: a new job is PENDING or DRAFT, not %s", m.JobID, m.Status)
 	}
-	if err := s.Submit(ctx, m.JobID, m.Status, file, 0); err != nil {
+	if err := s.Submit(ctx, m.JobID, m.Status, file, budgetMicros(file)); err != nil {
 		return "", err
 	}
 	return m.JobID, nil
