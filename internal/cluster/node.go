@@ -46,7 +46,11 @@ type Node struct {
 	// Dir is the node's working folder: a jobs folder holding the jobs it
 	// runs in folder form, and its signing key in Dir/.logist.
 	Dir string
-	// TTL is the lease; Poll how often an idle node looks for work.
+	// IntakeDir, if set, is a folder whose dropped manifests the node
+	// submits to the cluster (intake.go).
+	IntakeDir string
+	// TTL is the lease; Poll how often an idle node looks for work (and
+	// at its intake folder).
 	TTL, Poll   time.Duration
 	MaxParallel int
 	Logger      *slog.Logger
@@ -155,6 +159,21 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 		}
 	})
+	if n.IntakeDir != "" {
+		wg.Go(func() {
+			problems := map[string]string{}
+			t := time.NewTicker(n.Poll)
+			defer t.Stop()
+			for {
+				n.intake(ctx, problems)
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		})
+	}
 	slots := make(chan struct{}, n.MaxParallel)
 	for {
 		select {
