@@ -54,7 +54,9 @@ func (d *Daemon) scan() {
 		}
 		d.note(e.ID, m)
 		if m.Status.Active() {
-			d.sched.Nudge(e.ID)
+			// m is the whole manifest, just read and checked: the run
+			// starts from it, not from another read.
+			d.sched.NudgeManifest(e.ID, m)
 		}
 	}
 	d.retain(jobs, invalid)
