@@ -71,13 +71,14 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	}
 	// A call a previous daemon started is adopted with its answer file as
 	// it left it; otherwise a stale answer left in place would be read as
-	// this call's.
-	if !heldCall(callDir) {
-		if err := os.Remove(ansFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	// this call's. A contained call's answer folder made now holds none.
+	fresh := ansDir != "" && os.Mkdir(ansDir, 0o700) == nil
+	if !fresh && !heldCall(callDir) {
+		if err := clearStale(ansFile); err != nil {
 			return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 		}
 	}
-	if ansDir != "" {
+	if ansDir != "" && !fresh {
 		if err := os.MkdirAll(ansDir, 0o700); err != nil {
 			return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 		}
@@ -336,3 +337,17 @@ func (w *capWriter) Bytes() []byte {
 }
 
 func (w *capWriter) String() string { return string(w.Bytes()) }
+
+// clearStale removes what an earlier attempt of the interaction may have
+// left at path. Most calls are an interaction's first, with nothing there:
+// it is looked at first (one lstat), not unlinked blindly (os.Remove's
+// unlink, then rmdir, of a path that is not there).
+func clearStale(path string) error {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}

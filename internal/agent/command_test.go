@@ -2,7 +2,9 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -182,5 +184,26 @@ func TestStaleAnswerThatCannotGoRefusesTheCall(t *testing.T) {
 	}
 	if _, err := os.Stat(ran); err == nil {
 		t.Error("the agent ran")
+	}
+}
+
+// A stale answer file an earlier attempt of the interaction left is
+// removed before the agent runs: never read as this call's answer.
+func TestStaleAnswerIsRemovedBeforeTheCall(t *testing.T) {
+	req := request(t, 5)
+	stale := filepath.Join(req.JobDir, "requests", "000005.answer.json")
+	if err := os.MkdirAll(filepath.Dir(stale), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stale, []byte(`{"action": "COMPLETED"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &Command{Cfg: manifest.Command{Argv: []string{"true"}, Answer: "file"}}
+	res, err := c.Call(context.Background(), req)
+	if err == nil {
+		t.Fatalf("answer %q read from a file this call's agent never wrote", res.Raw)
+	}
+	if _, err := os.Lstat(stale); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("stale answer still there: %v", err)
 	}
 }

@@ -42,6 +42,7 @@ type Daemon struct {
 	metrics *metrics.Metrics
 	relay   *relay
 	ready   atomic.Bool
+	checks  lateChecks
 
 	mu      sync.Mutex
 	invalid map[string]string    // job or file -> last reported error
@@ -193,6 +194,11 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 			go prune()
 		}
 	}
+	if o.Once {
+		// Nothing comes after: the finished jobs' checks are done now,
+		// so an invalid manifest is still reported.
+		d.checkFinished()
+	}
 	<-warmed
 	// The start-up scan of a large folder peaks far above what the daemon
 	// then holds (50,000 manifests read, the index rebuilt): hand the
@@ -200,6 +206,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	// scavenger gets to them. One GC, once.
 	debug.FreeOSMemory()
 	d.ready.Store(true)
+	d.checkLater()
 	if testHookStarted != nil {
 		testHookStarted(d)
 	}

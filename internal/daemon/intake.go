@@ -20,11 +20,12 @@ import (
 func (d *Daemon) scan() {
 	// Summaries: a finished job is only counted, so most manifests need
 	// not be read; the ones the daemon acts on are loaded in full.
-	entries, err := d.store.ListSummaries(false)
+	entries, err := d.store.ScanSummaries()
 	if err != nil {
 		d.logErr("", codes.Scan, err)
 		return
 	}
+	unchecked := false
 	jobs, invalid := map[string]bool{}, map[string]bool{}
 	for _, e := range entries {
 		if e.Unplaced != "" {
@@ -41,6 +42,7 @@ func (d *Daemon) scan() {
 			d.reportInvalid(e.ID, e.Err)
 			continue
 		}
+		unchecked = unchecked || e.Unchecked
 		d.clearInvalid(e.ID)
 		m := e.Manifest
 		if e.Partial && (e.Sum.Status.Active() || e.Sum.Schedule != nil) {
@@ -54,10 +56,18 @@ func (d *Daemon) scan() {
 		}
 		d.note(e.ID, m)
 		if m.Status.Active() {
-			d.sched.Nudge(e.ID)
+			// m is the whole manifest, just read and checked: the run
+			// starts from it, not from another read.
+			d.sched.NudgeManifest(e.ID, m)
 		}
 	}
 	d.retain(jobs, invalid)
+	if unchecked {
+		d.checks.pending.Store(true)
+		if d.ready.Load() {
+			d.checkLater()
+		}
+	}
 }
 
 // retain forgets the jobs and invalid manifests the daemon counts that a

@@ -357,6 +357,20 @@ func (l *Log) cut(pos, n int64, repair bool) (*TornTail, error) {
 	return &TornTail{Path: l.path, Offset: pos, Bytes: n}, nil
 }
 
+// With is s as it will be once recs are written after it (records a
+// transaction holds for its commit: their interactions, a response that
+// closes the open intent, sessions, checkpoints). s is not changed.
+func (s State) With(recs ...*Record) State {
+	if len(recs) == 0 {
+		return s
+	}
+	c := s.clone()
+	for _, r := range recs {
+		c.apply(r)
+	}
+	return c
+}
+
 func (s State) clone() State {
 	c := s
 	c.Responses = map[string]int{}

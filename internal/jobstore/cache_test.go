@@ -209,3 +209,56 @@ func TestSummaryKeepsWhatListingsShow(t *testing.T) {
 		t.Errorf("summary view %+v lost what the listing shows of %+v", v, m)
 	}
 }
+
+// The daemon's scan (ScanSummaries) summarises a finished job it finds
+// outside the index without checking it (Unchecked), and indexes it so;
+// running jobs are checked as always. A listing that checks (ListSummaries)
+// never trusts an unchecked summary: it reads and checks the manifest,
+// finds an invalid one invalid, and indexes the rest as checked.
+func TestScanLeavesFinishedJobsUnchecked(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := New(dir)
+	job := func(id, status string) string {
+		return strings.Replace(strings.Replace(validJob, `"a"`, `"`+id+`"`, 1), `"job_id"`, `"status": "`+status+`", "job_id"`, 1)
+	}
+	writeJob(t, s, "done", job("done", "SUCCESS"))
+	// Schema-invalid ("scripx" is no provider), but it decodes.
+	writeJob(t, s, "odd", strings.Replace(job("odd", "SUCCESS"), `"provider": "script"`, `"provider": "scripx"`, 1))
+	writeJob(t, s, "run", job("run", "PENDING"))
+	time.Sleep(indexStable + 100*time.Millisecond)
+	for round := 0; round < 2; round++ { // the second from the index
+		es, err := New(dir).ScanSummaries()
+		if err != nil || len(es) != 3 {
+			t.Fatalf("scan %d: %+v %v", round, es, err)
+		}
+		for _, e := range es[:2] {
+			if e.Err != nil || !e.Partial || !e.Unchecked || e.Sum.Status != lifecycle.Success {
+				t.Errorf("scan %d: finished job %s not summarised unchecked: %+v", round, e.ID, e)
+			}
+		}
+		if run := es[2]; run.Unchecked || run.View() == nil || run.View().Status != lifecycle.Pending {
+			t.Errorf("scan %d: a job to run was not read and checked: %+v", round, run)
+		}
+	}
+	if _, err := New(dir).Load("odd"); err == nil {
+		t.Fatal("the unchecked manifest loads")
+	}
+	for round := 0; round < 2; round++ { // the second from the index it wrote
+		es, err := New(dir).ListSummaries(false)
+		if err != nil || len(es) != 3 {
+			t.Fatalf("listing %d: %+v %v", round, es, err)
+		}
+		if done := es[0]; done.Unchecked || done.Err != nil || done.Sum == nil || done.Sum.Status != lifecycle.Success {
+			t.Errorf("listing %d: %+v", round, done)
+		}
+		if odd := es[1]; odd.Unchecked || odd.Err == nil {
+			t.Errorf("listing %d: an unchecked summary was trusted: %+v", round, odd)
+		}
+	}
+	// Checked in the index now: a scan finds them checked.
+	es, err := New(dir).ScanSummaries()
+	if err != nil || es[0].Unchecked || !es[0].Partial || es[1].Err == nil {
+		t.Fatalf("scan after a checking listing: %+v %v", es, err)
+	}
+}

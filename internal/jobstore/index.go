@@ -24,7 +24,7 @@ import (
 // taken from (same inode, size, mtime and ctime).
 const IndexFile = ".manifest-index"
 
-const indexVersion = 2
+const indexVersion = 3
 
 // indexStable is how long a manifest must have been unchanged (by ctime)
 // before it is indexed. Timestamps have a coarse granularity (a few ms):
@@ -85,6 +85,9 @@ type indexEntry struct {
 	Sum Summary
 	// Err is why the manifest is invalid ("" if valid).
 	Err string
+	// Unchecked: Sum was taken without the manifest's checks
+	// (ScanSummaries); only a scan that may skip them uses the entry.
+	Unchecked bool
 }
 
 type indexData struct {
@@ -155,14 +158,31 @@ func (s *Store) writeIndex(entries map[string]indexEntry) error {
 // index is brought up to date when it was missing entries (best effort:
 // a read-only folder just stays slower).
 func (s *Store) ListSummaries(trustInvalid bool) ([]Entry, error) {
+	return s.listSummaries(trustInvalid, false)
+}
+
+// ScanSummaries is ListSummaries for the daemon's start-up scan, which
+// must be quick over a folder the index does not cover yet (a first
+// start): a job that is neither running nor a template and is not in the
+// index is summarised from a decode without the manifest's checks
+// (Unchecked; schema validation is most of a first start's CPU), and
+// indexed as unchecked, which only ScanSummaries trusts. Such a job is not
+// run, and whoever reads it in full checks it; the daemon checks them all
+// once it is ready (ListSummaries, which indexes them as checked).
+// Running jobs and templates are checked here, as always.
+func (s *Store) ScanSummaries() ([]Entry, error) {
+	return s.listSummaries(false, true)
+}
+
+func (s *Store) listSummaries(trustInvalid, lazy bool) ([]Entry, error) {
 	out, err := s.scanNames()
 	if err != nil {
 		return nil, err
 	}
 	idx := s.readIndex()
 	fresh := make([]*indexEntry, len(out))
-	// loaded marks the entries read in full here that keep only their
-	// summary (summarise).
+	// loaded marks the entries read here that keep only their summary:
+	// read in full (summarise), or decoded unchecked (peekFinished).
 	loaded := make([]bool, len(out))
 	parallel(len(out), func(i int) {
 		e := &out[i]
@@ -177,12 +197,23 @@ func (s *Store) ListSummaries(trustInvalid bool) ([]Entry, error) {
 			return
 		}
 		k, ok := statKeyOf(fi)
-		if ie, hit := idx[e.ID]; ok && hit && ie.Key == k && (ie.Err == "" || trustInvalid) {
+		if ie, hit := idx[e.ID]; ok && hit && ie.Key == k && (ie.Err == "" || trustInvalid) && (lazy || !ie.Unchecked) {
 			if ie.Err != "" {
 				e.Err, e.Partial = errors.New(ie.Err), true
 				return
 			}
-			e.Sum, e.Partial = &ie.Sum, true
+			e.Sum, e.Partial, e.Unchecked = &ie.Sum, true, ie.Unchecked
+			return
+		}
+		// A manifest the index says is invalid is checked again in full
+		// (checks may have changed with an upgrade), never peeked.
+		if ie, hit := idx[e.ID]; lazy && !(ok && hit && ie.Key == k && ie.Err != "") && s.peekFinished(e) {
+			// Indexed as unchecked: a later scan need not decode it
+			// again, a listing that checks does not trust it.
+			loaded[i] = true
+			if ok && k.Ctime < now.Add(-indexStable).UnixNano() {
+				fresh[i] = &indexEntry{Key: k, Sum: *e.Sum, Unchecked: true}
+			}
 			return
 		}
 		s.loadEntry(e)
@@ -242,5 +273,26 @@ func summarise(e *Entry) bool {
 	}
 	sum := summaryOf(m)
 	e.Manifest, e.Sum, e.Partial = nil, &sum, true
+	return true
+}
+
+// peekFinished summarises e from its manifest decoded without the checks
+// (manifest.DecodeTrusted) when that says the job is neither running nor
+// a template, and reports whether it did (Unchecked). Anything else (a
+// file that does not decode, a job_id that is not its folder's, a job to
+// run) is left to loadEntry, which checks it in full and says why it is
+// invalid.
+func (s *Store) peekFinished(e *Entry) bool {
+	data, err := s.ReadManifest(e.ID)
+	if err != nil || len(data) > manifest.MaxSize {
+		return false
+	}
+	m, err := manifest.DecodeTrusted(filepath.Join(e.Dir, ManifestFile), data)
+	if err != nil || (m.JobID != "" && m.JobID != e.ID) || m.Status.Active() || m.Schedule != nil {
+		return false
+	}
+	m.JobID = e.ID
+	sum := summaryOf(m)
+	e.Sum, e.Partial, e.Unchecked = &sum, true, true
 	return true
 }

@@ -123,6 +123,12 @@ type Entry struct {
 	// finished jobs keeps ~150 bytes each, not a manifest struct each.
 	Partial bool
 	Sum     *Summary
+	// Unchecked says the Summary was decoded without the manifest's
+	// checks (ScanSummaries: a job neither running nor a template, not
+	// checked in the index): good to count and show, never a manifest to
+	// run.
+	// Reading the job in full (Load, a transaction's Begin) checks it.
+	Unchecked bool
 }
 
 // View returns the entry's manifest, or for a Partial entry a new manifest

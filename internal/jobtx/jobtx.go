@@ -393,6 +393,24 @@ func (t *Tx) Reveal(rec *history.Record) (*history.Record, error) {
 	return &c, err
 }
 
+// State is the history's state as the transaction will leave it: the
+// log's, with the records waiting for Commit applied (a response held for
+// the next call's intent closes the intent it answers, and the next
+// interaction is counted past it).
+func (t *Tx) State() history.State {
+	if len(t.queue) == 0 {
+		return t.Log.State()
+	}
+	recs := make([]*history.Record, len(t.queue))
+	for i := range t.queue {
+		recs[i] = &t.queue[i].stored
+	}
+	return t.Log.State().With(recs...)
+}
+
+// Holding says whether records wait for Commit.
+func (t *Tx) Holding() bool { return len(t.queue) > 0 }
+
 // Checkpoint is the job's current checkpoint id (history.Record.Checkpoint:
 // the newest recovery point, or the one a later rollback returned to),
 // records waiting for Commit included.

@@ -5,7 +5,10 @@
 //
 // A step is two transactions around a call: prepare (prepare.go) records
 // the intent, the call runs without the job's lock, finish (finish.go)
-// judges what came back. Both decide by building outcome values
+// judges what came back. When a plain agent call follows at once, the
+// transaction that judged the call goes on to prepare the next one, and
+// the outcome is committed with the next intent (Engine.chains): one
+// transaction and one history fsync per call. Both decide by building outcome values
 // (outcome.go) that one function, apply, performs and commits; the rules
 // they decide by live below the engine (response.Judge for answers,
 // workflow.Decide for the escalation matrix), where logist verify's replay
@@ -209,37 +212,83 @@ func (c *call) contained(ctx context.Context) context.Context {
 }
 
 // step does one unit of work: prepare and record a call, make it, record
-// its outcome and the transition it implies.
+// its outcome and the transition it implies. When the run goes straight on
+// to another plain agent call (chains), the outcome is not committed on
+// its own: the same transaction prepares the next call, and the next
+// intent's commit takes the outcome into its unit, so that a call costs
+// one transaction and one history fsync (the response of call n and the
+// intent of call n+1 are one durable unit; a crash before it leaves call
+// n's intent open, asked again with its stored request, exactly as a crash
+// just before the response's own commit did).
 func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept) (stepResult, error) {
 	tx, err := jobtx.Begin(e.Env, id, keep)
 	if err != nil {
 		return stepResult{done: true}, err
 	}
-	c, res, err := e.prepare(tx)
-	tx.Close()
-	if err != nil || c == nil {
-		return res, err
-	}
-	if len(c.turns) > 0 {
-		e.markPhase(id, c)
-		e.playTurns(c.contained(ctx), tx, c)
-		tx, err = jobtx.Begin(e.Env, id, keep)
+	var held *call // the call whose outcome tx holds for the next intent's unit
+	for {
+		c, res, err := e.prepare(tx)
+		if held != nil {
+			err = e.settle(tx, held, err)
+		}
+		tx.Close()
+		if err != nil || c == nil {
+			return res, err
+		}
+		if len(c.turns) > 0 {
+			return e.stepTurns(ctx, id, keep, tx, c)
+		}
+		var o outcome
+		var out *agent.Result
+		tx, o, out, err = e.callAndFinish(ctx, id, keep, tx, c)
 		if err != nil {
 			return stepResult{done: true}, err
 		}
-		defer tx.Close()
-		o, err := e.finishTurns(ctx, tx, c, c.teff)
-		if err != nil {
-			return stepResult{done: true}, err
-		}
+		chain := e.chains(ctx, tx, o)
+		o.hold = o.hold || chain
 		res, err = e.apply(tx, o)
 		if err == nil {
 			e.endPhase(id, tx.M)
-			e.forgetCalls(tx, c)
+			if out != nil && out.Tokens != nil && e.Timings != nil {
+				e.Timings.Tokens(c.provider, out.Tokens.Input, out.Tokens.Output, out.Tokens.Cache)
+			}
 		}
-		return res, err
+		if err != nil || !chain {
+			if err == nil {
+				e.forgetCalls(tx, c)
+			}
+			tx.Close()
+			return res, err
+		}
+		held = c
 	}
+}
 
+// stepTurns plays a turn step's calls and records their outcome.
+func (e *Engine) stepTurns(ctx context.Context, id string, keep *jobtx.Kept, tx *jobtx.Tx, c *call) (stepResult, error) {
+	e.markPhase(id, c)
+	e.playTurns(c.contained(ctx), tx, c)
+	tx, err := jobtx.Begin(e.Env, id, keep)
+	if err != nil {
+		return stepResult{done: true}, err
+	}
+	defer tx.Close()
+	o, err := e.finishTurns(ctx, tx, c, c.teff)
+	if err != nil {
+		return stepResult{done: true}, err
+	}
+	res, err := e.apply(tx, o)
+	if err == nil {
+		e.endPhase(id, tx.M)
+		e.forgetCalls(tx, c)
+	}
+	return res, err
+}
+
+// callAndFinish makes call c (prepared by tx, now closed) without the
+// job's lock, then begins the transaction that judges it and returns it
+// open with the outcome finish decided.
+func (e *Engine) callAndFinish(ctx context.Context, id string, keep *jobtx.Kept, tx *jobtx.Tx, c *call) (*jobtx.Tx, outcome, *agent.Result, error) {
 	prov, perr := c.prov, c.perr
 	if c.work != nil {
 		prov, perr = c.work, nil
@@ -264,24 +313,59 @@ func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept) (stepRes
 	timedOut := callErr != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 	cancel()
 
-	tx, err = jobtx.Begin(e.Env, id, keep)
+	tx, err := jobtx.Begin(e.Env, id, keep)
 	if err != nil {
-		return stepResult{done: true}, err
+		return nil, outcome{}, nil, err
 	}
-	defer tx.Close()
 	o, err := e.finish(ctx, tx, c, out, callErr, elapsed, timedOut)
 	if err != nil {
-		return stepResult{done: true}, err
+		tx.Close()
+		return nil, outcome{}, nil, err
 	}
-	res, err = e.apply(tx, o)
-	if err == nil {
-		e.endPhase(id, tx.M)
-		e.forgetCalls(tx, c)
-		if out != nil && out.Tokens != nil && e.Timings != nil {
-			e.Timings.Tokens(c.provider, out.Tokens.Input, out.Tokens.Output, out.Tokens.Cache)
+	return tx, o, out, nil
+}
+
+// chains says whether outcome o, decided in tx, is held for the next
+// call's intent instead of committed on its own: it answers a call, the
+// run goes on at once (no backoff, not shutting down), and the next phase
+// is a plain agent call (plainCall), whose intent is the first thing
+// written after it. Every other way out of the next prepare commits it too
+// (settle covers its errors).
+func (e *Engine) chains(ctx context.Context, tx *jobtx.Tx, o outcome) bool {
+	if len(o.responses) == 0 || !o.more || o.backoff > 0 || o.intent != nil || ctx.Err() != nil || e.Draining.Load() {
+		return false
+	}
+	wf, err := tx.M.ResolveWorkflow()
+	if err != nil {
+		return false
+	}
+	phase := tx.M.Phase()
+	if o.transition != nil && o.transition.phase != "" {
+		phase = o.transition.phase
+	}
+	// The responses close the open intent (the call they answer).
+	return plainPhase(wf, phase)
+}
+
+// settle commits what tx still holds of a chained outcome after the next
+// prepare (which commits it with the next intent, or with whatever stops
+// the run) failed or returned without a commit, and then forgets the held
+// call's kept run: only once its outcome is in the history (a run kept on
+// disk is what a re-attempt of the same interaction adopts).
+func (e *Engine) settle(tx *jobtx.Tx, held *call, err error) error {
+	if tx.Holding() {
+		if cerr := tx.Commit(); cerr != nil {
+			if err == nil {
+				err = cerr
+			}
+			return err
 		}
 	}
-	return res, err
+	if tx.Holding() {
+		return err
+	}
+	e.forgetCalls(tx, held)
+	return err
 }
 
 // forgetCalls drops what contained calls kept of their runs once their

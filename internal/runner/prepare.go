@@ -104,7 +104,7 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		return stop(workflowFailed(ph.Role, &workflow.Failure{Code: codes.WorkflowEffect, Reason: fmt.Sprintf("phase %s is Logist's own but its effect gave it nothing to do", phase)}))
 	}
 
-	if oi := tx.Log.State().OpenIntent; oi != nil && oi.Phase == phase && oi.Request != nil && oi.Interaction != nil {
+	if oi := tx.State().OpenIntent; oi != nil && oi.Phase == phase && oi.Request != nil && oi.Interaction != nil {
 		// The last call was cut off (crash, shutdown): ask again with the
 		// same stored request, never a new one, and never record a
 		// half-finished answer. The agent gets it as it was before the
@@ -144,7 +144,7 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		return stop(outcome{code: codes.AgentConfig,
 			transition: &transition{lifecycle.EvAgentFailed, lifecycle.InterventionRequired, "", "SYSTEM", err.Error()}})
 	}
-	c.interaction = tx.Log.State().NextInteraction
+	c.interaction = tx.State().NextInteraction
 	c.attempt = m.Run.APIFailures + 1
 	var params agent.Params
 	if c.work == nil {
@@ -187,14 +187,14 @@ func (e *Engine) start(tx *jobtx.Tx, wf *workflow.Workflow) (outcome, error) {
 		}
 		o.start, o.point = true, startPoint(phase)
 	}
-	ph, ok := wf.Phases[phase]
+	ph := wf.Phases[phase]
 	o.transition = &transition{lifecycle.EvStart, ph.Status, phase, "SYSTEM", ""}
 	if e.Contain != nil {
 		// The history says which containment the job (re)started under.
 		o.transition.reason = "processes contained by sandbox " + m.Run.Sandbox
 		o.contained = m.Run.Sandbox
 	}
-	o.hold = ok && ph.Effect == "" && ph.Role != workflow.RoleLogist && tx.Log.State().OpenIntent == nil
+	o.hold = plainPhase(wf, phase) && tx.State().OpenIntent == nil
 	o.more = true
 	return o, nil
 }
@@ -249,4 +249,14 @@ func (e *Engine) prepared(tx *jobtx.Tx, wf *workflow.Workflow, c *call, eff effe
 		c.work = prep.Work
 	}
 	return nil, nil
+}
+
+// plainPhase says whether phase is played by an agent with nothing in
+// between that needs the job's last change on disk first: no effect, not
+// Logist's own. With no cut-off call to resume there, the phase's next
+// intent can take that change into its unit (one history fsync): the
+// start of a job, or the outcome of the call before (Engine.chains).
+func plainPhase(wf *workflow.Workflow, phase string) bool {
+	ph, ok := wf.Phases[phase]
+	return ok && ph.Effect == "" && ph.Role != workflow.RoleLogist
 }

@@ -35,7 +35,7 @@ func newRequest(tx *jobtx.Tx, c *call, ph workflow.Phase, sys, extra string, par
 	// phase (a RETRY sent the work back, or a steward resumed with
 	// guidance) unless the manifest asks for a fresh start each time.
 	if cmd := m.Agents[ph.Role].Command; cmd != nil && cmd.Preset != "" && cmd.Session != "fresh" {
-		if sid := tx.Log.State().Sessions[history.SessionKey(c.phase, ph.Role)]; sid != "" {
+		if sid := tx.State().Sessions[history.SessionKey(c.phase, ph.Role)]; sid != "" {
 			meta[agent.MetaResumeSession] = sid
 		}
 	}
@@ -64,7 +64,7 @@ func requestFromHistory(tx *jobtx.Tx, c *call, h *history.Request) *agent.Reques
 		JobID: tx.ID, Phase: c.phase, Role: c.role, ContextFiles: h.FilesContext, SystemPrompt: h.SystemPrompt,
 		TaskDescription: h.TaskDescription, Prompt: h.Prompt, Metadata: h.Metadata,
 		Workspace: tx.Store().Workspace(tx.ID), JobDir: tx.Dir, Interaction: c.interaction,
-		CallIndex: tx.Log.State().Responses[c.role],
+		CallIndex: tx.State().Responses[c.role],
 	}
 }
 

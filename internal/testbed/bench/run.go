@@ -80,12 +80,20 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	repo := fs.String("repo", ".", "repository root (bin/logistd, bin/logist, docs/)")
 	out := fs.String("out", "", "folder for benchmarks.md and benchmarks.json (default: REPO/docs; with -quick a temporary folder)")
 	only := fs.String("only", "", "comma-separated scenarios to run (1-7); default all")
+	scaleJobs := fs.Int("scale-jobs", 0, "scenario 5's jobs (0: the size's own; for one figure at a chosen scale)")
+	scaleReps := fs.Int("scale-reps", 0, "scenario 5's start-ups per folder (0: the size's own; the first has no manifest index)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	h := &harness{sz: FullSizes, log: stderr}
 	if *quick {
 		h.sz = QuickSizes
+	}
+	if *scaleJobs > 0 {
+		h.sz.ScaleJobs = *scaleJobs
+	}
+	if *scaleReps > 0 {
+		h.sz.ScaleReps = *scaleReps
 	}
 	var err error
 	if h.repo, err = filepath.Abs(*repo); err != nil {
