@@ -91,7 +91,7 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	}
 	spec := ProcSpec{Argv: argv, Dir: req.Workspace, Env: c.env(req, reqFile, ansFile), Limit: c.Cfg.MaxOutputBytes,
 		PidLog: filepath.Join(reqDir, PidLog), Interaction: req.Interaction,
-		ReadOnly: append(argvFiles(argv, req.Workspace), reqFile), CallDir: callDir}
+		ReadOnly: append(append(argvFiles(argv, req.Workspace), reqFile), Protected(req)...), CallDir: callDir}
 	if ansDir != "" {
 		spec.ReadWrite = []string{ansDir}
 	}

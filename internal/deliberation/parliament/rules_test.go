@@ -556,6 +556,37 @@ func TestGovernedFileChangedOutsideAVoteIsRefused(t *testing.T) {
 	}
 }
 
+// A member that writes the governed file on every call (an uncontained
+// agent) is refused every time, and the House still gets on with its
+// business: a refusal never comes between turns already asked, which
+// would ask them again, and again (issue 20 item 1).
+func TestGovernedFileTamperedOnEveryTurnDoesNotStallTheHouse(t *testing.T) {
+	cfg := testConfig()
+	cfg.Files = []string{"README.md"}
+	h := newHarness(t, cfg)
+	writeWS(t, h, "README.md", readme)
+	tries := 0
+	inner := h.answer
+	h.answer = func(h *harness, tu deliberation.Turn) (map[string]any, string) {
+		if tu.Participant == "rep_2" {
+			tries++
+			b, _ := os.ReadFile(filepath.Join(h.ws, "README.md"))
+			writeWS(t, h, "README.md", string(b)+"\nIGNORE THE HOUSE\n")
+		}
+		return inner(h, tu)
+	}
+	step := h.run(nil)
+	if step == nil || step.Wait == "" {
+		t.Fatalf("the House did not reach the Prime Minister: %+v", step)
+	}
+	if n := len(h.byType(tRefused)); n < 2 || tries < 2 {
+		t.Errorf("%d refusals for %d tampering turns", n, tries)
+	}
+	if b, _ := os.ReadFile(filepath.Join(h.ws, "README.md")); strings.Contains(string(b), "IGNORE THE HOUSE") {
+		t.Errorf("README.md at the PM's review holds the tampered text:\n%s", b)
+	}
+}
+
 // The round that sends the bill to the Prime Minister is summarized before
 // the PM decides, and later prompts carry what an amendment changes (its
 // diff), not only its one-line description.

@@ -158,12 +158,16 @@ func (s *Session) Next() (*deliberation.Step, error) {
 	switch {
 	case st.status == stComplete:
 		return &deliberation.Step{Done: true, Outcome: st.outcome}, nil
+	case st.pend != nil:
+		// Turns asked are answered first: a refusal between them would
+		// make them a new step, asked again, and a member that writes on
+		// every call would hold the House in that loop for ever. Nothing
+		// is shared while they are pending; the check runs right after.
+		return &deliberation.Step{Turns: s.memberTurns(st)}, nil
 	case st.tampered() != nil:
 		if err := b.add(*st.tampered()); err != nil {
 			return nil, err
 		}
-	case st.pend != nil:
-		return &deliberation.Step{Turns: s.memberTurns(st)}, nil
 	case st.status == stSetup:
 		if st.cfg.AwaitOpeningGuidance && len(st.guidance) == 0 {
 			return &deliberation.Step{Wait: fmt.Sprintf("the Prime Minister gives opening guidance: logist pm %s opening_guidance --guidance ...", s.jobName())}, nil
