@@ -253,7 +253,13 @@ func procStart(pid int) (string, bool) {
 // its agent running, and the re-attempt must not run beside it. It
 // reports whether it killed anything.
 func KillOrphan(jobDir string, n int) bool {
-	b, err := os.ReadFile(filepath.Join(jobDir, "requests", PidLog))
+	return killGroups(filepath.Join(jobDir, "requests", PidLog), n)
+}
+
+// killGroups kills every process group pidLog records for call n that
+// still runs, reporting whether it killed any.
+func killGroups(pidLog string, n int) bool {
+	b, err := os.ReadFile(pidLog)
 	if err != nil {
 		return false
 	}
