@@ -35,6 +35,10 @@ type Request struct {
 	// FileWritten says the request file (RequestFile) already holds this
 	// request: the engine wrote it while the intent was being made durable.
 	FileWritten bool `json:"-"`
+	// ReadOnly are workspace files (relative paths) the agent may read
+	// but not write (a parliament's governed files): a contained program
+	// gets them read-only (Protected).
+	ReadOnly []string `json:"-"`
 }
 
 // Result is one call's raw outcome. Streaming providers fill it only when

@@ -92,7 +92,7 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	}
 	spec := ProcSpec{Argv: argv, Dir: req.Workspace, Env: c.env(req, reqFile, ansFile), Limit: c.Cfg.MaxOutputBytes,
 		PidLog: filepath.Join(reqDir, PidLog), Interaction: req.Interaction,
-		ReadOnly: append(argvFiles(argv, req.Workspace), reqFile), CallDir: callDir}
+		ReadOnly: append(append(argvFiles(argv, req.Workspace), reqFile), Protected(req)...), CallDir: callDir}
 	if ansDir != "" {
 		spec.ReadWrite = []string{ansDir}
 	}
@@ -254,7 +254,13 @@ func procStart(pid int) (string, bool) {
 // its agent running, and the re-attempt must not run beside it. It
 // reports whether it killed anything.
 func KillOrphan(jobDir string, n int) bool {
-	b, err := os.ReadFile(filepath.Join(jobDir, "requests", PidLog))
+	return killGroups(filepath.Join(jobDir, "requests", PidLog), n)
+}
+
+// killGroups kills every process group pidLog records for call n that
+// still runs, reporting whether it killed any.
+func killGroups(pidLog string, n int) bool {
+	b, err := os.ReadFile(pidLog)
 	if err != nil {
 		return false
 	}

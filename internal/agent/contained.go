@@ -185,3 +185,29 @@ func ForgetCall(jobDir string, n int) error {
 func heldCall(callDir string) bool {
 	return callDir != "" && sandbox.Holds(callDir)
 }
+
+// StopCall kills what is left of a run a previous daemon started, and
+// forgets it: the contained call in callDir (its launcher, and with it
+// the whole sandbox: every process of the run, detached ones included)
+// and the process groups pidLog records for run n (an uncontained run;
+// "" if none). A daemon killed mid-run leaves both running: the launcher
+// outlives it by design (adoption), so a run that is not to be adopted
+// must be stopped here. Stopping a run that already ended is a no-op.
+func StopCall(callDir, pidLog string, n int) error {
+	if pidLog != "" {
+		killGroups(pidLog, n)
+		if err := os.Remove(pidLog); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	if heldCall(callDir) {
+		// ErrLost: Adopt itself killed what the call's records name.
+		if call, err := (&sandbox.Local{}).Adopt(callDir); err == nil {
+			_ = call.Kill() // returns once the launcher and its sandbox are gone
+		}
+	}
+	if _, err := os.Lstat(callDir); err != nil {
+		return nil
+	}
+	return sandbox.Forget(callDir)
+}

@@ -126,3 +126,51 @@ func pathOnly(k string) string {
 	}
 	return ""
 }
+
+// A contained agent cannot write the workspace files its request names
+// read-only (a parliament's governed files): bwrap mounts them read-only
+// over the writable workspace. It still reads them and writes the rest.
+func TestContainedAgentCannotWriteReadOnlyFiles(t *testing.T) {
+	st := sandbox.Probe()
+	cont := &Containment{Exec: &sandbox.Local{}, Status: st}
+	ex, err := cont.For(&manifest.Manifest{Sandbox: string(sandbox.LayerBwrap)})
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	jobDir := t.TempDir()
+	ws := filepath.Join(jobDir, "workspace")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const readme = "# The official text\n"
+	if err := os.WriteFile(filepath.Join(ws, "README.md"), []byte(readme), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(jobDir, "agent.sh")
+	body := `if echo TAMPERED >> README.md; then echo wrote > tried.txt; else echo refused > tried.txt; fi
+mv README.md gone.md 2>/dev/null && echo moved >> tried.txt
+head -1 README.md >> tried.txt
+echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"tried"}'
+`
+	if err := os.WriteFile(script, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &Command{Cfg: manifest.Command{Argv: []string{"sh", "../agent.sh"}}, Getenv: pathOnly}
+	req := &Request{JobID: "j", Phase: "session", Role: "rep_2", Workspace: ws, JobDir: jobDir, Interaction: 1,
+		ReadOnly: []string{"README.md", "missing.md", "../job.json"}}
+	if _, err := c.Call(WithExecutor(context.Background(), ex), req); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "README.md")); string(b) != readme {
+		t.Errorf("README.md = %q, want it untouched", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "tried.txt")); string(b) != "refused\n# The official text\n" {
+		t.Errorf("the agent saw %q, want its write refused, no move, the file readable", b)
+	}
+	if got := Protected(req); len(got) != 1 || got[0] != filepath.Join(ws, "README.md") {
+		t.Errorf("Protected = %v, want only the existing workspace file", got)
+	}
+}

@@ -226,7 +226,7 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 	argv := append(append(append([]string{path}, inv.Args...), c.Cfg.Args...), inv.TailArgs...)
 	spec := ProcSpec{Argv: argv, Dir: req.Workspace, Env: c.env(req, inv, get), Limit: c.Cfg.MaxOutputBytes,
 		PidLog: filepath.Join(reqDir, PidLog), Interaction: req.Interaction,
-		Home: home, ReadWrite: []string{callDir}, ReadOnly: installation(path), CallDir: sandboxDir, ModelAPI: true}
+		Home: home, ReadWrite: []string{callDir}, ReadOnly: append(installation(path), Protected(req)...), CallDir: sandboxDir, ModelAPI: true}
 	if c.Cfg.BaseURL != "" && !adopting {
 		if err := unreachable(ctx, c.Cfg.BaseURL, spec.Env); err != nil && ctx.Err() == nil {
 			return nil, unreachableError(c.Preset.Program, c.Cfg.BaseURL, err)

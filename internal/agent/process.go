@@ -8,11 +8,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/pathguard"
 )
 
 // ProcSpec is one program run (an agent, or a tool the protocol runs).
@@ -167,4 +169,28 @@ func runDirect(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// Protected are the absolute paths of the request's read-only workspace
+// files (Request.ReadOnly) that exist as regular files: the one rule for
+// what a contained program may not write inside its workspace. A bwrap
+// sandbox mounts them read-only over the writable workspace; Landlock
+// alone cannot take a right back beneath a folder it grants, so there
+// the game's own check of those files is what holds (docs/security.md).
+// A file missing now is not protected: bwrap cannot mount what is not
+// there, and a file the agent creates is the game's check's to catch.
+func Protected(req *Request) []string {
+	var out []string
+	for _, rel := range req.ReadOnly {
+		if _, _, err := pathguard.Resolve(req.Workspace, rel); err != nil {
+			continue // outside the workspace: nothing of it is mounted
+		}
+		// The path the program sees (the workspace as bound), not the
+		// real one, so the read-only mount covers what it opens.
+		abs := filepath.Join(req.Workspace, filepath.Clean(rel))
+		if fi, err := os.Lstat(abs); err == nil && fi.Mode().IsRegular() {
+			out = append(out, abs)
+		}
+	}
+	return out
 }

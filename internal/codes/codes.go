@@ -143,6 +143,7 @@ const (
 	GameRole           = "GAME_ROLE"
 	TurnSkipped        = "TURN_SKIPPED"
 	TurnLate           = "TURN_LATE"
+	ToolRunRecovered   = "TOOL_RUN_RECOVERED"
 )
 
 // The metering proxy (internal/meter): in the errors agents get from it,
@@ -268,6 +269,7 @@ var catalogue = []Code{
 	{GameRole, Error, true, "deliberation", "a participant is played by a role with no agent in the manifest"},
 	{TurnLate, Warning, false, "deliberation", "a background turn (the stance helper) had not answered when the step's other turns ended: it was cut and the game went on without it"},
 	{TurnSkipped, Warning, false, "deliberation", "a participant's turn failed or came back empty: the chair records it as skipped and the game goes on"},
+	{ToolRunRecovered, Warning, false, "protocol", "a protocol tool run was in flight when logistd stopped: what was left of it was killed, the workspace restored to the recovery point the runs started from, and the run recorded as interrupted; the Executor plans again"},
 
 	// The metering proxy: a refused or ended request of an agent; the
 	// agent gets the error, the call's own outcome is recorded as usual.

@@ -175,6 +175,14 @@ type Env struct {
 	Now func() time.Time
 }
 
+// Protector is a Session whose participants must not write some workspace
+// files (a parliament's governed files): the engine has every turn's agent
+// run with them read-only, so they change only through the game's own
+// file_write messages.
+type Protector interface {
+	Protected() []string
+}
+
 // Game builds a session of its rules from an Env.
 type Game interface {
 	Name() string

@@ -105,6 +105,13 @@ func ResultEvent(r *ToolResult) (typ string, body map[string]any) {
 // cannot be stored or ctx was cancelled (the daemon stopping is not the
 // tool's failure: the run is retried as a new intent).
 func Execute(ctx context.Context, workspace string, in Intent, store Store, p Policy) (*ToolResult, error) {
+	return ExecuteAt(ctx, workspace, "", in, store, p)
+}
+
+// ExecuteAt is Execute with the run kept in runDir (RunDir) while it
+// runs, so that a daemon that dies mid-run leaves it where the next one
+// stops it (StopRun); "" keeps it in a temporary folder.
+func ExecuteAt(ctx context.Context, workspace, runDir string, in Intent, store Store, p Policy) (*ToolResult, error) {
 	p = p.WithDefaults()
 	doc, err := InputDocument(in.Tool, in.Input)
 	if err != nil {
@@ -122,7 +129,7 @@ func Execute(ctx context.Context, workspace string, in Intent, store Store, p Po
 	case !p.allowsTool(in.Tool):
 		res.Error = fmt.Sprintf("tool %q is not allowed by the job's protocol policy (allowed: %v)", in.Tool, p.Tools)
 	case in.Tool == ToolShell:
-		out, err = runShell(ctx, workspace, input, p, res)
+		out, err = runShell(ctx, workspace, runDir, input, p, res)
 		if err != nil {
 			return nil, err
 		}
@@ -147,6 +154,28 @@ func Execute(ctx context.Context, workspace string, in Intent, store Store, p Po
 		return nil, err
 	}
 	return res, nil
+}
+
+// RunDir is where the run of tool intent id of the job in jobDir keeps
+// what outlives a daemon while it runs: its sandboxed call (launcher,
+// sandbox pid, output) in requests/tool-HASH.call, beside the agents'
+// calls, and, uncontained, its process group in requests/tool-HASH.call.pids.
+// The name is a hash: intent ids are the Executor's.
+func RunDir(jobDir, intentID string) string {
+	h := sha256Hex([]byte(intentID))
+	return filepath.Join(jobDir, "requests", "tool-"+h[:16]+".call")
+}
+
+const pidsSuffix = ".pids"
+
+// StopRun kills whatever is left of the run in runDir (RunDir) and
+// forgets it: a daemon that died mid-run leaves its sandbox running (the
+// launcher outlives the daemon), and nothing of it may go on changing the
+// workspace once the run is recorded as interrupted. Every process of a
+// contained run dies with its sandbox; an uncontained one loses its
+// process group.
+func StopRun(runDir string) error {
+	return agent.StopCall(runDir, runDir+pidsSuffix, 0)
 }
 
 // shellArgv reads the shell tool's input: {"command": "..."} (run by
@@ -194,7 +223,7 @@ func toolEnv(home string) []string {
 // runCommand runs argv in dir as its own process group with the scrubbed
 // environment, a timeout and an output cap. It returns an error only when
 // ctx itself ended.
-func runCommand(ctx context.Context, dir string, argv []string, timeout time.Duration, limit int64) (out map[string]any, code int, errMsg string, err error) {
+func runCommand(ctx context.Context, dir, runDir string, argv []string, timeout time.Duration, limit int64) (out map[string]any, code int, errMsg string, err error) {
 	// A caller that has already stopped gets its error, never a run (a
 	// program that ends at once could otherwise race the cancellation).
 	if err := ctx.Err(); err != nil {
@@ -207,7 +236,23 @@ func runCommand(ctx context.Context, dir string, argv []string, timeout time.Dur
 	defer os.RemoveAll(home) //nolint:errcheck // a scratch home in the temp folder
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	pr, err := agent.RunProcess(tctx, agent.ProcSpec{Argv: argv, Dir: dir, Env: toolEnv(home), Limit: limit})
+	spec := agent.ProcSpec{Argv: argv, Dir: dir, Env: toolEnv(home), Limit: limit}
+	if runDir != "" {
+		if err := StopRun(runDir); err != nil { // a stale one of the same intent
+			return nil, -1, "", err
+		}
+		if err := atomicfile.MkdirAll(filepath.Dir(runDir), 0o700); err != nil {
+			return nil, -1, "", err
+		}
+		spec.CallDir, spec.PidLog = runDir, runDir+pidsSuffix
+		// Its output is read below; the next run of the intent starts afresh.
+		defer func() {
+			if ferr := StopRun(runDir); ferr != nil && err == nil {
+				err = ferr
+			}
+		}()
+	}
+	pr, err := agent.RunProcess(tctx, spec)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, -1, "", ctx.Err()
@@ -247,13 +292,13 @@ func putText(m map[string]any, key string, b []byte) {
 	m[key+"_base64"] = b
 }
 
-func runShell(ctx context.Context, workspace string, input map[string]any, p Policy, res *ToolResult) (map[string]any, error) {
+func runShell(ctx context.Context, workspace, runDir string, input map[string]any, p Policy, res *ToolResult) (map[string]any, error) {
 	argv, err := shellArgv(input)
 	if err != nil {
 		res.Error = "invalid shell input: " + err.Error()
 		return nil, nil
 	}
-	out, code, msg, err := runCommand(ctx, workspace, argv, time.Duration(p.ToolTimeoutSeconds)*time.Second, p.MaxToolOutputBytes)
+	out, code, msg, err := runCommand(ctx, workspace, runDir, argv, time.Duration(p.ToolTimeoutSeconds)*time.Second, p.MaxToolOutputBytes)
 	if err != nil {
 		return nil, err
 	}

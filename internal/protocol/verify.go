@@ -323,7 +323,7 @@ func RunChecks(ctx context.Context, workspace string, store Store, p Policy) ([]
 			res, msg = map[string]any{}, "check has no command"
 		} else {
 			var err error
-			res, _, msg, err = runCommand(ctx, workspace, c.Argv, time.Duration(c.TimeoutSeconds)*time.Second, p.MaxToolOutputBytes)
+			res, _, msg, err = runCommand(ctx, workspace, "", c.Argv, time.Duration(c.TimeoutSeconds)*time.Second, p.MaxToolOutputBytes)
 			if err != nil {
 				return out, err
 			}

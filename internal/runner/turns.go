@@ -81,7 +81,7 @@ func (e *Engine) prepareTurns(tx *jobtx.Tx, c *call, prep *workflow.Prep) error 
 		}
 		req := &agent.Request{JobID: tx.ID, Phase: c.phase, Role: t.Role, ContextFiles: []string{}, Prompt: t.Prompt,
 			TaskDescription: m.TaskDescription, Metadata: meta, Workspace: tx.Store().Workspace(tx.ID), JobDir: tx.Dir,
-			Interaction: n, CallIndex: tx.State().Responses[t.Role]}
+			Interaction: n, CallIndex: tx.State().Responses[t.Role], ReadOnly: t.ReadOnly}
 		c.turns = append(c.turns, &turnCall{turn: t, interaction: n, req: req, provider: cfg.Provider, prov: prov, perr: perr})
 	}
 	return nil

@@ -59,6 +59,10 @@ type Turn struct {
 	// helper): it plays alongside the step's other turns and, if it has
 	// not answered when they end, it is cut and comes back Late.
 	Background bool
+	// ReadOnly are workspace files (relative paths) the turn's agent may
+	// read but not write: a parliament's governed files, which change only
+	// through an enacted vote. A contained agent gets them read-only.
+	ReadOnly []string
 }
 
 // TurnResult is what became of one turn: its answer (valid against the

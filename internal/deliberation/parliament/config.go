@@ -38,6 +38,11 @@ type Config struct {
 	// calls. Empty: the manifest's "speaker" agent if there is one, else
 	// the built-in policy.
 	Speaker string `json:"speaker,omitempty"`
+	// Summarizer is the manifest agent (a "clerk", say) that writes each
+	// round's narrative summary in seed 000's shape once the round ends.
+	// Empty, or an answer that fails its schema: the Clerk's deterministic
+	// summary stands.
+	Summarizer string `json:"summarizer,omitempty"`
 	// Files are workspace files the House governs: shared with every
 	// member when the session opens and again after each change, and the
 	// target of the tabled bill.
@@ -164,6 +169,9 @@ func (c *Config) check() error {
 	}
 	if c.Speaker != "" && c.Speaker != builtinName && !idRe.MatchString(c.Speaker) {
 		return fmt.Errorf("game.speaker: %q is neither %q nor an agent name", c.Speaker, builtinName)
+	}
+	if c.Summarizer != "" && !idRe.MatchString(c.Summarizer) {
+		return fmt.Errorf("game.summarizer: %q is not an agent name", c.Summarizer)
 	}
 	for i, f := range c.Files {
 		if f == "" || filepath.IsAbs(f) || f == ".." || strings.HasPrefix(filepath.Clean(f), "..") {

@@ -19,9 +19,10 @@ import (
 // records it and restores the official text, so the tampered file is
 // never shared, amended or enacted.
 //
-// Members should not be able to write these files at all: Protected lists
-// them for the containment layer (read-only mounts for member agents);
-// this check is what holds when an agent writes anyway.
+// Members cannot write these files at all where the sandbox can prevent
+// it: Protected lists them (deliberation.Protector) and every turn's agent
+// gets them mounted read-only (agent.Protected); this check is what holds
+// where it cannot (Landlock alone, sandbox none).
 
 // governedFiles are the governed files, configured ones first.
 func (s *state) governedFiles() []string {
@@ -77,5 +78,5 @@ func (s *state) tampered() *deliberation.Message {
 }
 
 // Protected are the workspace files member agents must not write (the
-// governed files): the hook for the containment layer's read-only mounts.
+// governed files): deliberation.Protector, read-only in their sandbox.
 func (s *Session) Protected() []string { return s.replay().governedFiles() }

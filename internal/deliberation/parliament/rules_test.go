@@ -556,6 +556,37 @@ func TestGovernedFileChangedOutsideAVoteIsRefused(t *testing.T) {
 	}
 }
 
+// A member that writes the governed file on every call (an uncontained
+// agent) is refused every time, and the House still gets on with its
+// business: a refusal never comes between turns already asked, which
+// would ask them again, and again (issue 20 item 1).
+func TestGovernedFileTamperedOnEveryTurnDoesNotStallTheHouse(t *testing.T) {
+	cfg := testConfig()
+	cfg.Files = []string{"README.md"}
+	h := newHarness(t, cfg)
+	writeWS(t, h, "README.md", readme)
+	tries := 0
+	inner := h.answer
+	h.answer = func(h *harness, tu deliberation.Turn) (map[string]any, string) {
+		if tu.Participant == "rep_2" {
+			tries++
+			b, _ := os.ReadFile(filepath.Join(h.ws, "README.md"))
+			writeWS(t, h, "README.md", string(b)+"\nIGNORE THE HOUSE\n")
+		}
+		return inner(h, tu)
+	}
+	step := h.run(nil)
+	if step == nil || step.Wait == "" {
+		t.Fatalf("the House did not reach the Prime Minister: %+v", step)
+	}
+	if n := len(h.byType(tRefused)); n < 2 || tries < 2 {
+		t.Errorf("%d refusals for %d tampering turns", n, tries)
+	}
+	if b, _ := os.ReadFile(filepath.Join(h.ws, "README.md")); strings.Contains(string(b), "IGNORE THE HOUSE") {
+		t.Errorf("README.md at the PM's review holds the tampered text:\n%s", b)
+	}
+}
+
 // The round that sends the bill to the Prime Minister is summarized before
 // the PM decides, and later prompts carry what an amendment changes (its
 // diff), not only its one-line description.
@@ -593,5 +624,92 @@ func TestPassingRoundSummarizedAndAmendmentDiffsInPrompts(t *testing.T) {
 	}
 	if !seen {
 		t.Error("no prompt carries AMDT-1's diff")
+	}
+}
+
+// With game.summarizer set, the agent writes each ended round's narrative
+// summary in seed 000's shape (the ledger's facts stay the Clerk's), the
+// round that passes the bill is summarized before the Prime Minister's
+// review, and the review's text carries that summary (issue 20 item 11).
+func TestSummarizerAgentWritesRoundSummaries(t *testing.T) {
+	cfg := testConfig()
+	cfg.Summarizer = "clerk"
+	h := newHarness(t, cfg)
+	writeWS(t, h, "README.md", readme)
+	inner := h.answer
+	asked := 0
+	h.answer = func(h *harness, tu deliberation.Turn) (map[string]any, string) {
+		if tu.Kind != kSummary {
+			return inner(h, tu)
+		}
+		asked++
+		if tu.Role != "clerk" || !strings.Contains(tu.Prompt, "public proceedings") {
+			t.Errorf("summary turn %+v", tu)
+		}
+		pos := map[string]any{}
+		for _, r := range h.cfg.Representatives {
+			pos[r.ID] = map[string]any{"lean": "YES", "key_concern": "funding of " + r.ID}
+		}
+		return map[string]any{"summary": fmt.Sprintf("NARRATIVE %v: the House weighed the levy.", tu.Data["round"]),
+			"positions": pos, "key_shifts": []any{"rep_2 came round"}, "open_issues": []any{"who pays"}}, ""
+	}
+	step := h.run(nil)
+	if step == nil || step.Wait == "" {
+		t.Fatalf("no PM review: %+v", step)
+	}
+	st := h.load().st
+	if asked == 0 || len(h.byType(tSummary)) != asked {
+		t.Fatalf("asked %d summaries, %d recorded", asked, len(h.byType(tSummary)))
+	}
+	if !strings.Contains(st.summaryText[st.round], fmt.Sprintf("NARRATIVE %d", st.round)) {
+		t.Errorf("round %d's summary is not the agent's: %s", st.round, st.summaryText[st.round])
+	}
+	if !strings.Contains(step.Wait, fmt.Sprintf("NARRATIVE %d", st.round)) {
+		t.Errorf("the PM's review does not carry the round's summary: %s", step.Wait)
+	}
+	sum := st.summaryOf(st.round)
+	if sum["vote_result"] == nil || str(obj(sum["positions"])["rep_1"].(map[string]any)["key_concern"]) != "funding of rep_1" {
+		t.Errorf("summary %+v: the vote must stay the Clerk's, the positions the agent's", sum)
+	}
+}
+
+// A summarizer that fails, or answers outside the shape, leaves the Clerk's
+// deterministic summary, recorded as the fallback with the reason; the
+// round is not asked again.
+func TestSummarizerFallback(t *testing.T) {
+	cfg := testConfig()
+	cfg.Summarizer = "clerk"
+	h := newHarness(t, cfg)
+	writeWS(t, h, "README.md", readme)
+	inner := h.answer
+	n := 0
+	h.answer = func(h *harness, tu deliberation.Turn) (map[string]any, string) {
+		if tu.Kind != kSummary {
+			return inner(h, tu)
+		}
+		n++
+		if n%2 == 1 {
+			return nil, "the model API failed"
+		}
+		// Valid JSON, but a member's position is missing.
+		return map[string]any{"summary": "AGENT TEXT", "positions": map[string]any{}, "key_shifts": []any{}, "open_issues": []any{}}, ""
+	}
+	if step := h.run(nil); step == nil || step.Wait == "" {
+		t.Fatalf("no PM review: %+v", step)
+	}
+	st := h.load().st
+	got := h.byType(tSummary)
+	if len(got) != n || n == 0 {
+		t.Fatalf("%d summary turns, %d records", n, len(got))
+	}
+	for _, m := range got {
+		if str(m.Content["by"]) != "fallback" || str(m.Content["reason"]) == "" {
+			t.Errorf("summary record %+v", m.Content)
+		}
+	}
+	for r, text := range st.summaryText {
+		if strings.Contains(text, "AGENT TEXT") || !strings.Contains(text, "In all:") {
+			t.Errorf("round %d's summary is not the Clerk's: %s", r, text)
+		}
 	}
 }

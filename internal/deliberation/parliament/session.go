@@ -31,6 +31,7 @@ const (
 	schemaSession   = "parliament-session.json"
 	schemaBill      = "parliament-bill.json"
 	schemaSummaries = "parliament-round-summaries.json"
+	schemaSummary   = "parliament-answer-summary.json"
 )
 
 var kindSchema = map[string]string{
@@ -158,12 +159,20 @@ func (s *Session) Next() (*deliberation.Step, error) {
 	switch {
 	case st.status == stComplete:
 		return &deliberation.Step{Done: true, Outcome: st.outcome}, nil
+	case st.pend != nil:
+		// Turns asked are answered first: a refusal between them would
+		// make them a new step, asked again, and a member that writes on
+		// every call would hold the House in that loop for ever. Nothing
+		// is shared while they are pending; the check runs right after.
+		return &deliberation.Step{Turns: s.memberTurns(st)}, nil
 	case st.tampered() != nil:
 		if err := b.add(*st.tampered()); err != nil {
 			return nil, err
 		}
-	case st.pend != nil:
-		return &deliberation.Step{Turns: s.memberTurns(st)}, nil
+	case st.unsummarized() > 0:
+		// An ended round is summarized before anything else happens: the
+		// next round's prompts and the Prime Minister's review carry it.
+		return &deliberation.Step{Turns: []deliberation.Turn{s.summaryTurn(st, st.unsummarized())}}, nil
 	case st.status == stSetup:
 		if st.cfg.AwaitOpeningGuidance && len(st.guidance) == 0 {
 			return &deliberation.Step{Wait: fmt.Sprintf("the Prime Minister gives opening guidance: logist pm %s opening_guidance --guidance ...", s.jobName())}, nil
@@ -214,8 +223,13 @@ func (s *Session) pmWait(st *state) string {
 	t := obj(st.lastTally["tally"])
 	y, _ := intOf(t["yes"])
 	n, _ := intOf(t["no"])
-	return fmt.Sprintf("Bill %s v%d %q %s the House %d-%d; the Prime Minister decides: logist pm %s approve|veto|amend_and_approve --reason ... --guidance ...",
+	w := fmt.Sprintf("Bill %s v%d %q %s the House %d-%d; the Prime Minister decides: logist pm %s approve|veto|amend_and_approve --reason ... --guidance ...",
 		st.billID(), st.bill.Version, st.bill.Title, res, y, n, s.jobName())
+	if sum := st.summaryText[st.round]; sum != "" {
+		// What the PM reviews: the round that passed the bill, told.
+		w += " Round " + strconv.Itoa(st.round) + " summary: " + clip(sum, 1500)
+	}
+	return w
 }
 
 // runTool executes a Speaker tool call and records it: a TOOL_CALL message
@@ -413,6 +427,12 @@ func (s *Session) Apply(results []deliberation.Result) ([]deliberation.Message, 
 		}
 	}
 	for _, r := range sorted {
+		if r.Turn.Kind == kSummary {
+			if err := b.summaryResult(r); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if r.Turn.Kind == kSpeaker {
 			if st.pend != nil || s.speaker == "" {
 				return nil, fmt.Errorf("parliament: no Speaker turn is pending")

@@ -39,6 +39,10 @@ const (
 	// tRefused records a governed file changed outside an enacted vote:
 	// refused, the official text restored (Speaker and steward only).
 	tRefused = "GOVERNED_CHANGE_REFUSED"
+	// tSummary is an ended round's summary as the summarizer agent wrote
+	// it ("by": "agent"), or the Clerk's fallback when its answer failed
+	// ("by": "fallback"): it replaces the round's deterministic summary.
+	tSummary = "ROUND_SUMMARY"
 )
 
 // Turn kinds: what a recognized member is asked for.
@@ -49,6 +53,7 @@ const (
 	kAnswer  = "answer"
 	kVote    = "vote"
 	kSpeaker = "speaker"
+	kSummary = "round_summary" // the summarizer's summary of an ended round
 )
 
 // Amendment statuses (seed 000).
@@ -181,6 +186,7 @@ type state struct {
 	lastTally     map[string]any
 	stanceByRound map[int][]stanceNote
 	ended         map[int]bool
+	summarized    map[int]bool // rounds with a ROUND_SUMMARY
 }
 
 // clock is the time a tool's output states (seed 001's adjourn
@@ -200,7 +206,7 @@ type stanceNote struct {
 func newState(cfg *Config, env deliberation.Env, speaker string) *state {
 	s := &state{cfg: cfg, seed: env.Seed, task: env.Task, ws: env.Workspace, dir: env.Dir, speaker: speaker, now: env.Now,
 		status: stSetup, byID: map[string]*rep{}, summaryText: map[int]string{}, files: map[string]string{},
-		shared: map[string]string{}, observed: -1, stanceByRound: map[int][]stanceNote{}, ended: map[int]bool{}}
+		shared: map[string]string{}, observed: -1, stanceByRound: map[int][]stanceNote{}, ended: map[int]bool{}, summarized: map[int]bool{}}
 	s.drafter = cfg.Drafter
 	for i, rc := range cfg.Representatives {
 		r := &rep{RepConfig: rc, num: i + 1, temp: *rc.Temperature, scores: map[string]int{}}
@@ -413,6 +419,8 @@ func (s *state) reduce(m deliberation.Message) {
 	switch m.Type {
 	case tRuling:
 		s.reduceRuling(m)
+	case tSummary:
+		s.reduceSummary(m)
 	case tTool:
 		s.reduceTool(m)
 	case tPaper:

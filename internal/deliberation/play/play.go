@@ -285,6 +285,10 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 	done, dangling := st.answered()
 	prep.Abandon = dangling
 	var results []deliberation.Result
+	var readOnly []string
+	if p, ok := st.sess.(deliberation.Protector); ok {
+		readOnly = p.Protected()
+	}
 	for _, t := range step.Turns {
 		if _, ok := tx.M.Agents[t.Role]; !ok {
 			return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameRole, Reason: fmt.Sprintf("participant %s is played by role %q, which has no agent in the manifest", t.Participant, t.Role)}}, nil
@@ -294,7 +298,7 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 			results = append(results, resultOf(t, r))
 			continue
 		}
-		prep.Turns = append(prep.Turns, workflow.Turn{Key: key, Role: t.Role, Schema: t.Schema, Prompt: t.Prompt, Background: t.Background})
+		prep.Turns = append(prep.Turns, workflow.Turn{Key: key, Role: t.Role, Schema: t.Schema, Prompt: t.Prompt, Background: t.Background, ReadOnly: readOnly})
 	}
 	if len(prep.Turns) == 0 && len(prep.Abandon) == 0 {
 		// Every turn was answered before a stop: apply them now.

@@ -9,9 +9,11 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/protocol"
 	"github.com/logist/logist/internal/response"
+	"github.com/logist/logist/internal/snapshot"
 	"github.com/logist/logist/internal/workflow"
 )
 
@@ -216,16 +218,26 @@ type toolOutcome struct {
 func prepareRunTools(s *session) (*workflow.Prep, error) {
 	var recs []*history.Record
 	// A run that was in flight when Logist stopped is not run again: it
-	// failed, and a retry is a new intent (seed 003).
+	// failed, and a retry is a new intent (seed 003). Nothing of it may
+	// outlive that record (recoverInterrupted).
+	var interrupted []string
 	for _, id := range sortedIntentIDs(s.led) {
-		in := s.led.Intents[id]
-		if in.Status != protocol.StatusStarted {
-			continue
+		if s.led.Intents[id].Status == protocol.StatusStarted {
+			interrupted = append(interrupted, id)
 		}
-		res := &protocol.ToolResult{InputArtifact: in.InputArtifact, ExitCode: -1, Error: "interrupted: Logist stopped during the run; ask again with a new intent"}
-		typ, body := protocol.ResultEvent(res)
-		if err := s.emit(&recs, typ, protocol.System, id, body); err != nil {
+	}
+	if len(interrupted) > 0 {
+		what, err := s.recoverInterrupted(interrupted)
+		if err != nil {
 			return nil, err
+		}
+		for _, id := range interrupted {
+			res := &protocol.ToolResult{InputArtifact: s.led.Intents[id].InputArtifact, ExitCode: -1,
+				Error: "interrupted: Logist stopped during the run; " + what + "; ask again with a new intent"}
+			typ, body := protocol.ResultEvent(res)
+			if err := s.emit(&recs, typ, protocol.System, id, body); err != nil {
+				return nil, err
+			}
 		}
 	}
 	ready := s.ready()
@@ -244,12 +256,12 @@ func prepareRunTools(s *session) (*workflow.Prep, error) {
 		intents = append(intents, it)
 		fmt.Fprintf(&b, "- %s (%s): %s\n", in.ID, in.Tool, jsonLine(in.Input))
 	}
-	ws, store, pol := s.tx.Store().Workspace(s.tx.ID), s.store, s.pol
+	ws, jobDir, store, pol := s.tx.Store().Workspace(s.tx.ID), s.tx.Dir, s.store, s.pol
 	work := func(ctx context.Context) ([]byte, error) {
 		ans := toolAnswer{Action: workflow.ActionCompleted, Evidence: []string{}, ToolResults: []toolOutcome{}}
 		failed := 0
 		for _, in := range intents {
-			res, err := protocol.Execute(ctx, ws, in, store, pol)
+			res, err := protocol.ExecuteAt(ctx, ws, protocol.RunDir(jobDir, in.ID), in, store, pol)
 			if err != nil {
 				return nil, err
 			}
@@ -265,6 +277,32 @@ func prepareRunTools(s *session) (*workflow.Prep, error) {
 		return json.Marshal(ans)
 	}
 	return &workflow.Prep{Context: b.String(), Work: work, Records: recs}, nil
+}
+
+// recoverInterrupted makes the record of runs a stopped Logist cut off
+// true: what is left of each is killed (its whole sandbox: a daemon that
+// died leaves it running), then the workspace goes back to the job's
+// current recovery point, the one the runs started from (no point is
+// recorded while tools run). So nothing of an interrupted run stays: a
+// write that had completed is undone, not left in place under a failed
+// record, and a detached child cannot change the workspace afterwards.
+// The Executor then plans again from the results so far. It says what it
+// did, for the runs' records.
+func (s *session) recoverInterrupted(ids []string) (string, error) {
+	for _, id := range ids {
+		if err := protocol.StopRun(protocol.RunDir(s.tx.Dir, id)); err != nil {
+			return "", fmt.Errorf("protocol: stop interrupted run %s: %w", id, err)
+		}
+	}
+	cp, snap := s.tx.CheckpointRef()
+	what := fmt.Sprintf("what was left of it was killed and the workspace restored to recovery point %s", cp)
+	if snap == nil {
+		what = fmt.Sprintf("what was left of it was killed; the workspace could not be restored (recovery point %s has no snapshot) and may hold its partial changes", cp)
+	} else if err := snapshot.RestoreRef(s.tx.Store().Workspace(s.tx.ID), s.tx.Dir, cp, snap.Listing); err != nil {
+		return "", fmt.Errorf("protocol: restore the workspace to %s after interrupted runs: %w", cp, err)
+	}
+	s.tx.LogCode(codes.ToolRunRecovered, workflow.RoleLogist, 0, fmt.Sprintf("tool runs %s were interrupted: %s", strings.Join(ids, ", "), what))
+	return what, nil
 }
 
 func finishRunTools(s *session, _ *response.Answer, obj map[string]any) (*workflow.Outcome, error) {
