@@ -58,7 +58,14 @@ var cmdStatus = &command{
 			r.Fields = append(r.Fields, Field{"snapshot_error", "Snapshot", "none at the last recovery point: " + m.Run.SnapshotError})
 		}
 		stall, stalled := e.store.ReadStall(id)
-		if stalled {
+		switch {
+		case stalled && stall.Refused:
+			// The daemon refused to run it and will not try by itself (a
+			// cut or corrupt history): the manifest still shows it
+			// RUNNING, so the reason is only here.
+			r.Fields = append(r.Fields, Field{"refused", "Refused", fmt.Sprintf("%s since %s, not run until it is repaired: %s",
+				stall.Code, stall.Since, stall.Reason)})
+		case stalled:
 			// The daemon retries it: its storage refused it (the manifest
 			// may be the file it cannot write, so the reason is not there).
 			r.Fields = append(r.Fields, Field{"stalled", "Stalled", fmt.Sprintf("%s since %s (attempt %d, next try %s): %s",
@@ -82,7 +89,10 @@ var cmdStatus = &command{
 		}
 		r.Data = map[string]any{"job": m, "workflow": wfName, "daemon": daemonInfo(pid), "next": next, "warnings": warnings,
 			"cost_warning": costWarning}
-		if stalled {
+		switch {
+		case stalled && stall.Refused:
+			r.Data["refused"] = stall
+		case stalled:
 			r.Data["stalled"] = stall
 		}
 		return r, nil
