@@ -47,9 +47,9 @@ var cmdStatus = &command{
 			{"workflow_state", "Workflow state", orDash(m.Run.WorkflowState)},
 			{"sandbox", "Sandbox", sandboxText(m)},
 			{"description", "Description", m.Description},
-			{"cost", "Cost", costText(m)},
-			{"time", "Time", timeText(m)},
-			{"agent_calls", "Agent calls", m.Metrics.AgentCalls},
+			{"cost", "Cost", budgetText(m, manifest.BudgetCost, dollars(m.Metrics.CumulativeCost))},
+			{"time", "Time", budgetText(m, manifest.BudgetTime, fmt.Sprintf("%.3fs", m.Metrics.CumulativeTimeSeconds))},
+			{"agent_calls", "Agent calls", budgetText(m, manifest.BudgetCalls, fmt.Sprint(m.Metrics.AgentCalls))},
 			{"reason", "Reason", m.Run.Reason},
 			{"error_code", "Error code", m.Run.ErrorCode},
 			{"last_summary", "Last summary", m.Run.LastSummary},
@@ -88,7 +88,7 @@ var cmdStatus = &command{
 			r.Fields = slices.Insert(r.Fields, i, Field{"cost_warning", "Cost warning", costWarning})
 		}
 		r.Data = map[string]any{"job": m, "workflow": wfName, "daemon": daemonInfo(pid), "next": next, "warnings": warnings,
-			"cost_warning": costWarning}
+			"cost_warning": costWarning, "budgets": budgetsData(m)}
 		switch {
 		case stalled && stall.Refused:
 			r.Data["refused"] = stall
@@ -135,4 +135,47 @@ func sandboxText(m *manifest.Manifest) string {
 		return m.Sandbox + " (not started yet)"
 	}
 	return "logistd's default (not started yet)"
+}
+
+// budgetText is what a job has used (used, as shown) and the budget it runs
+// under, with where that comes from: the manifest's own (" of $5.00", as
+// before), or logistd's default as the engine last applied it. A job that
+// has not run since it lost or never had one says the default applies when
+// it runs.
+func budgetText(m *manifest.Manifest, kind manifest.BudgetKind, used string) string {
+	for _, b := range m.Budgets(m.Run.DefaultBudgets) {
+		if b.Kind != kind {
+			continue
+		}
+		limit := fmt.Sprintf("%.0f", b.Limit)
+		switch kind {
+		case manifest.BudgetCost:
+			limit = dollars(b.Limit)
+		case manifest.BudgetTime:
+			limit = minutesText(b.Limit)
+		}
+		if b.Default {
+			return used + " of " + limit + " (logistd's default: the manifest sets none)"
+		}
+		return used + " of " + limit
+	}
+	if m.Status.Terminal() {
+		return used
+	}
+	return used + " (the manifest sets no budget: logistd's default applies when it runs)"
+}
+
+// budgetsData is the budgets a job runs under, for --format json: kind,
+// limit and used in its unit (cents, minutes, calls), and origin
+// ("manifest" or "logistd default").
+func budgetsData(m *manifest.Manifest) []map[string]any {
+	out := []map[string]any{}
+	for _, b := range m.Budgets(m.Run.DefaultBudgets) {
+		origin := "manifest"
+		if b.Default {
+			origin = "logistd default"
+		}
+		out = append(out, map[string]any{"kind": b.Kind, "limit": b.Limit, "used": b.Used, "origin": origin})
+	}
+	return out
 }

@@ -41,7 +41,7 @@ func RunCluster(ctx context.Context, o Options, logger *slog.Logger) error {
 	}
 	defer store.Close()
 	n := &cluster.Node{ID: id, Store: store, Dir: o.JobsDir, TTL: o.Lease, MaxParallel: o.MaxParallel,
-		Logger: logger, Effects: builtins.Effects()}
+		Logger: logger, Effects: builtins.Effects(), Budgets: &o.Budgets}
 	if err := n.Start(ctx); err != nil {
 		return err
 	}

@@ -64,6 +64,10 @@ type Engine struct {
 	// Effects are the phase effects workflows may name: the composition
 	// root's registry (internal/builtins).
 	Effects effect.Registry
+	// Defaults are the budgets of jobs whose manifest sets none (logistd's
+	// --default-* settings; NewEngine: manifest.DefaultBudgets). The zero
+	// value applies none.
+	Defaults manifest.Budgets
 
 	phaseMu    sync.Mutex
 	phaseSince map[string]phaseMark
@@ -123,7 +127,7 @@ func NewEngine(env *jobtx.Env, effects effect.Registry) *Engine {
 	if env.Obs == nil {
 		env.Obs = jobtx.Nop{}
 	}
-	return &Engine{Env: env, NewProvider: agent.New, Sleep: sleepCtx, Effects: effects, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
+	return &Engine{Env: env, NewProvider: agent.New, Sleep: sleepCtx, Effects: effects, Defaults: manifest.DefaultBudgets(), rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -146,13 +150,16 @@ func (e *Engine) Run(ctx context.Context, id string) error {
 	var keep jobtx.Kept
 	defer keep.Close()
 	e.prune(id)
-	for {
+	for steps := 1; ; steps++ {
 		if ctx.Err() != nil || e.Draining.Load() {
 			return nil
 		}
 		next, err := e.step(ctx, id, &keep)
 		if err != nil {
 			return err
+		}
+		if steps%agent.KeepRequests == 0 {
+			e.prune(id) // a long run is pruned as it goes, not only at its start
 		}
 		if next.done {
 			return nil
