@@ -32,6 +32,7 @@ var cmdStatus = &command{
 				{"job_id", "Job", id}, {"status", "Status", "INVALID"}, {"error", "Error", err.Error()}, {"next", "Next", next},
 			}, Data: map[string]any{"job": map[string]any{"job_id": id, "status": "INVALID", "error": err.Error()}, "next": next}}, nil
 		}
+		m = e.opened(m)
 		wfName := manifest.DefaultWorkflow
 		if wf, err := m.ResolveWorkflow(); err == nil {
 			wfName = wf.Name

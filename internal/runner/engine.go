@@ -296,13 +296,25 @@ func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept) (stepRes
 // a call still on disk would be adopted by the next run of its number).
 // A folder that cannot go is logged; it is harmless until its number is
 // asked again, which only an interrupted call is.
+//
+// A job with encrypt_history keeps none of its calls' request and answer
+// files either: they hold the prompt and the answer in the clear (the
+// agent reads and writes them so), and the history has both sealed; an
+// interrupted call's request is written again from the history.
 func (e *Engine) forgetCalls(tx *jobtx.Tx, c *call) {
-	if c.exec == nil {
-		return
-	}
 	ns := []int{c.interaction}
 	for _, tc := range c.turns {
 		ns = append(ns, tc.interaction)
+	}
+	if tx.M.EncryptHistory {
+		for _, n := range ns {
+			if err := agent.ForgetRequest(tx.Dir, n); err != nil {
+				tx.LogCode(codes.StorageWrite, "SYSTEM", 0, fmt.Sprintf("remove the request files of interaction %d: %v", n, err))
+			}
+		}
+	}
+	if c.exec == nil {
+		return
 	}
 	for _, n := range ns {
 		if err := agent.ForgetCall(tx.Dir, n); err != nil {
