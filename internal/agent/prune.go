@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -51,4 +53,19 @@ func PruneRequests(jobDir string) (int, error) {
 		}
 	}
 	return removed, nil
+}
+
+// ForgetRequest removes the request and answer files of call n of the job
+// in jobDir (requests/NNNNNN.json, NNNNNN.answer.json and the contained
+// answer folder NNNNNN.answer/): for a job whose history is sealed, the
+// only copies of its prompt and answer in the clear.
+func ForgetRequest(jobDir string, n int) error {
+	dir := filepath.Join(jobDir, "requests")
+	var errs []error
+	for _, name := range []string{fmt.Sprintf("%06d.json", n), fmt.Sprintf("%06d.answer.json", n), fmt.Sprintf("%06d.answer", n)} {
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -40,6 +40,32 @@ func TestStatusShowsStall(t *testing.T) {
 	}
 }
 
+// A job whose run the daemon refused and will not retry (hostile inputs
+// H81-H84, H99, H100: a cut or corrupt history) shows the code and the
+// reason in logist status: its manifest still says RUNNING.
+func TestStatusShowsRefusal(t *testing.T) {
+	t.Parallel()
+	jobs := filepath.Join(t.TempDir(), "jobs")
+	writeJob(t, jobs, "cut", jobJSON("RUNNING", `"current_phase": "work"`))
+	st := jobstore.Stall{Code: "HISTORY_MISSING", Reason: "history cut/history.jsonl ends at record 1, but its head says it held records up to 2: history lost committed records; not continuing it: restore the file",
+		Since: "2026-01-01T00:00:00Z", Attempt: 1, Refused: true}
+	if err := jobstore.New(jobs).WriteStall("cut", st); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runMain(t, nil, "status", "cut", "--jobs-dir", jobs)
+	if code != 0 || !strings.Contains(out, "Refused:") ||
+		!strings.Contains(out, "HISTORY_MISSING since 2026-01-01T00:00:00Z, not run until it is repaired: history cut/history.jsonl ends at record 1, but its head says it held records up to 2") {
+		t.Fatalf("status exit %d:\n%s%s", code, out, errOut)
+	}
+	if strings.Contains(out, "Stalled") {
+		t.Errorf("a refusal shown as a stall:\n%s", out)
+	}
+	_, out, _ = runMain(t, nil, "status", "cut", "--jobs-dir", jobs, "--format", "json")
+	if !strings.Contains(out, `"refused": {`) || !strings.Contains(out, `"error_code": "HISTORY_MISSING"`) {
+		t.Errorf("json status has no refusal:\n%s", out)
+	}
+}
+
 // Hostile input H106: logist validate warns of a workflow whose COMPLETED
 // leads back round (it ran 58,540 calls in 5 minutes with no budget).
 func TestValidateWarnsOfLoopWithNoExit(t *testing.T) {

@@ -38,7 +38,7 @@ var cmdList = &command{
 				r.Rows = append(r.Rows, []string{en.ID, status, "-", "-", "-", firstLine(note, 120)})
 				continue
 			}
-			m := en.View() // one at a time: the listing holds summaries
+			m := e.opened(en.View()) // one at a time: the listing holds summaries
 			note := m.Run.Reason
 			if en.Unplaced != "" {
 				note = "not yet placed by logistd: " + filepath.Base(en.Unplaced)

@@ -9,13 +9,14 @@ import (
 )
 
 var cmdResume = &command{
-	name: "resume", args: "JOB [--guidance TEXT] [--cost-threshold CENTS] [--time-threshold-minutes M]",
+	name: "resume", args: "JOB [--guidance TEXT] [--cost-threshold CENTS] [--time-threshold-minutes M] [--max-agent-calls N]",
 	summary: "continue a job in INTERVENTION_REQUIRED, HALTED_COST or HALTED_TIME at the phase where it stopped",
 	example: "  logist resume fix-login --guidance 'use the staging database'\n  logist resume big-refactor --cost-threshold 5000\n",
 	flags: func(fs *pflag.FlagSet) {
 		fs.String("guidance", "", "guidance for the next agent (part of its prompt, recorded in history)")
 		fs.Float64("cost-threshold", 0, "new cost budget in cents")
 		fs.Float64("time-threshold-minutes", 0, "new time budget in minutes")
+		fs.Int("max-agent-calls", 0, "new calls budget: agent calls the job may have made in all (limits.max_agent_calls)")
 	},
 	run: func(e *env, args []string) (*Result, error) {
 		id, err := oneJob(args)
@@ -39,6 +40,13 @@ var cmdResume = &command{
 			}
 			v := resumeTime
 			o.TimeThresholdMinutes = &v
+		}
+		if e.fs.Changed("max-agent-calls") {
+			n, _ := e.fs.GetInt("max-agent-calls")
+			if n < 1 {
+				return nil, usagef("--max-agent-calls must be at least 1")
+			}
+			o.MaxAgentCalls = &n
 		}
 		st, err := e.steward()
 		if err != nil {

@@ -32,6 +32,7 @@ var cmdStatus = &command{
 				{"job_id", "Job", id}, {"status", "Status", "INVALID"}, {"error", "Error", err.Error()}, {"next", "Next", next},
 			}, Data: map[string]any{"job": map[string]any{"job_id": id, "status": "INVALID", "error": err.Error()}, "next": next}}, nil
 		}
+		m = e.opened(m)
 		wfName := manifest.DefaultWorkflow
 		if wf, err := m.ResolveWorkflow(); err == nil {
 			wfName = wf.Name
@@ -47,9 +48,9 @@ var cmdStatus = &command{
 			{"workflow_state", "Workflow state", orDash(m.Run.WorkflowState)},
 			{"sandbox", "Sandbox", sandboxText(m)},
 			{"description", "Description", m.Description},
-			{"cost", "Cost", costText(m)},
-			{"time", "Time", timeText(m)},
-			{"agent_calls", "Agent calls", m.Metrics.AgentCalls},
+			{"cost", "Cost", budgetText(m, manifest.BudgetCost, dollars(m.Metrics.CumulativeCost))},
+			{"time", "Time", budgetText(m, manifest.BudgetTime, fmt.Sprintf("%.3fs", m.Metrics.CumulativeTimeSeconds))},
+			{"agent_calls", "Agent calls", budgetText(m, manifest.BudgetCalls, fmt.Sprint(m.Metrics.AgentCalls))},
 			{"reason", "Reason", m.Run.Reason},
 			{"error_code", "Error code", m.Run.ErrorCode},
 			{"last_summary", "Last summary", m.Run.LastSummary},
@@ -58,7 +59,14 @@ var cmdStatus = &command{
 			r.Fields = append(r.Fields, Field{"snapshot_error", "Snapshot", "none at the last recovery point: " + m.Run.SnapshotError})
 		}
 		stall, stalled := e.store.ReadStall(id)
-		if stalled {
+		switch {
+		case stalled && stall.Refused:
+			// The daemon refused to run it and will not try by itself (a
+			// cut or corrupt history): the manifest still shows it
+			// RUNNING, so the reason is only here.
+			r.Fields = append(r.Fields, Field{"refused", "Refused", fmt.Sprintf("%s since %s, not run until it is repaired: %s",
+				stall.Code, stall.Since, stall.Reason)})
+		case stalled:
 			// The daemon retries it: its storage refused it (the manifest
 			// may be the file it cannot write, so the reason is not there).
 			r.Fields = append(r.Fields, Field{"stalled", "Stalled", fmt.Sprintf("%s since %s (attempt %d, next try %s): %s",
@@ -81,8 +89,11 @@ var cmdStatus = &command{
 			r.Fields = slices.Insert(r.Fields, i, Field{"cost_warning", "Cost warning", costWarning})
 		}
 		r.Data = map[string]any{"job": m, "workflow": wfName, "daemon": daemonInfo(pid), "next": next, "warnings": warnings,
-			"cost_warning": costWarning}
-		if stalled {
+			"cost_warning": costWarning, "budgets": budgetsData(m)}
+		switch {
+		case stalled && stall.Refused:
+			r.Data["refused"] = stall
+		case stalled:
 			r.Data["stalled"] = stall
 		}
 		return r, nil
@@ -125,4 +136,47 @@ func sandboxText(m *manifest.Manifest) string {
 		return m.Sandbox + " (not started yet)"
 	}
 	return "logistd's default (not started yet)"
+}
+
+// budgetText is what a job has used (used, as shown) and the budget it runs
+// under, with where that comes from: the manifest's own (" of $5.00", as
+// before), or logistd's default as the engine last applied it. A job that
+// has not run since it lost or never had one says the default applies when
+// it runs.
+func budgetText(m *manifest.Manifest, kind manifest.BudgetKind, used string) string {
+	for _, b := range m.Budgets(m.Run.DefaultBudgets) {
+		if b.Kind != kind {
+			continue
+		}
+		limit := fmt.Sprintf("%.0f", b.Limit)
+		switch kind {
+		case manifest.BudgetCost:
+			limit = dollars(b.Limit)
+		case manifest.BudgetTime:
+			limit = minutesText(b.Limit)
+		}
+		if b.Default {
+			return used + " of " + limit + " (logistd's default: the manifest sets none)"
+		}
+		return used + " of " + limit
+	}
+	if m.Status.Terminal() {
+		return used
+	}
+	return used + " (the manifest sets no budget: logistd's default applies when it runs)"
+}
+
+// budgetsData is the budgets a job runs under, for --format json: kind,
+// limit and used in its unit (cents, minutes, calls), and origin
+// ("manifest" or "logistd default").
+func budgetsData(m *manifest.Manifest) []map[string]any {
+	out := []map[string]any{}
+	for _, b := range m.Budgets(m.Run.DefaultBudgets) {
+		origin := "manifest"
+		if b.Default {
+			origin = "logistd default"
+		}
+		out = append(out, map[string]any{"kind": b.Kind, "limit": b.Limit, "used": b.Used, "origin": origin})
+	}
+	return out
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/runner"
 	"github.com/logist/logist/internal/signing"
 )
@@ -55,6 +56,9 @@ type Node struct {
 	MaxParallel int
 	Logger      *slog.Logger
 	Effects     effect.Registry
+	// Budgets, if set, are the default budgets of jobs whose manifest
+	// sets none (else the engine's built-in ones).
+	Budgets *manifest.Budgets
 	// Stats counts what the node did (metrics read it).
 	Stats Stats
 
@@ -132,6 +136,9 @@ func (n *Node) Start(ctx context.Context) error {
 	n.env = &jobtx.Env{Store: jobstore.New(n.Dir), Logger: n.Logger,
 		History: history.Options{Signer: key, MaxBytes: -1, Mirror: n.mirror}}
 	n.engine = runner.NewEngine(n.env, n.Effects)
+	if n.Budgets != nil && *n.Budgets != (manifest.Budgets{}) {
+		n.engine.Defaults = *n.Budgets
+	}
 	return nil
 }
 

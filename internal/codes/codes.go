@@ -186,6 +186,7 @@ const (
 const (
 	ManifestTooLarge = "MANIFEST_TOO_LARGE"
 	StorageDenied    = "STORAGE_DENIED"
+	CallBudget       = "CALL_BUDGET"
 )
 
 // catalogue is every code, by area; docs/codes.md renders it.
@@ -302,6 +303,7 @@ var catalogue = []Code{
 	// Hostile input and broken storage (issue 18).
 	{StorageDenied, Error, false, "storage", "a job's file or folder refused access (EACCES, EPERM): the job is stalled and runs again with backoff; logist status shows why"},
 	{ManifestTooLarge, Error, false, "storage", "a change would make the manifest larger than the 1 MiB logist reads: it is not written (nor its history unit)"},
+	{CallBudget, Error, true, "engine", "the job's agent calls reached its calls budget (limits.max_agent_calls, else logistd's --default-max-agent-calls): INTERVENTION_REQUIRED until a steward raises it (logist resume --max-agent-calls)"},
 }
 
 var byName = func() map[string]Code {

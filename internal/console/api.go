@@ -221,6 +221,7 @@ type ActionBody struct {
 	Guidance             string          `json:"guidance,omitempty"`
 	CostThreshold        *float64        `json:"cost_threshold,omitempty"`
 	TimeThresholdMinutes *float64        `json:"time_threshold_minutes,omitempty"`
+	MaxAgentCalls        *int            `json:"max_agent_calls,omitempty"`
 	Checkpoint           string          `json:"checkpoint,omitempty"` // rollback --to
 	As                   string          `json:"as,omitempty"`         // reply --as
 	Answer               json.RawMessage `json:"answer,omitempty"`     // reply --answer
@@ -256,6 +257,13 @@ func readBody(w http.ResponseWriter, r *http.Request) (ActionBody, error) {
 				*dst = &v
 			}
 		}
+		if s := strings.TrimSpace(f.Get("max_agent_calls")); s != "" {
+			v, err := strconv.Atoi(s)
+			if err != nil {
+				return b, usagef("max_agent_calls: %q is not a whole number", s)
+			}
+			b.MaxAgentCalls = &v
+		}
 		return b, nil
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<20))
@@ -281,7 +289,10 @@ func (c *Console) act(action, id string, b ActionBody) (msg string, data map[str
 		m, err = st.Halt(id, b.Reason)
 		msg = fmt.Sprintf("Job %s halted", id)
 	case "resume":
-		o := steward.ResumeOptions{Guidance: b.Guidance, CostThreshold: b.CostThreshold, TimeThresholdMinutes: b.TimeThresholdMinutes}
+		o := steward.ResumeOptions{Guidance: b.Guidance, CostThreshold: b.CostThreshold, TimeThresholdMinutes: b.TimeThresholdMinutes, MaxAgentCalls: b.MaxAgentCalls}
+		if o.MaxAgentCalls != nil && *o.MaxAgentCalls < 1 {
+			return "", nil, usagef("max_agent_calls must be at least 1")
+		}
 		if o.CostThreshold != nil && *o.CostThreshold < 0 {
 			return "", nil, usagef("cost_threshold must be at least 0")
 		}

@@ -43,7 +43,7 @@ func RunCluster(ctx context.Context, o Options, logger *slog.Logger) error {
 	// The working folder is also the node's intake folder: a manifest
 	// dropped in it is submitted to the cluster, as file mode takes one.
 	n := &cluster.Node{ID: id, Store: store, Dir: o.JobsDir, IntakeDir: o.JobsDir, TTL: o.Lease, MaxParallel: o.MaxParallel,
-		Logger: logger, Effects: builtins.Effects()}
+		Logger: logger, Effects: builtins.Effects(), Budgets: &o.Budgets}
 	if err := n.Start(ctx); err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/logist/logist/internal/config"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/joblog"
+	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/sandbox"
 	"github.com/logist/logist/internal/textsafe"
 )
@@ -53,6 +54,9 @@ type Options struct {
 	Sandbox string
 	// Console: the steward console on the Listen address (internal/console).
 	Console ConsoleOptions
+	// Budgets are the default budgets of jobs whose manifest sets none
+	// (manifest.Budgets): every job runs under finite ones.
+	Budgets manifest.Budgets
 }
 
 // ConsoleOptions are the console's flags.
@@ -89,6 +93,10 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs.StringVar(&o.NodeID, "node-id", "", "cluster mode: this node's name (default: the host name)")
 	fs.DurationVar(&o.Lease, "lease", 10*time.Second, "cluster mode: a job's lease; a node that stops renewing it loses the job to another after this long")
 	fs.StringVar(&o.Sandbox, "sandbox", "auto", "containment of the processes of jobs whose manifest sets no sandbox: auto (bwrap, else Landlock; a job refuses to start when neither works), bwrap, landlock, or none (an explicit opt-out, recorded in each job's history)")
+	o.Budgets = manifest.DefaultBudgets()
+	fs.Float64Var(o.Budgets.CostThreshold, "default-cost-threshold", *o.Budgets.CostThreshold, "cost budget in cents of jobs whose manifest sets no cost_threshold (binds jobs whose calls are priced)")
+	fs.Float64Var(o.Budgets.TimeThresholdMinutes, "default-time-threshold-minutes", *o.Budgets.TimeThresholdMinutes, "time budget, in minutes of agent execution, of jobs whose manifest sets no time_threshold_minutes")
+	fs.IntVar(o.Budgets.MaxAgentCalls, "default-max-agent-calls", *o.Budgets.MaxAgentCalls, "calls budget of jobs whose manifest sets no limits.max_agent_calls: the job stops for a steward (CALL_BUDGET) when it has made this many agent calls")
 	prices := fs.String("prices", "", "JSON price table (model -> input_per_mtok, output_per_mtok, cached_input_per_mtok) overriding and extending the built-in one, for agents that report tokens but no cost")
 	version := fs.Bool("version", false, "print the version and exit")
 	configFile := fs.String("config", "", "JSON config file (default $LOGISTD_CONFIG, else "+config.DefaultFile+" if it exists); flags win over environment (LOGISTD_<FLAG>), environment over the file")
@@ -126,6 +134,10 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	}
 	logger, err := newLogger(stderr, o.LogFormat, o.LogLevel)
 	if err != nil {
+		fmt.Fprintf(stderr, "logistd: %v\n", err)
+		return 1
+	}
+	if err := o.Budgets.Check(); err != nil {
 		fmt.Fprintf(stderr, "logistd: %v\n", err)
 		return 1
 	}

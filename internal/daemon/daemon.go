@@ -24,6 +24,7 @@ import (
 	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/metrics"
 	"github.com/logist/logist/internal/runner"
 	"github.com/logist/logist/internal/schedule"
@@ -113,6 +114,9 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	// the built-in workflows' effects, and import none of them.
 	effects := builtins.Effects()
 	d.engine = runner.NewEngine(env, effects)
+	if o.Budgets != (manifest.Budgets{}) {
+		d.engine.Defaults = o.Budgets
+	}
 	d.engine.Timings = d
 	d.engine.Contain = d.containment()
 	d.cron = schedule.New(env, logger, d.metrics, effects)

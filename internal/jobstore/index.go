@@ -62,19 +62,21 @@ type Summary struct {
 	// Sandbox is the containment the job ran under (run.sandbox): a
 	// listing shows an opt-out.
 	Sandbox string
+	// EncryptHistory: Reason is sealed in the file (logist list opens it).
+	EncryptHistory bool `json:",omitempty"`
 }
 
 func summaryOf(m *manifest.Manifest) Summary {
 	return Summary{JobID: m.JobID, Status: m.Status, Phase: m.Phase(), Metrics: m.Metrics, CostThreshold: m.CostThreshold,
 		TimeThresholdMinutes: m.TimeThresholdMinutes, Reason: m.Run.Reason, UpdatedAt: m.Run.UpdatedAt, Schedule: m.Schedule,
-		Sandbox: m.Run.Sandbox}
+		Sandbox: m.Run.Sandbox, EncryptHistory: m.EncryptHistory}
 }
 
 // manifest returns a manifest holding only the summary's fields.
 func (s Summary) manifest() *manifest.Manifest {
 	m := &manifest.Manifest{SchemaVersion: manifest.CurrentVersion, JobID: s.JobID, Status: s.Status, Metrics: s.Metrics,
 		CostThreshold: s.CostThreshold, TimeThresholdMinutes: s.TimeThresholdMinutes, Schedule: s.Schedule,
-		History: []manifest.AuditEntry{}}
+		History: []manifest.AuditEntry{}, EncryptHistory: s.EncryptHistory}
 	m.SetPhase(s.Phase)
 	m.Run.Reason, m.Run.UpdatedAt, m.Run.Sandbox = s.Reason, s.UpdatedAt, s.Sandbox
 	return m

@@ -17,6 +17,11 @@ import (
 // with backoff. Its manifest may be the very file that cannot be written,
 // so the stall is noted in the jobs folder's own stall folder, which
 // `logist status` reads; the note goes when the job runs again.
+//
+// A run the daemon refuses and does not retry (a history that lost
+// committed records, a corrupt one: HISTORY_MISSING, HISTORY_CORRUPT) is
+// noted the same way, marked Refused, so that status says why a job that
+// shows RUNNING does not move; it goes when a run of the job succeeds.
 
 // stallDir holds one note per stalled job (hidden: never a job).
 const stallDir = ".stalled"
@@ -28,6 +33,9 @@ type Stall struct {
 	Since   string `json:"since"`
 	RetryAt string `json:"retry_at"`
 	Attempt int    `json:"attempt"`
+	// Refused: the daemon will not run the job again by itself (RetryAt is
+	// empty); a human must repair what Reason names.
+	Refused bool `json:"refused,omitempty"`
 }
 
 func (s *Store) stallPath(id string) string { return filepath.Join(s.Dir, stallDir, id+".json") }

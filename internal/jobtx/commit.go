@@ -68,7 +68,14 @@ func (t *Tx) enqueue(stored history.Record, rec *history.Record) {
 // encodeManifest is the manifest compact (for the history) and as its file
 // holds it (manifest.Encode: the same, indented).
 func (t *Tx) encodeManifest() (compact, file []byte, err error) {
-	compact, err = json.Marshal(t.M)
+	m := t.M
+	if t.seal != nil {
+		// encrypt_history: the agents' and stewards' text is sealed in
+		// the file too, not only in the history (manifest.MapAgentText).
+		m = t.M.Clone()
+		m.MapAgentText(func(s string) string { return t.seal.Seal(s, t.ID) })
+	}
+	compact, err = json.Marshal(m)
 	if err != nil {
 		return nil, nil, err
 	}

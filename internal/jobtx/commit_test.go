@@ -672,3 +672,34 @@ func TestCommitRefusesManifestLogistCouldNotRead(t *testing.T) {
 	}
 	f.checkUntouched(t)
 }
+
+// A job with encrypted history keeps the agents' text sealed in job.json
+// too (issue 18 item 7: the last summary, feedback, reason, audit notes
+// were plaintext there); a transaction works on it opened.
+func TestEncryptedHistorySealsTheManifestsAgentText(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	mf := filepath.Join(f.dir, jobstore.ManifestFile)
+	tx := f.begin(t)
+	tx.M.EncryptHistory = true // as a manifest asks for it from the start
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tx.Close()
+	tx = f.begin(t)
+	tx.M.Run.LastSummary, tx.M.Run.Feedback, tx.M.Run.Reason = "secret summary", "secret feedback", "secret reason"
+	tx.M.Audit(time.Now(), "worker", "COMPLETED", "secret note", nil)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tx.Close()
+	if b, _ := os.ReadFile(mf); bytes.Contains(b, []byte("secret")) || !bytes.Contains(b, []byte(`"last_summary": "enc:v1:`)) {
+		t.Errorf("job.json holds the agents' text in the clear:\n%s", b)
+	}
+	tx = f.begin(t)
+	defer tx.Close()
+	m := tx.M
+	if m.Run.LastSummary != "secret summary" || m.Run.Feedback != "secret feedback" || m.Run.Reason != "secret reason" || m.History[len(m.History)-1].Note != "secret note" {
+		t.Errorf("the transaction sees %+v, notes %+v", m.Run, m.History)
+	}
+}

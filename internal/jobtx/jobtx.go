@@ -228,6 +228,15 @@ func Begin(env *Env, id string, keep *Kept) (*Tx, error) {
 			return nil, fmt.Errorf("job %s asks for encrypted history: %w", id, err)
 		}
 		t.seal = c
+		// The file holds the agents' text sealed (encodeManifest): the
+		// transaction works on it open. A field that does not open stays
+		// as it is.
+		t.M.MapAgentText(func(s string) string {
+			if p, err := c.Open(s, id); err == nil {
+				return p
+			}
+			return s
+		})
 	}
 	if env.Witness != nil {
 		env.Witness.Begun(t)

@@ -61,9 +61,13 @@ const (
 	EvRetryLimit   Event = "retry_limit"  // RETRY beyond the manifest's limit
 	EvCostExceeded Event = "cost_exceeded"
 	EvTimeExceeded Event = "time_exceeded"
-	EvResume       Event = "steward_resume"
-	EvHalt         Event = "steward_halt"
-	EvRollback     Event = "steward_rollback"
+	// EvCallsExceeded: the job made as many agent calls as its calls
+	// budget allows. Seed 002 has no HALTED status for it: the job waits
+	// for a steward in INTERVENTION_REQUIRED (code CALL_BUDGET).
+	EvCallsExceeded Event = "calls_exceeded"
+	EvResume        Event = "steward_resume"
+	EvHalt          Event = "steward_halt"
+	EvRollback      Event = "steward_rollback"
 	// EvWorkflowFailed: the workflow itself cannot go on (the protocol
 	// session's integrity is violated, its verification failed).
 	EvWorkflowFailed Event = "workflow_failed"
@@ -84,12 +88,13 @@ var table = map[key][]Status{
 	{Draft, EvActivate}: {Pending},
 	{Draft, EvHalt}:     {Canceled},
 
-	{Pending, EvStart}:        {Running, Reviewing},
-	{Pending, EvSucceed}:      {Success},
-	{Pending, EvCostExceeded}: {HaltedCost},
-	{Pending, EvTimeExceeded}: {HaltedTime},
-	{Pending, EvHalt}:         {Canceled},
-	{Pending, EvAgentFailed}:  {InterventionRequired},
+	{Pending, EvStart}:         {Running, Reviewing},
+	{Pending, EvSucceed}:       {Success},
+	{Pending, EvCostExceeded}:  {HaltedCost},
+	{Pending, EvTimeExceeded}:  {HaltedTime},
+	{Pending, EvHalt}:          {Canceled},
+	{Pending, EvAgentFailed}:   {InterventionRequired},
+	{Pending, EvCallsExceeded}: {InterventionRequired},
 
 	{Running, EvAdvance}:   {Running, Reviewing},
 	{Reviewing, EvAdvance}: {Running, Reviewing},
@@ -100,7 +105,7 @@ var table = map[key][]Status{
 func init() {
 	for _, s := range []Status{Running, Reviewing} {
 		table[key{s, EvSucceed}] = []Status{Success}
-		for _, ev := range []Event{EvStuck, EvInvalid, EvAgentFailed, EvRetryLimit, EvWorkflowFailed, EvAwait} {
+		for _, ev := range []Event{EvStuck, EvInvalid, EvAgentFailed, EvRetryLimit, EvWorkflowFailed, EvAwait, EvCallsExceeded} {
 			table[key{s, ev}] = []Status{InterventionRequired}
 		}
 		table[key{s, EvCostExceeded}] = []Status{HaltedCost}
@@ -160,4 +165,4 @@ func Table() []Transition {
 
 // Events lists every event the table uses (a test walks the table).
 var Events = []Event{EvActivate, EvStart, EvAdvance, EvRetry, EvSucceed, EvStuck, EvInvalid, EvAgentFailed,
-	EvRetryLimit, EvWorkflowFailed, EvAwait, EvCostExceeded, EvTimeExceeded, EvResume, EvHalt, EvRollback}
+	EvRetryLimit, EvWorkflowFailed, EvAwait, EvCostExceeded, EvTimeExceeded, EvCallsExceeded, EvResume, EvHalt, EvRollback}

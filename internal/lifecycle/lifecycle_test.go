@@ -24,6 +24,7 @@ var expectedTable = []Transition{
 	{Pending, EvAgentFailed, InterventionRequired},
 	{Pending, EvCostExceeded, HaltedCost},
 	{Pending, EvTimeExceeded, HaltedTime},
+	{Pending, EvCallsExceeded, InterventionRequired},
 	{Pending, EvHalt, Canceled},
 
 	// running
@@ -40,6 +41,7 @@ var expectedTable = []Transition{
 	{Running, EvAwait, InterventionRequired},
 	{Running, EvCostExceeded, HaltedCost},
 	{Running, EvTimeExceeded, HaltedTime},
+	{Running, EvCallsExceeded, InterventionRequired},
 	{Running, EvHalt, Canceled},
 
 	// reviewing: same moves as running
@@ -56,6 +58,7 @@ var expectedTable = []Transition{
 	{Reviewing, EvAwait, InterventionRequired},
 	{Reviewing, EvCostExceeded, HaltedCost},
 	{Reviewing, EvTimeExceeded, HaltedTime},
+	{Reviewing, EvCallsExceeded, InterventionRequired},
 	{Reviewing, EvHalt, Canceled},
 
 	// success can only be rolled back by a steward

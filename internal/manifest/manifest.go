@@ -234,6 +234,9 @@ type Limits struct {
 	// MaxSnapshotBytes bounds one workspace snapshot's new content
 	// (unset: snapshot.MaxBytes).
 	MaxSnapshotBytes *int64 `json:"max_snapshot_bytes,omitempty"`
+	// MaxAgentCalls is the job's calls budget (Budgets; unset: the
+	// daemon's default).
+	MaxAgentCalls *int `json:"max_agent_calls,omitempty"`
 }
 
 // Metrics are the job's accumulated spend.
@@ -282,6 +285,10 @@ type RunState struct {
 	// resolved at its last start ("bwrap+landlock", "landlock", "none").
 	Sandbox    string `json:"sandbox,omitempty"`
 	FinishedAt string `json:"finished_at,omitempty"`
+	// DefaultBudgets are the daemon's defaults for the budgets the
+	// manifest does not set, as the engine applied them at the job's last
+	// step (Budgets).
+	DefaultBudgets *Budgets `json:"default_budgets,omitempty"`
 }
 
 // Error is a manifest problem: which file, which field (JSON pointer), why.
@@ -652,24 +659,17 @@ func (m *Manifest) CallTimeout(role string) time.Duration {
 
 func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
 
-// TimeBudget returns the job's time budget, or 0 when it has none.
-func (m *Manifest) TimeBudget() time.Duration {
-	if m.TimeThresholdMinutes == nil {
-		return 0
-	}
-	return time.Duration(*m.TimeThresholdMinutes * float64(time.Minute))
-}
+// TimeBudget returns the time budget the manifest itself sets, or 0 when
+// it sets none (TimeBudgetUnder adds the daemon's default).
+func (m *Manifest) TimeBudget() time.Duration { return m.TimeBudgetUnder(nil) }
 
-// OverCost reports whether the job is at or over its cost budget.
-func (m *Manifest) OverCost() bool {
-	return m.CostThreshold != nil && m.Metrics.CumulativeCost >= *m.CostThreshold
-}
+// OverCost reports whether the job is at or over the cost budget the
+// manifest sets (Exhausted is the rule, with the daemon's defaults).
+func (m *Manifest) OverCost() bool { return m.over(BudgetCost, nil) }
 
-// OverTime reports whether the job has used its time budget.
-func (m *Manifest) OverTime() bool {
-	b := m.TimeBudget()
-	return b > 0 && seconds(m.Metrics.CumulativeTimeSeconds) >= b
-}
+// OverTime reports whether the job has used the time budget the manifest
+// sets.
+func (m *Manifest) OverTime() bool { return m.over(BudgetTime, nil) }
 
 // Audit appends a short entry to the manifest's history. It keeps at most
 // MaxAuditEvidence of the evidence paths (history.jsonl has them all).

@@ -11,36 +11,68 @@ import (
 	"github.com/logist/logist/internal/manifest"
 )
 
-// Budgets: a job's cost and time budgets are enforced before every call
-// (so a budget is overshot by at most one call), and a call's deadline is
-// what is left of the time budget when that is less than its timeout.
+// Budgets: a job's cost, time and calls budgets (manifest.Budgets: its
+// own, else the daemon's defaults in Engine.Defaults) are enforced before
+// every call (so a budget is overshot by at most one call, or one fan-out
+// step), and a call's deadline is what is left of the time budget when that
+// is less than its timeout.
+
+// defaults are the daemon's defaults that apply to m: those of the budgets
+// its manifest does not set (nil: none).
+func (e *Engine) defaults(m *manifest.Manifest) *manifest.Budgets { return m.Unset(e.Defaults) }
 
 // callDeadline is the smaller of the role's call timeout and what is left
-// of the job's time budget.
-func callDeadline(m *manifest.Manifest, role string) (time.Duration, bool) {
-	d := m.CallTimeout(role)
-	if b := m.TimeBudget(); b > 0 {
+// of the job's time budget (under the defaults d).
+func callDeadline(m *manifest.Manifest, d *manifest.Budgets, role string) (time.Duration, bool) {
+	t := m.CallTimeout(role)
+	if b := m.TimeBudgetUnder(d); b > 0 {
 		left := b - time.Duration(m.Metrics.CumulativeTimeSeconds*float64(time.Second))
-		if left < d {
+		if left < t {
 			return max(left, time.Millisecond), true
 		}
 	}
-	return d, false
+	return t, false
 }
 
-// overBudget halts a job at or over its cost or time budget (nil: within
-// both).
-func overBudget(tx *jobtx.Tx) *outcome {
+// overBudget halts a job at or over one of its budgets (nil: within them
+// all). It first records in the manifest which defaults the job runs under
+// (run.default_budgets), so that status and resume see the limits this
+// decision used.
+func (e *Engine) overBudget(tx *jobtx.Tx) *outcome {
 	m := tx.M
-	switch {
-	case m.OverCost():
-		reason := fmt.Sprintf("cost %.2f cents reached the budget of %.2f cents; raise it with logist resume %s --cost-threshold CENTS", m.Metrics.CumulativeCost, *m.CostThreshold, tx.ID)
+	d := e.defaults(m)
+	m.Run.DefaultBudgets = d
+	b := m.Exhausted(d)
+	if b == nil {
+		return nil
+	}
+	from := ""
+	if b.Default {
+		from = " (logistd's default: the manifest sets none)"
+	}
+	switch b.Kind {
+	case manifest.BudgetCost:
+		reason := fmt.Sprintf("cost %.2f cents reached the budget of %.2f cents%s; raise it with logist resume %s --cost-threshold CENTS", b.Used, b.Limit, from, tx.ID)
 		return &outcome{code: codes.CostBudget, transition: &transition{lifecycle.EvCostExceeded, lifecycle.HaltedCost, "", "SYSTEM", reason}}
-	case m.OverTime():
-		reason := fmt.Sprintf("time %.1fs reached the budget of %.1f minutes; raise it with logist resume %s --time-threshold-minutes M", m.Metrics.CumulativeTimeSeconds, *m.TimeThresholdMinutes, tx.ID)
+	case manifest.BudgetTime:
+		reason := fmt.Sprintf("time %.1fs reached the budget of %.1f minutes%s; raise it with logist resume %s --time-threshold-minutes M", m.Metrics.CumulativeTimeSeconds, b.Limit, from, tx.ID)
 		return &outcome{code: codes.TimeBudget, transition: &transition{lifecycle.EvTimeExceeded, lifecycle.HaltedTime, "", "SYSTEM", reason}}
 	}
-	return nil
+	reason := fmt.Sprintf("%d agent calls reached the calls budget of %.0f%s; raise it with logist resume %s --max-agent-calls N", m.Metrics.AgentCalls, b.Limit, from, tx.ID)
+	return &outcome{code: codes.CallBudget, transition: &transition{lifecycle.EvCallsExceeded, lifecycle.InterventionRequired, "", "SYSTEM", reason}}
+}
+
+// timeLimit is the time budget of m under the defaults d, in minutes, and
+// where it comes from, for a message.
+func timeLimit(m *manifest.Manifest, d *manifest.Budgets) string {
+	for _, b := range m.Budgets(d) {
+		if b.Kind == manifest.BudgetTime && b.Default {
+			return fmt.Sprintf("%.1f minutes (logistd's default)", b.Limit)
+		} else if b.Kind == manifest.BudgetTime {
+			return fmt.Sprintf("%.1f minutes", b.Limit)
+		}
+	}
+	return "none"
 }
 
 // account adds what a call cost, in money and agent time, to the job: it

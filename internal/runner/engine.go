@@ -67,6 +67,10 @@ type Engine struct {
 	// Effects are the phase effects workflows may name: the composition
 	// root's registry (internal/builtins).
 	Effects effect.Registry
+	// Defaults are the budgets of jobs whose manifest sets none (logistd's
+	// --default-* settings; NewEngine: manifest.DefaultBudgets). The zero
+	// value applies none.
+	Defaults manifest.Budgets
 
 	phaseMu    sync.Mutex
 	phaseSince map[string]phaseMark
@@ -126,7 +130,7 @@ func NewEngine(env *jobtx.Env, effects effect.Registry) *Engine {
 	if env.Obs == nil {
 		env.Obs = jobtx.Nop{}
 	}
-	return &Engine{Env: env, NewProvider: agent.New, Sleep: sleepCtx, Effects: effects, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
+	return &Engine{Env: env, NewProvider: agent.New, Sleep: sleepCtx, Effects: effects, Defaults: manifest.DefaultBudgets(), rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -149,13 +153,16 @@ func (e *Engine) Run(ctx context.Context, id string) error {
 	var keep jobtx.Kept
 	defer keep.Close()
 	e.prune(id)
-	for {
+	for steps := 1; ; steps++ {
 		if ctx.Err() != nil || e.Draining.Load() {
 			return nil
 		}
 		next, err := e.step(ctx, id, &keep)
 		if err != nil {
 			return err
+		}
+		if steps%agent.KeepRequests == 0 {
+			e.prune(id) // a long run is pruned as it goes, not only at its start
 		}
 		if next.done {
 			return nil
@@ -373,13 +380,25 @@ func (e *Engine) settle(tx *jobtx.Tx, held *call, err error) error {
 // a call still on disk would be adopted by the next run of its number).
 // A folder that cannot go is logged; it is harmless until its number is
 // asked again, which only an interrupted call is.
+//
+// A job with encrypt_history keeps none of its calls' request and answer
+// files either: they hold the prompt and the answer in the clear (the
+// agent reads and writes them so), and the history has both sealed; an
+// interrupted call's request is written again from the history.
 func (e *Engine) forgetCalls(tx *jobtx.Tx, c *call) {
-	if c.exec == nil {
-		return
-	}
 	ns := []int{c.interaction}
 	for _, tc := range c.turns {
 		ns = append(ns, tc.interaction)
+	}
+	if tx.M.EncryptHistory {
+		for _, n := range ns {
+			if err := agent.ForgetRequest(tx.Dir, n); err != nil {
+				tx.LogCode(codes.StorageWrite, "SYSTEM", 0, fmt.Sprintf("remove the request files of interaction %d: %v", n, err))
+			}
+		}
+	}
+	if c.exec == nil {
+		return
 	}
 	for _, n := range ns {
 		if err := agent.ForgetCall(tx.Dir, n); err != nil {

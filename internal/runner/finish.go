@@ -63,7 +63,7 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 		if c.budgetBound {
 			resp.Error = fmt.Sprintf("time budget ran out after %.1fs; agent killed", elapsed.Seconds())
 			k.Fault = workflow.FaultTimeBudget
-			k.Detail = fmt.Sprintf("time budget of %.1f minutes ran out during the %s call; raise it with logist resume %s --time-threshold-minutes M", *m.TimeThresholdMinutes, c.role, tx.ID)
+			k.Detail = fmt.Sprintf("time budget of %s ran out during the %s call; raise it with logist resume %s --time-threshold-minutes M", timeLimit(m, e.defaults(m)), c.role, tx.ID)
 		} else {
 			resp.Error = fmt.Sprintf("call exceeded its timeout of %s; agent killed", c.deadline)
 			k.Detail = resp.Error

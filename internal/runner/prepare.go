@@ -50,7 +50,7 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		if o := e.checkPrograms(tx); o != nil {
 			return stop(*o)
 		}
-		if o := overBudget(tx); o != nil {
+		if o := e.overBudget(tx); o != nil {
 			return stop(*o)
 		}
 		if o := e.makeWorkspace(tx); o != nil {
@@ -64,7 +64,7 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 			return nil, done, err
 		}
 	}
-	if o := overBudget(tx); o != nil {
+	if o := e.overBudget(tx); o != nil {
 		return stop(*o)
 	}
 	phase := m.Phase()
@@ -76,7 +76,7 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 	if ph.Role == workflow.RoleLogist {
 		c.provider = workflow.RoleLogist
 	}
-	c.deadline, c.budgetBound = callDeadline(m, ph.Role)
+	c.deadline, c.budgetBound = callDeadline(m, e.defaults(m), ph.Role)
 
 	// The phase's effect may record events, add what the agent must see,
 	// do the phase itself, find nothing to do, or stop the workflow.

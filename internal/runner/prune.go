@@ -6,7 +6,8 @@ import (
 )
 
 // prune applies the job folder's pruning policy when a run of job id
-// starts (docs/operations.md, "What a job folder keeps"): the request
+// starts, and every agent.KeepRequests steps of a long run
+// (docs/operations.md, "What a job folder keeps"): the request
 // files of all but the newest agent.KeepRequests calls, and snapshot
 // objects no listing names (a crash's leftovers). Failures are logged:
 // pruning never stops a job.

@@ -111,7 +111,8 @@ func (s *Scheduler) start(id string, m *manifest.Manifest) {
 	go func() {
 		defer s.wg.Done()
 		defer s.end(id, r)
-		stalled := false
+		// A refusal an earlier run noted goes once a run succeeds.
+		_, stalled := s.Engine.Env.Store.ReadStall(id)
 		defer func() {
 			if stalled {
 				s.stall(id, nil)
@@ -132,6 +133,12 @@ func (s *Scheduler) start(id string, m *manifest.Manifest) {
 			code, retry := runErrorCode(err)
 			if !retry || ctx.Err() != nil {
 				joblog.Log(s.Logger, "job run failed", joblog.Problem{Job: id, Code: code, Attempt: attempt}, "err", err.Error())
+				if ctx.Err() == nil {
+					// Not run again by itself: say why where logist
+					// status looks (its manifest still says RUNNING).
+					s.refused(id, code, err)
+					stalled = false
+				}
 				return
 			}
 			// The disk refused a write. Nothing half-written is kept (the
@@ -193,6 +200,20 @@ func (s *Scheduler) stall(id string, st *jobstore.Stall) {
 	}
 	if s.OnStall != nil {
 		s.OnStall(id, code)
+	}
+}
+
+// refused notes that a run of job id was refused with code and will not be
+// retried (a cut or corrupt history), for logist status. Not a stall: the
+// stalled-jobs gauge does not count it.
+func (s *Scheduler) refused(id, code string, err error) {
+	store := s.Engine.Env.Store
+	since := time.Now().UTC().Format(time.RFC3339)
+	if prev, ok := store.ReadStall(id); ok && prev.Refused && prev.Code == code {
+		since = prev.Since // refused since the first refusal
+	}
+	if werr := store.WriteStall(id, jobstore.Stall{Code: code, Reason: err.Error(), Since: since, Refused: true}); werr != nil {
+		s.Logger.Warn("cannot note the job's refusal", "job_id", id, "err", werr.Error())
 	}
 }
 

@@ -145,7 +145,7 @@ func (e *Engine) playTurn(ctx context.Context, m *manifest.Manifest, tc *turnCal
 		tc.err = tc.perr
 		return
 	}
-	deadline, _ := callDeadline(m, tc.turn.Role)
+	deadline, _ := callDeadline(m, e.defaults(m), tc.turn.Role)
 	start := time.Now()
 	defer func() { tc.elapsed = time.Since(start) }()
 	for attempt := 1; ; attempt++ {
@@ -235,7 +235,7 @@ func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff eff
 		o.responses = append(o.responses, rec)
 		results = append(results, r)
 	}
-	if h := overBudget(tx); h != nil {
+	if h := e.overBudget(tx); h != nil {
 		return o.then(*h), nil
 	}
 	if len(awaiting) > 0 {

@@ -136,6 +136,8 @@ type ResumeOptions struct {
 	Guidance             string
 	CostThreshold        *float64
 	TimeThresholdMinutes *float64
+	// MaxAgentCalls raises the calls budget (limits.max_agent_calls).
+	MaxAgentCalls *int
 }
 
 // Resume continues a job waiting for a steward (INTERVENTION_REQUIRED,
@@ -159,13 +161,18 @@ func (s *Steward) Resume(id string, o ResumeOptions) (*manifest.Manifest, error)
 		m.TimeThresholdMinutes = o.TimeThresholdMinutes
 		changes["time_threshold_minutes"] = *o.TimeThresholdMinutes
 	}
-	if m.OverCost() {
-		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: fmt.Sprintf("its cost %.2f cents is still at or over the budget of %.2f cents", m.Metrics.CumulativeCost, *m.CostThreshold),
-			Hint: fmt.Sprintf("raise it: logist resume %s --cost-threshold %.0f", id, m.Metrics.CumulativeCost*2+100)}
+	if o.MaxAgentCalls != nil {
+		if m.Limits == nil {
+			m.Limits = &manifest.Limits{}
+		}
+		m.Limits.MaxAgentCalls = o.MaxAgentCalls
+		changes["limits.max_agent_calls"] = *o.MaxAgentCalls
 	}
-	if m.OverTime() {
-		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: fmt.Sprintf("its time %.1fs is still at or over the budget of %g minutes", m.Metrics.CumulativeTimeSeconds, *m.TimeThresholdMinutes),
-			Hint: fmt.Sprintf("raise it: logist resume %s --time-threshold-minutes %g", id, *m.TimeThresholdMinutes*2)}
+	// Every budget, the daemon's defaults included (as the engine last
+	// applied them), must leave room for another call.
+	if b := m.Exhausted(m.Run.DefaultBudgets); b != nil {
+		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: budgetText(b),
+			Hint: fmt.Sprintf("raise it: logist resume %s %s %s", id, b.Flag(), b.Raised())}
 	}
 	// The manifest changes first, so the command's record is committed
 	// with its effect as one unit (jobtx): never one without the other.
@@ -184,6 +191,22 @@ func (s *Steward) Resume(id string, o ResumeOptions) (*manifest.Manifest, error)
 		return nil, err
 	}
 	return m, tx.Commit()
+}
+
+// budgetText says that a budget is still used up, and where its limit
+// comes from.
+func budgetText(b *manifest.Budget) string {
+	from := ""
+	if b.Default {
+		from = " (logistd's default)"
+	}
+	switch b.Kind {
+	case manifest.BudgetCost:
+		return fmt.Sprintf("its cost %.2f cents is still at or over the budget of %.2f cents%s", b.Used, b.Limit, from)
+	case manifest.BudgetTime:
+		return fmt.Sprintf("its time %.1fs is still at or over the budget of %g minutes%s", b.Used*60, b.Limit, from)
+	}
+	return fmt.Sprintf("its %.0f agent calls are still at or over the calls budget of %.0f%s", b.Used, b.Limit, from)
 }
 
 // Halt cancels a job; the daemon kills its call in flight.

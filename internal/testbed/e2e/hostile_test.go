@@ -913,6 +913,11 @@ func (h *hostileRun) assert(t *testing.T, c *hostile) {
 		if err != nil || string(m.Status) != c.stays {
 			t.Errorf("%s: manifest %v (%v), want it still %s", c.id, m, err, c.stays)
 		}
+		// Noted for logist status, which shows it as Refused: the
+		// manifest alone says RUNNING and nothing more.
+		if st, ok := h.store.ReadStall(c.name); !ok || !st.Refused || st.Code != c.code || !strings.Contains(st.Reason, c.reason) {
+			t.Errorf("%s: refusal note %+v (%v), want %s refused saying %q", c.id, st, ok, c.code, c.reason)
+		}
 	case outIgnored:
 	default:
 		m, err := h.store.Load(c.name)

@@ -1,0 +1,193 @@
+package manifest
+
+import (
+	"fmt"
+	"time"
+)
+
+// Budgets bound a job's work: money, agent time and agent calls. Each is the
+// manifest's own where it sets one (cost_threshold, time_threshold_minutes,
+// limits.max_agent_calls), else the daemon's default (logistd
+// --default-cost-threshold, --default-time-threshold-minutes,
+// --default-max-agent-calls), so that no job runs without bounds: a workflow
+// whose COMPLETED leads back round once made 58,540 calls in five minutes
+// with no budget set (issue 18). The engine stamps the defaults it applies
+// into run.default_budgets at every step, so that whoever reads the manifest
+// (logist status, logist resume) sees the limits the job runs under and
+// where each came from.
+type Budgets struct {
+	CostThreshold        *float64 `json:"cost_threshold,omitempty"`
+	TimeThresholdMinutes *float64 `json:"time_threshold_minutes,omitempty"`
+	MaxAgentCalls        *int     `json:"max_agent_calls,omitempty"`
+}
+
+// Built-in defaults: logistd's flags start from these. A priced call costs
+// cents, so a default cost budget binds only jobs whose calls are priced;
+// the calls budget binds every job.
+const (
+	DefaultCostThreshold        = 1000.0 // cents: $10
+	DefaultTimeThresholdMinutes = 60.0   // of agent execution
+	DefaultMaxAgentCalls        = 1000
+)
+
+// DefaultBudgets are the built-in defaults.
+func DefaultBudgets() Budgets {
+	c, t, n := DefaultCostThreshold, DefaultTimeThresholdMinutes, DefaultMaxAgentCalls
+	return Budgets{CostThreshold: &c, TimeThresholdMinutes: &t, MaxAgentCalls: &n}
+}
+
+// Check says what is wrong with a set of defaults: each must be a finite
+// positive limit (a default cannot turn a budget off).
+func (d Budgets) Check() error {
+	switch {
+	case d.CostThreshold != nil && !(*d.CostThreshold > 0):
+		return fmt.Errorf("default cost threshold %g: must be more than 0 cents", *d.CostThreshold)
+	case d.TimeThresholdMinutes != nil && !(*d.TimeThresholdMinutes > 0):
+		return fmt.Errorf("default time threshold %g: must be more than 0 minutes", *d.TimeThresholdMinutes)
+	case d.MaxAgentCalls != nil && *d.MaxAgentCalls < 1:
+		return fmt.Errorf("default max agent calls %d: must be at least 1", *d.MaxAgentCalls)
+	}
+	return nil
+}
+
+// BudgetKind names a budget.
+type BudgetKind string
+
+const (
+	BudgetCost  BudgetKind = "cost"
+	BudgetTime  BudgetKind = "time"
+	BudgetCalls BudgetKind = "agent_calls"
+)
+
+// Budget is one budget a job runs under.
+type Budget struct {
+	Kind BudgetKind `json:"kind"`
+	// Limit and Used are in the budget's unit: cents, minutes of agent
+	// time, agent calls.
+	Limit float64 `json:"limit"`
+	Used  float64 `json:"used"`
+	// Default: the manifest sets none; this is the daemon's default.
+	Default bool `json:"default,omitempty"`
+}
+
+// Origin says where the limit comes from, for people.
+func (b Budget) Origin() string {
+	if b.Default {
+		return "logistd's default"
+	}
+	return "the manifest"
+}
+
+// Flag is the logist resume flag that raises the budget.
+func (b Budget) Flag() string {
+	switch b.Kind {
+	case BudgetCost:
+		return "--cost-threshold"
+	case BudgetTime:
+		return "--time-threshold-minutes"
+	}
+	return "--max-agent-calls"
+}
+
+// Raised is a limit worth suggesting to a steward: what was used doubled.
+func (b Budget) Raised() string {
+	switch b.Kind {
+	case BudgetCost:
+		return fmt.Sprintf("%.0f", b.Used*2+100)
+	case BudgetTime:
+		return fmt.Sprintf("%g", b.Limit*2)
+	}
+	return fmt.Sprintf("%.0f", b.Limit*2)
+}
+
+// Unset returns the defaults of d for the budgets m does not set (nil when
+// it sets them all): what the engine stamps into run.default_budgets.
+func (m *Manifest) Unset(d Budgets) *Budgets {
+	var u Budgets
+	if m.CostThreshold == nil {
+		u.CostThreshold = d.CostThreshold
+	}
+	if m.TimeThresholdMinutes == nil {
+		u.TimeThresholdMinutes = d.TimeThresholdMinutes
+	}
+	if m.Limits == nil || m.Limits.MaxAgentCalls == nil {
+		u.MaxAgentCalls = d.MaxAgentCalls
+	}
+	if u == (Budgets{}) {
+		return nil
+	}
+	return &u
+}
+
+// Budgets lists the budgets m runs under, cost, time and calls in that
+// order: the manifest's own, else the default in d (nil: none); a budget
+// neither sets is left out. This is the one rule for a job's effective
+// limits: the engine enforces them, status shows them, resume checks them.
+func (m *Manifest) Budgets(d *Budgets) []Budget {
+	if d == nil {
+		d = &Budgets{}
+	}
+	var out []Budget
+	add := func(kind BudgetKind, own, def *float64, used float64) {
+		switch {
+		case own != nil:
+			out = append(out, Budget{Kind: kind, Limit: *own, Used: used})
+		case def != nil:
+			out = append(out, Budget{Kind: kind, Limit: *def, Used: used, Default: true})
+		}
+	}
+	add(BudgetCost, m.CostThreshold, d.CostThreshold, m.Metrics.CumulativeCost)
+	add(BudgetTime, m.TimeThresholdMinutes, d.TimeThresholdMinutes, m.Metrics.CumulativeTimeSeconds/60)
+	var own, def *float64
+	if m.Limits != nil && m.Limits.MaxAgentCalls != nil {
+		v := float64(*m.Limits.MaxAgentCalls)
+		own = &v
+	}
+	if d.MaxAgentCalls != nil {
+		v := float64(*d.MaxAgentCalls)
+		def = &v
+	}
+	add(BudgetCalls, own, def, float64(m.Metrics.AgentCalls))
+	return out
+}
+
+// Exhausted returns the first budget of m (under the defaults d) that the
+// job has used up, or nil.
+func (m *Manifest) Exhausted(d *Budgets) *Budget {
+	for _, b := range m.Budgets(d) {
+		if m.spent(b) {
+			return &b
+		}
+	}
+	return nil
+}
+
+// over reports whether the budget of kind (under d) is used up.
+func (m *Manifest) over(kind BudgetKind, d *Budgets) bool {
+	for _, b := range m.Budgets(d) {
+		if b.Kind == kind {
+			return m.spent(b)
+		}
+	}
+	return false
+}
+
+// spent is the rule: a budget is used up at its limit. Time is compared as
+// a duration, as the engine's call deadlines are.
+func (m *Manifest) spent(b Budget) bool {
+	if b.Kind == BudgetTime {
+		return seconds(m.Metrics.CumulativeTimeSeconds) >= time.Duration(b.Limit*float64(time.Minute))
+	}
+	return b.Used >= b.Limit
+}
+
+// TimeBudgetUnder returns the job's time budget under the defaults d, or
+// 0 when it has none.
+func (m *Manifest) TimeBudgetUnder(d *Budgets) time.Duration {
+	for _, b := range m.Budgets(d) {
+		if b.Kind == BudgetTime {
+			return time.Duration(b.Limit * float64(time.Minute))
+		}
+	}
+	return 0
+}

@@ -1,0 +1,59 @@
+package manifest
+
+import "testing"
+
+// Every job runs under finite budgets: its manifest's own, else the
+// daemon's defaults (issue 18 item 4). Budgets is the one rule; Exhausted
+// and Unset follow it.
+func TestBudgetsTakeTheManifestsOwnElseTheDefault(t *testing.T) {
+	d := DefaultBudgets()
+	var m Manifest
+	m.Metrics.AgentCalls = 999
+	bs := m.Budgets(&d)
+	if len(bs) != 3 || !bs[0].Default || bs[0].Kind != BudgetCost || bs[0].Limit != DefaultCostThreshold ||
+		bs[1].Kind != BudgetTime || bs[1].Limit != DefaultTimeThresholdMinutes || bs[2].Kind != BudgetCalls || bs[2].Limit != 1000 || bs[2].Used != 999 {
+		t.Fatalf("budgets under the defaults: %+v", bs)
+	}
+	if b := m.Exhausted(&d); b != nil {
+		t.Errorf("999 of 1000 calls exhausted: %+v", b)
+	}
+	m.Metrics.AgentCalls = 1000
+	if b := m.Exhausted(&d); b == nil || b.Kind != BudgetCalls || !b.Default || b.Flag() != "--max-agent-calls" || b.Raised() != "2000" {
+		t.Errorf("1000 of 1000 calls: %+v", b)
+	}
+	if m.Exhausted(nil) != nil || len(m.Budgets(nil)) != 0 {
+		t.Errorf("no defaults, no budget: %+v", m.Budgets(nil))
+	}
+
+	// The manifest's own wins, and is not stamped as a default.
+	n, c := 5000, 250.0
+	m.Limits, m.CostThreshold = &Limits{MaxAgentCalls: &n}, &c
+	if b := m.Exhausted(&d); b != nil {
+		t.Errorf("1000 of the manifest's 5000 calls exhausted: %+v", b)
+	}
+	u := m.Unset(d)
+	if u == nil || u.MaxAgentCalls != nil || u.CostThreshold != nil || u.TimeThresholdMinutes == nil || *u.TimeThresholdMinutes != 60 {
+		t.Errorf("Unset = %+v, want only the time default", u)
+	}
+	m.Metrics.CumulativeCost = 250
+	if b := m.Exhausted(&d); b == nil || b.Kind != BudgetCost || b.Default {
+		t.Errorf("cost at the manifest's budget: %+v", b)
+	}
+	m.TimeThresholdMinutes = &c
+	if m.Unset(d) != nil {
+		t.Errorf("a manifest setting all three takes no default: %+v", m.Unset(d))
+	}
+}
+
+// A default cannot switch a budget off.
+func TestDefaultBudgetsMustBeFinite(t *testing.T) {
+	zero, neg := 0, -1.0
+	for _, d := range []Budgets{{MaxAgentCalls: &zero}, {CostThreshold: &neg}, {TimeThresholdMinutes: &neg}} {
+		if d.Check() == nil {
+			t.Errorf("%+v accepted", d)
+		}
+	}
+	if err := DefaultBudgets().Check(); err != nil {
+		t.Error(err)
+	}
+}
