@@ -143,6 +143,8 @@ const (
 	GameRole           = "GAME_ROLE"
 	TurnSkipped        = "TURN_SKIPPED"
 	TurnLate           = "TURN_LATE"
+	// TurnPassed: a person playing a party skipped its turn (logist play).
+	TurnPassed = "TURN_PASSED"
 )
 
 // The metering proxy (internal/meter): in the errors agents get from it,
@@ -300,6 +302,8 @@ var catalogue = []Code{
 	// Hostile input and broken storage (issue 18).
 	{StorageDenied, Error, false, "storage", "a job's file or folder refused access (EACCES, EPERM): the job is stalled and runs again with backoff; logist status shows why"},
 	{ManifestTooLarge, Error, false, "storage", "a change would make the manifest larger than the 1 MiB logist reads: it is not written (nor its history unit)"},
+	// Human players of a game (issue 20).
+	{TurnPassed, Info, false, "deliberation", "a person playing a party skipped its turn (logist play --skip): the chair records the turn as skipped and the game goes on"},
 }
 
 var byName = func() map[string]Code {

@@ -149,7 +149,7 @@ var defaultLines = deliberation.Lines{
 	"conversation_start":       {"{a} and {b}, your private conversation may begin. {a} speaks first."},
 	"interruption":             {"Time. {a} and {b}, one final message each, please.", "The chair must interrupt. One final message each, {a} then {b}."},
 	"conversation_end":         {"The conversation between {a} and {b} is closed."},
-	"conversation_ended_early": {"The conversation between {a} and {b} is closed early at the steward's request."},
+	"conversation_ended_early": {"The conversation between {a} and {b} is closed early at the request of {by}."},
 	"issue_intro":              {"We turn to {issue}: {title}. The speaking order is {speakers}."},
 	"speaker_call":             {"{party}, you have the floor on {issue}.", "The floor goes to {party} on {issue}."},
 	"skip":                     {"{party} has not taken the turn; the turn is recorded as skipped and passes on."},

@@ -71,8 +71,19 @@ func (st *state) partyPrompt(sp turnSpec) string {
 	}
 	b.WriteString(st.excerpts())
 	b.WriteString("\n## Your current stance (private)\n")
-	for _, is := range g.sc.Issues {
-		s := st.stances[p.ID][is.ID]
+	b.WriteString(st.stance(p.ID))
+	b.WriteString("\n## What you have seen so far\n")
+	b.WriteString(st.transcript(p.ID))
+	b.WriteString("\n## Your turn\n")
+	b.WriteString(st.instruction(sp))
+	return b.String()
+}
+
+// stance is party's own current stance, one line per issue.
+func (st *state) stance(party string) string {
+	var b strings.Builder
+	for _, is := range st.g.sc.Issues {
+		s := st.stances[party][is.ID]
 		var acc []string
 		for _, o := range is.Options {
 			if a := s.Acceptance[o.ID]; a == nil {
@@ -90,10 +101,6 @@ func (st *state) partyPrompt(sp turnSpec) string {
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("\n## What you have seen so far\n")
-	b.WriteString(st.transcript(p.ID))
-	b.WriteString("\n## Your turn\n")
-	b.WriteString(st.instruction(sp))
 	return b.String()
 }
 

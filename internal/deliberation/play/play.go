@@ -492,3 +492,17 @@ func (e *Effect) Decide(tx *jobtx.Tx, in deliberation.Input) ([]*history.Record,
 	}
 	return recs, st.sess.State(), nil
 }
+
+// View is what participant may see of the job's game (effect.Viewer), for
+// a person who plays it.
+func (e *Effect) View(tx *jobtx.Tx, participant string) (*deliberation.View, error) {
+	st, err := load(tx, e.Game)
+	if err != nil {
+		return nil, err
+	}
+	v, ok := st.sess.(deliberation.Viewer)
+	if !ok {
+		return nil, fmt.Errorf("the %s has no participant a person may play", e.Game.Name())
+	}
+	return v.View(participant)
+}
