@@ -114,6 +114,24 @@ func TestGameCheckpointsAndRollbackMidGame(t *testing.T) {
 	if m := f.run(context.Background(), "j"); m.Status != lifecycle.Success {
 		t.Fatalf("after the rollback: job %s %s (%s)", m.Status, m.Run.ErrorCode, m.Run.Reason)
 	}
+	// The turns after the point are asked anew: the first message after
+	// the rollback answers a turn asked after it (the answer recorded for
+	// that same turn before the rollback is not reused).
+	asked, rolledBack := 0, false
+	for _, r := range f.Records("j") {
+		if r.Steward != nil && r.Steward.Command == history.CommandRollback {
+			rolledBack = true
+		}
+		if rolledBack && r.Type == history.TypeResponse {
+			asked++
+		}
+		if rolledBack && r.Type == history.TypeMessage {
+			break
+		}
+	}
+	if asked == 0 {
+		t.Error("the first turn after the rollback reused an answer recorded before it")
+	}
 	after := f.ledgerFile("j")
 	if len(after) <= kept {
 		t.Fatalf("the resumed game has %d messages, %d were kept", len(after), kept)
