@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -119,24 +120,36 @@ func load(tx *jobtx.Tx, g deliberation.Game) (*state, error) {
 // marks are the game's transitions that msgs make after the committed
 // messages, and the safe boundary the step ends on, if any: the last one
 // among msgs, or among the messages committed since the job's checkpoint
-// without one (a steward's input ended a conversation).
-func (e *Effect) marks(st *state, msgs []deliberation.Message) ([]workflow.Mark, *workflow.Point, error) {
+// without one (a steward's input ended a conversation: its transitions
+// are logged now too, by the engine that records the point).
+func (e *Effect) marks(tx *jobtx.Tx, st *state, msgs []deliberation.Message) ([]workflow.Mark, *workflow.Point, error) {
 	mk, ok := st.sess.(deliberation.Marker)
 	if !ok {
 		return nil, nil, nil
+	}
+	var all []deliberation.Mark
+	since := st.sinceCheckpoint
+	if slices.ContainsFunc(since, func(m deliberation.Message) bool { return mk.Boundary(m) != "" }) {
+		prev, err := e.Game.Load(env(tx, st.msgs[:len(st.msgs)-len(since)]))
+		if err != nil {
+			return nil, nil, err
+		}
+		if pm, ok := prev.(deliberation.Marker); ok {
+			ms, err := pm.Marks(since)
+			if err != nil {
+				return nil, nil, err
+			}
+			all = append(all, ms...)
+		}
 	}
 	ms, err := mk.Marks(msgs)
 	if err != nil {
 		return nil, nil, err
 	}
+	all = append(all, ms...)
 	var out []workflow.Mark
 	var names []string
-	for _, m := range st.sinceCheckpoint {
-		if b := mk.Boundary(m); b != "" {
-			names = append(names, b)
-		}
-	}
-	for _, m := range ms {
+	for _, m := range all {
 		out = append(out, workflow.Mark{Game: e.Game.Name(), From: m.From, To: m.To, Event: m.Event, Actor: m.Actor})
 		if m.Boundary != "" {
 			names = append(names, m.Boundary)
@@ -332,7 +345,7 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 	}
 	prep := &workflow.Prep{State: st.sess.State()}
 	if len(step.Emit) > 0 {
-		if prep.Marks, prep.Point, err = e.marks(st, step.Emit); err != nil {
+		if prep.Marks, prep.Point, err = e.marks(tx, st, step.Emit); err != nil {
 			return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 		}
 		recs, err := records(tx, phase, len(st.msgs), step.Emit)
@@ -342,7 +355,7 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 		prep.Records, prep.Skip, prep.State = recs, workflow.OutcomeContinue, e.stateAfter(tx, st, step.Emit)
 		return prep, nil
 	}
-	if _, prep.Point, err = e.marks(st, nil); err != nil {
+	if prep.Marks, prep.Point, err = e.marks(tx, st, nil); err != nil {
 		return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 	}
 	if step.Wait != "" {
@@ -380,7 +393,7 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 		if err != nil {
 			return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 		}
-		if prep.Marks, prep.Point, err = e.marks(st, msgs); err != nil {
+		if prep.Marks, prep.Point, err = e.marks(tx, st, msgs); err != nil {
 			return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 		}
 		recs, err := records(tx, phase, len(st.msgs), msgs)
@@ -436,7 +449,7 @@ func (e *Effect) FinishTurns(tx *jobtx.Tx, phase string, played []workflow.TurnR
 	if err != nil {
 		return &workflow.Outcome{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 	}
-	marks, point, err := e.marks(st, msgs)
+	marks, point, err := e.marks(tx, st, msgs)
 	if err != nil {
 		return &workflow.Outcome{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 	}
@@ -477,18 +490,12 @@ func (e *Effect) Decide(tx *jobtx.Tx, in deliberation.Input) ([]*history.Record,
 	if err != nil {
 		return nil, "", err
 	}
-	// Logged now; a safe boundary among them gets its recovery point with
-	// the next step (a steward's command takes no snapshot).
-	marks, _, err := e.marks(st, msgs)
-	if err != nil {
-		return nil, "", err
-	}
+	// A safe boundary among them gets its recovery point, and their
+	// transitions their log lines, with the next step (a steward's command
+	// takes no snapshot, and its process may not log where logistd does).
 	recs, err := records(tx, tx.M.Phase(), len(st.msgs), msgs)
 	if err != nil {
 		return nil, "", err
-	}
-	for _, mk := range marks {
-		tx.LogGameTransition(mk.Game, mk.From, mk.To, mk.Event, mk.Actor)
 	}
 	return recs, st.sess.State(), nil
 }
