@@ -144,6 +144,8 @@ const (
 	TurnSkipped        = "TURN_SKIPPED"
 	TurnLate           = "TURN_LATE"
 	ToolRunRecovered   = "TOOL_RUN_RECOVERED"
+	// TurnPassed: a person playing a party skipped its turn (logist play).
+	TurnPassed = "TURN_PASSED"
 )
 
 // The metering proxy (internal/meter): in the errors agents get from it,
@@ -304,6 +306,8 @@ var catalogue = []Code{
 	{StorageDenied, Error, false, "storage", "a job's file or folder refused access (EACCES, EPERM): the job is stalled and runs again with backoff; logist status shows why"},
 	{ManifestTooLarge, Error, false, "storage", "a change would make the manifest larger than the 1 MiB logist reads: it is not written (nor its history unit)"},
 	{CallBudget, Error, true, "engine", "the job's agent calls reached its calls budget (limits.max_agent_calls, else logistd's --default-max-agent-calls): INTERVENTION_REQUIRED until a steward raises it (logist resume --max-agent-calls)"},
+	// Human players of a game (issue 20).
+	{TurnPassed, Info, false, "deliberation", "a person playing a party skipped its turn (logist play --skip): the chair records the turn as skipped and the game goes on"},
 }
 
 var byName = func() map[string]Code {

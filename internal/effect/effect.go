@@ -1,6 +1,6 @@
 // Package effect is what the engine and the steward know of a workflow's
 // effects: the interfaces an effect implements (Effect, and optionally
-// TurnEffect, Halter and Decider) and the Registry that maps the effect
+// TurnEffect, Halter, Decider and Viewer) and the Registry that maps the effect
 // names a workflow's data uses (workflow.Phase.Effect) to them.
 //
 // The engine (internal/runner) and the steward (internal/steward) import no
@@ -61,6 +61,12 @@ type Halter interface {
 // acceptable now.
 type Decider interface {
 	Decide(tx *jobtx.Tx, in deliberation.Input) (recs []*history.Record, state string, err error)
+}
+
+// Viewer is an effect whose workflow has participants a person may play
+// (a game's parties): View is what one of them may see, and nothing more.
+type Viewer interface {
+	View(tx *jobtx.Tx, participant string) (*deliberation.View, error)
 }
 
 // Checker is an effect whose workflow has a configuration of its own (a

@@ -88,6 +88,31 @@ func LogTransition(l *slog.Logger, t Transition, attrs ...any) {
 		"reason", t.Reason}, attrs...)...)
 }
 
+// GameTransition is a transition of a game inside a job's phase (seed 004
+// §7.1: a round, a conversation, a vote, a result). Its line is a
+// transition line with the job as game_id, the game's own statuses as
+// from and to, and scope "game" (a job's own transition lines have no
+// scope).
+type GameTransition struct {
+	Job, Game, From, To, Event string
+	// Actor is the participant whose act it is ("" for System).
+	Actor string
+	// Checkpoint is the job's last safe checkpoint (the one this step
+	// created included).
+	Checkpoint string
+	Phase      string
+}
+
+// LogGameTransition writes t as one transition line, at INFO.
+func LogGameTransition(l *slog.Logger, t GameTransition) {
+	actor := t.Actor
+	if actor == "" {
+		actor = System
+	}
+	l.Info("game transition", "type", TypeTransition, "scope", "game", "job_id", t.Job, "game_id", t.Job, "game", t.Game,
+		"from", t.From, "to", t.To, "event", t.Event, "actor", actor, "checkpoint_id", t.Checkpoint, "phase", t.Phase)
+}
+
 // Fields every line of a kind carries.
 var (
 	ProblemFields    = []string{"type", "job_id", "status", "actor", "error_code", "attempt", "checkpoint_id"}

@@ -11,6 +11,7 @@ import (
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/response"
 	"github.com/logist/logist/internal/snapshot"
+	"github.com/logist/logist/internal/workflow"
 )
 
 // Recovery points: safe places to resume from (seed 002), each with a
@@ -40,6 +41,21 @@ func phasePoint(c *call, ans *response.Answer, next string) *history.Record {
 		Metadata: map[string]any{"evidence_count": len(ans.EvidenceFiles), "role": c.role, "phase": c.phase, "summary": ans.Summary},
 	}
 	return &history.Record{Type: history.TypeRecoveryPoint, Phase: c.phase, Role: c.role, RecoveryPoint: cp}
+}
+
+// gamePoint is a safe boundary inside phase that its effect named (a
+// game's private conversation, round or vote ended: seed 004 §2.2): the
+// job resumes from it in the same phase, the effect replaying its history
+// up to here. Its id is unique in the job: the interaction counter only
+// grows, and a game asks for a turn between two of its boundaries.
+func gamePoint(tx *jobtx.Tx, phase string, p *workflow.Point) *history.Record {
+	n := tx.Log.State().NextInteraction
+	cp := &history.RecoveryPoint{
+		CheckpointID: fmt.Sprintf("cp-%04d-%s", n, p.Name), Sequence: n, ResumePhase: phase, CanResumeFrom: true,
+		Description: p.Description, RollbackFiles: []string{}, EvidenceFiles: []string{},
+		Metadata: map[string]any{"phase": phase, "boundary": p.Name, "summary": p.Description},
+	}
+	return &history.Record{Type: history.TypeRecoveryPoint, Phase: phase, Role: "SYSTEM", RecoveryPoint: cp}
 }
 
 // snapshot copies the workspace for a recovery point and lists what

@@ -6,6 +6,7 @@ import (
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/workflow"
 )
 
 // outcome is what a step decided, as a value: the records it adds, how the
@@ -48,6 +49,10 @@ type outcome struct {
 	responses []*history.Record
 	records   []*history.Record
 	point     *history.Record
+	// marks are the transitions of the workflow's own state machine the
+	// records make (a game's rounds, conversations, votes), logged once
+	// the point, if any, is the job's checkpoint.
+	marks []workflow.Mark
 
 	// transition, if set, moves the job (if the lifecycle table allows).
 	transition *transition
@@ -121,6 +126,7 @@ type callSeen struct {
 func (o outcome) then(p outcome) outcome {
 	o.logs = append(o.logs, p.logs...)
 	o.records = append(o.records, p.records...)
+	o.marks = append(o.marks, p.marks...)
 	if p.code != "" {
 		o.code = p.code
 	}
@@ -216,6 +222,9 @@ func (e *Engine) apply(tx *jobtx.Tx, o outcome) (stepResult, error) {
 		// always builds a current one. The point is now the job's
 		// current checkpoint (jobtx.Tx.Checkpoint; the manifest's
 		// run.checkpoint_id follows it at commit).
+	}
+	for _, mk := range o.marks {
+		tx.LogGameTransition(mk.Game, mk.From, mk.To, mk.Event, mk.Actor)
 	}
 
 	if t := o.transition; t != nil {

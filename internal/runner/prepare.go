@@ -208,7 +208,12 @@ func (e *Engine) prepared(tx *jobtx.Tx, wf *workflow.Workflow, c *call, eff effe
 	// change in progress); then a new state is committed, before the
 	// intent, which may not wait for a manifest change. A step that ends
 	// here (a skip) keeps its state with the outcome that ends it.
-	if _, err := e.apply(tx, outcome{records: prep.Records, hold: true}); err != nil {
+	first := outcome{records: prep.Records, marks: prep.Marks, hold: prep.Point == nil}
+	if prep.Point != nil {
+		// A safe boundary: its recovery point is committed with them.
+		first.point = gamePoint(tx, c.phase, prep.Point)
+	}
+	if _, err := e.apply(tx, first); err != nil {
 		return nil, err
 	}
 	if prep.Fail == nil && prep.Skip == "" && prep.State != tx.M.Run.WorkflowState {

@@ -250,7 +250,10 @@ func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff eff
 	}
 	// The effect's outcome: more turns in the same phase (CONTINUE), the
 	// end of the workflow, or a stop.
-	o.records, o.state = oc.Records, oc.State
+	o.records, o.state, o.marks = oc.Records, oc.State, oc.Marks
+	if oc.Point != nil {
+		o.point = gamePoint(tx, c.phase, oc.Point)
+	}
 	switch {
 	case oc.Fail != nil:
 		return o.then(workflowFailed(c.role, oc.Fail)), nil

@@ -25,7 +25,7 @@ const EventsFile = "steward-events.jsonl"
 // marks its commands from this list (each records an Event when it runs),
 // and the daemon's metrics count each under its name
 // (logistd_steward_commands_total), so the two cannot drift apart.
-var Commands = []string{"submit", "activate", "resume", "halt", "rollback", "reply", "pm", "set",
+var Commands = []string{"submit", "activate", "resume", "halt", "rollback", "reply", "pm", "play", "set",
 	history.CommandSchedulePause, history.CommandScheduleResume}
 
 // Event is one steward command's outcome.

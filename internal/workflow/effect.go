@@ -43,6 +43,30 @@ type Prep struct {
 	// will not be answered: the engine records them as interrupted before
 	// the turns are asked again.
 	Abandon []int
+	// Marks and Point: see Outcome.
+	Marks []Mark
+	Point *Point
+}
+
+// Mark is a transition of the workflow's own state machine inside a
+// phase (a game's round, conversation, vote or result: seed 004 §7.1).
+// The engine logs it once the step's records are written, naming the
+// checkpoint in force (the step's Point, if it has one).
+type Mark struct {
+	// Game names the state machine (the game: "negotiation").
+	Game                   string
+	From, To, Event, Actor string
+}
+
+// Point is a safe boundary inside a phase that the step's records end on
+// (a game's private conversation, round or vote ended: seed 004 §2.2).
+// The engine records a recovery point after them, with a snapshot of the
+// workspace; the job resumes from it in the same phase, the effect
+// replaying the history up to it.
+type Point struct {
+	// Name ends the checkpoint's id (cp-NNNN-NAME): a file-name-safe word.
+	Name        string
+	Description string
 }
 
 // Turn is one call of a turn-taking or fan-out step.
@@ -93,6 +117,10 @@ type Outcome struct {
 	Records []*history.Record
 	// State is the workflow's own state after them ("" = unchanged).
 	State string
+	// Marks are the transitions of the workflow's own state machine the
+	// records make; Point, if set, is the safe boundary they end on.
+	Marks []Mark
+	Point *Point
 }
 
 // OutcomeContinue keeps the job in its phase without a transition (one

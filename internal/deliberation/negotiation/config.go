@@ -61,6 +61,30 @@ type Scenario struct {
 	Chair       Chair   `json:"chair"`
 	Parties     []Party `json:"parties"`
 	Issues      []Issue `json:"issues"`
+	// Assessment is a document the parties may cite only through its
+	// approved excerpts (seed 004 §3.2's IMA Assessment); its own text
+	// never reaches a prompt.
+	Assessment *Assessment `json:"assessment,omitempty"`
+	// Excerpts are the approved excerpts (seed 004's ima_excerpts table):
+	// the only parts of the assessment a prompt may carry, by id.
+	Excerpts []Excerpt `json:"ima_excerpts,omitempty"`
+}
+
+// Assessment is the document behind the approved excerpts.
+type Assessment struct {
+	Title string `json:"title"`
+	// File, if set, is the document (relative to the job folder): each
+	// approved excerpt must be a passage of it, word for word. The game
+	// reads it for that check only.
+	File string `json:"file,omitempty"`
+}
+
+// Excerpt is one approved passage of the assessment.
+type Excerpt struct {
+	ID string `json:"id"`
+	// Section says where in the assessment the passage is.
+	Section string `json:"section,omitempty"`
+	Text    string `json:"text"`
 }
 
 // Chair moderates only: its words come from its line library.
@@ -92,6 +116,9 @@ type Issue struct {
 	Title       string   `json:"title"`
 	Description string   `json:"description,omitempty"`
 	Options     []Option `json:"options"`
+	// Excerpts are the ids of the approved excerpts that bear on the
+	// issue: each must be listed in ima_excerpts.
+	Excerpts []string `json:"excerpts,omitempty"`
 }
 
 // Option is one way to settle an issue.
@@ -122,7 +149,7 @@ var defaultLines = deliberation.Lines{
 	"conversation_start":       {"{a} and {b}, your private conversation may begin. {a} speaks first."},
 	"interruption":             {"Time. {a} and {b}, one final message each, please.", "The chair must interrupt. One final message each, {a} then {b}."},
 	"conversation_end":         {"The conversation between {a} and {b} is closed."},
-	"conversation_ended_early": {"The conversation between {a} and {b} is closed early at the steward's request."},
+	"conversation_ended_early": {"The conversation between {a} and {b} is closed early at the request of {by}."},
 	"issue_intro":              {"We turn to {issue}: {title}. The speaking order is {speakers}."},
 	"speaker_call":             {"{party}, you have the floor on {issue}.", "The floor goes to {party} on {issue}."},
 	"skip":                     {"{party} has not taken the turn; the turn is recorded as skipped and passes on."},
@@ -208,6 +235,16 @@ func (s *Scenario) check() error {
 	}
 	seen := map[string]bool{s.Chair.ID: true}
 	voters := 0
+	if len(s.Excerpts) > 0 && s.Assessment == nil {
+		return errors.New("ima_excerpts: excerpts of no assessment (add \"assessment\")")
+	}
+	excerpts := map[string]bool{}
+	for i, e := range s.Excerpts {
+		if excerpts[e.ID] {
+			return fmt.Errorf("ima_excerpts[%d].id: duplicate %q", i, e.ID)
+		}
+		excerpts[e.ID] = true
+	}
 	issueOpts := map[string]map[string]bool{}
 	for i, is := range s.Issues {
 		if issueOpts[is.ID] != nil {
@@ -221,6 +258,11 @@ func (s *Scenario) check() error {
 			opts[o.ID] = true
 		}
 		issueOpts[is.ID] = opts
+		for j, id := range is.Excerpts {
+			if !excerpts[id] {
+				return fmt.Errorf("issues[%d].excerpts[%d]: %q is not an approved excerpt (ima_excerpts)", i, j, id)
+			}
+		}
 	}
 	for i, p := range s.Parties {
 		at := fmt.Sprintf("parties[%d]", i)
@@ -319,9 +361,36 @@ func load(env deliberation.Env) (*game, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := checkExcerpts(env.Dir, cfg.Scenario, parsed); err != nil {
+			return nil, err
+		}
 		sc, _ = scenarios.LoadOrStore(key, parsed)
 	}
 	return newGame(cfg, sc.(*Scenario), env.Seed, data)
+}
+
+// checkExcerpts holds each approved excerpt to the assessment's file, if
+// the scenario names one: an excerpt is a passage of it, word for word
+// (white space aside). Nothing of the file is kept.
+func checkExcerpts(dir, name string, sc *Scenario) error {
+	if sc.Assessment == nil || sc.Assessment.File == "" {
+		return nil
+	}
+	path, _, err := pathguard.Resolve(dir, sc.Assessment.File)
+	if err != nil {
+		return fmt.Errorf("%s: assessment.file: %w", name, err)
+	}
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%s: assessment.file: %w", name, err)
+	}
+	words := strings.Join(strings.Fields(string(doc)), " ")
+	for i, e := range sc.Excerpts {
+		if !strings.Contains(words, strings.Join(strings.Fields(e.Text), " ")) {
+			return fmt.Errorf("%s: ima_excerpts[%d] (%s): not a passage of %s", name, i, e.ID, sc.Assessment.File)
+		}
+	}
+	return nil
 }
 
 // scenarios caches parsed scenarios by name and content: the engine loads

@@ -30,7 +30,13 @@ type demoManifest struct {
 // ...fields}.
 func runDemo(t *testing.T) *engine {
 	t.Helper()
-	raw, err := os.ReadFile("../../../jobs/demo-negotiation/job.json")
+	return runExample(t, "demo-negotiation")
+}
+
+// runExample plays the example job jobs/<name> so.
+func runExample(t *testing.T, name string) *engine {
+	t.Helper()
+	raw, err := os.ReadFile("../../../jobs/" + name + "/job.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +47,7 @@ func runDemo(t *testing.T) *engine {
 	if man.Workflow != Name {
 		t.Fatalf("workflow %q", man.Workflow)
 	}
-	env := deliberation.Env{Config: man.Game, Seed: man.Seed, Dir: "../../../jobs/demo-negotiation"}
+	env := deliberation.Env{Config: man.Game, Seed: man.Seed, Dir: "../../../jobs/" + name}
 	e := newEngine(t, env)
 	e.answer = func(e *engine, tn deliberation.Turn, call int) deliberation.Result {
 		a, ok := man.Agents[tn.Role]

@@ -338,8 +338,16 @@ func (s *Session) Input(in deliberation.Input) ([]deliberation.Message, error) {
 	if by == "" {
 		by = deliberation.Steward
 	}
+	if g.parties[by] != nil && by != a && by != b {
+		// A party ends only its own conversation (seed 004 §4.2).
+		return nil, fmt.Errorf("negotiation: end_conversation is out of order: %s is not in conversation %d (%s–%s)", by, cn, a, b)
+	}
 	c := content{Conversation: cn, Pair: []string{a, b}, Early: true, EndedBy: by}
-	c.Text = g.line(fmt.Sprintf("r2/c%d/end-early", cn), "conversation_ended_early", map[string]string{"a": g.name(a), "b": g.name(b)})
+	who := "the steward"
+	if g.parties[by] != nil {
+		who = g.name(by)
+	}
+	c.Text = g.line(fmt.Sprintf("r2/c%d/end-early", cn), "conversation_ended_early", map[string]string{"a": g.name(a), "b": g.name(b), "by": who})
 	return append(emits, msg(tConvEnd, g.sc.Chair.ID, 2, []string{a, b}, c)), nil
 }
 

@@ -65,10 +65,25 @@ func (st *state) partyPrompt(sp turnSpec) string {
 			}
 			b.WriteString("\n")
 		}
+		if len(is.Excerpts) > 0 {
+			fmt.Fprintf(&b, "  - %s excerpts on this issue: %s\n", g.sc.Assessment.Title, strings.Join(is.Excerpts, ", "))
+		}
 	}
+	b.WriteString(st.excerpts())
 	b.WriteString("\n## Your current stance (private)\n")
-	for _, is := range g.sc.Issues {
-		s := st.stances[p.ID][is.ID]
+	b.WriteString(st.stance(p.ID))
+	b.WriteString("\n## What you have seen so far\n")
+	b.WriteString(st.transcript(p.ID))
+	b.WriteString("\n## Your turn\n")
+	b.WriteString(st.instruction(sp))
+	return b.String()
+}
+
+// stance is party's own current stance, one line per issue.
+func (st *state) stance(party string) string {
+	var b strings.Builder
+	for _, is := range st.g.sc.Issues {
+		s := st.stances[party][is.ID]
 		var acc []string
 		for _, o := range is.Options {
 			if a := s.Acceptance[o.ID]; a == nil {
@@ -86,10 +101,26 @@ func (st *state) partyPrompt(sp turnSpec) string {
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("\n## What you have seen so far\n")
-	b.WriteString(st.transcript(p.ID))
-	b.WriteString("\n## Your turn\n")
-	b.WriteString(st.instruction(sp))
+	return b.String()
+}
+
+// excerpts are the approved excerpts of the assessment, by id: the only
+// part of it a prompt carries (seed 004 §3.2).
+func (st *state) excerpts() string {
+	g := st.g
+	if g.sc.Assessment == nil || len(g.sc.Excerpts) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n## %s: approved excerpts\n", g.sc.Assessment.Title)
+	fmt.Fprintf(&b, "You may cite the %s only through these excerpts, by id; do not quote or claim anything else from it.\n", g.sc.Assessment.Title)
+	for _, e := range g.sc.Excerpts {
+		fmt.Fprintf(&b, "- [%s]", e.ID)
+		if e.Section != "" {
+			fmt.Fprintf(&b, " (%s)", e.Section)
+		}
+		fmt.Fprintf(&b, " %s\n", e.Text)
+	}
 	return b.String()
 }
 

@@ -15,7 +15,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/logist/logist/internal/atomicfile"
@@ -48,26 +50,64 @@ type state struct {
 	sess deliberation.Session
 	msgs []deliberation.Message
 	recs []history.Record
-	// lastMessage is the index in recs of the last message record.
+	// lastMessage is the index in recs of the last message record in
+	// force, or of the last rollback if one came after it: turns recorded
+	// before it belong to an earlier step.
 	lastMessage int
+	// sinceCheckpoint are the messages in force committed after the job's
+	// current checkpoint (a recovery point, or the one a rollback returned
+	// to).
+	sinceCheckpoint []deliberation.Message
 }
 
+// load replays the game from the messages in force: every message record,
+// except those a rollback undid (recorded after the recovery point it
+// returned to and before the rollback). The history keeps them; the game
+// goes on from the boundary as it was there.
 func load(tx *jobtx.Tx, g deliberation.Game) (*state, error) {
 	recs, err := history.ReadAll(tx.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("deliberation: read history: %w", err)
 	}
 	st := &state{recs: recs, lastMessage: -1}
+	var at []int               // the record index of each message in force
+	points := map[string]int{} // checkpoint id -> index of its recovery point record
+	checkpoint := -1           // where the current checkpoint's messages end
 	for i := range recs {
-		if recs[i].Type != history.TypeMessage {
+		r := &recs[i]
+		if id, _, ok := r.Checkpoint(); ok {
+			if r.Type == history.TypeRecoveryPoint {
+				points[id], checkpoint = i, i
+				continue
+			}
+			// A rollback: the messages after its point are undone.
+			p, ok := points[id]
+			if !ok {
+				return nil, fmt.Errorf("deliberation: record %d rolls back to %s, which has no recovery point before it", r.Seq, id)
+			}
+			n := 0
+			for n < len(at) && at[n] < p {
+				n++
+			}
+			st.msgs, at = st.msgs[:n], at[:n]
+			st.lastMessage, checkpoint = i, p
+			continue
+		}
+		if r.Type != history.TypeMessage {
 			continue
 		}
 		var m deliberation.Message
-		if err := json.Unmarshal(recs[i].Message, &m); err != nil {
-			return nil, fmt.Errorf("deliberation: message record %d: %w", recs[i].Seq, err)
+		if err := json.Unmarshal(r.Message, &m); err != nil {
+			return nil, fmt.Errorf("deliberation: message record %d: %w", r.Seq, err)
 		}
-		st.msgs = append(st.msgs, m)
+		st.msgs, at = append(st.msgs, m), append(at, i)
 		st.lastMessage = i
+	}
+	for k := range at {
+		if at[k] > checkpoint {
+			st.sinceCheckpoint = st.msgs[k:]
+			break
+		}
 	}
 	sess, err := g.Load(env(tx, st.msgs))
 	if err != nil {
@@ -75,6 +115,51 @@ func load(tx *jobtx.Tx, g deliberation.Game) (*state, error) {
 	}
 	st.sess = sess
 	return st, nil
+}
+
+// marks are the game's transitions that msgs make after the committed
+// messages, and the safe boundary the step ends on, if any: the last one
+// among msgs, or among the messages committed since the job's checkpoint
+// without one (a steward's input ended a conversation: its transitions
+// are logged now too, by the engine that records the point).
+func (e *Effect) marks(tx *jobtx.Tx, st *state, msgs []deliberation.Message) ([]workflow.Mark, *workflow.Point, error) {
+	mk, ok := st.sess.(deliberation.Marker)
+	if !ok {
+		return nil, nil, nil
+	}
+	var all []deliberation.Mark
+	since := st.sinceCheckpoint
+	if slices.ContainsFunc(since, func(m deliberation.Message) bool { return mk.Boundary(m) != "" }) {
+		prev, err := e.Game.Load(env(tx, st.msgs[:len(st.msgs)-len(since)]))
+		if err != nil {
+			return nil, nil, err
+		}
+		if pm, ok := prev.(deliberation.Marker); ok {
+			ms, err := pm.Marks(since)
+			if err != nil {
+				return nil, nil, err
+			}
+			all = append(all, ms...)
+		}
+	}
+	ms, err := mk.Marks(msgs)
+	if err != nil {
+		return nil, nil, err
+	}
+	all = append(all, ms...)
+	var out []workflow.Mark
+	var names []string
+	for _, m := range all {
+		out = append(out, workflow.Mark{Game: e.Game.Name(), From: m.From, To: m.To, Event: m.Event, Actor: m.Actor})
+		if m.Boundary != "" {
+			names = append(names, m.Boundary)
+		}
+	}
+	if len(names) == 0 {
+		return out, nil, nil
+	}
+	last := names[len(names)-1]
+	return out, &workflow.Point{Name: last, Description: fmt.Sprintf("the %s resumes after %s", e.Game.Name(), strings.Join(names, ", "))}, nil
 }
 
 // env is what a game loads from: the job's configuration and msgs.
@@ -260,12 +345,18 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 	}
 	prep := &workflow.Prep{State: st.sess.State()}
 	if len(step.Emit) > 0 {
+		if prep.Marks, prep.Point, err = e.marks(tx, st, step.Emit); err != nil {
+			return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
+		}
 		recs, err := records(tx, phase, len(st.msgs), step.Emit)
 		if err != nil {
 			return nil, err
 		}
 		prep.Records, prep.Skip, prep.State = recs, workflow.OutcomeContinue, e.stateAfter(tx, st, step.Emit)
 		return prep, nil
+	}
+	if prep.Marks, prep.Point, err = e.marks(tx, st, nil); err != nil {
+		return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 	}
 	if step.Wait != "" {
 		prep.Wait = step.Wait
@@ -304,6 +395,9 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 		// Every turn was answered before a stop: apply them now.
 		msgs, err := st.sess.Apply(results)
 		if err != nil {
+			return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
+		}
+		if prep.Marks, prep.Point, err = e.marks(tx, st, msgs); err != nil {
 			return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 		}
 		recs, err := records(tx, phase, len(st.msgs), msgs)
@@ -359,11 +453,15 @@ func (e *Effect) FinishTurns(tx *jobtx.Tx, phase string, played []workflow.TurnR
 	if err != nil {
 		return &workflow.Outcome{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 	}
+	marks, point, err := e.marks(tx, st, msgs)
+	if err != nil {
+		return &workflow.Outcome{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
+	}
 	recs, err := records(tx, phase, len(st.msgs), msgs)
 	if err != nil {
 		return nil, err
 	}
-	return &workflow.Outcome{Name: workflow.OutcomeContinue, Records: recs, State: e.stateAfter(tx, st, msgs)}, nil
+	return &workflow.Outcome{Name: workflow.OutcomeContinue, Records: recs, State: e.stateAfter(tx, st, msgs), Marks: marks, Point: point}, nil
 }
 
 // stateAfter is the game's state once msgs follow st's committed
@@ -396,9 +494,26 @@ func (e *Effect) Decide(tx *jobtx.Tx, in deliberation.Input) ([]*history.Record,
 	if err != nil {
 		return nil, "", err
 	}
+	// A safe boundary among them gets its recovery point, and their
+	// transitions their log lines, with the next step (a steward's command
+	// takes no snapshot, and its process may not log where logistd does).
 	recs, err := records(tx, tx.M.Phase(), len(st.msgs), msgs)
 	if err != nil {
 		return nil, "", err
 	}
 	return recs, st.sess.State(), nil
+}
+
+// View is what participant may see of the job's game (effect.Viewer), for
+// a person who plays it.
+func (e *Effect) View(tx *jobtx.Tx, participant string) (*deliberation.View, error) {
+	st, err := load(tx, e.Game)
+	if err != nil {
+		return nil, err
+	}
+	v, ok := st.sess.(deliberation.Viewer)
+	if !ok {
+		return nil, fmt.Errorf("the %s has no participant a person may play", e.Game.Name())
+	}
+	return v.View(participant)
 }

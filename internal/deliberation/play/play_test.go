@@ -500,8 +500,8 @@ func TestTurnFailuresAreLoggedAndRecorded(t *testing.T) {
 }
 
 // demoNegotiation writes the shipped negotiation demo as job id, with a
-// stance helper played by role "helper".
-func (f *fx) demoNegotiation(id string) {
+// stance helper played by role "helper" if helper is set.
+func (f *fx) demoNegotiation(id string, helper bool) {
 	f.T.Helper()
 	root := filepath.Join("..", "..", "..", "jobs", "demo-negotiation")
 	b, err := os.ReadFile(filepath.Join(root, "job.json"))
@@ -513,8 +513,10 @@ func (f *fx) demoNegotiation(id string) {
 		f.T.Fatal(err)
 	}
 	m["job_id"] = id
-	m["game"].(map[string]any)["helper"] = "helper"
-	m["agents"].(map[string]any)["helper"] = map[string]any{"provider": "command", "command": map[string]any{"argv": []string{"true"}}}
+	if helper {
+		m["game"].(map[string]any)["helper"] = "helper"
+		m["agents"].(map[string]any)["helper"] = map[string]any{"provider": "command", "command": map[string]any{"argv": []string{"true"}}}
+	}
 	f.WriteJob(id, m)
 	sc, err := os.ReadFile(filepath.Join(root, "scenario.json"))
 	if err != nil {
@@ -531,7 +533,7 @@ func (f *fx) demoNegotiation(id string) {
 func TestStanceHelperNeverBlocksTheGame(t *testing.T) {
 	t.Parallel()
 	f := newFx(t)
-	f.demoNegotiation("j")
+	f.demoNegotiation("j", true)
 	inner := f.eng.NewProvider
 	var helperCalls atomic.Int32
 	f.eng.NewProvider = func(cfg manifest.AgentConfig) (agent.Provider, error) {
