@@ -18,7 +18,8 @@ import (
 
 // writeFolder writes job id as the store holds it in folder form under
 // jobsDir: <id>/job.json (the manifest of the last commit, byte for byte),
-// <id>/history.jsonl (the records as stored) and an empty workspace,
+// <id>/history.jsonl (the records as stored), the files steward changes
+// wrote (Store.Files: replies) and an empty workspace,
 // replacing whatever was there. Everything is fsync'd.
 func writeFolder(ctx context.Context, s clusterstore.Store, jobsDir, id string) (*clusterstore.Job, error) {
 	j, err := s.Job(ctx, id)
@@ -43,6 +44,21 @@ func writeFolder(ctx context.Context, s clusterstore.Store, jobsDir, id string) 
 	}
 	if err := atomicfile.WriteFile(history.Path(dir), bytes.Join(lines, nil), 0o600); err != nil {
 		return nil, err
+	}
+	files, err := s.Files(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for p, b := range files {
+		if !filepath.IsLocal(p) {
+			return nil, fmt.Errorf("job %s: stored file %q is not inside the job's folder", id, p)
+		}
+		if err := atomicfile.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o700); err != nil {
+			return nil, err
+		}
+		if err := atomicfile.WriteFile(filepath.Join(dir, p), b, 0o600); err != nil {
+			return nil, err
+		}
 	}
 	if err := atomicfile.WriteFile(filepath.Join(dir, jobstore.ManifestFile), j.Manifest, 0o600); err != nil {
 		return nil, err
@@ -70,6 +86,12 @@ func Export(ctx context.Context, s clusterstore.Store, id, jobsDir string) error
 	if err := history.WriteJobHistory(dir, id, head.CreatedAt, filepath.Join(dir, jobstore.WorkspaceDir)); err != nil {
 		return err
 	}
+	return writeKeyring(ctx, s, jobsDir)
+}
+
+// writeKeyring writes the public keys of every registered node and
+// steward into jobsDir/.logist/signing.pub (one a line).
+func writeKeyring(ctx context.Context, s clusterstore.Store, jobsDir string) error {
 	nodes, err := s.Nodes(ctx)
 	if err != nil {
 		return err

@@ -29,8 +29,8 @@ func Submit(ctx context.Context, s clusterstore.Store, file []byte) (string, err
 		// Each node has its own content key: a sealed history written by
 		// one could not be read by the next.
 		return "", fmt.Errorf("job %s: encrypt_history: %w", m.JobID, ErrUnsupported)
-	case m.Schedule != nil:
-		return "", fmt.Errorf("job %s: schedules: %w", m.JobID, ErrUnsupported)
+	case m.Schedule != nil && m.Schedule.ConcurrencyPolicy == "Replace":
+		return "", fmt.Errorf("job %s: schedule concurrency_policy Replace: %w", m.JobID, ErrUnsupported)
 	case m.Status != lifecycle.Pending && m.Status != lifecycle.Draft:
 		return "", fmt.Errorf("job %s: a new job is PENDING or DRAFT, not %s", m.JobID, m.Status)
 	}
