@@ -59,6 +59,8 @@ type Node struct {
 	engine *runner.Engine
 	mu     sync.Mutex
 	runs   map[string]*run
+	// seen is when the cron loop first saw each template (cron.go).
+	seen map[string]time.Time
 }
 
 // Stats are a node's counters.
@@ -152,6 +154,7 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 		}
 	})
+	wg.Go(func() { n.cron(ctx) }) // schedules' ticks (cron.go)
 	slots := make(chan struct{}, n.MaxParallel)
 	for {
 		select {
