@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"os"
@@ -32,6 +33,7 @@ import (
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/protocol"
 	"github.com/logist/logist/internal/runner"
 	"github.com/logist/logist/internal/signing"
 )
@@ -92,6 +94,8 @@ type run struct {
 	// this node replaced this one; the run may write nothing more.
 	fenced bool
 	done   chan struct{}
+	// shipped are the folder's files (shippedDirs) the store holds.
+	shipped map[string]bool
 }
 
 func (n *Node) defaults() {
@@ -226,7 +230,11 @@ func (n *Node) runJob(ctx context.Context, l *clusterstore.Lease) error {
 	}
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
-	r := &run{lease: l, cancel: cancel, costMicros: costMicros(j.Manifest), done: make(chan struct{})}
+	r := &run{lease: l, cancel: cancel, costMicros: costMicros(j.Manifest), done: make(chan struct{}), shipped: map[string]bool{}}
+	if err := n.newFiles(filepath.Join(n.Dir, l.Job), r, func(p string) { r.shipped[p] = true }); err != nil {
+		n.release(l)
+		return err
+	}
 	defer close(r.done)
 	n.mu.Lock()
 	n.runs[l.Job] = r
@@ -345,7 +353,14 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 	if fenced {
 		return fmt.Errorf("job %s: this run's lease was lost: %w", id, clusterstore.ErrFenced)
 	}
-	u := clusterstore.Unit{Lines: lines}
+	u := clusterstore.Unit{Lines: lines, Files: map[string][]byte{}}
+	if err := n.newFiles(dir, r, func(p string) {
+		if b, err := os.ReadFile(filepath.Join(dir, p)); err == nil {
+			u.Files[p] = b
+		}
+	}); err != nil {
+		return err
+	}
 	last, err := history.ParseLine(lines[len(lines)-1])
 	if err != nil {
 		return err
@@ -378,5 +393,39 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 		return fmt.Errorf("cluster store: %w", err)
 	}
 	r.costMicros = newCost
+	for p := range u.Files {
+		r.shipped[p] = true
+	}
+	return nil
+}
+
+// shippedDirs are the folders of a job's folder, outside its workspace,
+// that its records depend on: the protocol's content-addressed artifacts
+// and its role keys (created once per job; a role's later events must be
+// signed with the same key). Each unit carries the files the store does
+// not hold yet, so the job's next node, and an export, has them.
+var shippedDirs = []string{protocol.ArtifactsDir, filepath.FromSlash(protocol.KeysDir)}
+
+// newFiles calls f with each file of shippedDirs in the job folder dir
+// that r has not shipped, by path relative to dir.
+func (n *Node) newFiles(dir string, r *run, f func(rel string)) error {
+	for _, d := range shippedDirs {
+		err := filepath.WalkDir(filepath.Join(dir, d), func(p string, e fs.DirEntry, err error) error {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil || !e.Type().IsRegular() {
+				return err
+			}
+			rel, err := filepath.Rel(dir, p)
+			if err == nil && !r.shipped[rel] {
+				f(rel)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -255,6 +255,7 @@ func (s *FileStore) Commit(_ context.Context, l *Lease, u Unit) error {
 		}
 		fj.Job = j
 		fj.Lines = append(fj.Lines, u.Lines...)
+		fj.addFiles(u.Files)
 		if u.Point != nil {
 			fj.Points = append(fj.Points, *u.Point)
 		}
@@ -286,12 +287,7 @@ func (s *FileStore) Steer(_ context.Context, st Steering) (*Job, error) {
 		}
 		fj.Job = j
 		fj.Lines = append(fj.Lines, st.Lines...)
-		for p, b := range st.Files {
-			if fj.Files == nil {
-				fj.Files = map[string][]byte{}
-			}
-			fj.Files[p] = b
-		}
+		fj.addFiles(st.Files)
 		if err := s.write(fj); err != nil {
 			return err
 		}
@@ -303,6 +299,15 @@ func (s *FileStore) Steer(_ context.Context, st Steering) (*Job, error) {
 		return atomicfile.WriteFile(keyPath, b, 0o600)
 	})
 	return out, err
+}
+
+func (fj *fileJob) addFiles(files map[string][]byte) {
+	for p, b := range files {
+		if fj.Files == nil {
+			fj.Files = map[string][]byte{}
+		}
+		fj.Files[p] = b
+	}
 }
 
 func (s *FileStore) keyUse(path string) (*KeyUse, error) {

@@ -95,6 +95,9 @@ func Apply(j Job, l *Lease, u *Unit) (Job, error) {
 	if u.DebitMicros < 0 {
 		return j, fmt.Errorf("job %s: negative debit", j.ID)
 	}
+	if err := localFiles(j.ID, u.Files); err != nil {
+		return j, err
+	}
 	if u.DebitMicros > 0 && j.BudgetMicros > 0 && j.SpentMicros+u.DebitMicros > j.BudgetMicros {
 		return j, fmt.Errorf("job %s: spent %d + %d µ$ > budget %d µ$: %w", j.ID, j.SpentMicros, u.DebitMicros, j.BudgetMicros, ErrBudget)
 	}
@@ -130,10 +133,8 @@ func Steered(j Job, st *Steering) (Job, error) {
 	if !st.To.Valid() {
 		return j, fmt.Errorf("job %s: unknown status %q", j.ID, st.To)
 	}
-	for p := range st.Files {
-		if !filepath.IsLocal(p) {
-			return j, fmt.Errorf("job %s: file %q is not inside the job's folder", j.ID, p)
-		}
+	if err := localFiles(j.ID, st.Files); err != nil {
+		return j, err
 	}
 	next, last, err := Continue(&j, st.Lines)
 	if err != nil {
@@ -163,6 +164,17 @@ func SteerCommand(st *Steering) string {
 func KeyReuse(use *KeyUse, st *Steering) error {
 	if use.Command != SteerCommand(st) || use.Job != st.Job {
 		return fmt.Errorf("key %q was used for %q: %w", st.Key, use.Command, ErrIdempotency)
+	}
+	return nil
+}
+
+// localFiles checks that every file a change stores is inside the job's
+// folder.
+func localFiles(id string, files map[string][]byte) error {
+	for p := range files {
+		if !filepath.IsLocal(p) {
+			return fmt.Errorf("job %s: file %q is not inside the job's folder", id, p)
+		}
 	}
 	return nil
 }

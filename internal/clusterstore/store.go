@@ -105,6 +105,10 @@ type Unit struct {
 	Point *RecoveryPoint
 	// Release gives up the lease after the commit.
 	Release bool
+	// Files are files of the job's folder the records refer to (the
+	// protocol's artifacts), by path relative to the folder, stored with
+	// them (Store.Files).
+	Files map[string][]byte
 }
 
 // Node is a registered node and its signing key.

@@ -245,6 +245,9 @@ func (s *Store) Commit(ctx context.Context, l *clusterstore.Lease, u clusterstor
 		if err := insertLines(ctx, tx, j.ID, first, j.Epoch, u.Lines); err != nil {
 			return err
 		}
+		if err := storeFiles(ctx, tx, j.ID, u.Files); err != nil {
+			return err
+		}
 		if u.Point != nil {
 			if _, err := tx.Exec(ctx, "INSERT INTO logist_points (job_id, id, seq, snapshot, epoch) VALUES ($1, $2, $3, $4, $5)",
 				j.ID, u.Point.ID, u.Point.Seq, u.Point.Snapshot, j.Epoch); err != nil {
@@ -281,11 +284,8 @@ func (s *Store) Steer(ctx context.Context, st clusterstore.Steering) (*clusterst
 		if err := insertLines(ctx, tx, j.ID, first, j.Epoch, st.Lines); err != nil {
 			return err
 		}
-		for p, b := range st.Files {
-			if _, err := tx.Exec(ctx, `INSERT INTO logist_files (job_id, path, content) VALUES ($1, $2, $3)
-				ON CONFLICT (job_id, path) DO UPDATE SET content = excluded.content`, j.ID, p, b); err != nil {
-				return err
-			}
+		if err := storeFiles(ctx, tx, j.ID, st.Files); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, "INSERT INTO logist_idempotency (key, command, job_id, epoch, status) VALUES ($1, $2, $3, $4, $5)",
 			st.Key, clusterstore.SteerCommand(&st), j.ID, j.Epoch, string(j.Status)); err != nil {
@@ -299,6 +299,16 @@ func (s *Store) Steer(ctx context.Context, st clusterstore.Steering) (*clusterst
 		return saveJob(ctx, tx, &j)
 	})
 	return out, err
+}
+
+func storeFiles(ctx context.Context, tx pgx.Tx, id string, files map[string][]byte) error {
+	for p, b := range files {
+		if _, err := tx.Exec(ctx, `INSERT INTO logist_files (job_id, path, content) VALUES ($1, $2, $3)
+			ON CONFLICT (job_id, path) DO UPDATE SET content = excluded.content`, id, p, b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func keyUse(ctx context.Context, q interface {

@@ -45,6 +45,7 @@ func Run(t *testing.T, open Open) {
 		{"RecoveryPointUnderFence", testRecoveryPoint},
 		{"SteerIdempotent", testSteerIdempotent},
 		{"SteerStaleRefused", testSteerStale},
+		{"CommitFilesUnderFence", testCommitFiles},
 		{"TemplateTickFiresOnce", testTemplates},
 		{"NodeKeys", testNodes},
 	}
@@ -414,6 +415,27 @@ func testRecoveryPoint(t *testing.T, s clusterstore.Store) {
 	ps, err := s.Points(ctx, "a")
 	if err != nil || len(ps) != 1 || ps[0].ID != "cp-start" || string(ps[0].Snapshot) != `{"files":[]}` {
 		t.Fatalf("points %+v %v", ps, err)
+	}
+}
+
+// testCommitFiles: a unit's files (the protocol's artifacts) are stored
+// under the fence with its records; a fenced unit stores none.
+func testCommitFiles(t *testing.T, s clusterstore.Store) {
+	submit(t, s, "a", 0)
+	l := claim(t, s, "n1", time.Minute)
+	if err := s.Commit(ctx, l, clusterstore.Unit{Lines: seal(t, s, "a", 1), Files: map[string][]byte{"artifacts/sha256/ab": []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, l, clusterstore.Unit{Files: map[string][]byte{"/etc/passwd": nil}}); err == nil {
+		t.Fatal("a file outside the job's folder was stored")
+	}
+	if _, err := s.Steer(ctx, clusterstore.Steering{Job: "a", Key: "k", From: lifecycle.Pending, To: lifecycle.Canceled, Lines: seal(t, s, "a", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	fenced(t, s.Commit(ctx, l, clusterstore.Unit{Files: map[string][]byte{"artifacts/sha256/cd": []byte("y")}}), "files after a halt")
+	fs, err := s.Files(ctx, "a")
+	if err != nil || len(fs) != 1 || string(fs["artifacts/sha256/ab"]) != "x" {
+		t.Fatalf("files %v %v", fs, err)
 	}
 }
 
