@@ -79,6 +79,8 @@ func init() {
 		once, _ := e.fs.GetBool("once")
 		return !once
 	})
+	// validate reads the files it is given, never a job.
+	cmdValidate.cluster = func(e *env, _ clusterstore.Store, args []string) (*Result, error) { return cmdValidate.run(e, args) }
 	cmdSchedules.cluster = func(e *env, s clusterstore.Store, args []string) (*Result, error) {
 		if len(args) == 0 {
 			return clusterRead(cmdSchedules.run, func([]string) ([]string, error) { return nil, nil }, nil)(e, s, args)
