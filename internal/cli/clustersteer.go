@@ -75,8 +75,9 @@ func clusterSteer(run func(*env, []string) (*Result, error), jobOf func([]string
 				ce := *e
 				ce.store, ce.keyDir, ce.cluster = jobstore.New(jobsDir), keyDir, true
 				ce.stdin = bytes.NewReader(stdin)
-				res, err = run(&ce, args)
-				return err
+				var rerr error
+				res, rerr = run(&ce, args)
+				return rerr
 			}})
 		if err != nil {
 			return nil, err

@@ -13,7 +13,7 @@ import (
 )
 
 // Cron schedules in cluster mode: every node looks at the templates every
-// CronEvery, and a node that finds a tick due fires it through
+// cronEvery, and a node that finds a tick due fires it through
 // Store.Fire, whose row per (template, tick) makes the tick fire once
 // cluster-wide — the run is inserted in the same transaction — however
 // many nodes find it due at once. A tick is due from its time on; of the
@@ -21,8 +21,9 @@ import (
 // latest fires. concurrency_policy Forbid fires a tick with no run while a
 // run of the template is unfinished; Replace is refused at submit.
 
-// cronEvery is how often a node looks for due ticks.
-const cronEvery = time.Second
+// cronEvery is how often a node looks for due ticks (a run starts at most
+// this long after its tick; cron's unit is the minute).
+const cronEvery = 5 * time.Second
 
 // cron fires due ticks until ctx ends.
 func (n *Node) cron(ctx context.Context) {

@@ -329,7 +329,7 @@ func (n *Node) fence(r *run) {
 	n.mu.Unlock()
 	if !already {
 		n.Stats.add(func(s *Stats) { s.Fenced++; s.LostLease++ })
-		joblog.Log(n.Logger, "fenced: another node owns the job now; stopping it here", joblog.Problem{Job: r.lease.Job, Code: codes.ClusterFenced},
+		joblog.Log(n.Logger, "fenced: the job's epoch moved on (another node claimed it, or a steward changed it); stopping it here", joblog.Problem{Job: r.lease.Job, Code: codes.ClusterFenced},
 			"node", n.ID, "epoch", r.lease.Epoch)
 	}
 	r.cancel(errLeaseLost)
