@@ -13,4 +13,5 @@ fi
 promtool --version | head -n 1
 promtool check rules deploy/prometheus/logistd-alerts.yml
 promtool check config deploy/prometheus/prometheus.yml
+promtool check config deploy/cluster/prometheus.yml
 promtool test rules deploy/prometheus/logistd-alerts.test.yml

@@ -18,55 +18,63 @@ import (
 
 // writeFolder writes job id as the store holds it in folder form under
 // jobsDir: <id>/job.json (the manifest of the last commit, byte for byte),
-// <id>/history.jsonl (the records as stored), the files steward changes
-// wrote (Store.Files: replies) and an empty workspace,
-// replacing whatever was there. Everything is fsync'd.
-func writeFolder(ctx context.Context, s clusterstore.Store, jobsDir, id string) (*clusterstore.Job, error) {
+// <id>/history.jsonl (the records as stored), the files the records
+// depend on (Store.Files: replies, the protocol's artifacts and role
+// keys), the recovery points' snapshots and the workspace restored from
+// the current checkpoint (restoreWorkspace), replacing whatever was there.
+// Everything is fsync'd. It returns the job and the snapshot objects
+// written (those the store holds).
+func writeFolder(ctx context.Context, s clusterstore.Store, jobsDir, id string) (*clusterstore.Job, map[string]bool, error) {
 	j, err := s.Job(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	lines, err := s.History(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if int64(len(lines)) != j.NextSeq {
 		// Read between a commit's row and lines: not possible under one
 		// snapshot, but the two reads are two statements.
-		return nil, fmt.Errorf("job %s: history moved while read; try again", id)
+		return nil, nil, fmt.Errorf("job %s: history moved while read; try again", id)
 	}
 	dir := filepath.Join(jobsDir, id)
 	if err := os.RemoveAll(dir); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := atomicfile.MkdirAll(filepath.Join(dir, jobstore.WorkspaceDir), 0o700); err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	known, err := restoreWorkspace(ctx, s, dir, id, lines)
+	if err != nil {
+		return nil, nil, err
 	}
 	if err := atomicfile.WriteFile(history.Path(dir), bytes.Join(lines, nil), 0o600); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	files, err := s.Files(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for p, b := range files {
 		if !filepath.IsLocal(p) {
-			return nil, fmt.Errorf("job %s: stored file %q is not inside the job's folder", id, p)
+			return nil, nil, fmt.Errorf("job %s: stored file %q is not inside the job's folder", id, p)
 		}
 		if err := atomicfile.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o700); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := atomicfile.WriteFile(filepath.Join(dir, p), b, 0o600); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if err := atomicfile.WriteFile(filepath.Join(dir, jobstore.ManifestFile), j.Manifest, 0o600); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return j, atomicfile.SyncDir(jobsDir)
+	return j, known, atomicfile.SyncDir(jobsDir)
 }
 
-// Export writes job id in folder form under jobsDir, with jobHistory.json
+// Export writes job id in folder form under jobsDir (its workspace as
+// its current checkpoint holds it), with jobHistory.json
 // and, in jobsDir/.logist/signing.pub, the public keys of every node that
 // signed its history (one a line), so that `logist verify` checks it
 // offline: `logist --jobs-dir DIR verify JOB`.
@@ -74,7 +82,7 @@ func Export(ctx context.Context, s clusterstore.Store, id, jobsDir string) error
 	if err := atomicfile.MkdirAll(jobsDir, 0o700); err != nil {
 		return err
 	}
-	j, err := writeFolder(ctx, s, jobsDir, id)
+	j, _, err := writeFolder(ctx, s, jobsDir, id)
 	if err != nil {
 		return err
 	}

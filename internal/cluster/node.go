@@ -48,7 +48,11 @@ type Node struct {
 	// Dir is the node's working folder: a jobs folder holding the jobs it
 	// runs in folder form, and its signing key in Dir/.logist.
 	Dir string
-	// TTL is the lease; Poll how often an idle node looks for work.
+	// IntakeDir, if set, is a folder whose dropped manifests the node
+	// submits to the cluster (intake.go).
+	IntakeDir string
+	// TTL is the lease; Poll how often an idle node looks for work (and
+	// at its intake folder).
 	TTL, Poll   time.Duration
 	MaxParallel int
 	Logger      *slog.Logger
@@ -90,6 +94,9 @@ type run struct {
 	cancel context.CancelCauseFunc
 	// costMicros is the job's cost as the store last committed it.
 	costMicros int64
+	// known are the snapshot objects the store holds (restored at the
+	// claim, or committed since): not sent again.
+	known map[string]bool
 	// fenced: the store refused the lease, or a newer run of the job on
 	// this node replaced this one; the run may write nothing more.
 	fenced bool
@@ -159,6 +166,21 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 	})
 	wg.Go(func() { n.cron(ctx) }) // schedules' ticks (cron.go)
+	if n.IntakeDir != "" {
+		wg.Go(func() {
+			problems := map[string]string{}
+			t := time.NewTicker(n.Poll)
+			defer t.Stop()
+			for {
+				n.intake(ctx, problems)
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		})
+	}
 	slots := make(chan struct{}, n.MaxParallel)
 	for {
 		select {
@@ -204,8 +226,23 @@ func costMicros(manifestFile []byte) int64 {
 		} `json:"metrics"`
 	}
 	_ = json.Unmarshal(manifestFile, &m)
-	return int64(math.Round(m.Metrics.Cents * 1e4))
+	return centsToMicros(m.Metrics.Cents)
 }
+
+// budgetMicros is a manifest file's budget (cost_threshold, cents) in
+// micro-dollars, 0 when it sets none: the budget the store checks a call
+// against before it starts (clusterstore.Apply).
+func budgetMicros(manifestFile []byte) int64 {
+	var m struct {
+		Cents *float64 `json:"cost_threshold"`
+	}
+	if json.Unmarshal(manifestFile, &m) != nil || m.Cents == nil || *m.Cents <= 0 {
+		return 0
+	}
+	return centsToMicros(*m.Cents)
+}
+
+func centsToMicros(c float64) int64 { return int64(math.Round(c * 1e4)) }
 
 // runJob runs one claimed job until it stops, the lease is lost or ctx
 // ends.
@@ -223,14 +260,14 @@ func (n *Node) runJob(ctx context.Context, l *clusterstore.Lease) error {
 		old.cancel(errLeaseLost)
 		<-old.done
 	}
-	j, err := writeFolder(ctx, n.Store, n.Dir, l.Job)
+	j, known, err := writeFolder(ctx, n.Store, n.Dir, l.Job)
 	if err != nil {
 		n.release(l)
 		return err
 	}
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
-	r := &run{lease: l, cancel: cancel, costMicros: costMicros(j.Manifest), done: make(chan struct{}), shipped: map[string]bool{}}
+	r := &run{lease: l, cancel: cancel, costMicros: costMicros(j.Manifest), known: known, done: make(chan struct{}), shipped: map[string]bool{}}
 	if err := n.newFiles(filepath.Join(n.Dir, l.Job), r, func(p string) { r.shipped[p] = true }); err != nil {
 		n.release(l)
 		return err
@@ -361,6 +398,13 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 	}); err != nil {
 		return err
 	}
+	// A recovery point's snapshot goes with its record: the listing and
+	// the objects the store may lack.
+	point, objects, err := pointOf(dir, lines, r.known)
+	if err != nil {
+		return fmt.Errorf("job %s: recovery point: %w", id, err)
+	}
+	u.Point, u.Objects = point, objects
 	last, err := history.ParseLine(lines[len(lines)-1])
 	if err != nil {
 		return err
@@ -377,7 +421,8 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 		if err := json.Unmarshal(file, &head); err != nil {
 			return err
 		}
-		u.Manifest, u.Status = file, head.Status
+		budget := budgetMicros(file)
+		u.Manifest, u.Status, u.BudgetMicros = file, head.Status, &budget
 		newCost = costMicros(file)
 		if newCost > r.costMicros {
 			u.DebitMicros = newCost - r.costMicros
@@ -395,6 +440,9 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 	r.costMicros = newCost
 	for p := range u.Files {
 		r.shipped[p] = true
+	}
+	for sum := range objects {
+		r.known[sum] = true
 	}
 	return nil
 }

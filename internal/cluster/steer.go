@@ -15,6 +15,7 @@ import (
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/snapshot"
 )
 
 // Steering is a steward's command on one job of the cluster.
@@ -84,7 +85,7 @@ func steerOnce(ctx context.Context, s clusterstore.Store, st Steering) (*Steered
 		return nil, err
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
-	j, err := writeFolder(ctx, s, tmp, st.Job)
+	j, _, err := writeFolder(ctx, s, tmp, st.Job)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +156,8 @@ func newLines(dir string, next int64) ([][]byte, error) {
 
 // folderFiles are the files of a job's folder that a command may write
 // besides its manifest and history (replies, a game's files), by path
-// relative to the folder; the workspace does not move with a job.
+// relative to the folder; the workspace and its snapshots move with the
+// job through recovery points, not through a command.
 func folderFiles(dir string) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -164,8 +166,8 @@ func folderFiles(dir string) (map[string][]byte, error) {
 		}
 		rel, _ := filepath.Rel(dir, p)
 		if d.IsDir() {
-			if rel == jobstore.WorkspaceDir {
-				return filepath.SkipDir
+			if rel == jobstore.WorkspaceDir || rel == snapshot.Dir {
+				return filepath.SkipDir // the workspace and its snapshots: not a command's
 			}
 			return nil
 		}

@@ -45,7 +45,7 @@ type fileJob struct {
 
 // OpenFile opens (creating) a file store in dir.
 func OpenFile(dir string) (*FileStore, error) {
-	for _, sub := range []string{"jobs", "nodes", "keys"} {
+	for _, sub := range []string{"jobs", "nodes", "keys", "objects"} {
 		if err := atomicfile.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
 			return nil, err
 		}
@@ -253,10 +253,23 @@ func (s *FileStore) Commit(_ context.Context, l *Lease, u Unit) error {
 		if err != nil {
 			return err
 		}
+		// Objects first: a job's file never names content the store
+		// lacks. An object a failed commit leaves is content no point
+		// names, as harmless as a copy of it.
+		for sum, b := range u.Objects {
+			p := filepath.Join(s.dir, "objects", sum)
+			if _, err := os.Stat(p); err == nil {
+				continue
+			}
+			if err := atomicfile.WriteFile(p, b, 0o600); err != nil {
+				return err
+			}
+		}
 		fj.Job = j
 		fj.Lines = append(fj.Lines, u.Lines...)
 		fj.addFiles(u.Files)
 		if u.Point != nil {
+			fj.Points = slices.DeleteFunc(fj.Points, func(p RecoveryPoint) bool { return p.ID == u.Point.ID })
 			fj.Points = append(fj.Points, *u.Point)
 		}
 		return s.write(fj)
@@ -446,6 +459,25 @@ func (s *FileStore) Points(_ context.Context, id string) ([]RecoveryPoint, error
 		return err
 	})
 	return out, err
+}
+
+// Objects implements Store.
+func (s *FileStore) Objects(_ context.Context, sums []string) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	for _, sum := range sums {
+		if !ValidSum(sum) {
+			return nil, fmt.Errorf("object %q: %w", short(sum), ErrNotFound)
+		}
+		b, err := os.ReadFile(filepath.Join(s.dir, "objects", sum))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("object %s: %w", short(sum), ErrNotFound)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[sum] = b
+	}
+	return out, nil
 }
 
 // Close implements Store.

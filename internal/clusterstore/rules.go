@@ -85,6 +85,14 @@ func short(h string) string {
 // Apply is the one rule of a fenced commit: j as read under its lock, the
 // lease, the unit in; the job as it must be stored out, or why the commit
 // is refused (then nothing of it may be stored).
+//
+// The budget is checked where spending starts: a unit that starts a call
+// (holds an intent) is refused with ErrBudget when the job's spending,
+// this unit's debit included, has reached its budget — in the same
+// transaction as the fence, so of two nodes (or two commits) racing for a
+// job's last dollar one starts its call and the other is refused. A debit
+// itself is never refused for the budget: it records what calls already
+// cost in the world (the engine halts the job before it asks again).
 func Apply(j Job, l *Lease, u *Unit) (Job, error) {
 	if err := Fence(&j, l); err != nil {
 		return j, err
@@ -92,21 +100,28 @@ func Apply(j Job, l *Lease, u *Unit) (Job, error) {
 	if u.Status != "" && !u.Status.Valid() {
 		return j, fmt.Errorf("job %s: unknown status %q", j.ID, u.Status)
 	}
-	if u.DebitMicros < 0 {
-		return j, fmt.Errorf("job %s: negative debit", j.ID)
+	if u.DebitMicros < 0 || (u.BudgetMicros != nil && *u.BudgetMicros < 0) {
+		return j, fmt.Errorf("job %s: negative debit or budget", j.ID)
+	}
+	if err := CheckPoint(j.ID, u); err != nil {
+		return j, err
 	}
 	if err := localFiles(j.ID, u.Files); err != nil {
 		return j, err
-	}
-	if u.DebitMicros > 0 && j.BudgetMicros > 0 && j.SpentMicros+u.DebitMicros > j.BudgetMicros {
-		return j, fmt.Errorf("job %s: spent %d + %d µ$ > budget %d µ$: %w", j.ID, j.SpentMicros, u.DebitMicros, j.BudgetMicros, ErrBudget)
 	}
 	next, last, err := Continue(&j, u.Lines)
 	if err != nil {
 		return j, err
 	}
+	if u.BudgetMicros != nil {
+		j.BudgetMicros = *u.BudgetMicros
+	}
+	spent := j.SpentMicros + u.DebitMicros
+	if j.BudgetMicros > 0 && spent >= j.BudgetMicros && startsCall(u.Lines) {
+		return j, fmt.Errorf("job %s: spent %d µ$ of a budget of %d µ$, a call may not start: %w", j.ID, spent, j.BudgetMicros, ErrBudget)
+	}
 	j.NextSeq, j.LastHash = next, last
-	j.SpentMicros += u.DebitMicros
+	j.SpentMicros = spent
 	if u.Status != "" {
 		j.Status = u.Status
 	}
@@ -117,6 +132,53 @@ func Apply(j Job, l *Lease, u *Unit) (Job, error) {
 		j.Owner, j.LeaseUntil = "", time.Time{}
 	}
 	return j, nil
+}
+
+// startsCall reports whether lines (checked by Continue) hold an intent:
+// an agent call that starts once the unit is stored.
+func startsCall(lines [][]byte) bool {
+	for _, line := range lines {
+		if e, err := history.ParseLine(line); err == nil && e.Type == history.TypeIntent {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidSum reports whether sum names an object: a SHA-256 in lowercase
+// hex (it becomes a file name when a node restores a snapshot).
+func ValidSum(sum string) bool {
+	if len(sum) != sha256.Size*2 {
+		return false
+	}
+	for _, c := range sum {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidPointID reports whether id may name a recovery point (it becomes
+// a file name when a node restores the job).
+func ValidPointID(id string) bool {
+	return id != "" && validID(id) == nil && len(id) <= 200
+}
+
+// CheckPoint is the rule of a unit's recovery point and objects: a point
+// named as a file may be, each object stored under the hash of its
+// content (content-addressed: one SHA-256, one content, for every job).
+func CheckPoint(job string, u *Unit) error {
+	if u.Point != nil && !ValidPointID(u.Point.ID) {
+		return fmt.Errorf("job %s: invalid recovery point id %q", job, u.Point.ID)
+	}
+	for sum, b := range u.Objects {
+		got := sha256.Sum256(b)
+		if !ValidSum(sum) || hex.EncodeToString(got[:]) != sum {
+			return fmt.Errorf("job %s: object %q does not hold the content of its hash", job, short(sum))
+		}
+	}
+	return nil
 }
 
 // Steered is the one rule of a steward's change: legal from the status

@@ -25,8 +25,8 @@ var (
 	// steward took it back): the caller no longer owns the job and must
 	// write nothing more for it.
 	ErrFenced = errors.New("fenced: the job's epoch moved on; this node no longer owns it")
-	// ErrBudget: the debit would spend more than the job's budget.
-	ErrBudget = errors.New("budget exhausted: the debit would overspend the job's budget")
+	// ErrBudget: a call would start with the job's budget spent.
+	ErrBudget = errors.New("budget exhausted: no call may start once the job's budget is spent")
 	// ErrConflict: records that do not continue the job's history (wrong
 	// sequence or predecessor hash).
 	ErrConflict = errors.New("history conflict: records do not continue the job's history")
@@ -77,8 +77,11 @@ type Job struct {
 	Template bool
 }
 
-// RecoveryPoint is a recovery point's stored snapshot (content-addressed
-// objects are future work: the listing is stored as given).
+// RecoveryPoint is a recovery point's stored snapshot: its checkpoint id,
+// the sequence of its history record, and the snapshot's listing
+// (internal/snapshot's Listing, JSON; nil for an empty workspace) whose
+// files' contents are objects (Unit.Objects, Store.Objects). A point with
+// the id of one stored already replaces it.
 type RecoveryPoint struct {
 	ID       string
 	Seq      int64
@@ -98,11 +101,20 @@ type Unit struct {
 	Status lifecycle.Status
 	// Manifest, if set, replaces the stored manifest.
 	Manifest []byte
-	// DebitMicros is spent from the budget; refused whole (ErrBudget)
-	// when it would go over.
+	// DebitMicros is what the unit's calls cost: added to what the job
+	// spent, whatever the budget (the money is spent in the world; the
+	// budget is checked when a call starts: BudgetMicros).
 	DebitMicros int64
+	// BudgetMicros, if not nil, is the job's new budget (0: none), set
+	// before the unit's calls are checked against it: the manifest the
+	// unit commits says it (cost_threshold).
+	BudgetMicros *int64
 	// Point, if set, is stored as a recovery point.
 	Point *RecoveryPoint
+	// Objects are snapshot contents by their SHA-256 (lowercase hex),
+	// stored once whoever sends them again (content-addressed, shared by
+	// every job): those of Point's listing the store may not hold yet.
+	Objects map[string][]byte
 	// Release gives up the lease after the commit.
 	Release bool
 	// Files are files of the job's folder the records refer to (the
@@ -203,5 +215,8 @@ type Store interface {
 	History(ctx context.Context, id string) ([][]byte, error)
 	// Points returns a job's recovery points in order.
 	Points(ctx context.Context, id string) ([]RecoveryPoint, error)
+	// Objects returns the stored contents of sums (ErrNotFound naming the
+	// first one missing).
+	Objects(ctx context.Context, sums []string) (map[string][]byte, error)
 	Close()
 }

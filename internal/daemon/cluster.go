@@ -40,7 +40,9 @@ func RunCluster(ctx context.Context, o Options, logger *slog.Logger) error {
 		return fmt.Errorf("cluster database: %w", err)
 	}
 	defer store.Close()
-	n := &cluster.Node{ID: id, Store: store, Dir: o.JobsDir, TTL: o.Lease, MaxParallel: o.MaxParallel,
+	// The working folder is also the node's intake folder: a manifest
+	// dropped in it is submitted to the cluster, as file mode takes one.
+	n := &cluster.Node{ID: id, Store: store, Dir: o.JobsDir, IntakeDir: o.JobsDir, TTL: o.Lease, MaxParallel: o.MaxParallel,
 		Logger: logger, Effects: builtins.Effects()}
 	if err := n.Start(ctx); err != nil {
 		return err

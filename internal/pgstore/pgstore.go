@@ -111,9 +111,9 @@ func leaseTime(j *clusterstore.Job) any {
 // saveJob writes back the row lockJob read, as the rule left it.
 func saveJob(ctx context.Context, tx pgx.Tx, j *clusterstore.Job) error {
 	_, err := tx.Exec(ctx, `UPDATE logist_jobs SET status = $2, manifest = $3, epoch = $4, owner = $5,
-		lease_until = $6, next_seq = $7, last_hash = $8, spent_micros = $9, rescues = $10, updated_at = now()
-		WHERE id = $1`, j.ID, string(j.Status), j.Manifest, j.Epoch, nullable(j.Owner), leaseTime(j),
-		j.NextSeq, j.LastHash, j.SpentMicros, j.Rescues)
+		lease_until = $6, next_seq = $7, last_hash = $8, spent_micros = $9, rescues = $10, budget_micros = $11,
+		updated_at = now() WHERE id = $1`, j.ID, string(j.Status), j.Manifest, j.Epoch, nullable(j.Owner), leaseTime(j),
+		j.NextSeq, j.LastHash, j.SpentMicros, j.Rescues, j.BudgetMicros)
 	return err
 }
 
@@ -248,8 +248,17 @@ func (s *Store) Commit(ctx context.Context, l *clusterstore.Lease, u clusterstor
 		if err := storeFiles(ctx, tx, j.ID, u.Files); err != nil {
 			return err
 		}
+		// Objects in the same transaction as the fence: a fenced
+		// node's snapshot stores nothing.
+		for sum, b := range u.Objects {
+			if _, err := tx.Exec(ctx, "INSERT INTO logist_objects (sha256, content, size) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING",
+				sum, b, len(b)); err != nil {
+				return err
+			}
+		}
 		if u.Point != nil {
-			if _, err := tx.Exec(ctx, "INSERT INTO logist_points (job_id, id, seq, snapshot, epoch) VALUES ($1, $2, $3, $4, $5)",
+			if _, err := tx.Exec(ctx, `INSERT INTO logist_points (job_id, id, seq, snapshot, epoch) VALUES ($1, $2, $3, $4, $5)
+				ON CONFLICT (job_id, id) DO UPDATE SET seq = excluded.seq, snapshot = excluded.snapshot, epoch = excluded.epoch`,
 				j.ID, u.Point.ID, u.Point.Seq, u.Point.Snapshot, j.Epoch); err != nil {
 				return err
 			}
@@ -424,4 +433,27 @@ func (s *Store) Points(ctx context.Context, id string) ([]clusterstore.RecoveryP
 		err := r.Scan(&p.ID, &p.Seq, &p.Snapshot)
 		return p, err
 	})
+}
+
+// Objects implements clusterstore.Store.
+func (s *Store) Objects(ctx context.Context, sums []string) (map[string][]byte, error) {
+	rows, err := s.pool.Query(ctx, "SELECT sha256, content FROM logist_objects WHERE sha256 = ANY($1)", sums)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	var sum string
+	var b []byte
+	if _, err := pgx.ForEachRow(rows, []any{&sum, &b}, func() error {
+		out[sum] = b
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	for _, want := range sums {
+		if _, ok := out[want]; !ok {
+			return nil, fmt.Errorf("object %s: %w", want, clusterstore.ErrNotFound)
+		}
+	}
+	return out, nil
 }

@@ -1,7 +1,8 @@
 // Package pgtest starts throwaway PostgreSQL servers for the cluster tests
 // and the chaos harness: a fresh data folder in a temporary folder, a
 // random loopback port, trust authentication, no Unix socket, fsync off
-// (the server is thrown away; what is under test is Logist's use of it).
+// (the server is thrown away; what is under test is Logist's use of it),
+// or on for the benchmarks (Options.Durable).
 // PostgreSQL refuses to run as root, so a root process runs it as the
 // unprivileged user logist-test (scripts/postgres.sh creates it) or, failing
 // that, nobody. The server dies with the process that started it.
@@ -82,9 +83,20 @@ func credential() (*syscall.Credential, error) {
 	return nil, errors.New("running as root and neither user logist-test nor nobody exists (scripts/postgres.sh creates logist-test)")
 }
 
+// Options tune a server.
+type Options struct {
+	// Durable keeps PostgreSQL's fsyncs and synchronous commits (the
+	// benchmarks' server: its figures must include what a real one pays);
+	// tests run without them.
+	Durable bool
+}
+
 // Start initialises a data folder and starts a server on a free loopback
 // port. Stop it when done; it also dies with this process.
-func Start(ctx context.Context) (*Server, error) {
+func Start(ctx context.Context) (*Server, error) { return StartWith(ctx, Options{}) }
+
+// StartWith is Start with options.
+func StartWith(ctx context.Context, o Options) (*Server, error) {
 	bin, err := Bin()
 	if err != nil {
 		return nil, err
@@ -116,7 +128,7 @@ func Start(ctx context.Context) (*Server, error) {
 	}
 	var last error
 	for range 5 {
-		s, err := start(ctx, bin, dir, data, cred)
+		s, err := start(ctx, bin, dir, data, cred, o)
 		if err == nil {
 			return s, nil
 		}
@@ -135,7 +147,7 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func start(ctx context.Context, bin, dir, data string, cred *syscall.Credential) (*Server, error) {
+func start(ctx context.Context, bin, dir, data string, cred *syscall.Credential, o Options) (*Server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -145,10 +157,13 @@ func start(ctx context.Context, bin, dir, data string, cred *syscall.Credential)
 		return nil, err
 	}
 	defer func() { _ = logFile.Close() }() // the child has its own descriptor
-	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port),
+	args := []string{"-D", data, "-p", strconv.Itoa(port),
 		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=",
-		"-c", "fsync=off", "-c", "full_page_writes=off", "-c", "synchronous_commit=off",
-		"-c", "max_connections=200", "-c", "shared_buffers=32MB")
+		"-c", "max_connections=200", "-c", "shared_buffers=32MB"}
+	if !o.Durable {
+		args = append(args, "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "synchronous_commit=off")
+	}
+	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}

@@ -95,6 +95,15 @@ func walk(workspace string, fn func(p, rel string, d fs.DirEntry) error) error {
 
 func listingPath(jobDir, cp string) string { return filepath.Join(jobDir, Dir, cp+".json") }
 
+// ListingPath is where checkpoint cp's listing lives in job folder jobDir
+// (cluster mode moves listings and objects between a node's job folder and
+// the cluster's store).
+func ListingPath(jobDir, cp string) string { return listingPath(jobDir, cp) }
+
+// ObjectDir is the object store of job folder jobDir: each object a file
+// named by the SHA-256 of its content.
+func ObjectDir(jobDir string) string { return filepath.Join(jobDir, Dir, "objects") }
+
 // Take snapshots workspace for checkpoint cp. The objects and the listing
 // are durable when it returns; the snapshots folder's own entry in jobDir,
 // if Take created it, is left to the caller's next durable write in jobDir
@@ -118,7 +127,7 @@ func TakeWith(workspace, jobDir, cp string, o Options) (*Info, error) {
 	if limit <= 0 {
 		limit = MaxBytes
 	}
-	objDir := filepath.Join(jobDir, Dir, "objects")
+	objDir := ObjectDir(jobDir)
 	objMade := false
 	l := Listing{CheckpointID: cp, Entries: []Entry{}}
 	info := &Info{}
@@ -225,7 +234,7 @@ func finish(jobDir, objDir, cp string, objMade bool, l Listing, info *Info) (*In
 // how many files and bytes it removed. Call it with no snapshot in
 // progress (the runner: when a run of the job starts).
 func Prune(jobDir string) (files int, bytes int64, err error) {
-	objDir := filepath.Join(jobDir, Dir, "objects")
+	objDir := ObjectDir(jobDir)
 	objs, err := os.ReadDir(objDir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -361,7 +370,7 @@ func RestoreRef(workspace, jobDir, cp, listing string) error {
 }
 
 func restore(workspace, jobDir, cp string, l *Listing) error {
-	objDir := filepath.Join(jobDir, Dir, "objects")
+	objDir := ObjectDir(jobDir)
 	want := map[string]Entry{}
 	for _, e := range l.Entries {
 		clean := filepath.Clean(filepath.FromSlash(e.Path))

@@ -2,7 +2,8 @@
 // passes: claims, leases and rescues, the fence on every ownership-
 // dependent write (River's rescuer overwriting a completed job; the zombie
 // node that wakes after its lease was taken), budgets debited under the
-// fence, history continuity, a job waiting for a human holding no lease,
+// fence, history continuity, recovery points and their content-addressed
+// objects, a job waiting for a human holding no lease,
 // and idempotent steward commands. The file store and the PostgreSQL store
 // run the same tests (each package's own test calls Run).
 package storetest
@@ -11,6 +12,8 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -283,7 +286,9 @@ func testZombie(t *testing.T, s clusterstore.Store) {
 	fenced(t, s.Heartbeat(ctx, zombie, time.Minute), "zombie heartbeat")
 	fenced(t, s.Commit(ctx, zombie, clusterstore.Unit{Lines: seal(t, s, "a", 1)}), "zombie append")
 	fenced(t, s.Commit(ctx, zombie, clusterstore.Unit{DebitMicros: 1}), "zombie debit")
-	fenced(t, s.Commit(ctx, zombie, clusterstore.Unit{Point: &clusterstore.RecoveryPoint{ID: "cp-z", Seq: 1}}), "zombie recovery point")
+	zsum, zb := object("the zombie's file")
+	fenced(t, s.Commit(ctx, zombie, clusterstore.Unit{Point: &clusterstore.RecoveryPoint{ID: "cp-z", Seq: 1},
+		Objects: map[string][]byte{zsum: zb}}), "zombie recovery point")
 	fenced(t, s.Commit(ctx, zombie, clusterstore.Unit{Release: true}), "zombie release")
 	lines, err := s.History(ctx, "a")
 	if err != nil {
@@ -295,13 +300,37 @@ func testZombie(t *testing.T, s clusterstore.Store) {
 	if ps, _ := s.Points(ctx, "a"); len(ps) != 0 {
 		t.Fatalf("zombie stored a recovery point: %+v", ps)
 	}
+	if _, err := s.Objects(ctx, []string{zsum}); !errors.Is(err, clusterstore.ErrNotFound) {
+		t.Fatalf("zombie's snapshot object: %v, want ErrNotFound", err)
+	}
 	if j := job(t, s, "a"); j.SpentMicros != 0 || j.Owner != "n2" {
 		t.Fatalf("job after the zombie: %+v", j)
 	}
 }
 
-// testBudget: two nodes (one of them stale) race for a job's last dollar,
-// and two debits of one owner race for it: exactly one wins each time.
+// intentLines makes a unit's records that start a call: an error record
+// and an intent, continuing a's history.
+func intentLines(t *testing.T, s clusterstore.Store, id string) [][]byte {
+	t.Helper()
+	j := job(t, s, id)
+	n := int(j.NextSeq)
+	recs := []*history.Record{
+		{Type: history.TypeError, Error: &history.ErrorInfo{Code: "TEST", Message: "before the call"}},
+		{Type: history.TypeIntent, Interaction: &n, Phase: "work", Role: "worker"},
+	}
+	lines, _, err := history.Seal(recs, j.NextSeq, j.LastHash, time.Now(), newKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines
+}
+
+// testBudget: the budget is checked, under the fence, where spending
+// starts. Two nodes (one of them stale) race to debit a call and start
+// the next with the job's last dollar: only the owner's commit lands. A
+// commit whose debit spends the last dollar cannot start a call, and
+// stores nothing; a debit alone records what a call cost, even past the
+// budget (it was spent in the world), and no call starts after it.
 func testBudget(t *testing.T, s clusterstore.Store) {
 	submit(t, s, "a", 3_000_000)
 	stale := claim(t, s, "n1", shortTTL)
@@ -311,39 +340,46 @@ func testBudget(t *testing.T, s clusterstore.Store) {
 	expire()
 	live := claim(t, s, "n2", time.Minute)
 	var wg sync.WaitGroup
-	errs := make([]error, 4)
-	for i := range errs {
-		l := live
-		if i == 0 {
-			l = stale
-		}
-		wg.Go(func() { errs[i] = s.Commit(ctx, l, clusterstore.Unit{DebitMicros: 1_000_000}) })
+	errs := make([]error, 2)
+	for i, l := range []*clusterstore.Lease{stale, live} {
+		lines := intentLines(t, s, "a")
+		wg.Go(func() { errs[i] = s.Commit(ctx, l, clusterstore.Unit{DebitMicros: 500_000, Lines: lines}) })
 	}
 	wg.Wait()
-	fenced(t, errs[0], "stale node's debit")
-	won := 0
-	for _, err := range errs[1:] {
-		switch {
-		case err == nil:
-			won++
-		case errors.Is(err, clusterstore.ErrBudget):
-		default:
-			t.Fatalf("debit: %v", err)
-		}
+	fenced(t, errs[0], "stale node's call")
+	if errs[1] != nil {
+		t.Fatalf("live node's call with a dollar left: %v", errs[1])
 	}
-	if won != 1 {
-		t.Fatalf("%d debits spent the last dollar, want 1", won)
+	if j := job(t, s, "a"); j.SpentMicros != 2_500_000 {
+		t.Fatalf("spent %d µ$, want 2500000", j.SpentMicros)
 	}
-	if j := job(t, s, "a"); j.SpentMicros != 3_000_000 {
-		t.Fatalf("spent %d µ$, want 3000000", j.SpentMicros)
+	// The last half dollar debited with a call to start: refused whole.
+	before := job(t, s, "a")
+	err := s.Commit(ctx, live, clusterstore.Unit{DebitMicros: 500_000, Lines: intentLines(t, s, "a")})
+	if !errors.Is(err, clusterstore.ErrBudget) {
+		t.Fatalf("a call started with the last dollar spent: %v, want ErrBudget", err)
 	}
-	// A refused debit stores nothing of its unit.
-	before := job(t, s, "a").NextSeq
-	if err := s.Commit(ctx, live, clusterstore.Unit{DebitMicros: 1, Lines: seal(t, s, "a", 1)}); !errors.Is(err, clusterstore.ErrBudget) {
-		t.Fatalf("overspend: %v", err)
+	if j := job(t, s, "a"); j.SpentMicros != before.SpentMicros || j.NextSeq != before.NextSeq {
+		t.Fatalf("a refused unit was stored: %+v", j)
 	}
-	if j := job(t, s, "a"); j.NextSeq != before {
-		t.Fatal("a refused unit stored its records")
+	// The call's cost is recorded past the budget: it was spent.
+	if err := s.Commit(ctx, live, clusterstore.Unit{DebitMicros: 1_000_000, Lines: seal(t, s, "a", 1)}); err != nil {
+		t.Fatalf("debit past the budget: %v", err)
+	}
+	if j := job(t, s, "a"); j.SpentMicros != 3_500_000 {
+		t.Fatalf("spent %d µ$, want 3500000", j.SpentMicros)
+	}
+	if err := s.Commit(ctx, live, clusterstore.Unit{Lines: intentLines(t, s, "a")}); !errors.Is(err, clusterstore.ErrBudget) {
+		t.Fatalf("a call after the budget was spent: %v, want ErrBudget", err)
+	}
+	// A raised budget (the manifest the unit commits says it) lets the
+	// next call start: the budget is checked after it is raised.
+	raised := int64(5_000_000)
+	if err := s.Commit(ctx, live, clusterstore.Unit{BudgetMicros: &raised, Lines: intentLines(t, s, "a")}); err != nil {
+		t.Fatalf("a call after the budget was raised: %v", err)
+	}
+	if j := job(t, s, "a"); j.BudgetMicros != raised {
+		t.Fatalf("budget %d, want %d", j.BudgetMicros, raised)
 	}
 }
 
@@ -405,16 +441,64 @@ func testContinuity(t *testing.T, s clusterstore.Store) {
 	}
 }
 
+func object(content string) (string, []byte) {
+	sum := sha256.Sum256([]byte(content))
+	return hex.EncodeToString(sum[:]), []byte(content)
+}
+
+// testRecoveryPoint: a recovery point's listing and its objects are
+// stored with the unit, content-addressed (stored once for every point and
+// job that names them); an object that is not the content of its hash is
+// refused with its whole unit; a point of the same id replaces the first.
 func testRecoveryPoint(t *testing.T, s clusterstore.Store) {
 	submit(t, s, "a", 0)
+	submit(t, s, "b", 0)
 	l := claim(t, s, "n1", time.Minute)
-	p := clusterstore.RecoveryPoint{ID: "cp-start", Seq: 0, Snapshot: []byte(`{"files":[]}`)}
-	if err := s.Commit(ctx, l, clusterstore.Unit{Lines: seal(t, s, "a", 1), Point: &p}); err != nil {
+	lb := claim(t, s, "n1", time.Minute)
+	if l.Job != "a" {
+		l, lb = lb, l
+	}
+	sum, b := object("print('hi')\n")
+	p := clusterstore.RecoveryPoint{ID: "cp-start", Seq: 0, Snapshot: []byte(`{"entries":[]}`)}
+	if err := s.Commit(ctx, l, clusterstore.Unit{Lines: seal(t, s, "a", 1), Point: &p, Objects: map[string][]byte{sum: b}}); err != nil {
 		t.Fatal(err)
 	}
 	ps, err := s.Points(ctx, "a")
-	if err != nil || len(ps) != 1 || ps[0].ID != "cp-start" || string(ps[0].Snapshot) != `{"files":[]}` {
+	if err != nil || len(ps) != 1 || ps[0].ID != "cp-start" || string(ps[0].Snapshot) != `{"entries":[]}` {
 		t.Fatalf("points %+v %v", ps, err)
+	}
+	got, err := s.Objects(ctx, []string{sum})
+	if err != nil || string(got[sum]) != string(b) {
+		t.Fatalf("objects %q %v", got, err)
+	}
+	// The same content from another job: stored once, still readable.
+	if err := s.Commit(ctx, lb, clusterstore.Unit{Point: &clusterstore.RecoveryPoint{ID: "cp-start"}, Objects: map[string][]byte{sum: b}}); err != nil {
+		t.Fatalf("the same object again: %v", err)
+	}
+	// A forged object refuses its unit.
+	other, _ := object("other")
+	before := job(t, s, "a")
+	err = s.Commit(ctx, l, clusterstore.Unit{Lines: seal(t, s, "a", 1), Point: &clusterstore.RecoveryPoint{ID: "cp-x", Seq: 1},
+		Objects: map[string][]byte{other: []byte("not other")}})
+	if err == nil {
+		t.Fatal("an object not holding the content of its hash was stored")
+	}
+	if j := job(t, s, "a"); j.NextSeq != before.NextSeq {
+		t.Fatal("a refused unit stored its records")
+	}
+	if _, err := s.Objects(ctx, []string{other}); !errors.Is(err, clusterstore.ErrNotFound) {
+		t.Fatalf("forged object: %v, want ErrNotFound", err)
+	}
+	if err := s.Commit(ctx, l, clusterstore.Unit{Point: &clusterstore.RecoveryPoint{ID: "../x"}}); err == nil {
+		t.Fatal("a point id that is a path was stored")
+	}
+	// The same point id again replaces the point.
+	p2 := clusterstore.RecoveryPoint{ID: "cp-start", Seq: 0, Snapshot: []byte(`{"entries":[{}]}`)}
+	if err := s.Commit(ctx, l, clusterstore.Unit{Point: &p2}); err != nil {
+		t.Fatal(err)
+	}
+	if ps, _ := s.Points(ctx, "a"); len(ps) != 1 || string(ps[0].Snapshot) != `{"entries":[{}]}` {
+		t.Fatalf("points after a replacement: %+v", ps)
 	}
 }
 

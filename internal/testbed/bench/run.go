@@ -40,17 +40,23 @@ type Sizes struct {
 	ConcParallel    int
 	ConcRounds      int
 	ConcAgentMillis int
+	ClusterJobs     int // scenario 7
+	ClusterReps     int
+	ClaimJobs       int
+	TakeoverReps    int
 }
 
 // FullSizes are the issues' sizes (scenario 5: issue 21's 50,000 jobs).
 var FullSizes = Sizes{PickupDrops: 100, CallJobs: 100, CallRounds: 3, ThroughputJobs: 1000, ThroughputReps: 3, FsyncSeconds: 1.5,
 	BenchCount: 5, BenchTime: "200x", HistoryRecords: 10000, CLIReps: 15, ScaleJobs: 50000, ScaleReps: 5,
-	ConcJobs: 1000, ConcParallel: 200, ConcRounds: 3, ConcAgentMillis: 1000}
+	ConcJobs: 1000, ConcParallel: 200, ConcRounds: 3, ConcAgentMillis: 1000,
+	ClusterJobs: 200, ClusterReps: 3, ClaimJobs: 500, TakeoverReps: 5}
 
 // QuickSizes are a smoke test's.
 var QuickSizes = Sizes{PickupDrops: 10, CallJobs: 10, CallRounds: 2, ThroughputJobs: 50, ThroughputReps: 2, FsyncSeconds: 0.3,
 	BenchCount: 2, BenchTime: "20x", HistoryRecords: 1000, CLIReps: 3, ScaleJobs: 500, ScaleReps: 2,
-	ConcJobs: 20, ConcParallel: 10, ConcRounds: 1, ConcAgentMillis: 1000}
+	ConcJobs: 20, ConcParallel: 10, ConcRounds: 1, ConcAgentMillis: 1000,
+	ClusterJobs: 20, ClusterReps: 1, ClaimJobs: 30, TakeoverReps: 1}
 
 type harness struct {
 	sz      Sizes
@@ -73,7 +79,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	quick := fs.Bool("quick", os.Getenv("LOGIST_BENCH_QUICK") != "", "reduced sizes: a smoke test (also LOGIST_BENCH_QUICK=1)")
 	repo := fs.String("repo", ".", "repository root (bin/logistd, bin/logist, docs/)")
 	out := fs.String("out", "", "folder for benchmarks.md and benchmarks.json (default: REPO/docs; with -quick a temporary folder)")
-	only := fs.String("only", "", "comma-separated scenarios to run (1-6); default all")
+	only := fs.String("only", "", "comma-separated scenarios to run (1-7); default all")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -104,7 +110,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	scenarios := []struct {
 		id string
 		f  func() error
-	}{{"1", h.pickup}, {"2", h.perCall}, {"3", h.throughput}, {"4", h.historyGrowth}, {"5", h.scale}, {"6", h.concurrency}}
+	}{{"1", h.pickup}, {"2", h.perCall}, {"3", h.throughput}, {"4", h.historyGrowth}, {"5", h.scale}, {"6", h.concurrency}, {"7", h.clusterScenario}}
 	for _, s := range scenarios {
 		if *only != "" && !strings.Contains(","+*only+",", ","+s.id+",") {
 			continue

@@ -1,6 +1,6 @@
 // Command logist-bench runs Logist's benchmark scenarios (pickup latency,
 // per-call overhead, durable throughput, history growth, folder scale,
-// concurrency) against baselines measured in the same run, and writes
+// concurrency, cluster mode) against baselines measured in the same run, and writes
 // docs/benchmarks.md and docs/benchmarks.json. See internal/testbed/bench.
 package main
 

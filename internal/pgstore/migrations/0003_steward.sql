@@ -1,4 +1,4 @@
--- Cluster mode's schema, version 2: steward commands, files and schedules.
+-- Cluster mode's schema, version 3: steward commands, files and schedules.
 -- A steward's key (logist's), registered beside the nodes' keys.
 ALTER TABLE logist_nodes ADD COLUMN steward boolean NOT NULL DEFAULT false;
 

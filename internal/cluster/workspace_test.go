@@ -1,0 +1,178 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/logist/logist/internal/builtins"
+	"github.com/logist/logist/internal/clusterstore"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/signing"
+	"github.com/logist/logist/internal/steward"
+)
+
+// movingJob: the worker writes greet.py (v1); the supervisor, slowly,
+// sends it back naming greet.py as evidence; the worker rewrites it (v2);
+// the supervisor accepts.
+const movingJob = `{
+  "schema_version": 1,
+  "job_id": "moving",
+  "task_description": "Write greet.py.",
+  "agents": {
+    "worker": {"provider": "script", "script": [
+      {"action": "COMPLETED", "summary": "Wrote v1.", "evidence_files": ["greet.py"], "files": {"greet.py": "v1"}, "cost_usd": 0.01},
+      {"action": "COMPLETED", "summary": "Wrote v2.", "evidence_files": ["greet.py"], "files": {"greet.py": "v2"}, "cost_usd": 0.01}]},
+    "supervisor": {"provider": "script", "script": [
+      {"action": "RETRY", "summary": "Say hello louder.", "evidence_files": ["greet.py"], "cost_usd": 0.01, "delay_ms": 4000},
+      {"action": "COMPLETED", "summary": "Good.", "evidence_files": ["greet.py"], "cost_usd": 0.01}]}
+  },
+  "cost_threshold": 100,
+  "metrics": {"cumulative_cost": 0, "cumulative_time_seconds": 0}
+}`
+
+func records(t *testing.T, s clusterstore.Store, id string) []history.Entry {
+	t.Helper()
+	lines, err := s.History(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []history.Entry
+	for _, l := range lines {
+		e, err := history.ParseLine(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestWorkspaceMovesWithJob: node A runs the worker's phase, which writes
+// greet.py, and dies during the supervisor's call. Node B rescues the job:
+// its workspace is restored from the recovery point A stored, so the
+// supervisor's call asked again sees greet.py; B finishes the job. Then a
+// rollback on B's side returns the workspace to A's version from the
+// store's snapshots, and the next claim of the job restores what the
+// rollback chose.
+func TestWorkspaceMovesWithJob(t *testing.T) {
+	s, _ := openStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := Submit(ctx, s, []byte(movingJob)); err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 2 * time.Second
+	ga := &gate{Store: s}
+	a := newNode(t, ga, "a", ttl)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = a.Run(ctx) })
+	// A has stored the worker's recovery point and started the
+	// supervisor's call.
+	waitAll(t, s, 1, func(j *clusterstore.Job) bool {
+		ps, err := s.Points(ctx, j.ID)
+		if err != nil || len(ps) < 2 {
+			return false
+		}
+		recs := records(t, s, j.ID)
+		return recs[len(recs)-1].Type == history.TypeIntent && recs[len(recs)-1].Role == "supervisor"
+	}, 30*time.Second)
+	ga.freeze() // A dies (its packets held: the zombie case on top)
+	b := newNode(t, s, "b", ttl)
+	wg.Go(func() { _ = b.Run(ctx) })
+	waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == lifecycle.Success }, 60*time.Second)
+	ga.thaw()
+	cancel()
+	wg.Wait()
+	ctx = context.Background()
+
+	// The supervisor's call as B asked it saw A's greet.py.
+	var answers []string
+	for _, e := range records(t, s, "moving") {
+		if e.Type == history.TypeResponse && e.Role == "supervisor" && e.Response != nil {
+			answers = append(answers, strings.Join(e.Response.Warnings, " | "))
+		}
+	}
+	if len(answers) != 2 {
+		t.Fatalf("supervisor answers %q, want 2", answers)
+	}
+	for _, w := range answers {
+		if strings.Contains(w, "greet.py") {
+			t.Fatalf("the supervisor on node b did not see greet.py: %s", w)
+		}
+	}
+	if got := readFile(t, filepath.Join(b.Dir, "moving", jobstore.WorkspaceDir, "greet.py")); got != "v2" {
+		t.Fatalf("b's greet.py %q, want v2", got)
+	}
+	ps, err := s.Points(ctx, "moving")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first string // the worker's first point: greet.py v1
+	for _, p := range ps {
+		if p.ID != "cp-start" && first == "" {
+			first = p.ID
+		}
+	}
+	if first == "" || len(ps) < 3 {
+		t.Fatalf("points %v", ps)
+	}
+
+	// Rollback on B's side: the job's folder as B writes it holds every
+	// point's snapshot from the store; the steward's rollback restores
+	// the first one.
+	dir := filepath.Join(t.TempDir(), "b")
+	if _, _, err := writeFolder(ctx, s, dir, "moving"); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, filepath.Join(dir, "moving", jobstore.WorkspaceDir, "greet.py")); got != "v2" {
+		t.Fatalf("restored greet.py %q, want v2 (the newest point)", got)
+	}
+	key, err := signing.LoadOrCreate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &jobtx.Env{Store: jobstore.New(dir), Logger: slog.New(slog.DiscardHandler), History: history.Options{Signer: key, MaxBytes: -1}}
+	if _, _, err := steward.New(env, builtins.Effects()).Rollback("moving", first, steward.RollbackOptions{Reason: "v1 was better"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, filepath.Join(dir, "moving", jobstore.WorkspaceDir, "greet.py")); got != "v1" {
+		t.Fatalf("greet.py after the rollback %q, want v1", got)
+	}
+	// A claim after the rollback restores the checkpoint it chose.
+	hist, err := os.ReadFile(history.Path(filepath.Join(dir, "moving")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines [][]byte
+	for _, l := range bytes.SplitAfter(hist, []byte("\n")) {
+		if len(l) > 0 {
+			lines = append(lines, l)
+		}
+	}
+	next := filepath.Join(t.TempDir(), "moving")
+	if _, err := restoreWorkspace(ctx, s, next, "moving", lines); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, filepath.Join(next, jobstore.WorkspaceDir, "greet.py")); got != "v1" {
+		t.Fatalf("greet.py at the claim after the rollback %q, want v1", got)
+	}
+}
