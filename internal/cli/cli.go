@@ -65,6 +65,11 @@ type env struct {
 	format string
 	store  *jobstore.Store
 	fs     *pflag.FlagSet
+	// keyDir, if set, is the folder of the steward's signing key (cluster
+	// mode: the jobs folder, while store is a temporary one); cluster says
+	// the store is the cluster's job in folder form (clustersteer.go).
+	keyDir  string
+	cluster bool
 }
 
 type command struct {
@@ -156,6 +161,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	if c.flags != nil {
 		c.flags(fs)
 	}
+	if c.steers || c == cmdSchedules {
+		addIdempotencyFlag(fs)
+	}
 	e := &env{ctx: ctx, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr, fs: fs}
 	if err := fs.Parse(rest); err != nil {
 		renderError(stdout, stderr, "text", usagef("%s\n%s", flagError(fs, err), commandHelp(c)))
@@ -224,12 +232,20 @@ func splitCommand(args []string) (string, []string) {
 // the job's history, which the daemon logs (internal/daemon's relay), and
 // the command's outcome is what logist prints.
 func (e *env) steward() (*steward.Steward, error) {
-	key, err := signing.LoadOrCreate(e.store.Dir)
+	keyDir := e.store.Dir
+	if e.keyDir != "" {
+		keyDir = e.keyDir
+	}
+	key, err := signing.LoadOrCreate(keyDir)
 	if err != nil {
 		return nil, fmt.Errorf("history signing key (steering needs the daemon's user): %w", err)
 	}
+	opts := history.Options{Signer: key}
+	if e.cluster {
+		opts.MaxBytes = -1 // one file, as the cluster stores it
+	}
 	return steward.New(&jobtx.Env{Store: e.store, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		History: history.Options{Signer: key}}, builtins.Effects()), nil
+		History: opts}, builtins.Effects()), nil
 }
 
 func mainHelp() string {
@@ -270,6 +286,9 @@ func commandHelp(c *command) string {
 	fs.String("format", "text", "output format: text, json or markdown")
 	if c.flags != nil {
 		c.flags(fs)
+	}
+	if c.steers || c == cmdSchedules {
+		addIdempotencyFlag(fs)
 	}
 	s := fmt.Sprintf("Usage: logist %s %s\n\n%s\n\nFlags:\n%s", c.name, c.args, c.summary, fs.FlagUsages())
 	if c.example != "" {

@@ -33,7 +33,7 @@ func changed(e *env, m *manifest.Manifest, msg string) *Result {
 // waitsForDaemon is a note for a job that would run now, in a folder no
 // logistd serves; "" otherwise.
 func waitsForDaemon(e *env, m *manifest.Manifest) string {
-	if !m.Status.Active() || e.store.DaemonPID() != 0 {
+	if !m.Status.Active() || e.cluster || e.store.DaemonPID() != 0 {
 		return ""
 	}
 	switch m.ScheduleState() {

@@ -52,7 +52,7 @@ var cmdLogs = &command{
 			}
 			return nil, nil
 		}
-		if e.store.DaemonPID() == 0 {
+		if e.store.DaemonPID() == 0 && !e.cluster {
 			// Following works without a daemon, but nothing is written.
 			fmt.Fprintf(e.stderr, "logist: %s; following anyway: records appear once one runs the job\n", noDaemon(e.store.Dir))
 		}

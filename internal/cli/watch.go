@@ -61,7 +61,9 @@ var cmdWatch = &command{
 			return nil, usagef("--format markdown is for --once; the live view prints text or json")
 		}
 		cfg.tty = isTerminal(e.stdout)
-		cfg.daemon = e.store.DaemonPID
+		if !e.cluster { // in cluster mode the nodes run the jobs: no logistd of a folder
+			cfg.daemon = e.store.DaemonPID
+		}
 		if cfg.tty && e.format == "text" {
 			cfg.tick = time.Second // elapsed times move on; redrawn from memory
 			f := e.stdout.(*os.File)

@@ -18,11 +18,12 @@ import (
 
 // writeFolder writes job id as the store holds it in folder form under
 // jobsDir: <id>/job.json (the manifest of the last commit, byte for byte),
-// <id>/history.jsonl (the records as stored), the recovery points'
-// snapshots and the workspace restored from the current checkpoint
-// (restoreWorkspace), replacing whatever was there. Everything is
-// fsync'd. It returns the job and the snapshot objects written (those the
-// store holds).
+// <id>/history.jsonl (the records as stored), the files the records
+// depend on (Store.Files: replies, the protocol's artifacts and role
+// keys), the recovery points' snapshots and the workspace restored from
+// the current checkpoint (restoreWorkspace), replacing whatever was there.
+// Everything is fsync'd. It returns the job and the snapshot objects
+// written (those the store holds).
 func writeFolder(ctx context.Context, s clusterstore.Store, jobsDir, id string) (*clusterstore.Job, map[string]bool, error) {
 	j, err := s.Job(ctx, id)
 	if err != nil {
@@ -51,6 +52,21 @@ func writeFolder(ctx context.Context, s clusterstore.Store, jobsDir, id string) 
 	if err := atomicfile.WriteFile(history.Path(dir), bytes.Join(lines, nil), 0o600); err != nil {
 		return nil, nil, err
 	}
+	files, err := s.Files(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	for p, b := range files {
+		if !filepath.IsLocal(p) {
+			return nil, nil, fmt.Errorf("job %s: stored file %q is not inside the job's folder", id, p)
+		}
+		if err := atomicfile.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o700); err != nil {
+			return nil, nil, err
+		}
+		if err := atomicfile.WriteFile(filepath.Join(dir, p), b, 0o600); err != nil {
+			return nil, nil, err
+		}
+	}
 	if err := atomicfile.WriteFile(filepath.Join(dir, jobstore.ManifestFile), j.Manifest, 0o600); err != nil {
 		return nil, nil, err
 	}
@@ -78,6 +94,12 @@ func Export(ctx context.Context, s clusterstore.Store, id, jobsDir string) error
 	if err := history.WriteJobHistory(dir, id, head.CreatedAt, filepath.Join(dir, jobstore.WorkspaceDir)); err != nil {
 		return err
 	}
+	return writeKeyring(ctx, s, jobsDir)
+}
+
+// writeKeyring writes the public keys of every registered node and
+// steward into jobsDir/.logist/signing.pub (one a line).
+func writeKeyring(ctx context.Context, s clusterstore.Store, jobsDir string) error {
 	nodes, err := s.Nodes(ctx)
 	if err != nil {
 		return err

@@ -72,6 +72,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	nodes, err := c.Node.Store.Nodes(ctx)
 	if err == nil {
 		for _, n := range nodes {
+			if n.Steward {
+				continue // a steward's key: no heartbeat to age
+			}
 			ch <- prometheus.MustNewConstMetric(c.heartbeatAge, prometheus.GaugeValue, time.Since(n.HeartbeatAt).Seconds(), n.ID)
 		}
 	} else {

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"os"
@@ -33,6 +34,7 @@ import (
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/protocol"
 	"github.com/logist/logist/internal/runner"
 	"github.com/logist/logist/internal/signing"
 )
@@ -67,6 +69,8 @@ type Node struct {
 	engine *runner.Engine
 	mu     sync.Mutex
 	runs   map[string]*run
+	// seen is when the cron loop first saw each template (cron.go).
+	seen map[string]time.Time
 }
 
 // Stats are a node's counters.
@@ -101,6 +105,8 @@ type run struct {
 	// this node replaced this one; the run may write nothing more.
 	fenced bool
 	done   chan struct{}
+	// shipped are the folder's files (shippedDirs) the store holds.
+	shipped map[string]bool
 }
 
 func (n *Node) defaults() {
@@ -166,6 +172,7 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 		}
 	})
+	wg.Go(func() { n.cron(ctx) }) // schedules' ticks (cron.go)
 	if n.IntakeDir != "" {
 		wg.Go(func() {
 			problems := map[string]string{}
@@ -267,7 +274,11 @@ func (n *Node) runJob(ctx context.Context, l *clusterstore.Lease) error {
 	}
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
-	r := &run{lease: l, cancel: cancel, costMicros: costMicros(j.Manifest), known: known, done: make(chan struct{})}
+	r := &run{lease: l, cancel: cancel, costMicros: costMicros(j.Manifest), known: known, done: make(chan struct{}), shipped: map[string]bool{}}
+	if err := n.newFiles(filepath.Join(n.Dir, l.Job), r, func(p string) { r.shipped[p] = true }); err != nil {
+		n.release(l)
+		return err
+	}
 	defer close(r.done)
 	n.mu.Lock()
 	n.runs[l.Job] = r
@@ -362,7 +373,7 @@ func (n *Node) fence(r *run) {
 	n.mu.Unlock()
 	if !already {
 		n.Stats.add(func(s *Stats) { s.Fenced++; s.LostLease++ })
-		joblog.Log(n.Logger, "fenced: another node owns the job now; stopping it here", joblog.Problem{Job: r.lease.Job, Code: codes.ClusterFenced},
+		joblog.Log(n.Logger, "fenced: the job's epoch moved on (another node claimed it, or a steward changed it); stopping it here", joblog.Problem{Job: r.lease.Job, Code: codes.ClusterFenced},
 			"node", n.ID, "epoch", r.lease.Epoch)
 	}
 	r.cancel(errLeaseLost)
@@ -386,7 +397,14 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 	if fenced {
 		return fmt.Errorf("job %s: this run's lease was lost: %w", id, clusterstore.ErrFenced)
 	}
-	u := clusterstore.Unit{Lines: lines}
+	u := clusterstore.Unit{Lines: lines, Files: map[string][]byte{}}
+	if err := n.newFiles(dir, r, func(p string) {
+		if b, err := os.ReadFile(filepath.Join(dir, p)); err == nil {
+			u.Files[p] = b
+		}
+	}); err != nil {
+		return err
+	}
 	// A recovery point's snapshot goes with its record: the listing and
 	// the objects the store may lack.
 	point, objects, err := pointOf(dir, lines, r.known)
@@ -427,8 +445,42 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 		return fmt.Errorf("cluster store: %w", err)
 	}
 	r.costMicros = newCost
+	for p := range u.Files {
+		r.shipped[p] = true
+	}
 	for sum := range objects {
 		r.known[sum] = true
+	}
+	return nil
+}
+
+// shippedDirs are the folders of a job's folder, outside its workspace,
+// that its records depend on: the protocol's content-addressed artifacts
+// and its role keys (created once per job; a role's later events must be
+// signed with the same key). Each unit carries the files the store does
+// not hold yet, so the job's next node, and an export, has them.
+var shippedDirs = []string{protocol.ArtifactsDir, filepath.FromSlash(protocol.KeysDir)}
+
+// newFiles calls f with each file of shippedDirs in the job folder dir
+// that r has not shipped, by path relative to dir.
+func (n *Node) newFiles(dir string, r *run, f func(rel string)) error {
+	for _, d := range shippedDirs {
+		err := filepath.WalkDir(filepath.Join(dir, d), func(p string, e fs.DirEntry, err error) error {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil || !e.Type().IsRegular() {
+				return err
+			}
+			rel, err := filepath.Rel(dir, p)
+			if err == nil && !r.shipped[rel] {
+				f(rel)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -35,14 +35,12 @@ type FileStore struct {
 
 // fileJob is a job's file.
 type fileJob struct {
-	Job    Job             `json:"job"`
-	Lines  [][]byte        `json:"lines"`
-	Points []RecoveryPoint `json:"points"`
-}
-
-type fileKey struct {
-	Command string `json:"command"`
-	Epoch   int64  `json:"epoch"`
+	Job    Job               `json:"job"`
+	Lines  [][]byte          `json:"lines"`
+	Points []RecoveryPoint   `json:"points"`
+	Files  map[string][]byte `json:"files,omitempty"`
+	// Ticks are a template's fired ticks (RFC 3339, UTC) and their runs.
+	Ticks map[string]string `json:"ticks,omitempty"`
 }
 
 // OpenFile opens (creating) a file store in dir.
@@ -111,6 +109,15 @@ func (s *FileStore) write(fj *fileJob) error {
 
 // RegisterNode implements Store.
 func (s *FileStore) RegisterNode(_ context.Context, node string, pub ed25519.PublicKey) error {
+	return s.register(node, pub, false)
+}
+
+// RegisterSteward implements Store.
+func (s *FileStore) RegisterSteward(_ context.Context, id string, pub ed25519.PublicKey) error {
+	return s.register(id, pub, true)
+}
+
+func (s *FileStore) register(node string, pub ed25519.PublicKey, steward bool) error {
 	if err := validID(node); err != nil {
 		return err
 	}
@@ -125,7 +132,7 @@ func (s *FileStore) RegisterNode(_ context.Context, node string, pub ed25519.Pub
 				return fmt.Errorf("node %s is registered with key %s, not %s", node, n.KeyID, signing.KeyID(pub))
 			}
 		}
-		n = Node{ID: node, KeyID: signing.KeyID(pub), Public: pub, HeartbeatAt: s.now().UTC()}
+		n = Node{ID: node, KeyID: signing.KeyID(pub), Public: pub, HeartbeatAt: s.now().UTC(), Steward: steward}
 		b, err := json.Marshal(n)
 		if err != nil {
 			return err
@@ -168,7 +175,7 @@ func (s *FileStore) Submit(_ context.Context, id string, status lifecycle.Status
 		if _, err := os.Stat(s.jobPath(id)); err == nil {
 			return fmt.Errorf("job %s: %w", id, ErrExists)
 		}
-		return s.write(&fileJob{Job: Job{ID: id, Status: status, Manifest: m, BudgetMicros: budget}})
+		return s.write(&fileJob{Job: Job{ID: id, Status: status, Manifest: m, BudgetMicros: budget, Template: IsTemplate(m)}})
 	})
 }
 
@@ -260,6 +267,7 @@ func (s *FileStore) Commit(_ context.Context, l *Lease, u Unit) error {
 		}
 		fj.Job = j
 		fj.Lines = append(fj.Lines, u.Lines...)
+		fj.addFiles(u.Files)
 		if u.Point != nil {
 			fj.Points = slices.DeleteFunc(fj.Points, func(p RecoveryPoint) bool { return p.ID == u.Point.ID })
 			fj.Points = append(fj.Points, *u.Point)
@@ -269,36 +277,34 @@ func (s *FileStore) Commit(_ context.Context, l *Lease, u Unit) error {
 }
 
 // Steer implements Store.
-func (s *FileStore) Steer(_ context.Context, id, key string, from, to lifecycle.Status, lines [][]byte) (*Job, error) {
+func (s *FileStore) Steer(_ context.Context, st Steering) (*Job, error) {
 	var out *Job
 	err := s.locked(func() error {
-		fj, err := s.read(id)
+		fj, err := s.read(st.Job)
 		if err != nil {
 			return err
 		}
-		cmd := SteerCommand(id, from, to)
-		keyPath := filepath.Join(s.dir, "keys", fmt.Sprintf("%x.json", key))
-		if b, err := os.ReadFile(keyPath); err == nil {
-			var k fileKey
-			if err := json.Unmarshal(b, &k); err != nil {
+		keyPath := filepath.Join(s.dir, "keys", fmt.Sprintf("%x.json", st.Key))
+		if use, err := s.keyUse(keyPath); err != nil {
+			return err
+		} else if use != nil {
+			if err := KeyReuse(use, &st); err != nil {
 				return err
-			}
-			if k.Command != cmd {
-				return fmt.Errorf("key %q: %w", key, ErrIdempotency)
 			}
 			out = &fj.Job
 			return nil
 		}
-		j, err := Steered(fj.Job, from, to, lines)
+		j, err := Steered(fj.Job, &st)
 		if err != nil {
 			return err
 		}
 		fj.Job = j
-		fj.Lines = append(fj.Lines, lines...)
+		fj.Lines = append(fj.Lines, st.Lines...)
+		fj.addFiles(st.Files)
 		if err := s.write(fj); err != nil {
 			return err
 		}
-		b, err := json.Marshal(fileKey{Command: cmd, Epoch: j.Epoch})
+		b, err := json.Marshal(KeyUse{Command: SteerCommand(&st), Job: st.Job, Status: j.Status, Epoch: j.Epoch})
 		if err != nil {
 			return err
 		}
@@ -306,6 +312,101 @@ func (s *FileStore) Steer(_ context.Context, id, key string, from, to lifecycle.
 		return atomicfile.WriteFile(keyPath, b, 0o600)
 	})
 	return out, err
+}
+
+func (fj *fileJob) addFiles(files map[string][]byte) {
+	for p, b := range files {
+		if fj.Files == nil {
+			fj.Files = map[string][]byte{}
+		}
+		fj.Files[p] = b
+	}
+}
+
+func (s *FileStore) keyUse(path string) (*KeyUse, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var k KeyUse
+	return &k, json.Unmarshal(b, &k)
+}
+
+// SteerKey implements Store.
+func (s *FileStore) SteerKey(_ context.Context, key string) (*KeyUse, error) {
+	var out *KeyUse
+	err := s.locked(func() (err error) {
+		out, err = s.keyUse(filepath.Join(s.dir, "keys", fmt.Sprintf("%x.json", key)))
+		return err
+	})
+	return out, err
+}
+
+// Files implements Store.
+func (s *FileStore) Files(_ context.Context, id string) (map[string][]byte, error) {
+	var out map[string][]byte
+	err := s.locked(func() error {
+		fj, err := s.read(id)
+		if err == nil {
+			out = fj.Files
+		}
+		return err
+	})
+	return out, err
+}
+
+// Fire implements Store.
+func (s *FileStore) Fire(_ context.Context, t Tick) (bool, error) {
+	fired := false
+	err := s.locked(func() error {
+		fj, err := s.read(t.Template)
+		if err != nil {
+			return err
+		}
+		at := t.At.UTC().Format(time.RFC3339Nano)
+		if _, ok := fj.Ticks[at]; ok {
+			return nil
+		}
+		if t.Run != "" {
+			if err := validID(t.Run); err != nil {
+				return err
+			}
+			if _, err := os.Stat(s.jobPath(t.Run)); err == nil {
+				return fmt.Errorf("run %s: %w", t.Run, ErrExists)
+			}
+			if err := s.write(&fileJob{Job: Job{ID: t.Run, Status: lifecycle.Pending, Manifest: t.Manifest}}); err != nil {
+				return err
+			}
+		}
+		if fj.Ticks == nil {
+			fj.Ticks = map[string]string{}
+		}
+		fj.Ticks[at] = t.Run
+		fired = true
+		return s.write(fj)
+	})
+	return fired, err
+}
+
+// LastTick implements Store.
+func (s *FileStore) LastTick(_ context.Context, template string) (time.Time, error) {
+	var last time.Time
+	err := s.locked(func() error {
+		fj, err := s.read(template)
+		if err != nil {
+			return err
+		}
+		for at := range fj.Ticks {
+			if t, err := time.Parse(time.RFC3339Nano, at); err == nil && t.After(last) {
+				last = t
+			}
+		}
+		return nil
+	})
+	return last, err
 }
 
 // Job implements Store.

@@ -3,11 +3,12 @@ package clusterstore
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/logist/logist/internal/history"
-	"github.com/logist/logist/internal/lifecycle"
 )
 
 // Claimable is the one rule of which jobs a node may claim: a status the
@@ -15,7 +16,17 @@ import (
 // A job waiting for a human (or finished) is never claimable, and holds no
 // lease.
 func Claimable(j *Job, now time.Time) bool {
-	return j.Status.Active() && (j.Owner == "" || !now.Before(j.LeaseUntil))
+	return j.Status.Active() && !j.Template && (j.Owner == "" || !now.Before(j.LeaseUntil))
+}
+
+// IsTemplate is the one rule of which manifests are schedules' templates
+// (a "schedule" that is not null): the store marks their rows, which no
+// node claims.
+func IsTemplate(manifest []byte) bool {
+	var m struct {
+		Schedule json.RawMessage `json:"schedule"`
+	}
+	return json.Unmarshal(manifest, &m) == nil && len(m.Schedule) > 0 && string(m.Schedule) != "null"
 }
 
 // Claimed is j after node claims it at now: the epoch bumped (every write
@@ -95,6 +106,9 @@ func Apply(j Job, l *Lease, u *Unit) (Job, error) {
 	if err := CheckPoint(j.ID, u); err != nil {
 		return j, err
 	}
+	if err := localFiles(j.ID, u.Files); err != nil {
+		return j, err
+	}
 	next, last, err := Continue(&j, u.Lines)
 	if err != nil {
 		return j, err
@@ -167,28 +181,62 @@ func CheckPoint(job string, u *Unit) error {
 	return nil
 }
 
-// Steered is the one rule of a steward's change of status: legal from the
-// status the job is in, the epoch bumped (whoever ran the job is fenced
-// out), the lease released, the steward's records continuing the history.
-func Steered(j Job, from, to lifecycle.Status, lines [][]byte) (Job, error) {
-	if j.Status != from {
-		return j, fmt.Errorf("job %s is %s, not %s: %w", j.ID, j.Status, from, ErrConflict)
+// Steered is the one rule of a steward's change: legal from the status
+// the job is in, the epoch bumped (whoever ran the job is fenced out), the
+// lease released, the steward's records continuing the history, the
+// manifest replaced when the change carries one.
+func Steered(j Job, st *Steering) (Job, error) {
+	if st.Key == "" {
+		return j, fmt.Errorf("job %s: a steward's change needs an idempotency key", j.ID)
 	}
-	if !to.Valid() {
-		return j, fmt.Errorf("job %s: unknown status %q", j.ID, to)
+	if j.Status != st.From {
+		return j, fmt.Errorf("job %s is %s, not %s: %w", j.ID, j.Status, st.From, ErrConflict)
 	}
-	next, last, err := Continue(&j, lines)
+	if !st.To.Valid() {
+		return j, fmt.Errorf("job %s: unknown status %q", j.ID, st.To)
+	}
+	if err := localFiles(j.ID, st.Files); err != nil {
+		return j, err
+	}
+	next, last, err := Continue(&j, st.Lines)
 	if err != nil {
 		return j, err
 	}
 	j.NextSeq, j.LastHash = next, last
-	j.Status = to
+	j.Status = st.To
+	if st.Manifest != nil {
+		j.Manifest = st.Manifest
+	}
 	j.Epoch++
 	j.Owner, j.LeaseUntil = "", time.Time{}
 	return j, nil
 }
 
-// SteerCommand is what an idempotency key is bound to.
-func SteerCommand(id string, from, to lifecycle.Status) string {
-	return id + " " + string(from) + "->" + string(to)
+// SteerCommand is what an idempotency key is bound to when the steering
+// names no command of its own.
+func SteerCommand(st *Steering) string {
+	if st.Command != "" {
+		return st.Command
+	}
+	return st.Job + " " + string(st.From) + "->" + string(st.To)
+}
+
+// KeyReuse is the one rule of a key used before: the same command gets
+// the first outcome, another one is ErrIdempotency.
+func KeyReuse(use *KeyUse, st *Steering) error {
+	if use.Command != SteerCommand(st) || use.Job != st.Job {
+		return fmt.Errorf("key %q was used for %q: %w", st.Key, use.Command, ErrIdempotency)
+	}
+	return nil
+}
+
+// localFiles checks that every file a change stores is inside the job's
+// folder.
+func localFiles(id string, files map[string][]byte) error {
+	for p := range files {
+		if !filepath.IsLocal(p) {
+			return fmt.Errorf("job %s: file %q is not inside the job's folder", id, p)
+		}
+	}
+	return nil
 }

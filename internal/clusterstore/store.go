@@ -72,6 +72,9 @@ type Job struct {
 	BudgetMicros int64
 	SpentMicros  int64
 	Rescues      int64
+	// Template: a schedule's template (IsTemplate), which no node claims:
+	// its ticks create runs (Fire).
+	Template bool
 }
 
 // RecoveryPoint is a recovery point's stored snapshot: its checkpoint id,
@@ -114,6 +117,10 @@ type Unit struct {
 	Objects map[string][]byte
 	// Release gives up the lease after the commit.
 	Release bool
+	// Files are files of the job's folder the records refer to (the
+	// protocol's artifacts), by path relative to the folder, stored with
+	// them (Store.Files).
+	Files map[string][]byte
 }
 
 // Node is a registered node and its signing key.
@@ -122,6 +129,49 @@ type Node struct {
 	KeyID       string
 	Public      ed25519.PublicKey
 	HeartbeatAt time.Time
+	// Steward: a steward's key (logist's, signing steward records), not a
+	// node that runs jobs and heartbeats.
+	Steward bool
+}
+
+// Steering is a steward's change of a job, made outside any lease (the
+// steward's command computed on the job as read: NextSeq, LastHash).
+type Steering struct {
+	Job string
+	// Key is the idempotency key; Command what it is bound to (the
+	// steward's request, in words).
+	Key, Command string
+	// From is the status the change was computed from; To the status
+	// after (the same for a change of configuration).
+	From, To lifecycle.Status
+	// Lines are the steward's signed records, continuing the history as
+	// it was read: if it moved on meanwhile the change is ErrConflict
+	// (read the job again and recompute).
+	Lines [][]byte
+	// Manifest, if set, replaces the stored manifest.
+	Manifest []byte
+	// Files are files of the job's folder the change writes (a reply),
+	// by path relative to the folder; every node writes them with the
+	// folder (Store.Files).
+	Files map[string][]byte
+}
+
+// KeyUse is what an idempotency key was used for: the command and its
+// outcome (the job's status and epoch right after it).
+type KeyUse struct {
+	Command, Job string
+	Status       lifecycle.Status
+	Epoch        int64
+}
+
+// Tick is one tick of a schedule's template, fired once cluster-wide.
+type Tick struct {
+	Template string
+	At       time.Time
+	// Node fires it; Run is the run it creates (Manifest its manifest,
+	// PENDING), or "" when the tick creates none (skipped: Forbid).
+	Node, Run string
+	Manifest  []byte
 }
 
 // Store is the system of record of cluster mode.
@@ -140,11 +190,24 @@ type Store interface {
 	Heartbeat(ctx context.Context, l *Lease, ttl time.Duration) error
 	// Commit applies u under the fence of l.
 	Commit(ctx context.Context, l *Lease, u Unit) error
-	// Steer changes a job's status as a steward, outside any lease: it
-	// bumps the epoch (fencing out whoever ran it) and releases the lease,
-	// appending lines (the signed steward record). A repeated key returns
-	// the first outcome; a different command with it is ErrIdempotency.
-	Steer(ctx context.Context, id, key string, from, to lifecycle.Status, lines [][]byte) (*Job, error)
+	// RegisterSteward records a steward's signing key (Node.Steward).
+	RegisterSteward(ctx context.Context, id string, pub ed25519.PublicKey) error
+	// Steer applies a steward's change, outside any lease: it bumps the
+	// epoch (fencing out whoever ran the job) and releases the lease,
+	// appending the steward's records (Steered). A repeated key returns
+	// the job as it is, changing nothing; a different command with it is
+	// ErrIdempotency.
+	Steer(ctx context.Context, st Steering) (*Job, error)
+	// SteerKey says what key was used for (nil when unused).
+	SteerKey(ctx context.Context, key string) (*KeyUse, error)
+	// Files returns the files steward changes wrote for job id.
+	Files(ctx context.Context, id string) (map[string][]byte, error)
+	// Fire records tick t of its template and inserts its run, in one
+	// transaction, unless the tick was fired already (by any node): true
+	// when this call fired it.
+	Fire(ctx context.Context, t Tick) (bool, error)
+	// LastTick is the template's last fired tick (zero when none).
+	LastTick(ctx context.Context, template string) (time.Time, error)
 	// Job reads a job; Jobs lists them all, by id.
 	Job(ctx context.Context, id string) (*Job, error)
 	Jobs(ctx context.Context) ([]Job, error)

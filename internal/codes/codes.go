@@ -294,7 +294,7 @@ var catalogue = []Code{
 	{UpstreamStreamBroken, Warning, false, "meter", "the provider's response body broke off"},
 
 	// Cluster mode.
-	{ClusterFenced, Warning, false, "cluster", "the store refused this node's write or heartbeat: the job's epoch moved on (another node owns it); the node stopped it here and writes nothing more for it"},
+	{ClusterFenced, Warning, false, "cluster", "the store refused this node's write or heartbeat: the job's epoch moved on (another node owns it, or a steward changed it: a halt); the node stopped it here and writes nothing more for it"},
 	{ClusterLeaseLost, Warning, false, "cluster", "this node could not renew a job's lease in time (paused, or cut off from the database): it stopped the job before another node may take it"},
 	{ClusterClaim, Error, false, "cluster", "claiming work from the cluster's database failed; tried again"},
 	{ClusterRun, Error, false, "cluster", "a job's run on this node ended with an error; its lease is released (or expires) and any node may take it up"},

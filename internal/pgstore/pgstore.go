@@ -67,13 +67,13 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 func (s *Store) Close() { s.pool.Close() }
 
 const jobCols = `id, status, manifest, epoch, coalesce(owner, ''), coalesce(lease_until, 'epoch'::timestamptz),
-	next_seq, last_hash, budget_micros, spent_micros, rescues`
+	next_seq, last_hash, budget_micros, spent_micros, rescues, template`
 
 func scanJob(row pgx.Row) (clusterstore.Job, error) {
 	var j clusterstore.Job
 	var status string
 	err := row.Scan(&j.ID, &status, &j.Manifest, &j.Epoch, &j.Owner, &j.LeaseUntil,
-		&j.NextSeq, &j.LastHash, &j.BudgetMicros, &j.SpentMicros, &j.Rescues)
+		&j.NextSeq, &j.LastHash, &j.BudgetMicros, &j.SpentMicros, &j.Rescues, &j.Template)
 	j.Status = lifecycle.Status(status)
 	if j.Owner == "" {
 		j.LeaseUntil = time.Time{}
@@ -129,9 +129,18 @@ func insertLines(ctx context.Context, tx pgx.Tx, id string, first, epoch int64, 
 
 // RegisterNode implements clusterstore.Store.
 func (s *Store) RegisterNode(ctx context.Context, node string, pub ed25519.PublicKey) error {
+	return s.register(ctx, node, pub, false)
+}
+
+// RegisterSteward implements clusterstore.Store.
+func (s *Store) RegisterSteward(ctx context.Context, id string, pub ed25519.PublicKey) error {
+	return s.register(ctx, id, pub, true)
+}
+
+func (s *Store) register(ctx context.Context, node string, pub ed25519.PublicKey, steward bool) error {
 	id := signing.KeyID(pub)
-	tag, err := s.pool.Exec(ctx, `INSERT INTO logist_nodes (id, key_id, public_key) VALUES ($1, $2, $3)
-		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now() WHERE logist_nodes.key_id = excluded.key_id`, node, id, []byte(pub))
+	tag, err := s.pool.Exec(ctx, `INSERT INTO logist_nodes (id, key_id, public_key, steward) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now() WHERE logist_nodes.key_id = excluded.key_id`, node, id, []byte(pub), steward)
 	if err != nil {
 		return err
 	}
@@ -143,14 +152,14 @@ func (s *Store) RegisterNode(ctx context.Context, node string, pub ed25519.Publi
 
 // Nodes implements clusterstore.Store.
 func (s *Store) Nodes(ctx context.Context) ([]clusterstore.Node, error) {
-	rows, err := s.pool.Query(ctx, "SELECT id, key_id, public_key, heartbeat_at FROM logist_nodes ORDER BY id")
+	rows, err := s.pool.Query(ctx, "SELECT id, key_id, public_key, heartbeat_at, steward FROM logist_nodes ORDER BY id")
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (clusterstore.Node, error) {
 		var n clusterstore.Node
 		var pub []byte
-		err := r.Scan(&n.ID, &n.KeyID, &pub, &n.HeartbeatAt)
+		err := r.Scan(&n.ID, &n.KeyID, &pub, &n.HeartbeatAt, &n.Steward)
 		n.Public = ed25519.PublicKey(pub)
 		return n, err
 	})
@@ -158,8 +167,8 @@ func (s *Store) Nodes(ctx context.Context) ([]clusterstore.Node, error) {
 
 // Submit implements clusterstore.Store.
 func (s *Store) Submit(ctx context.Context, id string, status lifecycle.Status, m []byte, budget int64) error {
-	_, err := s.pool.Exec(ctx, "INSERT INTO logist_jobs (id, status, manifest, budget_micros) VALUES ($1, $2, $3, $4)",
-		id, string(status), m, budget)
+	_, err := s.pool.Exec(ctx, "INSERT INTO logist_jobs (id, status, manifest, budget_micros, template) VALUES ($1, $2, $3, $4, $5)",
+		id, string(status), m, budget, clusterstore.IsTemplate(m))
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" {
 		return fmt.Errorf("job %s: %w", id, clusterstore.ErrExists)
@@ -178,7 +187,7 @@ func (s *Store) Claim(ctx context.Context, node string, ttl time.Duration) (*clu
 		// clusterstore.Claimable, as a query: SKIP LOCKED passes over
 		// rows another node is claiming or committing.
 		j, err := scanJob(tx.QueryRow(ctx, "SELECT "+jobCols+` FROM logist_jobs
-			WHERE status = ANY($1) AND (owner IS NULL OR lease_until <= now())
+			WHERE status = ANY($1) AND NOT template AND (owner IS NULL OR lease_until <= now())
 			ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`, s.active))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
@@ -236,6 +245,9 @@ func (s *Store) Commit(ctx context.Context, l *clusterstore.Lease, u clusterstor
 		if err := insertLines(ctx, tx, j.ID, first, j.Epoch, u.Lines); err != nil {
 			return err
 		}
+		if err := storeFiles(ctx, tx, j.ID, u.Files); err != nil {
+			return err
+		}
 		// Objects in the same transaction as the fence: a fenced
 		// node's snapshot stores nothing.
 		for sum, b := range u.Objects {
@@ -255,42 +267,129 @@ func (s *Store) Commit(ctx context.Context, l *clusterstore.Lease, u clusterstor
 	})
 }
 
-// Steer implements clusterstore.Store.
-func (s *Store) Steer(ctx context.Context, id, key string, from, to lifecycle.Status, lines [][]byte) (*clusterstore.Job, error) {
+// Steer implements clusterstore.Store. The job's row lock serialises
+// the steerings of one job; the key's primary key refuses a key two jobs'
+// steerings race for (the loser's transaction is rolled back whole).
+func (s *Store) Steer(ctx context.Context, st clusterstore.Steering) (*clusterstore.Job, error) {
 	var out *clusterstore.Job
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		j, _, err := lockJob(ctx, tx, id)
+		j, _, err := lockJob(ctx, tx, st.Job)
 		if err != nil {
 			return err
 		}
-		cmd := clusterstore.SteerCommand(id, from, to)
-		var have string
-		err = tx.QueryRow(ctx, "SELECT command FROM logist_idempotency WHERE key = $1", key).Scan(&have)
-		if err == nil {
-			if have != cmd {
-				return fmt.Errorf("key %q: %w", key, clusterstore.ErrIdempotency)
+		if use, err := keyUse(ctx, tx, st.Key); err != nil {
+			return err
+		} else if use != nil {
+			if err := clusterstore.KeyReuse(use, &st); err != nil {
+				return err
 			}
 			out = &j
 			return nil
 		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
 		first := j.NextSeq
-		if j, err = clusterstore.Steered(j, from, to, lines); err != nil {
+		if j, err = clusterstore.Steered(j, &st); err != nil {
 			return err
 		}
-		if err := insertLines(ctx, tx, id, first, j.Epoch, lines); err != nil {
+		if err := insertLines(ctx, tx, j.ID, first, j.Epoch, st.Lines); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, "INSERT INTO logist_idempotency (key, command, job_id, epoch) VALUES ($1, $2, $3, $4)",
-			key, cmd, id, j.Epoch); err != nil {
+		if err := storeFiles(ctx, tx, j.ID, st.Files); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO logist_idempotency (key, command, job_id, epoch, status) VALUES ($1, $2, $3, $4, $5)",
+			st.Key, clusterstore.SteerCommand(&st), j.ID, j.Epoch, string(j.Status)); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "23505" {
+				return fmt.Errorf("key %q is being used by another command: %w", st.Key, clusterstore.ErrIdempotency)
+			}
 			return err
 		}
 		out = &j
 		return saveJob(ctx, tx, &j)
 	})
 	return out, err
+}
+
+func storeFiles(ctx context.Context, tx pgx.Tx, id string, files map[string][]byte) error {
+	for p, b := range files {
+		if _, err := tx.Exec(ctx, `INSERT INTO logist_files (job_id, path, content) VALUES ($1, $2, $3)
+			ON CONFLICT (job_id, path) DO UPDATE SET content = excluded.content`, id, p, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func keyUse(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, key string) (*clusterstore.KeyUse, error) {
+	var u clusterstore.KeyUse
+	var status string
+	err := q.QueryRow(ctx, "SELECT command, job_id, status, epoch FROM logist_idempotency WHERE key = $1", key).
+		Scan(&u.Command, &u.Job, &status, &u.Epoch)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	u.Status = lifecycle.Status(status)
+	return &u, err
+}
+
+// SteerKey implements clusterstore.Store.
+func (s *Store) SteerKey(ctx context.Context, key string) (*clusterstore.KeyUse, error) {
+	return keyUse(ctx, s.pool, key)
+}
+
+// Files implements clusterstore.Store.
+func (s *Store) Files(ctx context.Context, id string) (map[string][]byte, error) {
+	rows, err := s.pool.Query(ctx, "SELECT path, content FROM logist_files WHERE job_id = $1", id)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	var p string
+	var b []byte
+	_, err = pgx.ForEachRow(rows, []any{&p, &b}, func() error {
+		out[p] = append([]byte(nil), b...)
+		return nil
+	})
+	return out, err
+}
+
+// Fire implements clusterstore.Store: the tick's row and its run are
+// inserted in one transaction; a tick fired already (its primary key)
+// inserts nothing.
+func (s *Store) Fire(ctx context.Context, t clusterstore.Tick) (bool, error) {
+	fired := false
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO logist_ticks (template, tick, node, run_id) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (template, tick) DO NOTHING`, t.Template, t.At.UTC(), t.Node, nullable(t.Run))
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		if t.Run != "" {
+			_, err := tx.Exec(ctx, "INSERT INTO logist_jobs (id, status, manifest) VALUES ($1, $2, $3)", t.Run, string(lifecycle.Pending), t.Manifest)
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "23505" {
+				return fmt.Errorf("run %s: %w", t.Run, clusterstore.ErrExists)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		fired = true
+		return nil
+	})
+	return fired, err
+}
+
+// LastTick implements clusterstore.Store.
+func (s *Store) LastTick(ctx context.Context, template string) (time.Time, error) {
+	var last *time.Time
+	err := s.pool.QueryRow(ctx, "SELECT max(tick) FROM logist_ticks WHERE template = $1", template).Scan(&last)
+	if err != nil || last == nil {
+		return time.Time{}, err
+	}
+	return *last, nil
 }
 
 // Job implements clusterstore.Store.

@@ -335,18 +335,26 @@ func (s *Scheduler) create(id string, tpl *manifest.Manifest, tick time.Time) (s
 		_ = os.RemoveAll(dst) // a half copy; without a manifest it is no job
 		return "", fmt.Errorf("copy template: %w", err)
 	}
-	run := *tpl
-	run.JobID, run.Schedule, run.Status, run.CurrentPhase = runID, nil, lifecycle.Pending, nil
-	run.ScheduledFrom, run.ScheduledAt = id, tick.UTC().Format(time.RFC3339)
-	run.CreatedAt = s.Clock.Now().UTC().Format(time.RFC3339Nano)
-	run.Metrics, run.History, run.Run = manifest.Metrics{}, []manifest.AuditEntry{}, manifest.RunState{}
+	run := RunManifest(tpl, id, tick, s.Clock.Now())
 	if err := atomicfile.SyncDir(s.Env.Store.Dir); err != nil {
 		return "", err
 	}
 	if err := s.Env.Store.EnsureWorkspace(runID); err != nil {
 		return "", err
 	}
-	return runID, s.Env.Store.Save(&run)
+	return runID, s.Env.Store.Save(run)
+}
+
+// RunManifest is the manifest of template id's run for tick, created at
+// now: the template's, without its schedule, PENDING at no phase, with
+// nothing run yet (cluster mode's scheduler makes runs with it too).
+func RunManifest(tpl *manifest.Manifest, id string, tick, now time.Time) *manifest.Manifest {
+	run := *tpl
+	run.JobID, run.Schedule, run.Status, run.CurrentPhase = RunID(id, tick), nil, lifecycle.Pending, nil
+	run.ScheduledFrom, run.ScheduledAt = id, tick.UTC().Format(time.RFC3339)
+	run.CreatedAt = now.UTC().Format(time.RFC3339Nano)
+	run.Metrics, run.History, run.Run = manifest.Metrics{}, []manifest.AuditEntry{}, manifest.RunState{}
+	return &run
 }
 
 // Files of a job folder that belong to the job's run, not its definition

@@ -47,6 +47,9 @@ func Run(t *testing.T, open Open) {
 		{"HistoryMustContinue", testContinuity},
 		{"RecoveryPointUnderFence", testRecoveryPoint},
 		{"SteerIdempotent", testSteerIdempotent},
+		{"SteerStaleRefused", testSteerStale},
+		{"CommitFilesUnderFence", testCommitFiles},
+		{"TemplateTickFiresOnce", testTemplates},
 		{"NodeKeys", testNodes},
 	}
 	for _, tc := range tests {
@@ -394,7 +397,7 @@ func testHumanWait(t *testing.T, s clusterstore.Store) {
 	fenced(t, s.Heartbeat(ctx, l, time.Minute), "heartbeat of a released lease")
 	fenced(t, s.Commit(ctx, l, clusterstore.Unit{Status: lifecycle.Running}), "write after release")
 	// The human answers: the job is runnable again, at a new epoch.
-	j2, err := s.Steer(ctx, "a", "k1", lifecycle.InterventionRequired, lifecycle.Pending, seal(t, s, "a", 1))
+	j2, err := s.Steer(ctx, clusterstore.Steering{Job: "a", Key: "k1", From: lifecycle.InterventionRequired, To: lifecycle.Pending, Lines: seal(t, s, "a", 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -499,18 +502,40 @@ func testRecoveryPoint(t *testing.T, s clusterstore.Store) {
 	}
 }
 
+// testCommitFiles: a unit's files (the protocol's artifacts) are stored
+// under the fence with its records; a fenced unit stores none.
+func testCommitFiles(t *testing.T, s clusterstore.Store) {
+	submit(t, s, "a", 0)
+	l := claim(t, s, "n1", time.Minute)
+	if err := s.Commit(ctx, l, clusterstore.Unit{Lines: seal(t, s, "a", 1), Files: map[string][]byte{"artifacts/sha256/ab": []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, l, clusterstore.Unit{Files: map[string][]byte{"/etc/passwd": nil}}); err == nil {
+		t.Fatal("a file outside the job's folder was stored")
+	}
+	if _, err := s.Steer(ctx, clusterstore.Steering{Job: "a", Key: "k", From: lifecycle.Pending, To: lifecycle.Canceled, Lines: seal(t, s, "a", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	fenced(t, s.Commit(ctx, l, clusterstore.Unit{Files: map[string][]byte{"artifacts/sha256/cd": []byte("y")}}), "files after a halt")
+	fs, err := s.Files(ctx, "a")
+	if err != nil || len(fs) != 1 || string(fs["artifacts/sha256/ab"]) != "x" {
+		t.Fatalf("files %v %v", fs, err)
+	}
+}
+
 func testSteerIdempotent(t *testing.T, s clusterstore.Store) {
 	submit(t, s, "a", 0)
 	l := claim(t, s, "n1", time.Minute)
 	// A steward halts the running job: the runner is fenced out.
 	halt := seal(t, s, "a", 1)
-	j1, err := s.Steer(ctx, "a", "halt-1", lifecycle.Pending, lifecycle.Canceled, halt)
+	halt1 := clusterstore.Steering{Job: "a", Key: "halt-1", From: lifecycle.Pending, To: lifecycle.Canceled, Lines: halt}
+	j1, err := s.Steer(ctx, halt1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fenced(t, s.Commit(ctx, l, clusterstore.Unit{Lines: seal(t, s, "a", 1)}), "runner after a halt")
 	// The same command again: the same outcome, nothing more stored.
-	j2, err := s.Steer(ctx, "a", "halt-1", lifecycle.Pending, lifecycle.Canceled, halt)
+	j2, err := s.Steer(ctx, halt1)
 	if err != nil {
 		t.Fatalf("repeated command: %v", err)
 	}
@@ -518,12 +543,113 @@ func testSteerIdempotent(t *testing.T, s clusterstore.Store) {
 		t.Fatalf("repeat changed the job: %+v vs %+v", j2, j1)
 	}
 	// Another command with the key is a conflict.
-	if _, err := s.Steer(ctx, "a", "halt-1", lifecycle.Canceled, lifecycle.Pending, nil); !errors.Is(err, clusterstore.ErrIdempotency) {
+	if _, err := s.Steer(ctx, clusterstore.Steering{Job: "a", Key: "halt-1", From: lifecycle.Canceled, To: lifecycle.Pending}); !errors.Is(err, clusterstore.ErrIdempotency) {
 		t.Fatalf("other command, same key: %v", err)
 	}
 	// A command that does not fit the status is refused.
-	if _, err := s.Steer(ctx, "a", "resume-9", lifecycle.InterventionRequired, lifecycle.Pending, nil); !errors.Is(err, clusterstore.ErrConflict) {
+	if _, err := s.Steer(ctx, clusterstore.Steering{Job: "a", Key: "resume-9", From: lifecycle.InterventionRequired, To: lifecycle.Pending}); !errors.Is(err, clusterstore.ErrConflict) {
 		t.Fatalf("out-of-order command: %v", err)
+	}
+	// The key says what it was used for, and its outcome.
+	use, err := s.SteerKey(ctx, "halt-1")
+	if err != nil || use == nil || use.Job != "a" || use.Status != lifecycle.Canceled || use.Epoch != j1.Epoch || use.Command != clusterstore.SteerCommand(&halt1) {
+		t.Fatalf("key use %+v %v", use, err)
+	}
+	if use, err := s.SteerKey(ctx, "resume-9"); err != nil || use != nil {
+		t.Fatalf("a refused command's key is used: %+v %v", use, err)
+	}
+	// The same key for another job is another command.
+	submit(t, s, "b", 0)
+	if _, err := s.Steer(ctx, clusterstore.Steering{Job: "b", Key: "halt-1", Command: halt1.Command, From: lifecycle.Pending, To: lifecycle.Canceled}); !errors.Is(err, clusterstore.ErrIdempotency) {
+		t.Fatalf("same key, another job: %v", err)
+	}
+}
+
+// testSteerStale: a steward's change computed on a history that moved on
+// meanwhile (the runner appended) is refused whole, so the steward reads
+// again; its manifest and files go in with it.
+func testSteerStale(t *testing.T, s clusterstore.Store) {
+	submit(t, s, "a", 0)
+	l := claim(t, s, "n1", time.Minute)
+	stale := seal(t, s, "a", 1)
+	if err := s.Commit(ctx, l, clusterstore.Unit{Lines: seal(t, s, "a", 1), Status: lifecycle.Running}); err != nil {
+		t.Fatal(err)
+	}
+	st := clusterstore.Steering{Job: "a", Key: "k", Command: "halt a", From: lifecycle.Running, To: lifecycle.Canceled,
+		Lines: stale, Manifest: []byte(`{"job_id":"a","status":"CANCELED"}`), Files: map[string][]byte{"replies/x.json": []byte("{}")}}
+	if _, err := s.Steer(ctx, st); !errors.Is(err, clusterstore.ErrConflict) {
+		t.Fatalf("stale steering: %v, want ErrConflict", err)
+	}
+	if use, _ := s.SteerKey(ctx, "k"); use != nil {
+		t.Fatal("a refused steering used its key")
+	}
+	st.Lines = seal(t, s, "a", 1)
+	j, err := s.Steer(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Status != lifecycle.Canceled || string(j.Manifest) != string(st.Manifest) || j.Owner != "" || j.Epoch != l.Epoch+1 {
+		t.Fatalf("after the steering: %+v", j)
+	}
+	fs, err := s.Files(ctx, "a")
+	if err != nil || len(fs) != 1 || string(fs["replies/x.json"]) != "{}" {
+		t.Fatalf("files %v %v", fs, err)
+	}
+	fenced(t, s.Heartbeat(ctx, l, time.Minute), "runner after a halt")
+	bad := clusterstore.Steering{Job: "a", Key: "k2", From: lifecycle.Canceled, To: lifecycle.Canceled, Files: map[string][]byte{"../x": nil}}
+	if _, err := s.Steer(ctx, bad); err == nil {
+		t.Fatal("a file outside the job's folder was accepted")
+	}
+}
+
+// testTemplates: a schedule's template is never claimed; each of its
+// ticks fires once, whoever fires it and however many try at once.
+func testTemplates(t *testing.T, s clusterstore.Store) {
+	if err := s.Submit(ctx, "tpl", lifecycle.Pending, []byte(`{"job_id":"tpl","schedule":{"cron":"* * * * *"}}`), 0); err != nil {
+		t.Fatal(err)
+	}
+	if j := job(t, s, "tpl"); !j.Template {
+		t.Fatalf("template not marked: %+v", j)
+	}
+	noClaim(t, s, "n1")
+	tick := time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
+	if last, err := s.LastTick(ctx, "tpl"); err != nil || !last.IsZero() {
+		t.Fatalf("last tick before any: %v %v", last, err)
+	}
+	var fired atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Go(func() {
+			ok, err := s.Fire(ctx, clusterstore.Tick{Template: "tpl", At: tick, Node: fmt.Sprint("n", i), Run: "tpl-run", Manifest: []byte(`{"job_id":"tpl-run"}`)})
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				fired.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if fired.Load() != 1 {
+		t.Fatalf("tick fired %d times", fired.Load())
+	}
+	if last, err := s.LastTick(ctx, "tpl"); err != nil || !last.Equal(tick) {
+		t.Fatalf("last tick %v %v", last, err)
+	}
+	if j := job(t, s, "tpl-run"); j.Status != lifecycle.Pending || j.Template {
+		t.Fatalf("run %+v", j)
+	}
+	l := claim(t, s, "n1", time.Minute)
+	if l.Job != "tpl-run" {
+		t.Fatalf("claimed %s", l.Job)
+	}
+	// A skipped tick (no run) is fired once too.
+	next := tick.Add(time.Minute)
+	if ok, err := s.Fire(ctx, clusterstore.Tick{Template: "tpl", At: next, Node: "n1"}); err != nil || !ok {
+		t.Fatalf("skipped tick: %v %v", ok, err)
+	}
+	if ok, err := s.Fire(ctx, clusterstore.Tick{Template: "tpl", At: next, Node: "n2"}); err != nil || ok {
+		t.Fatalf("skipped tick again: %v %v", ok, err)
 	}
 }
 
@@ -540,7 +666,15 @@ func testNodes(t *testing.T, s clusterstore.Store) {
 		t.Fatal("a node re-registered with another key")
 	}
 	ns, err := s.Nodes(ctx)
-	if err != nil || len(ns) != 1 || ns[0].KeyID != signing.KeyID(pub) || !ns[0].Public.Equal(pub) {
+	if err != nil || len(ns) != 1 || ns[0].KeyID != signing.KeyID(pub) || !ns[0].Public.Equal(pub) || ns[0].Steward {
 		t.Fatalf("nodes %+v %v", ns, err)
+	}
+	// A steward's key is listed with the nodes', marked.
+	if err := s.RegisterSteward(ctx, "steward-x", pub2); err != nil {
+		t.Fatal(err)
+	}
+	ns, err = s.Nodes(ctx)
+	if err != nil || len(ns) != 2 || ns[1].ID != "steward-x" || !ns[1].Steward || !ns[1].Public.Equal(pub2) {
+		t.Fatalf("nodes with a steward %+v %v", ns, err)
 	}
 }

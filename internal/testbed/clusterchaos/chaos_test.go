@@ -1,10 +1,11 @@
 // Package clusterchaos runs a cluster of real logistd processes on one
 // throwaway PostgreSQL and, while they run scripted jobs (multi-phase,
-// sent back, transient API failures, budget halts), SIGKILLs random nodes
+// sent back, transient API failures, budget halts, a human's wait that the
+// test answers as a steward, the agent protocol), SIGKILLs random nodes
 // at random moments (restarting them), SIGSTOPs others for longer than a
 // lease (the zombie), and cuts nodes off from the database through a TCP
 // proxy each. Then it checks that every job ended where its script says,
-// every interaction has one response, no budget was overspent or debited
+// every interaction has one response, every human wait one reply, no budget was overspent or debited
 // twice, and every history verifies, and prints one line of figures:
 //
 //	cluster-chaos: nodes=N jobs=J kills=K pauses=P cuts=C lost=L duplicated=D overspent=O verify=ok|failed
@@ -13,9 +14,13 @@
 package clusterchaos
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	neturl "net/url"
 	"os"
@@ -27,15 +32,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logist/logist/internal/builtins"
 	"github.com/logist/logist/internal/cluster"
+	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/pgstore"
 	"github.com/logist/logist/internal/pgtest"
 	"github.com/logist/logist/internal/signing"
+	"github.com/logist/logist/internal/steward"
 	"github.com/logist/logist/internal/verify"
 )
+
+var slogDiscard = slog.New(slog.DiscardHandler)
 
 var (
 	flagNodes  = flag.Int("chaos.nodes", 3, "logistd nodes")
@@ -97,6 +109,23 @@ type kind struct {
 	name   string
 	want   lifecycle.Status
 	render func(id string, r *rand.Rand) []byte
+	// wants, if set, is where the job's script takes it given what its
+	// history says happened (nil: want).
+	wants func(lines [][]byte) lifecycle.Status
+}
+
+// protocolWants: a tool run that a node's death interrupted is recorded
+// as failed and never run again (seed 003: a retry is a new intent); the
+// scripted Executor, which cannot ask again, then claims with evidence of
+// no completed run until the phase's retry limit stops the job for a
+// steward.
+func protocolWants(lines [][]byte) lifecycle.Status {
+	for _, l := range lines {
+		if bytes.Contains(l, []byte(`"tool_execution_failed"`)) && bytes.Contains(l, []byte("interrupted: Logist stopped during the run")) {
+			return lifecycle.InterventionRequired
+		}
+	}
+	return lifecycle.Success
 }
 
 func delay(r *rand.Rand) int { return 50 + r.IntN(700) }
@@ -112,7 +141,7 @@ var kinds = []kind{
    {"action": "RETRY", "summary": "Add tests.", "evidence_files": ["greet.py"], "cost_usd": 0.01, "delay_ms": %d},
    {"action": "COMPLETED", "summary": "Good.", "evidence_files": ["greet.py"], "cost_usd": 0.01, "delay_ms": %d}]}},
  "cost_threshold": 100, "metrics": {"cumulative_cost": 0, "cumulative_time_seconds": 0}}`, id, delay(r), delay(r), delay(r), delay(r))
-	}},
+	}, nil},
 	{"transient", lifecycle.Success, func(id string, r *rand.Rand) []byte {
 		return fmt.Appendf(nil, `{"schema_version": 1, "job_id": %q, "task_description": "Survive an API failure.",
  "agents": {
@@ -122,14 +151,54 @@ var kinds = []kind{
   "supervisor": {"provider": "script", "script": [
    {"action": "COMPLETED", "summary": "Good.", "cost_usd": 0.01, "delay_ms": %d}]}},
  "metrics": {"cumulative_cost": 0, "cumulative_time_seconds": 0}}`, id, delay(r), delay(r), delay(r))
-	}},
+	}, nil},
+	// A human plays the supervisor: the job waits (holding no lease) until
+	// the test's steward answers through cluster.Steer, as logist reply
+	// does; the node that claims it next reads the filed reply.
+	{"human", lifecycle.Success, func(id string, r *rand.Rand) []byte {
+		return fmt.Appendf(nil, `{"schema_version": 1, "job_id": %q, "task_description": "Write greet.py; a human reviews.",
+ "agents": {
+  "worker": {"provider": "script", "script": [
+   {"action": "COMPLETED", "summary": "Wrote greet.py.", "evidence_files": ["greet.py"], "files": {"greet.py": "x"}, "cost_usd": 0.02, "delay_ms": %d}]},
+  "supervisor": {"provider": "human"}},
+ "metrics": {"cumulative_cost": 0, "cumulative_time_seconds": 0}}`, id, delay(r))
+	}, nil},
+	// The agent protocol (seed 003) on the scripted agent: the demo job,
+	// whose tool runs and check here read no file of the workspace (its
+	// artifacts move with the job: Unit.Files; a workspace restored on the
+	// rescuing node is another matter).
+	{"protocol", lifecycle.Success, func(id string, _ *rand.Rand) []byte {
+		b, err := os.ReadFile(filepath.Join("..", "..", "..", "jobs", "demo-protocol", "job.json"))
+		if err != nil {
+			panic(err)
+		}
+		for from, to := range map[string]string{
+			`"command": "cat greeting.txt"`:                     `"command": "echo hello, protocol"`,
+			`["grep", "-q", "hello, protocol", "greeting.txt"]`: `["sh", "-c", "echo hello, protocol | grep -q protocol"]`,
+		} {
+			if !bytes.Contains(b, []byte(from)) {
+				panic("demo-protocol changed: no " + from)
+			}
+			b = bytes.ReplaceAll(b, []byte(from), []byte(to))
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			panic(err)
+		}
+		m["job_id"] = id
+		b, err = json.Marshal(m)
+		if err != nil {
+			panic(err)
+		}
+		return b
+	}, protocolWants},
 	{"budget-halt", lifecycle.HaltedCost, func(id string, r *rand.Rand) []byte {
 		return fmt.Appendf(nil, `{"schema_version": 1, "job_id": %q, "task_description": "Too expensive.",
  "agents": {
   "worker": {"provider": "script", "script": [{"action": "RETRY", "summary": "Still slow.", "cost_usd": 0.20, "delay_ms": %d}]},
   "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}},
  "cost_threshold": 50, "limits": {"max_retries": 10}, "metrics": {"cumulative_cost": 0, "cumulative_time_seconds": 0}}`, id, delay(r))
-	}},
+	}, nil},
 }
 
 func buildDaemon(t *testing.T) string {
@@ -197,6 +266,16 @@ func TestClusterChaos(t *testing.T) {
 		}
 	}
 	submit(*flagJobs)
+	for _, kd := range kinds { // every kind at least once
+		id := fmt.Sprintf("%s-%03d", kd.name, len(expect))
+		if _, err := cluster.Submit(ctx, store, kd.render(id, rng)); err != nil {
+			t.Fatal(err)
+		}
+		expect[id] = kd
+	}
+	answered := make(chan struct{})
+	stopAnswering := make(chan struct{})
+	go func() { defer close(answered); answerHumans(t, store, work, stopAnswering) }()
 
 	var kills, pauses, cuts int
 	var wg sync.WaitGroup
@@ -254,6 +333,8 @@ func TestClusterChaos(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	close(stopAnswering)
+	<-answered
 	for _, n := range nodes {
 		n.signal(syscall.SIGCONT)
 		n.signal(syscall.SIGTERM)
@@ -275,15 +356,27 @@ func TestClusterChaos(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if j.Status != kd.want {
-			lost++
-			t.Errorf("job %s ended %s, its script says %s", id, j.Status, kd.want)
-		}
 		lines, err := store.History(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
+		want := kd.want
+		if kd.wants != nil {
+			want = kd.wants(lines)
+		}
+		if j.Status != want {
+			lost++
+			var m struct {
+				Run struct {
+					ErrorCode string `json:"error_code"`
+					Reason    string `json:"reason"`
+				} `json:"run"`
+			}
+			_ = json.Unmarshal(j.Manifest, &m)
+			t.Errorf("job %s ended %s (%s: %s; rescues %d), its script says %s", id, j.Status, m.Run.ErrorCode, m.Run.Reason, j.Rescues, want)
+		}
 		responses := map[int]int{}
+		replies := 0
 		var spent int64
 		var threshold int64 = -1
 		if kd.want == lifecycle.HaltedCost {
@@ -298,12 +391,19 @@ func TestClusterChaos(t *testing.T) {
 			if e.Type == history.TypeIntent && threshold >= 0 && spent >= threshold {
 				overspentHere = true // a call started with the budget spent
 			}
+			if e.Type == history.TypeSteward && e.Steward != nil && e.Steward.Command == history.CommandReply {
+				replies++
+			}
 			if e.Type == history.TypeResponse && e.Response != nil {
 				if e.Interaction != nil {
 					responses[*e.Interaction]++
 				}
 				spent += int64(e.Response.CostUSD*1e6 + 0.5)
 			}
+		}
+		if kd.name == "human" && replies != 1 {
+			duplicated += max(replies-1, 0) // no answer committed twice
+			t.Errorf("job %s: %d replies committed, want 1", id, replies)
 		}
 		for i, c := range responses {
 			if c > 1 {
@@ -332,6 +432,51 @@ func TestClusterChaos(t *testing.T) {
 	fmt.Println(line)
 	if lost+duplicated+overspent+failed > 0 {
 		t.Fatal("chaos found problems (node logs in the test's temp folder)")
+	}
+}
+
+// answerHumans answers every human job that waits for a reply, as a
+// steward through cluster.Steer (what logist reply does in cluster mode),
+// under one idempotency key per job: an answer sent again (the test's own
+// retry) is the same command and changes nothing.
+func answerHumans(t *testing.T, s *pgstore.Store, work string, stop <-chan struct{}) {
+	ctx := context.Background()
+	keyDir := filepath.Join(work, "steward")
+	key, err := signing.LoadOrCreate(keyDir)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	if err := s.RegisterSteward(ctx, "steward-chaos", key.Public()); err != nil {
+		t.Error(err)
+		return
+	}
+	answer := []byte(`{"action": "COMPLETED", "summary": "Reviewed by a human.", "summary_for_supervisor": "ok", "evidence_files": ["greet.py"]}`)
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		js, err := s.Jobs(ctx)
+		if err != nil {
+			continue
+		}
+		for _, j := range js {
+			if !strings.HasPrefix(j.ID, "human-") || j.Status != lifecycle.InterventionRequired {
+				continue
+			}
+			_, err := cluster.Steer(ctx, s, cluster.Steering{Job: j.ID, Key: "reply-" + j.ID, Command: "reply " + j.ID + " as supervisor",
+				Apply: func(jobsDir string) error {
+					st := steward.New(&jobtx.Env{Store: jobstore.New(jobsDir), Logger: slogDiscard,
+						History: history.Options{Signer: key, MaxBytes: -1}}, builtins.Effects())
+					_, err := st.Reply(j.ID, "supervisor", answer)
+					return err
+				}})
+			if err != nil && !errors.Is(err, clusterstore.ErrConflict) && !jobtx.IsOutOfOrder(err) {
+				t.Errorf("reply to %s: %v", j.ID, err)
+			}
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,6 +35,10 @@ func TestClusterScripts(t *testing.T) {
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"clusterwait": cmdClusterWait,
+			"clusterhas":  cmdClusterHas,
+			"exitcode":    cmdExitCode,
+			"waitfile":    cmdWaitFile,
+			"waitgone":    cmdWaitGone,
 		},
 	})
 }
@@ -69,5 +74,31 @@ func cmdClusterWait(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("not %s after 60s: %s", want, strings.Join(notYet, ", "))
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// clusterhas JOB FIELD VALUE: the job's row in the database has FIELD
+// (owner, epoch) equal to VALUE now.
+func cmdClusterHas(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 3 {
+		ts.Fatalf("usage: clusterhas JOB owner|epoch VALUE")
+	}
+	ctx := context.Background()
+	s, err := pgstore.Open(ctx, ts.Getenv("LOGISTD_DATABASE_URL"))
+	ts.Check(err)
+	defer s.Close()
+	j, err := s.Job(ctx, args[0])
+	ts.Check(err)
+	var got string
+	switch args[1] {
+	case "owner":
+		got = j.Owner
+	case "epoch":
+		got = fmt.Sprint(j.Epoch)
+	default:
+		ts.Fatalf("clusterhas: unknown field %s", args[1])
+	}
+	if (got == args[2]) == neg {
+		ts.Fatalf("job %s: %s is %q (want %s%q)", args[0], args[1], got, map[bool]string{true: "not ", false: ""}[neg], args[2])
 	}
 }

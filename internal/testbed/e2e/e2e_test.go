@@ -102,7 +102,7 @@ func lookPath(ts *testscript.TestScript, name string) (string, error) {
 
 func scriptEnv(ts *testscript.TestScript) []string {
 	var env []string
-	for _, k := range []string{"PATH", "HOME", "TMPDIR", "WORK", "LOGIST_JOBS_DIR"} {
+	for _, k := range []string{"PATH", "HOME", "TMPDIR", "WORK", "LOGIST_JOBS_DIR", "LOGISTD_DATABASE_URL"} {
 		env = append(env, k+"="+ts.Getenv(k))
 	}
 	// The test binary acts as logist/logistd when re-executed this way.

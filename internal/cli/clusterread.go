@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/logist/logist/internal/cluster"
+	"github.com/logist/logist/internal/clusterstore"
+	"github.com/logist/logist/internal/jobstore"
+)
+
+// Reading commands in cluster mode: the file form runs, as it is, on the
+// jobs it reads written in folder form from the database into a temporary
+// folder (cluster.Mirror, with the nodes' and stewards' keys); a command
+// that follows (logs -f, watch) reads a folder the mirror keeps up to the
+// database every mirrorEvery while it runs.
+
+var mirrorEvery = 500 * time.Millisecond
+
+// clusterRead is the cluster form of a reading command whose file form is
+// run; jobsOf names the jobs it reads (nil: every job), follows whether
+// it follows them.
+func clusterRead(run func(*env, []string) (*Result, error), jobsOf func([]string) ([]string, error), follows func(*env) bool) func(*env, clusterstore.Store, []string) (*Result, error) {
+	return func(e *env, s clusterstore.Store, args []string) (*Result, error) {
+		ids, err := jobsOf(args)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			if _, err := oneJob([]string{id}); err != nil {
+				return nil, err
+			}
+		}
+		tmp, err := os.MkdirTemp("", "logist-read-")
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = os.RemoveAll(tmp) }()
+		m := &cluster.Mirror{Store: s, Dir: tmp, Jobs: ids}
+		if err := m.Sync(e.ctx); err != nil {
+			return nil, err
+		}
+		ce := *e
+		ce.store, ce.cluster = jobstore.New(tmp), true
+		if follows == nil || !follows(e) {
+			return run(&ce, args)
+		}
+		ctx, cancel := context.WithCancel(e.ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = m.Follow(ctx, mirrorEvery) })
+		defer wg.Wait()
+		defer cancel()
+		return run(&ce, args)
+	}
+}
+
+func oneID(args []string) ([]string, error) {
+	if len(args) == 0 {
+		return nil, usagef("expected a JOB argument")
+	}
+	return args[:1], nil
+}
+
+func init() {
+	cmdHistory.cluster = clusterRead(cmdHistory.run, oneID, nil)
+	cmdResult.cluster = clusterRead(cmdResult.run, oneID, nil)
+	cmdLogs.cluster = clusterRead(cmdLogs.run, oneID, func(e *env) bool {
+		f, _ := e.fs.GetBool("follow")
+		return f
+	})
+	cmdWatch.cluster = clusterRead(cmdWatch.run, func(args []string) ([]string, error) {
+		if len(args) == 1 {
+			return args, nil
+		}
+		return nil, nil
+	}, func(e *env) bool {
+		once, _ := e.fs.GetBool("once")
+		return !once
+	})
+	// validate reads the files it is given, never a job.
+	cmdValidate.cluster = func(e *env, _ clusterstore.Store, args []string) (*Result, error) { return cmdValidate.run(e, args) }
+	cmdSchedules.cluster = func(e *env, s clusterstore.Store, args []string) (*Result, error) {
+		if len(args) == 0 {
+			return clusterRead(cmdSchedules.run, func([]string) ([]string, error) { return nil, nil }, nil)(e, s, args)
+		}
+		return clusterSteer(cmdSchedules.run, func(args []string) (string, error) {
+			if len(args) != 2 {
+				return "", usagef("schedules %s takes one NAME (a schedule's job id)", args[0])
+			}
+			return args[1], nil
+		})(e, s, args)
+	}
+}

@@ -1,0 +1,117 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/clusterstore"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
+)
+
+// Mirror keeps jobs of the store in folder form in a local jobs folder,
+// for the readers of file mode (logs -f, watch, history): each Sync
+// appends the records a job gained to its history.jsonl and replaces its
+// job.json when the stored manifest changed, so a reader following the
+// folder sees the job as it goes on. Jobs are those named, or every job.
+type Mirror struct {
+	Store clusterstore.Store
+	Dir   string
+	Jobs  []string
+	seen  map[string]mirrored
+}
+
+type mirrored struct {
+	records  int64
+	manifest []byte
+}
+
+// Sync brings the folder up to the store once.
+func (m *Mirror) Sync(ctx context.Context) error {
+	if m.seen == nil {
+		m.seen = map[string]mirrored{}
+		if err := writeKeyring(ctx, m.Store, m.Dir); err != nil {
+			return err
+		}
+	}
+	ids := m.Jobs
+	if ids == nil {
+		js, err := m.Store.Jobs(ctx)
+		if err != nil {
+			return err
+		}
+		for _, j := range js {
+			ids = append(ids, j.ID)
+		}
+	}
+	for _, id := range ids {
+		if err := m.syncJob(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *Mirror) syncJob(ctx context.Context, id string) error {
+	had, ok := m.seen[id]
+	if !ok {
+		j, _, err := writeFolder(ctx, m.Store, m.Dir, id)
+		if err != nil {
+			return err
+		}
+		m.seen[id] = mirrored{records: j.NextSeq, manifest: j.Manifest}
+		return nil
+	}
+	j, err := m.Store.Job(ctx, id)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(m.Dir, id)
+	if j.NextSeq > had.records {
+		lines, err := m.Store.History(ctx, id)
+		if err != nil {
+			return err
+		}
+		if int64(len(lines)) < j.NextSeq {
+			return nil // read between a commit's row and lines: next time
+		}
+		f, err := os.OpenFile(history.Path(dir), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return err
+		}
+		_, werr := f.Write(bytes.Join(lines[had.records:j.NextSeq], nil))
+		if err := errors.Join(werr, f.Close()); err != nil {
+			return err
+		}
+		had.records = j.NextSeq
+	}
+	if !bytes.Equal(j.Manifest, had.manifest) {
+		if err := atomicfile.WriteFile(filepath.Join(dir, jobstore.ManifestFile), j.Manifest, 0o600); err != nil {
+			return err
+		}
+		had.manifest = j.Manifest
+	}
+	m.seen[id] = had
+	return nil
+}
+
+// Follow syncs every interval until ctx ends; errors are retried (the
+// database may be away for a while), the last one is returned.
+func (m *Mirror) Follow(ctx context.Context, every time.Duration) error {
+	var last error
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return last
+		case <-t.C:
+		}
+		last = m.Sync(ctx)
+	}
+}
