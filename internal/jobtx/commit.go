@@ -254,7 +254,7 @@ func (t *Tx) restoreManifest(raw []byte) ([]byte, error) {
 // signed steward command (logist set, resume's budgets): its budgets, its
 // agents, its workflow, its containment.
 var governed = []string{"cost_threshold", "time_threshold_minutes", "limits", "agents", "workflow", "prompts",
-	"secret_env", "sandbox", "sandbox_network", "protocol", "game"}
+	"secret_env", "sandbox", "sandbox_network", "sandbox_network_allow", "protocol", "game"}
 
 // governedBack puts back the committed values of the governed fields of a
 // manifest changed by hand while its job runs (RUNNING, REVIEWING: an

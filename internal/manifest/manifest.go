@@ -77,6 +77,11 @@ type Manifest struct {
 	Metrics        Metrics      `json:"metrics"`
 	History        []AuditEntry `json:"history"`
 	Run            RunState     `json:"run"`
+
+	// SandboxNetworkAllow narrows sandbox_network host to these hosts or
+	// host:port entries: enforced by TCP port (Landlock), not by host
+	// name (docs/security.md).
+	SandboxNetworkAllow []string `json:"sandbox_network_allow,omitempty"`
 }
 
 // AgentConfig says which provider plays a role and how.
