@@ -173,6 +173,9 @@ const (
 	ManifestEdited     = "MANIFEST_EDITED"
 )
 
+// Metering of agent calls (internal/agent with internal/meter).
+const CostDisagreement = "COST_DISAGREEMENT"
+
 // Cluster mode (internal/cluster).
 const (
 	ClusterFenced    = "CLUSTER_FENCED"
@@ -300,6 +303,8 @@ var catalogue = []Code{
 	// Hostile input and broken storage (issue 18).
 	{StorageDenied, Error, false, "storage", "a job's file or folder refused access (EACCES, EPERM): the job is stalled and runs again with backoff; logist status shows why"},
 	{ManifestTooLarge, Error, false, "storage", "a change would make the manifest larger than the 1 MiB logist reads: it is not written (nor its history unit)"},
+	// Metering of agent calls (issue 19).
+	{CostDisagreement, Warning, false, "meter", "an agent CLI's own cost report disagrees with the metering proxy's (by more than a tenth of a cent and 10 %): the proxy's figure is the cost of record, both are in the response's warning"},
 }
 
 var byName = func() map[string]Code {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
@@ -34,8 +35,8 @@ func overBudget(tx *jobtx.Tx) *outcome {
 	m := tx.M
 	switch {
 	case m.OverCost():
-		reason := fmt.Sprintf("cost %.2f cents reached the budget of %.2f cents; raise it with logist resume %s --cost-threshold CENTS", m.Metrics.CumulativeCost, *m.CostThreshold, tx.ID)
-		return &outcome{code: codes.CostBudget, transition: &transition{lifecycle.EvCostExceeded, lifecycle.HaltedCost, "", "SYSTEM", reason}}
+		o := costHalted(tx)
+		return &o
 	case m.OverTime():
 		reason := fmt.Sprintf("time %.1fs reached the budget of %.1f minutes; raise it with logist resume %s --time-threshold-minutes M", m.Metrics.CumulativeTimeSeconds, *m.TimeThresholdMinutes, tx.ID)
 		return &outcome{code: codes.TimeBudget, transition: &transition{lifecycle.EvTimeExceeded, lifecycle.HaltedTime, "", "SYSTEM", reason}}
@@ -43,11 +44,41 @@ func overBudget(tx *jobtx.Tx) *outcome {
 	return nil
 }
 
+// costHalted halts a job whose cost budget is spent (HALTED_COST).
+func costHalted(tx *jobtx.Tx) outcome {
+	m := tx.M
+	reason := fmt.Sprintf("cost %.2f cents reached the budget of %.2f cents; raise it with logist resume %s --cost-threshold CENTS", m.Metrics.CumulativeCost, *m.CostThreshold, tx.ID)
+	return outcome{code: codes.CostBudget, transition: &transition{lifecycle.EvCostExceeded, lifecycle.HaltedCost, "", "SYSTEM", reason}}
+}
+
+// costLeft is what the job's cost budget has left, as the metering proxy
+// debits it during the step's calls (nil: the job has no cost budget).
+func costLeft(m *manifest.Manifest) agent.Budget {
+	if m.CostThreshold == nil {
+		return nil
+	}
+	return agent.NewBudget((*m.CostThreshold - m.Metrics.CumulativeCost) / 100)
+}
+
 // account adds what a call cost, in money and agent time, to the job: it
 // was spent whatever the call's outcome.
 func account(m *manifest.Manifest, costUSD float64, elapsed time.Duration) {
 	m.Metrics.CumulativeCost += costUSD * 100
 	m.Metrics.CumulativeTimeSeconds += elapsed.Seconds()
+}
+
+// recordMetered marks a response whose cost is the metering proxy's and
+// keeps the agent's own report beside it.
+func recordMetered(resp *history.Response, out *agent.Result, err error) {
+	var mt *agent.Metered
+	if out != nil {
+		mt = out.Metered
+	} else if ae, ok := agent.AsError(err); ok {
+		mt = ae.Metered
+	}
+	if mt != nil {
+		resp.Metered, resp.ReportedCostUSD = true, mt.ReportedUSD
+	}
 }
 
 // callCost is what a call reported it cost (an answer, or a failure that
