@@ -69,7 +69,7 @@ type Manifest struct {
 	// daemon's default, auto unless logistd --sandbox says otherwise).
 	Sandbox string `json:"sandbox,omitempty"`
 	// SandboxNetwork is what network the job's contained processes reach
-	// besides the presets' model APIs: none (the default) or host.
+	// besides the metering proxy: none (the default) or host.
 	SandboxNetwork string       `json:"sandbox_network,omitempty"`
 	Schedule       *Schedule    `json:"schedule,omitempty"`
 	ScheduledFrom  string       `json:"scheduled_from,omitempty"`

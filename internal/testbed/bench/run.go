@@ -104,7 +104,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	scenarios := []struct {
 		id string
 		f  func() error
-	}{{"1", h.pickup}, {"2", h.perCall}, {"3", h.throughput}, {"4", h.historyGrowth}, {"5", h.scale}, {"6", h.concurrency}}
+	}{{"1", h.pickup}, {"2", h.perCall}, {"3", h.throughput}, {"4", h.historyGrowth}, {"5", h.scale}, {"6", h.concurrency}, {"7", h.sandbox}}
 	for _, s := range scenarios {
 		if *only != "" && !strings.Contains(","+*only+",", ","+s.id+",") {
 			continue
