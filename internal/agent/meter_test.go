@@ -53,8 +53,9 @@ func TestPresetCommandMetered(t *testing.T) {
 	env := map[string]string{"FAKE_API_KEY": "k-123", "PATH": os.Getenv("PATH")}
 	fm := &fakeMeter{totals: MeterTotals{USD: 0.25, Tokens: history.Tokens{Input: 100, Output: 10}, Requests: 2}}
 	price := &manifest.Price{InputPerMTok: 2, OutputPerMTok: 10}
+	base := listeningURL(t, "/v1")
 	c := &PresetCommand{Preset: p, Model: "m1", Getenv: func(k string) string { return env[k] },
-		Cfg: manifest.Command{Preset: "fake", Program: prog, BaseURL: "https://models.example/v1", Price: price}}
+		Cfg: manifest.Command{Preset: "fake", Program: prog, BaseURL: base, Price: price}}
 	res, err := c.Call(WithMeter(context.Background(), fm, NewBudget(1)), req)
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +67,7 @@ func TestPresetCommandMetered(t *testing.T) {
 		t.Fatalf("grants %+v closed %v", fm.grants, fm.closed)
 	}
 	g := fm.grants[0]
-	if g.Key != "k-123" || g.BaseURL != "https://models.example/v1" || g.API != APIOpenAI || g.Job != "j" || g.Call != "000003" ||
+	if g.Key != "k-123" || g.BaseURL != base || g.API != APIOpenAI || g.Job != "j" || g.Call != "000003" ||
 		g.Model != "m1" || g.Price != price || g.Budget == nil {
 		t.Errorf("grant %+v", g)
 	}

@@ -280,7 +280,10 @@ func (c *PresetCommand) run(ctx context.Context, req *Request, inv *Invocation, 
 	spec := ProcSpec{Argv: argv, Dir: req.Workspace, Env: env, Limit: c.Cfg.MaxOutputBytes,
 		PidLog: filepath.Join(reqDir, PidLog), Interaction: req.Interaction,
 		Home: inv.Home, ReadWrite: []string{inv.CallDir}, ReadOnly: installation(path), CallDir: sandboxDir, ModelAPI: mc == nil}
-	if c.Cfg.BaseURL != "" && mc == nil && !adopting {
+	// The model API (the proxy's upstream, when metered) must accept
+	// connections before the program starts: several CLIs would retry a
+	// refused one by themselves for minutes.
+	if c.Cfg.BaseURL != "" && !adopting {
 		if err := unreachable(ctx, c.Cfg.BaseURL, spec.Env); err != nil && ctx.Err() == nil {
 			return nil, nil, unreachableError(c.Preset.Program, c.Cfg.BaseURL, err)
 		}
