@@ -85,6 +85,10 @@ func WriteView(path string, data []byte, perm os.FileMode) error {
 	return replace(path, data, perm, true, nil)
 }
 
+// maxPad bounds the blanks writeAt writes to cover a shrinking file's old
+// tail (larger shrinks are rare and keep the plain write and truncate).
+const maxPad = 1 << 20
+
 // WriteInPlace overwrites path with data in the same file (a new file with
 // perm if there is none), durably nothing. It creates no inode, which on
 // some file systems costs many times the write; but a reader may see the
@@ -101,16 +105,18 @@ func WriteInPlace(path string, data []byte, perm os.FileMode, after func(os.File
 	if err != nil {
 		return err
 	}
-	if st, err := f.Stat(); err != nil {
+	st, err := f.Stat()
+	if err != nil {
 		_ = f.Close() // nothing written
 		return fmt.Errorf("stat %s: %w", path, err)
-	} else if sys, ok := st.Sys().(*syscall.Stat_t); !st.Mode().IsRegular() || !ok || sys.Nlink != 1 {
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); !st.Mode().IsRegular() || !ok || sys.Nlink != 1 {
 		// Written in place, a hard link would carry the write to
 		// wherever else the file is linked: replace it instead.
 		_ = f.Close() // nothing written
 		return replace(path, data, perm, false, after)
 	}
-	fi, err := writeAt(f, path, data, perm)
+	fi, err := writeAt(f, path, data, perm, st.Size())
 	// The write's own errors first; then the close's, which some file
 	// systems (NFS) report only there.
 	if cerr := f.Close(); err == nil && cerr != nil {
@@ -125,10 +131,23 @@ func WriteInPlace(path string, data []byte, perm os.FileMode, after func(os.File
 	return nil
 }
 
-// writeAt writes data over f (path) from its start, truncates it there and
-// gives it perm; it returns the file's information as written.
-func writeAt(f *os.File, path string, data []byte, perm os.FileMode) (os.FileInfo, error) {
-	if _, err := f.WriteAt(data, 0); err != nil {
+// writeAt writes data over f (path, old bytes long) from its start,
+// truncates it there and gives it perm; it returns the file's information
+// as written. Data shorter than the file is written padded with spaces to
+// the old length, in the same write: between the write and the truncate a
+// reader then meets data and blanks (for JSON, the same value), never data
+// followed by the old tail, which a writer descheduled between the two
+// calls on a loaded machine would leave for a reader to find twice.
+func writeAt(f *os.File, path string, data []byte, perm os.FileMode, old int64) (os.FileInfo, error) {
+	w := data
+	if n := int64(len(data)); old > n && old-n <= maxPad {
+		w = make([]byte, old)
+		copy(w, data)
+		for i := n; i < old; i++ {
+			w[i] = ' '
+		}
+	}
+	if _, err := f.WriteAt(w, 0); err != nil {
 		return nil, fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := f.Truncate(int64(len(data))); err != nil {

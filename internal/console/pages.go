@@ -137,6 +137,10 @@ func (c *Console) pageSchedules(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, "schedules", map[string]any{"Items": items})
 }
 
+// timelineCalls is how many of the last interactions a job page shows (a
+// variable for the tests).
+var timelineCalls = 50
+
 func (c *Console) pageJob(w http.ResponseWriter, r *http.Request) {
 	id, err := jobID(r)
 	if err != nil {
@@ -148,7 +152,15 @@ func (c *Console) pageJob(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
-	recs, _ := history.ReadAll(c.o.Store.JobDir(id))
+	// The page shows the end of the history, read at the cost of what it
+	// shows; older records are paged through the API. A history that
+	// cannot be read says so instead of showing an empty timeline.
+	recs, whole, err := history.ReadLast(c.o.Store.JobDir(id), timelineCalls)
+	if err != nil {
+		d["TimelineError"] = err.Error()
+	} else if !whole && len(recs) > 0 {
+		d["TimelineFrom"] = recs[0].Seq
+	}
 	d["ID"] = id
 	d["Timeline"] = timeline(recs)
 	d["Done"] = r.URL.Query().Get("done")

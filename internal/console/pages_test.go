@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/signing"
 )
 
@@ -215,5 +217,37 @@ func TestCheckListen(t *testing.T) {
 		if err := CheckListen(c.addr, c.tls, c.insecure); (err == nil) != c.ok {
 			t.Errorf("CheckListen(%q, tls %v, insecure %v) = %v", c.addr, c.tls, c.insecure, err)
 		}
+	}
+}
+
+// TestJobPageTimeline: the job page shows the end of the history (older
+// records are paged through the API, and the page says so), and a
+// history that cannot be read is reported with its reason, not shown as
+// an empty timeline.
+func TestJobPageTimeline(t *testing.T) {
+	w := newWorld(t)
+	cl := w.browser()
+	w.login(cl, stewardTok)
+	_, page := get(t, cl, w.srv.URL+"/jobs/done")
+	if strings.Contains(page, "older records are in") || !strings.Contains(page, "wrote a.txt") {
+		t.Errorf("a short history is not shown whole:\n%s", page)
+	}
+	defer func(n int) { timelineCalls = n }(timelineCalls)
+	timelineCalls = 1
+	_, page = get(t, cl, w.srv.URL+"/jobs/done")
+	if !strings.Contains(page, "older records are in") || strings.Contains(page, `data-seq="0"`) || !strings.Contains(page, "fine") {
+		t.Errorf("the page does not show only the last interaction and say where the rest is:\n%s", page)
+	}
+	timelineCalls = 50
+	hf := history.Path(w.k.Env.Store.JobDir("done"))
+	if err := os.Remove(hf); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(hf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, page := get(t, cl, w.srv.URL+"/jobs/done")
+	if code == 200 || !strings.Contains(page, "not a regular file") {
+		t.Errorf("an unreadable history is not reported (%d):\n%s", code, page)
 	}
 }

@@ -28,6 +28,14 @@ func TestLoadDuringInPlaceSaves(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	done := make(chan struct{})
+	t.Cleanup(func() { // before TempDir's cleanup, even after a Fatal
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		<-done
+	})
 	go func() {
 		defer close(done)
 		for i := 0; ; i++ {
@@ -55,8 +63,6 @@ func TestLoadDuringInPlaceSaves(t *testing.T) {
 			t.Fatalf("load %d: a manifest never saved: %q", i, d)
 		}
 	}
-	close(stop)
-	<-done
 }
 
 // The job lock excludes: a second LockJob waits until the first is
