@@ -49,6 +49,9 @@ type Result struct {
 	Tokens    *history.Tokens
 	SessionID string
 	Stderr    string
+	// Metered, when the call went through the metering proxy: CostUSD
+	// and Tokens are the proxy's figures, this the rest of them.
+	Metered *Metered
 }
 
 // Provider runs one call. It must return when ctx is done, having stopped
@@ -76,6 +79,9 @@ type Error struct {
 	// RetryAfter is how long the API asked us to wait before asking again
 	// (HTTP Retry-After); the engine's backoff is never shorter.
 	RetryAfter time.Duration
+	// Metered, when the call went through the metering proxy: CostUSD is
+	// the proxy's figure.
+	Metered *Metered
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Msg }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/logist/logist/internal/codes"
@@ -27,6 +29,9 @@ type Containment struct {
 	// Network is what network the calls reach (none unless the metering
 	// proxy is bound in).
 	Network sandbox.Network
+	// ProxyPort is the metering proxy's loopback port on the host, which
+	// a job on the host network reaches it at (0: none).
+	ProxyPort int
 }
 
 // For resolves a job's sandbox setting ("" takes the default) to its
@@ -58,11 +63,55 @@ func (c *Containment) For(m *manifest.Manifest) (Executor, error) {
 			return nil, &Error{Code: codes.SandboxUnavailable, Msg: err.Error()}
 		}
 	}
-	net := c.Network
-	if m.SandboxNetwork == string(sandbox.NetHost) {
-		net = sandbox.Network{Mode: sandbox.NetHost}
+	net, err := c.network(m)
+	if err != nil {
+		return nil, err
 	}
 	return &Contained{Exec: c.Exec, Mode: layer, Name: c.Status.Effective(layer), Network: net}, nil
+}
+
+// network is the job's network policy: the daemon's (the metering proxy),
+// or with sandbox_network host the host's, narrowed by
+// sandbox_network_allow to the ports it lists and the proxy's.
+func (c *Containment) network(m *manifest.Manifest) (sandbox.Network, error) {
+	if m.SandboxNetwork != string(sandbox.NetHost) {
+		if len(m.SandboxNetworkAllow) > 0 {
+			return sandbox.Network{}, &Error{Code: codes.AgentConfig, Msg: `sandbox_network_allow needs "sandbox_network": "host" (the allowlist opts into the host's network, narrowed to its ports)`}
+		}
+		return c.Network, nil
+	}
+	net := sandbox.Network{Mode: sandbox.NetHost}
+	if len(m.SandboxNetworkAllow) == 0 {
+		return net, nil
+	}
+	ports, err := AllowedPorts(m.SandboxNetworkAllow)
+	if err != nil {
+		return sandbox.Network{}, &Error{Code: codes.AgentConfig, Msg: err.Error()}
+	}
+	if c.ProxyPort > 0 {
+		ports = append(ports, c.ProxyPort)
+	}
+	slices.Sort(ports)
+	net.Ports = slices.Compact(ports)
+	return net, nil
+}
+
+// AllowedPorts are the TCP ports of a network allowlist's entries: "host"
+// (port 443) or "host:port".
+func AllowedPorts(allow []string) ([]int, error) {
+	var ports []int
+	for _, a := range allow {
+		port := 443
+		if i := strings.LastIndex(a, ":"); i >= 0 && !strings.HasSuffix(a, "]") {
+			n, err := strconv.Atoi(a[i+1:])
+			if err != nil || n < 1 || n > 65535 {
+				return nil, fmt.Errorf("sandbox_network_allow %q: the port must be 1 to 65535", a)
+			}
+			port = n
+		}
+		ports = append(ports, port)
+	}
+	return ports, nil
 }
 
 // Contained runs each program in a sandbox of one layer: the workspace,
@@ -145,6 +194,26 @@ func (c *Contained) Run(ctx context.Context, spec ProcSpec) (*ProcResult, error)
 		return nil, &Error{Code: codes.AgentExit, Transient: true, Msg: fmt.Sprintf("%s was killed (%s)", spec.Argv[0], r.Signal), Partial: r.Stdout, Stderr: string(r.Stderr)}
 	}
 	return nil, &Error{Code: codes.AgentStart, Msg: fmt.Sprintf("start %s: %s", spec.Argv[0], strings.TrimSpace(r.Error)), Stderr: string(r.Stderr)}
+}
+
+// ProxyRoot is where the runs reach the metering proxy when their
+// network is the proxy: the forwarder's loopback port in a bwrap sandbox,
+// or the address the launcher picks with Landlock alone (the launcher
+// replaces "{proxy_addr}" in the run's arguments and environment; a file
+// a preset writes keeps the placeholder: docs/metering.md). "" when the
+// runs share the host's network.
+func (c *Contained) ProxyRoot() string {
+	if c.Network.Mode != sandbox.NetProxy {
+		return ""
+	}
+	if c.Mode == sandbox.LayerBwrap {
+		port := c.Network.Port
+		if port == 0 {
+			port = sandbox.DefaultProxyPort
+		}
+		return fmt.Sprintf("http://127.0.0.1:%d", port)
+	}
+	return "http://{proxy_addr}"
 }
 
 // spec is the sandbox's view of a run.

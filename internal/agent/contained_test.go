@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -172,5 +173,43 @@ echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"tried"
 	}
 	if got := Protected(req); len(got) != 1 || got[0] != filepath.Join(ws, "README.md") {
 		t.Errorf("Protected = %v, want only the existing workspace file", got)
+	}
+}
+
+// A job's network: the daemon's (the metering proxy) unless it opts into
+// the host's; an allowlist narrows that to its ports and the proxy's, and
+// needs the opt-in.
+func TestContainmentNetwork(t *testing.T) {
+	st := &sandbox.Status{Bwrap: sandbox.Check{OK: true}, Landlock: sandbox.Check{OK: true}, LandlockABI: 7}
+	proxy := sandbox.Network{Mode: sandbox.NetProxy, Socket: "/run/meter.sock"}
+	cont := &Containment{Exec: &sandbox.Local{Status: st}, Status: st, Network: proxy, ProxyPort: 4242}
+	for _, c := range []struct {
+		name   string
+		m      manifest.Manifest
+		want   sandbox.Network
+		errMsg string
+	}{
+		{"default: the proxy", manifest.Manifest{}, proxy, ""},
+		{"host", manifest.Manifest{SandboxNetwork: "host"}, sandbox.Network{Mode: sandbox.NetHost}, ""},
+		{"allowlist", manifest.Manifest{SandboxNetwork: "host", SandboxNetworkAllow: []string{"api.github.com", "pypi.org:443", "10.0.0.5:8080"}},
+			sandbox.Network{Mode: sandbox.NetHost, Ports: []int{443, 4242, 8080}}, ""},
+		{"allowlist without host", manifest.Manifest{SandboxNetworkAllow: []string{"api.github.com"}}, sandbox.Network{}, "needs"},
+		{"bad port", manifest.Manifest{SandboxNetwork: "host", SandboxNetworkAllow: []string{"x:0"}}, sandbox.Network{}, "port"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ex, err := cont.For(&c.m)
+			if c.errMsg != "" {
+				if ae, ok := AsError(err); !ok || ae.Code != codes.AgentConfig || !strings.Contains(ae.Msg, c.errMsg) {
+					t.Fatalf("For = %v, %v; want AGENT_CONFIG naming %q", ex, err, c.errMsg)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := ex.(*Contained).Network; !reflect.DeepEqual(got, c.want) {
+				t.Errorf("network %+v, want %+v", got, c.want)
+			}
+		})
 	}
 }

@@ -71,6 +71,29 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (*Result, error) {
 		return s
 	}
 
+	// Metered (the daemon's engine): the request goes to the proxy with a
+	// call token; the proxy forwards it to base_url with the key. A server
+	// that needs ca_file or headers_env is called directly (the proxy
+	// knows neither), priced from its usage as before.
+	base := o.Cfg.BaseURL
+	var mc *meterCall
+	if o.Cfg.CAFile == "" && len(o.Cfg.HeadersEnv) == 0 {
+		var err error
+		if mc, err = openMeter(ctx, req, APIOpenAI, base, key, o.Cfg.Model, o.Cfg.Price); err != nil {
+			return nil, err
+		}
+	}
+	if mc != nil {
+		base, key = mc.m.BaseURL(mc.m.Root(), APIOpenAI), mc.token
+		secrets = append(secrets, key)
+		res, err := o.send(ctx, req, base, key, headers, redact)
+		return mc.settle(res, err, nil)
+	}
+	return o.send(ctx, req, base, key, headers, redact)
+}
+
+// send makes the request to base and reads the answer.
+func (o *OpenAI) send(ctx context.Context, req *Request, base, key string, headers http.Header, redact func(string) string) (*Result, error) {
 	body, err := o.body(req)
 	if err != nil {
 		return nil, &Error{Code: codes.AgentConfig, Msg: err.Error()}
@@ -80,7 +103,7 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (*Result, error) {
 		return nil, err
 	}
 	defer closeIdle()
-	url := strings.TrimRight(o.Cfg.BaseURL, "/") + "/chat/completions"
+	url := strings.TrimRight(base, "/") + "/chat/completions"
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return nil, &Error{Code: codes.AgentConfig, Msg: fmt.Sprintf("base_url: %v", err)}

@@ -48,6 +48,11 @@ type Preset struct {
 	// its own providers (command.base_url unset), so a cost budget holds
 	// without a price in Logist's table (UnpricedAgents).
 	OwnPrices bool
+	// API is the model API family the program speaks (APIAnthropic,
+	// APIOpenAI, APIGemini) and KeyVar the variable it reads its key
+	// from: a metered call (WithMeter) is given the proxy as its base URL
+	// and a per-call token in KeyVar. "" = never metered.
+	API, KeyVar string
 	// Build fills inv.Args and inv.Env for one call.
 	Build func(inv *Invocation) error
 	// Parse reads what the program printed. It returns a Parsed with Err
@@ -82,6 +87,10 @@ type Invocation struct {
 	ResumeSession string
 	MaxTurns      int    // 0 = the preset's default
 	BaseURL       string // model API base URL override ("" = the program's default)
+	// Contained: the program runs in Logist's sandbox (the job's
+	// executor is not Direct). A program that sandboxes its own tools
+	// defers to it where its own sandbox cannot nest (Codex).
+	Contained bool
 
 	Args []string          // arguments after the program
 	Env  map[string]string // variables set for the program (on top of the allowed ones)
@@ -220,21 +229,68 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 		ResumeSession: resumeSession(req), MaxTurns: c.Cfg.MaxTurns, BaseURL: c.Cfg.BaseURL,
 		Env: map[string]string{},
 	}
+	// A metered call talks to the proxy with a token of its own; the
+	// upstream (the steward's base URL, else the provider's) and the real
+	// key stay with the proxy. A call adopted from a previous daemon had
+	// its grant there: it is read back as it is (never asked and paid
+	// again), priced from what the program reported.
+	var mc *meterCall
+	if !adopting {
+		if mc, err = openMeter(ctx, req, c.Preset.API, c.Cfg.BaseURL, c.key(get), c.Model, c.Cfg.Price); err != nil {
+			return nil, err
+		}
+	}
+	if mc != nil {
+		inv.BaseURL = mc.m.BaseURL(proxyRoot(ExecutorFrom(ctx), mc.m), c.Preset.API)
+	}
+	inv.Contained = ExecutorFrom(ctx).Layer() != LayerNone
+	res, reported, err := c.run(ctx, req, inv, mc, path, reqDir, sandboxDir, adopting, get)
+	if mc != nil {
+		return mc.settle(res, err, reported)
+	}
+	return res, err
+}
+
+// key is the real API key the program would be given: the manifest's
+// command.env, else the daemon's variable when the preset or the manifest
+// lets it through. Under metering it goes to the proxy, never to the
+// program.
+func (c *PresetCommand) key(get func(string) string) string {
+	k := c.Preset.KeyVar
+	if k == "" {
+		return ""
+	}
+	if v, ok := c.Cfg.Env[k]; ok {
+		return v
+	}
+	if slices.Contains(c.Preset.EnvAllow, k) || slices.Contains(c.Cfg.EnvAllow, k) {
+		return get(k)
+	}
+	return ""
+}
+
+// run builds the program's invocation, runs it and reads its output. It
+// returns the cost the program reported itself, if it did.
+func (c *PresetCommand) run(ctx context.Context, req *Request, inv *Invocation, mc *meterCall, path, reqDir, sandboxDir string, adopting bool, get func(string) string) (*Result, *float64, error) {
 	if err := c.Preset.Build(inv); err != nil {
-		return nil, &Error{Code: codes.AgentConfig, Msg: fmt.Sprintf("preset %s: %v", c.Preset.Name, err)}
+		return nil, nil, &Error{Code: codes.AgentConfig, Msg: fmt.Sprintf("preset %s: %v", c.Preset.Name, err)}
 	}
 	argv := append(append(append([]string{path}, inv.Args...), c.Cfg.Args...), inv.TailArgs...)
-	spec := ProcSpec{Argv: argv, Dir: req.Workspace, Env: c.env(req, inv, get), Limit: c.Cfg.MaxOutputBytes,
+	env := c.env(req, inv, get, mc)
+	spec := ProcSpec{Argv: argv, Dir: req.Workspace, Env: env, Limit: c.Cfg.MaxOutputBytes,
 		PidLog: filepath.Join(reqDir, PidLog), Interaction: req.Interaction,
-		Home: home, ReadWrite: []string{callDir}, ReadOnly: append(installation(path), Protected(req)...), CallDir: sandboxDir, ModelAPI: true}
+		Home: inv.Home, ReadWrite: []string{inv.CallDir}, ReadOnly: append(installation(path), Protected(req)...), CallDir: sandboxDir, ModelAPI: mc == nil}
+	// The model API (the proxy's upstream, when metered) must accept
+	// connections before the program starts: several CLIs would retry a
+	// refused one by themselves for minutes.
 	if c.Cfg.BaseURL != "" && !adopting {
 		if err := unreachable(ctx, c.Cfg.BaseURL, spec.Env); err != nil && ctx.Err() == nil {
-			return nil, unreachableError(c.Preset.Program, c.Cfg.BaseURL, err)
+			return nil, nil, unreachableError(c.Preset.Program, c.Cfg.BaseURL, err)
 		}
 	}
 	pr, err := RunProcess(ctx, spec)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := &RunOutput{Stdout: pr.Stdout, Stderr: pr.Stderr, ExitCode: pr.ExitCode, Inv: inv}
 	p, perr := c.Preset.Parse(out)
@@ -243,11 +299,19 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 		code := codes.AgentFailed
 		if pr.ExitCode != 0 {
 			// A crash with unreadable output: worth another try.
-			return nil, &Error{Code: codes.AgentExit, Transient: true, Msg: fmt.Sprintf("%s exited with status %d: %s", c.Preset.Program, pr.ExitCode, lastLine(stderr)), Partial: pr.Stdout, Stderr: stderr}
+			return nil, nil, &Error{Code: codes.AgentExit, Transient: true, Msg: fmt.Sprintf("%s exited with status %d: %s", c.Preset.Program, pr.ExitCode, lastLine(stderr)), Partial: pr.Stdout, Stderr: stderr}
 		}
-		return nil, &Error{Code: code, Msg: fmt.Sprintf("%s output: %v", c.Preset.Program, perr), Partial: pr.Stdout, Stderr: stderr}
+		return nil, nil, &Error{Code: code, Msg: fmt.Sprintf("%s output: %v", c.Preset.Program, perr), Partial: pr.Stdout, Stderr: stderr}
 	}
 	cost, note := c.cost(p)
+	var reported *float64
+	if p.CostReported {
+		r := p.CostUSD
+		reported = &r
+	}
+	if mc != nil {
+		note = "" // the proxy prices the call
+	}
 	if p.Err != nil {
 		e := *p.Err
 		e.CostUSD = cost
@@ -257,15 +321,15 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 		if e.Partial == nil {
 			e.Partial = p.Answer
 		}
-		return nil, &e
+		return nil, reported, &e
 	}
 	if pr.ExitCode != 0 {
-		return nil, &Error{Code: codes.AgentExit, Transient: true, CostUSD: cost, Msg: fmt.Sprintf("%s exited with status %d: %s", c.Preset.Program, pr.ExitCode, lastLine(stderr)), Partial: pr.Stdout, Stderr: stderr}
+		return nil, nil, &Error{Code: codes.AgentExit, Transient: true, CostUSD: cost, Msg: fmt.Sprintf("%s exited with status %d: %s", c.Preset.Program, pr.ExitCode, lastLine(stderr)), Partial: pr.Stdout, Stderr: stderr}
 	}
 	if note != "" {
 		stderr = strings.TrimSpace(stderr + "\n" + note)
 	}
-	return &Result{Raw: p.Answer, CostUSD: cost, Tokens: p.Tokens, SessionID: p.SessionID, Stderr: stderr}, nil
+	return &Result{Raw: p.Answer, CostUSD: cost, Tokens: p.Tokens, SessionID: p.SessionID, Stderr: stderr}, reported, nil
 }
 
 // makeCallDir makes a call's scratch folder, requests/NNNNNN.d: the
@@ -351,9 +415,16 @@ func (c *PresetCommand) cost(p *Parsed) (float64, string) {
 // env is the scrubbed environment: the base variables, the preset's and
 // manifest's allowed ones, the manifest's constants, HOME and XDG_* in the
 // private home, and what the preset sets.
-func (c *PresetCommand) env(req *Request, inv *Invocation, get func(string) string) []string {
+//
+// A metered call (mc set) gets none of the preset's allowed variables
+// (API keys, base URL overrides): its key variable holds its token.
+func (c *PresetCommand) env(req *Request, inv *Invocation, get func(string) string, mc *meterCall) []string {
 	vars := map[string]string{}
-	for _, k := range append(append(append([]string{}, BaseEnv...), c.Preset.EnvAllow...), c.Cfg.EnvAllow...) {
+	allow := append(append([]string{}, BaseEnv...), c.Cfg.EnvAllow...)
+	if mc == nil {
+		allow = append(allow, c.Preset.EnvAllow...)
+	}
+	for _, k := range allow {
 		if v := get(k); v != "" {
 			vars[k] = v
 		}
@@ -373,6 +444,9 @@ func (c *PresetCommand) env(req *Request, inv *Invocation, get func(string) stri
 	}
 	for k, v := range c.Cfg.Env {
 		vars[k] = v
+	}
+	if mc != nil {
+		vars[c.Preset.KeyVar] = mc.token
 	}
 	vars["LOGIST_JOB_ID"] = req.JobID
 	vars["LOGIST_PHASE"] = req.Phase

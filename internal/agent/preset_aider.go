@@ -22,6 +22,7 @@ import (
 // output format, see docs/presets/aider.md.
 func init() {
 	registerPreset(&Preset{
+		API: APIOpenAI, KeyVar: "OPENAI_API_KEY",
 		Name:    "aider",
 		Program: "aider",
 		Package: "PyPI aider-chat",

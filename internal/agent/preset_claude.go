@@ -18,6 +18,7 @@ import (
 // explains every flag and variable.
 func init() {
 	registerPreset(&Preset{
+		API: APIAnthropic, KeyVar: "ANTHROPIC_API_KEY",
 		Name:     "claude-code",
 		Program:  "claude",
 		Package:  "npm @anthropic-ai/claude-code",

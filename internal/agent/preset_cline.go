@@ -22,6 +22,7 @@ import (
 // Cline cannot do non-interactively (continue a session, limit turns).
 func init() {
 	registerPreset(&Preset{
+		API: APIOpenAI, KeyVar: "OPENAI_API_KEY",
 		Name:      "cline",
 		Program:   "cline",
 		Package:   "npm cline",

@@ -22,6 +22,7 @@ import (
 // prints JSONL events; see docs/presets/codex.md.
 func init() {
 	registerPreset(&Preset{
+		API: APIOpenAI, KeyVar: "OPENAI_API_KEY",
 		Name:     "codex",
 		Program:  "codex",
 		Package:  "npm @openai/codex",
@@ -90,7 +91,8 @@ func buildCodex(inv *Invocation) error {
 // codexConfig is config.toml for one call: Logist's model provider
 // (inv.BaseURL, the key from OPENAI_API_KEY, no retries of Codex's own so
 // Logist's retry policy governs), no approvals (nobody is there to
-// approve), writes in the workspace only, the role's system prompt as
+// approve), writes in the workspace only (Codex's sandbox, or Logist's
+// when contained), the role's system prompt as
 // developer instructions, and no update checks, analytics, feedback
 // uploads or plugin syncs.
 func codexConfig(inv *Invocation) string {
@@ -102,7 +104,14 @@ func codexConfig(inv *Invocation) string {
 	b.WriteString("# Written by Logist for each call; edits are overwritten.\n")
 	fmt.Fprintf(&b, "model_provider = %s\n", tomlString(codexProvider))
 	b.WriteString("approval_policy = \"never\"\n")
-	b.WriteString("sandbox_mode = \"workspace-write\"\n")
+	// Codex's own sandbox (bubblewrap in a user namespace) cannot be
+	// built inside Logist's, which forbids new user namespaces: contained,
+	// Codex defers to Logist's sandbox (docs/security.md).
+	mode := "workspace-write"
+	if inv.Contained {
+		mode = "danger-full-access"
+	}
+	fmt.Fprintf(&b, "sandbox_mode = %s\n", tomlString(mode))
 	b.WriteString("check_for_update_on_startup = false\n")
 	if inv.SystemPrompt != "" {
 		fmt.Fprintf(&b, "developer_instructions = %s\n", tomlString(inv.SystemPrompt))

@@ -21,6 +21,7 @@ import (
 // docs/presets/gemini-cli.md explains every flag, setting and variable.
 func init() {
 	registerPreset(&Preset{
+		API: APIGemini, KeyVar: "GEMINI_API_KEY",
 		Name:     "gemini-cli",
 		Program:  "gemini",
 		Package:  "npm @google/gemini-cli",

@@ -21,6 +21,7 @@ import (
 // setting and variable.
 func init() {
 	registerPreset(&Preset{
+		API: APIOpenAI, KeyVar: "OPENAI_API_KEY",
 		Name:    "opencode",
 		Program: "opencode",
 		Package: "npm opencode-ai",

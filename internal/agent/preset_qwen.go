@@ -19,6 +19,7 @@ import (
 // explains every flag, setting and variable.
 func init() {
 	registerPreset(&Preset{
+		API: APIOpenAI, KeyVar: "OPENAI_API_KEY",
 		Name:     "qwen-code",
 		Program:  "qwen",
 		Package:  "npm @qwen-code/qwen-code",

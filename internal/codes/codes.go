@@ -176,6 +176,9 @@ const (
 	ManifestEdited     = "MANIFEST_EDITED"
 )
 
+// Metering of agent calls (internal/agent with internal/meter).
+const CostDisagreement = "COST_DISAGREEMENT"
+
 // Cluster mode (internal/cluster).
 const (
 	ClusterFenced    = "CLUSTER_FENCED"
@@ -308,6 +311,8 @@ var catalogue = []Code{
 	{CallBudget, Error, true, "engine", "the job's agent calls reached its calls budget (limits.max_agent_calls, else logistd's --default-max-agent-calls): INTERVENTION_REQUIRED until a steward raises it (logist resume --max-agent-calls)"},
 	// Human players of a game (issue 20).
 	{TurnPassed, Info, false, "deliberation", "a person playing a party skipped its turn (logist play --skip): the chair records the turn as skipped and the game goes on"},
+	// Metering of agent calls (issue 19).
+	{CostDisagreement, Warning, false, "meter", "an agent CLI's own cost report disagrees with the metering proxy's (by more than a tenth of a cent and 10 %): the proxy's figure is the cost of record, both are in the response's warning"},
 }
 
 var byName = func() map[string]Code {

@@ -14,9 +14,13 @@ import (
 // sandboxes this host supports (probed once), the --sandbox default for
 // jobs that name none. A host where the default works nowhere is logged
 // at start; its jobs then refuse to start (fail closed), each saying why.
-func (d *Daemon) containment() *agent.Containment {
+//
+// A contained call's network is the metering proxy (its socket bound in);
+// a job on the host network reaches it on its loopback port.
+func (d *Daemon) containment(mp *meterProxy) *agent.Containment {
 	def, _ := sandbox.ParseLayer(d.opts.Sandbox) // checked with the flags
-	c := &agent.Containment{Exec: &sandbox.Local{}, Status: sandbox.Probe(), Default: def}
+	c := &agent.Containment{Exec: &sandbox.Local{}, Status: sandbox.Probe(), Default: def,
+		Network: sandbox.Network{Mode: sandbox.NetProxy, Socket: mp.socket}, ProxyPort: mp.port}
 	if _, err := c.For(&manifest.Manifest{}); err != nil {
 		joblog.Log(d.log, fmt.Sprintf("jobs without a sandbox setting will not start: %v (logistd --check-sandbox)", err),
 			joblog.Problem{Code: codes.SandboxUnavailable})

@@ -118,7 +118,13 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 		d.engine.Defaults = o.Budgets
 	}
 	d.engine.Timings = d
-	d.engine.Contain = d.containment()
+	mp, err := d.startMeter()
+	if err != nil {
+		return err
+	}
+	defer mp.close()
+	d.engine.Meter = mp.agents
+	d.engine.Contain = d.containment(mp)
 	d.cron = schedule.New(env, logger, d.metrics, effects)
 	d.cron.Created = func(id string) {
 		d.watchJob(id)

@@ -135,12 +135,17 @@ type Response struct {
 	RawResponse          string   `json:"raw_response"`
 	ExecutionTimeSeconds float64  `json:"execution_time_seconds"`
 	CostUSD              float64  `json:"cost_usd"`
-	ErrorCode            string   `json:"error_code,omitempty"`
-	Error                string   `json:"error,omitempty"`
-	Warnings             []string `json:"warnings,omitempty"`
-	SessionID            string   `json:"session_id,omitempty"`
-	Tokens               *Tokens  `json:"tokens,omitempty"`
-	NewStatus            string   `json:"new_status,omitempty"`
+	// Metered: CostUSD and Tokens are the metering proxy's figures (the
+	// cost of record); ReportedCostUSD is what the agent said the call
+	// cost, kept beside them when it said (docs/metering.md).
+	Metered         bool     `json:"metered,omitempty"`
+	ReportedCostUSD *float64 `json:"reported_cost_usd,omitempty"`
+	ErrorCode       string   `json:"error_code,omitempty"`
+	Error           string   `json:"error,omitempty"`
+	Warnings        []string `json:"warnings,omitempty"`
+	SessionID       string   `json:"session_id,omitempty"`
+	Tokens          *Tokens  `json:"tokens,omitempty"`
+	NewStatus       string   `json:"new_status,omitempty"`
 	// Outcome is what the phase's effect made of the answer when it is not
 	// the action (a workflow outcome such as REJECTED); SentBack marks one
 	// that sends work back like a RETRY.

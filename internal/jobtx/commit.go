@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -261,7 +260,7 @@ func (t *Tx) restoreManifest(raw []byte) ([]byte, error) {
 // signed steward command (logist set, resume's budgets): its budgets, its
 // agents, its workflow, its containment.
 var governed = []string{"cost_threshold", "time_threshold_minutes", "limits", "agents", "workflow", "prompts",
-	"secret_env", "sandbox", "sandbox_network", "protocol", "game"}
+	"secret_env", "sandbox", "sandbox_network", "sandbox_network_allow", "protocol", "game"}
 
 // governedBack puts back the committed values of the governed fields of a
 // manifest changed by hand while its job runs (RUNNING, REVIEWING: an
@@ -324,7 +323,7 @@ func sameJSON(a, b json.RawMessage) bool {
 // then base64). A job's history holds one manifest per change, and a
 // manifest carries up to 50 audit entries: stored plain, a job that
 // retries often would grow its history several times over.
-const packedPrefix = "deflate:"
+const packedPrefix = history.PackedPrefix
 
 // deflaters are reused: a new flate.Writer allocates about a megabyte of
 // tables, which cost more than the compression itself.
@@ -391,15 +390,7 @@ func (e *Env) committedManifest(id string, lc *history.Commit) ([]byte, error) {
 			return nil, fmt.Errorf("job %s: committed manifest: %w", id, err)
 		}
 	}
-	packed, ok := strings.CutPrefix(s, packedPrefix)
-	if !ok {
-		return []byte(s), nil
-	}
-	z, err := base64.StdEncoding.DecodeString(packed)
-	if err != nil {
-		return nil, fmt.Errorf("job %s: committed manifest: %w", id, err)
-	}
-	out, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(z)), manifest.MaxSize+1))
+	out, err := history.UnpackManifest(s, manifest.MaxSize+1)
 	if err != nil {
 		return nil, fmt.Errorf("job %s: committed manifest: %w", id, err)
 	}

@@ -69,7 +69,7 @@ type Manifest struct {
 	// daemon's default, auto unless logistd --sandbox says otherwise).
 	Sandbox string `json:"sandbox,omitempty"`
 	// SandboxNetwork is what network the job's contained processes reach
-	// besides the presets' model APIs: none (the default) or host.
+	// besides the metering proxy: none (the default) or host.
 	SandboxNetwork string       `json:"sandbox_network,omitempty"`
 	Schedule       *Schedule    `json:"schedule,omitempty"`
 	ScheduledFrom  string       `json:"scheduled_from,omitempty"`
@@ -77,6 +77,11 @@ type Manifest struct {
 	Metrics        Metrics      `json:"metrics"`
 	History        []AuditEntry `json:"history"`
 	Run            RunState     `json:"run"`
+
+	// SandboxNetworkAllow narrows sandbox_network host to these hosts or
+	// host:port entries: enforced by TCP port (Landlock), not by host
+	// name (docs/security.md).
+	SandboxNetworkAllow []string `json:"sandbox_network_allow,omitempty"`
 }
 
 // AgentConfig says which provider plays a role and how.

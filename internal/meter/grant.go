@@ -36,6 +36,9 @@ type Grant struct {
 	// use. A request goes to the first of them that speaks its API; a
 	// request no listed upstream speaks is refused.
 	Upstreams []string
+	// Own, if set, is an upstream of this call alone (an agent's own base
+	// URL with the steward's key for it), tried before Upstreams.
+	Own *Upstream
 	// Models, if set, are the models the call may ask for (an entry also
 	// allows its dated snapshots: claude-sonnet-4-5 allows
 	// claude-sonnet-4-5-20250929). Empty: any model that has a price.
@@ -93,8 +96,13 @@ func (p *Proxy) Issue(g Grant) (string, error) {
 	if g.Job == "" {
 		return "", errors.New("meter: a grant needs its job")
 	}
-	if len(g.Upstreams) == 0 {
+	if len(g.Upstreams) == 0 && g.Own == nil {
 		return "", errors.New("meter: a grant needs at least one upstream")
+	}
+	if g.Own != nil {
+		if err := checkUpstream("of job "+g.Job, *g.Own); err != nil {
+			return "", err
+		}
 	}
 	for _, name := range g.Upstreams {
 		if _, ok := p.cfg.Upstreams[name]; !ok {
@@ -211,8 +219,12 @@ func (c *call) snapshot() Totals {
 	return t
 }
 
-// upstream is the first of the grant's upstreams of family f.
+// upstream is the grant's own upstream if it is of family f, else the
+// first of its upstreams of family f.
 func (c *call) upstream(ups map[string]Upstream, f Family) (Upstream, bool) {
+	if o := c.grant.Own; o != nil && o.Family == f {
+		return *o, true
+	}
 	for _, name := range c.grant.Upstreams {
 		if u, ok := ups[name]; ok && u.Family == f {
 			return u, true

@@ -169,17 +169,8 @@ type Proxy struct {
 // New checks the configuration and makes a Proxy.
 func New(cfg Config) (*Proxy, error) {
 	for name, up := range cfg.Upstreams {
-		switch up.Family {
-		case Anthropic, OpenAI, Gemini:
-		default:
-			return nil, fmt.Errorf("meter: upstream %q: unknown family %q (anthropic, openai or gemini)", name, up.Family)
-		}
-		u, err := url.Parse(up.BaseURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("meter: upstream %q: base URL %q is not an http(s) URL", name, up.BaseURL)
-		}
-		if u.RawQuery != "" || u.User != nil {
-			return nil, fmt.Errorf("meter: upstream %q: base URL must have no query and no user info", name)
+		if err := checkUpstream(fmt.Sprintf("%q", name), up); err != nil {
+			return nil, err
 		}
 	}
 	if cfg.Prices == nil {
@@ -215,6 +206,23 @@ func New(cfg Config) (*Proxy, error) {
 		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
 	return p, nil
+}
+
+// checkUpstream checks an upstream's family and base URL.
+func checkUpstream(name string, up Upstream) error {
+	switch up.Family {
+	case Anthropic, OpenAI, Gemini:
+	default:
+		return fmt.Errorf("meter: upstream %s: unknown family %q (anthropic, openai or gemini)", name, up.Family)
+	}
+	u, err := url.Parse(up.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("meter: upstream %s: base URL %q is not an http(s) URL", name, up.BaseURL)
+	}
+	if u.RawQuery != "" || u.User != nil {
+		return fmt.Errorf("meter: upstream %s: base URL must have no query and no user info", name)
+	}
+	return nil
 }
 
 func orDefault[T int | int64 | time.Duration](v, def T) T {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
@@ -52,8 +53,8 @@ func (e *Engine) overBudget(tx *jobtx.Tx) *outcome {
 	}
 	switch b.Kind {
 	case manifest.BudgetCost:
-		reason := fmt.Sprintf("cost %.2f cents reached the budget of %.2f cents%s; raise it with logist resume %s --cost-threshold CENTS", b.Used, b.Limit, from, tx.ID)
-		return &outcome{code: codes.CostBudget, transition: &transition{lifecycle.EvCostExceeded, lifecycle.HaltedCost, "", "SYSTEM", reason}}
+		o := e.costHalted(tx)
+		return &o
 	case manifest.BudgetTime:
 		reason := fmt.Sprintf("time %.1fs reached the budget of %.1f minutes%s; raise it with logist resume %s --time-threshold-minutes M", m.Metrics.CumulativeTimeSeconds, b.Limit, from, tx.ID)
 		return &outcome{code: codes.TimeBudget, transition: &transition{lifecycle.EvTimeExceeded, lifecycle.HaltedTime, "", "SYSTEM", reason}}
@@ -75,11 +76,54 @@ func timeLimit(m *manifest.Manifest, d *manifest.Budgets) string {
 	return "none"
 }
 
+// costHalted halts a job whose cost budget is spent (HALTED_COST): before
+// a call (overBudget), or when the metering proxy cut a call at the budget.
+func (e *Engine) costHalted(tx *jobtx.Tx) outcome {
+	m := tx.M
+	limit, from := 0.0, ""
+	for _, b := range m.Budgets(e.defaults(m)) {
+		if b.Kind == manifest.BudgetCost {
+			limit = b.Limit
+			if b.Default {
+				from = " (logistd's default: the manifest sets none)"
+			}
+		}
+	}
+	reason := fmt.Sprintf("cost %.2f cents reached the budget of %.2f cents%s; raise it with logist resume %s --cost-threshold CENTS", m.Metrics.CumulativeCost, limit, from, tx.ID)
+	return outcome{code: codes.CostBudget, transition: &transition{lifecycle.EvCostExceeded, lifecycle.HaltedCost, "", "SYSTEM", reason}}
+}
+
+// costLeft is what the job's cost budget (its own, else the default in d)
+// has left, as the metering proxy debits it during the step's calls (nil:
+// the job has no cost budget).
+func costLeft(m *manifest.Manifest, d *manifest.Budgets) agent.Budget {
+	for _, b := range m.Budgets(d) {
+		if b.Kind == manifest.BudgetCost {
+			return agent.NewBudget((b.Limit - m.Metrics.CumulativeCost) / 100)
+		}
+	}
+	return nil
+}
+
 // account adds what a call cost, in money and agent time, to the job: it
 // was spent whatever the call's outcome.
 func account(m *manifest.Manifest, costUSD float64, elapsed time.Duration) {
 	m.Metrics.CumulativeCost += costUSD * 100
 	m.Metrics.CumulativeTimeSeconds += elapsed.Seconds()
+}
+
+// recordMetered marks a response whose cost is the metering proxy's and
+// keeps the agent's own report beside it.
+func recordMetered(resp *history.Response, out *agent.Result, err error) {
+	var mt *agent.Metered
+	if out != nil {
+		mt = out.Metered
+	} else if ae, ok := agent.AsError(err); ok {
+		mt = ae.Metered
+	}
+	if mt != nil {
+		resp.Metered, resp.ReportedCostUSD = true, mt.ReportedUSD
+	}
 }
 
 // callCost is what a call reported it cost (an answer, or a failure that

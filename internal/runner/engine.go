@@ -53,6 +53,12 @@ type Engine struct {
 	// up, before any call (programs.go).
 	LookPath func(string) (string, error)
 
+	// Meter, if set, meters the model traffic of the calls that talk to a
+	// model API themselves (CLI presets, the http provider) through the
+	// daemon's metering proxy: its figures are their cost of record, and
+	// it cuts a call whose job's cost budget is spent (internal/meter).
+	Meter agent.Meter
+
 	// Contain gives a job's processes (agents, presets, tools, checks)
 	// their executor from its sandbox setting: the daemon's
 	// agent.Containment, which fails closed. Nil runs them uncontained
@@ -208,10 +214,15 @@ type call struct {
 	teff  effect.TurnEffect
 	// exec runs the call's processes (nil: the engine has no Contain).
 	exec agent.Executor
+	// meter meters its model traffic (nil: not metered), debiting budget
+	// (what the job's cost budget has left; nil: none).
+	meter  agent.Meter
+	budget agent.Budget
 }
 
-// contained is ctx carrying the call's executor.
+// contained is ctx carrying the call's executor and meter.
 func (c *call) contained(ctx context.Context) context.Context {
+	ctx = agent.WithMeter(ctx, c.meter, c.budget)
 	if c.exec == nil {
 		return ctx
 	}

@@ -28,6 +28,7 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 		resp.RawResponse = string(out.Raw)
 		resp.SessionID, resp.Tokens, resp.Stderr = out.SessionID, out.Tokens, truncate(out.Stderr, 4096)
 	}
+	recordMetered(resp, out, callErr)
 	seen := func(result string) []callSeen { return []callSeen{{c.role, c.provider, result, elapsed, cost}} }
 	ch, compared := callChanges(tx, c)
 	recordChanges(resp, ch)
@@ -79,6 +80,15 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 		if ae.Retake {
 			resp.RawResponse = "" // partial generation is never recorded
 		}
+		if ae.Code == codes.BudgetSpent {
+			// The metering proxy cut the call (or refused it) because the
+			// job's cost budget is spent: the job halts, whatever the
+			// agent made of the cut.
+			o := e.costHalted(tx)
+			o.calls, o.responses = seen("error"), []*history.Record{c.response(resp)}
+			o.logs = append([]logEntry{{code: ae.Code, actor: c.role, attempt: c.attempt, msg: ae.Msg}}, o.logs...)
+			return o, nil
+		}
 		k.Fault, k.Code, k.Detail = workflow.FaultAgent, ae.Code, ae.Msg
 		if ae.Transient {
 			k.Fault = workflow.FaultTransient
@@ -105,6 +115,13 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 	ans := v.Answer
 	resp.Status, resp.Action, resp.EvidenceFiles, resp.Summary = history.StatusSuccess, ans.Action, ans.EvidenceFiles, ans.Summary
 	o := outcome{calls: seen("ok")}
+	if mt := out.Metered; mt != nil && mt.Disagreement != "" {
+		// The proxy's figure is the cost of record; the agent's own is
+		// kept beside it, and a disagreement is a warning.
+		w := codes.CostDisagreement + ": the cost of record is the metering proxy's: " + mt.Disagreement
+		resp.Warnings = append(resp.Warnings, w)
+		o.logs = append(o.logs, logEntry{code: codes.CostDisagreement, actor: c.role, attempt: c.attempt, msg: w})
+	}
 	for _, w := range v.Warnings {
 		resp.Warnings = append(resp.Warnings, w.Detail)
 		o.logs = append(o.logs, logEntry{code: w.Code, actor: c.role, attempt: c.attempt, msg: w.Detail})

@@ -72,7 +72,8 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 	if !ok {
 		return nil, done, fmt.Errorf("job %s: phase %q is not in workflow %s", tx.ID, phase, wf.Name)
 	}
-	c := &call{phase: phase, role: ph.Role, provider: m.Agents[ph.Role].Provider, stateBefore: m.Status, exec: exec}
+	c := &call{phase: phase, role: ph.Role, provider: m.Agents[ph.Role].Provider, stateBefore: m.Status, exec: exec,
+		meter: e.Meter, budget: costLeft(m, e.defaults(m))}
 	if ph.Role == workflow.RoleLogist {
 		c.provider = workflow.RoleLogist
 	}

@@ -306,6 +306,7 @@ func (e *Engine) turnResponse(c *call, tc *turnCall, status, code, msg string, o
 		}
 	}
 	resp.CostUSD = cost
+	recordMetered(resp, out, tc.err)
 	return &history.Record{Type: history.TypeResponse, Interaction: &n, Phase: c.phase, Role: tc.turn.Role,
 		Attempt: tc.attempt(), StateBefore: string(c.stateBefore), Response: resp}
 }

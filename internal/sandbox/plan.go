@@ -103,6 +103,10 @@ func makePlan(s *Spec, layer Layer, t tools, v *hostView) (*plan, error) {
 	}
 	lim := s.Limits.withDefaults()
 	useLandlock := t.abi >= landlockMin && layer != LayerNone
+	allowlist := net == NetHost && len(s.Network.Ports) > 0
+	if allowlist && layer != LayerNone && t.abi < landlockNet {
+		return nil, fmt.Errorf("%w: a network allowlist needs Landlock ABI %d to limit TCP ports (this host has ABI %d)", ErrUnavailable, landlockNet, t.abi)
+	}
 	switch layer {
 	case LayerNone:
 		p.Layer = "none"
@@ -171,6 +175,9 @@ func makePlan(s *Spec, layer Layer, t tools, v *hostView) (*plan, error) {
 	}
 
 	x := &execConfig{Limits: lim, Landlock: useLandlock, Net: net != NetHost && t.abi >= landlockNet}
+	if allowlist {
+		x.Net, x.ConnectPorts = true, slices.Clone(s.Network.Ports)
+	}
 	p.Exec = x
 	if useLandlock {
 		for _, e := range v.System {

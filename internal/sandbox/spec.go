@@ -71,6 +71,12 @@ type Network struct {
 	Mode   NetMode
 	Socket string // NetProxy: the proxy's unix socket on the host
 	Port   int    // NetProxy under bwrap: the port inside (DefaultProxyPort if 0)
+	// Ports, with NetHost: the only TCP ports the call may connect to (a
+	// job's network allowlist). Landlock (ABI 4) enforces it, by port
+	// only: nothing here filters by host. A layer without Landlock's
+	// network rules refuses the call (ErrUnavailable), never runs it
+	// unfiltered. Empty: every port.
+	Ports []int
 }
 
 // Limits are the call's resource limits, set as rlimits on the agent
@@ -262,6 +268,11 @@ func (s *Spec) check() error {
 			return err
 		}
 		exposed[p] = "read-write path"
+	}
+	for _, port := range s.Network.Ports {
+		if s.Network.Mode != NetHost || port < 1 || port > 65535 {
+			return fmt.Errorf("sandbox: allowed port %d: ports are 1 to 65535, with network host", port)
+		}
 	}
 	switch s.Network.Mode {
 	case "", NetNone, NetHost:

@@ -49,8 +49,9 @@ var settable = map[string]string{
 	"secret_env": "",
 	// How its processes are contained: a steward's signed choice, e.g. the
 	// opt-out of a job whose host has no sandbox (docs/security.md).
-	"sandbox":         "",
-	"sandbox_network": "",
+	"sandbox":               "",
+	"sandbox_network":       "",
+	"sandbox_network_allow": "",
 
 	"cost_threshold":         "a budget is raised with the resume that continues the job: logist resume JOB --cost-threshold CENTS",
 	"time_threshold_minutes": "a budget is raised with the resume that continues the job: logist resume JOB --time-threshold-minutes M",
@@ -94,6 +95,9 @@ var setCopy = map[string]func(dst, src *manifest.Manifest){
 	"sandbox":    func(d, s *manifest.Manifest) { d.Sandbox = s.Sandbox },
 	"sandbox_network": func(d, s *manifest.Manifest) {
 		d.SandboxNetwork = s.SandboxNetwork
+	},
+	"sandbox_network_allow": func(d, s *manifest.Manifest) {
+		d.SandboxNetworkAllow = s.SandboxNetworkAllow
 	},
 }
 

@@ -283,3 +283,56 @@ func TestSetSandboxIsASignedChoice(t *testing.T) {
 		t.Error("sandbox \"off\" accepted")
 	}
 }
+
+// A configuration change that no steward command made is flagged by
+// verify: job.json edited by hand while the job is stopped (its budget
+// raised, which the daemon keeps, as it keeps any edit of a stopped
+// job) is committed by the next transaction, and no steward record left
+// that configuration. The same edit made with logist set verifies.
+func TestVerifyFlagsAnUnrecordedConfigChange(t *testing.T) {
+	for _, bySteward := range []bool{false, true} {
+		f, key := signedFixture(t)
+		f.WriteJob("j", map[string]any{"cost_threshold": 50, "agents": map[string]any{
+			"worker":     map[string]any{"provider": "command", "command": map[string]any{"argv": []string{"logist-no-such-agent", "{request_file}"}}},
+			"supervisor": testkit.Script(testkit.Step("COMPLETED", "ok")),
+		}})
+		f.Run("j")
+		if m := f.Load("j"); m.Status != lifecycle.InterventionRequired {
+			t.Fatalf("after intake: %s (%s)", m.Status, m.Run.Reason)
+		}
+		if bySteward {
+			if _, _, err := f.St.Set("j", []steward.Assignment{set("limits", `{"max_retries": 7}`)}, "more retries"); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			file := filepath.Join(f.Dir, "j", jobstore.ManifestFile)
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var raw map[string]any
+			if err := json.Unmarshal(b, &raw); err != nil {
+				t.Fatal(err)
+			}
+			raw["limits"] = map[string]any{"max_retries": 7}
+			b, _ = json.MarshalIndent(raw, "", "  ")
+			if err := os.WriteFile(file, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := f.St.Resume("j", steward.ResumeOptions{Guidance: "try again"}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := verify.Job("j", filepath.Join(f.Dir, "j"), verify.Options{Public: key.Public(), Manifest: f.Load("j")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var flagged bool
+		for _, p := range r.Problems {
+			flagged = flagged || p.Class == verify.ClassUnrecordedChange
+		}
+		if flagged == bySteward || (bySteward && !r.OK()) {
+			t.Errorf("by steward %v: problems %v", bySteward, r.Problems)
+		}
+	}
+}

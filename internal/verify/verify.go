@@ -48,6 +48,10 @@ const (
 	// ClassTailMissing: the log ends before its signed head (records
 	// committed and then lost: a cut or emptied history).
 	ClassTailMissing = "TAIL_MISSING"
+	// ClassUnrecordedChange: the job's configuration changed between two
+	// committed manifests with no steward record that left it (a hand edit
+	// of job.json, or a forged history).
+	ClassUnrecordedChange = "UNRECORDED_CHANGE"
 )
 
 // Problem is one failed check at one record.
@@ -137,12 +141,64 @@ func Job(jobID, jobDir string, o Options) (*Report, error) {
 		}
 	}
 	replay(r, entries, o.Manifest)
+	configChanges(r, entries)
 	protocolTrace(r, entries, jobDir, o.Manifest)
 	sortProblems(r)
 	return r, nil
 }
 
 func (r *Report) add(p Problem) { r.Problems = append(r.Problems, p) }
+
+// configChanges checks that every change of the job's configuration
+// between two committed manifests was a steward's: a steward record since
+// the previous commit left exactly the new configuration
+// (history.Steward.ConfigSHA256, manifest.ConfigHash). A manifest sealed
+// in an encrypted history is not read (no key here): the next readable
+// one is compared with the last readable one.
+func configChanges(r *Report, es []history.Entry) {
+	prev := ""
+	recorded := map[string]bool{}
+	for i := range es {
+		rec := &es[i].Record
+		if rec.Type == history.TypeSteward && rec.Steward != nil && rec.Steward.ConfigSHA256 != "" {
+			recorded[rec.Steward.ConfigSHA256] = true
+		}
+		if es[i].Commit == nil {
+			continue
+		}
+		sum, ok := committedConfig(es[i].Commit)
+		if !ok {
+			continue
+		}
+		if prev != "" && sum != prev && !recorded[sum] {
+			r.add(Problem{rec.Seq, ClassUnrecordedChange, "the job's configuration changed with no steward record (config " + sum[:12] + ", was " + prev[:12] + "): job.json edited by hand, or the history forged"})
+		}
+		prev, recorded = sum, map[string]bool{}
+	}
+}
+
+// committedConfig is the configuration hash of a committed manifest; ok is
+// false when it cannot be read (sealed, damaged: other checks say so).
+func committedConfig(c *history.Commit) (string, bool) {
+	stored := []byte(c.Manifest)
+	if len(stored) > 0 && stored[0] == '"' {
+		var s string
+		if json.Unmarshal(stored, &s) != nil || secrets.Sealed(s) {
+			return "", false
+		}
+		b, err := history.UnpackManifest(s, manifest.MaxSize+1)
+		if err != nil {
+			return "", false
+		}
+		stored = b
+	}
+	var m manifest.Manifest
+	if json.Unmarshal(stored, &m) != nil {
+		return "", false
+	}
+	sum, err := m.ConfigHash()
+	return sum, err == nil
+}
 
 // checkHead compares the signed head with the log's last record
 // (history.CheckHead) and checks the head's signature.

@@ -97,15 +97,16 @@ func TestCodexSuccess(t *testing.T) {
 	}
 	requireHeader(t, first, "Thread-Id", o.rs[0].SessionID)
 	requireHeader(t, first, "Authorization", "Bearer sk-stub")
-	// Writes in the workspace only, unless this host cannot build the
-	// sandbox (see codexSandbox).
+	// Contained (every job here is), Codex defers to Logist's sandbox:
+	// its own bubblewrap cannot nest in Logist's, which forbids new user
+	// namespaces.
 	var meta struct {
 		SandboxMode string `json:"sandbox_mode"`
 	}
 	// A missing header leaves meta empty, which the check says when it matters.
 	_ = json.Unmarshal([]byte(first.Header.Get("X-Codex-Turn-Metadata")), &meta)
-	if want := "workspace-write"; codexSandboxArgs == nil && meta.SandboxMode != want {
-		t.Errorf("sandbox mode %q, want %q", meta.SandboxMode, want)
+	if want := "danger-full-access"; meta.SandboxMode != want {
+		t.Errorf("sandbox mode %q, want %q (run %s)", meta.SandboxMode, want, o.r.Manifest.Run.Sandbox)
 	}
 }
 

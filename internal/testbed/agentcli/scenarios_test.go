@@ -143,6 +143,7 @@ func (p *cliProgram) succeeds(t *testing.T, cost [2]float64) outcome {
 	if len(main) != 2 {
 		t.Fatalf("%d main requests, want 2", len(main))
 	}
+	p.requireMetered(t, r, resp, main)
 	for _, l := range s.Requests() {
 		if l.Turn == nil {
 			t.Errorf("unexpected request %s %s", l.Method, l.Path)

@@ -79,7 +79,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	quick := fs.Bool("quick", os.Getenv("LOGIST_BENCH_QUICK") != "", "reduced sizes: a smoke test (also LOGIST_BENCH_QUICK=1)")
 	repo := fs.String("repo", ".", "repository root (bin/logistd, bin/logist, docs/)")
 	out := fs.String("out", "", "folder for benchmarks.md and benchmarks.json (default: REPO/docs; with -quick a temporary folder)")
-	only := fs.String("only", "", "comma-separated scenarios to run (1-7); default all")
+	only := fs.String("only", "", "comma-separated scenarios to run (1-8); default all")
 	scaleJobs := fs.Int("scale-jobs", 0, "scenario 5's jobs (0: the size's own; for one figure at a chosen scale)")
 	scaleReps := fs.Int("scale-reps", 0, "scenario 5's start-ups per folder (0: the size's own; the first has no manifest index)")
 	if err := fs.Parse(args); err != nil {
@@ -118,7 +118,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	scenarios := []struct {
 		id string
 		f  func() error
-	}{{"1", h.pickup}, {"2", h.perCall}, {"3", h.throughput}, {"4", h.historyGrowth}, {"5", h.scale}, {"6", h.concurrency}, {"7", h.clusterScenario}}
+	}{{"1", h.pickup}, {"2", h.perCall}, {"3", h.throughput}, {"4", h.historyGrowth}, {"5", h.scale}, {"6", h.concurrency}, {"7", h.clusterScenario}, {"8", h.sandbox}}
 	for _, s := range scenarios {
 		if *only != "" && !strings.Contains(","+*only+",", ","+s.id+",") {
 			continue
