@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"path/filepath"
-
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/secrets"
 	"github.com/logist/logist/internal/signing"
@@ -15,7 +13,7 @@ func (e *env) opened(m *manifest.Manifest) *manifest.Manifest {
 	if !m.EncryptHistory {
 		return m
 	}
-	c, err := secrets.LoadCipher(filepath.Join(e.store.Dir, signing.Dir, secrets.KeyFile))
+	c, err := secrets.LoadCipher(secrets.KeyPath(e.store.Dir, signing.Dir, e.getenv))
 	if err != nil {
 		return m
 	}

@@ -87,7 +87,7 @@ var cmdVerify = &command{
 // revealer decrypts a job's encrypted history content for someone who can
 // read the content key; without it, content stays encrypted.
 func (e *env) revealer(id string) func(*history.Record) {
-	c, err := secrets.LoadCipher(filepath.Join(e.store.Dir, signing.Dir, secrets.KeyFile))
+	c, err := secrets.LoadCipher(secrets.KeyPath(e.store.Dir, signing.Dir, e.getenv))
 	if err != nil {
 		return nil
 	}

@@ -57,6 +57,9 @@ type Options struct {
 	// Budgets are the default budgets of jobs whose manifest sets none
 	// (manifest.Budgets): every job runs under finite ones.
 	Budgets manifest.Budgets
+	// Getenv is the daemon's environment (LOGIST_CONTENT_KEY_FILE: where
+	// the content key of encrypted histories is kept); nil: the process's.
+	Getenv func(string) string
 }
 
 // ConsoleOptions are the console's flags.
@@ -94,6 +97,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs.DurationVar(&o.Lease, "lease", 10*time.Second, "cluster mode: a job's lease; a node that stops renewing it loses the job to another after this long")
 	fs.StringVar(&o.Sandbox, "sandbox", "auto", "containment of the processes of jobs whose manifest sets no sandbox: auto (bwrap, else Landlock; a job refuses to start when neither works), bwrap, landlock, or none (an explicit opt-out, recorded in each job's history)")
 	o.Budgets = manifest.DefaultBudgets()
+	o.Getenv = getenv
 	fs.Float64Var(o.Budgets.CostThreshold, "default-cost-threshold", *o.Budgets.CostThreshold, "cost budget in cents of jobs whose manifest sets no cost_threshold (binds jobs whose calls are priced)")
 	fs.Float64Var(o.Budgets.TimeThresholdMinutes, "default-time-threshold-minutes", *o.Budgets.TimeThresholdMinutes, "time budget, in minutes of agent execution, of jobs whose manifest sets no time_threshold_minutes")
 	fs.IntVar(o.Budgets.MaxAgentCalls, "default-max-agent-calls", *o.Budgets.MaxAgentCalls, "calls budget of jobs whose manifest sets no limits.max_agent_calls: the job stops for a steward (CALL_BUDGET) when it has made this many agent calls")

@@ -108,7 +108,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	// The log's transitions of other processes are this daemon's from now
 	// (or from the previous daemon's clean stop) on.
 	d.relay = newRelay(store, logger, d.metrics, time.Now())
-	env := &jobtx.Env{Store: store, Logger: logger, Obs: d.metrics, Witness: d.relay,
+	env := &jobtx.Env{Store: store, Logger: logger, Obs: d.metrics, Witness: d.relay, Getenv: o.Getenv,
 		History: history.Options{Signer: d.key, MaxBytes: o.HistoryMaxBytes, Observe: d.metrics.HistoryWrite}}
 	// The composition root: the engine and the schedules' steward play
 	// the built-in workflows' effects, and import none of them.

@@ -45,9 +45,12 @@ type Env struct {
 	cipherErr  error
 }
 
-// Cipher returns the jobs folder's content key, creating it on first use.
+// Cipher returns the jobs folder's content key (secrets.KeyPath: outside
+// the folder when LOGIST_CONTENT_KEY_FILE says so), creating it on first use.
 func (e *Env) Cipher() (*secrets.Cipher, error) {
-	e.cipherOnce.Do(func() { e.cipher, e.cipherErr = secrets.LoadOrCreateCipher(e.Store.Dir, signing.Dir) })
+	e.cipherOnce.Do(func() {
+		e.cipher, e.cipherErr = secrets.LoadOrCreateCipher(secrets.KeyPath(e.Store.Dir, signing.Dir, e.getenv))
+	})
 	return e.cipher, e.cipherErr
 }
 

@@ -51,8 +51,25 @@ func (r *Redactor) Redact(s string) string {
 	return r.r.Replace(s)
 }
 
-// KeyFile is the content key, in the jobs folder's .logist.
+// KeyFile is the content key, in the jobs folder's .logist unless KeyEnv
+// names another file.
 const KeyFile = "content.key"
+
+// KeyEnv names the content key file when it is kept outside the jobs
+// folder (a copy or backup of the folder then holds sealed content without
+// its key). logistd and logist must both see the same setting.
+const KeyEnv = "LOGIST_CONTENT_KEY_FILE"
+
+// KeyPath is where the content key of the jobs folder jobsDir is: the file
+// KeyEnv names (getenv), else <jobsDir>/<dotDir>/content.key.
+func KeyPath(jobsDir, dotDir string, getenv func(string) string) string {
+	if getenv != nil {
+		if p := getenv(KeyEnv); p != "" {
+			return p
+		}
+	}
+	return filepath.Join(jobsDir, dotDir, KeyFile)
+}
 
 // Prefix marks an encrypted field.
 const Prefix = "enc:v1:"
@@ -60,12 +77,11 @@ const Prefix = "enc:v1:"
 // Cipher encrypts history content with AES-256-GCM.
 type Cipher struct{ aead cipher.AEAD }
 
-// LoadOrCreateCipher loads <jobs>/<dotDir>/content.key, creating it (0600,
-// in a 0700 folder) if missing: whole or not at all, once, so processes
-// racing to create it use the same key (atomicfile.CreateExclusive, whose
-// rules also say what a crash may leave).
-func LoadOrCreateCipher(jobsDir, dotDir string) (*Cipher, error) {
-	p := filepath.Join(jobsDir, dotDir, KeyFile)
+// LoadOrCreateCipher loads the content key file p (KeyPath), creating it
+// (0600, in a 0700 folder) if missing: whole or not at all, once, so
+// processes racing to create it use the same key (atomicfile.CreateExclusive,
+// whose rules also say what a crash may leave).
+func LoadOrCreateCipher(p string) (*Cipher, error) {
 	if err := atomicfile.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ func sameKey(t *testing.T, a, b *Cipher) bool {
 func TestContentKeyCreatedOncePrivate(t *testing.T) {
 	t.Parallel()
 	jobs := t.TempDir()
-	c1, err := LoadOrCreateCipher(jobs, dot)
+	c1, err := LoadOrCreateCipher(KeyPath(jobs, dot, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestContentKeyCreatedOncePrivate(t *testing.T) {
 	if fi, err := os.Stat(kf); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("key file: %v, %v", fi.Mode(), err)
 	}
-	c2, err := LoadOrCreateCipher(jobs, dot)
+	c2, err := LoadOrCreateCipher(KeyPath(jobs, dot, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestContentKeyRacersAgree(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				cs[i], errs[i] = LoadOrCreateCipher(jobs, dot)
+				cs[i], errs[i] = LoadOrCreateCipher(KeyPath(jobs, dot, nil))
 			}()
 		}
 		close(start)
@@ -102,7 +102,7 @@ func TestHelperContentKeyProcess(t *testing.T) {
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
-	c, err := LoadOrCreateCipher(jobs, dot)
+	c, err := LoadOrCreateCipher(KeyPath(jobs, dot, nil))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
@@ -175,7 +175,7 @@ func TestContentKeyAfterCrash(t *testing.T) {
 	}
 	t.Run("empty key file", func(t *testing.T) {
 		jobs := setup(t, KeyFile, nil)
-		c, err := LoadOrCreateCipher(jobs, dot)
+		c, err := LoadOrCreateCipher(KeyPath(jobs, dot, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,13 +186,13 @@ func TestContentKeyAfterCrash(t *testing.T) {
 	})
 	t.Run("temporary file", func(t *testing.T) {
 		jobs := setup(t, "."+KeyFile+".tmp-42", []byte("half"))
-		if _, err := LoadOrCreateCipher(jobs, dot); err != nil {
+		if _, err := LoadOrCreateCipher(KeyPath(jobs, dot, nil)); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("damaged key", func(t *testing.T) {
 		jobs := setup(t, KeyFile, []byte("AAAA\n"))
-		if _, err := LoadOrCreateCipher(jobs, dot); err == nil || !strings.Contains(err.Error(), "malformed") {
+		if _, err := LoadOrCreateCipher(KeyPath(jobs, dot, nil)); err == nil || !strings.Contains(err.Error(), "malformed") {
 			t.Fatalf("err = %v, want malformed", err)
 		}
 		if b, _ := os.ReadFile(filepath.Join(jobs, dot, KeyFile)); string(b) != "AAAA\n" {
