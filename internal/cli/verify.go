@@ -10,7 +10,6 @@ import (
 
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
-	"github.com/logist/logist/internal/secrets"
 	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/verify"
 )
@@ -85,18 +84,7 @@ var cmdVerify = &command{
 }
 
 // revealer decrypts a job's encrypted history content for someone who can
-// read the content key; without it, content stays encrypted.
+// read the content key; without it, content stays encrypted (nil).
 func (e *env) revealer(id string) func(*history.Record) {
-	c, err := secrets.LoadCipher(secrets.KeyPath(e.store.Dir, signing.Dir, e.getenv))
-	if err != nil {
-		return nil
-	}
-	return func(r *history.Record) {
-		r.Content(func(s string) string {
-			if out, err := c.Open(s, id); err == nil {
-				return out
-			}
-			return s
-		})
-	}
+	return e.opener().Reveal(id)
 }

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobview"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/textsafe"
 )
@@ -51,7 +52,7 @@ var cmdWatch = &command{
 		once, _ := e.fs.GetBool("once")
 		cfg.exitOnFinish, _ = e.fs.GetBool("exit-on-finish")
 		if once {
-			views, err := loadViews(e.store, cfg.job)
+			views, err := loadViews(openedSource{e.store, e.opener()}, cfg.job)
 			if err != nil {
 				return nil, err
 			}
@@ -81,7 +82,7 @@ var cmdWatch = &command{
 		}
 		defer fw.close()
 		go fw.run(ctx)
-		return nil, watchLoop(ctx, e.store, fw.out, e.stdout, cfg)
+		return nil, watchLoop(ctx, openedSource{e.store, e.opener()}, fw.out, e.stdout, cfg)
 	},
 }
 
@@ -116,6 +117,31 @@ func isTerminal(w io.Writer) bool {
 type watchSource interface {
 	List() ([]jobstore.Entry, error)
 	Load(id string) (*manifest.Manifest, error)
+}
+
+// openedSource shows a watch what encrypt_history sealed (the reason and
+// summaries of job.json) opened, as logist status does.
+type openedSource struct {
+	watchSource
+	op *jobview.Opener
+}
+
+func (o openedSource) List() ([]jobstore.Entry, error) {
+	ens, err := o.watchSource.List()
+	for i := range ens {
+		if ens[i].Manifest != nil && ens[i].Manifest.EncryptHistory {
+			o.op.Manifest(ens[i].Manifest)
+		}
+	}
+	return ens, err
+}
+
+func (o openedSource) Load(id string) (*manifest.Manifest, error) {
+	m, err := o.watchSource.Load(id)
+	if m != nil && m.EncryptHistory {
+		o.op.Manifest(m)
+	}
+	return m, err
 }
 
 // loadViews reads every job (or the one named) once.

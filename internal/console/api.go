@@ -135,7 +135,7 @@ func (c *Console) apiHistory(w http.ResponseWriter, r *http.Request) {
 	}
 	dir := c.o.Store.JobDir(id)
 	if q.Get("follow") == "1" || strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
-		c.followHistory(w, r, dir, after)
+		c.followHistory(w, r, id, dir, after)
 		return
 	}
 	recs, err := history.ReadAll(dir)
@@ -143,6 +143,7 @@ func (c *Console) apiHistory(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
+	c.opener().Records(id, recs)
 	items := []history.Record{}
 	next := after
 	for _, rec := range recs {

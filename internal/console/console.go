@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobview"
 	"github.com/logist/logist/internal/steward"
 )
 
@@ -37,6 +38,19 @@ type Options struct {
 	Changed func(id string)
 	// Poll is how often the event stream looks for changed jobs (default 1s).
 	Poll time.Duration
+	// ContentKey is the content key file of encrypted histories
+	// (secrets.KeyPath): the console shows their text opened, as logist
+	// status and history do. Empty: shown sealed.
+	ContentKey string
+}
+
+// opener opens what encrypt_history sealed, for the pages and the API
+// (loaded per request: the key appears with the first encrypted job).
+func (c *Console) opener() *jobview.Opener {
+	if c.o.ContentKey == "" {
+		return nil
+	}
+	return jobview.NewOpener(c.o.ContentKey)
 }
 
 // Console is the handler of the console's pages and API.

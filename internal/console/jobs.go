@@ -121,6 +121,9 @@ func (c *Console) item(en jobstore.Entry) map[string]any {
 	it := jobview.ListItem(c.o.Store.Dir, en)
 	if en.Err == nil {
 		m := en.View() // a Partial entry holds only its Summary
+		if m.EncryptHistory {
+			it["reason"] = c.opener().Text(en.ID, m.Run.Reason)
+		}
 		it["updated_at"] = m.Run.UpdatedAt
 		it["error_code"] = m.Run.ErrorCode
 		if !en.Partial {
@@ -193,6 +196,9 @@ func (c *Console) jobDetail(id string) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	op := c.opener()
+	op.Manifest(m)
+	op.Records(id, recs)
 	h := history.Materialise(id, m.CreatedAt, c.o.Store.Workspace(id), recs)
 	warnings := []string{}
 	if rec, found := history.LastWarned(dir); found {

@@ -162,6 +162,7 @@ func (c *Console) pageLedger(w http.ResponseWriter, r *http.Request) {
 	for i, e := range entries {
 		recs[i] = e.Record
 	}
+	c.opener().Records(id, recs)
 	wf := workflowName(m)
 	rounds, events := ledgerRounds(recs), protocolEvents(entries)
 	c.render(w, r, "ledger", map[string]any{"ID": id, "Workflow": wf, "Title": ledgerTitle(wf), "Rounds": rounds, "Events": events,

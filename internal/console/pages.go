@@ -156,6 +156,7 @@ func (c *Console) pageJob(w http.ResponseWriter, r *http.Request) {
 	// shows; older records are paged through the API. A history that
 	// cannot be read says so instead of showing an empty timeline.
 	recs, whole, err := history.ReadLast(c.o.Store.JobDir(id), timelineCalls)
+	c.opener().Records(id, recs)
 	if err != nil {
 		d["TimelineError"] = err.Error()
 	} else if !whole && len(recs) > 0 {

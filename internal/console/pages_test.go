@@ -3,15 +3,19 @@ package console
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/secrets"
 	"github.com/logist/logist/internal/signing"
+	"github.com/logist/logist/internal/testkit"
 )
 
 func get(t *testing.T, cl *http.Client, u string) (int, string) {
@@ -249,5 +253,37 @@ func TestJobPageTimeline(t *testing.T) {
 	code, page := get(t, cl, w.srv.URL+"/jobs/done")
 	if code == 200 || !strings.Contains(page, "not a regular file") {
 		t.Errorf("an unreadable history is not reported (%d):\n%s", code, page)
+	}
+}
+
+// TestSealedJobShownOpened: an encrypt_history job's summary and answers
+// are sealed on disk; the console opens them with the content key, as
+// logist status and history do, and shows them sealed without it.
+func TestSealedJobShownOpened(t *testing.T) {
+	w := newWorld(t)
+	w.k.WriteJob("sealed", map[string]any{"encrypt_history": true, "agents": map[string]any{
+		"worker":     testkit.Script(testkit.Step("COMPLETED", "SEALEDMARKER drafted")),
+		"supervisor": testkit.Script(testkit.Step("COMPLETED", "SEALEDMARKER approved")),
+	}})
+	w.k.Run("sealed")
+	if b, _ := os.ReadFile(history.Path(w.k.Env.Store.JobDir("sealed"))); len(b) == 0 || strings.Contains(string(b), "SEALEDMARKER") {
+		t.Fatal("the test's job is not sealed on disk")
+	}
+	for _, key := range []string{"", secrets.KeyPath(w.k.Dir, signing.Dir, nil)} {
+		c := New(Options{Store: w.k.Env.Store, Logger: testkit.Logger(), Tokens: Tokens{Steward: stewardTok, Viewer: viewerTok},
+			Poll: 20 * time.Millisecond, ContentKey: key})
+		srv := httptest.NewServer(c)
+		cl := (&world{t: t, k: w.k, c: c, srv: srv}).browser()
+		(&world{t: t, k: w.k, c: c, srv: srv}).login(cl, stewardTok)
+		_, page := get(t, cl, srv.URL+"/jobs/sealed")
+		_, hist := get(t, cl, srv.URL+"/api/v1/jobs/sealed/history")
+		srv.Close()
+		opened := strings.Contains(page, "SEALEDMARKER approved") && strings.Contains(hist, "SEALEDMARKER drafted")
+		if key != "" && !opened {
+			t.Errorf("with the content key the page and the history API do not show the opened text:\n%s\n%s", page, hist)
+		}
+		if key == "" && (strings.Contains(page, "SEALEDMARKER") || strings.Contains(hist, "SEALEDMARKER")) {
+			t.Error("without the content key the console shows sealed text opened")
+		}
 	}
 }

@@ -61,7 +61,7 @@ func (s *sse) ping() error {
 // followHistory streams a job's records after seq `after` as they are
 // committed (history.Follower), event "record", id the record's seq; a
 // browser reconnecting sends Last-Event-ID and goes on from there.
-func (c *Console) followHistory(w http.ResponseWriter, r *http.Request, dir string, after int64) {
+func (c *Console) followHistory(w http.ResponseWriter, r *http.Request, id, dir string, after int64) {
 	if last := r.Header.Get("Last-Event-ID"); last != "" {
 		if _, err := fmt.Sscan(last, &after); err != nil {
 			after = -1
@@ -79,7 +79,11 @@ func (c *Console) followHistory(w http.ResponseWriter, r *http.Request, dir stri
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	go keepAlive(ctx, s, cancel)
+	reveal := c.opener().Reveal(id)
 	_ = f.Follow(ctx, func(e history.Entry) error {
+		if reveal != nil {
+			reveal(&e.Record)
+		}
 		return s.send("record", fmt.Sprint(e.Seq), e.Record)
 	}, history.FollowOptions{})
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/console"
+	"github.com/logist/logist/internal/secrets"
+	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/steward"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -68,7 +70,8 @@ func (d *Daemon) serve(addr string, reg *prometheus.Registry, st *steward.Stewar
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	mux.Handle("/", console.New(console.Options{Store: d.store, Steward: st, Logger: d.log, Tokens: tokens,
-		Disabled: co.Disable, Secure: useTLS, Changed: func(id string) { d.sched.Nudge(id) }}))
+		Disabled: co.Disable, Secure: useTLS, Changed: func(id string) { d.sched.Nudge(id) },
+		ContentKey: secrets.KeyPath(d.store.Dir, signing.Dir, d.opts.Getenv)}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		// Serve ends with ErrServerClosed when the daemon closes it;

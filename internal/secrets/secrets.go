@@ -61,12 +61,14 @@ const KeyFile = "content.key"
 const KeyEnv = "LOGIST_CONTENT_KEY_FILE"
 
 // KeyPath is where the content key of the jobs folder jobsDir is: the file
-// KeyEnv names (getenv), else <jobsDir>/<dotDir>/content.key.
+// KeyEnv names (getenv; nil: the process's environment), else
+// <jobsDir>/<dotDir>/content.key.
 func KeyPath(jobsDir, dotDir string, getenv func(string) string) string {
-	if getenv != nil {
-		if p := getenv(KeyEnv); p != "" {
-			return p
-		}
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if p := getenv(KeyEnv); p != "" {
+		return p
 	}
 	return filepath.Join(jobsDir, dotDir, KeyFile)
 }
