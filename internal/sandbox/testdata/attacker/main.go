@@ -20,7 +20,9 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -94,11 +96,75 @@ func main() {
 	}
 	signal.Ignore(syscall.SIGXFSZ)
 	enc := json.NewEncoder(os.Stdout)
+	if os.Getenv("LOGIST_ATTACK_ROLE") == "one" {
+		for _, a := range attacks(c) {
+			if a.name == os.Getenv("LOGIST_ATTACK_ONE") {
+				enc.Encode(a.run())
+			}
+		}
+		return
+	}
+	warmThreads(8)
 	for _, a := range attacks(c) {
-		r := a.run()
+		var r result
+		if apart[a.name] {
+			r = runApart(a.name)
+		} else {
+			r = a.run()
+		}
 		r.Name = a.name
 		enc.Encode(r)
 	}
+}
+
+// apart are the attacks that drive a process into its limits (processes,
+// memory), where the Go runtime itself may fail: no thread, no memory. The
+// limit holding is the result they look for, so each runs in a process of
+// its own, and the attacker goes on to the next attack whatever became of it.
+var apart = map[string]bool{"fork-bomb": true, "allocate-memory": true}
+
+// runApart runs one attack in a child process (role "one") and returns
+// what it reported; a child that ended before it could report was stopped
+// by a limit: the forbidden thing did not work.
+func runApart(name string) result {
+	self, _ := os.Executable()
+	cmd := exec.Command(self, "attack-"+name)
+	cmd.Env = append(os.Environ(), "LOGIST_ATTACK_ROLE=one", "LOGIST_ATTACK_ONE="+name)
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	var r result
+	if jerr := json.Unmarshal(out, &r); jerr != nil {
+		tail := errb.String()
+		if len(tail) > 300 {
+			tail = tail[:300]
+		}
+		return result{Detail: fmt.Sprintf("the attack's process ended (%v) before it reported: %s", err, tail)}
+	}
+	return r
+}
+
+// warmThreads makes the runtime start n threads now and keep them idle, so
+// that while a child holds the process limit the attacker's runtime needs
+// no new one.
+func warmThreads(n int) {
+	var started, release sync.WaitGroup
+	started.Add(n)
+	release.Add(1)
+	var done sync.WaitGroup
+	done.Add(n)
+	for i := 0; i < n; i++ {
+		go func() {
+			defer done.Done()
+			runtime.LockOSThread()
+			started.Done()
+			release.Wait()
+			runtime.UnlockOSThread()
+		}()
+	}
+	started.Wait()
+	release.Done()
+	done.Wait()
 }
 
 type attack struct {
