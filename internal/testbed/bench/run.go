@@ -102,6 +102,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	only := fs.String("only", "", "comma-separated scenarios to run (1-8); default all")
 	scaleJobs := fs.Int("scale-jobs", 0, "scenario 5's jobs (0: the size's own; for one figure at a chosen scale)")
 	scaleReps := fs.Int("scale-reps", 0, "scenario 5's start-ups per folder (0: the size's own; the first has no manifest index)")
+	keep := fs.Bool("keep", false, "keep the run's scratch folder (job folders, logistd logs) for a look or a profile afterwards")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -132,7 +133,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "logist-bench:", err)
 		return 1
 	}
-	defer os.RemoveAll(h.tmp) //nolint:errcheck // the run's scratch folder in the temp folder
+	if *keep {
+		h.logf("scratch folder kept: %s", h.tmp)
+	} else {
+		defer os.RemoveAll(h.tmp) //nolint:errcheck // the run's scratch folder in the temp folder
+	}
 	h.rep = &Report{Generator: "logist-bench", Quick: *quick, Date: start.UTC().Format(time.RFC3339), Commit: h.commit(),
 		Machine: machine(), Raw: map[string][]float64{}}
 	scenarios := []struct {
