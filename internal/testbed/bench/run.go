@@ -102,6 +102,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	only := fs.String("only", "", "comma-separated scenarios to run (1-8); default all")
 	scaleJobs := fs.Int("scale-jobs", 0, "scenario 5's jobs (0: the size's own; for one figure at a chosen scale)")
 	scaleReps := fs.Int("scale-reps", 0, "scenario 5's start-ups per folder (0: the size's own; the first has no manifest index)")
+	historyRecords := fs.Int("history-records", 0, "scenario 4's records of the big job (0: the size's own; with -quick, to measure the CLI at the goal's scale)")
 	keep := fs.Bool("keep", false, "keep the run's scratch folder (job folders, logistd logs) for a look or a profile afterwards")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -112,6 +113,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	if *scaleJobs > 0 {
 		h.sz.ScaleJobs = *scaleJobs
+	}
+	if *historyRecords > 0 {
+		h.sz.HistoryRecords = *historyRecords
 	}
 	if *scaleReps > 0 {
 		h.sz.ScaleReps = *scaleReps
