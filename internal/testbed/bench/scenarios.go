@@ -76,6 +76,18 @@ func ids(prefix string, n int) []string {
 	return out
 }
 
+// stampsInWorkspace is where an agent that logistd starts writes its
+// stamps: a path relative to its working folder, the job's workspace,
+// which is what a contained agent (logistd's default, --sandbox auto) may
+// write; a path elsewhere (the scenario's folder under /tmp) is not there
+// inside bwrap, whose /tmp is its own.
+const stampsInWorkspace = "bench-stamps"
+
+// workspaceStamps is stampsInWorkspace as the harness reads it.
+func workspaceStamps(jobs, id string) string {
+	return filepath.Join(jobs, id, "workspace", stampsInWorkspace)
+}
+
 // waitStamp polls the stamp file for "KEY UNIXNANO".
 func waitStamp(file, key string, timeout time.Duration) (int64, error) {
 	deadline := time.Now().Add(timeout)
@@ -106,7 +118,7 @@ func (h *harness) pickup() error {
 		}
 	}
 	h.noteCreateLatency("1", root)
-	stampsL, stampsB, stampsF := filepath.Join(root, "stamps-logist"), filepath.Join(root, "stamps-base"), filepath.Join(root, "stamps-benchfloor")
+	stampsB, stampsF := filepath.Join(root, "stamps-base"), filepath.Join(root, "stamps-benchfloor")
 
 	var stopBase func()
 	if _, err := exec.LookPath("inotifywait"); err == nil {
@@ -161,7 +173,7 @@ func (h *harness) pickup() error {
 		},
 		func(i int) error {
 			id := fmt.Sprintf("p-%05d", i)
-			l, err := drop(jobs, id, stampsL, h.cmdManifest(id, stampsL))
+			l, err := drop(jobs, id, workspaceStamps(jobs, id), h.cmdManifest(id, stampsInWorkspace))
 			lat = append(lat, l)
 			if err != nil {
 				return err
@@ -372,7 +384,6 @@ func (h *harness) fsyncFloor(d *daemon, root, staging, jobs string, pickup Summa
 	if err != nil {
 		return err
 	}
-	stamps := filepath.Join(root, "stamps-floor")
 	finished, err := d.metric("logistd_jobs_finished_total")
 	if err != nil {
 		return err
@@ -381,7 +392,8 @@ func (h *harness) fsyncFloor(d *daemon, root, staging, jobs string, pickup Summa
 	for i := 0; i < 3; i++ {
 		id := fmt.Sprintf("f-%05d", i)
 		src := filepath.Join(staging, id+".json")
-		if err := os.WriteFile(src, h.cmdManifest(id, stamps, "300"), 0o600); err != nil {
+		stamps := workspaceStamps(jobs, id)
+		if err := os.WriteFile(src, h.cmdManifest(id, stampsInWorkspace, "300"), 0o600); err != nil {
 			return err
 		}
 		c0, err := d.settledFsyncs()
