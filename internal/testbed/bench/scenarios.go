@@ -588,8 +588,8 @@ func (h *harness) perCall() error {
 		Value: Summarize(per), BaseName: "bare Go exec loop", Baseline: &b, Goal: Goal{"ratio<=", 1.2}})
 	h.add(Row{Scenario: "2", Name: "logistd CPU per agent call (same job)", Unit: "ms", Stat: "median", Value: Summarize(cpu), Goal: Goal{"value<=", 0.3},
 		Note: fmt.Sprintf("process_cpu_seconds_total of logistd itself (the agent's CPU not included; 10 ms resolution, %.2f ms per call over the job)", 10.0/float64(calls))})
-	h.add(Row{Scenario: "2", Name: fmt.Sprintf("fsyncs per two-call job (%d jobs of 2 calls)", h.sz.CallJobs), Unit: "fsyncs", Stat: "median", Value: Summarize(jobFsyncs), Goal: Goal{"value<=", 4},
-		Note: "logistd_history_fsync_duration_seconds_count and logistd_fsyncs_total of the daemon, settled before and after; the agents' own (a contained call's launcher) are not the daemon's and not counted"})
+	h.add(Row{Scenario: "2", Name: fmt.Sprintf("logistd's own fsyncs per two-call job (%d jobs of 2 calls)", h.sz.CallJobs), Unit: "fsyncs", Stat: "median", Value: Summarize(jobFsyncs),
+		Note: "logistd_history_fsync_duration_seconds_count and logistd_fsyncs_total of the daemon, settled before and after, as issue 21 counted its 7; goal 2's ≤ 4 is the census row's, which counts every fsync of the job (strace -f: a contained call's launcher too)"})
 	if f := h.fsyncFloors; f != nil {
 		h.add(Row{Scenario: "2", Name: "fsyncs per call on the critical path (one agent's start to the next one's)", Unit: "fsyncs", Stat: "median",
 			Value: Summarize([]float64{f.call.history + f.call.file + f.call.folder}), Goal: Goal{"value<=", 1},
@@ -811,7 +811,7 @@ func (h *harness) historyGrowth() error {
 	if err := writeJob(jobs, "small", scriptManifest("small", 0)); err != nil {
 		return err
 	}
-	if err := writeJob(jobs, "big", []byte(`{"job_id": "big", "task_description": "bench", "limits": {"max_retries": 1000}, "agents": {
+	if err := writeJob(jobs, "big", []byte(`{"job_id": "big", "task_description": "bench", "limits": {"max_retries": 1000, "max_agent_calls": 1000000000}, "agents": {
  "worker": {"provider": "script", "script": [{"action": "RETRY", "summary": "again"}]},
  "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`)); err != nil {
 		return err
