@@ -25,10 +25,11 @@ var cmdHistory = &command{
 	example: "  logist history fix-login\n" +
 		"  logist history fix-login --record 12      # record #12, as logist logs numbers them\n" +
 		"  logist history fix-login --last 20        # the last 20 interactions and what came after them\n" +
+		"  logist history fix-login --last 0         # every interaction (text output shows the last 50 unless told)\n" +
 		"  logist history fix-login --format json > jobHistory.json\n",
 	flags: func(fs *pflag.FlagSet) {
 		fs.Int64("record", 0, "show only history record N (the #N of logist logs; found through the archive index, decompressing at most one archive)")
-		fs.Int("last", 0, "show only the last N interactions and the records after them (reads the end of the history only; 0: all)")
+		fs.Int("last", 0, fmt.Sprintf("show only the last N interactions and the records after them (reads the end of the history only; 0: all; default: the last %d in text output, all with --format json)", historyPage))
 		fs.Int64("seq", 0, "old name of --record")
 		_ = fs.MarkDeprecated("seq", "use --record") // fails only for a flag not defined; it is, above
 	},
@@ -65,6 +66,9 @@ var cmdHistory = &command{
 				Fields: []Field{{"record", "Record", string(b)}}, Data: map[string]any{"record": en.Record}}, nil
 		}
 		last, _ := e.fs.GetInt("last")
+		if !e.fs.Changed("last") && e.format == "text" {
+			last = historyPage
+		}
 		if last < 0 {
 			return nil, usagef("--last takes a number of interactions, 0 for all")
 		}
@@ -171,6 +175,12 @@ var cmdHistory = &command{
 		return r, nil
 	},
 }
+
+// historyPage is how many interactions `logist history` shows in text
+// output when not told (--last): its first page, read from the end of the
+// history, costs the same at any length (issue 21's goal 4). A document
+// (--format json, jobHistory.json) is whole unless --last says otherwise.
+const historyPage = 50
 
 // readHistory reads the whole history of the job in dir (last 0), or its
 // end from the last-th newest interaction on; whole says it is all of it.

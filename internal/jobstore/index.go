@@ -88,7 +88,9 @@ type indexEntry struct {
 	// Err is why the manifest is invalid ("" if valid).
 	Err string
 	// Unchecked: Sum was taken without the manifest's checks
-	// (ScanSummaries); only a scan that may skip them uses the entry.
+	// (ScanSummaries); a scan that may skip them and a display
+	// (ListSummaries(true)) use the entry, never the daemon's late check,
+	// which replaces it with a checked one.
 	Unchecked bool
 }
 
@@ -154,13 +156,17 @@ func (s *Store) writeIndex(entries map[string]indexEntry) error {
 // full manifest when Partial is false; when Partial is true Manifest is
 // nil and Sum holds the Summary (from the index, or read in full and cut
 // down): Entry.View gives either as a manifest. Bare files are
-// always read, and so are invalid manifests unless trustInvalid (a
-// display may show the cached reason; the daemon checks them again, as
-// checks other than the schema may have changed with an upgrade). The
-// index is brought up to date when it was missing entries (best effort:
-// a read-only folder just stays slower).
-func (s *Store) ListSummaries(trustInvalid bool) ([]Entry, error) {
-	return s.listSummaries(trustInvalid, false)
+// always read. display is for a listing shown to a person (logist list,
+// the console): it trusts the index as it stands, invalid manifests (the
+// cached reason) and finished jobs the daemon's scan summarised without
+// their checks (Unchecked, which the daemon checks once ready: a listing
+// of 50,000 jobs right after a daemon stopped early would otherwise check
+// them all, a minute of CPU). Without display (the daemon's late check),
+// both are read and checked again: checks other than the schema may have
+// changed with an upgrade. The index is brought up to date when it was
+// missing entries (best effort: a read-only folder just stays slower).
+func (s *Store) ListSummaries(display bool) ([]Entry, error) {
+	return s.listSummaries(display, false)
 }
 
 // ScanSummaries is ListSummaries for the daemon's start-up scan, which
@@ -168,7 +174,7 @@ func (s *Store) ListSummaries(trustInvalid bool) ([]Entry, error) {
 // start): a job that is neither running nor a template and is not in the
 // index is summarised from a decode without the manifest's checks
 // (Unchecked; schema validation is most of a first start's CPU), and
-// indexed as unchecked, which only ScanSummaries trusts. Such a job is not
+// indexed as unchecked, which only ScanSummaries and a display trust. Such a job is not
 // run, and whoever reads it in full checks it; the daemon checks them all
 // once it is ready (ListSummaries, which indexes them as checked).
 // Running jobs and templates are checked here, as always.
@@ -199,7 +205,7 @@ func (s *Store) listSummaries(trustInvalid, lazy bool) ([]Entry, error) {
 			return
 		}
 		k, ok := statKeyOf(fi)
-		if ie, hit := idx[e.ID]; ok && hit && ie.Key == k && (ie.Err == "" || trustInvalid) && (lazy || !ie.Unchecked) {
+		if ie, hit := idx[e.ID]; ok && hit && ie.Key == k && (ie.Err == "" || trustInvalid) && (lazy || trustInvalid || !ie.Unchecked) {
 			if ie.Err != "" {
 				e.Err, e.Partial = errors.New(ie.Err), true
 				return

@@ -15,7 +15,6 @@ package regfile
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"syscall"
 )
@@ -80,17 +79,10 @@ func OpenRegular(name string) (*os.File, error) {
 
 // ReadLimited reads at most limit+1 bytes of the regular file name, so
 // a caller sees a file larger than its limit without reading all of it.
+// Like ReadFile, it sizes its buffer from the open's fstat: one read for a
+// file of up to limit bytes, and one to see its end.
 func ReadLimited(name string, limit int64) ([]byte, error) {
-	f, err := OpenRegular(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close() //nolint:errcheck // read-only
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, err)
-	}
-	return data, nil
+	return read(name, limit+1)
 }
 
 // OpenFile is os.OpenFile for regular files (and folders, for fsync): the
@@ -110,23 +102,30 @@ func OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 
 // ReadFile is os.ReadFile without an *os.File: open, fstat for the size,
 // read, close. Only regular files are read (see OpenRegular).
-func ReadFile(name string) ([]byte, error) {
+func ReadFile(name string) ([]byte, error) { return read(name, -1) }
+
+// read reads the regular file name, at most lim bytes if lim >= 0.
+func read(name string, lim int64) ([]byte, error) {
 	var st syscall.Stat_t
 	fd, err := openRegular(name, &st)
 	if err != nil {
 		return nil, err
 	}
-	defer syscall.Close(fd)  //nolint:errcheck // read-only
-	size := int(st.Size) + 1 // one more, to see the end in one read
-	if size < 512 {
-		size = 512
+	defer syscall.Close(fd) //nolint:errcheck // read-only
+	size := st.Size + 1     // one more, to see the end in one read
+	if lim >= 0 && size > lim {
+		size = lim
 	}
-	buf := make([]byte, 0, size)
-	for {
+	buf := make([]byte, 0, max(size, 512))
+	for lim < 0 || int64(len(buf)) < lim {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
-		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
+		room := buf[len(buf):cap(buf)]
+		if lim >= 0 && int64(len(room)) > lim-int64(len(buf)) {
+			room = room[:lim-int64(len(buf))]
+		}
+		n, err := syscall.Read(fd, room)
 		if err == syscall.EINTR {
 			continue
 		}
@@ -134,10 +133,11 @@ func ReadFile(name string) ([]byte, error) {
 			return nil, &os.PathError{Op: "read", Path: name, Err: err}
 		}
 		if n == 0 {
-			return buf, nil
+			break
 		}
 		buf = buf[:len(buf)+n]
 	}
+	return buf, nil
 }
 
 func open(name string, flag int) (int, error) {

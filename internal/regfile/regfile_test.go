@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -136,5 +137,29 @@ func TestNonRegularFilesRefusedWithoutBlocking(t *testing.T) {
 	}
 	if b, err := ReadLimited(p, 3); err != nil || string(b) != "abcd" {
 		t.Errorf("ReadLimited: %q, %v", b, err)
+	}
+}
+
+// ReadLimited sizes its buffer from the file's size (one read, then one
+// to see the end) and still stops at limit+1 bytes, whatever the size.
+func TestReadLimitedSizes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	big := strings.Repeat("x", 100<<10)
+	for _, c := range []struct {
+		size  int
+		limit int64
+		want  int
+	}{{0, 10, 0}, {5, 10, 5}, {10, 10, 10}, {11, 10, 11}, {len(big), 10, 11}, {len(big), int64(len(big)), len(big)}, {len(big), 1 << 20, len(big)}} {
+		p := filepath.Join(dir, strconv.Itoa(c.size))
+		if err := os.WriteFile(p, []byte(big[:c.size]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := ReadLimited(p, c.limit); err != nil || len(b) != c.want || string(b) != big[:c.want] {
+			t.Errorf("ReadLimited of %d bytes, limit %d: %d bytes, %v; want %d", c.size, c.limit, len(b), err, c.want)
+		}
+		if b, err := ReadFile(p); err != nil || len(b) != c.size {
+			t.Errorf("ReadFile of %d bytes: %d, %v", c.size, len(b), err)
+		}
 	}
 }

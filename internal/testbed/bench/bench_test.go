@@ -66,6 +66,8 @@ func TestReportRendering(t *testing.T) {
 		Rows: []Row{
 			{Scenario: "1", Name: "pickup", Unit: "ms", Stat: "p99", Value: Summarize([]float64{4, 5, 6}), BaseName: "inotifywait loop", Baseline: &base, Goal: Goal{"ratio<=", 1}},
 			{Scenario: "1", Name: "pickup, no baseline", Unit: "ms", Stat: "p99", Value: Summarize([]float64{4}), BaseName: "inotifywait loop", Goal: Goal{"ratio<=", 1}},
+			{Scenario: "5", Name: "start-up", Unit: "ms", Stat: "median", Value: Summarize([]float64{40}), Goal: Goal{"value<=", 1000},
+				OffScale: offScale(500, goalScaleJobs, "jobs")},
 		},
 		Notes: []string{"a note"},
 		Raw:   map[string][]float64{"1.pickup_ms": {4, 5, 6, math.NaN()}},
@@ -76,7 +78,8 @@ func TestReportRendering(t *testing.T) {
 	md := r.Markdown()
 	for _, want := range []string{"GENERATED", "Quick mode", "abc1234", "2 CPUs (Test CPU)", "4.0 GiB", "Linux 6.1", "go1.26",
 		"| 1 | pickup | p99 | 5.98 ms |", "inotifywait loop: 2.99 ms", "| 2 |", "ratio ≤ 1", "**FAIL**",
-		"inotifywait loop: unavailable", "**N/A**", "- a note"} {
+		"inotifywait loop: unavailable", "**N/A**", "- a note",
+		"| ≤ 1000 ms | **PASS** (not at the goal's scale, 50000 jobs; this run: 500) |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
@@ -89,7 +92,7 @@ func TestReportRendering(t *testing.T) {
 	if err := json.Unmarshal(js, &back); err != nil {
 		t.Fatalf("JSON does not parse back: %v\n%s", err, js)
 	}
-	if len(back.Rows) != 2 || back.Rows[0].Result != "FAIL" || len(back.Raw["1.pickup_ms"]) != 3 {
+	if len(back.Rows) != 3 || back.Rows[0].Result != "FAIL" || len(back.Raw["1.pickup_ms"]) != 3 {
 		t.Errorf("JSON round trip: %+v", back)
 	}
 }
@@ -109,6 +112,21 @@ process_cpu_seconds_total 1.5
 	}
 	if got := sumMetric(strings.NewReader(body), "process_cpu_seconds_total"); got != 1.5 {
 		t.Errorf("cpu = %v", got)
+	}
+}
+
+// A run at the issue's scale states its rows' goals plainly; a smaller
+// one says so beside each result.
+func TestOffScale(t *testing.T) {
+	if got := offScale(goalScaleJobs, goalScaleJobs, "jobs"); got != "" {
+		t.Errorf("at the goal's scale: %q", got)
+	}
+	if got := offScale(10, 50000, "jobs"); got != "50000 jobs; this run: 10" {
+		t.Errorf("below it: %q", got)
+	}
+	if FullSizes.ScaleJobs < goalScaleJobs || FullSizes.HistoryRecords < goalHistoryRecords ||
+		FullSizes.ConcJobs < goalConcJobs || FullSizes.ConcParallel < goalConcParallel {
+		t.Errorf("make bench's sizes are below issue 21's scales: %+v", FullSizes)
 	}
 }
 

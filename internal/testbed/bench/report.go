@@ -41,6 +41,10 @@ type Row struct {
 	Goal     Goal     `json:"goal"`
 	Result   string   `json:"result"` // PASS, FAIL, INFO, N/A
 	Note     string   `json:"note,omitempty"`
+	// OffScale, when set, is the scale the goal is stated at, which this
+	// row was not measured at (a quick run, or a size chosen by a flag):
+	// its result says so, as it does not show whether the goal is met.
+	OffScale string `json:"off_scale,omitempty"`
 }
 
 // stat picks the compared statistic of s.
@@ -179,8 +183,12 @@ func (r *Report) Markdown() string {
 		if !math.IsNaN(row.Ratio) && !math.IsInf(row.Ratio, 0) {
 			ratio = fmt.Sprintf("%.3g", row.Ratio)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | **%s** |\n",
-			row.Scenario, row.Name, row.Stat, val, spread, base, ratio, row.Goal.String(row.Unit), row.Result)
+		result := "**" + row.Result + "**"
+		if row.OffScale != "" && row.Goal.Kind != "" {
+			result += " (not at the goal's scale, " + row.OffScale + ")"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			row.Scenario, row.Name, row.Stat, val, spread, base, ratio, row.Goal.String(row.Unit), result)
 	}
 	var notes []string
 	for _, row := range r.Rows {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -75,6 +76,18 @@ func ids(prefix string, n int) []string {
 	return out
 }
 
+// stampsInWorkspace is where an agent that logistd starts writes its
+// stamps: a path relative to its working folder, the job's workspace,
+// which is what a contained agent (logistd's default, --sandbox auto) may
+// write; a path elsewhere (the scenario's folder under /tmp) is not there
+// inside bwrap, whose /tmp is its own.
+const stampsInWorkspace = "bench-stamps"
+
+// workspaceStamps is stampsInWorkspace as the harness reads it.
+func workspaceStamps(jobs, id string) string {
+	return filepath.Join(jobs, id, "workspace", stampsInWorkspace)
+}
+
 // waitStamp polls the stamp file for "KEY UNIXNANO".
 func waitStamp(file, key string, timeout time.Duration) (int64, error) {
 	deadline := time.Now().Add(timeout)
@@ -105,7 +118,7 @@ func (h *harness) pickup() error {
 		}
 	}
 	h.noteCreateLatency("1", root)
-	stampsL, stampsB, stampsF := filepath.Join(root, "stamps-logist"), filepath.Join(root, "stamps-base"), filepath.Join(root, "stamps-benchfloor")
+	stampsB, stampsF := filepath.Join(root, "stamps-base"), filepath.Join(root, "stamps-benchfloor")
 
 	var stopBase func()
 	if _, err := exec.LookPath("inotifywait"); err == nil {
@@ -160,7 +173,7 @@ func (h *harness) pickup() error {
 		},
 		func(i int) error {
 			id := fmt.Sprintf("p-%05d", i)
-			l, err := drop(jobs, id, stampsL, h.cmdManifest(id, stampsL))
+			l, err := drop(jobs, id, workspaceStamps(jobs, id), h.cmdManifest(id, stampsInWorkspace))
 			lat = append(lat, l)
 			if err != nil {
 				return err
@@ -180,7 +193,7 @@ func (h *harness) pickup() error {
 	h.raw("1.pickup_ms.logist", lat...)
 	h.raw("1.pickup_ms.inotifywait", latBase...)
 	h.raw("1.pickup_ms.floor", latFloor...)
-	r := Row{Scenario: "1", Name: "pickup latency (rename → agent's first timestamp)", Unit: "ms", Stat: "p99",
+	r := Row{Scenario: "1", Name: fmt.Sprintf("pickup latency (rename → agent's first timestamp; sandbox %s)", sandboxOf(filepath.Join(jobs, "p-00000"))), Unit: "ms", Stat: "p99",
 		Value: Summarize(lat), BaseName: "inotifywait loop", Goal: Goal{"ratio<=", 1.0}}
 	if stopBase != nil {
 		b := Summarize(latBase)
@@ -193,6 +206,22 @@ func (h *harness) pickup() error {
 		Value: sf, BaseName: "inotifywait loop", Baseline: r.Baseline,
 		Note: fmt.Sprintf("the least a Go program can do within goal 1's terms (Logist's manifest check, a durable intent, then the agent; no job folder, history or request file); median %.2f ms; Logist's p99 is %.2f× this floor's", sf.Median, sl.P99/sf.P99)})
 	return h.fsyncFloor(d, root, staging, jobs, sl, r.Baseline)
+}
+
+// sandboxOf is the containment the job in dir ran under (its manifest's
+// run.sandbox, logistd's default when the manifest sets none), for the
+// rows that state issue 21's goals on the sandboxed path.
+func sandboxOf(dir string) string {
+	var m struct {
+		Run struct {
+			Sandbox string `json:"sandbox"`
+		} `json:"run"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "job.json"))
+	if err != nil || json.Unmarshal(b, &m) != nil || m.Run.Sandbox == "" {
+		return "unknown"
+	}
+	return m.Run.Sandbox
 }
 
 // startWatcher starts a pickup contender in its own process group and
@@ -355,7 +384,6 @@ func (h *harness) fsyncFloor(d *daemon, root, staging, jobs string, pickup Summa
 	if err != nil {
 		return err
 	}
-	stamps := filepath.Join(root, "stamps-floor")
 	finished, err := d.metric("logistd_jobs_finished_total")
 	if err != nil {
 		return err
@@ -364,7 +392,8 @@ func (h *harness) fsyncFloor(d *daemon, root, staging, jobs string, pickup Summa
 	for i := 0; i < 3; i++ {
 		id := fmt.Sprintf("f-%05d", i)
 		src := filepath.Join(staging, id+".json")
-		if err := os.WriteFile(src, h.cmdManifest(id, stamps, "300"), 0o600); err != nil {
+		stamps := workspaceStamps(jobs, id)
+		if err := os.WriteFile(src, h.cmdManifest(id, stampsInWorkspace, "300"), 0o600); err != nil {
 			return err
 		}
 		c0, err := d.settledFsyncs()
@@ -479,7 +508,7 @@ func (h *harness) perCall() error {
 		return err
 	}
 	defer d.stop()
-	var per, perJobs, floor, base, cpu []float64
+	var per, perJobs, floor, base, cpu, jobFsyncs []float64
 	finished := 0.0
 	// run moves the staged jobs in and returns wall and logistd CPU per call.
 	run := func(list []string) (wallMs, cpuMs float64, err error) {
@@ -526,10 +555,20 @@ func (h *harness) perCall() error {
 		if err := stage(staging, list, func(id string) []byte { return h.cmdManifest(id, "-") }); err != nil {
 			return err
 		}
+		f0, err := d.settledFsyncs()
+		if err != nil {
+			return err
+		}
 		if w, _, err = run(list); err != nil {
 			return err
 		}
 		perJobs = append(perJobs, w)
+		f1, err := d.settledFsyncs()
+		if err != nil {
+			return err
+		}
+		jf := f1.minus(f0)
+		jobFsyncs = append(jobFsyncs, (jf.history+jf.file+jf.folder)/float64(len(list)))
 
 		f, err := callFloor(filepath.Join(root, fmt.Sprint("floor", round)), h.agent, calls)
 		if err != nil {
@@ -542,11 +581,20 @@ func (h *harness) perCall() error {
 	h.raw("2.per_call_ms.floor", floor...)
 	h.raw("2.per_call_ms.bare_loop", base...)
 	h.raw("2.daemon_cpu_ms_per_call", cpu...)
+	h.raw("2.fsyncs_per_two_call_job", jobFsyncs...)
 	b := Summarize(base)
-	h.add(Row{Scenario: "2", Name: fmt.Sprintf("wall time per agent call (one job of %d calls, full Logist path, --max-parallel 1)", calls), Unit: "ms", Stat: "median",
+	contained := sandboxOf(filepath.Join(jobs, "long0"))
+	h.add(Row{Scenario: "2", Name: fmt.Sprintf("wall time per agent call (one job of %d calls, full Logist path, sandbox %s, --max-parallel 1)", calls, contained), Unit: "ms", Stat: "median",
 		Value: Summarize(per), BaseName: "bare Go exec loop", Baseline: &b, Goal: Goal{"ratio<=", 1.2}})
-	h.add(Row{Scenario: "2", Name: "logistd CPU per agent call (same job)", Unit: "ms", Stat: "median", Value: Summarize(cpu),
-		Note: "process_cpu_seconds_total of logistd itself (the agent's CPU not included); 10 ms resolution"})
+	h.add(Row{Scenario: "2", Name: "logistd CPU per agent call (same job)", Unit: "ms", Stat: "median", Value: Summarize(cpu), Goal: Goal{"value<=", 0.3},
+		Note: fmt.Sprintf("process_cpu_seconds_total of logistd itself (the agent's CPU not included; 10 ms resolution, %.2f ms per call over the job)", 10.0/float64(calls))})
+	h.add(Row{Scenario: "2", Name: fmt.Sprintf("logistd's own fsyncs per two-call job (%d jobs of 2 calls)", h.sz.CallJobs), Unit: "fsyncs", Stat: "median", Value: Summarize(jobFsyncs),
+		Note: "logistd_history_fsync_duration_seconds_count and logistd_fsyncs_total of the daemon, settled before and after, as issue 21 counted its 7; goal 2's ≤ 4 is the census row's, which counts every fsync of the job (strace -f: a contained call's launcher too)"})
+	if f := h.fsyncFloors; f != nil {
+		h.add(Row{Scenario: "2", Name: "fsyncs per call on the critical path (one agent's start to the next one's)", Unit: "fsyncs", Stat: "median",
+			Value: Summarize([]float64{f.call.history + f.call.file + f.call.folder}), Goal: Goal{"value<=", 1},
+			Note: "scenario 1's probe: the median of 3 jobs' counts between the worker's start and the supervisor's: " + f.call.String()})
+	}
 	h.add(Row{Scenario: "2", Name: fmt.Sprintf("wall time per agent call, %d jobs of 2 calls (each call carries half a job's start and end)", h.sz.CallJobs), Unit: "ms", Stat: "median",
 		Value: Summarize(perJobs), BaseName: "bare Go exec loop", Baseline: &b})
 	h.add(Row{Scenario: "2", Name: "per-call floor (request file, fsync'd intent, agent, answer check, fsync'd response)", Unit: "ms", Stat: "median",
@@ -698,8 +746,8 @@ func (h *harness) throughput() error {
 	b := Summarize(limit)
 	total := per.history + per.file + per.folder
 	h.add(Row{Scenario: "3", Name: fmt.Sprintf("durable throughput, %d scripted jobs (default workflow, --max-parallel 4)", h.sz.ThroughputJobs),
-		Unit: "jobs/s", Stat: "median", Value: Summarize(rate), BaseName: "fsync'd 200-byte appends/s", Baseline: &b, Goal: Goal{"ratio>=", 0.05},
-		Note: fmt.Sprintf("%.1f fsyncs per job (%.1f history, %.1f file, %.1f folder; logistd_history_fsync_duration_seconds_count and logistd_fsyncs_total): one after the other at the measured %.0f fsyncs/s they allow %.0f jobs/s; the goal (1/20 of that rate) needs ≤ 20 per job or fsyncs of parallel jobs overlapping",
+		Unit: "jobs/s", Stat: "median", Value: Summarize(rate), BaseName: "fsync'd 200-byte appends/s", Baseline: &b, Goal: Goal{"ratio>=", 0.1},
+		Note: fmt.Sprintf("%.1f fsyncs per job (%.1f history, %.1f file, %.1f folder; logistd_history_fsync_duration_seconds_count and logistd_fsyncs_total): one after the other at the measured %.0f fsyncs/s they allow %.0f jobs/s; the goal (1/10 of that rate) needs ≤ 10 per job or fsyncs of parallel jobs overlapping",
 			total, per.history, per.file, per.folder, Median(limit), Median(limit)/total)})
 	return nil
 }
@@ -747,11 +795,8 @@ func (h *harness) historyGrowth() error {
 		h.raw("4.append_us.existing="+k, by[k]...)
 		r := Row{Scenario: "4", Name: "fsync'd append after " + k + " records (BenchmarkAppend)", Unit: "µs", Stat: "median",
 			Value: Summarize(by[k]), BaseName: "after 10", Baseline: &b10}
-		switch k {
-		case "10000":
-			r.Goal = Goal{"ratio<=", 1.5}
-		case "100000":
-			r.Goal = Goal{"ratio<=", 1.1} // issue 21's goal 6: flat to 100,000 records
+		if k != "10" {
+			r.Goal = Goal{"ratio<=", 1.1} // issue 21's goal 6: flat to 100,000 records, ≤ 1.1× the 10th
 		}
 		h.add(r)
 	}
@@ -766,7 +811,7 @@ func (h *harness) historyGrowth() error {
 	if err := writeJob(jobs, "small", scriptManifest("small", 0)); err != nil {
 		return err
 	}
-	if err := writeJob(jobs, "big", []byte(`{"job_id": "big", "task_description": "bench", "limits": {"max_retries": 1000}, "agents": {
+	if err := writeJob(jobs, "big", []byte(`{"job_id": "big", "task_description": "bench", "limits": {"max_retries": 1000, "max_agent_calls": 1000000000}, "agents": {
  "worker": {"provider": "script", "script": [{"action": "RETRY", "summary": "again"}]},
  "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`)); err != nil {
 		return err
@@ -791,8 +836,8 @@ func (h *harness) historyGrowth() error {
 			dst      *[]float64
 			cmd, job string
 			more     []string
-		}{{&st, "status", "big", nil}, {&stSmall, "status", "small", nil}, {&hi, "history", "big", nil}, {&hiSmall, "history", "small", nil},
-			{&page, "history", "big", []string{"--last", "20"}}} {
+		}{{&st, "status", "big", nil}, {&stSmall, "status", "small", nil}, {&hi, "history", "big", []string{"--last", "0"}},
+			{&hiSmall, "history", "small", nil}, {&page, "history", "big", nil}} {
 			v, err := timeCmd(ctx, h.logist, append([]string{c.cmd, c.job, "--jobs-dir", jobs}, c.more...)...)
 			if err != nil {
 				return fmt.Errorf("logist %s %s: %v", c.cmd, c.job, err)
@@ -802,16 +847,17 @@ func (h *harness) historyGrowth() error {
 	}
 	h.raw("4.status_ms.big", st...)
 	h.raw("4.status_ms.small", stSmall...)
-	h.raw("4.history_ms.big", hi...)
+	h.raw("4.history_all_ms.big", hi...)
 	h.raw("4.history_ms.small", hiSmall...)
-	h.raw("4.history_last20_ms.big", page...)
+	h.raw("4.history_first_page_ms.big", page...)
 	bs, bh := Summarize(stSmall), Summarize(hiSmall)
+	scale := offScale(records, goalHistoryRecords, "records")
 	h.add(Row{Scenario: "4", Name: fmt.Sprintf("`logist status` on a job with %d records", records), Unit: "ms", Stat: "median",
-		Value: Summarize(st), BaseName: "same on a 1-call job", Baseline: &bs, Goal: Goal{"value<=", 50}})
-	h.add(Row{Scenario: "4", Name: fmt.Sprintf("`logist history` on a job with %d records", records), Unit: "ms", Stat: "median",
+		Value: Summarize(st), BaseName: "same on a 1-call job", Baseline: &bs, Goal: Goal{"value<=", 10}, OffScale: scale})
+	h.add(Row{Scenario: "4", Name: fmt.Sprintf("`logist history` (its first page: the last 50 interactions) on a job with %d records", records), Unit: "ms", Stat: "median",
+		Value: Summarize(page), BaseName: "same on a 1-call job", Baseline: &bh, Goal: Goal{"value<=", 100}, OffScale: scale})
+	h.add(Row{Scenario: "4", Name: fmt.Sprintf("`logist history --last 0` (every interaction) on a job with %d records", records), Unit: "ms", Stat: "median",
 		Value: Summarize(hi), BaseName: "same on a 1-call job", Baseline: &bh})
-	h.add(Row{Scenario: "4", Name: fmt.Sprintf("`logist history --last 20` (its first page) on a job with %d records", records), Unit: "ms", Stat: "median",
-		Value: Summarize(page), BaseName: "whole history on a 1-call job", Baseline: &bh, Goal: Goal{"value<=", 100}})
 	return nil
 }
 
@@ -858,15 +904,24 @@ func (h *harness) scale() error {
 		}
 		_ = out
 	}
+	tpls := make([]*jobTemplate, len(names))
+	for i, n := range names {
+		if tpls[i], err = newJobTemplate(filepath.Join(tpl, n)); err != nil {
+			return err
+		}
+	}
 	statuses := map[string]int{}
+	t0 := time.Now()
 	for i := 0; i < h.sz.ScaleJobs; i++ {
 		src := names[i%len(names)]
 		id := fmt.Sprintf("s-%05d-%s", i, src)
-		if err := copyJob(filepath.Join(tpl, src), filepath.Join(big, id), id); err != nil {
+		if err := tpls[i%len(names)].place(filepath.Join(big, id), id); err != nil {
 			return err
 		}
 		statuses[src]++
 	}
+	syscall.Sync()
+	h.logf("scenario 5: %d job folders placed in %.1f s", h.sz.ScaleJobs, time.Since(t0).Seconds())
 	var ready, readyBase, mem, memBase []float64
 	// The first start over the folder has no manifest index yet (issue
 	// 21's goal 5 includes it): reported on its own as well.
@@ -920,56 +975,88 @@ func (h *harness) scale() error {
 		mix = append(mix, fmt.Sprintf("%s×%d", n, statuses[n]))
 	}
 	n := h.sz.ScaleJobs
+	scale := offScale(n, goalScaleJobs, "jobs")
 	h.add(Row{Scenario: "5", Name: fmt.Sprintf("start-up to /readyz 200 with %d jobs", n), Unit: "ms", Stat: "median",
-		Value: Summarize(ready), BaseName: "empty folder", Baseline: &rb, Goal: Goal{"value<=", 1000},
+		Value: Summarize(ready), BaseName: "empty folder", Baseline: &rb, Goal: Goal{"value<=", 1000}, OffScale: scale,
 		Note: "jobs copied from the example jobs run to their ends, plus DRAFTs with no supervisor (INVALID): " + strings.Join(mix, ", ")})
 	h.add(Row{Scenario: "5", Name: fmt.Sprintf("resident memory (VmRSS) when ready, %d jobs", n), Unit: "MiB", Stat: "median",
-		Value: Summarize(mem), BaseName: "empty folder", Baseline: &mb, Goal: Goal{"value<=", 100}})
+		Value: Summarize(mem), BaseName: "empty folder", Baseline: &mb, Goal: Goal{"value<=", 100}, OffScale: scale})
 	h.add(Row{Scenario: "5", Name: fmt.Sprintf("first start-up to /readyz 200 with %d jobs (no manifest index yet)", n), Unit: "ms", Stat: "median",
-		Value: Summarize(firstReady), BaseName: "empty folder", Baseline: &rb, Goal: Goal{"value<=", 1000}})
+		Value: Summarize(firstReady), BaseName: "empty folder", Baseline: &rb, Goal: Goal{"value<=", 1000}, OffScale: scale})
 	h.add(Row{Scenario: "5", Name: fmt.Sprintf("resident memory (VmRSS) when ready, first start, %d jobs", n), Unit: "MiB", Stat: "median",
-		Value: Summarize(firstMem), BaseName: "empty folder", Baseline: &mb, Goal: Goal{"value<=", 100}})
+		Value: Summarize(firstMem), BaseName: "empty folder", Baseline: &mb, Goal: Goal{"value<=", 100}, OffScale: scale})
 	h.add(Row{Scenario: "5", Name: fmt.Sprintf("`logist list` with %d jobs", n), Unit: "ms", Stat: "median",
-		Value: Summarize(list), BaseName: "empty folder", Baseline: &lb, Goal: Goal{"value<=", 200}})
+		Value: Summarize(list), BaseName: "empty folder", Baseline: &lb, Goal: Goal{"value<=", 200}, OffScale: scale})
 	return nil
 }
 
-// copyJob copies a finished job's files (not its workspace or snapshots)
-// under a new id.
-func copyJob(src, dst, id string) error {
-	if err := os.MkdirAll(filepath.Join(dst, "workspace"), 0o700); err != nil {
-		return err
-	}
-	return filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
+// jobTemplate is a finished job's folder to be placed many times under
+// new ids: its files (not its workspace, snapshots or requests) are hard
+// links to the template's, but for job.json, written with the new job_id.
+// Logist writes a linked file only by replacing it (atomicfile, the
+// history mark), so the copies stay apart.
+type jobTemplate struct {
+	src      string
+	dirs     []string // relative, parents first
+	files    []string // relative
+	manifest []byte   // job.json with templateID as its job_id
+}
+
+const templateID = "@@BENCH-JOB-ID@@"
+
+func newJobTemplate(src string) (*jobTemplate, error) {
+	t := &jobTemplate{src: src}
+	err := filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(src, p)
-		if e.IsDir() {
-			if rel == "." {
-				return nil
-			}
-			if rel == "workspace" || rel == "snapshots" || rel == "requests" {
-				return filepath.SkipDir
-			}
-			return os.MkdirAll(filepath.Join(dst, rel), 0o700)
+		switch {
+		case rel == ".":
+			return nil
+		case e.IsDir() && (rel == "workspace" || rel == "snapshots" || rel == "requests"):
+			return filepath.SkipDir
+		case e.IsDir():
+			t.dirs = append(t.dirs, rel)
+			return nil
+		case rel != "job.json":
+			t.files = append(t.files, rel)
+			return nil
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return err
 		}
-		if rel == "job.json" {
-			var m map[string]any
-			if err := json.Unmarshal(b, &m); err != nil {
-				return err
-			}
-			m["job_id"] = id
-			if b, err = json.MarshalIndent(m, "", "  "); err != nil {
-				return err
-			}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			return err
 		}
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o600)
+		m["job_id"] = templateID
+		t.manifest, err = json.MarshalIndent(m, "", "  ")
+		return err
 	})
+	if err == nil && t.manifest == nil {
+		err = fmt.Errorf("template %s has no job.json", src)
+	}
+	return t, err
+}
+
+// place makes dst, the template's job under id.
+func (t *jobTemplate) place(dst, id string) error {
+	if err := os.MkdirAll(filepath.Join(dst, "workspace"), 0o700); err != nil {
+		return err
+	}
+	for _, d := range t.dirs {
+		if err := os.Mkdir(filepath.Join(dst, d), 0o700); err != nil && !os.IsExist(err) {
+			return err
+		}
+	}
+	for _, f := range t.files {
+		if err := os.Link(filepath.Join(t.src, f), filepath.Join(dst, f)); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(filepath.Join(dst, "job.json"), bytes.ReplaceAll(t.manifest, []byte(templateID), []byte(id)), 0o600)
 }
 
 // 6. Concurrency: jobs whose Worker takes 1 s, --max-parallel P; the CLI's
@@ -1046,12 +1133,16 @@ func (h *harness) concurrency() error {
 	h.raw("6.status_ms.running", st...)
 	h.raw("6.status_ms.idle", stIdle...)
 	id := Summary{N: 1, Median: ideal, P25: ideal, P75: ideal, P99: ideal, Min: ideal, Max: ideal}
+	scale := ""
+	if n < goalConcJobs || p < goalConcParallel {
+		scale = fmt.Sprintf("%d jobs at --max-parallel %d; this run: %d at %d", goalConcJobs, goalConcParallel, n, p)
+	}
 	h.add(Row{Scenario: "6", Name: fmt.Sprintf("%d jobs (Worker 1 s, Supervisor 0 s), --max-parallel %d: total time", n, p), Unit: "ms", Stat: "median",
-		Value: Summarize(total), BaseName: "ideal n/p × 1 s", Baseline: &id, Goal: Goal{"ratio<=", 1.05}})
+		Value: Summarize(total), BaseName: "ideal n/p × 1 s", Baseline: &id, Goal: Goal{"ratio<=", 1.05}, OffScale: scale})
 	bi := Summarize(stIdle)
 	s := Summarize(st)
 	h.add(Row{Scenario: "6", Name: "`logist status` while they run", Unit: "ms", Stat: "p99", Value: s,
-		BaseName: "idle daemon", Baseline: &bi, Goal: Goal{"value<=", 50}, Note: fmt.Sprintf("max %.1f ms over %d calls", s.Max, s.N)})
+		BaseName: "idle daemon", Baseline: &bi, Goal: Goal{"value<=", 50}, OffScale: scale, Note: fmt.Sprintf("max %.1f ms over %d calls", s.Max, s.N)})
 	_ = math.NaN
 	return nil
 }
