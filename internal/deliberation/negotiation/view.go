@@ -35,5 +35,11 @@ func (s *Session) View(party string) (*deliberation.View, error) {
 	if msgs == nil {
 		msgs = []deliberation.Message{}
 	}
-	return &deliberation.View{Participant: party, Name: p.Name, Role: g.agent(party), Messages: msgs, Private: b.String(), State: s.State()}, nil
+	v := &deliberation.View{Participant: party, Name: p.Name, Role: g.agent(party), Messages: msgs, Private: b.String(), State: s.State()}
+	// What the party may do besides answering: what Input accepts from
+	// it now (one decision, Input's).
+	if _, err := s.Input(deliberation.Input{Kind: inputEndConversation, From: party}); err == nil {
+		v.Inputs = []string{inputEndConversation}
+	}
+	return v, nil
 }
