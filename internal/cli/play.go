@@ -57,16 +57,12 @@ var cmdPlay = &command{
 			full, _ := e.fs.GetBool("prompt")
 			return &Result{Text: playText(id, v, full), Data: map[string]any{"view": v}}, nil
 		}
-		m, err := st.Play(id, party, steward.Move{Control: action, Answer: answer})
+		mv := steward.Move{Control: action, Answer: answer}
+		m, err := st.Play(id, party, mv)
 		if err != nil {
 			return nil, err
 		}
-		news := map[string]string{
-			steward.ControlSkip:   fmt.Sprintf("%s skips the turn; job %s goes on", party, id),
-			"end_conversation":    fmt.Sprintf("%s ended the private conversation; job %s goes on", party, id),
-			steward.ControlAnswer: fmt.Sprintf("%s's move filed; job %s goes on", party, id),
-		}
-		return changed(e, m, news[action]), nil
+		return changed(e, m, mv.News(id, party)), nil
 	},
 }
 

@@ -47,6 +47,19 @@ type Move struct {
 	Answer  []byte
 }
 
+// News is what a person is told of move mv made by participant.
+func (mv Move) News(id, participant string) string {
+	switch mv.Control {
+	case ControlAnswer:
+		return fmt.Sprintf("%s's move filed; job %s goes on", participant, id)
+	case ControlSkip:
+		return fmt.Sprintf("%s skips the turn; job %s goes on", participant, id)
+	case "end_conversation":
+		return fmt.Sprintf("%s ended the private conversation; job %s goes on", participant, id)
+	}
+	return fmt.Sprintf("%s chose %s; job %s goes on", participant, mv.Control, id)
+}
+
 // playControls are the moves open to a participant: none unless its turn
 // waits (every control acts on that turn); then an answer, a skip, and
 // the inputs its game accepts from it now.
