@@ -43,3 +43,24 @@ func (s *Session) View(party string) (*deliberation.View, error) {
 	}
 	return v, nil
 }
+
+var _ deliberation.Roler = (*Session)(nil)
+
+// Roles implements deliberation.Roler: every party is played by an agent
+// (game.agents, or the party's id), and so is the stance helper. The
+// chair is never called.
+func (s *Session) Roles() map[string]string {
+	g := s.g
+	out := map[string]string{}
+	for _, id := range g.ids {
+		f := "game.agents." + id
+		if g.cfg.Agents[id] == "" {
+			f = "party " + id + " (played by the agent of its id unless game.agents maps it)"
+		}
+		out[f] = g.agent(id)
+	}
+	if g.cfg.Helper != "" {
+		out["game.helper"] = g.cfg.Helper
+	}
+	return out
+}
