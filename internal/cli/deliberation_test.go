@@ -65,3 +65,32 @@ func TestValidateChecksTheGameConfig(t *testing.T) {
 		t.Fatalf("the parliament demo is refused: exit %d\n%s%s", code, out, errs)
 	}
 }
+
+// Issue 20: every agent name a workflow's configuration gives (a
+// parliament's summarizer, speaker and members' agents, a negotiation's
+// parties and helper) must name an agent of the manifest; logist validate
+// refuses one that does not, naming the file, the field and the reason,
+// with the check the run makes (deliberation.CheckRoles).
+func TestValidateChecksAgentReferences(t *testing.T) {
+	jobs := t.TempDir()
+	for _, c := range []struct {
+		demo, field string
+		edit        func(m map[string]any)
+	}{
+		{"demo-parliament", "game.summarizer", func(m map[string]any) { m["game"].(map[string]any)["summarizer"] = "clerk" }},
+		{"demo-parliament", "game.speaker", func(m map[string]any) { m["game"].(map[string]any)["speaker"] = "chairman" }},
+		{"demo-parliament", "game.representatives[1].agent", func(m map[string]any) {
+			m["game"].(map[string]any)["representatives"].([]any)[1].(map[string]any)["agent"] = "ghost"
+		}},
+		{"demo-negotiation", "game.helper", func(m map[string]any) { m["game"].(map[string]any)["helper"] = "ghost" }},
+		{"demo-negotiation", "game.agents.aster", func(m map[string]any) { m["game"].(map[string]any)["agents"] = map[string]any{"aster": "ghost"} }},
+		{"demo-negotiation", "party delm", func(m map[string]any) { delete(m["agents"].(map[string]any), "delm") }},
+	} {
+		id := strings.NewReplacer(".", "-", "[", "-", "]", "", " ", "-").Replace(c.field)
+		f := copyDemo(t, jobs, c.demo, id, c.edit)
+		code, out, errs := runMain(t, nil, "validate", f)
+		if code != 1 || !strings.Contains(out+errs, f) || !strings.Contains(out+errs, c.field) || !strings.Contains(out+errs, "is not an agent of the manifest") {
+			t.Errorf("%s: validate exit %d\n%s%s", c.field, code, out, errs)
+		}
+	}
+}

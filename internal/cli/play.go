@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/logist/logist/internal/deliberation"
 	"github.com/logist/logist/internal/steward"
 	"github.com/logist/logist/internal/textsafe"
 )
@@ -50,41 +49,25 @@ var cmdPlay = &command{
 		if err != nil {
 			return nil, err
 		}
-		switch action {
-		case "":
+		if action == "" {
 			v, err := st.PlayView(id, party)
 			if err != nil {
 				return nil, err
 			}
 			full, _ := e.fs.GetBool("prompt")
 			return &Result{Text: playText(id, v, full), Data: map[string]any{"view": v}}, nil
-		case "skip":
-			m, err := st.Skip(id, party)
-			if err != nil {
-				return nil, err
-			}
-			return changed(e, m, fmt.Sprintf("%s skips the turn; job %s goes on", party, id)), nil
-		case "end-conversation":
-			m, err := st.PlayerInput(id, party, deliberation.Input{Kind: "end_conversation"})
-			if err != nil {
-				return nil, err
-			}
-			return changed(e, m, fmt.Sprintf("%s ended the private conversation; job %s goes on", party, id)), nil
 		}
-		v, err := st.PlayView(id, party)
+		mv := steward.Move{Control: action, Answer: answer}
+		m, err := st.Play(id, party, mv)
 		if err != nil {
 			return nil, err
 		}
-		m, err := st.Reply(id, v.Role, answer)
-		if err != nil {
-			return nil, err
-		}
-		return changed(e, m, fmt.Sprintf("%s's move filed; job %s goes on", party, id)), nil
+		return changed(e, m, mv.News(id, party)), nil
 	},
 }
 
-// playAction is the one move the flags ask for ("" for none: show the
-// view) and, for an answer, its JSON.
+// playAction is the one move the flags ask for (a steward.Move's
+// control, "" for none: show the view) and, for an answer, its JSON.
 func playAction(fs *pflag.FlagSet) ([]byte, string, error) {
 	say, _ := fs.GetString("say")
 	issues, _ := fs.GetStringSlice("issues")
@@ -112,11 +95,11 @@ func playAction(fs *pflag.FlagSet) ([]byte, string, error) {
 	}
 	switch {
 	case skip:
-		return nil, "skip", nil
+		return nil, steward.ControlSkip, nil
 	case end:
-		return nil, "end-conversation", nil
+		return nil, "end_conversation", nil
 	case raw != "":
-		return []byte(raw), "answer", nil
+		return []byte(raw), steward.ControlAnswer, nil
 	case vote != "":
 		v := strings.ToUpper(vote)
 		if v != "YES" && v != "NO" {
@@ -127,7 +110,7 @@ func playAction(fs *pflag.FlagSet) ([]byte, string, error) {
 			ans["reason"] = reason
 		}
 		b, err := json.Marshal(ans)
-		return b, "answer", err
+		return b, steward.ControlAnswer, err
 	case say != "":
 		ans := map[string]any{"text": say}
 		if len(issues) > 0 {
@@ -145,7 +128,7 @@ func playAction(fs *pflag.FlagSet) ([]byte, string, error) {
 			ans["concessions"] = cs
 		}
 		b, err := json.Marshal(ans)
-		return b, "answer", err
+		return b, steward.ControlAnswer, err
 	}
 	return nil, "", nil
 }
@@ -173,19 +156,25 @@ func playText(id string, v *steward.PlayView, fullPrompt bool) string {
 		return b.String()
 	}
 	fmt.Fprintf(&b, "Your turn (interaction %d, answer schema %s):\n", v.Turn.Interaction, v.Turn.Schema)
-	prompt := v.Turn.Prompt
-	if !fullPrompt {
-		// The prompt's last section is the turn's instruction; the rest is
-		// the view above (--prompt shows it all).
-		if i := strings.LastIndex(prompt, "\n## "); i >= 0 {
-			prompt = prompt[i+1:]
+	b.WriteString(strings.TrimRight(v.Turn.Instruction(fullPrompt), "\n") + "\n\n")
+	fmt.Fprintf(&b, "Move: logist play %s --as %s %s\n", id, v.Participant, strings.Join(playFlags(v), " | "))
+	return b.String()
+}
+
+// playFlags are the flags of the moves open to the party now
+// (PlayView.Controls): a game's input KIND is the flag --KIND, with
+// dashes.
+func playFlags(v *steward.PlayView) []string {
+	var out []string
+	for _, c := range v.Controls {
+		switch {
+		case c == steward.ControlAnswer && strings.Contains(v.Turn.Schema, "vote"):
+			out = append(out, "--vote YES|NO [--reason TEXT]")
+		case c == steward.ControlAnswer:
+			out = append(out, "--say TEXT [--issues ID,...] [--concede ISSUE:OPTION:toward|away]")
+		default:
+			out = append(out, "--"+strings.ReplaceAll(c, "_", "-"))
 		}
 	}
-	b.WriteString(strings.TrimRight(prompt, "\n") + "\n\n")
-	move := "--say TEXT [--issues ID,...] [--concede ISSUE:OPTION:toward|away]"
-	if strings.Contains(v.Turn.Schema, "vote") {
-		move = "--vote YES|NO [--reason TEXT]"
-	}
-	fmt.Fprintf(&b, "Move: logist play %s --as %s %s | --skip | --end-conversation (Round 2)\n", id, v.Participant, move)
-	return b.String()
+	return out
 }

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -76,7 +78,7 @@ func checkWorkflowConfig(f string, m *manifest.Manifest) error {
 	if m.Seed != nil {
 		seed = *m.Seed
 	}
-	if err := builtins.Effects().CheckConfig(wf, m.Game, seed, filepath.Dir(f)); err != nil {
+	if err := builtins.Effects().CheckConfig(wf, m.Game, seed, filepath.Dir(f), slices.Sorted(maps.Keys(m.Agents))); err != nil {
 		return fmt.Errorf("%s: workflow %s: %w", f, wf.Name, err)
 	}
 	return nil

@@ -224,7 +224,8 @@ type ActionBody struct {
 	TimeThresholdMinutes *float64        `json:"time_threshold_minutes,omitempty"`
 	MaxAgentCalls        *int            `json:"max_agent_calls,omitempty"`
 	Checkpoint           string          `json:"checkpoint,omitempty"` // rollback --to
-	As                   string          `json:"as,omitempty"`         // reply --as
+	As                   string          `json:"as,omitempty"`         // reply --as, play --as
+	Move                 string          `json:"move,omitempty"`       // play's move: answer, skip, end_conversation
 	Answer               json.RawMessage `json:"answer,omitempty"`     // reply --answer
 	Decision             string          `json:"decision,omitempty"`   // pm's decision
 	Filter               *Filter         `json:"filter,omitempty"`     // bulk actions
@@ -242,6 +243,7 @@ func readBody(w http.ResponseWriter, r *http.Request) (ActionBody, error) {
 		}
 		f := r.PostForm
 		b.Reason, b.Guidance, b.Checkpoint, b.As, b.Decision = f.Get("reason"), f.Get("guidance"), f.Get("checkpoint"), f.Get("as"), f.Get("decision")
+		b.Move = f.Get("move")
 		if a := strings.TrimSpace(f.Get("answer")); a != "" {
 			b.Answer = json.RawMessage(a)
 		} else if a, err := answerFromForm(f); err != nil {
@@ -325,6 +327,16 @@ func (c *Console) act(action, id string, b ActionBody) (msg string, data map[str
 		}
 		m, err = st.Reply(id, b.As, b.Answer)
 		msg = fmt.Sprintf("Reply as %s filed; job %s goes on", b.As, id)
+	case "play":
+		if b.As == "" {
+			return "", nil, usagef("as (the party) is required")
+		}
+		mv, perr := playMove(b)
+		if perr != nil {
+			return "", nil, perr
+		}
+		m, err = st.Play(id, b.As, mv)
+		msg = mv.News(id, b.As)
 	case "pm":
 		in, perr := jobview.PMDecision(b.Decision, b.Reason, b.Guidance)
 		if perr != nil {
@@ -370,8 +382,13 @@ func (c *Console) apiAction(action string) http.HandlerFunc {
 		}
 		c.o.Logger.Info("console steward command", "command", action, "job_id", id, "role", callerOf(r).role.String())
 		if isForm(r) {
-			// A page's form: back to the job's page, which shows the news.
-			http.Redirect(w, r, "/jobs/"+url.PathEscape(id)+"?done="+url.QueryEscape(action), http.StatusSeeOther)
+			// A page's form: back to the job's page (a player's, to its
+			// play page), which shows the news.
+			to := "/jobs/" + url.PathEscape(id) + "?done=" + url.QueryEscape(action)
+			if action == "play" {
+				to = "/jobs/" + url.PathEscape(id) + "/play?as=" + url.QueryEscape(b.As) + "&done=" + url.QueryEscape(b.Move)
+			}
+			http.Redirect(w, r, to, http.StatusSeeOther)
 			return
 		}
 		ok(w, msg, data)

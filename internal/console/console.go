@@ -20,7 +20,7 @@ import (
 
 // Actions are the steward's actions on one job the console offers, by the
 // CLI command's name.
-var Actions = []string{"halt", "resume", "rollback", "reply", "pm"}
+var Actions = []string{"halt", "resume", "rollback", "reply", "pm", "play"}
 
 // Options configure a console.
 type Options struct {
@@ -117,6 +117,7 @@ func (c *Console) routes() []route {
 		{Method: "GET", Pattern: "/api/v1/jobs/{id}/history", Need: Viewer, API: true, Handler: c.apiHistory},
 		{Method: "GET", Pattern: "/api/v1/jobs/{id}/diff", Need: Viewer, API: true, Handler: c.apiDiff},
 		{Method: "GET", Pattern: "/api/v1/jobs/{id}/verify", Need: Viewer, API: true, Handler: c.apiVerify},
+		{Method: "GET", Pattern: "/api/v1/jobs/{id}/play", Need: Viewer, API: true, Handler: c.apiPlay},
 		{Method: "POST", Pattern: "/api/v1/jobs:halt", Need: StewardRole, API: true, Handler: c.apiBulk("halt")},
 		{Method: "POST", Pattern: "/api/v1/jobs:resume", Need: StewardRole, API: true, Handler: c.apiBulk("resume")},
 		{Method: "GET", Pattern: "/api/v1/events", Need: Viewer, API: true, Handler: c.apiEvents},
@@ -134,6 +135,7 @@ func (c *Console) routes() []route {
 		{Method: "GET", Pattern: "/jobs/{id}", Need: Viewer, Handler: c.pageJob},
 		{Method: "GET", Pattern: "/jobs/{id}/diff", Need: Viewer, Handler: c.pageDiff},
 		{Method: "GET", Pattern: "/jobs/{id}/ledger", Need: Viewer, Handler: c.pageLedger},
+		{Method: "GET", Pattern: "/jobs/{id}/play", Need: Viewer, Handler: c.pagePlay},
 	}
 	for _, a := range Actions {
 		rs = append(rs, route{Method: "POST", Pattern: "/api/v1/jobs/{id}/" + a, Need: StewardRole, API: true, Handler: c.apiAction(a)})

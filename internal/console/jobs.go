@@ -227,6 +227,7 @@ func (c *Console) allowed(m *manifest.Manifest) []string {
 	add("rollback", lifecycle.Allows(m.Status, lifecycle.EvRollback) && m.Schedule == nil)
 	add("reply", awaiting)
 	add("pm", deciding)
+	add("play", awaiting && isPlayGame(workflowName(m)))
 	return out
 }
 

@@ -14,6 +14,7 @@ package deliberation
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -173,7 +174,18 @@ type Env struct {
 	Dir string
 	// Now stamps new messages.
 	Now func() time.Time
+	// Issued is how many messages the job's history has recorded in all,
+	// those a rollback undid included (0: as many as Messages).
+	Issued int
 }
+
+// Undone is how many messages issued before a rollback are not in force:
+// new messages' ids follow every id issued (MessageID), so no id is
+// issued twice, for different messages, across rollbacks.
+func (e Env) Undone() int { return max(0, e.Issued-len(e.Messages)) }
+
+// MessageID is the id of the n-th message issued (from 1).
+func MessageID(n int) string { return fmt.Sprintf("msg-%03d", n) }
 
 // Protector is a Session whose participants must not write some workspace
 // files (a parliament's governed files): the engine has every turn's agent

@@ -17,6 +17,10 @@ type View struct {
 	Private string `json:"private,omitempty"`
 	// State is the game's state (Session.State).
 	State string `json:"state"`
+	// Inputs are the inputs (Input.Kind) the participant may give now
+	// besides answering its turn, as the game's Input decides them (a
+	// negotiation's "end_conversation" while its conversation is open).
+	Inputs []string `json:"inputs,omitempty"`
 }
 
 // Viewer is a Session that can show one participant's view.

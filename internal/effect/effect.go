@@ -72,14 +72,16 @@ type Viewer interface {
 // Checker is an effect whose workflow has a configuration of its own (a
 // game's manifest section): CheckConfig refuses what a run would refuse,
 // with the same error, so logist validate catches it before the run.
-// dir is the job folder (where files the configuration names are).
+// dir is the job folder (where files the configuration names are);
+// agents are the manifest's agent names, which the configuration's role
+// references must name.
 type Checker interface {
-	CheckConfig(game json.RawMessage, seed int64, dir string) error
+	CheckConfig(game json.RawMessage, seed int64, dir string, agents []string) error
 }
 
 // CheckConfig holds a job's own configuration to every effect of its
 // workflow that checks one.
-func (r Registry) CheckConfig(wf *workflow.Workflow, game json.RawMessage, seed int64, dir string) error {
+func (r Registry) CheckConfig(wf *workflow.Workflow, game json.RawMessage, seed int64, dir string, agents []string) error {
 	names := make([]string, 0, len(wf.Phases))
 	for _, p := range wf.Phases {
 		if p.Effect != "" && !slices.Contains(names, p.Effect) {
@@ -89,7 +91,7 @@ func (r Registry) CheckConfig(wf *workflow.Workflow, game json.RawMessage, seed 
 	slices.Sort(names)
 	for _, n := range names {
 		if c, ok := r[n].(Checker); ok {
-			if err := c.CheckConfig(game, seed, dir); err != nil {
+			if err := c.CheckConfig(game, seed, dir, agents); err != nil {
 				return err
 			}
 		}

@@ -1,8 +1,8 @@
 package steward
 
 import (
-	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/deliberation"
@@ -25,6 +25,49 @@ type PlayView struct {
 	// Turn is the participant's turn that waits for its answer (nil when
 	// it is not its turn).
 	Turn *PlayTurn `json:"turn,omitempty"`
+	// Controls are the moves (Move.Control) open to the participant now,
+	// in the order a person is offered them (playControls): the CLI's
+	// hint and the console's play page offer these and no other.
+	Controls []string `json:"controls"`
+}
+
+// The controls of a person playing a participant, besides the game's own
+// inputs (deliberation.View.Inputs, "end_conversation").
+const (
+	// ControlAnswer answers the waiting turn (its schema's JSON).
+	ControlAnswer = "answer"
+	// ControlSkip skips it.
+	ControlSkip = "skip"
+)
+
+// Move is one move of a person playing a participant: a control of
+// PlayView.Controls, and for ControlAnswer the answer's JSON.
+type Move struct {
+	Control string
+	Answer  []byte
+}
+
+// News is what a person is told of move mv made by participant.
+func (mv Move) News(id, participant string) string {
+	switch mv.Control {
+	case ControlAnswer:
+		return fmt.Sprintf("%s's move filed; job %s goes on", participant, id)
+	case ControlSkip:
+		return fmt.Sprintf("%s skips the turn; job %s goes on", participant, id)
+	case "end_conversation":
+		return fmt.Sprintf("%s ended the private conversation; job %s goes on", participant, id)
+	}
+	return fmt.Sprintf("%s chose %s; job %s goes on", participant, mv.Control, id)
+}
+
+// playControls are the moves open to a participant: none unless its turn
+// waits (every control acts on that turn); then an answer, a skip, and
+// the inputs its game accepts from it now.
+func playControls(v *deliberation.View, turn *PlayTurn) []string {
+	if turn == nil {
+		return []string{}
+	}
+	return append([]string{ControlAnswer, ControlSkip}, v.Inputs...)
 }
 
 // PlayTurn is a turn waiting for a human's answer.
@@ -34,6 +77,15 @@ type PlayTurn struct {
 	Schema string `json:"schema"`
 	// Prompt is what the participant is asked, built from its view only.
 	Prompt string `json:"prompt"`
+}
+
+// Instruction is what the turn asks: the prompt's last section (the rest
+// is the participant's view, shown apart), or with whole the prompt.
+func (t *PlayTurn) Instruction(whole bool) string {
+	if i := strings.LastIndex(t.Prompt, "\n## "); i >= 0 && !whole {
+		return t.Prompt[i+1:]
+	}
+	return t.Prompt
 }
 
 // PlayView is participant's view of job id's game and its waiting turn.
@@ -56,6 +108,7 @@ func (s *Steward) PlayView(id, participant string) (*PlayView, error) {
 		schema, _ := req.Request.Metadata[history.MetaAnswerSchema].(string)
 		pv.Turn = &PlayTurn{Interaction: *in.Interaction, Schema: schema, Prompt: req.Request.Prompt}
 	}
+	pv.Controls = playControls(v, pv.Turn)
 	return pv, nil
 }
 
@@ -90,8 +143,8 @@ func (s *Steward) playerTurn(tx *jobtx.Tx, id, participant string) (*deliberatio
 // is out of order.
 func (s *Steward) waitingTurn(tx *jobtx.Tx, id, participant string) (*deliberation.View, *history.Record, error) {
 	m := tx.M
-	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.AwaitingReply {
-		return nil, nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "it is not waiting for a reply", Hint: hintFor(m.Status, id)}
+	if err := awaitingReply(id, m); err != nil {
+		return nil, nil, err
 	}
 	v, in, err := s.playerTurn(tx, id, participant)
 	if err != nil {
@@ -113,6 +166,37 @@ func closeTurn(tx *jobtx.Tx, in *history.Record, code, msg string) error {
 		Response: &history.Response{Status: history.StatusError, EvidenceFiles: []string{}, ErrorCode: code, Error: msg}})
 }
 
+// Play makes participant's move mv at its waiting turn: the one entry
+// point of logist play's moves and the console's (answer, skip, or one of
+// the game's inputs such as end_conversation).
+func (s *Steward) Play(id, participant string, mv Move) (*manifest.Manifest, error) {
+	switch mv.Control {
+	case ControlAnswer:
+		return s.answerTurn(id, participant, mv.Answer)
+	case ControlSkip:
+		return s.Skip(id, participant)
+	case "":
+		return nil, fmt.Errorf("job %s: %w: no move", id, deliberation.ErrInvalidInput)
+	}
+	return s.PlayerInput(id, participant, deliberation.Input{Kind: mv.Control})
+}
+
+// answerTurn files participant's answer to its waiting turn, as Reply
+// files a role's.
+func (s *Steward) answerTurn(id, participant string, answer []byte) (*manifest.Manifest, error) {
+	tx, err := jobtx.Begin(s.Env, id, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Close()
+	v, in, err := s.waitingTurn(tx, id, participant)
+	if err != nil {
+		return nil, err
+	}
+	return s.fileReply(tx, id, in, answer, map[string]any{"role": v.Role, "participant": participant, "interaction": *in.Interaction},
+		"reply as "+v.Role+" by "+s.User)
+}
+
 // Skip skips participant's waiting turn (seed 004: "UI may allow turn
 // skipping"): the game records it as SKIPPED, which counts as the
 // participant's slot, and goes on.
@@ -122,7 +206,6 @@ func (s *Steward) Skip(id, participant string) (*manifest.Manifest, error) {
 		return nil, err
 	}
 	defer tx.Close()
-	m := tx.M
 	v, in, err := s.waitingTurn(tx, id, participant)
 	if err != nil {
 		return nil, err
@@ -130,15 +213,9 @@ func (s *Steward) Skip(id, participant string) (*manifest.Manifest, error) {
 	if err := closeTurn(tx, in, codes.TurnPassed, fmt.Sprintf("%s skipped the turn (logist play --skip by %s)", participant, s.User)); err != nil {
 		return nil, err
 	}
-	m.Run.ErrorCode = ""
-	m.Audit(tx.Now(), "Steward", "REPLY", "as "+v.Role+": turn skipped", nil)
-	if err := s.record(tx, history.CommandReply, "", "", map[string]any{"role": v.Role, "participant": participant, "interaction": *in.Interaction, "skipped": true}); err != nil {
-		return nil, err
-	}
-	if err := s.transition(tx, history.CommandReply, lifecycle.EvResume, lifecycle.Pending, "", "turn of "+participant+" skipped by "+s.User); err != nil {
-		return nil, err
-	}
-	return m, tx.Commit()
+	return s.goOn(tx, history.CommandReply, "REPLY", "as "+v.Role+": turn skipped",
+		map[string]any{"role": v.Role, "participant": participant, "interaction": *in.Interaction, "skipped": true},
+		"turn of "+participant+" skipped by "+s.User)
 }
 
 // PlayerInput applies a control of the person playing participant to the
@@ -151,41 +228,18 @@ func (s *Steward) PlayerInput(id, participant string, in deliberation.Input) (*m
 		return nil, err
 	}
 	defer tx.Close()
-	m := tx.M
 	v, turn, err := s.waitingTurn(tx, id, participant)
 	if err != nil {
 		return nil, err
 	}
-	eff, _, _ := s.phaseEffect(id, m)
-	d, ok := eff.(effect.Decider)
-	if !ok {
-		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "its game takes no input from a player"}
-	}
 	in.From = participant
-	recs, state, err := d.Decide(tx, in)
-	if errors.Is(err, deliberation.ErrInvalidInput) {
-		return nil, fmt.Errorf("job %s: %w", id, err)
-	} else if err != nil {
-		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: err.Error()}
+	closeIt := func() error {
+		return closeTurn(tx, turn, codes.AgentCanceled, fmt.Sprintf("%s chose %s instead of answering", participant, in.Kind))
 	}
-	if err := closeTurn(tx, turn, codes.AgentCanceled, fmt.Sprintf("%s chose %s instead of answering", participant, in.Kind)); err != nil {
+	if err := s.decide(tx, id, in, closeIt); err != nil {
 		return nil, err
 	}
-	for _, r := range recs {
-		if err := tx.Append(r); err != nil {
-			return nil, err
-		}
-	}
-	if state != "" {
-		m.Run.WorkflowState = state
-	}
-	m.Run.ErrorCode = ""
-	m.Audit(tx.Now(), "Steward", "DECIDE", in.Kind+" as "+participant, nil)
-	if err := s.record(tx, history.CommandDecide, "", "", map[string]any{"kind": in.Kind, "content": in.Content, "participant": participant, "role": v.Role}); err != nil {
-		return nil, err
-	}
-	if err := s.transition(tx, history.CommandDecide, lifecycle.EvResume, lifecycle.Pending, "", in.Kind+" by "+participant+" ("+s.User+")"); err != nil {
-		return nil, err
-	}
-	return m, tx.Commit()
+	return s.goOn(tx, history.CommandDecide, "DECIDE", in.Kind+" as "+participant,
+		map[string]any{"kind": in.Kind, "content": in.Content, "participant": participant, "role": v.Role},
+		in.Kind+" by "+participant+" ("+s.User+")")
 }

@@ -27,8 +27,8 @@ func (s *Steward) Reply(id, role string, answer []byte) (*manifest.Manifest, err
 	}
 	defer tx.Close()
 	m := tx.M
-	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.AwaitingReply {
-		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "it is not waiting for a reply", Hint: hintFor(m.Status, id)}
+	if err := awaitingReply(id, m); err != nil {
+		return nil, err
 	}
 	recs, err := history.ReadAll(tx.Dir)
 	if err != nil {
@@ -38,9 +38,24 @@ func (s *Steward) Reply(id, role string, answer []byte) (*manifest.Manifest, err
 	if in == nil {
 		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: fmt.Sprintf("no turn of role %q is waiting for a reply", role)}
 	}
+	return s.fileReply(tx, id, in, answer, map[string]any{"role": role, "interaction": *in.Interaction}, "reply as "+role+" by "+s.User)
+}
+
+// awaitingReply refuses a job that waits for no human's reply.
+func awaitingReply(id string, m *manifest.Manifest) error {
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.AwaitingReply {
+		return &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "it is not waiting for a reply", Hint: hintFor(m.Status, id)}
+	}
+	return nil
+}
+
+// fileReply files answer for the waiting turn in, validated exactly as an
+// agent's answer would be, where the engine reads it, and lets the job go
+// on; changes is the steward record's.
+func (s *Steward) fileReply(tx *jobtx.Tx, id string, in *history.Record, answer []byte, changes map[string]any, reason string) (*manifest.Manifest, error) {
 	meta := in.Request.Metadata
 	if err := validateReply(tx.Store().Workspace(id), meta, answer); err != nil {
-		return nil, &InvalidReplyError{Role: role, Err: err}
+		return nil, &InvalidReplyError{Role: in.Role, Err: err}
 	}
 	p, err := agent.ReplyFile(tx.Dir, &agent.Request{Interaction: *in.Interaction, Metadata: meta})
 	if err != nil {
@@ -52,12 +67,21 @@ func (s *Steward) Reply(id, role string, answer []byte) (*manifest.Manifest, err
 	if err := atomicfile.WriteFile(p, answer, 0o600); err != nil {
 		return nil, err
 	}
+	return s.goOn(tx, history.CommandReply, "REPLY", "as "+in.Role, changes, reason)
+}
+
+// goOn ends every steward command that answers a waiting job (a reply, a
+// skipped turn, a decision, a player's input): the waiting code is
+// cleared, the audit line, the signed steward record (changes) and the
+// transition back to PENDING are recorded, and tx is committed.
+func (s *Steward) goOn(tx *jobtx.Tx, cmd, audit, note string, changes map[string]any, reason string) (*manifest.Manifest, error) {
+	m := tx.M
 	m.Run.ErrorCode = ""
-	m.Audit(tx.Now(), "Steward", "REPLY", "as "+role, nil)
-	if err := s.record(tx, history.CommandReply, "", "", map[string]any{"role": role, "interaction": *in.Interaction}); err != nil {
+	m.Audit(tx.Now(), "Steward", audit, note, nil)
+	if err := s.record(tx, cmd, "", "", changes); err != nil {
 		return nil, err
 	}
-	if err := s.transition(tx, history.CommandReply, lifecycle.EvResume, lifecycle.Pending, "", "reply as "+role+" by "+s.User); err != nil {
+	if err := s.transition(tx, cmd, lifecycle.EvResume, lifecycle.Pending, "", reason); err != nil {
 		return nil, err
 	}
 	return m, tx.Commit()
@@ -140,35 +164,46 @@ func (s *Steward) Decide(id string, in deliberation.Input) (*manifest.Manifest, 
 	if in.From == "" {
 		in.From = s.User
 	}
+	if err := s.decide(tx, id, in, nil); err != nil {
+		return nil, err
+	}
+	return s.goOn(tx, history.CommandDecide, "DECIDE", in.Kind, map[string]any{"kind": in.Kind, "content": in.Content}, in.Kind+" by "+s.User)
+}
+
+// decide gives input in to the deliberation of job id's phase (its
+// effect.Decider), and appends the records it amounts to and sets the
+// workflow's state after them. accepted, if set, runs once the game has
+// accepted in, before its records (a player's control closes its
+// waiting turn there). A malformed input is refused whatever the job's
+// state (exit 1); any other refusal is out of order (exit 2).
+func (s *Steward) decide(tx *jobtx.Tx, id string, in deliberation.Input, accepted func() error) error {
+	m := tx.M
 	eff, wf, err := s.phaseEffect(id, m)
 	if err != nil {
-		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: err.Error()}
+		return &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: err.Error()}
 	}
 	d, ok := eff.(effect.Decider)
 	if !ok {
-		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: fmt.Sprintf("job %s does not play a deliberation (workflow %s)", id, wf.Name)}
+		return &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: fmt.Sprintf("job %s does not play a deliberation (workflow %s)", id, wf.Name)}
 	}
 	recs, state, err := d.Decide(tx, in)
 	if errors.Is(err, deliberation.ErrInvalidInput) {
-		return nil, fmt.Errorf("job %s: %w", id, err) // malformed, whatever the job's state
+		return fmt.Errorf("job %s: %w", id, err) // malformed, whatever the job's state
 	} else if err != nil {
-		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: err.Error()}
+		return &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: err.Error()}
+	}
+	if accepted != nil {
+		if err := accepted(); err != nil {
+			return err
+		}
 	}
 	for _, r := range recs {
 		if err := tx.Append(r); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if state != "" {
 		m.Run.WorkflowState = state
 	}
-	m.Run.ErrorCode = ""
-	m.Audit(tx.Now(), "Steward", "DECIDE", in.Kind, nil)
-	if err := s.record(tx, history.CommandDecide, "", "", map[string]any{"kind": in.Kind, "content": in.Content}); err != nil {
-		return nil, err
-	}
-	if err := s.transition(tx, history.CommandDecide, lifecycle.EvResume, lifecycle.Pending, "", in.Kind+" by "+s.User); err != nil {
-		return nil, err
-	}
-	return m, tx.Commit()
+	return nil
 }

@@ -311,10 +311,13 @@ func stringList(v any) []string {
 	return out
 }
 
+// inputEndConversation ends the current private conversation early.
+const inputEndConversation = "end_conversation"
+
 // Input implements deliberation.Session: the steward may end the current
 // private conversation early ("end_conversation"), in Round 2 only.
 func (s *Session) Input(in deliberation.Input) ([]deliberation.Message, error) {
-	if in.Kind != "end_conversation" {
+	if in.Kind != inputEndConversation {
 		return nil, fmt.Errorf("negotiation: %w: unknown input %q (the steward may only end_conversation during Round 2)", deliberation.ErrInvalidInput, in.Kind)
 	}
 	st, emits, _, err := s.advance()

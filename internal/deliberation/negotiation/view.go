@@ -35,5 +35,32 @@ func (s *Session) View(party string) (*deliberation.View, error) {
 	if msgs == nil {
 		msgs = []deliberation.Message{}
 	}
-	return &deliberation.View{Participant: party, Name: p.Name, Role: g.agent(party), Messages: msgs, Private: b.String(), State: s.State()}, nil
+	v := &deliberation.View{Participant: party, Name: p.Name, Role: g.agent(party), Messages: msgs, Private: b.String(), State: s.State()}
+	// What the party may do besides answering: what Input accepts from
+	// it now (one decision, Input's).
+	if _, err := s.Input(deliberation.Input{Kind: inputEndConversation, From: party}); err == nil {
+		v.Inputs = []string{inputEndConversation}
+	}
+	return v, nil
+}
+
+var _ deliberation.Roler = (*Session)(nil)
+
+// Roles implements deliberation.Roler: every party is played by an agent
+// (game.agents, or the party's id), and so is the stance helper. The
+// chair is never called.
+func (s *Session) Roles() map[string]string {
+	g := s.g
+	out := map[string]string{}
+	for _, id := range g.ids {
+		f := "game.agents." + id
+		if g.cfg.Agents[id] == "" {
+			f = "party " + id + " (played by the agent of its id unless game.agents maps it)"
+		}
+		out[f] = g.agent(id)
+	}
+	if g.cfg.Helper != "" {
+		out["game.helper"] = g.cfg.Helper
+	}
+	return out
 }

@@ -89,9 +89,10 @@ func (s *Session) replay() *state {
 // normalised to its JSON shape, checked against the message schema and
 // applied, so the next one sees its effect.
 type batch struct {
-	st  *state
-	now string
-	out []deliberation.Message
+	st     *state
+	now    string
+	out    []deliberation.Message
+	undone int // env.Undone: new ids follow the undone ones
 }
 
 func (s *Session) newBatch() *batch {
@@ -99,13 +100,13 @@ func (s *Session) newBatch() *batch {
 	if s.env.Now != nil {
 		now = s.env.Now
 	}
-	return &batch{st: s.replay(), now: now().UTC().Format(time.RFC3339)}
+	return &batch{st: s.replay(), now: now().UTC().Format(time.RFC3339), undone: s.env.Undone()}
 }
 
 func (b *batch) add(m deliberation.Message) error { return b.addAt(m, b.st.round) }
 
 func (b *batch) addAt(m deliberation.Message, round int) error {
-	m.ID = fmt.Sprintf("msg-%03d", len(b.st.msgs)+1)
+	m.ID = deliberation.MessageID(len(b.st.msgs) + 1 + b.undone)
 	m.Round = round
 	m.Timestamp = b.now
 	if m.Content == nil {
@@ -546,4 +547,23 @@ func (s *Session) State() string {
 func jsonOf(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+var _ deliberation.Roler = (*Session)(nil)
+
+// Roles implements deliberation.Roler: each representative's agent, the
+// Speaker's when an agent plays it, and the summarizer's. The Prime
+// Minister is the steward.
+func (s *Session) Roles() map[string]string {
+	out := map[string]string{}
+	for i, r := range s.cfg.Representatives {
+		out[fmt.Sprintf("game.representatives[%d].agent", i)] = r.Agent
+	}
+	if s.speaker != "" {
+		out["game.speaker"] = s.speaker
+	}
+	if s.cfg.Summarizer != "" {
+		out["game.summarizer"] = s.cfg.Summarizer
+	}
+	return out
 }

@@ -214,3 +214,61 @@ func ledgerTypes(msgs []deliberation.Message) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// Issue 20: a message id is issued once in a job's whole history. After a
+// rollback to the middle of a game, the new messages' ids follow every id
+// issued before it (the undone ones included), so no id names two
+// different messages; the messages in force before the point keep theirs.
+func TestMessageIDsAreUniqueAcrossRollbacks(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.Sign()
+	f.demoNegotiation("j", false)
+	if m := f.run(context.Background(), "j"); m.Status != lifecycle.Success {
+		t.Fatalf("job %s %s (%s)", m.Status, m.Run.ErrorCode, m.Run.Reason)
+	}
+	var cp string
+	for _, r := range f.Records("j") {
+		if r.Type == history.TypeRecoveryPoint && strings.HasSuffix(r.RecoveryPoint.CheckpointID, "-r2-end") {
+			cp = r.RecoveryPoint.CheckpointID
+		}
+	}
+	kept := f.ledgerFile("j")
+	for twice := range 2 {
+		if _, _, err := f.st.Rollback("j", cp, steward.RollbackOptions{Reason: "again"}); err != nil {
+			t.Fatal(err)
+		}
+		if m := f.run(context.Background(), "j"); m.Status != lifecycle.Success {
+			t.Fatalf("after rollback %d: job %s %s (%s)", twice+1, m.Status, m.Run.ErrorCode, m.Run.Reason)
+		}
+	}
+	seen := map[string]string{}
+	n := 0
+	for _, r := range f.Records("j") {
+		if r.Type != history.TypeMessage {
+			continue
+		}
+		n++
+		var m deliberation.Message
+		if err := json.Unmarshal(r.Message, &m); err != nil {
+			t.Fatal(err)
+		}
+		if prev, dup := seen[m.ID]; dup {
+			t.Errorf("id %s names two messages: %s and %s", m.ID, prev, m.Type)
+		}
+		seen[m.ID] = m.Type
+		if want := deliberation.MessageID(n); m.ID != want {
+			t.Errorf("message %d of the history has id %s, want %s", n, m.ID, want)
+		}
+	}
+	// The messages in force before the point kept their ids.
+	now := f.ledgerFile("j")
+	for i, m := range now {
+		if m.Type == "ISSUE_INTRO" {
+			break
+		}
+		if m.ID != kept[i].ID || m.Type != kept[i].Type {
+			t.Errorf("message %d in force: %s %s, before the rollbacks %s %s", i, m.ID, m.Type, kept[i].ID, kept[i].Type)
+		}
+	}
+}

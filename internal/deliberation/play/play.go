@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -58,6 +59,9 @@ type state struct {
 	// current checkpoint (a recovery point, or the one a rollback returned
 	// to).
 	sinceCheckpoint []deliberation.Message
+	// issued is how many message records the history holds, those a
+	// rollback undid included: new messages' ids follow them.
+	issued int
 }
 
 // load replays the game from the messages in force: every message record,
@@ -102,6 +106,7 @@ func load(tx *jobtx.Tx, g deliberation.Game) (*state, error) {
 		}
 		st.msgs, at = append(st.msgs, m), append(at, i)
 		st.lastMessage = i
+		st.issued++
 	}
 	for k := range at {
 		if at[k] > checkpoint {
@@ -109,7 +114,9 @@ func load(tx *jobtx.Tx, g deliberation.Game) (*state, error) {
 			break
 		}
 	}
-	sess, err := g.Load(env(tx, st.msgs))
+	e := env(tx, st.msgs)
+	e.Issued = st.issued
+	sess, err := g.Load(e)
 	if err != nil {
 		return nil, err
 	}
@@ -174,13 +181,13 @@ func env(tx *jobtx.Tx, msgs []deliberation.Message) deliberation.Env {
 
 // records turns messages into history records; file changes they carry
 // are written to the workspace (idempotent: the whole new content).
-func records(tx *jobtx.Tx, phase string, committed int, msgs []deliberation.Message) ([]*history.Record, error) {
+func records(tx *jobtx.Tx, phase string, issued int, msgs []deliberation.Message) ([]*history.Record, error) {
 	var out []*history.Record
 	for i := range msgs {
 		m := &msgs[i]
 		// The orchestrator stamps what the game left to it.
 		if m.ID == "" {
-			m.ID = fmt.Sprintf("msg-%03d", committed+i+1)
+			m.ID = deliberation.MessageID(issued + i + 1)
 		}
 		if m.Timestamp == "" {
 			m.Timestamp = tx.Now().UTC().Format(time.RFC3339)
@@ -336,6 +343,11 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 	if err != nil {
 		return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 	}
+	// Every role the configuration names must have an agent, before any
+	// turn (CheckConfig, logist validate's, says the same).
+	if err := deliberation.CheckRoles(st.sess, agentNames(tx)); err != nil {
+		return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameRole, Reason: err.Error()}}, nil
+	}
 	if err := files(tx, st.sess); err != nil {
 		return nil, err
 	}
@@ -348,7 +360,7 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 		if prep.Marks, prep.Point, err = e.marks(tx, st, step.Emit); err != nil {
 			return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 		}
-		recs, err := records(tx, phase, len(st.msgs), step.Emit)
+		recs, err := records(tx, phase, st.issued, step.Emit)
 		if err != nil {
 			return nil, err
 		}
@@ -400,7 +412,7 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 		if prep.Marks, prep.Point, err = e.marks(tx, st, msgs); err != nil {
 			return &workflow.Prep{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 		}
-		recs, err := records(tx, phase, len(st.msgs), msgs)
+		recs, err := records(tx, phase, st.issued, msgs)
 		if err != nil {
 			return nil, err
 		}
@@ -412,9 +424,17 @@ func (e *Effect) Prepare(tx *jobtx.Tx, phase string) (*workflow.Prep, error) {
 // CheckConfig implements effect.Checker: the game loads from the
 // configuration (and the files it names in dir) as a run's first step
 // would, with no message yet.
-func (e *Effect) CheckConfig(game json.RawMessage, seed int64, dir string) error {
-	_, err := e.Game.Load(deliberation.Env{Config: game, Seed: seed, Dir: dir, Now: time.Now})
-	return err
+func (e *Effect) CheckConfig(game json.RawMessage, seed int64, dir string, agents []string) error {
+	sess, err := e.Game.Load(deliberation.Env{Config: game, Seed: seed, Dir: dir, Now: time.Now})
+	if err != nil {
+		return err
+	}
+	return deliberation.CheckRoles(sess, agents)
+}
+
+// agentNames are the names of the manifest's agents.
+func agentNames(tx *jobtx.Tx) []string {
+	return slices.Sorted(maps.Keys(tx.M.Agents))
 }
 
 // Finish is not used: a deliberation's phase is played in turns.
@@ -457,7 +477,7 @@ func (e *Effect) FinishTurns(tx *jobtx.Tx, phase string, played []workflow.TurnR
 	if err != nil {
 		return &workflow.Outcome{Fail: &workflow.Failure{Code: codes.GameFailed, Reason: err.Error()}}, nil
 	}
-	recs, err := records(tx, phase, len(st.msgs), msgs)
+	recs, err := records(tx, phase, st.issued, msgs)
 	if err != nil {
 		return nil, err
 	}
@@ -497,7 +517,7 @@ func (e *Effect) Decide(tx *jobtx.Tx, in deliberation.Input) ([]*history.Record,
 	// A safe boundary among them gets its recovery point, and their
 	// transitions their log lines, with the next step (a steward's command
 	// takes no snapshot, and its process may not log where logistd does).
-	recs, err := records(tx, tx.M.Phase(), len(st.msgs), msgs)
+	recs, err := records(tx, tx.M.Phase(), st.issued, msgs)
 	if err != nil {
 		return nil, "", err
 	}

@@ -632,3 +632,27 @@ func TestFinishedGameSaysItIsOver(t *testing.T) {
 		t.Errorf("last transition %+v", last)
 	}
 }
+
+// A configuration naming a role with no agent in the manifest (here the
+// stance helper) is refused before any turn is asked, with the check
+// logist validate makes (deliberation.CheckRoles), naming the field.
+func TestRunRefusesARoleWithoutAnAgentFirst(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.demoNegotiation("j", true)
+	p := filepath.Join(f.Dir, "j", "job.json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(strings.Replace(string(b), `"helper": "helper"`, `"helper": "ghost"`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := f.run(context.Background(), "j")
+	if m.Run.ErrorCode != codes.GameRole || !strings.Contains(m.Run.Reason, `game.helper: "ghost" is not an agent of the manifest`) {
+		t.Errorf("job %s %s (%s), want GAME_ROLE naming game.helper", m.Status, m.Run.ErrorCode, m.Run.Reason)
+	}
+	if n := len(testkit.OfType(f.Records("j"), history.TypeIntent)); n != 0 {
+		t.Errorf("%d turns were asked before the refusal", n)
+	}
+}

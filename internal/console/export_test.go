@@ -1,0 +1,4 @@
+package console
+
+// WriteHumanMercury is writeHumanMercury for the browser test.
+var WriteHumanMercury = writeHumanMercury
