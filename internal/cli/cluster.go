@@ -60,13 +60,25 @@ func clusterSubmit(e *env, s clusterstore.Store, args []string) (*Result, error)
 	if err != nil {
 		return nil, err
 	}
-	id, err := cluster.Submit(e.ctx, s, b)
+	key, _ := e.fs.GetString(idempotencyFlag)
+	id, repeat, err := cluster.SubmitKeyed(e.ctx, s, key, b)
 	if err != nil {
 		return nil, err
 	}
-	r := &Result{Message: fmt.Sprintf("Job %s submitted to the cluster", id), Fields: []Field{{"job_id", "Job", id}}}
+	r := &Result{Message: fmt.Sprintf("Job %s submitted to the cluster", id), Fields: []Field{{"job_id", "Job", id}}, Data: map[string]any{}}
+	if repeat {
+		r.Message = fmt.Sprintf("Job %s already submitted with idempotency key %s; nothing changed", id, key)
+		r.Data["repeat"] = true
+	}
+	if key != "" {
+		r.Fields = append(r.Fields, Field{"idempotency_key", "Idempotency key", key})
+		r.Data["idempotency_key"] = key
+	}
 	if e.format == "text" {
-		r.Text = id + "\n"
+		r.Text = id + "\n" // what scripts read, a repeat's too
+		if repeat {
+			fmt.Fprintf(e.stderr, "logist: %s\n", r.Message)
+		}
 	}
 	return r, nil
 }

@@ -39,6 +39,13 @@ func addIdempotencyFlag(fs *pflag.FlagSet) {
 // clusterSteer is the cluster form of a steering command whose file form
 // is run and whose job is named by jobOf(args).
 func clusterSteer(run func(*env, []string) (*Result, error), jobOf func([]string) (string, error)) func(*env, clusterstore.Store, []string) (*Result, error) {
+	return clusterSteerRestoring(run, jobOf, nil)
+}
+
+// clusterSteerRestoring is clusterSteer for a command that reads the
+// snapshot of the checkpoint restore names (rollback --to) besides the
+// job's current one.
+func clusterSteerRestoring(run func(*env, []string) (*Result, error), jobOf func([]string) (string, error), restore func(*env) string) func(*env, clusterstore.Store, []string) (*Result, error) {
 	return func(e *env, s clusterstore.Store, args []string) (*Result, error) {
 		id, err := jobOf(args)
 		if err != nil {
@@ -70,7 +77,11 @@ func clusterSteer(run func(*env, []string) (*Result, error), jobOf func([]string
 			return nil, err
 		}
 		var res *Result
-		out, err := cluster.Steer(e.ctx, s, cluster.Steering{Job: id, Key: key, Command: command,
+		var point string
+		if restore != nil {
+			point = restore(e)
+		}
+		out, err := cluster.Steer(e.ctx, s, cluster.Steering{Job: id, Key: key, Command: command, Restore: point,
 			Apply: func(jobsDir string) error {
 				ce := *e
 				ce.store, ce.keyDir, ce.cluster = jobstore.New(jobsDir), keyDir, true
@@ -157,5 +168,23 @@ func firstArg(args []string) (string, error) {
 func init() {
 	for _, c := range []*command{cmdResume, cmdHalt, cmdReply, cmdPM, cmdSet, cmdActivate} {
 		c.cluster = clusterSteer(c.run, firstArg)
+	}
+	// A rollback runs on the job in folder form with the snapshot of the
+	// point it returns to; the node that runs the job next restores its
+	// workspace from the rollback's record (the job's current
+	// checkpoint).
+	cmdRollback.cluster = clusterSteerRestoring(cmdRollback.run, firstArg, func(e *env) string {
+		to, _ := e.fs.GetString("to")
+		return to
+	})
+	// play: without a move, a read of the party's view; with one, a
+	// steering like reply.
+	playSteer := clusterSteer(cmdPlay.run, firstArg)
+	playRead := clusterRead(cmdPlay.run, oneID, nil)
+	cmdPlay.cluster = func(e *env, s clusterstore.Store, args []string) (*Result, error) {
+		if _, action, err := playAction(e.fs); err != nil || action != "" {
+			return playSteer(e, s, args)
+		}
+		return playRead(e, s, args)
 	}
 }

@@ -3,9 +3,12 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -136,11 +139,22 @@ func TestWorkspaceMovesWithJob(t *testing.T) {
 		t.Fatalf("points %v", ps)
 	}
 
-	// Rollback on B's side: the job's folder as B writes it holds every
-	// point's snapshot from the store; the steward's rollback restores
-	// the first one.
+	// A claim reads the objects of the current checkpoint only, not
+	// every point's.
+	cs := &countingStore{Store: s}
+	if _, _, err := writeFolder(ctx, cs, filepath.Join(t.TempDir(), "c"), "moving", nil); err != nil {
+		t.Fatal(err)
+	}
+	v1, v2 := sumOf("v1"), sumOf("v2")
+	if !slices.Contains(cs.asked, v2) || slices.Contains(cs.asked, v1) {
+		t.Fatalf("a claim read objects %v; want v2's (%s) only, not v1's (%s) of an older point", cs.asked, v2[:8], v1[:8])
+	}
+
+	// Rollback on B's side: the job's folder as B writes it for the
+	// rollback holds the snapshot of the point it returns to; the
+	// steward's rollback restores it.
 	dir := filepath.Join(t.TempDir(), "b")
-	if _, _, err := writeFolder(ctx, s, dir, "moving"); err != nil {
+	if _, _, err := writeFolder(ctx, s, dir, "moving", func(cp string) bool { return cp == first }); err != nil {
 		t.Fatal(err)
 	}
 	if got := readFile(t, filepath.Join(dir, "moving", jobstore.WorkspaceDir, "greet.py")); got != "v2" {
@@ -169,10 +183,26 @@ func TestWorkspaceMovesWithJob(t *testing.T) {
 		}
 	}
 	next := filepath.Join(t.TempDir(), "moving")
-	if _, err := restoreWorkspace(ctx, s, next, "moving", lines); err != nil {
+	if _, err := restoreWorkspace(ctx, s, next, "moving", lines, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := readFile(t, filepath.Join(next, jobstore.WorkspaceDir, "greet.py")); got != "v1" {
 		t.Fatalf("greet.py at the claim after the rollback %q, want v1", got)
 	}
+}
+
+// countingStore records the objects read from its store.
+type countingStore struct {
+	clusterstore.Store
+	asked []string
+}
+
+func (c *countingStore) Objects(ctx context.Context, sums []string) (map[string][]byte, error) {
+	c.asked = append(c.asked, sums...)
+	return c.Store.Objects(ctx, sums)
+}
+
+func sumOf(content string) string {
+	sum := sha256.Sum256([]byte(content))
+	return hex.EncodeToString(sum[:])
 }
