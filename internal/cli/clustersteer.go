@@ -16,6 +16,7 @@ import (
 	"github.com/logist/logist/internal/cluster"
 	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/signing"
 )
 
@@ -166,8 +167,29 @@ func firstArg(args []string) (string, error) {
 }
 
 func init() {
-	for _, c := range []*command{cmdResume, cmdHalt, cmdReply, cmdPM, cmdSet, cmdActivate} {
+	for _, c := range []*command{cmdResume, cmdReply, cmdPM, cmdSet, cmdActivate} {
 		c.cluster = clusterSteer(c.run, firstArg)
+	}
+	// A schedule's halt lists its unfinished runs from the database (the
+	// folder the command runs on holds the template only).
+	haltSteer := clusterSteer(cmdHalt.run, firstArg)
+	cmdHalt.cluster = func(e *env, s clusterstore.Store, args []string) (*Result, error) {
+		res, err := haltSteer(e, s, args)
+		if err != nil || res.Data["unfinished_runs"] == nil {
+			return res, err
+		}
+		js, err := s.Jobs(e.ctx)
+		if err != nil {
+			return nil, err
+		}
+		unfinished := []string{}
+		for _, j := range js {
+			if m, err := manifest.Decode(j.ID, j.Manifest); err == nil && m.ScheduledFrom == args[0] && !j.Status.Terminal() {
+				unfinished = append(unfinished, j.ID)
+			}
+		}
+		haltedSchedule(res, args[0], unfinished)
+		return res, nil
 	}
 	// A rollback runs on the job in folder form with the snapshot of the
 	// point it returns to; the node that runs the job next restores its
