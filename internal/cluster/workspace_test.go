@@ -20,6 +20,7 @@ import (
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/pgstore"
 	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/steward"
 )
@@ -205,4 +206,65 @@ func (c *countingStore) Objects(ctx context.Context, sums []string) (map[string]
 func sumOf(content string) string {
 	sum := sha256.Sum256([]byte(content))
 	return hex.EncodeToString(sum[:])
+}
+
+// dropOnce deletes, once, the stored objects a point names but its unit
+// does not send (the node took them as held): what a sweep after a point
+// was replaced may do to a node's knowledge.
+type dropOnce struct {
+	*pgstore.Store
+	once    sync.Once
+	dropped []string
+}
+
+func (d *dropOnce) Commit(ctx context.Context, l *clusterstore.Lease, u clusterstore.Unit) error {
+	if u.Point != nil {
+		sums, _ := clusterstore.ListingSums(u.Point.Snapshot)
+		var unsent []string
+		for _, sum := range sums {
+			if u.Objects[sum] == nil {
+				unsent = append(unsent, sum)
+			}
+		}
+		if len(unsent) > 0 {
+			d.once.Do(func() {
+				if _, err := d.Pool().Exec(ctx, "DELETE FROM logist_objects WHERE sha256 = ANY($1)", unsent); err == nil {
+					d.dropped = unsent
+				}
+			})
+		}
+	}
+	return d.Store.Commit(ctx, l, u)
+}
+
+// TestCollectedObjectSentAgain: a unit whose point names an object the
+// node took as held, collected meanwhile, is refused (ErrMissingObject)
+// and sent again with the point's objects: the job goes on as if nothing
+// happened, and every point's objects are in the store.
+func TestCollectedObjectSentAgain(t *testing.T) {
+	s, _ := openStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := Submit(ctx, s, scripted("again", 10)); err != nil {
+		t.Fatal(err)
+	}
+	d := &dropOnce{Store: s}
+	n := newNode(t, d, "n1", 5*time.Second)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = n.Run(ctx) })
+	js := waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == lifecycle.Success }, 60*time.Second)
+	cancel()
+	wg.Wait()
+	if len(d.dropped) == 0 {
+		t.Fatal("no unit named an object it did not send: the test dropped nothing")
+	}
+	if js[0].SpentMicros != 60_000 {
+		t.Errorf("spent %d µ$, want 60000 (no call asked again)", js[0].SpentMicros)
+	}
+	if _, err := s.Objects(context.Background(), d.dropped); err != nil {
+		t.Fatalf("the dropped objects were not sent again: %v", err)
+	}
+	if rep := verifyExport(t, s, "again"); rep.Responses != 4 {
+		t.Errorf("%d responses, want 4", rep.Responses)
+	}
 }
