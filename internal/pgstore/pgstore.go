@@ -238,19 +238,20 @@ const objectsLock = 0x6f626a65637473
 // (a restarted run recording it again) may leave objects no point names:
 // they are collected after the commit.
 func (s *Store) Commit(ctx context.Context, l *clusterstore.Lease, u clusterstore.Unit) error {
-	var dropped []string
-	err := s.commit(ctx, l, u, &dropped)
+	dropped, err := s.commit(ctx, l, u)
 	if err == nil && len(dropped) > 0 {
-		// Best effort: what is left is collected with the next sweep.
+		// Best effort: a failure leaves objects no point names, harmless,
+		// until a later CollectObjects covers them.
 		_, _ = s.CollectObjects(ctx, dropped)
 	}
 	return err
 }
 
-func (s *Store) commit(ctx context.Context, l *clusterstore.Lease, u clusterstore.Unit, droppedOut *[]string) error {
+// commit is Commit's transaction; it returns the objects a replaced
+// point named that its replacement does not.
+func (s *Store) commit(ctx context.Context, l *clusterstore.Lease, u clusterstore.Unit) ([]string, error) {
 	var dropped []string
-	defer func() { *droppedOut = dropped }()
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		j, _, err := lockJob(ctx, tx, l.Job)
 		if err != nil {
 			return err
@@ -299,6 +300,7 @@ func (s *Store) commit(ctx context.Context, l *clusterstore.Lease, u clusterstor
 		}
 		return saveJob(ctx, tx, &j)
 	})
+	return dropped, err
 }
 
 // Steer implements clusterstore.Store. The job's row lock serialises
