@@ -16,9 +16,10 @@ import (
 )
 
 // Cluster mode: with --database-url (or LOGISTD_DATABASE_URL, or the
-// config file's database_url) the commands that have a cluster form read
-// and write the cluster's database instead of a jobs folder; the others
-// refuse rather than act on a folder the cluster does not use.
+// config file's database_url) the commands read and write the cluster's
+// database instead of a jobs folder, each through its cluster form; a
+// command without one would refuse rather than act on a folder the
+// cluster does not use (TestEveryCommandHasAClusterForm).
 
 // errNoClusterForm is a command cluster mode does not offer yet.
 type errNoClusterForm struct{ name string }
