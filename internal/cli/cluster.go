@@ -16,9 +16,10 @@ import (
 )
 
 // Cluster mode: with --database-url (or LOGISTD_DATABASE_URL, or the
-// config file's database_url) the commands that have a cluster form read
-// and write the cluster's database instead of a jobs folder; the others
-// refuse rather than act on a folder the cluster does not use.
+// config file's database_url) the commands read and write the cluster's
+// database instead of a jobs folder, each through its cluster form; a
+// command without one would refuse rather than act on a folder the
+// cluster does not use (TestEveryCommandHasAClusterForm).
 
 // errNoClusterForm is a command cluster mode does not offer yet.
 type errNoClusterForm struct{ name string }
@@ -60,13 +61,25 @@ func clusterSubmit(e *env, s clusterstore.Store, args []string) (*Result, error)
 	if err != nil {
 		return nil, err
 	}
-	id, err := cluster.Submit(e.ctx, s, b)
+	key, _ := e.fs.GetString(idempotencyFlag)
+	id, repeat, err := cluster.SubmitKeyed(e.ctx, s, key, b)
 	if err != nil {
 		return nil, err
 	}
-	r := &Result{Message: fmt.Sprintf("Job %s submitted to the cluster", id), Fields: []Field{{"job_id", "Job", id}}}
+	r := &Result{Message: fmt.Sprintf("Job %s submitted to the cluster", id), Fields: []Field{{"job_id", "Job", id}}, Data: map[string]any{}}
+	if repeat {
+		r.Message = fmt.Sprintf("Job %s already submitted with idempotency key %s; nothing changed", id, key)
+		r.Data["repeat"] = true
+	}
+	if key != "" {
+		r.Fields = append(r.Fields, Field{"idempotency_key", "Idempotency key", key})
+		r.Data["idempotency_key"] = key
+	}
 	if e.format == "text" {
-		r.Text = id + "\n"
+		r.Text = id + "\n" // what scripts read, a repeat's too
+		if repeat {
+			fmt.Fprintf(e.stderr, "logist: %s\n", r.Message)
+		}
 	}
 	return r, nil
 }

@@ -3,12 +3,14 @@ package cli
 import (
 	"context"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/logist/logist/internal/cluster"
 	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/manifest"
 )
 
 // Reading commands in cluster mode: the file form runs, as it is, on the
@@ -79,8 +81,16 @@ func init() {
 		once, _ := e.fs.GetBool("once")
 		return !once
 	})
-	// validate reads the files it is given, never a job.
+	// diff and the checkpoints of completion read the listings of the
+	// job's snapshots, which the mirror writes from the database (a git
+	// workspace's diff needs its repository, which does not move).
+	cmdDiff.cluster = clusterRead(cmdDiff.run, oneID, nil)
+	cmdCheckpoints.cluster = clusterRead(cmdCheckpoints.run, oneID, nil)
+	cmdJobs.cluster = clusterJobs
+	// validate reads the files it is given, never a job; completion
+	// prints a script (whose job ids come from __jobs).
 	cmdValidate.cluster = func(e *env, _ clusterstore.Store, args []string) (*Result, error) { return cmdValidate.run(e, args) }
+	cmdCompletion.cluster = func(e *env, _ clusterstore.Store, args []string) (*Result, error) { return cmdCompletion.run(e, args) }
 	cmdSchedules.cluster = func(e *env, s clusterstore.Store, args []string) (*Result, error) {
 		if len(args) == 0 {
 			return clusterRead(cmdSchedules.run, func([]string) ([]string, error) { return nil, nil }, nil)(e, s, args)
@@ -92,4 +102,25 @@ func init() {
 			return args[1], nil
 		})(e, s, args)
 	}
+}
+
+// clusterJobs is __jobs on the database's rows: the ids, only those the
+// command --for names can act on now (canTake, on the stored manifest).
+func clusterJobs(e *env, s clusterstore.Store, _ []string) (*Result, error) {
+	forCmd, _ := e.fs.GetString("for")
+	js, err := s.Jobs(e.ctx)
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	ids := []string{}
+	for _, j := range js {
+		m, err := manifest.Decode(j.ID, j.Manifest)
+		if err != nil || !canTake(forCmd, m) {
+			continue
+		}
+		ids = append(ids, j.ID)
+		b.WriteString(j.ID + "\n")
+	}
+	return &Result{Text: b.String(), Items: ids}, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/logist/logist/internal/cluster"
 	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/signing"
 )
 
@@ -39,6 +40,13 @@ func addIdempotencyFlag(fs *pflag.FlagSet) {
 // clusterSteer is the cluster form of a steering command whose file form
 // is run and whose job is named by jobOf(args).
 func clusterSteer(run func(*env, []string) (*Result, error), jobOf func([]string) (string, error)) func(*env, clusterstore.Store, []string) (*Result, error) {
+	return clusterSteerRestoring(run, jobOf, nil)
+}
+
+// clusterSteerRestoring is clusterSteer for a command that reads the
+// snapshot of the checkpoint restore names (rollback --to) besides the
+// job's current one.
+func clusterSteerRestoring(run func(*env, []string) (*Result, error), jobOf func([]string) (string, error), restore func(*env) string) func(*env, clusterstore.Store, []string) (*Result, error) {
 	return func(e *env, s clusterstore.Store, args []string) (*Result, error) {
 		id, err := jobOf(args)
 		if err != nil {
@@ -70,7 +78,11 @@ func clusterSteer(run func(*env, []string) (*Result, error), jobOf func([]string
 			return nil, err
 		}
 		var res *Result
-		out, err := cluster.Steer(e.ctx, s, cluster.Steering{Job: id, Key: key, Command: command,
+		var point string
+		if restore != nil {
+			point = restore(e)
+		}
+		out, err := cluster.Steer(e.ctx, s, cluster.Steering{Job: id, Key: key, Command: command, Restore: point,
 			Apply: func(jobsDir string) error {
 				ce := *e
 				ce.store, ce.keyDir, ce.cluster = jobstore.New(jobsDir), keyDir, true
@@ -155,7 +167,46 @@ func firstArg(args []string) (string, error) {
 }
 
 func init() {
-	for _, c := range []*command{cmdResume, cmdHalt, cmdReply, cmdPM, cmdSet, cmdActivate} {
+	for _, c := range []*command{cmdResume, cmdReply, cmdPM, cmdSet, cmdActivate} {
 		c.cluster = clusterSteer(c.run, firstArg)
+	}
+	// A schedule's halt lists its unfinished runs from the database (the
+	// folder the command runs on holds the template only).
+	haltSteer := clusterSteer(cmdHalt.run, firstArg)
+	cmdHalt.cluster = func(e *env, s clusterstore.Store, args []string) (*Result, error) {
+		res, err := haltSteer(e, s, args)
+		if err != nil || res.Data["unfinished_runs"] == nil {
+			return res, err
+		}
+		js, err := s.Jobs(e.ctx)
+		if err != nil {
+			return nil, err
+		}
+		unfinished := []string{}
+		for _, j := range js {
+			if m, err := manifest.Decode(j.ID, j.Manifest); err == nil && m.ScheduledFrom == args[0] && !j.Status.Terminal() {
+				unfinished = append(unfinished, j.ID)
+			}
+		}
+		haltedSchedule(res, args[0], unfinished)
+		return res, nil
+	}
+	// A rollback runs on the job in folder form with the snapshot of the
+	// point it returns to; the node that runs the job next restores its
+	// workspace from the rollback's record (the job's current
+	// checkpoint).
+	cmdRollback.cluster = clusterSteerRestoring(cmdRollback.run, firstArg, func(e *env) string {
+		to, _ := e.fs.GetString("to")
+		return to
+	})
+	// play: without a move, a read of the party's view; with one, a
+	// steering like reply.
+	playSteer := clusterSteer(cmdPlay.run, firstArg)
+	playRead := clusterRead(cmdPlay.run, oneID, nil)
+	cmdPlay.cluster = func(e *env, s clusterstore.Store, args []string) (*Result, error) {
+		if _, action, err := playAction(e.fs); err != nil || action != "" {
+			return playSteer(e, s, args)
+		}
+		return playRead(e, s, args)
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -41,17 +42,24 @@ var cmdHalt = &command{
 					unfinished = append(unfinished, r.ID)
 				}
 			}
-			msg := fmt.Sprintf("Schedule %s stopped: it will not fire again (CANCELED is final; logist schedules pause pauses a schedule instead)", id)
-			switch n := len(unfinished); n {
-			case 0:
-				msg += "; it has no unfinished runs"
-			default:
-				msg += fmt.Sprintf("; %d unfinished run(s) were left as they are: %s (halt each with logist halt RUN)", n, strings.Join(unfinished, ", "))
-			}
-			res.Message = msg
-			res.Fields = append(res.Fields, Field{"unfinished_runs", "Unfinished runs", unfinished})
-			res.Data["unfinished_runs"] = unfinished
+			haltedSchedule(res, id, unfinished)
 		}
 		return res, nil
 	},
+}
+
+// haltedSchedule says in res that schedule id stopped, leaving its
+// unfinished runs (by id) as they are.
+func haltedSchedule(res *Result, id string, unfinished []string) {
+	msg := fmt.Sprintf("Schedule %s stopped: it will not fire again (CANCELED is final; logist schedules pause pauses a schedule instead)", id)
+	switch n := len(unfinished); n {
+	case 0:
+		msg += "; it has no unfinished runs"
+	default:
+		msg += fmt.Sprintf("; %d unfinished run(s) were left as they are: %s (halt each with logist halt RUN)", n, strings.Join(unfinished, ", "))
+	}
+	res.Message = msg
+	res.Fields = slices.DeleteFunc(res.Fields, func(f Field) bool { return f.Key == "unfinished_runs" })
+	res.Fields = append(res.Fields, Field{"unfinished_runs", "Unfinished runs", unfinished})
+	res.Data["unfinished_runs"] = unfinished
 }

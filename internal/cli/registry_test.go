@@ -65,3 +65,14 @@ func TestHelpCodes(t *testing.T) {
 		t.Errorf("logist help codes: exit %d\n%s", code, out)
 	}
 }
+
+// TestEveryCommandHasAClusterForm: with a database URL set, no command
+// falls back to a local folder the cluster does not use, and none is left
+// refusing (docs/cluster.md, "Every command in cluster mode").
+func TestEveryCommandHasAClusterForm(t *testing.T) {
+	for _, c := range commands {
+		if c.cluster == nil {
+			t.Errorf("logist %s has no cluster form", c.name)
+		}
+	}
+}

@@ -21,10 +21,11 @@ import (
 // <id>/history.jsonl (the records as stored), the files the records
 // depend on (Store.Files: replies, the protocol's artifacts and role
 // keys), the recovery points' snapshots and the workspace restored from
-// the current checkpoint (restoreWorkspace), replacing whatever was there.
-// Everything is fsync'd. It returns the job and the snapshot objects
-// written (those the store holds).
-func writeFolder(ctx context.Context, s clusterstore.Store, jobsDir, id string) (*clusterstore.Job, map[string]bool, error) {
+// the current checkpoint (restoreWorkspace, with the objects of the
+// points also names), replacing whatever was there. Everything is
+// fsync'd. It returns the job and the snapshot objects written (those the
+// store holds).
+func writeFolder(ctx context.Context, s clusterstore.Store, jobsDir, id string, also func(cp string) bool) (*clusterstore.Job, map[string]bool, error) {
 	j, err := s.Job(ctx, id)
 	if err != nil {
 		return nil, nil, err
@@ -45,7 +46,7 @@ func writeFolder(ctx context.Context, s clusterstore.Store, jobsDir, id string) 
 	if err := atomicfile.MkdirAll(filepath.Join(dir, jobstore.WorkspaceDir), 0o700); err != nil {
 		return nil, nil, err
 	}
-	known, err := restoreWorkspace(ctx, s, dir, id, lines)
+	known, err := restoreWorkspace(ctx, s, dir, id, lines, also)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -74,7 +75,8 @@ func writeFolder(ctx context.Context, s clusterstore.Store, jobsDir, id string) 
 }
 
 // Export writes job id in folder form under jobsDir (its workspace as
-// its current checkpoint holds it), with jobHistory.json
+// its current checkpoint holds it, and every point's snapshot, so that a
+// rollback works on the export), with jobHistory.json
 // and, in jobsDir/.logist/signing.pub, the public keys of every node that
 // signed its history (one a line), so that `logist verify` checks it
 // offline: `logist --jobs-dir DIR verify JOB`.
@@ -82,7 +84,7 @@ func Export(ctx context.Context, s clusterstore.Store, id, jobsDir string) error
 	if err := atomicfile.MkdirAll(jobsDir, 0o700); err != nil {
 		return err
 	}
-	j, _, err := writeFolder(ctx, s, jobsDir, id)
+	j, _, err := writeFolder(ctx, s, jobsDir, id, func(string) bool { return true })
 	if err != nil {
 		return err
 	}

@@ -82,7 +82,7 @@ func (n *Node) intakeFile(ctx context.Context, path string) (string, error) {
 	if manifest.Incomplete(data) {
 		return "", errIncomplete
 	}
-	id, err := submit(ctx, n.Store, path, strings.TrimSuffix(filepath.Base(path), ".json"), data)
+	id, _, err := submit(ctx, n.Store, path, strings.TrimSuffix(filepath.Base(path), ".json"), "", data)
 	if errors.Is(err, clusterstore.ErrExists) {
 		j, jerr := n.Store.Job(ctx, id)
 		if jerr != nil {

@@ -60,7 +60,7 @@ func (m *Mirror) Sync(ctx context.Context) error {
 func (m *Mirror) syncJob(ctx context.Context, id string) error {
 	had, ok := m.seen[id]
 	if !ok {
-		j, _, err := writeFolder(ctx, m.Store, m.Dir, id)
+		j, _, err := writeFolder(ctx, m.Store, m.Dir, id, nil)
 		if err != nil {
 			return err
 		}

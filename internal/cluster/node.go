@@ -267,7 +267,7 @@ func (n *Node) runJob(ctx context.Context, l *clusterstore.Lease) error {
 		old.cancel(errLeaseLost)
 		<-old.done
 	}
-	j, known, err := writeFolder(ctx, n.Store, n.Dir, l.Job)
+	j, known, err := writeFolder(ctx, n.Store, n.Dir, l.Job, nil)
 	if err != nil {
 		n.release(l)
 		return err
@@ -438,6 +438,14 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 	c, cancel := context.WithTimeout(context.Background(), n.TTL)
 	defer cancel()
 	err = n.Store.Commit(c, r.lease, u)
+	if errors.Is(err, clusterstore.ErrMissingObject) {
+		// An object r.known holds was collected meanwhile (its point
+		// was replaced): send every object of the point.
+		if _, u.Objects, err = pointOf(dir, lines, nil); err == nil {
+			objects = u.Objects
+			err = n.Store.Commit(c, r.lease, u)
+		}
+	}
 	if errors.Is(err, clusterstore.ErrFenced) {
 		n.fence(r)
 	}

@@ -24,6 +24,10 @@ type Steering struct {
 	// Key is the command's idempotency key; Command what the key is bound
 	// to (the command and its arguments, in words).
 	Key, Command string
+	// Restore is a checkpoint whose snapshot the command reads besides
+	// the current one (rollback --to): its objects are written into the
+	// folder too.
+	Restore string
 	// Apply runs the command, unchanged from file mode, on the job in
 	// folder form in jobsDir (a temporary jobs folder); it may be called
 	// again when the job moved on meanwhile.
@@ -85,7 +89,7 @@ func steerOnce(ctx context.Context, s clusterstore.Store, st Steering) (*Steered
 		return nil, err
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
-	j, _, err := writeFolder(ctx, s, tmp, st.Job)
+	j, _, err := writeFolder(ctx, s, tmp, st.Job, func(cp string) bool { return cp == st.Restore })
 	if err != nil {
 		return nil, err
 	}

@@ -73,14 +73,28 @@ func pointOf(dir string, lines [][]byte, known map[string]bool) (*clusterstore.R
 	return p, objects, nil
 }
 
-// restoreWorkspace writes the job's recovery points (listings and their
-// objects, from s) into job folder dir and makes its workspace what the
-// job's current checkpoint holds (the last record naming a checkpoint
-// with a snapshot: history.Record.Checkpoint, the rule the history's
-// state applies). It returns the objects it wrote: those the store has.
-// A job without a point gets an empty workspace (the engine prepares it).
-func restoreWorkspace(ctx context.Context, s clusterstore.Store, dir, id string, lines [][]byte) (map[string]bool, error) {
+// restoreWorkspace writes the job's recovery points' listings (from s)
+// into job folder dir and makes its workspace what the job's current
+// checkpoint holds (the last record naming a checkpoint with a snapshot:
+// history.Record.Checkpoint, the rule the history's state applies). Only
+// the objects that needs are read from the store, with those of the
+// points also names (a rollback's target; nil: none; every point when it
+// says so): a claim reads one point's objects, not every point's. It
+// returns the objects it wrote. A job without a point gets an empty
+// workspace (the engine prepares it).
+func restoreWorkspace(ctx context.Context, s clusterstore.Store, dir, id string, lines [][]byte, also func(cp string) bool) (map[string]bool, error) {
 	ws := filepath.Join(dir, jobstore.WorkspaceDir)
+	var cp string
+	var ref *history.SnapshotRef
+	for _, line := range lines {
+		e, err := history.ParseLine(line)
+		if err != nil {
+			return nil, err
+		}
+		if c, snap, ok := e.Checkpoint(); ok && snap != nil {
+			cp, ref = c, snap
+		}
+	}
 	points, err := s.Points(ctx, id)
 	if err != nil {
 		return nil, err
@@ -93,18 +107,12 @@ func restoreWorkspace(ctx context.Context, s clusterstore.Store, dir, id string,
 		if !clusterstore.ValidPointID(p.ID) {
 			return nil, fmt.Errorf("job %s: invalid recovery point id %q in the store", id, p.ID)
 		}
-		var l snapshot.Listing
-		if err := json.Unmarshal(p.Snapshot, &l); err != nil {
+		ps, err := clusterstore.ListingSums(p.Snapshot)
+		if err != nil {
 			return nil, fmt.Errorf("job %s: snapshot of %s: %w", id, p.ID, err)
 		}
-		for _, en := range l.Entries {
-			if en.SHA256 == "" {
-				continue
-			}
-			if !clusterstore.ValidSum(en.SHA256) {
-				return nil, fmt.Errorf("job %s: snapshot of %s names object %q", id, p.ID, en.SHA256)
-			}
-			sums = append(sums, en.SHA256)
+		if p.ID == cp || (also != nil && also(p.ID)) {
+			sums = append(sums, ps...)
 		}
 		if err := atomicfile.MkdirAll(filepath.Join(dir, snapshot.Dir), 0o700); err != nil {
 			return nil, err
@@ -130,17 +138,6 @@ func restoreWorkspace(ctx context.Context, s clusterstore.Store, dir, id string,
 				return nil, err
 			}
 			known[sum] = true
-		}
-	}
-	var cp string
-	var ref *history.SnapshotRef
-	for _, line := range lines {
-		e, err := history.ParseLine(line)
-		if err != nil {
-			return nil, err
-		}
-		if c, snap, ok := e.Checkpoint(); ok && snap != nil {
-			cp, ref = c, snap
 		}
 	}
 	if cp == "" {

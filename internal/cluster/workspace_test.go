@@ -3,9 +3,12 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +20,7 @@ import (
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/pgstore"
 	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/steward"
 )
@@ -136,11 +140,22 @@ func TestWorkspaceMovesWithJob(t *testing.T) {
 		t.Fatalf("points %v", ps)
 	}
 
-	// Rollback on B's side: the job's folder as B writes it holds every
-	// point's snapshot from the store; the steward's rollback restores
-	// the first one.
+	// A claim reads the objects of the current checkpoint only, not
+	// every point's.
+	cs := &countingStore{Store: s}
+	if _, _, err := writeFolder(ctx, cs, filepath.Join(t.TempDir(), "c"), "moving", nil); err != nil {
+		t.Fatal(err)
+	}
+	v1, v2 := sumOf("v1"), sumOf("v2")
+	if !slices.Contains(cs.asked, v2) || slices.Contains(cs.asked, v1) {
+		t.Fatalf("a claim read objects %v; want v2's (%s) only, not v1's (%s) of an older point", cs.asked, v2[:8], v1[:8])
+	}
+
+	// Rollback on B's side: the job's folder as B writes it for the
+	// rollback holds the snapshot of the point it returns to; the
+	// steward's rollback restores it.
 	dir := filepath.Join(t.TempDir(), "b")
-	if _, _, err := writeFolder(ctx, s, dir, "moving"); err != nil {
+	if _, _, err := writeFolder(ctx, s, dir, "moving", func(cp string) bool { return cp == first }); err != nil {
 		t.Fatal(err)
 	}
 	if got := readFile(t, filepath.Join(dir, "moving", jobstore.WorkspaceDir, "greet.py")); got != "v2" {
@@ -169,10 +184,87 @@ func TestWorkspaceMovesWithJob(t *testing.T) {
 		}
 	}
 	next := filepath.Join(t.TempDir(), "moving")
-	if _, err := restoreWorkspace(ctx, s, next, "moving", lines); err != nil {
+	if _, err := restoreWorkspace(ctx, s, next, "moving", lines, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := readFile(t, filepath.Join(next, jobstore.WorkspaceDir, "greet.py")); got != "v1" {
 		t.Fatalf("greet.py at the claim after the rollback %q, want v1", got)
+	}
+}
+
+// countingStore records the objects read from its store.
+type countingStore struct {
+	clusterstore.Store
+	asked []string
+}
+
+func (c *countingStore) Objects(ctx context.Context, sums []string) (map[string][]byte, error) {
+	c.asked = append(c.asked, sums...)
+	return c.Store.Objects(ctx, sums)
+}
+
+func sumOf(content string) string {
+	sum := sha256.Sum256([]byte(content))
+	return hex.EncodeToString(sum[:])
+}
+
+// dropOnce deletes, once, the stored objects a point names but its unit
+// does not send (the node took them as held): what a sweep after a point
+// was replaced may do to a node's knowledge.
+type dropOnce struct {
+	*pgstore.Store
+	once    sync.Once
+	dropped []string
+}
+
+func (d *dropOnce) Commit(ctx context.Context, l *clusterstore.Lease, u clusterstore.Unit) error {
+	if u.Point != nil {
+		sums, _ := clusterstore.ListingSums(u.Point.Snapshot)
+		var unsent []string
+		for _, sum := range sums {
+			if u.Objects[sum] == nil {
+				unsent = append(unsent, sum)
+			}
+		}
+		if len(unsent) > 0 {
+			d.once.Do(func() {
+				if _, err := d.Pool().Exec(ctx, "DELETE FROM logist_objects WHERE sha256 = ANY($1)", unsent); err == nil {
+					d.dropped = unsent
+				}
+			})
+		}
+	}
+	return d.Store.Commit(ctx, l, u)
+}
+
+// TestCollectedObjectSentAgain: a unit whose point names an object the
+// node took as held, collected meanwhile, is refused (ErrMissingObject)
+// and sent again with the point's objects: the job goes on as if nothing
+// happened, and every point's objects are in the store.
+func TestCollectedObjectSentAgain(t *testing.T) {
+	s, _ := openStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := Submit(ctx, s, scripted("again", 10)); err != nil {
+		t.Fatal(err)
+	}
+	d := &dropOnce{Store: s}
+	n := newNode(t, d, "n1", 5*time.Second)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = n.Run(ctx) })
+	js := waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == lifecycle.Success }, 60*time.Second)
+	cancel()
+	wg.Wait()
+	if len(d.dropped) == 0 {
+		t.Fatal("no unit named an object it did not send: the test dropped nothing")
+	}
+	if js[0].SpentMicros != 60_000 {
+		t.Errorf("spent %d µ$, want 60000 (no call asked again)", js[0].SpentMicros)
+	}
+	if _, err := s.Objects(context.Background(), d.dropped); err != nil {
+		t.Fatalf("the dropped objects were not sent again: %v", err)
+	}
+	if rep := verifyExport(t, s, "again"); rep.Responses != 4 {
+		t.Errorf("%d responses, want 4", rep.Responses)
 	}
 }

@@ -253,9 +253,20 @@ func (s *FileStore) Commit(_ context.Context, l *Lease, u Unit) error {
 		if err != nil {
 			return err
 		}
+		var dropped []string
+		if u.Point != nil {
+			if err := s.pointObjects(j.ID, u.Point, u.Objects); err != nil {
+				return err
+			}
+			for _, p := range fj.Points {
+				if p.ID == u.Point.ID {
+					dropped = Dropped(p.Snapshot, u.Point.Snapshot)
+				}
+			}
+		}
 		// Objects first: a job's file never names content the store
 		// lacks. An object a failed commit leaves is content no point
-		// names, as harmless as a copy of it.
+		// names, as harmless as a copy of it (collected).
 		for sum, b := range u.Objects {
 			p := filepath.Join(s.dir, "objects", sum)
 			if _, err := os.Stat(p); err == nil {
@@ -272,8 +283,120 @@ func (s *FileStore) Commit(_ context.Context, l *Lease, u Unit) error {
 			fj.Points = slices.DeleteFunc(fj.Points, func(p RecoveryPoint) bool { return p.ID == u.Point.ID })
 			fj.Points = append(fj.Points, *u.Point)
 		}
-		return s.write(fj)
+		if err := s.write(fj); err != nil {
+			return err
+		}
+		if len(dropped) > 0 {
+			_, err = s.collect(dropped)
+		}
+		return err
 	})
+}
+
+// pointObjects checks that every object p's listing names is in objects
+// or stored (ErrMissingObject).
+func (s *FileStore) pointObjects(job string, p *RecoveryPoint, objects map[string][]byte) error {
+	sums, err := ListingSums(p.Snapshot)
+	if err != nil {
+		return fmt.Errorf("job %s: point %s: %w", job, p.ID, err)
+	}
+	for _, sum := range sums {
+		if objects[sum] != nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(s.dir, "objects", sum)); err != nil {
+			return fmt.Errorf("job %s: point %s: object %s: %w", job, p.ID, short(sum), ErrMissingObject)
+		}
+	}
+	return nil
+}
+
+// SubmitKeyed implements Store.
+func (s *FileStore) SubmitKeyed(_ context.Context, sub Submission) (bool, error) {
+	if err := validID(sub.ID); err != nil {
+		return false, err
+	}
+	repeat := false
+	err := s.locked(func() error {
+		keyPath := filepath.Join(s.dir, "keys", fmt.Sprintf("%x.json", sub.Key))
+		if use, err := s.keyUse(keyPath); err != nil {
+			return err
+		} else if use != nil {
+			repeat = true
+			return KeyReuse(use, &Steering{Job: sub.ID, Key: sub.Key, Command: sub.Command})
+		}
+		if _, err := os.Stat(s.jobPath(sub.ID)); err == nil {
+			return fmt.Errorf("job %s: %w", sub.ID, ErrExists)
+		}
+		if err := s.write(&fileJob{Job: Job{ID: sub.ID, Status: sub.Status, Manifest: sub.Manifest, BudgetMicros: sub.BudgetMicros, Template: IsTemplate(sub.Manifest)}}); err != nil {
+			return err
+		}
+		b, err := json.Marshal(KeyUse{Command: sub.Command, Job: sub.ID, Status: sub.Status})
+		if err != nil {
+			return err
+		}
+		return atomicfile.WriteFile(keyPath, b, 0o600)
+	})
+	return repeat && err == nil, err
+}
+
+// CollectObjects implements Store: under the store's lock, which every
+// commit holds too.
+func (s *FileStore) CollectObjects(_ context.Context, sums []string) (int, error) {
+	var n int
+	err := s.locked(func() (err error) {
+		n, err = s.collect(sums)
+		return err
+	})
+	return n, err
+}
+
+// collect deletes, of sums (nil: all), the objects no point names (under
+// the lock).
+func (s *FileStore) collect(sums []string) (int, error) {
+	jobs, err := s.all()
+	if err != nil {
+		return 0, err
+	}
+	named := map[string]bool{}
+	for _, fj := range jobs {
+		for _, p := range fj.Points {
+			ls, err := ListingSums(p.Snapshot)
+			if err != nil {
+				return 0, fmt.Errorf("job %s: point %s: %w", fj.Job.ID, p.ID, err)
+			}
+			for _, sum := range ls {
+				named[sum] = true
+			}
+		}
+	}
+	if sums == nil {
+		ents, err := os.ReadDir(filepath.Join(s.dir, "objects"))
+		if err != nil {
+			return 0, err
+		}
+		for _, e := range ents {
+			sums = append(sums, e.Name())
+		}
+	}
+	n := 0
+	for _, sum := range sums {
+		if named[sum] || !ValidSum(sum) {
+			continue
+		}
+		err := os.Remove(filepath.Join(s.dir, "objects", sum))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		n++
+	}
+	if n > 0 {
+		return n, atomicfile.SyncDir(filepath.Join(s.dir, "objects"))
+	}
+	return n, nil
 }
 
 // Steer implements Store.

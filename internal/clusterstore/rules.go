@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/logist/logist/internal/history"
@@ -157,6 +158,50 @@ func ValidSum(sum string) bool {
 		}
 	}
 	return true
+}
+
+// ListingSums are the objects a recovery point's snapshot listing names
+// (internal/snapshot's Listing), sorted and unique; none for no listing.
+func ListingSums(listing []byte) ([]string, error) {
+	if len(listing) == 0 {
+		return nil, nil
+	}
+	var l struct {
+		Entries []struct {
+			SHA256 string `json:"sha256"`
+		} `json:"entries"`
+	}
+	if err := json.Unmarshal(listing, &l); err != nil {
+		return nil, fmt.Errorf("snapshot listing: %w", err)
+	}
+	var out []string
+	for _, e := range l.Entries {
+		if e.SHA256 == "" {
+			continue
+		}
+		if !ValidSum(e.SHA256) {
+			return nil, fmt.Errorf("snapshot listing names object %q", short(e.SHA256))
+		}
+		out = append(out, e.SHA256)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// Dropped are the objects a replaced point's listing (old) named that
+// its replacement (new) does not: those the replacement may leave
+// unreferenced, for Store.CollectObjects.
+func Dropped(old, new []byte) []string {
+	was, _ := ListingSums(old)
+	now, _ := ListingSums(new)
+	return slices.DeleteFunc(was, func(s string) bool { _, ok := slices.BinarySearch(now, s); return ok })
+}
+
+// SubmitCommand is what a submission's idempotency key is bound to: the
+// job and its manifest, by its hash.
+func SubmitCommand(id string, manifest []byte) string {
+	sum := sha256.Sum256(manifest)
+	return "submit " + id + " sha256:" + hex.EncodeToString(sum[:])
 }
 
 // ValidPointID reports whether id may name a recovery point (it becomes

@@ -38,6 +38,10 @@ var (
 	ErrNewerSchema = errors.New("the store's schema is newer than this logist knows; upgrade logist")
 	// ErrIdempotency: a different command was sent with a key already used.
 	ErrIdempotency = errors.New("idempotency key already used by a different command")
+	// ErrMissingObject: a recovery point's listing names an object the
+	// store does not hold and the unit does not carry (collected since
+	// the node last saw it): send the point's objects again.
+	ErrMissingObject = errors.New("a recovery point names a snapshot object the store does not hold")
 )
 
 // Lease is a node's ownership of a job for one epoch. Every write that
@@ -123,6 +127,17 @@ type Unit struct {
 	Files map[string][]byte
 }
 
+// Submission is a job submitted under an idempotency key
+// (Store.SubmitKeyed): Command is what the key is bound to (the manifest,
+// by its hash).
+type Submission struct {
+	Key, Command string
+	ID           string
+	Status       lifecycle.Status
+	Manifest     []byte
+	BudgetMicros int64
+}
+
 // Node is a registered node and its signing key.
 type Node struct {
 	ID          string
@@ -183,6 +198,11 @@ type Store interface {
 	Nodes(ctx context.Context) ([]Node, error)
 	// Submit inserts a job with its first status (ErrExists when present).
 	Submit(ctx context.Context, id string, status lifecycle.Status, manifest []byte, budgetMicros int64) error
+	// SubmitKeyed is Submit under an idempotency key, in one
+	// transaction: a key used before by the same submission inserts
+	// nothing and reports a repeat; by another one it is ErrIdempotency
+	// (KeyReuse). A job of that id submitted without the key is ErrExists.
+	SubmitKeyed(ctx context.Context, sub Submission) (repeat bool, err error)
 	// Claim takes one claimable job for node: one the daemon runs with no
 	// owner or an expired lease. The epoch is bumped; nil, nil when none.
 	Claim(ctx context.Context, node string, ttl time.Duration) (*Lease, error)
@@ -218,5 +238,11 @@ type Store interface {
 	// Objects returns the stored contents of sums (ErrNotFound naming the
 	// first one missing).
 	Objects(ctx context.Context, sums []string) (map[string][]byte, error)
+	// CollectObjects deletes, of sums (nil: every stored object), the
+	// objects no recovery point's listing names, and says how many it
+	// deleted. It never runs while a unit carrying a point commits, so
+	// an object such a unit names is never collected under it; a unit
+	// naming an object collected before it is ErrMissingObject.
+	CollectObjects(ctx context.Context, sums []string) (int, error)
 	Close()
 }

@@ -230,9 +230,28 @@ func (s *Store) Heartbeat(ctx context.Context, l *clusterstore.Lease, ttl time.D
 	})
 }
 
-// Commit implements clusterstore.Store.
+// objectsLock is the advisory lock key that keeps CollectObjects apart
+// from the commits of recovery points ("objects" in ASCII).
+const objectsLock = 0x6f626a65637473
+
+// Commit implements clusterstore.Store. A unit that replaces a point
+// (a restarted run recording it again) may leave objects no point names:
+// they are collected after the commit.
 func (s *Store) Commit(ctx context.Context, l *clusterstore.Lease, u clusterstore.Unit) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	dropped, err := s.commit(ctx, l, u)
+	if err == nil && len(dropped) > 0 {
+		// Best effort: a failure leaves objects no point names, harmless,
+		// until a later CollectObjects covers them.
+		_, _ = s.CollectObjects(ctx, dropped)
+	}
+	return err
+}
+
+// commit is Commit's transaction; it returns the objects a replaced
+// point named that its replacement does not.
+func (s *Store) commit(ctx context.Context, l *clusterstore.Lease, u clusterstore.Unit) ([]string, error) {
+	var dropped []string
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		j, _, err := lockJob(ctx, tx, l.Job)
 		if err != nil {
 			return err
@@ -248,6 +267,19 @@ func (s *Store) Commit(ctx context.Context, l *clusterstore.Lease, u clusterstor
 		if err := storeFiles(ctx, tx, j.ID, u.Files); err != nil {
 			return err
 		}
+		if u.Point != nil {
+			// Shared with other commits, exclusive of CollectObjects: no
+			// object this unit names is collected under it.
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock_shared($1)", objectsLock); err != nil {
+				return err
+			}
+			var old []byte
+			err := tx.QueryRow(ctx, "SELECT snapshot FROM logist_points WHERE job_id = $1 AND id = $2", j.ID, u.Point.ID).Scan(&old)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			dropped = clusterstore.Dropped(old, u.Point.Snapshot)
+		}
 		// Objects in the same transaction as the fence: a fenced
 		// node's snapshot stores nothing.
 		for sum, b := range u.Objects {
@@ -257,6 +289,9 @@ func (s *Store) Commit(ctx context.Context, l *clusterstore.Lease, u clusterstor
 			}
 		}
 		if u.Point != nil {
+			if err := pointObjects(ctx, tx, j.ID, u.Point, u.Objects); err != nil {
+				return err
+			}
 			if _, err := tx.Exec(ctx, `INSERT INTO logist_points (job_id, id, seq, snapshot, epoch) VALUES ($1, $2, $3, $4, $5)
 				ON CONFLICT (job_id, id) DO UPDATE SET seq = excluded.seq, snapshot = excluded.snapshot, epoch = excluded.epoch`,
 				j.ID, u.Point.ID, u.Point.Seq, u.Point.Snapshot, j.Epoch); err != nil {
@@ -265,6 +300,7 @@ func (s *Store) Commit(ctx context.Context, l *clusterstore.Lease, u clusterstor
 		}
 		return saveJob(ctx, tx, &j)
 	})
+	return dropped, err
 }
 
 // Steer implements clusterstore.Store. The job's row lock serialises
@@ -308,6 +344,78 @@ func (s *Store) Steer(ctx context.Context, st clusterstore.Steering) (*clusterst
 		return saveJob(ctx, tx, &j)
 	})
 	return out, err
+}
+
+// pointObjects checks, after the unit's objects are inserted, that every
+// object p's listing names is stored (clusterstore.ErrMissingObject).
+func pointObjects(ctx context.Context, tx pgx.Tx, job string, p *clusterstore.RecoveryPoint, objects map[string][]byte) error {
+	sums, err := clusterstore.ListingSums(p.Snapshot)
+	if err != nil || len(sums) == 0 {
+		return err
+	}
+	var have int
+	if err := tx.QueryRow(ctx, "SELECT count(*) FROM logist_objects WHERE sha256 = ANY($1)", sums).Scan(&have); err != nil {
+		return err
+	}
+	if have != len(sums) {
+		return fmt.Errorf("job %s: point %s: %d of its %d objects: %w", job, p.ID, have, len(sums), clusterstore.ErrMissingObject)
+	}
+	return nil
+}
+
+// CollectObjects implements clusterstore.Store: a mark and sweep under
+// the exclusive advisory lock every commit of a point shares, so it never
+// runs beside one; an object is named when a point's listing (JSON) has
+// an entry with its sum.
+func (s *Store) CollectObjects(ctx context.Context, sums []string) (int, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", objectsLock); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM logist_objects o WHERE ($1::text[] IS NULL OR o.sha256 = ANY($1))
+			AND NOT EXISTS (SELECT 1 FROM logist_points p WHERE p.snapshot IS NOT NULL
+				AND convert_from(p.snapshot, 'UTF8')::jsonb -> 'entries' @> jsonb_build_array(jsonb_build_object('sha256', o.sha256)))`, sums)
+		n = tag.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
+
+// SubmitKeyed implements clusterstore.Store: the key's row and the job's
+// are inserted in one transaction (the key's primary key refuses a race).
+func (s *Store) SubmitKeyed(ctx context.Context, sub clusterstore.Submission) (bool, error) {
+	repeat := false
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if use, err := keyUse(ctx, tx, sub.Key); err != nil {
+			return err
+		} else if use != nil {
+			repeat = true
+			return clusterstore.KeyReuse(use, &clusterstore.Steering{Job: sub.ID, Key: sub.Key, Command: sub.Command})
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO logist_jobs (id, status, manifest, budget_micros, template) VALUES ($1, $2, $3, $4, $5)",
+			sub.ID, string(sub.Status), sub.Manifest, sub.BudgetMicros, clusterstore.IsTemplate(sub.Manifest)); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "23505" {
+				return fmt.Errorf("job %s: %w", sub.ID, clusterstore.ErrExists)
+			}
+			return err
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO logist_idempotency (key, command, job_id, epoch, status) VALUES ($1, $2, $3, 0, $4)",
+			sub.Key, sub.Command, sub.ID, string(sub.Status))
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23505" {
+			return fmt.Errorf("key %q is being used by another command: %w", sub.Key, clusterstore.ErrIdempotency)
+		}
+		return err
+	})
+	if errors.Is(err, clusterstore.ErrExists) {
+		// The same submission may have raced this one in: its key says.
+		if use, kerr := s.SteerKey(ctx, sub.Key); kerr == nil && use != nil {
+			return true, clusterstore.KeyReuse(use, &clusterstore.Steering{Job: sub.ID, Key: sub.Key, Command: sub.Command})
+		}
+	}
+	return repeat && err == nil, err
 }
 
 func storeFiles(ctx context.Context, tx pgx.Tx, id string, files map[string][]byte) error {

@@ -51,6 +51,8 @@ func Run(t *testing.T, open Open) {
 		{"CommitFilesUnderFence", testCommitFiles},
 		{"TemplateTickFiresOnce", testTemplates},
 		{"NodeKeys", testNodes},
+		{"SubmitKeyed", testSubmitKeyed},
+		{"CollectObjects", testCollectObjects},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

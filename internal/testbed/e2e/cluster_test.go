@@ -10,6 +10,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/pgstore"
 	"github.com/logist/logist/internal/pgtest"
@@ -36,6 +37,7 @@ func TestClusterScripts(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"clusterwait": cmdClusterWait,
 			"clusterhas":  cmdClusterHas,
+			"clusterfire": cmdClusterFire,
 			"exitcode":    cmdExitCode,
 			"waitfile":    cmdWaitFile,
 			"waitgone":    cmdWaitGone,
@@ -100,5 +102,22 @@ func cmdClusterHas(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	if (got == args[2]) == neg {
 		ts.Fatalf("job %s: %s is %q (want %s%q)", args[0], args[1], got, map[bool]string{true: "not ", false: ""}[neg], args[2])
+	}
+}
+
+// clusterfire TEMPLATE RUN FILE: fire a tick of TEMPLATE now that
+// creates run RUN with the manifest in FILE, as a node's schedule would.
+func cmdClusterFire(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: clusterfire TEMPLATE RUN FILE")
+	}
+	ctx := context.Background()
+	s, err := pgstore.Open(ctx, ts.Getenv("LOGISTD_DATABASE_URL"))
+	ts.Check(err)
+	defer s.Close()
+	fired, err := s.Fire(ctx, clusterstore.Tick{Template: args[0], At: time.Now(), Node: "test", Run: args[1], Manifest: []byte(ts.ReadFile(args[2]))})
+	ts.Check(err)
+	if !fired {
+		ts.Fatalf("tick of %s not fired", args[0])
 	}
 }

@@ -1,0 +1,169 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/logist/logist/internal/clusterstore"
+	"github.com/logist/logist/internal/lifecycle"
+)
+
+// testSubmitKeyed: a submission under an idempotency key inserts its job
+// once; the same submission again is a repeat that changes nothing;
+// another one with the key (another manifest, another job) is
+// ErrIdempotency; racing copies of one submission insert one job.
+func testSubmitKeyed(t *testing.T, s clusterstore.Store) {
+	m := []byte(`{"job_id":"a"}`)
+	sub := clusterstore.Submission{Key: "k1", Command: clusterstore.SubmitCommand("a", m), ID: "a", Status: lifecycle.Pending, Manifest: m}
+	if repeat, err := s.SubmitKeyed(ctx, sub); err != nil || repeat {
+		t.Fatalf("first submission: repeat %v, %v", repeat, err)
+	}
+	l := claim(t, s, "n1", time.Minute)
+	if repeat, err := s.SubmitKeyed(ctx, sub); err != nil || !repeat {
+		t.Fatalf("the same submission again: repeat %v, %v; want a repeat", repeat, err)
+	}
+	if j := job(t, s, "a"); j.Epoch != l.Epoch || j.Owner != "n1" || j.Status != lifecycle.Pending {
+		t.Fatalf("a repeat changed the job: %+v", j)
+	}
+	other := []byte(`{"job_id":"a","task_description":"other"}`)
+	diff := sub
+	diff.Command, diff.Manifest = clusterstore.SubmitCommand("a", other), other
+	if _, err := s.SubmitKeyed(ctx, diff); !errors.Is(err, clusterstore.ErrIdempotency) {
+		t.Fatalf("another manifest with the key: %v, want ErrIdempotency", err)
+	}
+	if j := job(t, s, "a"); string(j.Manifest) != string(m) {
+		t.Fatalf("a refused submission replaced the manifest: %s", j.Manifest)
+	}
+	// The job exists without this key: not a repeat.
+	fresh := sub
+	fresh.Key = "k2"
+	if _, err := s.SubmitKeyed(ctx, fresh); !errors.Is(err, clusterstore.ErrExists) {
+		t.Fatalf("the job again under another key: %v, want ErrExists", err)
+	}
+	// Racing copies: one job, every copy succeeds.
+	race := clusterstore.Submission{Key: "k3", Command: clusterstore.SubmitCommand("b", m), ID: "b", Status: lifecycle.Pending, Manifest: m}
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() { _, errs[i] = s.SubmitKeyed(ctx, race) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("racing copies of one submission: %v", err)
+	}
+	js, err := s.Jobs(ctx)
+	if err != nil || len(js) != 2 {
+		t.Fatalf("jobs after the race: %v %v", js, err)
+	}
+}
+
+func listing(sums ...string) []byte {
+	b := []byte(`{"checkpoint_id":"x","entries":[`)
+	for i, sum := range sums {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, `{"path":"f%d","mode":420,"sha256":%q,"size":1}`, i, sum)
+	}
+	return append(b, "]}"...)
+}
+
+// testCollectObjects: an object no point's listing names is collected, a
+// named one never (whichever job names it); a point replaced by one that
+// no longer names an object leaves it to be collected; a unit whose
+// listing names an object the store lacks (collected) is ErrMissingObject
+// and stores nothing, and goes through with the object sent again. A
+// sweep racing commits never collects what they name.
+func testCollectObjects(t *testing.T, s clusterstore.Store) {
+	submit(t, s, "a", 0)
+	submit(t, s, "b", 0)
+	la := claim(t, s, "n1", time.Minute)
+	lb := claim(t, s, "n1", time.Minute)
+	if la.Job != "a" {
+		la, lb = lb, la
+	}
+	shared, sb := object("shared")
+	onlyA, ab := object("only a")
+	loose, lo := object("named by no listing")
+	if err := s.Commit(ctx, la, clusterstore.Unit{Point: &clusterstore.RecoveryPoint{ID: "cp-1", Snapshot: listing(shared, onlyA)},
+		Objects: map[string][]byte{shared: sb, onlyA: ab, loose: lo}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, lb, clusterstore.Unit{Point: &clusterstore.RecoveryPoint{ID: "cp-1", Snapshot: listing(shared)}}); err != nil {
+		t.Fatalf("a point naming a stored object, not sent: %v", err)
+	}
+	n, err := s.CollectObjects(ctx, nil)
+	if err != nil || n != 1 {
+		t.Fatalf("sweep: %d collected, %v; want 1 (the loose object)", n, err)
+	}
+	if _, err := s.Objects(ctx, []string{loose}); !errors.Is(err, clusterstore.ErrNotFound) {
+		t.Fatalf("loose object after a sweep: %v", err)
+	}
+	if _, err := s.Objects(ctx, []string{shared, onlyA}); err != nil {
+		t.Fatalf("named objects after a sweep: %v", err)
+	}
+	// Job a's point replaced without onlyA and shared: onlyA is gone
+	// (collected with the commit, or by the next sweep), shared stays
+	// (job b's point names it).
+	if err := s.Commit(ctx, la, clusterstore.Unit{Point: &clusterstore.RecoveryPoint{ID: "cp-1", Snapshot: listing()}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CollectObjects(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Objects(ctx, []string{onlyA}); !errors.Is(err, clusterstore.ErrNotFound) {
+		t.Fatalf("an object no point names any more: %v, want collected", err)
+	}
+	if _, err := s.Objects(ctx, []string{shared}); err != nil {
+		t.Fatalf("an object job b still names: %v", err)
+	}
+	// A point naming the collected object without sending it: refused,
+	// nothing stored; sent again, it goes through.
+	before := job(t, s, "a")
+	err = s.Commit(ctx, la, clusterstore.Unit{Lines: seal(t, s, "a", 1), Point: &clusterstore.RecoveryPoint{ID: "cp-2", Seq: before.NextSeq, Snapshot: listing(onlyA)}})
+	if !errors.Is(err, clusterstore.ErrMissingObject) {
+		t.Fatalf("a point naming a collected object: %v, want ErrMissingObject", err)
+	}
+	if j := job(t, s, "a"); j.NextSeq != before.NextSeq {
+		t.Fatal("a unit refused for a missing object stored its records")
+	}
+	if err := s.Commit(ctx, la, clusterstore.Unit{Lines: seal(t, s, "a", 1), Point: &clusterstore.RecoveryPoint{ID: "cp-2", Seq: before.NextSeq, Snapshot: listing(onlyA)},
+		Objects: map[string][]byte{onlyA: ab}}); err != nil {
+		t.Fatal(err)
+	}
+	// Sweeps racing commits: every object a committed point names is
+	// still there.
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := s.CollectObjects(ctx, nil); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	var named []string
+	for i := range 20 {
+		sum, b := object(fmt.Sprint("content ", i))
+		named = append(named, sum)
+		id := fmt.Sprintf("cp-r%d", i)
+		u := clusterstore.Unit{Point: &clusterstore.RecoveryPoint{ID: id, Snapshot: listing(sum)}, Objects: map[string][]byte{sum: b}}
+		if err := s.Commit(ctx, lb, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if _, err := s.Objects(ctx, named); err != nil {
+		t.Fatalf("objects named by points committed beside sweeps: %v", err)
+	}
+}
