@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/logist/logist/internal/atomicfile"
@@ -100,9 +101,29 @@ func (m *Mirror) syncJob(ctx context.Context, id string) error {
 	return nil
 }
 
-// Follow syncs every interval until ctx ends; errors are retried (the
+// Follow syncs until ctx ends: at once when the store says a followed
+// job changed (clusterstore.Notifier; "" after its listening connection
+// came back: whatever was missed meanwhile), and every interval besides,
+// a fallback poll (FollowEvery says how often). Errors are retried (the
 // database may be away for a while), the last one is returned.
 func (m *Mirror) Follow(ctx context.Context, every time.Duration) error {
+	wake := make(chan struct{}, 1)
+	if n, ok := m.Store.(clusterstore.Notifier); ok {
+		ctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = n.Notify(ctx, func(id string) {
+				if id == "" || m.Jobs == nil || slices.Contains(m.Jobs, id) {
+					select {
+					case wake <- struct{}{}:
+					default: // a sync is due already
+					}
+				}
+			})
+		}()
+		defer func() { cancel(); <-done }()
+	}
 	var last error
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -111,7 +132,23 @@ func (m *Mirror) Follow(ctx context.Context, every time.Duration) error {
 		case <-ctx.Done():
 			return last
 		case <-t.C:
+		case <-wake:
 		}
 		last = m.Sync(ctx)
 	}
 }
+
+// FollowEvery is how often a follower of s polls it: slowly when s
+// notifies (a poll only makes up for a notice lost), often when it does
+// not.
+func FollowEvery(s clusterstore.Store) time.Duration {
+	if _, ok := s.(clusterstore.Notifier); ok {
+		return followFallback
+	}
+	return followPoll
+}
+
+const (
+	followPoll     = 500 * time.Millisecond
+	followFallback = 10 * time.Second
+)
