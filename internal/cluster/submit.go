@@ -40,8 +40,6 @@ func submit(ctx context.Context, s clusterstore.Store, name, fallback string, fi
 		// Each node has its own content key: a sealed history written by
 		// one could not be read by the next.
 		return "", fmt.Errorf("job %s: encrypt_history: %w", id, ErrUnsupported)
-	case m.Schedule != nil && m.Schedule.ConcurrencyPolicy == "Replace":
-		return "", fmt.Errorf("job %s: schedule concurrency_policy Replace: %w", id, ErrUnsupported)
 	case m.Status != lifecycle.Pending && m.Status != lifecycle.Draft:
 		return "", fmt.Errorf("job %s: a new job is PENDING or DRAFT, not %s", id, m.Status)
 	}
