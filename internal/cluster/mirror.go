@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/logist/logist/internal/atomicfile"
@@ -24,7 +25,9 @@ type Mirror struct {
 	Store clusterstore.Store
 	Dir   string
 	Jobs  []string
-	seen  map[string]mirrored
+	// mu serialises syncs (a follower's and its owner's own).
+	mu   sync.Mutex
+	seen map[string]mirrored
 }
 
 type mirrored struct {
@@ -34,6 +37,8 @@ type mirrored struct {
 
 // Sync brings the folder up to the store once.
 func (m *Mirror) Sync(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.seen == nil {
 		m.seen = map[string]mirrored{}
 		if err := writeKeyring(ctx, m.Store, m.Dir); err != nil {

@@ -55,7 +55,9 @@ func (c *Console) opener() *jobview.Opener {
 
 // Console is the handler of the console's pages and API.
 type Console struct {
-	o        Options
+	o Options
+	// cl is set in cluster mode (NewCluster).
+	cl       *clusterSide
 	sessions *sessions
 	mux      *http.ServeMux
 }
