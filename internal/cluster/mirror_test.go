@@ -13,6 +13,7 @@ import (
 
 	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/pgstore"
 	"github.com/logist/logist/internal/signing"
 )
@@ -49,13 +50,17 @@ func appendRecord(t *testing.T, w clusterstore.Store, id, msg string) {
 	}
 }
 
-// waitMirrored waits until the mirror's history of id holds msg.
+// waitMirrored waits until the mirror's history of id holds msg (with
+// msg "", until the mirror holds the job).
 func waitMirrored(t *testing.T, dir, id, msg string, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		b, _ := os.ReadFile(history.Path(filepath.Join(dir, id)))
-		if bytes.Contains(b, []byte(msg)) {
+		b, err := os.ReadFile(history.Path(filepath.Join(dir, id)))
+		if msg == "" {
+			_, err = os.Stat(filepath.Join(dir, id, jobstore.ManifestFile))
+		}
+		if err == nil && bytes.Contains(b, []byte(msg)) {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -81,6 +86,26 @@ func TestFollowNotified(t *testing.T) {
 	if _, err := Submit(ctx, w, scripted("followed", 10)); err != nil {
 		t.Fatal(err)
 	}
+	// A mirror of every job (as the console's) learns of a new job and
+	// of records of any job.
+	allDir := t.TempDir()
+	all := &Mirror{Store: s, Dir: allDir}
+	allCtx, stopAll := context.WithCancel(ctx)
+	allDone := make(chan error, 1)
+	go func() { allDone <- all.Follow(allCtx, 10*time.Minute) }()
+	waitListening(t, w, 1)
+	// Submitted after "followed": Claim takes "followed" first.
+	if _, err := Submit(ctx, w, scripted("second", 10)); err != nil {
+		t.Fatal(err)
+	}
+	waitMirrored(t, allDir, "second", "", 30*time.Second)
+	appendRecord(t, w, "followed", "seen-by-all")
+	waitMirrored(t, allDir, "followed", "seen-by-all", 30*time.Second)
+	stopAll()
+	if err := <-allDone; err != nil {
+		t.Fatalf("follow all: %v", err)
+	}
+
 	dir := t.TempDir()
 	m := &Mirror{Store: s, Dir: dir, Jobs: []string{"followed"}}
 	if err := m.Sync(ctx); err != nil {
