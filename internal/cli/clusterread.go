@@ -5,7 +5,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/logist/logist/internal/cluster"
 	"github.com/logist/logist/internal/clusterstore"
@@ -17,9 +16,8 @@ import (
 // jobs it reads written in folder form from the database into a temporary
 // folder (cluster.Mirror, with the nodes' and stewards' keys); a command
 // that follows (logs -f, watch) reads a folder the mirror keeps up to the
-// database every mirrorEvery while it runs.
-
-var mirrorEvery = 500 * time.Millisecond
+// database while it runs: at once on the database's notice of a change,
+// polling slowly besides (cluster.FollowEvery).
 
 // clusterRead is the cluster form of a reading command whose file form is
 // run; jobsOf names the jobs it reads (nil: every job), follows whether
@@ -51,7 +49,7 @@ func clusterRead(run func(*env, []string) (*Result, error), jobsOf func([]string
 		}
 		ctx, cancel := context.WithCancel(e.ctx)
 		var wg sync.WaitGroup
-		wg.Go(func() { _ = m.Follow(ctx, mirrorEvery) })
+		wg.Go(func() { _ = m.Follow(ctx, cluster.FollowEvery(s)) })
 		defer wg.Wait()
 		defer cancel()
 		return run(&ce, args)

@@ -2,24 +2,36 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
 	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/joblog"
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/schedule"
+	"github.com/logist/logist/internal/steward"
 )
 
 // Cron schedules in cluster mode: every node looks at the templates every
 // cronEvery, and a node that finds a tick due fires it through
 // Store.Fire, whose row per (template, tick) makes the tick fire once
 // cluster-wide — the run is inserted in the same transaction — however
-// many nodes find it due at once. A tick is due from its time on; of the
-// ticks missed while no node ran (or the schedule was paused) only the
-// latest fires. concurrency_policy Forbid fires a tick with no run while a
-// run of the template is unfinished; Replace is refused at submit.
+// many nodes find it due at once. A tick is due from its time on. Ticks
+// missed while no node ran are caught up as file mode does
+// (internal/schedule): only the latest fires, and not when it is older
+// than the schedule's starting_deadline_seconds (beyond the cronEvery a
+// node may take to see it): then it is recorded fired with no run, so
+// the schedule waits for its next tick. Ticks while the schedule was
+// paused are not caught up. concurrency_policy Forbid fires a tick with no
+// run while a run of the template is unfinished; Replace first halts each
+// unfinished run through the steering path (Steer, an idempotency key per
+// tick and run: once cluster-wide, and the halted run's node is fenced),
+// then fires the tick.
 
 // cronEvery is how often a node looks for due ticks (a run starts at most
 // this long after its tick; cron's unit is the minute).
@@ -90,22 +102,35 @@ func (n *Node) fireDue(ctx context.Context, now time.Time) error {
 			}
 			tick = next
 		}
-		if err := n.fire(ctx, j.ID, tpl, tick, now, js); err != nil {
+		missed := false
+		if dl := tpl.Schedule.StartingDeadlineSeconds; dl != nil {
+			missed = now.Sub(tick)-cronEvery > time.Duration(*dl*float64(time.Second))
+		}
+		if err := n.fire(ctx, j.ID, tpl, tick, now, js, missed); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (n *Node) fire(ctx context.Context, id string, tpl *manifest.Manifest, tick, now time.Time, js []clusterstore.Job) error {
+// fire fires template id's tick: a run of it, or none when the tick was
+// missed (past its starting deadline) or Forbid skips it.
+func (n *Node) fire(ctx context.Context, id string, tpl *manifest.Manifest, tick, now time.Time, js []clusterstore.Job, missed bool) error {
 	t := clusterstore.Tick{Template: id, At: tick, Node: n.ID}
-	skip := false
-	if tpl.Schedule.ConcurrencyPolicy == schedule.Forbid {
-		for _, r := range js {
-			if strings.HasPrefix(r.ID, id+"-") && !r.Template && !r.Status.Terminal() {
-				if m, err := manifest.Decode(r.ID, r.Manifest); err == nil && m.ScheduledFrom == id {
-					skip = true
-				}
+	var unfinished []string
+	for _, r := range js {
+		if strings.HasPrefix(r.ID, id+"-") && !r.Template && !r.Status.Terminal() {
+			if m, err := manifest.Decode(r.ID, r.Manifest); err == nil && m.ScheduledFrom == id {
+				unfinished = append(unfinished, r.ID)
+			}
+		}
+	}
+	policy := tpl.Schedule.ConcurrencyPolicy
+	skip := missed || (policy == schedule.Forbid && len(unfinished) > 0)
+	if !skip && policy == schedule.Replace {
+		for _, r := range unfinished {
+			if err := n.replace(ctx, id, r, tick); err != nil {
+				return err
 			}
 		}
 	}
@@ -121,10 +146,41 @@ func (n *Node) fire(ctx context.Context, id string, tpl *manifest.Manifest, tick
 	if err != nil || !fired {
 		return err
 	}
-	if skip {
-		n.Logger.Info("scheduled run skipped: an earlier run is not finished (Forbid)", "job_id", id, "tick", tick.UTC().Format(time.RFC3339), "node", n.ID)
-	} else {
-		n.Logger.Info("scheduled run created", "job_id", t.Run, "template", id, "tick", tick.UTC().Format(time.RFC3339), "node", n.ID)
+	at := tick.UTC().Format(time.RFC3339)
+	switch {
+	case missed:
+		n.Logger.Warn("scheduled run missed: past its starting deadline", "job_id", id, "tick", at, "node", n.ID)
+	case skip:
+		n.Logger.Info("scheduled run skipped: an earlier run is not finished (Forbid)", "job_id", id, "tick", at, "node", n.ID)
+	default:
+		n.Logger.Info("scheduled run created", "job_id", t.Run, "template", id, "tick", at, "node", n.ID)
 	}
+	return nil
+}
+
+// replace halts run, an unfinished run of template id, for tick's run
+// (Replace): a steward's halt signed by this node, through Steer under a
+// key of the tick and the run, so that nodes replacing at once halt it
+// once, and the node running it is fenced and kills its agent. A run
+// finished or halted meanwhile is left as it is.
+func (n *Node) replace(ctx context.Context, id, run string, tick time.Time) error {
+	at := tick.UTC().Format(time.RFC3339)
+	reason := "replaced by the run of " + at + " (Replace)"
+	_, err := Steer(ctx, n.Store, Steering{Job: run, Key: "schedule-replace " + id + " " + at + " " + run,
+		Command: "schedule replace " + run + " at " + at,
+		Apply: func(jobsDir string) error {
+			env := &jobtx.Env{Store: jobstore.New(jobsDir), Logger: n.Logger,
+				History: history.Options{Signer: n.key, MaxBytes: -1}}
+			st := &steward.Steward{Env: env, User: "schedule", Effects: n.Effects}
+			_, err := st.Halt(run, reason)
+			return err
+		}})
+	if jobtx.IsOutOfOrder(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("replace %s: %w", run, err)
+	}
+	n.Logger.Info("scheduled run replaced", "job_id", run, "template", id, "tick", at, "node", n.ID)
 	return nil
 }

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/logist/logist/internal/atomicfile"
@@ -23,7 +26,9 @@ type Mirror struct {
 	Store clusterstore.Store
 	Dir   string
 	Jobs  []string
-	seen  map[string]mirrored
+	// mu serialises syncs (a follower's and its owner's own).
+	mu   sync.Mutex
+	seen map[string]mirrored
 }
 
 type mirrored struct {
@@ -33,11 +38,10 @@ type mirrored struct {
 
 // Sync brings the folder up to the store once.
 func (m *Mirror) Sync(ctx context.Context) error {
-	if m.seen == nil {
-		m.seen = map[string]mirrored{}
-		if err := writeKeyring(ctx, m.Store, m.Dir); err != nil {
-			return err
-		}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.start(ctx); err != nil {
+		return err
 	}
 	ids := m.Jobs
 	if ids == nil {
@@ -49,6 +53,32 @@ func (m *Mirror) Sync(ctx context.Context) error {
 			ids = append(ids, j.ID)
 		}
 	}
+	return m.syncJobs(ctx, ids)
+}
+
+// SyncJobs brings jobs ids of the folder up to the store.
+func (m *Mirror) SyncJobs(ctx context.Context, ids []string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.start(ctx); err != nil {
+		return err
+	}
+	return m.syncJobs(ctx, ids)
+}
+
+// start writes the keyring at the first sync.
+func (m *Mirror) start(ctx context.Context) error {
+	if m.seen != nil {
+		return nil
+	}
+	if err := writeKeyring(ctx, m.Store, m.Dir); err != nil {
+		return err
+	}
+	m.seen = map[string]mirrored{}
+	return nil
+}
+
+func (m *Mirror) syncJobs(ctx context.Context, ids []string) error {
 	for _, id := range ids {
 		if err := m.syncJob(ctx, id); err != nil {
 			return err
@@ -100,18 +130,83 @@ func (m *Mirror) syncJob(ctx context.Context, id string) error {
 	return nil
 }
 
-// Follow syncs every interval until ctx ends; errors are retried (the
-// database may be away for a while), the last one is returned.
+// Follow syncs until ctx ends: at once the jobs the store says changed
+// (clusterstore.Notifier), every job after its listening connection came
+// back ("": whatever was missed meanwhile), and every job every interval
+// besides, a fallback poll (FollowEvery says how often). Errors are
+// retried (the database may be away for a while), the last one is
+// returned.
 func (m *Mirror) Follow(ctx context.Context, every time.Duration) error {
+	wake := make(chan struct{}, 1)
+	var mu sync.Mutex
+	changed, all := map[string]bool{}, false
+	if n, ok := m.Store.(clusterstore.Notifier); ok {
+		ctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = n.Notify(ctx, func(id string) {
+				if id != "" && m.Jobs != nil && !slices.Contains(m.Jobs, id) {
+					return
+				}
+				mu.Lock()
+				if id == "" {
+					all = true
+				} else {
+					changed[id] = true
+				}
+				mu.Unlock()
+				select {
+				case wake <- struct{}{}:
+				default: // a sync is due already
+				}
+			})
+		}()
+		defer func() { cancel(); <-done }()
+	}
 	var last error
+	var retry <-chan time.Time // after a failed sync: all again, soon
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
+		whole := false
 		select {
 		case <-ctx.Done():
 			return last
 		case <-t.C:
+			whole = true
+		case <-retry:
+			whole, retry = true, nil
+		case <-wake:
 		}
-		last = m.Sync(ctx)
+		mu.Lock()
+		ids := slices.Sorted(maps.Keys(changed))
+		whole = whole || all
+		changed, all = map[string]bool{}, false
+		mu.Unlock()
+		if whole {
+			last = m.Sync(ctx)
+		} else {
+			last = m.SyncJobs(ctx, ids)
+		}
+		if last != nil && retry == nil {
+			retry = time.After(followRetry)
+		}
 	}
 }
+
+// FollowEvery is how often a follower of s polls it: slowly when s
+// notifies (a poll only makes up for a notice lost), often when it does
+// not.
+func FollowEvery(s clusterstore.Store) time.Duration {
+	if _, ok := s.(clusterstore.Notifier); ok {
+		return followFallback
+	}
+	return followPoll
+}
+
+const (
+	followPoll     = 500 * time.Millisecond
+	followFallback = 10 * time.Second
+	followRetry    = time.Second
+)

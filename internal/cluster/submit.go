@@ -49,8 +49,6 @@ func submit(ctx context.Context, s clusterstore.Store, name, fallback, key strin
 		// Each node has its own content key: a sealed history written by
 		// one could not be read by the next.
 		return "", false, fmt.Errorf("job %s: encrypt_history: %w", id, ErrUnsupported)
-	case m.Schedule != nil && m.Schedule.ConcurrencyPolicy == "Replace":
-		return "", false, fmt.Errorf("job %s: schedule concurrency_policy Replace: %w", id, ErrUnsupported)
 	case m.Status != lifecycle.Pending && m.Status != lifecycle.Draft:
 		return "", false, fmt.Errorf("job %s: a new job is PENDING or DRAFT, not %s", id, m.Status)
 	}

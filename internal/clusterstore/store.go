@@ -246,3 +246,18 @@ type Store interface {
 	CollectObjects(ctx context.Context, sums []string) (int, error)
 	Close()
 }
+
+// Notifier is a store that tells its readers when jobs change, so that a
+// follower (logs -f, watch, the console) reads what is new at once rather
+// than polling. Notices are hints, never the record: a follower reads the
+// store on each, and still polls now and then (a notice can be lost with
+// its connection).
+type Notifier interface {
+	// Notify calls changed with the id of a job whose history, status or
+	// manifest a committed transaction changed, and with "" whenever
+	// notices may have been missed (on first listening and after each
+	// reconnection): the caller then reads every job it follows. It
+	// returns when ctx ends, reconnecting meanwhile whatever fails.
+	// changed is called from one goroutine and must not block long.
+	Notify(ctx context.Context, changed func(id string)) error
+}

@@ -279,17 +279,26 @@ func readBody(w http.ResponseWriter, r *http.Request) (ActionBody, error) {
 
 // act runs one steward command on job id: the CLI's, with the CLI's
 // checks of its flags. It records the command's event for the daemon's
-// metrics, as the CLI does.
-func (c *Console) act(action, id string, b ActionBody) (msg string, data map[string]any, err error) {
+// metrics, as the CLI does. In cluster mode the command runs through the
+// cluster's fenced steering path (clusterSide.steer), as the CLI's does.
+func (c *Console) act(ctx context.Context, action, id string, b ActionBody) (msg string, data map[string]any, err error) {
 	defer func() { steward.RecordEvent(c.o.Store.Dir, action, jobview.OutcomeName(jobview.ExitCode(err))) }()
 	if c.disabled(action) {
 		return "", nil, fmt.Errorf("%s is switched off on this server (--console-disable %s): %w", action, action, errDisabled)
 	}
-	st := c.o.Steward
 	var m *manifest.Manifest
+	run := func(do func(st *steward.Steward) error) error {
+		if c.cl == nil {
+			return do(c.o.Steward)
+		}
+		return c.cl.steer(ctx, id, commandWords(action, id, b), do)
+	}
 	switch action {
 	case "halt":
-		m, err = st.Halt(id, b.Reason)
+		err = run(func(st *steward.Steward) (err error) {
+			m, err = st.Halt(id, b.Reason)
+			return err
+		})
 		msg = fmt.Sprintf("Job %s halted", id)
 	case "resume":
 		o := steward.ResumeOptions{Guidance: b.Guidance, CostThreshold: b.CostThreshold, TimeThresholdMinutes: b.TimeThresholdMinutes, MaxAgentCalls: b.MaxAgentCalls}
@@ -302,7 +311,10 @@ func (c *Console) act(action, id string, b ActionBody) (msg string, data map[str
 		if o.TimeThresholdMinutes != nil && *o.TimeThresholdMinutes <= 0 {
 			return "", nil, usagef("time_threshold_minutes must be more than 0")
 		}
-		m, err = st.Resume(id, o)
+		err = run(func(st *steward.Steward) (err error) {
+			m, err = st.Resume(id, o)
+			return err
+		})
 		if err == nil {
 			msg = fmt.Sprintf("Job %s resumed at phase %s", id, m.Phase())
 		}
@@ -311,7 +323,10 @@ func (c *Console) act(action, id string, b ActionBody) (msg string, data map[str
 			return "", nil, usagef("checkpoint is required (the job's checkpoints are listed by GET /api/v1/jobs/%s)", id)
 		}
 		var cp *history.RecoveryPoint
-		m, cp, err = st.Rollback(id, b.Checkpoint, steward.RollbackOptions{Guidance: b.Guidance, Reason: b.Reason})
+		err = run(func(st *steward.Steward) (err error) {
+			m, cp, err = st.Rollback(id, b.Checkpoint, steward.RollbackOptions{Guidance: b.Guidance, Reason: b.Reason})
+			return err
+		})
 		if err == nil {
 			msg = fmt.Sprintf("Job %s rolled back to %s; it resumes at phase %s", id, b.Checkpoint, cp.ResumePhase)
 			d := jobview.Changed(m, "")
@@ -325,7 +340,10 @@ func (c *Console) act(action, id string, b ActionBody) (msg string, data map[str
 		if len(b.Answer) == 0 {
 			return "", nil, usagef("answer (the answer's JSON) is required")
 		}
-		m, err = st.Reply(id, b.As, b.Answer)
+		err = run(func(st *steward.Steward) (err error) {
+			m, err = st.Reply(id, b.As, b.Answer)
+			return err
+		})
 		msg = fmt.Sprintf("Reply as %s filed; job %s goes on", b.As, id)
 	case "play":
 		if b.As == "" {
@@ -335,14 +353,20 @@ func (c *Console) act(action, id string, b ActionBody) (msg string, data map[str
 		if perr != nil {
 			return "", nil, perr
 		}
-		m, err = st.Play(id, b.As, mv)
+		err = run(func(st *steward.Steward) (err error) {
+			m, err = st.Play(id, b.As, mv)
+			return err
+		})
 		msg = mv.News(id, b.As)
 	case "pm":
 		in, perr := jobview.PMDecision(b.Decision, b.Reason, b.Guidance)
 		if perr != nil {
 			return "", nil, usagef("%v", perr)
 		}
-		m, err = st.Decide(id, in)
+		err = run(func(st *steward.Steward) (err error) {
+			m, err = st.Decide(id, in)
+			return err
+		})
 		msg = fmt.Sprintf("Prime Minister's %s recorded; job %s goes on", b.Decision, id)
 	default:
 		return "", nil, usagef("unknown action %q", action)
@@ -375,7 +399,7 @@ func (c *Console) apiAction(action string) http.HandlerFunc {
 			c.failErr(w, r, err)
 			return
 		}
-		msg, data, err := c.act(action, id, b)
+		msg, data, err := c.act(r.Context(), action, id, b)
 		if err != nil {
 			c.failErr(w, r, err)
 			return
@@ -429,7 +453,7 @@ func (c *Console) apiBulk(action string) http.HandlerFunc {
 			}
 			one := b
 			one.Filter = nil
-			_, data, err := c.act(action, en.ID, one)
+			_, data, err := c.act(r.Context(), action, en.ID, one)
 			it := map[string]any{"job_id": en.ID, "ok": err == nil}
 			if err != nil {
 				it["error"] = jobview.ErrorBody(err)
@@ -478,11 +502,24 @@ func (c *Console) apiSchedule(pause bool) http.HandlerFunc {
 			c.failErr(w, r, err)
 			return
 		}
-		do, event, verb := c.o.Steward.PauseSchedule, history.CommandSchedulePause, "paused"
+		event, verb := history.CommandSchedulePause, "paused"
 		if !pause {
-			do, event, verb = c.o.Steward.ResumeSchedule, history.CommandScheduleResume, "resumed"
+			event, verb = history.CommandScheduleResume, "resumed"
 		}
-		m, err := do(id, b.Reason)
+		var m *manifest.Manifest
+		do := func(st *steward.Steward) (err error) {
+			if pause {
+				m, err = st.PauseSchedule(id, b.Reason)
+			} else {
+				m, err = st.ResumeSchedule(id, b.Reason)
+			}
+			return err
+		}
+		if c.cl == nil {
+			err = do(c.o.Steward)
+		} else {
+			err = c.cl.steer(r.Context(), id, commandWords(string(event), id, b), do)
+		}
 		steward.RecordEvent(c.o.Store.Dir, event, jobview.OutcomeName(jobview.ExitCode(err)))
 		if err != nil {
 			c.failErr(w, r, err)

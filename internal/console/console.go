@@ -8,9 +8,11 @@
 package console
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/logist/logist/internal/jobstore"
@@ -55,7 +57,9 @@ func (c *Console) opener() *jobview.Opener {
 
 // Console is the handler of the console's pages and API.
 type Console struct {
-	o        Options
+	o Options
+	// cl is set in cluster mode (NewCluster).
+	cl       *clusterSide
 	sessions *sessions
 	mux      *http.ServeMux
 }
@@ -90,6 +94,17 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Frame-Options", "DENY")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 	c.mux.ServeHTTP(w, r)
+}
+
+// CheckDisabled refuses a switched-off action (--console-disable) that is
+// not one of Actions.
+func CheckDisabled(names []string) error {
+	for _, a := range names {
+		if !slices.Contains(Actions, a) {
+			return fmt.Errorf("--console-disable %s: not a console action (%s)", a, strings.Join(Actions, ", "))
+		}
+	}
+	return nil
 }
 
 // disabled says whether action is switched off on this server.

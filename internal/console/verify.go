@@ -15,12 +15,14 @@ func (c *Console) verifyJob(id string) (*verify.Report, error) {
 	if _, err := c.o.Store.Load(id); errorsIsNotFound(err) {
 		return nil, fmt.Errorf("job %s: %w", id, err)
 	}
-	pub, err := signing.LoadPublic(filepath.Join(c.o.Store.Dir, signing.Dir, signing.PublicFile))
+	// A keyring: one key in file mode, the nodes' and stewards' in
+	// cluster mode (cluster.Mirror writes them), as logist verify reads.
+	keys, err := signing.LoadKeyring(filepath.Join(c.o.Store.Dir, signing.Dir, signing.PublicFile))
 	if err != nil {
 		return nil, err
 	}
 	m, _ := c.o.Store.Load(id) // an invalid manifest replays with the default workflow
-	return verify.Job(id, c.o.Store.JobDir(id), verify.Options{Public: pub, Manifest: m})
+	return verify.Job(id, c.o.Store.JobDir(id), verify.Options{Public: keys[0], Keyring: keys[1:], Manifest: m})
 }
 
 // apiVerify is logist verify JOB --format json: the report under items,

@@ -66,6 +66,11 @@ func RunCluster(ctx context.Context, o Options, logger *slog.Logger) error {
 			}
 			fmt.Fprintln(w, "ready: cluster database reachable")
 		})
+		if h, err := clusterConsole(ctx, o, store, logger); err != nil {
+			return err
+		} else if h != nil {
+			mux.Handle("/", h)
+		}
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

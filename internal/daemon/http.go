@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/logist/logist/internal/console"
@@ -36,10 +34,8 @@ func (d *Daemon) serve(addr string, reg *prometheus.Registry, st *steward.Stewar
 	if err := console.CheckListen(addr, useTLS, co.InsecureListen); err != nil {
 		return nil, err
 	}
-	for _, a := range co.Disable {
-		if !slices.Contains(console.Actions, a) {
-			return nil, fmt.Errorf("--console-disable %s: not a console action (%s)", a, strings.Join(console.Actions, ", "))
-		}
+	if err := console.CheckDisabled(co.Disable); err != nil {
+		return nil, err
 	}
 	tokens, generated, err := console.LoadTokens(d.store.Dir, co.TokenFile, co.ViewerTokenFile)
 	if err != nil {

@@ -7,7 +7,9 @@
 // same transaction. Claims take the first claimable row with FOR UPDATE
 // SKIP LOCKED, so nodes never wait on each other's claims. Lease times are
 // the database's clock, never a node's. The schema is migrated once, under
-// an advisory lock, from migrations/ (embedded).
+// an advisory lock, from migrations/ (embedded). A transaction that
+// changes a job also NOTIFYs its id (Channel), delivered on commit only,
+// so followers (logs -f, watch, the console) read at once (Notify).
 package pgstore
 
 import (
@@ -167,8 +169,10 @@ func (s *Store) Nodes(ctx context.Context) ([]clusterstore.Node, error) {
 
 // Submit implements clusterstore.Store.
 func (s *Store) Submit(ctx context.Context, id string, status lifecycle.Status, m []byte, budget int64) error {
-	_, err := s.pool.Exec(ctx, "INSERT INTO logist_jobs (id, status, manifest, budget_micros, template) VALUES ($1, $2, $3, $4, $5)",
-		id, string(status), m, budget, clusterstore.IsTemplate(m))
+	// One statement, so the notice goes with the row (Channel).
+	_, err := s.pool.Exec(ctx, `WITH ins AS (INSERT INTO logist_jobs (id, status, manifest, budget_micros, template)
+		VALUES ($1, $2, $3, $4, $5) RETURNING id) SELECT pg_notify($6, id) FROM ins`,
+		id, string(status), m, budget, clusterstore.IsTemplate(m), Channel)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" {
 		return fmt.Errorf("job %s: %w", id, clusterstore.ErrExists)
@@ -298,6 +302,9 @@ func (s *Store) commit(ctx context.Context, l *clusterstore.Lease, u clusterstor
 				return err
 			}
 		}
+		if err := notify(ctx, tx, j.ID); err != nil {
+			return err
+		}
 		return saveJob(ctx, tx, &j)
 	})
 	return dropped, err
@@ -341,6 +348,9 @@ func (s *Store) Steer(ctx context.Context, st clusterstore.Steering) (*clusterst
 			return err
 		}
 		out = &j
+		if err := notify(ctx, tx, j.ID); err != nil {
+			return err
+		}
 		return saveJob(ctx, tx, &j)
 	})
 	return out, err
@@ -483,9 +493,12 @@ func (s *Store) Fire(ctx context.Context, t clusterstore.Tick) (bool, error) {
 			if err != nil {
 				return err
 			}
+			if err := notify(ctx, tx, t.Run); err != nil {
+				return err
+			}
 		}
 		fired = true
-		return nil
+		return notify(ctx, tx, t.Template)
 	})
 	return fired, err
 }

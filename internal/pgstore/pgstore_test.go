@@ -5,11 +5,13 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/clusterstore/storetest"
+	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/pgtest"
 )
 
@@ -82,5 +84,58 @@ func TestRefuseNewerSchema(t *testing.T) {
 	var n int
 	if err := c.QueryRow(ctx, "SELECT count(*) FROM logist_schema").Scan(&n); err != nil || n != Known()+1 {
 		t.Fatalf("schema rows %d (%v)", n, err)
+	}
+}
+
+// TestNotifyOnCommit: a change of a job is noticed on Channel with its id
+// once committed; a transaction rolled back (a fenced commit) says
+// nothing.
+func TestNotifyOnCommit(t *testing.T) {
+	s := open(t, pgtest.DB(t))
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan string, 16)
+	go func() { _ = s.Notify(ctx, func(id string) { got <- id }) }()
+	next := func() string {
+		select {
+		case id := <-got:
+			return id
+		case <-time.After(30 * time.Second):
+			t.Fatal("no notice within 30s")
+			return ""
+		}
+	}
+	if id := next(); id != "" {
+		t.Fatalf("first notice %q, want \"\" (catch up)", id)
+	}
+	if err := s.Submit(ctx, "a", lifecycle.Pending, []byte(`{"job_id":"a"}`), 0); err != nil {
+		t.Fatal(err)
+	}
+	if id := next(); id != "a" {
+		t.Fatalf("notice %q after submitting a", id)
+	}
+	l, err := s.Claim(ctx, "n1", time.Minute)
+	if err != nil || l == nil {
+		t.Fatalf("claim: %v, %v", l, err)
+	}
+	stale := *l
+	stale.Epoch--
+	if err := s.Commit(ctx, &stale, clusterstore.Unit{Status: lifecycle.Canceled}); !errors.Is(err, clusterstore.ErrFenced) {
+		t.Fatalf("stale commit: %v, want fenced", err)
+	}
+	if err := s.Commit(ctx, l, clusterstore.Unit{Release: true}); err != nil {
+		t.Fatal(err)
+	}
+	if id := next(); id != "a" {
+		t.Fatalf("notice %q after committing a", id)
+	}
+	if err := s.Submit(ctx, "b", lifecycle.Pending, []byte(`{"job_id":"b"}`), 0); err != nil {
+		t.Fatal(err)
+	}
+	// Notices come in commit order: the fenced commit, rolled back,
+	// would have come before b's.
+	if id := next(); id != "b" {
+		t.Fatalf("notice %q after submitting b; a rolled-back commit was noticed?", id)
 	}
 }
