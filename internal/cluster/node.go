@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/effect"
@@ -61,6 +62,19 @@ type Node struct {
 	// Budgets, if set, are the default budgets of jobs whose manifest
 	// sets none (else the engine's built-in ones).
 	Budgets *manifest.Budgets
+	// Contain and Meter are the engine's containment of every job's
+	// processes and its metering proxy (runner.Engine's fields of the
+	// same names): the composition root (logistd) gives a node the very
+	// ones file mode uses, so a cluster job is contained and metered as
+	// a job of a jobs folder is. Nil runs uncontained and unmetered (the
+	// package's own tests of leases and fences).
+	Contain runner.Containment
+	Meter   agent.Meter
+	// Obs hears what the engine does (logistd's metrics); nil: nothing.
+	Obs jobtx.Observer
+	// Getenv reads the environment (nil: os.Getenv): the content key's
+	// path (secrets.KeyPath) and the secrets jobs name.
+	Getenv func(string) string
 	// Stats counts what the node did (metrics read it).
 	Stats Stats
 
@@ -139,9 +153,10 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.key = key
 	n.runs = map[string]*run{}
-	n.env = &jobtx.Env{Store: jobstore.New(n.Dir), Logger: n.Logger,
+	n.env = &jobtx.Env{Store: jobstore.New(n.Dir), Logger: n.Logger, Obs: n.Obs, Getenv: n.Getenv,
 		History: history.Options{Signer: key, MaxBytes: -1, Mirror: n.mirror}}
 	n.engine = runner.NewEngine(n.env, n.Effects)
+	n.engine.Contain, n.engine.Meter = n.Contain, n.Meter
 	if n.Budgets != nil && *n.Budgets != (manifest.Budgets{}) {
 		n.engine.Defaults = *n.Budgets
 	}
