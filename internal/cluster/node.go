@@ -294,6 +294,20 @@ func (n *Node) runJob(ctx context.Context, l *clusterstore.Lease) error {
 		n.release(l)
 		return err
 	}
+	if err := n.checkContentKey(filepath.Join(n.Dir, l.Job), j.Manifest); err != nil {
+		// Given back before anything is written; the slot is held a
+		// poll's time, so that the node does not claim it again at once.
+		n.release(l)
+		if errors.Is(err, errContentKey) {
+			joblog.Log(n.Logger, "job given back: "+err.Error(), joblog.Problem{Job: l.Job, Code: codes.ContentKeyMismatch}, "node", n.ID)
+			err = nil
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(n.Poll):
+		}
+		return err
+	}
 	defer close(r.done)
 	n.mu.Lock()
 	n.runs[l.Job] = r
@@ -474,7 +488,9 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 // and its role keys (created once per job; a role's later events must be
 // signed with the same key). Each unit carries the files the store does
 // not hold yet, so the job's next node, and an export, has them.
-var shippedDirs = []string{protocol.ArtifactsDir, filepath.FromSlash(protocol.KeysDir)}
+// The content key's fingerprint of a sealed job (contentkey.go) is
+// shipped the same way.
+var shippedDirs = []string{protocol.ArtifactsDir, filepath.FromSlash(protocol.KeysDir), fingerprintFile}
 
 // newFiles calls f with each file of shippedDirs in the job folder dir
 // that r has not shipped, by path relative to dir.

@@ -36,10 +36,6 @@ func submit(ctx context.Context, s clusterstore.Store, name, fallback string, fi
 		return "", err
 	}
 	switch {
-	case m.EncryptHistory:
-		// Each node has its own content key: a sealed history written by
-		// one could not be read by the next.
-		return "", fmt.Errorf("job %s: encrypt_history: %w", id, ErrUnsupported)
 	case m.Schedule != nil && m.Schedule.ConcurrencyPolicy == "Replace":
 		return "", fmt.Errorf("job %s: schedule concurrency_policy Replace: %w", id, ErrUnsupported)
 	case m.Status != lifecycle.Pending && m.Status != lifecycle.Draft:
