@@ -287,6 +287,10 @@ func (n *Node) runJob(ctx context.Context, l *clusterstore.Lease) error {
 		n.release(l)
 		return err
 	}
+	if err := restoreGit(ctx, n.Store, filepath.Join(n.Dir, l.Job), l.Job, known); err != nil {
+		n.release(l)
+		return err
+	}
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
 	r := &run{lease: l, cancel: cancel, costMicros: costMicros(j.Manifest), known: known, done: make(chan struct{}), shipped: map[string]bool{}}
@@ -441,6 +445,11 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 		return fmt.Errorf("job %s: recovery point: %w", id, err)
 	}
 	u.Point, u.Objects = point, objects
+	if point != nil {
+		if err := bundlePoint(context.Background(), dir, r.known, &u); err != nil {
+			return fmt.Errorf("job %s: recovery point: %w", id, err)
+		}
+	}
 	last, err := history.ParseLine(lines[len(lines)-1])
 	if err != nil {
 		return err
@@ -477,7 +486,7 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 	for p := range u.Files {
 		r.shipped[p] = true
 	}
-	for sum := range objects {
+	for sum := range u.Objects {
 		r.known[sum] = true
 	}
 	return nil
