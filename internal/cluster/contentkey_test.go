@@ -127,8 +127,9 @@ func TestSealedJobMovesWithTheSharedKey(t *testing.T) {
 	js := waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == lifecycle.Success }, 60*time.Second)
 	stop2()
 	wg2.Wait()
-	if js[0].SpentMicros != 60_000 {
-		t.Errorf("spent %d µ$, want 60000", js[0].SpentMicros)
+	// A call n1's stop interrupted may be asked again: at least the four.
+	if js[0].SpentMicros < 60_000 {
+		t.Errorf("spent %d µ$, want at least 60000", js[0].SpentMicros)
 	}
 	verifyExport(t, s, "sealed")
 	lines, err := s.History(ctx, "sealed")
@@ -162,8 +163,8 @@ func TestSealedJobMovesWithTheSharedKey(t *testing.T) {
 			opened = append(opened, text)
 		}
 	}
-	if len(opened) != 4 || opened[3] != "Good." {
-		t.Errorf("opened summaries %q, want the 4 scripted ones", opened)
+	if len(opened) < 4 || opened[len(opened)-1] != "Good." {
+		t.Errorf("opened summaries %q, want the scripted ones", opened)
 	}
 	if len(nodes) < 2 {
 		t.Errorf("the history was signed by %d node keys, want both nodes'", len(nodes))
