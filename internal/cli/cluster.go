@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,9 +10,11 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/cluster"
 	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/pgstore"
 )
 
@@ -94,19 +97,31 @@ func clusterList(e *env, s clusterstore.Store, args []string) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Result{Columns: []string{"JOB", "STATUS", "EPOCH", "NODE", "RECORDS", "SPENT"}}
+	r := &Result{Columns: []string{"JOB", "STATUS", "EPOCH", "NODE", "RECORDS", "SPENT", "NOTE"}}
 	var items []map[string]any
 	for _, j := range js {
-		r.Rows = append(r.Rows, []string{j.ID, string(j.Status), fmt.Sprint(j.Epoch), j.Owner, fmt.Sprint(j.NextSeq), micros(j.SpentMicros)})
+		note := ""
+		if clusterManifest(&j).Run.Sandbox == agent.LayerNone {
+			note = uncontainedNote // an opt-out shows where the job is listed
+		}
+		r.Rows = append(r.Rows, []string{j.ID, string(j.Status), fmt.Sprint(j.Epoch), j.Owner, fmt.Sprint(j.NextSeq), micros(j.SpentMicros), note})
 		items = append(items, clusterItem(&j))
 	}
 	r.Items = items
 	return r, nil
 }
 
+// clusterManifest is the manifest the job's row holds (the one last
+// committed); what it cannot decode reads as an empty one.
+func clusterManifest(j *clusterstore.Job) *manifest.Manifest {
+	var m manifest.Manifest
+	_ = json.Unmarshal(j.Manifest, &m)
+	return &m
+}
+
 func clusterItem(j *clusterstore.Job) map[string]any {
 	it := map[string]any{"job_id": j.ID, "status": j.Status, "epoch": j.Epoch, "node": j.Owner, "records": j.NextSeq,
-		"spent_usd": float64(j.SpentMicros) / 1e6, "rescues": j.Rescues}
+		"spent_usd": float64(j.SpentMicros) / 1e6, "rescues": j.Rescues, "sandbox": clusterManifest(j).Run.Sandbox}
 	if j.Owner != "" {
 		it["lease_until"] = j.LeaseUntil.UTC().Format(time.RFC3339Nano)
 	}
@@ -132,7 +147,7 @@ func clusterStatus(e *env, s clusterstore.Store, args []string) (*Result, error)
 		{"job_id", "Job", j.ID}, {"status", "Status", string(j.Status)},
 		{"epoch", "Epoch", fmt.Sprint(j.Epoch)}, {"node", "Node", node},
 		{"records", "Records", fmt.Sprint(j.NextSeq)}, {"spent", "Spent", micros(j.SpentMicros)},
-		{"rescues", "Rescues", fmt.Sprint(j.Rescues)},
+		{"rescues", "Rescues", fmt.Sprint(j.Rescues)}, {"sandbox", "Sandbox", sandboxText(clusterManifest(j))},
 	}, Data: map[string]any{"job": clusterItem(j)}}, nil
 }
 

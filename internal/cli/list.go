@@ -54,7 +54,7 @@ var cmdList = &command{
 			}
 			if m.Run.Sandbox == agent.LayerNone {
 				// An opt-out is never silent: it shows where the job is listed.
-				note = strings.TrimSuffix("uncontained (sandbox none); "+note, "; ")
+				note = strings.TrimSuffix(uncontainedNote+"; "+note, "; ")
 			}
 			r.Rows = append(r.Rows, []string{en.ID, status, orDash(m.Phase()), costText(m), timeText(m), firstLine(note, 100)})
 		}
@@ -66,3 +66,7 @@ var cmdList = &command{
 		return r, nil
 	},
 }
+
+// uncontainedNote is how a listing marks a job that opted out of
+// containment (its manifest's run.sandbox none), in file and cluster mode.
+const uncontainedNote = "uncontained (sandbox none)"

@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/effect"
@@ -61,6 +62,19 @@ type Node struct {
 	// Budgets, if set, are the default budgets of jobs whose manifest
 	// sets none (else the engine's built-in ones).
 	Budgets *manifest.Budgets
+	// Contain and Meter are the engine's containment of every job's
+	// processes and its metering proxy (runner.Engine's fields of the
+	// same names): the composition root (logistd) gives a node the very
+	// ones file mode uses, so a cluster job is contained and metered as
+	// a job of a jobs folder is. Nil runs uncontained and unmetered (the
+	// package's own tests of leases and fences).
+	Contain runner.Containment
+	Meter   agent.Meter
+	// Obs hears what the engine does (logistd's metrics); nil: nothing.
+	Obs jobtx.Observer
+	// Getenv reads the environment (nil: os.Getenv): the content key's
+	// path (secrets.KeyPath) and the secrets jobs name.
+	Getenv func(string) string
 	// Stats counts what the node did (metrics read it).
 	Stats Stats
 
@@ -139,9 +153,10 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.key = key
 	n.runs = map[string]*run{}
-	n.env = &jobtx.Env{Store: jobstore.New(n.Dir), Logger: n.Logger,
+	n.env = &jobtx.Env{Store: jobstore.New(n.Dir), Logger: n.Logger, Obs: n.Obs, Getenv: n.Getenv,
 		History: history.Options{Signer: key, MaxBytes: -1, Mirror: n.mirror}}
 	n.engine = runner.NewEngine(n.env, n.Effects)
+	n.engine.Contain, n.engine.Meter = n.Contain, n.Meter
 	if n.Budgets != nil && *n.Budgets != (manifest.Budgets{}) {
 		n.engine.Defaults = *n.Budgets
 	}
@@ -272,11 +287,29 @@ func (n *Node) runJob(ctx context.Context, l *clusterstore.Lease) error {
 		n.release(l)
 		return err
 	}
+	if err := restoreGit(ctx, n.Store, filepath.Join(n.Dir, l.Job), l.Job, known); err != nil {
+		n.release(l)
+		return err
+	}
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
 	r := &run{lease: l, cancel: cancel, costMicros: costMicros(j.Manifest), known: known, done: make(chan struct{}), shipped: map[string]bool{}}
 	if err := n.newFiles(filepath.Join(n.Dir, l.Job), r, func(p string) { r.shipped[p] = true }); err != nil {
 		n.release(l)
+		return err
+	}
+	if err := n.checkContentKey(filepath.Join(n.Dir, l.Job), j.Manifest); err != nil {
+		// Given back before anything is written; the slot is held a
+		// poll's time, so that the node does not claim it again at once.
+		n.release(l)
+		if errors.Is(err, errContentKey) {
+			joblog.Log(n.Logger, "job given back: "+err.Error(), joblog.Problem{Job: l.Job, Code: codes.ContentKeyMismatch}, "node", n.ID)
+			err = nil
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(n.Poll):
+		}
 		return err
 	}
 	defer close(r.done)
@@ -412,6 +445,11 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 		return fmt.Errorf("job %s: recovery point: %w", id, err)
 	}
 	u.Point, u.Objects = point, objects
+	if point != nil {
+		if err := bundlePoint(context.Background(), dir, r.known, &u); err != nil {
+			return fmt.Errorf("job %s: recovery point: %w", id, err)
+		}
+	}
 	last, err := history.ParseLine(lines[len(lines)-1])
 	if err != nil {
 		return err
@@ -456,7 +494,7 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 	for p := range u.Files {
 		r.shipped[p] = true
 	}
-	for sum := range objects {
+	for sum := range u.Objects {
 		r.known[sum] = true
 	}
 	return nil
@@ -467,7 +505,9 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 // and its role keys (created once per job; a role's later events must be
 // signed with the same key). Each unit carries the files the store does
 // not hold yet, so the job's next node, and an export, has them.
-var shippedDirs = []string{protocol.ArtifactsDir, filepath.FromSlash(protocol.KeysDir)}
+// The content key's fingerprint of a sealed job (contentkey.go) is
+// shipped the same way.
+var shippedDirs = []string{protocol.ArtifactsDir, filepath.FromSlash(protocol.KeysDir), fingerprintFile}
 
 // newFiles calls f with each file of shippedDirs in the job folder dir
 // that r has not shipped, by path relative to dir.

@@ -2,17 +2,12 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
 )
-
-// ErrUnsupported is a manifest that asks for what cluster mode does not
-// do yet.
-var ErrUnsupported = errors.New("not supported in cluster mode yet")
 
 // Submit checks a manifest file as intake does and inserts it as a new
 // job (PENDING unless it says DRAFT). The file is stored as given.
@@ -45,10 +40,6 @@ func submit(ctx context.Context, s clusterstore.Store, name, fallback, key strin
 		return "", false, err
 	}
 	switch {
-	case m.EncryptHistory:
-		// Each node has its own content key: a sealed history written by
-		// one could not be read by the next.
-		return "", false, fmt.Errorf("job %s: encrypt_history: %w", id, ErrUnsupported)
 	case m.Status != lifecycle.Pending && m.Status != lifecycle.Draft:
 		return "", false, fmt.Errorf("job %s: a new job is PENDING or DRAFT, not %s", id, m.Status)
 	}

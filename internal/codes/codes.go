@@ -185,6 +185,9 @@ const (
 	ClusterLeaseLost = "CLUSTER_LEASE_LOST"
 	ClusterClaim     = "CLUSTER_CLAIM"
 	ClusterRun       = "CLUSTER_RUN"
+	// ContentKeyMismatch: a node lacks the content key an encrypt_history
+	// job's records are sealed with (cluster/contentkey.go).
+	ContentKeyMismatch = "CONTENT_KEY_MISMATCH"
 )
 
 // Hostile input and broken storage (issue 18).
@@ -313,6 +316,8 @@ var catalogue = []Code{
 	{TurnPassed, Info, false, "deliberation", "a person playing a party skipped its turn (logist play --skip): the chair records the turn as skipped and the game goes on"},
 	// Metering of agent calls (issue 19).
 	{CostDisagreement, Warning, false, "meter", "an agent CLI's own cost report disagrees with the metering proxy's (by more than a tenth of a cent and 10 %): the proxy's figure is the cost of record, both are in the response's warning"},
+	// Cluster mode's shared content key (issue 23).
+	{ContentKeyMismatch, Error, false, "cluster", "a node has no content key, or another one than the one an encrypt_history job's records are sealed with (its fingerprint is in the database): it gives the job back without writing anything; give every node the same key (LOGIST_CONTENT_KEY_FILE)"},
 }
 
 var byName = func() map[string]Code {

@@ -15,6 +15,8 @@ import (
 
 	"github.com/logist/logist/internal/builtins"
 	"github.com/logist/logist/internal/cluster"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/metrics"
 	"github.com/logist/logist/internal/pgstore"
 )
 
@@ -40,15 +42,25 @@ func RunCluster(ctx context.Context, o Options, logger *slog.Logger) error {
 		return fmt.Errorf("cluster database: %w", err)
 	}
 	defer store.Close()
+	// A node contains and meters its jobs' processes as file mode does:
+	// the same proxy and the same containment, fail closed by the same
+	// rules (contain.go, meter.go).
+	mp, err := startMeter(logger)
+	if err != nil {
+		return err
+	}
+	defer mp.close()
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, Version, Revision)
 	// The working folder is also the node's intake folder: a manifest
 	// dropped in it is submitted to the cluster, as file mode takes one.
 	n := &cluster.Node{ID: id, Store: store, Dir: o.JobsDir, IntakeDir: o.JobsDir, TTL: o.Lease, MaxParallel: o.MaxParallel,
-		Logger: logger, Effects: builtins.Effects(), Budgets: &o.Budgets}
+		Logger: logger, Effects: builtins.Effects(), Budgets: &o.Budgets, Getenv: o.Getenv,
+		Contain: containment(o.Sandbox, logger, mp), Meter: mp.agents, Obs: nodeObserver{m}}
 	if err := n.Start(ctx); err != nil {
 		return err
 	}
 	if o.Listen != "" {
-		reg := prometheus.NewRegistry()
 		reg.MustRegister(cluster.NewCollector(n))
 		ln, err := net.Listen("tcp", o.Listen)
 		if err != nil {
@@ -85,3 +97,11 @@ func RunCluster(ctx context.Context, o Options, logger *slog.Logger) error {
 	logger.Info("cluster node stopped", "node", id)
 	return err
 }
+
+// nodeObserver is a node's engine observer: the file mode's metrics of
+// calls, costs, tokens, containment and history writes, less the jobs by
+// status, which a node sees only while it holds a job (the cluster's are
+// logist_cluster_jobs, read from the database).
+type nodeObserver struct{ *metrics.Metrics }
+
+func (nodeObserver) JobStatus(string, lifecycle.Status, lifecycle.Status) {}

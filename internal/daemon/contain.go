@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"log/slog"
 
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/codes"
@@ -11,21 +12,22 @@ import (
 )
 
 // containment is how the engine contains every job's processes: the
-// sandboxes this host supports (probed once), the --sandbox default for
-// jobs that name none. A host where the default works nowhere is logged
-// at start; its jobs then refuse to start (fail closed), each saying why.
+// sandboxes this host supports (probed once), the --sandbox default
+// (sandboxFlag) for jobs that name none. A host where the default works
+// nowhere is logged at start; its jobs then refuse to start (fail
+// closed), each saying why. File mode and cluster nodes use it alike.
 //
 // A contained call's network is the metering proxy (its socket bound in);
 // a job on the host network reaches it on its loopback port.
-func (d *Daemon) containment(mp *meterProxy) *agent.Containment {
-	def, _ := sandbox.ParseLayer(d.opts.Sandbox) // checked with the flags
+func containment(sandboxFlag string, log *slog.Logger, mp *meterProxy) *agent.Containment {
+	def, _ := sandbox.ParseLayer(sandboxFlag) // checked with the flags
 	c := &agent.Containment{Exec: &sandbox.Local{}, Status: sandbox.Probe(), Default: def,
 		Network: sandbox.Network{Mode: sandbox.NetProxy, Socket: mp.socket}, ProxyPort: mp.port}
 	if _, err := c.For(&manifest.Manifest{}); err != nil {
-		joblog.Log(d.log, fmt.Sprintf("jobs without a sandbox setting will not start: %v (logistd --check-sandbox)", err),
+		joblog.Log(log, fmt.Sprintf("jobs without a sandbox setting will not start: %v (logistd --check-sandbox)", err),
 			joblog.Problem{Code: codes.SandboxUnavailable})
 	} else if def == sandbox.LayerNone {
-		d.log.Warn("logistd --sandbox none: the processes of jobs that name no sandbox run uncontained, with the daemon's rights")
+		log.Warn("logistd --sandbox none: the processes of jobs that name no sandbox run uncontained, with the daemon's rights")
 	}
 	return c
 }

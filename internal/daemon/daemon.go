@@ -118,13 +118,13 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 		d.engine.Defaults = o.Budgets
 	}
 	d.engine.Timings = d
-	mp, err := d.startMeter()
+	mp, err := startMeter(d.log)
 	if err != nil {
 		return err
 	}
 	defer mp.close()
 	d.engine.Meter = mp.agents
-	d.engine.Contain = d.containment(mp)
+	d.engine.Contain = containment(o.Sandbox, d.log, mp)
 	d.cron = schedule.New(env, logger, d.metrics, effects)
 	d.cron.Created = func(id string) {
 		d.watchJob(id)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/logist/logist/internal/pgtest"
 	"github.com/logist/logist/internal/sandbox"
 )
 
@@ -11,5 +12,7 @@ import (
 // logistd is: the daemon under test contains its jobs' processes.
 func TestMain(m *testing.M) {
 	sandbox.Helper()
-	os.Exit(m.Run())
+	code := m.Run()
+	pgtest.Stop() // the cluster tests' database server
+	os.Exit(code)
 }

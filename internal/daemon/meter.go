@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -28,8 +29,9 @@ type meterProxy struct {
 // startMeter starts the proxy. Its grants bring their own upstreams (the
 // agent's base URL or the provider's public API, with the steward's key),
 // priced by the table the daemon loaded (--prices).
-func (d *Daemon) startMeter() (*meterProxy, error) {
-	p, err := meter.New(meter.Config{Logger: d.log})
+// File mode and cluster nodes start it alike (one proxy per logistd).
+func startMeter(log *slog.Logger) (*meterProxy, error) {
+	p, err := meter.New(meter.Config{Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -54,11 +56,11 @@ func (d *Daemon) startMeter() (*meterProxy, error) {
 	for _, ln := range []net.Listener{unix, tcp} {
 		go func() {
 			if err := p.Serve(ln); err != nil {
-				d.log.Error("metering proxy stopped serving", "error", err.Error())
+				log.Error("metering proxy stopped serving", "error", err.Error())
 			}
 		}()
 	}
-	d.log.Info("metering proxy listening", "socket", m.socket, "addr", tcp.Addr().String())
+	log.Info("metering proxy listening", "socket", m.socket, "addr", tcp.Addr().String())
 	return m, nil
 }
 

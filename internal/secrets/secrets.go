@@ -8,7 +8,9 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -77,7 +79,10 @@ func KeyPath(jobsDir, dotDir string, getenv func(string) string) string {
 const Prefix = "enc:v1:"
 
 // Cipher encrypts history content with AES-256-GCM.
-type Cipher struct{ aead cipher.AEAD }
+type Cipher struct {
+	aead cipher.AEAD
+	fpr  string
+}
 
 // LoadOrCreateCipher loads the content key file p (KeyPath), creating it
 // (0600, in a 0700 folder) if missing: whole or not at all, once, so
@@ -127,8 +132,14 @@ func newCipher(key []byte) (*Cipher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cipher{aead}, nil
+	sum := sha256.Sum256(append([]byte("logist content key fingerprint v1\x00"), key...))
+	return &Cipher{aead: aead, fpr: hex.EncodeToString(sum[:16])}, nil
 }
+
+// Fingerprint names the key without revealing it (a hash of it under a
+// label of its own): cluster nodes compare theirs with the one a sealed
+// job's records were written with.
+func (c *Cipher) Fingerprint() string { return c.fpr }
 
 // Seal encrypts s; aad binds the ciphertext to its job (a ciphertext moved
 // to another job does not open).

@@ -1,0 +1,85 @@
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/logist/logist/internal/clusterstore"
+	"github.com/logist/logist/internal/gitws"
+	"github.com/logist/logist/internal/jobstore"
+)
+
+// Git workspaces move with the job too. A snapshot holds a workspace's
+// files, never its .git; so the unit that records a recovery point of a
+// git job also carries a git bundle of the workspace's refs (the job
+// branch with every commit the points made, the base ref), stored as an
+// object named by its SHA-256 like the snapshot's, under the same fence,
+// and the bundle's name as a file of the job's folder. A node that claims
+// the job restores the workspace's files from the snapshot, then its
+// repository from the bundle (gitws.Unbundle): the job continues its
+// branch on any node and ends with it.
+
+// gitBundleFile names, in a job's folder (outside its workspace), the
+// object holding the bundle of the job's latest recovery point.
+const gitBundleFile = ".git-bundle.sha256"
+
+// bundlePoint adds to u, a unit recording a recovery point of the job in
+// folder dir, the bundle of its workspace's repository, if it has one
+// (the object only if known lacks it).
+func bundlePoint(ctx context.Context, dir string, known map[string]bool, u *clusterstore.Unit) error {
+	ws := filepath.Join(dir, jobstore.WorkspaceDir)
+	if fi, err := os.Lstat(filepath.Join(ws, ".git")); err != nil || !fi.IsDir() {
+		return nil // not a git workspace (or not one Logist may read)
+	}
+	b, err := gitws.Bundle(ctx, ws)
+	if err != nil {
+		return fmt.Errorf("git bundle: %w", err)
+	}
+	s := sha256.Sum256(b)
+	sum := hex.EncodeToString(s[:])
+	if !known[sum] {
+		if u.Objects == nil {
+			u.Objects = map[string][]byte{}
+		}
+		u.Objects[sum] = b
+	}
+	u.Files[gitBundleFile] = []byte(sum)
+	return nil
+}
+
+// restoreGit makes the repository of job id's workspace in folder dir
+// again from the bundle its folder names (writeFolder wrote the file and
+// the workspace's files), adding the bundle's object to known. A job
+// without one has nothing to restore.
+func restoreGit(ctx context.Context, s clusterstore.Store, dir, id string, known map[string]bool) error {
+	b, err := os.ReadFile(filepath.Join(dir, gitBundleFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	sum := strings.TrimSpace(string(b))
+	if !clusterstore.ValidSum(sum) {
+		return fmt.Errorf("job %s: git bundle %q is not an object's name", id, sum)
+	}
+	objs, err := s.Objects(ctx, []string{sum})
+	if err != nil {
+		return fmt.Errorf("job %s: git bundle: %w", id, err)
+	}
+	if objs[sum] == nil {
+		return fmt.Errorf("job %s: git bundle %s is not in the store", id, sum)
+	}
+	if err := gitws.Unbundle(ctx, filepath.Join(dir, jobstore.WorkspaceDir), objs[sum], gitws.Branch(id)); err != nil {
+		return fmt.Errorf("job %s: restore the workspace's repository: %w", id, err)
+	}
+	known[sum] = true
+	return nil
+}
