@@ -199,9 +199,8 @@ func (c *Contained) Run(ctx context.Context, spec ProcSpec) (*ProcResult, error)
 // ProxyRoot is where the runs reach the metering proxy when their
 // network is the proxy: the forwarder's loopback port in a bwrap sandbox,
 // or the address the launcher picks with Landlock alone (the launcher
-// replaces "{proxy_addr}" in the run's arguments and environment; a file
-// a preset writes keeps the placeholder: docs/metering.md). "" when the
-// runs share the host's network.
+// replaces sandbox.ProxyAddr in the run's arguments, environment and
+// ProcSpec.Fill files). "" when the runs share the host's network.
 func (c *Contained) ProxyRoot() string {
 	if c.Network.Mode != sandbox.NetProxy {
 		return ""
@@ -213,13 +212,13 @@ func (c *Contained) ProxyRoot() string {
 		}
 		return fmt.Sprintf("http://127.0.0.1:%d", port)
 	}
-	return "http://{proxy_addr}"
+	return "http://" + sandbox.ProxyAddr
 }
 
 // spec is the sandbox's view of a run.
 func (c *Contained) spec(s ProcSpec, callDir string) sandbox.Spec {
 	return sandbox.Spec{Argv: s.Argv, Dir: s.Dir, Env: s.Env, Stdin: s.Stdin, Limit: s.limit(), Home: s.Home,
-		ReadOnly: s.ReadOnly, ReadWrite: s.ReadWrite, Network: c.network(s), Limits: c.Limits,
+		ReadOnly: s.ReadOnly, ReadWrite: s.ReadWrite, Fill: s.Fill, Network: c.network(s), Limits: c.Limits,
 		CallDir: callDir, Layer: c.Mode}
 }
 
