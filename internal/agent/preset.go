@@ -255,7 +255,7 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 	// again), priced from what the program reported.
 	var mc *meterCall
 	if !adopting {
-		if mc, err = openMeter(ctx, req, c.Preset.API, c.Cfg.BaseURL, c.key(get), c.Model, c.Cfg.Price); err != nil {
+		if mc, err = openMeter(ctx, req, MeterGrant{API: c.Preset.API, BaseURL: c.Cfg.BaseURL, Key: c.key(get), Model: c.Model, Price: c.Cfg.Price}); err != nil {
 			return nil, err
 		}
 	}

@@ -79,6 +79,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	query := r.URL.Query()
 	query.Del("key")
 	secrets := append([]string{up.Key}, creds...)
+	for _, vs := range up.Header {
+		secrets = append(secrets, vs...)
+	}
 	if rt.api == nil {
 		p.forwardFree(ctx, w, r, c, rt, up, body, query, secrets)
 		return

@@ -18,6 +18,7 @@ package meter
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -61,6 +62,14 @@ type Upstream struct {
 	// Key is the real API key. It never reaches an agent and is never
 	// logged.
 	Key string
+	// Header are extra headers sent with every request (an http agent's
+	// headers_env: a gateway's own credentials); like Key they replace
+	// what the agent sent, never reach it and are never logged.
+	Header http.Header
+	// RootCAs, if set, are the certificates the upstream's TLS is checked
+	// against (an http agent's ca_file added to the system's): such an
+	// upstream gets a transport of its own, a clone of the proxy's.
+	RootCAs *x509.CertPool
 }
 
 // Default upstream base URLs, the providers' public APIs.
@@ -169,6 +178,9 @@ type Proxy struct {
 // New checks the configuration and makes a Proxy.
 func New(cfg Config) (*Proxy, error) {
 	for name, up := range cfg.Upstreams {
+		if up.RootCAs != nil {
+			return nil, fmt.Errorf("meter: upstream %q: certificates of its own are for a grant's own upstream (Grant.Own); give the proxy a Transport instead", name)
+		}
 		if err := checkUpstream(fmt.Sprintf("%q", name), up); err != nil {
 			return nil, err
 		}
