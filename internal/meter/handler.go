@@ -23,6 +23,10 @@ import (
 // and the grant's policy, then forwards with the real key and meters the
 // response.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p.cfg.ProxyForm != nil && (r.Method == http.MethodConnect || r.URL.IsAbs()) {
+		p.cfg.ProxyForm.ServeHTTP(w, r)
+		return
+	}
 	rt, routed := match(r)
 	fam := rt.family
 	if !routed {

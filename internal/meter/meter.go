@@ -123,6 +123,10 @@ type Config struct {
 	Prices func(model string) (manifest.Price, bool)
 	// Logger receives JSON logs; never a key, a token or a body.
 	Logger *slog.Logger
+	// ProxyForm, if set, takes the requests in a forward proxy's form
+	// (CONNECT, or an absolute URI): the network allowlist's egress proxy
+	// (internal/egress), reached by the calls the same way as this one.
+	ProxyForm http.Handler
 	// Transport carries upstream requests (default: a clone of
 	// http.DefaultTransport, HTTP/1.1 or HTTP/2, the environment's proxy
 	// settings, no transparent compression, ResponseHeaderTimeout). A
