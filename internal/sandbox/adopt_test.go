@@ -68,6 +68,9 @@ func TestAdoptFinishedCall(t *testing.T) {
 		if r.Layer != Probe().Effective(LayerBwrap) && r.Layer != "landlock" {
 			t.Errorf("layer %q", r.Layer)
 		}
+		if !r.Synced {
+			t.Error("a result no daemon waited for was not made durable by its launcher")
+		}
 	}
 	if err := Forget(spec.CallDir); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,8 @@ import (
 // BenchmarkCall measures what containment adds to one call of /bin/true:
 // a bare exec, a bare `bwrap ... true` with the namespaces and mounts
 // every call uses, and a full sandboxed call (launcher, sandbox, helper,
-// durable result) under each layer. docs/benchmarks.md quotes it.
+// result file, left to the waiting caller to make durable) under each
+// layer. docs/benchmarks.md quotes it.
 func BenchmarkCall(b *testing.B) {
 	truePath, err := exec.LookPath("true")
 	if err != nil {

@@ -26,8 +26,8 @@ import (
 //	              namespace's init; otherwise the program's process group)
 //	stdout, stderr what the program printed, at most the limit each
 //	result.json   how it ended (Result), with the size and SHA-256 of
-//	              each output; made durable with them, and read only once
-//	              the launcher has exited
+//	              each output; made durable with them when no daemon
+//	              waits for it, and read only once the launcher has exited
 //	launcher.log  the launcher's own messages
 //
 // The pid files are not fsync'd: after a machine restart no process of
@@ -86,13 +86,13 @@ func procStart(pid int) (string, bool) {
 	return f[19], true
 }
 
-// writeResult makes the call's outputs and result durable, with all the
-// fsyncs at once: the output files, result.json, the call directory and
-// its entry in its parent. A crash may then keep result.json without an
-// output; the hashes in it tell (readResult says ErrLost), so result.json
-// needs no ordering of its own. It is read only once the launcher has
-// exited, so no reader sees it half written.
-func writeResult(dir string, r *Result, outputs ...*os.File) error {
+// writeResult writes the call's result.json. durable: and makes it and
+// the outputs durable with them (syncFiles). A result the daemon that
+// started the call is waiting for needs no fsync of its own: see
+// launcher.daemonWaits and docs/security.md "Calls that outlive the
+// daemon". It is read only once the launcher has exited, so no reader sees
+// it half written.
+func writeResult(dir string, r *Result, durable bool, outputs ...*os.File) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
@@ -105,10 +105,27 @@ func writeResult(dir string, r *Result, outputs ...*os.File) error {
 		_ = f.Close() // the error is the write's
 		return err
 	}
-	syncs := []func() error{f.Sync,
+	var first error
+	if durable {
+		first = syncFiles(dir, append([]*os.File{f}, outputs...))
+	}
+	// After every fsync (one of them is f's).
+	if err := f.Close(); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
+// syncFiles makes a call's files durable with all the fsyncs at once: the
+// files (its outputs and result.json), the call directory and its entry
+// in its parent. A crash may then keep result.json without an output; the
+// hashes in it tell (readResult says ErrLost), so result.json needs no
+// ordering of its own.
+func syncFiles(dir string, files []*os.File) error {
+	syncs := []func() error{
 		func() error { return atomicfile.SyncDir(dir) },
 		func() error { return atomicfile.SyncDir(filepath.Dir(dir)) }}
-	for _, o := range outputs {
+	for _, o := range files {
 		if o != nil {
 			syncs = append(syncs, o.Sync)
 		}
@@ -123,11 +140,32 @@ func writeResult(dir string, r *Result, outputs ...*os.File) error {
 			first = err
 		}
 	}
-	// After every fsync (one of them is f's).
-	if err := f.Close(); err != nil && first == nil {
-		first = err
-	}
 	return first
+}
+
+// syncResult makes a finished call's result and outputs durable from
+// outside the launcher: done by a daemon that lets go of a result it did
+// not record (Wait given up, or a result adopted after a restart), so a
+// result no daemon waits for is always durable. A call with no
+// result.json yet has nothing to make durable: its launcher, which finds
+// no daemon waiting, does it.
+func syncResult(dir string) error {
+	if _, err := os.Lstat(filepath.Join(dir, fileResult)); err != nil {
+		return nil
+	}
+	var files []*os.File
+	for _, name := range []string{fileResult, fileStdout, fileStderr} {
+		f, err := regfile.OpenRegular(filepath.Join(dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		defer f.Close() //nolint:errcheck // read-only: fsync'd below
+		files = append(files, f)
+	}
+	return syncFiles(dir, files)
 }
 
 // readResult reads a finished call back: fs.ErrNotExist when there is no
@@ -180,12 +218,13 @@ func holdsCall(dir string) bool {
 
 // Forget removes a call directory once its result is recorded elsewhere
 // (the job's history): a later Adopt finds no call, so a result is taken
-// exactly once. The removal is made durable.
+// exactly once. The removal is not fsync'd: a directory a machine crash
+// brings back holds a call whose number the history has closed (an
+// interaction number is never asked again once its answer is recorded),
+// or a failed attempt of an open call (adopted, it is that failure,
+// retried), so nothing reads a result twice.
 func Forget(callDir string) error {
-	if err := os.RemoveAll(callDir); err != nil {
-		return err
-	}
-	return atomicfile.SyncDir(filepath.Dir(callDir))
+	return os.RemoveAll(callDir)
 }
 
 // killRecorded kills the process a pid file records, if that very process

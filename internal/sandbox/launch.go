@@ -29,8 +29,8 @@ import (
 // daemon in a session of its own so that it outlives the daemon. It reads
 // its plan from stdin, runs the sandbox, keeps the output in the call
 // directory (capped), kills the whole sandbox when asked (SIGTERM) or when
-// the output passes the limit, and leaves the result durably. It is the
-// sandbox's child subreaper: whatever the program leaves running is
+// the output passes the limit, and leaves the result (durably when no
+// daemon waits for it: daemonWaits). It is the sandbox's child subreaper: whatever the program leaves running is
 // killed before the result is written.
 func launchMain(args []string) int {
 	if len(args) != 1 {
@@ -108,12 +108,12 @@ func (l *launch) run(kill <-chan os.Signal) int {
 	if err != nil {
 		return l.finish(OutcomeStartFailed, err.Error(), nil, nil)
 	}
-	defer outF.Close() //nolint:errcheck // fsync'd by finish (writeResult) on every path
+	defer outF.Close() //nolint:errcheck // fsync'd by finish (writeResult) when no daemon waits
 	errF, err := regfile.OpenFile(filepath.Join(l.dir, fileStderr), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return l.finish(OutcomeStartFailed, err.Error(), outF, nil)
 	}
-	defer errF.Close() //nolint:errcheck // fsync'd by finish (writeResult) on every path
+	defer errF.Close() //nolint:errcheck // fsync'd by finish (writeResult) when no daemon waits
 
 	// The proxy's address as the program sees it.
 	addr := ""
@@ -359,7 +359,8 @@ func children() []int {
 	return out
 }
 
-// finish records how the call ended (durably) and returns the
+// finish records how the call ended (durably unless its daemon waits for
+// it: daemonWaits) and returns the
 // launcher's exit status.
 func (l *launch) finish(o Outcome, msg string, outF, errF *os.File) int {
 	r := l.res
@@ -367,11 +368,32 @@ func (l *launch) finish(o Outcome, msg string, outF, errF *os.File) int {
 	r.Ended = time.Now().UTC()
 	r.StdoutBytes, r.StdoutSHA256 = l.out.written()
 	r.StderrBytes, r.StderrSHA256 = l.err.written()
-	if err := writeResult(l.dir, r, outF, errF); err != nil {
+	r.Synced = !daemonWaits(0)
+	if err := writeResult(l.dir, r, r.Synced, outF, errF); err != nil {
 		fmt.Fprintf(os.Stderr, "logist-sandbox: result: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// daemonWaits says whether the daemon that started this launcher still
+// holds its end of the plan's pipe (fd, the launcher's stdin), which it does
+// until it has taken the result or let go of it (localCall.letGo). Such a
+// daemon records the answer in the job's history with its own fsync, so
+// the result needs none: a daemon that dies after this check leaves the
+// result in the page cache, where its successor adopts it (Adopt makes it
+// durable then). A launcher whose daemon is gone (or that cannot tell)
+// makes the result durable itself: it may wait there for a long time.
+func daemonWaits(fd int) bool {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return false
+	}
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	// A pipe whose writer closed polls POLLHUP; anything else (data the
+	// plan did not hold, an error) is not a daemon known to wait.
+	return err == nil && n == 0
 }
 
 // capFile writes at most limit bytes to f and reports when more arrive.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -153,9 +154,11 @@ func (l *Local) Start(spec Spec) (Call, error) {
 		_ = cmd.Wait()         // killed: its exit status says so
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
+	// The pipe stays open after the plan: while it is, the launcher
+	// knows this daemon waits for its result (daemonWaits). cmd.Wait
+	// closes it; so does letGo.
 	_, werr := in.Write(body)
-	werr = errors.Join(werr, in.Close())
-	c := &localCall{dir: spec.CallDir, done: make(chan struct{}), grace: l.KillGrace,
+	c := &localCall{dir: spec.CallDir, done: make(chan struct{}), grace: l.KillGrace, hold: in,
 		signal: func(s syscall.Signal) error { return cmd.Process.Signal(s) }}
 	// The outcome is the launcher's result file, not its exit status.
 	go func() { _ = cmd.Wait(); close(c.done) }()
@@ -185,6 +188,11 @@ func (l *Local) Adopt(dir string) (Call, error) {
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, fileResult)); err == nil {
+		// Its launcher may have left it to the daemon that died: this
+		// one takes it over, durably, before anything relies on it.
+		if err := syncResult(dir); err != nil {
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
 		return finished(), nil
 	}
 	killRecorded(filepath.Join(dir, fileSandbox))
@@ -226,12 +234,17 @@ type localCall struct {
 	done   chan struct{}
 	signal func(syscall.Signal) error
 	grace  time.Duration
+	// hold is this daemon's end of the launcher's plan pipe (nil for an
+	// adopted call): open, it tells the launcher that the result will be
+	// taken and recorded here, so the launcher need not fsync it.
+	hold io.Closer
 }
 
 func (c *localCall) Wait(ctx context.Context) (*Result, error) {
 	select {
 	case <-c.done:
 	case <-ctx.Done():
+		c.letGo()
 		return nil, ctx.Err()
 	}
 	r, err := readResult(c.dir)
@@ -240,6 +253,21 @@ func (c *localCall) Wait(ctx context.Context) (*Result, error) {
 		return nil, fmt.Errorf("%w (%s)", ErrLost, c.dir)
 	}
 	return r, err
+}
+
+// letGo tells the launcher that this daemon no longer waits for the
+// result (it closes the plan's pipe), and makes a result already written
+// durable: a launcher checks the pipe after writing its result, so either
+// it sees the pipe closed and fsyncs, or its result is there to be seen
+// here.
+func (c *localCall) letGo() {
+	if c.hold == nil {
+		return
+	}
+	_ = c.hold.Close() // a pipe: closing twice (cmd.Wait) is a no-op
+	// A result the disk refuses to keep is, after a machine crash, a
+	// lost call asked again, as one cut during its launcher's fsyncs.
+	_ = syncResult(c.dir)
 }
 
 func (c *localCall) Kill() error {

@@ -217,6 +217,10 @@ type Result struct {
 	// the call directory afterwards is an error, not an answer.
 	StdoutSHA256 string `json:"stdout_sha256"`
 	StderrSHA256 string `json:"stderr_sha256"`
+	// Synced says the launcher made the result durable itself: no daemon
+	// waited for it (see daemonWaits). A daemon that waits records the
+	// answer in the job's history with its own fsync instead.
+	Synced bool `json:"synced,omitempty"`
 
 	Stdout []byte `json:"-"`
 	Stderr []byte `json:"-"`

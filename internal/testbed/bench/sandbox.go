@@ -13,7 +13,7 @@ var sandboxLine = regexp.MustCompile(`^BenchmarkCall/(\S+?)(-\d+)?\s+\d+\s+([\d.
 // sandboxRuns are BenchmarkCall's sub-benchmarks, as the rows name them.
 var sandboxRuns = []struct{ key, name string }{
 	{"bare-bwrap", "bare `bwrap ... true` (the namespaces and mounts every call uses)"},
-	{"sandbox-none", "contained call, layer none (launcher, durable result, no sandbox)"},
+	{"sandbox-none", "contained call, layer none (launcher, result file, no sandbox)"},
 	{"sandbox-landlock", "contained call, Landlock alone"},
 	{"sandbox-bwrap", "contained call, bwrap+landlock"},
 	{"sandbox-bwrap-logistd", "contained call, bwrap+landlock, logistd as the helper"},
