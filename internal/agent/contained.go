@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/egress"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/sandbox"
 )
@@ -32,6 +33,20 @@ type Containment struct {
 	// ProxyPort is the metering proxy's loopback port on the host, which
 	// a job on the host network reaches it at (0: none).
 	ProxyPort int
+	// Egress is the network allowlist's proxy (nil: none, and a job with
+	// an allowlist does not start).
+	Egress Egress
+}
+
+// Egress is the network allowlist's proxy (internal/egress), which the
+// daemon hands over. It is reached the way the metering proxy is (the
+// same listener): a call of a job with an allowlist gets a token of its
+// own in the proxy URL (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY), and reaches
+// only the listed hosts through it.
+type Egress interface {
+	Open(job, call string, allow []egress.Entry) (token string, err error)
+	// Close ends the token (the proxy has logged each refusal).
+	Close(token string)
 }
 
 // For resolves a job's sandbox setting ("" takes the default) to its
@@ -63,55 +78,33 @@ func (c *Containment) For(m *manifest.Manifest) (Executor, error) {
 			return nil, &Error{Code: codes.SandboxUnavailable, Msg: err.Error()}
 		}
 	}
-	net, err := c.network(m)
+	net, allow, err := c.network(m)
 	if err != nil {
 		return nil, err
 	}
-	return &Contained{Exec: c.Exec, Mode: layer, Name: c.Status.Effective(layer), Network: net}, nil
+	return &Contained{Exec: c.Exec, Mode: layer, Name: c.Status.Effective(layer), Network: net,
+		Job: m.JobID, Allow: allow, Egress: c.Egress}, nil
 }
 
-// network is the job's network policy: the daemon's (the metering proxy),
-// or with sandbox_network host the host's, narrowed by
-// sandbox_network_allow to the ports it lists and the proxy's.
-func (c *Containment) network(m *manifest.Manifest) (sandbox.Network, error) {
-	if m.SandboxNetwork != string(sandbox.NetHost) {
-		if len(m.SandboxNetworkAllow) > 0 {
-			return sandbox.Network{}, &Error{Code: codes.AgentConfig, Msg: `sandbox_network_allow needs "sandbox_network": "host" (the allowlist opts into the host's network, narrowed to its ports)`}
+// network is the job's network policy, the one rule: the daemon's (the
+// metering proxy only); with sandbox_network_allow the same plus the
+// egress proxy, which lets the calls reach the listed hosts and nothing
+// else; with sandbox_network host (and no allowlist) the host's network.
+func (c *Containment) network(m *manifest.Manifest) (sandbox.Network, []egress.Entry, error) {
+	if len(m.SandboxNetworkAllow) > 0 {
+		allow, err := egress.ParseAllow(m.SandboxNetworkAllow)
+		if err != nil {
+			return sandbox.Network{}, nil, &Error{Code: codes.AgentConfig, Msg: err.Error()}
 		}
-		return c.Network, nil
-	}
-	net := sandbox.Network{Mode: sandbox.NetHost}
-	if len(m.SandboxNetworkAllow) == 0 {
-		return net, nil
-	}
-	ports, err := AllowedPorts(m.SandboxNetworkAllow)
-	if err != nil {
-		return sandbox.Network{}, &Error{Code: codes.AgentConfig, Msg: err.Error()}
-	}
-	if c.ProxyPort > 0 {
-		ports = append(ports, c.ProxyPort)
-	}
-	slices.Sort(ports)
-	net.Ports = slices.Compact(ports)
-	return net, nil
-}
-
-// AllowedPorts are the TCP ports of a network allowlist's entries: "host"
-// (port 443) or "host:port".
-func AllowedPorts(allow []string) ([]int, error) {
-	var ports []int
-	for _, a := range allow {
-		port := 443
-		if i := strings.LastIndex(a, ":"); i >= 0 && !strings.HasSuffix(a, "]") {
-			n, err := strconv.Atoi(a[i+1:])
-			if err != nil || n < 1 || n > 65535 {
-				return nil, fmt.Errorf("sandbox_network_allow %q: the port must be 1 to 65535", a)
-			}
-			port = n
+		if c.Egress == nil || c.Network.Mode != sandbox.NetProxy {
+			return sandbox.Network{}, nil, &Error{Code: codes.SandboxUnavailable, Msg: "sandbox_network_allow needs the daemon's egress proxy, which this daemon does not run"}
 		}
-		ports = append(ports, port)
+		return c.Network, allow, nil
 	}
-	return ports, nil
+	if m.SandboxNetwork == string(sandbox.NetHost) {
+		return sandbox.Network{Mode: sandbox.NetHost}, nil, nil
+	}
+	return c.Network, nil, nil
 }
 
 // Contained runs each program in a sandbox of one layer: the workspace,
@@ -125,6 +118,11 @@ type Contained struct {
 	Name    string
 	Network sandbox.Network
 	Limits  sandbox.Limits
+	// Job, Allow and Egress: the job's network allowlist and the proxy
+	// that enforces it (Allow empty: no egress beyond the metering proxy).
+	Job    string
+	Allow  []egress.Entry
+	Egress Egress
 }
 
 // Layer implements Executor.
@@ -159,6 +157,14 @@ func (c *Contained) Run(ctx context.Context, spec ProcSpec) (*ProcResult, error)
 		return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 	}
 	if call == nil {
+		if len(c.Allow) > 0 {
+			tok, err := c.Egress.Open(c.Job, fmt.Sprintf("%06d", spec.Interaction), c.Allow)
+			if err != nil {
+				return nil, &Error{Code: codes.AgentStart, Msg: "egress proxy: " + err.Error()}
+			}
+			defer c.Egress.Close(tok)
+			spec.Env = egressEnv(spec.Env, egress.ProxyURL(c.ProxyRoot(), tok))
+		}
 		call, err = c.Exec.Start(c.spec(spec, callDir))
 		if errors.Is(err, sandbox.ErrUnavailable) {
 			return nil, &Error{Code: codes.SandboxUnavailable, Msg: err.Error()}
@@ -196,12 +202,28 @@ func (c *Contained) Run(ctx context.Context, spec ProcSpec) (*ProcResult, error)
 	return nil, &Error{Code: codes.AgentStart, Msg: fmt.Sprintf("start %s: %s", spec.Argv[0], strings.TrimSpace(r.Error)), Stderr: string(r.Stderr)}
 }
 
+// egressEnv points a run's HTTP clients at the egress proxy (upper and
+// lower case: curl reads only http_proxy), the metering proxy on loopback
+// excepted.
+func egressEnv(env []string, proxyURL string) []string {
+	set := map[string]string{"HTTPS_PROXY": proxyURL, "HTTP_PROXY": proxyURL, "ALL_PROXY": proxyURL,
+		"NO_PROXY": "127.0.0.1"}
+	out := slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		_, ok := set[strings.ToUpper(k)]
+		return ok
+	})
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		out = append(out, k+"="+set[k], strings.ToLower(k)+"="+set[k])
+	}
+	return out
+}
+
 // ProxyRoot is where the runs reach the metering proxy when their
 // network is the proxy: the forwarder's loopback port in a bwrap sandbox,
 // or the address the launcher picks with Landlock alone (the launcher
-// replaces "{proxy_addr}" in the run's arguments and environment; a file
-// a preset writes keeps the placeholder: docs/metering.md). "" when the
-// runs share the host's network.
+// replaces sandbox.ProxyAddr in the run's arguments, environment and
+// ProcSpec.Fill files). "" when the runs share the host's network.
 func (c *Contained) ProxyRoot() string {
 	if c.Network.Mode != sandbox.NetProxy {
 		return ""
@@ -213,13 +235,13 @@ func (c *Contained) ProxyRoot() string {
 		}
 		return fmt.Sprintf("http://127.0.0.1:%d", port)
 	}
-	return "http://{proxy_addr}"
+	return "http://" + sandbox.ProxyAddr
 }
 
 // spec is the sandbox's view of a run.
 func (c *Contained) spec(s ProcSpec, callDir string) sandbox.Spec {
 	return sandbox.Spec{Argv: s.Argv, Dir: s.Dir, Env: s.Env, Stdin: s.Stdin, Limit: s.limit(), Home: s.Home,
-		ReadOnly: s.ReadOnly, ReadWrite: s.ReadWrite, Network: c.network(s), Limits: c.Limits,
+		ReadOnly: s.ReadOnly, ReadWrite: s.ReadWrite, Fill: s.Fill, Network: c.network(s), Limits: c.Limits,
 		CallDir: callDir, Layer: c.Mode}
 }
 

@@ -3,13 +3,20 @@ package agent
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/egress"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/sandbox"
 )
@@ -182,34 +189,137 @@ echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"tried"
 func TestContainmentNetwork(t *testing.T) {
 	st := &sandbox.Status{Bwrap: sandbox.Check{OK: true}, Landlock: sandbox.Check{OK: true}, LandlockABI: 7}
 	proxy := sandbox.Network{Mode: sandbox.NetProxy, Socket: "/run/meter.sock"}
-	cont := &Containment{Exec: &sandbox.Local{Status: st}, Status: st, Network: proxy, ProxyPort: 4242}
+	cont := &Containment{Exec: &sandbox.Local{Status: st}, Status: st, Network: proxy, ProxyPort: 4242, Egress: testEgress{}}
+	allow := []egress.Entry{{Host: "api.github.com", Port: 443}, {Host: "pypi.org", Port: 443}, {IP: netip.MustParseAddr("10.0.0.5"), Port: 8080}}
 	for _, c := range []struct {
 		name   string
 		m      manifest.Manifest
 		want   sandbox.Network
+		allow  []egress.Entry
+		code   string
 		errMsg string
 	}{
-		{"default: the proxy", manifest.Manifest{}, proxy, ""},
-		{"host", manifest.Manifest{SandboxNetwork: "host"}, sandbox.Network{Mode: sandbox.NetHost}, ""},
-		{"allowlist", manifest.Manifest{SandboxNetwork: "host", SandboxNetworkAllow: []string{"api.github.com", "pypi.org:443", "10.0.0.5:8080"}},
-			sandbox.Network{Mode: sandbox.NetHost, Ports: []int{443, 4242, 8080}}, ""},
-		{"allowlist without host", manifest.Manifest{SandboxNetworkAllow: []string{"api.github.com"}}, sandbox.Network{}, "needs"},
-		{"bad port", manifest.Manifest{SandboxNetwork: "host", SandboxNetworkAllow: []string{"x:0"}}, sandbox.Network{}, "port"},
+		{"default: the proxy", manifest.Manifest{}, proxy, nil, "", ""},
+		{"host", manifest.Manifest{SandboxNetwork: "host"}, sandbox.Network{Mode: sandbox.NetHost}, nil, "", ""},
+		// An allowlist is the proxy's network plus the egress proxy, with
+		// or without host (which it narrows).
+		{"allowlist", manifest.Manifest{SandboxNetworkAllow: []string{"api.github.com", "pypi.org:443", "10.0.0.5:8080"}}, proxy, allow, "", ""},
+		{"allowlist with host", manifest.Manifest{SandboxNetwork: "host", SandboxNetworkAllow: []string{"api.github.com", "pypi.org:443", "10.0.0.5:8080"}}, proxy, allow, "", ""},
+		{"bad port", manifest.Manifest{SandboxNetworkAllow: []string{"x:0"}}, sandbox.Network{}, nil, codes.AgentConfig, "port"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ex, err := cont.For(&c.m)
 			if c.errMsg != "" {
-				if ae, ok := AsError(err); !ok || ae.Code != codes.AgentConfig || !strings.Contains(ae.Msg, c.errMsg) {
-					t.Fatalf("For = %v, %v; want AGENT_CONFIG naming %q", ex, err, c.errMsg)
+				if ae, ok := AsError(err); !ok || ae.Code != c.code || !strings.Contains(ae.Msg, c.errMsg) {
+					t.Fatalf("For = %v, %v; want %s naming %q", ex, err, c.code, c.errMsg)
 				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := ex.(*Contained).Network; !reflect.DeepEqual(got, c.want) {
-				t.Errorf("network %+v, want %+v", got, c.want)
+			got := ex.(*Contained)
+			if !reflect.DeepEqual(got.Network, c.want) || !reflect.DeepEqual(got.Allow, c.allow) {
+				t.Errorf("network %+v allow %v, want %+v %v", got.Network, got.Allow, c.want, c.allow)
 			}
 		})
+	}
+	// A daemon without an egress proxy does not run a job with an
+	// allowlist (fail closed).
+	cont.Egress = nil
+	if _, err := cont.For(&manifest.Manifest{SandboxNetworkAllow: []string{"pypi.org"}}); err == nil {
+		t.Error("an allowlist ran without the egress proxy")
+	} else if ae, ok := AsError(err); !ok || ae.Code != codes.SandboxUnavailable {
+		t.Errorf("without egress: %v", err)
+	}
+}
+
+type testEgress struct{ p *egress.Proxy }
+
+func (e testEgress) Open(job, call string, allow []egress.Entry) (string, error) {
+	return e.p.Issue(egress.Grant{Job: job, Call: call, Allow: allow})
+}
+func (e testEgress) Close(token string) { e.p.Revoke(token) }
+
+// TestContainedEgressAllowlist: a contained call of a job with a network
+// allowlist reaches a listed destination through the egress proxy (its
+// only network beside the metering proxy, bound in the same way), and is
+// refused an unlisted port, a listed name that resolves to loopback
+// unless its address is listed too, and the daemon's own listener even
+// when listed; it cannot go around the proxy.
+func TestContainedEgressAllowlist(t *testing.T) {
+	curl := "/usr/bin/curl"
+	if _, err := os.Stat(curl); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("curl is needed: " + err.Error())
+		}
+		t.Skip("curl not installed")
+	}
+	st := sandbox.Probe()
+	serve := func(body string) (*httptest.Server, int) {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, body) }))
+		t.Cleanup(s.Close)
+		return s, s.Listener.Addr().(*net.TCPAddr).Port
+	}
+	_, port := serve("listed")
+	_, daemonPort := serve("the daemon")
+	sock := filepath.Join(t.TempDir(), "proxy.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eg := egress.New(egress.Config{Deny: []netip.AddrPort{netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(daemonPort))}})
+	srv := &http.Server{Handler: eg}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	for _, layer := range []sandbox.Layer{sandbox.LayerBwrap, sandbox.LayerLandlock} {
+		if _, err := st.Resolve(layer); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatal(err)
+			}
+			t.Logf("SKIP (loud): %s: %v", layer, err)
+			continue
+		}
+		fetch := func(allow []string, url string) string {
+			t.Helper()
+			es, err := egress.ParseAllow(allow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &Contained{Exec: &sandbox.Local{}, Mode: layer, Name: string(layer), Job: "j", Allow: es, Egress: testEgress{eg},
+				Network: sandbox.Network{Mode: sandbox.NetProxy, Socket: sock}}
+			ws := t.TempDir()
+			r, err := c.Run(context.Background(), ProcSpec{Argv: []string{curl, "-s", "-m", "20", "-w", " %{http_code}", url}, Dir: ws,
+				Env: []string{"PATH=/usr/bin:/bin"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.TrimSpace(string(r.Stdout))
+		}
+		p, dp := strconv.Itoa(port), strconv.Itoa(daemonPort)
+		if got := fetch([]string{"localhost:" + p, "127.0.0.1:" + p}, "http://localhost:"+p+"/"); got != "listed 200" {
+			t.Errorf("%s: a listed destination: %q", layer, got)
+		}
+		if got := fetch([]string{"localhost:" + p}, "http://localhost:"+p+"/"); !strings.HasSuffix(got, " 403") || !strings.Contains(got, codes.EgressRefused) {
+			t.Errorf("%s: a listed name resolving to loopback, its address unlisted: %q", layer, got)
+		}
+		if got := fetch([]string{"localhost:" + p, "127.0.0.1:" + p}, "http://localhost:"+dp+"/"); !strings.HasSuffix(got, " 403") {
+			t.Errorf("%s: an unlisted port: %q", layer, got)
+		}
+		if got := fetch([]string{"localhost:" + dp, "127.0.0.1:" + dp}, "http://localhost:"+dp+"/"); !strings.HasSuffix(got, " 403") || strings.HasPrefix(got, "the daemon") {
+			t.Errorf("%s: the daemon's listener: %q", layer, got)
+		}
+		// Around the proxy (curl --noproxy): the sandbox has no route.
+		es, _ := egress.ParseAllow([]string{"127.0.0.1:" + p})
+		c := &Contained{Exec: &sandbox.Local{}, Mode: layer, Name: string(layer), Job: "j", Allow: es, Egress: testEgress{eg},
+			Network: sandbox.Network{Mode: sandbox.NetProxy, Socket: sock}}
+		r, err := c.Run(context.Background(), ProcSpec{Argv: []string{curl, "-s", "-m", "20", "--noproxy", "*", "-w", " %{http_code}", "http://127.0.0.1:" + p + "/"},
+			Dir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(r.Stdout), "listed") {
+			t.Errorf("%s: reached the destination around the proxy: %q", layer, r.Stdout)
+		}
 	}
 }

@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"math"
+	"net/http"
 	"strings"
 	"sync"
 
@@ -58,6 +60,11 @@ type MeterGrant struct {
 	// the agent's configuration or the daemon's environment; never the
 	// agent's).
 	API, BaseURL, Key string
+	// Header and RootCAs are what else the upstream needs (an http agent's
+	// headers_env and ca_file): extra headers the proxy sends, certificates
+	// it checks the upstream's TLS against (nil: the system's).
+	Header  http.Header
+	RootCAs *x509.CertPool
 	// Model and Price: the steward's price of the agent's model
 	// (command.price, http.price), nil for the table's. A model with no
 	// price is refused by the proxy (MODEL_UNPRICED), never free.
@@ -181,15 +188,17 @@ type meterCall struct {
 	token string
 }
 
-// openMeter opens a grant for a call that speaks api, or returns nil when
-// ctx carries no meter.
-func openMeter(ctx context.Context, req *Request, api, base, key, model string, price *manifest.Price) (*meterCall, error) {
+// openMeter opens a grant for a call that speaks g.API (g holds the
+// upstream, its key and the model's price; the call and the budget come
+// from req and ctx), or returns nil when ctx carries no meter.
+func openMeter(ctx context.Context, req *Request, g MeterGrant) (*meterCall, error) {
 	mt := meteringFrom(ctx)
-	if mt == nil || api == "" {
+	if mt == nil || g.API == "" {
 		return nil, nil
 	}
-	tok, err := mt.meter.Open(MeterGrant{Job: req.JobID, Call: fmt.Sprintf("%06d", req.Interaction), Role: req.Role,
-		API: api, BaseURL: upstreamBase(api, base), Key: key, Model: model, Price: price, Budget: mt.budget})
+	g.Job, g.Call, g.Role, g.Budget = req.JobID, fmt.Sprintf("%06d", req.Interaction), req.Role, mt.budget
+	g.BaseURL = upstreamBase(g.API, g.BaseURL)
+	tok, err := mt.meter.Open(g)
 	if err != nil {
 		return nil, &Error{Code: codes.AgentStart, Msg: "metering proxy: " + err.Error()}
 	}

@@ -71,37 +71,33 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (*Result, error) {
 		return s
 	}
 
+	pool, err := o.rootCAs(req.JobDir)
+	if err != nil {
+		return nil, err
+	}
 	// Metered (the daemon's engine): the request goes to the proxy with a
-	// call token; the proxy forwards it to base_url with the key. A server
-	// that needs ca_file or headers_env is called directly (the proxy
-	// knows neither), priced from its usage as before.
-	base := o.Cfg.BaseURL
-	var mc *meterCall
-	if o.Cfg.CAFile == "" && len(o.Cfg.HeadersEnv) == 0 {
-		var err error
-		if mc, err = openMeter(ctx, req, APIOpenAI, base, key, o.Cfg.Model, o.Cfg.Price); err != nil {
-			return nil, err
-		}
+	// call token; the proxy forwards it to base_url with the key, the
+	// headers_env headers and the ca_file certificates.
+	mc, err := openMeter(ctx, req, MeterGrant{API: APIOpenAI, BaseURL: o.Cfg.BaseURL, Key: key,
+		Header: headers, RootCAs: pool, Model: o.Cfg.Model, Price: o.Cfg.Price})
+	if err != nil {
+		return nil, err
 	}
 	if mc != nil {
-		base, key = mc.m.BaseURL(mc.m.Root(), APIOpenAI), mc.token
-		secrets = append(secrets, key)
-		res, err := o.send(ctx, req, base, key, headers, redact)
+		secrets = append(secrets, mc.token)
+		res, err := o.send(ctx, req, mc.m.BaseURL(mc.m.Root(), APIOpenAI), mc.token, http.Header{}, nil, redact)
 		return mc.settle(res, err, nil)
 	}
-	return o.send(ctx, req, base, key, headers, redact)
+	return o.send(ctx, req, o.Cfg.BaseURL, key, headers, pool, redact)
 }
 
 // send makes the request to base and reads the answer.
-func (o *OpenAI) send(ctx context.Context, req *Request, base, key string, headers http.Header, redact func(string) string) (*Result, error) {
+func (o *OpenAI) send(ctx context.Context, req *Request, base, key string, headers http.Header, pool *x509.CertPool, redact func(string) string) (*Result, error) {
 	body, err := o.body(req)
 	if err != nil {
 		return nil, &Error{Code: codes.AgentConfig, Msg: err.Error()}
 	}
-	client, closeIdle, err := o.client(req.JobDir)
-	if err != nil {
-		return nil, err
-	}
+	client, closeIdle := o.client(pool)
 	defer closeIdle()
 	url := strings.TrimRight(base, "/") + "/chat/completions"
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
@@ -204,32 +200,41 @@ func (o *OpenAI) body(req *Request) ([]byte, error) {
 	return json.Marshal(b)
 }
 
-// client builds an HTTP client on the default transport (system roots plus
-// ca_file if given). The returned func drops its idle connections.
-func (o *OpenAI) client(jobDir string) (*http.Client, func(), error) {
+// rootCAs are the system's certificates plus ca_file's (relative to the
+// job's folder), or nil without a ca_file.
+func (o *OpenAI) rootCAs(jobDir string) (*x509.CertPool, error) {
+	if o.Cfg.CAFile == "" {
+		return nil, nil
+	}
+	p := o.Cfg.CAFile
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(jobDir, p)
+	}
+	pem, err := os.ReadFile(p)
+	if err != nil {
+		return nil, &Error{Code: codes.AgentConfig, Msg: fmt.Sprintf("ca_file: %v", err)}
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, &Error{Code: codes.AgentConfig, Msg: fmt.Sprintf("ca_file %s holds no PEM certificate", p)}
+	}
+	return pool, nil
+}
+
+// client builds an HTTP client on the default transport (the system's
+// certificates, or pool). The returned func drops its idle connections.
+func (o *OpenAI) client(pool *x509.CertPool) (*http.Client, func()) {
 	if o.Client != nil {
-		return o.Client, func() {}, nil
+		return o.Client, func() {}
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	if o.Cfg.CAFile != "" {
-		p := o.Cfg.CAFile
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(jobDir, p)
-		}
-		pem, err := os.ReadFile(p)
-		if err != nil {
-			return nil, nil, &Error{Code: codes.AgentConfig, Msg: fmt.Sprintf("ca_file: %v", err)}
-		}
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, nil, &Error{Code: codes.AgentConfig, Msg: fmt.Sprintf("ca_file %s holds no PEM certificate", p)}
-		}
+	if pool != nil {
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	return &http.Client{Transport: tr}, tr.CloseIdleConnections, nil
+	return &http.Client{Transport: tr}, tr.CloseIdleConnections
 }
 
 // httpError turns a non-200 answer into an *Error: 401/403 need a steward,

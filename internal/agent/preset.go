@@ -94,9 +94,28 @@ type Invocation struct {
 
 	Args []string          // arguments after the program
 	Env  map[string]string // variables set for the program (on top of the allowed ones)
+	// Fill are the config files WriteConfig wrote that hold the proxy's
+	// address placeholder (ProcSpec.Fill).
+	Fill []string
 	// TailArgs come after command.args (a prompt after "--" that the
 	// extra options must not end up in).
 	TailArgs []string
+}
+
+// WriteConfig writes a config file of the call (mode 0600), such as one
+// holding BaseURL. A file that holds the proxy's address placeholder (the
+// proxy's root under Landlock alone is known only when the call starts)
+// is listed in Fill, so the executor fills the address in before the
+// program starts, as it does in the arguments and environment: a preset
+// that writes its base URL into a file reaches the proxy on every layer.
+func (inv *Invocation) WriteConfig(path string, data []byte) error {
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return err
+	}
+	if bytes.Contains(data, []byte(sandbox.ProxyAddr)) && !slices.Contains(inv.Fill, path) {
+		inv.Fill = append(inv.Fill, path)
+	}
+	return nil
 }
 
 // RunOutput is what the program left behind.
@@ -236,7 +255,7 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 	// again), priced from what the program reported.
 	var mc *meterCall
 	if !adopting {
-		if mc, err = openMeter(ctx, req, c.Preset.API, c.Cfg.BaseURL, c.key(get), c.Model, c.Cfg.Price); err != nil {
+		if mc, err = openMeter(ctx, req, MeterGrant{API: c.Preset.API, BaseURL: c.Cfg.BaseURL, Key: c.key(get), Model: c.Model, Price: c.Cfg.Price}); err != nil {
 			return nil, err
 		}
 	}
@@ -279,7 +298,7 @@ func (c *PresetCommand) run(ctx context.Context, req *Request, inv *Invocation, 
 	env := c.env(req, inv, get, mc)
 	spec := ProcSpec{Argv: argv, Dir: req.Workspace, Env: env, Limit: c.Cfg.MaxOutputBytes,
 		PidLog: filepath.Join(reqDir, PidLog), Interaction: req.Interaction,
-		Home: inv.Home, ReadWrite: []string{inv.CallDir}, ReadOnly: append(installation(path), Protected(req)...), CallDir: sandboxDir, ModelAPI: mc == nil}
+		Home: inv.Home, ReadWrite: []string{inv.CallDir}, Fill: inv.Fill, ReadOnly: append(installation(path), Protected(req)...), CallDir: sandboxDir, ModelAPI: mc == nil}
 	// The model API (the proxy's upstream, when metered) must accept
 	// connections before the program starts: several CLIs would retry a
 	// refused one by themselves for minutes.

@@ -46,7 +46,7 @@ func clineBuild(inv *Invocation) error {
 		return err
 	}
 	// No telemetry, no self-update.
-	if err := clineWriteJSON(filepath.Join(settings, "global-settings.json"),
+	if err := clineWriteJSON(inv, filepath.Join(settings, "global-settings.json"),
 		map[string]any{"telemetryOptOut": true, "autoUpdateEnabled": false}); err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func clineBuild(inv *Invocation) error {
 				"updatedAt":   time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
 				"tokenSource": "manual",
 			}}}
-		if err := clineWriteJSON(filepath.Join(settings, "providers.json"), prov); err != nil {
+		if err := clineWriteJSON(inv, filepath.Join(settings, "providers.json"), prov); err != nil {
 			return err
 		}
 		args = append(args, "--provider", clineProvider)
@@ -106,12 +106,12 @@ func clineBuild(inv *Invocation) error {
 	return nil
 }
 
-func clineWriteJSON(path string, v any) error {
+func clineWriteJSON(inv *Invocation, path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o600)
+	return inv.WriteConfig(path, append(b, '\n'))
 }
 
 // clineUsage is Cline's token count (inputTokens includes cached input

@@ -45,7 +45,7 @@ func buildCodex(inv *Invocation) error {
 	if err := os.MkdirAll(codexHome, 0o700); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(codexConfig(inv)), 0o600); err != nil {
+	if err := inv.WriteConfig(filepath.Join(codexHome, "config.toml"), []byte(codexConfig(inv))); err != nil {
 		return err
 	}
 	inv.Env["CODEX_HOME"] = codexHome

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/sandbox"
 )
 
 // fakePreset runs a shell script that prints one JSON object describing
@@ -434,5 +436,44 @@ func TestPresetUnreachableEndpoint(t *testing.T) {
 				t.Errorf("took %v", d)
 			}
 		})
+	}
+}
+
+// TestPresetConfigFilesGetTheProxyAddress: a preset that writes its base
+// URL into a file (Codex's config.toml, Cline's providers.json) lists the
+// file for the executor to fill in the proxy's address when the base URL
+// holds the placeholder (the proxy's root under Landlock alone), and only
+// then.
+func TestPresetConfigFilesGetTheProxyAddress(t *testing.T) {
+	for _, tc := range []struct {
+		inv  func(*testing.T) *Invocation
+		file string
+	}{
+		{codexInvocation, filepath.Join(".codex", "config.toml")},
+		{clineInvocation, filepath.Join(".cline", "data", "settings", "providers.json")},
+	} {
+		for _, base := range []string{"http://" + sandbox.ProxyAddr + "/v1", "http://127.0.0.1:8788/v1"} {
+			inv := tc.inv(t)
+			inv.BaseURL = base
+			p, _ := LookupPreset(map[string]string{"/bin/codex": "codex", "cline": "cline"}[inv.Program])
+			if err := p.Build(inv); err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(inv.Home, tc.file)
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), base) {
+				t.Errorf("%s: %s lacks the base URL %s:\n%s", p.Name, tc.file, base, b)
+			}
+			var want []string
+			if strings.Contains(base, sandbox.ProxyAddr) {
+				want = []string{file}
+			}
+			if !slices.Equal(inv.Fill, want) {
+				t.Errorf("%s with base %s: files to fill %q, want %q", p.Name, base, inv.Fill, want)
+			}
+		}
 	}
 }

@@ -41,6 +41,11 @@ type ProcSpec struct {
 	Home      string
 	ReadOnly  []string
 	ReadWrite []string
+	// Fill are files written for the run (a preset's config in Home) that
+	// may hold the proxy's address placeholder (ProxyRoot): a sandboxed
+	// Executor fills the address in before the program starts
+	// (sandbox.Spec.Fill). A direct run has no placeholder to fill.
+	Fill []string
 	// CallDir, if set, is where a contained run's output and exit status
 	// are kept durably (in the job's folder, never visible to the run):
 	// a run given a CallDir that holds a call adopts it (a daemon that

@@ -179,6 +179,9 @@ const (
 // Metering of agent calls (internal/agent with internal/meter).
 const CostDisagreement = "COST_DISAGREEMENT"
 
+// The network allowlist's egress proxy (internal/egress).
+const EgressRefused = "EGRESS_REFUSED"
+
 // Cluster mode (internal/cluster).
 const (
 	ClusterFenced    = "CLUSTER_FENCED"
@@ -318,6 +321,7 @@ var catalogue = []Code{
 	{CostDisagreement, Warning, false, "meter", "an agent CLI's own cost report disagrees with the metering proxy's (by more than a tenth of a cent and 10 %): the proxy's figure is the cost of record, both are in the response's warning"},
 	// Cluster mode's shared content key (issue 23).
 	{ContentKeyMismatch, Error, false, "cluster", "a node has no content key, or another one than the one an encrypt_history job's records are sealed with (its fingerprint is in the database): it gives the job back without writing anything; give every node the same key (LOGIST_CONTENT_KEY_FILE)"},
+	{EgressRefused, Warning, false, "sandbox", "the egress proxy refused a call's connection: the destination is not on the job's network allowlist (sandbox_network_allow), resolves to an address of the host or a private network the list does not name, or is the daemon's own listener"},
 }
 
 var byName = func() map[string]Code {

@@ -45,7 +45,7 @@ func RunCluster(ctx context.Context, o Options, logger *slog.Logger) error {
 	// A node contains and meters its jobs' processes as file mode does:
 	// the same proxy and the same containment, fail closed by the same
 	// rules (contain.go, meter.go).
-	mp, err := startMeter(logger)
+	mp, err := startMeter(logger, o.Listen)
 	if err != nil {
 		return err
 	}

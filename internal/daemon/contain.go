@@ -22,7 +22,7 @@ import (
 func containment(sandboxFlag string, log *slog.Logger, mp *meterProxy) *agent.Containment {
 	def, _ := sandbox.ParseLayer(sandboxFlag) // checked with the flags
 	c := &agent.Containment{Exec: &sandbox.Local{}, Status: sandbox.Probe(), Default: def,
-		Network: sandbox.Network{Mode: sandbox.NetProxy, Socket: mp.socket}, ProxyPort: mp.port}
+		Network: sandbox.Network{Mode: sandbox.NetProxy, Socket: mp.socket}, ProxyPort: mp.port, Egress: egressForAgents{mp.egress}}
 	if _, err := c.For(&manifest.Manifest{}); err != nil {
 		joblog.Log(log, fmt.Sprintf("jobs without a sandbox setting will not start: %v (logistd --check-sandbox)", err),
 			joblog.Problem{Code: codes.SandboxUnavailable})

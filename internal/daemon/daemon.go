@@ -118,7 +118,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 		d.engine.Defaults = o.Budgets
 	}
 	d.engine.Timings = d
-	mp, err := startMeter(d.log)
+	mp, err := startMeter(d.log, d.opts.Listen)
 	if err != nil {
 		return err
 	}

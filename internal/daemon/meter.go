@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/egress"
 	"github.com/logist/logist/internal/meter"
 )
 
@@ -24,14 +27,31 @@ type meterProxy struct {
 	dir    string
 	agents agent.Meter
 	port   int
+	// egress is the network allowlist's proxy, served on the same
+	// listeners (requests in a forward proxy's form).
+	egress *egress.Proxy
 }
+
+// egressForAgents is the egress proxy as the engine's executors use it.
+type egressForAgents struct{ p *egress.Proxy }
+
+func (e egressForAgents) Open(job, call string, allow []egress.Entry) (string, error) {
+	return e.p.Issue(egress.Grant{Job: job, Call: call, Allow: allow})
+}
+
+func (e egressForAgents) Close(token string) { e.p.Revoke(token) }
 
 // startMeter starts the proxy. Its grants bring their own upstreams (the
 // agent's base URL or the provider's public API, with the steward's key),
 // priced by the table the daemon loaded (--prices).
-// File mode and cluster nodes start it alike (one proxy per logistd).
-func startMeter(log *slog.Logger) (*meterProxy, error) {
-	p, err := meter.New(meter.Config{Logger: log})
+// File mode and cluster nodes start it alike (one proxy per logistd);
+// listen is the daemon's --listen address, which the egress proxy denies.
+func startMeter(log *slog.Logger, listen string) (*meterProxy, error) {
+	eg := egress.New(egress.Config{Logger: log})
+	if ap, ok := listenAddr(listen); ok {
+		eg.Deny(ap)
+	}
+	p, err := meter.New(meter.Config{Logger: log, ProxyForm: eg})
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +59,7 @@ func startMeter(log *slog.Logger) (*meterProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metering proxy: %w", err)
 	}
-	m := &meterProxy{p: p, dir: dir, socket: filepath.Join(dir, "meter.sock")}
+	m := &meterProxy{p: p, dir: dir, socket: filepath.Join(dir, "meter.sock"), egress: eg}
 	unix, err := meter.ListenUnix(m.socket)
 	if err != nil {
 		_ = os.RemoveAll(dir)
@@ -52,6 +72,7 @@ func startMeter(log *slog.Logger) (*meterProxy, error) {
 		return nil, fmt.Errorf("metering proxy: %w", err)
 	}
 	m.port = tcp.Addr().(*net.TCPAddr).Port
+	eg.Deny(netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(m.port))) // the proxies themselves
 	m.agents = p.ForAgents("http://" + tcp.Addr().String())
 	for _, ln := range []net.Listener{unix, tcp} {
 		go func() {
@@ -68,4 +89,22 @@ func startMeter(log *slog.Logger) (*meterProxy, error) {
 func (m *meterProxy) close() {
 	_ = m.p.Close()
 	_ = os.RemoveAll(m.dir)
+}
+
+// listenAddr is the daemon's --listen address as the egress proxy denies
+// it: a host name or none is every address of the port.
+func listenAddr(listen string) (netip.AddrPort, bool) {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return netip.AddrPort{}, false
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n <= 0 || n > 65535 {
+		return netip.AddrPort{}, false
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		a = netip.IPv4Unspecified()
+	}
+	return netip.AddrPortFrom(a, uint16(n)), true
 }

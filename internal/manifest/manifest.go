@@ -78,9 +78,9 @@ type Manifest struct {
 	History        []AuditEntry `json:"history"`
 	Run            RunState     `json:"run"`
 
-	// SandboxNetworkAllow narrows sandbox_network host to these hosts or
-	// host:port entries: enforced by TCP port (Landlock), not by host
-	// name (docs/security.md).
+	// SandboxNetworkAllow are the hosts or host:port entries the job's
+	// contained processes may reach besides the metering proxy, through
+	// logistd's egress proxy, by host (docs/security.md).
 	SandboxNetworkAllow []string `json:"sandbox_network_allow,omitempty"`
 }
 

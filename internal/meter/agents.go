@@ -26,7 +26,7 @@ func (a agentMeter) Open(g agent.MeterGrant) (string, error) {
 	if base == "" {
 		base = publicURL[f]
 	}
-	gr := Grant{Job: g.Job, Call: g.Call, Role: g.Role, Own: &Upstream{Family: f, BaseURL: base, Key: g.Key}}
+	gr := Grant{Job: g.Job, Call: g.Call, Role: g.Role, Own: &Upstream{Family: f, BaseURL: base, Key: g.Key, Header: g.Header, RootCAs: g.RootCAs}}
 	if g.Price != nil && g.Model != "" {
 		gr.Prices = map[string]manifest.Price{g.Model: *g.Price}
 	}

@@ -44,7 +44,7 @@ func (p *Proxy) forwardFree(ctx context.Context, w http.ResponseWriter, r *http.
 	req, err := upstreamRequest(ctx, r, rt, up, body, query)
 	if err == nil {
 		var resp *http.Response
-		if resp, err = p.cfg.Transport.RoundTrip(req); err == nil {
+		if resp, err = c.transport(p.cfg.Transport, up).RoundTrip(req); err == nil {
 			defer resp.Body.Close() //nolint:errcheck // a response body, read only
 			p.copyResponse(w, c, rt.family, resp)
 			return
@@ -92,7 +92,7 @@ func (p *Proxy) forwardMetered(ctx context.Context, w http.ResponseWriter, rc *h
 		return false
 	}
 	c.started(x.model)
-	resp, err := p.cfg.Transport.RoundTrip(req)
+	resp, err := c.transport(p.cfg.Transport, up).RoundTrip(req)
 	if err != nil {
 		c.upstreamError()
 		if ctx.Err() != nil {

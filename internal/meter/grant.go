@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 
@@ -99,9 +101,18 @@ func (p *Proxy) Issue(g Grant) (string, error) {
 	if len(g.Upstreams) == 0 && g.Own == nil {
 		return "", errors.New("meter: a grant needs at least one upstream")
 	}
+	var tr *http.Transport
 	if g.Own != nil {
 		if err := checkUpstream("of job "+g.Job, *g.Own); err != nil {
 			return "", err
+		}
+		if g.Own.RootCAs != nil {
+			base, ok := p.cfg.Transport.(*http.Transport)
+			if !ok {
+				return "", fmt.Errorf("meter: the upstream of job %s has certificates of its own, which the proxy's transport (%T) cannot take", g.Job, p.cfg.Transport)
+			}
+			tr = base.Clone()
+			tr.TLSClientConfig = &tls.Config{RootCAs: g.Own.RootCAs, MinVersion: tls.VersionTLS12}
 		}
 	}
 	for _, name := range g.Upstreams {
@@ -115,7 +126,7 @@ func (p *Proxy) Issue(g Grant) (string, error) {
 	}
 	token := TokenPrefix + hex.EncodeToString(b[:])
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &call{grant: g, ctx: ctx, cancel: cancel, models: map[string]bool{},
+	c := &call{grant: g, ctx: ctx, cancel: cancel, models: map[string]bool{}, ownTransport: tr,
 		totals: Totals{Job: g.Job, Call: g.Call, Refused: map[string]int{}}}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -152,6 +163,9 @@ func (p *Proxy) Revoke(token string) (Totals, bool) {
 	}
 	c.stop()
 	c.inflight.Wait()
+	if c.ownTransport != nil {
+		c.ownTransport.CloseIdleConnections()
+	}
 	return c.snapshot(), true
 }
 
@@ -181,6 +195,18 @@ type call struct {
 	inflight sync.WaitGroup
 	totals   Totals
 	models   map[string]bool
+	// ownTransport carries the requests to the grant's own upstream when
+	// it has certificates of its own (Upstream.RootCAs).
+	ownTransport *http.Transport
+}
+
+// transport is what carries a request to up: the call's own transport for
+// its own upstream with certificates of its own, else the proxy's.
+func (c *call) transport(proxy http.RoundTripper, up Upstream) http.RoundTripper {
+	if up.RootCAs != nil && c.ownTransport != nil {
+		return c.ownTransport
+	}
+	return proxy
 }
 
 // begin admits a request unless the call was revoked.

@@ -23,6 +23,10 @@ import (
 // and the grant's policy, then forwards with the real key and meters the
 // response.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p.cfg.ProxyForm != nil && (r.Method == http.MethodConnect || r.URL.IsAbs()) {
+		p.cfg.ProxyForm.ServeHTTP(w, r)
+		return
+	}
 	rt, routed := match(r)
 	fam := rt.family
 	if !routed {
@@ -79,6 +83,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	query := r.URL.Query()
 	query.Del("key")
 	secrets := append([]string{up.Key}, creds...)
+	for _, vs := range up.Header {
+		secrets = append(secrets, vs...)
+	}
 	if rt.api == nil {
 		p.forwardFree(ctx, w, r, c, rt, up, body, query, secrets)
 		return

@@ -18,6 +18,7 @@ package meter
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -61,6 +62,14 @@ type Upstream struct {
 	// Key is the real API key. It never reaches an agent and is never
 	// logged.
 	Key string
+	// Header are extra headers sent with every request (an http agent's
+	// headers_env: a gateway's own credentials); like Key they replace
+	// what the agent sent, never reach it and are never logged.
+	Header http.Header
+	// RootCAs, if set, are the certificates the upstream's TLS is checked
+	// against (an http agent's ca_file added to the system's): such an
+	// upstream gets a transport of its own, a clone of the proxy's.
+	RootCAs *x509.CertPool
 }
 
 // Default upstream base URLs, the providers' public APIs.
@@ -114,6 +123,10 @@ type Config struct {
 	Prices func(model string) (manifest.Price, bool)
 	// Logger receives JSON logs; never a key, a token or a body.
 	Logger *slog.Logger
+	// ProxyForm, if set, takes the requests in a forward proxy's form
+	// (CONNECT, or an absolute URI): the network allowlist's egress proxy
+	// (internal/egress), reached by the calls the same way as this one.
+	ProxyForm http.Handler
 	// Transport carries upstream requests (default: a clone of
 	// http.DefaultTransport, HTTP/1.1 or HTTP/2, the environment's proxy
 	// settings, no transparent compression, ResponseHeaderTimeout). A
@@ -169,6 +182,9 @@ type Proxy struct {
 // New checks the configuration and makes a Proxy.
 func New(cfg Config) (*Proxy, error) {
 	for name, up := range cfg.Upstreams {
+		if up.RootCAs != nil {
+			return nil, fmt.Errorf("meter: upstream %q: certificates of its own are for a grant's own upstream (Grant.Own); give the proxy a Transport instead", name)
+		}
 		if err := checkUpstream(fmt.Sprintf("%q", name), up); err != nil {
 			return nil, err
 		}

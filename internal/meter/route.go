@@ -3,6 +3,7 @@ package meter
 import (
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -150,6 +151,9 @@ func upstreamHeader(in http.Header, up Upstream) http.Header {
 		h.Set("Authorization", "Bearer "+up.Key)
 	case Gemini:
 		h.Set("X-Goog-Api-Key", up.Key)
+	}
+	for k, vs := range up.Header {
+		h[http.CanonicalHeaderKey(k)] = slices.Clone(vs)
 	}
 	return h
 }

@@ -126,6 +126,20 @@ func recordMetered(resp *history.Response, out *agent.Result, err error) {
 	}
 }
 
+// costDisagreement warns when an answer's agent reported a cost of its own
+// that disagrees with the metering proxy's (agent.Metered.Disagreement):
+// the proxy's figure is the cost of record, the warning goes into the
+// response's warnings and the log. The one rule for supervised answers and
+// deliberation turns alike.
+func costDisagreement(resp *history.Response, out *agent.Result, actor string, attempt int) (logEntry, bool) {
+	if out == nil || out.Metered == nil || out.Metered.Disagreement == "" {
+		return logEntry{}, false
+	}
+	w := codes.CostDisagreement + ": the cost of record is the metering proxy's: " + out.Metered.Disagreement
+	resp.Warnings = append(resp.Warnings, w)
+	return logEntry{code: codes.CostDisagreement, actor: actor, attempt: attempt, msg: w}, true
+}
+
 // callCost is what a call reported it cost (an answer, or a failure that
 // still cost money).
 func callCost(out *agent.Result, err error) float64 {

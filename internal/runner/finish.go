@@ -115,12 +115,8 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 	ans := v.Answer
 	resp.Status, resp.Action, resp.EvidenceFiles, resp.Summary = history.StatusSuccess, ans.Action, ans.EvidenceFiles, ans.Summary
 	o := outcome{calls: seen("ok")}
-	if mt := out.Metered; mt != nil && mt.Disagreement != "" {
-		// The proxy's figure is the cost of record; the agent's own is
-		// kept beside it, and a disagreement is a warning.
-		w := codes.CostDisagreement + ": the cost of record is the metering proxy's: " + mt.Disagreement
-		resp.Warnings = append(resp.Warnings, w)
-		o.logs = append(o.logs, logEntry{code: codes.CostDisagreement, actor: c.role, attempt: c.attempt, msg: w})
+	if l, ok := costDisagreement(resp, out, c.role, c.attempt); ok {
+		o.logs = append(o.logs, l)
 	}
 	for _, w := range v.Warnings {
 		resp.Warnings = append(resp.Warnings, w.Detail)

@@ -229,6 +229,9 @@ func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff eff
 			} else {
 				r.Answer = v.Object
 				rec = e.turnResponse(c, tc, history.StatusSuccess, "", "", tc.out)
+				if l, ok := costDisagreement(rec.Response, tc.out, tc.turn.Role, tc.attempt()); ok {
+					o.logs = append(o.logs, l)
+				}
 			}
 		}
 		o.calls = append(o.calls, seen)

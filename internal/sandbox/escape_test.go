@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/logist/logist/internal/egress"
 )
 
 // arena is a jobs folder around the attacker's workspace, as logistd lays
@@ -31,6 +35,7 @@ type arena struct {
 	originals                                          map[string][]byte
 	tcp                                                net.Listener
 	tcpHits                                            atomic.Int32
+	egressSocket, egressToken                          string
 	udp                                                net.PacketConn
 	udpHits                                            atomic.Int32
 	unix                                               net.Listener
@@ -135,6 +140,22 @@ func newArena(t *testing.T, uid int) *arena {
 			c.Close()
 		}
 	}()
+	// The network allowlist's egress proxy, the call's only network (as
+	// logistd's metering proxy and egress proxy share a socket): it lists
+	// nothing the attacker tries, and denies the daemon's listener.
+	eg := egress.New(egress.Config{Deny: []netip.AddrPort{netip.MustParseAddrPort(a.tcp.Addr().String())}})
+	allow, _ := egress.ParseAllow([]string{"example.invalid"})
+	if a.egressToken, err = eg.Issue(egress.Grant{Job: "job", Call: "000001", Allow: allow}); err != nil {
+		t.Fatal(err)
+	}
+	a.egressSocket = filepath.Join(a.root, "egress.sock")
+	egLn, err := net.Listen("unix", a.egressSocket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	egSrv := &http.Server{Handler: eg}
+	go func() { _ = egSrv.Serve(egLn) }()
+	t.Cleanup(func() { egSrv.Close() })
 	a.signaled = filepath.Join(a.root, "daemon-signaled")
 	daemonSecret := "SECRET" + rnd()
 	a.secrets["daemon environ"] = daemonSecret
@@ -227,10 +248,12 @@ func (a *arena) spec(layer Layer, role string) Spec {
 		"file_bytes": a.limits.FileBytes, "tmp_bytes": a.limits.TmpBytes,
 	})
 	return Spec{
-		Argv:    []string{attackerBin, "attacker-" + a.marker},
-		Dir:     a.ws,
-		Home:    a.home,
-		Env:     []string{"PATH=/usr/bin:/bin", "LOGIST_ATTACK=" + string(cfg), "LOGIST_ATTACK_MARKER=" + a.marker, "LOGIST_ATTACK_ROLE=" + role},
+		Argv: []string{attackerBin, "attacker-" + a.marker},
+		Dir:  a.ws,
+		Home: a.home,
+		Env: []string{"PATH=/usr/bin:/bin", "LOGIST_ATTACK=" + string(cfg), "LOGIST_ATTACK_MARKER=" + a.marker, "LOGIST_ATTACK_ROLE=" + role,
+			"HTTPS_PROXY=" + egress.ProxyURL("http://"+ProxyAddr, a.egressToken)},
+		Network: Network{Mode: NetProxy, Socket: a.egressSocket},
 		CallDir: a.call,
 		Layer:   layer,
 		Limits:  a.limits,
@@ -456,7 +479,7 @@ func (a *arena) judge(t *testing.T, res map[string]attackResult, r *Result) map[
 	}
 	// What only the attacker can tell: a forbidden operation worked.
 	for _, n := range []string{"fork-bomb", "allocate-memory", "fill-tmp", "capabilities", "signal-daemon",
-		"connect-daemon-listen-port", "connect-daemon-listen-port-mptcp", "fill-disk-one-file"} {
+		"connect-daemon-listen-port", "connect-daemon-listen-port-mptcp", "fill-disk-one-file", "egress-unlisted"} {
 		if ar, ok := res[n]; ok && ar.OK {
 			flag(n, ar.Detail)
 		}

@@ -132,18 +132,9 @@ func (l *launch) run(kill <-chan os.Signal) int {
 	} else if p.Exec != nil && p.Exec.Listen > 0 {
 		addr = "127.0.0.1:" + strconv.Itoa(p.Exec.Listen)
 	}
-	argv, env := p.Argv, p.Env
-	if addr != "" {
-		r := strings.NewReplacer("{proxy_addr}", addr)
-		argv = make([]string, len(p.Argv))
-		for i, a := range p.Argv {
-			argv[i] = r.Replace(a)
-		}
-		env = make([]string, 0, len(p.Env)+1)
-		for _, kv := range p.Env {
-			env = append(env, r.Replace(kv))
-		}
-		env = setEnv(env, "LOGIST_PROXY_ADDR", addr)
+	argv, env, err := fillProxyAddr(p, addr)
+	if err != nil {
+		return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
 	}
 
 	statusR, statusW, err := os.Pipe()

@@ -56,6 +56,8 @@ type plan struct {
 	// program, and removes it when the call ends (Landlock alone).
 	PrivateTmp bool `json:"private_tmp,omitempty"`
 	HomeTmp    bool `json:"home_tmp,omitempty"`
+	// Fill: files in which the launcher replaces ProxyAddr (Spec.Fill).
+	Fill []string `json:"fill,omitempty"`
 }
 
 // execConfig is what the in-sandbox helper applies to itself before it
@@ -95,7 +97,7 @@ type tools struct {
 // plan: the one place that decides what a call can reach.
 func makePlan(s *Spec, layer Layer, t tools, v *hostView) (*plan, error) {
 	p := &plan{CallDir: s.CallDir, Self: t.self, Argv: s.Argv, Dir: s.Dir, Limit: s.limit(),
-		Stdin: s.Stdin, HasStdin: s.Stdin != nil}
+		Stdin: s.Stdin, HasStdin: s.Stdin != nil, Fill: s.Fill}
 	home := s.Home
 	net := s.Network.Mode
 	if net == "" {

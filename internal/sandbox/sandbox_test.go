@@ -188,6 +188,68 @@ func TestProxy(t *testing.T) {
 	}
 }
 
+// TestProxyAddrFilledInFiles: a config file the caller wrote into the
+// call's HOME with the proxy's address placeholder (a preset's base URL
+// in a file) holds the address the call reaches the proxy at when the
+// program starts, on every layer; a symlink named as a file to fill is
+// refused and its target left alone (the launcher has the daemon's
+// rights; the HOME is the call's to plant links in).
+func TestProxyAddrFilledInFiles(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "proxy.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, layer := range append(layers(t), LayerNone) {
+		spec := shSpec(t, `cat "$HOME/.tool/config"; printf '|%s' "$LOGIST_PROXY_ADDR"`)
+		spec.Layer = layer
+		spec.Home = filepath.Join(filepath.Dir(spec.Dir), "home")
+		conf := filepath.Join(spec.Home, ".tool", "config")
+		if err := os.MkdirAll(filepath.Dir(conf), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(conf, []byte("base_url = \"http://"+ProxyAddr+"/v1\"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		spec.Fill = []string{conf}
+		spec.Network = Network{Mode: NetProxy, Socket: sock}
+		r, err := Run(context.Background(), &Local{}, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := string(r.Stdout)
+		conf2, addr, _ := strings.Cut(out, "|")
+		if r.Outcome != OutcomeExited || !strings.HasPrefix(addr, "127.0.0.1:") ||
+			conf2 != "base_url = \"http://"+addr+"/v1\"\n" {
+			t.Errorf("%s: %+v stdout %q stderr %q", layer, r, r.Stdout, r.Stderr)
+		}
+
+		// A symlink in place of the file: the call does not start.
+		target := filepath.Join(t.TempDir(), "elsewhere")
+		if err := os.WriteFile(target, []byte(ProxyAddr), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(conf); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, conf); err != nil {
+			t.Fatal(err)
+		}
+		spec.CallDir += "-link"
+		r, err = Run(context.Background(), &Local{}, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Outcome != OutcomeStartFailed || !strings.Contains(r.Error, "proxy's address") {
+			t.Errorf("%s: a symlink to fill: %+v stdout %q", layer, r, r.Stdout)
+		}
+		if b, _ := os.ReadFile(target); string(b) != ProxyAddr {
+			t.Errorf("%s: the launcher wrote through a symlink: %q", layer, b)
+		}
+	}
+}
+
 // TestSpecCheck: the call directory can never be reached through a path a
 // call is given, and paths must be absolute and clean.
 func TestSpecCheck(t *testing.T) {
@@ -207,6 +269,8 @@ func TestSpecCheck(t *testing.T) {
 		"unknown network":           func(s *Spec) { s.Network = Network{Mode: "wide"} },
 		"unknown layer":             func(s *Spec) { s.Layer = "chroot" },
 		"proxy socket not a socket": func(s *Spec) { s.Network = Network{Mode: NetProxy, Socket: s.Dir} },
+		"fill outside home":         func(s *Spec) { s.Fill = []string{filepath.Join(s.Dir, "config")} },
+		"fill relative":             func(s *Spec) { s.Home = filepath.Join(job, "home"); s.Fill = []string{"config"} },
 	} {
 		s := base
 		mod(&s)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -52,7 +53,7 @@ const (
 	// NetProxy: only the metering proxy, which listens on a unix socket on
 	// the host (Network.Socket) and appears to the call as a TCP listener
 	// on 127.0.0.1 (the address is in LOGIST_PROXY_ADDR and replaces
-	// "{proxy_addr}" in Argv and Env values).
+	// ProxyAddr in Argv, Env values and the Fill files).
 	NetProxy NetMode = "proxy"
 	// NetHost shares the host's network: what a job's network allowlist
 	// option runs under. Weaker: the call reaches every address the host
@@ -60,6 +61,13 @@ const (
 	// included; nothing here filters by host name.
 	NetHost NetMode = "host"
 )
+
+// ProxyAddr stands for the metering proxy's address as the call reaches
+// it ("127.0.0.1:PORT") where that is known only when the call starts
+// (Landlock alone: the launcher picks the port per call). The launcher
+// replaces it in Argv, the Env values and the Spec's Fill files before the
+// program starts: the one place the address is filled in.
+const ProxyAddr = "{proxy_addr}"
 
 // DefaultProxyPort is the port the proxy appears on inside a bwrap
 // sandbox when Network.Port is 0 (with Landlock alone the port is picked
@@ -150,8 +158,14 @@ type Spec struct {
 	// ReadWrite are extra paths the program may write, such as a call's
 	// scratch folder.
 	ReadWrite []string
-	Network   Network
-	Limits    Limits
+	// Fill are files the caller wrote for the call (a preset's config
+	// file in Home) that may hold ProxyAddr: the launcher fills the
+	// address in before the program starts, as in Argv and Env. Each is
+	// a regular file under Home or a ReadWrite path (a symlink is
+	// refused).
+	Fill    []string
+	Network Network
+	Limits  Limits
 	// CallDir is where the launcher keeps the call's stdout, stderr,
 	// exit status and timing: in the job's folder, never visible to the
 	// call. It is created if missing and must not hold another call.
@@ -272,6 +286,14 @@ func (s *Spec) check() error {
 			return err
 		}
 		exposed[p] = "read-write path"
+	}
+	for _, f := range s.Fill {
+		if err := abs("file to fill", f); err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(append([]string{s.Home}, s.ReadWrite...), func(d string) bool { return d != "" && within(f, d) && f != d }) {
+			return fmt.Errorf("sandbox: file to fill %q is not under the call's home or a read-write path", f)
+		}
 	}
 	for _, port := range s.Network.Ports {
 		if s.Network.Mode != NetHost || port < 1 || port > 65535 {

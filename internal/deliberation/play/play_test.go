@@ -656,3 +656,64 @@ func TestRunRefusesARoleWithoutAnAgentFirst(t *testing.T) {
 		t.Errorf("%d turns were asked before the refusal", n)
 	}
 }
+
+// A member's turn whose CLI reported a cost of its own that disagrees with
+// the metering proxy's is recorded like a supervised answer: the proxy's
+// figure is the cost of record, the CLI's is kept beside it, and the
+// turn's response carries the COST_DISAGREEMENT warning, logged with seed
+// 004 §7's fields.
+func TestTurnCostDisagreementWarns(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	var buf syncBuffer
+	f.Env.Logger = slog.New(slog.NewJSONHandler(&buf, nil))
+	f.write("j", map[string]any{"a": script(), "b": script()})
+	reported := 0.5
+	f.eng.NewProvider = func(cfg manifest.AgentConfig) (agent.Provider, error) {
+		return provider(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+			r := answer(req.Role + " speaks")
+			r.CostUSD = 0.01
+			if req.Role == "a" {
+				r.Metered = &agent.Metered{Requests: 1, ReportedUSD: &reported, Disagreement: "metered $0.01, agent reported $0.5"}
+			} else {
+				r.Metered = &agent.Metered{Requests: 1}
+			}
+			return r, nil
+		}), nil
+	}
+	f.run(context.Background(), "j")
+	if got := f.ledger("j"); got != "OPEN:chair SPEECH:a SPEECH:b" {
+		t.Fatalf("ledger %s", got)
+	}
+	for _, r := range testkit.OfType(f.Records("j"), history.TypeResponse) {
+		resp := r.Response
+		if !resp.Metered || resp.CostUSD != 0.01 {
+			t.Errorf("%s: response %+v", r.Role, resp)
+		}
+		warned := len(resp.Warnings) == 1 && strings.HasPrefix(resp.Warnings[0], codes.CostDisagreement+": ")
+		if r.Role == "a" && (!warned || resp.ReportedCostUSD == nil || *resp.ReportedCostUSD != 0.5) {
+			t.Errorf("a: warnings %q reported %v, want COST_DISAGREEMENT and $0.5", resp.Warnings, resp.ReportedCostUSD)
+		}
+		if r.Role == "b" && len(resp.Warnings) != 0 {
+			t.Errorf("b: warnings %q, want none", resp.Warnings)
+		}
+	}
+	var logged bool
+	for _, l := range logLines(t, &buf) {
+		if l["error_code"] != codes.CostDisagreement {
+			continue
+		}
+		logged = true
+		if l["actor"] != "a" || l["type"] != "warning" || l["job_id"] != "j" || l["phase"] != "session" {
+			t.Errorf("log line %v", l)
+		}
+		for _, field := range []string{"status", "attempt", "checkpoint_id"} {
+			if _, ok := l[field]; !ok {
+				t.Errorf("log line %v lacks %s", l, field)
+			}
+		}
+	}
+	if !logged {
+		t.Errorf("COST_DISAGREEMENT not logged:\n%s", buf.String())
+	}
+}

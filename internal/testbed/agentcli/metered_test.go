@@ -41,8 +41,42 @@ func (p *cliProgram) requireMetered(t *testing.T, r *jobRun, resp *history.Respo
 	if !strings.Contains(r.Log, "metering proxy listening") {
 		t.Errorf("logistd did not start its metering proxy:\n%s", tail(r.Log, 3000))
 	}
-	if r.Manifest.Run.Sandbox == "" || r.Manifest.Run.Sandbox == "none" {
+	if asked := r.Manifest.Sandbox; asked != "none" && (r.Manifest.Run.Sandbox == "" || r.Manifest.Run.Sandbox == "none") {
 		t.Errorf("job ran under sandbox %q, want contained", r.Manifest.Run.Sandbox)
+	}
+}
+
+// Every preset reaches the proxy on every layer: under Landlock alone the
+// proxy's address is picked per call by the launcher, which fills it into
+// the arguments, the environment and the preset's config files (Codex's
+// config.toml, Cline's providers.json); uncontained, the proxy's loopback
+// address is written directly.
+
+func TestCodexLandlockAlone(t *testing.T) {
+	o := codex.succeedsUnder(t, "landlock", [2]float64{0.01499, 0.01501})
+	requireLayer(t, o.r, "landlock")
+}
+
+func TestCodexUncontained(t *testing.T) {
+	o := codex.succeedsUnder(t, "none", [2]float64{0.01499, 0.01501})
+	requireLayer(t, o.r, "none")
+}
+
+func TestClineLandlockAlone(t *testing.T) {
+	o := cline.succeedsUnder(t, "landlock", gpt4oMiniCost)
+	requireLayer(t, o.r, "landlock")
+}
+
+func TestClineUncontained(t *testing.T) {
+	o := cline.succeedsUnder(t, "none", gpt4oMiniCost)
+	requireLayer(t, o.r, "none")
+}
+
+// requireLayer checks which layer the job's calls ran under.
+func requireLayer(t *testing.T, r *jobRun, want string) {
+	t.Helper()
+	if got := r.Manifest.Run.Sandbox; got != want {
+		t.Errorf("job ran under sandbox %q, want %q", got, want)
 	}
 }
 

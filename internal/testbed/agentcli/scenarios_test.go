@@ -121,8 +121,20 @@ func (p *cliProgram) requireHello(t *testing.T, r *jobRun) {
 // nothing but the model API was called.
 func (p *cliProgram) succeeds(t *testing.T, cost [2]float64) outcome {
 	t.Helper()
+	return p.succeedsUnder(t, "", cost)
+}
+
+// succeedsUnder is succeeds with the job's sandbox set to layer ("": the
+// daemon's default).
+func (p *cliProgram) succeedsUnder(t *testing.T, layer string, cost [2]float64) outcome {
+	t.Helper()
 	bin, s := p.start(t)
-	r := p.run(t, "ok", bin, s, nil, nil)
+	var extra map[string]any
+	suffix := "ok"
+	if layer != "" {
+		extra, suffix = map[string]any{"sandbox": layer}, "ok-"+layer
+	}
+	r := p.run(t, suffix, bin, s, nil, extra)
 	r.requireStatus(t, "SUCCESS")
 	p.requireHello(t, r)
 	rs := r.responses()

@@ -13,9 +13,12 @@
 package main
 
 import (
+	"bufio"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -388,6 +391,24 @@ func attacks(c config) []attack {
 			}
 			return result{Detail: "sent (the host side tells whether it arrived)"}
 		}},
+		{"egress-unlisted", func() result {
+			// Through the network allowlist's egress proxy (HTTPS_PROXY,
+			// with the call's own token) to destinations it does not
+			// list: the daemon's listener, a name, an IP of the host.
+			var details []string
+			for _, to := range []string{c.TCPAddr, "example.com:443", "localhost:" + c.TCPAddr[strings.LastIndex(c.TCPAddr, ":")+1:]} {
+				status, err := connectVia(os.Getenv("HTTPS_PROXY"), to)
+				if err != nil {
+					details = append(details, to+": "+err.Error())
+					continue
+				}
+				if strings.Contains(status, " 200") {
+					return result{OK: true, Detail: "the egress proxy tunnelled to " + to}
+				}
+				details = append(details, to+": "+status)
+			}
+			return result{Detail: strings.Join(details, "; ")}
+		}},
 		{"connect-host-unix-socket", func() result {
 			conn, err := net.DialTimeout("unix", c.UnixSocket, 2*time.Second)
 			if err != nil {
@@ -478,4 +499,25 @@ func fakeDaemon() {
 	for range sig {
 		os.WriteFile(os.Getenv("LOGIST_ATTACK_SIGNALED"), []byte("signaled"), 0o644)
 	}
+}
+
+// connectVia asks the HTTP proxy at proxyURL (with its user info as
+// Proxy-Authorization) for a CONNECT tunnel to hostport, and returns the
+// proxy's status line.
+func connectVia(proxyURL, hostport string) (string, error) {
+	u, err := url.Parse(proxyURL)
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("no proxy in HTTPS_PROXY (%q)", proxyURL)
+	}
+	conn, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	pw, _ := u.User.Password()
+	auth := base64.StdEncoding.EncodeToString([]byte(u.User.Username() + ":" + pw))
+	fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n", hostport, hostport, auth)
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	return strings.TrimSpace(line), err
 }
