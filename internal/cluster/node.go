@@ -480,7 +480,6 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 		// An object r.known holds was collected meanwhile (its point
 		// was replaced): send every object of the point.
 		if _, u.Objects, err = pointOf(dir, lines, nil); err == nil {
-			objects = u.Objects
 			err = n.Store.Commit(c, r.lease, u)
 		}
 	}
