@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -206,6 +207,26 @@ func codes(rs []*history.Response) string {
 		out = append(out, c)
 	}
 	return strings.Join(out, " ")
+}
+
+// errorDetails is what each error response says (its error and the end of
+// its stderr), for a failure message that shows why a call failed.
+func errorDetails(rs []*history.Response) string {
+	var b strings.Builder
+	for i, r := range rs {
+		if r.ErrorCode == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "\n  response %d %s: %s", i, r.ErrorCode, r.Error)
+		if r.Stderr != "" {
+			e := r.Stderr
+			if len(e) > 2000 {
+				e = e[len(e)-2000:]
+			}
+			fmt.Fprintf(&b, "\n    stderr: %s", e)
+		}
+	}
+	return b.String()
 }
 
 // mainRequests are the main-conversation requests the stub received.

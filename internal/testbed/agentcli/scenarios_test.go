@@ -209,7 +209,7 @@ func (p *cliProgram) authFailure(t *testing.T) {
 	r.requireStatus(t, "INTERVENTION_REQUIRED")
 	rs := r.responses()
 	if len(rs) != 1 || rs[0].ErrorCode != "AUTH_FAILED" {
-		t.Fatalf("responses %s", codes(rs))
+		t.Fatalf("responses %s%s", codes(rs), errorDetails(rs))
 	}
 	if n := s.MainTurns(); n != 1 {
 		t.Errorf("a 401 was asked again: %d requests", n)
