@@ -60,7 +60,7 @@ func TestSealedJobMovesWithTheSharedKey(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	job := bytes.Replace(scripted("sealed", 1500), []byte(`"cost_threshold": 100,`), []byte(`"cost_threshold": 100, "encrypt_history": true,`), 1)
+	job := bytes.Replace(scripted("sealed", 3000), []byte(`"cost_threshold": 100,`), []byte(`"cost_threshold": 100, "encrypt_history": true,`), 1)
 	if _, err := Submit(ctx, s, job); err != nil {
 		t.Fatalf("an encrypt_history job is refused: %v", err)
 	}
@@ -79,15 +79,23 @@ func TestSealedJobMovesWithTheSharedKey(t *testing.T) {
 		return cancel, log, &wg
 	}
 
-	// The first node runs the job's first call, then stops (its lease
+	// The first node runs the worker's first call and the supervisor's
+	// RETRY, then stops during the worker's second call (3 s; its lease
 	// given back): the job is half done, sealed with the shared key.
+	// (REVIEWING lasts only as long as the supervisor's instant call: a
+	// wait for it could see the job's end instead.)
 	stop1, _, wg1 := start("n1", "shared.key")
-	waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == lifecycle.Reviewing }, 60*time.Second)
+	waitAll(t, s, 1, func(j *clusterstore.Job) bool {
+		return j.Status == lifecycle.Running && j.SpentMicros >= 30_000
+	}, 60*time.Second)
 	stop1()
 	wg1.Wait()
 	before, err := s.Job(ctx, "sealed")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !before.Status.Active() {
+		t.Fatalf("the job ended (%s) before the first node stopped: nothing is left for the other nodes", before.Status)
 	}
 	files, err := s.Files(ctx, "sealed")
 	if err != nil {
