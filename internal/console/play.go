@@ -42,18 +42,23 @@ func party(r *http.Request) (string, error) {
 	return p, nil
 }
 
-func (c *Console) apiPlay(w http.ResponseWriter, r *http.Request) {
+// playView is the job id and the party's view a play request (API or
+// page) asks for.
+func (c *Console) playView(r *http.Request) (string, *steward.PlayView, error) {
 	id, err := jobID(r)
 	if err != nil {
-		c.failErr(w, r, err)
-		return
+		return "", nil, err
 	}
 	p, err := party(r)
 	if err != nil {
-		c.failErr(w, r, err)
-		return
+		return "", nil, err
 	}
 	v, err := c.o.Steward.PlayView(id, p)
+	return id, v, err
+}
+
+func (c *Console) apiPlay(w http.ResponseWriter, r *http.Request) {
+	id, v, err := c.playView(r)
 	if err != nil {
 		c.failErr(w, r, err)
 		return
@@ -62,17 +67,7 @@ func (c *Console) apiPlay(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) pagePlay(w http.ResponseWriter, r *http.Request) {
-	id, err := jobID(r)
-	if err != nil {
-		c.failErr(w, r, err)
-		return
-	}
-	p, err := party(r)
-	if err != nil {
-		c.failErr(w, r, err)
-		return
-	}
-	v, err := c.o.Steward.PlayView(id, p)
+	id, v, err := c.playView(r)
 	if err != nil {
 		c.failErr(w, r, err)
 		return
