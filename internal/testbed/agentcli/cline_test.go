@@ -77,7 +77,7 @@ func TestClineMaxTurnsRefused(t *testing.T) {
 	r.requireStatus(t, "INTERVENTION_REQUIRED")
 	rs := r.responses()
 	if len(rs) != 1 || rs[0].ErrorCode != "AGENT_CONFIG" {
-		t.Fatalf("responses %s", codes(rs))
+		t.Fatalf("responses %s%s", codes(rs), errorDetails(rs))
 	}
 	if n := len(s.Requests()); n != 0 {
 		t.Errorf("%d model requests", n)

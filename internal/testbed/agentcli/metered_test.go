@@ -98,7 +98,7 @@ func TestClaudeCodeBudgetCut(t *testing.T) {
 	r.requireStatus(t, "HALTED_COST")
 	rs := r.responses()
 	if len(rs) != 1 || rs[0].ErrorCode != "BUDGET_SPENT" || !rs[0].Metered {
-		t.Fatalf("responses %s (metered %v)", codes(rs), len(rs) > 0 && rs[0].Metered)
+		t.Fatalf("responses %s (metered %v)%s", codes(rs), len(rs) > 0 && rs[0].Metered, errorDetails(rs))
 	}
 	got := r.Manifest.Metrics.CumulativeCost / 100
 	if math.Abs(rs[0].CostUSD-chunk) > 1e-9 || math.Abs(got-chunk) > 1e-9 {
@@ -128,7 +128,7 @@ func TestClaudeCodeCostDisagreement(t *testing.T) {
 	r.requireStatus(t, "SUCCESS")
 	rs := r.responses()
 	if len(rs) != 1 {
-		t.Fatalf("responses %s", codes(rs))
+		t.Fatalf("responses %s%s", codes(rs), errorDetails(rs))
 	}
 	resp := rs[0]
 	// Two replies: 2000 uncached input, 400 cached, 160 output.

@@ -139,7 +139,7 @@ func (p *cliProgram) succeedsUnder(t *testing.T, layer string, cost [2]float64) 
 	p.requireHello(t, r)
 	rs := r.responses()
 	if len(rs) != 1 {
-		t.Fatalf("responses %s", codes(rs))
+		t.Fatalf("responses %s%s", codes(rs), errorDetails(rs))
 	}
 	resp := rs[0]
 	if resp.Action != "COMPLETED" || resp.SessionID == "" {
@@ -251,7 +251,7 @@ func (p *cliProgram) transient(t *testing.T, bin string, s *modelstub.Server, re
 	r.requireStatus(t, "SUCCESS")
 	rs := r.responses()
 	if got := codes(rs); got != want {
-		t.Errorf("responses %s, want %s", got, want)
+		t.Errorf("responses %s, want %s%s", got, want, errorDetails(rs))
 	}
 	p.requireHello(t, r)
 	if n := s.MainTurns(); n != requests {
@@ -274,10 +274,10 @@ func (p *cliProgram) brokenStreams(t *testing.T, want string) outcome {
 	rs := r.responses()
 	t.Logf("responses: %s; model requests: %d", codes(rs), s.MainTurns())
 	if len(rs) == 0 || rs[len(rs)-1].Action != "COMPLETED" {
-		t.Fatalf("responses %s", codes(rs))
+		t.Fatalf("responses %s%s", codes(rs), errorDetails(rs))
 	}
 	if got := codes(rs); got != want {
-		t.Errorf("responses %s, want %s", got, want)
+		t.Errorf("responses %s, want %s%s", got, want, errorDetails(rs))
 	}
 	for _, resp := range rs[:len(rs)-1] {
 		if resp.Status == "SUCCESS" || strings.Contains(resp.RawResponse, `"action"`) {
@@ -307,7 +307,7 @@ func (p *cliProgram) retryThenComplete(t *testing.T) outcome {
 	r.requireStatus(t, "SUCCESS")
 	rs := r.responses()
 	if len(rs) != 2 || rs[0].Action != "RETRY" || rs[1].Action != "COMPLETED" {
-		t.Fatalf("responses %s", codes(rs))
+		t.Fatalf("responses %s%s", codes(rs), errorDetails(rs))
 	}
 	return outcome{r: r, s: s, rs: rs, main: mainRequests(s)}
 }
@@ -371,7 +371,7 @@ func (p *cliProgram) timeoutKillsGroup(t *testing.T, timeout float64, procs int)
 	r.requireStatus(t, "INTERVENTION_REQUIRED")
 	rs := r.responses()
 	if len(rs) != 1 || rs[0].Status != history.StatusTimeout {
-		t.Fatalf("responses %s", codes(rs))
+		t.Fatalf("responses %s%s", codes(rs), errorDetails(rs))
 	}
 	if most < procs {
 		t.Errorf("%s was seen running as at most %d processes at once, want %d", p.bin, most, procs)
