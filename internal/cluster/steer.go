@@ -94,6 +94,14 @@ func steerOnce(ctx context.Context, s clusterstore.Store, st Steering) (*Steered
 		return nil, err
 	}
 	dir := filepath.Join(tmp, st.Job)
+	if st.Restore != "" {
+		// A rollback moves a git job's branch: its file form needs the
+		// repository (the steering stores none: the next claim puts the
+		// branch at the checkpoint's commit, restoreGit).
+		if err := restoreGit(ctx, s, dir, st.Job, map[string]bool{}); err != nil {
+			return nil, err
+		}
+	}
 	before, err := folderFiles(dir)
 	if err != nil {
 		return nil, err
