@@ -15,7 +15,6 @@ import (
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
-	"github.com/logist/logist/internal/snapshot"
 )
 
 // Steering is a steward's command on one job of the cluster.
@@ -178,12 +177,12 @@ func folderFiles(dir string) (map[string][]byte, error) {
 		}
 		rel, _ := filepath.Rel(dir, p)
 		if d.IsDir() {
-			if rel == jobstore.WorkspaceDir || rel == snapshot.Dir {
+			if runDir(rel) {
 				return filepath.SkipDir // the workspace and its snapshots: not a command's
 			}
 			return nil
 		}
-		if !d.Type().IsRegular() || rel == jobstore.ManifestFile || rel == ".lock" || history.IsFile(rel) {
+		if !d.Type().IsRegular() || runFile(rel) {
 			return nil
 		}
 		b, err := os.ReadFile(p)
