@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -130,4 +131,78 @@ type callFunc func(ctx context.Context, req *agent.Request) (*agent.Result, erro
 
 func (f callFunc) Call(ctx context.Context, req *agent.Request) (*agent.Result, error) {
 	return f(ctx, req)
+}
+
+// lostAnswer fails, once, the first unit carrying a debit: committed
+// first (a deadline that passed after PostgreSQL's COMMIT: the database
+// holds the unit, the node's folder does not), or not at all (the
+// database unreachable).
+type lostAnswer struct {
+	clusterstore.Store
+	committed bool
+	once      atomic.Bool
+}
+
+func (s *lostAnswer) Commit(ctx context.Context, l *clusterstore.Lease, u clusterstore.Unit) error {
+	fail := u.DebitMicros > 0 && s.once.CompareAndSwap(false, true)
+	if fail && !s.committed {
+		return errors.New("commit: database unreachable (test)")
+	}
+	if err := s.Store.Commit(ctx, l, u); err != nil {
+		return err
+	}
+	if fail {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// TestFailedCommitDebitsOnce: a unit carrying a debit fails, committed
+// by the database but unacknowledged, or not committed. Either ends the
+// run (the append failed: the engine keeps nothing of it and writes
+// nothing more); the job is claimed again from the database: a call whose
+// response the database holds is not asked again, one it lacks is, and
+// the debit is what the recorded responses cost.
+func TestFailedCommitDebitsOnce(t *testing.T) {
+	for _, committed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("committed=%v", committed), func(t *testing.T) { testFailedCommit(t, committed) })
+	}
+}
+
+func testFailedCommit(t *testing.T, committed bool) {
+	s, _ := openStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := Submit(ctx, s, scripted("unacked", 10)); err != nil {
+		t.Fatal(err)
+	}
+	store := &lostAnswer{Store: s, committed: committed}
+	n := newNode(t, store, "n1", 5*time.Second)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = n.Run(ctx) })
+	js := waitAll(t, s, 1, func(j *clusterstore.Job) bool { return !j.Status.Active() }, 90*time.Second)
+	cancel()
+	wg.Wait()
+	if !store.once.Load() {
+		t.Fatal("no unit with a debit was committed")
+	}
+	if js[0].Status != lifecycle.Success {
+		t.Fatalf("job ended %s", js[0].Status)
+	}
+	spent, responses := storedCost(t, s, "unacked")
+	if len(responses) != 4 {
+		t.Errorf("%d interactions answered, want 4", len(responses))
+	}
+	for i, c := range responses {
+		if c != 1 {
+			t.Errorf("interaction %d has %d responses", i, c)
+		}
+	}
+	if spent != 60_000 || js[0].SpentMicros != spent {
+		t.Fatalf("responses cost %d µ$ (want 60000), the database debited %d µ$", spent, js[0].SpentMicros)
+	}
+	if claims, _, _, _, _ := n.Stats.Snapshot(); claims < 2 {
+		t.Fatalf("node claimed %d times, want the job again after the lost answer", claims)
+	}
+	verifyExport(t, s, "unacked")
 }
