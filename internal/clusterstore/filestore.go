@@ -249,7 +249,7 @@ func (s *FileStore) Commit(_ context.Context, l *Lease, u Unit) error {
 		if err != nil {
 			return err
 		}
-		j, err := Apply(fj.Job, l, &u)
+		j, err := Apply(fj.Job, l, &u, s.now())
 		if err != nil {
 			return err
 		}

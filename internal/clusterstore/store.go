@@ -68,6 +68,9 @@ type Job struct {
 	// finished, or between claims).
 	Owner      string
 	LeaseUntil time.Time
+	// ClaimAfter, if set, is when a job a node gave back with a backoff
+	// (Unit.Backoff; no owner meanwhile) is claimable again.
+	ClaimAfter time.Time
 	// NextSeq is the number of history records; LastHash the last one's
 	// hash (history.GenesisHash when none).
 	NextSeq  int64
@@ -121,6 +124,11 @@ type Unit struct {
 	Objects map[string][]byte
 	// Release gives up the lease after the commit.
 	Release bool
+	// Backoff, with Release, keeps any node from claiming the job for
+	// this long (Job.ClaimAfter): its node could not start it (the store
+	// could not hand it out whole, such as a recovery point naming an
+	// object the store lacks), and it is not claimed again in a loop.
+	Backoff time.Duration
 	// Files are files of the job's folder the records refer to (the
 	// protocol's artifacts), by path relative to the folder, stored with
 	// them (Store.Files).

@@ -78,7 +78,11 @@ func scanJob(row pgx.Row) (clusterstore.Job, error) {
 		&j.NextSeq, &j.LastHash, &j.BudgetMicros, &j.SpentMicros, &j.Rescues, &j.Template)
 	j.Status = lifecycle.Status(status)
 	if j.Owner == "" {
-		j.LeaseUntil = time.Time{}
+		// An unowned job's lease_until is its backoff (ClaimAfter).
+		j.LeaseUntil, j.ClaimAfter = time.Time{}, j.LeaseUntil
+		if j.ClaimAfter.Equal(time.Unix(0, 0)) {
+			j.ClaimAfter = time.Time{}
+		}
 	}
 	return j, err
 }
@@ -103,9 +107,14 @@ func nullable(s string) any {
 	return s
 }
 
+// leaseTime is the row's lease_until: the lease's end, or for a job no
+// node owns its backoff's (Job.ClaimAfter), or NULL.
 func leaseTime(j *clusterstore.Job) any {
 	if j.Owner == "" {
-		return nil
+		if j.ClaimAfter.IsZero() {
+			return nil
+		}
+		return j.ClaimAfter
 	}
 	return j.LeaseUntil
 }
@@ -191,7 +200,7 @@ func (s *Store) Claim(ctx context.Context, node string, ttl time.Duration) (*clu
 		// clusterstore.Claimable, as a query: SKIP LOCKED passes over
 		// rows another node is claiming or committing.
 		j, err := scanJob(tx.QueryRow(ctx, "SELECT "+jobCols+` FROM logist_jobs
-			WHERE status = ANY($1) AND NOT template AND (owner IS NULL OR lease_until <= now())
+			WHERE status = ANY($1) AND NOT template AND (lease_until IS NULL OR lease_until <= now())
 			ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`, s.active))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
@@ -256,12 +265,12 @@ func (s *Store) Commit(ctx context.Context, l *clusterstore.Lease, u clusterstor
 func (s *Store) commit(ctx context.Context, l *clusterstore.Lease, u clusterstore.Unit) ([]string, error) {
 	var dropped []string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		j, _, err := lockJob(ctx, tx, l.Job)
+		j, now, err := lockJob(ctx, tx, l.Job)
 		if err != nil {
 			return err
 		}
 		first := j.NextSeq
-		j, err = clusterstore.Apply(j, l, &u)
+		j, err = clusterstore.Apply(j, l, &u, now)
 		if err != nil {
 			return err
 		}
