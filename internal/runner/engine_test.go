@@ -1083,27 +1083,30 @@ func TestEscalationEvidenceEscapeComesFirst(t *testing.T) {
 	}
 }
 
-// Issue 23: a call that answered (with its cost) just as the run was
-// interrupted (a shutdown, in cluster mode a lease lost) records no
-// response and is asked again; its cost must not go into the manifest
-// with the AGENT_INTERRUPTED record, or the job pays for the call twice
-// (and a cluster's database debits both: the chaos run's "responses cost
-// 60000 µ$, the database debited 80000 µ$"). The job's cost is the sum of
-// its responses' costs.
+// Issue 23: a call cut off by a stopping run (a shutdown, in cluster mode
+// a lease lost) records no response and is asked again; its cost must not
+// go into the manifest with the AGENT_INTERRUPTED record, or the job pays
+// for the call twice (and a cluster's database debits both: the chaos
+// run's "responses cost 60000 µ$, the database debited 80000 µ$"). The
+// job's cost is the sum of its responses' costs.
 func TestInterruptedCallIsNotAccounted(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.WriteJob("j", job(okSupervisor(), okSupervisor()))
 	ctx, cancel := context.WithCancelCause(context.Background())
 	var interrupted atomic.Bool
+	var workerCalls atomic.Int32
 	f.fake(func(_ context.Context, req *agent.Request) (*agent.Result, error) {
+		if req.Role == "worker" {
+			workerCalls.Add(1)
+		}
+		if req.Role == "worker" && interrupted.CompareAndSwap(false, true) {
+			// Cut off as the run stops, after spending some money.
+			cancel(ErrShutdown)
+			return nil, &agent.Error{Code: codes.AgentExit, Transient: true, CostUSD: 0.02, Msg: "killed"}
+		}
 		a := answer("COMPLETED", req.Role+" finished")
 		a.CostUSD = 0.01
-		if req.Role == "worker" && interrupted.CompareAndSwap(false, true) {
-			// The answer is in, its money spent, as the run is stopped.
-			cancel(ErrShutdown)
-			a.CostUSD = 0.02
-		}
 		return a, nil
 	})
 	if err := f.Engine.Run(ctx, "j"); err != nil {
@@ -1117,6 +1120,9 @@ func TestInterruptedCallIsNotAccounted(t *testing.T) {
 	if m.Status != lifecycle.Success {
 		t.Fatalf("status = %s (%s)", m.Status, m.Run.Reason)
 	}
+	if n := workerCalls.Load(); n != 2 {
+		t.Fatalf("the worker was called %d times, want 2 (the cut call asked again)", n)
+	}
 	var cents float64
 	resps := testkit.OfType(f.Records("j"), history.TypeResponse)
 	for _, r := range resps {
@@ -1124,6 +1130,49 @@ func TestInterruptedCallIsNotAccounted(t *testing.T) {
 	}
 	if len(resps) != 2 || math.Abs(cents-2) > 1e-9 || math.Abs(m.Metrics.CumulativeCost-cents) > 1e-9 {
 		t.Fatalf("%d responses costing %v cents, manifest says %v cents; want 2 responses, 2 cents, the same", len(resps), cents, m.Metrics.CumulativeCost)
+	}
+}
+
+// A call that answered just as the run was stopped was paid for: its
+// answer is recorded (and accounted) like any other, never thrown away
+// and asked again.
+func TestAnswerAsRunStopsIsRecorded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.WriteJob("j", job(okSupervisor(), okSupervisor()))
+	ctx, cancel := context.WithCancelCause(context.Background())
+	var workerCalls atomic.Int32
+	f.fake(func(_ context.Context, req *agent.Request) (*agent.Result, error) {
+		a := answer("COMPLETED", req.Role+" finished")
+		a.CostUSD = 0.01
+		if req.Role == "worker" && workerCalls.Add(1) == 1 {
+			// The answer is in, its money spent, as the run is stopped.
+			cancel(ErrShutdown)
+			a.CostUSD = 0.02
+		}
+		return a, nil
+	})
+	if err := f.Engine.Run(ctx, "j"); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if m := f.Load("j"); math.Abs(m.Metrics.CumulativeCost-2) > 1e-9 {
+		t.Fatalf("after the answer that came as the run stopped: cost %v cents, want 2 (it is recorded)", m.Metrics.CumulativeCost)
+	}
+	f.Run("j")
+	m := f.Load("j")
+	if m.Status != lifecycle.Success {
+		t.Fatalf("status = %s (%s)", m.Status, m.Run.Reason)
+	}
+	if n := workerCalls.Load(); n != 1 {
+		t.Fatalf("the worker was called %d times, want 1 (its answer was recorded, not asked again)", n)
+	}
+	var cents float64
+	resps := testkit.OfType(f.Records("j"), history.TypeResponse)
+	for _, r := range resps {
+		cents += r.Response.CostUSD * 100
+	}
+	if len(resps) != 2 || math.Abs(cents-3) > 1e-9 || math.Abs(m.Metrics.CumulativeCost-cents) > 1e-9 {
+		t.Fatalf("%d responses costing %v cents, manifest says %v cents; want 2 responses, 3 cents, the same", len(resps), cents, m.Metrics.CumulativeCost)
 	}
 }
 

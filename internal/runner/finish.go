@@ -16,7 +16,7 @@ import (
 )
 
 // finish runs under the job lock after a call: account its cost and time
-// (unless it was interrupted), judge its answer, and decide what follows
+// (unless it was cut off), judge its answer, and decide what follows
 // (workflow.Decide: seed 002's escalation matrix and the workflow). The
 // response is recorded exactly once, by apply, with everything the
 // decision changes.
@@ -24,14 +24,16 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 	m := tx.M
 	cost := callCost(out, callErr)
 	seen := func(result string) []callSeen { return []callSeen{{c.role, c.provider, result, elapsed, cost}} }
-	// Daemon shutdown (or, in cluster mode, a lease lost): no response is
-	// written, so the next start asks again with the same request. Nothing
-	// of the call is accounted either, whatever it answered: its cost and
+	// Daemon shutdown (or, in cluster mode, a lease lost) cut the call
+	// off: no response is written, so the next start asks again with the
+	// same request. Nothing of the call is accounted either: its cost and
 	// time go into the manifest with its response record only (the one
 	// the re-attempt writes), so that the job's cost is the sum of its
-	// responses' and a call asked again is never paid twice in the
-	// manifest (nor debited twice in a cluster's database).
-	if m.Status.Active() && m.Phase() == c.phase && ctx.Err() != nil {
+	// responses' (nor debited twice in a cluster's database). A call that
+	// answered before it was cut off is not interrupted: its answer was
+	// paid for, so it is recorded like any other (under the job's fence in
+	// a cluster), never thrown away and asked again.
+	if m.Status.Active() && m.Phase() == c.phase && ctx.Err() != nil && (callErr != nil || out == nil) {
 		return outcome{calls: seen("interrupted"), logs: []logEntry{{code: codes.AgentInterrupted, actor: c.role, attempt: c.attempt, record: true,
 			msg: "agent call interrupted by shutdown; it will be re-attempted with the same request"}}}, nil
 	}
