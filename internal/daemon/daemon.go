@@ -44,6 +44,9 @@ type Daemon struct {
 	relay   *relay
 	ready   atomic.Bool
 	checks  lateChecks
+	// views are the jobs the start-up scan found not running, whose
+	// jobHistory.json is checked once the daemon is ready (views.go).
+	views []string
 
 	mu      sync.Mutex
 	invalid map[string]string    // job or file -> last reported error
@@ -206,8 +209,13 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	}
 	if o.Once {
 		// Nothing comes after: the finished jobs' checks are done now,
-		// so an invalid manifest is still reported.
+		// so an invalid manifest is still reported, and the views
+		// (views.go) are brought up to date.
 		d.checkFinished()
+		for _, id := range d.views {
+			d.refreshView(id)
+		}
+		d.views = nil
 	}
 	<-warmed
 	// The start-up scan of a large folder peaks far above what the daemon
@@ -217,6 +225,8 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	debug.FreeOSMemory()
 	d.ready.Store(true)
 	d.checkLater()
+	d.refreshViews(d.views)
+	d.views = nil
 	if testHookStarted != nil {
 		testHookStarted(d)
 	}

@@ -55,6 +55,9 @@ func (d *Daemon) scan() {
 			m = e.View() // for this job only: the listing holds summaries
 		}
 		d.note(e.ID, m)
+		if !m.Status.Active() && !d.ready.Load() {
+			d.views = append(d.views, e.ID) // the start-up scan's (views.go)
+		}
 		if m.Status.Active() {
 			// m is the whole manifest, just read and checked: the run
 			// starts from it, not from another read.

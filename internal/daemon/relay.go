@@ -271,6 +271,13 @@ func (r *relay) check(id string, sweeping bool) {
 	r.catchUp(id)
 }
 
+// sized says whether the relay has accounted for j's history up to size.
+func (r *relay) sized(j *followed, size int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return j.size == size
+}
+
 // catchUp reads job id's history under its lock.
 func (r *relay) catchUp(id string) {
 	lk, err := r.store.LockJob(id)
@@ -281,6 +288,12 @@ func (r *relay) catchUp(id string) {
 	j := r.job(id)
 	if j == nil {
 		j = r.follow(id, r.store.JobDir(id), -1)
+	} else if fi, err := os.Stat(history.Path(r.store.JobDir(id))); err == nil && r.sized(j, fi.Size()) {
+		// The change was the daemon's own append, heard while its
+		// transaction still held the lock: Wrote has accounted for it
+		// since. Reading would parse the daemon's records again (the
+		// follower skips them by number, not by offset) once per call.
+		return
 	}
 	r.read(id, j)
 	if fi, err := os.Stat(history.Path(r.store.JobDir(id))); err == nil {

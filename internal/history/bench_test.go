@@ -117,3 +117,27 @@ func BenchmarkOpen(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkJobHistoryCurrent is the daemon's start-up check of one
+// finished job's jobHistory.json (views.go in internal/daemon), done for
+// every job that is not running.
+func BenchmarkJobHistoryCurrent(b *testing.B) {
+	dir := b.TempDir()
+	l, _, err := Open(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 6 {
+		if err := l.Append(benchRecord(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := WriteJobHistory(dir, "j", "", ""); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if ok, err := JobHistoryCurrent(dir); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -843,4 +845,79 @@ func TestEmptyListsStayLists(t *testing.T) {
 	if bytes.Contains(b, []byte("null")) {
 		t.Errorf("jobHistory.json holds null: %s", b)
 	}
+}
+
+// TestJobHistoryCurrent: jobHistory.json is written without an fsync, so a
+// crash can leave it missing, torn or stale; JobHistoryCurrent tells each
+// from a current view by the view's start and end and the history's head,
+// and EnsureJobHistory rebuilds exactly those.
+func TestJobHistoryCurrent(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := filepath.Join(dir, JobHistoryFile)
+	current := func(want bool, why string) {
+		t.Helper()
+		got, err := JobHistoryCurrent(dir)
+		if err != nil || got != want {
+			t.Fatalf("%s: JobHistoryCurrent = %v, %v; want %v", why, got, err, want)
+		}
+	}
+	ensure := func(want bool, why string) {
+		t.Helper()
+		got, err := EnsureJobHistory(dir, "job-1", "", "/ws")
+		if err != nil || got != want {
+			t.Fatalf("%s: EnsureJobHistory rebuilt = %v, %v; want %v", why, got, err, want)
+		}
+		current(true, why+", then ensured")
+	}
+	// No history and no view: nothing to rebuild.
+	if got, err := EnsureJobHistory(dir, "job-1", "", "/ws"); got || err != nil {
+		t.Fatalf("empty folder: rebuilt %v, %v", got, err)
+	}
+	if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("empty folder: a view was written (%v)", err)
+	}
+	// A view of no history (a torn one, then a whole one) is kept whole.
+	if err := os.WriteFile(p, []byte("{\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ensure(true, "torn view of no history")
+	ensure(false, "view of no history")
+	l := open(t, dir)
+	appendAll(t, l, intent(0, "worker"))
+	current(false, "stale by one record")
+	ensure(true, "stale by one record")
+	appendAll(t, l, response(0, "worker", "COMPLETED"))
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	current(false, "missing")
+	ensure(true, "missing")
+	ensure(false, "current")
+	var h JobHistory
+	b, _ := os.ReadFile(p)
+	if err := json.Unmarshal(b, &h); err != nil || h.HistorySeq != l.State().NextSeq-1 || h.HistoryHash != l.LastHash() {
+		t.Fatalf("view reflects %d %s (%v), history ends at %d %s", h.HistorySeq, h.HistoryHash, err, l.State().NextSeq-1, l.LastHash())
+	}
+	appendAll(t, l, intent(1, "supervisor"))
+	current(false, "stale")
+	ensure(true, "stale")
+	b, _ = os.ReadFile(p)
+	for _, torn := range [][]byte{b[:len(b)/2], b[:len(b)-1], nil, make([]byte, len(b))} {
+		if err := os.WriteFile(p, torn, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ensure(true, fmt.Sprintf("torn to %d bytes", len(torn)))
+	}
+	// A view of another history with as many records is stale too.
+	other := t.TempDir()
+	appendAll(t, open(t, other), intent(0, "worker"), response(0, "worker", "STUCK"), intent(1, "supervisor"))
+	if err := WriteJobHistory(other, "job-1", "", "/ws"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(filepath.Join(other, JobHistoryFile))
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ensure(true, "another history's view")
 }

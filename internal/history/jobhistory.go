@@ -1,10 +1,17 @@
 package history
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 
 	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/regfile"
 )
 
 // JobHistoryVersion is the version of jobHistory.json this Logist writes
@@ -17,7 +24,15 @@ const JobHistoryVersion = 2
 
 // JobHistory is seed 002's jobHistory.json.
 type JobHistory struct {
-	FormatVersion  int             `json:"format_version"`
+	FormatVersion int `json:"format_version"`
+	// HistorySeq and HistoryHash name the newest history record the view
+	// reflects (0 and GenesisHash for an empty history): a reader tells a
+	// stale view from a current one by comparing them with the history's
+	// head (JobHistoryCurrent). They come first, so that the check reads
+	// only the file's start. Only the file has them: `logist history
+	// --format json`, built from the log as it is, leaves them out.
+	HistorySeq     int64           `json:"history_seq,omitempty"`
+	HistoryHash    string          `json:"history_hash,omitempty"`
 	JobID          string          `json:"job_id"`
 	CreatedAt      string          `json:"created_at"`
 	Interactions   []Interaction   `json:"interactions"`
@@ -130,26 +145,125 @@ func Materialise(jobID, createdAt, workspace string, recs []Record) *JobHistory 
 
 // WriteJobHistory materialises jobHistory.json in dir atomically.
 //
-// Its folder is not fsync'd (atomicfile.WriteView): the file is a view
-// derived from history.jsonl, which is durable on its own and from which
-// logist history --format json rebuilds it; nothing is acknowledged on the
-// strength of the view. A power loss may leave the previous view (or none)
-// in place, never a torn one, and the job's next stop rewrites it. That
-// saves a folder fsync each time a job stops running.
+// Nothing about it is fsync'd (atomicfile.WriteCopy): the file is a view
+// derived from history.jsonl, which is durable on its own; nothing is
+// acknowledged on the strength of the view. A crash may leave the previous
+// view, none, or (a machine crash, on some file systems) an empty or torn
+// file. The view says which record it reflects (HistorySeq, HistoryHash),
+// so whoever finds it missing, torn or stale rebuilds it from the history
+// (EnsureJobHistory: the daemon at start for every job that is not
+// running, and every job's next stop). That saves two fsyncs each time a
+// job stops running: the file's and its folder's.
 func WriteJobHistory(dir, jobID, createdAt, workspace string) error {
-	recs, err := ReadAll(dir)
+	es, err := ReadEntries(dir)
 	if err != nil {
 		return err
 	}
-	return WriteJobHistoryOf(dir, jobID, createdAt, workspace, recs)
+	recs, hash := make([]Record, len(es)), GenesisHash
+	for i := range es {
+		recs[i] = es[i].Record
+	}
+	if len(es) > 0 {
+		hash = es[len(es)-1].Hash
+	}
+	return WriteJobHistoryOf(dir, jobID, createdAt, workspace, recs, hash)
 }
 
 // WriteJobHistoryOf is WriteJobHistory from recs, the whole history (see
-// Log.Records), without reading it again.
-func WriteJobHistoryOf(dir, jobID, createdAt, workspace string, recs []Record) error {
-	b, err := json.MarshalIndent(Materialise(jobID, createdAt, workspace, recs), "", "  ")
+// Log.Records), without reading it again; lastHash is the hash of its
+// newest record (Log.LastHash).
+func WriteJobHistoryOf(dir, jobID, createdAt, workspace string, recs []Record, lastHash string) error {
+	h := Materialise(jobID, createdAt, workspace, recs)
+	h.HistoryHash = GenesisHash
+	if len(recs) > 0 {
+		h.HistorySeq, h.HistoryHash = recs[len(recs)-1].Seq, lastHash
+	}
+	b, err := json.MarshalIndent(h, "", "  ")
 	if err != nil {
 		return err
 	}
-	return atomicfile.WriteView(filepath.Join(dir, JobHistoryFile), append(b, '\n'), 0o600)
+	return atomicfile.WriteCopy(filepath.Join(dir, JobHistoryFile), append(b, '\n'), 0o600, nil)
+}
+
+// viewHead finds the view's HistorySeq and HistoryHash in its first bytes
+// (MarshalIndent's layout, which WriteJobHistoryOf writes).
+// history_seq is left out at 0 (an empty history, or one record).
+var viewHead = regexp.MustCompile(`^\{\s*"format_version": \d+,\s*(?:"history_seq": (\d+),\s*)?"history_hash": "([0-9a-f]{64})"`)
+
+// viewEnd is how a whole view ends: the top-level object's closing brace,
+// alone on the last line (inner ones are indented).
+var viewEnd = []byte("\n}\n")
+
+// JobHistoryCurrent reports whether the job folder dir's jobHistory.json
+// is whole and reflects its history up to the history's head (the signed
+// head beside the log: a few hundred bytes read, not the history). A view
+// past the head is current (the head may lag the log by an append after a
+// crash; the view was built from the log). A history without a head (older
+// than heads) is read whole for its last record.
+func JobHistoryCurrent(dir string) (bool, error) {
+	f, err := regfile.OpenRegular(filepath.Join(dir, JobHistoryFile))
+	if err != nil {
+		// None, or not a regular file: a rebuild replaces it.
+		return false, nil
+	}
+	defer func() { _ = f.Close() }() // read only
+	fi, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	n := fi.Size()
+	if n < int64(len(viewEnd)) {
+		return false, nil
+	}
+	start := make([]byte, min(n, 512))
+	if _, err := f.ReadAt(start, 0); err != nil {
+		return false, err
+	}
+	end := make([]byte, len(viewEnd))
+	if _, err := f.ReadAt(end, n-int64(len(end))); err != nil {
+		return false, err
+	}
+	m := viewHead.FindSubmatch(start)
+	if m == nil || !bytes.Equal(end, viewEnd) {
+		return false, nil // torn, or older than HistorySeq
+	}
+	seq := int64(0)
+	if len(m[1]) > 0 {
+		if seq, err = strconv.ParseInt(string(m[1]), 10, 64); err != nil {
+			return false, nil
+		}
+	}
+	h, err := ReadHead(dir)
+	if err != nil {
+		return false, err
+	}
+	lastSeq, lastHash := int64(0), GenesisHash
+	if h != nil {
+		lastSeq, lastHash = h.Seq, h.Hash
+	} else {
+		es, err := ReadEntries(dir)
+		if err != nil {
+			return false, err
+		}
+		if len(es) > 0 {
+			lastSeq, lastHash = es[len(es)-1].Seq, es[len(es)-1].Hash
+		}
+	}
+	return seq > lastSeq || (seq == lastSeq && string(m[2]) == lastHash), nil
+}
+
+// EnsureJobHistory rebuilds dir's jobHistory.json from the history when
+// it is missing, torn or stale (JobHistoryCurrent), and reports whether it
+// did. A folder with no history and no view is left alone.
+func EnsureJobHistory(dir, jobID, createdAt, workspace string) (bool, error) {
+	ok, err := JobHistoryCurrent(dir)
+	if err != nil || ok {
+		return false, err
+	}
+	if _, err := os.Lstat(Path(dir)); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Lstat(filepath.Join(dir, JobHistoryFile)); errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+	}
+	return true, WriteJobHistory(dir, jobID, createdAt, workspace)
 }

@@ -553,7 +553,7 @@ func (t *Tx) Commit() error {
 func (t *Tx) writeJobHistory() {
 	var err error
 	if recs, ok := t.Log.Records(); ok {
-		err = history.WriteJobHistoryOf(t.Dir, t.ID, t.M.CreatedAt, t.env.Store.Workspace(t.ID), recs)
+		err = history.WriteJobHistoryOf(t.Dir, t.ID, t.M.CreatedAt, t.env.Store.Workspace(t.ID), recs, t.Log.LastHash())
 	} else {
 		err = history.WriteJobHistory(t.Dir, t.ID, t.M.CreatedAt, t.env.Store.Workspace(t.ID))
 	}
