@@ -398,8 +398,6 @@ func (d *daemon) waitFinished(n float64, timeout time.Duration, poll time.Durati
 }
 
 // rss reads a process's resident memory (VmRSS) in MiB.
-func rss(pid int) (float64, error) { return procMiB(pid, "VmRSS") }
-
 // peakRSS is the process's resident memory at its peak so far (VmHWM).
 func peakRSS(pid int) (float64, error) { return procMiB(pid, "VmHWM") }
 
