@@ -44,9 +44,17 @@ type Daemon struct {
 	relay   *relay
 	ready   atomic.Bool
 	checks  lateChecks
-	// views are the jobs the start-up scan found not running, whose
-	// jobHistory.json is checked once the daemon is ready (views.go).
-	views []string
+	// scanMu makes scans take turns; rescans asks for one in the
+	// background (an overflow, the folder back) without holding up the
+	// event loop.
+	scanMu   sync.Mutex
+	rescans  lateChecks
+	placeMu  sync.Mutex // place, from a scan and an event at once
+	scanDone chan struct{}
+	// scanCtx ends when the daemon stops: a scan under way gives up
+	// (scans, waited for before Run returns).
+	scanCtx context.Context
+	scans   sync.WaitGroup
 
 	mu      sync.Mutex
 	invalid map[string]string    // job or file -> last reported error
@@ -59,6 +67,8 @@ type Daemon struct {
 	// creation: that event is the daemon's own and carries no news.
 	placed  map[string]time.Time
 	watcher *fsnotify.Watcher
+	// fresh, while a scan runs, holds the jobs an event read meanwhile.
+	fresh map[string]bool
 	// costWarned is the cost warning last logged per job (warnCost).
 	costWarned map[string]string
 
@@ -73,6 +83,10 @@ type Daemon struct {
 // testHookStarted, if set, is called once the daemon has scanned the folder
 // (tests reach the watcher through it).
 var testHookStarted func(*Daemon)
+
+// testHookScanned, if set, is called by every scan once it has read the
+// folder, before it notes what it read (a test holds it there).
+var testHookScanned func(*Daemon)
 
 // keyHolder signs with the jobs folder's key. When the folder is removed and
 // recreated the key goes with it; the daemon loads (or makes) the new
@@ -180,7 +194,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	}
 	// What the first job would otherwise do for the first time in the
 	// middle of its pickup (compile the schemas, build the encoders: about
-	// 15 ms measured) is done beside the scan, and before /readyz says ready.
+	// 15 ms measured) is done before /readyz says ready.
 	warmed := make(chan struct{})
 	go func() {
 		defer close(warmed)
@@ -190,8 +204,21 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 		jobtx.Warm(d.key)
 	}()
 	// Watch first, then scan: a manifest dropped in between is seen twice,
-	// never missed.
-	d.scan()
+	// never missed. A serving daemon is ready once it watches (new work
+	// is picked up at once) while its first scan goes on beside the event
+	// loop, starting the jobs to run as it reads them (docs/performance.md,
+	// "Readiness"); --once has nothing to serve before it.
+	d.scanDone = make(chan struct{})
+	scanCtx, stopScans := context.WithCancel(context.WithoutCancel(ctx))
+	d.scanCtx = scanCtx
+	defer d.scans.Wait()
+	defer stopScans()
+	if o.Once {
+		d.firstScan()
+	} else {
+		d.scans.Add(1)
+		go func() { defer d.scans.Done(); d.firstScan() }()
+	}
 	if !o.Once {
 		go func() { defer close(cronDone); d.cron.Run(runCtx) }()
 		go func() { defer close(relayDone); d.relay.run(runCtx) }()
@@ -209,26 +236,14 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	}
 	if o.Once {
 		// Nothing comes after: the finished jobs' checks are done now,
-		// so an invalid manifest is still reported, and the views
-		// (views.go) are brought up to date.
+		// so an invalid manifest is still reported.
 		d.checkFinished()
-		for _, id := range d.views {
-			d.refreshView(id)
-		}
-		d.views = nil
 	}
 	<-warmed
-	// The start-up scan of a large folder peaks far above what the daemon
-	// then holds (50,000 manifests read, the index rebuilt): hand the
-	// freed pages back before saying ready, not whenever the runtime's
-	// scavenger gets to them. One GC, once.
-	debug.FreeOSMemory()
 	d.ready.Store(true)
 	d.checkLater()
-	d.refreshViews(d.views)
-	d.views = nil
 	if testHookStarted != nil {
-		testHookStarted(d)
+		go func() { <-d.scanDone; testHookStarted(d) }()
 	}
 
 	if o.Once {
@@ -251,6 +266,49 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	serr := d.shutdown()
 	stopped()
 	return errors.Join(serr, lerr)
+}
+
+// firstScan is the start-up scan. Then the job gauges are whole
+// (logistd_startup_scan_complete), and the scan's garbage is handed back.
+func (d *Daemon) firstScan() {
+	defer close(d.scanDone)
+	stopped := d.scan()
+	d.metrics.ScanComplete()
+	// The views of the jobs found not running are brought up to date
+	// (views.go): in the background of a serving daemon, before --once
+	// exits.
+	for _, id := range stopped {
+		if d.scanCtx != nil && d.scanCtx.Err() != nil {
+			break
+		}
+		d.refreshView(id)
+	}
+	// The start-up scan of a large folder peaks far above what the daemon
+	// then holds (50,000 manifests read, the index rebuilt): hand the
+	// freed pages back now, not whenever the runtime's scavenger gets to
+	// them. One GC, once.
+	debug.FreeOSMemory()
+	d.checkLater()
+}
+
+// rescan asks for a scan in the background (the watcher lost events, the
+// folder came back); asked again while one runs, it scans once more.
+func (d *Daemon) rescan() {
+	d.rescans.pending.Store(true)
+	if !d.rescans.running.CompareAndSwap(false, true) {
+		return
+	}
+	d.scans.Add(1)
+	go func() {
+		defer d.scans.Done()
+		for d.rescans.pending.Swap(false) {
+			d.scan()
+		}
+		d.rescans.running.Store(false)
+		if d.rescans.pending.Load() {
+			d.rescan() // asked between the last scan and the line above
+		}
+	}()
 }
 
 // CallStart (runner.Timings) observes pickup latency at a job's first call.

@@ -56,7 +56,13 @@ func (d *Daemon) serve(addr string, reg *prometheus.Registry, st *steward.Stewar
 			http.Error(w, problem, http.StatusServiceUnavailable)
 			return
 		}
-		fmt.Fprintln(w, "ready: jobs folder loaded, watcher running, history writable")
+		scan := "start-up scan complete"
+		select {
+		case <-d.scanDone:
+		default:
+			scan = "start-up scan under way (job gauges incomplete)"
+		}
+		fmt.Fprintln(w, "ready: watcher running, history writable; "+scan)
 	})
 	if d.opts.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -84,12 +90,12 @@ func (d *Daemon) serve(addr string, reg *prometheus.Registry, st *steward.Stewar
 	return srv, nil
 }
 
-// notReady says why the daemon is not ready, or "" when it is: the jobs
-// folder has been loaded, the watcher runs, and a file can be written and
-// fsync'd where histories live.
+// notReady says why the daemon is not ready, or "" when it is: the
+// watcher runs (new work is picked up; the start-up scan may still be
+// under way), and a file can be written and fsync'd where histories live.
 func (d *Daemon) notReady() string {
 	if !d.ready.Load() {
-		return "loading jobs folder"
+		return "starting"
 	}
 	if !d.opts.Once && d.watcher == nil {
 		return "watcher not running"

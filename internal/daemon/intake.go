@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/logist/logist/internal/agent"
@@ -16,27 +18,66 @@ import (
 
 // scan looks at the whole folder: places bare manifests, reports invalid
 // ones, starts runnable jobs, and forgets what is no longer there (a
-// rescan after the watcher lost events).
-func (d *Daemon) scan() {
+// rescan after the watcher lost events). Scans run one at a time; the
+// event loop goes on beside them (docs/performance.md, "Readiness"): a
+// job both see is handed to the scheduler twice, which runs it once, and
+// what an event read while a scan ran is newer than the scan's summary,
+// which is then not noted over it (fresh). It returns the jobs it found
+// not running (their views are checked after the first scan: views.go).
+func (d *Daemon) scan() (stopped []string) {
+	d.scanMu.Lock()
+	defer d.scanMu.Unlock()
+	d.mu.Lock()
+	d.fresh = map[string]bool{}
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		d.fresh = nil
+		d.mu.Unlock()
+	}()
 	// Summaries: a finished job is only counted, so most manifests need
-	// not be read; the ones the daemon acts on are loaded in full.
-	entries, err := d.store.ScanSummaries()
+	// not be read; the ones the daemon acts on are loaded in full, and
+	// handed over as soon as they are read (liveFound), before the rest.
+	// One CPU is left to the event loop's pickups.
+	var liveMu sync.Mutex
+	liveInvalid := map[string]bool{}
+	found := func(e *jobstore.Entry) {
+		if !d.liveFound(e) {
+			liveMu.Lock()
+			liveInvalid[e.ID] = true
+			liveMu.Unlock()
+		}
+	}
+	entries, err := d.store.ScanSummariesWith(jobstore.Scan{Ctx: d.scanCtx, Workers: max(1, runtime.GOMAXPROCS(0)-1), Each: d.watchJob, Found: found})
+	if testHookScanned != nil {
+		testHookScanned(d)
+	}
+	if d.scanCtx != nil && d.scanCtx.Err() != nil {
+		return nil // stopping: what the scan read is of no more use
+	}
 	if err != nil {
 		d.logErr("", codes.Scan, err)
-		return
+		return nil
 	}
 	unchecked := false
-	jobs, invalid := map[string]bool{}, map[string]bool{}
-	for _, e := range entries {
+	jobs, invalid, listed := map[string]bool{}, liveInvalid, make(map[string]bool, len(entries))
+	for i := range entries {
+		e := &entries[i]
 		if e.Unplaced != "" {
-			d.place(e.Unplaced, true)
+			// liveFound has placed it, or reported it.
+			listed[filepath.Base(e.Unplaced)] = true
 			if _, err := os.Lstat(e.Unplaced); err == nil {
 				invalid[filepath.Base(e.Unplaced)] = true // not placed: reported
 			}
 			continue
 		}
-		jobs[e.ID] = true
-		d.watchJob(e.ID)
+		jobs[e.ID], listed[e.ID] = true, true
+		if e.Live() {
+			continue // liveFound has seen to it
+		}
+		if d.isFresh(e.ID) {
+			continue // an event read it after the scan did
+		}
 		if e.Err != nil {
 			invalid[e.ID] = true
 			d.reportInvalid(e.ID, e.Err)
@@ -44,40 +85,72 @@ func (d *Daemon) scan() {
 		}
 		unchecked = unchecked || e.Unchecked
 		d.clearInvalid(e.ID)
-		m := e.Manifest
-		if e.Partial && (e.Sum.Status.Active() || e.Sum.Schedule != nil) {
-			if m, err = d.store.Load(e.ID); err != nil {
-				invalid[e.ID] = true
-				d.reportInvalid(e.ID, err)
-				continue
-			}
-		} else if e.Partial {
-			m = e.View() // for this job only: the listing holds summaries
-		}
-		d.note(e.ID, m)
-		if !m.Status.Active() && !d.ready.Load() {
-			d.views = append(d.views, e.ID) // the start-up scan's (views.go)
-		}
-		if m.Status.Active() {
-			// m is the whole manifest, just read and checked: the run
-			// starts from it, not from another read.
-			d.sched.NudgeManifest(e.ID, m)
-		}
+		d.note(e.ID, e.View())
+		stopped = append(stopped, e.ID)
 	}
-	d.retain(jobs, invalid)
+	d.retain(jobs, invalid, listed)
 	if unchecked {
 		d.checks.pending.Store(true)
 		if d.ready.Load() {
 			d.checkLater()
 		}
 	}
+	return stopped
+}
+
+// liveFound acts on what a scan found to place, to run or to schedule
+// (Entry.Live), from the scan's goroutines, as soon as it is read. It
+// reports false for a job it found invalid.
+func (d *Daemon) liveFound(e *jobstore.Entry) bool {
+	if e.Unplaced != "" {
+		d.place(e.Unplaced, true)
+		return true
+	}
+	if d.isFresh(e.ID) {
+		return true
+	}
+	m := e.Manifest
+	if m == nil {
+		// From the index: the daemon acts on the whole manifest.
+		var err error
+		if m, err = d.store.Load(e.ID); err != nil {
+			d.reportInvalid(e.ID, err)
+			return false
+		}
+	}
+	d.clearInvalid(e.ID)
+	d.note(e.ID, m)
+	if m.Status.Active() {
+		// m is the whole manifest, just read and checked: the run
+		// starts from it, not from another read.
+		d.sched.NudgeManifest(e.ID, m)
+	}
+	return true
+}
+
+// isFresh reports whether an event read job id while the running scan
+// did: the scan's older read is not noted over it.
+func (d *Daemon) isFresh(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.fresh[id]
+}
+
+// markFresh notes, while a scan runs, that job id was just read outside it.
+func (d *Daemon) markFresh(id string) {
+	d.mu.Lock()
+	if d.fresh != nil {
+		d.fresh[id] = true
+	}
+	d.mu.Unlock()
 }
 
 // retain forgets the jobs and invalid manifests the daemon counts that a
 // scan did not find (jobs: folders holding a manifest; invalid: what the
-// scan reported invalid). A job whose folder appeared since the scan read
-// the folder is kept.
-func (d *Daemon) retain(jobs, invalid map[string]bool) {
+// scan reported invalid; listed: every name the scan read). A job whose
+// folder appeared since the scan read the folder is kept, and so is an
+// invalid manifest reported since (not listed, and still there).
+func (d *Daemon) retain(jobs, invalid, listed map[string]bool) {
 	for _, id := range d.metrics.Jobs() {
 		if !jobs[id] {
 			if _, err := os.Stat(filepath.Join(d.store.JobDir(id), jobstore.ManifestFile)); err != nil {
@@ -87,9 +160,15 @@ func (d *Daemon) retain(jobs, invalid map[string]bool) {
 	}
 	d.mu.Lock()
 	for k := range d.invalid {
-		if !invalid[k] {
-			delete(d.invalid, k)
+		if invalid[k] || d.fresh[k] {
+			continue // reported by the scan, or by an event since
 		}
+		if !listed[k] && listed != nil {
+			if _, err := os.Lstat(filepath.Join(d.store.Dir, k)); err == nil {
+				continue
+			}
+		}
+		delete(d.invalid, k)
 	}
 	d.metrics.SetInvalid(len(d.invalid))
 	d.mu.Unlock()
@@ -112,6 +191,7 @@ func (d *Daemon) gone(name string) {
 // next write instead of reporting it. It reports whether the job was
 // handed to the scheduler to run.
 func (d *Daemon) consider(id string, fromEvent bool) (runs bool) {
+	d.markFresh(id)
 	m, err := d.store.Load(id)
 	if err != nil {
 		if errors.Is(err, jobstore.ErrNotFound) {

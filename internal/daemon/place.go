@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -13,6 +15,13 @@ import (
 // still incomplete is reported; on a watcher event it is being written and
 // its next write brings it back.
 func (d *Daemon) place(bare string, atStart bool) {
+	// A scan and an event may both bring the same file: one places it,
+	// the other finds it gone and has nothing to say.
+	d.placeMu.Lock()
+	defer d.placeMu.Unlock()
+	if _, err := os.Lstat(bare); errors.Is(err, fs.ErrNotExist) {
+		return
+	}
 	id, err := d.store.Place(bare)
 	if errors.Is(err, jobstore.ErrIncomplete) && !atStart {
 		d.log.Debug("manifest still being written", "file", filepath.Base(bare))

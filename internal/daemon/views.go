@@ -9,24 +9,11 @@ import (
 // jobHistory.json is a view of history.jsonl written without an fsync
 // (history.WriteJobHistory): a crash can leave a job that stopped just
 // before it with the previous view, none, or a torn one, and a job that
-// is not running is never written again by itself. So once the daemon is
-// ready it checks the view of every job the start-up scan found not
-// running (history.JobHistoryCurrent: a few hundred bytes of the view and
+// is not running is never written again by itself. So once the first scan
+// ends (firstScan, after ready) the daemon checks the view of every job
+// it found not running (history.JobHistoryCurrent: a few hundred bytes of the view and
 // the history's head), and rebuilds those that are missing, torn or
 // stale, under the job's lock. Running jobs rewrite theirs when they stop.
-
-// refreshViews checks and rebuilds the views of jobs ids, in the
-// background.
-func (d *Daemon) refreshViews(ids []string) {
-	if len(ids) == 0 {
-		return
-	}
-	go func() {
-		for _, id := range ids {
-			d.refreshView(id)
-		}
-	}()
-}
 
 // refreshView rebuilds job id's view if it is not current.
 func (d *Daemon) refreshView(id string) {

@@ -102,7 +102,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 			}
 			if errors.Is(err, fsnotify.ErrEventOverflow) {
 				d.log.Warn("watcher overflow; rescanning the jobs folder")
-				d.scan()
+				d.rescan()
 				continue
 			}
 			d.logErr("", codes.Watcher, err)
@@ -212,7 +212,7 @@ func (d *Daemon) rootLost(op fsnotify.Op) error {
 	d.watched = map[string]bool{}
 	d.mu.Unlock()
 	// Nothing is in the folder while it is gone.
-	d.retain(nil, nil)
+	d.retain(nil, nil, nil)
 	d.relay.reset()
 	how := "noticed by polling"
 	if op != 0 {
@@ -266,6 +266,6 @@ func (d *Daemon) rootBack() error {
 	d.key.k.Store(key)
 	d.root, d.rootGone = fi, false
 	d.log.Info("jobs folder is back; rescanning", "jobs_dir", d.store.Dir, "signing_key", key.ID())
-	d.scan()
+	d.rescan()
 	return nil
 }

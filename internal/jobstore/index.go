@@ -2,6 +2,7 @@ package jobstore
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/gob"
 	"errors"
@@ -166,7 +167,7 @@ func (s *Store) writeIndex(entries map[string]indexEntry) error {
 // changed with an upgrade. The index is brought up to date when it was
 // missing entries (best effort: a read-only folder just stays slower).
 func (s *Store) ListSummaries(display bool) ([]Entry, error) {
-	return s.listSummaries(display, false)
+	return s.listSummaries(display, false, Scan{})
 }
 
 // ScanSummaries is ListSummaries for the daemon's start-up scan, which
@@ -179,10 +180,51 @@ func (s *Store) ListSummaries(display bool) ([]Entry, error) {
 // once it is ready (ListSummaries, which indexes them as checked).
 // Running jobs and templates are checked here, as always.
 func (s *Store) ScanSummaries() ([]Entry, error) {
-	return s.listSummaries(false, true)
+	return s.listSummaries(false, true, Scan{})
 }
 
-func (s *Store) listSummaries(trustInvalid, lazy bool) ([]Entry, error) {
+// Scan shapes a ScanSummariesWith: how many manifests are read at once,
+// and who hears of the live entries (Entry.Live) as they are found.
+type Scan struct {
+	// Ctx, if set, stops the scan when it ends: ScanSummariesWith
+	// returns its error, having written no index.
+	Ctx context.Context
+	// Workers bounds the goroutines reading manifests (0: one per CPU).
+	// The daemon's scan runs beside its event loop and leaves it a CPU.
+	Workers int
+	// Each, if set, is called from the scan's goroutines for each job
+	// folder before its manifest is read (the daemon watches it there, so
+	// that a change after the read is heard).
+	Each func(id string)
+	// Found, if set, is called from the scan's goroutines for each live
+	// entry as soon as it is read, before the rest of the folder: a job
+	// to run starts without waiting for the census of finished ones. The
+	// entry is only lent for the call.
+	Found func(*Entry)
+}
+
+// ScanSummariesWith is ScanSummaries with its reads bounded and its live
+// entries handed over as they are found (Scan).
+func (s *Store) ScanSummariesWith(sc Scan) ([]Entry, error) {
+	return s.listSummaries(false, true, sc)
+}
+
+// Live reports whether e is something to act on at once: a bare manifest
+// to place, or a valid job to run (Status.Active) or schedule template.
+func (e *Entry) Live() bool {
+	if e.Unplaced != "" {
+		return true
+	}
+	if e.Err != nil || e.Dir == "" {
+		return false
+	}
+	if e.Manifest != nil {
+		return e.Manifest.Status.Active() || e.Manifest.Schedule != nil
+	}
+	return e.Sum != nil && (e.Sum.Status.Active() || e.Sum.Schedule != nil)
+}
+
+func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error) {
 	out, err := s.scanNames()
 	if err != nil {
 		return nil, err
@@ -192,8 +234,21 @@ func (s *Store) listSummaries(trustInvalid, lazy bool) ([]Entry, error) {
 	// loaded marks the entries read here that keep only their summary:
 	// read in full (summarise), or decoded unchecked (peekFinished).
 	loaded := make([]bool, len(out))
-	parallel(len(out), func(i int) {
+	parallel(len(out), sc.Workers, func(i int) {
+		if sc.Ctx != nil && sc.Ctx.Err() != nil {
+			return
+		}
 		e := &out[i]
+		if sc.Each != nil && e.Unplaced == "" {
+			sc.Each(e.ID)
+		}
+		if sc.Found != nil {
+			defer func() {
+				if e.Live() {
+					sc.Found(e)
+				}
+			}()
+		}
 		if e.Unplaced != "" {
 			s.loadEntry(e)
 			return
@@ -240,6 +295,9 @@ func (s *Store) listSummaries(trustInvalid, lazy bool) ([]Entry, error) {
 		// stays whole for a caller that may be about to act on it.
 		loaded[i] = summarise(e)
 	})
+	if sc.Ctx != nil && sc.Ctx.Err() != nil {
+		return nil, sc.Ctx.Err()
+	}
 	changed := false
 	next := make(map[string]indexEntry, len(out))
 	for i, e := range out {

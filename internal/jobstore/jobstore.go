@@ -147,7 +147,7 @@ func (s *Store) List() ([]Entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	parallel(len(out), func(i int) { s.loadEntry(&out[i]) })
+	parallel(len(out), 0, func(i int) { s.loadEntry(&out[i]) })
 	return dropNonJobs(out), nil
 }
 
@@ -205,9 +205,13 @@ func (s *Store) loadEntry(e *Entry) {
 }
 
 // parallel runs f(0..n-1) on a few goroutines: reading thousands of
-// manifests is CPU-bound (decoding) and uses every core.
-func parallel(n int, f func(i int)) {
-	workers := min(runtime.GOMAXPROCS(0), n)
+// manifests is CPU-bound (decoding) and uses every core, or at most
+// workers of them (0: no bound).
+func parallel(n, workers int, f func(i int)) {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = min(workers, n)
 	if workers <= 1 {
 		for i := 0; i < n; i++ {
 			f(i)

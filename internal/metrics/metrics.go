@@ -61,6 +61,7 @@ type Metrics struct {
 	invalid       prometheus.Gauge
 	schedules     prometheus.Gauge
 	stalled       prometheus.Gauge
+	scanComplete  prometheus.Gauge
 
 	mu sync.Mutex
 	// stalledJobs are the jobs stalled on their storage (Stalled).
@@ -123,6 +124,8 @@ func New(reg prometheus.Registerer, version, revision string) *Metrics {
 			Help: "Schedule templates in the jobs folder (manifests with a schedule; not counted in logistd_jobs)."}),
 		stalled: f.NewGauge(prometheus.GaugeOpts{Name: "logistd_jobs_stalled",
 			Help: "Jobs the daemon retries with backoff because their storage refused them (disk full, access denied); logist status shows why."}),
+		scanComplete: f.NewGauge(prometheus.GaugeOpts{Name: "logistd_startup_scan_complete",
+			Help: "1 once the start-up scan of the jobs folder has ended; until then logistd_jobs, logistd_schedules, logistd_invalid_manifests and the waiting gauges count only the jobs seen so far."}),
 		stalledJobs: map[string]bool{},
 		status:      map[string]lifecycle.Status{},
 		templates:   map[string]bool{},
@@ -165,6 +168,9 @@ func New(reg prometheus.Registerer, version, revision string) *Metrics {
 	}
 	return m
 }
+
+// ScanComplete says the job gauges now cover the whole jobs folder.
+func (m *Metrics) ScanComplete() { m.scanComplete.Set(1) }
 
 // Stalled notes that job id is stalled on its storage (code, its error
 // code) or, with code "", that it no longer is.

@@ -398,19 +398,42 @@ func (d *daemon) waitFinished(n float64, timeout time.Duration, poll time.Durati
 }
 
 // rss reads a process's resident memory (VmRSS) in MiB.
-func rss(pid int) (float64, error) {
+// peakRSS is the process's resident memory at its peak so far (VmHWM).
+func peakRSS(pid int) (float64, error) { return procMiB(pid, "VmHWM") }
+
+func procMiB(pid int, field string) (float64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "VmRSS:") {
+		if strings.HasPrefix(l, field+":") {
 			f := strings.Fields(l)
 			kb, err := strconv.ParseFloat(f[1], 64)
 			return kb / 1024, err
 		}
 	}
-	return 0, errors.New("no VmRSS")
+	return 0, errors.New("no " + field)
+}
+
+// waitScanned waits until the daemon's start-up scan has ended (it is
+// ready before: /readyz says it watches and picks up new work) and returns
+// the time from its start.
+func (d *daemon) waitScanned(timeout time.Duration) (time.Duration, error) {
+	deadline := time.Now().Add(timeout)
+	client := &http.Client{Timeout: 5 * time.Second}
+	for time.Now().Before(deadline) {
+		resp, err := client.Get("http://" + d.addr + "/metrics")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close() // read whole
+			if strings.Contains(string(b), "\nlogistd_startup_scan_complete 1") {
+				return time.Since(d.started), nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("logistd's start-up scan not over after %s", timeout)
 }
 
 // timeCmd runs a command and returns its wall time in ms.

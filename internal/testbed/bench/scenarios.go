@@ -926,6 +926,10 @@ func (h *harness) scale() error {
 	// The first start over the folder has no manifest index yet (issue
 	// 21's goal 5 includes it): reported on its own as well.
 	var firstReady, firstMem []float64
+	// logistd is ready once it watches and picks up new work; the scan of
+	// the jobs already there goes on beside it. Its end is timed too, and
+	// the memory is the peak (VmHWM) through it, not what is left after.
+	var scanned, firstScanned []float64
 	for rep := 0; rep < h.sz.ScaleReps; rep++ {
 		for _, c := range []struct {
 			dir    string
@@ -936,13 +940,22 @@ func (h *harness) scale() error {
 				return err
 			}
 			*c.rd = append(*c.rd, ms(d.ready))
+			sc, err := d.waitScanned(10 * time.Minute)
+			if err != nil {
+				d.stop()
+				return err
+			}
 			time.Sleep(300 * time.Millisecond)
-			m, merr := rss(d.cmd.Process.Pid)
+			m, merr := peakRSS(d.cmd.Process.Pid)
 			if merr == nil {
 				*c.mm = append(*c.mm, m)
 			}
+			if c.dir == big {
+				scanned = append(scanned, ms(sc))
+			}
 			if rep == 0 && c.dir == big {
 				firstReady = append(firstReady, ms(d.ready))
+				firstScanned = append(firstScanned, ms(sc))
 				if merr == nil {
 					firstMem = append(firstMem, m)
 				}
@@ -967,6 +980,8 @@ func (h *harness) scale() error {
 	h.raw("5.rss_mib.empty", memBase...)
 	h.raw("5.first_ready_ms", firstReady...)
 	h.raw("5.first_rss_mib", firstMem...)
+	h.raw("5.scanned_ms", scanned...)
+	h.raw("5.first_scanned_ms", firstScanned...)
 	h.raw("5.list_ms", list...)
 	h.raw("5.list_ms.empty", listBase...)
 	rb, mb, lb := Summarize(readyBase), Summarize(memBase), Summarize(listBase)
@@ -978,13 +993,18 @@ func (h *harness) scale() error {
 	scale := offScale(n, goalScaleJobs, "jobs")
 	h.add(Row{Scenario: "5", Name: fmt.Sprintf("start-up to /readyz 200 with %d jobs", n), Unit: "ms", Stat: "median",
 		Value: Summarize(ready), BaseName: "empty folder", Baseline: &rb, Goal: Goal{"value<=", 1000}, OffScale: scale,
-		Note: "jobs copied from the example jobs run to their ends, plus DRAFTs with no supervisor (INVALID): " + strings.Join(mix, ", ")})
-	h.add(Row{Scenario: "5", Name: fmt.Sprintf("resident memory (VmRSS) when ready, %d jobs", n), Unit: "MiB", Stat: "median",
+		Note: "ready: watching the folder and picking up new work, the scan of the jobs already there under way (its end: a row below); " +
+			"jobs copied from the example jobs run to their ends, plus DRAFTs with no supervisor (INVALID): " + strings.Join(mix, ", ")})
+	h.add(Row{Scenario: "5", Name: fmt.Sprintf("peak resident memory (VmHWM) through the start-up scan, %d jobs", n), Unit: "MiB", Stat: "median",
 		Value: Summarize(mem), BaseName: "empty folder", Baseline: &mb, Goal: Goal{"value<=", 100}, OffScale: scale})
 	h.add(Row{Scenario: "5", Name: fmt.Sprintf("first start-up to /readyz 200 with %d jobs (no manifest index yet)", n), Unit: "ms", Stat: "median",
 		Value: Summarize(firstReady), BaseName: "empty folder", Baseline: &rb, Goal: Goal{"value<=", 1000}, OffScale: scale})
-	h.add(Row{Scenario: "5", Name: fmt.Sprintf("resident memory (VmRSS) when ready, first start, %d jobs", n), Unit: "MiB", Stat: "median",
+	h.add(Row{Scenario: "5", Name: fmt.Sprintf("peak resident memory (VmHWM) through the start-up scan, first start, %d jobs", n), Unit: "MiB", Stat: "median",
 		Value: Summarize(firstMem), BaseName: "empty folder", Baseline: &mb, Goal: Goal{"value<=", 100}, OffScale: scale})
+	h.add(Row{Scenario: "5", Name: fmt.Sprintf("start-up scan over (information: ready comes first) with %d jobs", n), Unit: "ms", Stat: "median",
+		Value: Summarize(scanned), OffScale: scale})
+	h.add(Row{Scenario: "5", Name: fmt.Sprintf("first start-up scan over (information) with %d jobs", n), Unit: "ms", Stat: "median",
+		Value: Summarize(firstScanned), OffScale: scale})
 	h.add(Row{Scenario: "5", Name: fmt.Sprintf("`logist list` with %d jobs", n), Unit: "ms", Stat: "median",
 		Value: Summarize(list), BaseName: "empty folder", Baseline: &lb, Goal: Goal{"value<=", 200}, OffScale: scale})
 	return nil
