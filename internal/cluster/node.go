@@ -37,6 +37,7 @@ import (
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/protocol"
 	"github.com/logist/logist/internal/runner"
+	"github.com/logist/logist/internal/schedule"
 	"github.com/logist/logist/internal/signing"
 )
 
@@ -72,6 +73,10 @@ type Node struct {
 	Meter   agent.Meter
 	// Obs hears what the engine does (logistd's metrics); nil: nothing.
 	Obs jobtx.Observer
+	// Cron counts the outcomes of the ticks this node fired or decided
+	// (created, skipped, replaced, missed, failed), as file mode's
+	// scheduler counts them (logistd_cron_runs_total); nil: nothing.
+	Cron schedule.Observer
 	// Getenv reads the environment (nil: os.Getenv): the content key's
 	// path (secrets.KeyPath) and the secrets jobs name.
 	Getenv func(string) string
