@@ -152,7 +152,9 @@ func (n *Node) sweepCalls(ctx context.Context) {
 		running := n.runs[id] != nil
 		n.mu.Unlock()
 		if !running {
-			j, err := n.Store.Job(ctx, id)
+			c, cancel := context.WithTimeout(ctx, n.TTL)
+			j, err := n.Store.Job(c, id)
+			cancel()
 			switch {
 			case err != nil && !errors.Is(err, clusterstore.ErrNotFound):
 			case err == nil && j.Owner == n.ID && !j.Status.Terminal():

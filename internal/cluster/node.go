@@ -393,7 +393,9 @@ func (n *Node) prepare(ctx context.Context, id string) (*clusterstore.Job, map[s
 		return j, map[string]bool{}, shipped, nil
 	}
 	if err := stopCalls(dir); err != nil {
-		return nil, nil, nil, fmt.Errorf("job %s: stop the calls its folder keeps: %w", id, err)
+		// The folder goes anyway: the job is not held back by a call
+		// that could not be stopped (it runs on to its own timeout).
+		joblog.Log(n.Logger, "orphaned call not stopped: "+err.Error(), joblog.Problem{Job: id, Code: codes.ClusterRun}, "node", n.ID)
 	}
 	j, known, err := writeFolder(ctx, n.Store, n.Dir, id, nil)
 	if err != nil {
