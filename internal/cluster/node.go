@@ -303,10 +303,14 @@ func (n *Node) runJob(ctx context.Context, l *clusterstore.Lease) error {
 		old.cancel(errLeaseLost)
 		<-old.done
 	}
+	// A job whose folder cannot be made from the store (a recovery
+	// point naming an object the store lacks, …) is given back with a
+	// backoff: no node claims it again for a lease's time, rather than
+	// every node at once in a loop.
 	j, known, shipped, err := n.prepare(ctx, l.Job)
 	if err != nil {
-		n.release(l)
-		return err
+		n.release(l, n.TTL)
+		return fmt.Errorf("job %s not started (claimable again in %s): %w", l.Job, n.TTL, err)
 	}
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
@@ -314,7 +318,7 @@ func (n *Node) runJob(ctx context.Context, l *clusterstore.Lease) error {
 	if err := n.checkContentKey(filepath.Join(n.Dir, l.Job), j.Manifest); err != nil {
 		// Given back before anything is written; the slot is held a
 		// poll's time, so that the node does not claim it again at once.
-		n.release(l)
+		n.release(l, 0)
 		if errors.Is(err, errContentKey) {
 			joblog.Log(n.Logger, "job given back: "+err.Error(), joblog.Problem{Job: l.Job, Code: codes.ContentKeyMismatch}, "node", n.ID)
 			err = nil
@@ -353,7 +357,7 @@ func (n *Node) runJob(ctx context.Context, l *clusterstore.Lease) error {
 	fenced := r.fenced
 	n.mu.Unlock()
 	if !fenced {
-		n.release(l)
+		n.release(l, 0)
 	}
 	if errors.Is(context.Cause(runCtx), errLeaseLost) {
 		return fmt.Errorf("job %s: %w", l.Job, errLeaseLost)
@@ -414,11 +418,12 @@ func (n *Node) prepare(ctx context.Context, id string) (*clusterstore.Job, map[s
 
 // release gives up a lease the node still holds on a job that is still
 // runnable (interrupted, or stopped by an error): another node may take
-// it at once. A job that stopped has no lease left to give up.
-func (n *Node) release(l *clusterstore.Lease) {
+// it at once, or after backoff (clusterstore.Unit.Backoff). A job that
+// stopped has no lease left to give up.
+func (n *Node) release(l *clusterstore.Lease, backoff time.Duration) {
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := n.Store.Commit(c, l, clusterstore.Unit{Release: true}); err != nil && !errors.Is(err, clusterstore.ErrFenced) {
+	if err := n.Store.Commit(c, l, clusterstore.Unit{Release: true, Backoff: backoff}); err != nil && !errors.Is(err, clusterstore.ErrFenced) {
 		joblog.Log(n.Logger, "lease not released (it expires)", joblog.Problem{Job: l.Job, Code: codes.ClusterRun}, "node", n.ID, "error", err.Error())
 	}
 }

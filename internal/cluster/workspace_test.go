@@ -268,3 +268,68 @@ func TestCollectedObjectSentAgain(t *testing.T) {
 		t.Errorf("%d responses, want 4", rep.Responses)
 	}
 }
+
+// TestMissingObjectBacksOff: a job whose current recovery point names an
+// object the store no longer holds cannot be started (its workspace
+// cannot be restored). The node gives it back with a backoff of a lease's
+// time, in the store (clusterstore.Unit.Backoff), instead of claiming it
+// again at once in a loop.
+func TestMissingObjectBacksOff(t *testing.T) {
+	s, _ := openStore(t)
+	ctx := context.Background()
+	if _, err := Submit(ctx, s, []byte(movingJob)); err != nil {
+		t.Fatal(err)
+	}
+	actx, stopA := context.WithCancel(ctx)
+	defer stopA()
+	a := newNode(t, s, "a", 5*time.Second)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = a.Run(actx) })
+	// A has stored the worker's point (greet.py) and started the
+	// supervisor's call; it shuts down, giving the job back.
+	waitAll(t, s, 1, func(j *clusterstore.Job) bool {
+		ps, err := s.Points(ctx, j.ID)
+		if err != nil || len(ps) < 2 {
+			return false
+		}
+		recs := records(t, s, j.ID)
+		return recs[len(recs)-1].Type == history.TypeIntent && recs[len(recs)-1].Role == "supervisor"
+	}, 30*time.Second)
+	stopA()
+	wg.Wait()
+	if _, err := s.Pool().Exec(ctx, "DELETE FROM logist_objects"); err != nil {
+		t.Fatal(err)
+	}
+	const ttl = time.Second
+	bctx, stopB := context.WithCancel(ctx)
+	defer stopB()
+	b := newNode(t, s, "b", ttl)
+	wg.Go(func() { _ = b.Run(bctx) })
+	claims := func() int64 { c, _, _, _, _ := b.Stats.Snapshot(); return c }
+	var first time.Time
+	deadline := time.Now().Add(60 * time.Second)
+	for claims() < 3 {
+		if first.IsZero() && claims() >= 1 {
+			first = time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node b claimed the job %d times in a minute; want it again after each backoff", claims())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	took := time.Since(first)
+	stopB()
+	wg.Wait()
+	// Two backoffs of a lease's time lie between the first and the third
+	// claim (the store's clock; a margin for this loop's own delays).
+	if took < 3*ttl/2 {
+		t.Fatalf("3 claims of the job in %s: it is claimed again without a backoff", took)
+	}
+	j, err := s.Job(ctx, "moving")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !j.Status.Active() || j.Rescues != 0 {
+		t.Fatalf("job %s, %d rescues: want it runnable, given back each time, never rescued", j.Status, j.Rescues)
+	}
+}

@@ -249,7 +249,7 @@ func (s *FileStore) Commit(_ context.Context, l *Lease, u Unit) error {
 		if err != nil {
 			return err
 		}
-		j, err := Apply(fj.Job, l, &u)
+		j, err := Apply(fj.Job, l, &u, s.now())
 		if err != nil {
 			return err
 		}
@@ -316,20 +316,30 @@ func (s *FileStore) SubmitKeyed(_ context.Context, sub Submission) (bool, error)
 	if err := validID(sub.ID); err != nil {
 		return false, err
 	}
+	if err := CheckFiles(sub.ID, sub.Files); err != nil {
+		return false, err
+	}
 	repeat := false
 	err := s.locked(func() error {
 		keyPath := filepath.Join(s.dir, "keys", fmt.Sprintf("%x.json", sub.Key))
-		if use, err := s.keyUse(keyPath); err != nil {
-			return err
-		} else if use != nil {
-			repeat = true
-			return KeyReuse(use, &Steering{Job: sub.ID, Key: sub.Key, Command: sub.Command})
+		if sub.Key != "" { // without a key, a job of the id is ErrExists below
+			if use, err := s.keyUse(keyPath); err != nil {
+				return err
+			} else if use != nil {
+				repeat = true
+				return KeyReuse(use, &Steering{Job: sub.ID, Key: sub.Key, Command: sub.Command})
+			}
 		}
 		if _, err := os.Stat(s.jobPath(sub.ID)); err == nil {
 			return fmt.Errorf("job %s: %w", sub.ID, ErrExists)
 		}
-		if err := s.write(&fileJob{Job: Job{ID: sub.ID, Status: sub.Status, Manifest: sub.Manifest, BudgetMicros: sub.BudgetMicros, Template: IsTemplate(sub.Manifest)}}); err != nil {
+		fj := &fileJob{Job: Job{ID: sub.ID, Status: sub.Status, Manifest: sub.Manifest, BudgetMicros: sub.BudgetMicros, Template: IsTemplate(sub.Manifest)}}
+		fj.addFiles(sub.Files)
+		if err := s.write(fj); err != nil {
 			return err
+		}
+		if sub.Key == "" {
+			return nil
 		}
 		b, err := json.Marshal(KeyUse{Command: sub.Command, Job: sub.ID, Status: sub.Status})
 		if err != nil {
@@ -497,10 +507,15 @@ func (s *FileStore) Fire(_ context.Context, t Tick) (bool, error) {
 			if err := validID(t.Run); err != nil {
 				return err
 			}
+			if err := CheckFiles(t.Run, t.Files); err != nil {
+				return err
+			}
 			if _, err := os.Stat(s.jobPath(t.Run)); err == nil {
 				return fmt.Errorf("run %s: %w", t.Run, ErrExists)
 			}
-			if err := s.write(&fileJob{Job: Job{ID: t.Run, Status: lifecycle.Pending, Manifest: t.Manifest}}); err != nil {
+			run := &fileJob{Job: Job{ID: t.Run, Status: lifecycle.Pending, Manifest: t.Manifest}}
+			run.addFiles(t.Files)
+			if err := s.write(run); err != nil {
 				return err
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"time"
@@ -13,11 +14,11 @@ import (
 )
 
 // Claimable is the one rule of which jobs a node may claim: a status the
-// daemon runs, and no lease or an expired one (now is the store's clock).
-// A job waiting for a human (or finished) is never claimable, and holds no
-// lease.
+// daemon runs, no lease or an expired one, and not backing off (now is
+// the store's clock). A job waiting for a human (or finished) is never
+// claimable, and holds no lease.
 func Claimable(j *Job, now time.Time) bool {
-	return j.Status.Active() && !j.Template && (j.Owner == "" || !now.Before(j.LeaseUntil))
+	return j.Status.Active() && !j.Template && !now.Before(j.ClaimAfter) && (j.Owner == "" || !now.Before(j.LeaseUntil))
 }
 
 // IsTemplate is the one rule of which manifests are schedules' templates
@@ -36,7 +37,7 @@ func Claimed(j Job, node string, now time.Time, ttl time.Duration) (Job, Lease) 
 	rescued := j.Owner != ""
 	j.Epoch++
 	j.Owner = node
-	j.LeaseUntil = now.Add(ttl)
+	j.LeaseUntil, j.ClaimAfter = now.Add(ttl), time.Time{}
 	if rescued {
 		j.Rescues++
 	}
@@ -94,7 +95,10 @@ func short(h string) string {
 // job's last dollar one starts its call and the other is refused. A debit
 // itself is never refused for the budget: it records what calls already
 // cost in the world (the engine halts the job before it asks again).
-func Apply(j Job, l *Lease, u *Unit) (Job, error) {
+//
+// A release with a Backoff leaves the job unclaimable, by any node, until
+// now (the store's clock) plus the backoff.
+func Apply(j Job, l *Lease, u *Unit, now time.Time) (Job, error) {
 	if err := Fence(&j, l); err != nil {
 		return j, err
 	}
@@ -104,10 +108,13 @@ func Apply(j Job, l *Lease, u *Unit) (Job, error) {
 	if u.DebitMicros < 0 || (u.BudgetMicros != nil && *u.BudgetMicros < 0) {
 		return j, fmt.Errorf("job %s: negative debit or budget", j.ID)
 	}
+	if u.Backoff < 0 || (u.Backoff > 0 && !u.Release) {
+		return j, fmt.Errorf("job %s: a backoff is a release's, and not negative", j.ID)
+	}
 	if err := CheckPoint(j.ID, u); err != nil {
 		return j, err
 	}
-	if err := localFiles(j.ID, u.Files); err != nil {
+	if err := CheckFiles(j.ID, u.Files); err != nil {
 		return j, err
 	}
 	next, last, err := Continue(&j, u.Lines)
@@ -131,6 +138,9 @@ func Apply(j Job, l *Lease, u *Unit) (Job, error) {
 	}
 	if u.Release || !j.Status.Active() {
 		j.Owner, j.LeaseUntil = "", time.Time{}
+	}
+	if u.Backoff > 0 && j.Status.Active() {
+		j.ClaimAfter = now.Add(u.Backoff)
 	}
 	return j, nil
 }
@@ -198,10 +208,20 @@ func Dropped(old, new []byte) []string {
 }
 
 // SubmitCommand is what a submission's idempotency key is bound to: the
-// job and its manifest, by its hash.
-func SubmitCommand(id string, manifest []byte) string {
+// job, its manifest and the files submitted with it, by their hashes (the
+// same manifest with other files is another submission).
+func SubmitCommand(id string, manifest []byte, files map[string][]byte) string {
 	sum := sha256.Sum256(manifest)
-	return "submit " + id + " sha256:" + hex.EncodeToString(sum[:])
+	out := "submit " + id + " sha256:" + hex.EncodeToString(sum[:])
+	if len(files) == 0 {
+		return out
+	}
+	h := sha256.New()
+	for _, p := range slices.Sorted(maps.Keys(files)) {
+		fs := sha256.Sum256(files[p])
+		fmt.Fprintf(h, "%d:%s %x\n", len(p), p, fs)
+	}
+	return out + " files sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // ValidPointID reports whether id may name a recovery point (it becomes
@@ -240,7 +260,7 @@ func Steered(j Job, st *Steering) (Job, error) {
 	if !st.To.Valid() {
 		return j, fmt.Errorf("job %s: unknown status %q", j.ID, st.To)
 	}
-	if err := localFiles(j.ID, st.Files); err != nil {
+	if err := CheckFiles(j.ID, st.Files); err != nil {
 		return j, err
 	}
 	next, last, err := Continue(&j, st.Lines)
@@ -253,7 +273,8 @@ func Steered(j Job, st *Steering) (Job, error) {
 		j.Manifest = st.Manifest
 	}
 	j.Epoch++
-	j.Owner, j.LeaseUntil = "", time.Time{}
+	// A steward's change is claimable at once, whatever backoff it ends.
+	j.Owner, j.LeaseUntil, j.ClaimAfter = "", time.Time{}, time.Time{}
 	return j, nil
 }
 
@@ -275,9 +296,9 @@ func KeyReuse(use *KeyUse, st *Steering) error {
 	return nil
 }
 
-// localFiles checks that every file a change stores is inside the job's
-// folder.
-func localFiles(id string, files map[string][]byte) error {
+// CheckFiles checks that every file a change or a submission stores is
+// inside the job's folder.
+func CheckFiles(id string, files map[string][]byte) error {
 	for p := range files {
 		if !filepath.IsLocal(p) {
 			return fmt.Errorf("job %s: file %q is not inside the job's folder", id, p)

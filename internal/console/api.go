@@ -299,7 +299,11 @@ func (c *Console) act(ctx context.Context, action, id, key string, b ActionBody)
 		if c.cl == nil {
 			return do(c.o.Steward)
 		}
-		return c.cl.steer(ctx, id, key, commandWords(action, id, b), do)
+		restore := ""
+		if action == "rollback" {
+			restore = b.Checkpoint
+		}
+		return c.cl.steer(ctx, id, key, commandWords(action, id, b), restore, do)
 	}
 	defer func() {
 		if errors.Is(err, errRepeat) {
@@ -547,7 +551,7 @@ func (c *Console) apiSchedule(pause bool) http.HandlerFunc {
 			}
 			if c.cl == nil {
 				err = do(c.o.Steward)
-			} else if err = c.cl.steer(r.Context(), id, key, words, do); errors.Is(err, errRepeat) {
+			} else if err = c.cl.steer(r.Context(), id, key, words, "", do); errors.Is(err, errRepeat) {
 				return c.repeated(id)
 			}
 			steward.RecordEvent(c.o.Store.Dir, event, jobview.OutcomeName(jobview.ExitCode(err)))

@@ -72,14 +72,16 @@ func (s *clusterSide) sync(ctx context.Context) error { return s.mirror.Sync(ctx
 // steer applies do, a steward's command on job id, through the cluster's
 // fenced steering path under key (the caller's idempotency key, or a new
 // one when it gave none), then brings the console's folder up to it. A
-// key the same command used before changes nothing: errRepeat.
-func (s *clusterSide) steer(ctx context.Context, id, key, command string, do func(*steward.Steward) error) error {
+// key the same command used before changes nothing: errRepeat. restore
+// is the checkpoint a rollback returns to ("": none), whose snapshot (and
+// a git job's repository) the command needs.
+func (s *clusterSide) steer(ctx context.Context, id, key, command, restore string, do func(*steward.Steward) error) error {
 	if key == "" {
 		b := make([]byte, 16)
 		_, _ = rand.Read(b)
 		key = "console-" + hex.EncodeToString(b)
 	}
-	out, err := cluster.Steer(ctx, s.Store, cluster.Steering{Job: id, Key: key, Command: command,
+	out, err := cluster.Steer(ctx, s.Store, cluster.Steering{Job: id, Key: key, Command: command, Restore: restore,
 		Apply: func(jobsDir string) error {
 			env := &jobtx.Env{Store: jobstore.New(jobsDir), Logger: slog.New(slog.DiscardHandler),
 				History: history.Options{Signer: s.Key, MaxBytes: -1}}

@@ -78,7 +78,11 @@ func scanJob(row pgx.Row) (clusterstore.Job, error) {
 		&j.NextSeq, &j.LastHash, &j.BudgetMicros, &j.SpentMicros, &j.Rescues, &j.Template)
 	j.Status = lifecycle.Status(status)
 	if j.Owner == "" {
-		j.LeaseUntil = time.Time{}
+		// An unowned job's lease_until is its backoff (ClaimAfter).
+		j.LeaseUntil, j.ClaimAfter = time.Time{}, j.LeaseUntil
+		if j.ClaimAfter.Equal(time.Unix(0, 0)) {
+			j.ClaimAfter = time.Time{}
+		}
 	}
 	return j, err
 }
@@ -103,9 +107,14 @@ func nullable(s string) any {
 	return s
 }
 
+// leaseTime is the row's lease_until: the lease's end, or for a job no
+// node owns its backoff's (Job.ClaimAfter), or NULL.
 func leaseTime(j *clusterstore.Job) any {
 	if j.Owner == "" {
-		return nil
+		if j.ClaimAfter.IsZero() {
+			return nil
+		}
+		return j.ClaimAfter
 	}
 	return j.LeaseUntil
 }
@@ -191,7 +200,7 @@ func (s *Store) Claim(ctx context.Context, node string, ttl time.Duration) (*clu
 		// clusterstore.Claimable, as a query: SKIP LOCKED passes over
 		// rows another node is claiming or committing.
 		j, err := scanJob(tx.QueryRow(ctx, "SELECT "+jobCols+` FROM logist_jobs
-			WHERE status = ANY($1) AND NOT template AND (owner IS NULL OR lease_until <= now())
+			WHERE status = ANY($1) AND NOT template AND (lease_until IS NULL OR lease_until <= now())
 			ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`, s.active))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
@@ -256,12 +265,12 @@ func (s *Store) Commit(ctx context.Context, l *clusterstore.Lease, u clusterstor
 func (s *Store) commit(ctx context.Context, l *clusterstore.Lease, u clusterstore.Unit) ([]string, error) {
 	var dropped []string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		j, _, err := lockJob(ctx, tx, l.Job)
+		j, now, err := lockJob(ctx, tx, l.Job)
 		if err != nil {
 			return err
 		}
 		first := j.NextSeq
-		j, err = clusterstore.Apply(j, l, &u)
+		j, err = clusterstore.Apply(j, l, &u, now)
 		if err != nil {
 			return err
 		}
@@ -395,13 +404,18 @@ func (s *Store) CollectObjects(ctx context.Context, sums []string) (int, error) 
 // SubmitKeyed implements clusterstore.Store: the key's row and the job's
 // are inserted in one transaction (the key's primary key refuses a race).
 func (s *Store) SubmitKeyed(ctx context.Context, sub clusterstore.Submission) (bool, error) {
+	if err := clusterstore.CheckFiles(sub.ID, sub.Files); err != nil {
+		return false, err
+	}
 	repeat := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if use, err := keyUse(ctx, tx, sub.Key); err != nil {
-			return err
-		} else if use != nil {
-			repeat = true
-			return clusterstore.KeyReuse(use, &clusterstore.Steering{Job: sub.ID, Key: sub.Key, Command: sub.Command})
+		if sub.Key != "" { // without a key, a job of the id is ErrExists below
+			if use, err := keyUse(ctx, tx, sub.Key); err != nil {
+				return err
+			} else if use != nil {
+				repeat = true
+				return clusterstore.KeyReuse(use, &clusterstore.Steering{Job: sub.ID, Key: sub.Key, Command: sub.Command})
+			}
 		}
 		if _, err := tx.Exec(ctx, "INSERT INTO logist_jobs (id, status, manifest, budget_micros, template) VALUES ($1, $2, $3, $4, $5)",
 			sub.ID, string(sub.Status), sub.Manifest, sub.BudgetMicros, clusterstore.IsTemplate(sub.Manifest)); err != nil {
@@ -411,6 +425,15 @@ func (s *Store) SubmitKeyed(ctx context.Context, sub clusterstore.Submission) (b
 			}
 			return err
 		}
+		if err := storeFiles(ctx, tx, sub.ID, sub.Files); err != nil {
+			return err
+		}
+		if err := notify(ctx, tx, sub.ID); err != nil {
+			return err
+		}
+		if sub.Key == "" {
+			return nil
+		}
 		_, err := tx.Exec(ctx, "INSERT INTO logist_idempotency (key, command, job_id, epoch, status) VALUES ($1, $2, $3, 0, $4)",
 			sub.Key, sub.Command, sub.ID, string(sub.Status))
 		var pe *pgconn.PgError
@@ -419,7 +442,7 @@ func (s *Store) SubmitKeyed(ctx context.Context, sub clusterstore.Submission) (b
 		}
 		return err
 	})
-	if errors.Is(err, clusterstore.ErrExists) {
+	if errors.Is(err, clusterstore.ErrExists) && sub.Key != "" {
 		// The same submission may have raced this one in: its key says.
 		if use, kerr := s.SteerKey(ctx, sub.Key); kerr == nil && use != nil {
 			return true, clusterstore.KeyReuse(use, &clusterstore.Steering{Job: sub.ID, Key: sub.Key, Command: sub.Command})
@@ -477,6 +500,9 @@ func (s *Store) Files(ctx context.Context, id string) (map[string][]byte, error)
 // inserted in one transaction; a tick fired already (its primary key)
 // inserts nothing.
 func (s *Store) Fire(ctx context.Context, t clusterstore.Tick) (bool, error) {
+	if err := clusterstore.CheckFiles(t.Run, t.Files); err != nil {
+		return false, err
+	}
 	fired := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO logist_ticks (template, tick, node, run_id) VALUES ($1, $2, $3, $4)
@@ -491,6 +517,9 @@ func (s *Store) Fire(ctx context.Context, t clusterstore.Tick) (bool, error) {
 				return fmt.Errorf("run %s: %w", t.Run, clusterstore.ErrExists)
 			}
 			if err != nil {
+				return err
+			}
+			if err := storeFiles(ctx, tx, t.Run, t.Files); err != nil {
 				return err
 			}
 			if err := notify(ctx, tx, t.Run); err != nil {

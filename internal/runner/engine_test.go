@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -1079,6 +1080,50 @@ func TestEscalationEvidenceEscapeComesFirst(t *testing.T) {
 		if !strings.Contains(logs.String(), `"error_code":"`+code+`"`) {
 			t.Errorf("%s is not logged:\n%s", code, logs.String())
 		}
+	}
+}
+
+// Issue 23: a call that answered (with its cost) just as the run was
+// interrupted (a shutdown, in cluster mode a lease lost) records no
+// response and is asked again; its cost must not go into the manifest
+// with the AGENT_INTERRUPTED record, or the job pays for the call twice
+// (and a cluster's database debits both: the chaos run's "responses cost
+// 60000 µ$, the database debited 80000 µ$"). The job's cost is the sum of
+// its responses' costs.
+func TestInterruptedCallIsNotAccounted(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.WriteJob("j", job(okSupervisor(), okSupervisor()))
+	ctx, cancel := context.WithCancelCause(context.Background())
+	var interrupted atomic.Bool
+	f.fake(func(_ context.Context, req *agent.Request) (*agent.Result, error) {
+		a := answer("COMPLETED", req.Role+" finished")
+		a.CostUSD = 0.01
+		if req.Role == "worker" && interrupted.CompareAndSwap(false, true) {
+			// The answer is in, its money spent, as the run is stopped.
+			cancel(ErrShutdown)
+			a.CostUSD = 0.02
+		}
+		return a, nil
+	})
+	if err := f.Engine.Run(ctx, "j"); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if m := f.Load("j"); m.Metrics.CumulativeCost != 0 || m.Metrics.CumulativeTimeSeconds != 0 {
+		t.Fatalf("after the interrupted call: cost %v cents, time %vs; want none accounted (no response recorded)", m.Metrics.CumulativeCost, m.Metrics.CumulativeTimeSeconds)
+	}
+	f.Run("j")
+	m := f.Load("j")
+	if m.Status != lifecycle.Success {
+		t.Fatalf("status = %s (%s)", m.Status, m.Run.Reason)
+	}
+	var cents float64
+	resps := testkit.OfType(f.Records("j"), history.TypeResponse)
+	for _, r := range resps {
+		cents += r.Response.CostUSD * 100
+	}
+	if len(resps) != 2 || math.Abs(cents-2) > 1e-9 || math.Abs(m.Metrics.CumulativeCost-cents) > 1e-9 {
+		t.Fatalf("%d responses costing %v cents, manifest says %v cents; want 2 responses, 2 cents, the same", len(resps), cents, m.Metrics.CumulativeCost)
 	}
 }
 

@@ -15,13 +15,26 @@ import (
 	"github.com/logist/logist/internal/workflow"
 )
 
-// finish runs under the job lock after a call: account its cost and time,
-// judge its answer, and decide what follows (workflow.Decide: seed 002's
-// escalation matrix and the workflow). The response is recorded exactly
-// once, by apply, with everything the decision changes.
+// finish runs under the job lock after a call: account its cost and time
+// (unless it was interrupted), judge its answer, and decide what follows
+// (workflow.Decide: seed 002's escalation matrix and the workflow). The
+// response is recorded exactly once, by apply, with everything the
+// decision changes.
 func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.Result, callErr error, elapsed time.Duration, timedOut bool) (outcome, error) {
 	m := tx.M
 	cost := callCost(out, callErr)
+	seen := func(result string) []callSeen { return []callSeen{{c.role, c.provider, result, elapsed, cost}} }
+	// Daemon shutdown (or, in cluster mode, a lease lost): no response is
+	// written, so the next start asks again with the same request. Nothing
+	// of the call is accounted either, whatever it answered: its cost and
+	// time go into the manifest with its response record only (the one
+	// the re-attempt writes), so that the job's cost is the sum of its
+	// responses' and a call asked again is never paid twice in the
+	// manifest (nor debited twice in a cluster's database).
+	if m.Status.Active() && m.Phase() == c.phase && ctx.Err() != nil {
+		return outcome{calls: seen("interrupted"), logs: []logEntry{{code: codes.AgentInterrupted, actor: c.role, attempt: c.attempt, record: true,
+			msg: "agent call interrupted by shutdown; it will be re-attempted with the same request"}}}, nil
+	}
 	account(m, cost, elapsed)
 	resp := &history.Response{EvidenceFiles: []string{}, ExecutionTimeSeconds: round3(elapsed.Seconds()), CostUSD: cost}
 	if out != nil {
@@ -29,7 +42,6 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 		resp.SessionID, resp.Tokens, resp.Stderr = out.SessionID, out.Tokens, truncate(out.Stderr, 4096)
 	}
 	recordMetered(resp, out, callErr)
-	seen := func(result string) []callSeen { return []callSeen{{c.role, c.provider, result, elapsed, cost}} }
 	ch, compared := callChanges(tx, c)
 	recordChanges(resp, ch)
 
@@ -38,12 +50,6 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 	if !m.Status.Active() || m.Phase() != c.phase {
 		resp.Status, resp.ErrorCode, resp.Error = history.StatusError, codes.AgentCanceled, fmt.Sprintf("job became %s during the call", m.Status)
 		return outcome{calls: seen("canceled"), responses: []*history.Record{c.response(resp)}, parked: true}, nil
-	}
-	// Daemon shutdown: no response is written, so the next start asks again
-	// with the same request.
-	if ctx.Err() != nil {
-		return outcome{calls: seen("interrupted"), logs: []logEntry{{code: codes.AgentInterrupted, actor: c.role, attempt: c.attempt, record: true,
-			msg: "agent call interrupted by shutdown; it will be re-attempted with the same request"}}}, nil
 	}
 	if ae, ok := agent.AsError(callErr); ok && ae.Code == codes.AwaitingReply && !timedOut {
 		// A role played by a human: the intent stays open until logist

@@ -180,7 +180,10 @@ func (e *Engine) finishTurns(ctx context.Context, tx *jobtx.Tx, c *call, eff eff
 		// produced; the turns are not applied.
 		o := outcome{parked: true}
 		for _, tc := range c.turns {
-			o.responses = append(o.responses, e.turnResponse(c, tc, history.StatusError, codes.AgentCanceled, fmt.Sprintf("job became %s during the call", m.Status), nil))
+			rec := e.turnResponse(c, tc, history.StatusError, codes.AgentCanceled, fmt.Sprintf("job became %s during the call", m.Status), nil)
+			// Accounted with its response, as every recorded call is.
+			account(m, rec.Response.CostUSD, tc.elapsed)
+			o.responses = append(o.responses, rec)
 		}
 		return o, nil
 	}

@@ -52,7 +52,9 @@ func Run(t *testing.T, open Open) {
 		{"TemplateTickFiresOnce", testTemplates},
 		{"NodeKeys", testNodes},
 		{"SubmitKeyed", testSubmitKeyed},
+		{"SubmittedFiles", testSubmittedFiles},
 		{"CollectObjects", testCollectObjects},
+		{"ReleaseBackoff", testReleaseBackoff},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -679,4 +681,38 @@ func testNodes(t *testing.T, s clusterstore.Store) {
 	if err != nil || len(ns) != 2 || ns[1].ID != "steward-x" || !ns[1].Steward || !ns[1].Public.Equal(pub2) {
 		t.Fatalf("nodes with a steward %+v %v", ns, err)
 	}
+}
+
+// testReleaseBackoff: a node that could not start a job gives it back
+// with a backoff: no node claims it meanwhile (rather than every node in a
+// loop), and once the backoff is over it is claimable, not as a rescue.
+// A backoff is a release's only.
+func testReleaseBackoff(t *testing.T, s clusterstore.Store) {
+	submit(t, s, "a", 0)
+	l := claim(t, s, "n1", time.Minute)
+	if err := s.Commit(ctx, l, clusterstore.Unit{Backoff: time.Minute}); err == nil {
+		t.Fatal("a backoff without a release was accepted")
+	}
+	if err := s.Commit(ctx, l, clusterstore.Unit{Release: true, Backoff: shortTTL}); err != nil {
+		t.Fatal(err)
+	}
+	j := job(t, s, "a")
+	if j.Owner != "" || !j.LeaseUntil.IsZero() || j.ClaimAfter.IsZero() {
+		t.Fatalf("job given back with a backoff: %+v", j)
+	}
+	noClaim(t, s, "n1")
+	noClaim(t, s, "n2")
+	expire()
+	again := claim(t, s, "n2", time.Minute)
+	if again.Rescued || again.Epoch != l.Epoch+1 {
+		t.Fatalf("claim after the backoff: %+v", again)
+	}
+	if j := job(t, s, "a"); j.Rescues != 0 || !j.ClaimAfter.IsZero() {
+		t.Fatalf("job claimed after its backoff: %+v", j)
+	}
+	// A plain release is claimable at once.
+	if err := s.Commit(ctx, again, clusterstore.Unit{Release: true}); err != nil {
+		t.Fatal(err)
+	}
+	claim(t, s, "n1", time.Minute)
 }

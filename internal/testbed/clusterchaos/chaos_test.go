@@ -374,6 +374,7 @@ func TestClusterChaos(t *testing.T) {
 			}
 			_ = json.Unmarshal(j.Manifest, &m)
 			t.Errorf("job %s ended %s (%s: %s; rescues %d), its script says %s", id, j.Status, m.Run.ErrorCode, m.Run.Reason, j.Rescues, want)
+			logHistory(t, id, lines)
 		}
 		responses := map[int]int{}
 		replies := 0
@@ -414,6 +415,7 @@ func TestClusterChaos(t *testing.T) {
 		if spent != j.SpentMicros {
 			overspentHere = true
 			t.Errorf("job %s: responses cost %d µ$, the database debited %d µ$", id, spent, j.SpentMicros)
+			logHistory(t, id, lines)
 		}
 		if overspentHere {
 			overspent++
@@ -527,4 +529,32 @@ func verified(t *testing.T, s *pgstore.Store, id string) bool {
 		return false
 	}
 	return true
+}
+
+// logHistory logs a job's records in short, one a line (the node logs go
+// with the test's temp folder): what a failure's seed alone cannot replay.
+func logHistory(t *testing.T, id string, lines [][]byte) {
+	for _, line := range lines {
+		e, err := history.ParseLine(line)
+		if err != nil {
+			t.Logf("%s: %v", id, err)
+			continue
+		}
+		what := ""
+		switch {
+		case e.Event != nil:
+			what = e.Event.Type + " " + e.Event.Subject
+		case e.Error != nil:
+			what = e.Error.Code
+		case e.Transition != nil:
+			what = e.Transition.From + "->" + e.Transition.To
+		case e.Response != nil:
+			what = fmt.Sprintf("%s %s $%g", e.Response.Status, e.Response.Action, e.Response.CostUSD)
+		}
+		in := ""
+		if e.Interaction != nil {
+			in = fmt.Sprint(*e.Interaction)
+		}
+		t.Logf("%s #%d %s %s/%s i%s a%d key %.8s %s %s", id, e.Seq, e.Time, e.Type, e.Phase, in, e.Attempt, e.Key, e.Role, what)
+	}
 }
