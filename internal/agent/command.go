@@ -249,6 +249,13 @@ func procStart(pid int) (string, bool) {
 	return f[19], true
 }
 
+// Alive reports whether process pid runs and started at start (a pid
+// log's line: not a later process that reuses the pid).
+func Alive(pid int, start string) bool {
+	cur, ok := procStart(pid)
+	return ok && cur == start
+}
+
 // KillOrphan kills the process group of the agent call for interaction n
 // of the job in jobDir if it still runs: a daemon killed mid-call leaves
 // its agent running, and the re-attempt must not run beside it. It

@@ -49,6 +49,7 @@ func (n *Node) cron(ctx context.Context) {
 		case <-t.C:
 		}
 		if err := n.fireDue(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			n.cronCount("failed", 1)
 			joblog.Log(n.Logger, "scheduled run failed: "+err.Error(), joblog.Problem{Code: codes.CronFailed}, "node", n.ID)
 		}
 	}
@@ -96,18 +97,21 @@ func (n *Node) fireDue(ctx context.Context, now time.Time) error {
 		if tick.IsZero() || tick.After(now) {
 			continue
 		}
+		// Due ticks before the latest were missed.
+		passed := 0
 		for i := 0; i < 1000; i++ { // the latest due tick
 			next := spec.Next(tick)
 			if next.IsZero() || next.After(now) {
 				break
 			}
 			tick = next
+			passed++
 		}
 		missed := false
 		if dl := tpl.Schedule.StartingDeadlineSeconds; dl != nil {
 			missed = now.Sub(tick)-cronEvery > time.Duration(*dl*float64(time.Second))
 		}
-		if err := n.fire(ctx, j.ID, tpl, tick, now, js, missed); err != nil {
+		if err := n.fire(ctx, j.ID, tpl, tick, now, js, missed, passed); err != nil {
 			return err
 		}
 	}
@@ -115,8 +119,10 @@ func (n *Node) fireDue(ctx context.Context, now time.Time) error {
 }
 
 // fire fires template id's tick: a run of it, or none when the tick was
-// missed (past its starting deadline) or Forbid skips it.
-func (n *Node) fire(ctx context.Context, id string, tpl *manifest.Manifest, tick, now time.Time, js []clusterstore.Job, missed bool) error {
+// missed (past its starting deadline) or Forbid skips it. passed due
+// ticks before it were missed (caught up by this one); the node that
+// fires the tick counts them, so each is counted once cluster-wide.
+func (n *Node) fire(ctx context.Context, id string, tpl *manifest.Manifest, tick, now time.Time, js []clusterstore.Job, missed bool, passed int) error {
 	t := clusterstore.Tick{Template: id, At: tick, Node: n.ID}
 	var unfinished []string
 	for _, r := range js {
@@ -152,15 +158,29 @@ func (n *Node) fire(ctx context.Context, id string, tpl *manifest.Manifest, tick
 		return err
 	}
 	at := tick.UTC().Format(time.RFC3339)
+	n.cronCount("missed", passed)
 	switch {
 	case missed:
+		n.cronCount("missed", 1)
 		n.Logger.Warn("scheduled run missed: past its starting deadline", "job_id", id, "tick", at, "node", n.ID)
 	case skip:
+		n.cronCount("skipped", 1)
 		n.Logger.Info("scheduled run skipped: an earlier run is not finished (Forbid)", "job_id", id, "tick", at, "node", n.ID)
 	default:
+		n.cronCount("created", 1)
 		n.Logger.Info("scheduled run created", "job_id", t.Run, "template", id, "tick", at, "node", n.ID)
 	}
 	return nil
+}
+
+// cronCount counts k scheduled-run outcomes of this node's.
+func (n *Node) cronCount(outcome string, k int) {
+	if n.Cron == nil {
+		return
+	}
+	for range k {
+		n.Cron.Cron(outcome)
+	}
 }
 
 // replace halts run, an unfinished run of template id, for tick's run
@@ -171,7 +191,7 @@ func (n *Node) fire(ctx context.Context, id string, tpl *manifest.Manifest, tick
 func (n *Node) replace(ctx context.Context, id, run string, tick time.Time) error {
 	at := tick.UTC().Format(time.RFC3339)
 	reason := "replaced by the run of " + at + " (Replace)"
-	_, err := Steer(ctx, n.Store, Steering{Job: run, Key: "schedule-replace " + id + " " + at + " " + run,
+	out, err := Steer(ctx, n.Store, Steering{Job: run, Key: "schedule-replace " + id + " " + at + " " + run,
 		Command: "schedule replace " + run + " at " + at,
 		Apply: func(jobsDir string) error {
 			env := &jobtx.Env{Store: jobstore.New(jobsDir), Logger: n.Logger,
@@ -186,6 +206,10 @@ func (n *Node) replace(ctx context.Context, id, run string, tick time.Time) erro
 	if err != nil {
 		return fmt.Errorf("replace %s: %w", run, err)
 	}
+	if out.Repeat {
+		return nil // another node replaced it (and counted it)
+	}
+	n.cronCount("replaced", 1)
 	n.Logger.Info("scheduled run replaced", "job_id", run, "template", id, "tick", at, "node", n.ID)
 	return nil
 }

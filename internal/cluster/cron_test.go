@@ -5,14 +5,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptest"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/metrics"
 )
 
 func template(id, policy string) []byte {
@@ -255,4 +262,91 @@ func TestCronReplace(t *testing.T) {
 	if again, err := s.History(ctx, first); err != nil || len(again) != len(lines) {
 		t.Fatalf("history of the replaced run grew on a tick fired already: %d -> %d (%v)", len(lines), len(again), err)
 	}
+}
+
+// cronScrapes starts n nodes on s, each counting into logistd's metrics
+// on a registry of its own, and returns the function that has them all
+// look for due ticks at once and the one that sums, over the nodes'
+// /metrics, logistd_cron_runs_total by outcome.
+func cronScrapes(t *testing.T, s clusterstore.Store, n int) (func(time.Time), func() map[string]int) {
+	ctx := context.Background()
+	var nodes []*Node
+	var regs []*prometheus.Registry
+	for i := range n {
+		nd := newNode(t, s, fmt.Sprint("n", i), time.Minute)
+		reg := prometheus.NewRegistry()
+		nd.Cron = metrics.New(reg, "test", "")
+		if err := nd.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		nodes, regs = append(nodes, nd), append(regs, reg)
+	}
+	at := func(now time.Time) {
+		var wg sync.WaitGroup
+		for _, nd := range nodes {
+			wg.Go(func() {
+				if err := nd.fireDue(ctx, now); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	line := regexp.MustCompile(`(?m)^logistd_cron_runs_total\{outcome="(\w+)"\} (\d+)$`)
+	scrape := func() map[string]int {
+		sum := map[string]int{}
+		for _, reg := range regs {
+			rec := httptest.NewRecorder()
+			promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			ms := line.FindAllStringSubmatch(rec.Body.String(), -1)
+			if len(ms) == 0 {
+				t.Fatalf("a node's /metrics has no logistd_cron_runs_total:\n%s", rec.Body.String())
+			}
+			for _, m := range ms {
+				k, _ := strconv.Atoi(m[2])
+				sum[m[1]] += k
+			}
+		}
+		return sum
+	}
+	return at, scrape
+}
+
+// TestCronMetrics: the nodes count the outcomes of the ticks in
+// logistd_cron_runs_total as file mode does — created, skipped (Forbid),
+// replaced (Replace), missed (each due tick a later one caught up, and a
+// tick past its starting deadline) — each once cluster-wide, by the node
+// that fired or decided it, although two nodes find every tick due.
+func TestCronMetrics(t *testing.T) {
+	s, _ := openStore(t)
+	ctx := context.Background()
+	for _, m := range [][]byte{templateWith("keen", "Allow", ""), templateWith("late", "Allow", `, "starting_deadline_seconds": 20`),
+		templateWith("solo", "Forbid", ""), templateWith("swap", "Replace", "")} {
+		if _, err := Submit(ctx, s, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at, scrape := cronScrapes(t, s, 2)
+	want := func(when string, w map[string]int) {
+		t.Helper()
+		got := scrape()
+		for _, k := range []string{"created", "skipped", "replaced", "missed", "failed"} {
+			if got[k] != w[k] {
+				t.Fatalf("%s: logistd_cron_runs_total over the nodes %v, want %v", when, got, w)
+			}
+		}
+	}
+	t0 := time.Date(2026, 11, 26, 3, 0, 30, 0, time.UTC)
+	at(t0)
+	want("at first sight", map[string]int{})
+	at(t0.Add(31 * time.Second)) // 03:01: a run of each
+	at(t0.Add(40 * time.Second)) // the same tick again: nothing more
+	want("03:01", map[string]int{"created": 4})
+	// 03:02: the runs are unfinished: solo skips, swap replaces its run.
+	at(t0.Add(91 * time.Second))
+	want("03:02", map[string]int{"created": 7, "skipped": 1, "replaced": 1})
+	// 03:06:30: 03:03 to 03:05 were missed (3 each); 03:06 is 30 s old:
+	// past late's deadline (missed), skipped by solo, replacing for swap.
+	at(t0.Add(6 * time.Minute))
+	want("03:06", map[string]int{"created": 9, "skipped": 2, "replaced": 2, "missed": 13})
 }

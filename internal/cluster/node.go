@@ -37,6 +37,7 @@ import (
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/protocol"
 	"github.com/logist/logist/internal/runner"
+	"github.com/logist/logist/internal/schedule"
 	"github.com/logist/logist/internal/signing"
 )
 
@@ -72,6 +73,10 @@ type Node struct {
 	Meter   agent.Meter
 	// Obs hears what the engine does (logistd's metrics); nil: nothing.
 	Obs jobtx.Observer
+	// Cron counts the outcomes of the ticks this node fired or decided
+	// (created, skipped, replaced, missed, failed), as file mode's
+	// scheduler counts them (logistd_cron_runs_total); nil: nothing.
+	Cron schedule.Observer
 	// Getenv reads the environment (nil: os.Getenv): the content key's
 	// path (secrets.KeyPath) and the secrets jobs name.
 	Getenv func(string) string
@@ -83,6 +88,9 @@ type Node struct {
 	engine *runner.Engine
 	mu     sync.Mutex
 	runs   map[string]*run
+	// folders serialises a claim's preparation of a job's folder with
+	// the sweep of orphaned calls (adopt.go).
+	folders sync.Mutex
 	// seen is when the cron loop first saw each template (cron.go).
 	seen map[string]time.Time
 }
@@ -188,6 +196,19 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 	})
 	wg.Go(func() { n.cron(ctx) }) // schedules' ticks (cron.go)
+	// Calls a previous life of the node left (adopt.go).
+	wg.Go(func() {
+		t := time.NewTicker(n.TTL)
+		defer t.Stop()
+		for {
+			n.sweepCalls(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
 	if n.IntakeDir != "" {
 		wg.Go(func() {
 			problems := map[string]string{}
@@ -282,26 +303,18 @@ func (n *Node) runJob(ctx context.Context, l *clusterstore.Lease) error {
 		old.cancel(errLeaseLost)
 		<-old.done
 	}
-	// A job whose folder cannot be written from the store (a recovery
+	// A job whose folder cannot be made from the store (a recovery
 	// point naming an object the store lacks, …) is given back with a
 	// backoff: no node claims it again for a lease's time, rather than
 	// every node at once in a loop.
-	j, known, err := writeFolder(ctx, n.Store, n.Dir, l.Job, nil)
+	j, known, shipped, err := n.prepare(ctx, l.Job)
 	if err != nil {
-		n.release(l, n.TTL)
-		return fmt.Errorf("job %s not started (claimable again in %s): %w", l.Job, n.TTL, err)
-	}
-	if err := restoreGit(ctx, n.Store, filepath.Join(n.Dir, l.Job), l.Job, known); err != nil {
 		n.release(l, n.TTL)
 		return fmt.Errorf("job %s not started (claimable again in %s): %w", l.Job, n.TTL, err)
 	}
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
-	r := &run{lease: l, cancel: cancel, costMicros: costMicros(j.Manifest), known: known, done: make(chan struct{}), shipped: map[string]bool{}}
-	if err := n.newFiles(filepath.Join(n.Dir, l.Job), r, func(p string) { r.shipped[p] = true }); err != nil {
-		n.release(l, n.TTL)
-		return fmt.Errorf("job %s not started (claimable again in %s): %w", l.Job, n.TTL, err)
-	}
+	r := &run{lease: l, cancel: cancel, costMicros: costMicros(j.Manifest), known: known, done: make(chan struct{}), shipped: shipped}
 	if err := n.checkContentKey(filepath.Join(n.Dir, l.Job), j.Manifest); err != nil {
 		// Given back before anything is written; the slot is held a
 		// poll's time, so that the node does not claim it again at once.
@@ -350,6 +363,57 @@ func (n *Node) runJob(ctx context.Context, l *clusterstore.Lease) error {
 		return fmt.Errorf("job %s: %w", l.Job, errLeaseLost)
 	}
 	return err
+}
+
+// prepare makes the folder of job id, just claimed, ready to run: kept
+// as this node left it when its history is the store's (its calls are
+// adopted: adopt.go), else its kept calls stopped and the folder written
+// from the store. It returns the job as the store holds it, the snapshot
+// objects and the shipped files (shippedDirs) the store is known to hold.
+func (n *Node) prepare(ctx context.Context, id string) (*clusterstore.Job, map[string]bool, map[string]bool, error) {
+	n.folders.Lock()
+	defer n.folders.Unlock()
+	dir := filepath.Join(n.Dir, id)
+	j, err := n.Store.Job(ctx, id)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	kept, err := keptFolder(n.Dir, j)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if kept {
+		files, err := n.Store.Files(ctx, id)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		shipped := map[string]bool{}
+		for p := range files {
+			shipped[p] = true
+		}
+		n.Logger.Info("adopting the job's kept call: its folder is as this node left it", "job_id", id, "node", n.ID)
+		// The objects the store holds are not listed: the next point
+		// sends its objects again (the store keeps one copy of each).
+		return j, map[string]bool{}, shipped, nil
+	}
+	if err := stopCalls(dir); err != nil {
+		// The folder goes anyway: the job is not held back by a call
+		// that could not be stopped (it runs on to its own timeout).
+		joblog.Log(n.Logger, "orphaned call not stopped: "+err.Error(), joblog.Problem{Job: id, Code: codes.ClusterRun}, "node", n.ID)
+	}
+	j, known, err := writeFolder(ctx, n.Store, n.Dir, id, nil)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := restoreGit(ctx, n.Store, dir, id, known); err != nil {
+		return nil, nil, nil, err
+	}
+	shipped := map[string]bool{}
+	r := &run{shipped: shipped}
+	if err := n.newFiles(dir, r, func(p string) { shipped[p] = true }); err != nil {
+		return nil, nil, nil, err
+	}
+	return j, known, shipped, nil
 }
 
 // release gives up a lease the node still holds on a job that is still

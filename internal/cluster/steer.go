@@ -135,12 +135,18 @@ func steerOnce(ctx context.Context, s clusterstore.Store, st Steering) (*Steered
 			files[p] = b
 		}
 	}
+	_, last, err := clusterstore.Continue(j, lines)
+	if err != nil {
+		return nil, err
+	}
 	out, err := s.Steer(ctx, clusterstore.Steering{Job: st.Job, Key: st.Key, Command: st.Command,
 		From: j.Status, To: head.Status, Lines: lines, Manifest: file, Files: files})
 	if err != nil {
 		return nil, err
 	}
-	return &Steered{Status: out.Status, Epoch: out.Epoch}, nil
+	// A steering racing this one under the same key stored its own
+	// records first (the store then answers the job as it is): a repeat.
+	return &Steered{Repeat: out.LastHash != last, Status: out.Status, Epoch: out.Epoch}, nil
 }
 
 // newLines are the records of dir's history from sequence next on.

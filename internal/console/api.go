@@ -281,8 +281,16 @@ func readBody(w http.ResponseWriter, r *http.Request) (ActionBody, error) {
 // checks of its flags. It records the command's event for the daemon's
 // metrics, as the CLI does. In cluster mode the command runs through the
 // cluster's fenced steering path (clusterSide.steer), as the CLI's does.
-func (c *Console) act(ctx context.Context, action, id string, b ActionBody) (msg string, data map[string]any, err error) {
-	defer func() { steward.RecordEvent(c.o.Store.Dir, action, jobview.OutcomeName(jobview.ExitCode(err))) }()
+// key is the caller's idempotency key ("" for none; see idempotency.go).
+func (c *Console) act(ctx context.Context, action, id, key string, b ActionBody) (msg string, data map[string]any, err error) {
+	if c.cl == nil && key != "" {
+		return c.keys.once(key, commandWords(action, id, b), func() (string, map[string]any, error) { return c.act(ctx, action, id, "", b) })
+	}
+	defer func() {
+		if data["repeat"] != true { // a repeat did nothing
+			steward.RecordEvent(c.o.Store.Dir, action, jobview.OutcomeName(jobview.ExitCode(err)))
+		}
+	}()
 	if c.disabled(action) {
 		return "", nil, fmt.Errorf("%s is switched off on this server (--console-disable %s): %w", action, action, errDisabled)
 	}
@@ -295,8 +303,13 @@ func (c *Console) act(ctx context.Context, action, id string, b ActionBody) (msg
 		if action == "rollback" {
 			restore = b.Checkpoint
 		}
-		return c.cl.steer(ctx, id, commandWords(action, id, b), restore, do)
+		return c.cl.steer(ctx, id, key, commandWords(action, id, b), restore, do)
 	}
+	defer func() {
+		if errors.Is(err, errRepeat) {
+			msg, data, err = c.repeated(id)
+		}
+	}()
 	switch action {
 	case "halt":
 		err = run(func(st *steward.Steward) (err error) {
@@ -403,7 +416,12 @@ func (c *Console) apiAction(action string) http.HandlerFunc {
 			c.failErr(w, r, err)
 			return
 		}
-		msg, data, err := c.act(r.Context(), action, id, b)
+		key, err := requestKey(r)
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		msg, data, err := c.act(r.Context(), action, id, key, b)
 		if err != nil {
 			c.failErr(w, r, err)
 			return
@@ -428,6 +446,11 @@ func (c *Console) apiAction(action string) http.HandlerFunc {
 func (c *Console) apiBulk(action string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		b, err := readBody(w, r)
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		key, err := requestKey(r)
 		if err != nil {
 			c.failErr(w, r, err)
 			return
@@ -457,7 +480,7 @@ func (c *Console) apiBulk(action string) http.HandlerFunc {
 			}
 			one := b
 			one.Filter = nil
-			_, data, err := c.act(r.Context(), action, en.ID, one)
+			_, data, err := c.act(r.Context(), action, en.ID, jobKey(key, en.ID), one)
 			it := map[string]any{"job_id": en.ID, "ok": err == nil}
 			if err != nil {
 				it["error"] = jobview.ErrorBody(err)
@@ -506,34 +529,53 @@ func (c *Console) apiSchedule(pause bool) http.HandlerFunc {
 			c.failErr(w, r, err)
 			return
 		}
-		event, verb := history.CommandSchedulePause, "paused"
-		if !pause {
-			event, verb = history.CommandScheduleResume, "resumed"
-		}
-		var m *manifest.Manifest
-		do := func(st *steward.Steward) (err error) {
-			if pause {
-				m, err = st.PauseSchedule(id, b.Reason)
-			} else {
-				m, err = st.ResumeSchedule(id, b.Reason)
-			}
-			return err
-		}
-		if c.cl == nil {
-			err = do(c.o.Steward)
-		} else {
-			err = c.cl.steer(r.Context(), id, commandWords(string(event), id, b), "", do)
-		}
-		steward.RecordEvent(c.o.Store.Dir, event, jobview.OutcomeName(jobview.ExitCode(err)))
+		key, err := requestKey(r)
 		if err != nil {
 			c.failErr(w, r, err)
 			return
 		}
-		_ = c.changed(id)
+		event, verb := history.CommandSchedulePause, "paused"
+		if !pause {
+			event, verb = history.CommandScheduleResume, "resumed"
+		}
+		words := commandWords(string(event), id, b)
+		one := func() (msg string, data map[string]any, err error) {
+			var m *manifest.Manifest
+			do := func(st *steward.Steward) (err error) {
+				if pause {
+					m, err = st.PauseSchedule(id, b.Reason)
+				} else {
+					m, err = st.ResumeSchedule(id, b.Reason)
+				}
+				return err
+			}
+			if c.cl == nil {
+				err = do(c.o.Steward)
+			} else if err = c.cl.steer(r.Context(), id, key, words, "", do); errors.Is(err, errRepeat) {
+				return c.repeated(id)
+			}
+			steward.RecordEvent(c.o.Store.Dir, event, jobview.OutcomeName(jobview.ExitCode(err)))
+			if err != nil {
+				return "", nil, err
+			}
+			_ = c.changed(id)
+			return fmt.Sprintf("Schedule %s %s", id, verb), jobview.Changed(m, ""), nil
+		}
+		var msg string
+		var data map[string]any
+		if c.cl == nil && key != "" {
+			msg, data, err = c.keys.once(key, words, one)
+		} else {
+			msg, data, err = one()
+		}
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
 		if isForm(r) {
 			http.Redirect(w, r, "/schedules", http.StatusSeeOther)
 			return
 		}
-		ok(w, fmt.Sprintf("Schedule %s %s", id, verb), jobview.Changed(m, ""))
+		ok(w, msg, data)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/jobview"
 	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/steward"
 )
@@ -68,13 +70,18 @@ func NewCluster(ctx context.Context, o Options, cl Cluster) (*Console, error) {
 func (s *clusterSide) sync(ctx context.Context) error { return s.mirror.Sync(ctx) }
 
 // steer applies do, a steward's command on job id, through the cluster's
-// fenced steering path, then brings the console's folder up to it.
-// restore is the checkpoint a rollback returns to ("": none), whose
-// snapshot (and a git job's repository) the command needs.
-func (s *clusterSide) steer(ctx context.Context, id, command, restore string, do func(*steward.Steward) error) error {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	_, err := cluster.Steer(ctx, s.Store, cluster.Steering{Job: id, Key: "console-" + hex.EncodeToString(b), Command: command, Restore: restore,
+// fenced steering path under key (the caller's idempotency key, or a new
+// one when it gave none), then brings the console's folder up to it. A
+// key the same command used before changes nothing: errRepeat. restore
+// is the checkpoint a rollback returns to ("": none), whose snapshot (and
+// a git job's repository) the command needs.
+func (s *clusterSide) steer(ctx context.Context, id, key, command, restore string, do func(*steward.Steward) error) error {
+	if key == "" {
+		b := make([]byte, 16)
+		_, _ = rand.Read(b)
+		key = "console-" + hex.EncodeToString(b)
+	}
+	out, err := cluster.Steer(ctx, s.Store, cluster.Steering{Job: id, Key: key, Command: command, Restore: restore,
 		Apply: func(jobsDir string) error {
 			env := &jobtx.Env{Store: jobstore.New(jobsDir), Logger: slog.New(slog.DiscardHandler),
 				History: history.Options{Signer: s.Key, MaxBytes: -1}}
@@ -83,7 +90,29 @@ func (s *clusterSide) steer(ctx context.Context, id, command, restore string, do
 	if err != nil {
 		return err
 	}
-	return s.sync(ctx)
+	if err := s.sync(ctx); err != nil {
+		return err
+	}
+	if out.Repeat {
+		return errRepeat
+	}
+	return nil
+}
+
+// errRepeat: the command ran before under its key; nothing was changed
+// now (answered by Console.repeated).
+var errRepeat = errors.New("the command ran before under its idempotency key")
+
+// repeated answers a command repeated under its key: the job as it is,
+// marked as a repeat.
+func (c *Console) repeated(id string) (string, map[string]any, error) {
+	m, err := c.o.Store.Load(id)
+	if err != nil {
+		return "", nil, err
+	}
+	d := jobview.Changed(m, "")
+	d["repeat"] = true
+	return fmt.Sprintf("Already done: this command ran with its idempotency key; job %s is %s", id, m.Status), d, nil
 }
 
 // commandWords is what a console command is bound to: the action, the

@@ -371,3 +371,77 @@ func (b *browser) waitJS(js string) chromedp.Action[chromedp.Void] {
 		return err
 	})
 }
+
+// keyedCall posts body to path with an Idempotency-Key header.
+func keyedCall(t *testing.T, base, path, key string, body any) (int, map[string]any) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest("POST", base+path, strings.NewReader(string(b)))
+	req.Header.Set("Authorization", "Bearer "+clusterTok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	raw, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("POST %s: %d %s", path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, out
+}
+
+// TestClusterAPIIdempotencyKey: in cluster mode the caller's
+// Idempotency-Key goes with the command into the database: a halt sent
+// twice with one key is one command (one record, the same job, 200 both
+// times, the second a repeat), and another command with the key is 409.
+func TestClusterAPIIdempotencyKey(t *testing.T) {
+	w := newClusterWorld(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := httptest.NewServer(w.console(t, ctx))
+	defer srv.Close()
+
+	code, first := keyedCall(t, srv.URL, "/api/v1/jobs/busy/halt", "retry-7", map[string]any{"reason": "stop it"})
+	if code != http.StatusOK || jobField(first, "status") != "CANCELED" {
+		t.Fatalf("halt busy: %d %v", code, first)
+	}
+	epoch := func() int64 {
+		j, err := w.store.Job(ctx, "busy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j.Epoch
+	}
+	was := epoch()
+	code, again := keyedCall(t, srv.URL, "/api/v1/jobs/busy/halt", "retry-7", map[string]any{"reason": "stop it"})
+	if code != http.StatusOK || jobField(again, "status") != "CANCELED" || again["repeat"] != true || jobField(again, "job_id") != "busy" {
+		t.Fatalf("the same halt with the same key: %d %v", code, again)
+	}
+	if epoch() != was {
+		t.Fatal("a repeated command bumped the job's epoch")
+	}
+	lines, err := w.store.History(ctx, "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	halts := 0
+	for _, l := range lines {
+		if strings.Contains(string(l), `"command":"halt"`) {
+			halts++
+		}
+	}
+	if halts != 1 {
+		t.Fatalf("busy's history holds %d halt records, want 1", halts)
+	}
+	code, body := keyedCall(t, srv.URL, "/api/v1/jobs/busy/resume", "retry-7", map[string]any{})
+	e, _ := body["error"].(map[string]any)
+	if code != http.StatusConflict || e["code"] != "idempotency_conflict" || !strings.Contains(fmt.Sprint(e["message"]), "idempotency key already used by a different command") {
+		t.Fatalf("another command with the key: %d %v", code, body)
+	}
+	if j, err := w.store.Job(ctx, "busy"); err != nil || j.Status != lifecycle.Canceled {
+		t.Fatalf("busy after the refused resume: %v %v", j, err)
+	}
+}

@@ -62,6 +62,8 @@ type Console struct {
 	cl       *clusterSide
 	sessions *sessions
 	mux      *http.ServeMux
+	// keys: file mode's memory of idempotency keys.
+	keys keyBook
 }
 
 // New makes the console; mount it at "/" (it answers /api/v1/ too).

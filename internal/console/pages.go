@@ -2,7 +2,9 @@ package console
 
 import (
 	"bytes"
+	"crypto/rand"
 	"embed"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -38,9 +40,16 @@ var pages = func() map[string]*template.Template {
 		"secs":  func(v float64) string { return trimFloat(v, 2) + " s" },
 		"ptr":   func(p *float64) float64 { return deref(p) },
 		"has":   func(list []string, s string) bool { return contains(list, s) },
-		"when":  shortTime,
-		"json":  prettyJSON,
-		"dec":   func(i int) int { return i - 1 },
+		// actionKey is a new idempotency key for a form of a steward's
+		// action: a double submit of the form is one command.
+		"actionKey": func() string {
+			b := make([]byte, 16)
+			_, _ = rand.Read(b)
+			return hex.EncodeToString(b)
+		},
+		"when": shortTime,
+		"json": prettyJSON,
+		"dec":  func(i int) int { return i - 1 },
 		"args": func(kv ...any) map[string]any {
 			m := map[string]any{}
 			for i := 0; i+1 < len(kv); i += 2 {

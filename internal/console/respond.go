@@ -3,9 +3,11 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 
+	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/jobview"
 	"github.com/logist/logist/internal/textsafe"
 )
@@ -58,6 +60,12 @@ func ok(w http.ResponseWriter, msg string, data map[string]any) {
 // failErr answers a command's error as the CLI's envelope does, with the
 // HTTP status of its exit code.
 func (c *Console) failErr(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, clusterstore.ErrIdempotency) {
+		// A key reused by another command: a conflict, not the
+		// caller's syntax (the CLI's exit 2).
+		c.reply(w, r, http.StatusConflict, map[string]any{"code": "idempotency_conflict", "exit_code": jobview.ExitUsage, "message": err.Error()})
+		return
+	}
 	code := jobview.ExitCode(err)
 	status, known := httpStatus[code]
 	if !known {
