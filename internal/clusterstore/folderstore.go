@@ -16,46 +16,75 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/signing"
 )
 
-// FileStore is the Store of one machine: a folder with a file per job (its
-// row, history lines and recovery points), a file per node and per
-// idempotency key, each replaced whole and fsync'd (atomicfile) under an
-// exclusive flock of the folder, which serialises every transaction like a
-// database's row lock. Each commit rewrites the job's file (its cost grows
-// with the history): it is the embedded peer that keeps the seam honest
-// and the conformance suite's second implementation, not the file mode of
-// today's daemon, whose job folders stay as they are.
-type FileStore struct {
-	dir string
-	now func() time.Time
+// FolderStore is the Store over a jobs folder in file mode's format: each
+// job is the folder the daemon runs and the CLI reads — <id>/job.json
+// written by jobstore's manifest writer (jobstore.CreateFile,
+// WriteManifest), <id>/history.jsonl appended by history.Log's unit write
+// (AppendSealed: the write, fsync, head, mark and rotation the engine's
+// own appends go through), a unit's files at their paths in the folder —
+// under the job's flock (jobstore.LockJob), the lock every jobtx
+// transaction of the daemon and the steward's CLI takes. What file mode
+// has no place for — the lease, the epoch that fences, the spending the
+// budget is checked against, recovery points' listings, the files the
+// store wrote — is the job's row, rowFile in its folder; nodes, keys and
+// content-addressed objects are under clusterDir. An exclusive flock of
+// clusterDir/lock serialises the store's transactions (a claim scans
+// every job), like a database's row locks; a unit's history is appended
+// before its row is replaced, so a crash between the two leaves a history
+// ahead of its row, which the next write refuses (errAhead) rather than
+// guess.
+type FolderStore struct {
+	dir  string
+	jobs *jobstore.Store
+	now  func() time.Time
 }
 
-// fileJob is a job's file.
-type fileJob struct {
-	Job    Job               `json:"job"`
-	Lines  [][]byte          `json:"lines"`
-	Points []RecoveryPoint   `json:"points"`
-	Files  map[string][]byte `json:"files,omitempty"`
+// Names in the jobs folder and a job's folder.
+const (
+	// clusterDir holds what is not any one job's; a dot name, so file
+	// mode's listing (jobstore) skips it.
+	clusterDir = ".cluster"
+	// rowFile is a job's row.
+	rowFile = ".cluster-row.json"
+)
+
+// folderRow is a job's row: the Job's fields file mode does not hold
+// (the manifest is job.json, the history history.jsonl; NextSeq and
+// LastHash are kept to read a job without scanning its history, and
+// checked against it at each write).
+type folderRow struct {
+	Job    Job             `json:"job"`
+	Points []RecoveryPoint `json:"points,omitempty"`
+	// Files are the paths, in the job's folder, of the files units and
+	// steerings wrote.
+	Files []string `json:"files,omitempty"`
 	// Ticks are a template's fired ticks (RFC 3339, UTC) and their runs.
 	Ticks map[string]string `json:"ticks,omitempty"`
 }
 
-// OpenFile opens (creating) a file store in dir.
-func OpenFile(dir string) (*FileStore, error) {
-	for _, sub := range []string{"jobs", "nodes", "keys", "objects"} {
-		if err := atomicfile.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
+// errAhead: a job's history holds records its row does not account for
+// (a crash between a unit's append and its row).
+var errAhead = errors.New("the job's history is ahead of its row (a write was cut short); it needs repair")
+
+// OpenFolder opens (creating) a store in the jobs folder dir.
+func OpenFolder(dir string) (*FolderStore, error) {
+	for _, sub := range []string{"nodes", "keys", "objects"} {
+		if err := atomicfile.MkdirAll(filepath.Join(dir, clusterDir, sub), 0o700); err != nil {
 			return nil, err
 		}
 	}
-	return &FileStore{dir: dir, now: time.Now}, nil
+	return &FolderStore{dir: dir, jobs: jobstore.New(dir), now: time.Now}, nil
 }
 
 // locked runs f under the store's exclusive lock.
-func (s *FileStore) locked(f func() error) error {
-	lf, err := os.OpenFile(filepath.Join(s.dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+func (s *FolderStore) locked(f func() error) error {
+	lf, err := os.OpenFile(filepath.Join(s.dir, clusterDir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return err
 	}
@@ -72,7 +101,25 @@ func (s *FileStore) locked(f func() error) error {
 	return f()
 }
 
-func (s *FileStore) jobPath(id string) string { return filepath.Join(s.dir, "jobs", id+".json") }
+// jobLocked runs f under job id's own lock too (jobstore.LockJob), which
+// file mode's transactions (jobtx) take: a steward's CLI and the store
+// never interleave their writes to one job.
+func (s *FolderStore) jobLocked(id string, f func() error) error {
+	if err := validID(id); err != nil {
+		return err
+	}
+	lk, err := s.jobs.LockJob(id)
+	if errors.Is(err, jobstore.ErrNotFound) {
+		return fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	defer func() { _ = lk.Unlock() }()
+	return f()
+}
+
+func (s *FolderStore) rowPath(id string) string { return filepath.Join(s.jobs.JobDir(id), rowFile) }
 
 func validID(id string) error {
 	if id == "" || strings.ContainsAny(id, "/\\\x00") || id[0] == '.' {
@@ -81,48 +128,126 @@ func validID(id string) error {
 	return nil
 }
 
-func (s *FileStore) read(id string) (*fileJob, error) {
+// read reads job id's row and manifest.
+func (s *FolderStore) read(id string) (*folderRow, error) {
 	if err := validID(id); err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(s.jobPath(id))
+	b, err := os.ReadFile(s.rowPath(id))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return nil, err
 	}
-	var fj fileJob
-	if err := json.Unmarshal(b, &fj); err != nil {
+	var fr folderRow
+	if err := json.Unmarshal(b, &fr); err != nil {
 		return nil, fmt.Errorf("job %s: %w", id, err)
 	}
-	return &fj, nil
+	if fr.Job.Manifest, err = s.jobs.ReadManifest(id); err != nil {
+		return nil, fmt.Errorf("job %s: %w", id, err)
+	}
+	return &fr, nil
 }
 
-func (s *FileStore) write(fj *fileJob) error {
-	b, err := json.Marshal(fj)
+// writeRow replaces fr's row (durably: atomicfile).
+func (s *FolderStore) writeRow(fr *folderRow) error {
+	row := *fr
+	row.Job.Manifest = nil // job.json holds it
+	b, err := json.Marshal(row)
 	if err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(s.jobPath(fj.Job.ID), b, 0o600)
+	return atomicfile.WriteFile(s.rowPath(fr.Job.ID), b, 0o600)
+}
+
+// create makes a new job folder (jobstore.CreateFile) and its row; the
+// row last: a folder without one is not a job of the store (a crash
+// between the two), and is taken by the next submission of the id.
+func (s *FolderStore) create(j Job) error {
+	if err := validID(j.ID); err != nil {
+		return err
+	}
+	if _, err := os.Stat(s.rowPath(j.ID)); err == nil {
+		return fmt.Errorf("job %s: %w", j.ID, ErrExists)
+	}
+	err := s.jobs.CreateFile(j.ID, j.Manifest)
+	if errors.Is(err, fs.ErrExist) {
+		err = s.jobs.WriteManifest(j.ID, j.Manifest)
+	}
+	if err != nil {
+		return err
+	}
+	return s.writeRow(&folderRow{Job: j})
+}
+
+// appendLines appends a unit's lines to job id's history.jsonl through
+// history.Log (AppendSealed), after checking that the history is where
+// the row says: the history in the folder is the record.
+func (s *FolderStore) appendLines(fr *folderRow, lines [][]byte) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	dir := s.jobs.JobDir(fr.Job.ID)
+	lg, _, err := history.OpenWith(dir, history.Options{})
+	if err != nil {
+		return fmt.Errorf("job %s: %w", fr.Job.ID, err)
+	}
+	defer func() { _ = lg.Close() }() // each unit was fsync'd as appended
+	if lg.State().NextSeq != fr.Job.NextSeq {
+		return fmt.Errorf("job %s: history at record %d, row at %d: %w", fr.Job.ID, lg.State().NextSeq, fr.Job.NextSeq, errAhead)
+	}
+	return lg.AppendSealed(lines)
+}
+
+// writeFiles writes files into job id's folder and names them in fr.
+func (s *FolderStore) writeFiles(fr *folderRow, files map[string][]byte) error {
+	dir := s.jobs.JobDir(fr.Job.ID)
+	for p, b := range files {
+		if err := ownFile(fr.Job.ID, p); err != nil {
+			return err
+		}
+		full := filepath.Join(dir, p)
+		if err := atomicfile.MkdirAll(filepath.Dir(full), 0o700); err != nil {
+			return err
+		}
+		if err := atomicfile.WriteFile(full, b, 0o600); err != nil {
+			return err
+		}
+		if !slices.Contains(fr.Files, p) {
+			fr.Files = append(fr.Files, p)
+		}
+	}
+	slices.Sort(fr.Files)
+	return nil
+}
+
+// ownFile refuses a file that would replace one of the job folder's own
+// (its manifest, history or row).
+func ownFile(id, p string) error {
+	first := strings.SplitN(filepath.ToSlash(filepath.Clean(p)), "/", 2)[0]
+	if first == jobstore.ManifestFile || first == rowFile || history.IsFile(first) {
+		return fmt.Errorf("job %s: file %q would replace the job folder's own %s", id, p, first)
+	}
+	return nil
 }
 
 // RegisterNode implements Store.
-func (s *FileStore) RegisterNode(_ context.Context, node string, pub ed25519.PublicKey) error {
+func (s *FolderStore) RegisterNode(_ context.Context, node string, pub ed25519.PublicKey) error {
 	return s.register(node, pub, false)
 }
 
 // RegisterSteward implements Store.
-func (s *FileStore) RegisterSteward(_ context.Context, id string, pub ed25519.PublicKey) error {
+func (s *FolderStore) RegisterSteward(_ context.Context, id string, pub ed25519.PublicKey) error {
 	return s.register(id, pub, true)
 }
 
-func (s *FileStore) register(node string, pub ed25519.PublicKey, steward bool) error {
+func (s *FolderStore) register(node string, pub ed25519.PublicKey, steward bool) error {
 	if err := validID(node); err != nil {
 		return err
 	}
 	return s.locked(func() error {
-		path := filepath.Join(s.dir, "nodes", node+".json")
+		path := filepath.Join(s.dir, clusterDir, "nodes", node+".json")
 		var n Node
 		if b, err := os.ReadFile(path); err == nil {
 			if err := json.Unmarshal(b, &n); err != nil {
@@ -142,10 +267,10 @@ func (s *FileStore) register(node string, pub ed25519.PublicKey, steward bool) e
 }
 
 // Nodes implements Store.
-func (s *FileStore) Nodes(context.Context) ([]Node, error) {
+func (s *FolderStore) Nodes(context.Context) ([]Node, error) {
 	var out []Node
 	err := s.locked(func() error {
-		names, err := filepath.Glob(filepath.Join(s.dir, "nodes", "*.json"))
+		names, err := filepath.Glob(filepath.Join(s.dir, clusterDir, "nodes", "*.json"))
 		if err != nil {
 			return err
 		}
@@ -167,38 +292,33 @@ func (s *FileStore) Nodes(context.Context) ([]Node, error) {
 }
 
 // Submit implements Store.
-func (s *FileStore) Submit(_ context.Context, id string, status lifecycle.Status, m []byte, budget int64) error {
-	if err := validID(id); err != nil {
-		return err
-	}
+func (s *FolderStore) Submit(_ context.Context, id string, status lifecycle.Status, m []byte, budget int64) error {
 	return s.locked(func() error {
-		if _, err := os.Stat(s.jobPath(id)); err == nil {
-			return fmt.Errorf("job %s: %w", id, ErrExists)
-		}
-		return s.write(&fileJob{Job: Job{ID: id, Status: status, Manifest: m, BudgetMicros: budget, Template: IsTemplate(m)}})
+		return s.create(Job{ID: id, Status: status, Manifest: m, BudgetMicros: budget, Template: IsTemplate(m)})
 	})
 }
 
-// jobs lists every job file's content (under the lock).
-func (s *FileStore) all() ([]*fileJob, error) {
-	names, err := filepath.Glob(filepath.Join(s.dir, "jobs", "*.json"))
+// all reads every job of the store (under the lock): the folders of the
+// jobs folder that hold a row, by id.
+func (s *FolderStore) all() ([]*folderRow, error) {
+	names, err := filepath.Glob(filepath.Join(s.dir, "*", rowFile))
 	if err != nil {
 		return nil, err
 	}
 	slices.Sort(names)
-	var out []*fileJob
+	var out []*folderRow
 	for _, name := range names {
-		fj, err := s.read(strings.TrimSuffix(filepath.Base(name), ".json"))
+		fr, err := s.read(filepath.Base(filepath.Dir(name)))
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, fj)
+		out = append(out, fr)
 	}
 	return out, nil
 }
 
 // Claim implements Store.
-func (s *FileStore) Claim(_ context.Context, node string, ttl time.Duration) (*Lease, error) {
+func (s *FolderStore) Claim(_ context.Context, node string, ttl time.Duration) (*Lease, error) {
 	var lease *Lease
 	err := s.locked(func() error {
 		all, err := s.all()
@@ -206,13 +326,13 @@ func (s *FileStore) Claim(_ context.Context, node string, ttl time.Duration) (*L
 			return err
 		}
 		now := s.now()
-		for _, fj := range all {
-			if !Claimable(&fj.Job, now) {
+		for _, fr := range all {
+			if !Claimable(&fr.Job, now) {
 				continue
 			}
-			j, l := Claimed(fj.Job, node, now, ttl)
-			fj.Job = j
-			if err := s.write(fj); err != nil {
+			j, l := Claimed(fr.Job, node, now, ttl)
+			fr.Job = j
+			if err := s.writeRow(fr); err != nil {
 				return err
 			}
 			lease = &l
@@ -224,78 +344,96 @@ func (s *FileStore) Claim(_ context.Context, node string, ttl time.Duration) (*L
 }
 
 // Heartbeat implements Store.
-func (s *FileStore) Heartbeat(_ context.Context, l *Lease, ttl time.Duration) error {
+func (s *FolderStore) Heartbeat(_ context.Context, l *Lease, ttl time.Duration) error {
 	return s.locked(func() error {
-		fj, err := s.read(l.Job)
+		fr, err := s.read(l.Job)
 		if err != nil {
 			return err
 		}
-		if err := Fence(&fj.Job, l); err != nil {
+		if err := Fence(&fr.Job, l); err != nil {
 			return err
 		}
-		fj.Job.LeaseUntil = s.now().Add(ttl)
-		if err := s.write(fj); err != nil {
+		fr.Job.LeaseUntil = s.now().Add(ttl)
+		if err := s.writeRow(fr); err != nil {
 			return err
 		}
-		l.Until = fj.Job.LeaseUntil
+		l.Until = fr.Job.LeaseUntil
 		return nil
 	})
 }
 
-// Commit implements Store.
-func (s *FileStore) Commit(_ context.Context, l *Lease, u Unit) error {
+// Commit implements Store: the fence and the unit's rule (Apply) on the
+// row, the objects, the records into history.jsonl, the files into the
+// folder, the manifest into job.json, then the row.
+func (s *FolderStore) Commit(_ context.Context, l *Lease, u Unit) error {
 	return s.locked(func() error {
-		fj, err := s.read(l.Job)
-		if err != nil {
-			return err
-		}
-		j, err := Apply(fj.Job, l, &u)
-		if err != nil {
-			return err
-		}
-		var dropped []string
-		if u.Point != nil {
-			if err := s.pointObjects(j.ID, u.Point, u.Objects); err != nil {
+		return s.jobLocked(l.Job, func() error {
+			fr, err := s.read(l.Job)
+			if err != nil {
 				return err
 			}
-			for _, p := range fj.Points {
-				if p.ID == u.Point.ID {
-					dropped = Dropped(p.Snapshot, u.Point.Snapshot)
+			j, err := Apply(fr.Job, l, &u)
+			if err != nil {
+				return err
+			}
+			for p := range u.Files {
+				if err := ownFile(j.ID, p); err != nil {
+					return err
 				}
 			}
-		}
-		// Objects first: a job's file never names content the store
-		// lacks. An object a failed commit leaves is content no point
-		// names, as harmless as a copy of it (collected).
-		for sum, b := range u.Objects {
-			p := filepath.Join(s.dir, "objects", sum)
-			if _, err := os.Stat(p); err == nil {
-				continue
+			var dropped []string
+			if u.Point != nil {
+				if err := s.pointObjects(j.ID, u.Point, u.Objects); err != nil {
+					return err
+				}
+				for _, p := range fr.Points {
+					if p.ID == u.Point.ID {
+						dropped = Dropped(p.Snapshot, u.Point.Snapshot)
+					}
+				}
 			}
-			if err := atomicfile.WriteFile(p, b, 0o600); err != nil {
+			// Objects first: a row never names content the store lacks.
+			// An object a failed commit leaves is content no point
+			// names, as harmless as a copy of it (collected).
+			for sum, b := range u.Objects {
+				p := filepath.Join(s.dir, clusterDir, "objects", sum)
+				if _, err := os.Stat(p); err == nil {
+					continue
+				}
+				if err := atomicfile.WriteFile(p, b, 0o600); err != nil {
+					return err
+				}
+			}
+			if err := s.appendLines(fr, u.Lines); err != nil {
 				return err
 			}
-		}
-		fj.Job = j
-		fj.Lines = append(fj.Lines, u.Lines...)
-		fj.addFiles(u.Files)
-		if u.Point != nil {
-			fj.Points = slices.DeleteFunc(fj.Points, func(p RecoveryPoint) bool { return p.ID == u.Point.ID })
-			fj.Points = append(fj.Points, *u.Point)
-		}
-		if err := s.write(fj); err != nil {
+			if err := s.writeFiles(fr, u.Files); err != nil {
+				return err
+			}
+			if u.Manifest != nil {
+				if err := s.jobs.WriteManifest(j.ID, u.Manifest); err != nil {
+					return err
+				}
+			}
+			fr.Job = j
+			if u.Point != nil {
+				fr.Points = slices.DeleteFunc(fr.Points, func(p RecoveryPoint) bool { return p.ID == u.Point.ID })
+				fr.Points = append(fr.Points, *u.Point)
+			}
+			if err := s.writeRow(fr); err != nil {
+				return err
+			}
+			if len(dropped) > 0 {
+				_, err = s.collect(dropped)
+			}
 			return err
-		}
-		if len(dropped) > 0 {
-			_, err = s.collect(dropped)
-		}
-		return err
+		})
 	})
 }
 
 // pointObjects checks that every object p's listing names is in objects
 // or stored (ErrMissingObject).
-func (s *FileStore) pointObjects(job string, p *RecoveryPoint, objects map[string][]byte) error {
+func (s *FolderStore) pointObjects(job string, p *RecoveryPoint, objects map[string][]byte) error {
 	sums, err := ListingSums(p.Snapshot)
 	if err != nil {
 		return fmt.Errorf("job %s: point %s: %w", job, p.ID, err)
@@ -304,31 +442,32 @@ func (s *FileStore) pointObjects(job string, p *RecoveryPoint, objects map[strin
 		if objects[sum] != nil {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(s.dir, "objects", sum)); err != nil {
+		if _, err := os.Stat(filepath.Join(s.dir, clusterDir, "objects", sum)); err != nil {
 			return fmt.Errorf("job %s: point %s: object %s: %w", job, p.ID, short(sum), ErrMissingObject)
 		}
 	}
 	return nil
 }
 
+func (s *FolderStore) keyPath(key string) string {
+	return filepath.Join(s.dir, clusterDir, "keys", fmt.Sprintf("%x.json", key))
+}
+
 // SubmitKeyed implements Store.
-func (s *FileStore) SubmitKeyed(_ context.Context, sub Submission) (bool, error) {
+func (s *FolderStore) SubmitKeyed(_ context.Context, sub Submission) (bool, error) {
 	if err := validID(sub.ID); err != nil {
 		return false, err
 	}
 	repeat := false
 	err := s.locked(func() error {
-		keyPath := filepath.Join(s.dir, "keys", fmt.Sprintf("%x.json", sub.Key))
+		keyPath := s.keyPath(sub.Key)
 		if use, err := s.keyUse(keyPath); err != nil {
 			return err
 		} else if use != nil {
 			repeat = true
 			return KeyReuse(use, &Steering{Job: sub.ID, Key: sub.Key, Command: sub.Command})
 		}
-		if _, err := os.Stat(s.jobPath(sub.ID)); err == nil {
-			return fmt.Errorf("job %s: %w", sub.ID, ErrExists)
-		}
-		if err := s.write(&fileJob{Job: Job{ID: sub.ID, Status: sub.Status, Manifest: sub.Manifest, BudgetMicros: sub.BudgetMicros, Template: IsTemplate(sub.Manifest)}}); err != nil {
+		if err := s.create(Job{ID: sub.ID, Status: sub.Status, Manifest: sub.Manifest, BudgetMicros: sub.BudgetMicros, Template: IsTemplate(sub.Manifest)}); err != nil {
 			return err
 		}
 		b, err := json.Marshal(KeyUse{Command: sub.Command, Job: sub.ID, Status: sub.Status})
@@ -342,7 +481,7 @@ func (s *FileStore) SubmitKeyed(_ context.Context, sub Submission) (bool, error)
 
 // CollectObjects implements Store: under the store's lock, which every
 // commit holds too.
-func (s *FileStore) CollectObjects(_ context.Context, sums []string) (int, error) {
+func (s *FolderStore) CollectObjects(_ context.Context, sums []string) (int, error) {
 	var n int
 	err := s.locked(func() (err error) {
 		n, err = s.collect(sums)
@@ -353,25 +492,26 @@ func (s *FileStore) CollectObjects(_ context.Context, sums []string) (int, error
 
 // collect deletes, of sums (nil: all), the objects no point names (under
 // the lock).
-func (s *FileStore) collect(sums []string) (int, error) {
+func (s *FolderStore) collect(sums []string) (int, error) {
 	jobs, err := s.all()
 	if err != nil {
 		return 0, err
 	}
 	named := map[string]bool{}
-	for _, fj := range jobs {
-		for _, p := range fj.Points {
+	for _, fr := range jobs {
+		for _, p := range fr.Points {
 			ls, err := ListingSums(p.Snapshot)
 			if err != nil {
-				return 0, fmt.Errorf("job %s: point %s: %w", fj.Job.ID, p.ID, err)
+				return 0, fmt.Errorf("job %s: point %s: %w", fr.Job.ID, p.ID, err)
 			}
 			for _, sum := range ls {
 				named[sum] = true
 			}
 		}
 	}
+	objects := filepath.Join(s.dir, clusterDir, "objects")
 	if sums == nil {
-		ents, err := os.ReadDir(filepath.Join(s.dir, "objects"))
+		ents, err := os.ReadDir(objects)
 		if err != nil {
 			return 0, err
 		}
@@ -384,7 +524,7 @@ func (s *FileStore) collect(sums []string) (int, error) {
 		if named[sum] || !ValidSum(sum) {
 			continue
 		}
-		err := os.Remove(filepath.Join(s.dir, "objects", sum))
+		err := os.Remove(filepath.Join(objects, sum))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -394,59 +534,66 @@ func (s *FileStore) collect(sums []string) (int, error) {
 		n++
 	}
 	if n > 0 {
-		return n, atomicfile.SyncDir(filepath.Join(s.dir, "objects"))
+		return n, atomicfile.SyncDir(objects)
 	}
 	return n, nil
 }
 
 // Steer implements Store.
-func (s *FileStore) Steer(_ context.Context, st Steering) (*Job, error) {
+func (s *FolderStore) Steer(_ context.Context, st Steering) (*Job, error) {
 	var out *Job
 	err := s.locked(func() error {
-		fj, err := s.read(st.Job)
-		if err != nil {
-			return err
-		}
-		keyPath := filepath.Join(s.dir, "keys", fmt.Sprintf("%x.json", st.Key))
-		if use, err := s.keyUse(keyPath); err != nil {
-			return err
-		} else if use != nil {
-			if err := KeyReuse(use, &st); err != nil {
+		return s.jobLocked(st.Job, func() error {
+			fr, err := s.read(st.Job)
+			if err != nil {
 				return err
 			}
-			out = &fj.Job
-			return nil
-		}
-		j, err := Steered(fj.Job, &st)
-		if err != nil {
-			return err
-		}
-		fj.Job = j
-		fj.Lines = append(fj.Lines, st.Lines...)
-		fj.addFiles(st.Files)
-		if err := s.write(fj); err != nil {
-			return err
-		}
-		b, err := json.Marshal(KeyUse{Command: SteerCommand(&st), Job: st.Job, Status: j.Status, Epoch: j.Epoch})
-		if err != nil {
-			return err
-		}
-		out = &fj.Job
-		return atomicfile.WriteFile(keyPath, b, 0o600)
+			keyPath := s.keyPath(st.Key)
+			if use, err := s.keyUse(keyPath); err != nil {
+				return err
+			} else if use != nil {
+				if err := KeyReuse(use, &st); err != nil {
+					return err
+				}
+				out = &fr.Job
+				return nil
+			}
+			j, err := Steered(fr.Job, &st)
+			if err != nil {
+				return err
+			}
+			for p := range st.Files {
+				if err := ownFile(j.ID, p); err != nil {
+					return err
+				}
+			}
+			if err := s.appendLines(fr, st.Lines); err != nil {
+				return err
+			}
+			if err := s.writeFiles(fr, st.Files); err != nil {
+				return err
+			}
+			if st.Manifest != nil {
+				if err := s.jobs.WriteManifest(j.ID, st.Manifest); err != nil {
+					return err
+				}
+			}
+			fr.Job = j
+			if err := s.writeRow(fr); err != nil {
+				return err
+			}
+			b, err := json.Marshal(KeyUse{Command: SteerCommand(&st), Job: st.Job, Status: j.Status, Epoch: j.Epoch})
+			if err != nil {
+				return err
+			}
+			out = &fr.Job
+			return atomicfile.WriteFile(keyPath, b, 0o600)
+		})
 	})
 	return out, err
 }
 
-func (fj *fileJob) addFiles(files map[string][]byte) {
-	for p, b := range files {
-		if fj.Files == nil {
-			fj.Files = map[string][]byte{}
-		}
-		fj.Files[p] = b
-	}
-}
-
-func (s *FileStore) keyUse(path string) (*KeyUse, error) {
+func (s *FolderStore) keyUse(path string) (*KeyUse, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -459,70 +606,75 @@ func (s *FileStore) keyUse(path string) (*KeyUse, error) {
 }
 
 // SteerKey implements Store.
-func (s *FileStore) SteerKey(_ context.Context, key string) (*KeyUse, error) {
+func (s *FolderStore) SteerKey(_ context.Context, key string) (*KeyUse, error) {
 	var out *KeyUse
 	err := s.locked(func() (err error) {
-		out, err = s.keyUse(filepath.Join(s.dir, "keys", fmt.Sprintf("%x.json", key)))
+		out, err = s.keyUse(s.keyPath(key))
 		return err
 	})
 	return out, err
 }
 
-// Files implements Store.
-func (s *FileStore) Files(_ context.Context, id string) (map[string][]byte, error) {
+// Files implements Store: the files units and steerings wrote, read from
+// the job's folder.
+func (s *FolderStore) Files(_ context.Context, id string) (map[string][]byte, error) {
 	var out map[string][]byte
 	err := s.locked(func() error {
-		fj, err := s.read(id)
-		if err == nil {
-			out = fj.Files
+		fr, err := s.read(id)
+		if err != nil {
+			return err
 		}
-		return err
+		for _, p := range fr.Files {
+			b, err := os.ReadFile(filepath.Join(s.jobs.JobDir(id), p))
+			if err != nil {
+				return err
+			}
+			if out == nil {
+				out = map[string][]byte{}
+			}
+			out[p] = b
+		}
+		return nil
 	})
 	return out, err
 }
 
 // Fire implements Store.
-func (s *FileStore) Fire(_ context.Context, t Tick) (bool, error) {
+func (s *FolderStore) Fire(_ context.Context, t Tick) (bool, error) {
 	fired := false
 	err := s.locked(func() error {
-		fj, err := s.read(t.Template)
+		fr, err := s.read(t.Template)
 		if err != nil {
 			return err
 		}
 		at := t.At.UTC().Format(time.RFC3339Nano)
-		if _, ok := fj.Ticks[at]; ok {
+		if _, ok := fr.Ticks[at]; ok {
 			return nil
 		}
 		if t.Run != "" {
-			if err := validID(t.Run); err != nil {
-				return err
-			}
-			if _, err := os.Stat(s.jobPath(t.Run)); err == nil {
-				return fmt.Errorf("run %s: %w", t.Run, ErrExists)
-			}
-			if err := s.write(&fileJob{Job: Job{ID: t.Run, Status: lifecycle.Pending, Manifest: t.Manifest}}); err != nil {
-				return err
+			if err := s.create(Job{ID: t.Run, Status: lifecycle.Pending, Manifest: t.Manifest}); err != nil {
+				return fmt.Errorf("run %s: %w", t.Run, err)
 			}
 		}
-		if fj.Ticks == nil {
-			fj.Ticks = map[string]string{}
+		if fr.Ticks == nil {
+			fr.Ticks = map[string]string{}
 		}
-		fj.Ticks[at] = t.Run
+		fr.Ticks[at] = t.Run
 		fired = true
-		return s.write(fj)
+		return s.writeRow(fr)
 	})
 	return fired, err
 }
 
 // LastTick implements Store.
-func (s *FileStore) LastTick(_ context.Context, template string) (time.Time, error) {
+func (s *FolderStore) LastTick(_ context.Context, template string) (time.Time, error) {
 	var last time.Time
 	err := s.locked(func() error {
-		fj, err := s.read(template)
+		fr, err := s.read(template)
 		if err != nil {
 			return err
 		}
-		for at := range fj.Ticks {
+		for at := range fr.Ticks {
 			if t, err := time.Parse(time.RFC3339Nano, at); err == nil && t.After(last) {
 				last = t
 			}
@@ -533,12 +685,12 @@ func (s *FileStore) LastTick(_ context.Context, template string) (time.Time, err
 }
 
 // Job implements Store.
-func (s *FileStore) Job(_ context.Context, id string) (*Job, error) {
+func (s *FolderStore) Job(_ context.Context, id string) (*Job, error) {
 	var out *Job
 	err := s.locked(func() error {
-		fj, err := s.read(id)
+		fr, err := s.read(id)
 		if err == nil {
-			out = &fj.Job
+			out = &fr.Job
 		}
 		return err
 	})
@@ -546,38 +698,45 @@ func (s *FileStore) Job(_ context.Context, id string) (*Job, error) {
 }
 
 // Jobs implements Store.
-func (s *FileStore) Jobs(context.Context) ([]Job, error) {
+func (s *FolderStore) Jobs(context.Context) ([]Job, error) {
 	var out []Job
 	err := s.locked(func() error {
 		all, err := s.all()
-		for _, fj := range all {
-			out = append(out, fj.Job)
+		for _, fr := range all {
+			out = append(out, fr.Job)
 		}
 		return err
 	})
 	return out, err
 }
 
-// History implements Store.
-func (s *FileStore) History(_ context.Context, id string) ([][]byte, error) {
+// History implements Store: the envelopes of the job's history.jsonl
+// (archives first), as file mode's readers read them.
+func (s *FolderStore) History(_ context.Context, id string) ([][]byte, error) {
 	var out [][]byte
 	err := s.locked(func() error {
-		fj, err := s.read(id)
-		if err == nil {
-			out = fj.Lines
+		if _, err := s.read(id); err != nil {
+			return err
 		}
-		return err
+		es, err := history.ReadEntries(s.jobs.JobDir(id))
+		if err != nil {
+			return err
+		}
+		for _, e := range es {
+			out = append(out, e.Line())
+		}
+		return nil
 	})
 	return out, err
 }
 
 // Points implements Store.
-func (s *FileStore) Points(_ context.Context, id string) ([]RecoveryPoint, error) {
+func (s *FolderStore) Points(_ context.Context, id string) ([]RecoveryPoint, error) {
 	var out []RecoveryPoint
 	err := s.locked(func() error {
-		fj, err := s.read(id)
+		fr, err := s.read(id)
 		if err == nil {
-			out = fj.Points
+			out = fr.Points
 		}
 		return err
 	})
@@ -585,13 +744,13 @@ func (s *FileStore) Points(_ context.Context, id string) ([]RecoveryPoint, error
 }
 
 // Objects implements Store.
-func (s *FileStore) Objects(_ context.Context, sums []string) (map[string][]byte, error) {
+func (s *FolderStore) Objects(_ context.Context, sums []string) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	for _, sum := range sums {
 		if !ValidSum(sum) {
 			return nil, fmt.Errorf("object %q: %w", short(sum), ErrNotFound)
 		}
-		b, err := os.ReadFile(filepath.Join(s.dir, "objects", sum))
+		b, err := os.ReadFile(filepath.Join(s.dir, clusterDir, "objects", sum))
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("object %s: %w", short(sum), ErrNotFound)
 		}
@@ -604,4 +763,4 @@ func (s *FileStore) Objects(_ context.Context, sums []string) (map[string][]byte
 }
 
 // Close implements Store.
-func (s *FileStore) Close() {}
+func (s *FolderStore) Close() {}
