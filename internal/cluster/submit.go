@@ -45,8 +45,8 @@ func submit(ctx context.Context, s clusterstore.Store, name, fallback, key strin
 	}
 	if key != "" {
 		repeat, err := s.SubmitKeyed(ctx, clusterstore.Submission{Key: key, Command: clusterstore.SubmitCommand(id, file),
-			ID: id, Status: m.Status, Manifest: file, BudgetMicros: budgetMicros(file)})
+			ID: id, Status: m.Status, Manifest: file, BudgetMicros: clusterstore.BudgetMicros(file)})
 		return id, repeat, err
 	}
-	return id, false, s.Submit(ctx, id, m.Status, file, budgetMicros(file))
+	return id, false, s.Submit(ctx, id, m.Status, file, clusterstore.BudgetMicros(file))
 }
