@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -110,6 +111,40 @@ func verifyExport(t *testing.T, s clusterstore.Store, id string) *verify.Report 
 // its end once; each history verifies offline from its export.
 func TestTwoNodesRunJobs(t *testing.T) {
 	s, _ := openStore(t)
+	twoNodesRunJobs(t, s)
+}
+
+// TestTwoNodesRunJobsOnAFolder: the same on the seam's file
+// implementation, a jobs folder in file mode's format: the engine's units
+// go into its job folders, which file mode's verify reads as they are.
+func TestTwoNodesRunJobsOnAFolder(t *testing.T) {
+	dir := t.TempDir()
+	s, err := clusterstore.OpenFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := twoNodesRunJobs(t, s)
+	keys := []ed25519.PublicKey{nodes[0].key.Public(), nodes[1].key.Public()}
+	js, err := s.Jobs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range js {
+		m, err := manifest.ReadFile(filepath.Join(dir, j.ID, "job.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := verify.Job(j.ID, filepath.Join(dir, j.ID), verify.Options{Public: keys[0], Keyring: keys[1:], Manifest: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.OK() || rep.Responses != 4 || m.Status != lifecycle.Success {
+			t.Fatalf("job %s in the store's folder: %s, %d responses, %v", j.ID, m.Status, rep.Responses, rep.Problems)
+		}
+	}
+}
+
+func twoNodesRunJobs(t *testing.T, s clusterstore.Store) []*Node {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const jobs = 8
@@ -147,4 +182,5 @@ func TestTwoNodesRunJobs(t *testing.T) {
 	if c1+c2 < jobs {
 		t.Fatalf("claims %d+%d < %d jobs", c1, c2, jobs)
 	}
+	return nodes
 }

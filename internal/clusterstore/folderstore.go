@@ -66,6 +66,9 @@ type folderRow struct {
 	Files []string `json:"files,omitempty"`
 	// Ticks are a template's fired ticks (RFC 3339, UTC) and their runs.
 	Ticks map[string]string `json:"ticks,omitempty"`
+	// HistorySize is the size of history.jsonl as the store last left
+	// it (-1: never read): another size means file mode wrote it (adopt).
+	HistorySize int64 `json:"history_size"`
 }
 
 // errAhead: a job's history holds records its row does not account for
@@ -128,26 +131,92 @@ func validID(id string) error {
 	return nil
 }
 
-// read reads job id's row and manifest.
+// read reads job id: its manifest (job.json), its row, and where its
+// history stands. A job folder without a row is a job file mode made
+// (placed by the daemon's intake, or logist submit): its row is what its
+// files say (fileModeRow). A history that moved on since the store last
+// wrote it was written by file mode's own writers (jobtx: a steward's
+// CLI, a daemon), which the store takes as a steward's change (adopt).
 func (s *FolderStore) read(id string) (*folderRow, error) {
 	if err := validID(id); err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(s.rowPath(id))
-	if errors.Is(err, fs.ErrNotExist) {
+	m, err := s.jobs.ReadManifest(id)
+	if errors.Is(err, jobstore.ErrNotFound) {
 		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return nil, err
 	}
 	var fr folderRow
-	if err := json.Unmarshal(b, &fr); err != nil {
-		return nil, fmt.Errorf("job %s: %w", id, err)
+	b, err := os.ReadFile(s.rowPath(id))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		fr = folderRow{Job: fileModeJob(id, m), HistorySize: -1}
+	case err != nil:
+		return nil, err
+	default:
+		if err := json.Unmarshal(b, &fr); err != nil {
+			return nil, fmt.Errorf("job %s: %w", id, err)
+		}
 	}
-	if fr.Job.Manifest, err = s.jobs.ReadManifest(id); err != nil {
-		return nil, fmt.Errorf("job %s: %w", id, err)
+	fr.Job.Manifest = m
+	return &fr, s.adopt(&fr)
+}
+
+// fileModeJob is the row of a job file mode made, as its manifest says:
+// its status, budget and spending; no lease, epoch 0.
+func fileModeJob(id string, m []byte) Job {
+	var head struct {
+		Status lifecycle.Status `json:"status"`
 	}
-	return &fr, nil
+	_ = json.Unmarshal(m, &head) // a manifest file mode cannot read has no status
+	return Job{ID: id, Status: head.Status, BudgetMicros: BudgetMicros(m), SpentMicros: CostMicros(m), Template: IsTemplate(m)}
+}
+
+// adopt brings fr up to its history when the history is not as the
+// store left it (its size says so: one stat): file mode wrote it, so the
+// row takes its sequence and last hash, the manifest's status, budget
+// and spending (never less than the row's), and the epoch moves on with the lease released — what a steward's change does
+// (Steered), so whoever held the lease is fenced out.
+func (s *FolderStore) adopt(fr *folderRow) error {
+	dir := s.jobs.JobDir(fr.Job.ID)
+	size := int64(0)
+	switch fi, err := os.Stat(history.Path(dir)); {
+	case err == nil:
+		size = fi.Size()
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	if size == fr.HistorySize {
+		return nil
+	}
+	es, err := history.ReadEntries(dir)
+	if err != nil {
+		return fmt.Errorf("job %s: %w", fr.Job.ID, err)
+	}
+	next, last := int64(0), ""
+	if len(es) > 0 {
+		next, last = es[len(es)-1].Seq+1, es[len(es)-1].Hash
+	}
+	fromFileMode := fr.HistorySize < 0
+	fr.HistorySize = size
+	if next == fr.Job.NextSeq && last == fr.Job.LastHash {
+		return nil // the same records (a torn tail cut, a rotation)
+	}
+	fr.Job.NextSeq, fr.Job.LastHash = next, last
+	if fromFileMode {
+		return nil
+	}
+	fm := fileModeJob(fr.Job.ID, fr.Job.Manifest)
+	if fm.Status.Valid() {
+		fr.Job.Status = fm.Status
+	}
+	fr.Job.BudgetMicros = fm.BudgetMicros
+	fr.Job.SpentMicros = max(fr.Job.SpentMicros, fm.SpentMicros)
+	fr.Job.Epoch++
+	fr.Job.Owner, fr.Job.LeaseUntil = "", time.Time{}
+	return nil
 }
 
 // writeRow replaces fr's row (durably: atomicfile).
@@ -161,14 +230,15 @@ func (s *FolderStore) writeRow(fr *folderRow) error {
 	return atomicfile.WriteFile(s.rowPath(fr.Job.ID), b, 0o600)
 }
 
-// create makes a new job folder (jobstore.CreateFile) and its row; the
-// row last: a folder without one is not a job of the store (a crash
-// between the two), and is taken by the next submission of the id.
+// create makes a new job folder (jobstore.CreateFile, as logist submit
+// does) and its row. A folder holding a manifest is a job (ErrExists),
+// whether or not it has a row; one without (a crash before the manifest
+// was placed) is taken.
 func (s *FolderStore) create(j Job) error {
 	if err := validID(j.ID); err != nil {
 		return err
 	}
-	if _, err := os.Stat(s.rowPath(j.ID)); err == nil {
+	if _, err := os.Stat(filepath.Join(s.jobs.JobDir(j.ID), jobstore.ManifestFile)); err == nil {
 		return fmt.Errorf("job %s: %w", j.ID, ErrExists)
 	}
 	err := s.jobs.CreateFile(j.ID, j.Manifest)
@@ -197,7 +267,11 @@ func (s *FolderStore) appendLines(fr *folderRow, lines [][]byte) error {
 	if lg.State().NextSeq != fr.Job.NextSeq {
 		return fmt.Errorf("job %s: history at record %d, row at %d: %w", fr.Job.ID, lg.State().NextSeq, fr.Job.NextSeq, errAhead)
 	}
-	return lg.AppendSealed(lines)
+	if err := lg.AppendSealed(lines); err != nil {
+		return err
+	}
+	fr.HistorySize = lg.Size()
+	return nil
 }
 
 // writeFiles writes files into job id's folder and names them in fr.
@@ -299,16 +373,21 @@ func (s *FolderStore) Submit(_ context.Context, id string, status lifecycle.Stat
 }
 
 // all reads every job of the store (under the lock): the folders of the
-// jobs folder that hold a row, by id.
+// jobs folder that hold a manifest, by id (jobstore's listing; dot names
+// are not jobs).
 func (s *FolderStore) all() ([]*folderRow, error) {
-	names, err := filepath.Glob(filepath.Join(s.dir, "*", rowFile))
+	names, err := filepath.Glob(filepath.Join(s.dir, "*", jobstore.ManifestFile))
 	if err != nil {
 		return nil, err
 	}
 	slices.Sort(names)
 	var out []*folderRow
 	for _, name := range names {
-		fr, err := s.read(filepath.Base(filepath.Dir(name)))
+		id := filepath.Base(filepath.Dir(name))
+		if strings.HasPrefix(id, ".") {
+			continue
+		}
+		fr, err := s.read(id)
 		if err != nil {
 			return nil, err
 		}

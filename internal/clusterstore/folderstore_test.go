@@ -14,8 +14,10 @@ import (
 	"github.com/logist/logist/internal/clusterstore/storetest"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/signing"
+	"github.com/logist/logist/internal/steward"
 	"github.com/logist/logist/internal/testkit"
 )
 
@@ -39,10 +41,10 @@ func (k testKey) Sign(msg []byte) []byte { return ed25519.Sign(k.priv, msg) }
 // file mode reads and writes as its own — the job's folder with job.json
 // (jobstore loads it), history.jsonl (history reads the records and a
 // file-mode append continues their chain), and the unit's files in the
-// folder. A write from outside the store (a steward's CLI in file mode)
-// that the store's row does not account for is refused by the store's
-// next commit, not overwritten or forked; a unit's file may not replace
-// the folder's own files.
+// folder. A record file mode's own writers append (a steward's CLI) is
+// a change the store did not make: the job's epoch moves on and the
+// lease holder's next unit is fenced, never forking the history; a
+// unit's file may not replace the folder's own files.
 func TestFolderStoreIsFileMode(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -93,24 +95,34 @@ func TestFolderStoreIsFileMode(t *testing.T) {
 	if len(recs) != 2 || recs[0].Error.Message != "from the store" || recs[1].Error.Message != "from file mode" {
 		t.Fatalf("records %+v", recs)
 	}
-	// The store's row does not account for that record: its next write
-	// is refused, whole.
+	// That record is a change the store did not make (a steward's, in
+	// file mode): the epoch moves on, the lease holder is fenced out.
 	j, err := s.Job(ctx, "a")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if j.Epoch != l.Epoch+1 || j.Owner != "" || j.NextSeq != 2 {
+		t.Fatalf("after file mode's record: %+v", j)
 	}
 	more, _, err := history.Seal([]*history.Record{{Type: history.TypeError, Error: &history.ErrorInfo{Code: "X", Message: "forked"}}}, j.NextSeq, j.LastHash, time.Now(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Commit(ctx, l, clusterstore.Unit{Lines: more, Status: lifecycle.Success}); err == nil {
-		t.Fatal("the store forked a history a file-mode writer had moved on")
+	if err := s.Commit(ctx, l, clusterstore.Unit{Lines: more, Status: lifecycle.Success}); !errors.Is(err, clusterstore.ErrFenced) {
+		t.Fatalf("the old lease's unit after file mode wrote: %v, want ErrFenced", err)
 	}
 	if recs := testkit.Records(t, js.JobDir("a")); len(recs) != 2 {
 		t.Fatalf("%d records after the refused unit", len(recs))
 	}
-	if j, _ := s.Job(ctx, "a"); j.Status != lifecycle.Pending {
-		t.Fatalf("the refused unit changed the status: %s", j.Status)
+	l, err = s.Claim(ctx, "n2", time.Minute)
+	if err != nil || l == nil || l.Epoch != j.Epoch+1 {
+		t.Fatalf("claim after file mode wrote: %+v %v", l, err)
+	}
+	if err := s.Commit(ctx, l, clusterstore.Unit{Lines: more}); err != nil {
+		t.Fatalf("the new lease's unit: %v", err)
+	}
+	if recs := testkit.Records(t, js.JobDir("a")); len(recs) != 3 || recs[2].Error.Message != "forked" {
+		t.Fatalf("records %+v", recs)
 	}
 	for _, own := range []string{"job.json", "history.jsonl", ".cluster-row.json"} {
 		err := s.Commit(ctx, l, clusterstore.Unit{Files: map[string][]byte{own: []byte("{}")}})
@@ -120,5 +132,87 @@ func TestFolderStoreIsFileMode(t *testing.T) {
 	}
 	if _, err := js.Load("a"); err != nil {
 		t.Fatalf("the manifest after the refused files: %v", err)
+	}
+}
+
+// TestFolderStoreReadsFileModeJobs: a job file mode made (a folder with
+// job.json, no row) is a job of the store as its manifest says — its
+// status, budget and spending, its history's end — and a node may claim
+// and run it; a job folder file mode left without a manifest is not one.
+// The steward's CLI halting it in file mode (jobtx) is a steward's change
+// to the store: the status follows, the lease holder is fenced out.
+func TestFolderStoreReadsFileModeJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	testkit.WriteJob(t, dir, "fm", map[string]any{"status": "PENDING", "cost_threshold": 2.5, "metrics": map[string]any{"cumulative_cost": 1, "cumulative_time_seconds": 0}})
+	testkit.WriteJob(t, dir, "waits", map[string]any{"status": "INTERVENTION_REQUIRED"})
+	if err := os.Mkdir(filepath.Join(dir, "half"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	key := testKey{priv}
+	lg, _, err := history.OpenWith(filepath.Join(dir, "fm"), history.Options{Signer: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lg.Append(&history.Record{Type: history.TypeError, Error: &history.ErrorInfo{Code: "X", Message: "file mode"}}); err != nil {
+		t.Fatal(err)
+	}
+	last := lg.LastHash()
+	_ = lg.Close()
+	s, err := clusterstore.OpenFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := s.Jobs(ctx)
+	if err != nil || len(js) != 2 || js[0].ID != "fm" || js[1].ID != "waits" {
+		t.Fatalf("jobs %+v %v", js, err)
+	}
+	fm := js[0]
+	if fm.Status != lifecycle.Pending || fm.BudgetMicros != 25_000 || fm.SpentMicros != 10_000 || fm.NextSeq != 1 || fm.LastHash != last || fm.Epoch != 0 {
+		t.Fatalf("file mode's job as the store reads it: %+v", fm)
+	}
+	if js[1].Status != lifecycle.InterventionRequired {
+		t.Fatalf("waiting job: %+v", js[1])
+	}
+	if err := s.Submit(ctx, "fm", lifecycle.Pending, []byte(`{}`), 0); !errors.Is(err, clusterstore.ErrExists) {
+		t.Fatalf("submit over file mode's job: %v, want ErrExists", err)
+	}
+	l, err := s.Claim(ctx, "n1", time.Minute)
+	if err != nil || l == nil || l.Job != "fm" || l.Epoch != 1 {
+		t.Fatalf("claim %+v %v", l, err)
+	}
+	lines, _, err := history.Seal([]*history.Record{{Type: history.TypeError, Error: &history.ErrorInfo{Code: "X", Message: "store"}}}, fm.NextSeq, fm.LastHash, time.Now(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, l, clusterstore.Unit{Lines: lines}); err != nil {
+		t.Fatal(err)
+	}
+	// The steward's CLI in file mode halts the job (jobtx, under the
+	// job's flock): the store sees the change, and the lease holder is
+	// fenced out.
+	st := steward.New(&jobtx.Env{Store: jobstore.New(dir), Logger: testkit.Logger(), History: history.Options{Signer: key}}, nil)
+	if _, err := st.Halt("fm", "stop"); err != nil {
+		t.Fatal(err)
+	}
+	j, err := s.Job(ctx, "fm")
+	if err != nil || j.Status != lifecycle.Canceled || j.Epoch != l.Epoch+1 || j.Owner != "" {
+		t.Fatalf("after file mode's halt: %+v %v", j, err)
+	}
+	more, _, err := history.Seal([]*history.Record{{Type: history.TypeError, Error: &history.ErrorInfo{Code: "X", Message: "late"}}}, j.NextSeq, j.LastHash, time.Now(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, l, clusterstore.Unit{Lines: more, Status: lifecycle.Success}); !errors.Is(err, clusterstore.ErrFenced) {
+		t.Fatalf("the lease holder's unit after the halt: %v, want ErrFenced", err)
+	}
+	recs := testkit.Records(t, filepath.Join(dir, "fm"))
+	if len(recs) < 3 || recs[1].Error.Message != "store" || recs[len(recs)-1].Transition == nil || recs[len(recs)-1].Transition.To != string(lifecycle.Canceled) {
+		t.Fatalf("records %+v", recs)
+	}
+	if l, err := s.Claim(ctx, "n1", time.Minute); err != nil || l != nil {
+		t.Fatalf("claimed %+v %v; nothing is claimable", l, err)
 	}
 }
