@@ -35,10 +35,11 @@ import (
 // store wrote — is the job's row, rowFile in its folder; nodes, keys and
 // content-addressed objects are under clusterDir. An exclusive flock of
 // clusterDir/lock serialises the store's transactions (a claim scans
-// every job), like a database's row locks; a unit's history is appended
-// before its row is replaced, so a crash between the two leaves a history
-// ahead of its row, which the next write refuses (errAhead) rather than
-// guess.
+// every job), like a database's row locks. A job folder file mode made
+// (no row) is a job too, and records file mode's writers append are a
+// steward's change to the store (read, adopt). A unit's history is
+// appended before its row is replaced: a crash between the two is read
+// as such a change (the lease holder fenced, the job claimed again).
 type FolderStore struct {
 	dir  string
 	jobs *jobstore.Store
@@ -57,7 +58,7 @@ const (
 // folderRow is a job's row: the Job's fields file mode does not hold
 // (the manifest is job.json, the history history.jsonl; NextSeq and
 // LastHash are kept to read a job without scanning its history, and
-// checked against it at each write).
+// brought up to it when it moved on: adopt).
 type folderRow struct {
 	Job    Job             `json:"job"`
 	Points []RecoveryPoint `json:"points,omitempty"`
@@ -71,9 +72,9 @@ type folderRow struct {
 	HistorySize int64 `json:"history_size"`
 }
 
-// errAhead: a job's history holds records its row does not account for
-// (a crash between a unit's append and its row).
-var errAhead = errors.New("the job's history is ahead of its row (a write was cut short); it needs repair")
+// errAhead: a job's history, under the job's lock, is not where its row
+// (adopted at the read) says: a writer that took no lock moved it.
+var errAhead = errors.New("the job's history moved on while the store wrote it")
 
 // OpenFolder opens (creating) a store in the jobs folder dir.
 func OpenFolder(dir string) (*FolderStore, error) {
@@ -158,6 +159,11 @@ func (s *FolderStore) read(id string) (*folderRow, error) {
 	default:
 		if err := json.Unmarshal(b, &fr); err != nil {
 			return nil, fmt.Errorf("job %s: %w", id, err)
+		}
+		if fr.Job.ID != id {
+			// Another job's row, copied with its folder (file mode
+			// makes a schedule's run from its template's files).
+			fr = folderRow{Job: fileModeJob(id, m), HistorySize: -1}
 		}
 	}
 	fr.Job.Manifest = m

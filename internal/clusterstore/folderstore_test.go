@@ -183,6 +183,18 @@ func TestFolderStoreReadsFileModeJobs(t *testing.T) {
 	if err != nil || l == nil || l.Job != "fm" || l.Epoch != 1 {
 		t.Fatalf("claim %+v %v", l, err)
 	}
+	// A row copied into another job's folder (file mode makes a
+	// schedule's run from its template's files) is not that job's.
+	row, err := os.ReadFile(filepath.Join(dir, "fm", ".cluster-row.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "waits", ".cluster-row.json"), row, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := s.Job(ctx, "waits"); err != nil || w.ID != "waits" || w.Status != lifecycle.InterventionRequired || w.Epoch != 0 || w.Owner != "" {
+		t.Fatalf("a job with another's row: %+v %v", w, err)
+	}
 	lines, _, err := history.Seal([]*history.Record{{Type: history.TypeError, Error: &history.ErrorInfo{Code: "X", Message: "store"}}}, fm.NextSeq, fm.LastHash, time.Now(), key)
 	if err != nil {
 		t.Fatal(err)
