@@ -60,12 +60,12 @@ func clusterSubmit(e *env, s clusterstore.Store, args []string) (*Result, error)
 	if len(args) != 1 {
 		return nil, usagef("expected one FILE argument")
 	}
-	b, err := os.ReadFile(args[0])
+	jf, err := cluster.ReadJobFolder(args[0])
 	if err != nil {
 		return nil, err
 	}
 	key, _ := e.fs.GetString(idempotencyFlag)
-	id, repeat, err := cluster.SubmitKeyed(e.ctx, s, key, b)
+	id, repeat, err := cluster.SubmitKeyed(e.ctx, s, key, jf)
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,8 @@ import (
 // run while a run of the template is unfinished; Replace first halts each
 // unfinished run through the steering path (Steer, an idempotency key per
 // tick and run: once cluster-wide, and the halted run's node is fenced),
-// then fires the tick.
+// then fires the tick. A run gets its template's folder files (those
+// submitted with it: ReadJobFolder), as file mode copies them.
 
 // cronEvery is how often a node looks for due ticks (a run starts at most
 // this long after its tick; cron's unit is the minute).
@@ -140,7 +141,11 @@ func (n *Node) fire(ctx context.Context, id string, tpl *manifest.Manifest, tick
 		if err != nil {
 			return err
 		}
-		t.Run, t.Manifest = run.JobID, b
+		files, err := n.Store.Files(ctx, id) // the template folder's (ReadJobFolder)
+		if err != nil {
+			return err
+		}
+		t.Run, t.Manifest, t.Files = run.JobID, b, files
 	}
 	fired, err := n.Store.Fire(ctx, t)
 	if err != nil || !fired {

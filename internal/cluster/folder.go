@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -40,6 +42,12 @@ func writeFolder(ctx context.Context, s clusterstore.Store, jobsDir, id string, 
 		return nil, nil, fmt.Errorf("job %s: history moved while read; try again", id)
 	}
 	dir := filepath.Join(jobsDir, id)
+	// The manifest goes first and comes back last: a folder of the node's
+	// with a job.json always has its history, which a job's folder dropped
+	// into the intake (the same folder) has not.
+	if err := os.Remove(filepath.Join(dir, jobstore.ManifestFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, err
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, nil, err
 	}

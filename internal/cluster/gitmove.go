@@ -13,6 +13,7 @@ import (
 
 	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/gitws"
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 )
 
@@ -23,8 +24,12 @@ import (
 // object named by its SHA-256 like the snapshot's, under the same fence,
 // and the bundle's name as a file of the job's folder. A node that claims
 // the job restores the workspace's files from the snapshot, then its
-// repository from the bundle (gitws.Unbundle): the job continues its
-// branch on any node and ends with it.
+// repository from the bundle (gitws.Unbundle), its branch at the commit
+// of the job's current checkpoint (checkpointCommit: the latest point's,
+// or the one a rollback returned to, as file mode's rollback leaves it):
+// the job continues its branch on any node and ends with it. A rollback
+// (Steer with Restore) is given the repository too, so that its file
+// form moves the branch as in file mode and records the commit it leaves.
 
 // gitBundleFile names, in a job's folder (outside its workspace), the
 // object holding the bundle of the job's latest recovery point.
@@ -55,8 +60,9 @@ func bundlePoint(ctx context.Context, dir string, known map[string]bool, u *clus
 }
 
 // restoreGit makes the repository of job id's workspace in folder dir
-// again from the bundle its folder names (writeFolder wrote the file and
-// the workspace's files), adding the bundle's object to known. A job
+// again from the bundle its folder names (writeFolder wrote the file, the
+// history and the workspace's files), its branch at the commit of the
+// job's current checkpoint, adding the bundle's object to known. A job
 // without one has nothing to restore.
 func restoreGit(ctx context.Context, s clusterstore.Store, dir, id string, known map[string]bool) error {
 	b, err := os.ReadFile(filepath.Join(dir, gitBundleFile))
@@ -77,9 +83,54 @@ func restoreGit(ctx context.Context, s clusterstore.Store, dir, id string, known
 	if objs[sum] == nil {
 		return fmt.Errorf("job %s: git bundle %s is not in the store", id, sum)
 	}
-	if err := gitws.Unbundle(ctx, filepath.Join(dir, jobstore.WorkspaceDir), objs[sum], gitws.Branch(id)); err != nil {
+	ws, branch := filepath.Join(dir, jobstore.WorkspaceDir), gitws.Branch(id)
+	if err := gitws.Unbundle(ctx, ws, objs[sum], branch); err != nil {
 		return fmt.Errorf("job %s: restore the workspace's repository: %w", id, err)
 	}
 	known[sum] = true
+	lines, err := newLines(dir, 0)
+	if err != nil {
+		return err
+	}
+	commit, err := checkpointCommit(lines)
+	if err != nil {
+		return fmt.Errorf("job %s: %w", id, err)
+	}
+	if commit == "" {
+		return nil
+	}
+	if tip, err := gitws.Tip(ctx, ws, branch); err == nil && tip == commit {
+		return nil
+	}
+	// A rollback returned to an earlier point than the bundle's: the
+	// branch goes back to its commit, as file mode's rollback put it.
+	if err := gitws.Restore(ctx, ws, branch, commit); err != nil {
+		return fmt.Errorf("job %s: put the branch back at %s: %w", id, commit, err)
+	}
 	return nil
+}
+
+// checkpointCommit is the commit of the job's current checkpoint, the
+// last record naming one with a snapshot (the rule restoreWorkspace
+// applies): a git job's recovery point's commit, or the one a steward's
+// rollback returned to ("" when that record names none).
+func checkpointCommit(lines [][]byte) (string, error) {
+	commit := ""
+	for _, line := range lines {
+		e, err := history.ParseLine(line)
+		if err != nil {
+			return "", err
+		}
+		if _, snap, ok := e.Checkpoint(); !ok || snap == nil {
+			continue
+		}
+		commit = ""
+		switch {
+		case e.RecoveryPoint != nil && e.RecoveryPoint.Git != nil:
+			commit = e.RecoveryPoint.Git.Commit
+		case e.Steward != nil:
+			commit, _ = e.Steward.Changes["git_commit"].(string)
+		}
+	}
+	return commit, nil
 }

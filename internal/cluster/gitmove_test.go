@@ -14,7 +14,9 @@ import (
 	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/steward"
 )
 
 func git(t *testing.T, dir string, args ...string) string {
@@ -124,4 +126,133 @@ func warnings(e history.Entry) []string {
 		return nil
 	}
 	return e.Response.Warnings
+}
+
+// rollbackJob is a git job whose worker writes a new greet.py at each
+// call and whose supervisor sends the work back once per run: v1, RETRY,
+// v2, COMPLETED; after a rollback to v1's point: RETRY, v3, COMPLETED.
+const rollbackJob = `{"schema_version": 1, "job_id": "rb-git", "task_description": "Write greet.py.",
+ "workspace": {"git": {"repo": %q}},
+ "agents": {
+  "worker": {"provider": "script", "script": [
+   {"action": "COMPLETED", "summary": "Wrote v1.", "evidence_files": ["greet.py"], "files": {"greet.py": "v1"}},
+   {"action": "COMPLETED", "summary": "Wrote v2.", "evidence_files": ["greet.py"], "files": {"greet.py": "v2"}},
+   {"action": "COMPLETED", "summary": "Wrote v3.", "evidence_files": ["greet.py"], "files": {"greet.py": "v3"}}]},
+  "supervisor": {"provider": "script", "script": [
+   {"action": "RETRY", "summary": "Again.", "evidence_files": ["greet.py"]},
+   {"action": "COMPLETED", "summary": "Good.", "evidence_files": ["greet.py"]},
+   {"action": "RETRY", "summary": "Again, after the rollback.", "evidence_files": ["greet.py"]},
+   {"action": "COMPLETED", "summary": "Good now.", "evidence_files": ["greet.py"]}]}},
+ "metrics": {"cumulative_cost": 0, "cumulative_time_seconds": 0}}`
+
+// pointCommits are the commits of job id's recovery points, by
+// checkpoint, and the checkpoints in order.
+func pointCommits(t *testing.T, s clusterstore.Store, id string) (map[string]string, []string) {
+	t.Helper()
+	commits := map[string]string{}
+	var order []string
+	for _, e := range records(t, s, id) {
+		if p := e.RecoveryPoint; p != nil && p.Git != nil {
+			commits[p.CheckpointID] = p.Git.Commit
+			order = append(order, p.CheckpointID)
+		}
+	}
+	return commits, order
+}
+
+// TestGitRollbackMovesWithJob: a git job ends on node A with several
+// points; a steward rolls it back, from no node's folder, to its first
+// work point. Node B, which never ran it, resumes it: its branch holds
+// that point's commit followed by the new work, and not the commit the
+// rollback left (issue 23: a cluster rollback of a git job failed,
+// changing nothing).
+func TestGitRollbackMovesWithJob(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("git is not installed")
+		}
+		t.Skip("SKIP (loud): git is not installed")
+	}
+	src := t.TempDir()
+	git(t, src, "init", "-q")
+	if err := os.WriteFile(filepath.Join(src, "README"), []byte("base\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, src, "add", "README")
+	git(t, src, "commit", "-q", "-m", "base")
+
+	s, _ := openStore(t)
+	ctx := context.Background()
+	if _, err := Submit(ctx, s, fmt.Appendf(nil, rollbackJob, src)); err != nil {
+		t.Fatal(err)
+	}
+	actx, stopA := context.WithCancel(ctx)
+	a := newNode(t, s, "a", time.Minute)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = a.Run(actx) })
+	waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == lifecycle.Success }, 60*time.Second)
+	stopA()
+	wg.Wait()
+	commits, order := pointCommits(t, s, "rb-git")
+	if len(order) < 3 {
+		t.Fatalf("points %v: want cp-start, v1's point and later ones", order)
+	}
+	first := order[1] // the first point after cp-start: v1's
+	abandoned := commits[order[len(order)-1]]
+	if commits[first] == abandoned {
+		t.Fatalf("points %v: v1's commit is the last one", order)
+	}
+
+	out, err := Steer(ctx, s, Steering{Job: "rb-git", Key: "rb-1", Command: "rollback rb-git " + first, Restore: first,
+		Apply: func(jobsDir string) error {
+			env := &jobtx.Env{Store: jobstore.New(jobsDir), Logger: a.Logger,
+				History: history.Options{Signer: a.key, MaxBytes: -1}}
+			st := &steward.Steward{Env: env, User: "test", Effects: a.Effects}
+			_, _, err := st.Rollback("rb-git", first, steward.RollbackOptions{Reason: "v1 was better"})
+			return err
+		}})
+	if err != nil {
+		t.Fatalf("rollback: %v", err)
+	}
+	if out.Status != lifecycle.Pending {
+		t.Fatalf("after the rollback: %s", out.Status)
+	}
+	var rb *history.Steward
+	for _, e := range records(t, s, "rb-git") {
+		if e.Steward != nil && e.Steward.Command == history.CommandRollback {
+			rb = e.Steward
+		}
+	}
+	if rb == nil || rb.Changes["git_commit"] != commits[first] || rb.Changes["git_abandoned"] != abandoned {
+		t.Fatalf("rollback record %+v, want git_commit %s and git_abandoned %s", rb, commits[first], abandoned)
+	}
+
+	b := newNode(t, s, "b", time.Minute)
+	bctx, stopB := context.WithCancel(ctx)
+	wg.Go(func() { _ = b.Run(bctx) })
+	waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == lifecycle.Success }, 60*time.Second)
+	stopB()
+	wg.Wait()
+
+	ws := filepath.Join(b.Dir, "rb-git", jobstore.WorkspaceDir)
+	tip := git(t, ws, "rev-parse", "refs/heads/logist/rb-git")
+	after, order2 := pointCommits(t, s, "rb-git")
+	if last := after[order2[len(order2)-1]]; tip != last {
+		t.Errorf("b's branch tip %s, want the last point's commit %s", tip, last)
+	}
+	git(t, ws, "merge-base", "--is-ancestor", commits[first], tip) // fails the test if not
+	c := exec.Command("git", "merge-base", "--is-ancestor", abandoned, tip)
+	c.Dir = ws
+	if err := c.Run(); err == nil {
+		t.Errorf("the rolled-back commit %s is still on the branch at %s", abandoned, tip)
+	}
+	if n := git(t, ws, "rev-list", "--count", commits[first]+".."+tip); n == "0" {
+		t.Error("no new work after the point rolled back to")
+	}
+	if got := git(t, ws, "show", tip+":greet.py"); got != "v3" {
+		t.Errorf("greet.py at the branch tip %q, want v3", got)
+	}
+	if st := git(t, ws, "status", "--porcelain"); st != "" {
+		t.Errorf("the workspace differs from its branch: %s", st)
+	}
 }

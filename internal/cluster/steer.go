@@ -15,7 +15,6 @@ import (
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
-	"github.com/logist/logist/internal/snapshot"
 )
 
 // Steering is a steward's command on one job of the cluster.
@@ -94,6 +93,14 @@ func steerOnce(ctx context.Context, s clusterstore.Store, st Steering) (*Steered
 		return nil, err
 	}
 	dir := filepath.Join(tmp, st.Job)
+	if st.Restore != "" {
+		// A rollback moves a git job's branch: its file form needs the
+		// repository (the steering stores none: the next claim puts the
+		// branch at the checkpoint's commit, restoreGit).
+		if err := restoreGit(ctx, s, dir, st.Job, map[string]bool{}); err != nil {
+			return nil, err
+		}
+	}
 	before, err := folderFiles(dir)
 	if err != nil {
 		return nil, err
@@ -170,12 +177,12 @@ func folderFiles(dir string) (map[string][]byte, error) {
 		}
 		rel, _ := filepath.Rel(dir, p)
 		if d.IsDir() {
-			if rel == jobstore.WorkspaceDir || rel == snapshot.Dir {
+			if runDir(rel) {
 				return filepath.SkipDir // the workspace and its snapshots: not a command's
 			}
 			return nil
 		}
-		if !d.Type().IsRegular() || rel == jobstore.ManifestFile || rel == ".lock" || history.IsFile(rel) {
+		if !d.Type().IsRegular() || runFile(rel) {
 			return nil
 		}
 		b, err := os.ReadFile(p)

@@ -240,8 +240,11 @@ func (s *FolderStore) writeRow(fr *folderRow) error {
 // does) and its row. A folder holding a manifest is a job (ErrExists),
 // whether or not it has a row; one without (a crash before the manifest
 // was placed) is taken.
-func (s *FolderStore) create(j Job) error {
+func (s *FolderStore) create(j Job, files map[string][]byte) error {
 	if err := validID(j.ID); err != nil {
+		return err
+	}
+	if err := checkOwnFiles(j.ID, files); err != nil {
 		return err
 	}
 	if _, err := os.Stat(filepath.Join(s.jobs.JobDir(j.ID), jobstore.ManifestFile)); err == nil {
@@ -254,7 +257,11 @@ func (s *FolderStore) create(j Job) error {
 	if err != nil {
 		return err
 	}
-	return s.writeRow(&folderRow{Job: j})
+	fr := &folderRow{Job: j}
+	if err := s.writeFiles(fr, files); err != nil {
+		return err
+	}
+	return s.writeRow(fr)
 }
 
 // appendLines appends a unit's lines to job id's history.jsonl through
@@ -299,6 +306,19 @@ func (s *FolderStore) writeFiles(fr *folderRow, files map[string][]byte) error {
 		}
 	}
 	slices.Sort(fr.Files)
+	return nil
+}
+
+// checkOwnFiles is CheckFiles and ownFile for each of files.
+func checkOwnFiles(id string, files map[string][]byte) error {
+	if err := CheckFiles(id, files); err != nil {
+		return err
+	}
+	for p := range files {
+		if err := ownFile(id, p); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -374,7 +394,7 @@ func (s *FolderStore) Nodes(context.Context) ([]Node, error) {
 // Submit implements Store.
 func (s *FolderStore) Submit(_ context.Context, id string, status lifecycle.Status, m []byte, budget int64) error {
 	return s.locked(func() error {
-		return s.create(Job{ID: id, Status: status, Manifest: m, BudgetMicros: budget, Template: IsTemplate(m)})
+		return s.create(Job{ID: id, Status: status, Manifest: m, BudgetMicros: budget, Template: IsTemplate(m)}, nil)
 	})
 }
 
@@ -543,17 +563,25 @@ func (s *FolderStore) SubmitKeyed(_ context.Context, sub Submission) (bool, erro
 	if err := validID(sub.ID); err != nil {
 		return false, err
 	}
+	if err := checkOwnFiles(sub.ID, sub.Files); err != nil {
+		return false, err
+	}
 	repeat := false
 	err := s.locked(func() error {
 		keyPath := s.keyPath(sub.Key)
-		if use, err := s.keyUse(keyPath); err != nil {
-			return err
-		} else if use != nil {
-			repeat = true
-			return KeyReuse(use, &Steering{Job: sub.ID, Key: sub.Key, Command: sub.Command})
+		if sub.Key != "" { // without a key, a job of the id is ErrExists below
+			if use, err := s.keyUse(keyPath); err != nil {
+				return err
+			} else if use != nil {
+				repeat = true
+				return KeyReuse(use, &Steering{Job: sub.ID, Key: sub.Key, Command: sub.Command})
+			}
 		}
-		if err := s.create(Job{ID: sub.ID, Status: sub.Status, Manifest: sub.Manifest, BudgetMicros: sub.BudgetMicros, Template: IsTemplate(sub.Manifest)}); err != nil {
+		if err := s.create(Job{ID: sub.ID, Status: sub.Status, Manifest: sub.Manifest, BudgetMicros: sub.BudgetMicros, Template: IsTemplate(sub.Manifest)}, sub.Files); err != nil {
 			return err
+		}
+		if sub.Key == "" {
+			return nil
 		}
 		b, err := json.Marshal(KeyUse{Command: sub.Command, Job: sub.ID, Status: sub.Status})
 		if err != nil {
@@ -737,7 +765,7 @@ func (s *FolderStore) Fire(_ context.Context, t Tick) (bool, error) {
 			return nil
 		}
 		if t.Run != "" {
-			if err := s.create(Job{ID: t.Run, Status: lifecycle.Pending, Manifest: t.Manifest}); err != nil {
+			if err := s.create(Job{ID: t.Run, Status: lifecycle.Pending, Manifest: t.Manifest}, t.Files); err != nil {
 				return fmt.Errorf("run %s: %w", t.Run, err)
 			}
 		}

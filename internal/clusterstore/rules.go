@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
 	"slices"
@@ -108,7 +109,7 @@ func Apply(j Job, l *Lease, u *Unit) (Job, error) {
 	if err := CheckPoint(j.ID, u); err != nil {
 		return j, err
 	}
-	if err := localFiles(j.ID, u.Files); err != nil {
+	if err := CheckFiles(j.ID, u.Files); err != nil {
 		return j, err
 	}
 	next, last, err := Continue(&j, u.Lines)
@@ -226,10 +227,20 @@ func BudgetMicros(manifestFile []byte) int64 {
 func centsToMicros(c float64) int64 { return int64(math.Round(c * 1e4)) }
 
 // SubmitCommand is what a submission's idempotency key is bound to: the
-// job and its manifest, by its hash.
-func SubmitCommand(id string, manifest []byte) string {
+// job, its manifest and the files submitted with it, by their hashes (the
+// same manifest with other files is another submission).
+func SubmitCommand(id string, manifest []byte, files map[string][]byte) string {
 	sum := sha256.Sum256(manifest)
-	return "submit " + id + " sha256:" + hex.EncodeToString(sum[:])
+	out := "submit " + id + " sha256:" + hex.EncodeToString(sum[:])
+	if len(files) == 0 {
+		return out
+	}
+	h := sha256.New()
+	for _, p := range slices.Sorted(maps.Keys(files)) {
+		fs := sha256.Sum256(files[p])
+		fmt.Fprintf(h, "%d:%s %x\n", len(p), p, fs)
+	}
+	return out + " files sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // ValidPointID reports whether id may name a recovery point (it becomes
@@ -268,7 +279,7 @@ func Steered(j Job, st *Steering) (Job, error) {
 	if !st.To.Valid() {
 		return j, fmt.Errorf("job %s: unknown status %q", j.ID, st.To)
 	}
-	if err := localFiles(j.ID, st.Files); err != nil {
+	if err := CheckFiles(j.ID, st.Files); err != nil {
 		return j, err
 	}
 	next, last, err := Continue(&j, st.Lines)
@@ -303,9 +314,9 @@ func KeyReuse(use *KeyUse, st *Steering) error {
 	return nil
 }
 
-// localFiles checks that every file a change stores is inside the job's
-// folder.
-func localFiles(id string, files map[string][]byte) error {
+// CheckFiles checks that every file a change or a submission stores is
+// inside the job's folder.
+func CheckFiles(id string, files map[string][]byte) error {
 	for p := range files {
 		if !filepath.IsLocal(p) {
 			return fmt.Errorf("job %s: file %q is not inside the job's folder", id, p)

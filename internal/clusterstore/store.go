@@ -129,14 +129,18 @@ type Unit struct {
 }
 
 // Submission is a job submitted under an idempotency key
-// (Store.SubmitKeyed): Command is what the key is bound to (the manifest,
-// by its hash).
+// (Store.SubmitKeyed): Command is what the key is bound to (the manifest
+// and files, by their hash: SubmitCommand).
 type Submission struct {
 	Key, Command string
 	ID           string
 	Status       lifecycle.Status
 	Manifest     []byte
 	BudgetMicros int64
+	// Files are the job folder's files submitted with the manifest (a
+	// game's scenario, prompts), by path relative to the folder, stored
+	// with the job (Store.Files) in the same transaction.
+	Files map[string][]byte
 }
 
 // Node is a registered node and its signing key.
@@ -185,9 +189,11 @@ type Tick struct {
 	Template string
 	At       time.Time
 	// Node fires it; Run is the run it creates (Manifest its manifest,
-	// PENDING), or "" when the tick creates none (skipped: Forbid).
+	// PENDING, and Files its folder's files: the template's), or "" when
+	// the tick creates none (skipped: Forbid).
 	Node, Run string
 	Manifest  []byte
+	Files     map[string][]byte
 }
 
 // Store is the system of record of cluster mode.
@@ -199,10 +205,12 @@ type Store interface {
 	Nodes(ctx context.Context) ([]Node, error)
 	// Submit inserts a job with its first status (ErrExists when present).
 	Submit(ctx context.Context, id string, status lifecycle.Status, manifest []byte, budgetMicros int64) error
-	// SubmitKeyed is Submit under an idempotency key, in one
-	// transaction: a key used before by the same submission inserts
-	// nothing and reports a repeat; by another one it is ErrIdempotency
-	// (KeyReuse). A job of that id submitted without the key is ErrExists.
+	// SubmitKeyed is Submit under an idempotency key, with the job's
+	// files, in one transaction: a key used before by the same submission
+	// inserts nothing and reports a repeat; by another one it is
+	// ErrIdempotency (KeyReuse). A job of that id submitted without the
+	// key is ErrExists. An empty Key records none (a job of that id
+	// submitted before is ErrExists).
 	SubmitKeyed(ctx context.Context, sub Submission) (repeat bool, err error)
 	// Claim takes one claimable job for node: one the daemon runs with no
 	// owner or an expired lease. The epoch is bumped; nil, nil when none.
@@ -221,7 +229,8 @@ type Store interface {
 	Steer(ctx context.Context, st Steering) (*Job, error)
 	// SteerKey says what key was used for (nil when unused).
 	SteerKey(ctx context.Context, key string) (*KeyUse, error)
-	// Files returns the files steward changes wrote for job id.
+	// Files returns the files of job id's folder the store holds: those
+	// submitted with it, and those its units and steward changes wrote.
 	Files(ctx context.Context, id string) (map[string][]byte, error)
 	// Fire records tick t of its template and inserts its run, in one
 	// transaction, unless the tick was fired already (by any node): true

@@ -291,7 +291,11 @@ func (c *Console) act(ctx context.Context, action, id string, b ActionBody) (msg
 		if c.cl == nil {
 			return do(c.o.Steward)
 		}
-		return c.cl.steer(ctx, id, commandWords(action, id, b), do)
+		restore := ""
+		if action == "rollback" {
+			restore = b.Checkpoint
+		}
+		return c.cl.steer(ctx, id, commandWords(action, id, b), restore, do)
 	}
 	switch action {
 	case "halt":
@@ -518,7 +522,7 @@ func (c *Console) apiSchedule(pause bool) http.HandlerFunc {
 		if c.cl == nil {
 			err = do(c.o.Steward)
 		} else {
-			err = c.cl.steer(r.Context(), id, commandWords(string(event), id, b), do)
+			err = c.cl.steer(r.Context(), id, commandWords(string(event), id, b), "", do)
 		}
 		steward.RecordEvent(c.o.Store.Dir, event, jobview.OutcomeName(jobview.ExitCode(err)))
 		if err != nil {

@@ -69,10 +69,12 @@ func (s *clusterSide) sync(ctx context.Context) error { return s.mirror.Sync(ctx
 
 // steer applies do, a steward's command on job id, through the cluster's
 // fenced steering path, then brings the console's folder up to it.
-func (s *clusterSide) steer(ctx context.Context, id, command string, do func(*steward.Steward) error) error {
+// restore is the checkpoint a rollback returns to ("": none), whose
+// snapshot (and a git job's repository) the command needs.
+func (s *clusterSide) steer(ctx context.Context, id, command, restore string, do func(*steward.Steward) error) error {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
-	_, err := cluster.Steer(ctx, s.Store, cluster.Steering{Job: id, Key: "console-" + hex.EncodeToString(b), Command: command,
+	_, err := cluster.Steer(ctx, s.Store, cluster.Steering{Job: id, Key: "console-" + hex.EncodeToString(b), Command: command, Restore: restore,
 		Apply: func(jobsDir string) error {
 			env := &jobtx.Env{Store: jobstore.New(jobsDir), Logger: slog.New(slog.DiscardHandler),
 				History: history.Options{Signer: s.Key, MaxBytes: -1}}

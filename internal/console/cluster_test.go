@@ -211,6 +211,49 @@ func TestClusterAPI(t *testing.T) {
 	}
 }
 
+// TestClusterRollback: the console's rollback of a cluster job reads the
+// snapshot of the point it returns to (the workspace held another
+// greet.py there than at the job's end), and the node runs the job again
+// from it (issue 23: the console's steering named no point to restore).
+func TestClusterRollback(t *testing.T) {
+	w := newClusterWorld(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	job := []byte(`{"schema_version": 1, "job_id": "redo", "task_description": "Write greet.py.",
+  "agents": {
+    "worker": {"provider": "script", "script": [
+      {"action": "COMPLETED", "summary": "Wrote v1.", "evidence_files": ["greet.py"], "files": {"greet.py": "v1"}},
+      {"action": "COMPLETED", "summary": "Wrote v2.", "evidence_files": ["greet.py"], "files": {"greet.py": "v2"}}]},
+    "supervisor": {"provider": "script", "script": [
+      {"action": "RETRY", "summary": "Again.", "evidence_files": ["greet.py"]},
+      {"action": "COMPLETED", "summary": "Good.", "evidence_files": ["greet.py"]}]}}}`)
+	if _, err := cluster.Submit(ctx, w.store, job); err != nil {
+		t.Fatal(err)
+	}
+	status := func() lifecycle.Status {
+		j, err := w.store.Job(ctx, "redo")
+		if err != nil {
+			return lifecycle.Status(err.Error())
+		}
+		return j.Status
+	}
+	testkit.WaitFor(t, "redo SUCCESS", 60*time.Second, func() bool { return status() == lifecycle.Success })
+	srv := httptest.NewServer(w.console(t, ctx))
+	defer srv.Close()
+	code, out := apiCall(t, srv.URL, "POST", "/api/v1/jobs/redo/rollback", map[string]any{"checkpoint": "cp-0000-work", "reason": "v1 was better"})
+	if code != http.StatusOK || jobField(out, "status") != "PENDING" {
+		t.Fatalf("rollback redo: %d %v", code, out)
+	}
+	testkit.WaitFor(t, "redo SUCCESS again", 60*time.Second, func() bool { return status() == lifecycle.Success })
+	dir := t.TempDir()
+	if err := cluster.Export(ctx, w.store, "redo", dir); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "redo", "workspace", "greet.py")); err != nil || string(b) != "v1" {
+		t.Fatalf("greet.py after the rollback and the run from it: %q %v, want v1", b, err)
+	}
+}
+
 func jobField(out map[string]any, k string) string {
 	j, _ := out["job"].(map[string]any)
 	s, _ := j[k].(string)

@@ -395,13 +395,18 @@ func (s *Store) CollectObjects(ctx context.Context, sums []string) (int, error) 
 // SubmitKeyed implements clusterstore.Store: the key's row and the job's
 // are inserted in one transaction (the key's primary key refuses a race).
 func (s *Store) SubmitKeyed(ctx context.Context, sub clusterstore.Submission) (bool, error) {
+	if err := clusterstore.CheckFiles(sub.ID, sub.Files); err != nil {
+		return false, err
+	}
 	repeat := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if use, err := keyUse(ctx, tx, sub.Key); err != nil {
-			return err
-		} else if use != nil {
-			repeat = true
-			return clusterstore.KeyReuse(use, &clusterstore.Steering{Job: sub.ID, Key: sub.Key, Command: sub.Command})
+		if sub.Key != "" { // without a key, a job of the id is ErrExists below
+			if use, err := keyUse(ctx, tx, sub.Key); err != nil {
+				return err
+			} else if use != nil {
+				repeat = true
+				return clusterstore.KeyReuse(use, &clusterstore.Steering{Job: sub.ID, Key: sub.Key, Command: sub.Command})
+			}
 		}
 		if _, err := tx.Exec(ctx, "INSERT INTO logist_jobs (id, status, manifest, budget_micros, template) VALUES ($1, $2, $3, $4, $5)",
 			sub.ID, string(sub.Status), sub.Manifest, sub.BudgetMicros, clusterstore.IsTemplate(sub.Manifest)); err != nil {
@@ -411,6 +416,15 @@ func (s *Store) SubmitKeyed(ctx context.Context, sub clusterstore.Submission) (b
 			}
 			return err
 		}
+		if err := storeFiles(ctx, tx, sub.ID, sub.Files); err != nil {
+			return err
+		}
+		if err := notify(ctx, tx, sub.ID); err != nil {
+			return err
+		}
+		if sub.Key == "" {
+			return nil
+		}
 		_, err := tx.Exec(ctx, "INSERT INTO logist_idempotency (key, command, job_id, epoch, status) VALUES ($1, $2, $3, 0, $4)",
 			sub.Key, sub.Command, sub.ID, string(sub.Status))
 		var pe *pgconn.PgError
@@ -419,7 +433,7 @@ func (s *Store) SubmitKeyed(ctx context.Context, sub clusterstore.Submission) (b
 		}
 		return err
 	})
-	if errors.Is(err, clusterstore.ErrExists) {
+	if errors.Is(err, clusterstore.ErrExists) && sub.Key != "" {
 		// The same submission may have raced this one in: its key says.
 		if use, kerr := s.SteerKey(ctx, sub.Key); kerr == nil && use != nil {
 			return true, clusterstore.KeyReuse(use, &clusterstore.Steering{Job: sub.ID, Key: sub.Key, Command: sub.Command})
@@ -477,6 +491,9 @@ func (s *Store) Files(ctx context.Context, id string) (map[string][]byte, error)
 // inserted in one transaction; a tick fired already (its primary key)
 // inserts nothing.
 func (s *Store) Fire(ctx context.Context, t clusterstore.Tick) (bool, error) {
+	if err := clusterstore.CheckFiles(t.Run, t.Files); err != nil {
+		return false, err
+	}
 	fired := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO logist_ticks (template, tick, node, run_id) VALUES ($1, $2, $3, $4)
@@ -491,6 +508,9 @@ func (s *Store) Fire(ctx context.Context, t clusterstore.Tick) (bool, error) {
 				return fmt.Errorf("run %s: %w", t.Run, clusterstore.ErrExists)
 			}
 			if err != nil {
+				return err
+			}
+			if err := storeFiles(ctx, tx, t.Run, t.Files); err != nil {
 				return err
 			}
 			if err := notify(ctx, tx, t.Run); err != nil {

@@ -17,7 +17,7 @@ import (
 // ErrIdempotency; racing copies of one submission insert one job.
 func testSubmitKeyed(t *testing.T, s clusterstore.Store) {
 	m := []byte(`{"job_id":"a"}`)
-	sub := clusterstore.Submission{Key: "k1", Command: clusterstore.SubmitCommand("a", m), ID: "a", Status: lifecycle.Pending, Manifest: m}
+	sub := clusterstore.Submission{Key: "k1", Command: clusterstore.SubmitCommand("a", m, nil), ID: "a", Status: lifecycle.Pending, Manifest: m}
 	if repeat, err := s.SubmitKeyed(ctx, sub); err != nil || repeat {
 		t.Fatalf("first submission: repeat %v, %v", repeat, err)
 	}
@@ -30,7 +30,7 @@ func testSubmitKeyed(t *testing.T, s clusterstore.Store) {
 	}
 	other := []byte(`{"job_id":"a","task_description":"other"}`)
 	diff := sub
-	diff.Command, diff.Manifest = clusterstore.SubmitCommand("a", other), other
+	diff.Command, diff.Manifest = clusterstore.SubmitCommand("a", other, nil), other
 	if _, err := s.SubmitKeyed(ctx, diff); !errors.Is(err, clusterstore.ErrIdempotency) {
 		t.Fatalf("another manifest with the key: %v, want ErrIdempotency", err)
 	}
@@ -44,7 +44,7 @@ func testSubmitKeyed(t *testing.T, s clusterstore.Store) {
 		t.Fatalf("the job again under another key: %v, want ErrExists", err)
 	}
 	// Racing copies: one job, every copy succeeds.
-	race := clusterstore.Submission{Key: "k3", Command: clusterstore.SubmitCommand("b", m), ID: "b", Status: lifecycle.Pending, Manifest: m}
+	race := clusterstore.Submission{Key: "k3", Command: clusterstore.SubmitCommand("b", m, nil), ID: "b", Status: lifecycle.Pending, Manifest: m}
 	var wg sync.WaitGroup
 	errs := make([]error, 8)
 	for i := range errs {
@@ -57,6 +57,49 @@ func testSubmitKeyed(t *testing.T, s clusterstore.Store) {
 	js, err := s.Jobs(ctx)
 	if err != nil || len(js) != 2 {
 		t.Fatalf("jobs after the race: %v %v", js, err)
+	}
+}
+
+// testSubmittedFiles: a submission's files are stored with its job, with
+// or without a key (none: a job of the id again is ErrExists); a tick's
+// run is stored with its files; a file outside the job's folder is
+// refused, and nothing is inserted.
+func testSubmittedFiles(t *testing.T, s clusterstore.Store) {
+	m := []byte(`{"job_id":"f"}`)
+	files := map[string][]byte{"scenario.json": []byte("{}"), "prompts/w.md": []byte("be brief")}
+	sub := clusterstore.Submission{ID: "f", Status: lifecycle.Pending, Manifest: m, Files: files,
+		Command: clusterstore.SubmitCommand("f", m, files)}
+	if repeat, err := s.SubmitKeyed(ctx, sub); err != nil || repeat {
+		t.Fatalf("a submission without a key: repeat %v, %v", repeat, err)
+	}
+	if _, err := s.SubmitKeyed(ctx, sub); !errors.Is(err, clusterstore.ErrExists) {
+		t.Fatalf("again without a key: %v, want ErrExists", err)
+	}
+	got, err := s.Files(ctx, "f")
+	if err != nil || len(got) != 2 || string(got["prompts/w.md"]) != "be brief" || string(got["scenario.json"]) != "{}" {
+		t.Fatalf("stored files %v %v", got, err)
+	}
+	if clusterstore.SubmitCommand("f", m, files) == clusterstore.SubmitCommand("f", m, map[string][]byte{"scenario.json": []byte("{ }")}) ||
+		clusterstore.SubmitCommand("f", m, nil) == clusterstore.SubmitCommand("f", m, files) {
+		t.Fatal("a submission's command does not tell its files apart")
+	}
+	bad := clusterstore.Submission{Key: "kf", ID: "g", Status: lifecycle.Pending, Manifest: m, Files: map[string][]byte{"../escape": nil}}
+	if _, err := s.SubmitKeyed(ctx, bad); err == nil {
+		t.Fatal("a file outside the job's folder was stored")
+	}
+	if _, err := s.Job(ctx, "g"); !errors.Is(err, clusterstore.ErrNotFound) {
+		t.Fatalf("a refused submission inserted its job: %v", err)
+	}
+	tm := []byte(`{"job_id":"tf","schedule":{"cron":"* * * * *"}}`)
+	if err := s.Submit(ctx, "tf", lifecycle.Pending, tm, 0); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
+	if ok, err := s.Fire(ctx, clusterstore.Tick{Template: "tf", At: at, Node: "n1", Run: "tf-run", Manifest: []byte(`{"job_id":"tf-run"}`), Files: files}); err != nil || !ok {
+		t.Fatalf("fire: %v %v", ok, err)
+	}
+	if got, err := s.Files(ctx, "tf-run"); err != nil || len(got) != 2 || string(got["scenario.json"]) != "{}" {
+		t.Fatalf("the run's files %v %v", got, err)
 	}
 }
 

@@ -52,6 +52,7 @@ func Run(t *testing.T, open Open) {
 		{"TemplateTickFiresOnce", testTemplates},
 		{"NodeKeys", testNodes},
 		{"SubmitKeyed", testSubmitKeyed},
+		{"SubmittedFiles", testSubmittedFiles},
 		{"CollectObjects", testCollectObjects},
 	}
 	for _, tc := range tests {
