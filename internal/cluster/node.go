@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -261,32 +260,6 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 }
 
-// costMicros is a manifest file's cumulative cost (cents) in micro-dollars.
-func costMicros(manifestFile []byte) int64 {
-	var m struct {
-		Metrics struct {
-			Cents float64 `json:"cumulative_cost"`
-		} `json:"metrics"`
-	}
-	_ = json.Unmarshal(manifestFile, &m)
-	return centsToMicros(m.Metrics.Cents)
-}
-
-// budgetMicros is a manifest file's budget (cost_threshold, cents) in
-// micro-dollars, 0 when it sets none: the budget the store checks a call
-// against before it starts (clusterstore.Apply).
-func budgetMicros(manifestFile []byte) int64 {
-	var m struct {
-		Cents *float64 `json:"cost_threshold"`
-	}
-	if json.Unmarshal(manifestFile, &m) != nil || m.Cents == nil || *m.Cents <= 0 {
-		return 0
-	}
-	return centsToMicros(*m.Cents)
-}
-
-func centsToMicros(c float64) int64 { return int64(math.Round(c * 1e4)) }
-
 // runJob runs one claimed job until it stops, the lease is lost or ctx
 // ends.
 func (n *Node) runJob(ctx context.Context, l *clusterstore.Lease) error {
@@ -314,7 +287,7 @@ func (n *Node) runJob(ctx context.Context, l *clusterstore.Lease) error {
 	}
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
-	r := &run{lease: l, cancel: cancel, costMicros: costMicros(j.Manifest), known: known, done: make(chan struct{}), shipped: shipped}
+	r := &run{lease: l, cancel: cancel, costMicros: clusterstore.CostMicros(j.Manifest), known: known, done: make(chan struct{}), shipped: shipped}
 	if err := n.checkContentKey(filepath.Join(n.Dir, l.Job), j.Manifest); err != nil {
 		// Given back before anything is written; the slot is held a
 		// poll's time, so that the node does not claim it again at once.
@@ -535,9 +508,9 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 		if err := json.Unmarshal(file, &head); err != nil {
 			return err
 		}
-		budget := budgetMicros(file)
+		budget := clusterstore.BudgetMicros(file)
 		u.Manifest, u.Status, u.BudgetMicros = file, head.Status, &budget
-		newCost = costMicros(file)
+		newCost = clusterstore.CostMicros(file)
 		if newCost > r.costMicros {
 			u.DebitMicros = newCost - r.costMicros
 		}

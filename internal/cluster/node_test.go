@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -110,6 +111,44 @@ func verifyExport(t *testing.T, s clusterstore.Store, id string) *verify.Report 
 // its end once; each history verifies offline from its export.
 func TestTwoNodesRunJobs(t *testing.T) {
 	s, _ := openStore(t)
+	twoNodesRunJobs(t, s, 5*time.Second)
+}
+
+// TestTwoNodesRunJobsOnAFolder: the same on the seam's file
+// implementation, a jobs folder in file mode's format: the engine's units
+// go into its job folders, which file mode's verify reads as they are.
+func TestTwoNodesRunJobsOnAFolder(t *testing.T) {
+	dir := t.TempDir()
+	s, err := clusterstore.OpenFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A lease no pause of a loaded machine outlasts: no job is rescued,
+	// so none asks a call again (its cost is checked).
+	nodes := twoNodesRunJobs(t, s, 30*time.Second)
+	keys := []ed25519.PublicKey{nodes[0].key.Public(), nodes[1].key.Public()}
+	js, err := s.Jobs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range js {
+		m, err := manifest.ReadFile(filepath.Join(dir, j.ID, "job.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := verify.Job(j.ID, filepath.Join(dir, j.ID), verify.Options{Public: keys[0], Keyring: keys[1:], Manifest: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.OK() || rep.Responses != 4 || m.Status != lifecycle.Success {
+			t.Fatalf("job %s in the store's folder: %s, %d responses, %v", j.ID, m.Status, rep.Responses, rep.Problems)
+		}
+	}
+}
+
+// twoNodesRunJobs runs eight scripted jobs on two nodes with leases of
+// ttl, and checks that each ends once, spending what its script costs.
+func twoNodesRunJobs(t *testing.T, s clusterstore.Store, ttl time.Duration) []*Node {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const jobs = 8
@@ -118,7 +157,7 @@ func TestTwoNodesRunJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	nodes := []*Node{newNode(t, s, "n1", 5*time.Second), newNode(t, s, "n2", 5*time.Second)}
+	nodes := []*Node{newNode(t, s, "n1", ttl), newNode(t, s, "n2", ttl)}
 	var wg sync.WaitGroup
 	for _, n := range nodes {
 		wg.Go(func() {
@@ -147,4 +186,5 @@ func TestTwoNodesRunJobs(t *testing.T) {
 	if c1+c2 < jobs {
 		t.Fatalf("claims %d+%d < %d jobs", c1, c2, jobs)
 	}
+	return nodes
 }

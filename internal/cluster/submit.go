@@ -46,6 +46,6 @@ func submit(ctx context.Context, s clusterstore.Store, jf *JobFolder, key string
 		return "", false, fmt.Errorf("job %s: a new job is PENDING or DRAFT, not %s", id, m.Status)
 	}
 	repeat, err := s.SubmitKeyed(ctx, clusterstore.Submission{Key: key, Command: clusterstore.SubmitCommand(id, jf.Manifest, jf.Files),
-		ID: id, Status: m.Status, Manifest: jf.Manifest, BudgetMicros: budgetMicros(jf.Manifest), Files: jf.Files})
+		ID: id, Status: m.Status, Manifest: jf.Manifest, BudgetMicros: clusterstore.BudgetMicros(jf.Manifest), Files: jf.Files})
 	return id, repeat, err
 }

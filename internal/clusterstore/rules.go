@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"path/filepath"
 	"slices"
 	"time"
@@ -206,6 +207,33 @@ func Dropped(old, new []byte) []string {
 	now, _ := ListingSums(new)
 	return slices.DeleteFunc(was, func(s string) bool { _, ok := slices.BinarySearch(now, s); return ok })
 }
+
+// CostMicros is a manifest file's cumulative cost (metrics, cents) in
+// micro-dollars: what the job spent, as file mode's manifest says it.
+func CostMicros(manifestFile []byte) int64 {
+	var m struct {
+		Metrics struct {
+			Cents float64 `json:"cumulative_cost"`
+		} `json:"metrics"`
+	}
+	_ = json.Unmarshal(manifestFile, &m)
+	return centsToMicros(m.Metrics.Cents)
+}
+
+// BudgetMicros is a manifest file's budget (cost_threshold, cents) in
+// micro-dollars, 0 when it sets none: the budget a call is checked
+// against before it starts (Apply).
+func BudgetMicros(manifestFile []byte) int64 {
+	var m struct {
+		Cents *float64 `json:"cost_threshold"`
+	}
+	if json.Unmarshal(manifestFile, &m) != nil || m.Cents == nil || *m.Cents <= 0 {
+		return 0
+	}
+	return centsToMicros(*m.Cents)
+}
+
+func centsToMicros(c float64) int64 { return int64(math.Round(c * 1e4)) }
 
 // SubmitCommand is what a submission's idempotency key is bound to: the
 // job, its manifest and the files submitted with it, by their hashes (the

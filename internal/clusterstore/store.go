@@ -4,8 +4,9 @@
 // and fenced commits (history records, the status and manifest, a recovery
 // point, a budget debit, all in one transaction that is refused when the
 // job's epoch moved on). Two implementations pass one conformance suite
-// (storetest): internal/pgstore on PostgreSQL, and the file store in this
-// package (one machine, one folder). The rules both apply — what a fenced
+// (storetest): internal/pgstore on PostgreSQL, and FolderStore in this
+// package, a jobs folder in file mode's format (job.json, history.jsonl)
+// written through file mode's own code. The rules both apply — what a fenced
 // commit must satisfy, which jobs are claimable, what a lease may do — are
 // the functions in rules.go, so they cannot drift apart.
 package clusterstore

@@ -485,6 +485,63 @@ func (l *Log) appendUnit(recs []*Record) error {
 			return fmt.Errorf("append history: %w", err)
 		}
 	}
+	return l.writeUnit(buf, recs, st, seq, last, lastLen)
+}
+
+// AppendSealed appends lines, envelopes sealed elsewhere (Seal's output,
+// signed by whoever sealed them), as one unit, through the very write
+// Append and AppendBatch use (one write, one fsync, the head, the mark,
+// rotation): the file-mode implementation of cluster mode's storage seam
+// (clusterstore) stores records this way. The lines must continue this
+// history (sequence, predecessor, the hash of each body) and the unit
+// must end with a record that is not More; else nothing is written. No
+// Mirror is called: the lines come from the system of record.
+func (l *Log) AppendSealed(lines [][]byte) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	st := l.state.clone()
+	seq, last := l.state.NextSeq, l.LastHash()
+	var buf []byte
+	lastLen := 0
+	recs := make([]*Record, 0, len(lines))
+	for i, line := range lines {
+		if len(line) == 0 || line[len(line)-1] != '\n' {
+			line = append(line[:len(line):len(line)], '\n')
+		}
+		e, err := ParseLine(line[:len(line)-1])
+		if err != nil {
+			return fmt.Errorf("append history: record %d: %w", seq, err)
+		}
+		sum := sha256.Sum256(e.Body)
+		if e.Legacy || hex.EncodeToString(sum[:]) != e.Hash {
+			return fmt.Errorf("append history: record %d is not a sealed envelope", seq)
+		}
+		if e.Seq != seq || e.PrevHash != last {
+			return fmt.Errorf("append history: record %d (after %.12s) does not follow record %d (%.12s)", e.Seq, e.PrevHash, seq-1, last)
+		}
+		if !bytes.Equal(line, e.Line()) {
+			return fmt.Errorf("append history: record %d is not an envelope as Logist writes it", e.Seq)
+		}
+		if e.More != (i < len(lines)-1) {
+			return fmt.Errorf("append history: record %d: a unit's records but its last are More", e.Seq)
+		}
+		rec := e.Record
+		recs = append(recs, &rec)
+		buf = append(buf, line...)
+		lastLen = len(line)
+		st.apply(&rec)
+		last = e.Hash
+		seq++
+	}
+	return l.writeUnit(buf, recs, st, seq, last, lastLen)
+}
+
+// writeUnit writes a unit's encoded lines buf (recs decoded, st the
+// state after them, seq the next sequence, last the last hash, lastLen
+// the last line's length) durably, or cuts off whatever part of it
+// reached the file.
+func (l *Log) writeUnit(buf []byte, recs []*Record, st State, seq int64, last string, lastLen int) error {
 	// Entries created in the job folder (this file, the workspace, the
 	// snapshots folder) and the folder's own entry in its parent (a job
 	// just placed) are durable before the records that depend on them are
@@ -560,22 +617,41 @@ func encodeLine(rec *Record, signer Signer) (line []byte, hash string, err error
 	}
 	sum := sha256.Sum256(body)
 	hash = hex.EncodeToString(sum[:])
+	var key, sig string
+	if signer != nil {
+		key, sig = signer.ID(), base64.StdEncoding.EncodeToString(signer.Sign(sum[:]))
+	}
+	return envelopeLine(body, hash, key, sig), hash, nil
+}
+
+// envelopeLine is the one rendering of a stored line: the envelope of
+// body with its hash and, when signed, the signer's key id and signature.
+func envelopeLine(body []byte, hash, key, sig string) []byte {
 	var b bytes.Buffer
 	b.Grow(len(body) + 200)
 	b.WriteString(`{"hash":"`)
 	b.WriteString(hash)
 	b.WriteString(`"`)
-	if signer != nil {
+	if key != "" || sig != "" {
 		b.WriteString(`,"key":"`)
-		b.WriteString(signer.ID())
+		b.WriteString(key)
 		b.WriteString(`","sig":"`)
-		b.WriteString(base64.StdEncoding.EncodeToString(signer.Sign(sum[:])))
+		b.WriteString(sig)
 		b.WriteString(`"`)
 	}
 	b.WriteString(`,"rec":`)
 	b.Write(body)
 	b.WriteString("}\n")
-	return b.Bytes(), hash, nil
+	return b.Bytes()
+}
+
+// Line is the entry as its history stores it (newline included); nil for
+// a legacy line.
+func (e *Entry) Line() []byte {
+	if e.Legacy {
+		return nil
+	}
+	return envelopeLine(e.Body, e.Hash, e.Key, e.Sig)
 }
 
 // Entry is a record as stored, with what protects it.

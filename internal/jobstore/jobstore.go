@@ -526,17 +526,27 @@ func (s *Store) LockDaemon() (*Lock, error) {
 // Create makes a new job folder with the manifest and an empty workspace.
 // It fails with fs.ErrExist if the job exists.
 func (s *Store) Create(m *manifest.Manifest) error {
-	dir := s.JobDir(m.JobID)
+	b, err := m.Encode()
+	if err != nil {
+		return fmt.Errorf("encode manifest: %w", err)
+	}
+	return s.CreateFile(m.JobID, b)
+}
+
+// CreateFile is Create with the manifest file's bytes b as they are (an
+// encoded manifest, not checked here: a job is checked when it is loaded).
+func (s *Store) CreateFile(id string, b []byte) error {
+	dir := s.JobDir(id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
-		return fmt.Errorf("create job %s: %w", m.JobID, err)
+		return fmt.Errorf("create job %s: %w", id, err)
 	}
 	if err := atomicfile.SyncDir(s.Dir); err != nil {
 		return err
 	}
-	if err := s.EnsureWorkspace(m.JobID); err != nil {
+	if err := s.EnsureWorkspace(id); err != nil {
 		return err
 	}
-	return s.Save(m)
+	return s.WriteManifest(id, b)
 }
 
 // EnsureWorkspace creates the job's workspace if it is missing. The job
