@@ -15,6 +15,7 @@ import (
 
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/pathguard"
+	"github.com/logist/logist/internal/sandbox"
 )
 
 // ProcSpec is one program run (an agent, or a tool the protocol runs).
@@ -131,13 +132,15 @@ func runDirect(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 	if spec.PidLog != "" {
 		recordPid(spec.PidLog, spec.Interaction, pgid)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	// exited says the agent has exited; it is reaped (cmd.Wait) only after
+	// its group is killed, so that the group's id cannot have been taken
+	// by another process by then (pids are reused: sandbox.WaitExited).
+	exited := make(chan struct{})
+	go func() { _ = sandbox.WaitExited(pgid); close(exited) }()
 
-	var waitErr error
 	var why string
 	select {
-	case waitErr = <-done:
+	case <-exited:
 	case <-ctx.Done():
 		why = "ctx"
 	case <-over:
@@ -147,8 +150,10 @@ func runDirect(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 	// (some agent CLIs leave helper daemons behind).
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	if why != "" {
-		waitErr = <-done
+		<-exited
+		_ = syscall.Kill(-pgid, syscall.SIGKILL) // what it forked meanwhile
 	}
+	waitErr := cmd.Wait()
 	drained := make(chan struct{})
 	go func() { readers.Wait(); close(drained) }()
 	select {

@@ -84,6 +84,7 @@ type launch struct {
 	dir      string
 	cmd      *exec.Cmd
 	initPid  int // bwrap: the PID namespace's init, on the host
+	initFd   int // a pidfd of it, -1 when none (reap.go)
 	initOnce sync.Once
 	initSeen chan struct{}
 	// unrecorded gets the error of a sandbox pid file that could not be
@@ -199,6 +200,7 @@ func (l *launch) run(kill <-chan os.Signal) int {
 
 	l.cmd = cmd
 	l.initSeen = make(chan struct{})
+	l.initFd = -1
 	l.unrecorded = make(chan error, 1)
 	l.res.Started = time.Now().UTC()
 	startErr := cmd.Start()
@@ -221,9 +223,12 @@ func (l *launch) run(kill <-chan os.Signal) int {
 		l.record(cmd.Process.Pid)
 	}
 
-	// The exit status is read from cmd.ProcessState below.
+	// The exit status is read from cmd.ProcessState below. done says the
+	// program (or bwrap) has exited; it is reaped only after the kills
+	// below, so that its pid and group id cannot have been reused by
+	// then (reap.go).
 	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	go func() { _ = WaitExited(cmd.Process.Pid); close(done) }()
 	var why Outcome
 	whyMsg := ""
 	select {
@@ -241,6 +246,14 @@ func (l *launch) run(kill <-chan os.Signal) int {
 	}
 	// Whatever the program left running dies with the call.
 	l.killSandbox()
+	_ = cmd.Wait() // reaped: its status is in cmd.ProcessState
+	select {
+	case <-l.initSeen:
+		if l.initFd >= 0 {
+			_ = unix.Close(l.initFd) // a pidfd: nothing to lose
+		}
+	default:
+	}
 	sweepChildren()
 	drained := make(chan struct{})
 	go func() { readers.Wait(); <-infoDone; close(drained) }()
@@ -285,6 +298,7 @@ func (l *launch) readInfo(r io.Reader) {
 		if doc.ChildPid > 0 {
 			l.initOnce.Do(func() {
 				l.initPid = doc.ChildPid
+				l.initFd = openChild(doc.ChildPid, l.cmd.Process.Pid)
 				l.record(doc.ChildPid)
 				close(l.initSeen)
 			})
@@ -303,7 +317,9 @@ func (l *launch) killSandbox() {
 	if l.p.Bwrap != "" {
 		select {
 		case <-l.initSeen:
-			_ = syscall.Kill(l.initPid, syscall.SIGKILL) // gone already: nothing to kill
+			if l.initFd >= 0 {
+				_ = unix.PidfdSendSignal(l.initFd, unix.SIGKILL, nil, 0) // gone already: nothing to kill
+			}
 		default:
 		}
 		_ = l.cmd.Process.Signal(syscall.SIGKILL)

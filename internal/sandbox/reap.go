@@ -1,0 +1,70 @@
+package sandbox
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/logist/logist/internal/regfile"
+	"golang.org/x/sys/unix"
+)
+
+// Pids are reused, and fast on a busy host (pid_max is 32768 on many):
+// a kill by pid or process group id after the process is gone may reach
+// whatever process has the number since — another agent's sandbox, as a
+// CI run once showed (an agent killed with status 137 at its start, its
+// stderr empty). So a call's processes are killed only through a handle
+// that names that very process, or while the number cannot be reused:
+// a child's pid and group id stay reserved while it is an unreaped
+// zombie (WaitExited, then kill, then reap), and bwrap's init, which is
+// not our child, is killed through a pidfd opened while it ran.
+
+// WaitExited blocks until child pid has exited, without reaping it: the
+// zombie keeps its pid and its process group id, so that a kill of the
+// group then cannot reach a process that took the number. The caller
+// reaps it after (exec.Cmd.Wait).
+func WaitExited(pid int) error {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// openChild opens a pidfd for pid if it is still a child of parent (the
+// pidfd then names that process for as long as it is held, whatever
+// later takes its number); -1 when it is gone.
+func openChild(pid, parent int) int {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return -1
+	}
+	// Checked after the open: the pidfd names the process that had the
+	// pid when it was opened, which is the one read here unless it has
+	// exited since (then nothing is left to kill anyway).
+	if ppid(pid) != parent {
+		_ = unix.Close(fd) // a pidfd: nothing to lose
+		return -1
+	}
+	return fd
+}
+
+// ppid is the parent pid of a running process (0 when unknown).
+func ppid(pid int) int {
+	b, err := regfile.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
+}
