@@ -70,20 +70,26 @@ func readPid(path string) (pid int, alive bool, err error) {
 // boot (field 22 of /proc/PID/stat); false for one that has exited (a
 // zombie not yet reaped included).
 func procStart(pid int) (string, bool) {
-	b, err := regfile.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "", false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return "", false
-	}
-	f := strings.Fields(s[i+1:])
+	f := statFields(pid)
 	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
 		return "", false
 	}
 	return f[19], true
+}
+
+// statFields are the fields of /proc/PID/stat that follow the command's
+// name (the state first), nil when the process is gone.
+func statFields(pid int) []string {
+	b, err := regfile.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(s[i+1:])
 }
 
 // writeResult writes the call's result.json. durable: and makes it and

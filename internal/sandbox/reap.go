@@ -2,9 +2,7 @@ package sandbox
 
 import (
 	"strconv"
-	"strings"
 
-	"github.com/logist/logist/internal/regfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -52,16 +50,7 @@ func openChild(pid, parent int) int {
 
 // ppid is the parent pid of a running process (0 when unknown).
 func ppid(pid int) int {
-	b, err := regfile.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
+	f := statFields(pid)
 	if len(f) < 2 {
 		return 0
 	}
