@@ -5,8 +5,9 @@
 // at random moments (restarting them), SIGSTOPs others for longer than a
 // lease (the zombie), and cuts nodes off from the database through a TCP
 // proxy each. Then it checks that every job ended where its script says,
-// every interaction has one response, every human wait one reply, no budget was overspent or debited
-// twice, and every history verifies, and prints one line of figures:
+// every interaction has one response, every human wait one reply, every
+// tool intent one run, no budget was overspent or debited twice, and
+// every history verifies, and prints one line of figures:
 //
 //	cluster-chaos: nodes=N jobs=J kills=K pauses=P cuts=C lost=L duplicated=D overspent=O verify=ok|failed
 //
