@@ -195,6 +195,11 @@ func RequestBody(req *Request) []byte {
 // folder if needed. The file is not fsync'd: the history's intent is the
 // durable copy, and a re-attempt writes the file again.
 func WriteRequest(jobDir string, n int, body []byte) error {
+	err := regfile.WriteFile(RequestFile(jobDir, n), body, 0o600)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	// The folder is made once per job, not looked up at every call.
 	if err := os.MkdirAll(filepath.Join(jobDir, "requests"), 0o700); err != nil {
 		return err
 	}

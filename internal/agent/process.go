@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,17 +130,17 @@ func runDirect(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 		return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	var readers sync.WaitGroup
-	readers.Add(2)
-	// capWriters never fail; a read error ends the output like EOF does.
-	go func() { defer readers.Done(); _, _ = io.Copy(stdout, outR); _ = outR.Close() }()
-	go func() { defer readers.Done(); _, _ = io.Copy(stderr, errR); _ = errR.Close() }()
+	// Each reader says on read when it has reached EOF.
+	read := make(chan struct{}, 2)
+	go drainPipe(stdout, outR, read)
+	go drainPipe(stderr, errR, read)
 
 	startErr := cmd.Start()
 	_ = outW.Close() // the child has its copies
 	_ = errW.Close()
 	if startErr != nil {
-		readers.Wait()
+		<-read
+		<-read
 		return nil, &Error{Code: codes.AgentStart, Msg: fmt.Sprintf("start %s: %v", spec.Argv[0], startErr)}
 	}
 	pgid := cmd.Process.Pid
@@ -172,16 +171,21 @@ func runDirect(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL) // what it forked meanwhile
 	}
 	waitErr := cmd.Wait()
-	drained := make(chan struct{})
-	go func() { readers.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(5 * time.Second):
+	late := time.NewTimer(5 * time.Second)
+	for n := 0; n < 2; {
+		select {
+		case <-read:
+			n++
+			continue
+		case <-late.C:
+		}
 		// A process that left the group (setsid) holds our pipes: give up
 		// on the rest of its output rather than hang.
 		_ = outR.Close()
 		_ = errR.Close()
+		break
 	}
+	late.Stop()
 	switch why {
 	case "ctx":
 		return nil, ctx.Err()
@@ -224,4 +228,27 @@ func Protected(req *Request) []string {
 		}
 	}
 	return out
+}
+
+// pipeBufs are the buffers the output readers copy through: a call's two
+// pipes would otherwise allocate (and zero) 32 KiB each (io.Copy's buffer).
+var pipeBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// drainPipe copies r into w until EOF or a read error (which ends the
+// output as EOF does; capWriters never fail), closes r, and says so on
+// done.
+func drainPipe(w *capWriter, r *os.File, done chan<- struct{}) {
+	b := pipeBufs.Get().(*[]byte)
+	for {
+		n, err := r.Read(*b)
+		if n > 0 {
+			_, _ = w.Write((*b)[:n]) // never fails
+		}
+		if err != nil {
+			break
+		}
+	}
+	pipeBufs.Put(b)
+	_ = r.Close()
+	done <- struct{}{}
 }
