@@ -186,9 +186,13 @@ func OpenWith(dir string, opts Options) (*Log, *TornTail, error) {
 		// (Append), in one folder fsync with the job's other new entries;
 		// so is the folder's own entry in its parent, which whoever made
 		// the folder may not have fsync'd yet (a placement, or a process
-		// that died before its first record).
+		// that died before its first record), unless this process made
+		// the folder and has fsync'd its parent since (jobs placed while
+		// others run share the jobs folder's fsyncs).
 		atomicfile.MarkDirty(dir)
-		atomicfile.MarkDirty(filepath.Dir(dir))
+		if !atomicfile.EntryDurable(dir) {
+			atomicfile.MarkDirty(filepath.Dir(dir))
+		}
 	}
 	l.f = f
 	l.archives = len(idx.Archives)
