@@ -108,8 +108,9 @@ func TestWarmUsesSigner(t *testing.T) {
 
 // A folder this process made and whose parent it has fsync'd since
 // (atomicfile.MarkCreated, then a jobs folder fsync made for another job)
-// does not cost its new history another fsync of the parent; a folder it
-// did not make, or made but not yet covered, does.
+// does not cost its new history another fsync of the parent, even when
+// another job's placement has changed the parent since; a folder it did
+// not make, or made but not yet covered, does.
 func TestNewHistoryInSettledFolder(t *testing.T) {
 	for _, tc := range []struct {
 		name             string
@@ -142,6 +143,13 @@ func TestNewHistoryInSettledFolder(t *testing.T) {
 			if got := atomicfile.Dirty(parent); got != (tc.wantParentFsyncs > 0) {
 				t.Fatalf("parent dirty after the new history: %v, want %v", got, tc.wantParentFsyncs > 0)
 			}
+			// Another job placed meanwhile: its change to the parent is
+			// its own first unit's to settle, not this one's.
+			other := filepath.Join(parent, "other")
+			if err := os.Mkdir(other, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			atomicfile.MarkCreated(other)
 			n := atomicfile.DirSyncs.Load()
 			if err := l.Append(&Record{Type: TypeError, Error: &ErrorInfo{Code: "X"}}); err != nil {
 				t.Fatal(err)

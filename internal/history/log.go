@@ -63,14 +63,19 @@ type Options struct {
 // use it, so a Log may be shared by processes taking turns: Refresh picks up
 // what others appended since.
 type Log struct {
-	dir      string
-	path     string
-	f        *os.File
-	size     int64
-	state    State
-	lastHash string
-	opts     Options
-	now      func() time.Time
+	dir string
+	// settleParent: the folder's entry in its parent is not known
+	// durable (this Log created the history in a folder this process
+	// did not make, or has not fsync'd the parent of since): the first
+	// unit fsyncs the parent too.
+	settleParent bool
+	path         string
+	f            *os.File
+	size         int64
+	state        State
+	lastHash     string
+	opts         Options
+	now          func() time.Time
 	// recs is every record of a short history, in order, while recsOK:
 	// the engine materialises jobHistory.json from it without reading
 	// and parsing the file again. Past recsMax records (or once the
@@ -192,6 +197,7 @@ func OpenWith(dir string, opts Options) (*Log, *TornTail, error) {
 		atomicfile.MarkDirty(dir)
 		if !atomicfile.EntryDurable(dir) {
 			atomicfile.MarkDirty(filepath.Dir(dir))
+			l.settleParent = true
 		}
 	}
 	l.f = f
@@ -550,7 +556,7 @@ func (l *Log) writeUnit(buf []byte, recs []*Record, st State, seq int64, last st
 	// snapshots folder) and the folder's own entry in its parent (a job
 	// just placed) are durable before the records that depend on them are
 	// acknowledged: their fsyncs run beside the file's own.
-	settled := atomicfile.SyncDirtyStart(l.dir, filepath.Dir(l.dir))
+	settled := l.SettleStart()
 	write := l.f.Write
 	if l.opts.Write != nil {
 		write = func(p []byte) (int, error) { return l.opts.Write(l.f, p) }
@@ -576,6 +582,7 @@ func (l *Log) writeUnit(buf []byte, recs []*Record, st State, seq int64, last st
 		_ = l.f.Truncate(l.size)
 		return fmt.Errorf("append history: %w", err)
 	}
+	l.settleParent = false
 	if l.opts.Observe != nil {
 		l.opts.Observe(n, time.Since(syncStart))
 	}
@@ -596,6 +603,22 @@ func (l *Log) writeUnit(buf []byte, recs []*Record, st State, seq int64, last st
 	}
 	l.saveMark()
 	return nil
+}
+
+// SettleStart starts the fsyncs of the folders the next unit's records
+// depend on, where they have changes to settle: the history's own folder,
+// and its entry in its parent while that is not known durable (a new
+// history; not merely because other jobs changed the parent). It returns
+// a wait for them. The engine starts them once a new job's folder has
+// every entry its first unit needs, so that they run beside the work
+// before that unit rather than beside its fsync; the unit's append waits
+// for them all the same (an fsync in flight that covers a folder's
+// changes is joined), so nothing is acknowledged earlier.
+func (l *Log) SettleStart() (wait func() error) {
+	if l.settleParent {
+		return atomicfile.SyncDirtyStart(l.dir, filepath.Dir(l.dir))
+	}
+	return atomicfile.SyncDirtyStart(l.dir)
 }
 
 // Warm encodes and signs a throwaway record of each kind the engine writes

@@ -628,18 +628,5 @@ func (s *Store) Place(bare string) (string, error) {
 // SettlePlaced makes a placement durable (Place) where no history append
 // of the job will do it soon: the job is not runnable.
 func (s *Store) SettlePlaced(id string) error {
-	return s.SettleStart(id)()
-}
-
-// SettleStart starts the fsyncs of the job's folder and of the jobs folder
-// where entries are marked dirty (a placement, a new history, the
-// workspace), side by side, and returns a wait for them. The engine starts
-// them once a new job's folder has every entry its first unit needs, so
-// that they run beside the work before that unit (the prompt, the request,
-// the encoding) rather than beside its fsync; the unit's append still
-// waits for them (history.Log joins an fsync in flight that covers its
-// folder's changes, and starts one where none does), so nothing is
-// acknowledged earlier than before.
-func (s *Store) SettleStart(id string) (wait func() error) {
-	return atomicfile.SyncDirtyStart(s.JobDir(id), s.Dir)
+	return atomicfile.SyncDirtyStart(s.JobDir(id), s.Dir)()
 }

@@ -66,8 +66,8 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		// The new folder's entries (placement, history, workspace, the
 		// start's snapshot) are all made: their fsyncs start now, beside
 		// the request and the unit's encoding, and the unit's append
-		// waits for them (jobstore.Store.SettleStart).
-		_ = tx.Store().SettleStart(tx.ID)
+		// waits for them (history.Log.SettleStart).
+		_ = tx.Log.SettleStart()
 	}
 	if o := e.overBudget(tx); o != nil {
 		return stop(*o)
