@@ -226,12 +226,19 @@ func SyncDir(dir string) error { return syncDir(filepath.Clean(dir), false) }
 // change covers it. flying holds the fsync of each directory in progress,
 // which a SyncDirIfDirty whose change it covers joins instead of queueing
 // a second fsync of the same folder behind it.
+//
+// created holds the folders this process made (MarkCreated) that nobody
+// has asked about yet (EntryDurable), each with the generation of its
+// creation; parents holds, for each of their parents, the generation at
+// which its last successful fsync began (0: none yet).
 var dirty = struct {
 	sync.Mutex
-	gen    uint64
-	m      map[string]uint64
-	flying map[string]*dirFlight
-}{m: map[string]uint64{}, flying: map[string]*dirFlight{}}
+	gen     uint64
+	m       map[string]uint64
+	flying  map[string]*dirFlight
+	created map[string]uint64
+	parents map[string]uint64
+}{m: map[string]uint64{}, flying: map[string]*dirFlight{}, created: map[string]uint64{}, parents: map[string]uint64{}}
 
 // dirFlight is one directory fsync in progress.
 type dirFlight struct {
@@ -267,6 +274,9 @@ func syncDir(dir string, ifDirty bool) error {
 	}
 	if g, ok := dirty.m[dir]; ok && f.err == nil && g <= f.gen {
 		delete(dirty.m, dir)
+	}
+	if s, ok := dirty.parents[dir]; ok && f.err == nil && f.gen > s {
+		dirty.parents[dir] = f.gen
 	}
 	dirty.Unlock()
 	close(f.done)
@@ -304,6 +314,40 @@ func MarkDirty(dir string) {
 	dirty.gen++
 	dirty.m[filepath.Clean(dir)] = dirty.gen
 	dirty.Unlock()
+}
+
+// MarkCreated records that this process created the folder dir: its
+// parent is marked dirty (MarkDirty), and EntryDurable can later tell
+// whether an fsync of the parent has covered dir's entry since.
+func MarkCreated(dir string) {
+	dir = filepath.Clean(dir)
+	parent := filepath.Dir(dir)
+	dirty.Lock()
+	dirty.gen++
+	dirty.m[parent] = dirty.gen
+	dirty.created[dir] = dirty.gen
+	if _, ok := dirty.parents[parent]; !ok {
+		dirty.parents[parent] = 0
+	}
+	dirty.Unlock()
+}
+
+// EntryDurable reports whether the folder dir was created by this process
+// (MarkCreated) and an fsync of its parent that began after that has
+// succeeded: dir's entry in its parent is then durable and need not be
+// fsync'd again. A folder this process did not create (another process
+// made it, and may have died before fsyncing its parent) is never known
+// durable. dir is forgotten: ask once.
+func EntryDurable(dir string) bool {
+	dir = filepath.Clean(dir)
+	dirty.Lock()
+	defer dirty.Unlock()
+	g, ok := dirty.created[dir]
+	if !ok {
+		return false
+	}
+	delete(dirty.created, dir)
+	return dirty.parents[filepath.Dir(dir)] >= g
 }
 
 // Dirty reports whether dir has a change MarkDirty recorded that no

@@ -162,3 +162,63 @@ func TestDirtySyncJoinsFlight(t *testing.T) {
 		t.Fatal("still dirty after the later fsync succeeded")
 	}
 }
+
+// EntryDurable knows a folder's entry durable only when this process made
+// it (MarkCreated) and an fsync of its parent that began after succeeded;
+// it answers once.
+func TestEntryDurable(t *testing.T) {
+	parent := t.TempDir()
+	a, b, c := filepath.Join(parent, "a"), filepath.Join(parent, "b"), filepath.Join(parent, "c")
+	for _, d := range []string{a, b, c} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	MarkCreated(a)
+	if !Dirty(parent) {
+		t.Fatal("MarkCreated did not mark the parent dirty")
+	}
+	if EntryDurable(a) {
+		t.Fatal("durable before any fsync of the parent")
+	}
+	MarkCreated(a)
+	if err := SyncDirIfDirty(parent); err != nil {
+		t.Fatal(err)
+	}
+	if !EntryDurable(a) {
+		t.Fatal("not durable after an fsync of the parent")
+	}
+	if EntryDurable(a) {
+		t.Fatal("answered twice")
+	}
+	if EntryDurable(c) {
+		t.Fatal("a folder this process did not make is known durable")
+	}
+
+	// An fsync that began before the creation does not cover it; one that
+	// fails covers nothing.
+	entered, release := make(chan struct{}), make(chan error)
+	fsyncDirHook = func(string) error { entered <- struct{}{}; return <-release }
+	t.Cleanup(func() { fsyncDirHook = fsyncDir })
+	done := make(chan error, 1)
+	go func() { done <- SyncDir(parent) }()
+	<-entered
+	MarkCreated(b)
+	release <- nil
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if EntryDurable(b) {
+		t.Fatal("an fsync that began before the folder was made covered it")
+	}
+	MarkCreated(b)
+	go func() { done <- SyncDirIfDirty(parent) }()
+	<-entered
+	release <- errors.New("disk gone")
+	if err := <-done; err == nil {
+		t.Fatal("no error")
+	}
+	if EntryDurable(b) {
+		t.Fatal("a failed fsync covered the folder")
+	}
+}

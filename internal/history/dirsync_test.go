@@ -105,3 +105,58 @@ func TestWarmUsesSigner(t *testing.T) {
 		t.Fatal("Warm did not use the signer")
 	}
 }
+
+// A folder this process made and whose parent it has fsync'd since
+// (atomicfile.MarkCreated, then a jobs folder fsync made for another job)
+// does not cost its new history another fsync of the parent, even when
+// another job's placement has changed the parent since; a folder it did
+// not make, or made but not yet covered, does.
+func TestNewHistoryInSettledFolder(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		made, settled    bool
+		wantParentFsyncs int64
+	}{
+		{"made and settled", true, true, 0},
+		{"made, not settled", true, false, 1},
+		{"not made here", false, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parent := t.TempDir()
+			dir := filepath.Join(parent, "job")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if tc.made {
+				atomicfile.MarkCreated(dir)
+			}
+			if tc.settled {
+				if err := atomicfile.SyncDir(parent); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l, _, err := Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if got := atomicfile.Dirty(parent); got != (tc.wantParentFsyncs > 0) {
+				t.Fatalf("parent dirty after the new history: %v, want %v", got, tc.wantParentFsyncs > 0)
+			}
+			// Another job placed meanwhile: its change to the parent is
+			// its own first unit's to settle, not this one's.
+			other := filepath.Join(parent, "other")
+			if err := os.Mkdir(other, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			atomicfile.MarkCreated(other)
+			n := atomicfile.DirSyncs.Load()
+			if err := l.Append(&Record{Type: TypeError, Error: &ErrorInfo{Code: "X"}}); err != nil {
+				t.Fatal(err)
+			}
+			if got := atomicfile.DirSyncs.Load() - n; got != 1+tc.wantParentFsyncs {
+				t.Fatalf("%d folder fsyncs at the first append, want %d", got, 1+tc.wantParentFsyncs)
+			}
+		})
+	}
+}

@@ -63,14 +63,19 @@ type Options struct {
 // use it, so a Log may be shared by processes taking turns: Refresh picks up
 // what others appended since.
 type Log struct {
-	dir      string
-	path     string
-	f        *os.File
-	size     int64
-	state    State
-	lastHash string
-	opts     Options
-	now      func() time.Time
+	dir string
+	// settleParent: the folder's entry in its parent is not known
+	// durable (this Log created the history in a folder this process
+	// did not make, or has not fsync'd the parent of since): the first
+	// unit fsyncs the parent too.
+	settleParent bool
+	path         string
+	f            *os.File
+	size         int64
+	state        State
+	lastHash     string
+	opts         Options
+	now          func() time.Time
 	// recs is every record of a short history, in order, while recsOK:
 	// the engine materialises jobHistory.json from it without reading
 	// and parsing the file again. Past recsMax records or recsMaxBytes
@@ -202,9 +207,14 @@ func OpenWith(dir string, opts Options) (*Log, *TornTail, error) {
 		// (Append), in one folder fsync with the job's other new entries;
 		// so is the folder's own entry in its parent, which whoever made
 		// the folder may not have fsync'd yet (a placement, or a process
-		// that died before its first record).
+		// that died before its first record), unless this process made
+		// the folder and has fsync'd its parent since (jobs placed while
+		// others run share the jobs folder's fsyncs).
 		atomicfile.MarkDirty(dir)
-		atomicfile.MarkDirty(filepath.Dir(dir))
+		if !atomicfile.EntryDurable(dir) {
+			atomicfile.MarkDirty(filepath.Dir(dir))
+			l.settleParent = true
+		}
 	}
 	l.f = f
 	l.archives = len(idx.Archives)
@@ -564,7 +574,7 @@ func (l *Log) writeUnit(buf []byte, recs []*Record, st State, seq int64, last st
 	// snapshots folder) and the folder's own entry in its parent (a job
 	// just placed) are durable before the records that depend on them are
 	// acknowledged: their fsyncs run beside the file's own.
-	settled := atomicfile.SyncDirtyStart(l.dir, filepath.Dir(l.dir))
+	settled := l.SettleStart()
 	write := l.f.Write
 	if l.opts.Write != nil {
 		write = func(p []byte) (int, error) { return l.opts.Write(l.f, p) }
@@ -590,6 +600,7 @@ func (l *Log) writeUnit(buf []byte, recs []*Record, st State, seq int64, last st
 		_ = l.f.Truncate(l.size)
 		return fmt.Errorf("append history: %w", err)
 	}
+	l.settleParent = false
 	if l.opts.Observe != nil {
 		l.opts.Observe(n, time.Since(syncStart))
 	}
@@ -608,6 +619,22 @@ func (l *Log) writeUnit(buf []byte, recs []*Record, st State, seq int64, last st
 	}
 	l.saveMark()
 	return nil
+}
+
+// SettleStart starts the fsyncs of the folders the next unit's records
+// depend on, where they have changes to settle: the history's own folder,
+// and its entry in its parent while that is not known durable (a new
+// history; not merely because other jobs changed the parent). It returns
+// a wait for them. The engine starts them once a new job's folder has
+// every entry its first unit needs, so that they run beside the work
+// before that unit rather than beside its fsync; the unit's append waits
+// for them all the same (an fsync in flight that covers a folder's
+// changes is joined), so nothing is acknowledged earlier.
+func (l *Log) SettleStart() (wait func() error) {
+	if l.settleParent {
+		return atomicfile.SyncDirtyStart(l.dir, filepath.Dir(l.dir))
+	}
+	return atomicfile.SyncDirtyStart(l.dir)
 }
 
 // Warm encodes and signs a throwaway record of each kind the engine writes

@@ -595,10 +595,12 @@ func (s *Store) Place(bare string) (string, error) {
 		return "", fmt.Errorf("%s: %w", bare, err)
 	}
 	dir := s.JobDir(id)
+	made := true
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		if !errors.Is(err, fs.ErrExist) {
 			return "", fmt.Errorf("place %s: %w", bare, err)
 		}
+		made = false
 		// A folder without a manifest is what a crash between the mkdir and
 		// the rename leaves: take it. One with a manifest is another job.
 		if _, serr := os.Stat(filepath.Join(dir, ManifestFile)); !errors.Is(serr, fs.ErrNotExist) {
@@ -611,9 +613,15 @@ func (s *Store) Place(bare string) (string, error) {
 	}
 	// Not fsync'd here but marked: the job's first history append fsyncs
 	// both folders beside its own record (history.Log), and a job that
-	// will not run soon is settled by SettlePlaced.
+	// will not run soon is settled by SettlePlaced. A folder made here is
+	// recorded as made (atomicfile.MarkCreated): once a jobs folder fsync
+	// has covered it, the job's new history does not need another.
 	atomicfile.MarkDirty(dir)
-	atomicfile.MarkDirty(s.Dir)
+	if made {
+		atomicfile.MarkCreated(dir)
+	} else {
+		atomicfile.MarkDirty(s.Dir)
+	}
 	return id, nil
 }
 

@@ -63,6 +63,11 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		if _, err := e.apply(tx, o); err != nil {
 			return nil, done, err
 		}
+		// The new folder's entries (placement, history, workspace, the
+		// start's snapshot) are all made: their fsyncs start now, beside
+		// the request and the unit's encoding, and the unit's append
+		// waits for them (history.Log.SettleStart).
+		_ = tx.Log.SettleStart()
 	}
 	if o := e.overBudget(tx); o != nil {
 		return stop(*o)
