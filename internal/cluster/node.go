@@ -427,8 +427,14 @@ func (n *Node) heartbeat(r *run, stop <-chan struct{}) {
 		case err == nil:
 			renewed = sent
 			continue
+		case errors.Is(err, clusterstore.ErrLeaseEnded):
+			// The run's own last commit ended the lease (the job
+			// stopped, or waits for a human): the engine is returning;
+			// nothing to stop, nobody took the job.
+			n.fence(r, err)
+			return
 		case errors.Is(err, clusterstore.ErrFenced):
-			n.fence(r)
+			n.fence(r, err)
 		case !time.Now().Before(deadline):
 			joblog.Log(n.Logger, "lease not renewed in time: stopping the job", joblog.Problem{Job: r.lease.Job, Code: codes.ClusterLeaseLost},
 				"node", n.ID, "epoch", r.lease.Epoch, "error", err.Error())
@@ -441,11 +447,21 @@ func (n *Node) heartbeat(r *run, stop <-chan struct{}) {
 	}
 }
 
-func (n *Node) fence(r *run) {
+// fence marks r as writing nothing more, after the store refused its
+// lease with err (ErrFenced). A fence proper — the epoch moved on: another
+// node claimed the job or a steward changed it — is counted, logged
+// (CLUSTER_FENCED) and stops the run. A lease that ended at its own epoch
+// (clusterstore.ErrLeaseEnded: the run's own commit stopped the job, or
+// the node released it) is no fence: nothing is logged or counted, and
+// the run, which is ending, is left to end.
+func (n *Node) fence(r *run, err error) {
 	n.mu.Lock()
 	already := r.fenced
 	r.fenced = true
 	n.mu.Unlock()
+	if errors.Is(err, clusterstore.ErrLeaseEnded) {
+		return
+	}
 	if !already {
 		n.Stats.add(func(s *Stats) { s.Fenced++; s.LostLease++ })
 		joblog.Log(n.Logger, "fenced: the job's epoch moved on (another node claimed it, or a steward changed it); stopping it here", joblog.Problem{Job: r.lease.Job, Code: codes.ClusterFenced},
@@ -526,7 +542,7 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 		}
 	}
 	if errors.Is(err, clusterstore.ErrFenced) {
-		n.fence(r)
+		n.fence(r, err)
 	}
 	if err != nil {
 		return fmt.Errorf("cluster store: %w", err)

@@ -46,8 +46,14 @@ func Claimed(j Job, node string, now time.Time, ttl time.Duration) (Job, Lease) 
 }
 
 // Fence is the check every ownership-dependent write makes, on the job as
-// read under its lock in the same transaction as the write.
+// read under its lock in the same transaction as the write. A job still at
+// the lease's epoch that nobody holds is refused with ErrLeaseEnded (the
+// lease's holder ended it itself); any other mismatch is a fence proper:
+// another node or a steward moved the epoch on.
 func Fence(j *Job, l *Lease) error {
+	if j.Epoch == l.Epoch && j.Owner == "" {
+		return fmt.Errorf("job %s: lease of %s at epoch %d: %w", j.ID, l.Node, l.Epoch, ErrLeaseEnded)
+	}
 	if j.Epoch != l.Epoch || j.Owner != l.Node {
 		return fmt.Errorf("job %s: lease of %s at epoch %d, job at epoch %d owned by %q: %w", j.ID, l.Node, l.Epoch, j.Epoch, j.Owner, ErrFenced)
 	}

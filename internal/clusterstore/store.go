@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/logist/logist/internal/lifecycle"
@@ -26,6 +27,13 @@ var (
 	// steward took it back): the caller no longer owns the job and must
 	// write nothing more for it.
 	ErrFenced = errors.New("fenced: the job's epoch moved on; this node no longer owns it")
+	// ErrLeaseEnded (which is also ErrFenced: nothing more may be
+	// written under the lease) is the lease's own end, not a fence: the
+	// job is still at the lease's epoch and nobody holds it, because the
+	// lease's holder committed a status the daemon does not run (the job
+	// ended or waits for a human) or released it. No one else took the
+	// job; the holder simply has nothing left to do for it.
+	ErrLeaseEnded = fmt.Errorf("the lease ended at its own epoch (the job stopped or was released): %w", ErrFenced)
 	// ErrBudget: a call would start with the job's budget spent.
 	ErrBudget = errors.New("budget exhausted: no call may start once the job's budget is spent")
 	// ErrConflict: records that do not continue the job's history (wrong

@@ -55,6 +55,7 @@ func Run(t *testing.T, open Open) {
 		{"SubmittedFiles", testSubmittedFiles},
 		{"CollectObjects", testCollectObjects},
 		{"ReleaseBackoff", testReleaseBackoff},
+		{"LeaseEndedIsNotAFence", testLeaseEnded},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -715,4 +716,46 @@ func testReleaseBackoff(t *testing.T, s clusterstore.Store) {
 		t.Fatal(err)
 	}
 	claim(t, s, "n1", time.Minute)
+}
+
+// testLeaseEnded: a lease its own holder ended (a commit to a status the
+// daemon does not run, or a release) refuses every write as a fence does,
+// but says so (ErrLeaseEnded): the holder logs no fence. A lease whose
+// epoch another node or a steward moved on is a fence proper, never
+// ErrLeaseEnded.
+func testLeaseEnded(t *testing.T, s clusterstore.Store) {
+	ended := func(err error, what string) {
+		t.Helper()
+		fenced(t, err, what)
+		if !errors.Is(err, clusterstore.ErrLeaseEnded) {
+			t.Fatalf("%s: got %v, want ErrLeaseEnded", what, err)
+		}
+	}
+	proper := func(err error, what string) {
+		t.Helper()
+		fenced(t, err, what)
+		if errors.Is(err, clusterstore.ErrLeaseEnded) {
+			t.Fatalf("%s: got %v, want a fence proper", what, err)
+		}
+	}
+	submit(t, s, "a", 0)
+	l := claim(t, s, "n1", time.Minute)
+	if err := s.Commit(ctx, l, clusterstore.Unit{Lines: seal(t, s, "a", 1), Status: lifecycle.Success}); err != nil {
+		t.Fatal(err)
+	}
+	ended(s.Heartbeat(ctx, l, time.Minute), "heartbeat after the job ended")
+	ended(s.Commit(ctx, l, clusterstore.Unit{Release: true}), "release after the job ended")
+
+	submit(t, s, "b", 0)
+	lb := claim(t, s, "n1", time.Minute)
+	if err := s.Commit(ctx, lb, clusterstore.Unit{Release: true}); err != nil {
+		t.Fatal(err)
+	}
+	ended(s.Heartbeat(ctx, lb, time.Minute), "heartbeat after a release")
+	lb2 := claim(t, s, "n2", time.Minute)
+	proper(s.Heartbeat(ctx, lb, time.Minute), "heartbeat after another node claimed the job")
+	if _, err := s.Steer(ctx, clusterstore.Steering{Job: "b", Key: "k1", From: lifecycle.Pending, To: lifecycle.Canceled, Lines: seal(t, s, "b", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	proper(s.Heartbeat(ctx, lb2, time.Minute), "heartbeat after a steward's change")
 }
