@@ -603,8 +603,8 @@ func (s *FolderStore) CollectObjects(_ context.Context, sums []string) (int, err
 	return n, err
 }
 
-// collect deletes, of sums (nil: all), the objects no point names (under
-// the lock).
+// collect deletes, of sums (nil: all), the objects no point and no job's
+// file names (under the lock).
 func (s *FolderStore) collect(sums []string) (int, error) {
 	jobs, err := s.all()
 	if err != nil {
@@ -612,6 +612,15 @@ func (s *FolderStore) collect(sums []string) (int, error) {
 	}
 	named := map[string]bool{}
 	for _, fr := range jobs {
+		if slices.Contains(fr.Files, BundleFile) {
+			b, err := os.ReadFile(filepath.Join(s.dir, fr.Job.ID, BundleFile))
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return 0, err
+			}
+			if sum, ok := FileObject(BundleFile, b); ok {
+				named[sum] = true
+			}
+		}
 		for _, p := range fr.Points {
 			ls, err := ListingSums(p.Snapshot)
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/logist/logist/internal/history"
@@ -203,6 +204,24 @@ func ListingSums(listing []byte) ([]string, error) {
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
+}
+
+// BundleFile is the file of a job's folder (outside its workspace) that
+// names, by its sum, the object holding the git bundle of the job's latest
+// recovery point (internal/cluster moves a git workspace so). Besides the
+// points' listings it is the one reference to an object: a sweep
+// (Store.CollectObjects) keeps every object a listing or a job's
+// BundleFile names (FileObject).
+const BundleFile = ".git-bundle.sha256"
+
+// FileObject is the object a job's file names, if it names one: a
+// BundleFile's content (surrounding white space aside) when it is a sum.
+func FileObject(path string, content []byte) (string, bool) {
+	if path != BundleFile {
+		return "", false
+	}
+	sum := strings.TrimSpace(string(content))
+	return sum, ValidSum(sum)
 }
 
 // Dropped are the objects a replaced point's listing (old) named that

@@ -265,8 +265,8 @@ type Store interface {
 	// first one missing).
 	Objects(ctx context.Context, sums []string) (map[string][]byte, error)
 	// CollectObjects deletes, of sums (nil: every stored object), the
-	// objects no recovery point's listing names, and says how many it
-	// deleted. It never runs while a unit carrying a point commits, so
+	// objects no recovery point's listing and no job's BundleFile names
+	// (FileObject), and says how many it deleted. It never runs while a unit carrying a point commits, so
 	// an object such a unit names is never collected under it; a unit
 	// naming an object collected before it is ErrMissingObject.
 	CollectObjects(ctx context.Context, sums []string) (int, error)

@@ -54,6 +54,7 @@ func Run(t *testing.T, open Open) {
 		{"SubmitKeyed", testSubmitKeyed},
 		{"SubmittedFiles", testSubmittedFiles},
 		{"CollectObjects", testCollectObjects},
+		{"CollectKeepsBundles", testCollectKeepsBundles},
 		{"ReleaseBackoff", testReleaseBackoff},
 		{"LeaseEndedIsNotAFence", testLeaseEnded},
 	}
