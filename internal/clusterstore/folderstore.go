@@ -448,6 +448,31 @@ func (s *FolderStore) Claim(_ context.Context, node string, ttl time.Duration) (
 	return lease, err
 }
 
+// TakeBack implements Store.
+func (s *FolderStore) TakeBack(_ context.Context, node string, ttl time.Duration) ([]*Lease, error) {
+	var out []*Lease
+	err := s.locked(func() error {
+		all, err := s.all()
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		for _, fr := range all {
+			if !OwnLease(&fr.Job, node) {
+				continue
+			}
+			j, l := Claimed(fr.Job, node, now, ttl)
+			fr.Job = j
+			if err := s.writeRow(fr); err != nil {
+				return err
+			}
+			out = append(out, &l)
+		}
+		return nil
+	})
+	return out, err
+}
+
 // Heartbeat implements Store.
 func (s *FolderStore) Heartbeat(_ context.Context, l *Lease, ttl time.Duration) error {
 	return s.locked(func() error {

@@ -33,6 +33,15 @@ func IsTemplate(manifest []byte) bool {
 	return json.Unmarshal(manifest, &m) == nil && len(m.Schedule) > 0 && string(m.Schedule) != "null"
 }
 
+// OwnLease is the rule of which jobs a node started again takes back at
+// once (Store.TakeBack): those that still name it as their lease's holder,
+// expired or not, in a status the daemon runs. Only a node that has proved
+// its previous process gone may ask (internal/cluster: its working
+// folder's lock, its key bound to its id): the lease is then nobody's.
+func OwnLease(j *Job, node string) bool {
+	return j.Owner == node && j.Status.Active() && !j.Template
+}
+
 // Claimed is j after node claims it at now: the epoch bumped (every write
 // of the previous owner is fenced from here on), the lease taken.
 func Claimed(j Job, node string, now time.Time, ttl time.Duration) (Job, Lease) {

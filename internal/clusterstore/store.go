@@ -231,6 +231,11 @@ type Store interface {
 	// Claim takes one claimable job for node: one the daemon runs with no
 	// owner or an expired lease. The epoch is bumped; nil, nil when none.
 	Claim(ctx context.Context, node string, ttl time.Duration) (*Lease, error)
+	// TakeBack claims again, at once, every job whose lease names node
+	// (OwnLease), expired or not: each bumped to a new epoch (the previous
+	// holder's writes are fenced) with a new lease of ttl (Claimed). Only
+	// a node whose previous process is provably gone may call it.
+	TakeBack(ctx context.Context, node string, ttl time.Duration) ([]*Lease, error)
 	// Heartbeat extends the lease (ErrFenced when the epoch moved on).
 	Heartbeat(ctx context.Context, l *Lease, ttl time.Duration) error
 	// Commit applies u under the fence of l.

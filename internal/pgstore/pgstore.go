@@ -221,6 +221,40 @@ func (s *Store) Claim(ctx context.Context, node string, ttl time.Duration) (*clu
 	return lease, err
 }
 
+// TakeBack implements clusterstore.Store: the node's rows are locked and
+// claimed again in one transaction.
+func (s *Store) TakeBack(ctx context.Context, node string, ttl time.Duration) ([]*clusterstore.Lease, error) {
+	var out []*clusterstore.Lease
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		out = nil
+		var now time.Time
+		if err := tx.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, "SELECT "+jobCols+` FROM logist_jobs
+			WHERE owner = $1 AND status = ANY($2) AND NOT template ORDER BY created_at, id FOR UPDATE`, node, s.active)
+		if err != nil {
+			return err
+		}
+		js, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (clusterstore.Job, error) { return scanJob(r) })
+		if err != nil {
+			return err
+		}
+		for _, j := range js {
+			if !clusterstore.OwnLease(&j, node) {
+				return fmt.Errorf("job %s: selected as %s's but is not (status %s, owner %q)", j.ID, node, j.Status, j.Owner)
+			}
+			j, l := clusterstore.Claimed(j, node, now, ttl)
+			if err := saveJob(ctx, tx, &j); err != nil {
+				return err
+			}
+			out = append(out, &l)
+		}
+		return nil
+	})
+	return out, err
+}
+
 // Heartbeat implements clusterstore.Store.
 func (s *Store) Heartbeat(ctx context.Context, l *clusterstore.Lease, ttl time.Duration) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
