@@ -40,9 +40,12 @@ import (
 //     steward changed it, it ended — so it stops within a lease of the
 //     node learning it lost the job, not at the call's own timeout.
 //
-// A node stopped by SIGTERM kills its calls (the run is cancelled) and
-// releases its leases: nothing is left to adopt, and the call is asked
-// again by the job's next node.
+// A node stopped by SIGTERM lets its calls answer for its grace (Node.
+// Grace), then kills those still running (the run is interrupted) and
+// releases its leases: nothing is left to adopt, and such a call is asked
+// again by the job's next node. A node started again after its process
+// died takes its leases back at once (Node.Start, takeBack), so it claims
+// its jobs first and adopts their kept calls.
 
 // keptFolder reports whether job j's folder under jobsDir keeps a
 // contained call and holds the history the store holds (the same number

@@ -32,8 +32,9 @@ import (
 // form moves the branch as in file mode and records the commit it leaves.
 
 // gitBundleFile names, in a job's folder (outside its workspace), the
-// object holding the bundle of the job's latest recovery point.
-const gitBundleFile = ".git-bundle.sha256"
+// object holding the bundle of the job's latest recovery point: the
+// store's one file naming an object, which its sweeps keep.
+const gitBundleFile = clusterstore.BundleFile
 
 // bundlePoint adds to u, a unit recording a recovery point of the job in
 // folder dir, the bundle of its workspace's repository, if it has one

@@ -79,9 +79,16 @@ type Node struct {
 	// Getenv reads the environment (nil: os.Getenv): the content key's
 	// path (secrets.KeyPath) and the secrets jobs name.
 	Getenv func(string) string
+	// Grace is how long, once Run's ctx ends (SIGTERM), the calls in
+	// flight may go on to their answers before they are killed (file
+	// mode's --grace); 0 kills them at once. See Run.
+	Grace time.Duration
 	// Stats counts what the node did (metrics read it).
 	Stats Stats
 
+	// lock is the working folder's lock, held from Start to the end of
+	// Run: the proof that no other process runs this node (Start).
+	lock   *jobstore.Lock
 	key    *signing.Key
 	env    *jobtx.Env
 	engine *runner.Engine
@@ -145,20 +152,36 @@ func (n *Node) defaults() {
 	}
 }
 
-// Start registers the node's key and prepares its engine.
+// Start locks the node's working folder, registers the node's key and
+// prepares its engine.
+//
+// One node, one process. The working folder's lock (file mode's daemon
+// lock, jobstore.LockDaemon: an flock held for the process's life, which
+// the kernel drops when the process dies) refuses a second process on the
+// folder, and the store refuses the node's id with another key than the
+// folder's (RegisterNode). So a node that holds the lock and registered
+// knows that no other live process runs its id: the leases that still
+// name it are its previous process's, which is gone, and Run takes them
+// back at once instead of waiting for them to expire (takeBack). A paused
+// previous process (SIGSTOP) still holds the lock: the new one is refused.
 func (n *Node) Start(ctx context.Context) error {
 	n.defaults()
 	if err := os.MkdirAll(n.Dir, 0o700); err != nil {
 		return err
 	}
-	key, err := signing.LoadOrCreate(n.Dir)
+	lock, err := jobstore.New(n.Dir).LockDaemon()
 	if err != nil {
+		return fmt.Errorf("node %s: working folder %s: %w (one process per node)", n.ID, n.Dir, err)
+	}
+	key, err := signing.LoadOrCreate(n.Dir)
+	if err == nil {
+		err = n.Store.RegisterNode(ctx, n.ID, key.Public())
+	}
+	if err != nil {
+		_ = lock.Unlock()
 		return err
 	}
-	if err := n.Store.RegisterNode(ctx, n.ID, key.Public()); err != nil {
-		return err
-	}
-	n.key = key
+	n.lock, n.key = lock, key
 	n.runs = map[string]*run{}
 	n.env = &jobtx.Env{Store: jobstore.New(n.Dir), Logger: n.Logger, Obs: n.Obs, Getenv: n.Getenv,
 		History: history.Options{Signer: key, MaxBytes: -1, Mirror: n.mirror}}
@@ -170,16 +193,36 @@ func (n *Node) Start(ctx context.Context) error {
 	return nil
 }
 
-// Run claims and runs jobs until ctx ends, then interrupts its runs (their
-// leases released: another node resumes them) and returns.
-func (n *Node) Run(ctx context.Context) error {
+// Run claims and runs jobs until ctx ends, then stops as RunUntil does,
+// never at once.
+func (n *Node) Run(ctx context.Context) error { return n.RunUntil(ctx, nil) }
+
+// RunUntil takes back the leases the node's previous process left
+// (Start), then claims and runs jobs until ctx ends. Then it stops
+// gracefully, as file mode's logistd does on SIGTERM: it claims nothing
+// more and starts no other call (the engine drains), lets the calls in
+// flight go on to their answers for the grace, each answer committed
+// under the fence with its lease heartbeating as before, and gives each
+// job's lease back as its run ends, so another node claims it at once.
+// When the grace is over, or now is closed (a second SIGTERM: nil never
+// is), the calls still in flight are killed: their runs are interrupted
+// (runner.ErrShutdown), nothing of the call is recorded, and the lease is
+// given back; the job's next node asks the call again. It returns once
+// every run has ended, and releases the working folder's lock.
+func (n *Node) RunUntil(ctx context.Context, now <-chan struct{}) error {
 	if n.engine == nil {
 		if err := n.Start(ctx); err != nil {
 			return err
 		}
 	}
+	defer func() { _ = n.lock.Unlock() }()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// kill ends when the runs must stop: the grace is over, or at once.
+	kill, stopRuns := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRuns()
+	var runs sync.WaitGroup
+	defer n.drain(ctx, &runs, stopRuns, now)
 	// The node's own heartbeat (registration refreshed), which the
 	// cluster's heartbeat-age gauge and its alert watch.
 	wg.Go(func() {
@@ -224,6 +267,23 @@ func (n *Node) Run(ctx context.Context) error {
 		})
 	}
 	slots := make(chan struct{}, n.MaxParallel)
+	start := func(l *clusterstore.Lease) {
+		n.Stats.add(func(s *Stats) {
+			s.Claims++
+			s.Running++
+			if l.Rescued {
+				s.Rescues++
+			}
+		})
+		runs.Go(func() {
+			defer func() { <-slots }()
+			defer n.Stats.add(func(s *Stats) { s.Running-- })
+			if err := n.runJob(ctx, kill, l); err != nil && kill.Err() == nil {
+				joblog.Log(n.Logger, "cluster run ended", joblog.Problem{Job: l.Job, Code: codes.ClusterRun}, "node", n.ID, "epoch", l.Epoch, "error", err.Error())
+			}
+		})
+	}
+	n.takeBack(ctx, slots, start)
 	for {
 		select {
 		case <-ctx.Done():
@@ -243,26 +303,62 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		n.Stats.add(func(s *Stats) {
-			s.Claims++
-			s.Running++
-			if l.Rescued {
-				s.Rescues++
-			}
-		})
-		wg.Go(func() {
-			defer func() { <-slots }()
-			defer n.Stats.add(func(s *Stats) { s.Running-- })
-			if err := n.runJob(ctx, l); err != nil && ctx.Err() == nil {
-				joblog.Log(n.Logger, "cluster run ended", joblog.Problem{Job: l.Job, Code: codes.ClusterRun}, "node", n.ID, "epoch", l.Epoch, "error", err.Error())
-			}
-		})
+		start(l)
 	}
 }
 
-// runJob runs one claimed job until it stops, the lease is lost or ctx
-// ends.
-func (n *Node) runJob(ctx context.Context, l *clusterstore.Lease) error {
+// takeBack claims again at once the jobs whose leases still name this
+// node: its previous process's, which is gone (Start proved it). Each is
+// started as a claim is, its kept call adopted (prepare); leases beyond
+// the node's slots are given back for any node to claim.
+func (n *Node) takeBack(ctx context.Context, slots chan struct{}, start func(*clusterstore.Lease)) {
+	back, err := n.Store.TakeBack(ctx, n.ID, n.TTL)
+	if err != nil {
+		if ctx.Err() == nil {
+			joblog.Log(n.Logger, "leases of the previous process not taken back (they expire)", joblog.Problem{Code: codes.ClusterClaim}, "node", n.ID, "error", err.Error())
+		}
+		return
+	}
+	for _, l := range back {
+		select {
+		case slots <- struct{}{}:
+			n.Logger.Info("lease taken back: the node's previous process is gone", "job_id", l.Job, "node", n.ID, "epoch", l.Epoch)
+			start(l)
+		default:
+			n.release(l, 0)
+		}
+	}
+}
+
+// drain is Run's graceful stop (RunUntil): no call starts any more; the
+// runs end on their own within the grace, else stopRuns kills their calls.
+func (n *Node) drain(ctx context.Context, runs *sync.WaitGroup, stopRuns context.CancelFunc, now <-chan struct{}) {
+	n.engine.Draining.Store(true)
+	done := make(chan struct{})
+	go func() { runs.Wait(); close(done) }()
+	if ctx.Err() != nil && n.Grace > 0 {
+		_, _, _, _, running := n.Stats.Snapshot()
+		if running > 0 {
+			n.Logger.Info("shutting down: no new claims; waiting for calls in flight", "node", n.ID, "grace", n.Grace.String(), "running", running)
+		}
+		t := time.NewTimer(n.Grace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			n.Logger.Warn("grace period over; killing calls in flight (the jobs' next nodes ask them again)", "node", n.ID)
+		case <-now:
+			n.Logger.Warn("stopping at once; killing calls in flight (the jobs' next nodes ask them again)", "node", n.ID)
+		}
+	}
+	stopRuns()
+	<-done
+}
+
+// runJob runs one claimed job until it stops, the lease is lost or kill
+// ends (the node stopping: ctx's end only drains, the engine starting no
+// other call).
+func (n *Node) runJob(ctx, kill context.Context, l *clusterstore.Lease) error {
 	// This node may claim again a job it still runs (its own lease
 	// expired while it was paused): the old run is fenced off and ends
 	// before the folder is rewritten.
@@ -280,8 +376,12 @@ func (n *Node) runJob(ctx context.Context, l *clusterstore.Lease) error {
 	// point naming an object the store lacks, …) is given back with a
 	// backoff: no node claims it again for a lease's time, rather than
 	// every node at once in a loop.
-	j, known, shipped, err := n.prepare(ctx, l.Job)
+	j, known, shipped, err := n.prepare(kill, l.Job)
 	if err != nil {
+		if kill.Err() != nil {
+			n.release(l, 0) // the node stopped, not the job's fault
+			return err
+		}
 		n.release(l, n.TTL)
 		return fmt.Errorf("job %s not started (claimable again in %s): %w", l.Job, n.TTL, err)
 	}
@@ -318,7 +418,7 @@ func (n *Node) runJob(ctx context.Context, l *clusterstore.Lease) error {
 	go func() { defer close(beat); n.heartbeat(r, stop) }()
 	go func() {
 		select {
-		case <-ctx.Done():
+		case <-kill.Done():
 			cancel(runner.ErrShutdown)
 		case <-stop:
 		}
@@ -427,8 +527,14 @@ func (n *Node) heartbeat(r *run, stop <-chan struct{}) {
 		case err == nil:
 			renewed = sent
 			continue
+		case errors.Is(err, clusterstore.ErrLeaseEnded):
+			// The run's own last commit ended the lease (the job
+			// stopped, or waits for a human): the engine is returning;
+			// nothing to stop, nobody took the job.
+			n.fence(r, err)
+			return
 		case errors.Is(err, clusterstore.ErrFenced):
-			n.fence(r)
+			n.fence(r, err)
 		case !time.Now().Before(deadline):
 			joblog.Log(n.Logger, "lease not renewed in time: stopping the job", joblog.Problem{Job: r.lease.Job, Code: codes.ClusterLeaseLost},
 				"node", n.ID, "epoch", r.lease.Epoch, "error", err.Error())
@@ -441,11 +547,21 @@ func (n *Node) heartbeat(r *run, stop <-chan struct{}) {
 	}
 }
 
-func (n *Node) fence(r *run) {
+// fence marks r as writing nothing more, after the store refused its
+// lease with err (ErrFenced). A fence proper — the epoch moved on: another
+// node claimed the job or a steward changed it — is counted, logged
+// (CLUSTER_FENCED) and stops the run. A lease that ended at its own epoch
+// (clusterstore.ErrLeaseEnded: the run's own commit stopped the job, or
+// the node released it) is no fence: nothing is logged or counted, and
+// the run, which is ending, is left to end.
+func (n *Node) fence(r *run, err error) {
 	n.mu.Lock()
 	already := r.fenced
 	r.fenced = true
 	n.mu.Unlock()
+	if errors.Is(err, clusterstore.ErrLeaseEnded) {
+		return
+	}
 	if !already {
 		n.Stats.add(func(s *Stats) { s.Fenced++; s.LostLease++ })
 		joblog.Log(n.Logger, "fenced: the job's epoch moved on (another node claimed it, or a steward changed it); stopping it here", joblog.Problem{Job: r.lease.Job, Code: codes.ClusterFenced},
@@ -526,7 +642,7 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 		}
 	}
 	if errors.Is(err, clusterstore.ErrFenced) {
-		n.fence(r)
+		n.fence(r, err)
 	}
 	if err != nil {
 		return fmt.Errorf("cluster store: %w", err)

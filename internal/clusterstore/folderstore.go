@@ -448,6 +448,31 @@ func (s *FolderStore) Claim(_ context.Context, node string, ttl time.Duration) (
 	return lease, err
 }
 
+// TakeBack implements Store.
+func (s *FolderStore) TakeBack(_ context.Context, node string, ttl time.Duration) ([]*Lease, error) {
+	var out []*Lease
+	err := s.locked(func() error {
+		all, err := s.all()
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		for _, fr := range all {
+			if !OwnLease(&fr.Job, node) {
+				continue
+			}
+			j, l := Claimed(fr.Job, node, now, ttl)
+			fr.Job = j
+			if err := s.writeRow(fr); err != nil {
+				return err
+			}
+			out = append(out, &l)
+		}
+		return nil
+	})
+	return out, err
+}
+
 // Heartbeat implements Store.
 func (s *FolderStore) Heartbeat(_ context.Context, l *Lease, ttl time.Duration) error {
 	return s.locked(func() error {
@@ -603,8 +628,8 @@ func (s *FolderStore) CollectObjects(_ context.Context, sums []string) (int, err
 	return n, err
 }
 
-// collect deletes, of sums (nil: all), the objects no point names (under
-// the lock).
+// collect deletes, of sums (nil: all), the objects no point and no job's
+// file names (under the lock).
 func (s *FolderStore) collect(sums []string) (int, error) {
 	jobs, err := s.all()
 	if err != nil {
@@ -612,6 +637,15 @@ func (s *FolderStore) collect(sums []string) (int, error) {
 	}
 	named := map[string]bool{}
 	for _, fr := range jobs {
+		if slices.Contains(fr.Files, BundleFile) {
+			b, err := os.ReadFile(filepath.Join(s.dir, fr.Job.ID, BundleFile))
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return 0, err
+			}
+			if sum, ok := FileObject(BundleFile, b); ok {
+				named[sum] = true
+			}
+		}
 		for _, p := range fr.Points {
 			ls, err := ListingSums(p.Snapshot)
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/logist/logist/internal/history"
@@ -32,6 +33,15 @@ func IsTemplate(manifest []byte) bool {
 	return json.Unmarshal(manifest, &m) == nil && len(m.Schedule) > 0 && string(m.Schedule) != "null"
 }
 
+// OwnLease is the rule of which jobs a node started again takes back at
+// once (Store.TakeBack): those that still name it as their lease's holder,
+// expired or not, in a status the daemon runs. Only a node that has proved
+// its previous process gone may ask (internal/cluster: its working
+// folder's lock, its key bound to its id): the lease is then nobody's.
+func OwnLease(j *Job, node string) bool {
+	return j.Owner == node && j.Status.Active() && !j.Template
+}
+
 // Claimed is j after node claims it at now: the epoch bumped (every write
 // of the previous owner is fenced from here on), the lease taken.
 func Claimed(j Job, node string, now time.Time, ttl time.Duration) (Job, Lease) {
@@ -46,8 +56,14 @@ func Claimed(j Job, node string, now time.Time, ttl time.Duration) (Job, Lease) 
 }
 
 // Fence is the check every ownership-dependent write makes, on the job as
-// read under its lock in the same transaction as the write.
+// read under its lock in the same transaction as the write. A job still at
+// the lease's epoch that nobody holds is refused with ErrLeaseEnded (the
+// lease's holder ended it itself); any other mismatch is a fence proper:
+// another node or a steward moved the epoch on.
 func Fence(j *Job, l *Lease) error {
+	if j.Epoch == l.Epoch && j.Owner == "" {
+		return fmt.Errorf("job %s: lease of %s at epoch %d: %w", j.ID, l.Node, l.Epoch, ErrLeaseEnded)
+	}
 	if j.Epoch != l.Epoch || j.Owner != l.Node {
 		return fmt.Errorf("job %s: lease of %s at epoch %d, job at epoch %d owned by %q: %w", j.ID, l.Node, l.Epoch, j.Epoch, j.Owner, ErrFenced)
 	}
@@ -197,6 +213,24 @@ func ListingSums(listing []byte) ([]string, error) {
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
+}
+
+// BundleFile is the file of a job's folder (outside its workspace) that
+// names, by its sum, the object holding the git bundle of the job's latest
+// recovery point (internal/cluster moves a git workspace so). Besides the
+// points' listings it is the one reference to an object: a sweep
+// (Store.CollectObjects) keeps every object a listing or a job's
+// BundleFile names (FileObject).
+const BundleFile = ".git-bundle.sha256"
+
+// FileObject is the object a job's file names, if it names one: a
+// BundleFile's content (surrounding white space aside) when it is a sum.
+func FileObject(path string, content []byte) (string, bool) {
+	if path != BundleFile {
+		return "", false
+	}
+	sum := strings.TrimSpace(string(content))
+	return sum, ValidSum(sum)
 }
 
 // Dropped are the objects a replaced point's listing (old) named that

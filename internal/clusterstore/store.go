@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/logist/logist/internal/lifecycle"
@@ -26,6 +27,13 @@ var (
 	// steward took it back): the caller no longer owns the job and must
 	// write nothing more for it.
 	ErrFenced = errors.New("fenced: the job's epoch moved on; this node no longer owns it")
+	// ErrLeaseEnded (which is also ErrFenced: nothing more may be
+	// written under the lease) is the lease's own end, not a fence: the
+	// job is still at the lease's epoch and nobody holds it, because the
+	// lease's holder committed a status the daemon does not run (the job
+	// ended or waits for a human) or released it. No one else took the
+	// job; the holder simply has nothing left to do for it.
+	ErrLeaseEnded = fmt.Errorf("the lease ended at its own epoch (the job stopped or was released): %w", ErrFenced)
 	// ErrBudget: a call would start with the job's budget spent.
 	ErrBudget = errors.New("budget exhausted: no call may start once the job's budget is spent")
 	// ErrConflict: records that do not continue the job's history (wrong
@@ -223,6 +231,11 @@ type Store interface {
 	// Claim takes one claimable job for node: one the daemon runs with no
 	// owner or an expired lease. The epoch is bumped; nil, nil when none.
 	Claim(ctx context.Context, node string, ttl time.Duration) (*Lease, error)
+	// TakeBack claims again, at once, every job whose lease names node
+	// (OwnLease), expired or not: each bumped to a new epoch (the previous
+	// holder's writes are fenced) with a new lease of ttl (Claimed). Only
+	// a node whose previous process is provably gone may call it.
+	TakeBack(ctx context.Context, node string, ttl time.Duration) ([]*Lease, error)
 	// Heartbeat extends the lease (ErrFenced when the epoch moved on).
 	Heartbeat(ctx context.Context, l *Lease, ttl time.Duration) error
 	// Commit applies u under the fence of l.
@@ -257,8 +270,8 @@ type Store interface {
 	// first one missing).
 	Objects(ctx context.Context, sums []string) (map[string][]byte, error)
 	// CollectObjects deletes, of sums (nil: every stored object), the
-	// objects no recovery point's listing names, and says how many it
-	// deleted. It never runs while a unit carrying a point commits, so
+	// objects no recovery point's listing and no job's BundleFile names
+	// (FileObject), and says how many it deleted. It never runs while a unit carrying a point commits, so
 	// an object such a unit names is never collected under it; a unit
 	// naming an object collected before it is ErrMissingObject.
 	CollectObjects(ctx context.Context, sums []string) (int, error)

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,8 +25,10 @@ import (
 // RunCluster runs this logistd as a node of a cluster (--database-url):
 // jobs are claimed from the database and run in the working folder
 // o.JobsDir; /metrics carries the node's and the cluster's series,
-// /readyz the database's reachability. It returns when ctx ends, after
-// its runs were interrupted and their leases released.
+// /readyz the database's reachability. When ctx ends (SIGTERM) the node
+// stops gracefully (cluster.Node.RunUntil): its calls in flight may answer
+// for --grace, and a second signal kills them at once; it returns once its
+// runs ended and their leases were given back.
 func RunCluster(ctx context.Context, o Options, logger *slog.Logger) error {
 	if o.Once {
 		return errors.New("--once is not supported in cluster mode")
@@ -54,7 +58,7 @@ func RunCluster(ctx context.Context, o Options, logger *slog.Logger) error {
 	m := metrics.New(reg, Version, Revision)
 	// The working folder is also the node's intake folder: a manifest
 	// dropped in it is submitted to the cluster, as file mode takes one.
-	n := &cluster.Node{ID: id, Store: store, Dir: o.JobsDir, IntakeDir: o.JobsDir, TTL: o.Lease, MaxParallel: o.MaxParallel,
+	n := &cluster.Node{ID: id, Store: store, Dir: o.JobsDir, IntakeDir: o.JobsDir, TTL: o.Lease, MaxParallel: o.MaxParallel, Grace: o.Grace,
 		Logger: logger, Effects: builtins.Effects(), Budgets: &o.Budgets, Getenv: o.Getenv,
 		Contain: containment(o.Sandbox, logger, mp), Meter: mp.agents, Obs: nodeObserver{m}, Cron: m}
 	if err := n.Start(ctx); err != nil {
@@ -93,9 +97,36 @@ func RunCluster(ctx context.Context, o Options, logger *slog.Logger) error {
 		logger.Info("listening", "addr", ln.Addr().String())
 	}
 	logger.Info("cluster node started", "node", id, "lease", o.Lease.String())
-	err = n.Run(ctx)
+	now, stopSignals := secondSignal()
+	defer stopSignals()
+	err = n.RunUntil(ctx, now)
 	logger.Info("cluster node stopped", "node", id)
 	return err
+}
+
+// secondSignal is closed at the second SIGTERM or SIGINT this process
+// receives: the first ends Main's context (cmd/logistd), which starts a
+// node's graceful stop (--grace); the second stops it at once. Every
+// signal reaches every channel registered for it, so counting on a
+// channel of its own is exact.
+func secondSignal() (<-chan struct{}, func()) {
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	now, quit := make(chan struct{}), make(chan struct{})
+	go func() {
+		for seen := 0; ; {
+			select {
+			case <-sig:
+				if seen++; seen == 2 {
+					close(now)
+					return
+				}
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return now, func() { signal.Stop(sig); close(quit) }
 }
 
 // nodeObserver is a node's engine observer: the file mode's metrics of

@@ -221,6 +221,40 @@ func (s *Store) Claim(ctx context.Context, node string, ttl time.Duration) (*clu
 	return lease, err
 }
 
+// TakeBack implements clusterstore.Store: the node's rows are locked and
+// claimed again in one transaction.
+func (s *Store) TakeBack(ctx context.Context, node string, ttl time.Duration) ([]*clusterstore.Lease, error) {
+	var out []*clusterstore.Lease
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		out = nil
+		var now time.Time
+		if err := tx.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, "SELECT "+jobCols+` FROM logist_jobs
+			WHERE owner = $1 AND status = ANY($2) AND NOT template ORDER BY created_at, id FOR UPDATE`, node, s.active)
+		if err != nil {
+			return err
+		}
+		js, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (clusterstore.Job, error) { return scanJob(r) })
+		if err != nil {
+			return err
+		}
+		for _, j := range js {
+			if !clusterstore.OwnLease(&j, node) {
+				return fmt.Errorf("job %s: selected as %s's but is not (status %s, owner %q)", j.ID, node, j.Status, j.Owner)
+			}
+			j, l := clusterstore.Claimed(j, node, now, ttl)
+			if err := saveJob(ctx, tx, &j); err != nil {
+				return err
+			}
+			out = append(out, &l)
+		}
+		return nil
+	})
+	return out, err
+}
+
 // Heartbeat implements clusterstore.Store.
 func (s *Store) Heartbeat(ctx context.Context, l *clusterstore.Lease, ttl time.Duration) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -385,7 +419,8 @@ func pointObjects(ctx context.Context, tx pgx.Tx, job string, p *clusterstore.Re
 // CollectObjects implements clusterstore.Store: a mark and sweep under
 // the exclusive advisory lock every commit of a point shares, so it never
 // runs beside one; an object is named when a point's listing (JSON) has
-// an entry with its sum.
+// an entry with its sum, or a job's bundle file (clusterstore.FileObject)
+// holds its sum.
 func (s *Store) CollectObjects(ctx context.Context, sums []string) (int, error) {
 	var n int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -394,7 +429,9 @@ func (s *Store) CollectObjects(ctx context.Context, sums []string) (int, error) 
 		}
 		tag, err := tx.Exec(ctx, `DELETE FROM logist_objects o WHERE ($1::text[] IS NULL OR o.sha256 = ANY($1))
 			AND NOT EXISTS (SELECT 1 FROM logist_points p WHERE p.snapshot IS NOT NULL
-				AND convert_from(p.snapshot, 'UTF8')::jsonb -> 'entries' @> jsonb_build_array(jsonb_build_object('sha256', o.sha256)))`, sums)
+				AND convert_from(p.snapshot, 'UTF8')::jsonb -> 'entries' @> jsonb_build_array(jsonb_build_object('sha256', o.sha256)))
+			AND NOT EXISTS (SELECT 1 FROM logist_files f WHERE f.path = $2
+				AND btrim(convert_from(f.content, 'UTF8'), E' \t\r\n') = o.sha256)`, sums, clusterstore.BundleFile)
 		n = tag.RowsAffected()
 		return err
 	})

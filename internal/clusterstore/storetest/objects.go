@@ -210,3 +210,43 @@ func testCollectObjects(t *testing.T, s clusterstore.Store) {
 		t.Fatalf("objects named by points committed beside sweeps: %v", err)
 	}
 }
+
+// testCollectKeepsBundles: a git job's bundle is an object no listing
+// names, named by the job's BundleFile instead: a sweep of every object
+// (CollectObjects(nil)) keeps it, and the objects of its point, while
+// the bundle the file named before (replaced by a later point's) and an
+// object nothing names are collected.
+func testCollectKeepsBundles(t *testing.T, s clusterstore.Store) {
+	submit(t, s, "g", 0)
+	l := claim(t, s, "n1", time.Minute)
+	file, fb := object("a workspace file")
+	old, ob := object("the first point's bundle")
+	if err := s.Commit(ctx, l, clusterstore.Unit{Point: &clusterstore.RecoveryPoint{ID: "cp-1", Snapshot: listing(file)},
+		Objects: map[string][]byte{file: fb, old: ob}, Files: map[string][]byte{clusterstore.BundleFile: []byte(old)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CollectObjects(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Objects(ctx, []string{file, old}); err != nil {
+		t.Fatalf("a sweep of every object collected one a job names: %v", err)
+	}
+	bundle, bb := object("the second point's bundle")
+	loose, lb := object("named by nothing")
+	if err := s.Commit(ctx, l, clusterstore.Unit{Point: &clusterstore.RecoveryPoint{ID: "cp-2", Snapshot: listing(file)},
+		Objects: map[string][]byte{bundle: bb, loose: lb}, Files: map[string][]byte{clusterstore.BundleFile: []byte(bundle + "\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.CollectObjects(ctx, nil)
+	if err != nil || n != 2 {
+		t.Fatalf("sweep: %d collected, %v; want 2 (the replaced bundle, the loose object)", n, err)
+	}
+	if _, err := s.Objects(ctx, []string{file, bundle}); err != nil {
+		t.Fatalf("the job's bundle or point object after a sweep: %v", err)
+	}
+	for _, sum := range []string{old, loose} {
+		if _, err := s.Objects(ctx, []string{sum}); !errors.Is(err, clusterstore.ErrNotFound) {
+			t.Fatalf("an object nothing names after a sweep: %v, want collected", err)
+		}
+	}
+}

@@ -54,7 +54,10 @@ func Run(t *testing.T, open Open) {
 		{"SubmitKeyed", testSubmitKeyed},
 		{"SubmittedFiles", testSubmittedFiles},
 		{"CollectObjects", testCollectObjects},
+		{"CollectKeepsBundles", testCollectKeepsBundles},
 		{"ReleaseBackoff", testReleaseBackoff},
+		{"LeaseEndedIsNotAFence", testLeaseEnded},
+		{"TakeBackOwnLeases", testTakeBack},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -715,4 +718,98 @@ func testReleaseBackoff(t *testing.T, s clusterstore.Store) {
 		t.Fatal(err)
 	}
 	claim(t, s, "n1", time.Minute)
+}
+
+// testLeaseEnded: a lease its own holder ended (a commit to a status the
+// daemon does not run, or a release) refuses every write as a fence does,
+// but says so (ErrLeaseEnded): the holder logs no fence. A lease whose
+// epoch another node or a steward moved on is a fence proper, never
+// ErrLeaseEnded.
+func testLeaseEnded(t *testing.T, s clusterstore.Store) {
+	ended := func(err error, what string) {
+		t.Helper()
+		fenced(t, err, what)
+		if !errors.Is(err, clusterstore.ErrLeaseEnded) {
+			t.Fatalf("%s: got %v, want ErrLeaseEnded", what, err)
+		}
+	}
+	proper := func(err error, what string) {
+		t.Helper()
+		fenced(t, err, what)
+		if errors.Is(err, clusterstore.ErrLeaseEnded) {
+			t.Fatalf("%s: got %v, want a fence proper", what, err)
+		}
+	}
+	submit(t, s, "a", 0)
+	l := claim(t, s, "n1", time.Minute)
+	if err := s.Commit(ctx, l, clusterstore.Unit{Lines: seal(t, s, "a", 1), Status: lifecycle.Success}); err != nil {
+		t.Fatal(err)
+	}
+	ended(s.Heartbeat(ctx, l, time.Minute), "heartbeat after the job ended")
+	ended(s.Commit(ctx, l, clusterstore.Unit{Release: true}), "release after the job ended")
+
+	submit(t, s, "b", 0)
+	lb := claim(t, s, "n1", time.Minute)
+	if err := s.Commit(ctx, lb, clusterstore.Unit{Release: true}); err != nil {
+		t.Fatal(err)
+	}
+	ended(s.Heartbeat(ctx, lb, time.Minute), "heartbeat after a release")
+	lb2 := claim(t, s, "n2", time.Minute)
+	proper(s.Heartbeat(ctx, lb, time.Minute), "heartbeat after another node claimed the job")
+	if _, err := s.Steer(ctx, clusterstore.Steering{Job: "b", Key: "k1", From: lifecycle.Pending, To: lifecycle.Canceled, Lines: seal(t, s, "b", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	proper(s.Heartbeat(ctx, lb2, time.Minute), "heartbeat after a steward's change")
+}
+
+// testTakeBack: a node started again (its previous process provably gone)
+// takes back at once every runnable job whose unexpired lease names it,
+// each at a new epoch (the previous process's writes fenced), and nothing
+// else: not another node's lease, not a job it ended or that waits for a
+// human.
+func testTakeBack(t *testing.T, s clusterstore.Store) {
+	for _, id := range []string{"a", "b", "c", "d"} {
+		submit(t, s, id, 0)
+	}
+	var mine []*clusterstore.Lease
+	for range 3 {
+		mine = append(mine, claim(t, s, "n1", time.Hour))
+	}
+	other := claim(t, s, "n2", time.Hour)
+	// One of n1's jobs waits for a human: it holds no lease.
+	waits := mine[2]
+	if err := s.Commit(ctx, waits, clusterstore.Unit{Lines: seal(t, s, waits.Job, 1), Status: lifecycle.InterventionRequired}); err != nil {
+		t.Fatal(err)
+	}
+	noClaim(t, s, "n3")
+	back, err := s.TakeBack(ctx, "n1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back) != 2 {
+		t.Fatalf("took back %d leases, want n1's two runnable jobs: %+v", len(back), back)
+	}
+	for i, l := range back {
+		old := mine[0]
+		if mine[1].Job == l.Job {
+			old = mine[1]
+		}
+		if l.Job != old.Job || l.Node != "n1" || l.Epoch != old.Epoch+1 || (i == 1 && back[0].Job == l.Job) {
+			t.Fatalf("taken back %+v for %+v", l, old)
+		}
+		fenced(t, s.Heartbeat(ctx, old, time.Minute), "the previous process's heartbeat")
+		fenced(t, s.Commit(ctx, old, clusterstore.Unit{Lines: seal(t, s, old.Job, 1)}), "the previous process's append")
+		if err := s.Heartbeat(ctx, l, time.Minute); err != nil {
+			t.Fatalf("heartbeat of a lease taken back: %v", err)
+		}
+	}
+	if err := s.Heartbeat(ctx, other, time.Minute); err != nil {
+		t.Fatalf("another node's lease after a take-back: %v", err)
+	}
+	if j := job(t, s, waits.Job); j.Owner != "" || j.Status != lifecycle.InterventionRequired {
+		t.Fatalf("a job waiting for a human after a take-back: %+v", j)
+	}
+	if again, err := s.TakeBack(ctx, "n9", time.Minute); err != nil || len(again) != 0 {
+		t.Fatalf("a node holding no lease took back %+v, %v", again, err)
+	}
 }
