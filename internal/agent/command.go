@@ -105,7 +105,7 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	}
 	errText := string(pr.Stderr)
 	if pr.ExitCode != 0 {
-		return nil, &Error{Code: codes.AgentExit, Transient: true, Msg: fmt.Sprintf("%s exited with status %d: %s", argv[0], pr.ExitCode, lastLine(errText)), Partial: pr.Stdout, Stderr: errText}
+		return nil, &Error{Code: codes.AgentExit, Transient: true, Msg: pr.Ended(argv[0]) + ": " + lastLine(errText), Partial: pr.Stdout, Stderr: errText}
 	}
 	limit := spec.limit()
 	res := &Result{Raw: pr.Stdout, Stderr: errText}

@@ -16,6 +16,7 @@ import (
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/pathguard"
 	"github.com/logist/logist/internal/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // ProcSpec is one program run (an agent, or a tool the protocol runs).
@@ -70,6 +71,23 @@ type ProcResult struct {
 	Stdout, Stderr []byte
 	// ExitCode is the program's exit status (-1 if killed by a signal).
 	ExitCode int
+	// Signal names the signal that ended the program ("" when it exited),
+	// and Sandbox says that it ended the program's sandbox (bwrap)
+	// rather than the program.
+	Signal  string
+	Sandbox bool
+}
+
+// Ended says how a program that did not exit 0 ended, for a person: the
+// one wording of every agent's "exited with status N" error.
+func (r *ProcResult) Ended(program string) string {
+	switch {
+	case r.Sandbox:
+		return fmt.Sprintf("%s's sandbox (bwrap) was killed by %s from outside the call", program, r.Signal)
+	case r.Signal != "":
+		return fmt.Sprintf("%s was killed by %s", program, r.Signal)
+	}
+	return fmt.Sprintf("%s exited with status %d", program, r.ExitCode)
 }
 
 // RunProcess runs a program through the executor ctx carries (Direct when
@@ -176,6 +194,9 @@ func runDirect(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 		var ee *exec.ExitError
 		if errors.As(waitErr, &ee) {
 			res.ExitCode = ee.ExitCode()
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				res.Signal = unix.SignalName(ws.Signal())
+			}
 		}
 	}
 	return res, nil
