@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/logist/logist/internal/regfile"
 )
@@ -152,46 +153,63 @@ func ReadLast(dir string, calls int) (recs []Record, whole bool, err error) {
 }
 
 // lastCalls reads f backwards in blocks until it holds calls intents;
-// done false if it reached the start of the file first.
+// done false if it reached the start of the file first. Lines are parsed
+// from the newest back, each once, and no further than the calls-th
+// newest intent: its cost is that of the page, not of the blocks read.
 func lastCalls(f *os.File, calls int) (es []Entry, done bool, err error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, false, err
 	}
 	off := fi.Size()
-	var buf []byte
+	var rest []byte   // the bytes from off not yet parsed: the start of a line
+	var rev []Entry   // entries parsed, newest first
+	trimmed := false  // the bytes after the last newline (a torn line) are dropped
+	unitDone := false // past the newest unit's last record (an unfinished unit is not history)
+	seen := 0
 	block := int64(64 << 10)
 	for off > 0 {
 		n := min(block, off)
 		off -= n
-		chunk := make([]byte, n, n+int64(len(buf)))
-		if _, err := f.ReadAt(chunk, off); err != nil && !errors.Is(err, io.EOF) {
+		buf := make([]byte, n, n+int64(len(rest)))
+		if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
 			return nil, false, fmt.Errorf("read history: %w", err)
 		}
-		buf = append(chunk, buf...)
+		buf = append(buf, rest...)
 		block = min(block*2, 8<<20)
-		// Whole lines only: from the first line start in the block (or
-		// the file's start) to the last newline.
-		from := 0
-		if off > 0 {
-			i := bytes.IndexByte(buf, '\n')
+		if !trimmed {
+			i := bytes.LastIndexByte(buf, '\n')
 			if i < 0 {
+				rest = buf
 				continue
 			}
-			from = i + 1
+			buf, trimmed = buf[:i+1], true
 		}
-		es, err := parseLines(buf[from:], 0)
-		if err != nil {
-			return nil, false, err
-		}
-		seen := 0
-		for i := len(es) - 1; i >= 0; i-- {
-			if es[i].Type == TypeIntent {
+		// buf ends with a newline; its first line is whole only at the
+		// file's start.
+		for len(buf) > 0 {
+			start := bytes.LastIndexByte(buf[:len(buf)-1], '\n') + 1
+			if start == 0 && off > 0 {
+				break
+			}
+			e, err := ParseLine(buf[start : len(buf)-1])
+			if err != nil {
+				return nil, false, fmt.Errorf("history record at byte %d is corrupt: %w", off+int64(start), err)
+			}
+			buf = buf[:start]
+			if !unitDone && e.More {
+				continue
+			}
+			unitDone = true
+			rev = append(rev, e)
+			if e.Type == TypeIntent {
 				if seen++; seen == calls {
-					return es[i:], true, nil
+					slices.Reverse(rev)
+					return rev, true, nil
 				}
 			}
 		}
+		rest = buf
 	}
 	return nil, false, nil
 }

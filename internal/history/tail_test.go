@@ -2,6 +2,8 @@ package history
 
 import (
 	"os"
+	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -111,4 +113,68 @@ func TestReadLast(t *testing.T) {
 	if err != nil || got[len(got)-1].Seq != all[len(all)-1].Seq {
 		t.Fatalf("unfinished unit: %v, last %d", err, got[len(got)-1].Seq)
 	}
+}
+
+// ReadLast on one long active file: its blocks cut lines and units (and a
+// line longer than the first block) anywhere, and a torn last line is
+// left out; each page is exactly ReadAll's suffix from the calls-th newest
+// intent, record for record.
+func TestReadLastLongFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l, _, err := OpenWith(dir, Options{MaxBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	richHistory(t, l, 0, 500)
+	in := l.NewInteraction()
+	if err := l.Append(&Record{Type: TypeIntent, Interaction: ip(in), Phase: "work", Role: "worker",
+		Request: &Request{Prompt: strings.Repeat("long ", 30<<10)}}); err != nil {
+		t.Fatal(err)
+	}
+	richHistory(t, l, 500, 20)
+	l.Close()
+	check := func(label string) {
+		t.Helper()
+		all, err := ReadAll(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, calls := range []int{1, 2, 3, 20, 21, 22, 50, 199, 400, 522, 523, 600} {
+			got, whole, err := ReadLast(dir, calls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, wantWhole := all, true
+			seen := 0
+			for i := len(all) - 1; i >= 0; i-- {
+				if all[i].Type == TypeIntent {
+					if seen++; seen == calls {
+						want, wantWhole = all[i:], i == 0
+						break
+					}
+				}
+			}
+			// (A page found in the active file says whole false even when
+			// it starts at the history's first record, as before.)
+			if (whole && !wantWhole) || (calls > seen && !whole) || len(got) != len(want) {
+				t.Fatalf("%s, calls %d: %d records (whole %v), want %d (whole %v)", label, calls, len(got), whole, len(want), wantWhole)
+			}
+			for i := range got {
+				if !reflect.DeepEqual(got[i], want[i]) {
+					t.Fatalf("%s, calls %d: record %d is seq %d %s, want seq %d %s", label, calls, i, got[i].Seq, got[i].Type, want[i].Seq, want[i].Type)
+				}
+			}
+		}
+	}
+	check("whole")
+	f, err := os.OpenFile(Path(dir), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`{"v":1,"seq":99999,"type":"intent","interaction":9`); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	check("torn last line")
 }
