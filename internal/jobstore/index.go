@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -85,12 +86,18 @@ func summaryOf(m *manifest.Manifest) Summary {
 
 // manifest returns a manifest holding only the summary's fields.
 func (s Summary) manifest() *manifest.Manifest {
-	m := &manifest.Manifest{SchemaVersion: manifest.CurrentVersion, JobID: s.JobID, Status: s.Status, Metrics: s.Metrics,
+	m := &manifest.Manifest{}
+	s.fill(m)
+	return m
+}
+
+// fill makes m a manifest holding only the summary's fields.
+func (s Summary) fill(m *manifest.Manifest) {
+	*m = manifest.Manifest{SchemaVersion: manifest.CurrentVersion, JobID: s.JobID, Status: s.Status, Metrics: s.Metrics,
 		CostThreshold: s.CostThreshold, TimeThresholdMinutes: s.TimeThresholdMinutes, Schedule: s.Schedule,
 		History: []manifest.AuditEntry{}, EncryptHistory: s.EncryptHistory}
 	m.SetPhase(s.Phase)
 	m.Run.Reason, m.Run.UpdatedAt, m.Run.Sandbox = s.Reason, s.UpdatedAt, s.Sandbox
-	return m
 }
 
 type indexEntry struct {
@@ -126,10 +133,17 @@ func (s *Store) readIndex() *indexView {
 	return v
 }
 
+func idxStrings(v *indexView) string {
+	if v == nil {
+		return ""
+	}
+	return v.strs
+}
+
 // writeIndex replaces the index with the entries each passes to add, in
 // id order. No fsync: after a crash the checksum rejects a torn file and
 // the next listing rebuilds it.
-func (s *Store) writeIndex(mark indexMark, each func(add func(*indexEntry))) error {
+func (s *Store) writeIndex(mark indexMark, sizeHint int, each func(add func(*indexEntry))) error {
 	if err := mkIndexDir(filepath.Join(s.Dir, IndexDir)); err != nil {
 		return err
 	}
@@ -138,6 +152,7 @@ func (s *Store) writeIndex(mark indexMark, each func(add func(*indexEntry))) err
 		return err
 	}
 	x := newIndexWriter(f)
+	x.strs.Grow(sizeHint) // about the old table's: no doubling of 10 MB
 	each(x.add)
 	mark.Checker = checker()
 	err = x.close(mark)
@@ -256,6 +271,12 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 	// ran is seen at its next start).
 	var journaled map[string]bool
 	trust, covered := false, uint64(0)
+	// The reason an index gives for an invalid manifest is its checks'
+	// (checks beside the schema may change with an upgrade): the daemon
+	// takes it as it stands if this very program found it (checkedBy),
+	// and otherwise checks the manifest again.
+	me := checkedBy()
+	sameChecks := idx != nil && me != ([16]byte{}) && idx.mark.CheckedBy == me
 	if trustInvalid && idx != nil && j != nil && idx.mark.Gen == j.gen && idx.mark.Boot == boot && boot != ([16]byte{}) {
 		journaled, covered, trust = j.changed(idx.mark.Off)
 	}
@@ -323,7 +344,7 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 		}
 		k, ok := statKeyOf(fi)
 		hit := ok && r >= 0 && ie.Key == k
-		if hit && (ie.Err == "" || trustInvalid) && (lazy || trustInvalid || !ie.Unchecked) {
+		if hit && (ie.Err == "" || trustInvalid || sameChecks) && (lazy || trustInvalid || !ie.Unchecked) {
 			keys[i], state[i] = k, kept
 			if ie.Err != "" {
 				e.Err, e.Partial = errors.New(ie.Err), true
@@ -383,6 +404,14 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 		return indexEntry{}, false
 	}
 	mark := indexMark{Checker: checker(), Boot: boot}
+	// Who checked the invalid manifests it names: a listing that checks
+	// them (not a display) checked every one; a display keeps the old
+	// index's, unless it read an invalid one itself.
+	if !trustInvalid {
+		mark.CheckedBy = me
+	} else if idx != nil {
+		mark.CheckedBy = idx.mark.CheckedBy
+	}
 	if j != nil {
 		mark.Gen, mark.Off = j.gen, covered
 	}
@@ -398,6 +427,9 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 		n++
 		if state[i] == freshEntry {
 			ne, _ := entryOf(i)
+			if ne.Err != "" && trustInvalid {
+				mark.CheckedBy = [16]byte{}
+			}
 			if r := idx.find(e.ID); r < 0 || !reflect.DeepEqual(idx.entry(r), ne) {
 				changed = true
 			}
@@ -415,7 +447,7 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 			}
 		}
 		// A cache: a read-only folder just lists slower.
-		_ = s.writeIndex(mark, func(add func(*indexEntry)) {
+		_ = s.writeIndex(mark, len(idxStrings(idx)), func(add func(*indexEntry)) {
 			for i := range out {
 				if ie, ok := entryOf(i); ok {
 					add(&ie)
@@ -461,3 +493,24 @@ func (s *Store) peekFinished(e *Entry) bool {
 	e.Sum, e.Partial, e.Unchecked = &sum, true, true
 	return true
 }
+
+// checkedBy identifies this program's build by its executable file (zero
+// if unknown): a new build, whose checks may differ, is another file.
+var checkedBy = sync.OnceValue(func() [16]byte {
+	var id [16]byte
+	exe, err := os.Executable()
+	if err != nil {
+		return id
+	}
+	fi, err := os.Stat(exe)
+	if err != nil {
+		return id
+	}
+	k, ok := statKeyOf(fi)
+	if !ok {
+		return id
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s %+v", exe, k))
+	copy(id[:], sum[:])
+	return id
+})

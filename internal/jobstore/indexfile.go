@@ -26,8 +26,9 @@ import (
 //	strings      the records' strings, each an (offset, length) into here
 //	trailer      trailerSize bytes: magic, version, n, the strings'
 //	             length, the checker, the jobs folder's key, the change
-//	             journal's mark, the boot it was written in, and a CRC-32C
-//	             of everything before it
+//	             journal's mark, the boot it was written in, the program
+//	             that checked its invalid manifests, and a CRC-32C of
+//	             everything before it
 //
 // A reader checks the trailer and the CRC once, then finds a job by a
 // binary search over the records and decodes only the records it uses:
@@ -38,7 +39,7 @@ import (
 
 const (
 	recordSize  = 128
-	trailerSize = 8 + 4 + 4 + 4 + 32 + 32 + 8 + 8 + 16 + 4
+	trailerSize = 8 + 4 + 4 + 4 + 32 + 32 + 8 + 8 + 16 + 16 + 4
 	indexMagic  = "LOGISTIX"
 	maxStrings  = math.MaxUint32
 )
@@ -101,6 +102,9 @@ type indexMark struct {
 	// Boot is the boot the index was written in: the journal is not
 	// fsync'd, so after a machine crash it is not trusted.
 	Boot [16]byte
+	// CheckedBy identifies the program that checked the invalid
+	// manifests the index names (checkedBy); zero if not one program.
+	CheckedBy [16]byte
 }
 
 // indexView is a parsed index file: its records stay encoded.
@@ -141,6 +145,7 @@ func parseIndex(b []byte) (*indexView, error) {
 	v.mark.Gen, v.mark.Off = le64(tr[p:]), le64(tr[p+8:])
 	p += 16
 	copy(v.mark.Boot[:], tr[p:p+16])
+	copy(v.mark.CheckedBy[:], tr[p+16:p+32])
 	// Records are not checked one by one here (50,000 of them): a string
 	// out of range reads as "" and a schedule that does not decode leaves
 	// its entry unusable, and an id out of order is at worst not found
@@ -270,7 +275,7 @@ type indexWriter struct {
 	strs bytes.Buffer
 	n    int
 	last string
-	// short remembers where a repeated short string already is.
+	// short remembers where a string that may repeat already is.
 	short map[string]uint32
 	err   error
 }
@@ -280,9 +285,12 @@ func newIndexWriter(w io.Writer) *indexWriter {
 	return &indexWriter{w: bufio.NewWriterSize(io.MultiWriter(w, c), 64<<10), crc: c, short: map[string]uint32{}}
 }
 
+// maxShared bounds how many distinct strings a writer remembers to share.
+const maxShared = 4096
+
 func (x *indexWriter) addString(r []byte, k int, s string, share bool) {
 	off, ok := uint32(0), false
-	if share && len(s) <= 32 {
+	if share {
 		off, ok = x.short[s]
 	}
 	if !ok {
@@ -292,7 +300,7 @@ func (x *indexWriter) addString(r []byte, k int, s string, share bool) {
 		}
 		off = uint32(x.strs.Len())
 		x.strs.WriteString(s)
-		if share && len(s) <= 32 {
+		if share && len(x.short) < maxShared {
 			x.short[s] = off
 		}
 	}
@@ -342,7 +350,9 @@ func (x *indexWriter) add(e *indexEntry) {
 		}
 		x.addString(r[:], sStatus, string(s.Status), true)
 		x.addString(r[:], sPhase, s.Phase, true)
-		x.addString(r[:], sReason, s.Reason, false)
+		// Reasons repeat (the runs of one schedule, jobs made from one
+		// template): shared, up to maxShared of them.
+		x.addString(r[:], sReason, s.Reason, true)
 		x.addString(r[:], sUpdated, s.UpdatedAt, false)
 		if s.Schedule != nil {
 			// The schedule's JSON follows the sandbox string, length first.
@@ -393,6 +403,7 @@ func (x *indexWriter) close(m indexMark) error {
 	tr = le.AppendUint64(tr, m.Gen)
 	tr = le.AppendUint64(tr, m.Off)
 	tr = append(tr, m.Boot[:]...)
+	tr = append(tr, m.CheckedBy[:]...)
 	if _, err := x.w.Write(tr); err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ import (
 // writeIndexMap writes entries as the index, with a mark no listing
 // trusts without a stat per manifest.
 func writeIndexMap(s *Store, entries map[string]indexEntry) error {
-	return s.writeIndex(indexMark{}, func(add func(*indexEntry)) {
+	return s.writeIndex(indexMark{}, 0, func(add func(*indexEntry)) {
 		for _, id := range slices.Sorted(maps.Keys(entries)) {
 			e := entries[id]
 			add(&e)
@@ -56,7 +56,7 @@ func sampleEntries() []indexEntry {
 // and so does the mark that says whether the index is current.
 func TestIndexRoundTrip(t *testing.T) {
 	t.Parallel()
-	mark := indexMark{Checker: [32]byte{1}, Dir: statKey{21, 22, 23, 24}, Gen: 42, Off: 99, Boot: [16]byte{7}}
+	mark := indexMark{Checker: [32]byte{1}, Dir: statKey{21, 22, 23, 24}, Gen: 42, Off: 99, Boot: [16]byte{7}, CheckedBy: [16]byte{8}}
 	es := sampleEntries()
 	v, err := parseIndex(encodeIndex(t, mark, es))
 	if err != nil {
@@ -238,7 +238,7 @@ func TestIndexNotCurrentIsChecked(t *testing.T) {
 	}
 	rewrite := func(mark indexMark) {
 		t.Helper()
-		if err := s.writeIndex(mark, func(add func(*indexEntry)) {
+		if err := s.writeIndex(mark, 0, func(add func(*indexEntry)) {
 			e := v.entry(0)
 			add(&e)
 		}); err != nil {
@@ -301,5 +301,34 @@ func TestJournalRenewed(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(filepath.Join(dir, IndexDir)); len(entries) != 2 {
 		t.Errorf("left behind in %s: %v", IndexDir, entries)
+	}
+}
+
+// The daemon's scan takes the reason an index gives for an invalid
+// manifest only if this program found it; one another build found is
+// checked again (its checks may differ).
+func TestInvalidTrustedOnlyFromTheSameProgram(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := New(dir)
+	stableJobs(t, s, "x")
+	fi, err := os.Stat(filepath.Join(s.JobDir("x"), ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := statKeyOf(fi)
+	for _, c := range []struct {
+		by      [16]byte
+		invalid bool
+	}{{[16]byte{1}, false}, {checkedBy(), true}} {
+		if err := s.writeIndex(indexMark{CheckedBy: c.by}, 0, func(add func(*indexEntry)) {
+			add(&indexEntry{Key: k, Sum: Summary{JobID: "x"}, Err: "found invalid before"})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		es, err := New(dir).ScanSummaries()
+		if err != nil || len(es) != 1 || (es[0].Err != nil) != c.invalid {
+			t.Errorf("checked by %x: %+v %v", c.by, es, err)
+		}
 	}
 }
