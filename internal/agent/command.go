@@ -105,7 +105,7 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	}
 	errText := string(pr.Stderr)
 	if pr.ExitCode != 0 {
-		return nil, &Error{Code: codes.AgentExit, Transient: true, Msg: fmt.Sprintf("%s exited with status %d: %s", argv[0], pr.ExitCode, lastLine(errText)), Partial: pr.Stdout, Stderr: errText}
+		return nil, &Error{Code: codes.AgentExit, Transient: true, Msg: pr.Ended(argv[0]) + ": " + lastLine(errText), Partial: pr.Stdout, Stderr: errText}
 	}
 	limit := spec.limit()
 	res := &Result{Raw: pr.Stdout, Stderr: errText}
@@ -195,6 +195,11 @@ func RequestBody(req *Request) []byte {
 // folder if needed. The file is not fsync'd: the history's intent is the
 // durable copy, and a re-attempt writes the file again.
 func WriteRequest(jobDir string, n int, body []byte) error {
+	err := regfile.WriteFile(RequestFile(jobDir, n), body, 0o600)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	// The folder is made once per job, not looked up at every call.
 	if err := os.MkdirAll(filepath.Join(jobDir, "requests"), 0o700); err != nil {
 		return err
 	}

@@ -186,11 +186,14 @@ func (c *Contained) Run(ctx context.Context, spec ProcSpec) (*ProcResult, error)
 	}
 	switch r.Outcome {
 	case sandbox.OutcomeExited:
-		code := r.ExitCode
-		if r.Signal != "" {
-			code = -1 // as a direct run reports a program a signal ended
+		pr := &ProcResult{Stdout: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode, Signal: r.Signal}
+		if r.SandboxSignal != "" {
+			pr.Signal, pr.Sandbox = r.SandboxSignal, true
 		}
-		return &ProcResult{Stdout: r.Stdout, Stderr: r.Stderr, ExitCode: code}, nil
+		if pr.Signal != "" {
+			pr.ExitCode = -1 // as a direct run reports a program a signal ended
+		}
+		return pr, nil
 	case sandbox.OutcomeOutputLimit:
 		return nil, &Error{Code: codes.AgentOutputLimit, Msg: fmt.Sprintf("agent printed more than %d bytes; killed", spec.limit()), Partial: r.Stdout, Stderr: string(r.Stderr)}
 	case sandbox.OutcomeKilled:

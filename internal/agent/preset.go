@@ -318,7 +318,7 @@ func (c *PresetCommand) run(ctx context.Context, req *Request, inv *Invocation, 
 		code := codes.AgentFailed
 		if pr.ExitCode != 0 {
 			// A crash with unreadable output: worth another try.
-			return nil, nil, &Error{Code: codes.AgentExit, Transient: true, Msg: fmt.Sprintf("%s exited with status %d: %s", c.Preset.Program, pr.ExitCode, lastLine(stderr)), Partial: pr.Stdout, Stderr: stderr}
+			return nil, nil, &Error{Code: codes.AgentExit, Transient: true, Msg: pr.Ended(c.Preset.Program) + ": " + lastLine(stderr), Partial: pr.Stdout, Stderr: stderr}
 		}
 		return nil, nil, &Error{Code: code, Msg: fmt.Sprintf("%s output: %v", c.Preset.Program, perr), Partial: pr.Stdout, Stderr: stderr}
 	}
@@ -343,7 +343,7 @@ func (c *PresetCommand) run(ctx context.Context, req *Request, inv *Invocation, 
 		return nil, reported, &e
 	}
 	if pr.ExitCode != 0 {
-		return nil, nil, &Error{Code: codes.AgentExit, Transient: true, CostUSD: cost, Msg: fmt.Sprintf("%s exited with status %d: %s", c.Preset.Program, pr.ExitCode, lastLine(stderr)), Partial: pr.Stdout, Stderr: stderr}
+		return nil, nil, &Error{Code: codes.AgentExit, Transient: true, CostUSD: cost, Msg: pr.Ended(c.Preset.Program) + ": " + lastLine(stderr), Partial: pr.Stdout, Stderr: stderr}
 	}
 	if note != "" {
 		stderr = strings.TrimSpace(stderr + "\n" + note)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/pathguard"
 	"github.com/logist/logist/internal/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // ProcSpec is one program run (an agent, or a tool the protocol runs).
@@ -70,6 +70,23 @@ type ProcResult struct {
 	Stdout, Stderr []byte
 	// ExitCode is the program's exit status (-1 if killed by a signal).
 	ExitCode int
+	// Signal names the signal that ended the program ("" when it exited),
+	// and Sandbox says that it ended the program's sandbox (bwrap)
+	// rather than the program.
+	Signal  string
+	Sandbox bool
+}
+
+// Ended says how a program that did not exit 0 ended, for a person: the
+// one wording of every agent's "exited with status N" error.
+func (r *ProcResult) Ended(program string) string {
+	switch {
+	case r.Sandbox:
+		return fmt.Sprintf("%s's sandbox (bwrap) was killed by %s from outside the call", program, r.Signal)
+	case r.Signal != "":
+		return fmt.Sprintf("%s was killed by %s", program, r.Signal)
+	}
+	return fmt.Sprintf("%s exited with status %d", program, r.ExitCode)
 }
 
 // RunProcess runs a program through the executor ctx carries (Direct when
@@ -113,17 +130,17 @@ func runDirect(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 		return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	var readers sync.WaitGroup
-	readers.Add(2)
-	// capWriters never fail; a read error ends the output like EOF does.
-	go func() { defer readers.Done(); _, _ = io.Copy(stdout, outR); _ = outR.Close() }()
-	go func() { defer readers.Done(); _, _ = io.Copy(stderr, errR); _ = errR.Close() }()
+	// Each reader says on read when it has reached EOF.
+	read := make(chan struct{}, 2)
+	go drainPipe(stdout, outR, read)
+	go drainPipe(stderr, errR, read)
 
 	startErr := cmd.Start()
 	_ = outW.Close() // the child has its copies
 	_ = errW.Close()
 	if startErr != nil {
-		readers.Wait()
+		<-read
+		<-read
 		return nil, &Error{Code: codes.AgentStart, Msg: fmt.Sprintf("start %s: %v", spec.Argv[0], startErr)}
 	}
 	pgid := cmd.Process.Pid
@@ -154,16 +171,21 @@ func runDirect(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL) // what it forked meanwhile
 	}
 	waitErr := cmd.Wait()
-	drained := make(chan struct{})
-	go func() { readers.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(5 * time.Second):
+	late := time.NewTimer(5 * time.Second)
+	for n := 0; n < 2; {
+		select {
+		case <-read:
+			n++
+			continue
+		case <-late.C:
+		}
 		// A process that left the group (setsid) holds our pipes: give up
 		// on the rest of its output rather than hang.
 		_ = outR.Close()
 		_ = errR.Close()
+		break
 	}
+	late.Stop()
 	switch why {
 	case "ctx":
 		return nil, ctx.Err()
@@ -176,6 +198,9 @@ func runDirect(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 		var ee *exec.ExitError
 		if errors.As(waitErr, &ee) {
 			res.ExitCode = ee.ExitCode()
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				res.Signal = unix.SignalName(ws.Signal())
+			}
 		}
 	}
 	return res, nil
@@ -203,4 +228,27 @@ func Protected(req *Request) []string {
 		}
 	}
 	return out
+}
+
+// pipeBufs are the buffers the output readers copy through: a call's two
+// pipes would otherwise allocate (and zero) 32 KiB each (io.Copy's buffer).
+var pipeBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// drainPipe copies r into w until EOF or a read error (which ends the
+// output as EOF does; capWriters never fail), closes r, and says so on
+// done.
+func drainPipe(w *capWriter, r *os.File, done chan<- struct{}) {
+	b := pipeBufs.Get().(*[]byte)
+	for {
+		n, err := r.Read(*b)
+		if n > 0 {
+			_, _ = w.Write((*b)[:n]) // never fails
+		}
+		if err != nil {
+			break
+		}
+	}
+	pipeBufs.Put(b)
+	_ = r.Close()
+	done <- struct{}{}
 }

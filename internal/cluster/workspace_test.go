@@ -300,20 +300,23 @@ func TestMissingObjectBacksOff(t *testing.T) {
 	if _, err := s.Pool().Exec(ctx, "DELETE FROM logist_objects"); err != nil {
 		t.Fatal(err)
 	}
-	const ttl = time.Second
+	// A lease long enough that a loaded machine's failed start still
+	// gives the job back before it runs out (a lease that expired while
+	// b held it would be a rescue, which this test says never happens).
+	const ttl = 4 * time.Second
 	bctx, stopB := context.WithCancel(ctx)
 	defer stopB()
 	b := newNode(t, s, "b", ttl)
 	wg.Go(func() { _ = b.Run(bctx) })
 	claims := func() int64 { c, _, _, _, _ := b.Stats.Snapshot(); return c }
 	var first time.Time
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	for claims() < 3 {
 		if first.IsZero() && claims() >= 1 {
 			first = time.Now()
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("node b claimed the job %d times in a minute; want it again after each backoff", claims())
+			t.Fatalf("node b claimed the job %d times in 3 minutes; want it again after each backoff", claims())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -73,10 +73,12 @@ type Log struct {
 	now      func() time.Time
 	// recs is every record of a short history, in order, while recsOK:
 	// the engine materialises jobHistory.json from it without reading
-	// and parsing the file again. Past recsMax records (or once the
-	// history has archives) it is dropped, to bound memory.
-	recs   []Record
-	recsOK bool
+	// and parsing the file again. Past recsMax records or recsMaxBytes
+	// of their lines (recsBytes so far), or once the history has
+	// archives, it is dropped, to bound memory.
+	recs      []Record
+	recsOK    bool
+	recsBytes int64
 	// head is the signed head as read at open (nil: none); headF and
 	// headLen are the head file as this Log writes it (head.go).
 	head    *Head
@@ -93,17 +95,31 @@ type Log struct {
 	scanFrom int64
 }
 
-const recsMax = 256
+// A job of a few hundred calls keeps its records to its end, when its
+// jobHistory.json is built from them: reading and parsing the history
+// again then cost about as much as a tenth of the job's transactions.
+const (
+	recsMax      = 1024
+	recsMaxBytes = 2 << 20
+)
 
-func (l *Log) keep(r *Record) {
+// keep keeps a unit's records, whose lines took n bytes.
+func (l *Log) keep(unit []*Record, n int64) {
 	if !l.recsOK {
 		return
 	}
-	if len(l.recs) >= recsMax {
-		l.recs, l.recsOK = nil, false
+	if len(l.recs)+len(unit) > recsMax || l.recsBytes+n > recsMaxBytes {
+		l.recs, l.recsOK, l.recsBytes = nil, false, 0
 		return
 	}
-	l.recs = append(l.recs, *r)
+	for _, r := range unit {
+		c := *r
+		// The manifest a commit holds is the bulk of a unit and not
+		// part of jobHistory.json (Materialise).
+		c.Commit = nil
+		l.recs = append(l.recs, c)
+	}
+	l.recsBytes += n
 }
 
 // Records returns every record of the history, if it is short enough to
@@ -315,13 +331,15 @@ func (l *Log) scan(off int64, repair bool) (*TornTail, error) {
 				continue
 			}
 			l.lastLineStart, l.lastLineHash = lineStart, e.Hash
+			kept := make([]*Record, len(unit))
 			for i := range unit {
 				l.state.apply(&unit[i].Record)
-				l.keep(&unit[i].Record)
+				kept[i] = &unit[i].Record
 				if !unit[i].Legacy {
 					l.lastHash = unit[i].Hash
 				}
 			}
+			l.keep(kept, pos-start)
 			unit, start = unit[:0], pos
 			continue
 		}
@@ -580,9 +598,7 @@ func (l *Log) writeUnit(buf []byte, recs []*Record, st State, seq int64, last st
 	l.lastLineStart, l.lastLineHash = l.size-int64(lastLen), last
 	l.state = st
 	l.writeHead(seq-1, last)
-	for _, rec := range recs {
-		l.keep(rec)
-	}
+	l.keep(recs, int64(n))
 	if l.opts.MaxBytes > 0 && l.size >= l.opts.MaxBytes {
 		if err := l.rotate(); err != nil {
 			// The records are durable; a failed rotation is retried at

@@ -307,6 +307,15 @@ func (t *Tx) Append(rec *history.Record) error {
 	return t.add(rec, false)
 }
 
+// AppendChange is Append for a record of a manifest change the caller has
+// already made (the engine counts a response in the manifest before it
+// records it): the record waits for Commit, as Append would find, without
+// encoding the whole manifest to learn that it changed. An intent is never
+// a change's record.
+func (t *Tx) AppendChange(rec *history.Record) error {
+	return t.add(rec, true)
+}
+
 // storedCopy is rec as the history keeps it: secrets redacted, content
 // sealed for jobs that ask for it.
 func (t *Tx) storedCopy(rec *history.Record) history.Record {

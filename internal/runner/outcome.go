@@ -202,9 +202,10 @@ func (e *Engine) apply(tx *jobtx.Tx, o outcome) (stepResult, error) {
 	for _, r := range o.responses {
 		// agent_calls counts calls with a recorded outcome, one per
 		// response record; an interrupted call is asked again and counted
-		// then.
+		// then. The count changed the manifest: the response is part of
+		// that change.
 		m.Metrics.AgentCalls++
-		if err := tx.Append(r); err != nil {
+		if err := tx.AppendChange(r); err != nil {
 			return done, err
 		}
 	}

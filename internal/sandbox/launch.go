@@ -269,8 +269,13 @@ func (l *launch) run(kill <-chan os.Signal) int {
 		<-drained // every reader returns once its pipe is closed
 	}
 	l.res.ExitCode = exitCode(cmd.ProcessState)
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && p.Bwrap == "" {
-		l.res.Signal = unix.SignalName(ws.Signal())
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		if p.Bwrap == "" {
+			l.res.Signal = unix.SignalName(ws.Signal())
+		} else if why == "" {
+			// bwrap itself, before the launcher killed anything.
+			l.res.SandboxSignal = unix.SignalName(ws.Signal())
+		}
 	}
 	msg := strings.TrimSpace(statusMsg.String())
 	switch {

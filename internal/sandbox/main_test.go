@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -97,7 +98,14 @@ func layers(t *testing.T) []Layer {
 	return out
 }
 
-// survivors lists the processes whose command line holds marker.
+// survivors lists the processes whose command line has marker, or
+// "attacker-"+marker, as one of its arguments: the attacker, its
+// survivors and the sandboxes that run them. Only a whole argument
+// counts: while an attack of the suite's unsandboxed run has left
+// /etc/logist-escape-MARKER on the host, every sandbox any Logist process
+// starts names that path inside its Landlock configuration argument, and
+// killing those (another package's agents, as a CI run showed) is not
+// this suite's business.
 func survivors(marker string) []int {
 	ents, _ := os.ReadDir("/proc")
 	var out []int
@@ -107,7 +115,9 @@ func survivors(marker string) []int {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.Contains(string(b), marker) {
+		if err == nil && slices.ContainsFunc(strings.Split(string(b), "\x00"), func(arg string) bool {
+			return arg == marker || arg == "attacker-"+marker
+		}) {
 			if st, ok := procStart(pid); ok && st != "" {
 				out = append(out, pid)
 			}
@@ -158,5 +168,32 @@ func waitFile(t *testing.T, p, want string, d time.Duration) {
 			t.Fatalf("%s never held %q in %s (holds %q)%s", p, want, d, b, more.String())
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// TestSurvivorsMatchWholeArguments: the suite's sweep of leftover
+// processes never takes a process that merely names the marker inside a
+// longer argument (another package's sandbox whose Landlock configuration
+// lists /etc/logist-escape-MARKER), only one that has it as an argument.
+func TestSurvivorsMatchWholeArguments(t *testing.T) {
+	marker := "LOGISTMARK" + rnd()
+	start := func(arg0 string) *exec.Cmd {
+		cmd := exec.Command("/bin/sh", "-c", "sleep 30", arg0)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	foreign := start(`{"ro":["/etc/logist-escape-` + marker + `"]}`)
+	own := start("attacker-" + marker)
+	var got []int
+	deadline := time.Now().Add(30 * time.Second)
+	for !slices.Contains(got, own.Process.Pid) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		got = survivors(marker)
+	}
+	if !slices.Contains(got, own.Process.Pid) || slices.Contains(got, foreign.Process.Pid) {
+		t.Fatalf("survivors %v: want %d (attacker-MARKER) and never %d (a longer argument naming it)", got, own.Process.Pid, foreign.Process.Pid)
 	}
 }

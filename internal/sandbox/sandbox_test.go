@@ -499,3 +499,40 @@ func TestPlanLinksProgramOnlyWhereNotBound(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxKilledFromOutside: a SIGKILL that reaches bwrap itself (not
+// the program, whose end bwrap reports as status 128+N) is told apart in
+// the result (SandboxSignal), so that an agent killed by something other
+// than its call is reported as such, not as a program's exit status.
+func TestSandboxKilledFromOutside(t *testing.T) {
+	for _, layer := range layers(t) {
+		if layer != LayerBwrap {
+			continue
+		}
+		spec := shSpec(t, "echo started; sleep 30")
+		spec.Layer = layer
+		c, err := (&Local{}).Start(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFile(t, filepath.Join(spec.CallDir, fileStdout), "started", 20e9)
+		init, alive, err := readPid(filepath.Join(spec.CallDir, fileSandbox))
+		if err != nil || !alive {
+			t.Fatalf("sandbox pid: %d %v %v", init, alive, err)
+		}
+		bw := ppid(init) // bwrap, the launcher's child
+		if bw <= 1 {
+			t.Fatalf("no parent for the sandbox's init %d", init)
+		}
+		if err := syscall.Kill(bw, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.Wait(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Outcome != OutcomeExited || r.SandboxSignal != "SIGKILL" || r.Signal != "" {
+			t.Fatalf("bwrap killed from outside: %+v", r)
+		}
+	}
+}

@@ -203,7 +203,12 @@ type Result struct {
 	// ExitCode is the program's exit status; 128+N when signal N ended it.
 	ExitCode int    `json:"exit_code"`
 	Signal   string `json:"signal,omitempty"`
-	Error    string `json:"error,omitempty"`
+	// SandboxSignal is the signal that ended bwrap itself (not the
+	// program: bwrap reports that one as ExitCode 128+N). Nothing of the
+	// call's own kills bwrap before the program has exited, so a signal
+	// here came from outside the call: it is reported as such.
+	SandboxSignal string `json:"sandbox_signal,omitempty"`
+	Error         string `json:"error,omitempty"`
 	// Layer is the containment the call ran under, e.g. "bwrap+landlock".
 	Layer   string    `json:"layer"`
 	Started time.Time `json:"started"`

@@ -5,8 +5,9 @@
 // at random moments (restarting them), SIGSTOPs others for longer than a
 // lease (the zombie), and cuts nodes off from the database through a TCP
 // proxy each. Then it checks that every job ended where its script says,
-// every interaction has one response, every human wait one reply, no budget was overspent or debited
-// twice, and every history verifies, and prints one line of figures:
+// every interaction has one response, every human wait one reply, every
+// tool intent one run, no budget was overspent or debited twice, and
+// every history verifies, and prints one line of figures:
 //
 //	cluster-chaos: nodes=N jobs=J kills=K pauses=P cuts=C lost=L duplicated=D overspent=O verify=ok|failed
 //
@@ -42,6 +43,7 @@ import (
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/pgstore"
 	"github.com/logist/logist/internal/pgtest"
+	"github.com/logist/logist/internal/protocol"
 	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/steward"
 	"github.com/logist/logist/internal/verify"
@@ -114,18 +116,64 @@ type kind struct {
 	wants func(lines [][]byte) lifecycle.Status
 }
 
-// protocolWants: a tool run that a node's death interrupted is recorded
-// as failed and never run again (seed 003: a retry is a new intent); the
-// scripted Executor, which cannot ask again, then claims with evidence of
-// no completed run until the phase's retry limit stops the job for a
-// steward.
+// claimedRun is the tool intent whose output the protocol job's scripted
+// Executor cites as its claim's evidence (tool:t2), whatever happened
+// before: the demo's cat, here an echo that reads no file.
+const claimedRun = "t2"
+
+// protocolWants says where the protocol job ends, from how the run of
+// claimedRun ended in its history. The claim guard accepts the claim only
+// if that run completed (seed 003: evidence is what a completed run
+// produced); the session then goes on to SUCCESS. A run that a node's
+// death interrupted is recorded as failed and never run again (a retry is
+// a new intent), so the scripted Executor, which cannot ask again, claims
+// with evidence of no completed run until the phase's retry limit stops
+// the job for a steward. A death after t1 started but before t2 did (each
+// start is a unit of its own) interrupts t1 only: the next node records
+// it as failed and runs t2, whose output is evidence all the same.
 func protocolWants(lines [][]byte) lifecycle.Status {
-	for _, l := range lines {
-		if bytes.Contains(l, []byte(`"tool_execution_failed"`)) && bytes.Contains(l, []byte("interrupted: Logist stopped during the run")) {
-			return lifecycle.InterventionRequired
+	if runCompleted(lines, claimedRun) {
+		return lifecycle.Success
+	}
+	return lifecycle.InterventionRequired
+}
+
+// runCompleted says whether tool intent id's run completed: the first
+// record that ends it after its start says so.
+func runCompleted(lines [][]byte, id string) bool {
+	started := false
+	for _, line := range lines {
+		e, err := history.ParseLine(line)
+		if err != nil || e.Event == nil || e.Event.Subject != id {
+			continue
+		}
+		switch e.Event.Type {
+		case protocol.ToolExecutionStarted:
+			started = true
+		case protocol.ToolExecutionCompleted, protocol.ToolExecutionFailed:
+			if started {
+				return e.Event.Type == protocol.ToolExecutionCompleted
+			}
 		}
 	}
-	return lifecycle.Success
+	return false
+}
+
+// reruns are the tool intents a history starts more than once: a run is
+// never run again (seed 003), an interrupted one least of all.
+func reruns(lines [][]byte) []string {
+	starts := map[string]int{}
+	var out []string
+	for _, line := range lines {
+		e, err := history.ParseLine(line)
+		if err != nil || e.Event == nil || e.Event.Type != protocol.ToolExecutionStarted {
+			continue
+		}
+		if starts[e.Event.Subject]++; starts[e.Event.Subject] == 2 {
+			out = append(out, e.Event.Subject)
+		}
+	}
+	return out
 }
 
 func delay(r *rand.Rand) int { return 50 + r.IntN(700) }
@@ -171,6 +219,9 @@ var kinds = []kind{
 		b, err := os.ReadFile(filepath.Join("..", "..", "..", "jobs", "demo-protocol", "job.json"))
 		if err != nil {
 			panic(err)
+		}
+		if !bytes.Contains(b, []byte(`"evidence": ["tool:`+claimedRun+`"]`)) {
+			panic("demo-protocol changed: its claim does not cite tool:" + claimedRun)
 		}
 		for from, to := range map[string]string{
 			`"command": "cat greeting.txt"`:                     `"command": "echo hello, protocol"`,
@@ -405,6 +456,12 @@ func TestClusterChaos(t *testing.T) {
 		if kd.name == "human" && replies != 1 {
 			duplicated += max(replies-1, 0) // no answer committed twice
 			t.Errorf("job %s: %d replies committed, want 1", id, replies)
+		}
+		if kd.name == "protocol" {
+			for _, run := range reruns(lines) {
+				duplicated++
+				t.Errorf("job %s: tool intent %s was run more than once", id, run)
+			}
 		}
 		for i, c := range responses {
 			if c > 1 {

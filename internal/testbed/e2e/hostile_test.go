@@ -271,7 +271,7 @@ func hostileCases() []hostile {
 			check: func(t *testing.T, h *hostileRun, c *hostile) { h.responses(t, c, 2) }},
 		{id: "H58", name: "p-signal", input: "killed by a signal (SIGKILL)",
 			manifest: job(cmdW("", ""), `"limits": {"max_api_retries": 0}`, optOut), files: agent(`kill -KILL $$`),
-			want: string(lifecycle.InterventionRequired), code: "AGENT_EXIT", resp: "AGENT_EXIT", reason: "status -1",
+			want: string(lifecycle.InterventionRequired), code: "AGENT_EXIT", resp: "AGENT_EXIT", reason: "sh was killed by SIGKILL",
 			check: func(t *testing.T, h *hostileRun, c *hostile) { h.responses(t, c, 1) }},
 		{id: "H59", name: "p-fork-holds-pipe", input: "answers, exits, leaves a child holding its stdout",
 			manifest: job(cmdW("", ""), optOut), files: agent(`sleep 60 & echo $! > child.pid; echo '` + okAnswer + `'`),
