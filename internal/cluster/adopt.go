@@ -80,7 +80,9 @@ func keptFolder(jobsDir string, j *clusterstore.Job) (bool, error) {
 	if n == 0 || n != j.NextSeq || last != j.LastHash {
 		return false, nil
 	}
-	return true, atomicfile.WriteFile(filepath.Join(dir, jobstore.ManifestFile), j.Manifest, 0o600)
+	err = atomicfile.WriteFile(filepath.Join(dir, jobstore.ManifestFile), j.Manifest, 0o600)
+	jobstore.New(jobsDir).NoteChanged(j.ID) // for listings of the folder
+	return true, err
 }
 
 // callNumbers are the interactions whose calls job folder dir keeps:

@@ -76,7 +76,9 @@ func writeFolder(ctx context.Context, s clusterstore.Store, jobsDir, id string, 
 			return nil, nil, err
 		}
 	}
-	if err := atomicfile.WriteFile(filepath.Join(dir, jobstore.ManifestFile), j.Manifest, 0o600); err != nil {
+	err = atomicfile.WriteFile(filepath.Join(dir, jobstore.ManifestFile), j.Manifest, 0o600)
+	jobstore.New(jobsDir).NoteChanged(id) // for listings of the folder
+	if err != nil {
 		return nil, nil, err
 	}
 	return j, known, atomicfile.SyncDir(jobsDir)

@@ -121,7 +121,9 @@ func (m *Mirror) syncJob(ctx context.Context, id string) error {
 		had.records = j.NextSeq
 	}
 	if !bytes.Equal(j.Manifest, had.manifest) {
-		if err := atomicfile.WriteFile(filepath.Join(dir, jobstore.ManifestFile), j.Manifest, 0o600); err != nil {
+		err := atomicfile.WriteFile(filepath.Join(dir, jobstore.ManifestFile), j.Manifest, 0o600)
+		jobstore.New(m.Dir).NoteChanged(id) // for listings of the folder
+		if err != nil {
 			return err
 		}
 		had.manifest = j.Manifest

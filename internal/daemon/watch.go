@@ -181,7 +181,8 @@ func (d *Daemon) fileEvent(ev fsnotify.Event) {
 		}
 		if base == jobstore.ManifestFile && ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 {
 			if _, err := os.Lstat(ev.Name); errors.Is(err, fs.ErrNotExist) {
-				d.gone(parts[0]) // no manifest: no longer a job
+				d.store.NoteChanged(parts[0]) // for listings: the index still has it
+				d.gone(parts[0])              // no manifest: no longer a job
 			}
 			return
 		}
@@ -191,6 +192,10 @@ func (d *Daemon) fileEvent(ev fsnotify.Event) {
 			if d.store.WrittenHere(parts[0]) {
 				return
 			}
+			// A hand edit journals nothing itself: the daemon does, so
+			// that listings, which trust the index for the jobs the
+			// journal does not name, show it (jobstore, changes.go).
+			d.store.NoteChanged(parts[0])
 			d.consider(parts[0], true)
 		}
 	}

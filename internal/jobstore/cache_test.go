@@ -94,15 +94,19 @@ func TestListSummariesIndex(t *testing.T) {
 		}
 		idx[id] = indexEntry{Key: k, Sum: summaryOf(m)}
 	}
-	if err := s.writeIndex(idx); err != nil {
+	if err := writeIndexMap(s, idx); err != nil {
 		t.Fatal(err)
 	}
 	es, err = New(dir).ListSummaries(true)
 	if err != nil || !es[0].Partial || !es[1].Partial || es[0].Sum.Status != lifecycle.Pending {
 		t.Fatalf("indexed listing: %+v %v", es, err)
 	}
-	// Replaced from outside (a new file, as an editor's save): read again.
-	writeJob(t, s, "b", strings.Replace(strings.Replace(validJob, `"a"`, `"b"`, 1), `"job_id"`, `"status": "DRAFT", "job_id"`, 1))
+	// Replaced (a new file, as a steward's save; a hand edit made with
+	// no daemon to hear it is seen at the daemon's next scan:
+	// TestHandEditSeenAtTheDaemonsScan): read again.
+	if err := s.WriteManifest("b", []byte(strings.Replace(strings.Replace(validJob, `"a"`, `"b"`, 1), `"job_id"`, `"status": "DRAFT", "job_id"`, 1))); err != nil {
+		t.Fatal(err)
+	}
 	es, err = New(dir).ListSummaries(true)
 	if err != nil || es[1].Partial || es[1].Manifest.Status != lifecycle.Draft {
 		t.Fatalf("changed file served from the index: %+v %v", es[1], err)

@@ -1,13 +1,13 @@
 package jobstore
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/gob"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"syscall"
 	"time"
@@ -17,15 +17,26 @@ import (
 	"github.com/logist/logist/schemas"
 )
 
-// IndexFile, in the jobs folder, caches what `logist list` and the daemon's
-// start-up scan need of each manifest, so that a folder of thousands of
-// finished jobs is listed without reading and checking every manifest. It
-// is only a cache: written without fsync, ignored when unreadable, and an
-// entry is used only while the manifest file is exactly the one it was
-// taken from (same inode, size, mtime and ctime).
-const IndexFile = ".manifest-index"
+// IndexDir, in the jobs folder, holds the manifest index (IndexFile) and
+// its change journal (changes.go). The index caches what `logist list`
+// and the daemon's start-up scan need of each manifest, so that a folder
+// of thousands of finished jobs is listed without reading and checking
+// every manifest. It is only a cache: written without fsync, ignored when
+// unreadable or torn (indexfile.go), and an entry is used only while the
+// manifest file is exactly the one it was taken from (same inode, size,
+// mtime and ctime), or, for a display, while the change journal does not
+// name the job. Its own folder, so that rewriting it does not change the
+// jobs folder's mtime, which says whether the folder's names changed.
+const IndexDir = ".logist-index"
 
-const indexVersion = 3
+// IndexFile is the index's path in the jobs folder.
+const IndexFile = IndexDir + "/jobs"
+
+// legacyIndexFile is the gob index of earlier versions, removed when an
+// index is written.
+const legacyIndexFile = ".manifest-index"
+
+const indexVersion = 4
 
 // indexStable is how long a manifest must have been unchanged (by ctime)
 // before it is indexed. Timestamps have a coarse granularity (a few ms):
@@ -75,12 +86,18 @@ func summaryOf(m *manifest.Manifest) Summary {
 
 // manifest returns a manifest holding only the summary's fields.
 func (s Summary) manifest() *manifest.Manifest {
-	m := &manifest.Manifest{SchemaVersion: manifest.CurrentVersion, JobID: s.JobID, Status: s.Status, Metrics: s.Metrics,
+	m := &manifest.Manifest{}
+	s.fill(m)
+	return m
+}
+
+// fill makes m a manifest holding only the summary's fields.
+func (s Summary) fill(m *manifest.Manifest) {
+	*m = manifest.Manifest{SchemaVersion: manifest.CurrentVersion, JobID: s.JobID, Status: s.Status, Metrics: s.Metrics,
 		CostThreshold: s.CostThreshold, TimeThresholdMinutes: s.TimeThresholdMinutes, Schedule: s.Schedule,
 		History: []manifest.AuditEntry{}, EncryptHistory: s.EncryptHistory}
 	m.SetPhase(s.Phase)
 	m.Run.Reason, m.Run.UpdatedAt, m.Run.Sandbox = s.Reason, s.UpdatedAt, s.Sandbox
-	return m
 }
 
 type indexEntry struct {
@@ -95,14 +112,6 @@ type indexEntry struct {
 	Unchecked bool
 }
 
-type indexData struct {
-	Version int
-	// Checker identifies the checks the entries passed or failed (the
-	// manifest schema): an upgrade that changes them starts afresh.
-	Checker [32]byte
-	Entries map[string]indexEntry
-}
-
 var checker = sync.OnceValue(func() [32]byte {
 	b, _ := schemas.Raw(schemas.Manifest)
 	return sha256.Sum256(append(b, byte(manifest.CurrentVersion), indexVersion))
@@ -110,36 +119,43 @@ var checker = sync.OnceValue(func() [32]byte {
 
 func (s *Store) indexPath() string { return filepath.Join(s.Dir, IndexFile) }
 
-func (s *Store) readIndex() map[string]indexEntry {
+// readIndex returns the index, or nil if there is none this version can
+// use.
+func (s *Store) readIndex() *indexView {
 	b, err := os.ReadFile(s.indexPath())
-	if err != nil || len(b) < sha256.Size {
+	if err != nil {
 		return nil
 	}
-	body, sum := b[:len(b)-sha256.Size], b[len(b)-sha256.Size:]
-	if h := sha256.Sum256(body); !bytes.Equal(h[:], sum) {
-		return nil // torn by a crash, or not ours: a cache, so start afresh
-	}
-	var d indexData
-	if gob.NewDecoder(bytes.NewReader(body)).Decode(&d) != nil || d.Version != indexVersion || d.Checker != checker() {
+	v, err := parseIndex(b)
+	if err != nil || v.mark.Checker != checker() {
 		return nil
 	}
-	return d.Entries
+	return v
 }
 
-// writeIndex replaces the index. No fsync: after a crash the checksum
-// rejects a torn file and the next listing rebuilds it.
-func (s *Store) writeIndex(entries map[string]indexEntry) error {
-	var buf bytes.Buffer
-	if err := gob.NewEncoder(&buf).Encode(indexData{Version: indexVersion, Checker: checker(), Entries: entries}); err != nil {
+func idxStrings(v *indexView) string {
+	if v == nil {
+		return ""
+	}
+	return v.strs
+}
+
+// writeIndex replaces the index with the entries each passes to add, in
+// id order. No fsync: after a crash the checksum rejects a torn file and
+// the next listing rebuilds it.
+func (s *Store) writeIndex(mark indexMark, sizeHint int, each func(add func(*indexEntry))) error {
+	if err := mkIndexDir(filepath.Join(s.Dir, IndexDir)); err != nil {
 		return err
 	}
-	sum := sha256.Sum256(buf.Bytes())
-	buf.Write(sum[:])
-	f, err := os.CreateTemp(s.Dir, IndexFile+".tmp-*")
+	f, err := os.CreateTemp(filepath.Join(s.Dir, IndexDir), "jobs.tmp-*")
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(buf.Bytes())
+	x := newIndexWriter(f)
+	x.strs.Grow(sizeHint) // about the old table's: no doubling of 10 MB
+	each(x.add)
+	mark.Checker = checker()
+	err = x.close(mark)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -148,8 +164,12 @@ func (s *Store) writeIndex(entries map[string]indexEntry) error {
 	}
 	if err != nil {
 		_ = os.Remove(f.Name()) // the failed write's temp file
+		return err
 	}
-	return err
+	if _, err := os.Lstat(filepath.Join(s.Dir, legacyIndexFile)); err == nil {
+		_ = os.Remove(filepath.Join(s.Dir, legacyIndexFile)) // an earlier version's cache
+	}
+	return nil
 }
 
 // ListSummaries is List for callers that need only a Summary of most jobs
@@ -224,13 +244,62 @@ func (e *Entry) Live() bool {
 	return e.Sum != nil && (e.Sum.Status.Active() || e.Sum.Schedule != nil)
 }
 
+// What a listing did with each entry, for the index it writes.
+const (
+	notIndexed = iota
+	kept       // the old index's record, as it was
+	freshEntry // read now: indexed from the entry
+)
+
 func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error) {
-	out, err := s.scanNames()
-	if err != nil {
-		return nil, err
+	start := time.Now()
+	// The journal first, the names next, the manifests last: a change
+	// after any of these reads is in the journal past the size noted.
+	j := s.openJournal()
+	defer j.close()
+	boot := bootID()
+	dirKey := statKey{}
+	if fi, err := os.Stat(s.Dir); err == nil {
+		dirKey, _ = statKeyOf(fi)
 	}
 	idx := s.readIndex()
-	fresh := make([]*indexEntry, len(out))
+	// A display (logist list, the console) trusts an entry without a stat
+	// of its manifest while the journal, as the index took it in, does
+	// not name the job since: a change through Logist is journaled, and
+	// so is a hand edit the daemon hears of. The daemon's scan and its
+	// late check stat every manifest (a hand edit made while no daemon
+	// ran is seen at its next start).
+	var journaled map[string]bool
+	trust, covered := false, uint64(0)
+	// The reason an index gives for an invalid manifest is its checks'
+	// (checks beside the schema may change with an upgrade): the daemon
+	// takes it as it stands if this very program found it (checkedBy),
+	// and otherwise checks the manifest again.
+	me := checkedBy()
+	sameChecks := idx != nil && me != ([16]byte{}) && idx.mark.CheckedBy == me
+	if trustInvalid && idx != nil && j != nil && idx.mark.Gen == j.gen && idx.mark.Boot == boot && boot != ([16]byte{}) {
+		journaled, covered, trust = j.changed(idx.mark.Off)
+	}
+	if j != nil && !trust {
+		covered = j.size
+	}
+	var out []Entry
+	if trust && idx.mark.Dir != (statKey{}) && idx.mark.Dir == dirKey {
+		// The folder's names are the index's: no listing of 50,000.
+		out = make([]Entry, idx.n)
+		dirOf := s.dirOf()
+		for i := range out {
+			id := idx.str(i, sID)
+			out[i] = Entry{ID: id, Dir: dirOf(id)}
+		}
+	} else {
+		var err error
+		if out, err = s.scanNames(); err != nil {
+			return nil, err
+		}
+	}
+	keys := make([]statKey, len(out))
+	state := make([]uint8, len(out))
 	// loaded marks the entries read here that keep only their summary:
 	// read in full (summarise), or decoded unchecked (peekFinished).
 	loaded := make([]bool, len(out))
@@ -253,6 +322,20 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 			s.loadEntry(e)
 			return
 		}
+		r := idx.find(e.ID)
+		var ie indexEntry
+		if r >= 0 {
+			ie = idx.entry(r)
+		}
+		if trust && r >= 0 && !journaled[e.ID] && ie.Key != (statKey{}) {
+			keys[i], state[i] = ie.Key, kept
+			if ie.Err != "" {
+				e.Err, e.Partial = errors.New(ie.Err), true
+				return
+			}
+			e.Sum, e.Partial, e.Unchecked = &ie.Sum, true, ie.Unchecked
+			return
+		}
 		now := time.Now()
 		fi, err := os.Stat(filepath.Join(e.Dir, ManifestFile))
 		if err != nil {
@@ -260,7 +343,9 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 			return
 		}
 		k, ok := statKeyOf(fi)
-		if ie, hit := idx[e.ID]; ok && hit && ie.Key == k && (ie.Err == "" || trustInvalid) && (lazy || trustInvalid || !ie.Unchecked) {
+		hit := ok && r >= 0 && ie.Key == k
+		if hit && (ie.Err == "" || trustInvalid || sameChecks) && (lazy || trustInvalid || !ie.Unchecked) {
+			keys[i], state[i] = k, kept
 			if ie.Err != "" {
 				e.Err, e.Partial = errors.New(ie.Err), true
 				return
@@ -270,26 +355,26 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 		}
 		// A manifest the index says is invalid is checked again in full
 		// (checks may have changed with an upgrade), never peeked.
-		if ie, hit := idx[e.ID]; lazy && !(ok && hit && ie.Key == k && ie.Err != "") && s.peekFinished(e) {
+		if lazy && !(hit && ie.Err != "") && s.peekFinished(e) {
 			// Indexed as unchecked: a later scan need not decode it
 			// again, a listing that checks does not trust it.
 			loaded[i] = true
 			if ok && k.Ctime < now.Add(-indexStable).UnixNano() {
-				fresh[i] = &indexEntry{Key: k, Sum: *e.Sum, Unchecked: true}
+				keys[i], state[i] = k, freshEntry
 			}
 			return
 		}
 		s.loadEntry(e)
+		if ok && r >= 0 && ie.Err != "" && !trustInvalid && e.Err != nil && e.Err.Error() == ie.Err {
+			keys[i], state[i] = ie.Key, kept // still invalid, for the same reason
+		}
 		if !ok || e.Dir == "" || errors.Is(e.Err, ErrNotFound) || k.Ctime >= now.Add(-indexStable).UnixNano() {
 			return
 		}
 		// Stat before read: if the file changed in between, its new ctime
 		// no longer matches k and the entry is never used.
-		switch {
-		case e.Err != nil:
-			fresh[i] = &indexEntry{Key: k, Sum: Summary{JobID: e.ID}, Err: e.Err.Error()}
-		case e.Manifest != nil:
-			fresh[i] = &indexEntry{Key: k, Sum: summaryOf(e.Manifest)}
+		if e.Err != nil || e.Manifest != nil {
+			keys[i], state[i] = k, freshEntry
 		}
 		// Past indexStable only, like the index: a file changed just now
 		// stays whole for a caller that may be about to act on it.
@@ -298,31 +383,77 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 	if sc.Ctx != nil && sc.Ctx.Err() != nil {
 		return nil, sc.Ctx.Err()
 	}
-	changed := false
-	next := make(map[string]indexEntry, len(out))
-	for i, e := range out {
-		if e.Dir == "" && e.Unplaced == "" {
-			continue // dropped below (dropNonJobs)
+	// The index to write, entry by entry in id order, and whether it says
+	// anything the old one does not.
+	entryOf := func(i int) (indexEntry, bool) {
+		e := &out[i]
+		switch {
+		case state[i] == kept:
+			ie := idx.entry(idx.find(e.ID))
+			ie.Key = keys[i]
+			return ie, true
+		case state[i] != freshEntry:
+			return indexEntry{}, false
+		case e.Err != nil:
+			return indexEntry{Key: keys[i], Sum: Summary{JobID: e.ID}, Err: e.Err.Error()}, true
+		case e.Manifest != nil:
+			return indexEntry{Key: keys[i], Sum: summaryOf(e.Manifest)}, true
+		case e.Sum != nil:
+			return indexEntry{Key: keys[i], Sum: *e.Sum, Unchecked: e.Unchecked}, true
 		}
-		if ie, ok := idx[e.ID]; ok && e.Partial && !loaded[i] {
-			next[e.ID] = ie
-		} else if ok && ie.Err != "" && !trustInvalid && e.Err != nil && e.Err.Error() == ie.Err {
-			next[e.ID] = ie // still invalid, for the same reason
-		}
+		return indexEntry{}, false
 	}
-	for _, f := range fresh {
-		if f == nil {
+	mark := indexMark{Checker: checker(), Boot: boot}
+	// Who checked the invalid manifests it names: a listing that checks
+	// them (not a display) checked every one; a display keeps the old
+	// index's, unless it read an invalid one itself.
+	if !trustInvalid {
+		mark.CheckedBy = me
+	} else if idx != nil {
+		mark.CheckedBy = idx.mark.CheckedBy
+	}
+	if j != nil {
+		mark.Gen, mark.Off = j.gen, covered
+	}
+	complete, n, changed := dirKey.Ctime < start.Add(-indexStable).UnixNano(), 0, false
+	for i := range out {
+		e := &out[i]
+		if e.Unplaced != "" || (e.Dir != "" && state[i] == notIndexed) {
+			complete = false // a name the index would not give
+		}
+		if state[i] == notIndexed {
 			continue
 		}
-		// An invalid manifest read again for the same reason (the daemon
-		// checks them at every start) is no change: no rewrite for it.
-		if old, ok := idx[f.Sum.JobID]; !ok || old != *f {
-			changed = true
+		n++
+		if state[i] == freshEntry {
+			ne, _ := entryOf(i)
+			if ne.Err != "" && trustInvalid {
+				mark.CheckedBy = [16]byte{}
+			}
+			if r := idx.find(e.ID); r < 0 || !reflect.DeepEqual(idx.entry(r), ne) {
+				changed = true
+			}
 		}
-		next[f.Sum.JobID] = *f
 	}
-	if changed || len(next) != len(idx) {
-		_ = s.writeIndex(next) // a cache: a read-only folder just lists slower
+	if complete {
+		mark.Dir = dirKey
+	}
+	if (idx == nil && n > 0) || (idx != nil && (changed || n != idx.n || mark != idx.mark)) {
+		if j != nil && j.size > journalMax {
+			// Grown: a new journal, if no writer is at it and nothing
+			// was written past what this listing took in.
+			if unlock := s.renewJournal(j, covered, &mark); unlock != nil {
+				defer unlock()
+			}
+		}
+		// A cache: a read-only folder just lists slower.
+		_ = s.writeIndex(mark, len(idxStrings(idx)), func(add func(*indexEntry)) {
+			for i := range out {
+				if ie, ok := entryOf(i); ok {
+					add(&ie)
+				}
+			}
+		})
 	}
 	return dropNonJobs(out), nil
 }
@@ -362,3 +493,24 @@ func (s *Store) peekFinished(e *Entry) bool {
 	e.Sum, e.Partial, e.Unchecked = &sum, true, true
 	return true
 }
+
+// checkedBy identifies this program's build by its executable file (zero
+// if unknown): a new build, whose checks may differ, is another file.
+var checkedBy = sync.OnceValue(func() [16]byte {
+	var id [16]byte
+	exe, err := os.Executable()
+	if err != nil {
+		return id
+	}
+	fi, err := os.Stat(exe)
+	if err != nil {
+		return id
+	}
+	k, ok := statKeyOf(fi)
+	if !ok {
+		return id
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s %+v", exe, k))
+	copy(id[:], sum[:])
+	return id
+})
