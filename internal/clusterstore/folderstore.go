@@ -424,32 +424,21 @@ func (s *FolderStore) all() ([]*folderRow, error) {
 
 // Claim implements Store.
 func (s *FolderStore) Claim(_ context.Context, node string, ttl time.Duration) (*Lease, error) {
-	var lease *Lease
-	err := s.locked(func() error {
-		all, err := s.all()
-		if err != nil {
-			return err
-		}
-		now := s.now()
-		for _, fr := range all {
-			if !Claimable(&fr.Job, now) {
-				continue
-			}
-			j, l := Claimed(fr.Job, node, now, ttl)
-			fr.Job = j
-			if err := s.writeRow(fr); err != nil {
-				return err
-			}
-			lease = &l
-			return nil
-		}
-		return nil
-	})
-	return lease, err
+	ls, err := s.claimWhere(node, ttl, 1, func(j *Job, now time.Time) bool { return Claimable(j, now) })
+	if len(ls) == 0 {
+		return nil, err
+	}
+	return ls[0], err
 }
 
 // TakeBack implements Store.
 func (s *FolderStore) TakeBack(_ context.Context, node string, ttl time.Duration) ([]*Lease, error) {
+	return s.claimWhere(node, ttl, -1, func(j *Job, _ time.Time) bool { return OwnLease(j, node) })
+}
+
+// claimWhere claims for node, under the store's lock, the jobs take
+// accepts, at most limit of them (all when limit < 0).
+func (s *FolderStore) claimWhere(node string, ttl time.Duration, limit int, take func(*Job, time.Time) bool) ([]*Lease, error) {
 	var out []*Lease
 	err := s.locked(func() error {
 		all, err := s.all()
@@ -458,7 +447,10 @@ func (s *FolderStore) TakeBack(_ context.Context, node string, ttl time.Duration
 		}
 		now := s.now()
 		for _, fr := range all {
-			if !OwnLease(&fr.Job, node) {
+			if limit >= 0 && len(out) >= limit {
+				return nil
+			}
+			if !take(&fr.Job, now) {
 				continue
 			}
 			j, l := Claimed(fr.Job, node, now, ttl)
