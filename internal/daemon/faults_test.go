@@ -336,7 +336,9 @@ func TestRescanForgetsWhatIsGone(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		jobs, invalid := counted()
-		if len(jobs) == 1 && invalid == 1 && status(dir, "a") == "SUCCESS" {
+		// The run's end (jobHistory.json) is written after job.json says
+		// SUCCESS: wait for the run itself, or the removal below races it.
+		if len(jobs) == 1 && invalid == 1 && status(dir, "a") == "SUCCESS" && d.sched.Running() == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
