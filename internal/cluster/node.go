@@ -3,18 +3,19 @@
 // node claims a job (a lease at a new epoch), writes the job in folder form
 // into its own working folder from the store, and runs the unchanged engine
 // on it; every history unit the engine appends is first committed to the
-// store under the lease's fence (history.Options.Mirror), with the
+// store under the lease's fence (history.Options.Commit), with the
 // manifest it commits, its status and the cost it adds, so the store is
 // always at least as far as the folder and a node whose lease moved on
 // writes nothing more. A heartbeat keeps the lease; losing it (fenced, or
 // the store unreachable for a lease's time) kills the agent in flight.
 // Another node rescues an expired lease and resumes from the store: an
-// intent without a response is asked again, as after a crash.
+// intent without a response is asked again, as after a crash. File mode's
+// logistd commits its units through the same seam, as the owner of its
+// jobs folder's store (OwnCommit).
 package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -32,7 +33,6 @@ import (
 	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
-	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/protocol"
 	"github.com/logist/logist/internal/runner"
@@ -184,7 +184,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.lock, n.key = lock, key
 	n.runs = map[string]*run{}
 	n.env = &jobtx.Env{Store: jobstore.New(n.Dir), Logger: n.Logger, Obs: n.Obs, Getenv: n.Getenv,
-		History: history.Options{Signer: key, MaxBytes: -1, Mirror: n.mirror}}
+		History: history.Options{Signer: key, MaxBytes: -1, Commit: n.commit}}
 	n.engine = runner.NewEngine(n.env, n.Effects)
 	n.engine.Contain, n.engine.Meter = n.Contain, n.Meter
 	if n.Budgets != nil && *n.Budgets != (manifest.Budgets{}) {
@@ -570,11 +570,13 @@ func (n *Node) fence(r *run, err error) {
 	r.cancel(errLeaseLost)
 }
 
-// mirror commits a history unit the engine is appending to the store,
-// under the fence of the job's lease, before the folder gets it
-// (history.Options.Mirror). A unit ending in a commit carries the manifest
-// it wrote: its status and its added cost go with it.
-func (n *Node) mirror(dir string, lines [][]byte) error {
+// commit commits a history unit the engine is appending to the store,
+// under the fence of the job's lease; the store writes it into the folder
+// once it stored it (history.Options.Commit, Unit.Write). A unit ending
+// in a commit carries the manifest it wrote: its status and its added
+// cost go with it.
+func (n *Node) commit(hu history.Unit) error {
+	dir, lines := hu.Dir, hu.Lines
 	id := filepath.Base(dir)
 	n.mu.Lock()
 	r := n.runs[id]
@@ -588,7 +590,13 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 	if fenced {
 		return fmt.Errorf("job %s: this run's lease was lost: %w", id, clusterstore.ErrFenced)
 	}
-	u := clusterstore.Unit{Lines: lines, Files: map[string][]byte{}}
+	// stored: the store holds the unit (it writes the folder's copy after
+	// its own), whatever that write gives.
+	stored := false
+	u := clusterstore.Unit{Lines: lines, Files: map[string][]byte{}, Write: func() error {
+		stored = true
+		return hu.Write()
+	}}
 	if err := n.newFiles(dir, r, func(p string) {
 		if b, err := os.ReadFile(filepath.Join(dir, p)); err == nil {
 			u.Files[p] = b
@@ -608,25 +616,12 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 			return fmt.Errorf("job %s: recovery point: %w", id, err)
 		}
 	}
-	last, err := history.ParseLine(lines[len(lines)-1])
-	if err != nil {
+	if err := committed(n.env, id, lines, &u); err != nil {
 		return err
 	}
 	newCost := r.costMicros
-	if last.Commit != nil {
-		file, err := n.env.CommittedFile(id, last.Commit)
-		if err != nil {
-			return err
-		}
-		var head struct {
-			Status lifecycle.Status `json:"status"`
-		}
-		if err := json.Unmarshal(file, &head); err != nil {
-			return err
-		}
-		budget := clusterstore.BudgetMicros(file)
-		u.Manifest, u.Status, u.BudgetMicros = file, head.Status, &budget
-		newCost = clusterstore.CostMicros(file)
+	if u.Manifest != nil {
+		newCost = clusterstore.CostMicros(u.Manifest)
 		if newCost > r.costMicros {
 			u.DebitMicros = newCost - r.costMicros
 		}
@@ -644,15 +639,17 @@ func (n *Node) mirror(dir string, lines [][]byte) error {
 	if errors.Is(err, clusterstore.ErrFenced) {
 		n.fence(r, err)
 	}
+	if stored {
+		r.costMicros = newCost
+		for p := range u.Files {
+			r.shipped[p] = true
+		}
+		for sum := range u.Objects {
+			r.known[sum] = true
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("cluster store: %w", err)
-	}
-	r.costMicros = newCost
-	for p := range u.Files {
-		r.shipped[p] = true
-	}
-	for sum := range u.Objects {
-		r.known[sum] = true
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -44,6 +45,11 @@ type FolderStore struct {
 	dir  string
 	jobs *jobstore.Store
 	now  func() time.Time
+	// made: clusterDir's folders exist (OpenFolder makes them; the
+	// owner's store, OwnFolder, when a method first needs them).
+	made atomic.Bool
+	// own is the owner's view of its jobs (own.go); nil unless OwnFolder.
+	own *owner
 }
 
 // Names in the jobs folder and a job's folder.
@@ -78,16 +84,34 @@ var errAhead = errors.New("the job's history moved on while the store wrote it")
 
 // OpenFolder opens (creating) a store in the jobs folder dir.
 func OpenFolder(dir string) (*FolderStore, error) {
+	s := newFolder(dir)
+	return s, s.mkdirs()
+}
+
+// newFolder is the store of dir, making nothing yet.
+func newFolder(dir string) *FolderStore {
+	return &FolderStore{dir: dir, jobs: jobstore.New(dir), now: time.Now}
+}
+
+// mkdirs makes clusterDir's folders, once.
+func (s *FolderStore) mkdirs() error {
+	if s.made.Load() {
+		return nil
+	}
 	for _, sub := range []string{"nodes", "keys", "objects"} {
-		if err := atomicfile.MkdirAll(filepath.Join(dir, clusterDir, sub), 0o700); err != nil {
-			return nil, err
+		if err := atomicfile.MkdirAll(filepath.Join(s.dir, clusterDir, sub), 0o700); err != nil {
+			return err
 		}
 	}
-	return &FolderStore{dir: dir, jobs: jobstore.New(dir), now: time.Now}, nil
+	s.made.Store(true)
+	return nil
 }
 
 // locked runs f under the store's exclusive lock.
 func (s *FolderStore) locked(f func() error) error {
+	if err := s.mkdirs(); err != nil {
+		return err
+	}
 	lf, err := os.OpenFile(filepath.Join(s.dir, clusterDir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return err
@@ -173,11 +197,8 @@ func (s *FolderStore) read(id string) (*folderRow, error) {
 // fileModeJob is the row of a job file mode made, as its manifest says:
 // its status, budget and spending; no lease, epoch 0.
 func fileModeJob(id string, m []byte) Job {
-	var head struct {
-		Status lifecycle.Status `json:"status"`
-	}
-	_ = json.Unmarshal(m, &head) // a manifest file mode cannot read has no status
-	return Job{ID: id, Status: head.Status, BudgetMicros: BudgetMicros(m), SpentMicros: CostMicros(m), Template: IsTemplate(m)}
+	h := readHead(m) // a manifest file mode cannot read has no status
+	return Job{ID: id, Status: h.Status, BudgetMicros: h.budget(), SpentMicros: h.cost(), Template: h.template()}
 }
 
 // adopt brings fr up to its history when the history is not as the
@@ -486,9 +507,14 @@ func (s *FolderStore) Heartbeat(_ context.Context, l *Lease, ttl time.Duration) 
 
 // Commit implements Store: the fence and the unit's rule (Apply) on the
 // row, the objects, the records into history.jsonl, the files into the
-// folder, the manifest into job.json, then the row.
+// folder, the manifest into job.json, then the row; then the caller's
+// own copy of the records (Unit.Write). A unit of the folder's owner
+// under its lease (Own) is committed as own.go says.
 func (s *FolderStore) Commit(_ context.Context, l *Lease, u Unit) error {
-	return s.locked(func() error {
+	if s.owns(l, &u) {
+		return s.commitOwn(l, u)
+	}
+	err := s.locked(func() error {
 		return s.jobLocked(l.Job, func() error {
 			fr, err := s.read(l.Job)
 			if err != nil {
@@ -551,6 +577,10 @@ func (s *FolderStore) Commit(_ context.Context, l *Lease, u Unit) error {
 			return err
 		})
 	})
+	if err == nil && u.Write != nil {
+		err = u.Write()
+	}
+	return err
 }
 
 // pointObjects checks that every object p's listing names is in objects

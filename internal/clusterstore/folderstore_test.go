@@ -32,6 +32,15 @@ func TestFolderStoreConformance(t *testing.T) {
 	})
 }
 
+// TestOwnFolderConformance: the store file mode's logistd commits through
+// (OwnFolder: the jobs folder's owner) passes the suite too.
+func TestOwnFolderConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) clusterstore.Store {
+		return clusterstore.OwnFolder(jobstore.New(t.TempDir()))
+	})
+}
+
 type testKey struct{ priv ed25519.PrivateKey }
 
 func (k testKey) ID() string             { return signing.KeyID(k.priv.Public().(ed25519.PublicKey)) }

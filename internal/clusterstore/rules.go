@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/lifecycle"
 )
 
 // Claimable is the one rule of which jobs a node may claim: a status the
@@ -26,11 +27,34 @@ func Claimable(j *Job, now time.Time) bool {
 // IsTemplate is the one rule of which manifests are schedules' templates
 // (a "schedule" that is not null): the store marks their rows, which no
 // node claims.
-func IsTemplate(manifest []byte) bool {
-	var m struct {
-		Schedule json.RawMessage `json:"schedule"`
+func IsTemplate(manifest []byte) bool { return readHead(manifest).template() }
+
+// head is what the store reads of a manifest, decoded once (readHead): a
+// field of the wrong type is left out, as if absent.
+type head struct {
+	Status   lifecycle.Status `json:"status"`
+	Schedule json.RawMessage  `json:"schedule"`
+	Budget   *float64         `json:"cost_threshold"`
+	Metrics  struct {
+		Cents float64 `json:"cumulative_cost"`
+	} `json:"metrics"`
+}
+
+func readHead(manifest []byte) head {
+	var h head
+	_ = json.Unmarshal(manifest, &h) // what did not decode is absent
+	return h
+}
+
+func (h head) template() bool { return len(h.Schedule) > 0 && string(h.Schedule) != "null" }
+
+func (h head) cost() int64 { return centsToMicros(h.Metrics.Cents) }
+
+func (h head) budget() int64 {
+	if h.Budget == nil || *h.Budget <= 0 {
+		return 0
 	}
-	return json.Unmarshal(manifest, &m) == nil && len(m.Schedule) > 0 && string(m.Schedule) != "null"
+	return centsToMicros(*h.Budget)
 }
 
 // OwnLease is the rule of which jobs a node started again takes back at
@@ -73,6 +97,13 @@ func Fence(j *Job, l *Lease) error {
 // Continue checks that lines continue j's history (sequence, predecessor,
 // hash of content) and returns the job's next sequence and last hash.
 func Continue(j *Job, lines [][]byte) (next int64, last string, err error) {
+	next, last, _, err = continues(j, lines)
+	return next, last, err
+}
+
+// continues is Continue, saying too whether lines hold an intent: an
+// agent call that starts once the unit is stored.
+func continues(j *Job, lines [][]byte) (next int64, last string, intent bool, err error) {
 	next, last = j.NextSeq, j.LastHash
 	if last == "" {
 		last = history.GenesisHash
@@ -80,18 +111,19 @@ func Continue(j *Job, lines [][]byte) (next int64, last string, err error) {
 	for _, line := range lines {
 		e, perr := history.ParseLine(line)
 		if perr != nil {
-			return 0, "", fmt.Errorf("job %s: record %d: %v: %w", j.ID, next, perr, ErrConflict)
+			return 0, "", false, fmt.Errorf("job %s: record %d: %v: %w", j.ID, next, perr, ErrConflict)
 		}
 		sum := sha256.Sum256(e.Body)
 		if e.Legacy || hex.EncodeToString(sum[:]) != e.Hash {
-			return 0, "", fmt.Errorf("job %s: record %d: not a sealed envelope: %w", j.ID, next, ErrConflict)
+			return 0, "", false, fmt.Errorf("job %s: record %d: not a sealed envelope: %w", j.ID, next, ErrConflict)
 		}
 		if e.Seq != next || e.PrevHash != last {
-			return 0, "", fmt.Errorf("job %s: record %d (after %s) does not follow record %d (%s): %w", j.ID, e.Seq, short(e.PrevHash), next-1, short(last), ErrConflict)
+			return 0, "", false, fmt.Errorf("job %s: record %d (after %s) does not follow record %d (%s): %w", j.ID, e.Seq, short(e.PrevHash), next-1, short(last), ErrConflict)
 		}
 		next, last = next+1, e.Hash
+		intent = intent || e.Type == history.TypeIntent
 	}
-	return next, last, nil
+	return next, last, intent, nil
 }
 
 func short(h string) string {
@@ -134,7 +166,7 @@ func Apply(j Job, l *Lease, u *Unit, now time.Time) (Job, error) {
 	if err := CheckFiles(j.ID, u.Files); err != nil {
 		return j, err
 	}
-	next, last, err := Continue(&j, u.Lines)
+	next, last, intent, err := continues(&j, u.Lines)
 	if err != nil {
 		return j, err
 	}
@@ -142,7 +174,7 @@ func Apply(j Job, l *Lease, u *Unit, now time.Time) (Job, error) {
 		j.BudgetMicros = *u.BudgetMicros
 	}
 	spent := j.SpentMicros + u.DebitMicros
-	if j.BudgetMicros > 0 && spent >= j.BudgetMicros && startsCall(u.Lines) {
+	if j.BudgetMicros > 0 && spent >= j.BudgetMicros && intent {
 		return j, fmt.Errorf("job %s: spent %d µ$ of a budget of %d µ$, a call may not start: %w", j.ID, spent, j.BudgetMicros, ErrBudget)
 	}
 	j.NextSeq, j.LastHash = next, last
@@ -160,17 +192,6 @@ func Apply(j Job, l *Lease, u *Unit, now time.Time) (Job, error) {
 		j.ClaimAfter = now.Add(u.Backoff)
 	}
 	return j, nil
-}
-
-// startsCall reports whether lines (checked by Continue) hold an intent:
-// an agent call that starts once the unit is stored.
-func startsCall(lines [][]byte) bool {
-	for _, line := range lines {
-		if e, err := history.ParseLine(line); err == nil && e.Type == history.TypeIntent {
-			return true
-		}
-	}
-	return false
 }
 
 // ValidSum reports whether sum names an object: a SHA-256 in lowercase
@@ -244,28 +265,12 @@ func Dropped(old, new []byte) []string {
 
 // CostMicros is a manifest file's cumulative cost (metrics, cents) in
 // micro-dollars: what the job spent, as file mode's manifest says it.
-func CostMicros(manifestFile []byte) int64 {
-	var m struct {
-		Metrics struct {
-			Cents float64 `json:"cumulative_cost"`
-		} `json:"metrics"`
-	}
-	_ = json.Unmarshal(manifestFile, &m)
-	return centsToMicros(m.Metrics.Cents)
-}
+func CostMicros(manifestFile []byte) int64 { return readHead(manifestFile).cost() }
 
 // BudgetMicros is a manifest file's budget (cost_threshold, cents) in
 // micro-dollars, 0 when it sets none: the budget a call is checked
 // against before it starts (Apply).
-func BudgetMicros(manifestFile []byte) int64 {
-	var m struct {
-		Cents *float64 `json:"cost_threshold"`
-	}
-	if json.Unmarshal(manifestFile, &m) != nil || m.Cents == nil || *m.Cents <= 0 {
-		return 0
-	}
-	return centsToMicros(*m.Cents)
-}
+func BudgetMicros(manifestFile []byte) int64 { return readHead(manifestFile).budget() }
 
 func centsToMicros(c float64) int64 { return int64(math.Round(c * 1e4)) }
 

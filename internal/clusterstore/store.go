@@ -6,7 +6,8 @@
 // job's epoch moved on). Two implementations pass one conformance suite
 // (storetest): internal/pgstore on PostgreSQL, and FolderStore in this
 // package, a jobs folder in file mode's format (job.json, history.jsonl)
-// written through file mode's own code. The rules both apply — what a fenced
+// written through file mode's own code, which file mode's logistd commits
+// every unit through as the folder's owner (own.go). The rules both apply — what a fenced
 // commit must satisfy, which jobs are claimable, what a lease may do — are
 // the functions in rules.go, so they cannot drift apart.
 package clusterstore
@@ -142,6 +143,13 @@ type Unit struct {
 	// protocol's artifacts), by path relative to the folder, stored with
 	// them (Store.Files).
 	Files map[string][]byte
+	// Write, if set, is the engine's own write of Lines into the history
+	// of the job's folder it runs in (history.Unit.Write: one write, one
+	// fsync), which the store calls once the unit is stored — or, for
+	// the folder's owner (FolderStore.Own: the engine's folder is the
+	// store's), as the store's write of the lines itself. A unit the
+	// store refuses is never written. Nil: the store's record only.
+	Write func() error
 }
 
 // Submission is a job submitted under an idempotency key

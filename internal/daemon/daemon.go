@@ -19,6 +19,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/logist/logist/internal/builtins"
+	"github.com/logist/logist/internal/cluster"
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/joblog"
@@ -127,6 +128,9 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	d.relay = newRelay(store, logger, d.metrics, time.Now())
 	env := &jobtx.Env{Store: store, Logger: logger, Obs: d.metrics, Witness: d.relay, Getenv: o.Getenv,
 		History: history.Options{Signer: d.key, MaxBytes: o.HistoryMaxBytes, Observe: d.metrics.HistoryWrite}}
+	// The storage seam: each unit this process appends is committed
+	// through the jobs folder's store, the owner's (cluster.OwnCommit).
+	env.History.Commit = cluster.OwnCommit(env)
 	// The composition root: the engine and the schedules' steward play
 	// the built-in workflows' effects, and import none of them.
 	effects := builtins.Effects()

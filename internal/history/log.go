@@ -52,11 +52,28 @@ type Options struct {
 	// Observe, if set, hears each durable append: bytes written and how
 	// long the fsync took (metrics).
 	Observe func(bytes int, fsync time.Duration)
-	// Mirror, if set, stores each unit's lines (the history in dir) in
-	// the system of record before they are written here; an error refuses
-	// the append (cluster mode: a node whose lease was fenced off writes
-	// nothing more).
-	Mirror func(dir string, lines [][]byte) error
+	// Commit, if set, is the store a unit is committed through: it gets
+	// the unit's sealed lines and the log's own write of them (Unit.Write:
+	// one write and one fsync), and the unit is stored when it returns nil
+	// having called Write once. An error, or a unit it did not write,
+	// refuses the append. The store decides and keeps its record: file
+	// mode's (clusterstore.FolderStore on the jobs folder) writes the unit
+	// with Write itself; cluster mode's stores the lines in the system of
+	// record under the lease's fence first, then Write keeps the node's
+	// folder (a node whose lease was fenced off writes nothing more).
+	Commit func(u Unit) error
+}
+
+// Unit is a unit the log is appending, as Options.Commit gets it.
+type Unit struct {
+	// Dir is the job's folder; Lines the unit's envelopes, in order, and
+	// Records what they hold (read only).
+	Dir     string
+	Lines   [][]byte
+	Records []*Record
+	// Write writes Lines to the history durably (the log's own append,
+	// which nothing else may do for it); it may be called once.
+	Write func() error
 }
 
 // Log appends to one job's history. Callers hold the job's lock while they
@@ -500,7 +517,7 @@ func (l *Log) appendUnit(recs []*Record) error {
 			return err
 		}
 		buf = append(buf, line...)
-		if l.opts.Mirror != nil {
+		if l.opts.Commit != nil {
 			lines = append(lines, line)
 		}
 		lastLen = len(line)
@@ -508,12 +525,28 @@ func (l *Log) appendUnit(recs []*Record) error {
 		st.apply(rec)
 		seq++
 	}
-	if l.opts.Mirror != nil {
-		if err := l.opts.Mirror(l.dir, lines); err != nil {
-			return fmt.Errorf("append history: %w", err)
-		}
+	if l.opts.Commit == nil {
+		return l.writeUnit(buf, recs, st, seq, last, lastLen)
 	}
-	return l.writeUnit(buf, recs, st, seq, last, lastLen)
+	written := false
+	var werr error
+	err := l.opts.Commit(Unit{Dir: l.dir, Lines: lines, Records: recs, Write: func() error {
+		if written {
+			return errors.New("append history: a unit is written once")
+		}
+		written = true
+		werr = l.writeUnit(buf, recs, st, seq, last, lastLen)
+		return werr
+	}})
+	switch {
+	case err == nil && !written:
+		return errors.New("append history: the store did not write the unit")
+	case err == nil:
+		return werr // a store that ignored its write's error does not store the unit
+	case err != nil && (werr == nil || !errors.Is(err, werr)):
+		return fmt.Errorf("append history: %w", err)
+	}
+	return err
 }
 
 // AppendSealed appends lines, envelopes sealed elsewhere (Seal's output,
@@ -523,7 +556,7 @@ func (l *Log) appendUnit(recs []*Record) error {
 // (clusterstore) stores records this way. The lines must continue this
 // history (sequence, predecessor, the hash of each body) and the unit
 // must end with a record that is not More; else nothing is written. No
-// Mirror is called: the lines come from the system of record.
+// Commit is called: the lines come from the system of record.
 func (l *Log) AppendSealed(lines [][]byte) error {
 	if len(lines) == 0 {
 		return nil

@@ -72,6 +72,9 @@ type Commit struct {
 	// holding it deflated ("deflate:" and base64), sealed for a job with
 	// encrypted history (internal/jobtx).
 	Manifest json.RawMessage `json:"manifest"`
+	// Plain is the manifest compact as its writer encoded it, before
+	// packing and sealing: in memory only, never stored (nil when read).
+	Plain []byte `json:"-"`
 }
 
 // ProtocolEvent is a protocol event (seed 003): what a role did, chained to the

@@ -134,7 +134,7 @@ func (t *Tx) commit() error {
 	if t.seal != nil {
 		packed = t.seal.Seal(packed, t.ID)
 	}
-	c := &history.Commit{Base: hex.EncodeToString(t.base[:]), Sum: hex.EncodeToString(sum[:])}
+	c := &history.Commit{Base: hex.EncodeToString(t.base[:]), Sum: hex.EncodeToString(sum[:]), Plain: compact}
 	if c.Manifest, err = json.Marshal(packed); err != nil {
 		return fmt.Errorf("save manifest: %w", err)
 	}
@@ -370,6 +370,12 @@ func (e *Env) CommittedFile(id string, lc *history.Commit) ([]byte, error) {
 		return nil, fmt.Errorf("job %s: committed manifest is not JSON", id)
 	}
 	return b, nil
+}
+
+// CommittedManifest is the manifest a commit record holds, compact (as
+// the transaction encoded it; CommittedFile is it as its file holds it).
+func (e *Env) CommittedManifest(id string, lc *history.Commit) ([]byte, error) {
+	return e.committedManifest(id, lc)
 }
 
 func (e *Env) committedManifest(id string, lc *history.Commit) ([]byte, error) {

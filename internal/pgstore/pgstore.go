@@ -283,13 +283,18 @@ const objectsLock = 0x6f626a65637473
 
 // Commit implements clusterstore.Store. A unit that replaces a point
 // (a restarted run recording it again) may leave objects no point names:
-// they are collected after the commit.
+// they are collected after the commit. The caller's copy of the records
+// (Unit.Write: a node's folder) is written once the transaction
+// committed: the database is never behind the folder.
 func (s *Store) Commit(ctx context.Context, l *clusterstore.Lease, u clusterstore.Unit) error {
 	dropped, err := s.commit(ctx, l, u)
 	if err == nil && len(dropped) > 0 {
 		// Best effort: a failure leaves objects no point names, harmless,
 		// until a later CollectObjects covers them.
 		_, _ = s.CollectObjects(ctx, dropped)
+	}
+	if err == nil && u.Write != nil {
+		err = u.Write()
 	}
 	return err
 }

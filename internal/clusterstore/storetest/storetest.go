@@ -58,6 +58,7 @@ func Run(t *testing.T, open Open) {
 		{"ReleaseBackoff", testReleaseBackoff},
 		{"LeaseEndedIsNotAFence", testLeaseEnded},
 		{"TakeBackOwnLeases", testTakeBack},
+		{"CommitWritesTheCallersCopy", testCommitWrite},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -811,5 +812,52 @@ func testTakeBack(t *testing.T, s clusterstore.Store) {
 	}
 	if again, err := s.TakeBack(ctx, "n9", time.Minute); err != nil || len(again) != 0 {
 		t.Fatalf("a node holding no lease took back %+v, %v", again, err)
+	}
+}
+
+// testCommitWrite: a unit's Write (the engine's own write of its records
+// into the folder it runs in: history.Options.Commit) is called once, after
+// the store stored the unit, and never for a unit the store refuses (the
+// fence, a history it does not continue, the budget): a folder is never
+// ahead of its store. A unit whose Write fails is still stored (the
+// store's record stands; the folder is the copy).
+func testCommitWrite(t *testing.T, s clusterstore.Store) {
+	submit(t, s, "a", 1_000_000)
+	stale := claim(t, s, "n1", shortTTL)
+	expire()
+	l := claim(t, s, "n2", time.Minute)
+	calls := 0
+	var atWrite *clusterstore.Job
+	write := func() error {
+		calls++
+		j, err := s.Job(ctx, "a")
+		atWrite = j
+		return err
+	}
+	lines := seal(t, s, "a", 1)
+	if err := s.Commit(ctx, l, clusterstore.Unit{Lines: lines, Write: write}); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 || atWrite == nil || atWrite.NextSeq != 1 {
+		t.Fatalf("Write called %d times, the store at it: %+v; want once, after the unit was stored", calls, atWrite)
+	}
+	fenced(t, s.Commit(ctx, stale, clusterstore.Unit{Lines: seal(t, s, "a", 1), Write: write}), "stale node's unit")
+	if err := s.Commit(ctx, l, clusterstore.Unit{Lines: lines, Write: write}); !errors.Is(err, clusterstore.ErrConflict) {
+		t.Fatalf("replayed records: %v, want ErrConflict", err)
+	}
+	err := s.Commit(ctx, l, clusterstore.Unit{DebitMicros: 1_000_000, Lines: intentLines(t, s, "a"), Write: write})
+	if !errors.Is(err, clusterstore.ErrBudget) {
+		t.Fatalf("a call with the budget spent: %v, want ErrBudget", err)
+	}
+	if calls != 1 {
+		t.Fatalf("Write called %d times; a refused unit must not be written", calls)
+	}
+	bad := errors.New("disk full")
+	err = s.Commit(ctx, l, clusterstore.Unit{Lines: seal(t, s, "a", 1), Write: func() error { return bad }})
+	if !errors.Is(err, bad) {
+		t.Fatalf("a failed Write: %v, want its error", err)
+	}
+	if j := job(t, s, "a"); j.NextSeq != 2 {
+		t.Fatalf("after a failed Write the store is at record %d, want 2 (its record stands)", j.NextSeq)
 	}
 }

@@ -45,11 +45,11 @@ func TestProtocolWantsAtEveryCrashPoint(t *testing.T) {
 	for k := int64(1); ; k++ {
 		f := testkit.New(t)
 		var units atomic.Int64
-		f.Env.History.Mirror = func(string, [][]byte) error {
+		f.Env.History.Commit = func(u history.Unit) error {
 			if units.Add(1) >= k {
 				return errDied
 			}
-			return nil
+			return u.Write()
 		}
 		f.WriteJob("p", m)
 		err := newEngine(f).Run(context.Background(), "p")
@@ -57,7 +57,7 @@ func TestProtocolWantsAtEveryCrashPoint(t *testing.T) {
 		if !died && err != nil {
 			t.Fatalf("died before unit %d: %v", k, err)
 		}
-		f.Env.History.Mirror = nil
+		f.Env.History.Commit = nil
 		if err := newEngine(f).Run(context.Background(), "p"); err != nil {
 			t.Fatalf("died before unit %d, then: %v", k, err)
 		}
