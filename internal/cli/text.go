@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/logist/logist/internal/manifest"
 )
@@ -95,8 +96,17 @@ func firstLine(s string, n int) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}
-	if len([]rune(s)) > n {
-		s = string([]rune(s)[:n]) + "…"
+	if len(s) <= n || utf8.RuneCountInString(s) <= n {
+		return s // (no more runes than bytes)
 	}
-	return s
+	cut := 0
+	for range n {
+		_, size := utf8.DecodeRuneInString(s[cut:])
+		cut += size
+	}
+	if utf8.ValidString(s[:cut]) {
+		return s[:cut] + "…"
+	}
+	// A rune conversion makes each invalid byte U+FFFD, as it always did.
+	return string([]rune(s)[:n]) + "…"
 }
