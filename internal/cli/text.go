@@ -24,7 +24,7 @@ func usd(v float64) string {
 		sign, v = "-", -v
 	}
 	if v == 0 || v >= 0.1 {
-		return fmt.Sprintf("%s$%.2f", sign, v)
+		return sign + "$" + strconv.FormatFloat(v, 'f', 2, 64) // as %.2f, without fmt (50,000 rows)
 	}
 	const most = 8
 	dec := min(max(2, 1-int(math.Floor(math.Log10(v)))), most)
@@ -51,7 +51,7 @@ func costText(m *manifest.Manifest) string {
 
 // timeText is a job's time and its budget.
 func timeText(m *manifest.Manifest) string {
-	s := fmt.Sprintf("%.3fs", m.Metrics.CumulativeTimeSeconds)
+	s := strconv.FormatFloat(m.Metrics.CumulativeTimeSeconds, 'f', 3, 64) + "s" // as %.3f
 	if m.TimeThresholdMinutes != nil {
 		s += " of " + minutesText(*m.TimeThresholdMinutes)
 	}

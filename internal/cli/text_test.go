@@ -2,11 +2,15 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/logist/logist/internal/manifest"
 )
 
 // A time budget prints with the precision the steward gave it, no more.
@@ -116,6 +120,29 @@ func FuzzFirstLine(f *testing.F) {
 		}
 		if got := firstLine(s, int(n)); got != want {
 			t.Fatalf("firstLine(%q, %d) = %q, want %q", s, n, got, want)
+		}
+	})
+}
+
+// FuzzNumberTexts holds the amounts and times a listing prints, formatted
+// by strconv, to the fmt verbs they were printed with (%.2f, %.3f).
+func FuzzNumberTexts(f *testing.F) {
+	for _, v := range []float64{0, 0.1, 1.005, 12.345, 1e21, -3, math.Inf(1), math.Inf(-1), math.NaN(), math.Copysign(0, -1)} {
+		f.Add(math.Float64bits(v))
+	}
+	f.Fuzz(func(t *testing.T, bits uint64) {
+		v := math.Float64frombits(bits)
+		if got, want := timeText(&manifest.Manifest{Metrics: manifest.Metrics{CumulativeTimeSeconds: v}}), fmt.Sprintf("%.3fs", v); got != want {
+			t.Fatalf("timeText(%v) = %q, want %q", v, got, want)
+		}
+		sign, a := "", v
+		if a < 0 {
+			sign, a = "-", -a
+		}
+		if a == 0 || a >= 0.1 { // usd's two-decimal case; below it, its own rules (unchanged)
+			if got, want := usd(v), fmt.Sprintf("%s$%.2f", sign, a); got != want {
+				t.Fatalf("usd(%v) = %q, want %q", v, got, want)
+			}
 		}
 	})
 }
