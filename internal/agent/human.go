@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
@@ -15,14 +16,14 @@ import (
 // turn, named after the turn.
 const RepliesDir = "replies"
 
-var replyName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+var replyName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`) })
 
 // ReplyFile is where the reply to a request is filed: under its turn key
 // (metadata turn_key) when it has one, else under its interaction.
 func ReplyFile(jobDir string, req *Request) (string, error) {
 	name := fmt.Sprintf("interaction-%06d", req.Interaction)
 	if k, ok := req.Metadata[history.MetaTurnKey].(string); ok && k != "" {
-		if !replyName.MatchString(k) {
+		if !replyName().MatchString(k) {
 			return "", fmt.Errorf("turn key %q is not a file name", k)
 		}
 		name = k

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
@@ -95,10 +96,14 @@ func aiderBuild(inv *Invocation) error {
 var (
 	// aiderTokens is aider's usage line: "Tokens: 2.1k sent, 1.0k cache
 	// write, 12k cache hit, 176 received." (format_tokens: n, n.nk, nk).
-	aiderTokens = regexp.MustCompile(`(?m)^Tokens: ([0-9.]+k?) sent(?:, ([0-9.]+k?) cache write)?(?:, ([0-9.]+k?) cache hit)?, ([0-9.]+k?) received\.`)
+	aiderTokens = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?m)^Tokens: ([0-9.]+k?) sent(?:, ([0-9.]+k?) cache write)?(?:, ([0-9.]+k?) cache hit)?, ([0-9.]+k?) received\.`)
+	})
 	// aiderCost follows it: "Cost: $0.0093 message, $0.12 session."
-	aiderCost  = regexp.MustCompile(`Cost: \$([0-9.]+) message, \$([0-9.]+) session\.`)
-	aiderModel = regexp.MustCompile(`(?m)^(?:Main model|Model): (\S+)`)
+	aiderCost = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`Cost: \$([0-9.]+) message, \$([0-9.]+) session\.`)
+	})
+	aiderModel = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^(?:Main model|Model): (\S+)`) })
 )
 
 func aiderParse(out *RunOutput) (*Parsed, error) {
@@ -107,10 +112,10 @@ func aiderParse(out *RunOutput) (*Parsed, error) {
 		return nil, errors.New("no output")
 	}
 	p := &Parsed{SessionID: aiderSession}
-	if m := aiderModel.FindStringSubmatch(text); m != nil {
+	if m := aiderModel().FindStringSubmatch(text); m != nil {
 		p.Model = m[1]
 	}
-	usage := aiderTokens.FindAllStringSubmatchIndex(text, -1)
+	usage := aiderTokens().FindAllStringSubmatchIndex(text, -1)
 	if len(usage) > 0 {
 		t := &history.Tokens{}
 		for _, m := range usage {
@@ -122,7 +127,7 @@ func aiderParse(out *RunOutput) (*Parsed, error) {
 		p.Tokens = t
 		p.Turns = len(usage)
 	}
-	if costs := aiderCost.FindAllStringSubmatch(text, -1); len(costs) > 0 {
+	if costs := aiderCost().FindAllStringSubmatch(text, -1); len(costs) > 0 {
 		if v, err := strconv.ParseFloat(costs[len(costs)-1][2], 64); err == nil {
 			p.CostUSD, p.CostReported = v, true
 		}

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
@@ -179,11 +180,13 @@ func claudeModel(r *claudeResult) string {
 
 // claudeAPIErrorText is how claude words a failed API call in its result
 // text; older versions did so with is_error false and exit status 0.
-var claudeAPIErrorText = regexp.MustCompile(`^(API Error|Invalid API key|Not logged in|OAuth token|Credit balance is too low|Request timed out|Connection error)`)
+var claudeAPIErrorText = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(API Error|Invalid API key|Not logged in|OAuth token|Credit balance is too low|Request timed out|Connection error)`)
+})
 
 // claudeStatusText finds the HTTP status in "API Error: 500 ..." and
 // "API Error: Request rejected (429) ...".
-var claudeStatusText = regexp.MustCompile(`^API Error: (?:[^0-9(]*\()?([1-5][0-9][0-9])\b`)
+var claudeStatusText = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^API Error: (?:[^0-9(]*\()?([1-5][0-9][0-9])\b`) })
 
 // claudeError classifies a failure the result reports, nil for success.
 func claudeError(r *claudeResult, text string, structured bool) *Error {
@@ -200,7 +203,7 @@ func claudeError(r *claudeResult, text string, structured bool) *Error {
 		return &Error{Code: codes.AgentFailed, Msg: "claude gave up producing an answer that fits the answer schema: " + detail}
 	}
 	apiErr := r.APIErrorStatus != nil || r.APIErrorType != "" || r.TerminalReason == "api_error"
-	if !r.IsError && !apiErr && (structured || !claudeAPIErrorText.MatchString(text)) {
+	if !r.IsError && !apiErr && (structured || !claudeAPIErrorText().MatchString(text)) {
 		if strings.HasPrefix(r.Subtype, "error") {
 			return &Error{Code: codes.AgentFailed, Msg: "claude: " + r.Subtype + ": " + detail}
 		}
@@ -209,7 +212,7 @@ func claudeError(r *claudeResult, text string, structured bool) *Error {
 	status := 0
 	if r.APIErrorStatus != nil {
 		status = *r.APIErrorStatus
-	} else if m := claudeStatusText.FindStringSubmatch(text); m != nil {
+	} else if m := claudeStatusText().FindStringSubmatch(text); m != nil {
 		status, _ = strconv.Atoi(m[1])
 	}
 	msg := "claude: " + detail

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/logist/logist/internal/codes"
@@ -329,8 +330,10 @@ func codexStartError(stderr string) *Error {
 }
 
 var (
-	codexStatus     = regexp.MustCompile(`\b([1-5][0-9][0-9]) [A-Z][A-Za-z ]+`)
-	codexRetryAfter = regexp.MustCompile(`(?i)try again in ([0-9]+(?:\.[0-9]+)?)\s*(ms|s|sec|seconds?)\b`)
+	codexStatus     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\b([1-5][0-9][0-9]) [A-Z][A-Za-z ]+`) })
+	codexRetryAfter = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?i)try again in ([0-9]+(?:\.[0-9]+)?)\s*(ms|s|sec|seconds?)\b`)
+	})
 )
 
 // classifyCodex turns the message of a failed turn into an Error. Codex
@@ -341,7 +344,7 @@ var (
 func classifyCodex(msg string) *Error {
 	low := strings.ToLower(msg)
 	status := 0
-	if m := codexStatus.FindStringSubmatch(msg); m != nil {
+	if m := codexStatus().FindStringSubmatch(msg); m != nil {
 		status, _ = strconv.Atoi(m[1])
 	}
 	has := func(subs ...string) bool {
@@ -360,7 +363,7 @@ func classifyCodex(msg string) *Error {
 		return &Error{Code: codes.APIError, Msg: "codex: quota exhausted: " + msg}
 	case status == 429 || has("too many requests", "rate limit"):
 		e := &Error{Code: codes.RateLimited, Transient: true, Msg: "codex: " + msg}
-		if m := codexRetryAfter.FindStringSubmatch(msg); m != nil {
+		if m := codexRetryAfter().FindStringSubmatch(msg); m != nil {
 			v, _ := strconv.ParseFloat(m[1], 64)
 			unit := time.Second
 			if strings.ToLower(m[2]) == "ms" {

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/logist/logist/internal/codes"
@@ -306,16 +307,18 @@ func geminiLines(stderr string) string { return stderrText(stderr, "Warning:", "
 var (
 	// geminiStatusText finds the HTTP status in the API's error body the
 	// CLI quotes: [API Error: {"error":{"code":401,...}}].
-	geminiStatusText = regexp.MustCompile(`"code"\s*:\s*([1-5][0-9][0-9])\b`)
+	geminiStatusText = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`"code"\s*:\s*([1-5][0-9][0-9])\b`) })
 	// geminiRetryText is the delay the API asks for (RetryInfo), as the
 	// CLI words it.
-	geminiRetryText = regexp.MustCompile(`(?:Please retry in|Suggested retry after) ([0-9.]+)(ms|s)\b`)
+	geminiRetryText = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(?:Please retry in|Suggested retry after) ([0-9.]+)(ms|s)\b`)
+	})
 )
 
 // geminiClassify turns an error message into a Logist error.
 func geminiClassify(msg string, turnLimit bool, exit int) *Error {
 	status := 0
-	if m := geminiStatusText.FindStringSubmatch(msg); m != nil {
+	if m := geminiStatusText().FindStringSubmatch(msg); m != nil {
 		status, _ = strconv.Atoi(m[1])
 	} else if exit >= 144 && exit <= 255 {
 		// The exit status is the HTTP status mod 256 (401 → 145).
@@ -363,7 +366,7 @@ func geminiClassify(msg string, turnLimit bool, exit int) *Error {
 
 // geminiRetryAfter is the delay named in a quota error, 0 if none.
 func geminiRetryAfter(msg string) time.Duration {
-	m := geminiRetryText.FindStringSubmatch(msg)
+	m := geminiRetryText().FindStringSubmatch(msg)
 	if m == nil {
 		return 0
 	}

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
@@ -239,9 +240,11 @@ func qwenParse(out *RunOutput) (*Parsed, error) {
 var (
 	// qwenAPIErrorText is how Qwen Code words a failed API call:
 	// "[API Error: 429 Rate limit reached ...]".
-	qwenAPIErrorText = regexp.MustCompile(`\[API Error:`)
+	qwenAPIErrorText = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\[API Error:`) })
 	// qwenStatusText finds the HTTP status in such a message.
-	qwenStatusText = regexp.MustCompile(`\[API Error: (?:Error: )?([1-5][0-9][0-9])\b|status(?: code)?:? ([1-5][0-9][0-9])\b|"code"\s*:\s*([1-5][0-9][0-9])\b`)
+	qwenStatusText = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`\[API Error: (?:Error: )?([1-5][0-9][0-9])\b|status(?: code)?:? ([1-5][0-9][0-9])\b|"code"\s*:\s*([1-5][0-9][0-9])\b`)
+	})
 )
 
 // qwenError classifies the result object, nil for success. A failed API
@@ -252,7 +255,7 @@ func qwenError(r *qwenLine, lastText string, exit int, structured bool) *Error {
 	if r.Error != nil {
 		msg = r.Error.Message
 	}
-	apiText := qwenAPIErrorText.MatchString(r.Result) || (!structured && r.Result == "" && qwenAPIErrorText.MatchString(lastText))
+	apiText := qwenAPIErrorText().MatchString(r.Result) || (!structured && r.Result == "" && qwenAPIErrorText().MatchString(lastText))
 	if msg == "" && apiText {
 		msg = r.Result
 		if msg == "" {
@@ -297,7 +300,7 @@ func qwenLines(stderr string) string {
 // qwenClassify turns an error message into a Logist error.
 func qwenClassify(msg string, turnLimit bool, exit int) *Error {
 	status := 0
-	if m := qwenStatusText.FindStringSubmatch(msg); m != nil {
+	if m := qwenStatusText().FindStringSubmatch(msg); m != nil {
 		for _, g := range m[1:] {
 			if g != "" {
 				status, _ = strconv.Atoi(g)

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"sync"
 )
 
 // KeepRequests is how many calls' request files (and answer files) a
@@ -19,7 +20,7 @@ import (
 // again by the re-attempt anyway).
 const KeepRequests = 32
 
-var requestName = regexp.MustCompile(`^(\d{6,})(?:\.answer)?\.json$`)
+var requestName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\d{6,})(?:\.answer)?\.json$`) })
 
 // PruneRequests removes the request and answer files of all but the
 // KeepRequests newest calls in the job folder jobDir's requests/ folder.
@@ -35,7 +36,7 @@ func PruneRequests(jobDir string) (int, error) {
 	}
 	byCall := map[int][]string{}
 	for _, e := range ents {
-		m := requestName.FindStringSubmatch(e.Name())
+		m := requestName().FindStringSubmatch(e.Name())
 		if m == nil || !e.Type().IsRegular() {
 			continue
 		}

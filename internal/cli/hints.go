@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/logist/logist/internal/jobstore"
 )
@@ -21,8 +22,8 @@ func (h *hinted) Error() string { return h.msg }
 func (h *hinted) Unwrap() error { return h.err }
 
 var (
-	jobNotFound    = regexp.MustCompile(`^job ([A-Za-z0-9._-]+): not found$`)
-	folderNotFound = regexp.MustCompile(`^jobs folder (.+): not found$`)
+	jobNotFound    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^job ([A-Za-z0-9._-]+): not found$`) })
+	folderNotFound = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^jobs folder (.+): not found$`) })
 )
 
 // helpful adds the next step to the errors a steward meets most: a job or
@@ -37,10 +38,10 @@ func helpful(e *env, c *command, err error) error {
 	case errors.As(err, &ue):
 		return &hinted{fmt.Sprintf("%s\nusage: logist %s %s (logist help %s shows examples)", msg, c.name, strings.TrimSpace(c.args), c.name), err}
 	case errors.Is(err, jobstore.ErrNotFound):
-		if m := jobNotFound.FindStringSubmatch(msg); m != nil {
+		if m := jobNotFound().FindStringSubmatch(msg); m != nil {
 			return &hinted{fmt.Sprintf("job %s not found in %s; logist list shows the jobs there (another folder? pass --jobs-dir DIR or set LOGIST_JOBS_DIR)", m[1], e.store.Dir), err}
 		}
-		if m := folderNotFound.FindStringSubmatch(msg); m != nil {
+		if m := folderNotFound().FindStringSubmatch(msg); m != nil {
 			return &hinted{fmt.Sprintf("jobs folder %s does not exist; pass --jobs-dir DIR or set LOGIST_JOBS_DIR (logistd creates the folder when it starts)", m[1]), err}
 		}
 	case errors.Is(err, fs.ErrPermission):

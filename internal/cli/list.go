@@ -2,11 +2,12 @@ package cli
 
 import (
 	"fmt"
-	"github.com/logist/logist/internal/agent"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobview"
 	"github.com/logist/logist/internal/manifest"
 )
@@ -24,47 +25,73 @@ var cmdList = &command{
 			return nil, err
 		}
 		r := &Result{Columns: []string{"JOB", "STATUS", "PHASE", "COST", "TIME", "NOTE"}}
-		items := []map[string]any{}
-		for _, en := range entries {
-			// The item's shape is the console API's too (jobview.ListItem).
-			items = append(items, jobview.ListItem(e.store.Dir, en))
-			if en.Err != nil {
-				// The folder already names the job; keep the note to the point.
-				note := jobview.InvalidNote(e.store.Dir, en)
-				status := "INVALID"
-				if en.Unplaced != "" {
-					status = "INVALID (unplaced)"
-				}
-				r.Rows = append(r.Rows, []string{en.ID, status, "-", "-", "-", firstLine(note, 120)})
-				continue
+		// JSON prints the items, text and markdown the rows: each is
+		// built only for the format that prints it (50,000 jobs).
+		if e.format == "json" {
+			items := make([]map[string]any, 0, len(entries))
+			for _, en := range entries {
+				// The item's shape is the console API's too (jobview.ListItem).
+				items = append(items, jobview.ListItem(e.store.Dir, en))
 			}
-			m := e.opened(en.View()) // one at a time: the listing holds summaries
-			note := m.Run.Reason
-			if en.Unplaced != "" {
-				note = "not yet placed by logistd: " + filepath.Base(en.Unplaced)
-			}
-			status := string(m.Status)
-			if m.Schedule != nil {
-				// A template never runs itself: show what it does instead.
-				status = "SCHEDULE"
-				note = "cron " + m.Schedule.Cron + ", next " + nextRun(m, time.Now())
-				if st := m.ScheduleState(); st != manifest.ScheduleActive {
-					note = "cron " + m.Schedule.Cron + ", " + st
-				}
-			}
-			if m.Run.Sandbox == agent.LayerNone {
-				// An opt-out is never silent: it shows where the job is listed.
-				note = strings.TrimSuffix(uncontainedNote+"; "+note, "; ")
-			}
-			r.Rows = append(r.Rows, []string{en.ID, status, orDash(m.Phase()), costText(m), timeText(m), firstLine(note, 100)})
+			r.Items = items
+		} else {
+			r.Rows = listRows(e, entries)
 		}
-		r.Items = items
 		r.Message = fmt.Sprintf("%d jobs in %s", len(entries), e.store.Dir)
 		if e.format == "text" {
 			r.Message = ""
 		}
 		return r, nil
 	},
+}
+
+// listRows are the table's rows of entries. Each valid entry is viewed in
+// one manifest reused from row to row (a row keeps only strings), and
+// sealed reasons are opened with one key for the listing.
+func listRows(e *env, entries []jobstore.Entry) [][]string {
+	rows := make([][]string, 0, len(entries))
+	var view manifest.Manifest
+	var opener *jobview.Opener
+	now := time.Now()
+	for i := range entries {
+		en := &entries[i]
+		if en.Err != nil {
+			// The folder already names the job; keep the note to the point.
+			note := jobview.InvalidNote(e.store.Dir, *en)
+			status := "INVALID"
+			if en.Unplaced != "" {
+				status = "INVALID (unplaced)"
+			}
+			rows = append(rows, []string{en.ID, status, "-", "-", "-", firstLine(note, 120)})
+			continue
+		}
+		m := en.ViewInto(&view) // the listing holds summaries
+		if m.EncryptHistory {
+			if opener == nil {
+				opener = e.opener()
+			}
+			m = opener.Manifest(m)
+		}
+		note := m.Run.Reason
+		if en.Unplaced != "" {
+			note = "not yet placed by logistd: " + filepath.Base(en.Unplaced)
+		}
+		status := string(m.Status)
+		if m.Schedule != nil {
+			// A template never runs itself: show what it does instead.
+			status = "SCHEDULE"
+			note = "cron " + m.Schedule.Cron + ", next " + nextRun(m, now)
+			if st := m.ScheduleState(); st != manifest.ScheduleActive {
+				note = "cron " + m.Schedule.Cron + ", " + st
+			}
+		}
+		if m.Run.Sandbox == agent.LayerNone {
+			// An opt-out is never silent: it shows where the job is listed.
+			note = strings.TrimSuffix(uncontainedNote+"; "+note, "; ")
+		}
+		rows = append(rows, []string{en.ID, status, orDash(m.Phase()), costText(m), timeText(m), firstLine(note, 100)})
+	}
+	return rows
 }
 
 // uncontainedNote is how a listing marks a job that opted out of

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/logist/logist/internal/jobview"
 	"github.com/logist/logist/internal/textsafe"
@@ -123,9 +124,23 @@ func render(out io.Writer, format string, r *Result, err error) {
 			if len(r.Fields) > 0 {
 				fmt.Fprintln(w)
 			}
+			writeTable(w, r.Columns, r.Rows)
+		}
+	}
+}
+
+// writeTable prints a text table: each cell neutralised (textsafe.Line),
+// every column but the last padded to its widest cell plus two spaces, as
+// text/tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) lays it out. Rows of as
+// many cells as columns are laid out here, in two passes over the cells
+// (tabwriter buffered 50,000 rows in one growing buffer); any other table
+// goes through tabwriter itself.
+func writeTable(w io.Writer, columns []string, rows [][]string) {
+	for _, row := range rows {
+		if len(row) != len(columns) || len(columns) == 0 {
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, strings.Join(r.Columns, "\t"))
-			for _, row := range r.Rows {
+			fmt.Fprintln(tw, strings.Join(columns, "\t"))
+			for _, row := range rows {
 				cells := make([]string, len(row))
 				for i, c := range row {
 					cells[i] = textsafe.Line(c)
@@ -133,8 +148,46 @@ func render(out io.Writer, format string, r *Result, err error) {
 				fmt.Fprintln(tw, strings.Join(cells, "\t"))
 			}
 			_ = tw.Flush() // into w, whose errors stick until its Flush
+			return
 		}
 	}
+	last := len(columns) - 1
+	widths := make([]int, last)
+	width := func(row []string) {
+		for i, c := range row[:last] {
+			widths[i] = max(widths[i], utf8.RuneCountInString(textsafe.Line(c)))
+		}
+	}
+	line := func(row []string) {
+		for i, c := range row[:last] {
+			// Neutralised text has no tab, newline, form feed or byte
+			// 0xff: nothing tabwriter would treat as more than a rune.
+			c = textsafe.Line(c)
+			_, _ = io.WriteString(w, c)
+			_, _ = io.WriteString(w, pad(widths[i]+2-utf8.RuneCountInString(c)))
+		}
+		_, _ = io.WriteString(w, textsafe.Line(row[last]))
+		_, _ = io.WriteString(w, "\n")
+	}
+	width(columns)
+	for _, row := range rows {
+		width(row)
+	}
+	line(columns)
+	for _, row := range rows {
+		line(row)
+	}
+}
+
+// spaces pads a table's cells (pad).
+const spaces = "                                                                "
+
+// pad is n spaces.
+func pad(n int) string {
+	if n <= len(spaces) {
+		return spaces[:n]
+	}
+	return strings.Repeat(" ", n)
 }
 
 // envelope is the JSON form of a result (nil: none) and its failure (nil:

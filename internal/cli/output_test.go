@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"text/tabwriter"
+
+	"github.com/logist/logist/internal/textsafe"
 )
 
 // The JSON envelope: ok and the command's data, or ok false and the error;
@@ -48,5 +52,70 @@ func TestEnvelope(t *testing.T) {
 	render(&b, "json", &Result{Document: map[string]any{"job_id": "j"}}, nil)
 	if strings.Contains(b.String(), `"ok"`) {
 		t.Errorf("document wrapped: %s", b.String())
+	}
+}
+
+// tabwriterTable is how tables were printed before writeTable: the layout
+// writeTable must keep.
+func tabwriterTable(columns []string, rows [][]string) string {
+	var b bytes.Buffer
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(columns, "\t"))
+	for _, row := range rows {
+		cells := make([]string, len(row))
+		for i, c := range row {
+			cells[i] = textsafe.Line(c)
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	_ = tw.Flush()
+	return b.String()
+}
+
+// FuzzWriteTable holds writeTable's layout to text/tabwriter's, cells with
+// control characters, invalid UTF-8, wide runes and tabwriter's escape
+// byte included.
+func FuzzWriteTable(f *testing.F) {
+	f.Add("a\x00bb\x00\x00ccc\x01é\x00\t\x00x\ny\x00\xff\x00中文\x01\x01\x00", uint8(3))
+	f.Add("", uint8(1))
+	f.Add("\x01\x01\x01", uint8(2))
+	f.Fuzz(func(t *testing.T, cells string, ncol uint8) {
+		n := int(ncol%6) + 1
+		columns := []string{"JOB", "STATUS", "PHASE", "COST", "TIME", "NOTE"}[:n]
+		// Cells are separated by NUL, rows by \x01; a short row falls back
+		// to tabwriter, which must then be what it was.
+		var rows [][]string
+		for _, line := range strings.Split(cells, "\x01") {
+			row := strings.Split(line, "\x00")
+			if len(row) > n {
+				row = row[:n]
+			}
+			rows = append(rows, row)
+		}
+		var b bytes.Buffer
+		writeTable(&b, columns, rows)
+		if want := tabwriterTable(columns, rows); b.String() != want {
+			t.Fatalf("columns %q rows %q:\ngot\n%q\nwant\n%q", columns, rows, b.String(), want)
+		}
+	})
+}
+
+// TestWriteTableAsTabwriter: the rows of a listing (as many cells as
+// columns) are laid out by writeTable itself, as tabwriter did.
+func TestWriteTableAsTabwriter(t *testing.T) {
+	columns := []string{"JOB", "STATUS", "PHASE", "COST", "TIME", "NOTE"}
+	rows := [][]string{
+		{"a", "SUCCESS", "-", "$0.00", "0.001s", ""},
+		{"long-job-name-é中", "INVALID", "-", "-", "-", "bad\ttab \x1b[31m red"},
+		{"b", "RUNNING", "work", "$1.00 of $5.00", "1.000s of 1h30m", "note"},
+		{"c\xff", "", "", "", "", "x"},
+	}
+	var b bytes.Buffer
+	writeTable(&b, columns, rows)
+	if want := tabwriterTable(columns, rows); b.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
+	}
+	if !strings.Contains(b.String(), "long-job-name-é中  INVALID") {
+		t.Errorf("columns not aligned:\n%s", b.String())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/logist/logist/internal/manifest"
 )
@@ -23,7 +24,7 @@ func usd(v float64) string {
 		sign, v = "-", -v
 	}
 	if v == 0 || v >= 0.1 {
-		return fmt.Sprintf("%s$%.2f", sign, v)
+		return sign + "$" + strconv.FormatFloat(v, 'f', 2, 64) // as %.2f, without fmt (50,000 rows)
 	}
 	const most = 8
 	dec := min(max(2, 1-int(math.Floor(math.Log10(v)))), most)
@@ -50,7 +51,7 @@ func costText(m *manifest.Manifest) string {
 
 // timeText is a job's time and its budget.
 func timeText(m *manifest.Manifest) string {
-	s := fmt.Sprintf("%.3fs", m.Metrics.CumulativeTimeSeconds)
+	s := strconv.FormatFloat(m.Metrics.CumulativeTimeSeconds, 'f', 3, 64) + "s" // as %.3f
 	if m.TimeThresholdMinutes != nil {
 		s += " of " + minutesText(*m.TimeThresholdMinutes)
 	}
@@ -95,8 +96,17 @@ func firstLine(s string, n int) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}
-	if len([]rune(s)) > n {
-		s = string([]rune(s)[:n]) + "…"
+	if len(s) <= n || utf8.RuneCountInString(s) <= n {
+		return s // (no more runes than bytes)
 	}
-	return s
+	cut := 0
+	for range n {
+		_, size := utf8.DecodeRuneInString(s[cut:])
+		cut += size
+	}
+	if utf8.ValidString(s[:cut]) {
+		return s[:cut] + "…"
+	}
+	// A rune conversion makes each invalid byte U+FFFD, as it always did.
+	return string([]rune(s)[:n]) + "…"
 }

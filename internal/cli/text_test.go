@@ -2,11 +2,15 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/logist/logist/internal/manifest"
 )
 
 // A time budget prints with the precision the steward gave it, no more.
@@ -98,4 +102,47 @@ func TestCostUnknownInStatusAndValidate(t *testing.T) {
 	if _, out, _ = runMain(t, nil, "validate", f); strings.Contains(out, "warning") {
 		t.Errorf("a priced manifest warned:\n%s", out)
 	}
+}
+
+// FuzzFirstLine holds firstLine to its first definition (a rune slice
+// each time, which most of logist list's CPU went to at 50,000 jobs).
+func FuzzFirstLine(f *testing.F) {
+	for _, s := range []string{"", "short", strings.Repeat("é", 30), "a\xffb" + strings.Repeat("x", 20), "line\nnext", strings.Repeat("中", 11) + "\xff"} {
+		f.Add(s, uint8(10))
+	}
+	f.Fuzz(func(t *testing.T, s string, n uint8) {
+		want := s
+		if i := strings.IndexByte(want, '\n'); i >= 0 {
+			want = want[:i]
+		}
+		if len([]rune(want)) > int(n) {
+			want = string([]rune(want)[:n]) + "…"
+		}
+		if got := firstLine(s, int(n)); got != want {
+			t.Fatalf("firstLine(%q, %d) = %q, want %q", s, n, got, want)
+		}
+	})
+}
+
+// FuzzNumberTexts holds the amounts and times a listing prints, formatted
+// by strconv, to the fmt verbs they were printed with (%.2f, %.3f).
+func FuzzNumberTexts(f *testing.F) {
+	for _, v := range []float64{0, 0.1, 1.005, 12.345, 1e21, -3, math.Inf(1), math.Inf(-1), math.NaN(), math.Copysign(0, -1)} {
+		f.Add(math.Float64bits(v))
+	}
+	f.Fuzz(func(t *testing.T, bits uint64) {
+		v := math.Float64frombits(bits)
+		if got, want := timeText(&manifest.Manifest{Metrics: manifest.Metrics{CumulativeTimeSeconds: v}}), fmt.Sprintf("%.3fs", v); got != want {
+			t.Fatalf("timeText(%v) = %q, want %q", v, got, want)
+		}
+		sign, a := "", v
+		if a < 0 {
+			sign, a = "-", -a
+		}
+		if a == 0 || a >= 0.1 { // usd's two-decimal case; below it, its own rules (unchanged)
+			if got, want := usd(v), fmt.Sprintf("%s$%.2f", sign, a); got != want {
+				t.Fatalf("usd(%v) = %q, want %q", v, got, want)
+			}
+		}
+	})
 }

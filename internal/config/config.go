@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/spf13/pflag"
 )
@@ -127,7 +128,9 @@ func readFile(file string, flags *pflag.FlagSet, skipped map[string]bool) (map[s
 	return out, nil
 }
 
-var secretName = regexp.MustCompile(`(?i)(secret|token|password|passwd|api[-_]?key|credential)`)
+var secretName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)(secret|token|password|passwd|api[-_]?key|credential)`)
+})
 
 // Redacted returns sources with values of secret-looking settings hidden.
 // Logist keeps no secrets in its configuration (agents get API keys by
@@ -135,7 +138,7 @@ var secretName = regexp.MustCompile(`(?i)(secret|token|password|passwd|api[-_]?k
 func Redacted(src map[string]Source) map[string]Source {
 	out := make(map[string]Source, len(src))
 	for k, v := range src {
-		if secretName.MatchString(k) && v.Value != "" {
+		if secretName().MatchString(k) && v.Value != "" {
 			v.Value = "[REDACTED]"
 		}
 		// A URL's password (a database URL): the rest stays readable.

@@ -65,7 +65,7 @@ func RunCluster(ctx context.Context, o Options, logger *slog.Logger) error {
 		return err
 	}
 	if o.Listen != "" {
-		reg.MustRegister(cluster.NewCollector(n))
+		reg.MustRegister(newClusterCollector(n))
 		ln, err := net.Listen("tcp", o.Listen)
 		if err != nil {
 			return fmt.Errorf("--listen %s: %w", o.Listen, err)

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"sync"
 )
 
 // The history's files, all in the job folder, are named here and only
@@ -46,11 +47,13 @@ const archiveGz = ".gz"
 
 func archiveName(n int) string { return fmt.Sprintf("history-%06d.jsonl", n) }
 
-var archiveRE = regexp.MustCompile(`^history-(\d{6,})\.jsonl(` + regexp.QuoteMeta(archiveGz) + `)?$`)
+var archiveRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^history-(\d{6,})\.jsonl(` + regexp.QuoteMeta(archiveGz) + `)?$`)
+})
 
 // plainArchive parses the name of an archive a rotation has not sealed.
 func plainArchive(name string) (n int, ok bool) {
-	m := archiveRE.FindStringSubmatch(name)
+	m := archiveRE().FindStringSubmatch(name)
 	if m == nil || m[2] != "" {
 		return 0, false
 	}
@@ -63,12 +66,12 @@ func plainArchive(name string) (n int, ok bool) {
 // jobHistory.json, the scan mark, and the temporary files their writers rename into
 // place (".<name>.tmp" or atomicfile's ".<name>.tmp-<n>"), which a crash
 // may leave behind.
-var runFileRE = func() *regexp.Regexp {
+var runFileRE = sync.OnceValue(func() *regexp.Regexp {
 	names := regexp.QuoteMeta(FileName) + "|" + regexp.QuoteMeta(IndexFile) + "|" + regexp.QuoteMeta(JobHistoryFile) + "|" + regexp.QuoteMeta(MarkFile) +
 		"|" + regexp.QuoteMeta(HeadFile) +
 		`|history-\d{6,}\.jsonl(?:` + regexp.QuoteMeta(archiveGz) + `)?`
 	return regexp.MustCompile(`^(?:` + names + `)$|^\.(?:` + names + `)\.tmp(?:-\d+)?$`)
-}()
+})
 
 // Path returns the path of the active file of the history in the job
 // folder dir (for messages, and for tests that damage it).
@@ -77,7 +80,7 @@ func Path(dir string) string { return filepath.Join(dir, FileName) }
 // IsFile reports whether name, a file's name in a job folder, is one of
 // the history's files (see runFileRE): part of a job's run, never of its
 // definition.
-func IsFile(name string) bool { return runFileRE.MatchString(name) }
+func IsFile(name string) bool { return runFileRE().MatchString(name) }
 
 // Files lists the history's files present in the job folder dir (IsFile),
 // sorted by name: the active file, the index, archives, jobHistory.json

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"sync"
 
 	"github.com/logist/logist/internal/atomicfile"
 	"github.com/logist/logist/internal/regfile"
@@ -188,7 +189,9 @@ func WriteJobHistoryOf(dir, jobID, createdAt, workspace string, recs []Record, l
 // viewHead finds the view's HistorySeq and HistoryHash in its first bytes
 // (MarshalIndent's layout, which WriteJobHistoryOf writes).
 // history_seq is left out at 0 (an empty history, or one record).
-var viewHead = regexp.MustCompile(`^\{\s*"format_version": \d+,\s*(?:"history_seq": (\d+),\s*)?"history_hash": "([0-9a-f]{64})"`)
+var viewHead = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\{\s*"format_version": \d+,\s*(?:"history_seq": (\d+),\s*)?"history_hash": "([0-9a-f]{64})"`)
+})
 
 // viewEnd is how a whole view ends: the top-level object's closing brace,
 // alone on the last line (inner ones are indented).
@@ -223,7 +226,7 @@ func JobHistoryCurrent(dir string) (bool, error) {
 	if _, err := f.ReadAt(end, n-int64(len(end))); err != nil {
 		return false, err
 	}
-	m := viewHead.FindSubmatch(start)
+	m := viewHead().FindSubmatch(start)
 	if m == nil || !bytes.Equal(end, viewEnd) {
 		return false, nil // torn, or older than HistorySeq
 	}

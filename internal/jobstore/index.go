@@ -284,8 +284,11 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 		covered = j.size
 	}
 	var out []Entry
+	// byRecord: out[i] is the job of the index's record i.
+	byRecord := false
 	if trust && idx.mark.Dir != (statKey{}) && idx.mark.Dir == dirKey {
 		// The folder's names are the index's: no listing of 50,000.
+		byRecord = true
 		out = make([]Entry, idx.n)
 		dirOf := s.dirOf()
 		for i := range out {
@@ -303,6 +306,21 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 	// loaded marks the entries read here that keep only their summary:
 	// read in full (summarise), or decoded unchecked (peekFinished).
 	loaded := make([]bool, len(out))
+	// A display takes the summaries from the index into one allocation
+	// rather than one each: it drops the whole listing at once. The
+	// daemon's scan keeps a few entries and lets the others go, so each
+	// of its summaries is an allocation of its own.
+	var sums []Summary
+	if trustInvalid {
+		sums = make([]Summary, len(out))
+	}
+	keep := func(i int, sum Summary) *Summary {
+		if sums == nil {
+			return &sum
+		}
+		sums[i] = sum
+		return &sums[i]
+	}
 	parallel(len(out), sc.Workers, func(i int) {
 		if sc.Ctx != nil && sc.Ctx.Err() != nil {
 			return
@@ -322,7 +340,10 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 			s.loadEntry(e)
 			return
 		}
-		r := idx.find(e.ID)
+		r := i
+		if !byRecord {
+			r = idx.find(e.ID)
+		}
 		var ie indexEntry
 		if r >= 0 {
 			ie = idx.entry(r)
@@ -333,7 +354,7 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 				e.Err, e.Partial = errors.New(ie.Err), true
 				return
 			}
-			e.Sum, e.Partial, e.Unchecked = &ie.Sum, true, ie.Unchecked
+			e.Sum, e.Partial, e.Unchecked = keep(i, ie.Sum), true, ie.Unchecked
 			return
 		}
 		now := time.Now()
@@ -350,7 +371,7 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 				e.Err, e.Partial = errors.New(ie.Err), true
 				return
 			}
-			e.Sum, e.Partial, e.Unchecked = &ie.Sum, true, ie.Unchecked
+			e.Sum, e.Partial, e.Unchecked = keep(i, ie.Sum), true, ie.Unchecked
 			return
 		}
 		// A manifest the index says is invalid is checked again in full

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -331,12 +332,29 @@ func tooNew(v int64) string {
 	return fmt.Sprintf("version %d is newer than this logist supports (%d); upgrade logist", v, CurrentVersion)
 }
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+// idChars reports whether id matches ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$:
+// a loop, not a regular expression, whose compilation (the bounded
+// repetition unrolled 127 times) cost every program's start a millisecond.
+func idChars(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // ValidID reports whether id may name a job (and so a folder): no '/', no
 // '..', no control characters.
 func ValidID(id string) error {
-	if !idPattern.MatchString(id) || strings.Contains(id, "..") {
+	if !idChars(id) || strings.Contains(id, "..") {
 		return fmt.Errorf("job id %q is invalid: use letters, digits, '.', '_' and '-' (at most 128, no '..')", id)
 	}
 	return nil
@@ -523,7 +541,7 @@ func (w *Workspace) check(file string) Errors {
 		switch r := g.Repo; {
 		case strings.HasPrefix(r, "-"):
 			es = append(es, &Error{File: file, Pointer: "/workspace/git/repo", Reason: "may not start with '-'"})
-		case !path.IsAbs(r) && !strings.Contains(r, "://") && !scpLike.MatchString(r):
+		case !path.IsAbs(r) && !strings.Contains(r, "://") && !scpLike().MatchString(r):
 			es = append(es, &Error{File: file, Pointer: "/workspace/git/repo", Reason: fmt.Sprintf("%q: name a local repository by its absolute path (logistd's folder is not yours), or give a URL", r)})
 		}
 		if strings.HasPrefix(g.Ref, "-") {
@@ -537,7 +555,7 @@ func (w *Workspace) check(file string) Errors {
 }
 
 // scpLike is git's user@host:path form of an ssh URL.
-var scpLike = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^/]`)
+var scpLike = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^/]`) })
 
 func hasPlaceholder(argv []string, ph string) bool {
 	for _, a := range argv {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -400,6 +401,20 @@ func TestValidID(t *testing.T) {
 			t.Errorf("ValidID(%q) = nil", id)
 		}
 	}
+}
+
+// FuzzIDChars holds idChars to the regular expression it replaced (a loop
+// because compiling that expression cost every program's start).
+func FuzzIDChars(f *testing.F) {
+	re := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	for _, id := range []string{"", "a", "-a", "a-", "a.b_c-9", "é", "a\xff", "a\n", strings.Repeat("x", 128), strings.Repeat("x", 129), "x" + strings.Repeat("é", 60)} {
+		f.Add(id)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		if got, want := idChars(id), re.MatchString(id); got != want {
+			t.Fatalf("idChars(%q) = %v, the expression says %v", id, got, want)
+		}
+	})
 }
 
 func TestResolveWorkflow(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/logist/logist/internal/atomicfile"
 )
@@ -25,13 +26,13 @@ type Store struct {
 // NewStore is the store of the job folder jobDir.
 func NewStore(jobDir string) Store { return Store{Dir: filepath.Join(jobDir, ArtifactsDir)} }
 
-var artifactID = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+var artifactID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^sha256:[0-9a-f]{64}$`) })
 
 // ArtifactID is the id of content b.
 func ArtifactID(b []byte) string { return "sha256:" + sha256Hex(b) }
 
 // ValidArtifactID reports whether id has the "sha256:<64 hex>" form.
-func ValidArtifactID(id string) bool { return artifactID.MatchString(id) }
+func ValidArtifactID(id string) bool { return artifactID().MatchString(id) }
 
 // ArtifactError says an artifact is missing or its content does not hash
 // to its id; Class is FailMissingArtifact or FailHashMismatch.

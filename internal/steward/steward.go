@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/codes"
@@ -446,14 +447,14 @@ func HintFor(m *manifest.Manifest, id string) string {
 
 // roleInReason finds the role a reason names by its field
 // (/agents/ROLE/...), as the intake check writes it.
-var roleInReason = regexp.MustCompile(`/agents/([^/\s:;]+)/`)
+var roleInReason = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`/agents/([^/\s:;]+)/`) })
 
 // configHint is what a steward does about an agent that cannot start or
 // is misconfigured: guidance cannot fix a configuration, logist set can.
 func configHint(m *manifest.Manifest, id string) string {
 	then := ", then logist resume " + id
 	role := "ROLE"
-	if r := roleInReason.FindStringSubmatch(m.Run.Reason); r != nil {
+	if r := roleInReason().FindStringSubmatch(m.Run.Reason); r != nil {
 		role = r[1]
 	} else if wf, err := m.ResolveWorkflow(); err == nil {
 		if ph, ok := wf.Phases[m.Phase()]; ok {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"maps"
 	"path"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -61,8 +60,21 @@ type Phase struct {
 	State string `json:"state,omitempty"`
 }
 
-// Outcome names an effect may report besides the three actions.
-var outcomeName = regexp.MustCompile(`^[A-Z][A-Z_]{1,39}$`)
+// outcomeName reports whether o may name an outcome an effect reports
+// besides the three actions: ^[A-Z][A-Z_]{1,39}$, as a loop rather than a
+// regular expression compiled by every check of a workflow (logist
+// status's too).
+func outcomeName(o string) bool {
+	if len(o) < 2 || len(o) > 40 {
+		return false
+	}
+	for i := 0; i < len(o); i++ {
+		if c := o[i]; !('A' <= c && c <= 'Z') && (i == 0 || c != '_') {
+			return false
+		}
+	}
+	return true
+}
 
 // Workflow is a named graph of phases.
 type Workflow struct {
@@ -182,7 +194,7 @@ func (w *Workflow) Check() error {
 			}
 		}
 		for o, t := range p.On {
-			if !outcomeName.MatchString(o) {
+			if !outcomeName(o) {
 				return fmt.Errorf("phase %q: outcome %q is not an upper-case name", name, o)
 			}
 			if t == TargetSuccess || t == TargetIntervention {

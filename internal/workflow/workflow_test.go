@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -129,4 +130,17 @@ func TestLoopsWarnOfCyclesWithNoExit(t *testing.T) {
 			t.Errorf("built-in %s: %v", name, l)
 		}
 	}
+}
+
+// FuzzOutcomeName holds outcomeName to the regular expression it replaced.
+func FuzzOutcomeName(f *testing.F) {
+	re := regexp.MustCompile(`^[A-Z][A-Z_]{1,39}$`)
+	for _, o := range []string{"", "A", "AB", "A_", "_A", "DONE_NOW", "done", "AÉ", strings.Repeat("A", 40), strings.Repeat("A", 41), "A\n"} {
+		f.Add(o)
+	}
+	f.Fuzz(func(t *testing.T, o string) {
+		if got, want := outcomeName(o), re.MatchString(o); got != want {
+			t.Fatalf("outcomeName(%q) = %v, the expression says %v", o, got, want)
+		}
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/logist/logist/internal/deliberation"
 )
@@ -76,7 +77,7 @@ const (
 	maxRoundsCap = 50
 )
 
-var idRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+var idRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`) })
 
 // ParseConfig decodes and checks the "game" section strictly; errors name
 // the field. An empty section is refused: a parliament needs members.
@@ -127,8 +128,8 @@ func (c *Config) check() error {
 	for i := range c.Representatives {
 		r := &c.Representatives[i]
 		f := fmt.Sprintf("game.representatives[%d]", i)
-		if !idRe.MatchString(r.ID) {
-			return fmt.Errorf("%s.id: %q must match %s", f, r.ID, idRe)
+		if !idRe().MatchString(r.ID) {
+			return fmt.Errorf("%s.id: %q must match %s", f, r.ID, idRe())
 		}
 		if r.ID == speakerID || r.ID == pmID || r.ID == deliberation.Steward {
 			return fmt.Errorf("%s.id: %q is reserved", f, r.ID)
@@ -167,10 +168,10 @@ func (c *Config) check() error {
 	if c.Drafter != "" && !seen[c.Drafter] {
 		return fmt.Errorf("game.drafter: %q is not a representative", c.Drafter)
 	}
-	if c.Speaker != "" && c.Speaker != builtinName && !idRe.MatchString(c.Speaker) {
+	if c.Speaker != "" && c.Speaker != builtinName && !idRe().MatchString(c.Speaker) {
 		return fmt.Errorf("game.speaker: %q is neither %q nor an agent name", c.Speaker, builtinName)
 	}
-	if c.Summarizer != "" && !idRe.MatchString(c.Summarizer) {
+	if c.Summarizer != "" && !idRe().MatchString(c.Summarizer) {
 		return fmt.Errorf("game.summarizer: %q is not an agent name", c.Summarizer)
 	}
 	for i, f := range c.Files {

@@ -1,4 +1,4 @@
-package cluster
+package daemon
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/logist/logist/internal/cluster"
 )
 
 var clusterMetric = regexp.MustCompile(`\blogist_cluster_[a-z0-9_]+`)
@@ -17,7 +19,7 @@ var clusterMetric = regexp.MustCompile(`\blogist_cluster_[a-z0-9_]+`)
 // exports is on the dashboard.
 func TestDeployedClusterQueries(t *testing.T) {
 	ch := make(chan *prometheus.Desc, 32)
-	NewCollector(&Node{ID: "n"}).Describe(ch)
+	newClusterCollector(&cluster.Node{ID: "n"}).Describe(ch)
 	close(ch)
 	exported := map[string]bool{}
 	name := regexp.MustCompile(`fqName: "([a-z0-9_]+)"`)

@@ -1,4 +1,4 @@
-package cluster
+package daemon
 
 import (
 	"context"
@@ -6,22 +6,26 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/logist/logist/internal/cluster"
 	"github.com/logist/logist/internal/lifecycle"
 )
 
-// Collector exposes a node's counters and the cluster's gauges (read from
-// the store at each scrape, with a deadline) to Prometheus.
-type Collector struct {
-	Node *Node
+// clusterCollector exposes a node's counters and the cluster's gauges (read
+// from the store at each scrape, with a deadline) to Prometheus. It lives
+// here, not in internal/cluster, so that logist (which links the cluster
+// for its cluster mode) does not link Prometheus, whose package init costs
+// every command's start a few milliseconds.
+type clusterCollector struct {
+	Node *cluster.Node
 
 	claims, rescues, fenced, lost, running *prometheus.Desc
 	jobs, leases, heartbeatAge, storeUp    *prometheus.Desc
 }
 
-// NewCollector describes n's metrics.
-func NewCollector(n *Node) *Collector {
+// newClusterCollector describes n's metrics.
+func newClusterCollector(n *cluster.Node) *clusterCollector {
 	node := prometheus.Labels{"node": n.ID}
-	return &Collector{Node: n,
+	return &clusterCollector{Node: n,
 		claims:       prometheus.NewDesc("logist_cluster_claims_total", "Jobs this node claimed (rescues included).", nil, node),
 		rescues:      prometheus.NewDesc("logist_cluster_rescues_total", "Jobs this node claimed from a node whose lease had expired.", nil, node),
 		fenced:       prometheus.NewDesc("logist_cluster_fenced_writes_total", "Runs of this node stopped because the store refused a write or heartbeat: the job's epoch had moved on.", nil, node),
@@ -35,14 +39,14 @@ func NewCollector(n *Node) *Collector {
 }
 
 // Describe implements prometheus.Collector.
-func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.claims, c.rescues, c.fenced, c.lost, c.running, c.jobs, c.leases, c.heartbeatAge, c.storeUp} {
 		ch <- d
 	}
 }
 
 // Collect implements prometheus.Collector.
-func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	claims, rescues, fenced, lost, running := c.Node.Stats.Snapshot()
 	ch <- prometheus.MustNewConstMetric(c.claims, prometheus.CounterValue, float64(claims))
 	ch <- prometheus.MustNewConstMetric(c.rescues, prometheus.CounterValue, float64(rescues))
