@@ -61,7 +61,7 @@ func TestGitWorkspaceMovesWithJob(t *testing.T) {
 	if _, err := Submit(ctx, s, []byte(job)); err != nil {
 		t.Fatal(err)
 	}
-	const ttl = 2 * time.Second
+	const ttl = 4 * time.Second // under load (CI) a shorter lease is lost between heartbeats
 	ga := &gate{Store: s}
 	a := newNode(t, ga, "a", ttl)
 	var wg sync.WaitGroup
@@ -77,7 +77,7 @@ func TestGitWorkspaceMovesWithJob(t *testing.T) {
 	ga.freeze() // A dies
 	b := newNode(t, s, "b", ttl)
 	wg.Go(func() { _ = b.Run(ctx) })
-	js := waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == lifecycle.Success }, 60*time.Second)
+	js := waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == lifecycle.Success }, 120*time.Second)
 	ga.thaw()
 	cancel()
 	wg.Wait()
