@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -39,7 +40,7 @@ func launchMain(args []string) int {
 	}
 	// The call relies on both (its secrets unreadable, its leftovers
 	// inherited and killed): a launcher without them runs nothing.
-	hardenErr := errors.Join(HideProcess(), unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0))
+	hardenErr := errors.Join(HideProcess(), unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), closeInherited())
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 	kill := make(chan os.Signal, 1)
 	signal.Notify(kill, syscall.SIGTERM, syscall.SIGINT)
@@ -75,6 +76,27 @@ func launchMain(args []string) int {
 		}
 	}
 	return l.run(kill)
+}
+
+// closeInherited marks every descriptor above the standard streams
+// close-on-exec: what the daemon's own parent left open to it (a pipe of
+// the shell or supervisor that started it) must not reach the sandbox,
+// which gets only the descriptors the launcher hands it.
+func closeInherited() error {
+	const closeRangeCloexec = 1 << 2 // CLOSE_RANGE_CLOEXEC, Linux 5.11
+	if unix.CloseRange(3, math.MaxUint32, closeRangeCloexec) == nil {
+		return nil
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("inherited descriptors: %v", err)
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
+	return nil
 }
 
 type launch struct {
@@ -118,7 +140,7 @@ func (l *launch) run(kill <-chan os.Signal) int {
 
 	// The proxy's address as the program sees it.
 	addr := ""
-	if p.Forward != "" {
+	if p.Forward != "" && p.Bwrap == "" {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return l.finish(OutcomeStartFailed, "proxy listener: "+err.Error(), outF, errF)
@@ -143,7 +165,7 @@ func (l *launch) run(kill <-chan os.Signal) int {
 		return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
 	}
 	defer statusR.Close() //nolint:errcheck // a pipe, read only
-	var infoR, infoW *os.File
+	var infoR, infoW, lnOurs, lnTheirs *os.File
 	var cmd *exec.Cmd
 	switch {
 	case p.Bwrap != "":
@@ -155,6 +177,14 @@ func (l *launch) run(kill <-chan os.Signal) int {
 		}
 		defer infoR.Close() //nolint:errcheck // a pipe, read only
 		cmd.ExtraFiles = []*os.File{statusW, infoW}
+		if p.Forward != "" {
+			// The helper hands out the proxy's listener (listener.go).
+			if lnOurs, lnTheirs, err = listenerPair(); err != nil {
+				return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
+			}
+			defer lnOurs.Close() //nolint:errcheck // a socket pair's end: nothing to lose
+			cmd.ExtraFiles = append(cmd.ExtraFiles, lnTheirs)
+		}
 	case p.Exec != nil:
 		cfg, _ := json.Marshal(p.Exec)
 		cmd = exec.Command(p.Self, append([]string{verbExec, string(cfg), "--"}, argv...)...)
@@ -212,8 +242,20 @@ func (l *launch) run(kill <-chan os.Signal) int {
 	if infoW != nil {
 		_ = infoW.Close()
 	}
+	if lnTheirs != nil {
+		_ = lnTheirs.Close()
+	}
 	if startErr != nil {
 		return l.finish(OutcomeStartFailed, fmt.Sprintf("start %s: %v", cmd.Path, startErr), outF, errF)
+	}
+	if lnOurs != nil {
+		// Until the sandbox ends: then the helper's listener, which holds
+		// the call's connections, ends with the launcher.
+		go func() {
+			if ln, err := takeListener(lnOurs); err == nil {
+				forward(ln, p.Forward)
+			}
+		}()
 	}
 	infoDone := make(chan struct{})
 	if infoR != nil {
