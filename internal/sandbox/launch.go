@@ -26,16 +26,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// launchMain is the launcher ("__sandbox-launch CALLDIR"), started by the
-// daemon in a session of its own so that it outlives the daemon. It reads
-// its plan from stdin, runs the sandbox, keeps the output in the call
+// launchMain is the launcher ("__sandbox-launch"), started by the daemon
+// in a session of its own so that it outlives the daemon, possibly ahead
+// of its call (Local.Prefork). It reads its plan from stdin (which names
+// the call directory, where it keeps its own log), runs the sandbox, keeps the output in the call
 // directory (capped), kills the whole sandbox when asked (SIGTERM) or when
 // the output passes the limit, and leaves the result (durably when no
 // daemon waits for it: daemonWaits). It is the sandbox's child subreaper: whatever the program leaves running is
 // killed before the result is written.
 func launchMain(args []string) int {
-	if len(args) != 1 {
-		fmt.Fprintln(os.Stderr, "usage: __sandbox-launch CALLDIR")
+	if len(args) != 0 {
+		fmt.Fprintln(os.Stderr, "usage: __sandbox-launch (the plan on stdin)")
 		return 2
 	}
 	// The call relies on both (its secrets unreadable, its leftovers
@@ -44,17 +45,20 @@ func launchMain(args []string) int {
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 	kill := make(chan os.Signal, 1)
 	signal.Notify(kill, syscall.SIGTERM, syscall.SIGINT)
-	dir := args[0]
-	res := &Result{Started: time.Now().UTC()}
 	var p plan
-	// A daemon that died while writing leaves a cut plan: nothing runs.
-	// No result either: the daemon that wrote it is gone, and a later
-	// daemon may already have started this call again in this directory.
-	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&p); err != nil {
-		fmt.Fprintf(os.Stderr, "logist-sandbox: plan: %v; nothing run\n", err)
+	// A daemon that died while writing leaves a cut plan, and one that
+	// died before (a spare's) none: nothing runs. No result either: the
+	// daemon that wrote it is gone, and a later daemon may already have
+	// started this call again in this directory. Nothing to log: the
+	// plan names the log.
+	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&p); err != nil || !filepath.IsAbs(p.CallDir) {
 		return 1
 	}
-	res.Layer = p.Layer
+	dir := p.CallDir
+	if err := logTo(filepath.Join(dir, fileLog)); err != nil {
+		hardenErr = errors.Join(hardenErr, err)
+	}
+	res := &Result{Started: time.Now().UTC(), Layer: p.Layer}
 	l := &launch{p: &p, res: res, dir: dir}
 	if hardenErr != nil {
 		return l.finish(OutcomeStartFailed, "launcher: "+hardenErr.Error(), nil, nil)
@@ -76,6 +80,17 @@ func launchMain(args []string) int {
 		}
 	}
 	return l.run(kill)
+}
+
+// logTo makes path the launcher's stdout and stderr (its own messages;
+// the program's output goes to the call directory's files).
+func logTo(path string) error {
+	f, err := regfile.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("launcher log: %v", err)
+	}
+	defer f.Close() //nolint:errcheck // duplicated onto 1 and 2 below
+	return errors.Join(unix.Dup3(int(f.Fd()), 1, 0), unix.Dup3(int(f.Fd()), 2, 0))
 }
 
 // closeInherited marks every descriptor above the standard streams
