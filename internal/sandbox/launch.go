@@ -29,11 +29,12 @@ import (
 // launchMain is the launcher ("__sandbox-launch"), started by the daemon
 // in a session of its own so that it outlives the daemon, possibly ahead
 // of its call (Local.Prefork). It reads its plan from stdin (which names
-// the call directory, where it keeps its own log), runs the sandbox, keeps the output in the call
-// directory (capped), kills the whole sandbox when asked (SIGTERM) or when
-// the output passes the limit, and leaves the result (durably when no
-// daemon waits for it: daemonWaits). It is the sandbox's child subreaper: whatever the program leaves running is
-// killed before the result is written.
+// the call directory, where it keeps its own log), runs the sandbox,
+// keeps the output in the call directory (capped), kills the whole
+// sandbox when asked (SIGTERM) or when the output passes the limit, and
+// leaves the result (durably when no daemon waits for it: daemonWaits).
+// It is the sandbox's child subreaper: whatever the program leaves
+// running is killed before the result is written.
 func launchMain(args []string) int {
 	if len(args) != 0 {
 		fmt.Fprintln(os.Stderr, "usage: __sandbox-launch (the plan on stdin)")
