@@ -262,6 +262,9 @@ func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept) (stepRes
 		if err != nil {
 			return stepResult{done: true}, err
 		}
+		if !o.more {
+			leaveSlot(ctx) // the run's last call: its end is recorded outside the slot
+		}
 		chain := e.chains(ctx, tx, o)
 		o.hold = o.hold || chain
 		res, err = e.apply(tx, o)
@@ -294,6 +297,9 @@ func (e *Engine) stepTurns(ctx context.Context, id string, keep *jobtx.Kept, tx 
 	o, err := e.finishTurns(ctx, tx, c, c.teff)
 	if err != nil {
 		return stepResult{done: true}, err
+	}
+	if !o.more {
+		leaveSlot(ctx)
 	}
 	res, err := e.apply(tx, o)
 	if err == nil {

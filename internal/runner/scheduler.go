@@ -26,7 +26,9 @@ const (
 )
 
 // Scheduler runs jobs in parallel, at most MaxParallel at once, never one
-// job twice at the same time.
+// job twice at the same time. A run past its last agent call, recording
+// the job's end, no longer counts among the MaxParallel (slot): at most as
+// many again may be doing that.
 type Scheduler struct {
 	Engine *Engine
 	Logger *slog.Logger
@@ -40,7 +42,11 @@ type Scheduler struct {
 	// The stall is also noted for `logist status` (jobstore.WriteStall).
 	OnStall func(id, code string)
 
-	sem     chan struct{}
+	sem chan struct{}
+	// ending holds the runs that gave their place in sem back once their
+	// last agent call returned and now record the job's end (slot.leave):
+	// as many as sem, so that at most twice MaxParallel jobs are open.
+	ending  chan struct{}
 	mu      sync.Mutex
 	active  map[string]*run
 	closed  bool
@@ -63,7 +69,7 @@ func NewScheduler(ctx context.Context, e *Engine, maxParallel int, logger *slog.
 	if maxParallel < 1 {
 		maxParallel = 1
 	}
-	return &Scheduler{Engine: e, Logger: logger, sem: make(chan struct{}, maxParallel), active: map[string]*run{},
+	return &Scheduler{Engine: e, Logger: logger, sem: make(chan struct{}, maxParallel), ending: make(chan struct{}, maxParallel), active: map[string]*run{},
 		idle: make(chan struct{}), baseCtx: ctx, quit: make(chan struct{}),
 		StorageRetryInitial: DefaultStorageRetryInitial, StorageRetryMax: DefaultStorageRetryMax}
 }
@@ -124,9 +130,10 @@ func (s *Scheduler) start(id string, m *manifest.Manifest) {
 			case <-ctx.Done():
 				return
 			}
-			err := s.runOnce(ctx, id, m)
+			sl := &slot{s: s}
+			err := s.runOnce(context.WithValue(ctx, slotKey{}, sl), id, m)
 			m = nil // read again for a later attempt
-			<-s.sem
+			sl.end()
 			if err == nil {
 				return
 			}
@@ -164,6 +171,58 @@ func (s *Scheduler) start(id string, m *manifest.Manifest) {
 			}
 		}
 	}()
+}
+
+// slot is a run's place among the MaxParallel. The run gives it back when
+// it ends, or earlier, as soon as its last agent call has returned
+// (leaveSlot): what is left, committing the job's end (an fsync, the
+// manifest, jobHistory.json), is no agent at work, and the next job's
+// agent starts beside it instead of after it. Nothing is made durable any
+// later for it: the end is committed as before, only no longer on the
+// next job's path. The run then holds a place in ending, so that the
+// jobs being opened and closed stay bounded too; when ending is full it
+// keeps its place in sem to the end, as before.
+type slot struct {
+	s       *Scheduler
+	mu      sync.Mutex
+	leaving bool // its place in sem given back for one in ending
+}
+
+type slotKey struct{}
+
+// leave gives the run's place in sem back if a place in ending is free.
+func (sl *slot) leave() {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if sl.leaving {
+		return
+	}
+	select {
+	case sl.s.ending <- struct{}{}:
+		sl.leaving = true
+		<-sl.s.sem
+	default:
+	}
+}
+
+// end gives back whichever place the run holds.
+func (sl *slot) end() {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if sl.leaving {
+		<-sl.s.ending
+		return
+	}
+	<-sl.s.sem
+}
+
+// leaveSlot tells the scheduler that ran ctx's run that the run makes no
+// more agent calls (see slot). Without a scheduler (a test's direct
+// Engine.Run) it does nothing.
+func leaveSlot(ctx context.Context) {
+	if sl, ok := ctx.Value(slotKey{}).(*slot); ok {
+		sl.leave()
+	}
 }
 
 // runOnce runs the job once, unless its history has gone missing. m is

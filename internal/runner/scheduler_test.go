@@ -11,6 +11,7 @@ import (
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/testkit"
 )
@@ -207,5 +208,113 @@ func TestSchedulerStopInterruptsCalls(t *testing.T) {
 	s.Nudge("j")
 	if s.Running() != 0 {
 		t.Errorf("stopped scheduler started a run")
+	}
+}
+
+// endGate is an observer that holds a job at its move to SUCCESS (in the
+// transaction that records its end, before the commit) until let go.
+type endGate struct {
+	jobtx.Nop
+	reached chan string
+	mu      sync.Mutex
+	gates   map[string]chan struct{}
+}
+
+func newEndGate(ids ...string) *endGate {
+	g := &endGate{reached: make(chan string, len(ids)), gates: map[string]chan struct{}{}}
+	for _, id := range ids {
+		g.gates[id] = make(chan struct{})
+	}
+	return g
+}
+
+func (g *endGate) JobStatus(id string, _, to lifecycle.Status) {
+	g.mu.Lock()
+	gate := g.gates[id]
+	g.mu.Unlock()
+	if gate == nil || to != lifecycle.Success {
+		return
+	}
+	g.reached <- id
+	<-gate
+}
+
+func (g *endGate) open(id string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gate := g.gates[id]; gate != nil {
+		close(gate)
+		delete(g.gates, id)
+	}
+}
+
+// openAll lets every job go (a failed test's cleanup, before Stop).
+func (g *endGate) openAll() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id, gate := range g.gates {
+		close(gate)
+		delete(g.gates, id)
+	}
+}
+
+// A job past its last agent call gives its place back before recording its
+// end: with --max-parallel 1, the next job's agent runs while the first
+// job's end is still being committed (it used to wait for it).
+func TestSchedulerStartsNextJobBesideAnEnd(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for _, id := range []string{"a", "b", "c"} {
+		f.WriteJob(id, job(okSupervisor(), okSupervisor()))
+	}
+	gate := newEndGate("a", "b")
+	f.Engine.Env.Obs = gate
+	called := make(chan string, 16)
+	f.fake(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+		called <- req.JobID + " " + req.Role
+		return answer("COMPLETED", req.Role+" done"), nil
+	})
+	s := newScheduler(t, f, 1)
+	t.Cleanup(gate.openAll) // before newScheduler's Stop, which waits for the runs
+	s.Nudge("a")
+	waitFor := func(what string, ch <-chan string, want string) {
+		t.Helper()
+		for {
+			select {
+			case got := <-ch:
+				if got == want {
+					return
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("no %s %q within 30 s", what, want)
+			}
+		}
+	}
+	waitFor("end of", gate.reached, "a")
+	s.Nudge("b")
+	s.Nudge("c")
+	// a is held before its end's commit; b's agents run all the same.
+	waitFor("call of", called, "b supervisor")
+	waitFor("end of", gate.reached, "b")
+	// b found the places of jobs ending all taken (a's): it kept its own,
+	// so c waits, and at most two jobs are open.
+	if len(s.sem) != 1 || len(s.ending) != 1 {
+		t.Errorf("places taken: %d of sem, %d of ending; want 1 and 1", len(s.sem), len(s.ending))
+	}
+	select {
+	case got := <-called:
+		t.Errorf("call %q while both places were taken", got)
+	default:
+	}
+	gate.open("a")
+	gate.open("b")
+	waitIdle(t, s, 30*time.Second)
+	for _, id := range []string{"a", "b", "c"} {
+		if m := f.Load(id); m.Status != lifecycle.Success {
+			t.Errorf("%s is %s, want SUCCESS", id, m.Status)
+		}
+	}
+	if len(s.sem) != 0 || len(s.ending) != 0 {
+		t.Errorf("places still taken when idle: %d of sem, %d of ending", len(s.sem), len(s.ending))
 	}
 }
