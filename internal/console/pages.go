@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/logist/logist/internal/history"
@@ -30,8 +31,10 @@ var staticFS embed.FS
 // pages are the templates, each page with the layout. html/template
 // escapes every value; agent text also goes through textsafe (funcs
 // "text"), so terminal escapes and bidi runes show as what they are.
-// No template turns agent text into template.HTML.
-var pages = func() map[string]*template.Template {
+// No template turns agent text into template.HTML. They are parsed at the
+// first page served, not at start: logistd is re-executed for every
+// contained call (the sandbox's launcher and helper), which serve none.
+var pages = sync.OnceValue(func() map[string]*template.Template {
 	funcs := template.FuncMap{
 		"text":  func(s string) string { return textsafe.Block(s) },
 		"line":  func(s string) string { return textsafe.Line(s) },
@@ -68,7 +71,7 @@ var pages = func() map[string]*template.Template {
 		out[base] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(webFS, "web/layout.html", n))
 	}
 	return out
-}()
+})
 
 // render writes page name with data; the layout adds the session's role
 // and CSRF token.
@@ -81,7 +84,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, name string, da
 	}
 	data["Page"] = name
 	var b bytes.Buffer
-	if err := pages[name].Execute(&b, data); err != nil {
+	if err := pages()[name].Execute(&b, data); err != nil {
 		c.o.Logger.Warn("console page failed", "page", name, "err", err.Error())
 		http.Error(w, "page failed: "+err.Error(), http.StatusInternalServerError)
 		return

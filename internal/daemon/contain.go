@@ -17,11 +17,13 @@ import (
 // nowhere is logged at start; its jobs then refuse to start (fail
 // closed), each saying why. File mode and cluster nodes use it alike.
 //
-// A contained call's network is the metering proxy (its socket bound in);
-// a job on the host network reaches it on its loopback port.
+// A contained call's network is the metering proxy (its launcher forwards
+// to its socket); a job on the host network reaches it on its loopback
+// port.
 func containment(sandboxFlag string, log *slog.Logger, mp *meterProxy) *agent.Containment {
 	def, _ := sandbox.ParseLayer(sandboxFlag) // checked with the flags
-	c := &agent.Containment{Exec: &sandbox.Local{}, Status: sandbox.Probe(), Default: def,
+	// One launcher is kept started ahead of the next call (Prefork).
+	c := &agent.Containment{Exec: &sandbox.Local{Prefork: true}, Status: sandbox.Probe(), Default: def,
 		Network: sandbox.Network{Mode: sandbox.NetProxy, Socket: mp.socket}, ProxyPort: mp.port, Egress: egressForAgents{mp.egress}}
 	if _, err := c.For(&manifest.Manifest{}); err != nil {
 		joblog.Log(log, fmt.Sprintf("jobs without a sandbox setting will not start: %v (logistd --check-sandbox)", err),

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,7 +42,9 @@ func execMain(args []string) int {
 	}
 	argv := args[2:]
 	if cfg.Listen > 0 {
-		return forwardMain(&cfg, args, status)
+		if err := handOverListener(cfg.Listen); err != nil {
+			return fail(err)
+		}
 	}
 	// Everything below applies to this thread, which then executes the
 	// program: it must stay this thread.
@@ -73,34 +74,6 @@ func execMain(args []string) int {
 	}
 	err = syscall.Exec(path, argv, os.Environ())
 	return fail(fmt.Errorf("start %s: %v", argv[0], err))
-}
-
-// forwardMain serves the proxy inside a bwrap sandbox: it listens on
-// 127.0.0.1:Listen in the sandbox's network namespace, runs the helper
-// again (without Listen) as its child for the program, forwards every
-// connection to the proxy's socket, and exits as the child did. The
-// sandbox ends with it (it is the PID namespace's main process).
-func forwardMain(cfg *execConfig, args []string, status *os.File) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(cfg.Listen))
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "logist-sandbox: proxy listener: %v\n", err)
-		return 127
-	}
-	go forward(ln, cfg.Socket)
-	child := *cfg
-	child.Listen, child.Socket = 0, ""
-	cj, _ := json.Marshal(&child)
-	cmd := exec.Command("/proc/self/exe", append([]string{verbExec, string(cj)}, args[1:]...)...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.ExtraFiles = []*os.File{status}
-	if err := cmd.Run(); err != nil {
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) {
-			fmt.Fprintf(os.Stderr, "logist-sandbox: %v\n", err)
-			return 127
-		}
-	}
-	return exitCode(cmd.ProcessState)
 }
 
 // exitCode is a finished process's status as a shell reports it (128+N

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -25,35 +26,40 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// launchMain is the launcher ("__sandbox-launch CALLDIR"), started by the
-// daemon in a session of its own so that it outlives the daemon. It reads
-// its plan from stdin, runs the sandbox, keeps the output in the call
-// directory (capped), kills the whole sandbox when asked (SIGTERM) or when
-// the output passes the limit, and leaves the result (durably when no
-// daemon waits for it: daemonWaits). It is the sandbox's child subreaper: whatever the program leaves running is
-// killed before the result is written.
+// launchMain is the launcher ("__sandbox-launch"), started by the daemon
+// in a session of its own so that it outlives the daemon, possibly ahead
+// of its call (Local.Prefork). It reads its plan from stdin (which names
+// the call directory, where it keeps its own log), runs the sandbox,
+// keeps the output in the call directory (capped), kills the whole
+// sandbox when asked (SIGTERM) or when the output passes the limit, and
+// leaves the result (durably when no daemon waits for it: daemonWaits).
+// It is the sandbox's child subreaper: whatever the program leaves
+// running is killed before the result is written.
 func launchMain(args []string) int {
-	if len(args) != 1 {
-		fmt.Fprintln(os.Stderr, "usage: __sandbox-launch CALLDIR")
+	if len(args) != 0 {
+		fmt.Fprintln(os.Stderr, "usage: __sandbox-launch (the plan on stdin)")
 		return 2
 	}
 	// The call relies on both (its secrets unreadable, its leftovers
 	// inherited and killed): a launcher without them runs nothing.
-	hardenErr := errors.Join(HideProcess(), unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0))
+	hardenErr := errors.Join(HideProcess(), unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), closeInherited())
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 	kill := make(chan os.Signal, 1)
 	signal.Notify(kill, syscall.SIGTERM, syscall.SIGINT)
-	dir := args[0]
-	res := &Result{Started: time.Now().UTC()}
 	var p plan
-	// A daemon that died while writing leaves a cut plan: nothing runs.
-	// No result either: the daemon that wrote it is gone, and a later
-	// daemon may already have started this call again in this directory.
-	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&p); err != nil {
-		fmt.Fprintf(os.Stderr, "logist-sandbox: plan: %v; nothing run\n", err)
+	// A daemon that died while writing leaves a cut plan, and one that
+	// died before (a spare's) none: nothing runs. No result either: the
+	// daemon that wrote it is gone, and a later daemon may already have
+	// started this call again in this directory. Nothing to log: the
+	// plan names the log.
+	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&p); err != nil || !filepath.IsAbs(p.CallDir) {
 		return 1
 	}
-	res.Layer = p.Layer
+	dir := p.CallDir
+	if err := logTo(filepath.Join(dir, fileLog)); err != nil {
+		hardenErr = errors.Join(hardenErr, err)
+	}
+	res := &Result{Started: time.Now().UTC(), Layer: p.Layer}
 	l := &launch{p: &p, res: res, dir: dir}
 	if hardenErr != nil {
 		return l.finish(OutcomeStartFailed, "launcher: "+hardenErr.Error(), nil, nil)
@@ -75,6 +81,38 @@ func launchMain(args []string) int {
 		}
 	}
 	return l.run(kill)
+}
+
+// logTo makes path the launcher's stdout and stderr (its own messages;
+// the program's output goes to the call directory's files).
+func logTo(path string) error {
+	f, err := regfile.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("launcher log: %v", err)
+	}
+	defer f.Close() //nolint:errcheck // duplicated onto 1 and 2 below
+	return errors.Join(unix.Dup3(int(f.Fd()), 1, 0), unix.Dup3(int(f.Fd()), 2, 0))
+}
+
+// closeInherited marks every descriptor above the standard streams
+// close-on-exec: what the daemon's own parent left open to it (a pipe of
+// the shell or supervisor that started it) must not reach the sandbox,
+// which gets only the descriptors the launcher hands it.
+func closeInherited() error {
+	const closeRangeCloexec = 1 << 2 // CLOSE_RANGE_CLOEXEC, Linux 5.11
+	if unix.CloseRange(3, math.MaxUint32, closeRangeCloexec) == nil {
+		return nil
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("inherited descriptors: %v", err)
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
+	return nil
 }
 
 type launch struct {
@@ -118,7 +156,7 @@ func (l *launch) run(kill <-chan os.Signal) int {
 
 	// The proxy's address as the program sees it.
 	addr := ""
-	if p.Forward != "" {
+	if p.Forward != "" && p.Bwrap == "" {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return l.finish(OutcomeStartFailed, "proxy listener: "+err.Error(), outF, errF)
@@ -143,7 +181,7 @@ func (l *launch) run(kill <-chan os.Signal) int {
 		return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
 	}
 	defer statusR.Close() //nolint:errcheck // a pipe, read only
-	var infoR, infoW *os.File
+	var infoR, infoW, lnOurs, lnTheirs *os.File
 	var cmd *exec.Cmd
 	switch {
 	case p.Bwrap != "":
@@ -155,6 +193,14 @@ func (l *launch) run(kill <-chan os.Signal) int {
 		}
 		defer infoR.Close() //nolint:errcheck // a pipe, read only
 		cmd.ExtraFiles = []*os.File{statusW, infoW}
+		if p.Forward != "" {
+			// The helper hands out the proxy's listener (listener.go).
+			if lnOurs, lnTheirs, err = listenerPair(); err != nil {
+				return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
+			}
+			defer lnOurs.Close() //nolint:errcheck // a socket pair's end: nothing to lose
+			cmd.ExtraFiles = append(cmd.ExtraFiles, lnTheirs)
+		}
 	case p.Exec != nil:
 		cfg, _ := json.Marshal(p.Exec)
 		cmd = exec.Command(p.Self, append([]string{verbExec, string(cfg), "--"}, argv...)...)
@@ -212,8 +258,20 @@ func (l *launch) run(kill <-chan os.Signal) int {
 	if infoW != nil {
 		_ = infoW.Close()
 	}
+	if lnTheirs != nil {
+		_ = lnTheirs.Close()
+	}
 	if startErr != nil {
 		return l.finish(OutcomeStartFailed, fmt.Sprintf("start %s: %v", cmd.Path, startErr), outF, errF)
+	}
+	if lnOurs != nil {
+		// Until the sandbox ends: then the helper's listener, which holds
+		// the call's connections, ends with the launcher.
+		go func() {
+			if ln, err := takeListener(lnOurs); err == nil {
+				forward(ln, p.Forward)
+			}
+		}()
 	}
 	infoDone := make(chan struct{})
 	if infoR != nil {

@@ -10,10 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
-	"github.com/logist/logist/internal/regfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -68,9 +68,87 @@ type Local struct {
 	// KillGrace is how long Kill lets the launcher tear the sandbox down
 	// and write the result before it kills the launcher (10s if 0).
 	KillGrace time.Duration
+	// Prefork keeps one launcher started ahead of the next call, waiting
+	// for its plan, so that a call does not wait for the launcher's own
+	// start (this binary's runtime and package inits): the daemon sets
+	// it. A spare whose daemon is gone reads the end of its plan pipe
+	// and exits having run nothing.
+	Prefork bool
 	// cred runs the launcher as another user (tests of a daemon that is
 	// not root).
 	cred *syscall.Credential
+
+	spareMu sync.Mutex
+	spare   *launcher
+}
+
+// launcher is a started launcher waiting for its plan on in.
+type launcher struct {
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	done chan struct{} // closed once it has exited and been reaped
+	self string
+}
+
+// startLauncher starts a launcher, in a session of its own: the daemon's
+// terminal and process group signals do not reach it, and it outlives
+// the daemon. It has no call until it is handed a plan; it opens its call
+// directory's log itself.
+func (l *Local) startLauncher(self string) (*launcher, error) {
+	cmd := exec.Command(self, verbLaunch)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: l.cred}
+	cmd.Env = []string{} // the plan carries the call's environment; the launcher needs none
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("sandbox: start launcher: %w", err)
+	}
+	la := &launcher{cmd: cmd, in: in, done: make(chan struct{}), self: self}
+	// The outcome is the launcher's result file, not its exit status.
+	go func() { _ = cmd.Wait(); close(la.done) }()
+	return la, nil
+}
+
+// launcherFor is a launcher for one call: the spare (Prefork), replaced at
+// once in the background, or one started now.
+func (l *Local) launcherFor(self string) (*launcher, error) {
+	if !l.Prefork {
+		return l.startLauncher(self)
+	}
+	l.spareMu.Lock()
+	la := l.spare
+	l.spare = nil
+	l.spareMu.Unlock()
+	go l.refill(self)
+	if la != nil {
+		select {
+		case <-la.done: // gone (killed from outside): not a launcher to use
+		default:
+			if la.self == self {
+				return la, nil
+			}
+			_ = la.in.Close() // another binary's spare: it exits having run nothing
+		}
+	}
+	return l.startLauncher(self)
+}
+
+// refill starts the next spare unless one is there already.
+func (l *Local) refill(self string) {
+	la, err := l.startLauncher(self)
+	if err != nil {
+		return // the next call starts its own, and says why if it cannot
+	}
+	l.spareMu.Lock()
+	if l.spare == nil {
+		l.spare, la = la, nil
+	}
+	l.spareMu.Unlock()
+	if la != nil {
+		_ = la.in.Close() // one spare is enough: it exits having run nothing
+	}
 }
 
 func (l *Local) status() *Status {
@@ -129,39 +207,23 @@ func (l *Local) Start(spec Spec) (Call, error) {
 	if err != nil {
 		return nil, err
 	}
-	logf, err := regfile.OpenFile(filepath.Join(spec.CallDir, fileLog), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: %w", err)
-	}
-	defer logf.Close() //nolint:errcheck // handed to the launcher, which writes it; ours writes nothing
-	cmd := exec.Command(self, verbLaunch, spec.CallDir)
-	// Its own session: the daemon's terminal and process group signals do
-	// not reach it, and it outlives the daemon.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: l.cred}
-	cmd.Env = []string{} // the plan carries the call's environment; the launcher needs none
-	cmd.Stdout, cmd.Stderr = logf, logf
-	in, err := cmd.StdinPipe()
+	la, err := l.launcherFor(self)
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("sandbox: start launcher: %w", err)
-	}
 	// Recorded before the launcher has its plan: a launcher that runs
 	// anything is always found by Adopt.
-	if err := writePid(filepath.Join(spec.CallDir, fileLauncher), cmd.Process.Pid); err != nil {
-		_ = cmd.Process.Kill() // it has no plan yet: it runs nothing
-		_ = cmd.Wait()         // killed: its exit status says so
+	if err := writePid(filepath.Join(spec.CallDir, fileLauncher), la.cmd.Process.Pid); err != nil {
+		_ = la.cmd.Process.Kill() // it has no plan yet: it runs nothing
+		<-la.done                 // killed: its exit status says so
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	// The pipe stays open after the plan: while it is, the launcher
 	// knows this daemon waits for its result (daemonWaits). cmd.Wait
 	// closes it; so does letGo.
-	_, werr := in.Write(body)
-	c := &localCall{dir: spec.CallDir, done: make(chan struct{}), grace: l.KillGrace, hold: in,
-		signal: func(s syscall.Signal) error { return cmd.Process.Signal(s) }}
-	// The outcome is the launcher's result file, not its exit status.
-	go func() { _ = cmd.Wait(); close(c.done) }()
+	_, werr := la.in.Write(body)
+	c := &localCall{dir: spec.CallDir, done: la.done, grace: l.KillGrace, hold: la.in,
+		signal: func(s syscall.Signal) error { return la.cmd.Process.Signal(s) }}
 	if werr != nil {
 		_ = c.Kill() // no error of its own
 		return nil, fmt.Errorf("sandbox: hand the launcher its plan: %w", werr)

@@ -12,14 +12,13 @@ import (
 // Paths inside a bwrap sandbox that the host does not have.
 const (
 	helperInside = "/run/logist/sandbox-helper" // this binary, read-only
-	socketInside = "/run/logist/proxy.sock"     // the metering proxy's socket
 )
 
 // File descriptors the launcher hands the sandbox.
 const (
 	statusFD     = 3 // the in-sandbox helper reports a failure to start here
 	bwrapInfoFD  = 4 // bwrap's --json-status-fd: the sandbox init's pid, the exit code
-	forwardLnFD  = 3 // the forwarding helper's listener (its own child's numbering)
+	listenerFD   = 5 // the in-sandbox helper hands the launcher the proxy's listener here (listener.go)
 	landlockMin  = 1 // ABI with file system rules
 	landlockNet  = 4 // ABI with TCP rules
 	landlockScop = 6 // ABI with signal and abstract-socket scoping
@@ -47,9 +46,10 @@ type plan struct {
 	// HasStdin: Stdin is fed even when empty (nil means /dev/null).
 	HasStdin bool  `json:"has_stdin,omitempty"`
 	Limit    int64 `json:"limit"`
-	// Forward: the launcher itself listens on a loopback port and
-	// forwards to the proxy socket (Landlock alone); under bwrap the
-	// in-sandbox helper does (Exec.Listen).
+	// Forward: the proxy's socket, to which the launcher forwards the
+	// call's connections. It listens on a loopback port itself (Landlock
+	// alone, none); under bwrap the in-sandbox helper makes the listener
+	// in the sandbox's network namespace (Exec.Listen) and hands it out.
 	Forward string `json:"forward,omitempty"`
 	// PrivateTmp: the launcher makes a private folder for the call's
 	// temporary files (TMPDIR, and HOME when HomeTmp), writable by the
@@ -80,10 +80,9 @@ type execConfig struct {
 	// see UDP or Multipath TCP, nor pathname unix sockets before ABI 9).
 	SeccompInet bool `json:"seccomp_inet,omitempty"`
 	SeccompUnix bool `json:"seccomp_unix,omitempty"`
-	// Listen and Socket: listen on 127.0.0.1:Listen and forward to Socket,
-	// running the program as a child (bwrap with the proxy).
-	Listen int    `json:"listen,omitempty"`
-	Socket string `json:"socket,omitempty"`
+	// Listen: make a listener on 127.0.0.1:Listen and hand it to the
+	// launcher before the program starts (bwrap with the proxy).
+	Listen int `json:"listen,omitempty"`
 }
 
 // tools are the outside programs and facts a plan needs.
@@ -253,12 +252,13 @@ func makePlan(s *Spec, layer Layer, t tools, v *hostView) (*plan, error) {
 	}
 	a = append(a, "--ro-bind", t.self, helperInside)
 	if net == NetProxy {
-		a = append(a, "--ro-bind", s.Network.Socket, socketInside)
+		// Nothing of the proxy is bound in: the launcher, outside,
+		// forwards what reaches the listener (listener.go).
+		p.Forward = s.Network.Socket
 		x.Listen = s.Network.Port
 		if x.Listen == 0 {
 			x.Listen = DefaultProxyPort
 		}
-		x.Socket = socketInside
 		x.ConnectPorts = []int{x.Listen}
 	}
 	a = append(a, "--chdir", s.Dir)

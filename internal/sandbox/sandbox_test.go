@@ -188,6 +188,61 @@ func TestProxy(t *testing.T) {
 	}
 }
 
+// TestProxyNothingInside: under bwrap the proxy's listener is made inside
+// and handed out, so the program holds no descriptor but its standard
+// streams (not the listener, not the pair it went out through) and nothing
+// of the proxy is bound into the sandbox; it still reaches the proxy, and
+// no second helper runs between the sandbox's init and the program (the
+// program is the init's child).
+func TestProxyNothingInside(t *testing.T) {
+	if !Probe().Bwrap.OK {
+		t.Skip("bwrap does not work here")
+	}
+	sock := filepath.Join(t.TempDir(), "proxy.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintf(c, "proxy\n")
+			c.Close()
+		}
+	}()
+	spec := shSpec(t, `ls /proc/$$/fd | tr '\n' ' '; echo; grep -c proxy.sock /proc/self/mountinfo; `+
+		`awk '/^PPid:/ {print $2}' /proc/$$/status; exec 3<>/dev/tcp/127.0.0.1/8788 2>/dev/null && cat <&3 || echo no-bash-tcp`)
+	spec.Argv[0] = "/bin/bash"
+	spec.Layer = LayerBwrap
+	spec.Network = Network{Mode: NetProxy, Socket: sock}
+	r, err := Run(context.Background(), &Local{}, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(r.Stdout), "\n")
+	if r.Outcome != OutcomeExited || r.ExitCode != 0 || len(lines) < 4 {
+		t.Fatalf("%+v stdout %q stderr %q", r, r.Stdout, r.Stderr)
+	}
+	// Whatever the test binary inherited from its own parent included:
+	// the launcher hands the sandbox its standard streams only.
+	if fds := strings.Fields(lines[0]); !slices.Equal(fds, []string{"0", "1", "2"}) {
+		t.Errorf("the program holds descriptors beyond its standard streams: %q", lines[0])
+	}
+	if got := strings.TrimSpace(lines[1]); got != "0" {
+		t.Errorf("%s mounts name the proxy's socket in the sandbox, want none", got)
+	}
+	if got := strings.TrimSpace(lines[2]); got != "1" {
+		t.Errorf("the program's parent is pid %s in the sandbox, want its init (1)", got)
+	}
+	if got := strings.TrimSpace(lines[3]); got != "proxy" {
+		t.Errorf("through 127.0.0.1:8788 the program heard %q, want the proxy", got)
+	}
+}
+
 // TestProxyAddrFilledInFiles: a config file the caller wrote into the
 // call's HOME with the proxy's address placeholder (a preset's base URL
 // in a file) holds the address the call reaches the proxy at when the
