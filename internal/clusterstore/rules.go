@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
 )
 
 // Claimable is the one rule of which jobs a node may claim: a status the
@@ -272,7 +272,7 @@ func CostMicros(manifestFile []byte) int64 { return readHead(manifestFile).cost(
 // against before it starts (Apply).
 func BudgetMicros(manifestFile []byte) int64 { return readHead(manifestFile).budget() }
 
-func centsToMicros(c float64) int64 { return int64(math.Round(c * 1e4)) }
+func centsToMicros(c float64) int64 { return manifest.CentsToMicros(c) }
 
 // SubmitCommand is what a submission's idempotency key is bound to: the
 // job, its manifest and the files submitted with it, by their hashes (the

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -178,8 +179,17 @@ func (m *Manifest) spent(b Budget) bool {
 	if b.Kind == BudgetTime {
 		return seconds(m.Metrics.CumulativeTimeSeconds) >= time.Duration(b.Limit*float64(time.Minute))
 	}
+	if b.Kind == BudgetCost {
+		return CentsToMicros(b.Used) >= CentsToMicros(b.Limit)
+	}
 	return b.Used >= b.Limit
 }
+
+// CentsToMicros is an amount in cents (a cost, a cost_threshold) in whole
+// micro-dollars, rounded: the unit a cost budget is compared in, by the
+// engine here and by the store that refuses a call past it
+// (clusterstore.Apply), so both find a budget used up at the same cost.
+func CentsToMicros(c float64) int64 { return int64(math.Round(c * 1e4)) }
 
 // TimeBudgetUnder returns the job's time budget under the defaults d, or
 // 0 when it has none.
