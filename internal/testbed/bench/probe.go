@@ -2,11 +2,14 @@ package bench
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/logist/logist/internal/history"
 )
 
 // The fsync probe (scenario 1, read by scenario 2) counts the daemon's
@@ -18,7 +21,11 @@ import (
 // the next unit (snapshot object, checkpoint file, their folders), which
 // is the cost of that agent's work, not of a call. So the probe sees an
 // agent start in the process table (procArgv), not in a stamp file, and
-// measures a call that changes the workspace apart (probeVariant).
+// measures a call that changes the workspace apart (probeVariant). A
+// scan of the process table can miss a short-lived agent on a loaded
+// machine, so the call's intent made durable in the job's history (the
+// daemon's last fsync before it starts the agent) counts as its start
+// too (historyIntent): no fsync of logistd's comes between the two.
 
 // probeVariant is one kind of probe job.
 type probeVariant struct {
@@ -57,14 +64,15 @@ func (h *harness) probeJob(d *daemon, staging, jobs, id string, v probeVariant) 
 	if err := os.Rename(src, filepath.Join(jobs, id+".json")); err != nil {
 		return before, between, err
 	}
-	if err := waitProc(h.probeArgv(v, id, "worker"), 10*time.Second); err != nil {
+	dir := filepath.Join(jobs, id)
+	if err := waitStart(dir, 0, h.probeArgv(v, id, "worker"), 30*time.Second); err != nil {
 		return before, between, err
 	}
 	c1, err := d.fsyncs()
 	if err != nil {
 		return before, between, err
 	}
-	if err := waitProc(h.probeArgv(v, id, "supervisor"), 10*time.Second); err != nil {
+	if err := waitStart(dir, 1, h.probeArgv(v, id, "supervisor"), 30*time.Second); err != nil {
 		return before, between, err
 	}
 	c2, err := d.fsyncs()
@@ -74,17 +82,52 @@ func (h *harness) probeJob(d *daemon, staging, jobs, id string, v probeVariant) 
 	return c1.minus(c0), c2.minus(c1), nil
 }
 
-// waitProc polls the process table until a process runs with exactly
-// argv (it has exec'd its program), or the timeout passes.
-func waitProc(argv []string, timeout time.Duration) error {
+// waitStart polls until call n of the job in dir has started: a
+// process runs with exactly argv, or the job's history holds the call's
+// intent. It returns an error after timeout.
+func waitStart(dir string, n int, argv []string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		if procArgv("/proc", argv) {
+		if procArgv("/proc", argv) || historyIntent(dir, n) {
 			return nil
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return fmt.Errorf("no process %q within %s", argv, timeout)
+	return fmt.Errorf("call %d of %s (%q) not started within %s", n, dir, argv, timeout)
+}
+
+// historyIntent says whether the history in dir holds the intent of
+// interaction n, durable: the history's head, which the daemon writes
+// once a unit's fsyncs have ended (and been counted), names it or a later
+// record. A line is in the file before its fsync: not enough.
+func historyIntent(dir string, n int) bool {
+	head, err := history.ReadHead(dir)
+	if err != nil || head == nil {
+		return false // none yet, or caught being written
+	}
+	b, err := os.ReadFile(history.Path(dir))
+	if err != nil {
+		return false
+	}
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return false // a line being written
+		}
+		var line struct {
+			Rec struct {
+				Seq         int64  `json:"seq"`
+				Type        string `json:"type"`
+				Interaction *int   `json:"interaction"`
+			} `json:"rec"`
+		}
+		if json.Unmarshal(b[:i], &line) == nil && line.Rec.Type == history.TypeIntent &&
+			line.Rec.Interaction != nil && *line.Rec.Interaction == n {
+			return head.Seq >= line.Rec.Seq
+		}
+		b = b[i+1:]
+	}
+	return false
 }
 
 // procArgv says whether a process under proc (a procfs mount) runs with

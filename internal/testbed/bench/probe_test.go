@@ -1,12 +1,15 @@
 package bench
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/logist/logist/internal/history"
 )
 
 // TestProcArgv: the probe finds an agent by its exact argv, not by a
@@ -37,24 +40,67 @@ func TestProcArgv(t *testing.T) {
 	}
 }
 
-// TestWaitProcSeesARunningProcess: on this host's /proc, a process that
-// runs is found, and one that does not is not.
-func TestWaitProcSeesARunningProcess(t *testing.T) {
+// TestWaitStart: a call has started once a process runs with its argv
+// (this host's /proc), or once the job's history holds its intent; not
+// before.
+func TestWaitStart(t *testing.T) {
 	sh, err := exec.LookPath("sh")
 	if err != nil {
 		t.Fatal(err)
 	}
+	dir := t.TempDir()
 	tag := fmt.Sprintf("probe-test-%d", os.Getpid())
 	argv := []string{sh, "-c", "sleep 60; :", tag}
+	if err := waitStart(dir, 0, argv, 10*time.Millisecond); err == nil {
+		t.Fatal("waitStart saw a call start that did not")
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	if err := waitProc(argv, 30*time.Second); err != nil {
+	if err := waitStart(dir, 0, argv, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitProc([]string{sh, "-c", "sleep 60; :", tag + "-other"}, 10*time.Millisecond); err == nil {
-		t.Error("waitProc found a process that does not run")
+
+	// No such process, but the history: the intent of call 1, whole.
+	other := []string{sh, "-c", "sleep 60; :", tag + "-other"}
+	l, _, err := history.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if historyIntent(dir, 0) { // a history without records, and no head yet
+		t.Fatal("historyIntent saw an intent in an empty history")
+	}
+	zero, one := 0, 1
+	if err := l.Append(&history.Record{Type: history.TypeIntent, Interaction: &zero, Request: &history.Request{}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitStart(dir, 1, other, 10*time.Millisecond); err == nil {
+		t.Fatal("waitStart took call 0's intent for call 1's")
+	}
+	if err := l.Append(&history.Record{Type: history.TypeIntent, Interaction: &one, Request: &history.Request{}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitStart(dir, 1, other, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	// The line is in the file before its fsync, the head only after:
+	// an intent the head does not name yet is not a started call.
+	h, err := history.ReadHead(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(history.Head{Seq: h.Seq - 1, Hash: h.Hash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, history.HeadFile), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if historyIntent(dir, 1) {
+		t.Error("historyIntent took an intent the head does not name for a durable one")
 	}
 }
