@@ -13,7 +13,7 @@ import (
 // a bare exec, a bare `bwrap ... true` with the namespaces and mounts
 // every call uses, and a full sandboxed call (launcher, sandbox, helper,
 // result file, left to the waiting caller to make durable) under each
-// layer. docs/benchmarks.md quotes it.
+// layer. docs/benchmarks.md quotes it (scenario 8).
 func BenchmarkCall(b *testing.B) {
 	truePath, err := exec.LookPath("true")
 	if err != nil {
@@ -45,8 +45,9 @@ func BenchmarkCall(b *testing.B) {
 	if st.Landlock.OK {
 		ls = append(ls, LayerLandlock)
 	}
-	// The helpers are this test binary, or logistd as deployed (its
-	// package inits make each of its two starts per call dearer).
+	// The helpers are this test binary, logistd without a logist-sandbox
+	// beside it (its package inits make each of its two starts per call
+	// dearer), or logist-sandbox as deployed.
 	logistd := filepath.Join(b.TempDir(), "logistd")
 	if out, err := exec.Command("go", "build", "-o", logistd, "../../cmd/logistd").CombinedOutput(); err != nil {
 		b.Fatalf("build logistd: %v: %s", err, out)
@@ -54,7 +55,7 @@ func BenchmarkCall(b *testing.B) {
 	for _, c := range []struct {
 		name, self string
 		layers     []Layer
-	}{{"", "", append(ls, LayerNone)}, {"-logistd", logistd, ls[:1]}} {
+	}{{"", "", append(ls, LayerNone)}, {"-logistd", logistd, ls[:1]}, {"-" + HelperName, helperBinary(b), ls[:1]}} {
 		for _, layer := range c.layers {
 			b.Run("sandbox-"+string(layer)+c.name, func(b *testing.B) {
 				benchSandbox(b, &Local{Self: c.self}, layer, truePath)
