@@ -65,18 +65,18 @@ func resolveBinary() (Binary, error) {
 // the daemon's own executable can change. Falling back to that executable
 // is always safe: it holds the same code.
 func trustedHelper(p, exe string) (string, string) {
-	real, err := filepath.EvalSymlinks(p)
+	target, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return "", "no " + HelperName + " beside " + exe
 		}
 		return "", err.Error()
 	}
-	if real == exe {
-		return "", real + " is this executable"
+	if target == exe {
+		return "", target + " is this executable"
 	}
 	var st, own syscall.Stat_t
-	if err := syscall.Stat(real, &st); err != nil {
+	if err := syscall.Stat(target, &st); err != nil {
 		return "", err.Error()
 	}
 	if err := syscall.Stat(exe, &own); err != nil {
@@ -84,15 +84,15 @@ func trustedHelper(p, exe string) (string, string) {
 	}
 	switch {
 	case st.Mode&syscall.S_IFMT != syscall.S_IFREG:
-		return "", real + " is not a regular file"
+		return "", target + " is not a regular file"
 	case st.Mode&0o111 == 0:
-		return "", real + " is not executable"
+		return "", target + " is not executable"
 	case st.Mode&0o022 != 0:
-		return "", real + " is writable by its group or others"
+		return "", target + " is writable by its group or others"
 	case st.Uid != own.Uid:
-		return "", fmt.Sprintf("%s is owned by uid %d, %s by uid %d", real, st.Uid, exe, own.Uid)
+		return "", fmt.Sprintf("%s is owned by uid %d, %s by uid %d", target, st.Uid, exe, own.Uid)
 	}
-	return real, ""
+	return target, ""
 }
 
 // protocolRevision is raised whenever what a plan's fields mean changes
