@@ -478,6 +478,10 @@ func TestCheckHost(t *testing.T) {
 	if !strings.Contains(out.String(), "jobs run under") {
 		t.Errorf("report does not say what jobs get:\n%s", out.String())
 	}
+	// This test binary has no logist-sandbox beside it: it runs itself.
+	if !strings.Contains(out.String(), "  helper    self     ") {
+		t.Errorf("report does not say which helper binary runs the calls:\n%s", out.String())
+	}
 }
 
 // TestHelperHookRequired: a binary that never called Helper cannot start
