@@ -194,13 +194,9 @@ func (v *indexView) find(id string) int {
 
 // entry decodes record i. Its strings share the view's table.
 func (v *indexView) entry(i int) indexEntry {
-	r := v.rec(i)
+	e, r := v.keyOf(i), v.rec(i)
 	f := r[rFlags]
-	e := indexEntry{Key: statKey{Ino: int64(le64(r[rIno:])), Size: int64(le64(r[rSize:])), Mtime: int64(le64(r[rMtime:])), Ctime: int64(le64(r[rCtime:]))},
-		Unchecked: f&fUnchecked != 0}
-	e.Sum.JobID = v.str(i, sID)
 	if f&fInvalid != 0 {
-		e.Err = v.str(i, sReason)
 		return e
 	}
 	e.Sum.Status = lifecycle.Status(intern(v.str(i, sStatus)))
@@ -229,6 +225,31 @@ func (v *indexView) entry(i int) indexEntry {
 			// not decode is not trusted.
 			e.Key = statKey{}
 		}
+	}
+	return e
+}
+
+// head decodes what entry does of record i but the summary's fields
+// beyond the job id: its key, its flags and an invalid manifest's reason.
+// A display decodes the rest when it renders the job (Entry.summary). A
+// schedule's record is decoded in full, as only that says whether it is
+// usable (entry).
+func (v *indexView) head(i int) indexEntry {
+	if v.rec(i)[rFlags]&(fInvalid|fSchedule) == fSchedule {
+		return v.entry(i)
+	}
+	return v.keyOf(i)
+}
+
+// keyOf is head without the exception for schedules.
+func (v *indexView) keyOf(i int) indexEntry {
+	r := v.rec(i)
+	f := r[rFlags]
+	e := indexEntry{Key: statKey{Ino: int64(le64(r[rIno:])), Size: int64(le64(r[rSize:])), Mtime: int64(le64(r[rMtime:])), Ctime: int64(le64(r[rCtime:]))},
+		Unchecked: f&fUnchecked != 0}
+	e.Sum.JobID = v.str(i, sID)
+	if f&fInvalid != 0 {
+		e.Err = v.str(i, sReason)
 	}
 	return e
 }
