@@ -83,7 +83,10 @@ const (
 	fSchedule
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// castagnoli is made on first use: its tables cost every program that
+// links the package at its start (about 1 % of a logist status, which
+// reads no index).
+var castagnoli = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
 
 var errIndex = errors.New("not a manifest index")
 
@@ -120,7 +123,7 @@ func parseIndex(b []byte) (*indexView, error) {
 		return nil, errIndex
 	}
 	body, tr := b[:len(b)-trailerSize], b[len(b)-trailerSize:]
-	if crc32.Checksum(b[:len(b)-4], castagnoli) != binary.LittleEndian.Uint32(tr[trailerSize-4:]) {
+	if crc32.Checksum(b[:len(b)-4], castagnoli()) != binary.LittleEndian.Uint32(tr[trailerSize-4:]) {
 		return nil, errIndex // torn by a crash, or not ours
 	}
 	if string(tr[:8]) != indexMagic || binary.LittleEndian.Uint32(tr[8:]) != indexVersion {
@@ -302,7 +305,7 @@ type indexWriter struct {
 }
 
 func newIndexWriter(w io.Writer) *indexWriter {
-	c := crc32.New(castagnoli)
+	c := crc32.New(castagnoli())
 	return &indexWriter{w: bufio.NewWriterSize(io.MultiWriter(w, c), 64<<10), crc: c, short: map[string]uint32{}}
 }
 
