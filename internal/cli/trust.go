@@ -29,8 +29,8 @@ func committedBySignature(dir string) func(id string, sum [32]byte) bool {
 		if pub == nil {
 			return false
 		}
-		e, ok := history.LastCommitEntry(filepath.Join(dir, id))
-		if !ok || e.Commit.Sum != hex.EncodeToString(sum[:]) || e.Key != signing.KeyID(pub) {
+		e, ok := history.LastCommitSeal(filepath.Join(dir, id))
+		if !ok || e.Sum != hex.EncodeToString(sum[:]) || e.Key != signing.KeyID(pub) {
 			return false
 		}
 		body := sha256.Sum256(e.Body)

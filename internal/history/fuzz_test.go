@@ -1,6 +1,7 @@
 package history
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -56,6 +57,11 @@ func FuzzHistoryOpen(f *testing.F) {
 		}
 		if e, ok := LastCommitEntry(dir); ok && (e.Commit == nil || e.More) {
 			t.Fatalf("LastCommitEntry returned %+v", e.Record)
+		} else if ok {
+			// The seal status trusts is that entry's, decoded less.
+			if s, sok := LastCommitSeal(dir); !sok || s.Sum != e.Commit.Sum || s.Hash != e.Hash || s.Sig != e.Sig || s.Key != e.Key || !bytes.Equal(s.Body, e.Body) {
+				t.Fatalf("LastCommitSeal %+v (%v), LastCommitEntry %+v", s, sok, e)
+			}
 		}
 		// Materialising whatever Open accepted must not panic.
 		Materialise("j", "", "/ws", before)

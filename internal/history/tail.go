@@ -2,6 +2,7 @@ package history
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,21 +24,84 @@ const tailWindow = 256 << 10
 // a writer has not finished; ok is false when there is none there. Lines
 // that do not hold every hint (bytes a matching record's JSON must
 // contain) are not decoded: a scan of the window costs what decoding it
-// would.
-func lastEntry(dir string, match func(*Entry) bool, hints ...[]byte) (e *Entry, ok bool) {
-	f, err := regfile.OpenFile(Path(dir), os.O_RDONLY, 0)
+// would. Only the entry found is decoded in full (lastLine).
+func lastEntry(dir string, match func(*peek) bool, hints ...[]byte) (e *Entry, ok bool) {
+	line, _, _, ok := lastLine(dir, match, hints...)
+	if !ok {
+		return nil, false
+	}
+	ent, err := ParseLine(line)
 	if err != nil {
 		return nil, false
+	}
+	return &ent, true
+}
+
+// peek is the part of a record the tail readers choose by. Each line they
+// pass is decoded into it rather than into a Record: the encoder sets up
+// its field tables for the types a value holds on first use, and a
+// Record's (requests, answers, transitions, recovery points) cost a
+// `logist status` more than the lines it reads.
+type peek struct {
+	V      int    `json:"v"`
+	Seq    int64  `json:"seq"`
+	Type   string `json:"type"`
+	More   bool   `json:"more"`
+	Commit *struct {
+		Sum string `json:"manifest_sha256"`
+	} `json:"commit"`
+	Response *struct {
+		Warnings []string `json:"warnings"`
+	} `json:"response"`
+}
+
+// peekLine is ParseLine's envelope and version rules with only peek's
+// fields of the record decoded: a line ParseLine takes, it takes, with
+// the same values in those fields.
+func peekLine(line []byte) (p peek, env envelope, err error) {
+	line = bytes.TrimRight(line, "\n")
+	if err := json.Unmarshal(line, &env); err != nil {
+		return peek{}, env, err
+	}
+	if env.Rec == nil {
+		if err := json.Unmarshal(line, &p); err != nil {
+			return peek{}, env, err
+		}
+		if p.V > RecordVersion {
+			return peek{}, env, &VersionError{p.V}
+		}
+		if p.V != 1 || p.Type == "" {
+			return peek{}, env, fmt.Errorf("not a history record")
+		}
+		return p, env, nil
+	}
+	if err := json.Unmarshal(env.Rec, &p); err != nil {
+		return peek{}, env, err
+	}
+	if p.V > RecordVersion {
+		return peek{}, env, &VersionError{p.V}
+	}
+	if p.V < 2 || p.Type == "" {
+		return peek{}, env, fmt.Errorf("not a history record")
+	}
+	return p, env, nil
+}
+
+// lastLine is lastEntry's search: the line found, its peek and envelope.
+func lastLine(dir string, match func(*peek) bool, hints ...[]byte) (line []byte, p peek, env envelope, ok bool) {
+	f, err := regfile.OpenFile(Path(dir), os.O_RDONLY, 0)
+	if err != nil {
+		return nil, peek{}, envelope{}, false
 	}
 	defer f.Close() //nolint:errcheck // read-only
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, false
+		return nil, peek{}, envelope{}, false
 	}
 	off := max(fi.Size()-tailWindow, 0)
 	buf := make([]byte, fi.Size()-off)
 	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
-		return nil, false
+		return nil, peek{}, envelope{}, false
 	}
 	// Whole lines only, and not a unit a writer has not finished.
 	end := bytes.LastIndexByte(buf, '\n')
@@ -45,25 +109,25 @@ func lastEntry(dir string, match func(*Entry) bool, hints ...[]byte) (e *Entry, 
 	for end > 0 {
 		start := bytes.LastIndexByte(buf[:end], '\n') + 1
 		if start == 0 && off > 0 {
-			return nil, false // the line began before the window
+			return nil, peek{}, envelope{}, false // the line began before the window
 		}
 		if unitDone && !holdsAll(buf[start:end], hints) {
 			end = start - 1
 			continue
 		}
-		ent, err := ParseLine(buf[start:end])
+		p, env, err := peekLine(buf[start:end])
 		if err != nil {
-			return nil, false
+			return nil, peek{}, envelope{}, false
 		}
-		if !ent.More {
+		if !p.More {
 			unitDone = true
 		}
-		if unitDone && match(&ent) {
-			return &ent, true
+		if unitDone && match(&p) {
+			return buf[start:end], p, env, true
 		}
 		end = start - 1
 	}
-	return nil, false
+	return nil, peek{}, envelope{}, false
 }
 
 func holdsAll(line []byte, hints [][]byte) bool {
@@ -81,7 +145,30 @@ func holdsAll(line []byte, hints [][]byte) bool {
 // reads only the tail, for readers that want to know whether a manifest
 // file is the one a Logist transaction committed.
 func LastCommitEntry(dir string) (e *Entry, ok bool) {
-	return lastEntry(dir, func(e *Entry) bool { return e.Commit != nil })
+	return lastEntry(dir, isCommit)
+}
+
+func isCommit(p *peek) bool { return p.Commit != nil }
+
+// CommitSeal is what says a manifest file is the one a transaction committed:
+// the newest commit's manifest_sha256, and its record's bytes (Body) with
+// the envelope's hash, signature and key (LastCommitEntry's, without the
+// rest of the record decoded).
+type CommitSeal struct {
+	Sum            string
+	Hash, Sig, Key string
+	Body           []byte
+}
+
+// LastCommitSeal is LastCommitEntry for `logist status`'s trust in the manifest
+// file (which it checks against the signature): the record is not decoded
+// beyond the commit's sum. A legacy line's CommitSeal has no Body and no key.
+func LastCommitSeal(dir string) (CommitSeal, bool) {
+	_, p, env, ok := lastLine(dir, isCommit)
+	if !ok {
+		return CommitSeal{}, false
+	}
+	return CommitSeal{Sum: p.Commit.Sum, Hash: env.Hash, Sig: env.Sig, Key: env.Key, Body: []byte(env.Rec)}, true
 }
 
 // LastResponse returns the newest response record (an agent's answer and
@@ -89,21 +176,21 @@ func LastCommitEntry(dir string) (e *Entry, ok bool) {
 // 256 KiB); ok is false when there is none there (none yet, or the history
 // has just rotated).
 func LastResponse(dir string) (r *Record, ok bool) {
-	return lastResponse(dir, func(*Response) bool { return true })
+	return lastResponse(dir, func([]string) bool { return true })
 }
 
 // LastWarned is LastResponse for the newest answer that was accepted with
 // warnings (a missing evidence file, ...).
 func LastWarned(dir string) (r *Record, ok bool) {
-	return lastResponse(dir, func(p *Response) bool { return len(p.Warnings) > 0 }, []byte(`"warnings":[`))
+	return lastResponse(dir, func(warnings []string) bool { return len(warnings) > 0 }, []byte(`"warnings":[`))
 }
 
-func lastResponse(dir string, match func(*Response) bool, hints ...[]byte) (*Record, bool) {
+func lastResponse(dir string, match func(warnings []string) bool, hints ...[]byte) (*Record, bool) {
 	// A record's JSON holds its fields as the encoder writes them; agent
 	// text cannot forge them (quotes in strings are escaped).
 	hints = append(hints, []byte(`"type":"response"`))
-	e, ok := lastEntry(dir, func(e *Entry) bool {
-		return e.Type == TypeResponse && e.Response != nil && match(e.Response)
+	e, ok := lastEntry(dir, func(p *peek) bool {
+		return p.Type == TypeResponse && p.Response != nil && match(p.Response.Warnings)
 	}, hints...)
 	if !ok {
 		return nil, false

@@ -1,10 +1,13 @@
 package history
 
 import (
+	"bytes"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/logist/logist/internal/signing"
 )
 
 // LastResponse finds the newest answer (or the newest with warnings:
@@ -177,4 +180,75 @@ func TestReadLastLongFile(t *testing.T) {
 	}
 	f.Close()
 	check("torn last line")
+}
+
+// LastCommitSeal is LastCommitEntry's commit with its signed envelope,
+// past the records after it, never a unit a writer has not finished, and
+// nothing when the newest commit is beyond a line that is no record.
+func TestLastCommitSeal(t *testing.T) {
+	t.Parallel()
+	key, err := signing.LoadOrCreate(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, ok := LastCommitSeal(dir); ok {
+		t.Fatal("a seal in a folder without history")
+	}
+	l, _, err := OpenWith(dir, Options{Signer: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	commit := func(sum string) []*Record {
+		return []*Record{benchRecord(0), {Type: TypeTransition, Phase: "review", Transition: &Transition{From: "RUNNING", To: "REVIEWING"},
+			Commit: &Commit{Sum: sum, Base: "b", Manifest: []byte(`{"a":1}`)}}}
+	}
+	for _, sum := range []string{"first", "second"} {
+		if err := l.AppendBatch(commit(sum)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Append(benchRecord(1)); err != nil {
+		t.Fatal(err)
+	}
+	check := func(wantSum string) {
+		t.Helper()
+		e, eok := LastCommitEntry(dir)
+		s, ok := LastCommitSeal(dir)
+		if !eok || !ok || e.Commit.Sum != wantSum || s.Sum != wantSum || s.Hash != e.Hash || s.Sig != e.Sig || s.Key != e.Key ||
+			!bytes.Equal(s.Body, e.Body) || s.Key != key.ID() || len(s.Body) == 0 {
+			t.Fatalf("seal %+v (%v), entry %+v (%v); want the commit %q", s, ok, e, eok, wantSum)
+		}
+	}
+	check("second")
+	// A unit cut short: its commit does not count.
+	cut := commit("cut")
+	cut[1].More, cut[1].V, cut[1].Seq = true, RecordVersion, 99
+	line, _, err := encodeLine(cut[1], key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRaw(t, dir, line)
+	check("second")
+	// A line that is no record ends the search, as for LastCommitEntry.
+	appendRaw(t, dir, []byte(`{"rec": {"v": 2}}`+"\n"))
+	if _, ok := LastCommitSeal(dir); ok {
+		t.Fatal("a seal past a line that is no record")
+	}
+	if _, ok := LastCommitEntry(dir); ok {
+		t.Fatal("an entry past a line that is no record")
+	}
+}
+
+func appendRaw(t *testing.T, dir string, line []byte) {
+	t.Helper()
+	f, err := os.OpenFile(Path(dir), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(line); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -98,7 +98,7 @@ func TestListSummariesIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	es, err = New(dir).ListSummaries(true)
-	if err != nil || !es[0].Partial || !es[1].Partial || es[0].Sum.Status != lifecycle.Pending {
+	if err != nil || !es[0].Partial || !es[1].Partial || es[0].Sum().Status != lifecycle.Pending {
 		t.Fatalf("indexed listing: %+v %v", es, err)
 	}
 	// Replaced (a new file, as a steward's save; a hand edit made with
@@ -145,7 +145,7 @@ func TestFirstListingKeepsSummaries(t *testing.T) {
 	}
 	// The index written from this listing serves the same.
 	again, err := New(dir).ListSummaries(false)
-	if err != nil || !again[1].Partial || !reflect.DeepEqual(again[1].Sum, es[1].Sum) {
+	if err != nil || !again[1].Partial || !reflect.DeepEqual(again[1].Sum(), es[1].Sum()) {
 		t.Fatalf("indexed listing differs: %+v %v", again, err)
 	}
 }
@@ -170,7 +170,7 @@ func TestListingHoldsSummariesOnly(t *testing.T) {
 			t.Fatalf("pass %d: %+v %v", pass, es, err)
 		}
 		for _, e := range es[:3] { // sorted: "x-bad" last
-			if !e.Partial || e.Manifest != nil || e.Sum == nil || e.Sum.Status != lifecycle.Success ||
+			if !e.Partial || e.Manifest != nil || e.Sum() == nil || e.Sum().Status != lifecycle.Success ||
 				e.View().Status != lifecycle.Success || e.View().JobID != e.ID {
 				t.Errorf("pass %d: %s holds more than a summary, or the wrong one: %+v", pass, e.ID, e)
 			}
@@ -237,7 +237,7 @@ func TestScanLeavesFinishedJobsUnchecked(t *testing.T) {
 			t.Fatalf("scan %d: %+v %v", round, es, err)
 		}
 		for _, e := range es[:2] {
-			if e.Err != nil || !e.Partial || !e.Unchecked || e.Sum.Status != lifecycle.Success {
+			if e.Err != nil || !e.Partial || !e.Unchecked || e.Sum().Status != lifecycle.Success {
 				t.Errorf("scan %d: finished job %s not summarised unchecked: %+v", round, e.ID, e)
 			}
 		}
@@ -253,7 +253,7 @@ func TestScanLeavesFinishedJobsUnchecked(t *testing.T) {
 		if err != nil || len(es) != 3 {
 			t.Fatalf("listing %d: %+v %v", round, es, err)
 		}
-		if done := es[0]; done.Unchecked || done.Err != nil || done.Sum == nil || done.Sum.Status != lifecycle.Success {
+		if done := es[0]; done.Unchecked || done.Err != nil || done.Sum() == nil || done.Sum().Status != lifecycle.Success {
 			t.Errorf("listing %d: %+v", round, done)
 		}
 		if odd := es[1]; odd.Unchecked || odd.Err == nil {
@@ -291,7 +291,7 @@ func TestDisplayTrustsUncheckedSummaries(t *testing.T) {
 			t.Fatalf("display %d: %+v %v", round, es, err)
 		}
 		for _, e := range es {
-			if !e.Unchecked || !e.Partial || e.Err != nil || e.Sum.Status != lifecycle.Success {
+			if !e.Unchecked || !e.Partial || e.Err != nil || e.Sum().Status != lifecycle.Success {
 				t.Errorf("display %d: %s not shown from its unchecked summary: %+v", round, e.ID, e)
 			}
 		}
@@ -302,5 +302,67 @@ func TestDisplayTrustsUncheckedSummaries(t *testing.T) {
 	}
 	if es, err := New(dir).ListSummaries(true); err != nil || es[0].Unchecked || es[1].Err == nil {
 		t.Fatalf("display after the late check: %+v %v", es, err)
+	}
+}
+
+// A display renders each job from the index's record, with no copy of its
+// summary per entry (50,000 of them in a listing), and shows what the
+// record holds; the daemon's listings keep a copy of their own.
+func TestDisplayRendersFromTheIndexRecords(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := New(dir)
+	want := sampleEntries()
+	idx := map[string]indexEntry{}
+	for _, ie := range want {
+		writeJob(t, s, ie.Sum.JobID, validJob)
+		fi, err := os.Stat(filepath.Join(s.JobDir(ie.Sum.JobID), ManifestFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ie.Key, _ = statKeyOf(fi)
+		idx[ie.Sum.JobID] = ie
+	}
+	if err := writeIndexMap(s, idx); err != nil {
+		t.Fatal(err)
+	}
+	es, err := New(dir).ListSummaries(true)
+	if err != nil || len(es) != len(want) {
+		t.Fatalf("display: %+v %v", es, err)
+	}
+	for i, e := range es {
+		w := want[i]
+		if w.Err != "" {
+			if e.Err == nil || e.Err.Error() != w.Err || e.Sum() != nil || e.View() != nil {
+				t.Errorf("%s: got %v, %+v; want the index's reason %q", e.ID, e.Err, e.Sum(), w.Err)
+			}
+			continue
+		}
+		if !e.Partial || e.Manifest != nil || e.Unchecked != w.Unchecked || !reflect.DeepEqual(e.Sum(), &w.Sum) {
+			t.Errorf("%s: got %+v (unchecked %v), want %+v", e.ID, e.Sum(), e.Unchecked, w.Sum)
+		}
+		if e.sum != nil || e.idx == nil {
+			t.Errorf("%s: the display copied the summary rather than rendering the record", e.ID)
+		}
+		var view manifest.Manifest
+		if got := e.ViewInto(&view); !reflect.DeepEqual(got, w.Sum.manifest()) {
+			t.Errorf("%s: view %+v, want %+v", e.ID, got, w.Sum.manifest())
+		}
+		if e.Live() != (w.Sum.Status.Active() || w.Sum.Schedule != nil) {
+			t.Errorf("%s: Live %v", e.ID, e.Live())
+		}
+	}
+	// A change to a summary read from an entry is the caller's own.
+	es[0].Sum().Reason = "changed"
+	if es[0].Sum().Reason != want[0].Sum.Reason {
+		t.Error("Sum returned the entry's own summary")
+	}
+	// The daemon's listing keeps its entries' summaries, not the index.
+	es, err = New(dir).ListSummaries(false)
+	if err != nil || len(es) != len(want) {
+		t.Fatalf("daemon's listing: %+v %v", es, err)
+	}
+	if e := es[0]; !e.Partial || e.idx != nil || e.sum == nil || !reflect.DeepEqual(e.Sum(), &want[0].Sum) {
+		t.Errorf("daemon's listing of %s: %+v", e.ID, e)
 	}
 }

@@ -241,7 +241,8 @@ func (e *Entry) Live() bool {
 	if e.Manifest != nil {
 		return e.Manifest.Status.Active() || e.Manifest.Schedule != nil
 	}
-	return e.Sum != nil && (e.Sum.Status.Active() || e.Sum.Schedule != nil)
+	sum, ok := e.summary()
+	return ok && (sum.Status.Active() || sum.Schedule != nil)
 }
 
 // What a listing did with each entry, for the index it writes.
@@ -306,20 +307,16 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 	// loaded marks the entries read here that keep only their summary:
 	// read in full (summarise), or decoded unchecked (peekFinished).
 	loaded := make([]bool, len(out))
-	// A display takes the summaries from the index into one allocation
-	// rather than one each: it drops the whole listing at once. The
-	// daemon's scan keeps a few entries and lets the others go, so each
-	// of its summaries is an allocation of its own.
-	var sums []Summary
-	if trustInvalid {
-		sums = make([]Summary, len(out))
-	}
-	keep := func(i int, sum Summary) *Summary {
-		if sums == nil {
-			return &sum
+	// A display renders each summary from the index's record (the
+	// entry names it: no copy per job of 50,000); the daemon's scan keeps
+	// a few entries and lets the others go, and the index with them, so
+	// each of its summaries is a copy of its own.
+	fromIndex := func(e *Entry, r int, ie *indexEntry) {
+		if trustInvalid {
+			e.idx, e.rec, e.Partial, e.Unchecked = idx, r, true, ie.Unchecked
+			return
 		}
-		sums[i] = sum
-		return &sums[i]
+		e.setSum(ie.Sum, ie.Unchecked)
 	}
 	parallel(len(out), sc.Workers, func(i int) {
 		if sc.Ctx != nil && sc.Ctx.Err() != nil {
@@ -345,7 +342,10 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 			r = idx.find(e.ID)
 		}
 		var ie indexEntry
-		if r >= 0 {
+		switch {
+		case r >= 0 && trustInvalid:
+			ie = idx.head(r) // the summary is decoded when rendered
+		case r >= 0:
 			ie = idx.entry(r)
 		}
 		if trust && r >= 0 && !journaled[e.ID] && ie.Key != (statKey{}) {
@@ -354,7 +354,7 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 				e.Err, e.Partial = errors.New(ie.Err), true
 				return
 			}
-			e.Sum, e.Partial, e.Unchecked = keep(i, ie.Sum), true, ie.Unchecked
+			fromIndex(e, r, &ie)
 			return
 		}
 		now := time.Now()
@@ -371,7 +371,7 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 				e.Err, e.Partial = errors.New(ie.Err), true
 				return
 			}
-			e.Sum, e.Partial, e.Unchecked = keep(i, ie.Sum), true, ie.Unchecked
+			fromIndex(e, r, &ie)
 			return
 		}
 		// A manifest the index says is invalid is checked again in full
@@ -419,8 +419,8 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 			return indexEntry{Key: keys[i], Sum: Summary{JobID: e.ID}, Err: e.Err.Error()}, true
 		case e.Manifest != nil:
 			return indexEntry{Key: keys[i], Sum: summaryOf(e.Manifest)}, true
-		case e.Sum != nil:
-			return indexEntry{Key: keys[i], Sum: *e.Sum, Unchecked: e.Unchecked}, true
+		case e.sum != nil:
+			return indexEntry{Key: keys[i], Sum: *e.sum, Unchecked: e.Unchecked}, true
 		}
 		return indexEntry{}, false
 	}
@@ -490,7 +490,7 @@ func summarise(e *Entry) bool {
 		return false
 	}
 	sum := summaryOf(m)
-	e.Manifest, e.Sum, e.Partial = nil, &sum, true
+	e.setSum(sum, e.Unchecked)
 	return true
 }
 
@@ -511,7 +511,7 @@ func (s *Store) peekFinished(e *Entry) bool {
 	}
 	m.JobID = e.ID
 	sum := summaryOf(m)
-	e.Sum, e.Partial, e.Unchecked = &sum, true, true
+	e.setSum(sum, true)
 	return true
 }
 

@@ -83,7 +83,10 @@ const (
 	fSchedule
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// castagnoli is made on first use: its tables cost every program that
+// links the package at its start (about 1 % of a logist status, which
+// reads no index).
+var castagnoli = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
 
 var errIndex = errors.New("not a manifest index")
 
@@ -120,7 +123,7 @@ func parseIndex(b []byte) (*indexView, error) {
 		return nil, errIndex
 	}
 	body, tr := b[:len(b)-trailerSize], b[len(b)-trailerSize:]
-	if crc32.Checksum(b[:len(b)-4], castagnoli) != binary.LittleEndian.Uint32(tr[trailerSize-4:]) {
+	if crc32.Checksum(b[:len(b)-4], castagnoli()) != binary.LittleEndian.Uint32(tr[trailerSize-4:]) {
 		return nil, errIndex // torn by a crash, or not ours
 	}
 	if string(tr[:8]) != indexMagic || binary.LittleEndian.Uint32(tr[8:]) != indexVersion {
@@ -194,13 +197,9 @@ func (v *indexView) find(id string) int {
 
 // entry decodes record i. Its strings share the view's table.
 func (v *indexView) entry(i int) indexEntry {
-	r := v.rec(i)
+	e, r := v.keyOf(i), v.rec(i)
 	f := r[rFlags]
-	e := indexEntry{Key: statKey{Ino: int64(le64(r[rIno:])), Size: int64(le64(r[rSize:])), Mtime: int64(le64(r[rMtime:])), Ctime: int64(le64(r[rCtime:]))},
-		Unchecked: f&fUnchecked != 0}
-	e.Sum.JobID = v.str(i, sID)
 	if f&fInvalid != 0 {
-		e.Err = v.str(i, sReason)
 		return e
 	}
 	e.Sum.Status = lifecycle.Status(intern(v.str(i, sStatus)))
@@ -229,6 +228,31 @@ func (v *indexView) entry(i int) indexEntry {
 			// not decode is not trusted.
 			e.Key = statKey{}
 		}
+	}
+	return e
+}
+
+// head decodes what entry does of record i but the summary's fields
+// beyond the job id: its key, its flags and an invalid manifest's reason.
+// A display decodes the rest when it renders the job (Entry.summary). A
+// schedule's record is decoded in full, as only that says whether it is
+// usable (entry).
+func (v *indexView) head(i int) indexEntry {
+	if v.rec(i)[rFlags]&(fInvalid|fSchedule) == fSchedule {
+		return v.entry(i)
+	}
+	return v.keyOf(i)
+}
+
+// keyOf is head without the exception for schedules.
+func (v *indexView) keyOf(i int) indexEntry {
+	r := v.rec(i)
+	f := r[rFlags]
+	e := indexEntry{Key: statKey{Ino: int64(le64(r[rIno:])), Size: int64(le64(r[rSize:])), Mtime: int64(le64(r[rMtime:])), Ctime: int64(le64(r[rCtime:]))},
+		Unchecked: f&fUnchecked != 0}
+	e.Sum.JobID = v.str(i, sID)
+	if f&fInvalid != 0 {
+		e.Err = v.str(i, sReason)
 	}
 	return e
 }
@@ -281,7 +305,7 @@ type indexWriter struct {
 }
 
 func newIndexWriter(w io.Writer) *indexWriter {
-	c := crc32.New(castagnoli)
+	c := crc32.New(castagnoli())
 	return &indexWriter{w: bufio.NewWriterSize(io.MultiWriter(w, c), 64<<10), crc: c, short: map[string]uint32{}}
 }
 

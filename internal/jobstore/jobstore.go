@@ -138,7 +138,13 @@ type Entry struct {
 	// manifest, and Manifest is nil (ListSummaries): a listing of 50,000
 	// finished jobs keeps ~150 bytes each, not a manifest struct each.
 	Partial bool
-	Sum     *Summary
+	// sum is the Summary a Partial entry holds, or else idx and rec
+	// name the index's record it is decoded from when asked (a display
+	// of 50,000 jobs renders from the records it read, with no copy of
+	// each summary).
+	sum *Summary
+	idx *indexView
+	rec int
 	// Unchecked says the Summary was decoded without the manifest's
 	// checks (ScanSummaries: a job neither running nor a template, not
 	// checked in the index): good to count and show, never a manifest to
@@ -151,10 +157,41 @@ type Entry struct {
 // holding only its Summary's fields: for a caller that reads one entry at
 // a time, so that no listing holds a manifest per job. Nil if invalid.
 func (e *Entry) View() *manifest.Manifest {
-	if e.Manifest != nil || e.Sum == nil {
+	if e.Manifest != nil {
 		return e.Manifest
 	}
-	return e.Sum.manifest()
+	sum, ok := e.summary()
+	if !ok {
+		return nil
+	}
+	return sum.manifest()
+}
+
+// Sum returns a Partial entry's Summary (a copy: changing it changes no
+// entry), or nil when it holds none (a full manifest, an invalid one).
+func (e *Entry) Sum() *Summary {
+	sum, ok := e.summary()
+	if !ok {
+		return nil
+	}
+	return &sum
+}
+
+// summary is the entry's Summary, from the entry or from its index
+// record.
+func (e *Entry) summary() (Summary, bool) {
+	switch {
+	case e.sum != nil:
+		return *e.sum, true
+	case e.idx != nil:
+		return e.idx.entry(e.rec).Sum, true
+	}
+	return Summary{}, false
+}
+
+// setSum makes e a Partial entry holding sum.
+func (e *Entry) setSum(sum Summary, unchecked bool) {
+	e.Manifest, e.sum, e.idx, e.Partial, e.Unchecked = nil, &sum, nil, true, unchecked
 }
 
 // ViewInto is View that fills m rather than a new manifest, for a caller
@@ -163,10 +200,14 @@ func (e *Entry) View() *manifest.Manifest {
 // the daemon's start-up scan). It returns the entry's own manifest, if it
 // has one, or m; nil if invalid.
 func (e *Entry) ViewInto(m *manifest.Manifest) *manifest.Manifest {
-	if e.Manifest != nil || e.Sum == nil {
+	if e.Manifest != nil {
 		return e.Manifest
 	}
-	e.Sum.fill(m)
+	sum, ok := e.summary()
+	if !ok {
+		return nil
+	}
+	sum.fill(m)
 	return m
 }
 
