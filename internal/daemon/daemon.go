@@ -276,6 +276,10 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 // (logistd_startup_scan_complete), and the scan's garbage is handed back.
 func (d *Daemon) firstScan() {
 	defer close(d.scanDone)
+	// The views check after the scan starts from the scan's heap: the
+	// scan's GC target holds until the garbage is handed back.
+	release := holdScanGC()
+	defer release()
 	stopped := d.scan()
 	d.metrics.ScanComplete()
 	// The views of the jobs found not running are brought up to date
@@ -292,6 +296,7 @@ func (d *Daemon) firstScan() {
 	// freed pages back now, not whenever the runtime's scavenger gets to
 	// them. One GC, once.
 	debug.FreeOSMemory()
+	release()
 	d.checkLater()
 }
 

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -16,9 +15,6 @@ import (
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
 )
-
-// scanGCPercent is the GC target while a scan runs (scan).
-const scanGCPercent = 50
 
 // scan looks at the whole folder: places bare manifests, reports invalid
 // ones, starts runnable jobs, and forgets what is no longer there (a
@@ -31,16 +27,11 @@ const scanGCPercent = 50
 func (d *Daemon) scan() (stopped []string) {
 	d.scanMu.Lock()
 	defer d.scanMu.Unlock()
-	// A scan of 50,000 jobs holds their summaries and the index at once
-	// and makes garbage fast: a tighter GC target for its length keeps
-	// the peak near goal 5's 100 MiB (130 MiB at the default, measured;
-	// docs/performance.md), for little CPU. A lower target set by the
-	// operator (GOGC) is kept.
-	if prev := debug.SetGCPercent(scanGCPercent); prev < scanGCPercent {
-		debug.SetGCPercent(prev)
-	} else {
-		defer debug.SetGCPercent(prev)
-	}
+	// A scan of 50,000 jobs makes garbage fast over a large live heap: a
+	// tighter GC target for its length keeps the peak near goal 5's 100
+	// MiB (130 MiB at the default, measured; docs/performance.md), for
+	// little CPU.
+	defer holdScanGC()()
 	d.mu.Lock()
 	d.fresh = map[string]bool{}
 	d.mu.Unlock()

@@ -43,6 +43,8 @@ func (d *Daemon) checkFinished() {
 	if !d.checks.pending.Swap(false) {
 		return
 	}
+	// Like the scan, it reads a whole folder (holdScanGC).
+	defer holdScanGC()()
 	entries, err := d.store.ListSummaries(false)
 	if err != nil {
 		// The folder is gone or unreadable: its return rescans.
