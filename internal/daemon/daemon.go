@@ -86,7 +86,8 @@ type Daemon struct {
 var testHookStarted func(*Daemon)
 
 // testHookScanned, if set, is called by every scan once it has read the
-// folder, before it notes what it read (a test holds it there).
+// folder and noted what it read, before it forgets what it did not find
+// (a test holds it there).
 var testHookScanned func(*Daemon)
 
 // keyHolder signs with the jobs folder's key. When the folder is removed and

@@ -217,7 +217,7 @@ func (d *Daemon) rootLost(op fsnotify.Op) error {
 	d.watched = map[string]bool{}
 	d.mu.Unlock()
 	// Nothing is in the folder while it is gone.
-	d.retain(nil, nil, nil)
+	d.retain(nil, nil)
 	d.relay.reset()
 	how := "noticed by polling"
 	if op != 0 {
