@@ -94,7 +94,7 @@ func (d *Daemon) scan() (stopped []string) {
 	}
 	names.bare = map[string]bool{}
 	_, err := d.store.ScanSummariesWith(jobstore.Scan{Ctx: d.scanCtx, Workers: max(1, runtime.GOMAXPROCS(0)-1),
-		Each: d.watchJob, Found: found, Done: noted})
+		Each: d.watchDir, Found: found, Done: noted})
 	if testHookScanned != nil {
 		testHookScanned(d)
 	}

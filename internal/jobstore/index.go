@@ -191,9 +191,9 @@ type Scan struct {
 	// The daemon's scan runs beside its event loop and leaves it a CPU.
 	Workers int
 	// Each, if set, is called from the scan's goroutines for each job
-	// folder before its manifest is read (the daemon watches it there, so
-	// that a change after the read is heard).
-	Each func(id string)
+	// folder (id, and its path dir) before its manifest is read (the
+	// daemon watches it there, so that a change after the read is heard).
+	Each func(id, dir string)
 	// Found, if set, is called from the scan's goroutines for each live
 	// entry as soon as it is read, before the rest of the folder: a job
 	// to run starts without waiting for the census of finished ones. The
@@ -331,7 +331,7 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 		}
 		e := &out[i]
 		if sc.Each != nil && e.Unplaced == "" {
-			sc.Each(e.ID)
+			sc.Each(e.ID, e.Dir)
 		}
 		if sc.Found != nil {
 			defer func() {
