@@ -14,8 +14,9 @@ FUZZTIME ?= 20000x
 all: build
 
 build:
-	@echo "building bin/logistd and bin/logist (a first build compiles every dependency: it can take a few minutes)…"
+	@echo "building bin/logistd, bin/logist-sandbox and bin/logist (a first build compiles every dependency: it can take a few minutes)…"
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/logistd ./cmd/logistd
+	$(GO) build -o bin/logist-sandbox ./internal/sandbox/logist-sandbox
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/logist ./cmd/logist
 
 # Runs the example jobs in jobs/ on the built-in scripted agent, in a

@@ -31,5 +31,21 @@ func containment(sandboxFlag string, log *slog.Logger, mp *meterProxy) *agent.Co
 	} else if def == sandbox.LayerNone {
 		log.Warn("logistd --sandbox none: the processes of jobs that name no sandbox run uncontained, with the daemon's rights")
 	}
+	logHelperBinary(log)
 	return c
+}
+
+// logHelperBinary says once, at start, which binary runs the sandbox's
+// launcher and in-sandbox helper: logist-sandbox beside logistd, or
+// logistd itself and why.
+func logHelperBinary(log *slog.Logger) {
+	b, err := sandbox.OwnBinary()
+	switch {
+	case err != nil:
+		// Said by every call that cannot start (and by c.For above).
+	case b.Separate:
+		log.Info("sandbox helper: "+sandbox.HelperName, "binary", b.Path)
+	default:
+		log.Info("sandbox helper: logistd itself ("+b.Why+")", "binary", b.Path)
+	}
 }

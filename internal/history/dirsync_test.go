@@ -160,3 +160,40 @@ func TestNewHistoryInSettledFolder(t *testing.T) {
 		})
 	}
 }
+
+// Once a history holds records, a unit that depends on an entry new in
+// the job folder (a job's first snapshots folder) is written only after
+// the folder's fsync: otherwise a machine crash between the unit's fsync
+// and the folder's leaves a durable record naming what is gone. The first
+// unit's folder fsyncs may run beside its own (it is not findable before
+// them).
+func TestLaterUnitWaitsForNewEntries(t *testing.T) {
+	dir := t.TempDir()
+	var dirtyAtWrite []bool
+	l, _, err := OpenWith(dir, Options{Write: func(f *os.File, line []byte) (int, error) {
+		dirtyAtWrite = append(dirtyAtWrite, atomicfile.Dirty(dir))
+		return f.Write(line)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Append(&Record{Type: TypeError, Error: &ErrorInfo{Code: "X"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := atomicfile.MkdirDeferred(filepath.Join(dir, "snapshots"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if !atomicfile.Dirty(dir) {
+		t.Fatal("a new folder did not leave its parent dirty")
+	}
+	if err := l.Append(&Record{Type: TypeError, Error: &ErrorInfo{Code: "Y"}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(dirtyAtWrite) != 2 || dirtyAtWrite[1] {
+		t.Fatalf("job folder dirty at each write: %v; want the second unit written once its new entry is durable", dirtyAtWrite)
+	}
+	if atomicfile.Dirty(dir) {
+		t.Fatal("the job folder is still dirty after the append")
+	}
+}

@@ -606,8 +606,20 @@ func (l *Log) writeUnit(buf []byte, recs []*Record, st State, seq int64, last st
 	// Entries created in the job folder (this file, the workspace, the
 	// snapshots folder) and the folder's own entry in its parent (a job
 	// just placed) are durable before the records that depend on them are
-	// acknowledged: their fsyncs run beside the file's own.
+	// acknowledged. A new history's first unit is not findable until they
+	// are (its own entry is among them), so their fsyncs run beside the
+	// file's own. Once the history holds records, a unit that depends on
+	// a new entry (a job's first snapshots folder) would be durable and
+	// findable before it: they are settled first. Usually nothing is
+	// left to wait for then: the engine starts those fsyncs when it makes
+	// the entry (SettleStart), beside the rest of the transaction.
 	settled := l.SettleStart()
+	if l.size > 0 {
+		if err := settled(); err != nil {
+			return fmt.Errorf("append history: %w", err)
+		}
+		settled = func() error { return nil }
+	}
 	write := l.f.Write
 	if l.opts.Write != nil {
 		write = func(p []byte) (int, error) { return l.opts.Write(l.f, p) }

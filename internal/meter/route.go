@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // route is what the proxy makes of a request's method and path: which
@@ -22,14 +23,25 @@ type route struct {
 	stream bool
 }
 
+// The paths' patterns are compiled at the first request routed, not at
+// package init: their {0,127} repetitions make large programs (about 4 ms
+// and 4,400 allocations), which every start of logistd paid, the
+// sandbox's launcher and in-sandbox helper included, though only the
+// proxy uses them.
+
 // geminiPath is a Gemini model method: /{version}/models/{model}:{method}.
-var geminiPath = regexp.MustCompile(`^/(v1beta|v1|v1alpha)/models/([A-Za-z0-9][A-Za-z0-9._-]{0,127}):(generateContent|streamGenerateContent|countTokens)$`)
+var geminiPath = lazyRegexp(`^/(v1beta|v1|v1alpha)/models/([A-Za-z0-9][A-Za-z0-9._-]{0,127}):(generateContent|streamGenerateContent|countTokens)$`)
 
 // geminiModelsPath is Gemini's model list or one model's metadata.
-var geminiModelsPath = regexp.MustCompile(`^/(v1beta|v1|v1alpha)/models(/[A-Za-z0-9][A-Za-z0-9._-]{0,127})?$`)
+var geminiModelsPath = lazyRegexp(`^/(v1beta|v1|v1alpha)/models(/[A-Za-z0-9][A-Za-z0-9._-]{0,127})?$`)
 
 // modelsPath is the OpenAI or Anthropic model list, or one model.
-var modelsPath = regexp.MustCompile(`^(/v1)?/models(/[A-Za-z0-9][A-Za-z0-9._:/-]{0,127})?$`)
+var modelsPath = lazyRegexp(`^(/v1)?/models(/[A-Za-z0-9][A-Za-z0-9._:/-]{0,127})?$`)
+
+// lazyRegexp compiles expr at its first use.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // match routes a request. The paths are those the SDKs build from the base
 // URLs of BaseURL; OpenAI-style paths are also taken without /v1 (some
@@ -51,15 +63,15 @@ func match(r *http.Request) (route, bool) {
 		return route{family: OpenAI, api: chatAPI{}, path: "/chat/completions"}, true
 	case r.Method == http.MethodPost && (p == "/v1/responses" || p == "/responses"):
 		return route{family: OpenAI, api: responsesAPI{}, path: "/responses"}, true
-	case read && modelsPath.MatchString(p):
+	case read && modelsPath().MatchString(p):
 		if r.Header.Get("Anthropic-Version") != "" {
 			return route{family: Anthropic, path: "/v1" + strings.TrimPrefix(p, "/v1")}, true
 		}
 		return route{family: OpenAI, path: strings.TrimPrefix(p, "/v1")}, true
-	case read && geminiModelsPath.MatchString(p):
+	case read && geminiModelsPath().MatchString(p):
 		return route{family: Gemini, path: p}, true
 	case r.Method == http.MethodPost:
-		m := geminiPath.FindStringSubmatch(p)
+		m := geminiPath().FindStringSubmatch(p)
 		if m == nil {
 			return route{}, false
 		}

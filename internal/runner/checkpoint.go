@@ -74,6 +74,14 @@ func (e *Engine) snapshot(tx *jobtx.Tx, cp *history.RecoveryPoint) {
 	info, err := snapshot.TakeWith(tx.Store().Workspace(tx.ID), tx.Dir, cp.CheckpointID, opts)
 	if err == nil {
 		cp.Snapshot = &history.SnapshotRef{Listing: info.Listing, Files: info.Files, Bytes: info.Bytes, New: info.New}
+		// The point's unit waits for the fsync of a folder the snapshot
+		// made (a job's first snapshots folder) before it is written
+		// (history.Log): started now, it runs beside the rest of the
+		// transaction. A new job's start waits until all its entries
+		// are made (prepare).
+		if tx.Log.Size() > 0 {
+			_ = tx.Log.SettleStart()
+		}
 	}
 	e.commit(tx, cp)
 	// Offered for rollback only if rollback takes it (not the end of the

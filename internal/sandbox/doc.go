@@ -29,5 +29,7 @@
 //
 // A binary that starts sandboxed calls must call Helper first thing in
 // main (and a test binary in TestMain): the launcher and the in-sandbox
-// helper are that same binary run with a helper verb.
+// helper are that same binary run with a helper verb, unless the small
+// logist-sandbox binary (./logist-sandbox, only this package) lies
+// beside it (OwnBinary): then they are that one, whose starts cost less.
 package sandbox

@@ -216,10 +216,15 @@ func (a *arena) sysProcAttr() *syscall.SysProcAttr {
 }
 
 // executor is a Local whose launcher runs as the arena's daemon user,
-// from a copy of this test binary that user may execute.
-func (a *arena) executor(t *testing.T) *Local {
-	l := &Local{}
+// from bin (the real logist-sandbox) or, when bin is "", from a copy of
+// this test binary that user may execute.
+func (a *arena) executor(t *testing.T, bin string) *Local {
+	l := &Local{Self: bin}
 	if a.uid == 0 {
+		return l
+	}
+	l.cred = a.sysProcAttr().Credential
+	if bin != "" {
 		return l
 	}
 	self, err := os.Executable()
@@ -234,7 +239,6 @@ func (a *arena) executor(t *testing.T) *Local {
 	if err := os.WriteFile(l.Self, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	l.cred = a.sysProcAttr().Credential
 	return l
 }
 
@@ -281,10 +285,11 @@ type attackResult struct {
 	Data   string `json:"data"`
 }
 
-// TestEscapes runs the attacker under each layer this host has: every
-// attempt must fail (escapes=0). The Landlock-only layer's documented gaps
-// are counted apart, and a gap that closes fails the test too (the docs
-// must then be updated).
+// TestEscapes runs the attacker under each layer this host has, with the
+// launcher and helper run from this test binary and from the real
+// logist-sandbox: every attempt must fail (escapes=0). The Landlock-only
+// layer's documented gaps are counted apart, and a gap that closes fails
+// the test too (the docs must then be updated).
 func TestEscapes(t *testing.T) {
 	uids := []int{os.Getuid()}
 	if os.Getuid() == 0 {
@@ -292,18 +297,20 @@ func TestEscapes(t *testing.T) {
 	}
 	for _, layer := range layers(t) {
 		for _, uid := range uids {
-			name := string(layer)
-			if uid != 0 {
-				name += fmt.Sprintf("-uid%d", uid)
+			for _, b := range binaries(t) {
+				name := string(layer) + b.name
+				if uid != 0 {
+					name += fmt.Sprintf("-uid%d", uid)
+				}
+				t.Run(name, func(t *testing.T) { escapeSuite(t, layer, uid, b.self) })
 			}
-			t.Run(name, func(t *testing.T) { escapeSuite(t, layer, uid) })
 		}
 	}
 }
 
-func escapeSuite(t *testing.T, layer Layer, uid int) {
+func escapeSuite(t *testing.T, layer Layer, uid int, bin string) {
 	a := newArena(t, uid)
-	results, escapes, r := a.attack(t, layer)
+	results, escapes, r := a.attack(t, layer, bin)
 	gaps := knownGaps(layer, uid)
 	var names []string
 	for n := range results {
@@ -330,17 +337,21 @@ func escapeSuite(t *testing.T, layer Layer, uid int) {
 	if len(results) < 30 {
 		t.Errorf("only %d attacks ran", len(results))
 	}
-	fmt.Printf("sandbox escape suite: layer=%s uid=%d attacks=%d escapes=%d known_gaps=%d\n", r.Layer, uid, len(results), nEsc, nGap)
+	helper := "test-binary"
+	if bin != "" {
+		helper = filepath.Base(bin)
+	}
+	fmt.Printf("sandbox escape suite: layer=%s uid=%d helper=%s attacks=%d escapes=%d known_gaps=%d\n", r.Layer, uid, helper, len(results), nEsc, nGap)
 }
 
 // attack runs the attacker under layer and judges what it did.
-func (a *arena) attack(t *testing.T, layer Layer) (map[string]attackResult, map[string]string, *Result) {
+func (a *arena) attack(t *testing.T, layer Layer, bin string) (map[string]attackResult, map[string]string, *Result) {
 	t.Helper()
 	spec := a.spec(layer, "attacker")
 	if layer == LayerNone {
 		spec.Env = append(spec.Env, "TMPDIR="+t.TempDir())
 	}
-	r, err := Run(context.Background(), a.executor(t), spec)
+	r, err := Run(context.Background(), a.executor(t, bin), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +378,7 @@ func (a *arena) attack(t *testing.T, layer Layer) (map[string]attackResult, map[
 // none) the same attacker must be caught escaping, or the judge is blind.
 func TestEscapeSuiteSeesEscapes(t *testing.T) {
 	a := newArena(t, os.Getuid())
-	_, escapes, _ := a.attack(t, LayerNone)
+	_, escapes, _ := a.attack(t, LayerNone, "")
 	for _, n := range []string{"read-own-history", "append-own-history", "rewrite-own-job-json", "write-own-request",
 		"read-other-job", "read-signing-key", "write-other-workspace", "drop-manifest", "forge-call-result",
 		"write-host-tmp", "write-daemon-home", "symlink-read-out", "symlink-write-out", "connect-daemon-listen-port",
@@ -489,30 +500,35 @@ func (a *arena) judge(t *testing.T, res map[string]attackResult, r *Result) map[
 
 // TestKilledCallLeavesNoSurvivors: a call killed mid-run (a halt, a
 // deadline) takes everything it started with it, setsid'd and
-// double-forked processes included, under each layer.
+// double-forked processes included, under each layer and from either
+// helper binary.
 func TestKilledCallLeavesNoSurvivors(t *testing.T) {
 	for _, layer := range append(layers(t), LayerNone) {
-		t.Run(string(layer), func(t *testing.T) {
-			a := newArena(t, os.Getuid())
-			c, err := a.executor(t).Start(a.spec(layer, "sleeper"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			waitFile(t, filepath.Join(a.call, fileStdout), "sleeping", 60*time.Second)
-			if n := len(survivors(a.marker)); n < 3 {
-				t.Fatalf("the sleeper runs %d processes, want at least 3", n)
-			}
-			if err := c.Kill(); err != nil {
-				t.Fatal(err)
-			}
-			r, err := c.Wait(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Outcome != OutcomeKilled {
-				t.Errorf("outcome %s, want killed", r.Outcome)
-			}
-			noSurvivors(t, a.marker, "killed call")
-		})
+		for _, b := range binaries(t) {
+			t.Run(string(layer)+b.name, func(t *testing.T) { killedCall(t, layer, b.self) })
+		}
 	}
+}
+
+func killedCall(t *testing.T, layer Layer, bin string) {
+	a := newArena(t, os.Getuid())
+	c, err := a.executor(t, bin).Start(a.spec(layer, "sleeper"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, filepath.Join(a.call, fileStdout), "sleeping", 60*time.Second)
+	if n := len(survivors(a.marker)); n < 3 {
+		t.Fatalf("the sleeper runs %d processes, want at least 3", n)
+	}
+	if err := c.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Wait(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Outcome != OutcomeKilled {
+		t.Errorf("outcome %s, want killed", r.Outcome)
+	}
+	noSurvivors(t, a.marker, "killed call")
 }

@@ -7,16 +7,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The helper verbs: this binary re-exec'd as the launcher or as the
-// in-sandbox helper.
+// The helper verbs: the helper binary (OwnBinary) run as the launcher or
+// as the in-sandbox helper.
 const (
 	verbLaunch = "__sandbox-launch"
 	verbExec   = "__sandbox-exec"
 )
 
 // hooked says Helper ran in this process: Local re-executes this binary
-// only then (a binary without the hook, such as a test binary, would not
-// run the helper but itself, all over again).
+// (or the logist-sandbox beside it) only then (a binary without the hook,
+// such as a test binary, would not run the helper but itself, all over
+// again).
 var hooked atomic.Bool
 
 // Helper runs this process as a sandbox helper, and exits, when it was

@@ -64,6 +64,11 @@ func launchMain(args []string) int {
 	if hardenErr != nil {
 		return l.finish(OutcomeStartFailed, "launcher: "+hardenErr.Error(), nil, nil)
 	}
+	if p.Protocol != planProtocol() {
+		// Nothing of the plan is trusted but its call directory.
+		return l.finish(OutcomeStartFailed, fmt.Sprintf("launcher: %s is not from the same build as the daemon "+
+			"(plan protocol %q, its own %q): install %s and logistd from one build", os.Args[0], p.Protocol, planProtocol(), HelperName), nil, nil)
+	}
 	if p.PrivateTmp {
 		tmp, err := os.MkdirTemp("", "logist-call-")
 		if err != nil {

@@ -60,8 +60,8 @@ func Run(ctx context.Context, ex Executor, spec Spec) (*Result, error) {
 // Local runs calls on this host under the layers Probe finds.
 type Local struct {
 	// Self is the binary the launcher and the in-sandbox helper run from;
-	// it must call Helper first thing in main. Default: this process's
-	// own executable.
+	// it must call Helper first thing in main. Default: OwnBinary (the
+	// logist-sandbox helper beside this executable, or this executable).
 	Self string
 	// Status overrides the host probe (tests).
 	Status *Status
@@ -162,14 +162,8 @@ func (l *Local) self() (string, error) {
 	if l.Self != "" {
 		return l.Self, nil
 	}
-	if !hooked.Load() {
-		return "", errors.New("sandbox: this binary does not call sandbox.Helper first thing in main (or TestMain), so it cannot run sandboxed calls")
-	}
-	p, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("sandbox: own executable: %w", err)
-	}
-	return filepath.EvalSymlinks(p)
+	b, err := OwnBinary()
+	return b.Path, err
 }
 
 // Start implements Executor.

@@ -11,7 +11,7 @@ import (
 
 // Paths inside a bwrap sandbox that the host does not have.
 const (
-	helperInside = "/run/logist/sandbox-helper" // this binary, read-only
+	helperInside = "/run/logist/sandbox-helper" // the helper binary (Local.self), read-only
 )
 
 // File descriptors the launcher hands the sandbox.
@@ -30,10 +30,12 @@ const (
 // call's environment, which may carry secrets, so it is never written to
 // disk).
 type plan struct {
-	CallDir string   `json:"call_dir"`
-	Layer   string   `json:"layer"` // effective, for the result
-	Bwrap   string   `json:"bwrap,omitempty"`
-	BArgs   []string `json:"bwrap_args,omitempty"` // bwrap's options, without the command
+	// Protocol is planProtocol: a launcher runs only its own.
+	Protocol string   `json:"protocol"`
+	CallDir  string   `json:"call_dir"`
+	Layer    string   `json:"layer"` // effective, for the result
+	Bwrap    string   `json:"bwrap,omitempty"`
+	BArgs    []string `json:"bwrap_args,omitempty"` // bwrap's options, without the command
 	// Self is this binary as the launcher runs it (the helper outside a
 	// bwrap sandbox); Helper is the helper's path as the sandbox sees it.
 	Self   string      `json:"self"`
@@ -95,7 +97,7 @@ type tools struct {
 // makePlan turns a checked spec and a concrete layer into the launcher's
 // plan: the one place that decides what a call can reach.
 func makePlan(s *Spec, layer Layer, t tools, v *hostView) (*plan, error) {
-	p := &plan{CallDir: s.CallDir, Self: t.self, Argv: s.Argv, Dir: s.Dir, Limit: s.limit(),
+	p := &plan{Protocol: planProtocol(), CallDir: s.CallDir, Self: t.self, Argv: s.Argv, Dir: s.Dir, Limit: s.limit(),
 		Stdin: s.Stdin, HasStdin: s.Stdin != nil, Fill: s.Fill}
 	home := s.Home
 	net := s.Network.Mode

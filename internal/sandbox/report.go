@@ -26,6 +26,15 @@ func CheckHost(w io.Writer) int {
 	}
 	line("bwrap", st.Bwrap)
 	line("landlock", st.Landlock)
+	if b, err := OwnBinary(); err == nil {
+		// Which binary the trials below (and the daemon's calls) run as
+		// launcher and helper.
+		if b.Separate {
+			fmt.Fprintf(w, "  %-9s ok       %s\n", "helper", b.Path)
+		} else {
+			fmt.Fprintf(w, "  %-9s self     %s (%s)\n", "helper", b.Path, b.Why)
+		}
+	}
 	ok := map[Layer]bool{}
 	for _, l := range []Layer{LayerBwrap, LayerLandlock} {
 		if (l == LayerBwrap && !st.Bwrap.OK) || (l == LayerLandlock && !st.Landlock.OK) {

@@ -219,7 +219,17 @@ func TestProxyNothingInside(t *testing.T) {
 	spec.Argv[0] = "/bin/bash"
 	spec.Layer = LayerBwrap
 	spec.Network = Network{Mode: NetProxy, Socket: sock}
-	r, err := Run(context.Background(), &Local{}, spec)
+	for _, b := range binaries(t) {
+		t.Run("helper"+b.name, func(t *testing.T) {
+			s := spec
+			s.CallDir += b.name
+			r, err := Run(context.Background(), &Local{Self: b.self}, s)
+			proxyNothingInside(t, r, err)
+		})
+	}
+}
+
+func proxyNothingInside(t *testing.T, r *Result, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,6 +477,10 @@ func TestCheckHost(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "jobs run under") {
 		t.Errorf("report does not say what jobs get:\n%s", out.String())
+	}
+	// This test binary has no logist-sandbox beside it: it runs itself.
+	if !strings.Contains(out.String(), "  helper    self     ") {
+		t.Errorf("report does not say which helper binary runs the calls:\n%s", out.String())
 	}
 }
 

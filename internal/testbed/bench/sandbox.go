@@ -17,6 +17,7 @@ var sandboxRuns = []struct{ key, name string }{
 	{"sandbox-landlock", "contained call, Landlock alone"},
 	{"sandbox-bwrap", "contained call, bwrap+landlock"},
 	{"sandbox-bwrap-logistd", "contained call, bwrap+landlock, logistd as the helper"},
+	{"sandbox-bwrap-logist-sandbox", "contained call, bwrap+landlock, logist-sandbox as the helper (as deployed)"},
 }
 
 // 7. The sandbox's added time per call: internal/sandbox's BenchmarkCall
