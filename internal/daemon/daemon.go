@@ -86,7 +86,8 @@ type Daemon struct {
 var testHookStarted func(*Daemon)
 
 // testHookScanned, if set, is called by every scan once it has read the
-// folder, before it notes what it read (a test holds it there).
+// folder and noted what it read, before it forgets what it did not find
+// (a test holds it there).
 var testHookScanned func(*Daemon)
 
 // keyHolder signs with the jobs folder's key. When the folder is removed and
@@ -276,6 +277,10 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 // (logistd_startup_scan_complete), and the scan's garbage is handed back.
 func (d *Daemon) firstScan() {
 	defer close(d.scanDone)
+	// The views check after the scan starts from the scan's heap: the
+	// scan's GC target holds until the garbage is handed back.
+	release := holdScanGC()
+	defer release()
 	stopped := d.scan()
 	d.metrics.ScanComplete()
 	// The views of the jobs found not running are brought up to date
@@ -292,6 +297,7 @@ func (d *Daemon) firstScan() {
 	// freed pages back now, not whenever the runtime's scavenger gets to
 	// them. One GC, once.
 	debug.FreeOSMemory()
+	release()
 	d.checkLater()
 }
 

@@ -5,7 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,9 +16,6 @@ import (
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
 )
-
-// scanGCPercent is the GC target while a scan runs (scan).
-const scanGCPercent = 50
 
 // scan looks at the whole folder: places bare manifests, reports invalid
 // ones, starts runnable jobs, and forgets what is no longer there (a
@@ -31,16 +28,11 @@ const scanGCPercent = 50
 func (d *Daemon) scan() (stopped []string) {
 	d.scanMu.Lock()
 	defer d.scanMu.Unlock()
-	// A scan of 50,000 jobs holds their summaries and the index at once
-	// and makes garbage fast: a tighter GC target for its length keeps
-	// the peak near goal 5's 100 MiB (130 MiB at the default, measured;
-	// docs/performance.md), for little CPU. A lower target set by the
-	// operator (GOGC) is kept.
-	if prev := debug.SetGCPercent(scanGCPercent); prev < scanGCPercent {
-		debug.SetGCPercent(prev)
-	} else {
-		defer debug.SetGCPercent(prev)
-	}
+	// A scan of 50,000 jobs makes garbage fast over a large live heap: a
+	// tighter GC target for its length keeps the peak near goal 5's 100
+	// MiB (130 MiB at the default, measured; docs/performance.md), for
+	// little CPU.
+	defer holdScanGC()()
 	d.mu.Lock()
 	d.fresh = map[string]bool{}
 	d.mu.Unlock()
@@ -52,17 +44,57 @@ func (d *Daemon) scan() (stopped []string) {
 	// Summaries: a finished job is only counted, so most manifests need
 	// not be read; the ones the daemon acts on are loaded in full, and
 	// handed over as soon as they are read (liveFound), before the rest.
-	// One CPU is left to the event loop's pickups.
+	// One CPU is left to the event loop's pickups. Every entry is then
+	// taken in id order as the listing goes (noted), which keeps nothing
+	// of a finished job's manifest: no summary of 50,000 jobs is held.
 	var liveMu sync.Mutex
-	liveInvalid := map[string]bool{}
+	invalid := map[string]bool{}
 	found := func(e *jobstore.Entry) {
 		if !d.liveFound(e) {
 			liveMu.Lock()
-			liveInvalid[e.ID] = true
+			invalid[e.ID] = true
 			liveMu.Unlock()
 		}
 	}
-	entries, err := d.store.ScanSummariesWith(jobstore.Scan{Ctx: d.scanCtx, Workers: max(1, runtime.GOMAXPROCS(0)-1), Each: d.watchJob, Found: found})
+	var (
+		names     scanned
+		unchecked bool
+		view      manifest.Manifest // one view serves every finished job
+	)
+	noted := func(e *jobstore.Entry) {
+		if e.Unplaced != "" {
+			// liveFound has placed it, or reported it.
+			base := filepath.Base(e.Unplaced)
+			names.bare[base] = true
+			if _, err := os.Lstat(e.Unplaced); err == nil {
+				liveMu.Lock()
+				invalid[base] = true // not placed: reported
+				liveMu.Unlock()
+			}
+			return
+		}
+		names.jobs = append(names.jobs, e.ID)
+		if e.Live() {
+			return // liveFound has seen to it
+		}
+		if d.isFresh(e.ID) {
+			return // an event read it after the scan did
+		}
+		if e.Err != nil {
+			liveMu.Lock()
+			invalid[e.ID] = true
+			liveMu.Unlock()
+			d.reportInvalid(e.ID, e.Err)
+			return
+		}
+		unchecked = unchecked || e.Unchecked
+		d.clearInvalid(e.ID)
+		d.note(e.ID, e.ViewInto(&view))
+		stopped = append(stopped, e.ID)
+	}
+	names.bare = map[string]bool{}
+	_, err := d.store.ScanSummariesWith(jobstore.Scan{Ctx: d.scanCtx, Workers: max(1, runtime.GOMAXPROCS(0)-1),
+		Each: d.watchDir, Found: found, Done: noted})
 	if testHookScanned != nil {
 		testHookScanned(d)
 	}
@@ -73,40 +105,7 @@ func (d *Daemon) scan() (stopped []string) {
 		d.logErr("", codes.Scan, err)
 		return nil
 	}
-	unchecked := false
-	jobs, invalid, listed := map[string]bool{}, liveInvalid, make(map[string]bool, len(entries))
-	// note keeps nothing of a finished job's manifest: one view serves
-	// them all, and each entry is let go once noted.
-	var view manifest.Manifest
-	for i := range entries {
-		e := &entries[i]
-		if e.Unplaced != "" {
-			// liveFound has placed it, or reported it.
-			listed[filepath.Base(e.Unplaced)] = true
-			if _, err := os.Lstat(e.Unplaced); err == nil {
-				invalid[filepath.Base(e.Unplaced)] = true // not placed: reported
-			}
-			continue
-		}
-		jobs[e.ID], listed[e.ID] = true, true
-		if e.Live() {
-			continue // liveFound has seen to it
-		}
-		if d.isFresh(e.ID) {
-			continue // an event read it after the scan did
-		}
-		if e.Err != nil {
-			invalid[e.ID] = true
-			d.reportInvalid(e.ID, e.Err)
-			continue
-		}
-		unchecked = unchecked || e.Unchecked
-		d.clearInvalid(e.ID)
-		d.note(e.ID, e.ViewInto(&view))
-		stopped = append(stopped, e.ID)
-		entries[i] = jobstore.Entry{ID: e.ID}
-	}
-	d.retain(jobs, invalid, listed)
+	d.retain(&names, invalid)
 	if unchecked {
 		d.checks.pending.Store(true)
 		if d.ready.Load() {
@@ -163,14 +162,27 @@ func (d *Daemon) markFresh(id string) {
 	d.mu.Unlock()
 }
 
+// scanned is what a scan listed: its job folders that hold a manifest,
+// in id order (the listing's), and the file names of the bare manifests.
+// A sorted slice, not a map: 50,000 names are 16 bytes each.
+type scanned struct {
+	jobs []string
+	bare map[string]bool
+}
+
+func (n *scanned) job(id string) bool {
+	_, ok := slices.BinarySearch(n.jobs, id)
+	return ok
+}
+
 // retain forgets the jobs and invalid manifests the daemon counts that a
-// scan did not find (jobs: folders holding a manifest; invalid: what the
-// scan reported invalid; listed: every name the scan read). A job whose
-// folder appeared since the scan read the folder is kept, and so is an
-// invalid manifest reported since (not listed, and still there).
-func (d *Daemon) retain(jobs, invalid, listed map[string]bool) {
+// scan did not find (names, nil when the folder is gone; invalid: what
+// the scan reported invalid). A job whose folder appeared since the scan
+// read the folder is kept, and so is an invalid manifest reported since
+// (not listed, and still there).
+func (d *Daemon) retain(names *scanned, invalid map[string]bool) {
 	for _, id := range d.metrics.Jobs() {
-		if !jobs[id] {
+		if names == nil || !names.job(id) {
 			if _, err := os.Stat(filepath.Join(d.store.JobDir(id), jobstore.ManifestFile)); err != nil {
 				d.gone(id)
 			}
@@ -181,7 +193,7 @@ func (d *Daemon) retain(jobs, invalid, listed map[string]bool) {
 		if invalid[k] || d.fresh[k] {
 			continue // reported by the scan, or by an event since
 		}
-		if !listed[k] && listed != nil {
+		if names != nil && !names.job(k) && !names.bare[k] {
 			if _, err := os.Lstat(filepath.Join(d.store.Dir, k)); err == nil {
 				continue
 			}

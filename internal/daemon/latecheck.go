@@ -3,6 +3,8 @@ package daemon
 import (
 	"runtime/debug"
 	"sync/atomic"
+
+	"github.com/logist/logist/internal/jobstore"
 )
 
 // The start-up scan summarises finished jobs that the manifest index does
@@ -43,15 +45,18 @@ func (d *Daemon) checkFinished() {
 	if !d.checks.pending.Swap(false) {
 		return
 	}
-	entries, err := d.store.ListSummaries(false)
-	if err != nil {
-		// The folder is gone or unreadable: its return rescans.
-		return
-	}
-	for _, e := range entries {
+	// Like the scan, it reads a whole folder (holdScanGC).
+	defer holdScanGC()()
+	// Each entry is taken as the listing goes (Scan.Done): nothing of
+	// 50,000 manifests, their summaries or their errors is held to its end.
+	_, err := d.store.ListSummariesWith(jobstore.Scan{Done: func(e *jobstore.Entry) {
 		if e.Unplaced == "" && e.Err != nil {
 			d.reportInvalid(e.ID, e.Err)
 		}
+	}})
+	if err != nil {
+		// The folder is gone or unreadable: its return rescans.
+		return
 	}
 	// The listing's garbage, like the scan's, is handed back at once.
 	debug.FreeOSMemory()

@@ -51,7 +51,11 @@ func (d *Daemon) readStewardEvents() {
 
 // watchJob adds a job folder to the watcher (once), so a steward's
 // change to its manifest is heard.
-func (d *Daemon) watchJob(id string) {
+func (d *Daemon) watchJob(id string) { d.watchDir(id, d.store.JobDir(id)) }
+
+// watchDir is watchJob with the folder's path (JobDir) at hand: the
+// scan's, which the watcher then keeps rather than a copy per job.
+func (d *Daemon) watchDir(id, dir string) {
 	if d.watcher == nil {
 		return
 	}
@@ -60,7 +64,7 @@ func (d *Daemon) watchJob(id string) {
 	if d.watched[id] {
 		return
 	}
-	if err := d.watcher.Add(d.store.JobDir(id)); err != nil {
+	if err := d.watcher.Add(dir); err != nil {
 		d.log.Warn("cannot watch job folder; steward changes reach it at the next rescan", "job_id", id, "err", err.Error())
 		return
 	}
@@ -217,7 +221,7 @@ func (d *Daemon) rootLost(op fsnotify.Op) error {
 	d.watched = map[string]bool{}
 	d.mu.Unlock()
 	// Nothing is in the folder while it is gone.
-	d.retain(nil, nil, nil)
+	d.retain(nil, nil)
 	d.relay.reset()
 	how := "noticed by polling"
 	if op != 0 {

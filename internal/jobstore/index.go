@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"sync"
 	"syscall"
 	"time"
@@ -141,35 +140,14 @@ func idxStrings(v *indexView) string {
 }
 
 // writeIndex replaces the index with the entries each passes to add, in
-// id order. No fsync: after a crash the checksum rejects a torn file and
-// the next listing rebuilds it.
+// id order.
 func (s *Store) writeIndex(mark indexMark, sizeHint int, each func(add func(*indexEntry))) error {
-	if err := mkIndexDir(filepath.Join(s.Dir, IndexDir)); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Join(s.Dir, IndexDir), "jobs.tmp-*")
+	t, err := s.createIndex(sizeHint)
 	if err != nil {
 		return err
 	}
-	x := newIndexWriter(f)
-	x.strs.Grow(sizeHint) // about the old table's: no doubling of 10 MB
-	each(x.add)
-	mark.Checker = checker()
-	err = x.close(mark)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), s.indexPath())
-	}
-	if err != nil {
-		_ = os.Remove(f.Name()) // the failed write's temp file
-		return err
-	}
-	if _, err := os.Lstat(filepath.Join(s.Dir, legacyIndexFile)); err == nil {
-		_ = os.Remove(filepath.Join(s.Dir, legacyIndexFile)) // an earlier version's cache
-	}
-	return nil
+	each(t.x.add)
+	return t.commit(mark)
 }
 
 // ListSummaries is List for callers that need only a Summary of most jobs
@@ -213,20 +191,34 @@ type Scan struct {
 	// The daemon's scan runs beside its event loop and leaves it a CPU.
 	Workers int
 	// Each, if set, is called from the scan's goroutines for each job
-	// folder before its manifest is read (the daemon watches it there, so
-	// that a change after the read is heard).
-	Each func(id string)
+	// folder (id, and its path dir) before its manifest is read (the
+	// daemon watches it there, so that a change after the read is heard).
+	Each func(id, dir string)
 	// Found, if set, is called from the scan's goroutines for each live
 	// entry as soon as it is read, before the rest of the folder: a job
 	// to run starts without waiting for the census of finished ones. The
 	// entry is only lent for the call.
 	Found func(*Entry)
+	// Done, if set, is called for every entry listed in id order, one call at a
+	// time, once it and the entries before it are read (after Found), and
+	// the entry then lets go of its manifest, summary and error: the
+	// listing returns entries with only their ID, Dir and Unplaced. A
+	// caller that takes what it needs of each entry as it comes holds no
+	// summary of 50,000 jobs, nor does the listing (the index is written
+	// as the entries come). The entry is only lent for the call.
+	Done func(*Entry)
 }
 
 // ScanSummariesWith is ScanSummaries with its reads bounded and its live
 // entries handed over as they are found (Scan).
 func (s *Store) ScanSummariesWith(sc Scan) ([]Entry, error) {
 	return s.listSummaries(false, true, sc)
+}
+
+// ListSummariesWith is ListSummaries(false) (the daemon's late check)
+// shaped by a Scan.
+func (s *Store) ListSummariesWith(sc Scan) ([]Entry, error) {
+	return s.listSummaries(false, false, sc)
 }
 
 // Live reports whether e is something to act on at once: a bare manifest
@@ -318,13 +310,25 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 		}
 		e.setSum(ie.Sum, ie.Unchecked)
 	}
-	parallel(len(out), sc.Workers, func(i int) {
+	mark := indexMark{Checker: checker(), Boot: boot}
+	// Who checked the invalid manifests it names: a listing that checks
+	// them (not a display) checked every one; a display keeps the old
+	// index's, unless it read an invalid one itself (commit).
+	if !trustInvalid {
+		mark.CheckedBy = me
+	} else if idx != nil {
+		mark.CheckedBy = idx.mark.CheckedBy
+	}
+	if j != nil {
+		mark.Gen, mark.Off = j.gen, covered
+	}
+	read := func(i int) {
 		if sc.Ctx != nil && sc.Ctx.Err() != nil {
 			return
 		}
 		e := &out[i]
 		if sc.Each != nil && e.Unplaced == "" {
-			sc.Each(e.ID)
+			sc.Each(e.ID, e.Dir)
 		}
 		if sc.Found != nil {
 			defer func() {
@@ -399,10 +403,12 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 		}
 		// Past indexStable only, like the index: a file changed just now
 		// stays whole for a caller that may be about to act on it.
-		loaded[i] = summarise(e)
-	})
-	if sc.Ctx != nil && sc.Ctx.Err() != nil {
-		return nil, sc.Ctx.Err()
+		if loaded[i] = summarise(e); loaded[i] && e.Err == nil {
+			// Checked once for this listing: a finished job's manifest
+			// is not read again soon, and 50,000 remembered sums would
+			// stay for the daemon's life.
+			s.checked.Delete(e.ID)
+		}
 	}
 	// The index to write, entry by entry in id order, and whether it says
 	// anything the old one does not.
@@ -424,42 +430,51 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 		}
 		return indexEntry{}, false
 	}
-	mark := indexMark{Checker: checker(), Boot: boot}
-	// Who checked the invalid manifests it names: a listing that checks
-	// them (not a display) checked every one; a display keeps the old
-	// index's, unless it read an invalid one itself.
-	if !trustInvalid {
-		mark.CheckedBy = me
-	} else if idx != nil {
-		mark.CheckedBy = idx.mark.CheckedBy
-	}
-	if j != nil {
-		mark.Gen, mark.Off = j.gen, covered
-	}
-	complete, n, changed := dirKey.Ctime < start.Add(-indexStable).UnixNano(), 0, false
-	for i := range out {
-		e := &out[i]
-		if e.Unplaced != "" || (e.Dir != "" && state[i] == notIndexed) {
-			complete = false // a name the index would not give
-		}
-		if state[i] == notIndexed {
-			continue
-		}
-		n++
-		if state[i] == freshEntry {
-			ne, _ := entryOf(i)
-			if ne.Err != "" && trustInvalid {
-				mark.CheckedBy = [16]byte{}
+	// Entries are committed in id order as they are read: added to the
+	// index being written, then handed to sc.Done.
+	sink := &indexSink{s: s, old: idx}
+	complete := dirKey.Ctime < start.Add(-indexStable).UnixNano()
+	var cmu sync.Mutex
+	done, next := make([]bool, len(out)), 0
+	commit := func(i int) {
+		cmu.Lock()
+		defer cmu.Unlock()
+		done[i] = true
+		for ; next < len(out) && done[next]; next++ {
+			e := &out[next]
+			if e.Unplaced != "" || (e.Dir != "" && state[next] == notIndexed) {
+				complete = false // a name the index would not give
 			}
-			if r := idx.find(e.ID); r < 0 || !reflect.DeepEqual(idx.entry(r), ne) {
-				changed = true
+			switch state[next] {
+			case kept:
+				sink.keep(idx.find(e.ID))
+			case freshEntry:
+				ie, _ := entryOf(next)
+				if ie.Err != "" && trustInvalid {
+					mark.CheckedBy = [16]byte{}
+				}
+				sink.add(&ie)
+			}
+			if sc.Done != nil && (e.Dir != "" || e.Unplaced != "") {
+				sc.Done(e)
+				*e = Entry{ID: e.ID, Dir: e.Dir, Unplaced: e.Unplaced}
 			}
 		}
+	}
+	parallel(len(out), sc.Workers, func(i int) {
+		read(i)
+		if sc.Ctx == nil || sc.Ctx.Err() == nil {
+			commit(i)
+		}
+	})
+	if sc.Ctx != nil && sc.Ctx.Err() != nil {
+		sink.abort()
+		return nil, sc.Ctx.Err()
 	}
 	if complete {
 		mark.Dir = dirKey
 	}
-	if (idx == nil && n > 0) || (idx != nil && (changed || n != idx.n || mark != idx.mark)) {
+	if sink.needed(mark) {
 		if j != nil && j.size > journalMax {
 			// Grown: a new journal, if no writer is at it and nothing
 			// was written past what this listing took in.
@@ -467,14 +482,7 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 				defer unlock()
 			}
 		}
-		// A cache: a read-only folder just lists slower.
-		_ = s.writeIndex(mark, len(idxStrings(idx)), func(add func(*indexEntry)) {
-			for i := range out {
-				if ie, ok := entryOf(i); ok {
-					add(&ie)
-				}
-			}
-		})
+		sink.finish(mark)
 	}
 	return dropNonJobs(out), nil
 }

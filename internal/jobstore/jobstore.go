@@ -232,28 +232,44 @@ func dropNonJobs(es []Entry) []Entry {
 }
 
 // scanNames lists the job folders that hold a manifest and the bare
-// manifests, sorted by id, without reading them.
+// manifests, sorted by id, without reading them. The folder is read a
+// batch of names at a time (not os.ReadDir's 50,000 entries at once), and
+// a job's ID is the end of its Dir: one string per job.
 func (s *Store) scanNames() ([]Entry, error) {
-	ents, err := os.ReadDir(s.Dir)
+	f, err := os.Open(s.Dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("jobs folder %s: %w", s.Dir, ErrNotFound)
 		}
 		return nil, fmt.Errorf("read jobs folder: %w", err)
 	}
+	defer func() { _ = f.Close() }() // read only
 	var out []Entry
 	dirOf := s.dirOf()
-	for _, e := range ents {
-		name := e.Name()
-		if strings.HasPrefix(name, ".") {
-			continue
+	for {
+		ents, err := f.ReadDir(1024)
+		for _, e := range ents {
+			name := e.Name()
+			if strings.HasPrefix(name, ".") {
+				continue
+			}
+			if e.IsDir() {
+				dir := dirOf(name)
+				if strings.HasSuffix(dir, name) {
+					name = dir[len(dir)-len(name):]
+				}
+				out = append(out, Entry{ID: name, Dir: dir})
+				continue
+			}
+			if strings.HasSuffix(name, ".json") && e.Type().IsRegular() {
+				out = append(out, Entry{ID: strings.TrimSuffix(name, ".json"), Unplaced: filepath.Join(s.Dir, name)})
+			}
 		}
-		if e.IsDir() {
-			out = append(out, Entry{ID: name, Dir: dirOf(name)})
-			continue
+		if err == io.EOF {
+			break
 		}
-		if strings.HasSuffix(name, ".json") && e.Type().IsRegular() {
-			out = append(out, Entry{ID: strings.TrimSuffix(name, ".json"), Unplaced: filepath.Join(s.Dir, name)})
+		if err != nil {
+			return nil, fmt.Errorf("read jobs folder: %w", err)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
