@@ -104,7 +104,7 @@ func TestDoneStreamsTheListing(t *testing.T) {
 				t.Errorf("lazy %v: Done out of order: %+v", lazy, got)
 			}
 			for _, e := range es {
-				if e.Manifest != nil || e.Sum != nil || e.Err != nil || e.Partial {
+				if e.Manifest != nil || e.Sum() != nil || e.Err != nil || e.Partial {
 					t.Errorf("lazy %v: entry %s kept after Done: %+v", lazy, e.ID, e)
 				}
 			}
