@@ -366,3 +366,26 @@ func TestDisplayRendersFromTheIndexRecords(t *testing.T) {
 		t.Errorf("daemon's listing of %s: %+v", e.ID, e)
 	}
 }
+
+// A manifest whose status is none of the nine (PAUSED) is not "finished":
+// the scan reads and checks it, so a display right after a daemon that
+// stopped before its late check (logistd --once under load) shows it
+// invalid rather than as the status it claims.
+func TestScanChecksAStatusOutsideTheNine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := New(dir)
+	writeJob(t, s, "paused", strings.Replace(strings.Replace(validJob, `"a"`, `"paused"`, 1), `"job_id"`, `"status": "PAUSED", "job_id"`, 1))
+	time.Sleep(indexStable + 100*time.Millisecond)
+	es, err := New(dir).ScanSummaries()
+	if err != nil || len(es) != 1 {
+		t.Fatalf("scan: %+v %v", es, err)
+	}
+	if e := es[0]; e.Unchecked || e.Err == nil {
+		t.Fatalf("scan: a status outside the nine was summarised unchecked: %+v", e)
+	}
+	es, err = New(dir).ListSummaries(true)
+	if err != nil || len(es) != 1 || es[0].Err == nil || !strings.Contains(es[0].Err.Error(), "status") {
+		t.Fatalf("display: %+v %v", es, err)
+	}
+}

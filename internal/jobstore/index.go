@@ -505,8 +505,9 @@ func summarise(e *Entry) bool {
 // peekFinished summarises e from its manifest decoded without the checks
 // (manifest.DecodeTrusted) when that says the job is neither running nor
 // a template, and reports whether it did (Unchecked). Anything else (a
-// file that does not decode, a job_id that is not its folder's, a job to
-// run) is left to loadEntry, which checks it in full and says why it is
+// file that does not decode, a job_id that is not its folder's, a status
+// that is none of the nine, which a listing would otherwise show as if it
+// were one until the daemon's late check, a job to run) is left to loadEntry, which checks it in full and says why it is
 // invalid.
 func (s *Store) peekFinished(e *Entry) bool {
 	data, err := s.ReadManifest(e.ID)
@@ -514,7 +515,7 @@ func (s *Store) peekFinished(e *Entry) bool {
 		return false
 	}
 	m, err := manifest.DecodeTrusted(filepath.Join(e.Dir, ManifestFile), data)
-	if err != nil || (m.JobID != "" && m.JobID != e.ID) || m.Status.Active() || m.Schedule != nil {
+	if err != nil || (m.JobID != "" && m.JobID != e.ID) || !m.Status.Valid() || m.Status.Active() || m.Schedule != nil {
 		return false
 	}
 	m.JobID = e.ID
