@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 )
 
@@ -72,5 +73,64 @@ func TestDaemonPIDNeverTakesTheLock(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, daemonLock), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A running daemon is found from its OFD lock, without /proc/locks (whose
+// read waits for an RCU grace period): here /proc/locks is made to show
+// nothing, and the daemon is still found.
+func TestDaemonPIDFromTheAdvertisement(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(t.TempDir(), "locks")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer func(p string) { procLocks = p }(procLocks)
+	procLocks = empty
+	s := New(dir)
+	lk, err := s.LockDaemon()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pid := s.DaemonPID(); pid != os.Getpid() {
+		t.Fatalf("held lock, /proc/locks silent: DaemonPID = %d, want %d", pid, os.Getpid())
+	}
+	// The daemon's own look (it opens and closes the file) keeps the lock.
+	if pid := s.DaemonPID(); pid != os.Getpid() {
+		t.Fatalf("second look: DaemonPID = %d, want %d", pid, os.Getpid())
+	}
+	if err := lk.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if pid := s.DaemonPID(); pid != 0 {
+		t.Fatalf("released lock: DaemonPID = %d, want 0", pid)
+	}
+}
+
+// A daemon from before the advertisement holds only its flock: the pid in
+// its file is alive, so /proc/locks is asked, and it says who holds it.
+func TestDaemonPIDOfADaemonWithoutTheAdvertisement(t *testing.T) {
+	dir := t.TempDir()
+	s := New(dir)
+	p := filepath.Join(dir, daemonLock)
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if pid := s.DaemonPID(); pid != os.Getpid() {
+		t.Fatalf("flock alone: DaemonPID = %d, want %d", pid, os.Getpid())
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	if pid := s.DaemonPID(); pid != 0 {
+		t.Fatalf("flock released, live pid in the file: DaemonPID = %d, want 0", pid)
 	}
 }

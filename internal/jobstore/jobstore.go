@@ -612,6 +612,9 @@ func (s *Store) LockDaemon() (*Lock, error) {
 	}
 	_ = f.Truncate(0)
 	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	// Readers learn that a daemon runs, and then trust the pid above, from
+	// this OFD lock (DaemonPID); the flock is what keeps a second daemon out.
+	_ = advertise(f)
 	return &Lock{f: f}, nil
 }
 
