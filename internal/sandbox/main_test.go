@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv("LOGIST_SANDBOX_TEST_DAEMON"); spec != "" {
 		os.Exit(testDaemon(spec))
 	}
+	if os.Getenv("LOGIST_SANDBOX_TEST_SWEEP") != "" {
+		os.Exit(testSweep())
+	}
 	code := m.Run()
 	if attackerDir != "" {
 		_ = os.RemoveAll(attackerDir) // a leftover in the temp folder fails no test

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -56,4 +57,21 @@ func ppid(pid int) int {
 	}
 	n, _ := strconv.Atoi(f[1])
 	return n
+}
+
+// awaitExit waits until the process of pidfd fd has exited (a zombie
+// counts), at most limit: a pidfd turns readable then. It reaps nothing.
+func awaitExit(fd int, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int(left/time.Millisecond)+1)
+		if err != unix.EINTR || n > 0 {
+			return
+		}
+	}
 }
