@@ -107,6 +107,9 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	// The engine's saves overwrite manifests in place: a new file per
 	// save cost more kernel time than the rest of a transaction.
 	store.InPlace = true
+	// It notes every save in the change journal: kept open, a note costs
+	// four system calls instead of eleven.
+	store.KeepJournalOpen = true
 	lock, err := store.LockDaemon()
 	if err != nil {
 		return err

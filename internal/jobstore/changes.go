@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -43,6 +44,10 @@ func (s *Store) changesPath() string { return filepath.Join(s.Dir, IndexDir, cha
 // that bypasses Store (cluster mode's mirror) calls it too. Best effort:
 // a journal it cannot write to is removed, so no index trusts it.
 func (s *Store) NoteChanged(id string) {
+	if s.KeepJournalOpen {
+		s.noteKept(id)
+		return
+	}
 	p := s.changesPath()
 	for try := 0; try < 3; try++ {
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
@@ -64,6 +69,92 @@ func (s *Store) NoteChanged(id string) {
 		if err := errors.Join(werr, f.Close()); err != nil {
 			_ = os.Remove(p) // a line may be lost: trust no index on it
 		}
+		return
+	}
+}
+
+// journalWriter holds the journal open between the notes of a Store with
+// KeepJournalOpen: a note then costs a lock, a stat, a write and an
+// unlock, where an open per note cost about three times the system calls
+// (docs/performance.md, "Kernel time per job"). The rules are
+// NoteChanged's: the line is written holding the journal shared, and only
+// into the file that is still the journal's path (an indexer may have
+// replaced it, holding it exclusively while it did). A shared lock is its
+// descriptor's, so notes made at the same time take a descriptor each
+// from a free list rather than queueing for one.
+type journalWriter struct {
+	mu   sync.Mutex
+	free []keptJournal // unlocked
+}
+
+// keptJournal is a descriptor open on the journal (or one since
+// replaced), with the file's identity as opened.
+type keptJournal struct {
+	f  *os.File
+	fi os.FileInfo
+}
+
+func (j *journalWriter) get() (keptJournal, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if n := len(j.free); n > 0 {
+		k := j.free[n-1]
+		j.free = j.free[:n-1]
+		return k, true
+	}
+	return keptJournal{}, false
+}
+
+func (j *journalWriter) put(k keptJournal) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.free = append(j.free, k)
+}
+
+// drain closes every free descriptor: one was found no longer the
+// journal's, and the others are as old.
+func (j *journalWriter) drain() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, k := range j.free {
+		_ = k.f.Close() // unlocked, nothing pending
+	}
+	j.free = nil
+}
+
+func (s *Store) noteKept(id string) {
+	p := s.changesPath()
+	for try := 0; try < 3; try++ {
+		k, ok := s.journal.get()
+		if !ok {
+			f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				return // no journal: nothing trusts one
+			}
+			fi, err := f.Stat()
+			if err != nil {
+				_ = f.Close() // not written: try again, as for a replaced one
+				continue
+			}
+			k = keptJournal{f, fi}
+		}
+		if flock(k.f, syscall.LOCK_SH) != nil {
+			_ = k.f.Close() // not written
+			_ = os.Remove(p)
+			return
+		}
+		if cur, err := os.Stat(p); err != nil || !os.SameFile(k.fi, cur) {
+			_ = k.f.Close() // replaced (or removed) meanwhile: write to the new one
+			s.journal.drain()
+			continue
+		}
+		_, werr := k.f.Write([]byte(id + "\n"))
+		if err := errors.Join(werr, flock(k.f, syscall.LOCK_UN)); err != nil {
+			_ = k.f.Close()
+			_ = os.Remove(p) // a line may be lost: trust no index on it
+			return
+		}
+		s.journal.put(k)
 		return
 	}
 }

@@ -62,6 +62,12 @@ type Store struct {
 	// new file, stays easy to tell from the engine's (WrittenHere).
 	InPlace  bool
 	inflight sync.Map // id -> true while an in-place write is under way
+	// KeepJournalOpen makes NoteChanged keep the change journal open
+	// between notes (for a long-lived Store that notes every save: the
+	// daemon's). A Store made for one note leaves it unset, so that no
+	// descriptor outlives it.
+	KeepJournalOpen bool
+	journal         journalWriter
 }
 
 type fileKey struct {
