@@ -217,7 +217,11 @@ const PidLog = "agent-pids"
 
 // recordPid appends the call's line to the job's pid log.
 func recordPid(p string, interaction, pid int) {
-	st, ok := procStart(pid)
+	// An agent that has already exited (a zombie until the call reaps it)
+	// is recorded too: the log names every call's process group, however
+	// fast its leader was (a loaded machine may run it to its end before
+	// this line).
+	st, ok := startOf(pid, true)
 	if !ok {
 		return
 	}
@@ -237,7 +241,10 @@ func recordPid(p string, interaction, pid int) {
 // procStart is the start time of a running process in clock ticks since
 // boot (field 22 of /proc/PID/stat); false for one that has exited (a
 // zombie not yet reaped included).
-func procStart(pid int) (string, bool) {
+func procStart(pid int) (string, bool) { return startOf(pid, false) }
+
+// startOf is procStart, a zombie's start time included when zombie says so.
+func startOf(pid int, zombie bool) (string, bool) {
 	b, err := regfile.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return "", false
@@ -248,7 +255,7 @@ func procStart(pid int) (string, bool) {
 		return "", false
 	}
 	f := strings.Fields(s[i+1:])
-	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
+	if len(f) < 20 || f[0] == "X" || (f[0] == "Z" && !zombie) {
 		return "", false
 	}
 	return f[19], true

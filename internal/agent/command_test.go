@@ -207,3 +207,29 @@ func TestStaleAnswerIsRemovedBeforeTheCall(t *testing.T) {
 		t.Errorf("stale answer still there: %v", err)
 	}
 }
+
+// An agent that has exited before its line is written (a zombie until the
+// call reaps it) still gets its line in the pid log.
+func TestPidLineOfAnAgentAlreadyExited(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	defer cmd.Wait() //nolint:errcheck // reaped at the end: a zombie until then
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); strings.Contains(string(b), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("true did not exit")
+		}
+	}
+	log := filepath.Join(t.TempDir(), PidLog)
+	recordPid(log, 3, pid)
+	b, err := os.ReadFile(log)
+	var in, got int
+	if _, serr := fmt.Sscanf(strings.TrimSpace(string(b)), "%d %d", &in, &got); err != nil || serr != nil || in != 3 || got != pid {
+		t.Fatalf("pid log %q (%v): want a line for interaction 3, pid %d", b, err, pid)
+	}
+}
