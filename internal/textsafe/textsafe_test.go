@@ -124,6 +124,9 @@ func FuzzClean(f *testing.F) {
 			}
 		}
 		line, block := Line(s), Block(s)
+		if LineSafe([]byte(s)) != (line == s) {
+			t.Fatalf("LineSafe(%q) = %v, but Line gives %q", s, !(line == s), line)
+		}
 		if !utf8.ValidString(line) || !utf8.ValidString(block) {
 			t.Fatalf("invalid UTF-8 out of %q: %q / %q", s, line, block)
 		}
