@@ -35,7 +35,7 @@ var cmdList = &command{
 			}
 			r.Items = items
 		} else {
-			r.Rows = listRows(e, entries)
+			r.table = listTable(e, r.Columns, entries)
 		}
 		r.Message = fmt.Sprintf("%d jobs in %s", len(entries), e.store.Dir)
 		if e.format == "text" {
@@ -45,16 +45,17 @@ var cmdList = &command{
 	},
 }
 
-// listRows are the table's rows of entries. Each valid entry is viewed in
-// one manifest reused from row to row (a row keeps only strings), and
+// listTable is the table of entries, each row built straight into it.
+// Each valid entry is viewed in one manifest reused from row to row, and
 // sealed reasons are opened with one key for the listing.
-func listRows(e *env, entries []jobstore.Entry) [][]string {
-	rows := make([][]string, 0, len(entries))
+func listTable(e *env, columns []string, entries []jobstore.Entry) *cellTable {
+	t := newCellTable(columns, len(entries))
 	var view manifest.Manifest
 	var opener *jobview.Opener
 	now := time.Now()
 	for i := range entries {
 		en := &entries[i]
+		t.add(en.ID)
 		if en.Err != nil {
 			// The folder already names the job; keep the note to the point.
 			note := jobview.InvalidNote(e.store.Dir, *en)
@@ -62,7 +63,11 @@ func listRows(e *env, entries []jobstore.Entry) [][]string {
 			if en.Unplaced != "" {
 				status = "INVALID (unplaced)"
 			}
-			rows = append(rows, []string{en.ID, status, "-", "-", "-", firstLine(note, 120)})
+			t.add(status)
+			t.add("-")
+			t.add("-")
+			t.add("-")
+			t.add(firstLine(note, 120))
 			continue
 		}
 		m := en.ViewInto(&view) // the listing holds summaries
@@ -89,9 +94,15 @@ func listRows(e *env, entries []jobstore.Entry) [][]string {
 			// An opt-out is never silent: it shows where the job is listed.
 			note = strings.TrimSuffix(uncontainedNote+"; "+note, "; ")
 		}
-		rows = append(rows, []string{en.ID, status, orDash(m.Phase()), costText(m), timeText(m), firstLine(note, 100)})
+		t.add(status)
+		t.add(orDash(m.Phase()))
+		t.buf = appendCost(t.buf, m)
+		t.end()
+		t.buf = appendTime(t.buf, m)
+		t.end()
+		t.add(firstLine(note, 100))
 	}
-	return rows
+	return t
 }
 
 // uncontainedNote is how a listing marks a job that opted out of
