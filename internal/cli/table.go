@@ -53,11 +53,12 @@ func (t *cellTable) end() {
 	if n := len(t.ends); n > 0 {
 		start = int(t.ends[n-1])
 	}
-	if !textsafe.LineSafe(t.buf[start:]) {
-		safe := textsafe.Line(string(t.buf[start:]))
-		t.buf = append(t.buf[:start], safe...)
+	w, safe := textsafe.LineRunes(t.buf[start:])
+	if !safe {
+		line := textsafe.Line(string(t.buf[start:]))
+		t.buf = append(t.buf[:start], line...)
+		w = utf8.RuneCountInString(line)
 	}
-	w := utf8.RuneCount(t.buf[start:])
 	if col := len(t.ends) % t.ncol; col < len(t.widths) {
 		t.widths[col] = max(t.widths[col], w)
 	}

@@ -107,8 +107,16 @@ func firstLine(s string, n int) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}
-	if len(s) <= n || utf8.RuneCountInString(s) <= n {
+	if len(s) <= n {
 		return s // (no more runes than bytes)
+	}
+	if ascii(s[:n+1]) {
+		// More than n runes, the first n of them n bytes: most notes
+		// of a listing, without counting the rest.
+		return s[:n] + "…"
+	}
+	if utf8.RuneCountInString(s) <= n {
+		return s
 	}
 	cut := 0
 	for range n {
@@ -120,4 +128,14 @@ func firstLine(s string, n int) string {
 	}
 	// A rune conversion makes each invalid byte U+FFFD, as it always did.
 	return string([]rune(s)[:n]) + "…"
+}
+
+// ascii reports whether s is all ASCII.
+func ascii(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }

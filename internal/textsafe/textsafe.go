@@ -40,22 +40,23 @@ func Unsafe(r rune) bool {
 // (\x1b, \n, \u202e, \xff). Text without them is returned unchanged.
 func Line(s string) string { return clean(s, false) }
 
-// LineSafe reports whether Line leaves b as it is (nothing to neutralise),
-// for a printer that builds its text in a buffer of its own and calls Line
+// LineRunes reports whether Line leaves b as it is (nothing to
+// neutralise) and, if so, how many runes b has: for a printer that builds
+// its text in a buffer of its own, lays it out by runes, and calls Line
 // only on what needs it.
-func LineSafe(b []byte) bool {
-	for i := 0; i < len(b); {
+func LineRunes(b []byte) (runes int, safe bool) {
+	for i := 0; i < len(b); runes++ {
 		if c := b[i]; c >= 0x20 && c < 0x7f {
 			i++ // printable ASCII: see clean
 			continue
 		}
 		r, n := utf8.DecodeRune(b[i:])
 		if (r == utf8.RuneError && n == 1) || Unsafe(r) {
-			return false
+			return 0, false
 		}
 		i += n
 	}
-	return true
+	return runes, true
 }
 
 // Block is Line for text shown over several lines: newlines and tabs stay,

@@ -124,8 +124,8 @@ func FuzzClean(f *testing.F) {
 			}
 		}
 		line, block := Line(s), Block(s)
-		if LineSafe([]byte(s)) != (line == s) {
-			t.Fatalf("LineSafe(%q) = %v, but Line gives %q", s, !(line == s), line)
+		if n, safe := LineRunes([]byte(s)); safe != (line == s) || safe && n != utf8.RuneCountInString(s) {
+			t.Fatalf("LineRunes(%q) = %d, %v, but Line gives %q", s, n, safe, line)
 		}
 		if !utf8.ValidString(line) || !utf8.ValidString(block) {
 			t.Fatalf("invalid UTF-8 out of %q: %q / %q", s, line, block)
