@@ -35,6 +35,10 @@ type Result struct {
 	Columns []string
 	Rows    [][]string
 	Items   any
+	// encoded, when set, is the JSON document (the envelope, escaped as
+	// writeJSON does, and its newline) of a command that encoded its
+	// items itself: printed as is unless the command failed.
+	encoded []byte
 	// table, when set, holds the rows in place of Rows (text and
 	// markdown): a listing's rows built straight into one buffer.
 	table *cellTable
@@ -61,6 +65,10 @@ func render(out io.Writer, format string, r *Result, err error) {
 	defer w.Flush() //nolint:errcheck // see above
 	switch format {
 	case "json":
+		if r.encoded != nil && err == nil {
+			_, _ = w.Write(r.encoded) // see the Flush above
+			return
+		}
 		v := r.Document
 		if v == nil || err != nil {
 			v = envelope(r, err)
