@@ -45,10 +45,7 @@ func appendUSD(dst []byte, v float64) []byte {
 	return append(append(dst, '$'), s...)
 }
 
-// costText is a job's cost and its budget.
-func costText(m *manifest.Manifest) string { return string(appendCost(nil, m)) }
-
-// appendCost appends costText(m) to dst.
+// appendCost appends a job's cost and its budget to dst.
 func appendCost(dst []byte, m *manifest.Manifest) []byte {
 	dst = appendUSD(dst, m.Metrics.CumulativeCost/100)
 	if m.CostThreshold != nil {
