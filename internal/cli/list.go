@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobview"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/textsafe"
 )
 
 var cmdList = &command{
@@ -25,36 +27,72 @@ var cmdList = &command{
 			return nil, err
 		}
 		r := &Result{Columns: []string{"JOB", "STATUS", "PHASE", "COST", "TIME", "NOTE"}}
+		r.Message = fmt.Sprintf("%d jobs in %s", len(entries), e.store.Dir)
 		// JSON prints the items, text and markdown the rows: each is
 		// built only for the format that prints it (50,000 jobs).
-		if e.format == "json" {
-			items := make([]map[string]any, 0, len(entries))
-			for _, en := range entries {
-				// The item's shape is the console API's too (jobview.ListItem).
-				items = append(items, jobview.ListItem(e.store.Dir, en))
+		switch e.format {
+		case "json":
+			var ok bool
+			if r.encoded, ok = listJSON(e, r.Message, entries); !ok {
+				items := make([]map[string]any, 0, len(entries))
+				for _, en := range entries {
+					// The item's shape is the console API's too (jobview.ListItem).
+					items = append(items, jobview.ListItem(e.store.Dir, en))
+				}
+				r.Items = items
 			}
-			r.Items = items
-		} else {
-			r.Rows = listRows(e, entries)
-		}
-		r.Message = fmt.Sprintf("%d jobs in %s", len(entries), e.store.Dir)
-		if e.format == "text" {
+		case "text":
 			r.Message = ""
+			fallthrough
+		default:
+			r.table = listTable(e, r.Columns, entries)
 		}
 		return r, nil
 	},
 }
 
-// listRows are the table's rows of entries. Each valid entry is viewed in
-// one manifest reused from row to row (a row keeps only strings), and
+// listJSON is the listing's JSON document as render prints a Result of
+// message and the entries' items (jobview.ListItem), each item encoded
+// straight into one buffer (jobview.AppendListItem) rather than built as
+// a map and encoded by reflection. False if an item is one only
+// encoding/json can say what to do with (the caller then builds the
+// items).
+func listJSON(e *env, message string, entries []jobstore.Entry) ([]byte, bool) {
+	const itemSize = 512 // about what an item takes, indented
+	b := make([]byte, 0, 256+len(entries)*itemSize)
+	b = append(b, "{\n  \"items\": ["...)
+	var view manifest.Manifest
+	for i := range entries {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var ok bool
+		if b, ok = jobview.AppendListItem(append(b, "\n    "...), e.store.Dir, &entries[i], &view, "    "); !ok {
+			return nil, false
+		}
+	}
+	if len(entries) > 0 {
+		b = append(b, "\n  "...)
+	}
+	msg, err := json.Marshal(message)
+	if err != nil {
+		return nil, false
+	}
+	b = append(append(append(b, "],\n  \"message\": "...), msg...), ",\n  \"ok\": true\n}"...)
+	return append(textsafe.EscapeJSON(b), '\n'), true
+}
+
+// listTable is the table of entries, each row built straight into it.
+// Each valid entry is viewed in one manifest reused from row to row, and
 // sealed reasons are opened with one key for the listing.
-func listRows(e *env, entries []jobstore.Entry) [][]string {
-	rows := make([][]string, 0, len(entries))
+func listTable(e *env, columns []string, entries []jobstore.Entry) *cellTable {
+	t := newCellTable(columns, len(entries))
 	var view manifest.Manifest
 	var opener *jobview.Opener
 	now := time.Now()
 	for i := range entries {
 		en := &entries[i]
+		t.add(en.ID)
 		if en.Err != nil {
 			// The folder already names the job; keep the note to the point.
 			note := jobview.InvalidNote(e.store.Dir, *en)
@@ -62,7 +100,11 @@ func listRows(e *env, entries []jobstore.Entry) [][]string {
 			if en.Unplaced != "" {
 				status = "INVALID (unplaced)"
 			}
-			rows = append(rows, []string{en.ID, status, "-", "-", "-", firstLine(note, 120)})
+			t.add(status)
+			t.add("-")
+			t.add("-")
+			t.add("-")
+			t.add(firstLine(note, 120))
 			continue
 		}
 		m := en.ViewInto(&view) // the listing holds summaries
@@ -89,9 +131,15 @@ func listRows(e *env, entries []jobstore.Entry) [][]string {
 			// An opt-out is never silent: it shows where the job is listed.
 			note = strings.TrimSuffix(uncontainedNote+"; "+note, "; ")
 		}
-		rows = append(rows, []string{en.ID, status, orDash(m.Phase()), costText(m), timeText(m), firstLine(note, 100)})
+		t.add(status)
+		t.add(orDash(m.Phase()))
+		t.buf = appendCost(t.buf, m)
+		t.end()
+		t.buf = appendTime(t.buf, m)
+		t.end()
+		t.add(firstLine(note, 100))
 	}
-	return rows
+	return t
 }
 
 // uncontainedNote is how a listing marks a job that opted out of

@@ -7,7 +7,6 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
-	"unicode/utf8"
 
 	"github.com/logist/logist/internal/jobview"
 	"github.com/logist/logist/internal/textsafe"
@@ -36,6 +35,13 @@ type Result struct {
 	Columns []string
 	Rows    [][]string
 	Items   any
+	// encoded, when set, is the JSON document (the envelope, escaped as
+	// writeJSON does, and its newline) of a command that encoded its
+	// items itself: printed as is unless the command failed.
+	encoded []byte
+	// table, when set, holds the rows in place of Rows (text and
+	// markdown): a listing's rows built straight into one buffer.
+	table *cellTable
 	// Data, when set, is the JSON data in place of the Fields.
 	Data map[string]any
 	// Document, when set, is printed as is for --format json, without the
@@ -59,6 +65,10 @@ func render(out io.Writer, format string, r *Result, err error) {
 	defer w.Flush() //nolint:errcheck // see above
 	switch format {
 	case "json":
+		if r.encoded != nil && err == nil {
+			_, _ = w.Write(r.encoded) // see the Flush above
+			return
+		}
 		v := r.Document
 		if v == nil || err != nil {
 			v = envelope(r, err)
@@ -81,20 +91,27 @@ func render(out io.Writer, format string, r *Result, err error) {
 		if err != nil {
 			fields = append([]Field{{"exit_code", "Exit Code", ExitCode(err)}}, fields...)
 		}
-		if len(fields) > 0 || len(r.Rows) > 0 {
+		nrows := len(r.Rows)
+		if r.table != nil {
+			nrows = r.table.rows() - 1 // its header
+		}
+		if len(fields) > 0 || nrows > 0 {
 			fmt.Fprintf(w, "### Data\n")
 			for _, f := range fields {
 				fmt.Fprintf(w, "- **%s**: %s\n", f.Label, mdValue(f.Value))
 			}
-			if len(r.Rows) > 0 {
+			if nrows > 0 {
 				if len(fields) > 0 {
 					fmt.Fprintln(w)
 				}
 				fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(r.Columns, " | "), strings.Repeat(" --- |", len(r.Columns)))
+				if r.table != nil {
+					r.table.writeMarkdown(w)
+				}
 				for _, row := range r.Rows {
 					esc := make([]string, len(row))
 					for i, c := range row {
-						esc[i] = strings.ReplaceAll(textsafe.Line(c), "|", "\\|")
+						esc[i] = string(appendMarkdownCell(nil, []byte(textsafe.Line(c))))
 					}
 					fmt.Fprintf(w, "| %s |\n", strings.Join(esc, " | "))
 				}
@@ -124,70 +141,13 @@ func render(out io.Writer, format string, r *Result, err error) {
 			if len(r.Fields) > 0 {
 				fmt.Fprintln(w)
 			}
-			writeTable(w, r.Columns, r.Rows)
-		}
-	}
-}
-
-// writeTable prints a text table: each cell neutralised (textsafe.Line),
-// every column but the last padded to its widest cell plus two spaces, as
-// text/tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) lays it out. Rows of as
-// many cells as columns are laid out here, in two passes over the cells
-// (tabwriter buffered 50,000 rows in one growing buffer); any other table
-// goes through tabwriter itself.
-func writeTable(w io.Writer, columns []string, rows [][]string) {
-	for _, row := range rows {
-		if len(row) != len(columns) || len(columns) == 0 {
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, strings.Join(columns, "\t"))
-			for _, row := range rows {
-				cells := make([]string, len(row))
-				for i, c := range row {
-					cells[i] = textsafe.Line(c)
-				}
-				fmt.Fprintln(tw, strings.Join(cells, "\t"))
+			if r.table != nil {
+				r.table.write(w)
+			} else {
+				writeTable(w, r.Columns, r.Rows)
 			}
-			_ = tw.Flush() // into w, whose errors stick until its Flush
-			return
 		}
 	}
-	last := len(columns) - 1
-	widths := make([]int, last)
-	width := func(row []string) {
-		for i, c := range row[:last] {
-			widths[i] = max(widths[i], utf8.RuneCountInString(textsafe.Line(c)))
-		}
-	}
-	line := func(row []string) {
-		for i, c := range row[:last] {
-			// Neutralised text has no tab, newline, form feed or byte
-			// 0xff: nothing tabwriter would treat as more than a rune.
-			c = textsafe.Line(c)
-			_, _ = io.WriteString(w, c)
-			_, _ = io.WriteString(w, pad(widths[i]+2-utf8.RuneCountInString(c)))
-		}
-		_, _ = io.WriteString(w, textsafe.Line(row[last]))
-		_, _ = io.WriteString(w, "\n")
-	}
-	width(columns)
-	for _, row := range rows {
-		width(row)
-	}
-	line(columns)
-	for _, row := range rows {
-		line(row)
-	}
-}
-
-// spaces pads a table's cells (pad).
-const spaces = "                                                                "
-
-// pad is n spaces.
-func pad(n int) string {
-	if n <= len(spaces) {
-		return spaces[:n]
-	}
-	return strings.Repeat(" ", n)
 }
 
 // envelope is the JSON form of a result (nil: none) and its failure (nil:

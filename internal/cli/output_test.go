@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -97,7 +98,39 @@ func FuzzWriteTable(f *testing.F) {
 		if want := tabwriterTable(columns, rows); b.String() != want {
 			t.Fatalf("columns %q rows %q:\ngot\n%q\nwant\n%q", columns, rows, b.String(), want)
 		}
+		if ragged := slices.ContainsFunc(rows, func(r []string) bool { return len(r) != n }); ragged {
+			return
+		}
+		// A listing's table (logist list) prints as its rows would.
+		for _, format := range []string{"text", "markdown"} {
+			var fromRows, fromTable bytes.Buffer
+			render(&fromRows, format, &Result{Columns: columns, Rows: rows}, nil)
+			render(&fromTable, format, &Result{Columns: columns, table: tableOf(columns, rows)}, nil)
+			if fromRows.String() != fromTable.String() {
+				t.Fatalf("%s, rows %q:\nfrom the table\n%q\nfrom the rows\n%q", format, rows, fromTable.String(), fromRows.String())
+			}
+		}
 	})
+}
+
+// TestCellTableNeutralisesBuiltCells: a cell a listing builds in the
+// table's buffer itself (appendCost, appendTime) is neutralised like a
+// cell added as a string, in text and markdown.
+func TestCellTableNeutralisesBuiltCells(t *testing.T) {
+	columns := []string{"JOB", "COST"}
+	tb := newCellTable(columns, 1)
+	tb.add("a")
+	tb.buf = append(tb.buf, "x\x1b[2J|\xffy"...)
+	tb.end()
+	var text, md bytes.Buffer
+	tb.write(&text)
+	if want := tabwriterTable(columns, [][]string{{"a", "x\x1b[2J|\xffy"}}); text.String() != want {
+		t.Errorf("text:\n%q\nwant\n%q", text.String(), want)
+	}
+	tb.writeMarkdown(&md)
+	if want := "| a | x\\x1b[2J\\|\\xffy |\n"; md.String() != want {
+		t.Errorf("markdown: %q, want %q", md.String(), want)
+	}
 }
 
 // TestWriteTableAsTabwriter: the rows of a listing (as many cells as

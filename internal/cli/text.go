@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"strconv"
@@ -18,44 +19,51 @@ func dollars(cents float64) string { return usd(cents / 100) }
 // two decimals, and below ten cents as many more as its first two
 // significant digits need, so that a small cost never reads as $0.00
 // ($0.004, $0.012, $0.40, $12.35).
-func usd(v float64) string {
-	sign := ""
+func usd(v float64) string { return string(appendUSD(nil, v)) }
+
+// appendUSD appends usd(v) to dst, without a string of its own (a
+// listing of 50,000 jobs prints one or two per row).
+func appendUSD(dst []byte, v float64) []byte {
 	if v < 0 {
-		sign, v = "-", -v
+		dst, v = append(dst, '-'), -v
 	}
 	if v == 0 || v >= 0.1 {
-		return sign + "$" + strconv.FormatFloat(v, 'f', 2, 64) // as %.2f, without fmt (50,000 rows)
+		return strconv.AppendFloat(append(dst, '$'), v, 'f', 2, 64) // as %.2f, without fmt
 	}
 	const most = 8
 	dec := min(max(2, 1-int(math.Floor(math.Log10(v)))), most)
-	s := strconv.FormatFloat(v, 'f', dec, 64)
-	if strings.Trim(s, "0.") == "" {
+	var num [64]byte
+	s := strconv.AppendFloat(num[:0], v, 'f', dec, 64)
+	if len(bytes.Trim(s, "0.")) == 0 {
 		// Below what most decimals show.
-		return sign + "<$0." + strings.Repeat("0", most-1) + "1"
+		return append(append(dst, "<$0."...), strings.Repeat("0", most-1)+"1"...)
 	}
 	// Trailing zeros go, down to two decimals.
-	for strings.HasSuffix(s, "0") && len(s)-strings.IndexByte(s, '.') > 3 {
+	for bytes.HasSuffix(s, []byte("0")) && len(s)-bytes.IndexByte(s, '.') > 3 {
 		s = s[:len(s)-1]
 	}
-	return sign + "$" + s
+	return append(append(dst, '$'), s...)
 }
 
-// costText is a job's cost and its budget.
-func costText(m *manifest.Manifest) string {
-	s := dollars(m.Metrics.CumulativeCost)
+// appendCost appends a job's cost and its budget to dst.
+func appendCost(dst []byte, m *manifest.Manifest) []byte {
+	dst = appendUSD(dst, m.Metrics.CumulativeCost/100)
 	if m.CostThreshold != nil {
-		s += " of " + dollars(*m.CostThreshold)
+		dst = appendUSD(append(dst, " of "...), *m.CostThreshold/100)
 	}
-	return s
+	return dst
 }
 
 // timeText is a job's time and its budget.
-func timeText(m *manifest.Manifest) string {
-	s := strconv.FormatFloat(m.Metrics.CumulativeTimeSeconds, 'f', 3, 64) + "s" // as %.3f
+func timeText(m *manifest.Manifest) string { return string(appendTime(nil, m)) }
+
+// appendTime appends timeText(m) to dst.
+func appendTime(dst []byte, m *manifest.Manifest) []byte {
+	dst = append(strconv.AppendFloat(dst, m.Metrics.CumulativeTimeSeconds, 'f', 3, 64), 's') // as %.3f
 	if m.TimeThresholdMinutes != nil {
-		s += " of " + minutesText(*m.TimeThresholdMinutes)
+		dst = append(append(dst, " of "...), minutesText(*m.TimeThresholdMinutes)...)
 	}
-	return s
+	return dst
 }
 
 // minutesText is a budget in minutes as the steward gave it, short and
@@ -96,8 +104,16 @@ func firstLine(s string, n int) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}
-	if len(s) <= n || utf8.RuneCountInString(s) <= n {
+	if len(s) <= n {
 		return s // (no more runes than bytes)
+	}
+	if ascii(s[:n+1]) {
+		// More than n runes, the first n of them n bytes: most notes
+		// of a listing, without counting the rest.
+		return s[:n] + "…"
+	}
+	if utf8.RuneCountInString(s) <= n {
+		return s
 	}
 	cut := 0
 	for range n {
@@ -109,4 +125,14 @@ func firstLine(s string, n int) string {
 	}
 	// A rune conversion makes each invalid byte U+FFFD, as it always did.
 	return string([]rune(s)[:n]) + "…"
+}
+
+// ascii reports whether s is all ASCII.
+func ascii(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }

@@ -283,7 +283,7 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 		// The folder's names are the index's: no listing of 50,000.
 		byRecord = true
 		out = make([]Entry, idx.n)
-		dirOf := s.dirOf()
+		dirOf := s.dirOfShared() // a display holds the listing whole
 		for i := range out {
 			id := idx.str(i, sID)
 			out[i] = Entry{ID: id, Dir: dirOf(id)}
@@ -296,6 +296,9 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 	}
 	keys := make([]statKey, len(out))
 	state := make([]uint8, len(out))
+	// recs[i] is the old index's record of a kept entry (no second
+	// binary search per job to write or keep it).
+	recs := make([]int32, len(out))
 	// loaded marks the entries read here that keep only their summary:
 	// read in full (summarise), or decoded unchecked (peekFinished).
 	loaded := make([]bool, len(out))
@@ -351,6 +354,9 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 			ie = idx.head(r) // the summary is decoded when rendered
 		case r >= 0:
 			ie = idx.entry(r)
+		}
+		if r >= 0 {
+			recs[i] = int32(r)
 		}
 		if trust && r >= 0 && !journaled[e.ID] && ie.Key != (statKey{}) {
 			keys[i], state[i] = ie.Key, kept
@@ -416,7 +422,7 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 		e := &out[i]
 		switch {
 		case state[i] == kept:
-			ie := idx.entry(idx.find(e.ID))
+			ie := idx.entry(int(recs[i]))
 			ie.Key = keys[i]
 			return ie, true
 		case state[i] != freshEntry:
@@ -447,7 +453,7 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 			}
 			switch state[next] {
 			case kept:
-				sink.keep(idx.find(e.ID))
+				sink.keep(int(recs[next]))
 			case freshEntry:
 				ie, _ := entryOf(next)
 				if ie.Err != "" && trustInvalid {

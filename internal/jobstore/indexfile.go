@@ -195,18 +195,29 @@ func (v *indexView) find(id string) int {
 	return -1
 }
 
-// entry decodes record i. Its strings share the view's table.
-func (v *indexView) entry(i int) indexEntry {
+// entry decodes record i. Its strings share the view's table, but for
+// the few values a field repeats, which are interned: what a caller keeps
+// of a summary does not hold the whole table.
+func (v *indexView) entry(i int) indexEntry { return v.decode(i, intern) }
+
+// shared is entry for a caller that holds the view anyway (a display
+// renders from its records): every string shares the table, and no
+// interning (a lock and a map look-up per field of 50,000 rows).
+func (v *indexView) shared(i int) indexEntry {
+	return v.decode(i, func(s string) string { return s })
+}
+
+func (v *indexView) decode(i int, own func(string) string) indexEntry {
 	e, r := v.keyOf(i), v.rec(i)
 	f := r[rFlags]
 	if f&fInvalid != 0 {
 		return e
 	}
-	e.Sum.Status = lifecycle.Status(intern(v.str(i, sStatus)))
-	e.Sum.Phase = intern(v.str(i, sPhase))
+	e.Sum.Status = lifecycle.Status(own(v.str(i, sStatus)))
+	e.Sum.Phase = own(v.str(i, sPhase))
 	e.Sum.Reason = v.str(i, sReason)
 	e.Sum.UpdatedAt = v.str(i, sUpdated)
-	e.Sum.Sandbox = intern(v.str(i, sSandbox))
+	e.Sum.Sandbox = own(v.str(i, sSandbox))
 	e.Sum.EncryptHistory = f&fEncrypt != 0
 	e.Sum.Metrics = manifest.Metrics{CumulativeCost: f64(r[rCost:]), CumulativeTimeSeconds: f64(r[rTime:]), AgentCalls: int(int64(le64(r[rCalls:])))}
 	if f&fCostThr != 0 {

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/logist/logist/internal/atomicfile"
 	"github.com/logist/logist/internal/manifest"
@@ -129,6 +130,33 @@ func (s *Store) dirOf() func(name string) string {
 	}
 }
 
+// dirOfShared is dirOf for a listing held as a whole (a display's, its
+// names from the index): the paths are cut from 64 KiB chunks, 50,000 of
+// them in about 60 allocations rather than 50,000. A path keeps its chunk
+// alive, so a caller that keeps a few entries of many should use dirOf.
+func (s *Store) dirOfShared() func(name string) string {
+	dirOf := s.dirOf()
+	if s.Dir != filepath.Clean(s.Dir) {
+		return dirOf
+	}
+	prefix := s.Dir + string(filepath.Separator)
+	var chunk []byte
+	return func(name string) string {
+		if name == "" || name == "." || name == ".." || strings.ContainsRune(name, filepath.Separator) {
+			return dirOf(name)
+		}
+		n := len(prefix) + len(name)
+		if cap(chunk)-len(chunk) < n {
+			chunk = make([]byte, 0, max(64<<10, n))
+		}
+		start := len(chunk)
+		chunk = append(append(chunk, prefix...), name...)
+		// Nothing writes to these bytes again: later paths are appended
+		// after them, or go to a new chunk.
+		return unsafe.String(&chunk[start], n)
+	}
+}
+
 // Workspace is the job's workspace folder.
 func (s *Store) Workspace(id string) string { return filepath.Join(s.Dir, id, WorkspaceDir) }
 
@@ -190,7 +218,7 @@ func (e *Entry) summary() (Summary, bool) {
 	case e.sum != nil:
 		return *e.sum, true
 	case e.idx != nil:
-		return e.idx.entry(e.rec).Sum, true
+		return e.idx.shared(e.rec).Sum, true // a display's: it holds the view
 	}
 	return Summary{}, false
 }

@@ -1,6 +1,7 @@
 package jobstore
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -138,5 +139,28 @@ func TestFIFOManifestListedWithoutBlocking(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("listing a job whose job.json is a FIFO blocked")
+	}
+}
+
+// TestDirOfSharedIsDirOf: the paths a display's listing cuts from shared
+// chunks are dirOf's, odd names and a long run of them included, and none
+// changes as more are cut.
+func TestDirOfSharedIsDirOf(t *testing.T) {
+	for _, dir := range []string{t.TempDir(), t.TempDir() + "/./x/.."} {
+		s := &Store{Dir: dir}
+		shared := s.dirOfShared()
+		names := []string{"a", "", ".", "..", "x/y", "job-1", strings.Repeat("n", 70<<10)}
+		for i := range 5000 {
+			names = append(names, fmt.Sprintf("job-%05d", i))
+		}
+		var got []string
+		for _, n := range names {
+			got = append(got, shared(n))
+		}
+		for i, n := range names {
+			if want := s.dirOf()(n); got[i] != want {
+				t.Fatalf("dirOfShared(%q) = %q, want %q", n, got[i], want)
+			}
+		}
 	}
 }

@@ -124,6 +124,9 @@ func FuzzClean(f *testing.F) {
 			}
 		}
 		line, block := Line(s), Block(s)
+		if n, safe := LineRunes([]byte(s)); safe != (line == s) || safe && n != utf8.RuneCountInString(s) {
+			t.Fatalf("LineRunes(%q) = %d, %v, but Line gives %q", s, n, safe, line)
+		}
 		if !utf8.ValidString(line) || !utf8.ValidString(block) {
 			t.Fatalf("invalid UTF-8 out of %q: %q / %q", s, line, block)
 		}
