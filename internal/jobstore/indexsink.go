@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
+	"time"
 )
 
 // indexTemp is an index being written to a temporary file in IndexDir,
@@ -48,7 +50,32 @@ func (t *indexTemp) commit(mark indexMark) error {
 	if _, err := os.Lstat(filepath.Join(t.s.Dir, legacyIndexFile)); err == nil {
 		_ = os.Remove(filepath.Join(t.s.Dir, legacyIndexFile)) // an earlier version's cache
 	}
+	sweepIndexTemps(filepath.Join(t.s.Dir, IndexDir), time.Now())
 	return nil
+}
+
+// staleIndexTemp is how old a temporary index file must be before a
+// writer takes it for one a killed process left: writing the index of
+// 50,000 jobs takes well under a second.
+const staleIndexTemp = time.Hour
+
+// sweepIndexTemps removes the temporary index files in dir that a process
+// killed while writing left behind (a daemon stopped mid-listing left one
+// per stop, and nothing else removes them). Other writers' files in
+// progress are younger than staleIndexTemp and stay.
+func sweepIndexTemps(dir string, now time.Time) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "jobs.tmp-") || !e.Type().IsRegular() {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && now.Sub(fi.ModTime()) > staleIndexTemp {
+			_ = os.Remove(filepath.Join(dir, e.Name())) // best effort: the next commit tries again
+		}
+	}
 }
 
 // abort drops the index being written.

@@ -137,3 +137,37 @@ func TestDoneStreamsTheListing(t *testing.T) {
 		}
 	}
 }
+
+// A temporary index file a killed writer left behind is removed by the
+// next index written; one as young as a writer's in progress is kept.
+func TestIndexWriteSweepsStaleTemps(t *testing.T) {
+	dir := t.TempDir()
+	makeMixedFolder(t, dir)
+	idx := filepath.Join(dir, IndexDir)
+	if err := os.MkdirAll(idx, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old, fresh := filepath.Join(idx, "jobs.tmp-111"), filepath.Join(idx, "jobs.tmp-222")
+	for _, p := range []string{old, fresh} {
+		if err := os.WriteFile(p, []byte("half an index"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	then := time.Now().Add(-2 * staleIndexTemp)
+	if err := os.Chtimes(old, then, then); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(indexStable + 100*time.Millisecond) // files this new are not indexed
+	if _, err := New(dir).ListSummaries(true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, IndexFile)); err != nil {
+		t.Fatalf("no index written: %v", err)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("stale temp %s still there (%v)", old, err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("a writer's temp in progress was removed: %v", err)
+	}
+}
