@@ -298,6 +298,7 @@ func (d *Daemon) firstScan() {
 	// them. One GC, once.
 	debug.FreeOSMemory()
 	release()
+	setRunGC()
 	d.checkLater()
 }
 
