@@ -301,6 +301,7 @@ func (d *Daemon) firstScan() {
 	// them. One GC, once.
 	debug.FreeOSMemory()
 	release()
+	setRunGC()
 	d.checkLater()
 }
 

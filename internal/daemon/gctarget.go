@@ -1,9 +1,38 @@
 package daemon
 
 import (
+	"os"
 	"runtime/debug"
 	"sync"
 )
+
+// runGCPercent is logistd's GC target while it runs jobs, unless the
+// operator set GOGC. Jobs start and end in waves (--max-parallel of them
+// whose agents return together), and every wave allocates fast over a
+// small live heap: at the default 100, 1,000 one-second jobs at
+// --max-parallel 200 took some 40 collections, whose assists and mark
+// phases stretch the commits on the next agents' path; at 200, about 23,
+// for some 20 MiB more at the peak (docs/performance.md, "1,000 agents at
+// --max-parallel 200"). It takes over once the start-up scan is done: the
+// start-up keeps the default, and work that holds a whole folder's worth
+// of state runs at scanGCPercent (holdScanGC) before and after.
+const runGCPercent = 200
+
+// setRunGC makes runGCPercent the process's GC target, unless GOGC (which
+// the Go runtime has applied) says otherwise: now, or when the holds in
+// place end (they put it back then instead of what they found).
+func setRunGC() {
+	if _, set := os.LookupEnv("GOGC"); set {
+		return
+	}
+	gcHold.mu.Lock()
+	defer gcHold.mu.Unlock()
+	if gcHold.n > 0 {
+		gcHold.prev = runGCPercent
+		return
+	}
+	debug.SetGCPercent(runGCPercent)
+}
 
 // scanGCPercent is the GC target while start-up work that holds a whole
 // folder's worth of state runs (the scans, the views check after the
