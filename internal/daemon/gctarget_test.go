@@ -46,3 +46,37 @@ func TestRunGCTargetAfterHoldsUnlessGOGC(t *testing.T) {
 		t.Errorf("GC target with GOGC=100 = %d, want the operator's 100", got)
 	}
 }
+
+// A scan's hold sets the soft memory limit, unless the operator's
+// GOMEMLIMIT says otherwise, and its end puts back what it found. Not
+// parallel: the limit is the process's.
+func TestScanHoldSetsTheMemoryLimitUnlessGOMEMLIMIT(t *testing.T) {
+	prev := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
+	t.Setenv("GOMEMLIMIT", "") // restored after the test
+	if err := os.Unsetenv("GOMEMLIMIT"); err != nil {
+		t.Fatal(err)
+	}
+	const before = 1 << 40
+	debug.SetMemoryLimit(before)
+	release := holdScanGC()
+	inner := holdScanGC()
+	if got := debug.SetMemoryLimit(-1); got != scanMemoryLimit {
+		t.Errorf("memory limit under a scan's hold = %d, want %d", got, scanMemoryLimit)
+	}
+	inner()
+	if got := debug.SetMemoryLimit(-1); got != scanMemoryLimit {
+		t.Errorf("memory limit with one hold left = %d, want %d", got, scanMemoryLimit)
+	}
+	release()
+	if got := debug.SetMemoryLimit(-1); got != before {
+		t.Errorf("memory limit once the holds ended = %d, want %d", got, before)
+	}
+
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	release = holdScanGC()
+	if got := debug.SetMemoryLimit(-1); got != before {
+		t.Errorf("memory limit under a hold with GOMEMLIMIT set = %d, want the operator's %d", got, before)
+	}
+	release()
+}
