@@ -87,7 +87,7 @@ var notCodes = []string{
 	"HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "CLAUDE_CODE_MAX_RETRIES", "RETRY_MAX_RETRIES",
 	// the kernel's and other programs' words
 	"EROFS", "ENOSPC", "EDQUOT", "EACCES", "EPERM", "O_APPEND", "CAP_SYS_PTRACE", "CONFIG_SECURITY_LANDLOCK", "PR_SET_DUMPABLE",
-	"RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+	"RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ECHILD", "F_OFD_GETLK", "IN_CLOSE_WRITE", "MNT_DETACH",
 	// git's words (git workspaces)
 	"HEAD", "GIT_INDEX_FILE",
 	// examples of bad input in docs/hostile-inputs.md

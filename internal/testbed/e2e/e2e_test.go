@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -57,6 +58,7 @@ func TestScripts(t *testing.T) {
 			"exitcode":    cmdExitCode,
 			"waitstatus":  cmdWaitStatus,
 			"waitfile":    cmdWaitFile,
+			"waitgrep":    cmdWaitGrep,
 			"waitgone":    cmdWaitGone,
 			"copyexample": cmdCopyExample,
 			"readmeblock": cmdReadmeBlock,
@@ -160,6 +162,30 @@ func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	ts.Fatalf("%s did not appear within %s", args[0], limit)
+}
+
+// waitgrep PATTERN FILE [seconds]: poll until FILE holds a line matching
+// the regular expression PATTERN (for output a background command writes
+// on its own clock, such as watch's look at the daemon once a second).
+func cmdWaitGrep(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 2 {
+		ts.Fatalf("usage: waitgrep PATTERN FILE [seconds]")
+	}
+	re, err := regexp.Compile("(?m)" + args[0])
+	ts.Check(err)
+	limit := 20 * time.Second
+	if len(args) > 2 {
+		s, _ := strconv.ParseFloat(args[2], 64)
+		limit = time.Duration(s * float64(time.Second))
+	}
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(ts.MkAbs(args[1])); err == nil && re.Match(b) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ts.Fatalf("no line matching %q in %s within %s", args[0], args[1], limit)
 }
 
 // waitgone PIDFILE [seconds]: the process whose pid is in PIDFILE must be
