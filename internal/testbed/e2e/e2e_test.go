@@ -122,26 +122,37 @@ func cmdWaitStatus(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) < 3 {
 		ts.Fatalf("usage: waitstatus JOBSDIR JOB STATUS [seconds]")
 	}
-	limit := 20 * time.Second
-	if len(args) > 3 {
-		s, _ := strconv.ParseFloat(args[3], 64)
+	file := ts.MkAbs(filepath.Join(args[0], args[1], "job.json"))
+	last := ""
+	limit, ok := waitUntil(args, 3, 20*time.Second, func() bool {
+		m, err := manifest.ReadFile(file)
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		last = string(m.Status)
+		return last == args[2]
+	})
+	if !ok {
+		ts.Fatalf("job %s: status %s after %s, want %s", args[1], last, limit, args[2])
+	}
+}
+
+// waitUntil polls cond every 20 ms until it holds or the limit passes,
+// which is args[i] in seconds when given, else def; it returns the limit
+// and whether cond held. The wait commands below share it.
+func waitUntil(args []string, i int, def time.Duration, cond func() bool) (time.Duration, bool) {
+	limit := def
+	if len(args) > i {
+		s, _ := strconv.ParseFloat(args[i], 64)
 		limit = time.Duration(s * float64(time.Second))
 	}
-	file := ts.MkAbs(filepath.Join(args[0], args[1], "job.json"))
-	deadline := time.Now().Add(limit)
-	last := ""
-	for time.Now().Before(deadline) {
-		if m, err := manifest.ReadFile(file); err == nil {
-			last = string(m.Status)
-			if last == args[2] {
-				return
-			}
-		} else {
-			last = err.Error()
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return limit, true
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	ts.Fatalf("job %s: status %s after %s, want %s", args[1], last, limit, args[2])
+	return limit, false
 }
 
 // waitfile FILE [seconds]: poll until FILE exists and is not empty.
@@ -149,19 +160,13 @@ func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) < 1 {
 		ts.Fatalf("usage: waitfile FILE [seconds]")
 	}
-	limit := 20 * time.Second
-	if len(args) > 1 {
-		s, _ := strconv.ParseFloat(args[1], 64)
-		limit = time.Duration(s * float64(time.Second))
+	limit, ok := waitUntil(args, 1, 20*time.Second, func() bool {
+		fi, err := os.Stat(ts.MkAbs(args[0]))
+		return err == nil && fi.Size() > 0
+	})
+	if !ok {
+		ts.Fatalf("%s did not appear within %s", args[0], limit)
 	}
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		if fi, err := os.Stat(ts.MkAbs(args[0])); err == nil && fi.Size() > 0 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	ts.Fatalf("%s did not appear within %s", args[0], limit)
 }
 
 // waitgrep PATTERN FILE [seconds]: poll until FILE holds a line matching
@@ -173,19 +178,13 @@ func cmdWaitGrep(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	re, err := regexp.Compile("(?m)" + args[0])
 	ts.Check(err)
-	limit := 20 * time.Second
-	if len(args) > 2 {
-		s, _ := strconv.ParseFloat(args[2], 64)
-		limit = time.Duration(s * float64(time.Second))
+	limit, ok := waitUntil(args, 2, 20*time.Second, func() bool {
+		b, err := os.ReadFile(ts.MkAbs(args[1]))
+		return err == nil && re.Match(b)
+	})
+	if !ok {
+		ts.Fatalf("no line matching %q in %s within %s", args[0], args[1], limit)
 	}
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(ts.MkAbs(args[1])); err == nil && re.Match(b) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	ts.Fatalf("no line matching %q in %s within %s", args[0], args[1], limit)
 }
 
 // waitgone PIDFILE [seconds]: the process whose pid is in PIDFILE must be
@@ -196,19 +195,12 @@ func cmdWaitGone(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(ts.ReadFile(args[0])))
 	ts.Check(err)
-	limit := 5 * time.Second
-	if len(args) > 1 {
-		s, _ := strconv.ParseFloat(args[1], 64)
-		limit = time.Duration(s * float64(time.Second))
+	limit, ok := waitUntil(args, 1, 5*time.Second, func() bool {
+		return syscall.Kill(pid, 0) == syscall.ESRCH || zombie(pid)
+	})
+	if !ok {
+		ts.Fatalf("process %d still runs after %s", pid, limit)
 	}
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		if err := syscall.Kill(pid, 0); err == syscall.ESRCH || zombie(pid) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	ts.Fatalf("process %d still runs after %s", pid, limit)
 }
 
 // zombie reports a process that has exited and only waits for its parent.
