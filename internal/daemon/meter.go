@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/egress"
@@ -55,7 +56,8 @@ func startMeter(log *slog.Logger, listen string) (*meterProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "logistd-meter-")
+	sweepMeterDirs(log, time.Now())
+	dir, err := os.MkdirTemp("", meterDirPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("metering proxy: %w", err)
 	}

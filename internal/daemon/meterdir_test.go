@@ -1,0 +1,95 @@
+package daemon
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// A killed daemon's metering folder is removed by the next daemon's start;
+// a live proxy's, and one too young to judge, are left alone.
+func TestSweepMeterDirsRemovesOnlyStoppedProxies(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	old := time.Now().Add(-2 * meterDirGrace)
+	mk := func(name string, listen, keep bool, mtime time.Time) string {
+		t.Helper()
+		dir := filepath.Join(tmp, meterDirPrefix+name)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if listen {
+			ln, err := net.Listen("unix", filepath.Join(dir, "meter.sock"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if keep {
+				t.Cleanup(func() { _ = ln.Close() })
+			} else {
+				// The socket file stays; nothing listens on it any more,
+				// as after a SIGKILL.
+				ln.(*net.UnixListener).SetUnlinkOnClose(false)
+				_ = ln.Close()
+			}
+		}
+		if err := os.Chtimes(dir, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	killed := mk("killed", true, false, old)
+	neverBound := mk("neverbound", false, false, old)
+	live := mk("live", true, true, old)
+	young := mk("young", false, false, time.Now())
+	other := filepath.Join(tmp, "not-a-meter-dir")
+	if err := os.Mkdir(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	if n := sweepMeterDirs(log, time.Now()); n != 2 {
+		t.Errorf("removed %d folders, want 2", n)
+	}
+	for _, dir := range []string{killed, neverBound} {
+		if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s: stale folder left (%v)", filepath.Base(dir), err)
+		}
+	}
+	for _, dir := range []string{live, young, other} {
+		if _, err := os.Lstat(dir); err != nil {
+			t.Errorf("%s: removed, want it kept (%v)", filepath.Base(dir), err)
+		}
+	}
+	if _, err := net.Dial("unix", filepath.Join(live, "meter.sock")); err != nil {
+		t.Errorf("the live proxy's socket no longer answers: %v", err)
+	}
+}
+
+// startMeter sweeps before it makes its own folder.
+func TestStartMeterSweepsStoppedProxies(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	stale := filepath.Join(tmp, meterDirPrefix+"stale")
+	if err := os.Mkdir(stale, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * meterDirGrace)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	m, err := startMeter(slog.New(slog.NewJSONHandler(io.Discard, nil)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale folder left by startMeter (%v)", err)
+	}
+	m.close()
+	if _, err := os.Lstat(m.dir); !os.IsNotExist(err) {
+		t.Errorf("close left its own folder (%v)", err)
+	}
+}
