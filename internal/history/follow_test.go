@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -354,31 +355,68 @@ func TestFollowStops(t *testing.T) {
 
 // PollSettled, caught between a rotation's rename and its sealing, waits
 // for the archive (a second at most) and then ends where the history does.
+// In a synctest bubble: the 50 ms before the sealing and PollSettled's
+// waits are the bubble's clock, so a loaded machine cannot make the sealing
+// late (the file work in between is real, and the clock waits for it).
 func TestPollSettledWaitsOutARotation(t *testing.T) {
-	dir := t.TempDir()
-	l, _, err := OpenWith(dir, Options{MaxBytes: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, l, 3)
-	l.Close()
-	if err := os.Rename(Path(dir), filepath.Join(dir, archiveName(1))); err != nil {
-		t.Fatal(err)
-	}
-	sealed := make(chan struct{})
-	defer func() { <-sealed }() // the opener is done before the folder goes
-	go func() {
-		defer close(sealed)
-		time.Sleep(50 * time.Millisecond)
-		if l, _, err := OpenWith(dir, Options{MaxBytes: -1}); err == nil { // seals the archive
-			l.Close()
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		l, _, err := OpenWith(dir, Options{MaxBytes: -1})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
-	f, c := NewFollower(dir), &collector{}
-	if err := f.PollSettled(c.emit); err != nil {
-		t.Fatal(err)
-	}
-	if c.n() != 3 || f.Waiting() || !f.Seen() {
-		t.Fatalf("%d records, waiting %v, seen %v; want 3, false, true", c.n(), f.Waiting(), f.Seen())
-	}
+		appendN(t, l, 3)
+		l.Close()
+		if err := os.Rename(Path(dir), filepath.Join(dir, archiveName(1))); err != nil {
+			t.Fatal(err)
+		}
+		sealed := make(chan struct{})
+		defer func() { <-sealed }() // the opener is done before the folder goes
+		go func() {
+			defer close(sealed)
+			time.Sleep(50 * time.Millisecond)
+			if l, _, err := OpenWith(dir, Options{MaxBytes: -1}); err == nil { // seals the archive
+				l.Close()
+			}
+		}()
+		start := time.Now()
+		f, c := NewFollower(dir), &collector{}
+		if err := f.PollSettled(c.emit); err != nil {
+			t.Fatal(err)
+		}
+		if c.n() != 3 || f.Waiting() || !f.Seen() {
+			t.Fatalf("%d records, waiting %v, seen %v; want 3, false, true", c.n(), f.Waiting(), f.Seen())
+		}
+		if waited := time.Since(start); waited < 50*time.Millisecond {
+			t.Errorf("PollSettled returned after %v, before the sealing at 50ms", waited)
+		}
+	})
+}
+
+// PollSettled gives up after a second of a rotation that does not end,
+// still waiting, with the records before the rotation passed on.
+func TestPollSettledGivesUpAfterASecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		l, _, err := OpenWith(dir, Options{MaxBytes: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendN(t, l, 3)
+		l.Close()
+		if err := os.Rename(Path(dir), filepath.Join(dir, archiveName(1))); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		f := NewFollower(dir)
+		if err := f.PollSettled((&collector{}).emit); err != nil {
+			t.Fatal(err)
+		}
+		if !f.Waiting() {
+			t.Error("not waiting after a rotation that never ended")
+		}
+		if waited := time.Since(start); waited < time.Second || waited > 2*time.Second {
+			t.Errorf("gave up after %v, want about a second", waited)
+		}
+	})
 }
