@@ -152,7 +152,11 @@ func (h *harness) pickup() error {
 		return err
 	}
 	staging, jobs, base, floorDir := filepath.Join(root, "staging"), filepath.Join(root, "jobs"), filepath.Join(root, "base"), filepath.Join(root, "floor")
-	for _, d := range []string{staging, jobs, base, floorDir} {
+	// jobsNone is served by a second logistd with --sandbox none: goal 1
+	// on the uncontained path, the issue's first measure, beside the
+	// default (contained) path's.
+	jobsNone := filepath.Join(root, "jobs-uncontained")
+	for _, d := range []string{staging, jobs, jobsNone, base, floorDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err
 		}
@@ -181,7 +185,12 @@ func (h *harness) pickup() error {
 		return err
 	}
 	defer d.stop()
-	var lat, latBase, latFloor []float64
+	dn, err := h.startDaemon(jobsNone, "--sandbox", "none")
+	if err != nil {
+		return err
+	}
+	defer dn.stop()
+	var lat, latNone, latBase, latFloor []float64
 	// drop renames a manifest into a contender's folder and returns the ms
 	// until the agent's own first timestamp.
 	drop := func(dir, id, stamps string, body []byte) (float64, error) {
@@ -220,6 +229,15 @@ func (h *harness) pickup() error {
 			}
 			return d.waitFinished(float64(len(lat)), 30*time.Second, 2*time.Millisecond)
 		},
+		func(i int) error {
+			id := fmt.Sprintf("n-%05d", i)
+			l, err := drop(jobsNone, id, workspaceStamps(jobsNone, id), h.cmdManifest(id, stampsInWorkspace))
+			latNone = append(latNone, l)
+			if err != nil {
+				return err
+			}
+			return dn.waitFinished(float64(len(latNone)), 30*time.Second, 2*time.Millisecond)
+		},
 	}
 	for i := 0; i < h.sz.PickupDrops; i++ {
 		// Each goes first, second and third in turn: none always follows
@@ -231,6 +249,7 @@ func (h *harness) pickup() error {
 		}
 	}
 	h.raw("1.pickup_ms.logist", lat...)
+	h.raw("1.pickup_ms.logist_uncontained", latNone...)
 	h.raw("1.pickup_ms.inotifywait", latBase...)
 	h.raw("1.pickup_ms.floor", latFloor...)
 	r := Row{Scenario: "1", Name: fmt.Sprintf("pickup latency (rename → agent's first timestamp; sandbox %s)", sandboxOf(filepath.Join(jobs, "p-00000"))), Unit: "ms", Stat: "p99",
@@ -242,6 +261,10 @@ func (h *harness) pickup() error {
 	sl, sf := Summarize(lat), Summarize(latFloor)
 	r.Note = fmt.Sprintf("median %.2f ms (baseline %.2f ms); Logist places the manifest, validates it, fsyncs the request before starting the agent", sl.Median, Summarize(latBase).Median)
 	h.add(r)
+	rn := Row{Scenario: "1", Name: fmt.Sprintf("pickup latency, uncontained (same, logistd --sandbox %s)", sandboxOf(filepath.Join(jobsNone, "n-00000"))), Unit: "ms", Stat: "p99",
+		Value: Summarize(latNone), BaseName: "inotifywait loop", Baseline: r.Baseline, Goal: Goal{"ratio<=", 1.0},
+		Note: fmt.Sprintf("median %.2f ms; a second logistd beside the first, its drops interleaved with the others: the path without containment, which issue 21 first measured", Summarize(latNone).Median)}
+	h.add(rn)
 	h.add(Row{Scenario: "1", Name: "pickup floor (benchfloor: validate, one fsync'd intent append, start the agent)", Unit: "ms", Stat: "p99",
 		Value: sf, BaseName: "inotifywait loop", Baseline: r.Baseline,
 		Note: fmt.Sprintf("the least a Go program can do within goal 1's terms (Logist's manifest check, a durable intent, then the agent; no job folder, history or request file); median %.2f ms; Logist's p99 is %.2f× this floor's", sf.Median, sl.P99/sf.P99)})
@@ -540,9 +563,18 @@ func (h *harness) perCall() error {
 		return err
 	}
 	defer d.stop()
-	var per, perJobs, floor, base, cpu, jobFsyncs []float64
-	// run moves the staged jobs in and returns wall and logistd CPU per call.
-	run := func(list []string) (wallMs, cpuMs float64, err error) {
+	// The same long job on the uncontained path (goal 2 as issue 21 first
+	// measured it), from a second logistd with --sandbox none.
+	jobsNone := filepath.Join(root, "jobs-uncontained")
+	dn, err := h.startDaemon(jobsNone, "--max-parallel", "1", "--sandbox", "none")
+	if err != nil {
+		return err
+	}
+	defer dn.stop()
+	var per, perNone, perJobs, floor, base, cpu, cpuNone, jobFsyncs []float64
+	// run moves the staged jobs into d's folder and returns wall and
+	// logistd CPU per call.
+	run := func(d *daemon, jobs string, list []string) (wallMs, cpuMs float64, err error) {
 		cpu0, _ := d.metric("process_cpu_seconds_total")
 		calls0, _ := d.metric("logistd_agent_calls_total")
 		t := time.Now()
@@ -575,11 +607,20 @@ func (h *harness) perCall() error {
 		if err := stage(staging, long, func(id string) []byte { return h.longManifest(id, calls) }); err != nil {
 			return err
 		}
-		w, c, err := run(long)
+		w, c, err := run(d, jobs, long)
 		if err != nil {
 			return err
 		}
 		per, cpu = append(per, w), append(cpu, c)
+
+		longNone := []string{fmt.Sprintf("none%d", round)}
+		if err := stage(staging, longNone, func(id string) []byte { return h.longManifest(id, calls) }); err != nil {
+			return err
+		}
+		if w, c, err = run(dn, jobsNone, longNone); err != nil {
+			return err
+		}
+		perNone, cpuNone = append(perNone, w), append(cpuNone, c)
 
 		list := ids(fmt.Sprintf("c%d", round), h.sz.CallJobs)
 		if err := stage(staging, list, func(id string) []byte { return h.cmdManifest(id, "-") }); err != nil {
@@ -589,7 +630,7 @@ func (h *harness) perCall() error {
 		if err != nil {
 			return err
 		}
-		if w, _, err = run(list); err != nil {
+		if w, _, err = run(d, jobs, list); err != nil {
 			return err
 		}
 		perJobs = append(perJobs, w)
@@ -611,6 +652,8 @@ func (h *harness) perCall() error {
 	h.raw("2.per_call_ms.floor", floor...)
 	h.raw("2.per_call_ms.bare_loop", base...)
 	h.raw("2.daemon_cpu_ms_per_call", cpu...)
+	h.raw("2.per_call_ms.logist_uncontained", perNone...)
+	h.raw("2.daemon_cpu_ms_per_call.uncontained", cpuNone...)
 	h.raw("2.fsyncs_per_two_call_job", jobFsyncs...)
 	b := Summarize(base)
 	contained := sandboxOf(filepath.Join(jobs, "long0"))
@@ -618,6 +661,12 @@ func (h *harness) perCall() error {
 		Value: Summarize(per), BaseName: "bare Go exec loop", Baseline: &b, Goal: Goal{"ratio<=", 1.2}})
 	h.add(Row{Scenario: "2", Name: "logistd CPU per agent call (same job)", Unit: "ms", Stat: "median", Value: Summarize(cpu), Goal: Goal{"value<=", 0.3},
 		Note: fmt.Sprintf("process_cpu_seconds_total of logistd itself (the agent's CPU not included; 10 ms resolution, %.2f ms per call over the job)", 10.0/float64(calls))})
+	none := sandboxOf(filepath.Join(jobsNone, "none0"))
+	h.add(Row{Scenario: "2", Name: fmt.Sprintf("wall time per agent call, uncontained (the same job, logistd --sandbox %s)", none), Unit: "ms", Stat: "median",
+		Value: Summarize(perNone), BaseName: "bare Go exec loop", Baseline: &b, Goal: Goal{"ratio<=", 1.2},
+		Note: "a second logistd, its job run after the contained one's in each round: the path without containment, which issue 21 first measured"})
+	h.add(Row{Scenario: "2", Name: fmt.Sprintf("logistd CPU per agent call, uncontained (same job, --sandbox %s)", none), Unit: "ms", Stat: "median", Value: Summarize(cpuNone), Goal: Goal{"value<=", 0.3},
+		Note: "process_cpu_seconds_total of that logistd"})
 	h.add(Row{Scenario: "2", Name: fmt.Sprintf("logistd's own fsyncs per two-call job (%d jobs of 2 calls)", h.sz.CallJobs), Unit: "fsyncs", Stat: "median", Value: Summarize(jobFsyncs),
 		Note: "logistd_history_fsync_duration_seconds_count and logistd_fsyncs_total of the daemon, settled before and after, as issue 21 counted its 7; goal 2's ≤ 4 is the census row's, which counts every fsync of the job (strace -f: a contained call's launcher too)"})
 	if f := h.fsyncFloors; f != nil {
