@@ -127,6 +127,7 @@ const (
 	Place           = "PLACE"
 	Scan            = "SCAN"
 	Watcher         = "WATCHER"
+	WatchLimit      = "WATCH_LIMIT"
 	Schema          = "SCHEMA"
 	Daemon          = "DAEMON"
 	DaemonKey       = "DAEMON_KEY"
@@ -268,6 +269,7 @@ var catalogue = []Code{
 	{Place, Error, true, "daemon", "a manifest dropped in the jobs folder could not be moved into its job folder"},
 	{Scan, Error, false, "daemon", "the jobs folder could not be scanned"},
 	{Watcher, Error, false, "daemon", "watching the jobs folder failed; changes are found by rescans"},
+	{WatchLimit, Warning, false, "daemon", "the inotify watch limit (fs.inotify.max_user_watches) is reached: job folders past it are polled every second instead of watched; raise it and restart logistd"},
 	{Schema, Error, false, "daemon", "compiling the schemas ahead of the first job failed; they are compiled when first used"},
 	{Daemon, Error, true, "daemon", "logistd stopped with an error"},
 	{DaemonKey, Error, false, "daemon", "the jobs folder came back but its signing key could not be set up; tried again"},

@@ -64,6 +64,9 @@ type Daemon struct {
 	// stewardOff is how far the steward events file has been read.
 	stewardOff int64
 	watched    map[string]bool
+	// polled holds the job folders watched by polling: the watcher's
+	// limit was reached (unwatched.go).
+	polled polled
 	// placed holds the folders place made, until the watcher reports their
 	// creation: that event is the daemon's own and carries no news.
 	placed  map[string]time.Time

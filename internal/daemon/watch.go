@@ -60,15 +60,22 @@ func (d *Daemon) watchDir(id, dir string) {
 		return
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.watched[id] {
+		d.mu.Unlock()
 		return
 	}
-	if err := d.watcher.Add(dir); err != nil {
+	err := d.watcher.Add(dir)
+	if err == nil {
+		d.watched[id] = true
+	}
+	d.mu.Unlock()
+	switch {
+	case err == nil:
+	case isWatchLimit(err):
+		d.pollInstead(id, dir, err) // unwatched.go
+	default:
 		d.log.Warn("cannot watch job folder; steward changes reach it at the next rescan", "job_id", id, "err", err.Error())
-		return
 	}
-	d.watched[id] = true
 }
 
 // loop handles watcher events until ctx ends (nil) or the daemon cannot go
@@ -148,6 +155,7 @@ func (d *Daemon) fileEvent(ev fsnotify.Event) {
 				d.mu.Lock()
 				delete(d.watched, base)
 				d.mu.Unlock()
+				d.forgetPolled(base)
 				d.gone(base)
 				return
 			}
@@ -220,6 +228,9 @@ func (d *Daemon) rootLost(op fsnotify.Op) error {
 	}
 	d.watched = map[string]bool{}
 	d.mu.Unlock()
+	d.polled.mu.Lock()
+	d.polled.dirs = nil // the scan when it is back takes them again
+	d.polled.mu.Unlock()
 	// Nothing is in the folder while it is gone.
 	d.retain(nil, nil)
 	d.relay.reset()
