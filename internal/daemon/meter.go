@@ -57,11 +57,11 @@ func startMeter(log *slog.Logger, listen string) (*meterProxy, error) {
 		return nil, err
 	}
 	sweepMeterDirs(log, time.Now())
-	dir, err := os.MkdirTemp("", meterDirPrefix)
+	dir, err := makeMeterDir()
 	if err != nil {
 		return nil, fmt.Errorf("metering proxy: %w", err)
 	}
-	m := &meterProxy{p: p, dir: dir, socket: filepath.Join(dir, "meter.sock"), egress: eg}
+	m := &meterProxy{p: p, dir: dir, socket: filepath.Join(dir, meterSocket), egress: eg}
 	unix, err := meter.ListenUnix(m.socket)
 	if err != nil {
 		_ = os.RemoveAll(dir)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -15,6 +16,7 @@ import (
 func TestSweepMeterDirsRemovesOnlyStoppedProxies(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
+	hermetic(t, tmp)
 	old := time.Now().Add(-2 * meterDirGrace)
 	mk := func(name string, listen, keep bool, mtime time.Time) string {
 		t.Helper()
@@ -73,6 +75,7 @@ func TestSweepMeterDirsRemovesOnlyStoppedProxies(t *testing.T) {
 func TestStartMeterSweepsStoppedProxies(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
+	hermetic(t, tmp)
 	stale := filepath.Join(tmp, meterDirPrefix+"stale")
 	if err := os.Mkdir(stale, 0o700); err != nil {
 		t.Fatal(err)
@@ -91,5 +94,42 @@ func TestStartMeterSweepsStoppedProxies(t *testing.T) {
 	m.close()
 	if _, err := os.Lstat(m.dir); !os.IsNotExist(err) {
 		t.Errorf("close left its own folder (%v)", err)
+	}
+}
+
+// hermetic keeps the fallback folder to the test's own.
+func hermetic(t *testing.T, dir string) {
+	old := meterFallback
+	meterFallback = dir
+	t.Cleanup(func() { meterFallback = old })
+}
+
+// A $TMPDIR too deep for a socket's path falls back to the short folder;
+// when that is too deep as well, the error says what to do.
+func TestMeterDirFallsBackWhenTMPDIRIsTooDeep(t *testing.T) {
+	short := t.TempDir()
+	deep := filepath.Join(short, strings.Repeat("d", 60), strings.Repeat("e", 60))
+	if err := os.MkdirAll(deep, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", deep)
+	hermetic(t, short)
+	m, err := startMeter(slog.New(slog.NewJSONHandler(io.Discard, nil)), "")
+	if err != nil {
+		t.Fatalf("startMeter with a deep TMPDIR: %v", err)
+	}
+	defer m.close()
+	if filepath.Dir(m.dir) != short {
+		t.Errorf("runtime folder %s, want it in %s", m.dir, short)
+	}
+	if c, err := net.Dial("unix", m.socket); err != nil {
+		t.Errorf("socket %s: %v", m.socket, err)
+	} else {
+		_ = c.Close()
+	}
+
+	hermetic(t, deep)
+	if _, err := makeMeterDir(); err == nil || !strings.Contains(err.Error(), "TMPDIR") {
+		t.Errorf("both folders too deep: err = %v, want one that names TMPDIR", err)
 	}
 }
