@@ -60,7 +60,10 @@ type Daemon struct {
 	mu      sync.Mutex
 	invalid map[string]string    // job or file -> last reported error
 	seen    map[string]time.Time // runnable jobs not yet called: when first seen
-	cron    *schedule.Scheduler
+	// arrivals holds, for the jobs the event loop handed over, when their
+	// folder or file arrived, until their run begins (intake latency).
+	arrivals map[string]time.Time
+	cron     *schedule.Scheduler
 	// stewardOff is how far the steward events file has been read.
 	stewardOff int64
 	watched    map[string]bool
@@ -125,7 +128,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	d := &Daemon{opts: o, log: logger, store: store, metrics: metrics.New(reg, Version, Revision),
-		invalid: map[string]string{}, watched: map[string]bool{}, placed: map[string]time.Time{}, seen: map[string]time.Time{}, costWarned: map[string]string{}, lock: lock, key: &keyHolder{}}
+		invalid: map[string]string{}, watched: map[string]bool{}, placed: map[string]time.Time{}, seen: map[string]time.Time{}, arrivals: map[string]time.Time{}, costWarned: map[string]string{}, lock: lock, key: &keyHolder{}}
 	// The lock may be replaced (the folder recreated): release whichever is held.
 	// Closing the descriptor releases it whatever flock(LOCK_UN) says.
 	defer func() { _ = d.lock.Unlock() }()
@@ -156,7 +159,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	d.cron = schedule.New(env, logger, d.metrics, effects)
 	d.cron.Created = func(id string) {
 		d.watchJob(id)
-		d.consider(id, false)
+		d.consider(id, false, time.Time{})
 	}
 	// A run the schedule halted (Replace) was saved by this process: tell
 	// the scheduler, which kills its call in flight.
@@ -177,6 +180,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	}
 	d.sched = runner.NewScheduler(runCtx, d.engine, o.MaxParallel, logger)
 	d.sched.OnStall = d.metrics.Stalled
+	d.sched.OnRun = d.runBegun
 	_ = store.ClearStalls() // notes a previous daemon left; failing, they are only stale
 
 	if o.Listen != "" {

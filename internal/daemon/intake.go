@@ -120,7 +120,7 @@ func (d *Daemon) scan() (stopped []string) {
 // reports false for a job it found invalid.
 func (d *Daemon) liveFound(e *jobstore.Entry) bool {
 	if e.Unplaced != "" {
-		d.place(e.Unplaced, true)
+		d.place(e.Unplaced, true, time.Time{})
 		return true
 	}
 	if d.isFresh(e.ID) {
@@ -212,15 +212,17 @@ func (d *Daemon) gone(name string) {
 	d.relay.forget(name)
 	d.mu.Lock()
 	delete(d.seen, name)
+	delete(d.arrivals, name)
 	delete(d.costWarned, name) // a job made again under this name is warned again
 	d.mu.Unlock()
 }
 
 // consider looks at one job after a change. From a watcher event, a
 // manifest that is not yet complete JSON is being written: wait for the
-// next write instead of reporting it. It reports whether the job was
-// handed to the scheduler to run.
-func (d *Daemon) consider(id string, fromEvent bool) (runs bool) {
+// next write instead of reporting it. arrived is when the job's folder
+// or file came into the jobs folder, if known (handOver). It reports
+// whether the job was handed to the scheduler to run.
+func (d *Daemon) consider(id string, fromEvent bool, arrived time.Time) (runs bool) {
 	d.markFresh(id)
 	m, err := d.store.Load(id)
 	if err != nil {
@@ -244,7 +246,7 @@ func (d *Daemon) consider(id string, fromEvent bool) (runs bool) {
 	}
 	d.clearInvalid(id)
 	d.note(id, m)
-	return d.sched.NudgeManifest(id, m)
+	return d.handOver(id, m, arrived)
 }
 
 // note records what the daemon knows of a job it has just read: its status

@@ -13,8 +13,8 @@ import (
 
 // place moves a bare manifest into its folder. At a scan (atStart) a file
 // still incomplete is reported; on a watcher event it is being written and
-// its next write brings it back.
-func (d *Daemon) place(bare string, atStart bool) {
+// its next write brings it back. arrived is the file's arrival (consider).
+func (d *Daemon) place(bare string, atStart bool, arrived time.Time) {
 	// A scan and an event may both bring the same file: one places it,
 	// the other finds it gone and has nothing to say.
 	d.placeMu.Lock()
@@ -37,7 +37,7 @@ func (d *Daemon) place(bare string, atStart bool) {
 	d.placed[id] = time.Now()
 	d.mu.Unlock()
 	d.watchJob(id)
-	if !d.consider(id, false) {
+	if !d.consider(id, false, arrived) {
 		// No run's first history append will make the move durable.
 		if err := d.store.SettlePlaced(id); err != nil {
 			d.logErr(id, codes.Place, err)

@@ -210,7 +210,7 @@ func TestPlaceRaceOnce(t *testing.T) {
 		var wg sync.WaitGroup
 		for _, atStart := range []bool{true, false} {
 			wg.Add(1)
-			go func() { defer wg.Done(); d.place(filepath.Join(dir, id+".json"), atStart) }()
+			go func() { defer wg.Done(); d.place(filepath.Join(dir, id+".json"), atStart, time.Time{}) }()
 		}
 		wg.Wait()
 		if err := d.watcher.Add(dir); err != nil {

@@ -180,9 +180,9 @@ func (d *Daemon) fileEvent(ev fsnotify.Event) {
 				return // place has looked at it
 			}
 			d.watchJob(base)
-			d.consider(base, true)
+			d.consider(base, true, arrival(fi))
 		case fi.Mode().IsRegular() && strings.HasSuffix(base, ".json"):
-			d.place(ev.Name, false)
+			d.place(ev.Name, false, arrival(fi))
 		}
 	case 2:
 		if history.IsFile(base) {
@@ -208,7 +208,7 @@ func (d *Daemon) fileEvent(ev fsnotify.Event) {
 			// that listings, which trust the index for the jobs the
 			// journal does not name, show it (jobstore, changes.go).
 			d.store.NoteChanged(parts[0])
-			d.consider(parts[0], true)
+			d.consider(parts[0], true, time.Time{})
 		}
 	}
 }

@@ -40,6 +40,7 @@ func TestGoldenExposition(t *testing.T) {
 	m.Halt("cost")
 	m.Tokens("command", 100, 20, 5)
 	m.Pickup(3 * time.Millisecond)
+	m.Intake(2 * time.Millisecond)
 	m.Phase("worker", 2*time.Second)
 	m.HistoryAppend(400*time.Microsecond, nil)
 	m.HistoryWrite(512, 300*time.Microsecond)

@@ -43,6 +43,7 @@ type Metrics struct {
 	agentCalls    *prometheus.CounterVec
 	agentDuration *prometheus.HistogramVec
 	pickup        prometheus.Histogram
+	intake        prometheus.Histogram
 	phase         *prometheus.HistogramVec
 	costUSD       *prometheus.CounterVec
 	tokens        *prometheus.CounterVec
@@ -98,6 +99,9 @@ func New(reg prometheus.Registerer, version, revision string) *Metrics {
 		agentDuration: f.NewHistogramVec(prometheus.HistogramOpts{Name: "logistd_agent_call_duration_seconds", Help: "Agent call duration.",
 			Buckets: callBuckets}, []string{"role", "provider"}),
 		pickup: f.NewHistogram(prometheus.HistogramOpts{Name: "logistd_pickup_latency_seconds", Help: "From a manifest seen by the daemon to its first agent call starting.",
+			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}}),
+		intake: f.NewHistogram(prometheus.HistogramOpts{Name: "logistd_intake_latency_seconds",
+			Help:    "From a job folder or manifest file arriving in the jobs folder (its change time) to its run beginning, before the run waits for a free slot (--max-parallel).",
 			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}}),
 		phase: f.NewHistogramVec(prometheus.HistogramOpts{Name: "logistd_phase_duration_seconds", Help: "Time from entering a phase to leaving it, by the role that plays it.",
 			Buckets: callBuckets}, []string{"role"}),
@@ -382,6 +386,12 @@ func (m *Metrics) Tokens(provider string, input, output, cache int64) {
 
 // Pickup observes the time from a manifest seen to its first agent call.
 func (m *Metrics) Pickup(d time.Duration) { m.pickup.Observe(d.Seconds()) }
+
+// Intake observes the time from a job's arrival in the jobs folder to its
+// run beginning: the daemon's own part of a pickup (the event's way to the
+// event loop, the manifest read and checked, the run's goroutine started),
+// without the wait for a slot.
+func (m *Metrics) Intake(d time.Duration) { m.intake.Observe(max(d, 0).Seconds()) }
 
 // Phase observes how long a phase took.
 func (m *Metrics) Phase(role string, d time.Duration) {

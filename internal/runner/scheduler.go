@@ -41,6 +41,9 @@ type Scheduler struct {
 	// is the error code) or, with code "", that it no longer is (metrics).
 	// The stall is also noted for `logist status` (jobstore.WriteStall).
 	OnStall func(id, code string)
+	// OnRun, if set, hears that a run of job id has begun on its own
+	// goroutine, before it waits for a slot (the daemon's intake latency).
+	OnRun func(id string)
 
 	sem chan struct{}
 	// ending holds the runs that gave their place in sem back once their
@@ -117,6 +120,9 @@ func (s *Scheduler) start(id string, m *manifest.Manifest) {
 	go func() {
 		defer s.wg.Done()
 		defer s.end(id, r)
+		if s.OnRun != nil {
+			s.OnRun(id)
+		}
 		// A refusal an earlier run noted goes once a run succeeds.
 		_, stalled := s.Engine.Env.Store.ReadStall(id)
 		defer func() {

@@ -318,3 +318,63 @@ func TestSchedulerStartsNextJobBesideAnEnd(t *testing.T) {
 		t.Errorf("places still taken when idle: %d of sem, %d of ending", len(s.sem), len(s.ending))
 	}
 }
+
+// OnRun hears each run begin once, before it waits for a slot: a job nudged
+// while the only slot is taken is heard at once, and called only later.
+func TestSchedulerOnRunBeforeTheSlot(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for _, id := range []string{"a", "b"} {
+		f.WriteJob(id, job(okSupervisor(), okSupervisor()))
+	}
+	hold := make(chan struct{})
+	called := make(chan string, 8)
+	f.fake(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+		called <- req.JobID
+		if req.JobID == "a" {
+			<-hold
+		}
+		return answer("COMPLETED", req.Role+" done"), nil
+	})
+	s := newScheduler(t, f, 1)
+	heard := make(chan string, 8)
+	s.OnRun = func(id string) { heard <- id }
+	t.Cleanup(func() {
+		select {
+		case <-hold:
+		default:
+			close(hold)
+		}
+	})
+	next := func(what string, ch <-chan string) string {
+		t.Helper()
+		select {
+		case got := <-ch:
+			return got
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no %s within 30 s", what)
+			return ""
+		}
+	}
+	s.Nudge("a")
+	if got := next("run begun", heard); got != "a" {
+		t.Fatalf("heard %q begin, want a", got)
+	}
+	if got := next("call", called); got != "a" {
+		t.Fatalf("call of %q, want a", got)
+	}
+	s.Nudge("b") // a holds the slot
+	if got := next("run begun", heard); got != "b" {
+		t.Fatalf("heard %q begin, want b", got)
+	}
+	select {
+	case got := <-called:
+		t.Fatalf("call of %q while a held the only slot", got)
+	default:
+	}
+	close(hold)
+	waitIdle(t, s, 30*time.Second)
+	if len(heard) != 0 {
+		t.Errorf("%d more runs heard, want none", len(heard))
+	}
+}
