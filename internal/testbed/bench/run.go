@@ -80,6 +80,7 @@ var QuickSizes = Sizes{PickupDrops: 10, CallJobs: 10, CallRounds: 2, ThroughputJ
 
 type harness struct {
 	sz      Sizes
+	keep    bool // -keep: no scenario removes its folders either
 	repo    string
 	logistd string
 	logist  string
@@ -137,6 +138,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "logist-bench:", err)
 		return 1
 	}
+	h.keep = *keep
 	if *keep {
 		h.logf("scratch folder kept: %s", h.tmp)
 	} else {

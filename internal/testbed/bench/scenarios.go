@@ -784,7 +784,9 @@ func (h *harness) throughput() error {
 	var roots []string
 	defer func() {
 		for _, r := range roots {
-			_ = os.RemoveAll(r) // scratch; the harness's folder goes at its end anyway
+			if !h.keep {
+				_ = os.RemoveAll(r) // scratch; the harness's folder goes at its end anyway
+			}
 		}
 	}()
 	for rep := 0; rep < h.sz.ThroughputReps; rep++ {
@@ -1258,6 +1260,9 @@ func (h *harness) concurrency() error {
 			return err
 		}
 		total = append(total, ms(el))
+		if h.keep {
+			continue // -keep: each round's folders stay for a look afterwards
+		}
 		if err := os.RemoveAll(root); err != nil {
 			return err
 		}
