@@ -437,3 +437,55 @@ func TestUncontainedCommandMakesNoSpare(t *testing.T) {
 		}
 	}
 }
+
+// What a daemon that died left for its spares' predicted calls (an empty
+// request file, an empty answer folder) is removed when the job's run
+// starts again; a call's own files, and those of a call that runs on
+// from that daemon (its call folder holds it), stay.
+func TestClearPredicted(t *testing.T) {
+	jobDir := t.TempDir()
+	reqs := filepath.Join(jobDir, "requests")
+	if err := os.MkdirAll(reqs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	put := func(name, body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(reqs, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mkdir := func(p string) {
+		t.Helper()
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("000004.json", `{"job_id":"j"}`) // a call's request
+	mkdir(answerDir(jobDir, 4))
+	put(filepath.Join("000004.answer", "answer.json"), "{}") // and its answer
+	put("000005.json", "")                                   // predicted, never started
+	mkdir(answerDir(jobDir, 5))
+	put("000006.json", "") // predicted, started: it runs on from the dead daemon
+	mkdir(answerDir(jobDir, 6))
+	mkdir(CallDir(jobDir, 6))
+	put(filepath.Join("000006.call", "launcher.pid"), "1234 5678\n")
+	if err := os.Symlink("/etc/passwd", filepath.Join(reqs, "000007.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ClearPredicted(jobDir); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path string
+		kept bool
+	}{
+		{RequestFile(jobDir, 4), true}, {answerDir(jobDir, 4), true},
+		{RequestFile(jobDir, 5), false}, {answerDir(jobDir, 5), false},
+		{RequestFile(jobDir, 6), true}, {answerDir(jobDir, 6), true},
+		{RequestFile(jobDir, 7), true},
+	} {
+		if _, err := os.Lstat(c.path); (err == nil) != c.kept {
+			t.Errorf("%s: kept = %v, want %v", c.path, err == nil, c.kept)
+		}
+	}
+}

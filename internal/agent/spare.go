@@ -1,8 +1,13 @@
 package agent
 
 import (
+	"errors"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 
@@ -99,7 +104,7 @@ func (n *nextFiles) end(job string) {
 // is still empty: a request file written, an answer left, are a call's.
 func removeIfEmpty(path string) {
 	fi, err := os.Lstat(path)
-	if err != nil || (fi.Mode().IsRegular() && fi.Size() > 0) {
+	if err != nil || !(fi.IsDir() || fi.Mode().IsRegular() && fi.Size() == 0) {
 		return
 	}
 	_ = os.Remove(path) // a folder that is not empty stays
@@ -142,3 +147,36 @@ func nextCommandRun(req *Request, cur ProcSpec, reqFile string) (ProcSpec, func(
 	return ProcSpec{Argv: cur.Argv, Dir: cur.Dir, Limit: cur.Limit, Home: cur.Home, ReadOnly: ro, ReadWrite: []string{ansDir},
 		CallDir: callDir, Interaction: n}, undo, true
 }
+
+// ClearPredicted removes what a daemon that died made for predicted calls
+// that never started (its spare sandboxes died with it): in jobDir's
+// requests/ folder, each empty request file and empty answer folder whose
+// call folder holds no call. A call that runs on from that daemon, or ran,
+// holds its call folder, and a real request is never empty. The runner
+// calls it when a job's run starts, before any call of it.
+func ClearPredicted(jobDir string) error {
+	dir := filepath.Join(jobDir, "requests")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	for _, e := range ents {
+		m := predictedName().FindStringSubmatch(e.Name())
+		if m == nil {
+			continue
+		}
+		n, _ := strconv.Atoi(m[1])
+		if sandbox.Holds(CallDir(jobDir, n)) {
+			continue
+		}
+		removeIfEmpty(filepath.Join(dir, e.Name()))
+	}
+	return nil
+}
+
+// predictedName matches what a prediction makes: NNNNNN.json and
+// NNNNNN.answer (a folder).
+var predictedName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\d{6,})(?:\.json|\.answer)$`) })

@@ -167,6 +167,10 @@ func (e *Engine) Run(ctx context.Context, id string) error {
 	defer keep.Close()
 	if je, ok := e.Contain.(jobEnder); ok {
 		defer je.EndJob(id) // its spare sandbox dies with the run
+		// What a daemon that died made for its spare's predicted call.
+		if err := agent.ClearPredicted(e.Env.Store.JobDir(id)); err != nil {
+			e.Env.Logger.Warn("clearing predicted calls' files failed", "job_id", id, "err", err.Error())
+		}
 	}
 	e.prune(id)
 	for steps := 1; ; steps++ {
