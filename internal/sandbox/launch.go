@@ -69,7 +69,7 @@ func launchMain(args []string) int {
 			sp.discard() // dropped, or its daemon is gone: nothing ran
 			return 1
 		}
-		if sp != nil && sandboxKey(&call) != sandboxKey(&p) {
+		if sp != nil && !sameSandbox(&p, &call) {
 			sp.discard()
 			sp = nil
 		}

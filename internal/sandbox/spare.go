@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,7 +19,7 @@ import (
 // in-sandbox helper's start, Landlock's ruleset) off a call's critical
 // path: the daemon starts it for a job's next call as predicted while the
 // job's current call runs (Local.Spare), and the next call uses it only
-// if its own plan makes the very same sandbox (sandboxKey: the bwrap
+// if its own plan makes the very same sandbox (sameSandbox: the bwrap
 // arguments, the helper's configuration, and the same files behind every
 // bound path), else it is discarded and the call starts a sandbox of its
 // own as before. So makePlan stays the one place that decides what a
@@ -55,15 +57,14 @@ const spareMisses = 3
 // discards it and starts a sandbox of its own.
 const spareWait = 10 * time.Second
 
-// sandboxKey is what a spare must share with the call that uses it: all
-// that the sandbox is made of before its program is known.
-func sandboxKey(p *plan) string {
-	b, _ := json.Marshal(struct {
-		Layer, Bwrap, Self, Helper, Dir, Forward string
-		BArgs                                    []string
-		Exec                                     *execConfig
-	}{p.Layer, p.Bwrap, p.Self, p.Helper, p.Dir, p.Forward, p.BArgs, p.Exec})
-	return string(b)
+// sameSandbox says whether plans a and b make the same sandbox: all that
+// a spare is made of before its program is known (the bwrap arguments
+// byte for byte, the helper's configuration, the binaries, the working
+// folder, the proxy). The one rule both the daemon and the launcher
+// apply before a call uses a spare.
+func sameSandbox(a, b *plan) bool {
+	return a.Bwrap != "" && a.Layer == b.Layer && a.Bwrap == b.Bwrap && a.Self == b.Self && a.Helper == b.Helper &&
+		a.Dir == b.Dir && a.Forward == b.Forward && slices.Equal(a.BArgs, b.BArgs) && reflect.DeepEqual(a.Exec, b.Exec)
 }
 
 // bindIdentity names the file behind each path bwrap binds (device and
@@ -213,11 +214,12 @@ func awaitProgram() (*spareProgram, error) {
 }
 
 // spareSandbox is a spare on the daemon's side: its launcher, which has
-// the spare's plan, and the sandbox it makes (sandboxKey and the files
+// the spare's plan, and the sandbox it makes (its plan, and the files
 // behind its binds).
 type spareSandbox struct {
-	la  *launcher
-	key string
+	la *launcher
+	p  *plan
+	id string // bindIdentity
 }
 
 // drop closes the spare's plan pipe: its launcher kills its sandbox and
@@ -247,7 +249,7 @@ func (l *Local) Spare(spec Spec) error {
 	if p.Bwrap == "" {
 		return nil
 	}
-	key := sandboxKey(p) + bindIdentity(p.BArgs)
+	id := bindIdentity(p.BArgs)
 	sp := *p
 	sp.Spare, sp.CallDir, sp.Argv, sp.Env, sp.Stdin, sp.HasStdin, sp.Fill = true, "", nil, nil, nil, false, nil
 	body, err := json.Marshal(&sp)
@@ -267,7 +269,7 @@ func (l *Local) Spare(spec Spec) error {
 		l.spares = map[string]*spareSandbox{}
 	}
 	old := l.spares[spec.Owner]
-	l.spares[spec.Owner] = &spareSandbox{la: la, key: key}
+	l.spares[spec.Owner] = &spareSandbox{la: la, p: p, id: id}
 	l.spareMu.Unlock()
 	if old != nil {
 		old.drop()
@@ -293,7 +295,7 @@ func (l *Local) takeSpare(owner string, p *plan) *launcher {
 		return nil
 	default:
 	}
-	hit := p.Bwrap != "" && s.key == sandboxKey(p)+bindIdentity(p.BArgs)
+	hit := sameSandbox(s.p, p) && s.id == bindIdentity(p.BArgs)
 	l.spareMu.Lock()
 	if l.missed == nil {
 		l.missed = map[string]int{}
