@@ -66,7 +66,7 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	// works too).
 	ansDir := ""
 	if contained {
-		ansDir = filepath.Join(reqDir, fmt.Sprintf("%06d.answer", req.Interaction))
+		ansDir = answerDir(req.JobDir, req.Interaction)
 		ansFile = filepath.Join(ansDir, "answer.json")
 	}
 	// A call a previous daemon started is adopted with its answer file as
@@ -98,6 +98,9 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	}
 	if c.Cfg.Stdin == "request" {
 		spec.Stdin = body
+	}
+	if contained {
+		spec.Next = func() (ProcSpec, func(), bool) { return nextCommandRun(req, spec, reqFile) }
 	}
 	pr, err := RunProcess(ctx, spec)
 	if err != nil {
@@ -204,6 +207,12 @@ func WriteRequest(jobDir string, n int, body []byte) error {
 		return err
 	}
 	return regfile.WriteFile(RequestFile(jobDir, n), body, 0o600)
+}
+
+// answerDir is the folder a contained command agent's call n writes its
+// answer file in (requests/NNNNNN.answer/), bound read-write.
+func answerDir(jobDir string, n int) string {
+	return filepath.Join(jobDir, "requests", fmt.Sprintf("%06d.answer", n))
 }
 
 // PidLog is the file in a job's requests/ folder that records, one line

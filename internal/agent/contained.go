@@ -36,6 +36,10 @@ type Containment struct {
 	// Egress is the network allowlist's proxy (nil: none, and a job with
 	// an allowlist does not start).
 	Egress Egress
+
+	// nexts are the files made for the jobs' predicted next runs
+	// (spare.go).
+	nexts nextFiles
 }
 
 // Egress is the network allowlist's proxy (internal/egress), which the
@@ -83,7 +87,7 @@ func (c *Containment) For(m *manifest.Manifest) (Executor, error) {
 		return nil, err
 	}
 	return &Contained{Exec: c.Exec, Mode: layer, Name: c.Status.Effective(layer), Network: net,
-		Job: m.JobID, Allow: allow, Egress: c.Egress}, nil
+		Job: m.JobID, Allow: allow, Egress: c.Egress, nexts: &c.nexts}, nil
 }
 
 // network is the job's network policy, the one rule: the daemon's (the
@@ -123,6 +127,9 @@ type Contained struct {
 	Job    string
 	Allow  []egress.Entry
 	Egress Egress
+	// nexts: the Containment's record of the files made for predicted
+	// runs (nil: no spare sandboxes).
+	nexts *nextFiles
 }
 
 // Layer implements Executor.
@@ -172,6 +179,7 @@ func (c *Contained) Run(ctx context.Context, spec ProcSpec) (*ProcResult, error)
 		if err != nil {
 			return nil, &Error{Code: codes.AgentStart, Msg: fmt.Sprintf("start %s: %v", spec.Argv[0], err)}
 		}
+		c.spareNext(spec)
 	}
 	r, err := call.Wait(ctx)
 	if err != nil && ctx.Err() != nil {
@@ -245,7 +253,7 @@ func (c *Contained) ProxyRoot() string {
 func (c *Contained) spec(s ProcSpec, callDir string) sandbox.Spec {
 	return sandbox.Spec{Argv: s.Argv, Dir: s.Dir, Env: s.Env, Stdin: s.Stdin, Limit: s.limit(), Home: s.Home,
 		ReadOnly: s.ReadOnly, ReadWrite: s.ReadWrite, Fill: s.Fill, Network: c.network(s), Limits: c.Limits,
-		CallDir: callDir, Layer: c.Mode}
+		CallDir: callDir, Layer: c.Mode, Owner: c.Job}
 }
 
 // network is the run's network: the job's, or the host's for a run that

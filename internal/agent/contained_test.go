@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/egress"
@@ -320,6 +321,171 @@ func TestContainedEgressAllowlist(t *testing.T) {
 		}
 		if strings.Contains(string(r.Stdout), "listed") {
 			t.Errorf("%s: reached the destination around the proxy: %q", layer, r.Stdout)
+		}
+	}
+}
+
+// A contained command agent's next call runs in the spare sandbox started
+// for it while the call before ran (same agent, the next interaction's
+// request file and answer folder), reading its request and writing its
+// answer through it; the job's end kills the spare made for a call that
+// never came and removes what was made for it.
+func TestContainedCommandUsesItsSpare(t *testing.T) {
+	st := sandbox.Probe()
+	cont := &Containment{Exec: &sandbox.Local{}, Status: st}
+	ex, err := cont.For(&manifest.Manifest{JobID: "spare-job", Sandbox: string(sandbox.LayerBwrap)})
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	jobDir := t.TempDir()
+	ws := filepath.Join(jobDir, "workspace")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(jobDir, "agent.sh")
+	body := `grep -q spare-job "$LOGIST_REQUEST_FILE" || exit 3
+echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"call '$LOGIST_INTERACTION'"}' > "$LOGIST_ANSWER_FILE"
+`
+	if err := os.WriteFile(script, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &Command{Cfg: manifest.Command{Argv: []string{"sh", "../agent.sh"}, Answer: "file"}, Getenv: pathOnly}
+	ctx := WithExecutor(context.Background(), ex)
+	call := func(n int) {
+		t.Helper()
+		req := &Request{JobID: "spare-job", Phase: "work", Role: "worker", Workspace: ws, JobDir: jobDir, Interaction: n}
+		res, err := c.Call(ctx, req)
+		if err != nil || !strings.Contains(string(res.Raw), "call "+strconv.Itoa(n)) {
+			t.Fatalf("call %d: %v %v", n, res, err)
+		}
+	}
+	call(1)
+	spare := spareLauncher(t, answerDir(jobDir, 2))
+	if spare == 0 {
+		t.Fatal("no spare sandbox for call 2 after call 1")
+	}
+	call(2)
+	b, err := os.ReadFile(filepath.Join(CallDir(jobDir, 2), "launcher.pid"))
+	if err != nil || !strings.HasPrefix(string(b), strconv.Itoa(spare)+" ") {
+		t.Errorf("call 2 ran under launcher %q, not its spare's %d (%v)", b, spare, err)
+	}
+	if spareLauncher(t, answerDir(jobDir, 3)) == 0 {
+		t.Fatal("no spare sandbox for call 3 after call 2")
+	}
+	cont.EndJob("spare-job")
+	for i := 0; spareLauncher(t, answerDir(jobDir, 3)) != 0; i++ {
+		if i == 100 {
+			t.Fatal("the spare for call 3 outlived its job's end")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, p := range []string{RequestFile(jobDir, 3), answerDir(jobDir, 3)} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s, made for a call that never came, is left after the job's end", p)
+		}
+	}
+	for _, p := range []string{RequestFile(jobDir, 2), answerDir(jobDir, 2)} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s, call 2's, is gone: %v", p, err)
+		}
+	}
+}
+
+// spareLauncher is the launcher of the running bwrap sandbox that binds
+// dir (0: none), waiting a while for it to start.
+func spareLauncher(t *testing.T, dir string) int {
+	t.Helper()
+	for i := 0; i < 200; i++ {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if err != nil || !strings.Contains(string(b), "\x00"+dir+"\x00") || !strings.HasSuffix(strings.Split(string(b), "\x00")[0], "bwrap") {
+				continue
+			}
+			st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+			for _, l := range strings.Split(string(st), "\n") {
+				if v, ok := strings.CutPrefix(l, "PPid:"); ok {
+					pid, _ := strconv.Atoi(strings.TrimSpace(v))
+					return pid
+				}
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return 0
+}
+
+// An uncontained command agent (sandbox none) predicts nothing: no spare
+// sandbox, no file made for a next call.
+func TestUncontainedCommandMakesNoSpare(t *testing.T) {
+	jobDir := t.TempDir()
+	ws := filepath.Join(jobDir, "workspace")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c := &Command{Cfg: manifest.Command{Argv: []string{"sh", "-c", `echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"ok"}'`}}, Getenv: pathOnly}
+	req := &Request{JobID: "j", Phase: "work", Role: "worker", Workspace: ws, JobDir: jobDir, Interaction: 1}
+	if _, err := c.Call(WithExecutor(context.Background(), Direct{}), req); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{RequestFile(jobDir, 2), answerDir(jobDir, 2)} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s made for an uncontained job's next call", p)
+		}
+	}
+}
+
+// What a daemon that died left for its spares' predicted calls (an empty
+// request file, an empty answer folder) is removed when the job's run
+// starts again; a call's own files, and those of a call that runs on
+// from that daemon (its call folder holds it), stay.
+func TestClearPredicted(t *testing.T) {
+	jobDir := t.TempDir()
+	reqs := filepath.Join(jobDir, "requests")
+	if err := os.MkdirAll(reqs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	put := func(name, body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(reqs, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mkdir := func(p string) {
+		t.Helper()
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("000004.json", `{"job_id":"j"}`) // a call's request
+	mkdir(answerDir(jobDir, 4))
+	put(filepath.Join("000004.answer", "answer.json"), "{}") // and its answer
+	put("000005.json", "")                                   // predicted, never started
+	mkdir(answerDir(jobDir, 5))
+	put("000006.json", "") // predicted, started: it runs on from the dead daemon
+	mkdir(answerDir(jobDir, 6))
+	mkdir(CallDir(jobDir, 6))
+	put(filepath.Join("000006.call", "launcher.pid"), "1234 5678\n")
+	if err := os.Symlink("/etc/passwd", filepath.Join(reqs, "000007.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ClearPredicted(jobDir); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path string
+		kept bool
+	}{
+		{RequestFile(jobDir, 4), true}, {answerDir(jobDir, 4), true},
+		{RequestFile(jobDir, 5), false}, {answerDir(jobDir, 5), false},
+		{RequestFile(jobDir, 6), true}, {answerDir(jobDir, 6), true},
+		{RequestFile(jobDir, 7), true},
+	} {
+		if _, err := os.Lstat(c.path); (err == nil) != c.kept {
+			t.Errorf("%s: kept = %v, want %v", c.path, err == nil, c.kept)
 		}
 	}
 }

@@ -52,6 +52,13 @@ type ProcSpec struct {
 	// a run given a CallDir that holds a call adopts it (a daemon that
 	// died during the call never asks it again). "" = a temporary one.
 	CallDir string
+	// Next, if set, predicts the run the same job makes next (its paths,
+	// not its argv, environment or stdin, which need not be known) and
+	// makes the files it names that do not exist yet, so that a
+	// sandboxed Executor can start that run's sandbox while this run
+	// goes on (sandbox.Local.Spare); ok false: no prediction. undo
+	// removes what it made if no run used it.
+	Next func() (next ProcSpec, undo func(), ok bool)
 	// ModelAPI: the program talks to a model API itself (a CLI preset).
 	// Until the metering proxy is bound into the sandbox, a contained run
 	// of it shares the host's network (docs/security.md).

@@ -2,6 +2,8 @@ package runner
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -118,5 +120,43 @@ echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"done",
 	}
 	if m.CostThreshold == nil || *m.CostThreshold != 100 {
 		t.Errorf("cost_threshold %v, want the committed 100", m.CostThreshold)
+	}
+}
+
+// endingContain is fakeContain that keeps something per job's run (as
+// agent.Containment keeps a spare sandbox): it hears each run's end.
+type endingContain struct {
+	fakeContain
+	ended []string
+}
+
+func (c *endingContain) EndJob(id string) { c.ended = append(c.ended, id) }
+
+// A containment that keeps something per job hears the run's end, and a
+// run's start clears what a dead daemon made for a predicted call (an
+// empty request file and answer folder of a call that never started).
+func TestRunEndsTheJobInItsContainment(t *testing.T) {
+	f := newFixture(t)
+	c := &endingContain{fakeContain: fakeContain{ex: &countingExec{}}}
+	f.Engine.Contain = c
+	f.WriteJob("j", job(command(0, "sh", "-c", `echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"done"}'`), okSupervisor()))
+	reqs := filepath.Join(f.Engine.Env.Store.JobDir("j"), "requests")
+	if err := os.MkdirAll(filepath.Join(reqs, "000099.answer"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(reqs, "000099.json"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Success {
+		t.Fatalf("status %s (%s %s)", m.Status, m.Run.ErrorCode, m.Run.Reason)
+	}
+	if len(c.ended) == 0 || c.ended[len(c.ended)-1] != "j" {
+		t.Errorf("ended %v, want the run of j to end in its containment", c.ended)
+	}
+	for _, p := range []string{"000099.json", "000099.answer"} {
+		if _, err := os.Lstat(filepath.Join(reqs, p)); err == nil {
+			t.Errorf("%s, made for a predicted call that never started, is left", p)
+		}
 	}
 }

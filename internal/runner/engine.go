@@ -91,6 +91,13 @@ type Containment interface {
 	For(m *manifest.Manifest) (agent.Executor, error)
 }
 
+// jobEnder is a Containment that keeps something per job while its run
+// goes on (agent.Containment: the spare sandbox of its next call), ended
+// with the run.
+type jobEnder interface {
+	EndJob(id string)
+}
+
 // Timings hears when calls start, how long phases take and what models
 // report they used (metrics implement it).
 type Timings interface {
@@ -158,6 +165,13 @@ func (e *Engine) Run(ctx context.Context, id string) error {
 	// The history and the lock file stay open across the steps.
 	var keep jobtx.Kept
 	defer keep.Close()
+	if je, ok := e.Contain.(jobEnder); ok {
+		defer je.EndJob(id) // its spare sandbox dies with the run
+		// What a daemon that died made for its spare's predicted call.
+		if err := agent.ClearPredicted(e.Env.Store.JobDir(id)); err != nil {
+			e.Env.Logger.Warn("clearing predicted calls' files failed", "job_id", id, "err", err.Error())
+		}
+	}
 	e.prune(id)
 	for steps := 1; ; steps++ {
 		if ctx.Err() != nil || e.Draining.Load() {

@@ -27,6 +27,10 @@
 // outside the sandbox, so a restarted daemon adopts a finished call (never
 // re-asks it) and can wait for or kill one still running.
 //
+// A bwrap sandbox costs more to start than the program it runs: an
+// owner's (a job's) next call may find its sandbox started ahead, a spare
+// that only a call whose plan makes that very sandbox uses (spare.go).
+//
 // A binary that starts sandboxed calls must call Helper first thing in
 // main (and a test binary in TestMain): the launcher and the in-sandbox
 // helper are that same binary run with a helper verb, unless the small

@@ -298,19 +298,28 @@ func TestEscapes(t *testing.T) {
 	for _, layer := range layers(t) {
 		for _, uid := range uids {
 			for _, b := range binaries(t) {
-				name := string(layer) + b.name
-				if uid != 0 {
-					name += fmt.Sprintf("-uid%d", uid)
+				// Under bwrap, also through a spare sandbox (spare.go).
+				for _, spare := range []bool{false, true} {
+					if spare && layer != LayerBwrap {
+						continue
+					}
+					name := string(layer) + b.name
+					if uid != 0 {
+						name += fmt.Sprintf("-uid%d", uid)
+					}
+					if spare {
+						name += "-spare"
+					}
+					t.Run(name, func(t *testing.T) { escapeSuite(t, layer, uid, b.self, spare) })
 				}
-				t.Run(name, func(t *testing.T) { escapeSuite(t, layer, uid, b.self) })
 			}
 		}
 	}
 }
 
-func escapeSuite(t *testing.T, layer Layer, uid int, bin string) {
+func escapeSuite(t *testing.T, layer Layer, uid int, bin string, spare bool) {
 	a := newArena(t, uid)
-	results, escapes, r := a.attack(t, layer, bin)
+	results, escapes, r := a.attack(t, layer, bin, spare)
 	gaps := knownGaps(layer, uid)
 	var names []string
 	for n := range results {
@@ -341,19 +350,36 @@ func escapeSuite(t *testing.T, layer Layer, uid int, bin string) {
 	if bin != "" {
 		helper = filepath.Base(bin)
 	}
+	if spare {
+		helper += "+spare"
+	}
 	fmt.Printf("sandbox escape suite: layer=%s uid=%d helper=%s attacks=%d escapes=%d known_gaps=%d\n", r.Layer, uid, helper, len(results), nEsc, nGap)
 }
 
-// attack runs the attacker under layer and judges what it did.
-func (a *arena) attack(t *testing.T, layer Layer, bin string) (map[string]attackResult, map[string]string, *Result) {
+// attack runs the attacker under layer and judges what it did; spare:
+// in a spare sandbox started ahead from a prediction of the call.
+func (a *arena) attack(t *testing.T, layer Layer, bin string, spare bool) (map[string]attackResult, map[string]string, *Result) {
 	t.Helper()
 	spec := a.spec(layer, "attacker")
 	if layer == LayerNone {
 		spec.Env = append(spec.Env, "TMPDIR="+t.TempDir())
 	}
-	r, err := Run(context.Background(), a.executor(t, bin), spec)
+	ex := a.executor(t, bin)
+	sparePid := 0
+	if spare {
+		spec.Owner = "escape-suite"
+		predicted := spec
+		predicted.Argv, predicted.Env = []string{spec.Argv[0], "predicted"}, nil // the same program: a different one binds differently
+		sparePid = startTestSpare(t, ex, predicted)
+	}
+	r, err := Run(context.Background(), ex, spec)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if spare {
+		if pid, _, err := readPid(filepath.Join(spec.CallDir, fileLauncher)); err != nil || pid != sparePid {
+			t.Fatalf("the attacker did not run in the spare (launcher %d, the spare's %d): %v", pid, sparePid, err)
+		}
 	}
 	if r.Outcome != OutcomeExited || r.ExitCode != 0 {
 		t.Fatalf("attacker ended %s/%d: %s: %s", r.Outcome, r.ExitCode, r.Error, r.Stderr)
@@ -378,7 +404,7 @@ func (a *arena) attack(t *testing.T, layer Layer, bin string) (map[string]attack
 // none) the same attacker must be caught escaping, or the judge is blind.
 func TestEscapeSuiteSeesEscapes(t *testing.T) {
 	a := newArena(t, os.Getuid())
-	_, escapes, _ := a.attack(t, LayerNone, "")
+	_, escapes, _ := a.attack(t, LayerNone, "", false)
 	for _, n := range []string{"read-own-history", "append-own-history", "rewrite-own-job-json", "write-own-request",
 		"read-other-job", "read-signing-key", "write-other-workspace", "drop-manifest", "forge-call-result",
 		"write-host-tmp", "write-daemon-home", "symlink-read-out", "symlink-write-out", "connect-daemon-listen-port",

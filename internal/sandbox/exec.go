@@ -33,7 +33,7 @@ func execMain(args []string) int {
 		fmt.Fprintf(os.Stderr, "logist-sandbox: %v\n", err)
 		return 127
 	}
-	if len(args) < 3 || args[1] != "--" {
+	if len(args) < 2 || args[1] != "--" {
 		return fail(errors.New("usage: __sandbox-exec CONFIG -- PROGRAM [ARG...]"))
 	}
 	var cfg execConfig
@@ -41,10 +41,32 @@ func execMain(args []string) int {
 		return fail(fmt.Errorf("config: %v", err))
 	}
 	argv := args[2:]
+	env := os.Environ()
+	if (len(argv) == 0) != cfg.Spare {
+		return fail(errors.New("usage: __sandbox-exec CONFIG -- PROGRAM [ARG...] (a spare's: no program)"))
+	}
 	if cfg.Listen > 0 {
 		if err := handOverListener(cfg.Listen); err != nil {
 			return fail(err)
 		}
+	}
+	// A spare makes Landlock's ruleset while it waits for its program
+	// (spare.go): under bwrap, whose sandbox has no capabilities left,
+	// it opens the same paths it would after dropCaps below.
+	ruleset, rulesetFlags := -1, uint32(0)
+	if cfg.Spare {
+		if cfg.Landlock {
+			fd, flags, err := landlockRuleset(&cfg)
+			if err != nil {
+				return fail(err)
+			}
+			ruleset, rulesetFlags = fd, flags
+		}
+		sp, err := awaitProgram()
+		if err != nil {
+			return fail(err)
+		}
+		argv, env = sp.Argv, sp.Env
 	}
 	// Everything below applies to this thread, which then executes the
 	// program: it must stay this thread.
@@ -63,16 +85,25 @@ func execMain(args []string) int {
 			return fail(err)
 		}
 	}
-	if cfg.Landlock {
-		if err := restrictLandlock(&cfg); err != nil {
+	if cfg.Landlock && ruleset < 0 {
+		fd, flags, err := landlockRuleset(&cfg)
+		if err != nil {
 			return fail(err)
+		}
+		ruleset, rulesetFlags = fd, flags
+	}
+	if ruleset >= 0 {
+		err := ll.LandlockRestrictSelf(ruleset, rulesetFlags)
+		_ = unix.Close(ruleset) // enforced or not, the ruleset's descriptor is done
+		if err != nil {
+			return fail(fmt.Errorf("landlock_restrict_self: %v", err))
 		}
 	}
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return fail(fmt.Errorf("start %s: %v", argv[0], err))
 	}
-	err = syscall.Exec(path, argv, os.Environ())
+	err = syscall.Exec(path, argv, env)
 	return fail(fmt.Errorf("start %s: %v", argv[0], err))
 }
 
@@ -217,15 +248,17 @@ func lastCap() int {
 	return n
 }
 
-// restrictLandlock restricts this thread (and what it executes) to the
-// config's paths, ports and scope.
-func restrictLandlock(cfg *execConfig) error {
+// landlockRuleset makes the ruleset that restricts a thread (and what it
+// executes) to the config's paths, ports and scope, once enforced
+// (landlock_restrict_self): its descriptor, and the flags to enforce it
+// with.
+func landlockRuleset(cfg *execConfig) (int, uint32, error) {
 	abi, _ := ll.LandlockGetABIVersion()
 	if abi < landlockMin {
-		return errors.New("landlock not supported by this kernel")
+		return -1, 0, errors.New("landlock not supported by this kernel")
 	}
 	if cfg.Net && abi < landlockNet {
-		return fmt.Errorf("landlock ABI %d cannot restrict the network", abi)
+		return -1, 0, fmt.Errorf("landlock ABI %d cannot restrict the network", abi)
 	}
 	c := landlock.Config{HandledAccessFS: landlock.V11.HandledAccessFS, Scoped: landlock.V11.Scoped}
 	if cfg.Net {
@@ -258,14 +291,11 @@ func restrictLandlock(cfg *execConfig) error {
 	}
 	fd, flags, err := c.BestEffort().NewRulesetFD(rules...)
 	if err != nil {
-		return fmt.Errorf("landlock ruleset: %v", err)
+		return -1, 0, fmt.Errorf("landlock ruleset: %v", err)
 	}
 	if fd < 0 {
-		return errors.New("landlock: nothing to enforce")
+		return -1, 0, errors.New("landlock: nothing to enforce")
 	}
-	defer unix.Close(fd) //nolint:errcheck // the ruleset's descriptor: nothing to lose
-	if err := ll.LandlockRestrictSelf(fd, flags); err != nil {
-		return fmt.Errorf("landlock_restrict_self: %v", err)
-	}
-	return nil
+	syscall.CloseOnExec(fd)
+	return fd, flags, nil
 }

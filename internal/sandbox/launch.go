@@ -28,7 +28,8 @@ import (
 
 // launchMain is the launcher ("__sandbox-launch"), started by the daemon
 // in a session of its own so that it outlives the daemon, possibly ahead
-// of its call (Local.Prefork). It reads its plan from stdin (which names
+// of its call (Local.Prefork), possibly given a spare's plan first, whose
+// sandbox it starts ahead of the call's plan (spare.go). It reads its plan from stdin (which names
 // the call directory, where it keeps its own log), runs the sandbox,
 // keeps the output in the call directory (capped), kills the whole
 // sandbox when asked (SIGTERM) or when the output passes the limit, and
@@ -52,7 +53,30 @@ func launchMain(args []string) int {
 	// daemon that wrote it is gone, and a later daemon may already have
 	// started this call again in this directory. Nothing to log: the
 	// plan names the log.
-	if err := json.NewDecoder(bufio.NewReader(os.Stdin)).Decode(&p); err != nil || !filepath.IsAbs(p.CallDir) {
+	dec := json.NewDecoder(bufio.NewReader(os.Stdin))
+	if err := dec.Decode(&p); err != nil {
+		return 1
+	}
+	var sp *spareProc
+	if p.Spare {
+		// A spare sandbox: started now, used by the call whose plan comes
+		// next if it is the same sandbox (spare.go).
+		if hardenErr == nil && p.Protocol == planProtocol() {
+			sp = startSpare(&p)
+		}
+		var call plan
+		if err := dec.Decode(&call); err != nil {
+			sp.discard() // dropped, or its daemon is gone: nothing ran
+			return 1
+		}
+		if sp != nil && !sameSandbox(&p, &call) {
+			sp.discard()
+			sp = nil
+		}
+		p = call
+	}
+	if !filepath.IsAbs(p.CallDir) {
+		sp.discard()
 		return 1
 	}
 	dir := p.CallDir
@@ -60,7 +84,7 @@ func launchMain(args []string) int {
 		hardenErr = errors.Join(hardenErr, err)
 	}
 	res := &Result{Started: time.Now().UTC(), Layer: p.Layer}
-	l := &launch{p: &p, res: res, dir: dir}
+	l := &launch{p: &p, res: res, dir: dir, spare: sp}
 	if hardenErr != nil {
 		return l.finish(OutcomeStartFailed, "launcher: "+hardenErr.Error(), nil, nil)
 	}
@@ -126,6 +150,8 @@ type launch struct {
 	res      *Result
 	dir      string
 	cmd      *exec.Cmd
+	// spare, if set, is the sandbox started ahead for this call (spare.go).
+	spare    *spareProc
 	initPid  int // bwrap: the PID namespace's init, on the host
 	initFd   int // a pidfd of it, -1 when none (reap.go)
 	initOnce sync.Once
@@ -181,65 +207,29 @@ func (l *launch) run(kill <-chan os.Signal) int {
 		return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
 	}
 
-	statusR, statusW, err := os.Pipe()
-	if err != nil {
-		return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
-	}
-	defer statusR.Close() //nolint:errcheck // a pipe, read only
-	var infoR, infoW, lnOurs, lnTheirs *os.File
-	var cmd *exec.Cmd
-	switch {
-	case p.Bwrap != "":
-		cfg, _ := json.Marshal(p.Exec)
-		a := append(append([]string{}, p.BArgs...), "--", p.Helper, verbExec, string(cfg), "--")
-		cmd = exec.Command(p.Bwrap, append(a, argv...)...)
-		if infoR, infoW, err = os.Pipe(); err != nil {
-			return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
-		}
-		defer infoR.Close() //nolint:errcheck // a pipe, read only
-		cmd.ExtraFiles = []*os.File{statusW, infoW}
-		if p.Forward != "" {
-			// The helper hands out the proxy's listener (listener.go).
-			if lnOurs, lnTheirs, err = listenerPair(); err != nil {
-				return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
-			}
-			defer lnOurs.Close() //nolint:errcheck // a socket pair's end: nothing to lose
-			cmd.ExtraFiles = append(cmd.ExtraFiles, lnTheirs)
-		}
-	case p.Exec != nil:
-		cfg, _ := json.Marshal(p.Exec)
-		cmd = exec.Command(p.Self, append([]string{verbExec, string(cfg), "--"}, argv...)...)
-		cmd.ExtraFiles = []*os.File{statusW}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	default:
-		path, err := lookPath(argv[0], getEnv(env, "PATH"))
-		if err != nil {
-			return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
-		}
-		cmd = exec.Command(path, argv[1:]...)
-		cmd.Args[0] = argv[0]
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	}
-	cmd.Env = env
-	cmd.Dir = p.Dir
-	if p.HasStdin {
-		cmd.Stdin = bytes.NewReader(p.Stdin)
-	}
 	over := make(chan struct{})
 	var overOnce sync.Once
 	onOver := func() { overOnce.Do(func() { close(over) }) }
 	stdout := &capFile{f: outF, sum: sha256.New(), limit: p.Limit, onOver: onOver}
 	stderr := &capFile{f: errF, sum: sha256.New(), limit: p.Limit, onOver: onOver}
 	l.out, l.err = stdout, stderr
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
+	l.initSeen = make(chan struct{})
+	l.initFd = -1
+	l.unrecorded = make(chan error, 1)
+	l.res.Started = time.Now().UTC()
+	pr := l.spare.use(p, argv, env)
+	l.spare = nil
+	if pr == nil {
+		if pr, err = newProc(p, argv, env); err != nil {
+			return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
+		}
+		if err := pr.start(); err != nil {
+			pr.closeOurs()
+			return l.finish(OutcomeStartFailed, fmt.Sprintf("start %s: %v", pr.cmd.Path, err), outF, errF)
+		}
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		return l.finish(OutcomeStartFailed, err.Error(), outF, errF)
-	}
-	cmd.Stdout, cmd.Stderr = outW, errW
+	defer pr.closeOurs()
+	cmd, statusR, infoR, lnOurs, outR, errR := pr.cmd, pr.statusR, pr.infoR, pr.lnOurs, pr.outR, pr.errR
 	var readers sync.WaitGroup
 	readers.Add(3)
 	// capFiles never fail (a full disk is counted, not returned); a read
@@ -248,27 +238,7 @@ func (l *launch) run(kill <-chan os.Signal) int {
 	go func() { defer readers.Done(); _, _ = io.Copy(stderr, errR); _ = errR.Close() }()
 	var statusMsg bytes.Buffer
 	go func() { defer readers.Done(); _, _ = io.Copy(&statusMsg, io.LimitReader(statusR, 4096)) }()
-
 	l.cmd = cmd
-	l.initSeen = make(chan struct{})
-	l.initFd = -1
-	l.unrecorded = make(chan error, 1)
-	l.res.Started = time.Now().UTC()
-	startErr := cmd.Start()
-	// The child has its copies; ours are pipes' write ends with nothing
-	// buffered.
-	_ = outW.Close()
-	_ = errW.Close()
-	_ = statusW.Close()
-	if infoW != nil {
-		_ = infoW.Close()
-	}
-	if lnTheirs != nil {
-		_ = lnTheirs.Close()
-	}
-	if startErr != nil {
-		return l.finish(OutcomeStartFailed, fmt.Sprintf("start %s: %v", cmd.Path, startErr), outF, errF)
-	}
 	if lnOurs != nil {
 		// Until the sandbox ends: then the helper's listener, which holds
 		// the call's connections, ends with the launcher.
@@ -471,6 +441,8 @@ func children() []int {
 // it: daemonWaits) and returns the
 // launcher's exit status.
 func (l *launch) finish(o Outcome, msg string, outF, errF *os.File) int {
+	l.spare.discard() // a spare this call did not get to use ran nothing
+	l.spare = nil
 	r := l.res
 	r.Outcome, r.Error = o, msg
 	r.Ended = time.Now().UTC()

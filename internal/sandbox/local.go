@@ -80,6 +80,10 @@ type Local struct {
 
 	spareMu sync.Mutex
 	spare   *launcher
+	// spares are the spare sandboxes, one per owner at most, and missed
+	// how many of an owner's were discarded in a row (spare.go).
+	spares map[string]*spareSandbox
+	missed map[string]int
 }
 
 // launcher is a started launcher waiting for its plan on in.
@@ -166,26 +170,37 @@ func (l *Local) self() (string, error) {
 	return b.Path, err
 }
 
-// Start implements Executor.
-func (l *Local) Start(spec Spec) (Call, error) {
+// plan checks spec and makes its plan (makePlan), with the binary that
+// runs it.
+func (l *Local) plan(spec *Spec) (*plan, string, error) {
 	if spec.Layer == "" {
 		spec.Layer = LayerAuto
 	}
 	if err := spec.check(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	st := l.status()
 	layer, err := st.Resolve(spec.Layer)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	self, err := l.self()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	t := tools{self: self, bwrap: st.BwrapPath}
 	if st.Landlock.OK {
 		t.abi = st.LandlockABI
+	}
+	p, err := makePlan(spec, layer, t, currentView())
+	return p, self, err
+}
+
+// Start implements Executor.
+func (l *Local) Start(spec Spec) (Call, error) {
+	p, self, err := l.plan(&spec)
+	if err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(spec.CallDir, 0o700); err != nil {
 		return nil, fmt.Errorf("sandbox: call directory: %w", err)
@@ -193,17 +208,17 @@ func (l *Local) Start(spec Spec) (Call, error) {
 	if holdsCall(spec.CallDir) {
 		return nil, fmt.Errorf("%w: %s", ErrCallExists, spec.CallDir)
 	}
-	p, err := makePlan(&spec, layer, t, currentView())
-	if err != nil {
-		return nil, err
-	}
 	body, err := json.Marshal(p)
 	if err != nil {
 		return nil, err
 	}
-	la, err := l.launcherFor(self)
-	if err != nil {
-		return nil, err
+	// The owner's spare, if it is this call's very sandbox; else a
+	// launcher that starts one.
+	la := l.takeSpare(spec.Owner, p)
+	if la == nil {
+		if la, err = l.launcherFor(self); err != nil {
+			return nil, err
+		}
 	}
 	// Recorded before the launcher has its plan: a launcher that runs
 	// anything is always found by Adopt.

@@ -19,6 +19,7 @@ const (
 	statusFD     = 3 // the in-sandbox helper reports a failure to start here
 	bwrapInfoFD  = 4 // bwrap's --json-status-fd: the sandbox init's pid, the exit code
 	listenerFD   = 5 // the in-sandbox helper hands the launcher the proxy's listener here (listener.go)
+	spareFD      = 6 // a spare's helper says it is ready here, then reads its program (spare.go)
 	landlockMin  = 1 // ABI with file system rules
 	landlockNet  = 4 // ABI with TCP rules
 	landlockScop = 6 // ABI with signal and abstract-socket scoping
@@ -31,11 +32,15 @@ const (
 // disk).
 type plan struct {
 	// Protocol is planProtocol: a launcher runs only its own.
-	Protocol string   `json:"protocol"`
-	CallDir  string   `json:"call_dir"`
-	Layer    string   `json:"layer"` // effective, for the result
-	Bwrap    string   `json:"bwrap,omitempty"`
-	BArgs    []string `json:"bwrap_args,omitempty"` // bwrap's options, without the command
+	Protocol string `json:"protocol"`
+	CallDir  string `json:"call_dir"`
+	// Spare: the launcher starts the sandbox now, with no call and no
+	// program (Argv, Env and Stdin are empty, CallDir too), and waits
+	// for the call's own plan (spare.go).
+	Spare bool     `json:"spare,omitempty"`
+	Layer string   `json:"layer"` // effective, for the result
+	Bwrap string   `json:"bwrap,omitempty"`
+	BArgs []string `json:"bwrap_args,omitempty"` // bwrap's options, without the command
 	// Self is this binary as the launcher runs it (the helper outside a
 	// bwrap sandbox); Helper is the helper's path as the sandbox sees it.
 	Self   string      `json:"self"`
@@ -85,6 +90,11 @@ type execConfig struct {
 	// Listen: make a listener on 127.0.0.1:Listen and hand it to the
 	// launcher before the program starts (bwrap with the proxy).
 	Listen int `json:"listen,omitempty"`
+	// Spare: the helper prepares what does not depend on the program
+	// (the listener, Landlock's ruleset), says so on spareFD and waits
+	// there for the program (spareProgram) before it contains itself
+	// and executes it (spare.go).
+	Spare bool `json:"spare,omitempty"`
 }
 
 // tools are the outside programs and facts a plan needs.

@@ -171,6 +171,10 @@ type Spec struct {
 	// call. It is created if missing and must not hold another call.
 	CallDir string
 	Layer   Layer
+	// Owner is who makes the call (a job): Local keeps at most one
+	// spare sandbox per owner (Local.Spare), which only a call of the
+	// same owner may use. "": none.
+	Owner string
 	// NestedNamespaces lets the program create user namespaces of its own
 	// inside a bwrap sandbox (an agent CLI that sandboxes its tools with
 	// bwrap itself); off by default.

@@ -18,6 +18,7 @@ var sandboxRuns = []struct{ key, name string }{
 	{"sandbox-bwrap", "contained call, bwrap+landlock"},
 	{"sandbox-bwrap-logistd", "contained call, bwrap+landlock, logistd as the helper"},
 	{"sandbox-bwrap-logist-sandbox", "contained call, bwrap+landlock, logist-sandbox as the helper (as deployed)"},
+	{"sandbox-bwrap-logist-sandbox-spare", "contained call, bwrap+landlock, logist-sandbox, served by a spare sandbox made ready 200 ms before (the daemon's way for a job's next call)"},
 }
 
 // 7. The sandbox's added time per call: internal/sandbox's BenchmarkCall

@@ -1,0 +1,182 @@
+package agent
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"github.com/logist/logist/internal/sandbox"
+)
+
+// A job's next call under bwrap need not wait for its sandbox's start
+// (namespaces, about 40 mounts, the in-sandbox helper and its Landlock
+// ruleset): once a run has started, the run the job makes next is
+// predicted (ProcSpec.Next: the same agent, the next interaction's
+// request file and answer folder) and its sandbox started by the
+// executor (sandbox.Local.Spare), to be used only by a run whose plan
+// makes that very sandbox. The prediction binds paths of a call not made
+// yet, so it makes them (an empty request file, an empty answer folder);
+// they are the ones that call writes or uses anyway. When the job's run
+// ends (Containment.EndJob) its spare is killed and what was made for a
+// call that never started is removed.
+
+// Sparer is an executor that can start a run's sandbox ahead of it
+// (*sandbox.Local).
+type Sparer interface {
+	Spare(spec sandbox.Spec) error
+	DropSpare(owner string)
+}
+
+// spareNext starts the sandbox of the job's predicted next run, once run
+// s has started. Nothing depends on it: without a spare the next run
+// starts its own sandbox, as any does.
+func (c *Contained) spareNext(s ProcSpec) {
+	sp, ok := c.Exec.(Sparer)
+	if !ok || s.Next == nil || c.nexts == nil || c.Job == "" || c.Mode != sandbox.LayerBwrap {
+		return
+	}
+	next, undo, ok := s.Next()
+	if !ok {
+		return
+	}
+	c.nexts.add(c.Job, next.CallDir, undo)
+	_ = sp.Spare(c.spec(next, next.CallDir)) // none: the next run starts its own sandbox
+}
+
+// EndJob kills the job's spare sandbox, if it has one, and removes what
+// was made for predicted runs that never started: the job's run has
+// ended (finished, halted, waiting for a steward, or the daemon stops).
+func (c *Containment) EndJob(job string) {
+	if sp, ok := c.Exec.(Sparer); ok {
+		sp.DropSpare(job)
+	}
+	c.nexts.end(job)
+}
+
+// nextFiles are, per job, the undos of the predictions made for it.
+type nextFiles struct {
+	mu   sync.Mutex
+	jobs map[string][]predicted
+}
+
+type predicted struct {
+	callDir string
+	undo    func()
+}
+
+// add records a prediction, and forgets those whose run has started
+// (what was made for them is theirs).
+func (n *nextFiles) add(job, callDir string, undo func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.jobs == nil {
+		n.jobs = map[string][]predicted{}
+	}
+	kept := n.jobs[job][:0]
+	for _, p := range n.jobs[job] {
+		if p.callDir != callDir && !sandbox.Holds(p.callDir) {
+			kept = append(kept, p)
+		}
+	}
+	n.jobs[job] = append(kept, predicted{callDir, undo})
+}
+
+// end undoes the job's predictions whose run never started.
+func (n *nextFiles) end(job string) {
+	n.mu.Lock()
+	ps := n.jobs[job]
+	delete(n.jobs, job)
+	n.mu.Unlock()
+	for _, p := range ps {
+		if !sandbox.Holds(p.callDir) {
+			p.undo()
+		}
+	}
+}
+
+// removeIfEmpty removes a file or folder made for a predicted call if it
+// is still empty: a request file written, an answer left, are a call's.
+func removeIfEmpty(path string) {
+	fi, err := os.Lstat(path)
+	if err != nil || !(fi.IsDir() || fi.Mode().IsRegular() && fi.Size() == 0) {
+		return
+	}
+	_ = os.Remove(path) // a folder that is not empty stays
+}
+
+// nextCommandRun predicts a contained command agent's next run from run
+// cur of req (the simple predictor: the same agent, the next
+// interaction), and makes what that run's sandbox binds and does not
+// exist yet: its answer folder and an empty request file, which the
+// runner writes in place (regfile.WriteFile: the same file, so a sandbox
+// that binds it sees what is written).
+func nextCommandRun(req *Request, cur ProcSpec, reqFile string) (ProcSpec, func(), bool) {
+	n := req.Interaction + 1
+	nextReq := RequestFile(req.JobDir, n)
+	ansDir := answerDir(req.JobDir, n)
+	var made []string
+	if os.Mkdir(ansDir, 0o700) == nil {
+		made = append(made, ansDir)
+	}
+	if f, err := os.OpenFile(nextReq, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600); err == nil {
+		_ = f.Close() // empty: the runner writes it
+		made = append(made, nextReq)
+	}
+	callDir := CallDir(req.JobDir, n)
+	undo := func() {
+		for _, p := range slices.Backward(made) {
+			removeIfEmpty(p)
+		}
+	}
+	if fi, err := os.Lstat(nextReq); err != nil || !fi.Mode().IsRegular() {
+		undo()
+		return ProcSpec{}, nil, false
+	}
+	ro := slices.Clone(cur.ReadOnly)
+	for i, p := range ro {
+		if p == reqFile {
+			ro[i] = nextReq
+		}
+	}
+	return ProcSpec{Argv: cur.Argv, Dir: cur.Dir, Limit: cur.Limit, Home: cur.Home, ReadOnly: ro, ReadWrite: []string{ansDir},
+		CallDir: callDir, Interaction: n}, undo, true
+}
+
+// ClearPredicted removes what a daemon that died made for predicted calls
+// that never started (its spare sandboxes died with it): in jobDir's
+// requests/ folder, each empty request file and empty answer folder whose
+// call folder holds no call. A call that runs on from that daemon, or ran,
+// holds its call folder, and a real request is never empty. The runner
+// calls it when a job's run starts, before any call of it.
+func ClearPredicted(jobDir string) error {
+	dir := filepath.Join(jobDir, "requests")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	for _, e := range ents {
+		m := predictedName().FindStringSubmatch(e.Name())
+		if m == nil {
+			continue
+		}
+		n, _ := strconv.Atoi(m[1])
+		if sandbox.Holds(CallDir(jobDir, n)) {
+			continue
+		}
+		removeIfEmpty(filepath.Join(dir, e.Name()))
+	}
+	return nil
+}
+
+// predictedName matches what a prediction makes: NNNNNN.json and
+// NNNNNN.answer (a folder).
+var predictedName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\d{6,})(?:\.json|\.answer)$`) })
