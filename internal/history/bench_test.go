@@ -100,6 +100,59 @@ func BenchmarkAppend(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendInTurns is BenchmarkAppend with the four histories
+// appended to in turns, one record each per round (the order rotated each
+// round), and each append timed: the four see the disk at the same
+// moments, so a drift of its fsync latency (which makes up most of an
+// append, and moved the medians of separate runs by a third between
+// counts) falls on all four alike. It reports the mean append at each
+// size (us-at-N); issue 21's goal 6 (flat to 100,000 records) compares
+// them within one run (logist-bench, scenario 4).
+//
+//	go test -run '^$' -bench AppendInTurns -benchtime 200x ./internal/history
+func BenchmarkAppendInTurns(b *testing.B) {
+	key, err := signing.LoadOrCreate(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	sizes := []int{10, 1000, 10000, 100000}
+	root := b.TempDir()
+	seeded := make([]seededHistory, len(sizes))
+	for i, n := range sizes {
+		seeded[i] = seedOnce(b, root, key, n)
+	}
+	// A sub-benchmark: the histories are built once, not for each b.N the
+	// framework tries.
+	b.Run("sizes=4", func(b *testing.B) {
+		logs := make([]*Log, len(sizes))
+		for i, s := range seeded {
+			s.reset(b)
+			l, torn, err := OpenWith(s.dir, Options{Signer: key})
+			if err != nil || torn != nil {
+				b.Fatalf("open: %v %v", err, torn)
+			}
+			defer l.Close()
+			logs[i] = l
+		}
+		spent := make([]time.Duration, len(sizes))
+		b.ResetTimer()
+		for round := range b.N {
+			for k := range sizes {
+				i := (k + round) % len(sizes)
+				start := time.Now()
+				if err := logs[i].Append(benchRecord(sizes[i] + round)); err != nil {
+					b.Fatal(err)
+				}
+				spent[i] += time.Since(start)
+			}
+		}
+		b.StopTimer()
+		for i, n := range sizes {
+			b.ReportMetric(float64(spent[i].Microseconds())/float64(b.N), fmt.Sprintf("us-at-%d", n))
+		}
+	})
+}
+
 // seededHistory is a history built once for a benchmark: its folder,
 // the active file's length and its scan mark as built (nil: none).
 type seededHistory struct {
