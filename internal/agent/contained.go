@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/egress"
@@ -179,7 +180,27 @@ func (c *Contained) Run(ctx context.Context, spec ProcSpec) (*ProcResult, error)
 		if err != nil {
 			return nil, &Error{Code: codes.AgentStart, Msg: fmt.Sprintf("start %s: %v", spec.Argv[0], err)}
 		}
-		c.spareNext(spec)
+		if c.nexts.started(c.Job) {
+			c.spareNext(spec)
+		} else {
+			// The run's first call is its pickup: its spare waits for the
+			// program's head start (spareHeadStart) or its end, so that
+			// the spare's sandbox does not take the CPU its program is
+			// starting on (spare.go). Registered before Run returns, so
+			// the next call finds it.
+			ended, spared := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(spared)
+				t := time.NewTimer(spareHeadStart)
+				defer t.Stop()
+				select {
+				case <-t.C:
+				case <-ended:
+				}
+				c.spareNext(spec)
+			}()
+			defer func() { close(ended); <-spared }()
+		}
 	}
 	r, err := call.Wait(ctx)
 	if err != nil && ctx.Err() != nil {
