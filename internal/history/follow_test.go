@@ -353,6 +353,23 @@ func TestFollowStops(t *testing.T) {
 	})
 }
 
+// midRotation is a job folder caught in the middle of a rotation: a
+// history of 3 records renamed to its archive's name, not yet sealed.
+func midRotation(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	l, _, err := OpenWith(dir, Options{MaxBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 3)
+	l.Close()
+	if err := os.Rename(Path(dir), filepath.Join(dir, archiveName(1))); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // PollSettled, caught between a rotation's rename and its sealing, waits
 // for the archive (a second at most) and then ends where the history does.
 // In a synctest bubble: the 50 ms before the sealing and PollSettled's
@@ -360,16 +377,7 @@ func TestFollowStops(t *testing.T) {
 // late (the file work in between is real, and the clock waits for it).
 func TestPollSettledWaitsOutARotation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		dir := t.TempDir()
-		l, _, err := OpenWith(dir, Options{MaxBytes: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		appendN(t, l, 3)
-		l.Close()
-		if err := os.Rename(Path(dir), filepath.Join(dir, archiveName(1))); err != nil {
-			t.Fatal(err)
-		}
+		dir := midRotation(t)
 		sealed := make(chan struct{})
 		defer func() { <-sealed }() // the opener is done before the folder goes
 		go func() {
@@ -397,16 +405,7 @@ func TestPollSettledWaitsOutARotation(t *testing.T) {
 // still waiting, with the records before the rotation passed on.
 func TestPollSettledGivesUpAfterASecond(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		dir := t.TempDir()
-		l, _, err := OpenWith(dir, Options{MaxBytes: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		appendN(t, l, 3)
-		l.Close()
-		if err := os.Rename(Path(dir), filepath.Join(dir, archiveName(1))); err != nil {
-			t.Fatal(err)
-		}
+		dir := midRotation(t)
 		start := time.Now()
 		f := NewFollower(dir)
 		if err := f.PollSettled((&collector{}).emit); err != nil {
