@@ -70,20 +70,7 @@ func TestContainmentFailsClosed(t *testing.T) {
 // finished is adopted: the same answer, the program not run again; once
 // the call is forgotten, the next run of that number runs the program.
 func TestContainedCallIsAdoptedNotAskedAgain(t *testing.T) {
-	st := sandbox.Probe()
-	cont := &Containment{Exec: &sandbox.Local{}, Status: st}
-	ex, err := cont.For(&manifest.Manifest{})
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	jobDir := t.TempDir()
-	ws := filepath.Join(jobDir, "workspace")
-	if err := os.MkdirAll(ws, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	_, ex, jobDir, ws := containedJob(t, &manifest.Manifest{})
 	script := filepath.Join(jobDir, "agent.sh")
 	body := "echo run >> runs.txt\necho '{\"action\":\"COMPLETED\",\"evidence_files\":[],\"summary_for_supervisor\":\"n'$(wc -l < runs.txt)'\"}'\n"
 	if err := os.WriteFile(script, []byte(body), 0o600); err != nil {
@@ -140,20 +127,7 @@ func pathOnly(k string) string {
 // read-only (a parliament's governed files): bwrap mounts them read-only
 // over the writable workspace. It still reads them and writes the rest.
 func TestContainedAgentCannotWriteReadOnlyFiles(t *testing.T) {
-	st := sandbox.Probe()
-	cont := &Containment{Exec: &sandbox.Local{}, Status: st}
-	ex, err := cont.For(&manifest.Manifest{Sandbox: string(sandbox.LayerBwrap)})
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	jobDir := t.TempDir()
-	ws := filepath.Join(jobDir, "workspace")
-	if err := os.MkdirAll(ws, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	_, ex, jobDir, ws := containedJob(t, &manifest.Manifest{Sandbox: string(sandbox.LayerBwrap)})
 	const readme = "# The official text\n"
 	if err := os.WriteFile(filepath.Join(ws, "README.md"), []byte(readme), 0o644); err != nil {
 		t.Fatal(err)
@@ -331,20 +305,7 @@ func TestContainedEgressAllowlist(t *testing.T) {
 // answer through it; the job's end kills the spare made for a call that
 // never came and removes what was made for it.
 func TestContainedCommandUsesItsSpare(t *testing.T) {
-	st := sandbox.Probe()
-	cont := &Containment{Exec: &sandbox.Local{}, Status: st}
-	ex, err := cont.For(&manifest.Manifest{JobID: "spare-job", Sandbox: string(sandbox.LayerBwrap)})
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	jobDir := t.TempDir()
-	ws := filepath.Join(jobDir, "workspace")
-	if err := os.MkdirAll(ws, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	cont, ex, jobDir, ws := containedJob(t, &manifest.Manifest{JobID: "spare-job", Sandbox: string(sandbox.LayerBwrap)})
 	script := filepath.Join(jobDir, "agent.sh")
 	body := `grep -q spare-job "$LOGIST_REQUEST_FILE" || exit 3
 echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"call '$LOGIST_INTERACTION'"}' > "$LOGIST_ANSWER_FILE"
@@ -488,4 +449,25 @@ func TestClearPredicted(t *testing.T) {
 			t.Errorf("%s: kept = %v, want %v", c.path, err == nil, c.kept)
 		}
 	}
+}
+
+// containedJob is a containment on this host (the test fails under CI and
+// is skipped elsewhere when it has none), its executor for m, and a job
+// folder with its workspace.
+func containedJob(t *testing.T, m *manifest.Manifest) (cont *Containment, ex Executor, jobDir, ws string) {
+	t.Helper()
+	cont = &Containment{Exec: &sandbox.Local{}, Status: sandbox.Probe()}
+	ex, err := cont.For(m)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	jobDir = t.TempDir()
+	ws = filepath.Join(jobDir, "workspace")
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return cont, ex, jobDir, ws
 }
