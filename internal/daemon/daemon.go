@@ -334,12 +334,8 @@ func (d *Daemon) rescan() {
 
 // CallStart (runner.Timings) observes pickup latency at a job's first call.
 func (d *Daemon) CallStart(id string) {
-	d.mu.Lock()
-	t, ok := d.seen[id]
-	delete(d.seen, id)
-	d.mu.Unlock()
-	if ok {
-		d.metrics.Pickup(time.Since(t))
+	if el, ok := d.takeSince(d.seen, id); ok {
+		d.metrics.Pickup(el)
 	}
 }
 

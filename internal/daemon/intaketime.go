@@ -53,11 +53,20 @@ func (d *Daemon) handOver(id string, m *manifest.Manifest, arrived time.Time) bo
 // runBegun (runner.Scheduler.OnRun) observes the intake latency of a job
 // whose arrival was noted.
 func (d *Daemon) runBegun(id string) {
-	d.mu.Lock()
-	t, ok := d.arrivals[id]
-	delete(d.arrivals, id)
-	d.mu.Unlock()
-	if ok {
-		d.metrics.Intake(time.Since(t))
+	if el, ok := d.takeSince(d.arrivals, id); ok {
+		d.metrics.Intake(el)
 	}
+}
+
+// takeSince removes id's time from m (the daemon's, under d.mu) and says
+// how long ago it was: the pickup's and the intake's latencies alike.
+func (d *Daemon) takeSince(m map[string]time.Time, id string) (time.Duration, bool) {
+	d.mu.Lock()
+	t, ok := m[id]
+	delete(m, id)
+	d.mu.Unlock()
+	if !ok {
+		return 0, false
+	}
+	return time.Since(t), true
 }

@@ -205,6 +205,19 @@ func (h *harness) pickup() error {
 		ts, err := waitStamp(stamps, id+" worker", 10*time.Second)
 		return float64(ts-t0.UnixNano()) / 1e6, err
 	}
+	// logistDrop is a logistd contender: it drops into d's folder and
+	// waits for the job to end, so the next drop meets an idle daemon.
+	logistDrop := func(d *daemon, jobs, prefix string, lat *[]float64) func(i int) error {
+		return func(i int) error {
+			id := fmt.Sprintf("%s-%05d", prefix, i)
+			l, err := drop(jobs, id, workspaceStamps(jobs, id), h.cmdManifest(id, stampsInWorkspace))
+			*lat = append(*lat, l)
+			if err != nil {
+				return err
+			}
+			return d.waitFinished(float64(len(*lat)), 30*time.Second, 2*time.Millisecond)
+		}
+	}
 	contenders := []func(i int) error{
 		func(i int) error {
 			if stopBase == nil {
@@ -220,24 +233,8 @@ func (h *harness) pickup() error {
 			latFloor = append(latFloor, l)
 			return err
 		},
-		func(i int) error {
-			id := fmt.Sprintf("p-%05d", i)
-			l, err := drop(jobs, id, workspaceStamps(jobs, id), h.cmdManifest(id, stampsInWorkspace))
-			lat = append(lat, l)
-			if err != nil {
-				return err
-			}
-			return d.waitFinished(float64(len(lat)), 30*time.Second, 2*time.Millisecond)
-		},
-		func(i int) error {
-			id := fmt.Sprintf("n-%05d", i)
-			l, err := drop(jobsNone, id, workspaceStamps(jobsNone, id), h.cmdManifest(id, stampsInWorkspace))
-			latNone = append(latNone, l)
-			if err != nil {
-				return err
-			}
-			return dn.waitFinished(float64(len(latNone)), 30*time.Second, 2*time.Millisecond)
-		},
+		logistDrop(d, jobs, "p", &lat),
+		logistDrop(dn, jobsNone, "n", &latNone),
 	}
 	for i := 0; i < h.sz.PickupDrops; i++ {
 		// Each goes first, second and third in turn: none always follows
