@@ -47,6 +47,24 @@ type arena struct {
 	uid                                                int // the user the daemon (and so the agent) runs as
 }
 
+// shortTempDir is a temporary folder for the arena whose path leaves
+// room for its unix sockets (at most 107 bytes): t.TempDir's carries the
+// test's name, and under a TMPDIR of a few dozen bytes the sockets'
+// paths no longer fit. It is a folder's child, as t.TempDir's is: the
+// arena opens its parent to the daemon's user (never TMPDIR itself).
+func shortTempDir(t *testing.T) string {
+	d, err := os.MkdirTemp("", "sbx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	root := filepath.Join(d, "a")
+	if err := os.Mkdir(root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
 func rnd() string {
 	b := make([]byte, 6)
 	rand.Read(b)
@@ -60,7 +78,7 @@ const nobody = 65534
 
 func newArena(t *testing.T, uid int) *arena {
 	bin := attacker(t)
-	a := &arena{root: t.TempDir(), marker: "LOGISTMARK" + rnd(), daemonMark: "DAEMONMARK" + rnd(),
+	a := &arena{root: shortTempDir(t), marker: "LOGISTMARK" + rnd(), daemonMark: "DAEMONMARK" + rnd(),
 		secrets: map[string]string{}, originals: map[string][]byte{}, uid: uid}
 	a.jobs = filepath.Join(a.root, "jobs")
 	a.job = filepath.Join(a.jobs, "job-a")
