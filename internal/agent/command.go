@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/jsonindent"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/regfile"
 )
@@ -190,7 +191,7 @@ func RequestFile(jobDir string, n int) string {
 
 // RequestBody is the request as its file holds it.
 func RequestBody(req *Request) []byte {
-	body, _ := json.MarshalIndent(req, "", "  ")
+	body, _ := jsonindent.Marshal(req, "  ")
 	return body
 }
 

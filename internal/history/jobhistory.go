@@ -2,7 +2,6 @@ package history
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/jsonindent"
 	"github.com/logist/logist/internal/regfile"
 )
 
@@ -179,7 +179,7 @@ func WriteJobHistoryOf(dir, jobID, createdAt, workspace string, recs []Record, l
 	if len(recs) > 0 {
 		h.HistorySeq, h.HistoryHash = recs[len(recs)-1].Seq, lastHash
 	}
-	b, err := json.MarshalIndent(h, "", "  ")
+	b, err := jsonindent.Marshal(h, "  ")
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jsonindent"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/secrets"
@@ -82,13 +83,11 @@ func (t *Tx) encodeManifest() (compact, file []byte, err error) {
 }
 
 func indentManifest(compact []byte) []byte {
-	var b bytes.Buffer
-	b.Grow(len(compact) * 5 / 4)
-	if err := json.Indent(&b, compact, "", "  "); err != nil {
+	b, err := jsonindent.Append(make([]byte, 0, len(compact)*3/2), compact, "  ")
+	if err != nil {
 		return nil
 	}
-	b.WriteByte('\n')
-	return b.Bytes()
+	return append(b, '\n')
 }
 
 // durableFile says whether the manifest file must be fsync'd itself: when
