@@ -196,10 +196,13 @@ func RequestBody(req *Request) []byte {
 }
 
 // WriteRequest writes body to the request file of call n, making the
-// folder if needed. The file is not fsync'd: the history's intent is the
-// durable copy, and a re-attempt writes the file again.
+// folder if needed, in a pooled file where one is free (reqpool.go). The
+// file is not fsync'd: the history's intent is the durable copy, and a
+// re-attempt writes the file again.
 func WriteRequest(jobDir string, n int, body []byte) error {
-	err := regfile.WriteFile(RequestFile(jobDir, n), body, 0o600)
+	path := RequestFile(jobDir, n)
+	takeFree(jobDir, n, path)
+	err := regfile.WriteFile(path, body, 0o600)
 	if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}

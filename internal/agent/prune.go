@@ -23,8 +23,9 @@ const KeepRequests = 32
 var requestName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\d{6,})(?:\.answer)?\.json$`) })
 
 // PruneRequests removes the request and answer files of all but the
-// KeepRequests newest calls in the job folder jobDir's requests/ folder.
-// It returns how many files it removed.
+// KeepRequests newest calls in the job folder jobDir's requests/ folder
+// (a request file emptied into the pool, reqpool.go). It returns how
+// many files it removed.
 func PruneRequests(jobDir string) (int, error) {
 	dir := filepath.Join(jobDir, "requests")
 	ents, err := os.ReadDir(dir)
@@ -47,7 +48,14 @@ func PruneRequests(jobDir string) (int, error) {
 	removed := 0
 	for _, n := range calls[:max(0, len(calls)-KeepRequests)] {
 		for _, name := range byCall[n] {
-			if err := os.Remove(filepath.Join(dir, name)); err != nil && !os.IsNotExist(err) {
+			p := filepath.Join(dir, name)
+			var err error
+			if name == filepath.Base(RequestFile(jobDir, n)) {
+				err = poolRequest(jobDir, p, n) // emptied for a later call
+			} else {
+				err = os.Remove(p)
+			}
+			if err != nil && !os.IsNotExist(err) {
 				return removed, err
 			}
 			removed++
