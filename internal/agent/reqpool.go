@@ -6,7 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
+
+	"github.com/logist/logist/internal/regfile"
 
 	"golang.org/x/sys/unix"
 )
@@ -37,7 +38,7 @@ func freeSlot(jobDir string, n int) string {
 // the pooled file of n's slot. Never over an existing file: a predicted
 // call's file is already bound by its spare sandbox.
 func takeFree(jobDir string, n int, path string) {
-	_ = renameNoReplace(freeSlot(jobDir, n), path) // none pooled: the file is created
+	_ = regfile.RenameNoReplace(freeSlot(jobDir, n), path) // none pooled: the file is created
 }
 
 // poolRequest empties call n's request file name (in requests/, which
@@ -67,26 +68,11 @@ func pooled(jobDir, name string, n int) bool {
 		return false
 	}
 	slot := freeSlot(jobDir, n)
-	err = renameNoReplace(name, slot)
+	err = regfile.RenameNoReplace(name, slot)
 	if errors.Is(err, fs.ErrNotExist) { // the pool's first file
 		if merr := os.Mkdir(filepath.Dir(slot), 0o700); merr == nil || errors.Is(merr, fs.ErrExist) {
-			err = renameNoReplace(name, slot)
+			err = regfile.RenameNoReplace(name, slot)
 		}
 	}
 	return err == nil
-}
-
-// renameNoReplace renames oldpath to newpath unless newpath exists
-// (renameat2's RENAME_NOREPLACE; a file system without it pools
-// nothing).
-func renameNoReplace(oldpath, newpath string) error {
-	for {
-		err := unix.Renameat2(unix.AT_FDCWD, oldpath, unix.AT_FDCWD, newpath, unix.RENAME_NOREPLACE)
-		if err != syscall.EINTR {
-			if err != nil {
-				return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
-			}
-			return nil
-		}
-	}
 }

@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrNotRegular is the error (inside an *os.PathError) for a path that is
@@ -163,6 +165,20 @@ func WriteFile(name string, data []byte, perm os.FileMode) error {
 		err = cerr
 	}
 	return err
+}
+
+// RenameNoReplace renames oldpath to newpath unless newpath exists
+// (renameat2's RENAME_NOREPLACE; on a file system without it, an error).
+func RenameNoReplace(oldpath, newpath string) error {
+	for {
+		err := unix.Renameat2(unix.AT_FDCWD, oldpath, unix.AT_FDCWD, newpath, unix.RENAME_NOREPLACE)
+		if err == nil {
+			return nil
+		}
+		if err != syscall.EINTR {
+			return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
+		}
+	}
 }
 
 // Rename is os.Rename without its check that newpath is not a folder (an
