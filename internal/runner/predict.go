@@ -72,12 +72,16 @@ func (e *Engine) lastLed(id, phase string) (string, bool) {
 // nextCall is the call expected after c, prepared in tx: the agent that
 // plays it and its phase and role, or nil when none is expected (the
 // expected answer ends the run, or leads to a phase Logist plays itself).
-// Only a contained call is told (nothing else starts ahead).
+// Only a contained command agent's call (not a preset's) is told: no
+// other starts anything ahead.
 func (e *Engine) nextCall(tx *jobtx.Tx, wf *workflow.Workflow, c *call) *agent.NextCall {
 	if c.exec == nil || c.exec.Layer() == agent.LayerNone || c.work != nil || c.perr != nil {
 		return nil
 	}
 	m := tx.M
+	if cfg := m.Agents[c.role]; cfg.Provider != "command" || cfg.Command == nil || cfg.Command.Preset != "" {
+		return nil
+	}
 	next, seen := e.lastLed(tx.ID, c.phase)
 	if !seen {
 		d, err := workflow.Decide(wf, workflow.Case{Phase: c.phase, Role: c.role, Action: workflow.ActionCompleted,
