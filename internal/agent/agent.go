@@ -39,6 +39,18 @@ type Request struct {
 	// but not write (a parliament's governed files): a contained program
 	// gets them read-only (Protected).
 	ReadOnly []string `json:"-"`
+	// Next is the call the engine expects the job to make after this one
+	// (internal/runner's prediction), nil when it expects none: a
+	// contained command agent starts that call's sandbox ahead of it, if
+	// a command agent plays it (spare.go).
+	Next *NextCall `json:"-"`
+}
+
+// NextCall is a call the engine expects: the agent that plays it, its
+// phase and role; its interaction is the one after the current call's.
+type NextCall struct {
+	Provider    Provider
+	Phase, Role string
 }
 
 // Result is one call's raw outcome. Streaming providers fill it only when

@@ -47,9 +47,6 @@ type Command struct {
 // requests/<interaction>.json in the job folder; the answer is read from
 // stdout or from the answer file.
 func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
-	reqDir := filepath.Join(req.JobDir, "requests")
-	reqFile := RequestFile(req.JobDir, req.Interaction)
-	ansFile := filepath.Join(reqDir, fmt.Sprintf("%06d.answer.json", req.Interaction))
 	var body []byte
 	if !req.FileWritten || c.Cfg.Stdin == "request" {
 		body = RequestBody(req)
@@ -59,49 +56,31 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 			return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 		}
 	}
-	callDir := CallDir(req.JobDir, req.Interaction)
 	contained := ExecutorFrom(ctx).Layer() != LayerNone
-	// A contained program sees only what it is given: its answer file is
-	// in a folder of its own, requests/NNNNNN.answer/, which the sandbox
-	// binds read-write (a folder, so that writing the answer by rename
-	// works too).
-	ansDir := ""
-	if contained {
-		ansDir = answerDir(req.JobDir, req.Interaction)
-		ansFile = filepath.Join(ansDir, "answer.json")
-	}
+	f := filesOf(req, contained)
 	// A call a previous daemon started is adopted with its answer file as
 	// it left it; otherwise a stale answer left in place would be read as
 	// this call's. A contained call's answer folder made now holds none.
-	fresh := ansDir != "" && os.Mkdir(ansDir, 0o700) == nil
-	if !fresh && !heldCall(callDir) {
-		if err := clearStale(ansFile); err != nil {
+	fresh := f.ansDir != "" && os.Mkdir(f.ansDir, 0o700) == nil
+	if !fresh && !heldCall(f.callDir) {
+		if err := clearStale(f.ans); err != nil {
 			return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 		}
 	}
-	if ansDir != "" && !fresh {
-		if err := os.MkdirAll(ansDir, 0o700); err != nil {
+	if f.ansDir != "" && !fresh {
+		if err := os.MkdirAll(f.ansDir, 0o700); err != nil {
 			return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 		}
 	}
 
-	repl := strings.NewReplacer("{request_file}", reqFile, "{answer_file}", ansFile, "{workspace}", req.Workspace,
-		"{job_id}", req.JobID, "{phase}", req.Phase, "{role}", req.Role)
-	argv := make([]string, len(c.Cfg.Argv))
-	for i, a := range c.Cfg.Argv {
-		argv[i] = repl.Replace(a)
-	}
-	spec := ProcSpec{Argv: argv, Dir: req.Workspace, Env: c.env(req, reqFile, ansFile), Limit: c.Cfg.MaxOutputBytes,
-		PidLog: filepath.Join(reqDir, PidLog), Interaction: req.Interaction,
-		ReadOnly: append(append(argvFiles(argv, req.Workspace), reqFile), Protected(req)...), CallDir: callDir}
-	if ansDir != "" {
-		spec.ReadWrite = []string{ansDir}
-	}
+	spec := c.run(req, f)
+	argv := spec.Argv
+	spec.Env = c.env(req, f.req, f.ans)
 	if c.Cfg.Stdin == "request" {
 		spec.Stdin = body
 	}
-	if contained {
-		spec.Next = func() (ProcSpec, func(), bool) { return nextCommandRun(req, spec, reqFile) }
+	if contained && req.Next != nil {
+		spec.Next = func() (ProcSpec, func(), bool) { return nextCommandRun(req) }
 	}
 	pr, err := RunProcess(ctx, spec)
 	if err != nil {
@@ -114,7 +93,7 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	limit := spec.limit()
 	res := &Result{Raw: pr.Stdout, Stderr: errText}
 	if c.Cfg.Answer == "file" {
-		b, err := readCapped(ansFile, limit)
+		b, err := readCapped(f.ans, limit)
 		if err != nil {
 			return nil, &Error{Code: codes.AgentExit, Msg: fmt.Sprintf("answer file: %v", err), Partial: pr.Stdout, Stderr: errText}
 		}
@@ -130,6 +109,47 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 		res.CostUSD = meta.CostUSD
 	}
 	return res, nil
+}
+
+// callFiles are where call req keeps its request, its answer and its run.
+type callFiles struct {
+	req, ans string
+	// ansDir, for a contained call, is the folder of its own its answer
+	// file is in, requests/NNNNNN.answer/, which the sandbox binds
+	// read-write (a folder, so that writing the answer by rename works
+	// too); "" for an uncontained one, which answers in requests/.
+	ansDir  string
+	callDir string
+}
+
+func filesOf(req *Request, contained bool) callFiles {
+	f := callFiles{req: RequestFile(req.JobDir, req.Interaction), callDir: CallDir(req.JobDir, req.Interaction),
+		ans: filepath.Join(req.JobDir, "requests", fmt.Sprintf("%06d.answer.json", req.Interaction))}
+	if contained {
+		f.ansDir = answerDir(req.JobDir, req.Interaction)
+		f.ans = filepath.Join(f.ansDir, "answer.json")
+	}
+	return f
+}
+
+// run is the program run of call req with its files f, its environment
+// and stdin aside: the one place its argv and what a sandbox binds for it
+// are decided, for the call and for the prediction of it made while the
+// call before ran (nextCommandRun).
+func (c *Command) run(req *Request, f callFiles) ProcSpec {
+	repl := strings.NewReplacer("{request_file}", f.req, "{answer_file}", f.ans, "{workspace}", req.Workspace,
+		"{job_id}", req.JobID, "{phase}", req.Phase, "{role}", req.Role)
+	argv := make([]string, len(c.Cfg.Argv))
+	for i, a := range c.Cfg.Argv {
+		argv[i] = repl.Replace(a)
+	}
+	spec := ProcSpec{Argv: argv, Dir: req.Workspace, Limit: c.Cfg.MaxOutputBytes,
+		PidLog: filepath.Join(req.JobDir, "requests", PidLog), Interaction: req.Interaction,
+		ReadOnly: append(append(argvFiles(argv, req.Workspace), f.req), Protected(req)...), CallDir: f.callDir}
+	if f.ansDir != "" {
+		spec.ReadWrite = []string{f.ansDir}
+	}
+	return spec
 }
 
 func (c *Command) env(req *Request, reqFile, ansFile string) []string {

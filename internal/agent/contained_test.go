@@ -300,8 +300,8 @@ func TestContainedEgressAllowlist(t *testing.T) {
 }
 
 // A contained command agent's next call runs in the spare sandbox started
-// for it while the call before ran (same agent, the next interaction's
-// request file and answer folder), reading its request and writing its
+// for it while the call before ran (the agent the engine expects next, the
+// next interaction's request file and answer folder), reading its request and writing its
 // answer through it; the job's end kills the spare made for a call that
 // never came and removes what was made for it.
 func TestContainedCommandUsesItsSpare(t *testing.T) {
@@ -317,7 +317,8 @@ echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"call '
 	ctx := WithExecutor(context.Background(), ex)
 	call := func(n int) {
 		t.Helper()
-		req := &Request{JobID: "spare-job", Phase: "work", Role: "worker", Workspace: ws, JobDir: jobDir, Interaction: n}
+		req := &Request{JobID: "spare-job", Phase: "work", Role: "worker", Workspace: ws, JobDir: jobDir, Interaction: n,
+			Next: &NextCall{Provider: c, Phase: "work", Role: "worker"}}
 		res, err := c.Call(ctx, req)
 		if err != nil || !strings.Contains(string(res.Raw), "call "+strconv.Itoa(n)) {
 			t.Fatalf("call %d: %v %v", n, res, err)
@@ -352,6 +353,50 @@ echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"call '
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("%s, call 2's, is gone: %v", p, err)
 		}
+	}
+}
+
+// A job's roles that run different programs: the worker's call starts
+// the sandbox of the supervisor's program, the call the engine expects
+// next, and the supervisor's call is served by it; the supervisor's call,
+// the job's last (nothing expected after it), starts no spare and makes
+// nothing on disk for a call that will not come.
+func TestSpareForTheNextRolesProgram(t *testing.T) {
+	cont, ex, jobDir, ws := containedJob(t, &manifest.Manifest{JobID: "roles", Sandbox: string(sandbox.LayerBwrap)})
+	local := cont.Exec.(*sandbox.Local)
+	for _, role := range []string{"worker", "supervisor"} {
+		body := `echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"` + role + `"}' > "$LOGIST_ANSWER_FILE"` + "\n"
+		if err := os.WriteFile(filepath.Join(jobDir, role+".sh"), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each program is bound into its own calls' sandboxes, and only there.
+	worker := &Command{Cfg: manifest.Command{Argv: []string{"sh", "../worker.sh"}, Answer: "file"}, Getenv: pathOnly}
+	supervisor := &Command{Cfg: manifest.Command{Argv: []string{"sh", "../supervisor.sh"}, Answer: "file"}, Getenv: pathOnly}
+	ctx := WithExecutor(context.Background(), ex)
+	req := &Request{JobID: "roles", Phase: "work", Role: "worker", Workspace: ws, JobDir: jobDir, Interaction: 1,
+		Next: &NextCall{Provider: supervisor, Phase: "review", Role: "supervisor"}}
+	if res, err := worker.Call(ctx, req); err != nil || !strings.Contains(string(res.Raw), "worker") {
+		t.Fatalf("worker's call: %v %v", res, err)
+	}
+	if spareLauncher(t, answerDir(jobDir, 2)) == 0 {
+		t.Fatal("no spare sandbox for the supervisor's call after the worker's")
+	}
+	req = &Request{JobID: "roles", Phase: "review", Role: "supervisor", Workspace: ws, JobDir: jobDir, Interaction: 2}
+	if res, err := supervisor.Call(ctx, req); err != nil || !strings.Contains(string(res.Raw), "supervisor") {
+		t.Fatalf("supervisor's call: %v %v", res, err)
+	}
+	if got := local.SpareCounts(); got != (sandbox.SpareCounts{Started: 1, Served: 1}) {
+		t.Errorf("spares %+v after the supervisor's call, want 1 started and served, none discarded", got)
+	}
+	for _, p := range []string{RequestFile(jobDir, 3), answerDir(jobDir, 3)} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s made after the job's last call", p)
+		}
+	}
+	cont.EndJob("roles")
+	if got := local.SpareCounts(); got != (sandbox.SpareCounts{Started: 1, Served: 1}) {
+		t.Errorf("spares %+v at the job's end, want the one served only (no spare for a call after the last)", got)
 	}
 }
 

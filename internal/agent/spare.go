@@ -17,11 +17,12 @@ import (
 
 // A job's next call under bwrap need not wait for its sandbox's start
 // (namespaces, about 40 mounts, the in-sandbox helper and its Landlock
-// ruleset): once a run has started, the run the job makes next is
-// predicted (ProcSpec.Next: the same agent, the next interaction's
-// request file and answer folder) and its sandbox started by the
-// executor (sandbox.Local.Spare), to be used only by a run whose plan
-// makes that very sandbox. The prediction binds paths of a call not made
+// ruleset): once a run has started, the run of the call the engine
+// expects next (Request.Next: its agent, phase and role; none after a
+// job's last call) is predicted (ProcSpec.Next: that agent's run, the
+// next interaction's request file and answer folder) and its sandbox
+// started by the executor (sandbox.Local.Spare), to be used only by a run
+// whose plan makes that very sandbox. The prediction binds paths of a call not made
 // yet, so it makes them (an empty request file, an empty answer folder);
 // they are the ones that call writes or uses anyway. When the job's run
 // ends (Containment.EndJob) its spare is killed and what was made for a
@@ -132,42 +133,43 @@ func removeIfEmpty(path string) {
 	_ = os.Remove(path) // a folder that is not empty stays
 }
 
-// nextCommandRun predicts a contained command agent's next run from run
-// cur of req (the simple predictor: the same agent, the next
-// interaction), and makes what that run's sandbox binds and does not
-// exist yet: its answer folder and an empty request file, which the
-// runner writes in place (regfile.WriteFile: the same file, so a sandbox
-// that binds it sees what is written).
-func nextCommandRun(req *Request, cur ProcSpec, reqFile string) (ProcSpec, func(), bool) {
-	n := req.Interaction + 1
-	nextReq := RequestFile(req.JobDir, n)
-	ansDir := answerDir(req.JobDir, n)
+// nextCommandRun is the run of the call the engine expects after req
+// (req.Next), if a command agent plays it: its run as that call will make
+// it (Command.run, with the next interaction's files), and what that
+// run's sandbox binds and does not exist yet made: its answer folder and
+// an empty request file, which the runner writes in place
+// (regfile.WriteFile: the same file, so a sandbox that binds it sees what
+// is written). No prediction for a preset (its scratch folder is made
+// anew per call), a human, a script or an HTTP agent: they have no
+// sandbox to start ahead.
+func nextCommandRun(req *Request) (ProcSpec, func(), bool) {
+	cmd, ok := req.Next.Provider.(*Command)
+	if !ok {
+		return ProcSpec{}, nil, false
+	}
+	next := &Request{JobID: req.JobID, Phase: req.Next.Phase, Role: req.Next.Role, Workspace: req.Workspace,
+		JobDir: req.JobDir, Interaction: req.Interaction + 1}
+	f := filesOf(next, true)
 	var made []string
-	if os.Mkdir(ansDir, 0o700) == nil {
-		made = append(made, ansDir)
+	if os.Mkdir(f.ansDir, 0o700) == nil {
+		made = append(made, f.ansDir)
 	}
-	if f, err := os.OpenFile(nextReq, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600); err == nil {
-		_ = f.Close() // empty: the runner writes it
-		made = append(made, nextReq)
+	if fd, err := os.OpenFile(f.req, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600); err == nil {
+		_ = fd.Close() // empty: the runner writes it
+		made = append(made, f.req)
 	}
-	callDir := CallDir(req.JobDir, n)
 	undo := func() {
 		for _, p := range slices.Backward(made) {
 			removeIfEmpty(p)
 		}
 	}
-	if fi, err := os.Lstat(nextReq); err != nil || !fi.Mode().IsRegular() {
+	if fi, err := os.Lstat(f.req); err != nil || !fi.Mode().IsRegular() {
 		undo()
 		return ProcSpec{}, nil, false
 	}
-	ro := slices.Clone(cur.ReadOnly)
-	for i, p := range ro {
-		if p == reqFile {
-			ro[i] = nextReq
-		}
-	}
-	return ProcSpec{Argv: cur.Argv, Dir: cur.Dir, Limit: cur.Limit, Home: cur.Home, ReadOnly: ro, ReadWrite: []string{ansDir},
-		CallDir: callDir, Interaction: n}, undo, true
+	r := cmd.run(next, f)
+	return ProcSpec{Argv: r.Argv, Dir: r.Dir, Limit: r.Limit, Home: r.Home, ReadOnly: r.ReadOnly, ReadWrite: r.ReadWrite,
+		CallDir: r.CallDir, Interaction: r.Interaction}, undo, true
 }
 
 // ClearPredicted removes what a daemon that died made for predicted calls

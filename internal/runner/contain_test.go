@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/logist/logist/internal/agent"
@@ -157,6 +158,89 @@ func TestRunEndsTheJobInItsContainment(t *testing.T) {
 	for _, p := range []string{"000099.json", "000099.answer"} {
 		if _, err := os.Lstat(filepath.Join(reqs, p)); err == nil {
 			t.Errorf("%s, made for a predicted call that never started, is left", p)
+		}
+	}
+}
+
+// Each contained call is told the call expected after it (its phase, its
+// role and the agent that plays it), from the workflow and where the
+// phase's answers have led in this run: the worker's call expects the
+// supervisor's; the supervisor's first call expects none (COMPLETED ends
+// the job); once it has sent the work back, its next calls expect the
+// worker's again. The run's end forgets what it learnt; an uncontained
+// call is told nothing.
+func TestEachCallIsToldTheNextExpected(t *testing.T) {
+	f := newFixture(t)
+	f.Engine.Contain = &fakeContain{ex: &countingExec{}}
+	f.Engine.LookPath = func(name string) (string, error) { return "/opt/" + name, nil } // never run
+	f.WriteJob("j", job(command(0, "worker-program"), command(0, "supervisor-program")))
+	type seen struct {
+		role, next string
+		prov       agent.Provider
+	}
+	var mu sync.Mutex
+	var calls []seen
+	supervisor := 0
+	provs := map[string]agent.Provider{}
+	f.Engine.NewProvider = func(cfg manifest.AgentConfig) (agent.Provider, error) {
+		name := cfg.Command.Argv[0]
+		mu.Lock()
+		defer mu.Unlock()
+		if p, ok := provs[name]; ok {
+			return p, nil
+		}
+		var p providerFunc = func(_ context.Context, req *agent.Request) (*agent.Result, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			s := seen{role: req.Role}
+			if req.Next != nil {
+				s.next, s.prov = req.Next.Phase+"/"+req.Next.Role, req.Next.Provider
+			}
+			calls = append(calls, s)
+			if req.Role == "supervisor" {
+				supervisor++
+				if supervisor <= 2 {
+					return answer("RETRY", "again"), nil
+				}
+			}
+			return answer("COMPLETED", req.Role+" done"), nil
+		}
+		provs[name] = &p
+		return &p, nil
+	}
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Success {
+		t.Fatalf("status %s (%s %s)", m.Status, m.Run.ErrorCode, m.Run.Reason)
+	}
+	want := []struct{ role, next, program string }{
+		{"worker", "review/supervisor", "supervisor-program"}, {"supervisor", "", ""}, // no answer seen yet: COMPLETED expected
+		{"worker", "review/supervisor", "supervisor-program"}, {"supervisor", "work/worker", "worker-program"}, // it sent the work back last time
+		{"worker", "review/supervisor", "supervisor-program"}, {"supervisor", "work/worker", "worker-program"},
+	}
+	if len(calls) != len(want) {
+		t.Fatalf("calls %+v, want %d", calls, len(want))
+	}
+	for i, w := range want {
+		if calls[i].role != w.role || calls[i].next != w.next {
+			t.Errorf("call %d: %s told next %q, want %s told %q", i+1, calls[i].role, calls[i].next, w.role, w.next)
+		}
+		if w.program != "" && calls[i].prov != provs[w.program] {
+			t.Errorf("call %d: the next call's agent is not %s, the one its role's configuration builds", i+1, w.program)
+		}
+	}
+	if _, ok := f.Engine.lastLed("j", "review"); ok {
+		t.Error("the run's end left what it learnt of the job's answers")
+	}
+
+	// Uncontained, nothing is predicted.
+	f.Engine.Contain = &fakeContain{ex: agent.Direct{}}
+	calls = nil
+	f.WriteJob("k", job(command(0, "worker-program"), command(0, "supervisor-program")))
+	supervisor = 2
+	f.Run("k")
+	for i, c := range calls {
+		if c.next != "" {
+			t.Errorf("uncontained call %d (%s) told next %q", i+1, c.role, c.next)
 		}
 	}
 }

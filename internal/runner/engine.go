@@ -80,6 +80,8 @@ type Engine struct {
 
 	phaseMu    sync.Mutex
 	phaseSince map[string]phaseMark
+	// led is where each phase's answers led the jobs' runs (predict.go).
+	led ledTo
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
@@ -165,6 +167,7 @@ func (e *Engine) Run(ctx context.Context, id string) error {
 	// The history and the lock file stay open across the steps.
 	var keep jobtx.Kept
 	defer keep.Close()
+	defer e.forgetLed(id)
 	if je, ok := e.Contain.(jobEnder); ok {
 		defer je.EndJob(id) // its spare sandbox dies with the run
 		// What a daemon that died made for its spare's predicted call.
@@ -284,6 +287,7 @@ func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept) (stepRes
 		res, err = e.apply(tx, o)
 		if err == nil {
 			e.endPhase(id, tx.M)
+			e.noteLed(id, c.phase, tx.M)
 			if out != nil && out.Tokens != nil && e.Timings != nil {
 				e.Timings.Tokens(c.provider, out.Tokens.Input, out.Tokens.Output, out.Tokens.Cache)
 			}

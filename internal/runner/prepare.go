@@ -132,6 +132,7 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		// The agent gets the request as first sent: opened where the
 		// history seals it, byte for byte (history lists are never null).
 		c.req = requestFromHistory(tx, c, stored.Request)
+		c.req.Next = e.nextCall(tx, wf, c)
 		o.logs = append(o.logs, logEntry{code: codes.AgentInterrupted, actor: c.role, attempt: c.attempt, record: true,
 			msg: fmt.Sprintf("re-attempting interrupted interaction %d with its stored request", c.interaction)})
 		o.hold = true // nothing changed but the record, written at once
@@ -161,6 +162,7 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 	}
 	c.hreq = newRequest(tx, c, ph, sys, extra, params)
 	c.req = requestFromHistory(tx, c, c.hreq)
+	c.req.Next = e.nextCall(tx, wf, c)
 	if err := tx.Store().EnsureWorkspace(tx.ID); err != nil {
 		return nil, done, err
 	}

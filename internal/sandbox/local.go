@@ -84,6 +84,7 @@ type Local struct {
 	// how many of an owner's were discarded in a row (spare.go).
 	spares map[string]*spareSandbox
 	missed map[string]int
+	counts SpareCounts
 }
 
 // launcher is a started launcher waiting for its plan on in.

@@ -270,11 +270,33 @@ func (l *Local) Spare(spec Spec) error {
 	}
 	old := l.spares[spec.Owner]
 	l.spares[spec.Owner] = &spareSandbox{la: la, p: p, id: id}
+	l.counts.Started++
+	if old != nil {
+		l.counts.Discarded++
+	}
 	l.spareMu.Unlock()
 	if old != nil {
 		old.drop()
 	}
 	return nil
+}
+
+// SpareCounts say how the spare sandboxes fared: Started, those handed
+// their plan; Served, those handed a call whose plan made their sandbox
+// (its launcher still starts one of its own if the spare's helper never
+// got ready); Discarded, those killed unused
+// (the call's sandbox was another, the owner's run ended, a newer spare
+// replaced it, or it was gone). A spare still waiting is in none of the
+// last two.
+type SpareCounts struct {
+	Started, Served, Discarded int
+}
+
+// SpareCounts is how this executor's spares have fared so far.
+func (l *Local) SpareCounts() SpareCounts {
+	l.spareMu.Lock()
+	defer l.spareMu.Unlock()
+	return l.counts
 }
 
 // takeSpare is the owner's spare launcher if its sandbox is the one p
@@ -290,20 +312,26 @@ func (l *Local) takeSpare(owner string, p *plan) *launcher {
 	if s == nil {
 		return nil
 	}
+	hit := sameSandbox(s.p, p) && s.id == bindIdentity(p.BArgs)
+	gone := false
 	select {
 	case <-s.la.done: // gone (killed from outside)
-		return nil
+		hit, gone = false, true
 	default:
 	}
-	hit := sameSandbox(s.p, p) && s.id == bindIdentity(p.BArgs)
 	l.spareMu.Lock()
 	if l.missed == nil {
 		l.missed = map[string]int{}
 	}
-	if hit {
+	switch {
+	case hit:
 		delete(l.missed, owner)
-	} else {
+		l.counts.Served++
+	case gone:
+		l.counts.Discarded++
+	default:
 		l.missed[owner]++
+		l.counts.Discarded++
 	}
 	l.spareMu.Unlock()
 	if !hit {
@@ -322,6 +350,9 @@ func (l *Local) DropSpare(owner string) {
 	s := l.spares[owner]
 	delete(l.spares, owner)
 	delete(l.missed, owner)
+	if s != nil {
+		l.counts.Discarded++
+	}
 	l.spareMu.Unlock()
 	if s == nil {
 		return
