@@ -221,7 +221,7 @@ func RequestBody(req *Request) []byte {
 // re-attempt writes the file again.
 func WriteRequest(jobDir string, n int, body []byte) error {
 	path := RequestFile(jobDir, n)
-	takeFree(jobDir, n, path)
+	_ = takeFree(jobDir, n, path) // or created below
 	err := regfile.WriteFile(path, body, 0o600)
 	if !errors.Is(err, fs.ErrNotExist) {
 		return err

@@ -35,10 +35,11 @@ func freeSlot(jobDir string, n int) string {
 }
 
 // takeFree gives call n's request file path, where it does not exist,
-// the pooled file of n's slot. Never over an existing file: a predicted
-// call's file is already bound by its spare sandbox.
-func takeFree(jobDir string, n int, path string) {
-	_ = regfile.RenameNoReplace(freeSlot(jobDir, n), path) // none pooled: the file is created
+// the pooled file of n's slot, and says whether it did. Never over an
+// existing file: a predicted call's file is already bound by its spare
+// sandbox.
+func takeFree(jobDir string, n int, path string) bool {
+	return regfile.RenameNoReplace(freeSlot(jobDir, n), path) == nil // none pooled: the file is created
 }
 
 // poolRequest empties call n's request file name (in requests/, which

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/logist/logist/internal/manifest"
 )
 
 func inode(t *testing.T, p string) uint64 {
@@ -139,5 +141,41 @@ func TestThePoolIsBounded(t *testing.T) {
 		if len(pool) > KeepRequests {
 			t.Fatalf("round %d: the pool holds %d files", round, len(pool))
 		}
+	}
+}
+
+// A predicted call's empty request file (made for its spare sandbox to
+// bind) is a pooled one where its slot holds one, and goes with the
+// prediction's undo like a new one.
+func TestPredictedRequestFileIsPooled(t *testing.T) {
+	t.Parallel()
+	job := t.TempDir()
+	ws := filepath.Join(job, "workspace")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for n := range KeepRequests + 1 {
+		if err := WriteRequest(job, n, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pooled := inode(t, RequestFile(job, 0))
+	if _, err := PruneRequests(job); err != nil {
+		t.Fatal(err)
+	}
+	next := 2 * KeepRequests // slot 0
+	c := &Command{Cfg: manifest.Command{Argv: []string{"sh", "-c", "true"}}, Getenv: pathOnly}
+	req := &Request{JobID: "j", Phase: "work", Role: "worker", Workspace: ws, JobDir: job, Interaction: next - 1,
+		Next: &NextCall{Provider: c, Phase: "work", Role: "worker"}}
+	spec, undo, ok := nextCommandRun(req)
+	if !ok || spec.Interaction != next {
+		t.Fatalf("no prediction of call %d: %+v", next, spec)
+	}
+	if got := inode(t, RequestFile(job, next)); got != pooled {
+		t.Errorf("predicted request file is inode %d, want the pooled %d", got, pooled)
+	}
+	undo()
+	if _, err := os.Lstat(RequestFile(job, next)); !os.IsNotExist(err) {
+		t.Errorf("the prediction's request file outlived its undo: %v", err)
 	}
 }

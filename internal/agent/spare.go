@@ -154,7 +154,9 @@ func nextCommandRun(req *Request) (ProcSpec, func(), bool) {
 	if os.Mkdir(f.ansDir, 0o700) == nil {
 		made = append(made, f.ansDir)
 	}
-	if fd, err := os.OpenFile(f.req, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600); err == nil {
+	if takeFree(req.JobDir, next.Interaction, f.req) { // an emptied one (reqpool.go)
+		made = append(made, f.req)
+	} else if fd, err := os.OpenFile(f.req, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600); err == nil {
 		_ = fd.Close() // empty: the runner writes it
 		made = append(made, f.req)
 	}
