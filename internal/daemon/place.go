@@ -22,7 +22,7 @@ func (d *Daemon) place(bare string, atStart bool, arrived time.Time) {
 	if _, err := os.Lstat(bare); errors.Is(err, fs.ErrNotExist) {
 		return
 	}
-	id, err := d.store.Place(bare)
+	id, placed, err := d.store.Place(bare)
 	if errors.Is(err, jobstore.ErrIncomplete) && !atStart {
 		d.log.Debug("manifest still being written", "file", filepath.Base(bare))
 		return
@@ -32,6 +32,15 @@ func (d *Daemon) place(bare string, atStart bool, arrived time.Time) {
 		return
 	}
 	d.clearInvalid(filepath.Base(bare)) // reported when it could not be placed
+	if !placed {
+		// The second name of job id's manifest that a placement left: a
+		// crash's (removed now) or this daemon's (removed when durable).
+		// Nothing to place; the job is its folder's.
+		if _, err := os.Lstat(bare); err != nil {
+			d.log.Info("removed a placement's second name of its job's job.json", "job_id", id, "file", filepath.Base(bare))
+		}
+		return
+	}
 	d.log.Info("placed manifest", "job_id", id, "from", filepath.Base(bare))
 	d.mu.Lock()
 	d.placed[id] = time.Now()
@@ -39,8 +48,32 @@ func (d *Daemon) place(bare string, atStart bool, arrived time.Time) {
 	d.watchJob(id)
 	if !d.consider(id, false, arrived) {
 		// No run's first history append will make the move durable.
-		if err := d.store.SettlePlaced(id); err != nil {
-			d.logErr(id, codes.Place, err)
-		}
+		d.settlePlaced(id)
+	}
+}
+
+// settlePlaced makes job id's placement durable (jobstore.SettlePlaced)
+// if this daemon placed it and no unit of its run has yet: the job does
+// not run, or its run waits for a slot or has ended (runner.Scheduler's
+// Aside). A bare name the placement left is removed then.
+func (d *Daemon) settlePlaced(id string) {
+	if err := d.store.SettlePlaced(id); err != nil {
+		d.logErr(id, codes.Place, err)
+	}
+}
+
+// settlePlacements settles the placements whose bare names are still
+// there as the daemon stops (jobstore.Placements).
+func (d *Daemon) settlePlacements() {
+	for _, id := range d.store.Placements() {
+		d.settlePlaced(id)
+	}
+}
+
+// runAside (runner.Scheduler.Aside): a run of job id waits for a slot or
+// has ended, so no unit of it will make its placement durable soon.
+func (d *Daemon) runAside(id string) {
+	if d.store.Placing(id) {
+		d.settlePlaced(id)
 	}
 }
