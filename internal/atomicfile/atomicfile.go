@@ -97,6 +97,14 @@ const maxPad = 1 << 20
 // read or hold a lock the writer holds. after is called with the file as
 // written.
 func WriteInPlace(path string, data []byte, perm os.FileMode, after func(os.FileInfo)) error {
+	return WriteInPlaceShared(path, data, perm, after, nil)
+}
+
+// WriteInPlaceShared is WriteInPlace for a file that may have a second
+// name of the caller's own: shared(fi), for a file with more than one
+// link, reports whether they are all the caller's (the write may show
+// through them); else, or with shared nil, the file is replaced.
+func WriteInPlaceShared(path string, data []byte, perm os.FileMode, after func(os.FileInfo), shared func(os.FileInfo) bool) error {
 	f, err := regfile.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENXIO) {
 		// None yet, or a symlink or fifo planted there: a new file.
@@ -110,7 +118,7 @@ func WriteInPlace(path string, data []byte, perm os.FileMode, after func(os.File
 		_ = f.Close() // nothing written
 		return fmt.Errorf("stat %s: %w", path, err)
 	}
-	if sys, ok := st.Sys().(*syscall.Stat_t); !st.Mode().IsRegular() || !ok || sys.Nlink != 1 {
+	if sys, ok := st.Sys().(*syscall.Stat_t); !st.Mode().IsRegular() || !ok || sys.Nlink != 1 && (shared == nil || !shared(st)) {
 		// Written in place, a hard link would carry the write to
 		// wherever else the file is linked: replace it instead.
 		_ = f.Close() // nothing written

@@ -181,7 +181,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	d.sched = runner.NewScheduler(runCtx, d.engine, o.MaxParallel, logger)
 	d.sched.OnStall = d.metrics.Stalled
 	d.sched.OnRun = d.runBegun
-	d.sched.Aside = d.runAside
+	d.sched.OnEnd = d.runEnded
 	_ = store.ClearStalls() // notes a previous daemon left; failing, they are only stale
 
 	if o.Listen != "" {

@@ -83,9 +83,11 @@ func TestPlacementLeftoverAtStartRunsOnce(t *testing.T) {
 	}
 }
 
-// A placed job that waits for a slot has its placement made durable and
-// its bare name removed while it waits, not only at its first unit.
-func TestWaitingPlacementIsSettled(t *testing.T) {
+// A placed job that waits for a slot keeps its bare name, the same file as
+// its job.json, until its first unit (no extra folder fsync); a steward's
+// new job.json meanwhile settles the placement at once, so that no crash
+// can leave the old name beside another file.
+func TestWaitingPlacementSettledOnEdit(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -101,29 +103,33 @@ func TestWaitingPlacementIsSettled(t *testing.T) {
 	store := jobstore.New(dir)
 	waitFor(t, "daemon lock", func() bool { return store.DaemonPID() == os.Getpid() })
 	slow := `{"task_description": "t", "agents": {"worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done", "delay_ms": 60000}]}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`
-	drop := func(name, body string) {
-		tmp := filepath.Join(dir, "."+name+".tmp")
+	put := func(p, body string) {
+		tmp := filepath.Join(filepath.Dir(p), ".put.tmp")
 		if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Rename(tmp, filepath.Join(dir, name+".json")); err != nil {
+		if err := os.Rename(tmp, p); err != nil {
 			t.Fatal(err)
 		}
 	}
-	drop("first", slow)
+	put(filepath.Join(dir, "first.json"), slow)
 	waitFor(t, "the first job's run", func() bool {
 		_, err := os.Stat(history.Path(filepath.Join(dir, "first")))
 		return err == nil
 	})
-	drop("second", quick)
-	waitFor(t, "the waiting job's bare name to go", func() bool {
-		_, err := os.Lstat(filepath.Join(dir, "second.json"))
+	bare := filepath.Join(dir, "second.json")
+	put(bare, quick)
+	mf := filepath.Join(dir, "second", jobstore.ManifestFile)
+	waitFor(t, "the second job's placement", func() bool { _, err := os.Stat(mf); return err == nil })
+	if !store.Leftover(bare) {
+		t.Fatal("the waiting job's bare name is gone or another file: want it kept, one file with job.json")
+	}
+	put(mf, strings.Replace(quick, `"t"`, `"edited"`, 1)) // a steward's new file
+	waitFor(t, "the bare name to go after the edit", func() bool {
+		_, err := os.Lstat(bare)
 		return os.IsNotExist(err)
 	})
 	if _, err := os.Stat(history.Path(filepath.Join(dir, "second"))); err == nil {
 		t.Fatal("the second job ran: it did not wait for the slot (the test proves nothing)")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "second", jobstore.ManifestFile)); err != nil {
-		t.Fatal(err)
 	}
 }

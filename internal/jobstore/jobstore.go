@@ -500,14 +500,18 @@ func (s *Store) WriteManifest(id string, b []byte) error {
 // WriteManifestCopy is WriteManifest without making the file durable: for
 // a transaction whose history already holds the manifest (jobtx). With
 // InPlace the file is overwritten in place (atomicfile.WriteInPlace):
-// readers retry a torn read (readManifestFile).
+// readers retry a torn read (readManifestFile). So is a file whose other
+// name is its placement's bare name, still there (placedFile): the file
+// keeps its inode, so that the pair stays recognisable after a crash.
 func (s *Store) WriteManifestCopy(id string, b []byte) error {
 	if s.InPlace {
 		// The watcher may hear of the write before its result can be
 		// noted (the file keeps its inode): until then it is ours too.
 		s.inflight.Store(id, true)
 		defer s.inflight.Delete(id)
-		return s.writeManifest(id, b, atomicfile.WriteInPlace)
+		return s.writeManifest(id, b, func(p string, b []byte, perm os.FileMode, after func(os.FileInfo)) error {
+			return atomicfile.WriteInPlaceShared(p, b, perm, after, s.placedFile(id))
+		})
 	}
 	return s.writeManifest(id, b, atomicfile.WriteCopy)
 }

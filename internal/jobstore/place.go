@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/logist/logist/internal/atomicfile"
@@ -37,8 +38,9 @@ var ErrIncomplete = errors.New("manifest is still being written")
 // placement is a bare name a placement left beside its job's job.json,
 // to be removed once job.json's entry is durable.
 type placement struct {
-	bare string
-	file os.FileInfo // the file placed: the name is removed only while it is still this file
+	bare    string
+	file    os.FileInfo // the file placed: the name is removed only while it is still this file
+	dropped atomic.Bool // dropBare has begun
 }
 
 // Place moves a bare <name>.json from the jobs folder into its own folder
@@ -188,18 +190,24 @@ func placementID(bare string, data []byte) string {
 // only while the name is still the file placed: a new file dropped under
 // the same name since is a new manifest.
 func (s *Store) dropBare(id string, p *placement) {
-	if !s.placing.CompareAndDelete(id, p) {
+	if !p.dropped.CompareAndSwap(false, true) {
 		return
 	}
 	if cur, err := os.Lstat(p.bare); err == nil && os.SameFile(cur, p.file) {
 		_ = os.Remove(p.bare) // not fsync'd: a crash that loses it leaves a Leftover
 	}
+	// Forgotten only now: until the name is gone, the engine's saves
+	// keep writing job.json in place (placedFile).
+	s.placing.CompareAndDelete(id, p)
 }
 
 // dropLeftover removes bare, the second name of job id's manifest file
 // (file). If this process's placement left it, its fsyncs remove it; else
 // (a crash, a restart) the job's folder and its entry are made durable
-// first, as the placement would have.
+// first, as the placement would have, and the removal after: the job's
+// run, started beside, may already have replaced job.json (a file with
+// two links is not written in place, placedFile), and a crash that lost
+// the removal would then leave the name beside another file.
 func (s *Store) dropLeftover(id, bare string, file os.FileInfo) error {
 	if v, ok := s.placing.Load(id); ok && os.SameFile(v.(*placement).file, file) {
 		return nil
@@ -214,6 +222,7 @@ func (s *Store) dropLeftover(id, bare string, file os.FileInfo) error {
 		if err := os.Remove(bare); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
+		return atomicfile.SyncDir(s.Dir)
 	}
 	return nil
 }
@@ -236,6 +245,22 @@ func (s *Store) Leftover(bare string) bool {
 	}
 	cur, err := os.Lstat(filepath.Join(s.JobDir(id), ManifestFile))
 	return err == nil && os.SameFile(cur, fi)
+}
+
+// placedFile returns, for WriteInPlaceShared, whether a manifest file of
+// job id with several links is the file its placement by this process
+// linked, with the bare name as its only other name: the daemon's
+// in-place saves then keep the inode (and show through the bare name,
+// which goes soon), rather than replace job.json with a file the bare
+// name no longer is, which a crash before the unlink would leave beside
+// it as "already exists". Nil when nothing is pending.
+func (s *Store) placedFile(id string) func(os.FileInfo) bool {
+	v, ok := s.placing.Load(id)
+	if !ok {
+		return nil
+	}
+	p := v.(*placement)
+	return func(fi os.FileInfo) bool { return links(fi) == 2 && os.SameFile(fi, p.file) }
 }
 
 // Placing reports whether job id's placement by this process still has

@@ -113,7 +113,12 @@ func TestSettlePlacedRemovesBareName(t *testing.T) {
 func TestPlaceRemovesLeftoverOfCrash(t *testing.T) {
 	dir := t.TempDir()
 	bare := dropManifest(t, dir, "c.json", `{"task_description": "t"}`)
-	if _, _, err := New(dir).Place(bare); err != nil {
+	// What a placement leaves (made by hand: a Store of this process
+	// would remove the name at the fsyncs below).
+	if err := os.Mkdir(filepath.Join(dir, "c"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(bare, filepath.Join(dir, "c", ManifestFile)); err != nil {
 		t.Fatal(err)
 	}
 	s := New(dir) // the daemon started again: it placed nothing
@@ -122,8 +127,8 @@ func TestPlaceRemovesLeftoverOfCrash(t *testing.T) {
 	if err != nil || placed || id != "c" {
 		t.Fatalf("Place of the leftover: %q placed=%v %v; want c, not placed", id, placed, err)
 	}
-	if got := atomicfile.DirSyncs.Load() - n; got != 2 {
-		t.Fatalf("%d folder fsyncs before removing the leftover, want 2 (job folder, jobs folder)", got)
+	if got := atomicfile.DirSyncs.Load() - n; got != 3 {
+		t.Fatalf("%d folder fsyncs for the leftover, want 3 (job folder and jobs folder before the removal, jobs folder after)", got)
 	}
 	if exists(bare) || !exists(filepath.Join(s.JobDir(id), ManifestFile)) {
 		t.Fatal("after the leftover's Place: want job.json only")
@@ -202,5 +207,53 @@ func TestPlaceRenamesWhereLinkRefused(t *testing.T) {
 	}
 	if exists(bare) || !exists(filepath.Join(s.JobDir(id), ManifestFile)) || s.Placing(id) {
 		t.Fatal("want the file renamed into its folder")
+	}
+}
+
+// While the bare name is there, the daemon's in-place saves of job.json
+// keep its inode (a file with another link is otherwise replaced): the
+// pair stays one file, which a crash before the unlink leaves
+// recognisable. Once the name is gone they go on in place.
+func TestPlacedManifestSavedInPlace(t *testing.T) {
+	dir := t.TempDir()
+	s := New(dir)
+	s.InPlace = true
+	bare := dropManifest(t, dir, "w.json", `{"task_description": "t"}`)
+	id, _, err := s.Place(bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf := filepath.Join(s.JobDir(id), ManifestFile)
+	if err := s.WriteManifestCopy(id, []byte(`{"task_description": "saved"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if !sameFile(t, bare, mf) {
+		t.Fatal("the save replaced job.json while the bare name was there: the pair is no longer one file")
+	}
+	if err := s.SettlePlaced(id); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Lstat(mf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteManifestCopy(id, []byte(`{"task_description": "saved again"}`)); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.Lstat(mf)
+	if err != nil || !os.SameFile(before, after) {
+		t.Fatalf("a save after the bare name went is not in place: %v", err)
+	}
+	// A file with an outside link is still replaced, never written
+	// through.
+	outside := filepath.Join(t.TempDir(), "other")
+	if err := os.Link(mf, outside); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteManifestCopy(id, []byte(`{"task_description": "third"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(outside); string(b) != `{"task_description": "saved again"}` {
+		t.Fatalf("the save wrote through an outside link: %q", b)
 	}
 }

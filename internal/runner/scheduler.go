@@ -44,11 +44,10 @@ type Scheduler struct {
 	// OnRun, if set, hears that a run of job id has begun on its own
 	// goroutine, before it waits for a slot (the daemon's intake latency).
 	OnRun func(id string)
-	// Aside, if set, hears that a run of job id is not about to write to
-	// the job: it waits for a slot (all MaxParallel taken), or it has
-	// ended. The daemon makes a placement durable there that no unit of
-	// the run has (jobstore.SettlePlaced).
-	Aside func(id string)
+	// OnEnd, if set, hears that a run of job id has ended, before the
+	// job may run again (the daemon settles a placement no unit of the
+	// run made durable: jobstore.SettlePlaced).
+	OnEnd func(id string)
 
 	sem chan struct{}
 	// ending holds the runs that gave their place in sem back once their
@@ -125,8 +124,8 @@ func (s *Scheduler) start(id string, m *manifest.Manifest) {
 	go func() {
 		defer s.wg.Done()
 		defer s.end(id, r)
-		if s.Aside != nil {
-			defer s.Aside(id)
+		if s.OnEnd != nil {
+			defer s.OnEnd(id)
 		}
 		if s.OnRun != nil {
 			s.OnRun(id)
@@ -139,7 +138,9 @@ func (s *Scheduler) start(id string, m *manifest.Manifest) {
 			}
 		}()
 		for attempt := 1; ; attempt++ {
-			if !s.takeSlot(ctx, id) {
+			select {
+			case s.sem <- struct{}{}:
+			case <-ctx.Done():
 				return
 			}
 			sl := &slot{s: s}
@@ -183,28 +184,6 @@ func (s *Scheduler) start(id string, m *manifest.Manifest) {
 			}
 		}
 	}()
-}
-
-// takeSlot takes a place in sem for a run of job id, telling Aside first
-// if it must wait for one. It reports false if ctx ended first.
-func (s *Scheduler) takeSlot(ctx context.Context, id string) bool {
-	if ctx.Err() != nil {
-		return false
-	}
-	select {
-	case s.sem <- struct{}{}:
-		return true
-	default:
-	}
-	if s.Aside != nil {
-		s.Aside(id)
-	}
-	select {
-	case s.sem <- struct{}{}:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // slot is a run's place among the MaxParallel. The run gives it back when
