@@ -83,9 +83,6 @@ func (s *Store) Place(bare string) (id string, placed bool, err error) {
 	}
 	dir := s.JobDir(id)
 	mf := filepath.Join(dir, ManifestFile)
-	if cur, err := os.Lstat(mf); err == nil && os.SameFile(cur, file) {
-		return id, false, s.dropLeftover(id, bare, file)
-	}
 	made := true
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		if !errors.Is(err, fs.ErrExist) {
@@ -93,8 +90,14 @@ func (s *Store) Place(bare string) (id string, placed bool, err error) {
 		}
 		made = false
 		// A folder without a manifest is what a crash between the mkdir and
-		// the link leaves: take it. One with a manifest is another job.
-		if _, serr := os.Stat(mf); !errors.Is(serr, fs.ErrNotExist) {
+		// the link leaves: take it. One whose manifest is this very file
+		// is this file's placement (a Leftover). One with another
+		// manifest is another job.
+		cur, serr := os.Lstat(mf)
+		if serr == nil && os.SameFile(cur, file) {
+			return id, false, s.dropLeftover(id, bare, file)
+		}
+		if !errors.Is(serr, fs.ErrNotExist) {
 			return "", false, fmt.Errorf("%s: job %s already exists; rename the file or change its job_id", bare, id)
 		}
 	}
