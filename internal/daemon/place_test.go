@@ -68,7 +68,7 @@ func TestPlacementLeftoverAtStartRunsOnce(t *testing.T) {
 	}
 	responses := 0
 	for _, e := range es {
-		if e.Record.Type == history.TypeResponse {
+		if e.Type == history.TypeResponse {
 			responses++
 		}
 	}
