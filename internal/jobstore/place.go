@@ -287,8 +287,8 @@ func (s *Store) Placements() []string {
 }
 
 // SettlePlaced makes a placement durable (Place) where no history append
-// of the job will do it soon: the job is not runnable, or waits for a
-// slot. The bare name goes once it is.
+// of the job will do it soon (the job is not runnable; the daemon says
+// when else: daemon/place.go). The bare name goes once it is.
 func (s *Store) SettlePlaced(id string) error {
 	if err := atomicfile.SyncDirtyStart(s.JobDir(id), s.Dir)(); err != nil {
 		return err
