@@ -97,6 +97,14 @@ const maxPad = 1 << 20
 // read or hold a lock the writer holds. after is called with the file as
 // written.
 func WriteInPlace(path string, data []byte, perm os.FileMode, after func(os.FileInfo)) error {
+	return WriteInPlaceShared(path, data, perm, after, nil)
+}
+
+// WriteInPlaceShared is WriteInPlace for a file that may have a second
+// name of the caller's own: shared(fi), for a file with more than one
+// link, reports whether they are all the caller's (the write may show
+// through them); else, or with shared nil, the file is replaced.
+func WriteInPlaceShared(path string, data []byte, perm os.FileMode, after func(os.FileInfo), shared func(os.FileInfo) bool) error {
 	f, err := regfile.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENXIO) {
 		// None yet, or a symlink or fifo planted there: a new file.
@@ -110,7 +118,7 @@ func WriteInPlace(path string, data []byte, perm os.FileMode, after func(os.File
 		_ = f.Close() // nothing written
 		return fmt.Errorf("stat %s: %w", path, err)
 	}
-	if sys, ok := st.Sys().(*syscall.Stat_t); !st.Mode().IsRegular() || !ok || sys.Nlink != 1 {
+	if sys, ok := st.Sys().(*syscall.Stat_t); !st.Mode().IsRegular() || !ok || sys.Nlink != 1 && (shared == nil || !shared(st)) {
 		// Written in place, a hard link would carry the write to
 		// wherever else the file is linked: replace it instead.
 		_ = f.Close() // nothing written
@@ -248,6 +256,9 @@ func SyncDir(dir string) error { return syncDir(filepath.Clean(dir), false) }
 // has asked about yet (EntryDurable), each with the generation of its
 // creation; parents holds, for each of their parents, the generation at
 // which its last successful fsync began (0: none yet).
+//
+// waiting holds the callbacks of AfterSynced not yet due, under each
+// folder whose fsync they wait for.
 var dirty = struct {
 	sync.Mutex
 	gen     uint64
@@ -255,7 +266,9 @@ var dirty = struct {
 	flying  map[string]*dirFlight
 	created map[string]uint64
 	parents map[string]uint64
-}{m: map[string]uint64{}, flying: map[string]*dirFlight{}, created: map[string]uint64{}, parents: map[string]uint64{}}
+	waiting map[string][]*afterSync
+}{m: map[string]uint64{}, flying: map[string]*dirFlight{}, created: map[string]uint64{}, parents: map[string]uint64{},
+	waiting: map[string][]*afterSync{}}
 
 // dirFlight is one directory fsync in progress.
 type dirFlight struct {
@@ -295,9 +308,68 @@ func syncDir(dir string, ifDirty bool) error {
 	if s, ok := dirty.parents[dir]; ok && f.err == nil && f.gen > s {
 		dirty.parents[dir] = f.gen
 	}
+	var due []func()
+	if f.err == nil && len(dirty.waiting[dir]) > 0 {
+		due = synced(dir, f.gen)
+	}
 	dirty.Unlock()
 	close(f.done)
+	for _, fn := range due {
+		go fn() // off the path of whoever waits for this fsync
+	}
 	return f.err
+}
+
+// afterSync is a callback of AfterSynced: due once need is empty.
+type afterSync struct {
+	gen  uint64 // dirty.gen at the call: an fsync that began at gen or later covers it
+	need map[string]bool
+	fn   func()
+}
+
+// AfterSynced calls fn, on a goroutine of its own, once each of dirs has
+// had a successful fsync that began after this call (SyncDir,
+// SyncDirIfDirty, SyncDirtyStart): the entries changed in them before the
+// call are then durable. fn does not delay anyone waiting for those
+// fsyncs. Nothing here starts one: the caller marks the folders dirty
+// (MarkDirty) or fsyncs them itself. An fsync that fails leaves fn
+// waiting for the next.
+func AfterSynced(fn func(), dirs ...string) {
+	w := &afterSync{fn: fn, need: make(map[string]bool, len(dirs))}
+	for _, d := range dirs {
+		w.need[filepath.Clean(d)] = true
+	}
+	dirty.Lock()
+	dirty.gen++
+	w.gen = dirty.gen
+	for d := range w.need {
+		dirty.waiting[d] = append(dirty.waiting[d], w)
+	}
+	dirty.Unlock()
+}
+
+// synced records that an fsync of dir begun at gen has succeeded and
+// returns the callbacks it made due; dirty is held.
+func synced(dir string, gen uint64) (due []func()) {
+	ws := dirty.waiting[dir]
+	keep := ws[:0]
+	for _, w := range ws {
+		if w.gen > gen {
+			keep = append(keep, w) // changed after this fsync began
+			continue
+		}
+		delete(w.need, dir)
+		if len(w.need) == 0 {
+			due = append(due, w.fn)
+		}
+	}
+	clear(ws[len(keep):])
+	if len(keep) == 0 {
+		delete(dirty.waiting, dir)
+	} else {
+		dirty.waiting[dir] = keep
+	}
+	return due
 }
 
 // Test hooks: fsyncDirHook is fsyncDir (tests hold it to keep fsyncs in

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Creates marked dirty in one folder share one folder fsync, and a folder
@@ -221,4 +222,52 @@ func TestEntryDurable(t *testing.T) {
 	if EntryDurable(b) {
 		t.Fatal("a failed fsync covered the folder")
 	}
+}
+
+// AfterSynced's callback is due once each of its folders has had a
+// successful fsync that began after the call: not for one begun before,
+// nor a failed one, nor for one folder of two.
+func TestAfterSynced(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	ran := make(chan struct{}, 1)
+	notYet := func(why string) {
+		t.Helper()
+		select {
+		case <-ran:
+			t.Fatal("callback ran " + why)
+		case <-time.After(20 * time.Millisecond): // a due callback starts at once
+		}
+	}
+	entered, release := make(chan struct{}), make(chan error)
+	fsyncDirHook = func(string) error { entered <- struct{}{}; return <-release }
+	t.Cleanup(func() { fsyncDirHook = fsyncDir })
+	done := make(chan error, 1)
+	go func() { done <- SyncDir(a) }()
+	<-entered
+	AfterSynced(func() { ran <- struct{}{} }, a, b)
+	release <- nil
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	notYet("after an fsync that began before the call")
+	go func() { done <- SyncDir(a) }()
+	<-entered
+	release <- errors.New("disk gone")
+	if err := <-done; err == nil {
+		t.Fatal("no error")
+	}
+	notYet("after a failed fsync")
+	fsyncDirHook = fsyncDir
+	if err := SyncDir(a); err != nil {
+		t.Fatal(err)
+	}
+	notYet("after one folder of two")
+	if err := SyncDir(b); err != nil {
+		t.Fatal(err)
+	}
+	<-ran
+	if err := SyncDir(b); err != nil {
+		t.Fatal(err)
+	}
+	notYet("twice")
 }

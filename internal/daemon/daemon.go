@@ -181,6 +181,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	d.sched = runner.NewScheduler(runCtx, d.engine, o.MaxParallel, logger)
 	d.sched.OnStall = d.metrics.Stalled
 	d.sched.OnRun = d.runBegun
+	d.sched.OnEnd = d.runEnded
 	_ = store.ClearStalls() // notes a previous daemon left; failing, they are only stale
 
 	if o.Listen != "" {
@@ -273,6 +274,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 		}
 		d.sched.Wait()
 		d.sched.Close()
+		d.settlePlacements()
 		stopped()
 		logger.Info("logistd done: no runnable job left")
 		return nil
@@ -365,6 +367,7 @@ func (d *Daemon) shutdown() error {
 		d.log.Warn("grace period over; killing calls in flight")
 	}
 	d.sched.Stop(runner.ErrShutdown)
+	d.settlePlacements()
 	d.log.Info("logistd stopped")
 	return nil
 }

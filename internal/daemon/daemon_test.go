@@ -175,6 +175,9 @@ func TestMainFlags(t *testing.T) {
 	if err != nil || m.Status != "SUCCESS" {
 		t.Fatalf("job x after --once: %v %v", m, err)
 	}
+	if _, err := os.Lstat(filepath.Join(dir, "x.json")); err == nil {
+		t.Fatal("--once left the placement's bare name x.json")
+	}
 	if !strings.Contains(errb.String(), "msg=transition") {
 		t.Fatalf("text log lacks transitions: %s", errb.String())
 	}

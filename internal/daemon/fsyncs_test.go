@@ -19,8 +19,9 @@ import (
 // first call's intent, the first call's outcome with the second's intent,
 // the second's outcome with the job's end) and two folder fsyncs (the
 // job's folder, for its manifest, history and workspace, and the jobs
-// folder, for the job's folder and the bare file's removal), which start
-// once the new folder is complete and which the first append waits for.
+// folder, for the job's folder; the bare name is unlinked after them),
+// which start once the new folder is complete and which the first append
+// waits for.
 // Issue 21 asks for 4; a lone job cannot reach it while the history and
 // the placement each need their own fsync (docs/performance.md, "fsyncs of
 // a two-call job"): whoever cuts one lowers the figure here, so that it

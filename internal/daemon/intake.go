@@ -123,6 +123,10 @@ func (d *Daemon) liveFound(e *jobstore.Entry) bool {
 		d.place(e.Unplaced, true, time.Time{})
 		return true
 	}
+	if e.Leftover != "" {
+		d.place(e.Leftover, true, time.Time{}) // removes it: its job is its folder's entry
+		return true
+	}
 	if d.isFresh(e.ID) {
 		return true
 	}

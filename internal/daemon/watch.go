@@ -208,6 +208,10 @@ func (d *Daemon) fileEvent(ev fsnotify.Event) {
 			// that listings, which trust the index for the jobs the
 			// journal does not name, show it (jobstore, changes.go).
 			d.store.NoteChanged(parts[0])
+			// A job placed here whose bare name is still there (it waits
+			// for a slot): a new job.json is no longer that name's file,
+			// so the placement is settled now, not at a later crash.
+			d.settleIfPlacing(parts[0])
 			d.consider(parts[0], true, time.Time{})
 		}
 	}

@@ -222,9 +222,9 @@ func (s *Store) ListSummariesWith(sc Scan) ([]Entry, error) {
 }
 
 // Live reports whether e is something to act on at once: a bare manifest
-// to place, or a valid job to run (Status.Active) or schedule template.
+// to place (or a placement's leftover name to remove), or a valid job to run (Status.Active) or schedule template.
 func (e *Entry) Live() bool {
-	if e.Unplaced != "" {
+	if e.Unplaced != "" || e.Leftover != "" {
 		return true
 	}
 	if e.Err != nil || e.Dir == "" {
@@ -448,7 +448,7 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 		done[i] = true
 		for ; next < len(out) && done[next]; next++ {
 			e := &out[next]
-			if e.Unplaced != "" || (e.Dir != "" && state[next] == notIndexed) {
+			if e.Unplaced != "" || e.Leftover != "" || (e.Dir != "" && state[next] == notIndexed) {
 				complete = false // a name the index would not give
 			}
 			switch state[next] {

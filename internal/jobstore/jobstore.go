@@ -69,6 +69,9 @@ type Store struct {
 	// descriptor outlives it.
 	KeepJournalOpen bool
 	journal         journalWriter
+	// placing holds, per job, the bare name this process's placement
+	// left beside its job.json until that is durable (place.go).
+	placing sync.Map // id -> *placement
 }
 
 type fileKey struct {
@@ -168,6 +171,10 @@ type Entry struct {
 	Err      error // why the manifest is invalid
 	// Unplaced is set for a bare <name>.json the daemon has not moved yet.
 	Unplaced string
+	// Leftover is set instead for a bare name that is the second name a
+	// placement left of its job's job.json (Store.Leftover): no job of
+	// its own, dropped from listings; the daemon removes it (Place).
+	Leftover string
 	// Partial says the entry holds only a Summary (Sum) of a valid
 	// manifest, and Manifest is nil (ListSummaries): a listing of 50,000
 	// finished jobs keeps ~150 bytes each, not a manifest struct each.
@@ -311,9 +318,14 @@ func (s *Store) scanNames() ([]Entry, error) {
 }
 
 // loadEntry reads the manifest of an entry from scanNames. A folder with
-// no manifest is marked by Dir == "" (dropped by the caller).
+// no manifest is marked by Dir == "", a bare name that is a placement's
+// leftover by Leftover (both dropped by the caller).
 func (s *Store) loadEntry(e *Entry) {
 	if e.Unplaced != "" {
+		if s.Leftover(e.Unplaced) {
+			e.Leftover, e.Unplaced = e.Unplaced, ""
+			return
+		}
 		e.Manifest, e.Err = manifest.ReadFile(e.Unplaced)
 		return
 	}
@@ -488,14 +500,18 @@ func (s *Store) WriteManifest(id string, b []byte) error {
 // WriteManifestCopy is WriteManifest without making the file durable: for
 // a transaction whose history already holds the manifest (jobtx). With
 // InPlace the file is overwritten in place (atomicfile.WriteInPlace):
-// readers retry a torn read (readManifestFile).
+// readers retry a torn read (readManifestFile). So is a file whose other
+// name is its placement's bare name, still there (placedFile): the file
+// keeps its inode, so that the pair stays recognisable after a crash.
 func (s *Store) WriteManifestCopy(id string, b []byte) error {
 	if s.InPlace {
 		// The watcher may hear of the write before its result can be
 		// noted (the file keeps its inode): until then it is ours too.
 		s.inflight.Store(id, true)
 		defer s.inflight.Delete(id)
-		return s.writeManifest(id, b, atomicfile.WriteInPlace)
+		return s.writeManifest(id, b, func(p string, b []byte, perm os.FileMode, after func(os.FileInfo)) error {
+			return atomicfile.WriteInPlaceShared(p, b, perm, after, s.placedFile(id))
+		})
 	}
 	return s.writeManifest(id, b, atomicfile.WriteCopy)
 }
@@ -684,78 +700,4 @@ func (s *Store) CreateFile(id string, b []byte) error {
 // with the job's other new entries, before anything relies on the workspace.
 func (s *Store) EnsureWorkspace(id string) error {
 	return atomicfile.MkdirDeferred(s.Workspace(id), 0o700)
-}
-
-// ErrIncomplete says a manifest file is still being written.
-var ErrIncomplete = errors.New("manifest is still being written")
-
-// Place moves a bare <name>.json from the jobs folder into its own folder
-// <id>/job.json and returns the id. The id is the manifest's job_id when it
-// names a valid one (even if the rest of the manifest is invalid, so the
-// job shows up under the name its author chose), else the file name. A file
-// that is not yet complete JSON is left alone (ErrIncomplete): its writer
-// is still at work and the next write event brings it back. The move is
-// not yet durable when Place returns: see SettlePlaced.
-func (s *Store) Place(bare string) (string, error) {
-	f, err := os.Open(bare)
-	if err != nil {
-		return "", fmt.Errorf("place %s: %w", bare, err)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, manifest.MaxSize+1))
-	_ = f.Close() // read-only
-	if err != nil {
-		return "", fmt.Errorf("place %s: %w", bare, err)
-	}
-	if len(data) > manifest.MaxSize {
-		// Not moved: a file this size is not a manifest, whatever it is.
-		return "", &manifest.Error{File: bare, Reason: fmt.Sprintf("file is larger than %d bytes; not placed", manifest.MaxSize)}
-	}
-	if manifest.Incomplete(data) {
-		return "", ErrIncomplete
-	}
-	id := strings.TrimSuffix(filepath.Base(bare), ".json")
-	var probe struct {
-		JobID string `json:"job_id"`
-	}
-	if json.Unmarshal(data, &probe) == nil && probe.JobID != "" && manifest.ValidID(probe.JobID) == nil {
-		id = probe.JobID
-	}
-	if err := manifest.ValidID(id); err != nil {
-		return "", fmt.Errorf("%s: %w", bare, err)
-	}
-	dir := s.JobDir(id)
-	made := true
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		if !errors.Is(err, fs.ErrExist) {
-			return "", fmt.Errorf("place %s: %w", bare, err)
-		}
-		made = false
-		// A folder without a manifest is what a crash between the mkdir and
-		// the rename leaves: take it. One with a manifest is another job.
-		if _, serr := os.Stat(filepath.Join(dir, ManifestFile)); !errors.Is(serr, fs.ErrNotExist) {
-			return "", fmt.Errorf("%s: job %s already exists; rename the file or change its job_id", bare, id)
-		}
-	}
-	if err := os.Rename(bare, filepath.Join(dir, ManifestFile)); err != nil {
-		_ = os.Remove(dir) // only if empty; one left is taken by the next Place
-		return "", fmt.Errorf("place %s: %w", bare, err)
-	}
-	// Not fsync'd here but marked: the job's first history append fsyncs
-	// both folders beside its own record (history.Log), and a job that
-	// will not run soon is settled by SettlePlaced. A folder made here is
-	// recorded as made (atomicfile.MarkCreated): once a jobs folder fsync
-	// has covered it, the job's new history does not need another.
-	atomicfile.MarkDirty(dir)
-	if made {
-		atomicfile.MarkCreated(dir)
-	} else {
-		atomicfile.MarkDirty(s.Dir)
-	}
-	return id, nil
-}
-
-// SettlePlaced makes a placement durable (Place) where no history append
-// of the job will do it soon: the job is not runnable.
-func (s *Store) SettlePlaced(id string) error {
-	return atomicfile.SyncDirtyStart(s.JobDir(id), s.Dir)()
 }

@@ -101,15 +101,18 @@ func TestPlaceTakesFolderLeftByCrash(t *testing.T) {
 	if err := os.WriteFile(bare, []byte(`{"task_description": "t"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	id, err := s.Place(bare)
-	if err != nil || id != "left" {
-		t.Fatalf("Place: %q %v", id, err)
+	id, placed, err := s.Place(bare)
+	if err != nil || id != "left" || !placed {
+		t.Fatalf("Place: %q %v %v", id, placed, err)
+	}
+	if err := s.SettlePlaced(id); err != nil {
+		t.Fatal(err)
 	}
 	// A folder with a manifest is another job.
 	if err := os.WriteFile(bare, []byte(`{"task_description": "t"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Place(bare); err == nil || !strings.Contains(err.Error(), "already exists") {
+	if _, _, err := s.Place(bare); err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Fatalf("second Place: %v", err)
 	}
 }
@@ -159,7 +162,7 @@ func TestPlaceDefersFolderSyncs(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := atomicfile.DirSyncs.Load()
-	id, err := s.Place(bare)
+	id, _, err := s.Place(bare)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,10 @@ type Scheduler struct {
 	// OnRun, if set, hears that a run of job id has begun on its own
 	// goroutine, before it waits for a slot (the daemon's intake latency).
 	OnRun func(id string)
+	// OnEnd, if set, hears that a run of job id has ended, before the
+	// job may run again (the daemon settles a placement no unit of the
+	// run made durable: jobstore.SettlePlaced).
+	OnEnd func(id string)
 
 	sem chan struct{}
 	// ending holds the runs that gave their place in sem back once their
@@ -120,6 +124,9 @@ func (s *Scheduler) start(id string, m *manifest.Manifest) {
 	go func() {
 		defer s.wg.Done()
 		defer s.end(id, r)
+		if s.OnEnd != nil {
+			defer s.OnEnd(id)
+		}
 		if s.OnRun != nil {
 			s.OnRun(id)
 		}

@@ -397,8 +397,8 @@ func logSize(file string) int64 {
 	return fi.Size()
 }
 
-// runOnce runs logistd --once to the end (bounded).
-func (d daemon) runOnce(t *testing.T, limit time.Duration) {
+// runOnce runs logistd --once to the end (bounded), with args added.
+func (d daemon) runOnce(t *testing.T, limit time.Duration, args ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
@@ -407,7 +407,7 @@ func (d daemon) runOnce(t *testing.T, limit time.Duration) {
 		t.Fatal(err)
 	}
 	defer lf.Close()
-	cmd := exec.CommandContext(ctx, d.bin, "--once", "--jobs-dir", d.dir, "--max-parallel", "64")
+	cmd := exec.CommandContext(ctx, d.bin, append([]string{"--once", "--jobs-dir", d.dir, "--max-parallel", "64"}, args...)...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("logistd --once on %s: %v (ctx: %v); log in %s", d.dir, err, ctx.Err(), d.logFile)

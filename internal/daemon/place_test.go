@@ -1,0 +1,135 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
+)
+
+// lockedBuffer is a log sink safe for the daemon's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// The pair a crash leaves in the middle of a placement (the bare name and
+// job.json, one file) is one job at the next start: run once, never
+// reported as "already exists", and the bare name removed.
+func TestPlacementLeftoverAtStartRunsOnce(t *testing.T) {
+	dir := t.TempDir()
+	bare := filepath.Join(dir, "pair.json")
+	if err := os.WriteFile(bare, []byte(quick), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "pair"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(bare, filepath.Join(dir, "pair", jobstore.ManifestFile)); err != nil {
+		t.Skipf("no hard links here: %v", err)
+	}
+	var logs lockedBuffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	if err := Run(context.Background(), Options{JobsDir: dir, Once: true, MaxParallel: 1}, log); err != nil {
+		t.Fatal(err)
+	}
+	m, err := manifest.ReadFile(filepath.Join(dir, "pair", jobstore.ManifestFile))
+	if err != nil || m.Status != lifecycle.Success {
+		t.Fatalf("job pair: %v %v", m, err)
+	}
+	if _, err := os.Lstat(bare); err == nil {
+		t.Fatal("the leftover bare name is still there")
+	}
+	es, err := history.ReadEntries(filepath.Join(dir, "pair"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	responses := 0
+	for _, e := range es {
+		if e.Type == history.TypeResponse {
+			responses++
+		}
+	}
+	if responses != 2 {
+		t.Fatalf("%d responses recorded, want 2 (the job run once)", responses)
+	}
+	if out := logs.String(); strings.Contains(out, "already exists") || strings.Contains(out, "invalid manifest") {
+		t.Fatalf("the leftover was reported:\n%s", out)
+	}
+	if m.Metrics.AgentCalls != 2 {
+		t.Fatalf("%d agent calls, want 2", m.Metrics.AgentCalls)
+	}
+}
+
+// A placed job that waits for a slot keeps its bare name, the same file as
+// its job.json, until its first unit (no extra folder fsync); a steward's
+// new job.json meanwhile settles the placement at once, so that no crash
+// can leave the old name beside another file.
+func TestWaitingPlacementSettledOnEdit(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{JobsDir: dir, MaxParallel: 1, Grace: time.Second}, discard())
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	store := jobstore.New(dir)
+	waitFor(t, "daemon lock", func() bool { return store.DaemonPID() == os.Getpid() })
+	slow := `{"task_description": "t", "agents": {"worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done", "delay_ms": 60000}]}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`
+	put := func(p, body string) {
+		tmp := filepath.Join(filepath.Dir(p), ".put.tmp")
+		if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(filepath.Join(dir, "first.json"), slow)
+	waitFor(t, "the first job's run", func() bool {
+		_, err := os.Stat(history.Path(filepath.Join(dir, "first")))
+		return err == nil
+	})
+	bare := filepath.Join(dir, "second.json")
+	put(bare, quick)
+	mf := filepath.Join(dir, "second", jobstore.ManifestFile)
+	waitFor(t, "the second job's placement", func() bool { _, err := os.Stat(mf); return err == nil })
+	if !store.Leftover(bare) {
+		t.Fatal("the waiting job's bare name is gone or another file: want it kept, one file with job.json")
+	}
+	put(mf, strings.Replace(quick, `"t"`, `"edited"`, 1)) // a steward's new file
+	waitFor(t, "the bare name to go after the edit", func() bool {
+		_, err := os.Lstat(bare)
+		return os.IsNotExist(err)
+	})
+	if _, err := os.Stat(history.Path(filepath.Join(dir, "second"))); err == nil {
+		t.Fatal("the second job ran: it did not wait for the slot (the test proves nothing)")
+	}
+}
