@@ -8,6 +8,7 @@ import (
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/metrics"
 	"github.com/logist/logist/internal/sandbox"
 )
 
@@ -19,8 +20,8 @@ import (
 //
 // A contained call's network is the metering proxy (its launcher forwards
 // to its socket); a job on the host network reaches it on its loopback
-// port.
-func containment(sandboxFlag string, log *slog.Logger, mp *meterProxy) *agent.Containment {
+// port. Its spare sandboxes are counted on m.
+func containment(sandboxFlag string, log *slog.Logger, mp *meterProxy, m *metrics.Metrics) *agent.Containment {
 	def, _ := sandbox.ParseLayer(sandboxFlag) // checked with the flags
 	// One launcher is kept started ahead of the next call (Prefork).
 	c := &agent.Containment{Exec: &sandbox.Local{Prefork: true}, Status: sandbox.Probe(), Default: def,
@@ -32,6 +33,12 @@ func containment(sandboxFlag string, log *slog.Logger, mp *meterProxy) *agent.Co
 		log.Warn("logistd --sandbox none: the processes of jobs that name no sandbox run uncontained, with the daemon's rights")
 	}
 	logHelperBinary(log)
+	if l, ok := c.Exec.(*sandbox.Local); ok {
+		m.CountSpares(func() metrics.SpareCounts {
+			s := l.SpareCounts()
+			return metrics.SpareCounts{Started: s.Started, Served: s.Served, Discarded: s.Discarded}
+		})
+	}
 	return c
 }
 
