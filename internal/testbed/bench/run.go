@@ -335,6 +335,32 @@ func (h *harness) startDaemon(dir string, extra ...string) (*daemon, error) {
 	return nil, fmt.Errorf("logistd on %s not ready after 60 s (log: %s)", dir, logf.Name())
 }
 
+// childrenCPU is the CPU time, in ms, of the daemon's children it has
+// reaped so far, and of theirs that they reaped (cutime + cstime of
+// /proc/PID/stat): a contained call's launcher, bwrap, helper and agent,
+// a spare's too; an uncontained call's agent.
+func (d *daemon) childrenCPU() (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 15 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", d.cmd.Process.Pid, len(f))
+	}
+	cu, err1 := strconv.ParseFloat(f[13], 64)
+	cs, err2 := strconv.ParseFloat(f[14], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: cutime %q cstime %q", d.cmd.Process.Pid, f[13], f[14])
+	}
+	return (cu + cs) * 1000 / clockTicks, nil
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/PID/stat's times:
+// 100 on every Linux architecture Go runs on.
+const clockTicks = 100
+
 func (d *daemon) stop() {
 	if d == nil || d.cmd.Process == nil {
 		return
