@@ -19,6 +19,7 @@ import (
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/testkit"
 	"github.com/logist/logist/internal/textsafe"
 )
 
@@ -99,7 +100,7 @@ func man(status lifecycle.Status, phase string, cost float64, budget *float64, s
 }
 
 type loopRun struct {
-	out    *syncBuffer
+	out    *testkit.SyncBuffer
 	events chan string
 	cancel context.CancelFunc
 	done   chan error
@@ -108,7 +109,7 @@ type loopRun struct {
 func startLoop(t *testing.T, src watchSource, cfg watchConfig) *loopRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &loopRun{out: &syncBuffer{}, events: make(chan string, 16), cancel: cancel, done: make(chan error, 1)}
+	r := &loopRun{out: &testkit.SyncBuffer{}, events: make(chan string, 16), cancel: cancel, done: make(chan error, 1)}
 	if cfg.now == nil {
 		cfg.now = func() time.Time { return t0.Add(90 * time.Second) }
 	}
@@ -309,7 +310,7 @@ func TestWatchLoopRescanOnLostEvents(t *testing.T) {
 }
 
 func TestWatchLoopUnknownJob(t *testing.T) {
-	err := watchLoop(context.Background(), newFakeSource(), nil, &syncBuffer{}, watchConfig{job: "nope"})
+	err := watchLoop(context.Background(), newFakeSource(), nil, &testkit.SyncBuffer{}, watchConfig{job: "nope"})
 	if !errors.Is(err, jobstore.ErrNotFound) {
 		t.Fatalf("err = %v, want not found", err)
 	}
@@ -361,7 +362,7 @@ func TestWatchFolderEvents(t *testing.T) {
 	}
 	defer fw.close()
 	go fw.run(ctx)
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- watchLoop(ctx, store, fw.out, out, watchConfig{format: "text", now: time.Now}) }()
 	has := func(re string) func() bool {

@@ -15,25 +15,8 @@ import (
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/secrets"
+	"github.com/logist/logist/internal/testkit"
 )
-
-// lockedBuffer is a node's log, read while the node writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestSealedJobMovesWithTheSharedKey: an encrypt_history job runs in a
 // cluster whose nodes share the content key. Its first node records the
@@ -64,10 +47,10 @@ func TestSealedJobMovesWithTheSharedKey(t *testing.T) {
 	if _, err := Submit(ctx, s, job); err != nil {
 		t.Fatalf("an encrypt_history job is refused: %v", err)
 	}
-	start := func(id, key string) (context.CancelFunc, *lockedBuffer, *sync.WaitGroup) {
+	start := func(id, key string) (context.CancelFunc, *testkit.SyncBuffer, *sync.WaitGroup) {
 		n := newNode(t, s, id, 5*time.Second)
 		n.Getenv = withKey(key)
-		log := &lockedBuffer{}
+		log := &testkit.SyncBuffer{}
 		n.Logger = slog.New(slog.NewJSONHandler(log, nil))
 		c, cancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup

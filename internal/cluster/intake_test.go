@@ -13,25 +13,8 @@ import (
 
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/testkit"
 )
-
-// syncBuffer is a log both nodes' goroutines write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func drop(t *testing.T, dir, name string, b []byte) string {
 	t.Helper()
@@ -54,7 +37,7 @@ func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 func TestFolderIntake(t *testing.T) {
 	s, _ := openStore(t)
 	ctx := context.Background()
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	nodes := []*Node{newNode(t, s, "n1", 0), newNode(t, s, "n2", 0)}
 	for _, n := range nodes {
 		n.IntakeDir = filepath.Join(t.TempDir(), "intake")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/testkit"
 )
 
 // slowEnd is a node's view of the store whose commit that stops a job
@@ -45,7 +46,7 @@ func TestJobEndIsNoFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	const ttl = 2 * time.Second // longer than a heartbeat late under CI load
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	n := newNode(t, &slowEnd{Store: s, wait: ttl}, "n1", ttl)
 	n.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 	var wg sync.WaitGroup

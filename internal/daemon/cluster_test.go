@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,29 +19,12 @@ import (
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/pgstore"
 	"github.com/logist/logist/internal/pgtest"
+	"github.com/logist/logist/internal/testkit"
 )
-
-// syncBuffer is a log a node writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // startNode runs logistd as a cluster node (Main, as the binary does)
 // until the test ends; it returns the address of its --listen.
-func startNode(t *testing.T, url, id string, getenv func(string) string) (string, *syncBuffer) {
+func startNode(t *testing.T, url, id string, getenv func(string) string) (string, *testkit.SyncBuffer) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -51,7 +33,7 @@ func startNode(t *testing.T, url, id string, getenv func(string) string) (string
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb syncBuffer
+	var out, errb testkit.SyncBuffer
 	done := make(chan int)
 	go func() {
 		done <- Main(ctx, []string{"logistd", "--database-url", url, "--node-id", id, "--jobs-dir", t.TempDir(),

@@ -1,13 +1,11 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,25 +13,8 @@ import (
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/testkit"
 )
-
-// lockedBuffer is a log sink safe for the daemon's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // The pair a crash leaves in the middle of a placement (the bare name and
 // job.json, one file) is one job at the next start: run once, never
@@ -50,7 +31,7 @@ func TestPlacementLeftoverAtStartRunsOnce(t *testing.T) {
 	if err := os.Link(bare, filepath.Join(dir, "pair", jobstore.ManifestFile)); err != nil {
 		t.Skipf("no hard links here: %v", err)
 	}
-	var logs lockedBuffer
+	var logs testkit.SyncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	if err := Run(context.Background(), Options{JobsDir: dir, Once: true, MaxParallel: 1}, log); err != nil {
 		t.Fatal(err)

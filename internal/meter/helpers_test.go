@@ -17,6 +17,7 @@ import (
 	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/testbed/modelstub"
+	"github.com/logist/logist/internal/testkit"
 )
 
 // The real keys the proxy holds in tests; no agent request may carry them,
@@ -27,31 +28,13 @@ const (
 	geminiKey    = "AIza-REAL-gemini-key"
 )
 
-// syncBuffer is a log sink tests read while the proxy writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // harness is a proxy in front of the model stub, serving on loopback.
 type harness struct {
 	t     *testing.T
 	stub  *modelstub.Server
 	proxy *Proxy
 	root  string // http://127.0.0.1:PORT
-	logs  *syncBuffer
+	logs  *testkit.SyncBuffer
 }
 
 func startStub(t *testing.T, opts modelstub.Options) *modelstub.Server {
@@ -81,7 +64,7 @@ func newHarness(t *testing.T, opts modelstub.Options, tweak func(*Config)) *harn
 
 func newHarnessFor(t *testing.T, stub *modelstub.Server, ups map[string]Upstream, tweak func(*Config)) *harness {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	cfg := Config{Upstreams: ups, Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if tweak != nil {
 		tweak(&cfg)

@@ -13,6 +13,7 @@
 package testkit
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -199,4 +201,24 @@ func ReadPID(p string) (int, bool) {
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	return pid, err == nil && pid > 0
+}
+
+// SyncBuffer is a bytes.Buffer that a writer goroutine (a daemon's or a
+// node's log, a proxy's) and the test reading it may use at once.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String is what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/steward"
+	"github.com/logist/logist/internal/testkit"
 	"github.com/logist/logist/internal/verify"
 )
 
@@ -44,7 +45,7 @@ func (f *fx) ledgerFile(id string) []deliberation.Message {
 func TestGameCheckpointsAndRollbackMidGame(t *testing.T) {
 	t.Parallel()
 	f := newFx(t)
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	f.Env.Logger = slog.New(slog.NewJSONHandler(&buf, nil))
 	key := f.Sign()
 	f.demoNegotiation("j", false)

@@ -405,7 +405,7 @@ func TestRestartMidFanOutAsksTheSameTurnsAgain(t *testing.T) {
 }
 
 // logLines are the JSON lines a test logger wrote.
-func logLines(t *testing.T, buf *syncBuffer) []map[string]any {
+func logLines(t *testing.T, buf *testkit.SyncBuffer) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
@@ -421,23 +421,6 @@ func logLines(t *testing.T, buf *syncBuffer) []map[string]any {
 	return out
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // A turn's failed attempts are never silent: each retried attempt is
 // logged with seed 004 §7.2's fields and recorded as an error event, the
 // turn's response carries its last attempt's number, and a turn that
@@ -445,7 +428,7 @@ func (s *syncBuffer) String() string {
 func TestTurnFailuresAreLoggedAndRecorded(t *testing.T) {
 	t.Parallel()
 	f := newFx(t)
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	f.Env.Logger = slog.New(slog.NewJSONHandler(&buf, nil))
 	f.write("j", map[string]any{"a": script(), "b": script()})
 	var bCalls atomic.Int32
@@ -665,7 +648,7 @@ func TestRunRefusesARoleWithoutAnAgentFirst(t *testing.T) {
 func TestTurnCostDisagreementWarns(t *testing.T) {
 	t.Parallel()
 	f := newFx(t)
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	f.Env.Logger = slog.New(slog.NewJSONHandler(&buf, nil))
 	f.write("j", map[string]any{"a": script(), "b": script()})
 	reported := 0.5
