@@ -84,12 +84,10 @@ func agentScript(steps ...step) map[string]any {
 // agentCommand runs argv; with answerFile, the agent writes its answer to
 // the file named by {answer_file} in argv instead of stdout.
 //
-// The answering agents here use the file: under heavy load (2 cores, -race,
-// 64 jobs at once) a stdout answer can be lost, because the command provider
-// takes exec.ErrWaitDelay (the pipes force-closed 250 ms after the agent
-// exited, before the copying goroutine had read them) for success and then
-// sees an empty answer (AGENT_EMPTY) even without any kill. That is a bug of
-// internal/agent, reported, not what this test is about. The answer file
+// The answering agents here use the file. (They were moved to it when a
+// stdout answer could be lost under heavy load: exec's WaitDelay closed the
+// pipes before the copying goroutine had read them. internal/agent's
+// runDirect has since read its own pipes to EOF, 9ef93fd.) The answer file
 // is written by rename: the agent of a killed daemon is not killed with it
 // and may still be writing the same answer when the call is re-attempted.
 func agentCommand(answerFile bool, argv ...string) map[string]any {
