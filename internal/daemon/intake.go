@@ -211,6 +211,7 @@ func (d *Daemon) retain(names *scanned, invalid map[string]bool) {
 // gone forgets a job folder or manifest file that left the jobs folder, or
 // a folder that no longer holds a manifest.
 func (d *Daemon) gone(name string) {
+	d.store.ForgetPlacement(name) // its bare name goes with it
 	d.clearInvalid(name)
 	d.metrics.Forget(name)
 	d.relay.forget(name)

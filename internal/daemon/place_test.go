@@ -69,48 +69,76 @@ func TestPlacementLeftoverAtStartRunsOnce(t *testing.T) {
 // new job.json meanwhile settles the placement at once, so that no crash
 // can leave the old name beside another file.
 func TestWaitingPlacementSettledOnEdit(t *testing.T) {
-	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Options{JobsDir: dir, MaxParallel: 1, Grace: time.Second}, discard())
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	store := jobstore.New(dir)
-	waitFor(t, "daemon lock", func() bool { return store.DaemonPID() == os.Getpid() })
-	slow := `{"task_description": "t", "agents": {"worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done", "delay_ms": 60000}]}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`
-	put := func(p, body string) {
-		tmp := filepath.Join(filepath.Dir(p), ".put.tmp")
-		if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	put(filepath.Join(dir, "first.json"), slow)
-	waitFor(t, "the first job's run", func() bool {
-		_, err := os.Stat(history.Path(filepath.Join(dir, "first")))
-		return err == nil
-	})
-	bare := filepath.Join(dir, "second.json")
-	put(bare, quick)
-	mf := filepath.Join(dir, "second", jobstore.ManifestFile)
-	waitFor(t, "the second job's placement", func() bool { _, err := os.Stat(mf); return err == nil })
-	if !store.Leftover(bare) {
-		t.Fatal("the waiting job's bare name is gone or another file: want it kept, one file with job.json")
-	}
-	put(mf, strings.Replace(quick, `"t"`, `"edited"`, 1)) // a steward's new file
+	dir, bare, mf := waitingPlacement(t)
+	putFile(t, mf, strings.Replace(quick, `"t"`, `"edited"`, 1)) // a steward's new file
 	waitFor(t, "the bare name to go after the edit", func() bool {
 		_, err := os.Lstat(bare)
 		return os.IsNotExist(err)
 	})
 	if _, err := os.Stat(history.Path(filepath.Join(dir, "second"))); err == nil {
 		t.Fatal("the second job ran: it did not wait for the slot (the test proves nothing)")
+	}
+}
+
+// A placed job removed while it waits for a slot takes its bare name with
+// it: the name does not stay behind to be placed again as a new job.
+func TestWaitingPlacementRemovedTakesItsName(t *testing.T) {
+	dir, bare, _ := waitingPlacement(t)
+	if err := os.RemoveAll(filepath.Join(dir, "second")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the bare name to go with its job", func() bool {
+		_, err := os.Lstat(bare)
+		return os.IsNotExist(err)
+	})
+	if _, err := os.Lstat(filepath.Join(dir, "second")); !os.IsNotExist(err) {
+		t.Fatalf("the removed job came back: %v", err)
+	}
+}
+
+// waitingPlacement runs a daemon with one slot, taken by a slow job, and
+// drops second.json, whose job is placed and waits for the slot with its
+// bare name kept (the same file as its job.json).
+func waitingPlacement(t *testing.T) (dir, bare, mf string) {
+	t.Helper()
+	dir = t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{JobsDir: dir, MaxParallel: 1, Grace: time.Second}, discard())
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	store := jobstore.New(dir)
+	waitFor(t, "daemon lock", func() bool { return store.DaemonPID() == os.Getpid() })
+	slow := `{"task_description": "t", "agents": {"worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done", "delay_ms": 60000}]}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`
+	putFile(t, filepath.Join(dir, "first.json"), slow)
+	waitFor(t, "the first job's run", func() bool {
+		_, err := os.Stat(history.Path(filepath.Join(dir, "first")))
+		return err == nil
+	})
+	bare = filepath.Join(dir, "second.json")
+	putFile(t, bare, quick)
+	mf = filepath.Join(dir, "second", jobstore.ManifestFile)
+	waitFor(t, "the second job's placement", func() bool { _, err := os.Stat(mf); return err == nil })
+	if !store.Leftover(bare) {
+		t.Fatal("the waiting job's bare name is gone or another file: want it kept, one file with job.json")
+	}
+	return dir, bare, mf
+}
+
+// putFile replaces p with body whole (a new file renamed over it).
+func putFile(t *testing.T, p, body string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(p), ".put.tmp")
+	if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -273,6 +273,17 @@ func (s *Store) Placing(id string) bool {
 	return ok
 }
 
+// ForgetPlacement is for job id whose folder or job.json has left the
+// jobs folder while its placement's bare name was still there (a job
+// waiting for a slot keeps it until its first unit): the name goes with
+// the job, while it is still the file placed, rather than come back as a
+// new manifest to place.
+func (s *Store) ForgetPlacement(id string) {
+	if v, ok := s.placing.Load(id); ok {
+		s.dropBare(id, v.(*placement))
+	}
+}
+
 // Placements lists the jobs whose placement by this process still has its
 // bare name (Placing): a daemon that stops settles them, so that it
 // leaves no second name behind (its runs' units may have made them
