@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -333,8 +334,9 @@ type afterSync struct {
 // call are then durable. fn does not delay anyone waiting for those
 // fsyncs. Nothing here starts one: the caller marks the folders dirty
 // (MarkDirty) or fsyncs them itself. An fsync that fails leaves fn
-// waiting for the next.
-func AfterSynced(fn func(), dirs ...string) {
+// waiting for the next. The func returned forgets fn if it is not due
+// yet: a folder that is gone is never fsync'd again.
+func AfterSynced(fn func(), dirs ...string) (cancel func()) {
 	w := &afterSync{fn: fn, need: make(map[string]bool, len(dirs))}
 	for _, d := range dirs {
 		w.need[filepath.Clean(d)] = true
@@ -346,6 +348,18 @@ func AfterSynced(fn func(), dirs ...string) {
 		dirty.waiting[d] = append(dirty.waiting[d], w)
 	}
 	dirty.Unlock()
+	return func() {
+		dirty.Lock()
+		defer dirty.Unlock()
+		for d := range w.need {
+			ws := slices.DeleteFunc(dirty.waiting[d], func(x *afterSync) bool { return x == w })
+			if len(ws) == 0 {
+				delete(dirty.waiting, d)
+			} else {
+				dirty.waiting[d] = ws
+			}
+		}
+	}
 }
 
 // synced records that an fsync of dir begun at gen has succeeded and

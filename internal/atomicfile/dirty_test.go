@@ -271,3 +271,27 @@ func TestAfterSynced(t *testing.T) {
 	}
 	notYet("twice")
 }
+
+// A callback cancelled before it is due never runs, and nothing of it
+// stays waiting (a placed job's folder removed before its fsync is never
+// fsync'd again).
+func TestAfterSyncedCancelled(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	var ran atomic.Bool
+	cancel := AfterSynced(func() { ran.Store(true) }, a, b)
+	cancel()
+	dirty.Lock()
+	left := len(dirty.waiting[filepath.Clean(a)]) + len(dirty.waiting[filepath.Clean(b)])
+	dirty.Unlock()
+	if left != 0 {
+		t.Errorf("%d callbacks still wait after the cancel", left)
+	}
+	for _, d := range []string{a, b} {
+		if err := SyncDir(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ran.Load() {
+		t.Error("a cancelled callback ran")
+	}
+}

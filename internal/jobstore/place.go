@@ -41,6 +41,7 @@ type placement struct {
 	bare    string
 	file    os.FileInfo // the file placed: the name is removed only while it is still this file
 	dropped atomic.Bool // dropBare has begun
+	cancel  func()      // forgets the fsyncs' callback (atomicfile.AfterSynced)
 }
 
 // Place moves a bare <name>.json from the jobs folder into its own folder
@@ -153,10 +154,10 @@ func (s *Store) moveIn(id, bare, mf string, file os.FileInfo, data []byte) error
 	err := linkFile(bare, mf)
 	if err == nil {
 		p := &placement{bare: bare, file: file}
-		s.placing.Store(id, p)
 		// Registered before the folders are marked dirty: the fsyncs that
 		// settle those marks begin after this, and so remove the name.
-		atomicfile.AfterSynced(func() { s.dropBare(id, p) }, s.JobDir(id), s.Dir)
+		p.cancel = atomicfile.AfterSynced(func() { s.dropBare(id, p) }, s.JobDir(id), s.Dir)
+		s.placing.Store(id, p)
 		return nil
 	}
 	if errors.Is(err, fs.ErrExist) {
@@ -196,6 +197,7 @@ func (s *Store) dropBare(id string, p *placement) {
 	if !p.dropped.CompareAndSwap(false, true) {
 		return
 	}
+	p.cancel() // dropped here before the callback: it waits no more
 	if cur, err := os.Lstat(p.bare); err == nil && os.SameFile(cur, p.file) {
 		_ = os.Remove(p.bare) // not fsync'd: a crash that loses it leaves a Leftover
 	}
