@@ -13,10 +13,13 @@ FUZZTIME ?= 20000x
 
 all: build
 
+# logist-sandbox is linked statically (no cgo): it starts twice per
+# sandboxed call (launcher and in-sandbox helper), and the dynamic loader
+# and cgo's start cost each start about 1 ms of CPU (docs/performance.md).
 build:
 	@echo "building bin/logistd, bin/logist-sandbox and bin/logist (a first build compiles every dependency: it can take a few minutes)…"
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/logistd ./cmd/logistd
-	$(GO) build -o bin/logist-sandbox ./internal/sandbox/logist-sandbox
+	CGO_ENABLED=0 $(GO) build -o bin/logist-sandbox ./internal/sandbox/logist-sandbox
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/logist ./cmd/logist
 
 # Runs the example jobs in jobs/ on the built-in scripted agent, in a

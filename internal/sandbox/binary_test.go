@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"debug/elf"
 	"encoding/json"
 	"errors"
 	"os"
@@ -27,6 +28,7 @@ func helperBinary(t testing.TB) string {
 	helperOnce.Do(func() {
 		helperPath = filepath.Join(attackerDir, HelperName)
 		cmd := exec.Command("go", "build", "-o", helperPath, "./logist-sandbox")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as make build links it
 		if out, err := cmd.CombinedOutput(); err != nil {
 			helperErr = errors.New("build " + HelperName + ": " + err.Error() + ": " + string(out))
 		}
@@ -169,5 +171,35 @@ func TestHelperBinaryRunsCalls(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "not for use by hand") {
 		t.Errorf("%s without a verb: %v %q, want exit 2 and a word of why", HelperName, err, out)
+	}
+}
+
+// TestHelperLinkedStatically: make build links logist-sandbox without
+// cgo, as helperBinary does for these tests, so that none of its two
+// starts per sandboxed call pays the dynamic loader and cgo's start (about
+// 1 ms of CPU each on the bench machine, docs/performance.md).
+func TestHelperLinkedStatically(t *testing.T) {
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for _, l := range strings.Split(string(mk), "\n") {
+		if strings.Contains(l, "-o bin/"+HelperName+" ") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "CGO_ENABLED=0 ") {
+		t.Errorf("Makefile builds bin/%s with %q, want CGO_ENABLED=0", HelperName, strings.TrimSpace(line))
+	}
+	f, err := elf.Open(helperBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close() //nolint:errcheck // read only
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Errorf("%s has an ELF interpreter (dynamically linked): want it static", HelperName)
+		}
 	}
 }
