@@ -35,6 +35,9 @@ func OwnCommit(env *jobtx.Env) func(history.Unit) error {
 				}
 			}
 			u.Manifest = m
+			if c.Plain != nil {
+				u.Said = c.Said
+			}
 		}
 		return store.Commit(context.Background(), store.Own(id), u)
 	}

@@ -139,7 +139,7 @@ func (s *FolderStore) commitOwn(l *Lease, u Unit) error {
 		// The manifest the unit commits says the job's status, budget
 		// and spending (its cost: the sum of its recorded responses'),
 		// whatever the unit says besides.
-		h := readHead(u.Manifest)
+		h := unitHead(&u)
 		budget := h.budget()
 		u.Status, u.BudgetMicros = h.Status, &budget
 		u.DebitMicros = max(0, h.cost()-j.SpentMicros)

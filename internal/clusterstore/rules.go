@@ -47,6 +47,17 @@ func readHead(manifest []byte) head {
 	return h
 }
 
+// unitHead is the head of the manifest u commits: as its encoder said
+// it (Unit.Said), else as decoded.
+func unitHead(u *Unit) head {
+	if u.Said == nil {
+		return readHead(u.Manifest)
+	}
+	h := head{Status: lifecycle.Status(u.Said.Status), Budget: u.Said.Budget}
+	h.Metrics.Cents = u.Said.Cost
+	return h
+}
+
 func (h head) template() bool { return len(h.Schedule) > 0 && string(h.Schedule) != "null" }
 
 func (h head) cost() int64 { return centsToMicros(h.Metrics.Cents) }

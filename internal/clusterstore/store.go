@@ -124,6 +124,11 @@ type Unit struct {
 	Status lifecycle.Status
 	// Manifest, if set, replaces the stored manifest.
 	Manifest []byte
+	// Said, if set with Manifest, is what Manifest says of the job's
+	// status, budget and spending as the process that encoded it held
+	// them (history.Commit.Said): the owner's store takes them from here
+	// in place of decoding Manifest (FolderStore.Own).
+	Said *history.Said
 	// DebitMicros is what the unit's calls cost: added to what the job
 	// spent, whatever the budget (the money is spent in the world; the
 	// budget is checked when a call starts: BudgetMicros).
