@@ -593,7 +593,7 @@ func (n *Node) commit(hu history.Unit) error {
 	// stored: the store holds the unit (it writes the folder's copy after
 	// its own), whatever that write gives.
 	stored := false
-	u := clusterstore.Unit{Lines: lines, Files: map[string][]byte{}, Write: func() error {
+	u := clusterstore.Unit{Lines: lines, Links: hu.Links, Files: map[string][]byte{}, Write: func() error {
 		stored = true
 		return hu.Write()
 	}}

@@ -23,7 +23,7 @@ func OwnCommit(env *jobtx.Env) func(history.Unit) error {
 	store := clusterstore.OwnFolder(env.Store)
 	return func(hu history.Unit) error {
 		id := filepath.Base(hu.Dir)
-		u := clusterstore.Unit{Lines: hu.Lines, Write: hu.Write}
+		u := clusterstore.Unit{Lines: hu.Lines, Links: hu.Links, Write: hu.Write}
 		if c := hu.Records[len(hu.Records)-1].Commit; c != nil {
 			// The store reads the job's status, budget and spending
 			// from it (its compact form: the file is jobtx's to write).
@@ -35,6 +35,9 @@ func OwnCommit(env *jobtx.Env) func(history.Unit) error {
 				}
 			}
 			u.Manifest = m
+			if c.Plain != nil {
+				u.Said = c.Said
+			}
 		}
 		return store.Commit(context.Background(), store.Own(id), u)
 	}

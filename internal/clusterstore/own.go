@@ -124,8 +124,10 @@ func (s *FolderStore) commitOwn(l *Lease, u Unit) error {
 		if err != nil {
 			return fmt.Errorf("job %s: %w", l.Job, err)
 		}
-		first, err := history.ParseLine(u.Lines[0])
-		if err != nil {
+		var first history.Link
+		if len(u.Links) == len(u.Lines) {
+			first = u.Links[0]
+		} else if first, err = lineLink(u.Lines[0]); err != nil {
 			return fmt.Errorf("job %s: record: %v: %w", l.Job, err, ErrConflict)
 		}
 		e.job = fileModeJob(l.Job, m)
@@ -137,7 +139,7 @@ func (s *FolderStore) commitOwn(l *Lease, u Unit) error {
 		// The manifest the unit commits says the job's status, budget
 		// and spending (its cost: the sum of its recorded responses'),
 		// whatever the unit says besides.
-		h := readHead(u.Manifest)
+		h := unitHead(&u)
 		budget := h.budget()
 		u.Status, u.BudgetMicros = h.Status, &budget
 		u.DebitMicros = max(0, h.cost()-j.SpentMicros)

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -43,6 +44,17 @@ type head struct {
 func readHead(manifest []byte) head {
 	var h head
 	_ = json.Unmarshal(manifest, &h) // what did not decode is absent
+	return h
+}
+
+// unitHead is the head of the manifest u commits: as its encoder said
+// it (Unit.Said), else as decoded.
+func unitHead(u *Unit) head {
+	if u.Said == nil {
+		return readHead(u.Manifest)
+	}
+	h := head{Status: lifecycle.Status(u.Said.Status), Budget: u.Said.Budget}
+	h.Metrics.Cents = u.Said.Cost
 	return h
 }
 
@@ -97,33 +109,50 @@ func Fence(j *Job, l *Lease) error {
 // Continue checks that lines continue j's history (sequence, predecessor,
 // hash of content) and returns the job's next sequence and last hash.
 func Continue(j *Job, lines [][]byte) (next int64, last string, err error) {
-	next, last, _, err = continues(j, lines)
+	next, last, _, err = continues(j, lines, nil)
 	return next, last, err
 }
 
 // continues is Continue, saying too whether lines hold an intent: an
-// agent call that starts once the unit is stored.
-func continues(j *Job, lines [][]byte) (next int64, last string, intent bool, err error) {
+// agent call that starts once the unit is stored. links, when not nil,
+// are the lines' links as their encoder sealed them (Unit.Links), read
+// in place of parsing each line again; the checks against j are the same.
+func continues(j *Job, lines [][]byte, links []history.Link) (next int64, last string, intent bool, err error) {
+	if links != nil && len(links) != len(lines) {
+		return 0, "", false, fmt.Errorf("job %s: %d links for %d records: %w", j.ID, len(links), len(lines), ErrConflict)
+	}
 	next, last = j.NextSeq, j.LastHash
 	if last == "" {
 		last = history.GenesisHash
 	}
-	for _, line := range lines {
-		e, perr := history.ParseLine(line)
-		if perr != nil {
-			return 0, "", false, fmt.Errorf("job %s: record %d: %v: %w", j.ID, next, perr, ErrConflict)
+	for i, line := range lines {
+		var k history.Link
+		if links != nil {
+			k = links[i]
+		} else if k, err = lineLink(line); err != nil {
+			return 0, "", false, fmt.Errorf("job %s: record %d: %v: %w", j.ID, next, err, ErrConflict)
 		}
-		sum := sha256.Sum256(e.Body)
-		if e.Legacy || hex.EncodeToString(sum[:]) != e.Hash {
-			return 0, "", false, fmt.Errorf("job %s: record %d: not a sealed envelope: %w", j.ID, next, ErrConflict)
+		if k.Seq != next || k.PrevHash != last {
+			return 0, "", false, fmt.Errorf("job %s: record %d (after %s) does not follow record %d (%s): %w", j.ID, k.Seq, short(k.PrevHash), next-1, short(last), ErrConflict)
 		}
-		if e.Seq != next || e.PrevHash != last {
-			return 0, "", false, fmt.Errorf("job %s: record %d (after %s) does not follow record %d (%s): %w", j.ID, e.Seq, short(e.PrevHash), next-1, short(last), ErrConflict)
-		}
-		next, last = next+1, e.Hash
-		intent = intent || e.Type == history.TypeIntent
+		next, last = next+1, k.Hash
+		intent = intent || k.Type == history.TypeIntent
 	}
 	return next, last, intent, nil
+}
+
+// lineLink is the link of a line that came without one: a sealed
+// envelope, whose hash is that of its record's exact bytes.
+func lineLink(line []byte) (history.Link, error) {
+	e, err := history.ParseLine(line)
+	if err != nil {
+		return history.Link{}, err
+	}
+	sum := sha256.Sum256(e.Body)
+	if e.Legacy || hex.EncodeToString(sum[:]) != e.Hash {
+		return history.Link{}, errors.New("not a sealed envelope")
+	}
+	return history.Link{Seq: e.Seq, PrevHash: e.PrevHash, Hash: e.Hash, Type: e.Type}, nil
 }
 
 func short(h string) string {
@@ -166,7 +195,7 @@ func Apply(j Job, l *Lease, u *Unit, now time.Time) (Job, error) {
 	if err := CheckFiles(j.ID, u.Files); err != nil {
 		return j, err
 	}
-	next, last, intent, err := continues(&j, u.Lines)
+	next, last, intent, err := continues(&j, u.Lines, u.Links)
 	if err != nil {
 		return j, err
 	}

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
 )
 
@@ -112,12 +113,22 @@ type Unit struct {
 	// the job's history: the first has sequence NextSeq and names
 	// LastHash as its predecessor.
 	Lines [][]byte
+	// Links, if not nil, are Lines' links as the process that sealed
+	// them handed them over with them (history.Unit.Links: Links[i] is
+	// Lines[i]'s), which the store checks in place of parsing each line
+	// again; nil for lines from anywhere else.
+	Links []history.Link
 	// Status, if set, is the job's new status (a legal one: lifecycle);
 	// a status the daemon does not run releases the lease (a job waiting
 	// for a human holds none).
 	Status lifecycle.Status
 	// Manifest, if set, replaces the stored manifest.
 	Manifest []byte
+	// Said, if set with Manifest, is what Manifest says of the job's
+	// status, budget and spending as the process that encoded it held
+	// them (history.Commit.Said): the owner's store takes them from here
+	// in place of decoding Manifest (FolderStore.Own).
+	Said *history.Said
 	// DebitMicros is what the unit's calls cost: added to what the job
 	// spent, whatever the budget (the money is spent in the world; the
 	// budget is checked when a call starts: BudgetMicros).

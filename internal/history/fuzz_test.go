@@ -35,7 +35,12 @@ func FuzzHistoryOpen(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, FileName), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		l, torn, err := Open(dir)
+		// Its units go through a store's hook that holds their links to
+		// their lines (checkLinks), whatever history they continue.
+		l, torn, err := OpenWith(dir, Options{Commit: func(u Unit) error {
+			checkLinks(t, u)
+			return u.Write()
+		}})
 		if err != nil {
 			return
 		}
@@ -68,7 +73,7 @@ func FuzzHistoryOpen(f *testing.F) {
 
 		n := l.NewInteraction()
 		rec := &Record{Type: TypeIntent, Interaction: &n, Role: "fuzz-role", Phase: "fuzz-phase",
-			Request: &Request{Prompt: "fuzz", FilesContext: []string{}, Metadata: map[string]any{}}}
+			Request: &Request{Prompt: string(data[:min(len(data), 256)]), FilesContext: []string{}, Metadata: map[string]any{}}}
 		if err := l.Append(rec); err != nil {
 			t.Fatalf("Append: %v", err)
 		}

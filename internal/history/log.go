@@ -66,10 +66,12 @@ type Options struct {
 
 // Unit is a unit the log is appending, as Options.Commit gets it.
 type Unit struct {
-	// Dir is the job's folder; Lines the unit's envelopes, in order, and
-	// Records what they hold (read only).
+	// Dir is the job's folder; Lines the unit's envelopes, in order,
+	// Links their links as the log sealed them (Links[i] is Lines[i]'s)
+	// and Records what they hold (read only).
 	Dir     string
 	Lines   [][]byte
+	Links   []Link
 	Records []*Record
 	// Write writes Lines to the history durably (the log's own append,
 	// which nothing else may do for it); it may be called once.
@@ -505,6 +507,7 @@ func (l *Log) appendUnit(recs []*Record) error {
 	seq, last := l.state.NextSeq, l.LastHash()
 	var buf []byte
 	var lines [][]byte
+	var links []Link
 	lastLen := 0
 	for _, rec := range recs {
 		rec.normalize(true)
@@ -519,6 +522,7 @@ func (l *Log) appendUnit(recs []*Record) error {
 		buf = append(buf, line...)
 		if l.opts.Commit != nil {
 			lines = append(lines, line)
+			links = append(links, linkOf(rec, hash))
 		}
 		lastLen = len(line)
 		last = hash
@@ -530,7 +534,7 @@ func (l *Log) appendUnit(recs []*Record) error {
 	}
 	written := false
 	var werr error
-	err := l.opts.Commit(Unit{Dir: l.dir, Lines: lines, Records: recs, Write: func() error {
+	err := l.opts.Commit(Unit{Dir: l.dir, Lines: lines, Links: links, Records: recs, Write: func() error {
 		if written {
 			return errors.New("append history: a unit is written once")
 		}

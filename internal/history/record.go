@@ -75,6 +75,20 @@ type Commit struct {
 	// Plain is the manifest compact as its writer encoded it, before
 	// packing and sealing: in memory only, never stored (nil when read).
 	Plain []byte `json:"-"`
+	// Said is what Plain says of the job, as its writer held the
+	// manifest it encoded: in memory only, set with Plain (nil when
+	// read).
+	Said *Said `json:"-"`
+}
+
+// Said is what a committed manifest says of its job's status, budget
+// and spending, the fields of it a store keeps (clusterstore): handed
+// over with the unit (Commit.Said) so that the store does not decode
+// again the manifest its writer has just encoded.
+type Said struct {
+	Status string   // status
+	Budget *float64 // cost_threshold, in cents; nil: none
+	Cost   float64  // metrics.cumulative_cost, in cents
 }
 
 // ProtocolEvent is a protocol event (seed 003): what a role did, chained to the

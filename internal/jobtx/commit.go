@@ -82,6 +82,18 @@ func (t *Tx) encodeManifest() (compact, file []byte, err error) {
 	return compact, indentManifest(compact), nil
 }
 
+// said is what m's encoding says of the job to the store that checks
+// the unit (history.Said): encodeManifest's copy of m differs from m in
+// the agents' text alone.
+func said(m *manifest.Manifest) *history.Said {
+	s := &history.Said{Status: string(m.Status), Cost: m.Metrics.CumulativeCost}
+	if m.CostThreshold != nil {
+		b := *m.CostThreshold
+		s.Budget = &b
+	}
+	return s
+}
+
 func indentManifest(compact []byte) []byte {
 	b, err := jsonindent.Append(make([]byte, 0, len(compact)*3/2), compact, "  ")
 	if err != nil {
@@ -133,7 +145,7 @@ func (t *Tx) commit() error {
 	if t.seal != nil {
 		packed = t.seal.Seal(packed, t.ID)
 	}
-	c := &history.Commit{Base: hex.EncodeToString(t.base[:]), Sum: hex.EncodeToString(sum[:]), Plain: compact}
+	c := &history.Commit{Base: hex.EncodeToString(t.base[:]), Sum: hex.EncodeToString(sum[:]), Plain: compact, Said: said(t.M)}
 	if c.Manifest, err = json.Marshal(packed); err != nil {
 		return fmt.Errorf("save manifest: %w", err)
 	}
