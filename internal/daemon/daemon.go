@@ -159,7 +159,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	d.cron = schedule.New(env, logger, d.metrics, effects)
 	d.cron.Created = func(id string) {
 		d.watchJob(id)
-		d.consider(id, false, time.Time{})
+		d.consider(id, false, time.Time{}, nil)
 	}
 	// A run the schedule halted (Replace) was saved by this process: tell
 	// the scheduler, which kills its call in flight.

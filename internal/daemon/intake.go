@@ -130,21 +130,25 @@ func (d *Daemon) liveFound(e *jobstore.Entry) bool {
 	if d.isFresh(e.ID) {
 		return true
 	}
-	m := e.Manifest
-	if m == nil {
+	l := e.Loaded()
+	switch {
+	case l != nil:
+	case e.Manifest != nil:
+		l = &jobstore.Loaded{M: e.Manifest} // no read to hand on: the run reads the file
+	default:
 		// From the index: the daemon acts on the whole manifest.
 		var err error
-		if m, err = d.store.Load(e.ID); err != nil {
+		if l, err = d.store.LoadFile(e.ID); err != nil {
 			d.reportInvalid(e.ID, err)
 			return false
 		}
 	}
 	d.clearInvalid(e.ID)
-	d.note(e.ID, m)
-	if m.Status.Active() {
-		// m is the whole manifest, just read and checked: the run
-		// starts from it, not from another read.
-		d.sched.NudgeManifest(e.ID, m)
+	d.note(e.ID, l.M)
+	if l.M.Status.Active() {
+		// The whole manifest, just read and checked: the run starts
+		// from that read, not from another (NudgeLoaded).
+		d.sched.NudgeLoaded(e.ID, l)
 	}
 	return true
 }
@@ -226,10 +230,11 @@ func (d *Daemon) gone(name string) {
 // manifest that is not yet complete JSON is being written: wait for the
 // next write instead of reporting it. arrived is when the job's folder
 // or file came into the jobs folder, if known (handOver). It reports
-// whether the job was handed to the scheduler to run.
-func (d *Daemon) consider(id string, fromEvent bool, arrived time.Time) (runs bool) {
+// whether the job was handed to the scheduler to run. pre, if not nil, is
+// the manifest file as a placement just read it (not read again).
+func (d *Daemon) consider(id string, fromEvent bool, arrived time.Time, pre *jobstore.FileRead) (runs bool) {
 	d.markFresh(id)
-	m, err := d.store.Load(id)
+	l, err := d.store.LoadFrom(id, pre)
 	if err != nil {
 		if errors.Is(err, jobstore.ErrNotFound) {
 			// A folder whose name cannot be a job id (control characters,
@@ -250,8 +255,8 @@ func (d *Daemon) consider(id string, fromEvent bool, arrived time.Time) (runs bo
 		return false
 	}
 	d.clearInvalid(id)
-	d.note(id, m)
-	return d.handOver(id, m, arrived)
+	d.note(id, l.M)
+	return d.handOver(id, l, arrived)
 }
 
 // note records what the daemon knows of a job it has just read: its status

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/jobstore"
 )
 
 // arrival is when fi's folder or file arrived in the jobs folder: its
@@ -31,17 +31,18 @@ func arrival(fi os.FileInfo) time.Time {
 	return t
 }
 
-// handOver hands job id, whose manifest m was just read and checked, to
-// the scheduler. The time it arrived, if known (not zero), is kept for its
-// run's beginning (runBegun). It reports whether the job runs.
-func (d *Daemon) handOver(id string, m *manifest.Manifest, arrived time.Time) bool {
+// handOver hands job id, whose manifest l was just read and checked, to
+// the scheduler, which starts its run from that read. The time it arrived,
+// if known (not zero), is kept for its run's beginning (runBegun). It
+// reports whether the job runs.
+func (d *Daemon) handOver(id string, l *jobstore.Loaded, arrived time.Time) bool {
 	if arrived.IsZero() {
-		return d.sched.NudgeManifest(id, m)
+		return d.sched.NudgeLoaded(id, l)
 	}
 	d.mu.Lock()
 	d.arrivals[id] = arrived // before the run can begin
 	d.mu.Unlock()
-	if d.sched.NudgeManifest(id, m) {
+	if d.sched.NudgeLoaded(id, l) {
 		return true
 	}
 	d.mu.Lock()

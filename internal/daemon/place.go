@@ -23,7 +23,7 @@ func (d *Daemon) place(bare string, atStart bool, arrived time.Time) {
 	if _, err := os.Lstat(bare); errors.Is(err, fs.ErrNotExist) {
 		return
 	}
-	id, placed, err := d.store.Place(bare)
+	id, placed, read, err := d.store.PlaceRead(bare)
 	if errors.Is(err, jobstore.ErrIncomplete) && !atStart {
 		d.log.Debug("manifest still being written", "file", filepath.Base(bare))
 		return
@@ -52,7 +52,7 @@ func (d *Daemon) place(bare string, atStart bool, arrived time.Time) {
 	d.placed[id] = time.Now()
 	d.mu.Unlock()
 	d.watchJob(id)
-	if !d.consider(id, false, arrived) {
+	if !d.consider(id, false, arrived, read) { // what Place read: not read again
 		// No run's first history append will make the move durable.
 		d.settlePlaced(id)
 	}

@@ -180,7 +180,7 @@ func (d *Daemon) fileEvent(ev fsnotify.Event) {
 				return // place has looked at it
 			}
 			d.watchJob(base)
-			d.consider(base, true, arrival(fi))
+			d.consider(base, true, arrival(fi), nil)
 		case fi.Mode().IsRegular() && strings.HasSuffix(base, ".json"):
 			d.place(ev.Name, false, arrival(fi))
 		}
@@ -212,7 +212,7 @@ func (d *Daemon) fileEvent(ev fsnotify.Event) {
 			// for a slot): a new job.json is no longer that name's file,
 			// so the placement is settled now, not at a later crash.
 			d.settleIfPlacing(parts[0])
-			d.consider(parts[0], true, time.Time{})
+			d.consider(parts[0], true, time.Time{}, nil)
 		}
 	}
 }

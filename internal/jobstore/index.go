@@ -197,7 +197,9 @@ type Scan struct {
 	// Found, if set, is called from the scan's goroutines for each live
 	// entry as soon as it is read, before the rest of the folder: a job
 	// to run starts without waiting for the census of finished ones. The
-	// entry is only lent for the call.
+	// entry is only lent for the call. A bare manifest is handed over
+	// unread (no Manifest, no Err): the finder places it, and the
+	// placement reads it (Store.PlaceRead).
 	Found func(*Entry)
 	// Done, if set, is called for every entry listed in id order, one call at a
 	// time, once it and the entries before it are read (after Found), and
@@ -341,6 +343,11 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 			}()
 		}
 		if e.Unplaced != "" {
+			if sc.Found != nil {
+				// Placed by whoever hears of it, and read then.
+				s.leftoverEntry(e)
+				return
+			}
 			s.loadEntry(e)
 			return
 		}
@@ -386,16 +393,20 @@ func (s *Store) listSummaries(trustInvalid, lazy bool, sc Scan) ([]Entry, error)
 		}
 		// A manifest the index says is invalid is checked again in full
 		// (checks may have changed with an upgrade), never peeked.
-		if lazy && !(hit && ie.Err != "") && s.peekFinished(e) {
-			// Indexed as unchecked: a later scan need not decode it
-			// again, a listing that checks does not trust it.
-			loaded[i] = true
-			if ok && k.Ctime < now.Add(-indexStable).UnixNano() {
-				keys[i], state[i] = k, freshEntry
+		var peeked *read
+		if lazy && !(hit && ie.Err != "") {
+			var finished bool
+			if finished, peeked = s.peekFinished(e); finished {
+				// Indexed as unchecked: a later scan need not decode it
+				// again, a listing that checks does not trust it.
+				loaded[i] = true
+				if ok && k.Ctime < now.Add(-indexStable).UnixNano() {
+					keys[i], state[i] = k, freshEntry
+				}
+				return
 			}
-			return
 		}
-		s.loadEntry(e)
+		s.loadEntryFrom(e, peeked) // what the peek read is checked, not read again
 		if ok && r >= 0 && ie.Err != "" && !trustInvalid && e.Err != nil && e.Err.Error() == ie.Err {
 			keys[i], state[i] = ie.Key, kept // still invalid, for the same reason
 		}
@@ -514,20 +525,25 @@ func summarise(e *Entry) bool {
 // file that does not decode, a job_id that is not its folder's, a status
 // that is none of the nine, which a listing would otherwise show as if it
 // were one until the daemon's late check, a job to run) is left to loadEntry, which checks it in full and says why it is
-// invalid.
-func (s *Store) peekFinished(e *Entry) bool {
-	data, err := s.ReadManifest(e.ID)
-	if err != nil || len(data) > manifest.MaxSize {
-		return false
+// invalid: it is handed what was read (and decoded, if it did) for that,
+// or nil if the read failed.
+func (s *Store) peekFinished(e *Entry) (bool, *read) {
+	r, err := s.readManifest(e.ID)
+	if err != nil || len(r.Raw) > manifest.MaxSize {
+		return false, nil
 	}
-	m, err := manifest.DecodeTrusted(filepath.Join(e.Dir, ManifestFile), data)
-	if err != nil || (m.JobID != "" && m.JobID != e.ID) || !m.Status.Valid() || m.Status.Active() || m.Schedule != nil {
-		return false
+	s.n.decodes.Add(1)
+	m, err := manifest.DecodeTrusted(filepath.Join(e.Dir, ManifestFile), r.Raw)
+	if err != nil {
+		return false, &read{FileRead: r}
+	}
+	if (m.JobID != "" && m.JobID != e.ID) || !m.Status.Valid() || m.Status.Active() || m.Schedule != nil {
+		return false, &read{FileRead: r, trusted: m}
 	}
 	m.JobID = e.ID
 	sum := summaryOf(m)
 	e.setSum(sum, true)
-	return true
+	return true, nil
 }
 
 // checkedBy identifies this program's build by its executable file (zero

@@ -72,6 +72,8 @@ type Store struct {
 	// placing holds, per job, the bare name this process's placement
 	// left beside its job.json until that is durable (place.go).
 	placing sync.Map // id -> *placement
+	// n counts manifest reads, decodes and checks (Counts).
+	n counts
 }
 
 type fileKey struct {
@@ -192,6 +194,19 @@ type Entry struct {
 	// run.
 	// Reading the job in full (Load, a transaction's Begin) checks it.
 	Unchecked bool
+	// read is the read Manifest was decoded from, for a job to run
+	// (Loaded); nil for any other.
+	read *FileRead
+}
+
+// Loaded returns the entry's manifest with the read it was decoded from,
+// for a job to run that a listing read in full (loadEntry); nil for any
+// other entry.
+func (e *Entry) Loaded() *Loaded {
+	if e.Manifest == nil || e.read == nil || e.Err != nil {
+		return nil
+	}
+	return &Loaded{M: e.Manifest, FileRead: *e.read}
 }
 
 // View returns the entry's manifest, or for a Partial entry a new manifest
@@ -232,7 +247,7 @@ func (e *Entry) summary() (Summary, bool) {
 
 // setSum makes e a Partial entry holding sum.
 func (e *Entry) setSum(sum Summary, unchecked bool) {
-	e.Manifest, e.sum, e.idx, e.Partial, e.Unchecked = nil, &sum, nil, true, unchecked
+	e.Manifest, e.sum, e.idx, e.Partial, e.Unchecked, e.read = nil, &sum, nil, true, unchecked, nil
 }
 
 // ViewInto is View that fills m rather than a new manifest, for a caller
@@ -320,16 +335,38 @@ func (s *Store) scanNames() ([]Entry, error) {
 // loadEntry reads the manifest of an entry from scanNames. A folder with
 // no manifest is marked by Dir == "", a bare name that is a placement's
 // leftover by Leftover (both dropped by the caller).
-func (s *Store) loadEntry(e *Entry) {
+func (s *Store) loadEntry(e *Entry) { s.loadEntryFrom(e, nil) }
+
+// leftoverEntry marks a bare manifest's entry that is a placement's
+// leftover (Leftover), and reads no more of it.
+func (s *Store) leftoverEntry(e *Entry) {
+	if s.Leftover(e.Unplaced) {
+		e.Leftover, e.Unplaced = e.Unplaced, ""
+	}
+}
+
+// loadEntryFrom is loadEntry for a job folder's manifest already read as
+// r (nil: read it now). A job to run keeps its read (Entry.Loaded).
+func (s *Store) loadEntryFrom(e *Entry, r *read) {
 	if e.Unplaced != "" {
 		if s.Leftover(e.Unplaced) {
 			e.Leftover, e.Unplaced = e.Unplaced, ""
 			return
 		}
+		s.n.reads.Add(1)
+		s.n.decodes.Add(1)
+		s.n.checks.Add(1)
 		e.Manifest, e.Err = manifest.ReadFile(e.Unplaced)
 		return
 	}
-	e.Manifest, e.Err = s.Load(e.ID)
+	var l *Loaded
+	l, e.Err = s.loadFile(e.ID, r)
+	if e.Err == nil {
+		e.Manifest = l.M
+		if l.M.Status.Active() && l.M.Schedule == nil {
+			e.read = &l.FileRead
+		}
+	}
 	if e.Err != nil && errors.Is(e.Err, ErrNotFound) {
 		if _, err := os.Stat(filepath.Join(e.Dir, ManifestFile)); err != nil {
 			e.Dir = "" // not a job folder
@@ -382,14 +419,35 @@ const maxRereads = 9
 
 // LoadRaw is Load that also returns the bytes the manifest was read from.
 func (s *Store) LoadRaw(id string) (*manifest.Manifest, []byte, error) {
-	data, err := s.ReadManifest(id)
+	l, err := s.loadFile(id, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l.M, l.Raw, nil
+}
+
+// read is a FileRead and, if a caller has already decoded its bytes
+// unchecked (peekFinished), what they decoded to.
+type read struct {
+	FileRead
+	trusted *manifest.Manifest
+}
+
+// loadFile reads (unless r is given), decodes and checks job id's
+// manifest.
+func (s *Store) loadFile(id string, r *read) (*Loaded, error) {
+	var err error
+	if r == nil {
+		r = &read{}
+		r.FileRead, err = s.readManifest(id)
+	}
 	for try := 0; ; try++ {
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		m, perr := s.Parse(id, data)
+		m, perr := s.parse(id, r.Raw, r.trusted)
 		if perr == nil {
-			return m, data, nil
+			return &Loaded{M: m, FileRead: r.FileRead}, nil
 		}
 		// A read that met the daemon's in-place save (Store.InPlace) can
 		// mix the old and new bytes into JSON that neither is: refused
@@ -397,36 +455,49 @@ func (s *Store) LoadRaw(id string) (*manifest.Manifest, []byte, error) {
 		// machine can meet a save again on the next read: the waits grow
 		// (1, 2, 4 … 16 ms, about 100 ms in all) before the read gives up.
 		if try == maxRereads || !beingWritten(filepath.Join(s.JobDir(id), ManifestFile)) {
-			return nil, nil, perr
+			return nil, perr
 		}
 		time.Sleep(min(time.Millisecond<<try, 16*time.Millisecond))
-		again, rerr := s.ReadManifest(id)
-		if rerr == nil && bytes.Equal(again, data) {
-			return nil, nil, perr
+		again, rerr := s.readManifest(id)
+		if rerr == nil && bytes.Equal(again.Raw, r.Raw) {
+			return nil, perr
 		}
-		data, err = again, rerr
+		r, err = &read{FileRead: again}, rerr
 	}
 }
 
 // ReadManifest returns the bytes of job id's manifest file, unchecked.
 func (s *Store) ReadManifest(id string) ([]byte, error) {
+	r, err := s.readManifest(id)
+	return r.Raw, err
+}
+
+// readManifest is ReadManifest with the file's identity.
+func (s *Store) readManifest(id string) (FileRead, error) {
 	if err := manifest.ValidID(id); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotFound, err)
+		return FileRead{}, fmt.Errorf("%w: %v", ErrNotFound, err)
 	}
-	data, err := readManifestFile(filepath.Join(s.JobDir(id), ManifestFile))
+	s.n.reads.Add(1)
+	r, err := readManifestFile(filepath.Join(s.JobDir(id), ManifestFile))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+			return FileRead{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
 		}
-		return nil, err
+		return FileRead{}, err
 	}
-	return data, nil
+	return r, nil
 }
 
 // Parse checks and decodes data, job id's manifest file as read.
 func (s *Store) Parse(id string, data []byte) (*manifest.Manifest, error) {
+	return s.parse(id, data, nil)
+}
+
+// parse is Parse; trusted, if not nil, is what data decodes to unchecked
+// (manifest.DecodeTrusted), to check rather than decode again.
+func (s *Store) parse(id string, data []byte, trusted *manifest.Manifest) (*manifest.Manifest, error) {
 	p := filepath.Join(s.JobDir(id), ManifestFile)
-	m, err := s.decode(id, p, data)
+	m, err := s.decode(id, p, data, trusted)
 	if err != nil {
 		return nil, err
 	}
@@ -438,15 +509,15 @@ func (s *Store) Parse(id string, data []byte) (*manifest.Manifest, error) {
 	return m, nil
 }
 
-func readManifestFile(p string) ([]byte, error) {
-	data, err := readManifestOnce(p)
-	for try := 0; err == nil && try < 3 && !json.Valid(data) && beingWritten(p); try++ {
+func readManifestFile(p string) (FileRead, error) {
+	r, err := readManifestOnce(p)
+	for try := 0; err == nil && try < 3 && !json.Valid(r.Raw) && beingWritten(p); try++ {
 		// The daemon rewrites manifests in place (Store.InPlace): a read
 		// that met a write half done is not JSON; read it again.
 		time.Sleep(time.Millisecond)
-		data, err = readManifestOnce(p)
+		r, err = readManifestOnce(p)
 	}
-	return data, err
+	return r, err
 }
 
 // beingWritten reports whether file p changed within the last second: a
@@ -457,21 +528,36 @@ func beingWritten(p string) bool {
 	return err == nil && time.Since(fi.ModTime()) < time.Second
 }
 
-func readManifestOnce(p string) ([]byte, error) {
-	return regfile.ReadLimited(p, manifest.MaxSize)
+func readManifestOnce(p string) (FileRead, error) {
+	data, st, err := regfile.ReadLimitedStat(p, manifest.MaxSize)
+	if err != nil {
+		return FileRead{}, err
+	}
+	return FileRead{Raw: data, key: keyOfStat(&st)}, nil
 }
 
-// decode checks data fully unless these exact bytes passed before.
-func (s *Store) decode(id, file string, data []byte) (*manifest.Manifest, error) {
+// decode checks data fully unless these exact bytes passed before. trusted,
+// if not nil, is data decoded unchecked already.
+func (s *Store) decode(id, file string, data []byte, trusted *manifest.Manifest) (*manifest.Manifest, error) {
 	sum := sha256.Sum256(data)
+	passed := false
 	if v, ok := s.checked.Load(id); ok && v.([32]byte) == sum {
-		return manifest.DecodeTrusted(file, data)
-	}
-	if s.Committed != nil && s.Committed(id, sum) {
+		passed = true
+	} else if s.Committed != nil && s.Committed(id, sum) {
 		s.checked.Store(id, sum)
+		passed = true
+	}
+	if trusted == nil {
+		s.n.decodes.Add(1)
+	}
+	if passed {
+		if trusted != nil {
+			return trusted, nil
+		}
 		return manifest.DecodeTrusted(file, data)
 	}
-	m, err := manifest.Decode(file, data)
+	s.n.checks.Add(1)
+	m, err := manifest.Check(file, data, trusted)
 	if err == nil {
 		s.checked.Store(id, sum)
 	}

@@ -57,37 +57,47 @@ type placement struct {
 // the name is removed once the job's folder is known durable (now, when
 // this process did not place it: after a crash or a restart).
 func (s *Store) Place(bare string) (id string, placed bool, err error) {
+	id, placed, _, err = s.PlaceRead(bare)
+	return id, placed, err
+}
+
+// PlaceRead is Place that also returns what it read of the file, now
+// job.json, with the file's identity after the move (LoadFrom decodes it,
+// a job's first transaction takes it while Unchanged), or nil when it
+// cannot vouch for it (the file changed meanwhile, or was copied).
+func (s *Store) PlaceRead(bare string) (id string, placed bool, r *FileRead, err error) {
 	f, err := os.Open(bare)
 	if err != nil {
-		return "", false, fmt.Errorf("place %s: %w", bare, err)
+		return "", false, nil, fmt.Errorf("place %s: %w", bare, err)
 	}
 	file, err := f.Stat()
 	if err != nil {
 		_ = f.Close() // read-only
-		return "", false, fmt.Errorf("place %s: %w", bare, err)
+		return "", false, nil, fmt.Errorf("place %s: %w", bare, err)
 	}
+	s.n.reads.Add(1)
 	data, err := io.ReadAll(io.LimitReader(f, manifest.MaxSize+1))
 	_ = f.Close() // read-only
 	if err != nil {
-		return "", false, fmt.Errorf("place %s: %w", bare, err)
+		return "", false, nil, fmt.Errorf("place %s: %w", bare, err)
 	}
 	if len(data) > manifest.MaxSize {
 		// Not moved: a file this size is not a manifest, whatever it is.
-		return "", false, &manifest.Error{File: bare, Reason: fmt.Sprintf("file is larger than %d bytes; not placed", manifest.MaxSize)}
+		return "", false, nil, &manifest.Error{File: bare, Reason: fmt.Sprintf("file is larger than %d bytes; not placed", manifest.MaxSize)}
 	}
 	if manifest.Incomplete(data) {
-		return "", false, ErrIncomplete
+		return "", false, nil, ErrIncomplete
 	}
 	id = placementID(bare, data)
 	if err := manifest.ValidID(id); err != nil {
-		return "", false, fmt.Errorf("%s: %w", bare, err)
+		return "", false, nil, fmt.Errorf("%s: %w", bare, err)
 	}
 	dir := s.JobDir(id)
 	mf := filepath.Join(dir, ManifestFile)
 	made := true
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		if !errors.Is(err, fs.ErrExist) {
-			return "", false, fmt.Errorf("place %s: %w", bare, err)
+			return "", false, nil, fmt.Errorf("place %s: %w", bare, err)
 		}
 		made = false
 		// A folder without a manifest is what a crash between the mkdir and
@@ -96,15 +106,19 @@ func (s *Store) Place(bare string) (id string, placed bool, err error) {
 		// manifest is another job.
 		cur, serr := os.Lstat(mf)
 		if serr == nil && os.SameFile(cur, file) {
-			return id, false, s.dropLeftover(id, bare, file)
+			return id, false, nil, s.dropLeftover(id, bare, file)
 		}
 		if !errors.Is(serr, fs.ErrNotExist) {
-			return "", false, fmt.Errorf("%s: job %s already exists; rename the file or change its job_id", bare, id)
+			return "", false, nil, fmt.Errorf("%s: job %s already exists; rename the file or change its job_id", bare, id)
 		}
 	}
 	if err := s.moveIn(id, bare, mf, file, data); err != nil {
 		_ = os.Remove(dir) // only if empty; one left is taken by the next Place
-		return "", false, fmt.Errorf("place %s: %w", bare, err)
+		return "", false, nil, fmt.Errorf("place %s: %w", bare, err)
+	}
+	if links(file) == 1 {
+		// Linked or renamed, not copied: job.json is the file read.
+		r = placedRead(mf, file, data)
 	}
 	// Not fsync'd here but marked: the job's first history append fsyncs
 	// both folders beside its own record (history.Log), and a job that
@@ -117,7 +131,7 @@ func (s *Store) Place(bare string) (id string, placed bool, err error) {
 	} else {
 		atomicfile.MarkDirty(s.Dir)
 	}
-	return id, true, nil
+	return id, true, r, nil
 }
 
 // moveIn makes mf (job id's job.json) the file bare names, whose content

@@ -131,6 +131,21 @@ type Kept struct {
 	logSize int64
 	m       *manifest.Manifest
 	compact []byte
+	// seed is the manifest as the daemon's intake read and checked it
+	// (Start), for the first Begin: taken while the file is still the
+	// one read (jobstore.Store.Unchanged), under the lock.
+	seed *jobstore.Loaded
+}
+
+// Start hands the next Begin the manifest l as the caller read and checked
+// it (the daemon's intake), so that a pickup reads, decodes and checks
+// job.json once. Begin takes it only if, under the job's lock, the file is
+// still the one read; else it reads the file as usual. l.M is not changed:
+// the transaction works on a copy.
+func (k *Kept) Start(l *jobstore.Loaded) {
+	if k.raw == nil {
+		k.seed = l
+	}
 }
 
 // Close closes what k keeps.
@@ -189,16 +204,32 @@ func Begin(env *Env, id string, keep *Kept) (*Tx, error) {
 		t.Log = log
 	}
 	var raw []byte
+	var seed *jobstore.Loaded
 	if keep != nil && keep.raw != nil && keep.logSize == t.Log.Size() && env.Store.WrittenHere(id) {
 		// Still the file this Run saved (same inode, size and time), and
 		// the history says no other transaction came between.
 		raw = keep.raw
+	} else if keep != nil && keep.seed != nil && env.Store.Unchanged(id, &keep.seed.FileRead) {
+		// Still the file the intake read (Start): its bytes and the
+		// manifest they decoded to, checked then.
+		seed, raw = keep.seed, keep.seed.Raw
+	}
+	if keep != nil {
+		keep.seed = nil // for the first Begin only
 	}
 	kept := raw
 	raw, err = t.restoreManifest(raw)
 	var m *manifest.Manifest
 	switch {
 	case err != nil:
+	case seed != nil && sameArray(raw, seed.Raw):
+		// The history had nothing to put back: start from a copy of what
+		// the intake decoded (it may still read its own), and keep that
+		// for the next Begin, as a decode here would.
+		m = seed.M.Clone()
+		if t.saved, err = json.Marshal(m); err == nil {
+			keep.m, keep.compact = seed.M, t.saved
+		}
 	case kept != nil && keep.m != nil && sameArray(raw, kept):
 		// The file is as the last transaction left it: start from a copy
 		// of the manifest it decoded to, not from a new decode.

@@ -84,7 +84,18 @@ func OpenRegular(name string) (*os.File, error) {
 // Like ReadFile, it sizes its buffer from the open's fstat: one read for a
 // file of up to limit bytes, and one to see its end.
 func ReadLimited(name string, limit int64) ([]byte, error) {
-	return read(name, limit+1)
+	var st syscall.Stat_t
+	return read(name, limit+1, &st)
+}
+
+// ReadLimitedStat is ReadLimited that also returns the file's fstat as
+// taken after the open and before the read: a caller that keeps the
+// bytes can later tell, by a stat of the path, whether the file may have
+// changed since (a write after this fstat changes its times or size).
+func ReadLimitedStat(name string, limit int64) ([]byte, syscall.Stat_t, error) {
+	var st syscall.Stat_t
+	b, err := read(name, limit+1, &st)
+	return b, st, err
 }
 
 // OpenFile is os.OpenFile for regular files (and folders, for fsync): the
@@ -104,12 +115,15 @@ func OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 
 // ReadFile is os.ReadFile without an *os.File: open, fstat for the size,
 // read, close. Only regular files are read (see OpenRegular).
-func ReadFile(name string) ([]byte, error) { return read(name, -1) }
-
-// read reads the regular file name, at most lim bytes if lim >= 0.
-func read(name string, lim int64) ([]byte, error) {
+func ReadFile(name string) ([]byte, error) {
 	var st syscall.Stat_t
-	fd, err := openRegular(name, &st)
+	return read(name, -1, &st)
+}
+
+// read reads the regular file name, at most lim bytes if lim >= 0; st
+// gets its fstat from before the read.
+func read(name string, lim int64, st *syscall.Stat_t) ([]byte, error) {
+	fd, err := openRegular(name, st)
 	if err != nil {
 		return nil, err
 	}

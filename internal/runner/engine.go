@@ -29,6 +29,7 @@ import (
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/effect"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
@@ -163,10 +164,17 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // for a steward, halted) or ctx ends. Cancel ctx with cause ErrHalted to
 // kill the call in flight because a steward halted the job, or ErrShutdown
 // to interrupt it so that the next start re-attempts the same turn.
-func (e *Engine) Run(ctx context.Context, id string) error {
+func (e *Engine) Run(ctx context.Context, id string) error { return e.RunFrom(ctx, id, nil) }
+
+// RunFrom is Run for a job whose manifest the caller has just read and
+// checked as l (the daemon's intake; nil if not): its first transaction
+// takes it rather than read job.json again, while the file is still the
+// one read (jobtx.Kept.Start).
+func (e *Engine) RunFrom(ctx context.Context, id string, l *jobstore.Loaded) error {
 	// The history and the lock file stay open across the steps.
 	var keep jobtx.Kept
 	defer keep.Close()
+	keep.Start(l)
 	defer e.forgetLed(id)
 	if je, ok := e.Contain.(jobEnder); ok {
 		defer je.EndJob(id) // its spare sandbox dies with the run

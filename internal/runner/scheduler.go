@@ -69,6 +69,10 @@ type run struct {
 	// again is set when the job was nudged while running: look once more
 	// when this run ends (a steward may have resumed it meanwhile).
 	again bool
+	// seed is the manifest as last read for the run, until the run takes
+	// it for its first transaction (s.mu): a nudge while the run waits
+	// for a slot brings a newer read, or none (a read that failed).
+	seed *jobstore.Loaded
 }
 
 // NewScheduler returns a scheduler; runs get contexts derived from ctx.
@@ -85,15 +89,17 @@ func NewScheduler(ctx context.Context, e *Engine, maxParallel int, logger *slog.
 // is not running starts; a running job whose manifest a steward moved out
 // of the active statuses has its call in flight killed.
 func (s *Scheduler) Nudge(id string) {
-	m, err := s.Engine.Env.Store.Load(id)
-	s.nudge(id, m, err)
+	l, err := s.Engine.Env.Store.LoadFile(id)
+	s.nudge(id, l, err)
 }
 
-// NudgeManifest is Nudge for a caller that has just loaded the manifest.
-// It reports whether the job runs (started now, or already running).
-func (s *Scheduler) NudgeManifest(id string, m *manifest.Manifest) bool { return s.nudge(id, m, nil) }
+// NudgeLoaded is Nudge for a caller that has just read and checked the
+// manifest (jobstore.Store.LoadFile): the run starts from that read, not
+// from another (Engine.RunFrom). It reports whether the job runs (started
+// now, or already running). l.M must not change from now on.
+func (s *Scheduler) NudgeLoaded(id string, l *jobstore.Loaded) bool { return s.nudge(id, l, nil) }
 
-func (s *Scheduler) nudge(id string, m *manifest.Manifest, err error) bool {
+func (s *Scheduler) nudge(id string, l *jobstore.Loaded, err error) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -101,24 +107,37 @@ func (s *Scheduler) nudge(id string, m *manifest.Manifest, err error) bool {
 	}
 	if r, ok := s.active[id]; ok {
 		r.again = true
-		if err == nil && !m.Status.Active() {
+		if r.seed != nil {
+			r.seed = l // the newer read, or none
+		}
+		if err == nil && !l.M.Status.Active() {
 			r.cancel(ErrHalted)
 			return false
 		}
 		return true
 	}
-	if err != nil || !m.Status.Active() || m.Schedule != nil { // templates never run themselves
+	if err != nil || !l.M.Status.Active() || l.M.Schedule != nil { // templates never run themselves
 		return false
 	}
-	s.start(id, m)
+	s.start(id, l)
 	return true
 }
 
-// start launches a run of job id, whose manifest was just read as m; s.mu
+// takeSeed is the read a run of job id was started or last nudged with,
+// once: its first attempt starts from it.
+func (s *Scheduler) takeSeed(r *run) *jobstore.Loaded {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := r.seed
+	r.seed = nil
+	return l
+}
+
+// start launches a run of job id, whose manifest was just read as l; s.mu
 // is held.
-func (s *Scheduler) start(id string, m *manifest.Manifest) {
+func (s *Scheduler) start(id string, l *jobstore.Loaded) {
 	ctx, cancel := context.WithCancelCause(s.baseCtx)
-	r := &run{cancel: cancel}
+	r := &run{cancel: cancel, seed: l}
 	s.active[id] = r
 	s.wg.Add(1)
 	go func() {
@@ -144,8 +163,7 @@ func (s *Scheduler) start(id string, m *manifest.Manifest) {
 				return
 			}
 			sl := &slot{s: s}
-			err := s.runOnce(context.WithValue(ctx, slotKey{}, sl), id, m)
-			m = nil // read again for a later attempt
+			err := s.runOnce(context.WithValue(ctx, slotKey{}, sl), id, s.takeSeed(r)) // nil for a later attempt: read again
 			sl.end()
 			if err == nil {
 				return
@@ -238,18 +256,19 @@ func leaveSlot(ctx context.Context) {
 	}
 }
 
-// runOnce runs the job once, unless its history has gone missing. m is
-// the manifest as just read, if the caller has it.
-func (s *Scheduler) runOnce(ctx context.Context, id string, m *manifest.Manifest) error {
-	if m == nil {
-		m, _ = s.Engine.Env.Store.Load(id)
+// runOnce runs the job once, unless its history has gone missing. l is
+// the manifest as read for the run, if the caller has it; the run's first
+// transaction starts from it (Engine.RunFrom).
+func (s *Scheduler) runOnce(ctx context.Context, id string, l *jobstore.Loaded) error {
+	if l == nil {
+		l, _ = s.Engine.Env.Store.LoadFile(id)
 	}
-	if m != nil {
-		if err := historyGone(s.Engine.Env.Store.JobDir(id), m); err != nil {
+	if l != nil {
+		if err := historyGone(s.Engine.Env.Store.JobDir(id), l.M); err != nil {
 			return err
 		}
 	}
-	return s.Engine.Run(ctx, id)
+	return s.Engine.RunFrom(ctx, id, l)
 }
 
 // stall notes that job id is stalled on its storage (st) or no longer is
