@@ -14,7 +14,7 @@ import (
 // A killed daemon's metering folder is removed by the next daemon's start;
 // a live proxy's, and one too young to judge, are left alone.
 func TestSweepMeterDirsRemovesOnlyStoppedProxies(t *testing.T) {
-	tmp := t.TempDir()
+	tmp := socketTempDir(t)
 	t.Setenv("TMPDIR", tmp)
 	hermetic(t, tmp)
 	old := time.Now().Add(-2 * meterDirGrace)
@@ -73,7 +73,7 @@ func TestSweepMeterDirsRemovesOnlyStoppedProxies(t *testing.T) {
 
 // startMeter sweeps before it makes its own folder.
 func TestStartMeterSweepsStoppedProxies(t *testing.T) {
-	tmp := t.TempDir()
+	tmp := socketTempDir(t)
 	t.Setenv("TMPDIR", tmp)
 	hermetic(t, tmp)
 	stale := filepath.Join(tmp, meterDirPrefix+"stale")
@@ -97,6 +97,19 @@ func TestStartMeterSweepsStoppedProxies(t *testing.T) {
 	}
 }
 
+// socketTempDir is a temporary folder short enough for the sockets the
+// tests bind in its children: t.TempDir's path carries the test's name,
+// and under a TMPDIR of 18 bytes or so a socket's path in it went past the
+// 107 bytes a unix socket's may have.
+func socketTempDir(t *testing.T) string {
+	d, err := os.MkdirTemp("", "lm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	return d
+}
+
 // hermetic keeps the fallback folder to the test's own.
 func hermetic(t *testing.T, dir string) {
 	old := meterFallback
@@ -107,7 +120,7 @@ func hermetic(t *testing.T, dir string) {
 // A $TMPDIR too deep for a socket's path falls back to the short folder;
 // when that is too deep as well, the error says what to do.
 func TestMeterDirFallsBackWhenTMPDIRIsTooDeep(t *testing.T) {
-	short := t.TempDir()
+	short := socketTempDir(t)
 	deep := filepath.Join(short, strings.Repeat("d", 60), strings.Repeat("e", 60))
 	if err := os.MkdirAll(deep, 0o700); err != nil {
 		t.Fatal(err)
