@@ -64,42 +64,12 @@ func BenchmarkCallLoop(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(calls), "wall-us/call")
 }
 
-// BenchmarkScriptJob is scenario 3's job (logist-bench -only 3) in the
-// engine alone: a scripted Worker and Supervisor that answer COMPLETED at
-// once, so each op is one whole two-call job (its start, two calls, its
-// end and jobHistory.json) with no agent process. cpu-us/job is the
-// process's user and system time in Run per job (getrusage: the fsyncs'
-// kernel time included, the job's placement and check not); -benchmem's
-// allocations are per job, its placement and check included.
+// BenchmarkScriptJob is scenario 3's two-call scripted job in the engine
+// alone (testkit's BenchScriptJobs says what each op and metric is).
 func BenchmarkScriptJob(b *testing.B) {
 	k := testkit.New(b)
 	k.Env.Store.InPlace = true // as logistd saves manifests
 	e := NewEngine(k.Env, builtins.Effects())
 	k.Runner = e
-	script := func(summary string) map[string]any {
-		return map[string]any{"provider": "script", "script": []any{map[string]any{"action": "COMPLETED", "summary": summary}}}
-	}
-	var cpu time.Duration
-	var ru0, ru1 syscall.Rusage
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		b.StopTimer()
-		id := fmt.Sprintf("j%d", i)
-		k.WriteJob(id, job(script("done"), script("ok")))
-		b.StartTimer()
-		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
-		if err := e.Run(context.Background(), id); err != nil {
-			b.Fatal(err)
-		}
-		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-		b.StopTimer()
-		cpu += time.Duration(syscall.TimevalToNsec(ru1.Utime) - syscall.TimevalToNsec(ru0.Utime) +
-			syscall.TimevalToNsec(ru1.Stime) - syscall.TimevalToNsec(ru0.Stime))
-		if m := k.Load(id); m.Status != "SUCCESS" || m.Metrics.AgentCalls != 2 {
-			b.Fatalf("job %s: %s after %d calls (%s)", id, m.Status, m.Metrics.AgentCalls, m.Run.Reason)
-		}
-		b.StartTimer()
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/job")
+	k.BenchScriptJobs(b)
 }

@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -221,4 +222,44 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// BenchScriptJobs runs b.N of scenario 3's jobs (logist-bench -only 3) in
+// f.Runner, each a scripted Worker and Supervisor that answer COMPLETED at
+// once: one op is a whole two-call job (its start, two calls, its end and
+// jobHistory.json) with no agent process. It reports cpu-us/job, the
+// process's user and system time in Run per job (getrusage: the fsyncs'
+// kernel time included, the job's placement and check not), and
+// user-us/job, its user time alone (the system's share follows the file
+// system's state more than the code: ext4 after many deletions);
+// -benchmem's allocations are per job, its placement and check included.
+func (f *Fixture) BenchScriptJobs(b *testing.B) {
+	script := func(summary string) map[string]any {
+		return map[string]any{"provider": "script", "script": []any{map[string]any{"action": "COMPLETED", "summary": summary}}}
+	}
+	var cpu, user time.Duration
+	var ru0, ru1 syscall.Rusage
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		id := "j" + strconv.Itoa(i)
+		f.WriteJob(id, map[string]any{"agents": map[string]any{"worker": script("done"), "supervisor": script("ok")}})
+		b.StartTimer()
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+		if err := f.Runner.Run(context.Background(), id); err != nil {
+			b.Fatal(err)
+		}
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+		b.StopTimer()
+		u := time.Duration(syscall.TimevalToNsec(ru1.Utime) - syscall.TimevalToNsec(ru0.Utime))
+		user += u
+		cpu += u + time.Duration(syscall.TimevalToNsec(ru1.Stime)-syscall.TimevalToNsec(ru0.Stime))
+		if m := f.Load(id); m.Status != "SUCCESS" || m.Metrics.AgentCalls != 2 {
+			b.Fatalf("job %s: %s after %d calls (%s)", id, m.Status, m.Metrics.AgentCalls, m.Run.Reason)
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/job")
+	b.ReportMetric(float64(user.Microseconds())/float64(b.N), "user-us/job")
 }
