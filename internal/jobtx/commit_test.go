@@ -703,3 +703,57 @@ func TestEncryptedHistorySealsTheManifestsAgentText(t *testing.T) {
 		t.Errorf("the transaction sees %+v, notes %+v", m.Run, m.History)
 	}
 }
+
+// The manifest a Run keeps for its next Begin is a copy of the committed
+// one: a change made after a commit does not reach it, and neither does a
+// failed commit's, which the caller may change again at once (a copy made
+// beside the unit's fsync and not waited for on failure is a race that
+// -race reports; docs/performance.md "Per call: the timeline").
+func TestKeptManifestIsTheCommittedCopy(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var fail sync.Mutex // held: every history write fails, storing nothing
+	f.env.History.Write = func(fl *os.File, line []byte) (int, error) {
+		if !fail.TryLock() {
+			return 0, errors.New("injected write failure")
+		}
+		defer fail.Unlock()
+		return fl.Write(line)
+	}
+	var keep Kept
+	defer keep.Close()
+	begin := func() *Tx {
+		t.Helper()
+		tx, err := Begin(f.env, "j", &keep)
+		if err != nil {
+			t.Fatalf("Begin: %v", err)
+		}
+		return tx
+	}
+	tx := begin()
+	tx.M.Run.Guidance = "committed"
+	if err := tx.Commit(); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	tx.M.Run.Guidance = "changed after the commit"
+	tx.Close()
+
+	tx = begin()
+	if got := tx.M.Run.Guidance; got != "committed" {
+		t.Fatalf("next Begin saw guidance %q, want the committed one", got)
+	}
+	fail.Lock()
+	tx.M.Run.Guidance = "in a failed commit"
+	if err := tx.Commit(); err == nil {
+		t.Fatal("Commit succeeded with a failing history")
+	}
+	tx.M.Run.Guidance = "changed after the failure"
+	tx.Close()
+	fail.Unlock()
+
+	tx = begin()
+	defer tx.Close()
+	if got := tx.M.Run.Guidance; got != "committed" {
+		t.Fatalf("Begin after a failed commit saw guidance %q, want the committed one", got)
+	}
+}
