@@ -182,6 +182,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	d.sched.OnStall = d.metrics.Stalled
 	d.sched.OnRun = d.runBegun
 	d.sched.OnEnd = d.runEnded
+	d.sched.OnIdle = func() { collectWhileIdle() }
 	_ = store.ClearStalls() // notes a previous daemon left; failing, they are only stale
 
 	if o.Listen != "" {

@@ -48,6 +48,10 @@ type Scheduler struct {
 	// job may run again (the daemon settles a placement no unit of the
 	// run made durable: jobstore.SettlePlaced).
 	OnEnd func(id string)
+	// OnIdle, if set, hears that the last running job has ended: no job
+	// runs now (the daemon collects garbage then: idlegc.go). Called on
+	// the ending run's goroutine; it must not block.
+	OnIdle func()
 
 	sem chan struct{}
 	// ending holds the runs that gave their place in sem back once their
@@ -402,13 +406,16 @@ func (s *Scheduler) end(id string, r *run) {
 	s.mu.Lock()
 	delete(s.active, id)
 	again := r.again && !s.closed
-	if len(s.active) == 0 {
+	idle := len(s.active) == 0
+	if idle {
 		close(s.idle)
 		s.idle = make(chan struct{})
 	}
 	s.mu.Unlock()
 	if again {
 		s.Nudge(id)
+	} else if idle && s.OnIdle != nil {
+		s.OnIdle()
 	}
 }
 

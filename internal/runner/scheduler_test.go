@@ -378,3 +378,61 @@ func TestSchedulerOnRunBeforeTheSlot(t *testing.T) {
 		t.Errorf("%d more runs heard, want none", len(heard))
 	}
 }
+
+// OnIdle is heard once the last running job has ended, not when one of
+// several ends (the daemon collects garbage then: no pickup is under way).
+func TestSchedulerOnIdleAfterTheLastRun(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for _, id := range []string{"a", "b"} {
+		f.WriteJob(id, job(okSupervisor(), okSupervisor()))
+	}
+	hold := make(chan struct{})
+	f.fake(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+		if req.JobID == "b" {
+			<-hold
+		}
+		return answer("COMPLETED", req.Role+" done"), nil
+	})
+	s := newScheduler(t, f, 2)
+	var released atomic.Bool
+	idle := make(chan bool, 8)
+	s.OnIdle = func() { idle <- released.Load() }
+	ended := make(chan string, 8)
+	s.OnEnd = func(id string) { ended <- id }
+	t.Cleanup(func() {
+		if released.CompareAndSwap(false, true) {
+			close(hold)
+		}
+	})
+	s.Nudge("b")
+	s.Nudge("a")
+	select {
+	case id := <-ended:
+		if id != "a" {
+			t.Fatalf("%s ended first, want a (b is held)", id)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a did not end within 30 s")
+	}
+	for deadline := time.Now().Add(30 * time.Second); s.Running() != 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d running after a ended, want 1", s.Running())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	released.Store(true)
+	close(hold)
+	waitIdle(t, s, 30*time.Second)
+	select {
+	case afterB := <-idle:
+		if !afterB {
+			t.Fatal("OnIdle heard while b still ran")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("OnIdle not heard after the last run ended")
+	}
+	if n := len(idle); n != 0 {
+		t.Errorf("OnIdle heard %d more times, want once", n)
+	}
+}
