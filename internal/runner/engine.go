@@ -86,6 +86,9 @@ type Engine struct {
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
+
+	// gate orders the runs' transactions in a burst (cpugate.go).
+	gate *cpuGate
 }
 
 // Containment resolves a job's sandbox setting to the executor of its
@@ -146,7 +149,9 @@ func NewEngine(env *jobtx.Env, effects effect.Registry) *Engine {
 	if env.Obs == nil {
 		env.Obs = jobtx.Nop{}
 	}
-	return &Engine{Env: env, NewProvider: agent.New, Sleep: sleepCtx, Effects: effects, Defaults: manifest.DefaultBudgets(), rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
+	e := &Engine{Env: env, NewProvider: agent.New, Sleep: sleepCtx, Effects: effects, Defaults: manifest.DefaultBudgets(), rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
+	e.gate = newCPUGate(gateSize())
+	return e
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -188,7 +193,7 @@ func (e *Engine) RunFrom(ctx context.Context, id string, l *jobstore.Loaded) err
 		if ctx.Err() != nil || e.Draining.Load() {
 			return nil
 		}
-		next, err := e.step(ctx, id, &keep)
+		next, err := e.step(ctx, id, &keep, steps == 1)
 		if err != nil {
 			return err
 		}
@@ -263,7 +268,14 @@ func (c *call) contained(ctx context.Context) context.Context {
 // intent of call n+1 are one durable unit; a crash before it leaves call
 // n's intent open, asked again with its stored request, exactly as a crash
 // just before the response's own commit did).
-func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept) (stepResult, error) {
+func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept, first bool) (stepResult, error) {
+	gh := &gateHold{g: e.gate}
+	defer gh.leave()
+	if first {
+		gh.enter(prioStart)
+	} else {
+		gh.enter(prioNext)
+	}
 	tx, err := jobtx.Begin(e.Env, id, keep)
 	if err != nil {
 		return stepResult{done: true}, err
@@ -279,16 +291,18 @@ func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept) (stepRes
 			return res, err
 		}
 		if len(c.turns) > 0 {
-			return e.stepTurns(ctx, id, keep, tx, c)
+			return e.stepTurns(ctx, id, keep, tx, c, gh)
 		}
 		var o outcome
 		var out *agent.Result
-		tx, o, out, err = e.callAndFinish(ctx, id, keep, tx, c)
+		tx, o, out, err = e.callAndFinish(ctx, id, keep, tx, c, gh)
 		if err != nil {
 			return stepResult{done: true}, err
 		}
 		if !o.more {
 			leaveSlot(ctx) // the run's last call: its end is recorded outside the slot
+			gh.leave()     // and waits behind the transactions agents wait for
+			gh.enter(prioEnd)
 		}
 		chain := e.chains(ctx, tx, o)
 		o.hold = o.hold || chain
@@ -312,9 +326,11 @@ func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept) (stepRes
 }
 
 // stepTurns plays a turn step's calls and records their outcome.
-func (e *Engine) stepTurns(ctx context.Context, id string, keep *jobtx.Kept, tx *jobtx.Tx, c *call) (stepResult, error) {
+func (e *Engine) stepTurns(ctx context.Context, id string, keep *jobtx.Kept, tx *jobtx.Tx, c *call, gh *gateHold) (stepResult, error) {
+	gh.leave()
 	e.markPhase(id, c)
 	e.playTurns(c.contained(ctx), tx, c)
+	gh.enter(prioNext)
 	tx, err := jobtx.Begin(e.Env, id, keep)
 	if err != nil {
 		return stepResult{done: true}, err
@@ -326,6 +342,8 @@ func (e *Engine) stepTurns(ctx context.Context, id string, keep *jobtx.Kept, tx 
 	}
 	if !o.more {
 		leaveSlot(ctx)
+		gh.leave()
+		gh.enter(prioEnd)
 	}
 	res, err := e.apply(tx, o)
 	if err == nil {
@@ -338,13 +356,14 @@ func (e *Engine) stepTurns(ctx context.Context, id string, keep *jobtx.Kept, tx 
 // callAndFinish makes call c (prepared by tx, now closed) without the
 // job's lock, then begins the transaction that judges it and returns it
 // open with the outcome finish decided.
-func (e *Engine) callAndFinish(ctx context.Context, id string, keep *jobtx.Kept, tx *jobtx.Tx, c *call) (*jobtx.Tx, outcome, *agent.Result, error) {
+func (e *Engine) callAndFinish(ctx context.Context, id string, keep *jobtx.Kept, tx *jobtx.Tx, c *call, gh *gateHold) (*jobtx.Tx, outcome, *agent.Result, error) {
 	prov, perr := c.prov, c.perr
 	if c.work != nil {
 		prov, perr = c.work, nil
 	} else {
 		c.before = scanWorkspace(tx)
 	}
+	gh.leave()
 	e.markPhase(id, c)
 	if e.Timings != nil {
 		e.Timings.CallStart(id)
@@ -363,6 +382,7 @@ func (e *Engine) callAndFinish(ctx context.Context, id string, keep *jobtx.Kept,
 	timedOut := callErr != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 	cancel()
 
+	gh.enter(prioNext)
 	tx, err := jobtx.Begin(e.Env, id, keep)
 	if err != nil {
 		return nil, outcome{}, nil, err
