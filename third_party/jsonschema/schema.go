@@ -179,7 +179,9 @@ func (s *Schema) validateValue(v interface{}, vloc string) (err error) {
 			}
 		}
 	}()
-	if _, err := s.validate(nil, 0, "", v, vloc); err != nil {
+	// Room for the schemas a document's nesting passes through, so that
+	// each level's append does not copy the scope again.
+	if _, err := s.validate(make([]schemaRef, 0, 32), 0, "", v, vloc); err != nil {
 		ve := ValidationError{
 			KeywordLocation:         "",
 			AbsoluteKeywordLocation: s.Location,
@@ -201,17 +203,25 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 	// closures that the extensions' ValidationContext made escape.
 	st := validator{s: s, scope: append(scope, sref), vscope: vscope + 1, v: v, vloc: vloc}
 
-	// populate result
+	// populate result, if anyone reads it: this schema's
+	// additionalProperties, or an unevaluatedProperties/Items of this
+	// schema or of one that applies it in place (whose result this one's
+	// joins through validateInplace). Without them (draft 7 has no
+	// unevaluated keywords) the maps were made and dropped at every node.
 	switch v := v.(type) {
 	case map[string]interface{}:
-		st.result.unevalProps = make(map[string]struct{})
-		for pname := range v {
-			st.result.unevalProps[pname] = struct{}{}
+		if st.tracksUneval() {
+			st.result.unevalProps = make(map[string]struct{})
+			for pname := range v {
+				st.result.unevalProps[pname] = struct{}{}
+			}
 		}
 	case []interface{}:
-		st.result.unevalItems = make(map[int]struct{})
-		for i := range v {
-			st.result.unevalItems[i] = struct{}{}
+		if st.tracksUneval() {
+			st.result.unevalItems = make(map[int]struct{})
+			for i := range v {
+				st.result.unevalItems[i] = struct{}{}
+			}
 		}
 	}
 
@@ -331,13 +341,17 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 			}
 		}
 		if s.AdditionalProperties != nil {
+			additional := st.result.unevalProps
+			if additional == nil {
+				additional = s.additionalPnames(v)
+			}
 			if allowed, ok := s.AdditionalProperties.(bool); ok {
-				if !allowed && len(st.result.unevalProps) > 0 {
-					errors = append(errors, st.validationError("additionalProperties", "additionalProperties %s not allowed", st.result.unevalPnames()))
+				if !allowed && len(additional) > 0 {
+					errors = append(errors, st.validationError("additionalProperties", "additionalProperties %s not allowed", validationResult{unevalProps: additional}.unevalPnames()))
 				}
 			} else {
 				schema := s.AdditionalProperties.(*Schema)
-				for pname := range st.result.unevalProps {
+				for pname := range additional {
 					if pvalue, ok := v[pname]; ok {
 						if err := st.validate(schema, "additionalProperties", pvalue, escape(pname)); err != nil {
 							errors = append(errors, err)
@@ -744,6 +758,45 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 	default:
 		return st.result, st.validationError("", "").add(errors...) // empty message, used just for wrapping
 	}
+}
+
+// tracksUneval reports whether the names and indexes this call leaves
+// unevaluated are read: by the schema's unevaluatedProperties or
+// unevaluatedItems, or by those of a schema in the chain that applies it in
+// place (the last vscope entries of scope, itself included).
+func (st *validator) tracksUneval() bool {
+	for _, r := range st.scope[len(st.scope)-st.vscope:] {
+		if r.schema.UnevaluatedProperties != nil || r.schema.UnevaluatedItems != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// additionalPnames is what additionalProperties applies to when the result
+// is not tracked: the members that neither properties nor
+// patternProperties name, nil if there are none.
+func (s *Schema) additionalPnames(v map[string]interface{}) map[string]struct{} {
+	var out map[string]struct{}
+	for pname := range v {
+		if _, ok := s.Properties[pname]; ok {
+			continue
+		}
+		matched := false
+		for pattern := range s.PatternProperties {
+			if pattern.MatchString(pname) {
+				matched = true
+				break
+			}
+		}
+		if !matched {
+			if out == nil {
+				out = make(map[string]struct{})
+			}
+			out[pname] = struct{}{}
+		}
+	}
+	return out
 }
 
 // validator is one call of Schema.validate: what its keywords' checks
