@@ -517,10 +517,12 @@ func (l *Log) AppendBatch(recs []*Record) error {
 func (l *Log) appendUnit(recs []*Record) error {
 	st := l.state.clone()
 	seq, last := l.state.NextSeq, l.LastHash()
-	var buf []byte
-	var lines [][]byte
+	lines := make([][]byte, 0, len(recs))
 	var links []Link
-	lastLen := 0
+	if l.opts.Commit != nil {
+		links = make([]Link, 0, len(recs))
+	}
+	size := 0
 	for _, rec := range recs {
 		rec.normalize(true)
 		rec.V, rec.Seq, rec.PrevHash = RecordVersion, seq, last
@@ -531,15 +533,24 @@ func (l *Log) appendUnit(recs []*Record) error {
 		if err != nil {
 			return err
 		}
-		buf = append(buf, line...)
+		lines = append(lines, line)
+		size += len(line)
 		if l.opts.Commit != nil {
-			lines = append(lines, line)
 			links = append(links, linkOf(rec, hash))
 		}
-		lastLen = len(line)
 		last = hash
 		st.apply(rec)
 		seq++
+	}
+	lastLen := len(lines[len(lines)-1])
+	// The unit's one write: its lines joined, in a buffer made once (a
+	// unit of one line is that line).
+	buf := lines[0]
+	if len(lines) > 1 {
+		buf = make([]byte, 0, size)
+		for _, line := range lines {
+			buf = append(buf, line...)
+		}
 	}
 	if l.opts.Commit == nil {
 		return l.writeUnit(buf, recs, st, seq, last, lastLen)
