@@ -65,3 +65,43 @@ func messages(e *jsonschema.ValidationError) []string {
 	}
 	return out
 }
+
+// The validator's dynamic scope is the list of schemas the call passes
+// through, the one being validated last. The patch that moved the
+// helpers onto a stack value read the caller's shorter list in three
+// places (the "if" keyword's discard mark, twice, and $dynamicRef's
+// search), which panicked on a lone "if" at a schema's root; the
+// upstream JSON-Schema-Test-Suite found it (third_party/jsonschema,
+// PATCHED.md). These hold "if" at the root and nested, and one
+// $dynamicRef.
+func TestDynamicScopeIsTheCallsOwn(t *testing.T) {
+	cases := []struct {
+		draft, schema, doc string
+		valid              bool
+	}{
+		{"http://json-schema.org/draft-07/schema#", `{"if":{"const":0}}`, `0`, true},
+		{"http://json-schema.org/draft-07/schema#", `{"if":{"const":0}}`, `1`, true},
+		{"http://json-schema.org/draft-07/schema#", `{"if":{"const":0},"then":{"type":"integer"},"else":{"type":"string"}}`, `0`, true},
+		{"http://json-schema.org/draft-07/schema#", `{"if":{"const":0},"then":{"type":"string"},"else":{"type":"string"}}`, `0`, false},
+		{"http://json-schema.org/draft-07/schema#", `{"if":{"const":0},"then":{"type":"integer"},"else":{"type":"string"}}`, `1`, false},
+		{"http://json-schema.org/draft-07/schema#", `{"properties":{"a":{"if":{"minimum":5},"then":{"multipleOf":5}}}}`, `{"a":7}`, false},
+		{"http://json-schema.org/draft-07/schema#", `{"properties":{"a":{"if":{"minimum":5},"then":{"multipleOf":5}}}}`, `{"a":10}`, true},
+		{"https://json-schema.org/draft/2020-12/schema",
+			`{"$id":"https://t/root","$dynamicAnchor":"node","type":"object","properties":{"kid":{"$dynamicRef":"#node"}},"$defs":{"strict":{"$id":"https://t/strict","$dynamicAnchor":"node","$ref":"root","unevaluatedProperties":false}}}`,
+			`{"kid":{"kid":{}}}`, true},
+	}
+	for _, c := range cases {
+		schema := `{"$schema":"` + c.draft + `",` + c.schema[1:]
+		sch, err := jsonschema.CompileString("t.json", schema)
+		if err != nil {
+			t.Fatalf("%s: %v", schema, err)
+		}
+		var doc any
+		if err := json.Unmarshal([]byte(c.doc), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if err := sch.Validate(doc); (err == nil) != c.valid {
+			t.Errorf("%s with %s: valid %v, got %v", schema, c.doc, c.valid, err)
+		}
+	}
+}

@@ -627,7 +627,7 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 		sch := s.DynamicRef
 		if s.dynamicRefAnchor != "" && sch.DynamicAnchor == s.dynamicRefAnchor {
 			// dynamicRef based on scope
-			for i := len(scope) - 1; i >= 0; i-- {
+			for i := len(st.scope) - 1; i >= 0; i-- {
 				sr := st.scope[i]
 				if sr.discard {
 					break
@@ -695,7 +695,7 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 	if s.If != nil {
 		err := st.validateInplace(s.If, "if")
 		// "if" leaves dynamic scope
-		st.scope[len(scope)-1].discard = true
+		st.scope[len(st.scope)-1].discard = true
 		if err == nil {
 			if s.Then != nil {
 				if err := st.validateInplace(s.Then, "then"); err != nil {
@@ -710,7 +710,7 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 			}
 		}
 		// restore dynamic scope
-		st.scope[len(scope)-1].discard = false
+		st.scope[len(st.scope)-1].discard = false
 	}
 
 	if len(s.Extensions) > 0 {
