@@ -179,7 +179,9 @@ func (s *Schema) validateValue(v interface{}, vloc string) (err error) {
 			}
 		}
 	}()
-	if _, err := s.validate(nil, 0, "", v, vloc); err != nil {
+	// Room for the schemas a document's nesting passes through, so that
+	// each level's append does not copy the scope again.
+	if _, err := s.validate(make([]schemaRef, 0, 32), 0, "", v, vloc); err != nil {
 		ve := ValidationError{
 			KeywordLocation:         "",
 			AbsoluteKeywordLocation: s.Location,
@@ -192,69 +194,42 @@ func (s *Schema) validateValue(v interface{}, vloc string) (err error) {
 }
 
 // validate validates given value v with this schema.
-func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interface{}, vloc string) (result validationResult, err error) {
-	validationError := func(keywordPath string, format string, a ...interface{}) *ValidationError {
-		return &ValidationError{
-			KeywordLocation:         keywordLocation(scope, keywordPath),
-			AbsoluteKeywordLocation: joinPtr(s.Location, keywordPath),
-			InstanceLocation:        vloc,
-			Message:                 fmt.Sprintf(format, a...),
-		}
-	}
-
+func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interface{}, vloc string) (_ validationResult, err error) {
 	sref := schemaRef{spath, s, false}
 	if err := checkLoop(scope[len(scope)-vscope:], sref); err != nil {
 		panic(err)
 	}
-	scope = append(scope, sref)
-	vscope++
+	// st stays on this call's stack: its helpers are methods, not
+	// closures that the extensions' ValidationContext made escape.
+	st := validator{s: s, scope: append(scope, sref), vscope: vscope + 1, v: v, vloc: vloc}
 
-	// populate result
+	// populate result, if anyone reads it: this schema's
+	// additionalProperties, or an unevaluatedProperties/Items of this
+	// schema or of one that applies it in place (whose result this one's
+	// joins through validateInplace). Without them (draft 7 has no
+	// unevaluated keywords) the maps were made and dropped at every node.
 	switch v := v.(type) {
 	case map[string]interface{}:
-		result.unevalProps = make(map[string]struct{})
-		for pname := range v {
-			result.unevalProps[pname] = struct{}{}
+		if st.tracksUneval() {
+			st.result.unevalProps = make(map[string]struct{})
+			for pname := range v {
+				st.result.unevalProps[pname] = struct{}{}
+			}
 		}
 	case []interface{}:
-		result.unevalItems = make(map[int]struct{})
-		for i := range v {
-			result.unevalItems[i] = struct{}{}
-		}
-	}
-
-	validate := func(sch *Schema, schPath string, v interface{}, vpath string) error {
-		vloc := vloc
-		if vpath != "" {
-			vloc += "/" + vpath
-		}
-		_, err := sch.validate(scope, 0, schPath, v, vloc)
-		return err
-	}
-
-	validateInplace := func(sch *Schema, schPath string) error {
-		vr, err := sch.validate(scope, vscope, schPath, v, vloc)
-		if err == nil {
-			// update result
-			for pname := range result.unevalProps {
-				if _, ok := vr.unevalProps[pname]; !ok {
-					delete(result.unevalProps, pname)
-				}
-			}
-			for i := range result.unevalItems {
-				if _, ok := vr.unevalItems[i]; !ok {
-					delete(result.unevalItems, i)
-				}
+		if st.tracksUneval() {
+			st.result.unevalItems = make(map[int]struct{})
+			for i := range v {
+				st.result.unevalItems[i] = struct{}{}
 			}
 		}
-		return err
 	}
 
 	if s.Always != nil {
 		if !*s.Always {
-			return result, validationError("", "not allowed")
+			return st.result, st.validationError("", "not allowed")
 		}
-		return result, nil
+		return st.result, nil
 	}
 
 	if len(s.Types) > 0 {
@@ -273,7 +248,7 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 			}
 		}
 		if !matched {
-			return result, validationError("type", "expected %s, but got %s", strings.Join(s.Types, " or "), vType)
+			return st.result, st.validationError("type", "expected %s, but got %s", strings.Join(s.Types, " or "), vType)
 		}
 	}
 
@@ -283,9 +258,9 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 		if !equals(v, s.Constant[0]) {
 			switch jsonType(s.Constant[0]) {
 			case "object", "array":
-				errors = append(errors, validationError("const", "const failed"))
+				errors = append(errors, st.validationError("const", "const failed"))
 			default:
-				errors = append(errors, validationError("const", "value must be %#v", s.Constant[0]))
+				errors = append(errors, st.validationError("const", "value must be %#v", s.Constant[0]))
 			}
 		}
 	}
@@ -299,7 +274,7 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 			}
 		}
 		if !matched {
-			errors = append(errors, validationError("enum", s.enumError))
+			errors = append(errors, st.validationError("enum", s.enumError))
 		}
 	}
 
@@ -308,16 +283,16 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 		if v, ok := v.(string); ok {
 			val = quote(v)
 		}
-		errors = append(errors, validationError("format", "%v is not valid %s", val, quote(s.Format)))
+		errors = append(errors, st.validationError("format", "%v is not valid %s", val, quote(s.Format)))
 	}
 
 	switch v := v.(type) {
 	case map[string]interface{}:
 		if s.MinProperties != -1 && len(v) < s.MinProperties {
-			errors = append(errors, validationError("minProperties", "minimum %d properties allowed, but found %d properties", s.MinProperties, len(v)))
+			errors = append(errors, st.validationError("minProperties", "minimum %d properties allowed, but found %d properties", s.MinProperties, len(v)))
 		}
 		if s.MaxProperties != -1 && len(v) > s.MaxProperties {
-			errors = append(errors, validationError("maxProperties", "maximum %d properties allowed, but found %d properties", s.MaxProperties, len(v)))
+			errors = append(errors, st.validationError("maxProperties", "maximum %d properties allowed, but found %d properties", s.MaxProperties, len(v)))
 		}
 		if len(s.Required) > 0 {
 			var missing []string
@@ -327,14 +302,14 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 				}
 			}
 			if len(missing) > 0 {
-				errors = append(errors, validationError("required", "missing properties: %s", strings.Join(missing, ", ")))
+				errors = append(errors, st.validationError("required", "missing properties: %s", strings.Join(missing, ", ")))
 			}
 		}
 
 		for pname, sch := range s.Properties {
 			if pvalue, ok := v[pname]; ok {
-				delete(result.unevalProps, pname)
-				if err := validate(sch, "properties/"+escape(pname), pvalue, escape(pname)); err != nil {
+				delete(st.result.unevalProps, pname)
+				if err := st.validate(sch, "properties/"+escape(pname), pvalue, escape(pname)); err != nil {
 					errors = append(errors, err)
 				}
 			}
@@ -342,7 +317,7 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 
 		if s.PropertyNames != nil {
 			for pname := range v {
-				if err := validate(s.PropertyNames, "propertyNames", pname, escape(pname)); err != nil {
+				if err := st.validate(s.PropertyNames, "propertyNames", pname, escape(pname)); err != nil {
 					errors = append(errors, err)
 				}
 			}
@@ -351,48 +326,52 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 		if s.RegexProperties {
 			for pname := range v {
 				if !isRegex(pname) {
-					errors = append(errors, validationError("", "patternProperty %s is not valid regex", quote(pname)))
+					errors = append(errors, st.validationError("", "patternProperty %s is not valid regex", quote(pname)))
 				}
 			}
 		}
 		for pattern, sch := range s.PatternProperties {
 			for pname, pvalue := range v {
 				if pattern.MatchString(pname) {
-					delete(result.unevalProps, pname)
-					if err := validate(sch, "patternProperties/"+escape(pattern.String()), pvalue, escape(pname)); err != nil {
+					delete(st.result.unevalProps, pname)
+					if err := st.validate(sch, "patternProperties/"+escape(pattern.String()), pvalue, escape(pname)); err != nil {
 						errors = append(errors, err)
 					}
 				}
 			}
 		}
 		if s.AdditionalProperties != nil {
+			additional := st.result.unevalProps
+			if additional == nil {
+				additional = s.additionalPnames(v)
+			}
 			if allowed, ok := s.AdditionalProperties.(bool); ok {
-				if !allowed && len(result.unevalProps) > 0 {
-					errors = append(errors, validationError("additionalProperties", "additionalProperties %s not allowed", result.unevalPnames()))
+				if !allowed && len(additional) > 0 {
+					errors = append(errors, st.validationError("additionalProperties", "additionalProperties %s not allowed", validationResult{unevalProps: additional}.unevalPnames()))
 				}
 			} else {
 				schema := s.AdditionalProperties.(*Schema)
-				for pname := range result.unevalProps {
+				for pname := range additional {
 					if pvalue, ok := v[pname]; ok {
-						if err := validate(schema, "additionalProperties", pvalue, escape(pname)); err != nil {
+						if err := st.validate(schema, "additionalProperties", pvalue, escape(pname)); err != nil {
 							errors = append(errors, err)
 						}
 					}
 				}
 			}
-			result.unevalProps = nil
+			st.result.unevalProps = nil
 		}
 		for dname, dvalue := range s.Dependencies {
 			if _, ok := v[dname]; ok {
 				switch dvalue := dvalue.(type) {
 				case *Schema:
-					if err := validateInplace(dvalue, "dependencies/"+escape(dname)); err != nil {
+					if err := st.validateInplace(dvalue, "dependencies/"+escape(dname)); err != nil {
 						errors = append(errors, err)
 					}
 				case []string:
 					for i, pname := range dvalue {
 						if _, ok := v[pname]; !ok {
-							errors = append(errors, validationError("dependencies/"+escape(dname)+"/"+strconv.Itoa(i), "property %s is required, if %s property exists", quote(pname), quote(dname)))
+							errors = append(errors, st.validationError("dependencies/"+escape(dname)+"/"+strconv.Itoa(i), "property %s is required, if %s property exists", quote(pname), quote(dname)))
 						}
 					}
 				}
@@ -402,14 +381,14 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 			if _, ok := v[dname]; ok {
 				for i, pname := range dvalue {
 					if _, ok := v[pname]; !ok {
-						errors = append(errors, validationError("dependentRequired/"+escape(dname)+"/"+strconv.Itoa(i), "property %s is required, if %s property exists", quote(pname), quote(dname)))
+						errors = append(errors, st.validationError("dependentRequired/"+escape(dname)+"/"+strconv.Itoa(i), "property %s is required, if %s property exists", quote(pname), quote(dname)))
 					}
 				}
 			}
 		}
 		for dname, sch := range s.DependentSchemas {
 			if _, ok := v[dname]; ok {
-				if err := validateInplace(sch, "dependentSchemas/"+escape(dname)); err != nil {
+				if err := st.validateInplace(sch, "dependentSchemas/"+escape(dname)); err != nil {
 					errors = append(errors, err)
 				}
 			}
@@ -417,10 +396,10 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 
 	case []interface{}:
 		if s.MinItems != -1 && len(v) < s.MinItems {
-			errors = append(errors, validationError("minItems", "minimum %d items required, but found %d items", s.MinItems, len(v)))
+			errors = append(errors, st.validationError("minItems", "minimum %d items required, but found %d items", s.MinItems, len(v)))
 		}
 		if s.MaxItems != -1 && len(v) > s.MaxItems {
-			errors = append(errors, validationError("maxItems", "maximum %d items required, but found %d items", s.MaxItems, len(v)))
+			errors = append(errors, st.validationError("maxItems", "maximum %d items required, but found %d items", s.MaxItems, len(v)))
 		}
 		if s.UniqueItems {
 			if len(v) <= 20 {
@@ -428,7 +407,7 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 				for i := 1; i < len(v); i++ {
 					for j := 0; j < i; j++ {
 						if equals(v[i], v[j]) {
-							errors = append(errors, validationError("uniqueItems", "items at index %d and %d are equal", j, i))
+							errors = append(errors, st.validationError("uniqueItems", "items at index %d and %d are equal", j, i))
 							break outer1
 						}
 					}
@@ -448,7 +427,7 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 					if ok {
 						for _, j := range arr {
 							if equals(v[j], item) {
-								errors = append(errors, validationError("uniqueItems", "items at index %d and %d are equal", j, i))
+								errors = append(errors, st.validationError("uniqueItems", "items at index %d and %d are equal", j, i))
 								break outer2
 							}
 						}
@@ -463,21 +442,21 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 		switch items := s.Items.(type) {
 		case *Schema:
 			for i, item := range v {
-				if err := validate(items, "items", item, strconv.Itoa(i)); err != nil {
+				if err := st.validate(items, "items", item, strconv.Itoa(i)); err != nil {
 					errors = append(errors, err)
 				}
 			}
-			result.unevalItems = nil
+			st.result.unevalItems = nil
 		case []*Schema:
 			for i, item := range v {
 				if i < len(items) {
-					delete(result.unevalItems, i)
-					if err := validate(items[i], "items/"+strconv.Itoa(i), item, strconv.Itoa(i)); err != nil {
+					delete(st.result.unevalItems, i)
+					if err := st.validate(items[i], "items/"+strconv.Itoa(i), item, strconv.Itoa(i)); err != nil {
 						errors = append(errors, err)
 					}
 				} else if sch, ok := s.AdditionalItems.(*Schema); ok {
-					delete(result.unevalItems, i)
-					if err := validate(sch, "additionalItems", item, strconv.Itoa(i)); err != nil {
+					delete(st.result.unevalItems, i)
+					if err := st.validate(sch, "additionalItems", item, strconv.Itoa(i)); err != nil {
 						errors = append(errors, err)
 					}
 				} else {
@@ -486,9 +465,9 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 			}
 			if additionalItems, ok := s.AdditionalItems.(bool); ok {
 				if additionalItems {
-					result.unevalItems = nil
+					st.result.unevalItems = nil
 				} else if len(v) > len(items) {
-					errors = append(errors, validationError("additionalItems", "only %d items are allowed, but found %d items", len(items), len(v)))
+					errors = append(errors, st.validationError("additionalItems", "only %d items are allowed, but found %d items", len(items), len(v)))
 				}
 			}
 		}
@@ -496,13 +475,13 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 		// prefixItems + items
 		for i, item := range v {
 			if i < len(s.PrefixItems) {
-				delete(result.unevalItems, i)
-				if err := validate(s.PrefixItems[i], "prefixItems/"+strconv.Itoa(i), item, strconv.Itoa(i)); err != nil {
+				delete(st.result.unevalItems, i)
+				if err := st.validate(s.PrefixItems[i], "prefixItems/"+strconv.Itoa(i), item, strconv.Itoa(i)); err != nil {
 					errors = append(errors, err)
 				}
 			} else if s.Items2020 != nil {
-				delete(result.unevalItems, i)
-				if err := validate(s.Items2020, "items", item, strconv.Itoa(i)); err != nil {
+				delete(st.result.unevalItems, i)
+				if err := st.validate(s.Items2020, "items", item, strconv.Itoa(i)); err != nil {
 					errors = append(errors, err)
 				}
 			} else {
@@ -515,20 +494,20 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 			matched := 0
 			var causes []error
 			for i, item := range v {
-				if err := validate(s.Contains, "contains", item, strconv.Itoa(i)); err != nil {
+				if err := st.validate(s.Contains, "contains", item, strconv.Itoa(i)); err != nil {
 					causes = append(causes, err)
 				} else {
 					matched++
 					if s.ContainsEval {
-						delete(result.unevalItems, i)
+						delete(st.result.unevalItems, i)
 					}
 				}
 			}
 			if s.MinContains != -1 && matched < s.MinContains {
-				errors = append(errors, validationError("minContains", "valid must be >= %d, but got %d", s.MinContains, matched).add(causes...))
+				errors = append(errors, st.validationError("minContains", "valid must be >= %d, but got %d", s.MinContains, matched).add(causes...))
 			}
 			if s.MaxContains != -1 && matched > s.MaxContains {
-				errors = append(errors, validationError("maxContains", "valid must be <= %d, but got %d", s.MaxContains, matched))
+				errors = append(errors, st.validationError("maxContains", "valid must be <= %d, but got %d", s.MaxContains, matched))
 			}
 		}
 
@@ -537,15 +516,15 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 		if s.MinLength != -1 || s.MaxLength != -1 {
 			length := utf8.RuneCount([]byte(v))
 			if s.MinLength != -1 && length < s.MinLength {
-				errors = append(errors, validationError("minLength", "length must be >= %d, but got %d", s.MinLength, length))
+				errors = append(errors, st.validationError("minLength", "length must be >= %d, but got %d", s.MinLength, length))
 			}
 			if s.MaxLength != -1 && length > s.MaxLength {
-				errors = append(errors, validationError("maxLength", "length must be <= %d, but got %d", s.MaxLength, length))
+				errors = append(errors, st.validationError("maxLength", "length must be <= %d, but got %d", s.MaxLength, length))
 			}
 		}
 
 		if s.Pattern != nil && !s.Pattern.MatchString(v) {
-			errors = append(errors, validationError("pattern", "does not match pattern %s", quote(s.Pattern.String())))
+			errors = append(errors, st.validationError("pattern", "does not match pattern %s", quote(s.Pattern.String())))
 		}
 
 		// contentEncoding + contentMediaType
@@ -555,7 +534,7 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 			if s.decoder != nil {
 				b, err := s.decoder(v)
 				if err != nil {
-					errors = append(errors, validationError("contentEncoding", "value is not %s encoded", s.ContentEncoding))
+					errors = append(errors, st.validationError("contentEncoding", "value is not %s encoded", s.ContentEncoding))
 				} else {
 					content, decoded = b, true
 				}
@@ -565,15 +544,15 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 					content = []byte(v)
 				}
 				if err := s.mediaType(content); err != nil {
-					errors = append(errors, validationError("contentMediaType", "value is not of mediatype %s", quote(s.ContentMediaType)))
+					errors = append(errors, st.validationError("contentMediaType", "value is not of mediatype %s", quote(s.ContentMediaType)))
 				}
 			}
 			if decoded && s.ContentSchema != nil {
 				contentJSON, err := unmarshal(bytes.NewReader(content))
 				if err != nil {
-					errors = append(errors, validationError("contentSchema", "value is not valid json"))
+					errors = append(errors, st.validationError("contentSchema", "value is not valid json"))
 				} else {
-					err := validate(s.ContentSchema, "contentSchema", contentJSON, "")
+					err := st.validate(s.ContentSchema, "contentSchema", contentJSON, "")
 					if err != nil {
 						errors = append(errors, err)
 					}
@@ -595,20 +574,20 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 			return f
 		}
 		if s.Minimum != nil && num().Cmp(s.Minimum) < 0 {
-			errors = append(errors, validationError("minimum", "must be >= %v but found %v", f64(s.Minimum), v))
+			errors = append(errors, st.validationError("minimum", "must be >= %v but found %v", f64(s.Minimum), v))
 		}
 		if s.ExclusiveMinimum != nil && num().Cmp(s.ExclusiveMinimum) <= 0 {
-			errors = append(errors, validationError("exclusiveMinimum", "must be > %v but found %v", f64(s.ExclusiveMinimum), v))
+			errors = append(errors, st.validationError("exclusiveMinimum", "must be > %v but found %v", f64(s.ExclusiveMinimum), v))
 		}
 		if s.Maximum != nil && num().Cmp(s.Maximum) > 0 {
-			errors = append(errors, validationError("maximum", "must be <= %v but found %v", f64(s.Maximum), v))
+			errors = append(errors, st.validationError("maximum", "must be <= %v but found %v", f64(s.Maximum), v))
 		}
 		if s.ExclusiveMaximum != nil && num().Cmp(s.ExclusiveMaximum) >= 0 {
-			errors = append(errors, validationError("exclusiveMaximum", "must be < %v but found %v", f64(s.ExclusiveMaximum), v))
+			errors = append(errors, st.validationError("exclusiveMaximum", "must be < %v but found %v", f64(s.ExclusiveMaximum), v))
 		}
 		if s.MultipleOf != nil {
 			if q := new(big.Rat).Quo(num(), s.MultipleOf); !q.IsInt() {
-				errors = append(errors, validationError("multipleOf", "%v not multipleOf %v", v, f64(s.MultipleOf)))
+				errors = append(errors, st.validationError("multipleOf", "%v not multipleOf %v", v, f64(s.MultipleOf)))
 			}
 		}
 	}
@@ -616,12 +595,12 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 	// $ref + $recursiveRef + $dynamicRef
 	validateRef := func(sch *Schema, refPath string) error {
 		if sch != nil {
-			if err := validateInplace(sch, refPath); err != nil {
+			if err := st.validateInplace(sch, refPath); err != nil {
 				var url = sch.Location
 				if s.url() == sch.url() {
 					url = sch.loc()
 				}
-				return validationError(refPath, "doesn't validate with %s", quote(url)).causes(err)
+				return st.validationError(refPath, "doesn't validate with %s", quote(url)).causes(err)
 			}
 		}
 		return nil
@@ -633,7 +612,7 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 		sch := s.RecursiveRef
 		if sch.RecursiveAnchor {
 			// recursiveRef based on scope
-			for _, e := range scope {
+			for _, e := range st.scope {
 				if e.schema.RecursiveAnchor {
 					sch = e.schema
 					break
@@ -648,8 +627,8 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 		sch := s.DynamicRef
 		if s.dynamicRefAnchor != "" && sch.DynamicAnchor == s.dynamicRefAnchor {
 			// dynamicRef based on scope
-			for i := len(scope) - 1; i >= 0; i-- {
-				sr := scope[i]
+			for i := len(st.scope) - 1; i >= 0; i-- {
+				sr := st.scope[i]
 				if sr.discard {
 					break
 				}
@@ -666,14 +645,14 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 		}
 	}
 
-	if s.Not != nil && validateInplace(s.Not, "not") == nil {
-		errors = append(errors, validationError("not", "not failed"))
+	if s.Not != nil && st.validateInplace(s.Not, "not") == nil {
+		errors = append(errors, st.validationError("not", "not failed"))
 	}
 
 	for i, sch := range s.AllOf {
 		schPath := "allOf/" + strconv.Itoa(i)
-		if err := validateInplace(sch, schPath); err != nil {
-			errors = append(errors, validationError(schPath, "allOf failed").add(err))
+		if err := st.validateInplace(sch, schPath); err != nil {
+			errors = append(errors, st.validationError(schPath, "allOf failed").add(err))
 		}
 	}
 
@@ -681,14 +660,14 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 		matched := false
 		var causes []error
 		for i, sch := range s.AnyOf {
-			if err := validateInplace(sch, "anyOf/"+strconv.Itoa(i)); err == nil {
+			if err := st.validateInplace(sch, "anyOf/"+strconv.Itoa(i)); err == nil {
 				matched = true
 			} else {
 				causes = append(causes, err)
 			}
 		}
 		if !matched {
-			errors = append(errors, validationError("anyOf", "anyOf failed").add(causes...))
+			errors = append(errors, st.validationError("anyOf", "anyOf failed").add(causes...))
 		}
 	}
 
@@ -696,11 +675,11 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 		matched := -1
 		var causes []error
 		for i, sch := range s.OneOf {
-			if err := validateInplace(sch, "oneOf/"+strconv.Itoa(i)); err == nil {
+			if err := st.validateInplace(sch, "oneOf/"+strconv.Itoa(i)); err == nil {
 				if matched == -1 {
 					matched = i
 				} else {
-					errors = append(errors, validationError("oneOf", "valid against schemas at indexes %d and %d", matched, i))
+					errors = append(errors, st.validationError("oneOf", "valid against schemas at indexes %d and %d", matched, i))
 					break
 				}
 			} else {
@@ -708,70 +687,164 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 			}
 		}
 		if matched == -1 {
-			errors = append(errors, validationError("oneOf", "oneOf failed").add(causes...))
+			errors = append(errors, st.validationError("oneOf", "oneOf failed").add(causes...))
 		}
 	}
 
 	// if + then + else
 	if s.If != nil {
-		err := validateInplace(s.If, "if")
+		err := st.validateInplace(s.If, "if")
 		// "if" leaves dynamic scope
-		scope[len(scope)-1].discard = true
+		st.scope[len(st.scope)-1].discard = true
 		if err == nil {
 			if s.Then != nil {
-				if err := validateInplace(s.Then, "then"); err != nil {
-					errors = append(errors, validationError("then", "if-then failed").add(err))
+				if err := st.validateInplace(s.Then, "then"); err != nil {
+					errors = append(errors, st.validationError("then", "if-then failed").add(err))
 				}
 			}
 		} else {
 			if s.Else != nil {
-				if err := validateInplace(s.Else, "else"); err != nil {
-					errors = append(errors, validationError("else", "if-else failed").add(err))
+				if err := st.validateInplace(s.Else, "else"); err != nil {
+					errors = append(errors, st.validationError("else", "if-else failed").add(err))
 				}
 			}
 		}
 		// restore dynamic scope
-		scope[len(scope)-1].discard = false
+		st.scope[len(st.scope)-1].discard = false
 	}
 
-	for _, ext := range s.Extensions {
-		if err := ext.Validate(ValidationContext{result, validate, validateInplace, validationError}, v); err != nil {
-			errors = append(errors, err)
+	if len(s.Extensions) > 0 {
+		// The extensions get their helpers as func values: a copy of st
+		// on the heap serves them, so that st itself does not escape.
+		ext := new(validator)
+		*ext = st
+		for _, e := range s.Extensions {
+			if err := e.Validate(ValidationContext{ext.result, ext.validate, ext.validateInplace, ext.validationError}, v); err != nil {
+				errors = append(errors, err)
+			}
 		}
+		st.result = ext.result
 	}
 
 	// unevaluatedProperties + unevaluatedItems
 	switch v := v.(type) {
 	case map[string]interface{}:
 		if s.UnevaluatedProperties != nil {
-			for pname := range result.unevalProps {
+			for pname := range st.result.unevalProps {
 				if pvalue, ok := v[pname]; ok {
-					if err := validate(s.UnevaluatedProperties, "unevaluatedProperties", pvalue, escape(pname)); err != nil {
+					if err := st.validate(s.UnevaluatedProperties, "unevaluatedProperties", pvalue, escape(pname)); err != nil {
 						errors = append(errors, err)
 					}
 				}
 			}
-			result.unevalProps = nil
+			st.result.unevalProps = nil
 		}
 	case []interface{}:
 		if s.UnevaluatedItems != nil {
-			for i := range result.unevalItems {
-				if err := validate(s.UnevaluatedItems, "unevaluatedItems", v[i], strconv.Itoa(i)); err != nil {
+			for i := range st.result.unevalItems {
+				if err := st.validate(s.UnevaluatedItems, "unevaluatedItems", v[i], strconv.Itoa(i)); err != nil {
 					errors = append(errors, err)
 				}
 			}
-			result.unevalItems = nil
+			st.result.unevalItems = nil
 		}
 	}
 
 	switch len(errors) {
 	case 0:
-		return result, nil
+		return st.result, nil
 	case 1:
-		return result, errors[0]
+		return st.result, errors[0]
 	default:
-		return result, validationError("", "").add(errors...) // empty message, used just for wrapping
+		return st.result, st.validationError("", "").add(errors...) // empty message, used just for wrapping
 	}
+}
+
+// tracksUneval reports whether the names and indexes this call leaves
+// unevaluated are read: by the schema's unevaluatedProperties or
+// unevaluatedItems, or by those of a schema in the chain that applies it in
+// place (the last vscope entries of scope, itself included).
+func (st *validator) tracksUneval() bool {
+	for _, r := range st.scope[len(st.scope)-st.vscope:] {
+		if r.schema.UnevaluatedProperties != nil || r.schema.UnevaluatedItems != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// additionalPnames is what additionalProperties applies to when the result
+// is not tracked: the members that neither properties nor
+// patternProperties name, nil if there are none.
+func (s *Schema) additionalPnames(v map[string]interface{}) map[string]struct{} {
+	var out map[string]struct{}
+	for pname := range v {
+		if _, ok := s.Properties[pname]; ok {
+			continue
+		}
+		matched := false
+		for pattern := range s.PatternProperties {
+			if pattern.MatchString(pname) {
+				matched = true
+				break
+			}
+		}
+		if !matched {
+			if out == nil {
+				out = make(map[string]struct{})
+			}
+			out[pname] = struct{}{}
+		}
+	}
+	return out
+}
+
+// validator is one call of Schema.validate: what its keywords' checks
+// share (Logist's patch: these were closures, allocated with the variables
+// they captured on the heap at every call).
+type validator struct {
+	s      *Schema
+	scope  []schemaRef
+	vscope int
+	v      interface{}
+	vloc   string
+	result validationResult
+}
+
+func (st *validator) validationError(keywordPath string, format string, a ...interface{}) *ValidationError {
+	return &ValidationError{
+		KeywordLocation:         keywordLocation(st.scope, keywordPath),
+		AbsoluteKeywordLocation: joinPtr(st.s.Location, keywordPath),
+		InstanceLocation:        st.vloc,
+		Message:                 fmt.Sprintf(format, a...),
+	}
+}
+
+func (st *validator) validate(sch *Schema, schPath string, v interface{}, vpath string) error {
+	vloc := st.vloc
+	if vpath != "" {
+		vloc += "/" + vpath
+	}
+	_, err := sch.validate(st.scope, 0, schPath, v, vloc)
+	return err
+}
+
+func (st *validator) validateInplace(sch *Schema, schPath string) error {
+	vr, err := sch.validate(st.scope, st.vscope, schPath, st.v, st.vloc)
+	if err == nil {
+		// update result
+		for pname := range st.result.unevalProps {
+			if _, ok := vr.unevalProps[pname]; !ok {
+				delete(st.result.unevalProps, pname)
+			}
+		}
+		for i := range st.result.unevalItems {
+			if _, ok := vr.unevalItems[i]; !ok {
+				delete(st.result.unevalItems, i)
+			}
+		}
+	}
+	return err
 }
 
 type validationResult struct {
