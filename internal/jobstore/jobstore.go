@@ -621,7 +621,17 @@ func (s *Store) writeManifest(id string, b []byte, write func(string, []byte, os
 }
 
 // Lock is a held per-job or daemon lock.
-type Lock struct{ f *os.File }
+type Lock struct {
+	f *os.File
+	// fi is f's fstat, taken at the first Relock (nil: not yet): a
+	// descriptor's folder never changes, so each later Relock compares
+	// the path's lstat against it without an fstat.
+	fi os.FileInfo
+}
+
+// fstatLock is (*os.File).Stat for a lock's descriptor; tests count its
+// calls.
+var fstatLock = (*os.File).Stat
 
 // Unlock releases the lock.
 func (l *Lock) Unlock() error {
@@ -679,8 +689,11 @@ func (l *Lock) Release() error {
 // folder was replaced), l is closed and a new lock taken.
 func (s *Store) Relock(id string, l *Lock) (*Lock, error) {
 	cur, err := os.Lstat(s.JobDir(id))
-	mine, merr := l.f.Stat()
-	if err != nil || merr != nil || !os.SameFile(cur, mine) {
+	var merr error
+	if l.fi == nil {
+		l.fi, merr = fstatLock(l.f)
+	}
+	if err != nil || merr != nil || !os.SameFile(cur, l.fi) {
 		_ = l.Unlock() // not held: released at Release
 		return s.LockJob(id)
 	}

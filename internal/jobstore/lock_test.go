@@ -182,3 +182,57 @@ func TestPlaceDefersFolderSyncs(t *testing.T) {
 		t.Fatal("still dirty after SettlePlaced")
 	}
 }
+
+// Relock stats its kept descriptor once (its folder never changes) and
+// compares the path against that: a folder replaced since is still caught,
+// and the lock taken again on the new folder.
+func TestRelockStatsItsDescriptorOnce(t *testing.T) {
+	n := 0
+	fstatLock = func(f *os.File) (os.FileInfo, error) { n++; return f.Stat() }
+	t.Cleanup(func() { fstatLock = (*os.File).Stat })
+	s := New(t.TempDir())
+	mkjob := func() {
+		if err := os.MkdirAll(s.JobDir("j"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(s.JobDir("j"), ManifestFile), []byte(`{}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mkjob()
+	l, err := s.LockJob("j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := l.Release(); err != nil {
+			t.Fatal(err)
+		}
+		if l, err = s.Relock("j", l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n != 1 {
+		t.Errorf("three Relocks took %d fstats of the kept descriptor, want 1", n)
+	}
+	// The folder replaced by another: the lock is taken on the new one.
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(s.JobDir("j"), s.JobDir("old")); err != nil {
+		t.Fatal(err)
+	}
+	mkjob()
+	if l, err = s.Relock("j", l); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock()
+	mine, err := l.f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := os.Stat(s.JobDir("j"))
+	if err != nil || !os.SameFile(cur, mine) {
+		t.Fatalf("after the folder was replaced, Relock holds another folder than the job's (%v)", err)
+	}
+}
