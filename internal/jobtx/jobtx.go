@@ -205,7 +205,7 @@ func Begin(env *Env, id string, keep *Kept) (*Tx, error) {
 	}
 	var raw []byte
 	var seed *jobstore.Loaded
-	if keep != nil && keep.raw != nil && keep.logSize == t.Log.Size() && env.Store.WrittenHere(id) {
+	if keep != nil && keep.raw != nil && keep.logSize == t.Log.Size() && env.Store.WrittenHereAs(id, lk) {
 		// Still the file this Run saved (same inode, size and time), and
 		// the history says no other transaction came between.
 		raw = keep.raw
