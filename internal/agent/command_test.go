@@ -233,3 +233,67 @@ func TestPidLineOfAnAgentAlreadyExited(t *testing.T) {
 		t.Fatalf("pid log %q (%v): want a line for interaction 3, pid %d", b, err, pid)
 	}
 }
+
+// specExec is an Executor of the given layer that records the spec it is
+// given and answers COMPLETED without running anything.
+type specExec struct {
+	layer string
+	got   *ProcSpec
+}
+
+func (e specExec) Run(_ context.Context, spec ProcSpec) (*ProcResult, error) {
+	*e.got = spec
+	return &ProcResult{Stdout: []byte(`{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"ok"}`)}, nil
+}
+
+func (e specExec) Layer() string { return e.layer }
+
+// What a sandbox binds (ProcSpec.ReadOnly: a stat per argument naming a
+// file, an lstat per read-only workspace file) is looked up for a
+// contained call only; an uncontained call's stale answer goes even when
+// its call folder holds a contained run (an uncontained run is never
+// adopted).
+func TestReadOnlyLookedUpForContainedCallsOnly(t *testing.T) {
+	for _, layer := range []string{LayerNone, "bwrap+landlock"} {
+		req := request(t, 3)
+		script := filepath.Join(req.JobDir, "agent.sh")
+		if err := os.WriteFile(script, []byte("exit 0\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(req.Workspace, "README.md"), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		req.ReadOnly = []string{"README.md"}
+		// A run a previous daemon left in the call folder, and an old
+		// answer where an uncontained call answers.
+		callDir := CallDir(req.JobDir, req.Interaction)
+		if err := os.MkdirAll(callDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(callDir, "launcher.pid"), []byte("1"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		stale := filepath.Join(req.JobDir, "requests", "000003.answer.json")
+		if err := os.WriteFile(stale, []byte("old"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var spec ProcSpec
+		c := &Command{Cfg: manifest.Command{Argv: []string{"sh", script}}, Getenv: func(string) string { return "" }}
+		if _, err := c.Call(WithExecutor(context.Background(), specExec{layer, &spec}), req); err != nil {
+			t.Fatal(err)
+		}
+		if layer == LayerNone {
+			if spec.ReadOnly != nil || spec.ReadWrite != nil {
+				t.Errorf("uncontained: ReadOnly %v, ReadWrite %v: want none", spec.ReadOnly, spec.ReadWrite)
+			}
+			if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("uncontained: the stale answer is still there (%v)", err)
+			}
+			continue
+		}
+		want := []string{script, RequestFile(req.JobDir, 3), filepath.Join(req.Workspace, "README.md")}
+		if strings.Join(spec.ReadOnly, ",") != strings.Join(want, ",") || len(spec.ReadWrite) != 1 {
+			t.Errorf("contained: ReadOnly %v, ReadWrite %v: want %v and the answer folder", spec.ReadOnly, spec.ReadWrite, want)
+		}
+	}
+}
