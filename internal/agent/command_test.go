@@ -297,3 +297,35 @@ func TestReadOnlyLookedUpForContainedCallsOnly(t *testing.T) {
 		}
 	}
 }
+
+// A run given no stdin reads the one descriptor devNull opened for every
+// run (here a file that says so), not a /dev/null exec would open per run.
+func TestRunsWithoutStdinShareOneDescriptor(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "stdin")
+	if err := os.WriteFile(p, []byte("shared\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	was := devNull
+	devNull = func() (*os.File, error) { return f, nil }
+	t.Cleanup(func() { devNull = was })
+	for range 2 {
+		if _, err := f.Seek(0, 0); err != nil {
+			t.Fatal(err)
+		}
+		pr, err := runDirect(context.Background(), ProcSpec{Argv: []string{"cat"}, Dir: t.TempDir()})
+		if err != nil || string(pr.Stdout) != "shared\n" {
+			t.Fatalf("the run read %q from its stdin (%v), want the shared descriptor's", pr.Stdout, err)
+		}
+	}
+	// The real one: /dev/null, opened once.
+	a, errA := was()
+	b, errB := was()
+	if errA != nil || errB != nil || a != b || a.Name() != os.DevNull {
+		t.Fatalf("devNull: %v %v, %v %v", a, errA, b, errB)
+	}
+}

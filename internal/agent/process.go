@@ -104,6 +104,14 @@ func RunProcess(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 	return ExecutorFrom(ctx).Run(ctx, spec)
 }
 
+// devNull is /dev/null opened once for reading, every uncontained run's
+// stdin when it is given none: exec.Cmd would open, register with the
+// poller (refused), and close it again at every run. Reading /dev/null
+// gives EOF whoever reads it, and its offset means nothing, so one
+// descriptor serves every run (each child gets a copy as its fd 0).
+// Tests replace it.
+var devNull = sync.OnceValues(func() (*os.File, error) { return os.Open(os.DevNull) })
+
 // runDirect runs a program as its own process group and kills the whole
 // group when it exits, when ctx is done, or when it prints more than the
 // limit.
@@ -114,7 +122,9 @@ func runDirect(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if spec.Stdin != nil {
 		cmd.Stdin = bytes.NewReader(spec.Stdin)
-	} // else nil: /dev/null
+	} else if f, err := devNull(); err == nil {
+		cmd.Stdin = f
+	} // else nil: exec opens /dev/null itself
 
 	limit := spec.limit()
 	over := make(chan struct{})
