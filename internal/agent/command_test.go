@@ -16,6 +16,7 @@ import (
 
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/manifest"
+	"golang.org/x/sys/unix"
 )
 
 func request(t *testing.T, n int) *Request {
@@ -327,5 +328,52 @@ func TestRunsWithoutStdinShareOneDescriptor(t *testing.T) {
 	b, errB := was()
 	if errA != nil || errB != nil || a != b || a.Name() != os.DevNull {
 		t.Fatalf("devNull: %v %v, %v %v", a, errA, b, errB)
+	}
+}
+
+// A child's output pipe: the daemon's read end is polled (a Close wakes a
+// read blocked on it) and the child's write end is blocking from the
+// start, so that exec need not make it so (two fcntl) and it is never put
+// in the poller (two epoll_ctl).
+func TestOutputPipeEnds(t *testing.T) {
+	r, w, err := outputPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for _, c := range []struct {
+		f           *os.File
+		nonblocking bool
+	}{{r, true}, {w, false}} {
+		fl, err := unix.FcntlInt(c.f.Fd(), syscall.F_GETFL, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fl&syscall.O_NONBLOCK != 0; got != c.nonblocking {
+			t.Errorf("%s: O_NONBLOCK %v, want %v", c.f.Name(), got, c.nonblocking)
+		}
+		fd, err := unix.FcntlInt(c.f.Fd(), syscall.F_GETFD, 0)
+		if err != nil || fd&syscall.FD_CLOEXEC == 0 {
+			t.Errorf("%s: not close-on-exec (%v)", c.f.Name(), err)
+		}
+	}
+	if _, err := w.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 8)
+	if n, err := r.Read(b); err != nil || string(b[:n]) != "x" {
+		t.Fatalf("read %q, %v", b[:n], err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := r.Read(b); done <- err }()
+	time.Sleep(10 * time.Millisecond)
+	_ = r.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Errorf("a read woken by Close: %v, want os.ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close of the read end did not wake the read blocked on it")
 	}
 }
