@@ -84,6 +84,9 @@ func (e *Env) obs() Observer {
 type Witness interface {
 	Begun(t *Tx)
 	Wrote(t *Tx)
+	// Ended: the transaction is closing, its lock still held; nothing
+	// more is written under it.
+	Ended(t *Tx)
 }
 
 // Tx is an open transaction on one job.
@@ -307,6 +310,9 @@ func (t *Tx) Close() {
 	if len(t.queue) > 0 {
 		t.env.Logger.Warn("uncommitted history records dropped", "job_id", t.ID, "records", len(t.queue))
 		t.queue = nil
+	}
+	if t.env.Witness != nil {
+		t.env.Witness.Ended(t)
 	}
 	if t.ownLog && t.Log != nil {
 		_ = t.Log.Close() // each record was fsync'd as appended
