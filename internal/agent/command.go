@@ -61,8 +61,11 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	// A call a previous daemon started is adopted with its answer file as
 	// it left it; otherwise a stale answer left in place would be read as
 	// this call's. A contained call's answer folder made now holds none.
+	// An uncontained run is never adopted (Direct starts every run
+	// afresh): its stale answer always goes, without asking whether a
+	// contained run is held in its call folder.
 	fresh := f.ansDir != "" && os.Mkdir(f.ansDir, 0o700) == nil
-	if !fresh && !heldCall(f.callDir) {
+	if !fresh && (!contained || !heldCall(f.callDir)) {
 		if err := clearStale(f.ans); err != nil {
 			return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 		}
@@ -120,11 +123,15 @@ type callFiles struct {
 	// too); "" for an uncontained one, which answers in requests/.
 	ansDir  string
 	callDir string
+	// contained: the call runs in a sandbox, which binds what the run
+	// may read (ProcSpec.ReadOnly); an uncontained run reads what the
+	// daemon may, so nothing is looked up for it.
+	contained bool
 }
 
 func filesOf(req *Request, contained bool) callFiles {
 	f := callFiles{req: RequestFile(req.JobDir, req.Interaction), callDir: CallDir(req.JobDir, req.Interaction),
-		ans: filepath.Join(req.JobDir, "requests", fmt.Sprintf("%06d.answer.json", req.Interaction))}
+		ans: filepath.Join(req.JobDir, "requests", fmt.Sprintf("%06d.answer.json", req.Interaction)), contained: contained}
 	if contained {
 		f.ansDir = answerDir(req.JobDir, req.Interaction)
 		f.ans = filepath.Join(f.ansDir, "answer.json")
@@ -144,9 +151,11 @@ func (c *Command) run(req *Request, f callFiles) ProcSpec {
 		argv[i] = repl.Replace(a)
 	}
 	spec := ProcSpec{Argv: argv, Dir: req.Workspace, Limit: c.Cfg.MaxOutputBytes,
-		PidLog: filepath.Join(req.JobDir, "requests", PidLog), Interaction: req.Interaction,
-		ReadOnly: append(append(argvFiles(argv, req.Workspace), f.req), Protected(req)...), CallDir: f.callDir}
-	if f.ansDir != "" {
+		PidLog: filepath.Join(req.JobDir, "requests", PidLog), Interaction: req.Interaction, CallDir: f.callDir}
+	if f.contained {
+		// A stat per argument and an lstat per read-only file: for the
+		// sandbox's binds only.
+		spec.ReadOnly = append(append(argvFiles(argv, req.Workspace), f.req), Protected(req)...)
 		spec.ReadWrite = []string{f.ansDir}
 	}
 	return spec

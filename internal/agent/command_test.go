@@ -16,6 +16,7 @@ import (
 
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/manifest"
+	"golang.org/x/sys/unix"
 )
 
 func request(t *testing.T, n int) *Request {
@@ -231,5 +232,148 @@ func TestPidLineOfAnAgentAlreadyExited(t *testing.T) {
 	var in, got int
 	if _, serr := fmt.Sscanf(strings.TrimSpace(string(b)), "%d %d", &in, &got); err != nil || serr != nil || in != 3 || got != pid {
 		t.Fatalf("pid log %q (%v): want a line for interaction 3, pid %d", b, err, pid)
+	}
+}
+
+// specExec is an Executor of the given layer that records the spec it is
+// given and answers COMPLETED without running anything.
+type specExec struct {
+	layer string
+	got   *ProcSpec
+}
+
+func (e specExec) Run(_ context.Context, spec ProcSpec) (*ProcResult, error) {
+	*e.got = spec
+	return &ProcResult{Stdout: []byte(`{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"ok"}`)}, nil
+}
+
+func (e specExec) Layer() string { return e.layer }
+
+// What a sandbox binds (ProcSpec.ReadOnly: a stat per argument naming a
+// file, an lstat per read-only workspace file) is looked up for a
+// contained call only; an uncontained call's stale answer goes even when
+// its call folder holds a contained run (an uncontained run is never
+// adopted).
+func TestReadOnlyLookedUpForContainedCallsOnly(t *testing.T) {
+	for _, layer := range []string{LayerNone, "bwrap+landlock"} {
+		req := request(t, 3)
+		script := filepath.Join(req.JobDir, "agent.sh")
+		if err := os.WriteFile(script, []byte("exit 0\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(req.Workspace, "README.md"), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		req.ReadOnly = []string{"README.md"}
+		// A run a previous daemon left in the call folder, and an old
+		// answer where an uncontained call answers.
+		callDir := CallDir(req.JobDir, req.Interaction)
+		if err := os.MkdirAll(callDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(callDir, "launcher.pid"), []byte("1"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		stale := filepath.Join(req.JobDir, "requests", "000003.answer.json")
+		if err := os.WriteFile(stale, []byte("old"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var spec ProcSpec
+		c := &Command{Cfg: manifest.Command{Argv: []string{"sh", script}}, Getenv: func(string) string { return "" }}
+		if _, err := c.Call(WithExecutor(context.Background(), specExec{layer, &spec}), req); err != nil {
+			t.Fatal(err)
+		}
+		if layer == LayerNone {
+			if spec.ReadOnly != nil || spec.ReadWrite != nil {
+				t.Errorf("uncontained: ReadOnly %v, ReadWrite %v: want none", spec.ReadOnly, spec.ReadWrite)
+			}
+			if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("uncontained: the stale answer is still there (%v)", err)
+			}
+			continue
+		}
+		want := []string{script, RequestFile(req.JobDir, 3), filepath.Join(req.Workspace, "README.md")}
+		if strings.Join(spec.ReadOnly, ",") != strings.Join(want, ",") || len(spec.ReadWrite) != 1 {
+			t.Errorf("contained: ReadOnly %v, ReadWrite %v: want %v and the answer folder", spec.ReadOnly, spec.ReadWrite, want)
+		}
+	}
+}
+
+// A run given no stdin reads the one descriptor devNull opened for every
+// run (here a file that says so), not a /dev/null exec would open per run.
+func TestRunsWithoutStdinShareOneDescriptor(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "stdin")
+	if err := os.WriteFile(p, []byte("shared\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	was := devNull
+	devNull = func() (*os.File, error) { return f, nil }
+	t.Cleanup(func() { devNull = was })
+	for range 2 {
+		if _, err := f.Seek(0, 0); err != nil {
+			t.Fatal(err)
+		}
+		pr, err := runDirect(context.Background(), ProcSpec{Argv: []string{"cat"}, Dir: t.TempDir()})
+		if err != nil || string(pr.Stdout) != "shared\n" {
+			t.Fatalf("the run read %q from its stdin (%v), want the shared descriptor's", pr.Stdout, err)
+		}
+	}
+	// The real one: /dev/null, opened once.
+	a, errA := was()
+	b, errB := was()
+	if errA != nil || errB != nil || a != b || a.Name() != os.DevNull {
+		t.Fatalf("devNull: %v %v, %v %v", a, errA, b, errB)
+	}
+}
+
+// A child's output pipe: the daemon's read end is polled (a Close wakes a
+// read blocked on it) and the child's write end is blocking from the
+// start, so that exec need not make it so (two fcntl) and it is never put
+// in the poller (two epoll_ctl).
+func TestOutputPipeEnds(t *testing.T) {
+	r, w, err := outputPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for _, c := range []struct {
+		f           *os.File
+		nonblocking bool
+	}{{r, true}, {w, false}} {
+		fl, err := unix.FcntlInt(c.f.Fd(), syscall.F_GETFL, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fl&syscall.O_NONBLOCK != 0; got != c.nonblocking {
+			t.Errorf("%s: O_NONBLOCK %v, want %v", c.f.Name(), got, c.nonblocking)
+		}
+		fd, err := unix.FcntlInt(c.f.Fd(), syscall.F_GETFD, 0)
+		if err != nil || fd&syscall.FD_CLOEXEC == 0 {
+			t.Errorf("%s: not close-on-exec (%v)", c.f.Name(), err)
+		}
+	}
+	if _, err := w.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 8)
+	if n, err := r.Read(b); err != nil || string(b[:n]) != "x" {
+		t.Fatalf("read %q, %v", b[:n], err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := r.Read(b); done <- err }()
+	time.Sleep(10 * time.Millisecond)
+	_ = r.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Errorf("a read woken by Close: %v, want os.ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close of the read end did not wake the read blocked on it")
 	}
 }

@@ -73,6 +73,13 @@ type followed struct {
 	// here (under relay.mu): a watcher event that finds it so is news of
 	// nothing.
 	size int64
+	// open: a transaction of this daemon holds the job's lock (from Begun
+	// to Ended, under relay.mu). No other process's command can append
+	// meanwhile (it takes the lock first), so what the watcher reports
+	// then is the daemon's own append: heard notes it, and the history
+	// is checked once at Ended, not stat'd and waited for under the lock
+	// (catchUp) while the transaction that wrote it still holds it.
+	open, heard bool
 }
 
 // mtimeSlack: a file's modification time comes from a coarse clock (a
@@ -133,8 +140,23 @@ func (r *relay) Begun(t *jobtx.Tx) {
 		r.read(t.ID, j)
 	}
 	r.mu.Lock()
-	j.size = t.Log.Size()
+	j.size, j.open = t.Log.Size(), true
 	r.mu.Unlock()
+}
+
+// Ended (jobtx.Witness): the transaction lets the lock go. A change the
+// watcher reported while it held it is checked now, as any other.
+func (r *relay) Ended(t *jobtx.Tx) {
+	r.mu.Lock()
+	j := r.jobs[t.ID]
+	heard := j != nil && j.heard
+	if j != nil {
+		j.open, j.heard = false, false
+	}
+	r.mu.Unlock()
+	if heard {
+		r.notify(t.ID)
+	}
 }
 
 // Wrote (jobtx.Witness) passes over the daemon's own records.
@@ -257,6 +279,13 @@ func (r *relay) drain() {
 // (or, for a job the relay has not read yet: if sweeping and the history
 // was written since from).
 func (r *relay) check(id string, sweeping bool) {
+	r.mu.Lock()
+	if j := r.jobs[id]; j != nil && j.open && !sweeping {
+		j.heard = true // for Ended
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
 	fi, err := os.Stat(history.Path(r.store.JobDir(id)))
 	if err != nil {
 		return

@@ -921,3 +921,50 @@ func TestJobHistoryCurrent(t *testing.T) {
 	}
 	ensure(true, "another history's view")
 }
+
+// Refresh compares the path's inode with the one its descriptor had at the
+// open (an open file's inode never changes): no fstat per transaction, and
+// a history replaced by another file (same content, new inode) is still
+// opened again, so that the next append reaches the file at the path.
+func TestRefreshStatsTheOpenFileOnce(t *testing.T) {
+	n := 0
+	fstat = func(f *os.File) (os.FileInfo, error) { n++; return f.Stat() }
+	t.Cleanup(func() { fstat = (*os.File).Stat })
+	dir := t.TempDir()
+	a := open(t, dir)
+	appendAll(t, a, intent(0, "worker"))
+	for range 3 {
+		if err := a.Refresh(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n != 0 {
+		t.Errorf("three Refreshes took %d fstats of the open history, want 0", n)
+	}
+	// Replaced: the same bytes under a new inode, then one more record
+	// by another writer.
+	b, err := os.ReadFile(historyPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := historyPath(dir) + ".new"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, historyPath(dir)); err != nil {
+		t.Fatal(err)
+	}
+	other := open(t, dir)
+	appendAll(t, other, response(0, "worker", "COMPLETED"))
+	if err := a.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	if a.State().NextSeq != 2 {
+		t.Fatalf("after Refresh of a replaced history: %+v", a.State())
+	}
+	appendAll(t, a, intent(1, "supervisor"))
+	recs, err := ReadAll(dir)
+	if err != nil || len(recs) != 3 || recs[2].Seq != 2 {
+		t.Fatalf("the replaced history after a's append: %d records, %v", len(recs), err)
+	}
+}

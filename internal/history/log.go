@@ -91,11 +91,15 @@ type Log struct {
 	settleParent bool
 	path         string
 	f            *os.File
-	size         int64
-	state        State
-	lastHash     string
-	opts         Options
-	now          func() time.Time
+	// fi is f's fstat as taken once (nil: not yet): a descriptor's inode
+	// never changes, so Refresh compares the path's against it without
+	// an fstat per transaction.
+	fi       os.FileInfo
+	size     int64
+	state    State
+	lastHash string
+	opts     Options
+	now      func() time.Time
 	// recs is every record of a short history, in order, while recsOK:
 	// the engine materialises jobHistory.json from it without reading
 	// and parsing the file again. Past recsMax records or recsMaxBytes
@@ -239,7 +243,11 @@ func OpenWith(dir string, opts Options) (*Log, *TornTail, error) {
 	l.f = f
 	l.archives = len(idx.Archives)
 	from := int64(0)
-	if fi, err := f.Stat(); err == nil && fi.Size() >= markEvery {
+	fi, err := f.Stat()
+	if err == nil {
+		l.fi = fi
+	}
+	if err == nil && fi.Size() >= markEvery {
 		if mk, ok := readMark(dir, f, fi.Size(), l.archives); ok {
 			l.state, l.lastHash, l.recsOK = mk.State, mk.LastHash, false
 			l.lastLineStart, l.lastLineHash, l.markOff = mk.LineStart, mk.LastHash, mk.Off
@@ -292,16 +300,23 @@ func (l *Log) Size() int64 { return l.size }
 // Path is the active file.
 func (l *Log) Path() string { return l.path }
 
+// fstat is (*os.File).Stat; tests count its calls.
+var fstat = (*os.File).Stat
+
 // Refresh reads records appended by another process since the last read,
-// including a rotation it made.
+// including a rotation it made, or opens the history again if its file
+// was replaced (another inode at the path) or cut.
 func (l *Log) Refresh() error {
 	cur, err := os.Stat(l.path)
 	if err != nil {
 		return fmt.Errorf("stat history: %w", err)
 	}
-	mine, err := l.f.Stat()
-	if err != nil {
-		return fmt.Errorf("stat history: %w", err)
+	mine := l.fi
+	if mine == nil {
+		if mine, err = fstat(l.f); err != nil {
+			return fmt.Errorf("stat history: %w", err)
+		}
+		l.fi = mine
 	}
 	if !os.SameFile(cur, mine) || cur.Size() < l.size {
 		// Rotated or replaced under us: start again from the index.

@@ -98,7 +98,7 @@ func (l *Log) rotate() error {
 		return err
 	}
 	_ = l.f.Close() // the archive: each record was fsync'd as appended
-	l.f, l.size = f, 0
+	l.f, l.fi, l.size = f, nil, 0
 	l.archives, l.lastLineStart, l.lastLineHash, l.markOff = n, 0, "", 0
 	dropMark(l.dir)
 	if err := l.seal(n, k); err != nil {

@@ -93,19 +93,42 @@ func keyOf(fi os.FileInfo) (fileKey, bool) {
 // process last saved: a watcher event about it is our own write. Another
 // process's atomic replace is a new file (new inode), so it never matches.
 func (s *Store) WrittenHere(id string) bool {
+	k, busy, saved := s.lastSave(id)
+	if busy || !saved {
+		return busy
+	}
+	var st syscall.Stat_t
+	return syscall.Stat(filepath.Join(s.JobDir(id), ManifestFile), &st) == nil && k == saveKeyOf(&st)
+}
+
+// WrittenHereAs is WrittenHere for the holder of job id's lock l, from
+// the stat of job.json l took when it was taken (Lock.Manifest) rather
+// than a stat of its own.
+func (s *Store) WrittenHereAs(id string, l *Lock) bool {
+	k, busy, saved := s.lastSave(id)
+	if busy || !saved {
+		return busy
+	}
+	st := l.Manifest()
+	return st != nil && k == saveKeyOf(st)
+}
+
+// lastSave is the key of this process's last save of job id's manifest
+// (saved: there is one), or busy while a save in place is under way.
+func (s *Store) lastSave(id string) (k fileKey, busy, saved bool) {
 	if _, busy := s.inflight.Load(id); busy {
-		return true
+		return fileKey{}, true, false
 	}
 	v, ok := s.written.Load(id)
 	if !ok {
-		return false
+		return fileKey{}, false, false
 	}
-	fi, err := os.Stat(filepath.Join(s.JobDir(id), ManifestFile))
-	if err != nil {
-		return false
-	}
-	k, ok := keyOf(fi)
-	return ok && k == v.(fileKey)
+	return v.(fileKey), false, true
+}
+
+// saveKeyOf is keyOf for a stat.
+func saveKeyOf(st *syscall.Stat_t) fileKey {
+	return fileKey{int64(st.Ino), st.Size, st.Mtim.Nano()}
 }
 
 // New returns a store for dir (made absolute so agents can be given paths).
@@ -621,7 +644,34 @@ func (s *Store) writeManifest(id string, b []byte, write func(string, []byte, os
 }
 
 // Lock is a held per-job or daemon lock.
-type Lock struct{ f *os.File }
+type Lock struct {
+	f *os.File
+	// fi is f's fstat, taken at the first Relock (nil: not yet): a
+	// descriptor's folder never changes, so each later Relock compares
+	// the path's lstat against it without an fstat.
+	fi os.FileInfo
+	// manifest is job.json's stat, taken by Relock as soon as the lock
+	// was (manifestOK): the transaction that holds the lock asks whether
+	// the file is still its own write (WrittenHereAs) from it, rather
+	// than by a stat of its own.
+	manifest   syscall.Stat_t
+	manifestOK bool
+}
+
+// Manifest is job.json's stat as Relock took it right after it took the
+// lock (nil: not taken so, as by LockJob): no one who takes the lock (a
+// steward, another transaction) can have written it since while the lock
+// is held.
+func (l *Lock) Manifest() *syscall.Stat_t {
+	if l == nil || !l.manifestOK {
+		return nil
+	}
+	return &l.manifest
+}
+
+// fstatLock is (*os.File).Stat for a lock's descriptor; tests count its
+// calls.
+var fstatLock = (*os.File).Stat
 
 // Unlock releases the lock.
 func (l *Lock) Unlock() error {
@@ -679,17 +729,13 @@ func (l *Lock) Release() error {
 // folder was replaced), l is closed and a new lock taken.
 func (s *Store) Relock(id string, l *Lock) (*Lock, error) {
 	cur, err := os.Lstat(s.JobDir(id))
-	mine, merr := l.f.Stat()
-	if err != nil || merr != nil || !os.SameFile(cur, mine) {
+	var merr error
+	if l.fi == nil {
+		l.fi, merr = fstatLock(l.f)
+	}
+	if err != nil || merr != nil || !os.SameFile(cur, l.fi) {
 		_ = l.Unlock() // not held: released at Release
 		return s.LockJob(id)
-	}
-	if _, err := os.Stat(filepath.Join(s.JobDir(id), ManifestFile)); err != nil {
-		_ = l.Unlock() // not held: released at Release
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
-		}
-		return nil, err
 	}
 	for {
 		err := syscall.Flock(int(l.f.Fd()), syscall.LOCK_EX)
@@ -698,6 +744,17 @@ func (s *Store) Relock(id string, l *Lock) (*Lock, error) {
 				_ = l.Unlock() // not taken; the error is flock's
 				return nil, fmt.Errorf("lock job %s: %w", id, err)
 			}
+			// job.json's stat under the lock: the job is still there,
+			// and the transaction's WrittenHereAs needs no stat of its own.
+			mf := filepath.Join(s.JobDir(id), ManifestFile)
+			if err := syscall.Stat(mf, &l.manifest); err != nil {
+				_ = l.Unlock() // taken for nothing
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+				}
+				return nil, &os.PathError{Op: "stat", Path: mf, Err: err}
+			}
+			l.manifestOK = true
 			return l, nil
 		}
 	}

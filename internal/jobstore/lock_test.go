@@ -182,3 +182,144 @@ func TestPlaceDefersFolderSyncs(t *testing.T) {
 		t.Fatal("still dirty after SettlePlaced")
 	}
 }
+
+// Relock stats its kept descriptor once (its folder never changes) and
+// compares the path against that: a folder replaced since is still caught,
+// and the lock taken again on the new folder.
+func TestRelockStatsItsDescriptorOnce(t *testing.T) {
+	n := 0
+	fstatLock = func(f *os.File) (os.FileInfo, error) { n++; return f.Stat() }
+	t.Cleanup(func() { fstatLock = (*os.File).Stat })
+	s := New(t.TempDir())
+	mkjob := func() {
+		if err := os.MkdirAll(s.JobDir("j"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(s.JobDir("j"), ManifestFile), []byte(`{}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mkjob()
+	l, err := s.LockJob("j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := l.Release(); err != nil {
+			t.Fatal(err)
+		}
+		if l, err = s.Relock("j", l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n != 1 {
+		t.Errorf("three Relocks took %d fstats of the kept descriptor, want 1", n)
+	}
+	// The folder replaced by another: the lock is taken on the new one.
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(s.JobDir("j"), s.JobDir("old")); err != nil {
+		t.Fatal(err)
+	}
+	mkjob()
+	if l, err = s.Relock("j", l); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock()
+	mine, err := l.f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := os.Stat(s.JobDir("j"))
+	if err != nil || !os.SameFile(cur, mine) {
+		t.Fatalf("after the folder was replaced, Relock holds another folder than the job's (%v)", err)
+	}
+}
+
+// The transaction that holds a Relock'd lock asks whether job.json is its
+// own last save from the stat Relock took under the lock: yes after its
+// own save, no after a hand edit or a replacement made while the lock was
+// released, and no for a lock LockJob took (no stat under it).
+func TestWrittenHereAsFromTheRelocksStat(t *testing.T) {
+	t.Parallel()
+	s := New(t.TempDir())
+	s.InPlace = true
+	if err := os.MkdirAll(s.JobDir("j"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	mf := filepath.Join(s.JobDir("j"), ManifestFile)
+	if err := os.WriteFile(mf, []byte(`{"job_id":"j"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.LockJob("j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteManifestCopy("j", []byte(`{"job_id":"j","status":"WORKING"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if s.WrittenHereAs("j", l) {
+		t.Error("WrittenHereAs of a lock LockJob took: true, want false (no stat under it)")
+	}
+	relock := func() {
+		t.Helper()
+		if err := l.Release(); err != nil {
+			t.Fatal(err)
+		}
+		if l, err = s.Relock("j", l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relock()
+	if !s.WrittenHereAs("j", l) || !s.WrittenHere("j") {
+		t.Error("after its own save: not WrittenHereAs")
+	}
+	// A hand edit in place while the lock is released (same inode).
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mf, []byte(`{"job_id":"j","status":"WORKING","task_description":"edited"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if l, err = s.Relock("j", l); err != nil {
+		t.Fatal(err)
+	}
+	if s.WrittenHereAs("j", l) || s.WrittenHere("j") {
+		t.Error("after a hand edit: WrittenHereAs, want not")
+	}
+	if err := s.WriteManifestCopy("j", []byte(`{"job_id":"j","status":"REVIEWING"}`)); err != nil {
+		t.Fatal(err)
+	}
+	// Replaced by another file while the lock is released.
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(mf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mf+".new", b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(mf+".new", mf); err != nil {
+		t.Fatal(err)
+	}
+	if l, err = s.Relock("j", l); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock()
+	if s.WrittenHereAs("j", l) {
+		t.Error("after a replacement: WrittenHereAs, want not")
+	}
+	// Gone while released: Relock says so.
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(mf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Relock("j", l); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Relock of a job without job.json: %v, want ErrNotFound", err)
+	}
+}

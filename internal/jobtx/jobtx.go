@@ -84,6 +84,9 @@ func (e *Env) obs() Observer {
 type Witness interface {
 	Begun(t *Tx)
 	Wrote(t *Tx)
+	// Ended: the transaction is closing, its lock still held; nothing
+	// more is written under it.
+	Ended(t *Tx)
 }
 
 // Tx is an open transaction on one job.
@@ -205,7 +208,7 @@ func Begin(env *Env, id string, keep *Kept) (*Tx, error) {
 	}
 	var raw []byte
 	var seed *jobstore.Loaded
-	if keep != nil && keep.raw != nil && keep.logSize == t.Log.Size() && env.Store.WrittenHere(id) {
+	if keep != nil && keep.raw != nil && keep.logSize == t.Log.Size() && env.Store.WrittenHereAs(id, lk) {
 		// Still the file this Run saved (same inode, size and time), and
 		// the history says no other transaction came between.
 		raw = keep.raw
@@ -307,6 +310,9 @@ func (t *Tx) Close() {
 	if len(t.queue) > 0 {
 		t.env.Logger.Warn("uncommitted history records dropped", "job_id", t.ID, "records", len(t.queue))
 		t.queue = nil
+	}
+	if t.env.Witness != nil {
+		t.env.Witness.Ended(t)
 	}
 	if t.ownLog && t.Log != nil {
 		_ = t.Log.Close() // each record was fsync'd as appended

@@ -9,10 +9,11 @@ import (
 
 // witnessLog records what a Witness hears: at each Begun the last record
 // of the history, at each Wrote the last record written.
-type witnessLog struct{ begun, wrote []int64 }
+type witnessLog struct{ begun, wrote, ended []int64 }
 
 func (w *witnessLog) Begun(t *Tx) { w.begun = append(w.begun, t.Log.State().NextSeq-1) }
 func (w *witnessLog) Wrote(t *Tx) { w.wrote = append(w.wrote, t.Log.State().NextSeq-1) }
+func (w *witnessLog) Ended(t *Tx) { w.ended = append(w.ended, t.Log.State().NextSeq-1) }
 
 // A witness hears where the history stands as each transaction begins and
 // after each append, whether the append is a record alone, a committed
@@ -45,5 +46,9 @@ func TestWitnessHearsBeginsAndWrites(t *testing.T) {
 	// the commit), the refusal's error record.
 	if want := []int64{2, 3, 4}; len(w.wrote) != 3 || w.wrote[0] != want[0] || w.wrote[1] != want[1] || w.wrote[2] != want[2] {
 		t.Errorf("wrote up to %v, want %v", w.wrote, want)
+	}
+	// Each Close, once, after its writes.
+	if want := []int64{4, 4}; len(w.ended) != 2 || w.ended[0] != want[0] || w.ended[1] != want[1] {
+		t.Errorf("ended at %v, want %v", w.ended, want)
 	}
 }

@@ -41,11 +41,17 @@ func notRegular(name string, mode uint32) error {
 	return &os.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: it is %s", ErrNotRegular, kind)}
 }
 
+// clearNonblock makes a descriptor blocking again (two fcntl calls); tests
+// count its calls.
+var clearNonblock = func(fd int) error { return syscall.SetNonblock(fd, false) }
+
 // openRegular opens name read-only without blocking (O_NONBLOCK: a FIFO
 // with no writer would block open() for ever) and refuses it unless it is
-// a regular file; the descriptor is made blocking again, which regular
-// files ignore anyway.
-func openRegular(name string, st *syscall.Stat_t) (int, error) {
+// a regular file. With handOut, the descriptor is made blocking again, as
+// os.NewFile expects of a file it is given; a descriptor read here and
+// closed is left as it is, since O_NONBLOCK does nothing to reads of a
+// regular file (open(2): "no effect for regular files").
+func openRegular(name string, st *syscall.Stat_t, handOut bool) (int, error) {
 	fd, err := open(name, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY)
 	if err != nil {
 		return -1, err
@@ -61,7 +67,10 @@ func openRegular(name string, st *syscall.Stat_t) (int, error) {
 		}
 		return -1, notRegular(name, st.Mode)
 	}
-	if err := syscall.SetNonblock(fd, false); err != nil {
+	if !handOut {
+		return fd, nil
+	}
+	if err := clearNonblock(fd); err != nil {
 		_ = syscall.Close(fd)
 		return -1, &os.PathError{Op: "fcntl", Path: name, Err: err}
 	}
@@ -72,7 +81,7 @@ func openRegular(name string, st *syscall.Stat_t) (int, error) {
 // blocks on one that is not (see ErrNotRegular).
 func OpenRegular(name string) (*os.File, error) {
 	var st syscall.Stat_t
-	fd, err := openRegular(name, &st)
+	fd, err := openRegular(name, &st, true)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +132,7 @@ func ReadFile(name string) ([]byte, error) {
 // read reads the regular file name, at most lim bytes if lim >= 0; st
 // gets its fstat from before the read.
 func read(name string, lim int64, st *syscall.Stat_t) ([]byte, error) {
-	fd, err := openRegular(name, st)
+	fd, err := openRegular(name, st, false)
 	if err != nil {
 		return nil, err
 	}

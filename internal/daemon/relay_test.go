@@ -1,0 +1,115 @@
+package daemon
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/signing"
+)
+
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type noGauges struct{}
+
+func (noGauges) JobStatus(string, lifecycle.Status, lifecycle.Status) {}
+
+// What the watcher reports while a transaction of the daemon holds the
+// job's lock is the daemon's own append: the relay neither stats the
+// history nor waits for the lock then (catchUp would block behind the
+// transaction), and checks the history once the transaction ends. A
+// steward's append afterwards is still relayed, once.
+func TestRelayHearsOwnAppendsAtTheTransactionsEnd(t *testing.T) {
+	jobs := t.TempDir()
+	key, err := signing.LoadOrCreate(jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := jobstore.New(jobs)
+	if err := os.MkdirAll(store.JobDir("j"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(store.JobDir("j"), jobstore.ManifestFile), []byte(`{"task_description": "t", "agents": {
+  "worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done"}]},
+  "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuf{}
+	r := newRelay(store, slog.New(slog.NewJSONHandler(logs, nil)), noGauges{}, time.Now().Add(-time.Hour))
+	quiet := slog.New(slog.NewJSONHandler(&lockedBuf{}, nil))
+	env := &jobtx.Env{Store: store, Logger: quiet, History: history.Options{Signer: key}, Witness: r}
+	tx, err := jobtx.Begin(env, "j", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Transition(lifecycle.EvStart, lifecycle.Running, "work", "SYSTEM", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	// The watcher's event for that append, while the lock is held: a
+	// catchUp would wait for the lock for ever here.
+	r.notify("j")
+	done := make(chan struct{})
+	go func() { r.drain(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the relay waited for the lock of the daemon's own transaction")
+	}
+	if j := r.job("j"); j == nil || !j.heard {
+		t.Fatal("the change heard during the transaction was not kept for its end")
+	}
+	tx.Close()
+	r.mu.Lock()
+	pending := r.pending["j"]
+	r.mu.Unlock()
+	if !pending {
+		t.Fatal("the transaction's end did not have the history checked")
+	}
+	r.drain() // the daemon's own: nothing to log
+	// A steward's command (another process: no witness) halts the job.
+	steward := &jobtx.Env{Store: store, Logger: quiet, History: history.Options{Signer: key}}
+	stx, err := jobtx.Begin(steward, "j", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stx.Transition(lifecycle.EvHalt, lifecycle.Canceled, "", "STEWARD", "halted"); err != nil {
+		t.Fatal(err)
+	}
+	if err := stx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	stx.Close()
+	r.notify("j")
+	r.drain()
+	out := logs.String()
+	if n := strings.Count(out, string(lifecycle.EvHalt)); n != 1 || strings.Contains(out, string(lifecycle.EvStart)) {
+		t.Errorf("relayed %d halts (want 1) and the daemon's own start %v:\n%s", n, strings.Contains(out, string(lifecycle.EvStart)), out)
+	}
+}
