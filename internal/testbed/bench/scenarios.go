@@ -800,25 +800,18 @@ func fsyncRate(dir string, secs float64) (float64, error) {
 func (h *harness) throughput() error {
 	var rate, limit []float64
 	var all []fsyncs
-	// Each run's folders are removed after the last run, not before the
-	// next: on ext4 without a journal a file created within minutes of
-	// many deletions costs several times more (the inode allocator skips
-	// the recently deleted ones), which made file creation 7 % of
-	// logistd's CPU in the later runs against 1.3 % in the first.
-	var roots []string
-	defer func() {
-		for _, r := range roots {
-			if !h.keep {
-				_ = os.RemoveAll(r) // scratch; the harness's folder goes at its end anyway
-			}
-		}
-	}()
+	// Each run's folders stay until the harness's folder is removed, after
+	// the last scenario: on ext4 without a journal a file created within
+	// a minute or more of many deletions costs several times more (the
+	// inode allocator steps over each recently deleted inode), which made
+	// file creation 7 % of logistd's CPU in the later runs against 1.3 %
+	// in the first, and removing them at this scenario's end put that
+	// price on the scenarios after it.
 	for rep := 0; rep < h.sz.ThroughputReps; rep++ {
 		root, err := h.dir("throughput")
 		if err != nil {
 			return err
 		}
-		roots = append(roots, root)
 		l, err := fsyncRate(root, h.sz.FsyncSeconds)
 		if err != nil {
 			return err
@@ -1244,24 +1237,16 @@ func (h *harness) concurrency() error {
 	n, p := h.sz.ConcJobs, h.sz.ConcParallel
 	ideal := float64(n) / float64(p) * float64(h.sz.ConcAgentMillis)
 	var total, st, stIdle, intake []float64
-	// Each round's folders are removed after the last round, not before
-	// the next, as scenario 3 does (throughput): a round's 1,000 jobs
-	// create about 4,000 inodes, and on ext4 without a journal creations
-	// within minutes of that many deletions cost several times more.
-	var roots []string
-	defer func() {
-		for _, r := range roots {
-			if !h.keep {
-				_ = os.RemoveAll(r) // scratch; the harness's folder goes at its end anyway
-			}
-		}
-	}()
+	// Each round's folders stay until the harness's folder is removed,
+	// after the last scenario, as scenario 3's (throughput): a round's
+	// 1,000 jobs make about 4,000 inodes, and on ext4 without a journal
+	// creations within a minute or more of that many deletions cost
+	// several times more.
 	for round := 0; round < h.sz.ConcRounds; round++ {
 		root, err := h.dir("conc")
 		if err != nil {
 			return err
 		}
-		roots = append(roots, root)
 		staging, jobs := filepath.Join(root, "staging"), filepath.Join(root, "jobs")
 		list := ids("k", n)
 		if err := stage(staging, list, func(id string) []byte { return scriptManifest(id, h.sz.ConcAgentMillis) }); err != nil {
