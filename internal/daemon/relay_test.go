@@ -1,12 +1,10 @@
 package daemon
 
 import (
-	"bytes"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,23 +14,6 @@ import (
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/signing"
 )
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 type noGauges struct{}
 
@@ -58,9 +39,9 @@ func TestRelayHearsOwnAppendsAtTheTransactionsEnd(t *testing.T) {
   "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuf{}
+	logs := &logBuffer{}
 	r := newRelay(store, slog.New(slog.NewJSONHandler(logs, nil)), noGauges{}, time.Now().Add(-time.Hour))
-	quiet := slog.New(slog.NewJSONHandler(&lockedBuf{}, nil))
+	quiet := slog.New(slog.NewJSONHandler(&logBuffer{}, nil))
 	env := &jobtx.Env{Store: store, Logger: quiet, History: history.Options{Signer: key}, Witness: r}
 	tx, err := jobtx.Begin(env, "j", nil)
 	if err != nil {
@@ -108,7 +89,9 @@ func TestRelayHearsOwnAppendsAtTheTransactionsEnd(t *testing.T) {
 	stx.Close()
 	r.notify("j")
 	r.drain()
-	out := logs.String()
+	logs.mu.Lock()
+	out := logs.b.String()
+	logs.mu.Unlock()
 	if n := strings.Count(out, string(lifecycle.EvHalt)); n != 1 || strings.Contains(out, string(lifecycle.EvStart)) {
 		t.Errorf("relayed %d halts (want 1) and the daemon's own start %v:\n%s", n, strings.Contains(out, string(lifecycle.EvStart)), out)
 	}
