@@ -18,6 +18,33 @@ import (
 	"github.com/logist/logist/internal/signing"
 )
 
+// readTries bounds how often readJob reads a job again whose history
+// moved on between its row and its lines.
+const readTries = 5
+
+// readJob reads job id's row and its history as of one moment: the two
+// are two reads, and a commit between them (another node's steering, the
+// owner's next unit) leaves more lines than the row counted. It reads
+// both again then, a few times, before it gives up.
+func readJob(ctx context.Context, s clusterstore.Store, id string) (*clusterstore.Job, [][]byte, error) {
+	for try := 1; ; try++ {
+		j, err := s.Job(ctx, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		lines, err := s.History(ctx, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		if int64(len(lines)) == j.NextSeq {
+			return j, lines, nil
+		}
+		if try >= readTries {
+			return nil, nil, fmt.Errorf("job %s: history moved while read, %d times; try again", id, try)
+		}
+	}
+}
+
 // writeFolder writes job id as the store holds it in folder form under
 // jobsDir: <id>/job.json (the manifest of the last commit, byte for byte),
 // <id>/history.jsonl (the records as stored), the files the records
@@ -28,18 +55,9 @@ import (
 // fsync'd. It returns the job and the snapshot objects written (those the
 // store holds).
 func writeFolder(ctx context.Context, s clusterstore.Store, jobsDir, id string, also func(cp string) bool) (*clusterstore.Job, map[string]bool, error) {
-	j, err := s.Job(ctx, id)
+	j, lines, err := readJob(ctx, s, id)
 	if err != nil {
 		return nil, nil, err
-	}
-	lines, err := s.History(ctx, id)
-	if err != nil {
-		return nil, nil, err
-	}
-	if int64(len(lines)) != j.NextSeq {
-		// Read between a commit's row and lines: not possible under one
-		// snapshot, but the two reads are two statements.
-		return nil, nil, fmt.Errorf("job %s: history moved while read; try again", id)
 	}
 	dir := filepath.Join(jobsDir, id)
 	// The manifest goes first and comes back last: a folder of the node's
