@@ -606,7 +606,7 @@ func (n *Node) commit(hu history.Unit) error {
 	}
 	// A recovery point's snapshot goes with its record: the listing and
 	// the objects the store may lack.
-	point, objects, err := pointOf(dir, lines, r.known)
+	point, objects, err := pointOf(dir, hu.Records, r.known)
 	if err != nil {
 		return fmt.Errorf("job %s: recovery point: %w", id, err)
 	}
@@ -616,7 +616,7 @@ func (n *Node) commit(hu history.Unit) error {
 			return fmt.Errorf("job %s: recovery point: %w", id, err)
 		}
 	}
-	if err := committed(n.env, id, lines, &u); err != nil {
+	if err := committed(n.env, id, hu.Records, &u); err != nil {
 		return err
 	}
 	newCost := r.costMicros
@@ -632,7 +632,7 @@ func (n *Node) commit(hu history.Unit) error {
 	if errors.Is(err, clusterstore.ErrMissingObject) {
 		// An object r.known holds was collected meanwhile (its point
 		// was replaced): send every object of the point.
-		if _, u.Objects, err = pointOf(dir, lines, nil); err == nil {
+		if _, u.Objects, err = pointOf(dir, hu.Records, nil); err == nil {
 			err = n.Store.Commit(c, r.lease, u)
 		}
 	}

@@ -46,10 +46,10 @@ func OwnCommit(env *jobtx.Env) func(history.Unit) error {
 // committed sets what u commits when its last record commits a manifest
 // (jobtx): the manifest as its file holds it, the status and the budget
 // it says. A unit that commits none changes neither.
-func committed(env *jobtx.Env, id string, lines [][]byte, u *clusterstore.Unit) error {
-	last, err := history.ParseLine(lines[len(lines)-1])
-	if err != nil || last.Commit == nil {
-		return err
+func committed(env *jobtx.Env, id string, recs []*history.Record, u *clusterstore.Unit) error {
+	last := recs[len(recs)-1]
+	if last.Commit == nil {
+		return nil
 	}
 	file, err := env.CommittedFile(id, last.Commit)
 	if err != nil {

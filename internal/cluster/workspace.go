@@ -25,18 +25,14 @@ import (
 // newest recovery point, or the one a rollback returned to. Rollback on
 // any node then finds every point's snapshot in its own job folder.
 
-// pointOf is the recovery point that lines (a unit) record, if any, as the
+// pointOf is the recovery point that recs (a unit's records) hold, if any, as the
 // store keeps it, with the objects of its listing not in known (objects
 // the store holds already). A unit records at most one point (the engine
 // takes one per outcome).
-func pointOf(dir string, lines [][]byte, known map[string]bool) (*clusterstore.RecoveryPoint, map[string][]byte, error) {
+func pointOf(dir string, recs []*history.Record, known map[string]bool) (*clusterstore.RecoveryPoint, map[string][]byte, error) {
 	var p *clusterstore.RecoveryPoint
 	var ref *history.SnapshotRef
-	for _, line := range lines {
-		e, err := history.ParseLine(line)
-		if err != nil {
-			return nil, nil, err
-		}
+	for _, e := range recs {
 		if e.Type != history.TypeRecoveryPoint || e.RecoveryPoint == nil {
 			continue
 		}

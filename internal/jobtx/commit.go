@@ -390,6 +390,11 @@ func (e *Env) CommittedManifest(id string, lc *history.Commit) ([]byte, error) {
 }
 
 func (e *Env) committedManifest(id string, lc *history.Commit) ([]byte, error) {
+	if lc.Plain != nil {
+		// This process encoded it (read only): not unsealed and
+		// inflated again.
+		return lc.Plain, nil
+	}
 	stored := []byte(lc.Manifest)
 	if len(stored) == 0 || stored[0] != '"' {
 		return stored, nil

@@ -757,3 +757,22 @@ func TestKeptManifestIsTheCommittedCopy(t *testing.T) {
 		t.Fatalf("Begin after a failed commit saw guidance %q, want the committed one", got)
 	}
 }
+
+// A commit this process encoded is read from what it encoded (Plain), not
+// unsealed and inflated again; one read from the history is decoded.
+func TestCommittedFileOfOwnCommitUsesItsPlainForm(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	own := &history.Commit{Manifest: json.RawMessage(`"deflate:not base64!"`), Plain: []byte(`{"job_id":"j","status":"RUNNING"}`)}
+	got, err := f.env.CommittedFile("j", own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "{\n  \"job_id\": \"j\",\n  \"status\": \"RUNNING\"\n}\n"; string(got) != want {
+		t.Errorf("file %q, want %q", got, want)
+	}
+	read := &history.Commit{Manifest: own.Manifest} // as parsed from a history: no Plain
+	if _, err := f.env.CommittedFile("j", read); err == nil {
+		t.Error("a damaged stored manifest read from the history gave no error")
+	}
+}
