@@ -1310,7 +1310,7 @@ func (h *harness) concurrency() error {
 		total = append(total, ms(el))
 		// After the daemon's stop: the histories are read outside the
 		// measured time and without taking a CPU from the run.
-		starts, err := agentStarts(jobs, list, agent)
+		starts, err := jobStarts(jobs, list)
 		if err != nil {
 			return err
 		}
@@ -1345,12 +1345,12 @@ func (h *harness) concurrency() error {
 		v    []float64
 		note string
 	}{
-		{fmt.Sprintf("the excess, part 1 (information): the first wave's ramp, the renames began → the %dth agent started", p), ramp,
-			"from the jobs' histories after each round (the agent started = the worker's response − its 1 s); the three parts sum to the total − the ideal"},
-		{fmt.Sprintf("the excess, part 2 (information): the hand-overs between the %d waves, the last agent started − the %dth − %d × 1 s", waves, p, waves-1), handovers,
+		{fmt.Sprintf("the excess, part 1 (information): the first wave's ramp, the renames began → the %dth job's start", p), ramp,
+			"from the jobs' histories after each round (a job's start: its worker's intent recorded, before that unit's fsync); the three parts sum to the total − the ideal"},
+		{fmt.Sprintf("the excess, part 2 (information): the hand-overs between the %d waves, the last job's start − the %dth's − %d × 1 s", waves, p, waves-1), handovers,
 			"what the hand-overs from one wave's jobs to the next added along the slowest slot"},
-		{"the excess, part 3 (information): the tail, the last job seen ended − the last agent started − 1 s", tail,
-			"the last job's end committed, and the harness's 20 ms poll of job.json"},
+		{"the excess, part 3 (information): the tail, the last job seen ended − the last job's start − 1 s", tail,
+			"that start's fsync, the outcome, the supervisor's turn, the end's commit, and the harness's 20 ms poll of job.json"},
 	} {
 		h.add(Row{Scenario: "6", Name: part.name, Unit: "ms", Stat: "median", Value: Summarize(part.v), OffScale: scale, Note: part.note})
 	}
