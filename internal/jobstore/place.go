@@ -39,9 +39,10 @@ var ErrIncomplete = errors.New("manifest is still being written")
 // to be removed once job.json's entry is durable.
 type placement struct {
 	bare    string
-	file    os.FileInfo // the file placed: the name is removed only while it is still this file
-	dropped atomic.Bool // dropBare has begun
-	cancel  func()      // forgets the fsyncs' callback (atomicfile.AfterSynced)
+	file    os.FileInfo   // the file placed: the name is removed only while it is still this file
+	dropped atomic.Bool   // dropBare has begun
+	gone    chan struct{} // closed when dropBare has ended
+	cancel  func()        // forgets the fsyncs' callback (atomicfile.AfterSynced)
 }
 
 // Place moves a bare <name>.json from the jobs folder into its own folder
@@ -167,7 +168,7 @@ func (s *Store) moveIn(id, bare, mf string, file os.FileInfo, data []byte) error
 	}
 	err := linkFile(bare, mf)
 	if err == nil {
-		p := &placement{bare: bare, file: file}
+		p := &placement{bare: bare, file: file, gone: make(chan struct{})}
 		// Registered before the folders are marked dirty: the fsyncs that
 		// settle those marks begin after this, and so remove the name.
 		p.cancel = atomicfile.AfterSynced(func() { s.dropBare(id, p) }, s.JobDir(id), s.Dir)
@@ -209,8 +210,12 @@ func placementID(bare string, data []byte) string {
 // the same name since is a new manifest.
 func (s *Store) dropBare(id string, p *placement) {
 	if !p.dropped.CompareAndSwap(false, true) {
+		// Begun elsewhere (the fsyncs' callback, say): its end is
+		// this call's, so that the name is gone when it returns.
+		<-p.gone
 		return
 	}
+	defer close(p.gone)
 	p.cancel() // dropped here before the callback: it waits no more
 	if cur, err := os.Lstat(p.bare); err == nil && os.SameFile(cur, p.file) {
 		_ = os.Remove(p.bare) // not fsync'd: a crash that loses it leaves a Leftover

@@ -1,6 +1,7 @@
 package jobstore
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -255,5 +256,26 @@ func TestPlacedManifestSavedInPlace(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(outside); string(b) != `{"task_description": "saved again"}` {
 		t.Fatalf("the save wrote through an outside link: %q", b)
+	}
+}
+
+// SettlePlaced's removal races the fsyncs' own callback, which its fsync
+// made due: whichever begins the removal, the name is gone when
+// SettlePlaced returns.
+func TestSettlePlacedWaitsForTheCallbacksRemoval(t *testing.T) {
+	dir := t.TempDir()
+	s := New(dir)
+	for i := range 300 {
+		id := fmt.Sprintf("j%03d", i)
+		bare := dropManifest(t, dir, id+".json", fmt.Sprintf(`{"job_id": %q, "task_description": "t"}`, id))
+		if _, _, err := s.Place(bare); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SettlePlaced(id); err != nil {
+			t.Fatal(err)
+		}
+		if exists(bare) {
+			t.Fatalf("placement %d: bare name still there when SettlePlaced returned", i)
+		}
 	}
 }
