@@ -79,7 +79,7 @@ func appendLine(buf []byte, rec *Record, signer Signer) (_ []byte, hash string, 
 	}
 	buf = append(buf, make([]byte, room)...)
 	at := len(buf)
-	if buf, err = appendJSON(buf, rec); err != nil {
+	if buf, err = appendRecord(buf, rec); err != nil {
 		return buf[:start], "", fmt.Errorf("encode history record: %w", err)
 	}
 	sum := sha256.Sum256(buf[at:])
@@ -133,4 +133,61 @@ func appendJSON(buf []byte, v any) ([]byte, error) {
 		return buf, err
 	}
 	return out[:len(out)-1], nil
+}
+
+// appendRecord appends rec as json.Marshal encodes it. A commit's manifest
+// the encoder knows to be compact JSON already (verbatim) is appended as it
+// is, after the rest of the record: json.Marshal would scan its kilobyte
+// again to compact it, byte by byte, for nothing. The commit is the
+// record's last member.
+func appendRecord(buf []byte, rec *Record) ([]byte, error) {
+	c := rec.Commit
+	if c == nil || !verbatim(c) {
+		return appendJSON(buf, rec)
+	}
+	r := *rec
+	r.Commit = nil
+	out, err := appendJSON(buf, &r)
+	if err != nil {
+		return buf, err
+	}
+	out = append(out[:len(out)-1], `,"commit":{"base_manifest_sha256":"`...) // over the record's closing brace
+	out = append(out, c.Base...)
+	out = append(out, `","manifest_sha256":"`...)
+	out = append(out, c.Sum...)
+	out = append(out, `","manifest":`...)
+	out = append(out, c.Manifest...)
+	return append(out, "}}"...), nil
+}
+
+// verbatim says whether c encodes as its fields are, with nothing to
+// escape or compact: hashes in hex, and a manifest that is Plain itself
+// (its writer's json.Marshal: compact, HTML escaped, see Commit.Plain) or
+// a packed one (a string of base64 after the prefix).
+func verbatim(c *Commit) bool {
+	if !hexOnly(c.Base) || !hexOnly(c.Sum) || len(c.Manifest) == 0 {
+		return false
+	}
+	if len(c.Plain) > 0 && len(c.Plain) == len(c.Manifest) && &c.Plain[0] == &c.Manifest[0] {
+		return true
+	}
+	m := c.Manifest
+	if len(m) < 2+len(PackedPrefix) || m[0] != '"' || m[len(m)-1] != '"' || string(m[1:1+len(PackedPrefix)]) != PackedPrefix {
+		return false
+	}
+	for _, b := range m[1+len(PackedPrefix) : len(m)-1] {
+		if !('A' <= b && b <= 'Z' || 'a' <= b && b <= 'z' || '0' <= b && b <= '9' || b == '+' || b == '/' || b == '=') {
+			return false
+		}
+	}
+	return true
+}
+
+func hexOnly(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

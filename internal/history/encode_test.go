@@ -67,6 +67,39 @@ func linesRecords() []*Record {
 		{Type: TypeCommit, Commit: &Commit{Base: "b", Sum: "s", Manifest: plain, Plain: plain}},
 		{Type: TypeCommit, Commit: &Commit{Base: "b", Sum: "s", Manifest: json.RawMessage(`"deflate:q1YqyS/JzM9TsgJSLkWpxSmpxUq1AAA="`)}},
 		{Type: TypeCommit, Commit: &Commit{Manifest: json.RawMessage(" {\"a\": \"<&>\"} ")}},
+		// Encoded by json.Marshal, not appended as they are: hashes that
+		// are not lower-case hex, a manifest not Plain's, or packed with
+		// what base64 has not.
+		{Type: TypeCommit, Commit: &Commit{Base: "<&>", Sum: GenesisHash, Manifest: plain, Plain: plain}},
+		{Type: TypeCommit, Commit: &Commit{Base: "ABCDEF", Sum: "0", Manifest: json.RawMessage(`"deflate:q1Y="`)}},
+		{Type: TypeCommit, Commit: &Commit{Base: GenesisHash, Sum: GenesisHash, Manifest: json.RawMessage(`"deflate:q1 Y<="`)}},
+		{Type: TypeCommit, Commit: &Commit{Base: GenesisHash, Sum: GenesisHash, Manifest: append(json.RawMessage(nil), plain...), Plain: plain}},
+		{Type: TypeCommit, More: true, Commit: &Commit{Base: GenesisHash, Sum: GenesisHash, Manifest: json.RawMessage(`"deflate:"`)}},
+	}
+}
+
+// TestVerbatimCommits: the manifests a transaction commits (Plain itself,
+// or packed) are appended as they are; anything else is left to
+// json.Marshal.
+func TestVerbatimCommits(t *testing.T) {
+	t.Parallel()
+	plain := []byte(`{"job_id":"j"}`)
+	for _, c := range []struct {
+		commit *Commit
+		want   bool
+	}{
+		{&Commit{Base: GenesisHash, Sum: "0a", Manifest: plain, Plain: plain}, true},
+		{&Commit{Base: GenesisHash, Sum: "0a", Manifest: json.RawMessage(`"deflate:q1Y+/=="`), Plain: plain}, true},
+		{&Commit{Base: GenesisHash, Sum: "0a", Manifest: append([]byte(nil), plain...), Plain: plain}, false},
+		{&Commit{Base: GenesisHash, Sum: "0a", Manifest: plain[:len(plain)-1], Plain: plain}, false},
+		{&Commit{Base: GenesisHash, Sum: "0A", Manifest: plain, Plain: plain}, false},
+		{&Commit{Base: GenesisHash, Sum: "0a", Manifest: json.RawMessage(`"sealed:q1Y="`)}, false},
+		{&Commit{Base: GenesisHash, Sum: "0a", Manifest: json.RawMessage(`"deflate:q1Y\u003d"`)}, false},
+		{&Commit{Base: GenesisHash, Sum: "0a"}, false},
+	} {
+		if got := verbatim(c.commit); got != c.want {
+			t.Errorf("verbatim(%s / %s) = %v, want %v", c.commit.Sum, c.commit.Manifest, got, c.want)
+		}
 	}
 }
 
@@ -138,7 +171,7 @@ func TestUnitAsBefore(t *testing.T) {
 			}
 			defer l.Close()
 			all := linesRecords()
-			batches := [][]*Record{all[:1], all[1:2], all[2:9], all[9:]}
+			batches := [][]*Record{all[:1], all[1:2], all[2:9], all[9:17], all[17:]}
 			var want []byte
 			for _, b := range batches {
 				if err := l.AppendBatch(b); err != nil {
@@ -198,7 +231,7 @@ func BenchmarkEncodeUnit(b *testing.B) {
 	unit := []*Record{benchRecord(1),
 		{Type: TypeRecoveryPoint, Phase: "work", RecoveryPoint: &RecoveryPoint{CheckpointID: "cp-1", RollbackFiles: []string{}}},
 		{Type: TypeTransition, Phase: "review", Transition: &Transition{From: "RUNNING", To: "REVIEWING", Event: "phase_advance", Actor: "worker"},
-			Commit: &Commit{Base: GenesisHash, Sum: GenesisHash, Manifest: manifest}}}
+			Commit: &Commit{Base: GenesisHash, Sum: GenesisHash, Manifest: manifest, Plain: manifest}}} // as a transaction commits it
 	for i, rec := range unit {
 		rec.V, rec.Seq, rec.PrevHash, rec.Time = RecordVersion, int64(i), GenesisHash, "2026-01-01T00:00:00.5Z"
 	}
