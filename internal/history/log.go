@@ -15,7 +15,6 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -529,27 +528,33 @@ func (l *Log) AppendBatch(recs []*Record) error {
 	return l.appendUnit(recs)
 }
 
+// unitRoom is the room a unit's buffer starts with per record: most
+// records are smaller (an intent with its prompts about 3 KB).
+const unitRoom = 1536
+
 func (l *Log) appendUnit(recs []*Record) error {
 	st := l.state.clone()
 	seq, last := l.state.NextSeq, l.LastHash()
-	lines := make([][]byte, 0, len(recs))
 	var links []Link
 	if l.opts.Commit != nil {
 		links = make([]Link, 0, len(recs))
 	}
-	size := 0
-	for _, rec := range recs {
+	// The unit's one write: its lines encoded one after the other into
+	// one buffer (appendLine).
+	buf := make([]byte, 0, unitRoom*len(recs))
+	ends := make([]int, len(recs))
+	for i, rec := range recs {
 		rec.normalize(true)
 		rec.V, rec.Seq, rec.PrevHash = RecordVersion, seq, last
 		if rec.Time == "" {
 			rec.Time = l.now().UTC().Format(time.RFC3339Nano)
 		}
-		line, hash, err := encodeLine(rec, l.opts.Signer)
-		if err != nil {
+		var hash string
+		var err error
+		if buf, hash, err = appendLine(buf, rec, l.opts.Signer); err != nil {
 			return err
 		}
-		lines = append(lines, line)
-		size += len(line)
+		ends[i] = len(buf)
 		if l.opts.Commit != nil {
 			links = append(links, linkOf(rec, hash))
 		}
@@ -557,18 +562,17 @@ func (l *Log) appendUnit(recs []*Record) error {
 		st.apply(rec)
 		seq++
 	}
-	lastLen := len(lines[len(lines)-1])
-	// The unit's one write: its lines joined, in a buffer made once (a
-	// unit of one line is that line).
-	buf := lines[0]
-	if len(lines) > 1 {
-		buf = make([]byte, 0, size)
-		for _, line := range lines {
-			buf = append(buf, line...)
-		}
+	lastLen := len(buf)
+	if len(ends) > 1 {
+		lastLen -= ends[len(ends)-2]
 	}
 	if l.opts.Commit == nil {
 		return l.writeUnit(buf, recs, st, seq, last, lastLen)
+	}
+	lines := make([][]byte, len(recs))
+	from := 0
+	for i, end := range ends {
+		lines[i], from = buf[from:end:end], end
 	}
 	written := false
 	var werr error
@@ -736,43 +740,6 @@ func Warm(signer Signer) {
 	} {
 		_, _, _ = encodeLine(rec, signer) // a warm-up: the result is not wanted
 	}
-}
-
-// encodeLine renders the envelope by hand so the hashed bytes are exactly
-// the bytes stored.
-func encodeLine(rec *Record, signer Signer) (line []byte, hash string, err error) {
-	body, err := json.Marshal(rec)
-	if err != nil {
-		return nil, "", fmt.Errorf("encode history record: %w", err)
-	}
-	sum := sha256.Sum256(body)
-	hash = hex.EncodeToString(sum[:])
-	var key, sig string
-	if signer != nil {
-		key, sig = signer.ID(), base64.StdEncoding.EncodeToString(signer.Sign(sum[:]))
-	}
-	return envelopeLine(body, hash, key, sig), hash, nil
-}
-
-// envelopeLine is the one rendering of a stored line: the envelope of
-// body with its hash and, when signed, the signer's key id and signature.
-func envelopeLine(body []byte, hash, key, sig string) []byte {
-	var b bytes.Buffer
-	b.Grow(len(body) + 200)
-	b.WriteString(`{"hash":"`)
-	b.WriteString(hash)
-	b.WriteString(`"`)
-	if key != "" || sig != "" {
-		b.WriteString(`,"key":"`)
-		b.WriteString(key)
-		b.WriteString(`","sig":"`)
-		b.WriteString(sig)
-		b.WriteString(`"`)
-	}
-	b.WriteString(`,"rec":`)
-	b.Write(body)
-	b.WriteString("}\n")
-	return b.Bytes()
 }
 
 // Line is the entry as its history stores it (newline included); nil for

@@ -74,6 +74,9 @@ type Commit struct {
 	Manifest json.RawMessage `json:"manifest"`
 	// Plain is the manifest compact as its writer encoded it, before
 	// packing and sealing: in memory only, never stored (nil when read).
+	// It is json.Marshal's encoding of the manifest (compact, HTML
+	// escaped), so a Manifest that is Plain itself (the same bytes in
+	// memory) is stored as it is, not compacted again (appendRecord).
 	Plain []byte `json:"-"`
 	// Said is what Plain says of the job, as its writer held the
 	// manifest it encoded: in memory only, set with Plain (nil when

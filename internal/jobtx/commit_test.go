@@ -401,8 +401,58 @@ func TestManifestOnlyChangeIsCommitted(t *testing.T) {
 	if err != nil || !bytes.Contains(m, []byte("later change, no records")) {
 		t.Errorf("committed manifest %s (%v), want the change", m, err)
 	}
-	if len(last.Commit.Manifest) >= len(m) {
-		t.Errorf("committed manifest stored in %d bytes for %d: not packed", len(last.Commit.Manifest), len(m))
+	if len(m) <= plainMax && !bytes.Equal(last.Commit.Manifest, m) {
+		t.Errorf("committed manifest of %d bytes stored as %.40s…, want its JSON object", len(m), last.Commit.Manifest)
+	}
+}
+
+// A commit stores a manifest of at most plainMax bytes as its JSON object
+// and a larger one packed, and a lost file is restored from either.
+func TestCommittedManifestPlainUpToPlainMax(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	mf := filepath.Join(f.dir, jobstore.ManifestFile)
+	for _, size := range []string{"small", "large"} {
+		base, _ := os.ReadFile(mf)
+		tx := f.begin(t)
+		f.unit(t, tx)
+		if size == "large" {
+			// Text that deflate shrinks, as audit entries do.
+			tx.M.Run.Guidance = strings.Repeat("check the tests again. ", plainMax/20)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		compact := tx.saved
+		tx.Close()
+		done, _ := os.ReadFile(mf)
+		recs := f.records(t)
+		stored := recs[len(recs)-1].Commit.Manifest
+		switch {
+		case size == "small" && (len(compact) > plainMax || !bytes.Equal(stored, compact)):
+			t.Errorf("%s manifest (%d bytes) stored as %.40s…, want its JSON object", size, len(compact), stored)
+		case size == "large" && (len(compact) <= plainMax || !bytes.HasPrefix(stored, []byte(`"`+packedPrefix)) || len(stored) >= len(compact)):
+			t.Errorf("%s manifest (%d bytes) stored as %.40s… (%d bytes), want it packed", size, len(compact), stored, len(stored))
+		}
+		if got, err := f.env.CommittedManifest("j", recs[len(recs)-1].Commit); err != nil || !bytes.Equal(got, compact) {
+			t.Errorf("%s manifest read back as %.60s… (%v), want what was committed", size, got, err)
+		}
+		// A crash lost the file's replacement: restored from the history.
+		if err := os.WriteFile(mf, base, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		tx = f.begin(t)
+		if got, _ := os.ReadFile(mf); !bytes.Equal(got, done) {
+			t.Errorf("%s manifest restored as\n%s\nwant\n%s", size, got, done)
+		}
+		// Back to the worker's phase for the next unit.
+		if err := tx.Transition(lifecycle.EvAdvance, lifecycle.Running, "work", "supervisor", ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		tx.Close()
 	}
 }
 
