@@ -89,6 +89,11 @@ type Engine struct {
 
 	// gate orders the runs' transactions in a burst (cpugate.go).
 	gate *cpuGate
+
+	// scans are the workspace as each running job's last snapshot saw
+	// it, for the call its transaction prepares next (changes.go).
+	scansMu sync.Mutex
+	scans   map[string]takenScan
 }
 
 // Containment resolves a job's sandbox setting to the executor of its
@@ -181,6 +186,7 @@ func (e *Engine) RunFrom(ctx context.Context, id string, l *jobstore.Loaded) err
 	defer keep.Close()
 	keep.Start(l)
 	defer e.forgetLed(id)
+	defer e.forgetScan(id)
 	if je, ok := e.Contain.(jobEnder); ok {
 		defer je.EndJob(id) // its spare sandbox dies with the run
 		// What a daemon that died made for its spare's predicted call.
@@ -360,7 +366,7 @@ func (e *Engine) callAndFinish(ctx context.Context, id string, keep *jobtx.Kept,
 	prov, perr := c.prov, c.perr
 	if c.work != nil {
 		prov, perr = c.work, nil
-	} else {
+	} else if c.before == nil {
 		c.before = scanWorkspace(tx)
 	}
 	gh.leave()

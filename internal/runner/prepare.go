@@ -87,9 +87,11 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 	// The phase's effect may record events, add what the agent must see,
 	// do the phase itself, find nothing to do, or stop the workflow.
 	extra := ""
-	if eff, err := e.effectFor(ph); err != nil {
+	eff, err := e.effectFor(ph)
+	if err != nil {
 		return stop(workflowFailed(ph.Role, &workflow.Failure{Code: codes.WorkflowEffect, Reason: fmt.Sprintf("phase %s: %v", phase, err)}))
-	} else if eff != nil {
+	}
+	if eff != nil {
 		prep, err := eff.Prepare(tx, phase)
 		if err != nil {
 			return nil, done, err
@@ -165,6 +167,9 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 	c.req.Next = e.nextCall(tx, wf, c)
 	if err := tx.Store().EnsureWorkspace(tx.ID); err != nil {
 		return nil, done, err
+	}
+	if eff == nil {
+		c.before = e.takeScan(tx) // a snapshot in this transaction walked it (changes.go)
 	}
 	wait := writeRequestFile(tx, c)
 	_, err = e.apply(tx, outcome{intent: c.intent(), more: true})
