@@ -34,7 +34,8 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 	// Never run an agent in a workspace that is not the job's own folder
 	// (a symlink out of the job folder, a file): a steward must fix it.
 	// Checked before anything touches the workspace.
-	if err := checkWorkspace(tx.Dir); err != nil {
+	ws, err := checkWorkspace(tx.Dir)
+	if err != nil {
 		var unsafe *unsafeWorkspaceError
 		if !errors.As(err, &unsafe) {
 			return nil, done, err
@@ -56,7 +57,10 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		if o := e.makeWorkspace(tx); o != nil {
 			return stop(*o)
 		}
-		o, err := e.start(tx, wf)
+		if m.Workspace != nil {
+			ws = seenNothing // made from its source, maybe
+		}
+		o, err := e.start(tx, wf, &ws)
 		if err != nil {
 			return nil, done, err
 		}
@@ -165,7 +169,7 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 	c.hreq = newRequest(tx, c, ph, sys, extra, params)
 	c.req = requestFromHistory(tx, c, c.hreq)
 	c.req.Next = e.nextCall(tx, wf, c)
-	if err := tx.Store().EnsureWorkspace(tx.ID); err != nil {
+	if err := ensureWorkspace(tx, &ws); err != nil {
 		return nil, done, err
 	}
 	if eff == nil {
@@ -181,13 +185,14 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 }
 
 // start enters the job's first phase (a PENDING job): at its very first
-// start, with a recovery point of the workspace as the job found it. A
+// start, with a recovery point of the workspace as the job found it (ws:
+// what the transaction has seen of it). A
 // plain agent phase (no effect, not Logist's own, no cut-off call to
 // resume) records its intent next with nothing in between that needs the
 // start on disk: the start's unit then takes the intent with it
 // (outcome.hold, then outcome.intent), one history fsync fewer before the
 // agent starts. Every other way out of prepare commits it.
-func (e *Engine) start(tx *jobtx.Tx, wf *workflow.Workflow) (outcome, error) {
+func (e *Engine) start(tx *jobtx.Tx, wf *workflow.Workflow, ws *workspaceSeen) (outcome, error) {
 	m := tx.M
 	phase := m.Phase()
 	if phase == "" {
@@ -195,7 +200,7 @@ func (e *Engine) start(tx *jobtx.Tx, wf *workflow.Workflow) (outcome, error) {
 	}
 	var o outcome
 	if m.Run.StartedAt == "" {
-		if err := tx.Store().EnsureWorkspace(tx.ID); err != nil {
+		if err := ensureWorkspace(tx, ws); err != nil {
 			return o, err
 		}
 		o.start, o.point = true, startPoint(phase)
