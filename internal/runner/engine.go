@@ -187,6 +187,10 @@ func (e *Engine) RunFrom(ctx context.Context, id string, l *jobstore.Loaded) err
 	keep.Start(l)
 	defer e.forgetLed(id)
 	defer e.forgetScan(id)
+	// The pid log of its uncontained calls stays open while it runs.
+	pids := agent.NewPidFile(e.Env.Store.JobDir(id))
+	defer pids.Close() //nolint:errcheck // appended lines are in the page cache; closing loses none
+	ctx = agent.WithPidFile(ctx, pids)
 	if je, ok := e.Contain.(jobEnder); ok {
 		defer je.EndJob(id) // its spare sandbox dies with the run
 		// What a daemon that died made for its spare's predicted call.
