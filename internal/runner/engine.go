@@ -191,14 +191,13 @@ func (e *Engine) RunFrom(ctx context.Context, id string, l *jobstore.Loaded) err
 	pids := agent.NewPidFile(e.Env.Store.JobDir(id))
 	defer pids.Close() //nolint:errcheck // appended lines are in the page cache; closing loses none
 	ctx = agent.WithPidFile(ctx, pids)
-	if je, ok := e.Contain.(jobEnder); ok {
+	je, spares := e.Contain.(jobEnder)
+	if spares {
 		defer je.EndJob(id) // its spare sandbox dies with the run
-		// What a daemon that died made for its spare's predicted call.
-		if err := agent.ClearPredicted(e.Env.Store.JobDir(id)); err != nil {
-			e.Env.Logger.Warn("clearing predicted calls' files failed", "job_id", id, "err", err.Error())
-		}
 	}
-	e.prune(id)
+	// With spares, what a daemon that died made for a predicted call goes
+	// first (agent.ClearPredicted).
+	e.prune(id, spares)
 	for steps := 1; ; steps++ {
 		if ctx.Err() != nil || e.Draining.Load() {
 			return nil
@@ -208,7 +207,7 @@ func (e *Engine) RunFrom(ctx context.Context, id string, l *jobstore.Loaded) err
 			return err
 		}
 		if steps%agent.KeepRequests == 0 {
-			e.prune(id) // a long run is pruned as it goes, not only at its start
+			e.prune(id, false) // a long run is pruned as it goes, not only at its start
 		}
 		if next.done {
 			return nil
