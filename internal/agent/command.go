@@ -248,38 +248,6 @@ func answerDir(jobDir string, n int) string {
 	return filepath.Join(jobDir, "requests", fmt.Sprintf("%06d.answer", n))
 }
 
-// PidLog is the file in a job's requests/ folder that records, one line
-// "INTERACTION PGID START" per agent started, the process group of each
-// call and its start time (to tell it from a later process that reuses the
-// pid). It is appended to and never rewritten: a file created and removed
-// per call would cost two directory changes per call, and on ext4 without
-// a journal every removed inode makes the next creations in its group scan
-// past it for five minutes.
-const PidLog = "agent-pids"
-
-// recordPid appends the call's line to the job's pid log.
-func recordPid(p string, interaction, pid int) {
-	// An agent that has already exited (a zombie until the call reaps it)
-	// is recorded too: the log names every call's process group, however
-	// fast its leader was (a loaded machine may run it to its end before
-	// this line).
-	st, ok := startOf(pid, true)
-	if !ok {
-		return
-	}
-	f, err := regfile.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return
-	}
-	// The leading newline ends a line a power cut may have left unended,
-	// so that it cannot swallow this one. Best effort, like the rest of
-	// the function: the log serves a daemon restarted after a crash (the
-	// page cache outlives the process; a power cut leaves no orphans), and
-	// a call is not refused for a line it could not add.
-	_, _ = fmt.Fprintf(f, "\n%d %d %s\n", interaction, pid, st)
-	_ = f.Close()
-}
-
 // procStart is the start time of a running process in clock ticks since
 // boot (field 22 of /proc/PID/stat); false for one that has exited (a
 // zombie not yet reaped included).

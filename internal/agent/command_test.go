@@ -128,14 +128,14 @@ func TestKillOrphan(t *testing.T) {
 	if err := os.WriteFile(log, []byte(fmt.Sprintf("7 %d 1\n6 %d", pid, pid)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	recordPid(log, 8, pid)
+	recordPid(context.Background(), log, 8, pid)
 	if KillOrphan(req.JobDir, 7) {
 		t.Fatal("killed a process whose start time does not match")
 	}
 	if _, ok := procStart(pid); !ok {
 		t.Fatal("process gone")
 	}
-	recordPid(log, 7, pid)
+	recordPid(context.Background(), log, 7, pid)
 	if !KillOrphan(req.JobDir, 7) {
 		t.Fatal("orphan not killed")
 	}
@@ -227,7 +227,7 @@ func TestPidLineOfAnAgentAlreadyExited(t *testing.T) {
 		}
 	}
 	log := filepath.Join(t.TempDir(), PidLog)
-	recordPid(log, 3, pid)
+	recordPid(context.Background(), log, 3, pid)
 	b, err := os.ReadFile(log)
 	var in, got int
 	if _, serr := fmt.Sscanf(strings.TrimSpace(string(b)), "%d %d", &in, &got); err != nil || serr != nil || in != 3 || got != pid {

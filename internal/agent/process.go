@@ -185,7 +185,7 @@ func runDirect(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 	// Remember the group, so that a daemon restarted after a crash can stop
 	// an agent its predecessor left running (KillOrphan).
 	if spec.PidLog != "" {
-		recordPid(spec.PidLog, spec.Interaction, pgid)
+		recordPid(ctx, spec.PidLog, spec.Interaction, pgid)
 	}
 	// exited says the agent has exited; it is reaped (cmd.Wait) only after
 	// its group is killed, so that the group's id cannot have been taken

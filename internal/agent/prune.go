@@ -26,15 +26,33 @@ var requestName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompi
 // KeepRequests newest calls in the job folder jobDir's requests/ folder
 // (a request file emptied into the pool, reqpool.go). It returns how
 // many files it removed.
-func PruneRequests(jobDir string) (int, error) {
-	dir := filepath.Join(jobDir, "requests")
-	ents, err := os.ReadDir(dir)
+func PruneRequests(jobDir string) (int, error) { return TidyRequests(jobDir, false) }
+
+// readDir is os.ReadDir; tests count the folder reads.
+var readDir = os.ReadDir
+
+// TidyRequests is what a run of the job in jobDir does to its requests/
+// folder as it starts: ClearPredicted's removals when predicted (its
+// daemon predicts calls: a dead one may have left their files), then
+// PruneRequests', from one read of the folder; a job that has none (a
+// scripted one) costs one failed open.
+func TidyRequests(jobDir string, predicted bool) (int, error) {
+	ents, err := readDir(filepath.Join(jobDir, "requests"))
 	if err != nil {
 		if os.IsNotExist(err) {
 			return 0, nil
 		}
 		return 0, err
 	}
+	if predicted {
+		ents = clearPredicted(jobDir, ents)
+	}
+	return pruneRequests(jobDir, ents)
+}
+
+// pruneRequests is PruneRequests of the requests/ folder's entries ents.
+func pruneRequests(jobDir string, ents []os.DirEntry) (int, error) {
+	dir := filepath.Join(jobDir, "requests")
 	byCall := map[int][]string{}
 	for _, e := range ents {
 		m := requestName().FindStringSubmatch(e.Name())

@@ -50,3 +50,52 @@ func TestPruneRequestsKeepsTheNewest(t *testing.T) {
 		t.Errorf("no requests folder: %d, %v", n, err)
 	}
 }
+
+// A run's start tidies requests/ from one read of the folder: the
+// predicted calls' empty files a dead daemon left go (ClearPredicted),
+// then all but the KeepRequests newest calls' files (PruneRequests), the
+// removed predicted call not counted among them. A job with no requests/
+// folder costs the one read that fails.
+func TestTidyRequestsReadsTheFolderOnce(t *testing.T) {
+	reads := 0
+	readDir = func(d string) ([]os.DirEntry, error) { reads++; return os.ReadDir(d) }
+	t.Cleanup(func() { readDir = os.ReadDir })
+	job := t.TempDir()
+	dir := filepath.Join(job, "requests")
+	const calls = KeepRequests + 4
+	for n := range calls {
+		if err := os.MkdirAll(answerDir(job, n), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		body := "{}"
+		if n == calls-1 {
+			body = "" // predicted, never started
+		}
+		if err := os.WriteFile(RequestFile(job, n), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := TidyRequests(job, true)
+	if err != nil || reads != 1 {
+		t.Fatalf("TidyRequests: %v after %d reads of the folder, want 1", err, reads)
+	}
+	// The predicted call's two entries, then the 3 oldest of the 35 calls left.
+	if removed != 3 {
+		t.Errorf("pruned %d request files, want 3", removed)
+	}
+	for _, c := range []struct {
+		n    int
+		kept bool
+	}{{0, false}, {2, false}, {3, true}, {calls - 2, true}, {calls - 1, false}} {
+		if _, err := os.Stat(RequestFile(job, c.n)); (err == nil) != c.kept {
+			t.Errorf("call %d's request: kept %v, want %v", c.n, err == nil, c.kept)
+		}
+	}
+	if _, err := os.Stat(answerDir(job, calls-1)); err == nil {
+		t.Errorf("the predicted call's answer folder is left in %s", dir)
+	}
+	reads = 0
+	if n, err := TidyRequests(t.TempDir(), true); n != 0 || err != nil || reads != 1 {
+		t.Errorf("no requests folder: %d, %v, %d reads", n, err, reads)
+	}
+}

@@ -124,13 +124,14 @@ func (n *nextFiles) end(job string) {
 }
 
 // removeIfEmpty removes a file or folder made for a predicted call if it
-// is still empty: a request file written, an answer left, are a call's.
-func removeIfEmpty(path string) {
+// is still empty (a request file written, an answer left, are a call's),
+// and reports whether it did.
+func removeIfEmpty(path string) bool {
 	fi, err := os.Lstat(path)
 	if err != nil || !(fi.IsDir() || fi.Mode().IsRegular() && fi.Size() == 0) {
-		return
+		return false
 	}
-	_ = os.Remove(path) // a folder that is not empty stays
+	return os.Remove(path) == nil // a folder that is not empty stays
 }
 
 // nextCommandRun is the run of the call the engine expects after req
@@ -181,26 +182,32 @@ func nextCommandRun(req *Request) (ProcSpec, func(), bool) {
 // holds its call folder, and a real request is never empty. The runner
 // calls it when a job's run starts, before any call of it.
 func ClearPredicted(jobDir string) error {
-	dir := filepath.Join(jobDir, "requests")
-	ents, err := os.ReadDir(dir)
+	ents, err := readDir(filepath.Join(jobDir, "requests"))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 		return err
 	}
-	for _, e := range ents {
-		m := predictedName().FindStringSubmatch(e.Name())
-		if m == nil {
-			continue
-		}
-		n, _ := strconv.Atoi(m[1])
-		if sandbox.Holds(CallDir(jobDir, n)) {
-			continue
-		}
-		removeIfEmpty(filepath.Join(dir, e.Name()))
-	}
+	clearPredicted(jobDir, ents)
 	return nil
+}
+
+// clearPredicted is ClearPredicted of the requests/ folder's entries
+// ents; it returns those it left.
+func clearPredicted(jobDir string, ents []os.DirEntry) []os.DirEntry {
+	dir := filepath.Join(jobDir, "requests")
+	left := ents[:0:0]
+	for _, e := range ents {
+		if m := predictedName().FindStringSubmatch(e.Name()); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			if !sandbox.Holds(CallDir(jobDir, n)) && removeIfEmpty(filepath.Join(dir, e.Name())) {
+				continue
+			}
+		}
+		left = append(left, e)
+	}
+	return left
 }
 
 // predictedName matches what a prediction makes: NNNNNN.json and

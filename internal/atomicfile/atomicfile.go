@@ -502,6 +502,28 @@ func MkdirDeferred(dir string, perm os.FileMode) error {
 	return mkdirs(dir, perm, func(parent string) error { MarkDirty(parent); return nil })
 }
 
+// MkdirMissingDeferred is MkdirDeferred for a dir its caller has just
+// seen missing: the mkdir comes first, one system call where
+// MkdirDeferred's stats of dir and of its parent come before it. A dir
+// another writer made meanwhile counts as made (its parent marked dirty,
+// as MkdirDeferred marks it); a missing parent is left to MkdirDeferred.
+func MkdirMissingDeferred(dir string, perm os.FileMode) error {
+	err := os.Mkdir(dir, perm)
+	switch {
+	case err == nil:
+	case errors.Is(err, fs.ErrExist):
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return fmt.Errorf("%s exists and is not a directory", dir)
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		return MkdirDeferred(dir, perm)
+	default:
+		return fmt.Errorf("mkdir %s: %w", dir, err)
+	}
+	MarkDirty(filepath.Dir(dir))
+	return nil
+}
+
 // MkdirAll creates dir (and parents) and fsyncs the parent of every directory
 // it created.
 func MkdirAll(dir string, perm os.FileMode) error {

@@ -295,3 +295,45 @@ func TestAfterSyncedCancelled(t *testing.T) {
 		t.Error("a cancelled callback ran")
 	}
 }
+
+// MkdirMissingDeferred makes a folder seen missing with its mkdir and
+// marks the parent dirty; one another writer made meanwhile is taken
+// (its parent marked too: its fsync is not trusted), a file in the way
+// is refused, and missing parents are made as MkdirDeferred makes them.
+func TestMkdirMissingDeferred(t *testing.T) {
+	root := t.TempDir()
+	for _, c := range []struct {
+		name, dir string
+		before    func(dir string) error
+		ok        bool
+	}{
+		{"missing", "a", nil, true},
+		{"made meanwhile", "b", func(d string) error { return os.Mkdir(d, 0o700) }, true},
+		{"a file in the way", "c", func(d string) error { return os.WriteFile(d, nil, 0o600) }, false},
+		{"parent missing", "d/e", nil, true},
+	} {
+		dir := filepath.Join(root, c.dir)
+		if c.before != nil {
+			if err := c.before(dir); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := SyncDir(root); err != nil {
+			t.Fatal(err)
+		}
+		err := MkdirMissingDeferred(dir, 0o700)
+		if (err == nil) != c.ok {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if !c.ok {
+			continue
+		}
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			t.Errorf("%s: no folder: %v", c.name, err)
+		}
+		if !Dirty(filepath.Dir(dir)) {
+			t.Errorf("%s: the parent is not marked dirty", c.name)
+		}
+	}
+}

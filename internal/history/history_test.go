@@ -968,3 +968,63 @@ func TestRefreshStatsTheOpenFileOnce(t *testing.T) {
 		t.Fatalf("the replaced history after a's append: %d records, %v", len(recs), err)
 	}
 }
+
+// An open reads the job folder (recoverRotation) only when one of the two
+// plain archives a cut rotation can leave is there: history-N+1.jsonl not
+// yet indexed, history-N.jsonl indexed but not removed (N archives
+// indexed). Both are still finished.
+func TestOpenReadsTheFolderOnlyAfterACutRotation(t *testing.T) {
+	n := 0
+	readDir = func(d string) ([]fs.DirEntry, error) { n++; return os.ReadDir(d) }
+	t.Cleanup(func() { readDir = os.ReadDir })
+	dir := t.TempDir()
+	o := Options{MaxBytes: 1024}
+	reopen := func() *Log {
+		t.Helper()
+		l, _, err := OpenWith(dir, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	l := reopen()
+	i := 0
+	for ; l.archives < 2; i++ {
+		appendAll(t, l, intent(i, "worker"))
+	}
+	appendAll(t, l, intent(i, "worker")) // the active file is not empty
+	if l.archives != 2 {
+		t.Fatalf("%d archives", l.archives)
+	}
+	l.Close()
+	n = 0
+	reopen().Close()
+	if n != 0 {
+		t.Errorf("an open of a history with %d archives read the folder %d times, want 0", 2, n)
+	}
+	idx, err := readIndex(dir)
+	if err != nil || len(idx.Archives) != 2 {
+		t.Fatalf("index: %d archives, %v", len(idx.Archives), err)
+	}
+	// Cut after the rename: the active file is archive 3, not indexed.
+	if err := os.Rename(Path(dir), filepath.Join(dir, archiveName(3))); err != nil {
+		t.Fatal(err)
+	}
+	n = 0
+	l = reopen()
+	next := l.State().NextSeq
+	l.Close()
+	if idx, err := readIndex(dir); n != 1 || err != nil || len(idx.Archives) != 3 {
+		t.Fatalf("a cut rotation: %d folder reads, %d archives indexed (%v); want 1 and 3", n, len(idx.Archives), err)
+	}
+	// Cut after the index: the plain copy of archive 3 is left.
+	if err := os.WriteFile(filepath.Join(dir, archiveName(3)), []byte("left\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n = 0
+	l = reopen()
+	if _, err := os.Lstat(filepath.Join(dir, archiveName(3))); n != 1 || !errors.Is(err, fs.ErrNotExist) || l.State().NextSeq != next {
+		t.Errorf("an indexed archive's plain copy: %d folder reads, still there: %v, next seq %d (want %d)", n, err, l.State().NextSeq, next)
+	}
+	l.Close()
+}

@@ -207,12 +207,17 @@ func OpenWith(dir string, opts Options) (*Log, *TornTail, error) {
 		opts.MaxBytes = DefaultMaxBytes
 	}
 	l := &Log{dir: dir, path: Path(dir), opts: opts, now: time.Now}
-	if err := l.recoverRotation(); err != nil {
-		return nil, nil, err
-	}
 	idx, err := readIndex(dir)
 	if err != nil {
 		return nil, nil, err
+	}
+	if rotationLeft(dir, len(idx.Archives)) {
+		if err := l.recoverRotation(); err != nil {
+			return nil, nil, err
+		}
+		if idx, err = readIndex(dir); err != nil {
+			return nil, nil, err
+		}
 	}
 	l.state = idx.State.clone()
 	l.lastHash = idx.LastHash

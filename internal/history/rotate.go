@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -149,10 +150,32 @@ func summarize(data []byte, idx *Index, k *sealKnown) (a Archive, st State, last
 		FirstPrevHash: es[0].PrevHash, LastHash: last}, st, last, nil
 }
 
+// rotationLeft says whether a rotation may have been cut short in dir,
+// whose index lists n archives: a plain archive is there. A rotation
+// names its archive n+1 (rotate, after recoverRotation sealed every
+// plain one), and a crash leaves it either not yet indexed (n+1) or
+// indexed and not yet removed (n): so a stat of those two names tells
+// an open whether to read the folder (recoverRotation), where a read of
+// the folder at every open cost four system calls.
+func rotationLeft(dir string, n int) bool {
+	for _, k := range []int{n + 1, n} {
+		if k == 0 {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(dir, archiveName(k))); !errors.Is(err, fs.ErrNotExist) {
+			return true // there, or not known not to be
+		}
+	}
+	return false
+}
+
+// readDir is os.ReadDir; tests count the folder reads.
+var readDir = os.ReadDir
+
 // recoverRotation compresses and indexes every plain archive: after a
 // rotation, or after a crash in the middle of one.
 func (l *Log) recoverRotation() error {
-	ents, err := os.ReadDir(l.dir)
+	ents, err := readDir(l.dir)
 	if err != nil {
 		return fmt.Errorf("read job folder: %w", err)
 	}

@@ -844,3 +844,9 @@ func (s *Store) CreateFile(id string, b []byte) error {
 func (s *Store) EnsureWorkspace(id string) error {
 	return atomicfile.MkdirDeferred(s.Workspace(id), 0o700)
 }
+
+// MakeWorkspace is EnsureWorkspace for a workspace its caller has just
+// seen missing (atomicfile.MkdirMissingDeferred: the mkdir first).
+func (s *Store) MakeWorkspace(id string) error {
+	return atomicfile.MkdirMissingDeferred(s.Workspace(id), 0o700)
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/snapshot"
 	"github.com/logist/logist/internal/testkit"
 )
 
@@ -118,5 +119,33 @@ func TestWorkspaceChangesAreRecorded(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("recovery points\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// A recovery point's snapshot is the next call's before-scan when that
+// call is prepared in the same transaction (the job's start, a phase
+// boundary a plain call follows): the workspace is walked once there, not
+// twice. A call prepared in a transaction of its own (here the worker's
+// second call, after the supervisor's RETRY, which takes no recovery
+// point) scans it. The changes recorded are the same
+// (TestWorkspaceChangesAreRecorded).
+func TestSnapshotIsTheNextCallsScan(t *testing.T) {
+	n := 0
+	scan = func(ws string) (snapshot.Stats, error) { n++; return snapshot.Scan(ws) }
+	t.Cleanup(func() { scan = snapshot.Scan })
+	f := newFixture(t)
+	changingAgent(t, f)
+	f.WriteJob("j", job(okSupervisor(), okSupervisor()))
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Success {
+		t.Fatalf("status %s (%s)", m.Status, m.Run.Reason)
+	}
+	resps := testkit.OfType(f.Records("j"), history.TypeResponse)
+	if len(resps) != 4 || resps[0].Response.WorkspaceChanges == nil || resps[2].Response.WorkspaceChanges == nil {
+		t.Fatalf("%d responses, the worker's changes not recorded", len(resps))
+	}
+	// 4 calls: 4 scans after them, 1 before (the worker's second call).
+	if n != 5 {
+		t.Errorf("the workspace was scanned %d times, want 5", n)
 	}
 }

@@ -73,6 +73,7 @@ func (e *Engine) snapshot(tx *jobtx.Tx, cp *history.RecoveryPoint) {
 	}
 	info, err := snapshot.TakeWith(tx.Store().Workspace(tx.ID), tx.Dir, cp.CheckpointID, opts)
 	if err == nil {
+		e.noteScan(tx, info.Stats)
 		cp.Snapshot = &history.SnapshotRef{Listing: info.Listing, Files: info.Files, Bytes: info.Bytes, New: info.New}
 		// The point's unit waits for the fsync of a folder the snapshot
 		// made (a job's first snapshots folder) before it is written

@@ -89,6 +89,11 @@ type Engine struct {
 
 	// gate orders the runs' transactions in a burst (cpugate.go).
 	gate *cpuGate
+
+	// scans are the workspace as each running job's last snapshot saw
+	// it, for the call its transaction prepares next (changes.go).
+	scansMu sync.Mutex
+	scans   map[string]takenScan
 }
 
 // Containment resolves a job's sandbox setting to the executor of its
@@ -181,14 +186,18 @@ func (e *Engine) RunFrom(ctx context.Context, id string, l *jobstore.Loaded) err
 	defer keep.Close()
 	keep.Start(l)
 	defer e.forgetLed(id)
-	if je, ok := e.Contain.(jobEnder); ok {
+	defer e.forgetScan(id)
+	// The pid log of its uncontained calls stays open while it runs.
+	pids := agent.NewPidFile(e.Env.Store.JobDir(id))
+	defer pids.Close() //nolint:errcheck // appended lines are in the page cache; closing loses none
+	ctx = agent.WithPidFile(ctx, pids)
+	je, spares := e.Contain.(jobEnder)
+	if spares {
 		defer je.EndJob(id) // its spare sandbox dies with the run
-		// What a daemon that died made for its spare's predicted call.
-		if err := agent.ClearPredicted(e.Env.Store.JobDir(id)); err != nil {
-			e.Env.Logger.Warn("clearing predicted calls' files failed", "job_id", id, "err", err.Error())
-		}
 	}
-	e.prune(id)
+	// With spares, what a daemon that died made for a predicted call goes
+	// first (agent.ClearPredicted).
+	e.prune(id, spares)
 	for steps := 1; ; steps++ {
 		if ctx.Err() != nil || e.Draining.Load() {
 			return nil
@@ -198,7 +207,7 @@ func (e *Engine) RunFrom(ctx context.Context, id string, l *jobstore.Loaded) err
 			return err
 		}
 		if steps%agent.KeepRequests == 0 {
-			e.prune(id) // a long run is pruned as it goes, not only at its start
+			e.prune(id, false) // a long run is pruned as it goes, not only at its start
 		}
 		if next.done {
 			return nil
@@ -360,7 +369,7 @@ func (e *Engine) callAndFinish(ctx context.Context, id string, keep *jobtx.Kept,
 	prov, perr := c.prov, c.perr
 	if c.work != nil {
 		prov, perr = c.work, nil
-	} else {
+	} else if c.before == nil {
 		c.before = scanWorkspace(tx)
 	}
 	gh.leave()

@@ -1238,3 +1238,53 @@ echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"done"}
 		t.Errorf("%d intents, want the cut-off call's and the supervisor's", n)
 	}
 }
+
+// openFDs counts this process's descriptors open on file p.
+func openFDs(t *testing.T, p string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if to, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && to == p {
+			n++
+		}
+	}
+	return n
+}
+
+// A run keeps its job's pid log open from its first uncontained call to
+// its end (agent.PidFile), not opened and closed per call: the second
+// call finds it open, and nothing holds it once the run is over.
+func TestRunKeepsThePidLogOpen(t *testing.T) {
+	f := newFixture(t)
+	log := filepath.Join(f.Env.Store.JobDir("j"), "requests", agent.PidLog)
+	var seen []int
+	f.fake(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+		seen = append(seen, openFDs(t, log))
+		if err := os.MkdirAll(filepath.Dir(log), 0o700); err != nil {
+			return nil, err
+		}
+		spec := agent.ProcSpec{Argv: []string{"true"}, Dir: req.Workspace, PidLog: filepath.Join(req.JobDir, "requests", agent.PidLog), Interaction: req.Interaction}
+		if _, err := agent.RunProcess(ctx, spec); err != nil {
+			return nil, err
+		}
+		return answer("COMPLETED", "done"), nil
+	})
+	f.WriteJob("j", job(okSupervisor(), okSupervisor()))
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Success {
+		t.Fatalf("status %s (%s)", m.Status, m.Run.Reason)
+	}
+	if fmt.Sprint(seen) != "[0 1]" {
+		t.Errorf("descriptors open on the pid log at each call's start: %v, want [0 1]", seen)
+	}
+	if n := openFDs(t, log); n != 0 {
+		t.Errorf("%d descriptors still open on the pid log after the run", n)
+	}
+	if b, err := os.ReadFile(log); err != nil || strings.Count(string(b), " ") != 4 {
+		t.Errorf("the pid log after two calls: %q, %v", b, err)
+	}
+}

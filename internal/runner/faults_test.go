@@ -25,6 +25,7 @@ import (
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/joblog"
+	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/testkit"
 	"github.com/logist/logist/internal/verify"
@@ -633,8 +634,8 @@ func TestWorkspaceSwappedForSymlinkBetweenCalls(t *testing.T) {
 	if err := os.Mkdir(ws, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkWorkspace(filepath.Join(f.Dir, "j")); err != nil {
-		t.Errorf("a real workspace is refused: %v", err)
+	if seen, err := checkWorkspace(filepath.Join(f.Dir, "j")); err != nil || seen != seenFolder {
+		t.Errorf("a real workspace is refused: %v, %v", seen, err)
 	}
 }
 
@@ -668,5 +669,44 @@ func TestRunErrorCode(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[10ms 20ms 40ms 50ms 50ms]" {
 		t.Errorf("storage backoff %v", got)
+	}
+}
+
+// A transaction that has seen the workspace (checkWorkspace's lstat)
+// does not look again before a call: a missing one is made with its
+// mkdir alone (jobstore.Store.MakeWorkspace), one already there costs
+// nothing more. jobstore.Store.EnsureWorkspace, which stats it first, is
+// left for a workspace made from its source meanwhile.
+func TestWorkspaceSeenIsNotLookedAtAgain(t *testing.T) {
+	mkdirs, ensures := 0, 0
+	wsMkdir = func(s *jobstore.Store, id string) error { mkdirs++; return s.MakeWorkspace(id) }
+	wsEnsure = func(s *jobstore.Store, id string) error { ensures++; return s.EnsureWorkspace(id) }
+	t.Cleanup(func() { wsMkdir, wsEnsure = (*jobstore.Store).MakeWorkspace, (*jobstore.Store).EnsureWorkspace })
+	for _, c := range []struct {
+		name   string
+		made   bool
+		mkdirs int
+	}{{"missing", false, 1}, {"there", true, 0}} {
+		mkdirs, ensures = 0, 0
+		f := newFixture(t)
+		f.WriteJob("j", job(testkit.Script(testkit.Step("COMPLETED", "done")), okSupervisor()))
+		ws := f.Env.Store.Workspace("j")
+		if c.made {
+			if err := os.Mkdir(ws, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.Remove(ws); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		f.Run("j")
+		if m := f.Load("j"); m.Status != lifecycle.Success {
+			t.Fatalf("%s: status %s (%s)", c.name, m.Status, m.Run.Reason)
+		}
+		if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
+			t.Fatalf("%s: no workspace after the run: %v", c.name, err)
+		}
+		if mkdirs != c.mkdirs || ensures != 0 {
+			t.Errorf("%s: %d mkdirs and %d stat-first ensures over two calls, want %d and 0", c.name, mkdirs, ensures, c.mkdirs)
+		}
 	}
 }

@@ -34,7 +34,8 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 	// Never run an agent in a workspace that is not the job's own folder
 	// (a symlink out of the job folder, a file): a steward must fix it.
 	// Checked before anything touches the workspace.
-	if err := checkWorkspace(tx.Dir); err != nil {
+	ws, err := checkWorkspace(tx.Dir)
+	if err != nil {
 		var unsafe *unsafeWorkspaceError
 		if !errors.As(err, &unsafe) {
 			return nil, done, err
@@ -56,7 +57,10 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		if o := e.makeWorkspace(tx); o != nil {
 			return stop(*o)
 		}
-		o, err := e.start(tx, wf)
+		if m.Workspace != nil {
+			ws = seenNothing // made from its source, maybe
+		}
+		o, err := e.start(tx, wf, &ws)
 		if err != nil {
 			return nil, done, err
 		}
@@ -87,9 +91,11 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 	// The phase's effect may record events, add what the agent must see,
 	// do the phase itself, find nothing to do, or stop the workflow.
 	extra := ""
-	if eff, err := e.effectFor(ph); err != nil {
+	eff, err := e.effectFor(ph)
+	if err != nil {
 		return stop(workflowFailed(ph.Role, &workflow.Failure{Code: codes.WorkflowEffect, Reason: fmt.Sprintf("phase %s: %v", phase, err)}))
-	} else if eff != nil {
+	}
+	if eff != nil {
 		prep, err := eff.Prepare(tx, phase)
 		if err != nil {
 			return nil, done, err
@@ -163,8 +169,11 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 	c.hreq = newRequest(tx, c, ph, sys, extra, params)
 	c.req = requestFromHistory(tx, c, c.hreq)
 	c.req.Next = e.nextCall(tx, wf, c)
-	if err := tx.Store().EnsureWorkspace(tx.ID); err != nil {
+	if err := ensureWorkspace(tx, &ws); err != nil {
 		return nil, done, err
+	}
+	if eff == nil {
+		c.before = e.takeScan(tx) // a snapshot in this transaction walked it (changes.go)
 	}
 	wait := writeRequestFile(tx, c)
 	_, err = e.apply(tx, outcome{intent: c.intent(), more: true})
@@ -176,13 +185,14 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 }
 
 // start enters the job's first phase (a PENDING job): at its very first
-// start, with a recovery point of the workspace as the job found it. A
+// start, with a recovery point of the workspace as the job found it (ws:
+// what the transaction has seen of it). A
 // plain agent phase (no effect, not Logist's own, no cut-off call to
 // resume) records its intent next with nothing in between that needs the
 // start on disk: the start's unit then takes the intent with it
 // (outcome.hold, then outcome.intent), one history fsync fewer before the
 // agent starts. Every other way out of prepare commits it.
-func (e *Engine) start(tx *jobtx.Tx, wf *workflow.Workflow) (outcome, error) {
+func (e *Engine) start(tx *jobtx.Tx, wf *workflow.Workflow, ws *workspaceSeen) (outcome, error) {
 	m := tx.M
 	phase := m.Phase()
 	if phase == "" {
@@ -190,7 +200,7 @@ func (e *Engine) start(tx *jobtx.Tx, wf *workflow.Workflow) (outcome, error) {
 	}
 	var o outcome
 	if m.Run.StartedAt == "" {
-		if err := tx.Store().EnsureWorkspace(tx.ID); err != nil {
+		if err := ensureWorkspace(tx, ws); err != nil {
 			return o, err
 		}
 		o.start, o.point = true, startPoint(phase)

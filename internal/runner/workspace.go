@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/pathguard"
 )
 
@@ -17,16 +18,22 @@ import (
 // the scripted agent's file writes, which resolve through it) work on a
 // folder the job does not own; one pointing inside would expose job.json
 // and the history to them; a file or a dangling link is no place to work.
-// A missing workspace is fine: it is created.
-func checkWorkspace(jobDir string) error {
+// A missing workspace is fine: it is created. What it saw is returned for
+// ensureWorkspace in the same transaction.
+func checkWorkspace(jobDir string) (workspaceSeen, error) {
 	ws := filepath.Join(jobDir, jobstore.WorkspaceDir)
 	fi, err := os.Lstat(ws)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return seenMissing, nil
 	}
 	if err != nil {
-		return fmt.Errorf("workspace: %w", err)
+		return seenNothing, fmt.Errorf("workspace: %w", err)
 	}
+	return seenFolder, unsafeWorkspace(jobDir, ws, fi)
+}
+
+// unsafeWorkspace is why checkWorkspace refuses workspace ws, of lstat fi.
+func unsafeWorkspace(jobDir, ws string, fi fs.FileInfo) error {
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		target, _ := os.Readlink(ws)
 		if _, _, err := pathguard.Resolve(jobDir, jobstore.WorkspaceDir); err != nil {
@@ -49,6 +56,42 @@ func checkWorkspace(jobDir string) error {
 		return &unsafeWorkspaceError{fmt.Sprintf("workspace/ is %s, not a folder; replace it with a real folder", what)}
 	}
 	return nil
+}
+
+// workspaceSeen is what a transaction has seen of the job's workspace.
+type workspaceSeen int
+
+const (
+	seenNothing workspaceSeen = iota // not looked at since something may have made it
+	seenMissing
+	seenFolder // a folder of its own (checkWorkspace), or made by ensureWorkspace
+)
+
+// The store's ways to make a workspace; tests count their calls.
+var (
+	wsMkdir  = (*jobstore.Store).MakeWorkspace
+	wsEnsure = (*jobstore.Store).EnsureWorkspace
+)
+
+// ensureWorkspace makes the job's workspace unless the transaction has
+// seen it there (*seen, which it updates): at most one system call, the
+// mkdir of a workspace seen missing, where jobstore.Store.EnsureWorkspace
+// stats it first. The transaction holds the job's lock: only a person's
+// hand could remove the folder meanwhile, as it could just after.
+func ensureWorkspace(tx *jobtx.Tx, seen *workspaceSeen) error {
+	var err error
+	switch *seen {
+	case seenFolder:
+		return nil
+	case seenMissing:
+		err = wsMkdir(tx.Store(), tx.ID)
+	default:
+		err = wsEnsure(tx.Store(), tx.ID)
+	}
+	if err == nil {
+		*seen = seenFolder
+	}
+	return err
 }
 
 // unsafeWorkspaceError is a workspace checkWorkspace refuses (as opposed to

@@ -160,11 +160,7 @@ func Scan(workspace string) (Stats, error) {
 			}
 			return err
 		}
-		st := stat{mode: fi.Mode(), size: fi.Size(), mtime: fi.ModTime().UnixNano()}
-		if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-			st.ctime, st.ino = sys.Ctim.Nano(), sys.Ino
-		}
-		s[filepath.ToSlash(rel)] = st
+		s[filepath.ToSlash(rel)] = statOf(fi)
 		return nil
 	})
 	if errors.Is(err, fs.ErrNotExist) && len(s) == 0 {
@@ -174,6 +170,15 @@ func Scan(workspace string) (Stats, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// statOf is what Stats keep of a path's lstat.
+func statOf(fi fs.FileInfo) stat {
+	st := stat{mode: fi.Mode(), size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.ctime, st.ino = sys.Ctim.Nano(), sys.Ino
+	}
+	return st
 }
 
 // Changed lists what changed from scan before to scan after.

@@ -2,8 +2,10 @@ package snapshot
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -112,6 +114,37 @@ func TestScanChanged(t *testing.T) {
 	// A missing workspace has no paths.
 	if s, err := Scan(filepath.Join(ws, "nope")); err != nil || len(s) != 0 {
 		t.Errorf("missing workspace: %v %v", s, err)
+	}
+}
+
+// A snapshot's walk says what Scan says of the workspace, path for path
+// and stat for stat (a FIFO included, which the listing leaves out): the
+// engine takes it as the next call's scan (runner, changes.go).
+func TestTakeSeesWhatScanSees(t *testing.T) {
+	ws := filepath.Join(t.TempDir(), "workspace")
+	seed(t, ws)
+	if err := syscall.Mkfifo(filepath.Join(ws, "kept", "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	info, err := Take(ws, t.TempDir(), "cp-start")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scan, err := Scan(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(scan) != 8 || !maps.Equal(info.Stats, scan) {
+		t.Errorf("the snapshot's stats\n%v\nScan's (8 paths)\n%v", info.Stats, scan)
+	}
+	time.Sleep(20 * time.Millisecond) // past the file system's timestamp granularity
+	change(t, ws)
+	after, err := Scan(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := show(Changed(info.Stats, after)); got != wantChanges {
+		t.Errorf("Changed from the snapshot's stats = %s\nwant %s", got, wantChanges)
 	}
 }
 

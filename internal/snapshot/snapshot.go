@@ -66,6 +66,11 @@ type Info struct {
 	// Entries are the snapshot's entries (the listing's), to compare
 	// with another checkpoint's (Diff).
 	Entries []Entry `json:"-"`
+	// Stats are the workspace's paths as the snapshot's walk lstat'ed
+	// them: what Scan would have said then (nil past MaxScanEntries), so
+	// that a caller who knows nothing changed the workspace since need
+	// not walk it again.
+	Stats Stats `json:"-"`
 }
 
 func skip(rel string) bool {
@@ -130,7 +135,7 @@ func TakeWith(workspace, jobDir, cp string, o Options) (*Info, error) {
 	objDir := ObjectDir(jobDir)
 	objMade := false
 	l := Listing{CheckpointID: cp, Entries: []Entry{}}
-	info := &Info{}
+	info := &Info{Stats: Stats{}}
 	var fresh []string // objects this snapshot stored: removed if it fails
 	info, err := takeInto(workspace, objDir, limit, &objMade, &l, info, &fresh)
 	if err != nil {
@@ -149,6 +154,11 @@ func takeInto(workspace, objDir string, limit int64, objMade *bool, l *Listing, 
 			return err
 		}
 		e := Entry{Path: filepath.ToSlash(rel), Mode: fi.Mode()}
+		if len(info.Stats) >= MaxScanEntries {
+			info.Stats = nil // as Scan: too many to compare call by call
+		} else if info.Stats != nil {
+			info.Stats[e.Path] = statOf(fi)
+		}
 		switch {
 		case fi.Mode()&fs.ModeSymlink != 0:
 			t, err := os.Readlink(p)
