@@ -110,109 +110,110 @@ type shortSigner struct{}
 func (shortSigner) ID() string             { return "short" }
 func (shortSigner) Sign(msg []byte) []byte { return msg[:7] }
 
-func TestLinesAsBefore(t *testing.T) {
-	t.Parallel()
+// eachSigner runs f with each signer the encoder must agree with the old
+// one under: a real key, none, and a signature of another length.
+func eachSigner(t *testing.T, f func(t *testing.T, signer Signer)) {
+	t.Helper()
 	key, err := signing.LoadOrCreate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, signer := range []Signer{key, nil, shortSigner{}} {
-		t.Run(fmt.Sprintf("%T", signer), func(t *testing.T) {
-			// One at a time, and many into one buffer.
-			var buf, want []byte
-			for i, rec := range linesRecords() {
-				rec.V, rec.Seq, rec.PrevHash, rec.Time = RecordVersion, int64(i), GenesisHash, "2026-01-01T00:00:00.5Z"
-				old, oldHash, err := oldLine(rec, signer)
-				if err != nil {
-					t.Fatal(err)
-				}
-				line, hash, err := encodeLine(rec, signer)
-				if err != nil || !bytes.Equal(line, old) || hash != oldHash {
-					t.Errorf("record %d (%s) encoded as\n%s (%s, %v)\nbefore as\n%s (%s)", i, rec.Type, line, hash, err, old, oldHash)
-				}
-				if buf, hash, err = appendLine(buf, rec, signer); err != nil || hash != oldHash {
-					t.Errorf("record %d appended with hash %s (%v), want %s", i, hash, err, oldHash)
-				}
-				want = append(want, old...)
-			}
-			if !bytes.Equal(buf, want) {
-				t.Errorf("lines appended into one buffer:\n%s\nwant\n%s", buf, want)
-			}
-			// A record that cannot be encoded leaves the buffer as it was.
-			bad := &Record{Type: TypeMessage, Message: json.RawMessage(`{"unclosed":`)}
-			if _, _, err := oldLine(bad, signer); err == nil {
-				t.Fatal("the old encoder took invalid JSON")
-			}
-			if got, _, err := appendLine(buf, bad, signer); err == nil || !bytes.Equal(got, want) {
-				t.Errorf("invalid record: %v, buffer %d bytes, want an error and %d", err, len(got), len(want))
-			}
-		})
+		t.Run(fmt.Sprintf("%T", signer), func(t *testing.T) { f(t, signer) })
 	}
+}
+
+func TestLinesAsBefore(t *testing.T) {
+	t.Parallel()
+	eachSigner(t, func(t *testing.T, signer Signer) {
+		// One at a time, and many into one buffer.
+		var buf, want []byte
+		for i, rec := range linesRecords() {
+			rec.V, rec.Seq, rec.PrevHash, rec.Time = RecordVersion, int64(i), GenesisHash, "2026-01-01T00:00:00.5Z"
+			old, oldHash, err := oldLine(rec, signer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			line, hash, err := encodeLine(rec, signer)
+			if err != nil || !bytes.Equal(line, old) || hash != oldHash {
+				t.Errorf("record %d (%s) encoded as\n%s (%s, %v)\nbefore as\n%s (%s)", i, rec.Type, line, hash, err, old, oldHash)
+			}
+			if buf, hash, err = appendLine(buf, rec, signer); err != nil || hash != oldHash {
+				t.Errorf("record %d appended with hash %s (%v), want %s", i, hash, err, oldHash)
+			}
+			want = append(want, old...)
+		}
+		if !bytes.Equal(buf, want) {
+			t.Errorf("lines appended into one buffer:\n%s\nwant\n%s", buf, want)
+		}
+		// A record that cannot be encoded leaves the buffer as it was.
+		bad := &Record{Type: TypeMessage, Message: json.RawMessage(`{"unclosed":`)}
+		if _, _, err := oldLine(bad, signer); err == nil {
+			t.Fatal("the old encoder took invalid JSON")
+		}
+		if got, _, err := appendLine(buf, bad, signer); err == nil || !bytes.Equal(got, want) {
+			t.Errorf("invalid record: %v, buffer %d bytes, want an error and %d", err, len(got), len(want))
+		}
+	})
 }
 
 // TestUnitAsBefore: a unit's write and the lines handed to its store are
 // the lines the old encoder gave for its records, as the log assigned them.
 func TestUnitAsBefore(t *testing.T) {
 	t.Parallel()
-	key, err := signing.LoadOrCreate(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, signer := range []Signer{key, nil, shortSigner{}} {
-		t.Run(fmt.Sprintf("%T", signer), func(t *testing.T) {
-			dir := t.TempDir()
-			var units [][][]byte
-			l, _, err := OpenWith(dir, Options{Signer: signer, Commit: func(u Unit) error {
-				units = append(units, u.Lines)
-				return u.Write()
-			}})
-			if err != nil {
+	eachSigner(t, func(t *testing.T, signer Signer) {
+		dir := t.TempDir()
+		var units [][][]byte
+		l, _, err := OpenWith(dir, Options{Signer: signer, Commit: func(u Unit) error {
+			units = append(units, u.Lines)
+			return u.Write()
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		all := linesRecords()
+		batches := [][]*Record{all[:1], all[1:2], all[2:9], all[9:17], all[17:]}
+		var want []byte
+		for _, b := range batches {
+			if err := l.AppendBatch(b); err != nil {
 				t.Fatal(err)
 			}
-			defer l.Close()
-			all := linesRecords()
-			batches := [][]*Record{all[:1], all[1:2], all[2:9], all[9:17], all[17:]}
-			var want []byte
-			for _, b := range batches {
-				if err := l.AppendBatch(b); err != nil {
+			var lines [][]byte
+			for _, rec := range b {
+				old, _, err := oldLine(rec, signer)
+				if err != nil {
 					t.Fatal(err)
 				}
-				var lines [][]byte
-				for _, rec := range b {
-					old, _, err := oldLine(rec, signer)
-					if err != nil {
-						t.Fatal(err)
-					}
-					lines = append(lines, old)
-					want = append(want, old...)
-				}
-				got := units[len(units)-1]
-				if len(got) != len(lines) {
-					t.Fatalf("a unit of %d records handed over as %d lines", len(lines), len(got))
-				}
-				for i := range lines {
-					if !bytes.Equal(got[i], lines[i]) {
-						t.Errorf("line %d of a unit:\n%s\nwant\n%s", i, got[i], lines[i])
-					}
-				}
-				// A store that keeps a line and appends to it does not
-				// touch the next.
-				if len(got) > 1 {
-					_ = append(got[0], "x"...)
-					if !bytes.Equal(got[1], lines[1]) {
-						t.Error("appending to a unit's line changed the next one")
-					}
+				lines = append(lines, old)
+				want = append(want, old...)
+			}
+			got := units[len(units)-1]
+			if len(got) != len(lines) {
+				t.Fatalf("a unit of %d records handed over as %d lines", len(lines), len(got))
+			}
+			for i := range lines {
+				if !bytes.Equal(got[i], lines[i]) {
+					t.Errorf("line %d of a unit:\n%s\nwant\n%s", i, got[i], lines[i])
 				}
 			}
-			file, err := os.ReadFile(Path(dir))
-			if err != nil {
-				t.Fatal(err)
+			// A store that keeps a line and appends to it does not
+			// touch the next.
+			if len(got) > 1 {
+				_ = append(got[0], "x"...)
+				if !bytes.Equal(got[1], lines[1]) {
+					t.Error("appending to a unit's line changed the next one")
+				}
 			}
-			if !bytes.Equal(file, want) {
-				t.Errorf("history file:\n%s\nwant\n%s", file, want)
-			}
-		})
-	}
+		}
+		file, err := os.ReadFile(Path(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(file, want) {
+			t.Errorf("history file:\n%s\nwant\n%s", file, want)
+		}
+	})
 }
 
 // sink keeps a benchmark's result from being optimised away.
