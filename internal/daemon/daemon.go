@@ -312,6 +312,7 @@ func (d *Daemon) firstScan() {
 	debug.FreeOSMemory()
 	release()
 	setRunGC()
+	setRunProcs()
 	d.checkLater()
 }
 
