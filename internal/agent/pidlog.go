@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"github.com/logist/logist/internal/regfile"
 )
@@ -23,8 +24,13 @@ const PidLog = "agent-pids"
 // first uncontained call opens it, the next ones append to the same
 // descriptor, and the run's end closes it (an open, its checks and a
 // close per call were about a third of the log's system calls). Nothing
-// removes or replaces the pid log while its job runs; a run that ends
-// closes the file, and the next opens it again.
+// in Logist removes or replaces the pid log while its job runs; a run that
+// ends closes the file, and the next opens it again. A person may (the
+// job's requests/ folder removed by hand, and made again by the next
+// call's request): each line first checks, with one fstat, that the
+// descriptor's file still has a name, and opens the log again if not, so
+// that no call's process group is written to a file a restarted daemon
+// cannot read.
 type PidFile struct {
 	path string
 	mu   sync.Mutex
@@ -52,6 +58,10 @@ func (p *PidFile) Close() error {
 func (p *PidFile) add(line string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.f != nil && unlinked(p.f) {
+		_ = p.f.Close()
+		p.f = nil
+	}
 	if p.f == nil {
 		f, err := openPidLog(p.path)
 		if err != nil {
@@ -63,6 +73,17 @@ func (p *PidFile) add(line string) {
 		_ = p.f.Close() // the next line opens it again
 		p.f = nil
 	}
+}
+
+// unlinked reports whether f's file has no name left in any folder (its
+// link count is 0). A file whose state cannot be read is kept.
+func unlinked(f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Nlink == 0
 }
 
 type pidFileKey struct{}

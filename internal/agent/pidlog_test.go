@@ -63,3 +63,46 @@ func TestPidFileIsOpenedOncePerRun(t *testing.T) {
 		t.Errorf("the pid log names calls %v, want 0 to 6:\n%s", calls, b)
 	}
 }
+
+// A run's pid log removed by hand while the run goes on (its requests/
+// folder deleted, and made again as the next call's request makes it):
+// the next call's line goes to the new file, where a restarted daemon
+// looks, not to the unlinked one the run held open.
+func TestPidFileOpensAgainOnceRemoved(t *testing.T) {
+	jobDir := t.TempDir()
+	reqs := filepath.Join(jobDir, "requests")
+	if err := os.Mkdir(reqs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(reqs, PidLog)
+	pf := NewPidFile(jobDir)
+	t.Cleanup(func() { _ = pf.Close() })
+	ctx := WithPidFile(context.Background(), pf)
+	run := func(n int) {
+		t.Helper()
+		if _, err := runDirect(ctx, ProcSpec{Argv: []string{"true"}, Dir: jobDir, PidLog: log, Interaction: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(1)
+	if err := os.RemoveAll(reqs); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(reqs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	run(2)
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatalf("no pid log after the second call: %v", err)
+	}
+	var calls []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 3 {
+			calls = append(calls, f[0])
+		}
+	}
+	if strings.Join(calls, " ") != "2" {
+		t.Errorf("the new pid log names calls %v, want 2:\n%s", calls, b)
+	}
+}
