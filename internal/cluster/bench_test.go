@@ -16,6 +16,7 @@ import (
 func BenchmarkOwnScriptJob(b *testing.B) {
 	k := testkit.New(b)
 	k.Env.Store.InPlace = true // as logistd saves manifests
+	k.Sign()                   // as logistd signs every record and head
 	k.Env.History.Commit = OwnCommit(k.Env)
 	e := runner.NewEngine(k.Env, builtins.Effects())
 	k.Runner = e

@@ -25,6 +25,7 @@ func BenchmarkCallLoop(b *testing.B) {
 	const perJob = 200
 	k := testkit.New(b)
 	k.Env.Store.InPlace = true // as logistd saves manifests
+	k.Sign()                   // as logistd signs every record and head
 	e := NewEngine(k.Env, builtins.Effects())
 	k.Runner = e
 	e.NewProvider = func(manifest.AgentConfig) (agent.Provider, error) {
@@ -69,6 +70,7 @@ func BenchmarkCallLoop(b *testing.B) {
 func BenchmarkScriptJob(b *testing.B) {
 	k := testkit.New(b)
 	k.Env.Store.InPlace = true // as logistd saves manifests
+	k.Sign()                   // as logistd signs every record and head
 	e := NewEngine(k.Env, builtins.Effects())
 	k.Runner = e
 	k.BenchScriptJobs(b)
