@@ -312,7 +312,6 @@ func (d *Daemon) firstScan() {
 	debug.FreeOSMemory()
 	release()
 	setRunGC()
-	setRunProcs()
 	d.checkLater()
 }
 

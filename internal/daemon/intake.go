@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -14,7 +15,6 @@ import (
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
-	"github.com/logist/logist/internal/runner"
 )
 
 // scan looks at the whole folder: places bare manifests, reports invalid
@@ -93,7 +93,7 @@ func (d *Daemon) scan() (stopped []string) {
 		stopped = append(stopped, e.ID)
 	}
 	names.bare = map[string]bool{}
-	_, err := d.store.ScanSummariesWith(jobstore.Scan{Ctx: d.scanCtx, Workers: max(1, runner.CPUs()-1),
+	_, err := d.store.ScanSummariesWith(jobstore.Scan{Ctx: d.scanCtx, Workers: max(1, runtime.GOMAXPROCS(0)-1),
 		Each: d.watchDir, Found: found, Done: noted})
 	if testHookScanned != nil {
 		testHookScanned(d)

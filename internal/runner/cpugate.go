@@ -44,18 +44,7 @@ const (
 
 // gateSize is the places of a gate for this process: a few per CPU, so
 // that a section waiting on its fsync leaves the CPU to another.
-func gateSize() int { return 4 * CPUs() }
-
-// cpus is the CPUs the process may use, as the Go runtime found them at
-// its start: GOMAXPROCS's default (the machine's or the container's
-// limit), or the operator's GOMAXPROCS. It is read before anything can
-// raise GOMAXPROCS, as logistd does for its runs (daemon's procs.go).
-var cpus = runtime.GOMAXPROCS(0)
-
-// CPUs is the number of CPUs the process may use (cpus): what the work
-// sized by the CPUs (the gate's places, a scan's workers) is sized by,
-// whatever GOMAXPROCS is now.
-func CPUs() int { return cpus }
+func gateSize() int { return 4 * runtime.GOMAXPROCS(0) }
 
 type cpuGate struct {
 	now func() time.Time

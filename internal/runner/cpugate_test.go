@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -170,19 +169,5 @@ func TestEngineHoldsNoGatePlaceDuringCalls(t *testing.T) {
 	}
 	if st := f.Load("j").Status; st != "SUCCESS" {
 		t.Fatalf("status %s, want SUCCESS", st)
-	}
-}
-
-// The gate's places are sized by the CPUs, not by GOMAXPROCS, which
-// logistd raises for its runs (the daemon's procs.go): more places than a
-// few per CPU let more sections wait on their fsyncs at once, which
-// measured worse (docs/performance.md, the CPU gate). Not parallel:
-// GOMAXPROCS is the process's.
-func TestGateSizedByTheCPUsNotGOMAXPROCS(t *testing.T) {
-	prev := runtime.GOMAXPROCS(0)
-	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
-	runtime.GOMAXPROCS(3 * CPUs())
-	if got, want := gateSize(), 4*CPUs(); got != want {
-		t.Fatalf("gate of %d places at GOMAXPROCS %d, want 4 × %d CPUs = %d", got, runtime.GOMAXPROCS(0), CPUs(), want)
 	}
 }
