@@ -53,12 +53,7 @@ func TestPidFileIsOpenedOncePerRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var calls []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 3 {
-			calls = append(calls, f[0])
-		}
-	}
+	calls := loggedCalls(b)
 	if strings.Join(calls, " ") != "0 1 2 3 4 5 6" {
 		t.Errorf("the pid log names calls %v, want 0 to 6:\n%s", calls, b)
 	}
@@ -96,13 +91,19 @@ func TestPidFileOpensAgainOnceRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no pid log after the second call: %v", err)
 	}
+	calls := loggedCalls(b)
+	if strings.Join(calls, " ") != "2" {
+		t.Errorf("the new pid log names calls %v, want 2:\n%s", calls, b)
+	}
+}
+
+// loggedCalls is the interaction of each line of pid log b, in order.
+func loggedCalls(b []byte) []string {
 	var calls []string
 	for _, line := range strings.Split(string(b), "\n") {
 		if f := strings.Fields(line); len(f) == 3 {
 			calls = append(calls, f[0])
 		}
 	}
-	if strings.Join(calls, " ") != "2" {
-		t.Errorf("the new pid log names calls %v, want 2:\n%s", calls, b)
-	}
+	return calls
 }
