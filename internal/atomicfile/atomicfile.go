@@ -419,9 +419,12 @@ func MarkDirty(dir string) {
 	dirty.Unlock()
 }
 
-// MarkCreated records that this process created the folder dir: its
+// MarkCreated records that this process created the entry dir (a folder,
+// or a file), or found it made by another and takes on settling it: its
 // parent is marked dirty (MarkDirty), and EntryDurable can later tell
-// whether an fsync of the parent has covered dir's entry since.
+// whether an fsync of the parent has covered dir's entry since (an fsync
+// of a folder that began after an entry was there makes it durable,
+// whoever made it).
 func MarkCreated(dir string) {
 	dir = filepath.Clean(dir)
 	parent := filepath.Dir(dir)
@@ -435,12 +438,12 @@ func MarkCreated(dir string) {
 	dirty.Unlock()
 }
 
-// EntryDurable reports whether the folder dir was created by this process
-// (MarkCreated) and an fsync of its parent that began after that has
-// succeeded: dir's entry in its parent is then durable and need not be
-// fsync'd again. A folder this process did not create (another process
-// made it, and may have died before fsyncing its parent) is never known
-// durable. dir is forgotten: ask once.
+// EntryDurable reports whether the entry dir (a folder or a file) was
+// noted by this process (MarkCreated) and an fsync of its parent that
+// began after that has succeeded: dir's entry in its parent is then
+// durable and need not be fsync'd again. An entry this process did not
+// note (another process made it, and may have died before fsyncing its
+// parent) is never known durable. dir is forgotten: ask once.
 func EntryDurable(dir string) bool {
 	dir = filepath.Clean(dir)
 	dirty.Lock()
