@@ -256,7 +256,9 @@ func SyncDir(dir string) error { return syncDir(filepath.Clean(dir), false) }
 // created holds the folders this process made (MarkCreated) that nobody
 // has asked about yet (EntryDurable), each with the generation of its
 // creation; parents holds, for each of their parents, the generation at
-// which its last successful fsync began (0: none yet).
+// which its last successful fsync began (0: none yet), and children how
+// many of created are in it: a parent none is left in is forgotten (a job
+// folder, for its prepared history, is one per job).
 //
 // waiting holds the callbacks of AfterSynced not yet due, under each
 // folder whose fsync they wait for.
@@ -265,11 +267,12 @@ var dirty = struct {
 	gen     uint64
 	m       map[string]uint64
 	flying  map[string]*dirFlight
-	created map[string]uint64
-	parents map[string]uint64
-	waiting map[string][]*afterSync
+	created  map[string]uint64
+	parents  map[string]uint64
+	children map[string]int
+	waiting  map[string][]*afterSync
 }{m: map[string]uint64{}, flying: map[string]*dirFlight{}, created: map[string]uint64{}, parents: map[string]uint64{},
-	waiting: map[string][]*afterSync{}}
+	children: map[string]int{}, waiting: map[string][]*afterSync{}}
 
 // dirFlight is one directory fsync in progress.
 type dirFlight struct {
@@ -431,6 +434,9 @@ func MarkCreated(dir string) {
 	dirty.Lock()
 	dirty.gen++
 	dirty.m[parent] = dirty.gen
+	if _, ok := dirty.created[dir]; !ok {
+		dirty.children[parent]++
+	}
 	dirty.created[dir] = dirty.gen
 	if _, ok := dirty.parents[parent]; !ok {
 		dirty.parents[parent] = 0
@@ -453,7 +459,14 @@ func EntryDurable(dir string) bool {
 		return false
 	}
 	delete(dirty.created, dir)
-	return dirty.parents[filepath.Dir(dir)] >= g
+	parent := filepath.Dir(dir)
+	durable := dirty.parents[parent] >= g
+	if dirty.children[parent]--; dirty.children[parent] <= 0 {
+		// A later MarkCreated in it waits for an fsync after it anyway.
+		delete(dirty.children, parent)
+		delete(dirty.parents, parent)
+	}
+	return durable
 }
 
 // Dirty reports whether dir has a change MarkDirty recorded that no
