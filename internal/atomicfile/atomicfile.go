@@ -264,9 +264,9 @@ func SyncDir(dir string) error { return syncDir(filepath.Clean(dir), false) }
 // folder whose fsync they wait for.
 var dirty = struct {
 	sync.Mutex
-	gen     uint64
-	m       map[string]uint64
-	flying  map[string]*dirFlight
+	gen      uint64
+	m        map[string]uint64
+	flying   map[string]*dirFlight
 	created  map[string]uint64
 	parents  map[string]uint64
 	children map[string]int
