@@ -256,20 +256,23 @@ func SyncDir(dir string) error { return syncDir(filepath.Clean(dir), false) }
 // created holds the folders this process made (MarkCreated) that nobody
 // has asked about yet (EntryDurable), each with the generation of its
 // creation; parents holds, for each of their parents, the generation at
-// which its last successful fsync began (0: none yet).
+// which its last successful fsync began (0: none yet), and children how
+// many of created are in it: a parent none is left in is forgotten (a job
+// folder, for its prepared history, is one per job).
 //
 // waiting holds the callbacks of AfterSynced not yet due, under each
 // folder whose fsync they wait for.
 var dirty = struct {
 	sync.Mutex
-	gen     uint64
-	m       map[string]uint64
-	flying  map[string]*dirFlight
-	created map[string]uint64
-	parents map[string]uint64
-	waiting map[string][]*afterSync
+	gen      uint64
+	m        map[string]uint64
+	flying   map[string]*dirFlight
+	created  map[string]uint64
+	parents  map[string]uint64
+	children map[string]int
+	waiting  map[string][]*afterSync
 }{m: map[string]uint64{}, flying: map[string]*dirFlight{}, created: map[string]uint64{}, parents: map[string]uint64{},
-	waiting: map[string][]*afterSync{}}
+	children: map[string]int{}, waiting: map[string][]*afterSync{}}
 
 // dirFlight is one directory fsync in progress.
 type dirFlight struct {
@@ -419,15 +422,21 @@ func MarkDirty(dir string) {
 	dirty.Unlock()
 }
 
-// MarkCreated records that this process created the folder dir: its
+// MarkCreated records that this process created the entry dir (a folder,
+// or a file), or found it made by another and takes on settling it: its
 // parent is marked dirty (MarkDirty), and EntryDurable can later tell
-// whether an fsync of the parent has covered dir's entry since.
+// whether an fsync of the parent has covered dir's entry since (an fsync
+// of a folder that began after an entry was there makes it durable,
+// whoever made it).
 func MarkCreated(dir string) {
 	dir = filepath.Clean(dir)
 	parent := filepath.Dir(dir)
 	dirty.Lock()
 	dirty.gen++
 	dirty.m[parent] = dirty.gen
+	if _, ok := dirty.created[dir]; !ok {
+		dirty.children[parent]++
+	}
 	dirty.created[dir] = dirty.gen
 	if _, ok := dirty.parents[parent]; !ok {
 		dirty.parents[parent] = 0
@@ -435,12 +444,12 @@ func MarkCreated(dir string) {
 	dirty.Unlock()
 }
 
-// EntryDurable reports whether the folder dir was created by this process
-// (MarkCreated) and an fsync of its parent that began after that has
-// succeeded: dir's entry in its parent is then durable and need not be
-// fsync'd again. A folder this process did not create (another process
-// made it, and may have died before fsyncing its parent) is never known
-// durable. dir is forgotten: ask once.
+// EntryDurable reports whether the entry dir (a folder or a file) was
+// noted by this process (MarkCreated) and an fsync of its parent that
+// began after that has succeeded: dir's entry in its parent is then
+// durable and need not be fsync'd again. An entry this process did not
+// note (another process made it, and may have died before fsyncing its
+// parent) is never known durable. dir is forgotten: ask once.
 func EntryDurable(dir string) bool {
 	dir = filepath.Clean(dir)
 	dirty.Lock()
@@ -450,7 +459,14 @@ func EntryDurable(dir string) bool {
 		return false
 	}
 	delete(dirty.created, dir)
-	return dirty.parents[filepath.Dir(dir)] >= g
+	parent := filepath.Dir(dir)
+	durable := dirty.parents[parent] >= g
+	if dirty.children[parent]--; dirty.children[parent] <= 0 {
+		// A later MarkCreated in it waits for an fsync after it anyway.
+		delete(dirty.children, parent)
+		delete(dirty.parents, parent)
+	}
+	return durable
 }
 
 // Dirty reports whether dir has a change MarkDirty recorded that no

@@ -337,3 +337,36 @@ func TestMkdirMissingDeferred(t *testing.T) {
 		}
 	}
 }
+
+// A parent is forgotten once every entry noted in it has been asked about
+// (a job folder, noted for its prepared history, is one per job), and an
+// entry noted in it again is known durable only after a new fsync.
+func TestEntryDurableForgetsParents(t *testing.T) {
+	parent := t.TempDir()
+	a, b := filepath.Join(parent, "a"), filepath.Join(parent, "b")
+	MarkCreated(a)
+	MarkCreated(b)
+	if err := SyncDirIfDirty(parent); err != nil {
+		t.Fatal(err)
+	}
+	known := func() bool {
+		dirty.Lock()
+		defer dirty.Unlock()
+		_, p := dirty.parents[parent]
+		_, c := dirty.children[parent]
+		return p || c
+	}
+	if !EntryDurable(a) || !known() {
+		t.Fatal("a not durable, or its parent forgotten while b is still noted there")
+	}
+	if !EntryDurable(b) {
+		t.Fatal("b not durable")
+	}
+	if known() {
+		t.Fatal("the parent is still kept with nothing noted in it")
+	}
+	MarkCreated(a)
+	if EntryDurable(a) {
+		t.Fatal("an entry noted again is durable by an fsync from before")
+	}
+}

@@ -75,7 +75,7 @@ func TestWaitingPlacementSettledOnEdit(t *testing.T) {
 		_, err := os.Lstat(bare)
 		return os.IsNotExist(err)
 	})
-	if _, err := os.Stat(history.Path(filepath.Join(dir, "second"))); err == nil {
+	if ran, _ := history.Present(filepath.Join(dir, "second")); ran {
 		t.Fatal("the second job ran: it did not wait for the slot (the test proves nothing)")
 	}
 }
@@ -98,7 +98,10 @@ func TestWaitingPlacementRemovedTakesItsName(t *testing.T) {
 
 // waitingPlacement runs a daemon with one slot, taken by a slow job, and
 // drops second.json, whose job is placed and waits for the slot with its
-// bare name kept (the same file as its job.json).
+// bare name kept (the same file as its job.json). A job dropped before it
+// waits first in line: its files are made ahead (runner's ahead.go), and
+// their folders' fsyncs settle its placement (its bare name goes), while
+// second, beyond the next --max-parallel in line, is left to its start.
 func waitingPlacement(t *testing.T) (dir, bare, mf string) {
 	t.Helper()
 	dir = t.TempDir()
@@ -120,6 +123,12 @@ func waitingPlacement(t *testing.T) (dir, bare, mf string) {
 	waitFor(t, "the first job's run", func() bool {
 		_, err := os.Stat(history.Path(filepath.Join(dir, "first")))
 		return err == nil
+	})
+	putFile(t, filepath.Join(dir, "next.json"), quick)
+	waitFor(t, "the next job's files made ahead and its placement settled", func() bool {
+		_, herr := os.Stat(history.Path(filepath.Join(dir, "next")))
+		_, berr := os.Lstat(filepath.Join(dir, "next.json"))
+		return herr == nil && os.IsNotExist(berr)
 	})
 	bare = filepath.Join(dir, "second.json")
 	putFile(t, bare, quick)

@@ -294,7 +294,10 @@ func (r *relay) check(id string, sweeping bool) {
 	j := r.jobs[id]
 	same := j != nil && j.size == fi.Size()
 	r.mu.Unlock()
-	if same || (j == nil && sweeping && writtenBefore(fi, r.from)) {
+	// An empty history the relay has not followed yet holds nothing to
+	// read (one made ahead of its job's start: runner's ahead.go); its
+	// first records bring another event.
+	if same || (j == nil && (fi.Size() == 0 || (sweeping && writtenBefore(fi, r.from)))) {
 		return
 	}
 	r.catchUp(id)

@@ -96,3 +96,26 @@ func TestRelayHearsOwnAppendsAtTheTransactionsEnd(t *testing.T) {
 		t.Errorf("relayed %d halts (want 1) and the daemon's own start %v:\n%s", n, strings.Contains(out, string(lifecycle.EvStart)), out)
 	}
 }
+
+// An empty history (made ahead of its job's start) is not read: the relay
+// takes no lock of the job for it and follows nothing until records come.
+func TestRelayPassesOverAnEmptyHistory(t *testing.T) {
+	jobs := t.TempDir()
+	store := jobstore.New(jobs)
+	dir := store.JobDir("j")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, jobstore.ManifestFile), []byte(`{"task_description": "t"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if made, err := history.Prepare(dir); !made || err != nil {
+		t.Fatalf("Prepare: %v, %v", made, err)
+	}
+	r := newRelay(store, slog.New(slog.NewJSONHandler(&logBuffer{}, nil)), noGauges{}, time.Now().Add(-time.Hour))
+	r.notify("j")
+	r.drain()
+	if j := r.job("j"); j != nil {
+		t.Fatal("the relay followed an empty history")
+	}
+}

@@ -197,3 +197,98 @@ func TestLaterUnitWaitsForNewEntries(t *testing.T) {
 		t.Fatal("the job folder is still dirty after the append")
 	}
 }
+
+// A history prepared ahead (Prepare) whose folder and parent this process
+// fsync'd since costs its first append no folder fsync; one prepared but
+// not yet settled, or left empty by another process (one that died after
+// preparing it), is settled by the first append as a new history is.
+func TestPreparedHistorySettledOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		here, sync bool
+		want       int64
+	}{
+		{"prepared and settled here", true, true, 0},
+		{"prepared here, not settled", true, false, 2},
+		{"left empty by another process", false, true, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parent := t.TempDir()
+			dir := filepath.Join(parent, "job")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if tc.here {
+				made, err := Prepare(dir)
+				if err != nil || !made {
+					t.Fatalf("Prepare: %v, %v", made, err)
+				}
+				atomicfile.MarkCreated(dir)
+			} else {
+				for _, name := range []string{FileName, HeadFile} {
+					if err := os.WriteFile(filepath.Join(dir, name), nil, 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if tc.sync {
+				if err := atomicfile.SyncDirtyStart(dir, parent)(); err != nil {
+					t.Fatal(err)
+				}
+				if err := atomicfile.SyncDir(parent); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l, _, err := Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if l.State().NextSeq != 0 {
+				t.Fatalf("a prepared history opens at seq %d, want 0 (no records)", l.State().NextSeq)
+			}
+			n := atomicfile.DirSyncs.Load()
+			if err := l.Append(&Record{Type: TypeError, Error: &ErrorInfo{Code: "X"}}); err != nil {
+				t.Fatal(err)
+			}
+			if got := atomicfile.DirSyncs.Load() - n; got != tc.want {
+				t.Fatalf("%d folder fsyncs at the first append, want %d", got, tc.want)
+			}
+			if h, err := ReadHead(dir); err != nil || h == nil || h.Seq != 0 {
+				t.Fatalf("head after the first append: %+v, %v", h, err)
+			}
+		})
+	}
+}
+
+// Prepare makes nothing where a history, even an empty one, or its head
+// is already there.
+func TestPrepareLeavesAnExistingHistory(t *testing.T) {
+	for _, name := range []string{FileName, HeadFile, IndexFile} {
+		dir := t.TempDir()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if made, err := Prepare(dir); made || err != nil {
+			t.Errorf("with %s present: Prepare = %v, %v; want false, nil", name, made, err)
+		}
+		ents, _ := os.ReadDir(dir)
+		if len(ents) != 1 {
+			t.Errorf("with %s present, Prepare made files: %v", name, ents)
+		}
+	}
+	dir := t.TempDir()
+	if made, err := Prepare(dir); !made || err != nil {
+		t.Fatalf("Prepare = %v, %v", made, err)
+	}
+	if ok, err := Present(dir); ok || err != nil {
+		t.Errorf("a prepared history is Present: %v, %v; want none", ok, err)
+	}
+	if recs, err := ReadAll(dir); err != nil || len(recs) != 0 {
+		t.Errorf("a prepared history reads as %d records, %v", len(recs), err)
+	}
+	if h, err := ReadHead(dir); h != nil || err != nil {
+		t.Errorf("a prepared head reads as %+v, %v; want none", h, err)
+	}
+}

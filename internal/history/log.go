@@ -225,12 +225,12 @@ func OpenWith(dir string, opts Options) (*Log, *TornTail, error) {
 	if l.head, err = ReadHead(dir); err != nil {
 		return nil, nil, err
 	}
-	_, statErr := os.Stat(l.path)
+	fi0, statErr := os.Stat(l.path)
 	f, err := regfile.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open history: %w", err)
 	}
-	if errors.Is(statErr, os.ErrNotExist) {
+	if errors.Is(statErr, os.ErrNotExist) || (statErr == nil && fi0.Size() == 0 && len(idx.Archives) == 0) {
 		// The new file's entry is made durable before the first record is
 		// (Append), in one folder fsync with the job's other new entries;
 		// so is the folder's own entry in its parent, which whoever made
@@ -238,7 +238,16 @@ func OpenWith(dir string, opts Options) (*Log, *TornTail, error) {
 		// that died before its first record), unless this process made
 		// the folder and has fsync'd its parent since (jobs placed while
 		// others run share the jobs folder's fsyncs).
-		atomicfile.MarkDirty(dir)
+		//
+		// An empty file found here is settled as a new one: no record
+		// depends on it yet, so nobody need have fsync'd its entry (a
+		// preparation, Prepare, or a process that died before its first
+		// record) — unless this process prepared it and fsync'd the
+		// folder since (EntryDurable), as it fsync'd the folder's entry
+		// in its parent: the start then makes no folder fsync.
+		if !atomicfile.EntryDurable(l.path) {
+			atomicfile.MarkDirty(dir)
+		}
 		if !atomicfile.EntryDurable(dir) {
 			atomicfile.MarkDirty(filepath.Dir(dir))
 			l.settleParent = true

@@ -691,28 +691,45 @@ func (l *Lock) Unlock() error {
 // created per job, which costs more than the rest of a step on some file
 // systems.
 func (s *Store) LockJob(id string) (*Lock, error) {
+	l, _, err := s.lockJob(id, syscall.LOCK_EX)
+	return l, err
+}
+
+// TryLockJob is LockJob that does not wait: held is false (and the lock
+// nil) when another holds job id's lock now.
+func (s *Store) TryLockJob(id string) (l *Lock, held bool, err error) {
+	l, busy, err := s.lockJob(id, syscall.LOCK_EX|syscall.LOCK_NB)
+	return l, !busy && err == nil, err
+}
+
+// lockJob takes job id's lock with flock's how; busy: LOCK_NB found it
+// held by another.
+func (s *Store) lockJob(id string, how int) (l *Lock, busy bool, err error) {
 	dir := s.JobDir(id)
 	if _, err := os.Stat(filepath.Join(dir, ManifestFile)); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+			return nil, false, fmt.Errorf("job %s: %w", id, ErrNotFound)
 		}
-		return nil, err
+		return nil, false, err
 	}
 	f, err := regfile.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
-		return nil, fmt.Errorf("open job lock: %w", err)
+		return nil, false, fmt.Errorf("open job lock: %w", err)
 	}
 	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		err = syscall.Flock(int(f.Fd()), how)
 		if err != syscall.EINTR {
 			break
 		}
 	}
 	if err != nil {
 		_ = f.Close() // a directory opened read-only
-		return nil, fmt.Errorf("lock job %s: %w", id, err)
+		if err == syscall.EWOULDBLOCK {
+			return nil, true, nil
+		}
+		return nil, false, fmt.Errorf("lock job %s: %w", id, err)
 	}
-	return &Lock{f: f}, nil
+	return &Lock{f: f}, false, nil
 }
 
 // Release releases the lock but keeps its file open for Relock: a job's

@@ -39,6 +39,11 @@ const (
 	prioStart = iota // a run's first transaction: its first agent waits for it
 	prioNext         // a call's outcome and the next intent: the next agent waits
 	prioEnd          // after a run's last call (its slot given back): no agent waits
+	// prioAhead is the files of a job waiting for a slot, made ahead of
+	// its start (ahead.go). It gets a place only while nobody holds or
+	// waits for one (the calm between waves), never by age: nothing
+	// waits for it, and it must never delay the others.
+	prioAhead
 	nPrio
 )
 
@@ -84,7 +89,7 @@ func (h *gateHold) enter(prio int) {
 	g.mu.Lock()
 	g.reclaim()
 	h.since = g.now()
-	if g.free > 0 && g.queued() == 0 {
+	if g.free > 0 && g.mayPass(prio) {
 		g.give(h)
 		g.mu.Unlock()
 		return
@@ -150,12 +155,17 @@ func (g *cpuGate) reclaim() {
 	}
 }
 
-func (g *cpuGate) queued() int {
-	n := 0
-	for _, q := range g.waiting {
-		n += len(q)
+// mayPass says whether a section of priority prio may take a free place
+// at once: nobody waits who would go before it or beside it (a waiter for
+// prioAhead goes after everyone), and for prioAhead, nobody holds one
+// either (g.mu held).
+func (g *cpuGate) mayPass(prio int) bool {
+	for p, q := range g.waiting {
+		if len(q) > 0 && (p != prioAhead || prio == prioAhead) {
+			return false
+		}
 	}
-	return n
+	return prio != prioAhead || len(g.holders) == 0
 }
 
 // handOut gives the free places to the waiters: by priority, except that
@@ -174,12 +184,12 @@ func (g *cpuGate) handOut() {
 	}
 }
 
-// next is the priority whose first waiter goes next, or -1 if none waits.
+// next is the priority whose first waiter goes next, or -1 if none may.
 func (g *cpuGate) next() int {
 	first, oldest := -1, -1
 	now := g.now()
 	for p, q := range g.waiting {
-		if len(q) == 0 {
+		if len(q) == 0 || (p == prioAhead && (first >= 0 || len(g.holders) > 0)) {
 			continue
 		}
 		if first < 0 {

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -66,10 +67,19 @@ type Scheduler struct {
 	baseCtx context.Context
 	quit    chan struct{} // closed by Close and Stop: waits before a retry end
 	quitted sync.Once
+	// waitq holds the runs waiting for a place in sem, in the order they
+	// came, and aheadOn says the preparer is at work on them (ahead.go).
+	waitq   list.List
+	aheadOn bool
 }
 
 type run struct {
+	id     string
 	cancel context.CancelCauseFunc
+	// waiting is the run's place in s.waitq while it waits for a slot;
+	// ahead says the preparer has picked it (ahead.go).
+	waiting *list.Element
+	ahead   bool
 	// again is set when the job was nudged while running: look once more
 	// when this run ends (a steward may have resumed it meanwhile).
 	again bool
@@ -141,7 +151,7 @@ func (s *Scheduler) takeSeed(r *run) *jobstore.Loaded {
 // is held.
 func (s *Scheduler) start(id string, l *jobstore.Loaded) {
 	ctx, cancel := context.WithCancelCause(s.baseCtx)
-	r := &run{cancel: cancel, seed: l}
+	r := &run{id: id, cancel: cancel, seed: l}
 	s.active[id] = r
 	s.wg.Add(1)
 	go func() {
@@ -161,9 +171,7 @@ func (s *Scheduler) start(id string, l *jobstore.Loaded) {
 			}
 		}()
 		for attempt := 1; ; attempt++ {
-			select {
-			case s.sem <- struct{}{}:
-			case <-ctx.Done():
+			if !s.acquire(ctx, r) {
 				return
 			}
 			sl := &slot{s: s}

@@ -1,0 +1,117 @@
+package crashtest
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/signing"
+)
+
+// TestCrashAfterFilesPreparedAhead kills logistd while a job waits for a
+// slot with its files made ahead (an empty history and head, its
+// workspace: runner's ahead.go) and checks that the next logistd runs it
+// once, to its end: an empty history present at the start is a job that
+// has not started.
+func TestCrashAfterFilesPreparedAhead(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash harness: skipped with -short")
+	}
+	bin := buildDaemon(t)
+	work := t.TempDir()
+	dir := filepath.Join(work, "jobs")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	d := daemon{bin: bin, dir: dir, logFile: filepath.Join(work, "logistd.log")}
+	// The holder's worker notes its pid and hangs at its first attempt
+	// (the test kills the daemon then); a later one answers.
+	agent := filepath.Join(work, "agent.sh")
+	script := "mark=\"$2\"\nif [ ! -e \"$mark\" ]; then echo $$ > \"$mark.tmp\" && mv \"$mark.tmp\" \"$mark\"; sleep 30; exit 1; fi\n" +
+		"printf '{\"action\": \"COMPLETED\", \"evidence_files\": [], \"summary_for_supervisor\": \"done\"}' > \"$1.$$\" && mv \"$1.$$\" \"$1\"\n"
+	if err := os.WriteFile(agent, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	mark := filepath.Join(work, "holder.started")
+	place := func(id string, worker map[string]any) {
+		t.Helper()
+		b, err := json.MarshalIndent(map[string]any{"schema_version": 1, "job_id": id, "task_description": "ahead " + id,
+			"agents": map[string]any{"worker": worker, "supervisor": agentScript(step{"action": "COMPLETED", "summary": "ok"})}}, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stage := filepath.Join(work, id)
+		if err := os.Mkdir(stage, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(stage, jobstore.ManifestFile), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(stage, filepath.Join(dir, id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lf, err := os.OpenFile(d.logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	// One slot (daemon.start's 64 would run the waiter at once).
+	cmd := exec.Command(d.bin, "--jobs-dir", d.dir, "--max-parallel", "1", "--sandbox", "none")
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	place("holder", agentCommand(true, "sh", agent, "{answer_file}", mark))
+	var pid int
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(mark); err == nil {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the holder's worker never started; log:\n%s", tail(d.logFile, 0))
+		}
+	}
+	place("waiter", agentScript(step{"action": "COMPLETED", "summary": "done"}))
+	jd := filepath.Join(dir, "waiter")
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		_, herr := os.Stat(filepath.Join(jd, history.HeadFile))
+		_, werr := os.Stat(filepath.Join(jd, jobstore.WorkspaceDir))
+		if herr == nil && werr == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiter's files were not prepared; log:\n%s", tail(d.logFile, 0))
+		}
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if pid > 0 {
+		_ = syscall.Kill(-pid, syscall.SIGKILL) // the agent outlives its daemon
+	}
+	if fi, err := os.Stat(history.Path(jd)); err != nil || fi.Size() != 0 {
+		t.Fatalf("the waiter's history at the crash: %v, %v; want an empty one", fi, err)
+	}
+	from := logSize(d.logFile)
+	d.runOnce(t, 60*time.Second, "--sandbox", "none")
+	key, err := signing.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"waiter", "holder"} {
+		got := checkJob(t, filepath.Join(dir, id), jobSpec{id: id, kind: "ahead", want: "SUCCESS"}, key.Public())
+		if got.status != "SUCCESS" || got.responses != 2 {
+			t.Errorf("job %s ends %s with %d responses, want SUCCESS with 2 (one call each, once); log:\n%s",
+				id, got.status, got.responses, tail(d.logFile, from))
+		}
+	}
+}
