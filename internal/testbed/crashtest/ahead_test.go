@@ -5,9 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,14 +29,9 @@ func TestCrashAfterFilesPreparedAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := daemon{bin: bin, dir: dir, logFile: filepath.Join(work, "logistd.log")}
-	// The holder's worker notes its pid and hangs at its first attempt
-	// (the test kills the daemon then); a later one answers.
-	agent := filepath.Join(work, "agent.sh")
-	script := "mark=\"$2\"\nif [ ! -e \"$mark\" ]; then echo $$ > \"$mark.tmp\" && mv \"$mark.tmp\" \"$mark\"; sleep 30; exit 1; fi\n" +
-		"printf '{\"action\": \"COMPLETED\", \"evidence_files\": [], \"summary_for_supervisor\": \"done\"}' > \"$1.$$\" && mv \"$1.$$\" \"$1\"\n"
-	if err := os.WriteFile(agent, []byte(script), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	// The holder's worker hangs at its first attempt (the test kills the
+	// daemon then); a later one answers.
+	agent := hangOnceAgent(t, work)
 	mark := filepath.Join(work, "holder.started")
 	place := func(id string, worker map[string]any) {
 		t.Helper()
@@ -71,10 +63,8 @@ func TestCrashAfterFilesPreparedAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	place("holder", agentCommand(true, "sh", agent, "{answer_file}", mark))
-	var pid int
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if b, err := os.ReadFile(mark); err == nil {
-			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		if _, err := os.Stat(mark); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -93,11 +83,7 @@ func TestCrashAfterFilesPreparedAhead(t *testing.T) {
 			t.Fatalf("the waiter's files were not prepared; log:\n%s", tail(d.logFile, 0))
 		}
 	}
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-	if pid > 0 {
-		_ = syscall.Kill(-pid, syscall.SIGKILL) // the agent outlives its daemon
-	}
+	killAtMark(t, cmd, mark, d.logFile)
 	if fi, err := os.Stat(history.Path(jd)); err != nil || fi.Size() != 0 {
 		t.Fatalf("the waiter's history at the crash: %v, %v; want an empty one", fi, err)
 	}

@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -79,6 +80,42 @@ func agentScript(steps ...step) map[string]any {
 		s[i] = steps[i]
 	}
 	return map[string]any{"provider": "script", "script": s}
+}
+
+// hangOnceAgent writes work/agent.sh, a worker run as `sh agent.sh
+// {answer_file} MARK`: its first attempt writes its pid to MARK and hangs
+// (the test kills the daemon then), a later one answers COMPLETED.
+func hangOnceAgent(t *testing.T, work string) string {
+	t.Helper()
+	agent := filepath.Join(work, "agent.sh")
+	script := "mark=\"$2\"\nif [ ! -e \"$mark\" ]; then echo $$ > \"$mark.tmp\" && mv \"$mark.tmp\" \"$mark\"; sleep 30; exit 1; fi\n" +
+		"printf '{\"action\": \"COMPLETED\", \"evidence_files\": [], \"summary_for_supervisor\": \"done\"}' > \"$1.$$\" && mv \"$1.$$\" \"$1\"\n"
+	if err := os.WriteFile(agent, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return agent
+}
+
+// killAtMark waits for hangOnceAgent's first attempt to write mark, then
+// kills the daemon cmd (logging to logFile) and the agent's process
+// group, which outlives its daemon.
+func killAtMark(t *testing.T, cmd *exec.Cmd, mark, logFile string) {
+	t.Helper()
+	var pid int
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(mark); err == nil {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker never started; log:\n%s", tail(logFile, 0))
+		}
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if pid > 0 {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
 }
 
 // agentCommand runs argv; with answerFile, the agent writes its answer to

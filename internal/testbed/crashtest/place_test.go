@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,14 +29,7 @@ func TestPlacementBoundaries(t *testing.T) {
 	}
 	bin := buildDaemon(t)
 	work := t.TempDir()
-	agent := filepath.Join(work, "agent.sh")
-	// The worker's first attempt notes its pid and hangs (the test kills
-	// the daemon then); a later one answers.
-	script := "mark=\"$2\"\nif [ ! -e \"$mark\" ]; then echo $$ > \"$mark.tmp\" && mv \"$mark.tmp\" \"$mark\"; sleep 30; exit 1; fi\n" +
-		"printf '{\"action\": \"COMPLETED\", \"evidence_files\": [], \"summary_for_supervisor\": \"done\"}' > \"$1.$$\" && mv \"$1.$$\" \"$1\"\n"
-	if err := os.WriteFile(agent, []byte(script), 0o700); err != nil {
-		t.Fatal(err)
-	}
+	agent := hangOnceAgent(t, work)
 	manifestOf := func(id, mark string) []byte {
 		worker := agentScript(step{"action": "COMPLETED", "summary": "done"})
 		if mark != "" {
@@ -90,21 +81,7 @@ func TestPlacementBoundaries(t *testing.T) {
 			if err := os.Rename(tmp, bare); err != nil {
 				t.Fatal(err)
 			}
-			var pid int
-			for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				if b, err := os.ReadFile(mark); err == nil {
-					pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the worker never started; log:\n%s", tail(d.logFile, 0))
-				}
-			}
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			if pid > 0 {
-				_ = syscall.Kill(-pid, syscall.SIGKILL) // the agent outlives its daemon
-			}
+			killAtMark(t, cmd, mark, d.logFile)
 			// The first unit is durable; the bare name's removal may have
 			// run or not, and is never fsync'd: the crash kept it.
 			jd := filepath.Join(d.dir, id)
