@@ -13,9 +13,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/logist/logist/internal/regfile"
 )
@@ -253,12 +256,13 @@ func SyncDir(dir string) error { return syncDir(filepath.Clean(dir), false) }
 // which a SyncDirIfDirty whose change it covers joins instead of queueing
 // a second fsync of the same folder behind it.
 //
-// created holds the folders this process made (MarkCreated) that nobody
-// has asked about yet (EntryDurable), each with the generation of its
-// creation; parents holds, for each of their parents, the generation at
-// which its last successful fsync began (0: none yet), and children how
-// many of created are in it: a parent none is left in is forgotten (a job
-// folder, for its prepared history, is one per job).
+// created holds the entries this process noted (MarkCreated) that nobody
+// has asked about yet (EntryDurable) or forgotten (Forget), each with the
+// generation of its note and the identity of what it named then; parents
+// holds, for each of their parents, the generation at which its last
+// successful fsync began (0: none yet), and children how many of created
+// are in it: a parent none is left in is forgotten (a job folder, for its
+// prepared history, is one per job).
 //
 // waiting holds the callbacks of AfterSynced not yet due, under each
 // folder whose fsync they wait for.
@@ -267,11 +271,11 @@ var dirty = struct {
 	gen      uint64
 	m        map[string]uint64
 	flying   map[string]*dirFlight
-	created  map[string]uint64
+	created  map[string]noted
 	parents  map[string]uint64
 	children map[string]int
 	waiting  map[string][]*afterSync
-}{m: map[string]uint64{}, flying: map[string]*dirFlight{}, created: map[string]uint64{}, parents: map[string]uint64{},
+}{m: map[string]uint64{}, flying: map[string]*dirFlight{}, created: map[string]noted{}, parents: map[string]uint64{},
 	children: map[string]int{}, waiting: map[string][]*afterSync{}}
 
 // dirFlight is one directory fsync in progress.
@@ -427,46 +431,129 @@ func MarkDirty(dir string) {
 // parent is marked dirty (MarkDirty), and EntryDurable can later tell
 // whether an fsync of the parent has covered dir's entry since (an fsync
 // of a folder that began after an entry was there makes it durable,
-// whoever made it).
+// whoever made it). An entry that cannot be looked at now is marked
+// dirty but not noted: it is never known durable.
 func MarkCreated(dir string) {
 	dir = filepath.Clean(dir)
 	parent := filepath.Dir(dir)
+	id, idOK := identify(dir)
 	dirty.Lock()
+	defer dirty.Unlock()
 	dirty.gen++
 	dirty.m[parent] = dirty.gen
+	if !idOK {
+		forgetNoted(dir) // an older note no longer names what is there
+		return
+	}
 	if _, ok := dirty.created[dir]; !ok {
 		dirty.children[parent]++
 	}
-	dirty.created[dir] = dirty.gen
+	dirty.created[dir] = noted{gen: dirty.gen, id: id}
 	if _, ok := dirty.parents[parent]; !ok {
 		dirty.parents[parent] = 0
 	}
-	dirty.Unlock()
 }
 
-// EntryDurable reports whether the entry dir (a folder or a file) was
-// noted by this process (MarkCreated) and an fsync of its parent that
-// began after that has succeeded: dir's entry in its parent is then
-// durable and need not be fsync'd again. An entry this process did not
-// note (another process made it, and may have died before fsyncing its
-// parent) is never known durable. dir is forgotten: ask once.
-func EntryDurable(dir string) bool {
-	dir = filepath.Clean(dir)
-	dirty.Lock()
-	defer dirty.Unlock()
-	g, ok := dirty.created[dir]
+// noted is an entry MarkCreated noted: the generation of the note and
+// the identity of the file or folder the entry named then.
+type noted struct {
+	gen uint64
+	id  entryID
+}
+
+// entryID tells one file or folder from another made later under the
+// same name (a job folder removed and made again while its job waits for
+// a slot): the inode, and its generation, since a file system gives a
+// freed inode number to the next file made, and a birth time is only as
+// fine as the kernel's clock tick.
+type entryID struct {
+	dev, ino uint64
+	gen      int
+}
+
+// fsIOCGetVersion is FS_IOC_GETVERSION, _IOR('v', 1, long): the inode's
+// generation (ext4, XFS, Btrfs; not tmpfs).
+const fsIOCGetVersion = 0x80087601
+
+// identify is the entry path's identity now, without following a
+// symbolic link; false where the file system does not give a generation
+// (the entry is then never known durable: its folder is fsync'd again).
+func identify(path string) (entryID, bool) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return entryID{}, false
+	}
+	defer unix.Close(fd) //nolint:errcheck // read-only, and only looked at
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return entryID{}, false
+	}
+	gen, err := unix.IoctlGetInt(fd, fsIOCGetVersion)
+	if err != nil {
+		return entryID{}, false
+	}
+	return entryID{dev: st.Dev, ino: st.Ino, gen: gen}, true
+}
+
+// forgetNoted drops the note of entry dir, if any (dirty held).
+func forgetNoted(dir string) (noted, bool) {
+	n, ok := dirty.created[dir]
 	if !ok {
-		return false
+		return noted{}, false
 	}
 	delete(dirty.created, dir)
 	parent := filepath.Dir(dir)
-	durable := dirty.parents[parent] >= g
 	if dirty.children[parent]--; dirty.children[parent] <= 0 {
 		// A later MarkCreated in it waits for an fsync after it anyway.
 		delete(dirty.children, parent)
 		delete(dirty.parents, parent)
 	}
-	return durable
+	return n, true
+}
+
+// EntryDurable reports whether the entry dir (a folder or a file) was
+// noted by this process (MarkCreated), still names what it named then,
+// and an fsync of its parent that began after the note has succeeded:
+// dir's entry in its parent is then durable and need not be fsync'd
+// again. An entry this process did not note (another process made it,
+// and may have died before fsyncing its parent), or that was removed and
+// made again since, is never known durable. dir is forgotten: ask once.
+func EntryDurable(dir string) bool {
+	dir = filepath.Clean(dir)
+	dirty.Lock()
+	covered := dirty.parents[filepath.Dir(dir)] // before the parent may be forgotten with dir
+	n, ok := forgetNoted(dir)
+	durable := ok && covered >= n.gen
+	dirty.Unlock()
+	if !durable {
+		return false
+	}
+	id, ok := identify(dir)
+	return ok && id == n.id
+}
+
+// Forget drops the notes of dir and of every entry under it (MarkCreated):
+// the folder left, so what was noted in it names nothing any more (a job
+// folder removed before its start, whose files were made ahead).
+func Forget(dir string) {
+	dir = filepath.Clean(dir)
+	prefix := dir + string(filepath.Separator)
+	dirty.Lock()
+	defer dirty.Unlock()
+	for p := range dirty.created {
+		if p == dir || strings.HasPrefix(p, prefix) {
+			forgetNoted(p)
+		}
+	}
+}
+
+// Noted reports whether the entry path is noted (MarkCreated) and not yet
+// asked about or forgotten: what the daemon's tests look at.
+func Noted(path string) bool {
+	dirty.Lock()
+	defer dirty.Unlock()
+	_, ok := dirty.created[filepath.Clean(path)]
+	return ok
 }
 
 // Dirty reports whether dir has a change MarkDirty recorded that no

@@ -344,6 +344,7 @@ func TestMkdirMissingDeferred(t *testing.T) {
 func TestEntryDurableForgetsParents(t *testing.T) {
 	parent := t.TempDir()
 	a, b := filepath.Join(parent, "a"), filepath.Join(parent, "b")
+	makeDirs(t, a, b)
 	MarkCreated(a)
 	MarkCreated(b)
 	if err := SyncDirIfDirty(parent); err != nil {
@@ -368,5 +369,99 @@ func TestEntryDurableForgetsParents(t *testing.T) {
 	MarkCreated(a)
 	if EntryDurable(a) {
 		t.Fatal("an entry noted again is durable by an fsync from before")
+	}
+}
+
+func makeDirs(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// An entry removed and made again after its note is not the one the
+// parent's fsync covered: a job folder replaced while its job waited, its
+// files made ahead (the new folder's entry, or its new history's, is
+// settled by the start), even when the file system gives the new folder
+// the old one's inode number.
+func TestEntryDurableNotForAnEntryMadeAgain(t *testing.T) {
+	parent := t.TempDir()
+	dir, file := filepath.Join(parent, "job"), filepath.Join(parent, "history.jsonl")
+	for _, again := range []bool{false, true} {
+		makeDirs(t, dir)
+		if err := os.WriteFile(file, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		MarkCreated(dir)
+		MarkCreated(file)
+		if err := SyncDirIfDirty(parent); err != nil {
+			t.Fatal(err)
+		}
+		if again {
+			for _, p := range []string{dir, file} {
+				if err := os.RemoveAll(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			makeDirs(t, dir)
+			if err := os.WriteFile(file, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := EntryDurable(dir); got != !again {
+			t.Fatalf("made again: %v: folder's entry durable: %v", again, got)
+		}
+		if got := EntryDurable(file); got != !again {
+			t.Fatalf("made again: %v: file's entry durable: %v", again, got)
+		}
+		for _, p := range []string{dir, file} {
+			if err := os.RemoveAll(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// Forget drops what was noted at and under a folder that left, with its
+// parents' bookkeeping: a job folder removed before its start keeps
+// nothing in memory.
+func TestForgetDropsTheNotesUnderAFolder(t *testing.T) {
+	parent := t.TempDir()
+	job, other := filepath.Join(parent, "job"), filepath.Join(parent, "jobber")
+	makeDirs(t, job, other)
+	hist := filepath.Join(job, "history.jsonl")
+	if err := os.WriteFile(hist, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{job, hist, other} {
+		MarkCreated(p)
+	}
+	if err := SyncDirIfDirty(job); err != nil {
+		t.Fatal(err)
+	}
+	if err := SyncDirIfDirty(parent); err != nil {
+		t.Fatal(err)
+	}
+	Forget(job)
+	dirty.Lock()
+	_, j := dirty.created[job]
+	_, h := dirty.created[hist]
+	_, o := dirty.created[other]
+	_, jp := dirty.parents[job]
+	_, jc := dirty.children[job]
+	dirty.Unlock()
+	if j || h || jp || jc {
+		t.Fatalf("kept after Forget: folder %v, its file %v, as a parent %v/%v", j, h, jp, jc)
+	}
+	if !o {
+		t.Fatal("Forget dropped a sibling whose name begins with the folder's")
+	}
+	if EntryDurable(hist) || EntryDurable(job) {
+		t.Fatal("a forgotten entry is known durable")
+	}
+	if !EntryDurable(other) {
+		t.Fatal("the sibling's entry is no longer known durable")
 	}
 }

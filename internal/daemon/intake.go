@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/atomicfile"
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
@@ -216,6 +217,9 @@ func (d *Daemon) retain(names *scanned, invalid map[string]bool) {
 // a folder that no longer holds a manifest.
 func (d *Daemon) gone(name string) {
 	d.store.ForgetPlacement(name) // its bare name goes with it
+	// Entries of its files made ahead of a start that never came: they
+	// name nothing now, and would be kept until the daemon's end.
+	atomicfile.Forget(d.store.JobDir(name))
 	d.clearInvalid(name)
 	d.metrics.Forget(name)
 	d.relay.forget(name)

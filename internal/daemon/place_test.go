@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logist/logist/internal/atomicfile"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
@@ -150,4 +151,44 @@ func putFile(t *testing.T, p, body string) {
 	if err := os.Rename(tmp, p); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A job folder removed while its job waits for a slot, its files made
+// ahead, leaves nothing noted in memory (atomicfile.Forget): the daemon
+// forgets the entries with the folder.
+func TestRemovedWaitingJobForgetsItsFilesMadeAhead(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{JobsDir: dir, MaxParallel: 1, Grace: time.Second}, discard())
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	store := jobstore.New(dir)
+	waitFor(t, "daemon lock", func() bool { return store.DaemonPID() == os.Getpid() })
+	slow := `{"task_description": "t", "agents": {"worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done", "delay_ms": 60000}]}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`
+	putFile(t, filepath.Join(dir, "first.json"), slow)
+	waitFor(t, "the first job's run", func() bool {
+		_, err := os.Stat(history.Path(filepath.Join(dir, "first")))
+		return err == nil
+	})
+	next := filepath.Join(dir, "next")
+	if err := os.Mkdir(next, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	putFile(t, filepath.Join(next, jobstore.ManifestFile), quick)
+	waitFor(t, "the waiting job's files made ahead and noted", func() bool {
+		return atomicfile.Noted(next) && atomicfile.Noted(history.Path(next))
+	})
+	if err := os.RemoveAll(next); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the removed job's notes forgotten", func() bool {
+		return !atomicfile.Noted(next) && !atomicfile.Noted(history.Path(next))
+	})
 }

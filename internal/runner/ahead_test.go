@@ -12,6 +12,7 @@ import (
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/atomicfile"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
 )
 
@@ -59,6 +60,26 @@ func TestGateAheadOnlyWhenCalm(t *testing.T) {
 // start; its first unit then fsyncs no folder. (Not parallel: it counts
 // the process's folder fsyncs.)
 func TestSchedulerPreparesWaitingJobsFiles(t *testing.T) {
+	if n := preparedStartDirSyncs(t, false); n != 0 {
+		t.Errorf("b's start made %d folder fsyncs before its first call, want 0 (its files prepared and settled)", n)
+	}
+}
+
+// A job folder removed and made again after its files were made ahead
+// (before the daemon has heard of the removal) is a new folder: the start
+// settles its new entries, the fsyncs of the old ones notwithstanding.
+func TestSchedulerSettlesAFolderMadeAgainAfterItsPreparation(t *testing.T) {
+	if n := preparedStartDirSyncs(t, true); n < 2 {
+		t.Errorf("b's start, its folder made again, made %d folder fsyncs before its first call, want the job folder's and the jobs folder's", n)
+	}
+}
+
+// preparedStartDirSyncs runs job a, holds it in its first call while b
+// waits for its slot and gets its files made ahead, then (again) puts a
+// new folder with b's manifest in the place of b's, and lets a end. It
+// returns the folder fsyncs b's start made before its first call.
+func preparedStartDirSyncs(t *testing.T, again bool) int64 {
+	t.Helper()
 	f := newFixture(t)
 	for _, id := range []string{"a", "b"} {
 		f.WriteJob(id, job(okSupervisor(), okSupervisor()))
@@ -118,6 +139,21 @@ func TestSchedulerPreparesWaitingJobsFiles(t *testing.T) {
 	if m := f.Load("b"); m.Status != lifecycle.Pending || m.Run.StartedAt != "" {
 		t.Fatalf("b is %s (started %q) while it waits", m.Status, m.Run.StartedAt)
 	}
+	if again {
+		data, err := os.ReadFile(filepath.Join(dir, jobstore.ManifestFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, jobstore.ManifestFile), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	letA()
 	deadline = time.Now().Add(30 * time.Second)
 	for {
@@ -133,9 +169,7 @@ func TestSchedulerPreparesWaitingJobsFiles(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	mu.Lock()
-	if n := atB - before; n != 0 {
-		t.Errorf("b's start made %d folder fsyncs before its first call, want 0 (its files prepared and settled)", n)
-	}
+	n := atB - before
 	mu.Unlock()
 	gate.open("a")
 	waitIdle(t, s, 30*time.Second)
@@ -144,6 +178,7 @@ func TestSchedulerPreparesWaitingJobsFiles(t *testing.T) {
 			t.Errorf("%s is %s, want SUCCESS", id, m.Status)
 		}
 	}
+	return n
 }
 
 // A job whose lock a steward's command holds is left to its start: the
