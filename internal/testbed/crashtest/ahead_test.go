@@ -3,7 +3,6 @@ package crashtest
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -51,17 +50,8 @@ func TestCrashAfterFilesPreparedAhead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	lf, err := os.OpenFile(d.logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lf.Close()
 	// One slot (daemon.start's 64 would run the waiter at once).
-	cmd := exec.Command(d.bin, "--jobs-dir", d.dir, "--max-parallel", "1", "--sandbox", "none")
-	cmd.Stdout, cmd.Stderr = lf, lf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd := d.start(t, "--max-parallel", "1", "--sandbox", "none")
 	place("holder", agentCommand(true, "sh", agent, "{answer_file}", mark))
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if _, err := os.Stat(mark); err == nil {

@@ -409,6 +409,9 @@ type daemon struct {
 	bin, dir, logFile string
 }
 
+// start starts logistd on d's folder, its output appended to d's log:
+// at --max-parallel 64 unless args say otherwise (the last value of a
+// flag is the one taken).
 func (d daemon) start(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
 	lf, err := os.OpenFile(d.logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
