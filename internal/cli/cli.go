@@ -25,6 +25,7 @@ import (
 	"github.com/logist/logist/internal/jobview"
 	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/steward"
+	"github.com/logist/logist/internal/suggest"
 )
 
 // Exit codes (seed 001), shared with the console's API (internal/jobview).
@@ -166,7 +167,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	}
 	e := &env{ctx: ctx, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr, fs: fs}
 	if err := fs.Parse(rest); err != nil {
-		renderError(stdout, stderr, "text", usagef("%s\n%s", flagError(fs, err), commandHelp(c)))
+		renderError(stdout, stderr, "text", usagef("%s\n%s", suggest.FlagError(fs, err), commandHelp(c)))
 		return ExitUsage
 	}
 	if *help {

@@ -18,6 +18,7 @@ import (
 	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/sandbox"
+	"github.com/logist/logist/internal/suggest"
 	"github.com/logist/logist/internal/textsafe"
 )
 
@@ -113,6 +114,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
+		// pflag says nothing itself when it continues on an error.
+		fmt.Fprintf(stderr, "logistd: %s\nRun 'logistd --help' for the flags.\n", suggest.FlagError(fs, err))
 		return 1
 	}
 	if *version {

@@ -154,6 +154,19 @@ func TestMainFlags(t *testing.T) {
 	if code := Main(context.Background(), []string{"logistd", "--log-level", "loud"}, env, &out, &errb); code != 1 || !strings.Contains(errb.String(), "--log-level") {
 		t.Fatalf("bad --log-level: code %d, stderr %q", code, errb.String())
 	}
+	// A flag the parser refuses is named, with the reason, not exited on
+	// in silence.
+	errb.Reset()
+	if code := Main(context.Background(), []string{"logistd", "--max-parallle", "4"}, env, &out, &errb); code != 1 || !strings.Contains(errb.String(), "did you mean --max-parallel?") {
+		t.Fatalf("--max-parallle: code %d, stderr %q", code, errb.String())
+	}
+	for _, bad := range [][]string{{"--bogus"}, {"--max-parallel", "many"}, {"--max-parallel"}} {
+		errb.Reset()
+		code := Main(context.Background(), append([]string{"logistd"}, bad...), env, &out, &errb)
+		if code != 1 || !strings.Contains(errb.String(), strings.TrimPrefix(bad[0], "--")) || !strings.Contains(errb.String(), "logistd --help") {
+			t.Fatalf("%q: code %d, stderr %q", bad, code, errb.String())
+		}
+	}
 	if code := Main(context.Background(), []string{"logistd", "--version"}, env, &out, &errb); code != 0 || !strings.Contains(out.String(), "logistd ") {
 		t.Fatalf("--version: code %d, out %q", code, out.String())
 	}
