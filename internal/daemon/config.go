@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -91,11 +92,11 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs.StringVar(&o.LogFormat, "log-format", "json", "log format: json or text")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&o.Grace, "grace", 30*time.Second, "on SIGTERM, how long calls in flight may finish before they are killed")
-	fs.Int64Var(&o.HistoryMaxBytes, "history-max-bytes", history.DefaultMaxBytes, "rotate a job's active history file into a gzip archive past this size")
+	fs.Int64Var(&o.HistoryMaxBytes, "history-max-bytes", history.DefaultMaxBytes, "rotate a job's active history file into a gzip archive past this size (0: the default; a negative value: never)")
 	fs.DurationVar(&o.Retention, "retention", 0, "delete finished jobs (SUCCESS, CANCELED) this long after they finished, checked hourly; 0 keeps them (e.g. 720h)")
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "cluster mode: run the jobs of this PostgreSQL database (postgres://…) with the other nodes sharing it; --jobs-dir is then this node's working folder (docs/cluster.md)")
 	fs.StringVar(&o.NodeID, "node-id", "", "cluster mode: this node's name (default: the host name)")
-	fs.DurationVar(&o.Lease, "lease", 10*time.Second, "cluster mode: a job's lease; a node that stops renewing it loses the job to another after this long")
+	fs.DurationVar(&o.Lease, "lease", 10*time.Second, "cluster mode: a job's lease, at least 1s; a node that stops renewing it (every third of it) loses the job to another after this long")
 	fs.StringVar(&o.Sandbox, "sandbox", "auto", "containment of the processes of jobs whose manifest sets no sandbox: auto (bwrap, else Landlock; a job refuses to start when neither works), bwrap, landlock, or none (an explicit opt-out, recorded in each job's history)")
 	o.Budgets = manifest.DefaultBudgets()
 	o.Getenv = getenv
@@ -148,6 +149,10 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		fmt.Fprintf(stderr, "logistd: %v\n", err)
 		return 1
 	}
+	if err := o.check(sources); err != nil {
+		fmt.Fprintf(stderr, "logistd: %v\n", err)
+		return 1
+	}
 	if _, err := sandbox.ParseLayer(o.Sandbox); err != nil {
 		fmt.Fprintf(stderr, "logistd: --%v\n", err)
 		return 1
@@ -190,4 +195,36 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: use json or text", format)
+}
+
+// minLease is the shortest --lease: a node renews its leases every third
+// of it, and a renewal is a database round trip that must fit.
+const minLease = time.Second
+
+// check is the one rule for logistd's settings that pflag's types do not
+// hold: each refused value is named with where it came from (sources:
+// a flag, the environment or the config file) and why.
+func (o *Options) check(sources map[string]config.Source) error {
+	bad := func(flag, why string) error {
+		src := sources[flag]
+		from := ""
+		if src.Origin != "" && !strings.HasPrefix(src.Origin, "flag ") {
+			from = " (" + src.Origin + ")"
+		}
+		return fmt.Errorf("--%s %s%s: %s", flag, src.Value, from, why)
+	}
+	var errs []error
+	if o.MaxParallel < 1 {
+		errs = append(errs, bad("max-parallel", "must be at least 1"))
+	}
+	if o.Grace < 0 {
+		errs = append(errs, bad("grace", "must not be negative"))
+	}
+	if o.Retention < 0 {
+		errs = append(errs, bad("retention", "must not be negative (0 keeps finished jobs)"))
+	}
+	if o.DatabaseURL != "" && o.Lease < minLease {
+		errs = append(errs, bad("lease", "must be at least "+minLease.String()))
+	}
+	return errors.Join(errs...)
 }

@@ -160,6 +160,27 @@ func TestMainFlags(t *testing.T) {
 	if code := Main(context.Background(), []string{"logistd", "--max-parallle", "4"}, env, &out, &errb); code != 1 || !strings.Contains(errb.String(), "did you mean --max-parallel?") {
 		t.Fatalf("--max-parallle: code %d, stderr %q", code, errb.String())
 	}
+	// Values of the right type that make no sense are refused, each
+	// named with where it came from, before anything starts.
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want []string
+	}{
+		{[]string{"--max-parallel", "0"}, nil, []string{"--max-parallel 0: must be at least 1"}},
+		{nil, map[string]string{"LOGISTD_MAX_PARALLEL": "-2"}, []string{"--max-parallel -2 (env LOGISTD_MAX_PARALLEL): must be at least 1"}},
+		{[]string{"--grace", "-5s", "--retention", "-1h"}, nil, []string{"--grace -5s: must not be negative", "--retention -1h0m0s: must not be negative"}},
+		{[]string{"--database-url", "postgres://127.0.0.1:1/none", "--lease", "300ms"}, nil, []string{"--lease 300ms: must be at least 1s"}},
+	} {
+		errb.Reset()
+		getenv := func(k string) string { return c.env[k] }
+		code := Main(context.Background(), append([]string{"logistd", "--jobs-dir", t.TempDir()}, c.args...), getenv, &out, &errb)
+		for _, w := range c.want {
+			if code != 1 || !strings.Contains(errb.String(), w) {
+				t.Fatalf("%q %v: code %d, stderr %q, want %q", c.args, c.env, code, errb.String(), w)
+			}
+		}
+	}
 	for _, bad := range [][]string{{"--bogus"}, {"--max-parallel", "many"}, {"--max-parallel"}} {
 		errb.Reset()
 		code := Main(context.Background(), append([]string{"logistd"}, bad...), env, &out, &errb)
