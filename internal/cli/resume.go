@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -25,28 +27,21 @@ var cmdResume = &command{
 		}
 		var o steward.ResumeOptions
 		o.Guidance, _ = e.fs.GetString("guidance")
-		resumeCost, _ := e.fs.GetFloat64("cost-threshold")
-		resumeTime, _ := e.fs.GetFloat64("time-threshold-minutes")
 		if e.fs.Changed("cost-threshold") {
-			if resumeCost < 0 {
-				return nil, usagef("--cost-threshold must be at least 0")
-			}
-			v := resumeCost
+			v, _ := e.fs.GetFloat64("cost-threshold")
 			o.CostThreshold = &v
 		}
 		if e.fs.Changed("time-threshold-minutes") {
-			if resumeTime <= 0 {
-				return nil, usagef("--time-threshold-minutes must be more than 0")
-			}
-			v := resumeTime
+			v, _ := e.fs.GetFloat64("time-threshold-minutes")
 			o.TimeThresholdMinutes = &v
 		}
 		if e.fs.Changed("max-agent-calls") {
 			n, _ := e.fs.GetInt("max-agent-calls")
-			if n < 1 {
-				return nil, usagef("--max-agent-calls must be at least 1")
-			}
 			o.MaxAgentCalls = &n
+		}
+		var bad *steward.OptionError
+		if err := o.Check(); errors.As(err, &bad) {
+			return nil, usagef("--%s %s", strings.ReplaceAll(bad.Field, "_", "-"), bad.Reason)
 		}
 		st, err := e.steward()
 		if err != nil {

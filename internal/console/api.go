@@ -319,14 +319,9 @@ func (c *Console) act(ctx context.Context, action, id, key string, b ActionBody)
 		msg = fmt.Sprintf("Job %s halted", id)
 	case "resume":
 		o := steward.ResumeOptions{Guidance: b.Guidance, CostThreshold: b.CostThreshold, TimeThresholdMinutes: b.TimeThresholdMinutes, MaxAgentCalls: b.MaxAgentCalls}
-		if o.MaxAgentCalls != nil && *o.MaxAgentCalls < 1 {
-			return "", nil, usagef("max_agent_calls must be at least 1")
-		}
-		if o.CostThreshold != nil && *o.CostThreshold < 0 {
-			return "", nil, usagef("cost_threshold must be at least 0")
-		}
-		if o.TimeThresholdMinutes != nil && *o.TimeThresholdMinutes <= 0 {
-			return "", nil, usagef("time_threshold_minutes must be more than 0")
+		var bad *steward.OptionError
+		if err := o.Check(); errors.As(err, &bad) {
+			return "", nil, usagef("%s %s", bad.Field, bad.Reason)
 		}
 		err = run(func(st *steward.Steward) (err error) {
 			m, err = st.Resume(id, o)

@@ -279,6 +279,11 @@ func TestActions(t *testing.T) {
 	if code, body := w.call("POST", "/api/v1/jobs/stuck/resume", stewardTok, map[string]any{"time_threshold_minutes": 0}); code != 400 {
 		t.Errorf("resume with time 0: %d %v", code, body)
 	}
+	// the steward's one rule (steward.ResumeOptions.Check), in the API's names
+	if code, body := w.call("POST", "/api/v1/jobs/stuck/resume", stewardTok, map[string]any{"cost_threshold": -1}); code != 400 ||
+		!strings.Contains(body["error"].(map[string]any)["message"].(string), "cost_threshold must be a finite number of cents, at least 0") {
+		t.Errorf("resume with a negative cost: %d %v", code, body)
+	}
 	// halt
 	if code, body := w.call("POST", "/api/v1/jobs/waiting/halt", stewardTok, map[string]any{"reason": "not needed"}); code != 200 || jobStatus(body) != "CANCELED" {
 		t.Errorf("halt: %d %v", code, body)

@@ -41,10 +41,10 @@ func DefaultBudgets() Budgets {
 // positive limit (a default cannot turn a budget off).
 func (d Budgets) Check() error {
 	switch {
-	case d.CostThreshold != nil && !(*d.CostThreshold > 0):
-		return fmt.Errorf("default cost threshold %g: must be more than 0 cents", *d.CostThreshold)
-	case d.TimeThresholdMinutes != nil && !(*d.TimeThresholdMinutes > 0):
-		return fmt.Errorf("default time threshold %g: must be more than 0 minutes", *d.TimeThresholdMinutes)
+	case d.CostThreshold != nil && !(*d.CostThreshold > 0 && *d.CostThreshold <= math.MaxFloat64):
+		return fmt.Errorf("default cost threshold %g: must be a finite number of cents, more than 0", *d.CostThreshold)
+	case d.TimeThresholdMinutes != nil && !(*d.TimeThresholdMinutes > 0 && *d.TimeThresholdMinutes <= math.MaxFloat64):
+		return fmt.Errorf("default time threshold %g: must be a finite number of minutes, more than 0", *d.TimeThresholdMinutes)
 	case d.MaxAgentCalls != nil && *d.MaxAgentCalls < 1:
 		return fmt.Errorf("default max agent calls %d: must be at least 1", *d.MaxAgentCalls)
 	}

@@ -1,6 +1,9 @@
 package manifest
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 // Every job runs under finite budgets: its manifest's own, else the
 // daemon's defaults (issue 18 item 4). Budgets is the one rule; Exhausted
@@ -47,8 +50,9 @@ func TestBudgetsTakeTheManifestsOwnElseTheDefault(t *testing.T) {
 
 // A default cannot switch a budget off.
 func TestDefaultBudgetsMustBeFinite(t *testing.T) {
-	zero, neg := 0, -1.0
-	for _, d := range []Budgets{{MaxAgentCalls: &zero}, {CostThreshold: &neg}, {TimeThresholdMinutes: &neg}} {
+	zero, neg, inf, nan := 0, -1.0, math.Inf(1), math.NaN()
+	for _, d := range []Budgets{{MaxAgentCalls: &zero}, {CostThreshold: &neg}, {TimeThresholdMinutes: &neg},
+		{CostThreshold: &inf}, {TimeThresholdMinutes: &inf}, {CostThreshold: &nan}, {TimeThresholdMinutes: &nan}} {
 		if d.Check() == nil {
 			t.Errorf("%+v accepted", d)
 		}

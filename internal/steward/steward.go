@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -141,9 +142,35 @@ type ResumeOptions struct {
 	MaxAgentCalls *int
 }
 
+// OptionError is a steward's option that cannot be taken: Field is its
+// name in the manifest (cost_threshold, …), Reason why. Each front end
+// names the field its own way (logist's flags, the console's JSON).
+type OptionError struct{ Field, Reason string }
+
+func (e *OptionError) Error() string { return e.Field + " " + e.Reason }
+
+// Check is the one rule for a resume's new budgets, whoever asks (logist,
+// the console, a cluster node): each a finite number (an infinite one
+// would turn the budget off), a cost of at least 0 cents, a time of more
+// than 0 minutes, at least 1 call.
+func (o ResumeOptions) Check() error {
+	switch {
+	case o.CostThreshold != nil && !(*o.CostThreshold >= 0 && *o.CostThreshold <= math.MaxFloat64):
+		return &OptionError{Field: "cost_threshold", Reason: "must be a finite number of cents, at least 0"}
+	case o.TimeThresholdMinutes != nil && !(*o.TimeThresholdMinutes > 0 && *o.TimeThresholdMinutes <= math.MaxFloat64):
+		return &OptionError{Field: "time_threshold_minutes", Reason: "must be a finite number of minutes, more than 0"}
+	case o.MaxAgentCalls != nil && *o.MaxAgentCalls < 1:
+		return &OptionError{Field: "max_agent_calls", Reason: "must be at least 1"}
+	}
+	return nil
+}
+
 // Resume continues a job waiting for a steward (INTERVENTION_REQUIRED,
 // HALTED_COST, HALTED_TIME) at the phase where it stopped.
 func (s *Steward) Resume(id string, o ResumeOptions) (*manifest.Manifest, error) {
+	if err := o.Check(); err != nil {
+		return nil, err
+	}
 	tx, err := jobtx.Begin(s.Env, id, nil)
 	if err != nil {
 		return nil, err

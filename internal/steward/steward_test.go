@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -662,4 +663,43 @@ func TestIllegalTransitionChangesNothing(t *testing.T) {
 			t.Errorf("%d transitions recorded", len(trs))
 		}
 	})
+}
+
+// A resume's new budgets pass one rule, whoever asks: an infinite or NaN
+// budget (which would turn it off), a negative cost, a time of 0 and no
+// calls are refused, naming the field, and the job is left as it was.
+func TestResumeRefusesABudgetThatIsNone(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.WriteJob("j", map[string]any{"agents": map[string]any{
+		"worker":     testkit.Script(testkit.Step("STUCK", "needs a human")),
+		"supervisor": testkit.Script(testkit.Step("COMPLETED", "ok")),
+	}})
+	f.Run("j")
+	before := len(f.Records("j"))
+	num := func(v float64) *float64 { return &v }
+	zero := 0
+	for _, c := range []struct {
+		o     steward.ResumeOptions
+		field string
+	}{
+		{steward.ResumeOptions{CostThreshold: num(math.NaN())}, "cost_threshold"},
+		{steward.ResumeOptions{CostThreshold: num(math.Inf(1))}, "cost_threshold"},
+		{steward.ResumeOptions{CostThreshold: num(-1)}, "cost_threshold"},
+		{steward.ResumeOptions{TimeThresholdMinutes: num(math.Inf(1))}, "time_threshold_minutes"},
+		{steward.ResumeOptions{TimeThresholdMinutes: num(0)}, "time_threshold_minutes"},
+		{steward.ResumeOptions{MaxAgentCalls: &zero}, "max_agent_calls"},
+	} {
+		_, err := f.St.Resume("j", c.o)
+		var bad *steward.OptionError
+		if !errors.As(err, &bad) || bad.Field != c.field {
+			t.Errorf("%+v: %v, want an OptionError on %s", c.o, err, c.field)
+		}
+	}
+	if m := f.Load("j"); m.Status != lifecycle.InterventionRequired || len(f.Records("j")) != before {
+		t.Fatalf("a refused resume changed the job: %s, %d records (had %d)", m.Status, len(f.Records("j")), before)
+	}
+	if _, err := f.St.Resume("j", steward.ResumeOptions{CostThreshold: num(5), TimeThresholdMinutes: num(1)}); err != nil {
+		t.Fatalf("finite budgets: %v", err)
+	}
 }
