@@ -283,7 +283,7 @@ func retryAfter(h string, now time.Time) time.Duration {
 	}
 	var d time.Duration
 	if n, err := strconv.ParseFloat(h, 64); err == nil {
-		d = time.Duration(n * float64(time.Second))
+		d = manifest.Duration(n, time.Second)
 	} else if t, err := http.ParseTime(h); err == nil {
 		d = t.Sub(now)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/manifest"
 )
 
 // Gemini CLI (npm @google/gemini-cli, program gemini) in headless mode
@@ -375,7 +376,7 @@ func geminiRetryAfter(msg string) time.Duration {
 		return 0
 	}
 	if m[2] == "ms" {
-		return time.Duration(v * float64(time.Millisecond))
+		return manifest.Duration(v, time.Millisecond)
 	}
-	return time.Duration(v * float64(time.Second))
+	return manifest.Duration(v, time.Second)
 }

@@ -27,7 +27,7 @@ func (s *Script) Call(ctx context.Context, req *Request) (*Result, error) {
 	}
 	st := s.Steps[min(req.CallIndex, len(s.Steps)-1)]
 	if st.DelayMS > 0 {
-		t := time.NewTimer(time.Duration(st.DelayMS) * time.Millisecond)
+		t := time.NewTimer(manifest.Duration(float64(st.DelayMS), time.Millisecond))
 		defer t.Stop()
 		select {
 		case <-ctx.Done():

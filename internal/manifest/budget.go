@@ -177,7 +177,7 @@ func (m *Manifest) over(kind BudgetKind, d *Budgets) bool {
 // a duration, as the engine's call deadlines are.
 func (m *Manifest) spent(b Budget) bool {
 	if b.Kind == BudgetTime {
-		return seconds(m.Metrics.CumulativeTimeSeconds) >= time.Duration(b.Limit*float64(time.Minute))
+		return seconds(m.Metrics.CumulativeTimeSeconds) >= Duration(b.Limit, time.Minute)
 	}
 	if b.Kind == BudgetCost {
 		return CentsToMicros(b.Used) >= CentsToMicros(b.Limit)
@@ -196,7 +196,7 @@ func CentsToMicros(c float64) int64 { return int64(math.Round(c * 1e4)) }
 func (m *Manifest) TimeBudgetUnder(d *Budgets) time.Duration {
 	for _, b := range m.Budgets(d) {
 		if b.Kind == BudgetTime {
-			return time.Duration(b.Limit * float64(time.Minute))
+			return Duration(b.Limit, time.Minute)
 		}
 	}
 	return 0

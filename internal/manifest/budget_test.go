@@ -3,6 +3,7 @@ package manifest
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 // Every job runs under finite budgets: its manifest's own, else the
@@ -59,5 +60,52 @@ func TestDefaultBudgetsMustBeFinite(t *testing.T) {
 	}
 	if err := DefaultBudgets().Check(); err != nil {
 		t.Error(err)
+	}
+}
+
+// A number from outside becomes a duration without wrapping round: past
+// the longest duration it is the longest.
+func TestDurationFromOutsideNeverWraps(t *testing.T) {
+	for _, c := range []struct {
+		v    float64
+		unit time.Duration
+		want time.Duration
+	}{
+		{1.5, time.Second, 1500 * time.Millisecond},
+		{250, time.Millisecond, 250 * time.Millisecond},
+		{1e10, time.Second, math.MaxInt64},
+		{1e300, time.Minute, math.MaxInt64},
+		{math.Inf(1), time.Second, math.MaxInt64},
+		{math.NaN(), time.Second, 0},
+		{-3, time.Second, 0},
+		{0, time.Minute, 0},
+	} {
+		if got := Duration(c.v, c.unit); got != c.want {
+			t.Errorf("Duration(%g, %v) = %v, want %v", c.v, c.unit, got, c.want)
+		}
+	}
+}
+
+// A time budget or timeout too large for a duration is a long one: before,
+// 1e9 minutes wrapped round to a negative duration, and the job was over
+// its time budget before its first call; a timeout of 1e10 s had passed
+// before the call began.
+func TestHugeTimeLimitsAreLongNotSpent(t *testing.T) {
+	huge, long, ms := 1e9, 1e10, int64(1e17)
+	m := Manifest{TimeThresholdMinutes: &huge, Limits: &Limits{CallTimeoutSeconds: &long, BackoffInitialMS: &ms},
+		Agents: map[string]AgentConfig{"worker": {TimeoutSeconds: 1e300}}}
+	if m.OverTime() {
+		t.Error("a budget of 1e9 minutes is spent with no time used")
+	}
+	if b := m.TimeBudget(); b != math.MaxInt64 {
+		t.Errorf("time budget %v", b)
+	}
+	for _, role := range []string{"worker", "supervisor"} {
+		if d := m.CallTimeout(role); d != math.MaxInt64 {
+			t.Errorf("%s's call timeout %v", role, d)
+		}
+	}
+	if d := m.BackoffInitial(); d != math.MaxInt64 {
+		t.Errorf("first backoff %v", d)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"path"
 	"regexp"
 	"slices"
@@ -683,7 +684,7 @@ func (m *Manifest) MaxAPIRetries() int {
 // BackoffInitial returns the first API-retry delay.
 func (m *Manifest) BackoffInitial() time.Duration {
 	if m.Limits != nil && m.Limits.BackoffInitialMS != nil {
-		return time.Duration(*m.Limits.BackoffInitialMS) * time.Millisecond
+		return Duration(float64(*m.Limits.BackoffInitialMS), time.Millisecond)
 	}
 	return DefaultBackoffMS * time.Millisecond
 }
@@ -699,7 +700,24 @@ func (m *Manifest) CallTimeout(role string) time.Duration {
 	return DefaultCallTimeoutSecs * time.Second
 }
 
-func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+func seconds(f float64) time.Duration { return Duration(f, time.Second) }
+
+// Duration is the one conversion of a number from outside (a manifest's
+// timeouts, budgets and delays, an answer's or a server's wait) into a
+// duration of that many units: past the longest duration (292 years) it
+// is the longest, not a conversion that wraps round to a negative one (a
+// time budget of 1e9 minutes read as already spent, a timeout of 1e10 s
+// as already passed); NaN, 0 and negatives are 0.
+func Duration(v float64, unit time.Duration) time.Duration {
+	ns := v * float64(unit)
+	switch {
+	case !(ns > 0):
+		return 0
+	case ns >= math.MaxInt64: // float64(math.MaxInt64) is 2^63
+		return math.MaxInt64
+	}
+	return time.Duration(ns)
+}
 
 // TimeBudget returns the time budget the manifest itself sets, or 0 when
 // it sets none (TimeBudgetUnder adds the daemon's default).

@@ -27,7 +27,7 @@ func (e *Engine) defaults(m *manifest.Manifest) *manifest.Budgets { return m.Uns
 func callDeadline(m *manifest.Manifest, d *manifest.Budgets, role string) (time.Duration, bool) {
 	t := m.CallTimeout(role)
 	if b := m.TimeBudgetUnder(d); b > 0 {
-		left := b - time.Duration(m.Metrics.CumulativeTimeSeconds*float64(time.Second))
+		left := b - manifest.Duration(m.Metrics.CumulativeTimeSeconds, time.Second)
 		if left < t {
 			return max(left, time.Millisecond), true
 		}
