@@ -18,7 +18,8 @@ func dollars(cents float64) string { return usd(cents / 100) }
 // usd shows an amount of US dollars, the one way every printer does:
 // two decimals, and below ten cents as many more as its first two
 // significant digits need, so that a small cost never reads as $0.00
-// ($0.004, $0.012, $0.40, $12.35).
+// ($0.004, $0.012, $0.40, $12.35); from a million billion dollars up, its
+// exponent ($1e+298).
 func usd(v float64) string { return string(appendUSD(nil, v)) }
 
 // appendUSD appends usd(v) to dst, without a string of its own (a
@@ -26,6 +27,11 @@ func usd(v float64) string { return string(appendUSD(nil, v)) }
 func appendUSD(dst []byte, v float64) []byte {
 	if v < 0 {
 		dst, v = append(dst, '-'), -v
+	}
+	if v >= 1e15 {
+		// Beyond any real bill (a budget of 1e300 cents, meaning none):
+		// its exponent, not three hundred digits.
+		return strconv.AppendFloat(append(dst, '$'), v, 'g', 3, 64)
 	}
 	if v == 0 || v >= 0.1 {
 		return strconv.AppendFloat(append(dst, '$'), v, 'f', 2, 64) // as %.2f, without fmt

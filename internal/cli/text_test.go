@@ -47,6 +47,8 @@ func TestUSD(t *testing.T) {
 		{12.345, "$12.35"},
 		{1e-12, "<$0.00000001"},
 		{-0.004, "-$0.004"},
+		{999999999999.99, "$999999999999.99"},
+		{1e298, "$1e+298"},
 	} {
 		if got := usd(c.v); got != c.want {
 			t.Errorf("usd(%v) = %q, want %q", c.v, got, c.want)
@@ -125,7 +127,8 @@ func FuzzFirstLine(f *testing.F) {
 }
 
 // FuzzNumberTexts holds the amounts and times a listing prints, formatted
-// by strconv, to the fmt verbs they were printed with (%.2f, %.3f).
+// by strconv, to the fmt verbs they were printed with (%.2f, %.3f; %.3g
+// for an amount beyond any bill).
 func FuzzNumberTexts(f *testing.F) {
 	for _, v := range []float64{0, 0.1, 1.005, 12.345, 1e21, -3, math.Inf(1), math.Inf(-1), math.NaN(), math.Copysign(0, -1)} {
 		f.Add(math.Float64bits(v))
@@ -139,7 +142,12 @@ func FuzzNumberTexts(f *testing.F) {
 		if a < 0 {
 			sign, a = "-", -a
 		}
-		if a == 0 || a >= 0.1 { // usd's two-decimal case; below it, its own rules (unchanged)
+		switch {
+		case a >= 1e15: // beyond any bill: its exponent
+			if got, want := usd(v), fmt.Sprintf("%s$%.3g", sign, a); got != want {
+				t.Fatalf("usd(%v) = %q, want %q", v, got, want)
+			}
+		case a == 0 || a >= 0.1: // usd's two-decimal case; below it, its own rules (unchanged)
 			if got, want := usd(v), fmt.Sprintf("%s$%.2f", sign, a); got != want {
 				t.Fatalf("usd(%v) = %q, want %q", v, got, want)
 			}

@@ -189,7 +189,21 @@ func (m *Manifest) spent(b Budget) bool {
 // micro-dollars, rounded: the unit a cost budget is compared in, by the
 // engine here and by the store that refuses a call past it
 // (clusterstore.Apply), so both find a budget used up at the same cost.
-func CentsToMicros(c float64) int64 { return int64(math.Round(c * 1e4)) }
+// Past the largest int64 (a budget of 1e300 cents: no limit) it is the
+// largest, not a conversion that wraps round to a negative budget, which
+// the store refuses while the engine takes it as spent.
+func CentsToMicros(c float64) int64 {
+	m := math.Round(c * 1e4)
+	switch {
+	case m != m: // NaN: no amount
+		return 0
+	case m >= math.MaxInt64: // float64(math.MaxInt64) is 2^63
+		return math.MaxInt64
+	case m <= math.MinInt64:
+		return math.MinInt64
+	}
+	return int64(m)
+}
 
 // TimeBudgetUnder returns the job's time budget under the defaults d, or
 // 0 when it has none.

@@ -109,3 +109,19 @@ func TestHugeTimeLimitsAreLongNotSpent(t *testing.T) {
 		t.Errorf("first backoff %v", d)
 	}
 }
+
+// An amount past the micro-dollars an int64 holds is the most it holds.
+func TestCentsToMicrosNeverWraps(t *testing.T) {
+	for _, c := range []struct {
+		cents float64
+		want  int64
+	}{{1.25, 12500}, {1e300, math.MaxInt64}, {math.Inf(1), math.MaxInt64}, {-1e300, math.MinInt64}, {math.NaN(), 0}} {
+		if got := CentsToMicros(c.cents); got != c.want {
+			t.Errorf("CentsToMicros(%g) = %d, want %d", c.cents, got, c.want)
+		}
+	}
+	huge := 1e300
+	if m := (Manifest{CostThreshold: &huge}); m.OverCost() {
+		t.Error("a cost budget of 1e300 cents is spent with nothing spent")
+	}
+}

@@ -697,6 +697,22 @@ func costJob(threshold float64) map[string]any {
 	return j
 }
 
+// A cost budget too large for the store's micro-dollars is no limit, not
+// one spent: a job with cost_threshold 1e300 was halted for its cost
+// before its first call, and the halt itself refused by the store (its
+// budget wrapped round to a negative one), the run failing over and over.
+func TestHugeCostBudgetRunsTheJob(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	j := costJob(1e300)
+	j["agents"].(map[string]any)["worker"] = testkit.Script(testkit.Step("COMPLETED", "Done."))
+	f.WriteJob("j", j)
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Success {
+		t.Fatalf("status = %s (%s: %s)", m.Status, m.Run.ErrorCode, m.Run.Reason)
+	}
+}
+
 func TestCostHaltAfterExactlyThreeCalls(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
