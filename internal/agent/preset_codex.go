@@ -17,6 +17,7 @@ import (
 
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/manifest"
 )
 
 // Codex CLI (npm @openai/codex, tested with 0.169.0): `codex exec --json`
@@ -369,7 +370,7 @@ func classifyCodex(msg string) *Error {
 			if strings.ToLower(m[2]) == "ms" {
 				unit = time.Millisecond
 			}
-			e.RetryAfter = time.Duration(v * float64(unit))
+			e.RetryAfter = manifest.Duration(v, unit)
 		}
 		return e
 	case has("context window", "context_length_exceeded"):

@@ -13,6 +13,7 @@ import (
 
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/manifest"
 )
 
 // OpenCode (npm opencode-ai, program opencode) with `opencode run
@@ -347,7 +348,7 @@ func opencodeClassify(e *opencodeError) *Error {
 func opencodeRetryAfter(h map[string]string) time.Duration {
 	if v := h["retry-after-ms"]; v != "" {
 		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
-			return min(time.Duration(ms*float64(time.Millisecond)), MaxRetryAfter)
+			return min(manifest.Duration(ms, time.Millisecond), MaxRetryAfter)
 		}
 	}
 	return retryAfter(h["retry-after"], time.Now())

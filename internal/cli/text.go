@@ -76,9 +76,13 @@ func appendTime(dst []byte, m *manifest.Manifest) []byte {
 // exact: 90 is 1h30m, 0.5 is 30s, 2.25 is 2m15s, 0.001 is 0.06s (not
 // time.Duration's 1h30m0s).
 func minutesText(minutes float64) string {
-	d := time.Duration(math.Round(minutes * float64(time.Minute)))
+	d := manifest.Duration(math.Round(minutes*float64(time.Minute)), 1)
 	if d <= 0 {
 		return "0s"
+	}
+	if d == math.MaxInt64 {
+		// Longer than a duration holds (292 years): the number given.
+		return strconv.FormatFloat(minutes, 'g', 3, 64) + " minutes"
 	}
 	h := d / time.Hour
 	d -= h * time.Hour

@@ -21,6 +21,7 @@ func TestMinutesText(t *testing.T) {
 	}{
 		{90, "1h30m"}, {0.5, "30s"}, {10, "10m"}, {60, "1h"}, {1.5, "1m30s"}, {2.25, "2m15s"},
 		{0.001, "0.06s"}, {0.333, "19.98s"}, {1500, "25h"}, {0, "0s"}, {61.01, "1h1m0.6s"},
+		{1e9, "1e+09 minutes"}, // longer than a duration holds
 	} {
 		if got := minutesText(c.min); got != c.want {
 			t.Errorf("minutesText(%v) = %q, want %q", c.min, got, c.want)

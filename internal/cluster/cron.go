@@ -109,7 +109,7 @@ func (n *Node) fireDue(ctx context.Context, now time.Time) error {
 		}
 		missed := false
 		if dl := tpl.Schedule.StartingDeadlineSeconds; dl != nil {
-			missed = now.Sub(tick)-cronEvery > time.Duration(*dl*float64(time.Second))
+			missed = now.Sub(tick)-cronEvery > manifest.Duration(*dl, time.Second)
 		}
 		if err := n.fire(ctx, j.ID, tpl, tick, now, js, missed, passed); err != nil {
 			return err

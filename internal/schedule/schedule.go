@@ -141,7 +141,7 @@ func (s *Scheduler) Sync(id string, m *manifest.Manifest) {
 					s.Obs.Cron("missed")
 				}
 				dl := m.Schedule.StartingDeadlineSeconds
-				if dl != nil && now.Sub(latest) > time.Duration(*dl*float64(time.Second)) {
+				if dl != nil && now.Sub(latest) > manifest.Duration(*dl, time.Second) {
 					s.Obs.Cron("missed")
 					s.Logger.Warn("scheduled run missed: past its starting deadline", "job_id", id, "tick", latest.UTC().Format(time.RFC3339), "missed", n)
 				} else {

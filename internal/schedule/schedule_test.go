@@ -179,6 +179,8 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 		{"no deadline: latest missed tick runs", ``, 1, 2},
 		{"deadline covers the latest", `, "starting_deadline_seconds": 120`, 1, 2},
 		{"deadline passed", `, "starting_deadline_seconds": 10`, 0, 3},
+		// Longer than a duration holds: no deadline, not one always passed.
+		{"deadline of 1e10 s", `, "starting_deadline_seconds": 1e10`, 1, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, _, cnt, store := setup(t, `{"cron": "*/5 * * * *"`+c.deadline+`}`)
