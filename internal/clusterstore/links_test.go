@@ -2,6 +2,7 @@ package clusterstore_test
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -57,6 +58,7 @@ func TestLinksAreCheckedAsTheirLines(t *testing.T) {
 	}{
 		{"continues", good, goodLinks, 0, nil},
 		{"a call past the budget", good, goodLinks, 50, clusterstore.ErrBudget},
+		{"a debit past what an int64 holds", good, goodLinks, math.MaxInt64, clusterstore.ErrBudget},
 		{"a gap", gap, gapLinks, 0, clusterstore.ErrConflict},
 		{"a fork", fork, forkLinks, 0, clusterstore.ErrConflict},
 		{"the history again", first, firstLinks, 0, clusterstore.ErrConflict},

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -203,6 +204,12 @@ func Apply(j Job, l *Lease, u *Unit, now time.Time) (Job, error) {
 		j.BudgetMicros = *u.BudgetMicros
 	}
 	spent := j.SpentMicros + u.DebitMicros
+	if spent < j.SpentMicros {
+		// Both are at least 0: past what an int64 holds (an agent that
+		// reported an absurd cost, twice) is the most, not a wrap round
+		// to a negative sum under every budget.
+		spent = math.MaxInt64
+	}
 	if j.BudgetMicros > 0 && spent >= j.BudgetMicros && intent {
 		return j, fmt.Errorf("job %s: spent %d µ$ of a budget of %d µ$, a call may not start: %w", j.ID, spent, j.BudgetMicros, ErrBudget)
 	}
