@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -451,5 +452,27 @@ func TestVerify(t *testing.T) {
 	writeAll(t, p, tampered)
 	if code, body := w.call("GET", "/api/v1/jobs/done/verify", viewerTok, nil); code != 200 || body["intact"] != false || !strings.HasPrefix(body["message"].(string), "FAILED") {
 		t.Errorf("verify tampered: %d %v", code, body)
+	}
+}
+
+// A page's resume form parses its budgets as numbers, NaN and infinity
+// among them: the steward's one rule refuses them as the API's JSON does.
+func TestResumeFormRefusesABudgetThatIsNone(t *testing.T) {
+	w := newWorld(t)
+	cl := w.browser()
+	csrf := w.login(cl, stewardTok)
+	for _, v := range []string{"NaN", "+Inf", "-1"} {
+		resp, err := cl.PostForm(w.srv.URL+"/api/v1/jobs/stuck/resume", url.Values{"csrf": {csrf}, "cost_threshold": {v}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(page), "cost_threshold must be a finite number of cents, at least 0") {
+			t.Fatalf("cost_threshold=%s: %d %s", v, resp.StatusCode, page)
+		}
+	}
+	if m := w.k.Load("stuck"); m.Status != "INTERVENTION_REQUIRED" {
+		t.Fatalf("stuck resumed by a refused form: %s", m.Status)
 	}
 }
