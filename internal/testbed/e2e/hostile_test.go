@@ -185,6 +185,15 @@ func hostileCases() []hostile {
 			want: outInvalid, code: "invalid JSON"},
 		{id: "H35", name: "m-bad-utf8", input: "invalid UTF-8 in task_description", manifest: strings.Replace(good, `"t"`, "\"t\xff\xfe\"", 1),
 			want: string(lifecycle.Success)},
+		// Numbers past what a duration or an int64 of micro-dollars holds
+		// (the schema sets no maximum): no limit, not one already reached.
+		{id: "H111", name: "m-huge-time-budget", input: "time_threshold_minutes 1e9", manifest: job(scriptW(`{"action": "COMPLETED", "summary": "x"}`), `"time_threshold_minutes": 1e9`),
+			want: string(lifecycle.Success)},
+		{id: "H112", name: "m-huge-cost-budget", input: "cost_threshold 1e300", manifest: job(scriptW(`{"action": "COMPLETED", "summary": "x"}`), `"cost_threshold": 1e300`),
+			want: string(lifecycle.Success)},
+		{id: "H113", name: "m-huge-timeout", input: "agent timeout_seconds 1e10, limits.call_timeout_seconds 1e300",
+			manifest: job(`{"provider": "script", "timeout_seconds": 1e10, "script": [{"action": "COMPLETED", "summary": "x", "delay_ms": 20}]}`, `"limits": {"call_timeout_seconds": 1e300}`),
+			want:     string(lifecycle.Success)},
 
 		// --- Agent answers -------------------------------------------------
 		{id: "H36", name: "a-empty", input: "empty answer", manifest: job(rawW("")),
