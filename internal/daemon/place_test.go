@@ -105,26 +105,8 @@ func TestWaitingPlacementRemovedTakesItsName(t *testing.T) {
 // second, beyond the next --max-parallel in line, is left to its start.
 func waitingPlacement(t *testing.T) (dir, bare, mf string) {
 	t.Helper()
-	dir = t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Options{JobsDir: dir, MaxParallel: 1, Grace: time.Second}, discard())
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	dir = oneSlotTaken(t)
 	store := jobstore.New(dir)
-	waitFor(t, "daemon lock", func() bool { return store.DaemonPID() == os.Getpid() })
-	slow := `{"task_description": "t", "agents": {"worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done", "delay_ms": 60000}]}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`
-	putFile(t, filepath.Join(dir, "first.json"), slow)
-	waitFor(t, "the first job's run", func() bool {
-		_, err := os.Stat(history.Path(filepath.Join(dir, "first")))
-		return err == nil
-	})
 	putFile(t, filepath.Join(dir, "next.json"), quick)
 	waitFor(t, "the next job's files made ahead and its placement settled", func() bool {
 		_, herr := os.Stat(history.Path(filepath.Join(dir, "next")))
@@ -141,22 +123,10 @@ func waitingPlacement(t *testing.T) (dir, bare, mf string) {
 	return dir, bare, mf
 }
 
-// putFile replaces p with body whole (a new file renamed over it).
-func putFile(t *testing.T, p, body string) {
+// oneSlotTaken runs a daemon with one slot on a new jobs folder (its
+// path), taken by a job whose worker takes a minute (first.json).
+func oneSlotTaken(t *testing.T) string {
 	t.Helper()
-	tmp := filepath.Join(filepath.Dir(p), ".put.tmp")
-	if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// A job folder removed while its job waits for a slot, its files made
-// ahead, leaves nothing noted in memory (atomicfile.Forget): the daemon
-// forgets the entries with the folder.
-func TestRemovedWaitingJobForgetsItsFilesMadeAhead(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -177,6 +147,26 @@ func TestRemovedWaitingJobForgetsItsFilesMadeAhead(t *testing.T) {
 		_, err := os.Stat(history.Path(filepath.Join(dir, "first")))
 		return err == nil
 	})
+	return dir
+}
+
+// putFile replaces p with body whole (a new file renamed over it).
+func putFile(t *testing.T, p, body string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(p), ".put.tmp")
+	if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A job folder removed while its job waits for a slot, its files made
+// ahead, leaves nothing noted in memory (atomicfile.Forget): the daemon
+// forgets the entries with the folder.
+func TestRemovedWaitingJobForgetsItsFilesMadeAhead(t *testing.T) {
+	dir := oneSlotTaken(t)
 	next := filepath.Join(dir, "next")
 	if err := os.Mkdir(next, 0o700); err != nil {
 		t.Fatal(err)
