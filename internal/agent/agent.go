@@ -94,6 +94,10 @@ type Error struct {
 	// Metered, when the call went through the metering proxy: CostUSD is
 	// the proxy's figure.
 	Metered *Metered
+	// Printed says, for AGENT_OUTPUT_LIMIT from a process, how much it
+	// was held to and why ("printed more than N bytes…"): the wording
+	// every caller that reports it uses.
+	Printed string
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Msg }

@@ -37,6 +37,10 @@ type Containment struct {
 	// Egress is the network allowlist's proxy (nil: none, and a job with
 	// an allowlist does not start).
 	Egress Egress
+	// OutputCeiling is the most any run may print per stream, whatever
+	// its job asks (ProcSpec.Ceiling; 0: none): every executor For
+	// gives, contained or not, holds its runs to it.
+	OutputCeiling int64
 
 	// nexts are the files made for the jobs' predicted next runs
 	// (spare.go).
@@ -72,7 +76,7 @@ func (c *Containment) For(m *manifest.Manifest) (Executor, error) {
 		want = sandbox.LayerAuto
 	}
 	if want == sandbox.LayerNone {
-		return Direct{}, nil
+		return Direct{Ceiling: c.OutputCeiling}, nil
 	}
 	layer, err := c.Status.Resolve(want)
 	if err != nil {
@@ -88,7 +92,7 @@ func (c *Containment) For(m *manifest.Manifest) (Executor, error) {
 		return nil, err
 	}
 	return &Contained{Exec: c.Exec, Mode: layer, Name: c.Status.Effective(layer), Network: net,
-		Job: m.JobID, Allow: allow, Egress: c.Egress, nexts: &c.nexts}, nil
+		Job: m.JobID, Allow: allow, Egress: c.Egress, Ceiling: c.OutputCeiling, nexts: &c.nexts}, nil
 }
 
 // network is the job's network policy, the one rule: the daemon's (the
@@ -128,6 +132,9 @@ type Contained struct {
 	Job    string
 	Allow  []egress.Entry
 	Egress Egress
+	// Ceiling holds every run to the operator's output ceiling
+	// (ProcSpec.Ceiling; 0: none).
+	Ceiling int64
 	// nexts: the Containment's record of the files made for predicted
 	// runs (nil: no spare sandboxes).
 	nexts *nextFiles
@@ -143,6 +150,7 @@ func (c *Contained) Run(ctx context.Context, spec ProcSpec) (*ProcResult, error)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	spec = spec.ceiled(c.Ceiling)
 	callDir := spec.CallDir
 	if callDir == "" {
 		tmp, err := os.MkdirTemp("", "logist-call-")
@@ -224,7 +232,7 @@ func (c *Contained) Run(ctx context.Context, spec ProcSpec) (*ProcResult, error)
 		}
 		return pr, nil
 	case sandbox.OutcomeOutputLimit:
-		return nil, &Error{Code: codes.AgentOutputLimit, Msg: fmt.Sprintf("agent printed more than %d bytes; killed", spec.limit()), Partial: r.Stdout, Stderr: string(r.Stderr)}
+		return nil, spec.overLimit(r.Stdout, string(r.Stderr))
 	case sandbox.OutcomeKilled:
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -272,6 +280,7 @@ func (c *Contained) ProxyRoot() string {
 
 // spec is the sandbox's view of a run.
 func (c *Contained) spec(s ProcSpec, callDir string) sandbox.Spec {
+	s = s.ceiled(c.Ceiling) // a predicted run's too (spareNext)
 	return sandbox.Spec{Argv: s.Argv, Dir: s.Dir, Env: s.Env, Stdin: s.Stdin, Limit: s.limit(), Home: s.Home,
 		ReadOnly: s.ReadOnly, ReadWrite: s.ReadWrite, Fill: s.Fill, Network: c.network(s), Limits: c.Limits,
 		CallDir: callDir, Layer: c.Mode, Owner: c.Job}

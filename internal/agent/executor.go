@@ -34,15 +34,16 @@ func ExecutorFrom(ctx context.Context) Executor {
 }
 
 // Direct runs a program uncontained, as its own process group: what the
-// sandbox opt-out ("sandbox": "none") runs under.
-type Direct struct{}
+// sandbox opt-out ("sandbox": "none") runs under. Ceiling holds its runs
+// to the operator's output ceiling (ProcSpec.Ceiling; 0: none).
+type Direct struct{ Ceiling int64 }
 
 // LayerNone is the Layer of an uncontained run.
 const LayerNone = "none"
 
 // Run implements Executor.
-func (Direct) Run(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
-	return runDirect(ctx, spec)
+func (d Direct) Run(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
+	return runDirect(ctx, spec.ceiled(d.Ceiling))
 }
 
 // Layer implements Executor.

@@ -26,8 +26,15 @@ type ProcSpec struct {
 	// Stdin is fed to the program; nil means /dev/null (several agent
 	// CLIs wait forever on an open stdin).
 	Stdin []byte
-	// Limit caps each of stdout and stderr (DefaultMaxOutput if 0).
+	// Limit caps each of stdout and stderr (DefaultMaxOutput if 0): what
+	// the job asks (max_output_bytes, max_tool_output_bytes).
 	Limit int64
+	// Ceiling is the operator's most per stream, whatever Limit asks (the
+	// daemon's --output-ceiling-bytes, set by the executor its
+	// Containment made; 0: none). What a program prints is held in the
+	// daemon's memory until it ends, so a job's author must not be the
+	// only one who bounds it.
+	Ceiling int64
 	// PidLog, if set, gets a line recording the process group of the call
 	// Interaction (KillOrphan).
 	PidLog      string
@@ -65,11 +72,37 @@ type ProcSpec struct {
 	ModelAPI bool
 }
 
+// limit is what the run may print per stream: the one rule, which both
+// executors enforce and name in their AGENT_OUTPUT_LIMIT (overLimit).
 func (s ProcSpec) limit() int64 {
-	if s.Limit <= 0 {
-		return DefaultMaxOutput
+	l := s.Limit
+	if l <= 0 {
+		l = DefaultMaxOutput
 	}
-	return s.Limit
+	if s.Ceiling > 0 && l > s.Ceiling {
+		return s.Ceiling
+	}
+	return l
+}
+
+// ceiled is s under an executor's ceiling (0: none): the lower of the
+// two when both are set.
+func (s ProcSpec) ceiled(ceiling int64) ProcSpec {
+	if ceiling > 0 && (s.Ceiling <= 0 || ceiling < s.Ceiling) {
+		s.Ceiling = ceiling
+	}
+	return s
+}
+
+// overLimit is the error of a run killed for printing more than its
+// limit, with what it printed so far; it names the operator's ceiling
+// when that, not the job's own limit, is what the run hit.
+func (s ProcSpec) overLimit(stdout []byte, stderr string) *Error {
+	printed := fmt.Sprintf("printed more than %d bytes", s.limit())
+	if asked := (ProcSpec{Limit: s.Limit}).limit(); asked > s.limit() {
+		printed += fmt.Sprintf(", this daemon's output ceiling (logistd --output-ceiling-bytes; the job asks %d)", asked)
+	}
+	return &Error{Code: codes.AgentOutputLimit, Msg: "agent " + printed + "; killed", Partial: stdout, Stderr: stderr, Printed: printed}
 }
 
 // ProcResult is what a program that ran to its end left behind.
@@ -228,7 +261,7 @@ func runDirect(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 	case "ctx":
 		return nil, ctx.Err()
 	case "over":
-		return nil, &Error{Code: codes.AgentOutputLimit, Msg: fmt.Sprintf("agent printed more than %d bytes; killed", limit), Partial: stdout.Bytes(), Stderr: stderr.String()}
+		return nil, spec.overLimit(stdout.Bytes(), stderr.String())
 	}
 	res := &ProcResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
 	if waitErr != nil {

@@ -60,7 +60,7 @@ func RunCluster(ctx context.Context, o Options, logger *slog.Logger) error {
 	// dropped in it is submitted to the cluster, as file mode takes one.
 	n := &cluster.Node{ID: id, Store: store, Dir: o.JobsDir, IntakeDir: o.JobsDir, TTL: o.Lease, MaxParallel: o.MaxParallel, Grace: o.Grace,
 		Logger: logger, Effects: builtins.Effects(), Budgets: &o.Budgets, Getenv: o.Getenv,
-		Contain: containment(o.Sandbox, logger, mp, m), Meter: mp.agents, Obs: nodeObserver{m}, Cron: m}
+		Contain: containment(o.Sandbox, o.outputCeiling(), logger, mp, m), Meter: mp.agents, Obs: nodeObserver{m}, Cron: m}
 	if err := n.Start(ctx); err != nil {
 		return err
 	}

@@ -54,6 +54,11 @@ type Options struct {
 	// Sandbox is the containment of jobs that name none (auto, bwrap,
 	// landlock, or none: every such job's processes uncontained).
 	Sandbox string
+	// OutputCeiling is the most any agent or tool process may print per
+	// stream, whatever its job's max_output_bytes or
+	// max_tool_output_bytes asks: the daemon holds that output in memory
+	// (agent.Containment.OutputCeiling). 0: DefaultOutputCeiling.
+	OutputCeiling int64
 	// Console: the steward console on the Listen address (internal/console).
 	Console ConsoleOptions
 	// Budgets are the default budgets of jobs whose manifest sets none
@@ -97,6 +102,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs.StringVar(&o.DatabaseURL, "database-url", "", "cluster mode: run the jobs of this PostgreSQL database (postgres://…) with the other nodes sharing it; --jobs-dir is then this node's working folder (docs/cluster.md)")
 	fs.StringVar(&o.NodeID, "node-id", "", "cluster mode: this node's name (default: the host name)")
 	fs.DurationVar(&o.Lease, "lease", 10*time.Second, "cluster mode: a job's lease, at least 1s; a node that stops renewing it (every third of it) loses the job to another after this long")
+	fs.Int64Var(&o.OutputCeiling, "output-ceiling-bytes", DefaultOutputCeiling, "the most an agent or tool process may print to stdout, and to stderr, whatever its job's max_output_bytes or max_tool_output_bytes asks (bytes, at least 1024; 0: the default): logistd holds that output in memory until the process ends")
 	fs.StringVar(&o.Sandbox, "sandbox", "auto", "containment of the processes of jobs whose manifest sets no sandbox: auto (bwrap, else Landlock; a job refuses to start when neither works), bwrap, landlock, or none (an explicit opt-out, recorded in each job's history)")
 	o.Budgets = manifest.DefaultBudgets()
 	o.Getenv = getenv
@@ -197,6 +203,22 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: use json or text", format)
 }
 
+// DefaultOutputCeiling is --output-ceiling-bytes' default: 16 times a
+// job's default max_output_bytes (agent.DefaultMaxOutput).
+const DefaultOutputCeiling = 64 << 20
+
+// outputCeiling is --output-ceiling-bytes, its default for 0.
+func (o *Options) outputCeiling() int64 {
+	if o.OutputCeiling == 0 {
+		return DefaultOutputCeiling
+	}
+	return o.OutputCeiling
+}
+
+// minOutputCeiling is the least --output-ceiling-bytes: the schema's
+// minimum of the limits it caps.
+const minOutputCeiling = 1024
+
 // minLease is the shortest --lease: a node renews its leases every third
 // of it, and a renewal is a database round trip that must fit.
 const minLease = time.Second
@@ -222,6 +244,9 @@ func (o *Options) check(sources map[string]config.Source) error {
 	}
 	if o.Retention < 0 {
 		errs = append(errs, bad("retention", "must not be negative (0 keeps finished jobs)"))
+	}
+	if o.OutputCeiling < 0 || o.OutputCeiling > 0 && o.OutputCeiling < minOutputCeiling {
+		errs = append(errs, bad("output-ceiling-bytes", fmt.Sprintf("must be at least %d (bytes; 0: the default)", minOutputCeiling)))
 	}
 	if o.DatabaseURL != "" && o.Lease < minLease {
 		errs = append(errs, bad("lease", "must be at least "+minLease.String()))

@@ -20,12 +20,14 @@ import (
 //
 // A contained call's network is the metering proxy (its launcher forwards
 // to its socket); a job on the host network reaches it on its loopback
-// port. Its spare sandboxes are counted on m.
-func containment(sandboxFlag string, log *slog.Logger, mp *meterProxy, m *metrics.Metrics) *agent.Containment {
+// port. Its spare sandboxes are counted on m. Every run, contained or not,
+// prints at most outputCeiling bytes per stream (--output-ceiling-bytes).
+func containment(sandboxFlag string, outputCeiling int64, log *slog.Logger, mp *meterProxy, m *metrics.Metrics) *agent.Containment {
 	def, _ := sandbox.ParseLayer(sandboxFlag) // checked with the flags
 	// One launcher is kept started ahead of the next call (Prefork).
 	c := &agent.Containment{Exec: &sandbox.Local{Prefork: true}, Status: sandbox.Probe(), Default: def,
-		Network: sandbox.Network{Mode: sandbox.NetProxy, Socket: mp.socket}, ProxyPort: mp.port, Egress: egressForAgents{mp.egress}}
+		Network: sandbox.Network{Mode: sandbox.NetProxy, Socket: mp.socket}, ProxyPort: mp.port, Egress: egressForAgents{mp.egress},
+		OutputCeiling: outputCeiling}
 	if _, err := c.For(&manifest.Manifest{}); err != nil {
 		joblog.Log(log, fmt.Sprintf("jobs without a sandbox setting will not start: %v (logistd --check-sandbox)", err),
 			joblog.Problem{Code: codes.SandboxUnavailable})

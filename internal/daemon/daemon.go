@@ -155,7 +155,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	}
 	defer mp.close()
 	d.engine.Meter = mp.agents
-	d.engine.Contain = containment(o.Sandbox, d.log, mp, d.metrics)
+	d.engine.Contain = containment(o.Sandbox, o.outputCeiling(), d.log, mp, d.metrics)
 	d.cron = schedule.New(env, logger, d.metrics, effects)
 	d.cron.Created = func(id string) {
 		d.watchJob(id)

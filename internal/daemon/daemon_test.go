@@ -171,6 +171,8 @@ func TestMainFlags(t *testing.T) {
 		{nil, map[string]string{"LOGISTD_MAX_PARALLEL": "-2"}, []string{"--max-parallel -2 (env LOGISTD_MAX_PARALLEL): must be at least 1"}},
 		{[]string{"--grace", "-5s", "--retention", "-1h"}, nil, []string{"--grace -5s: must not be negative", "--retention -1h0m0s: must not be negative"}},
 		{[]string{"--database-url", "postgres://127.0.0.1:1/none", "--lease", "300ms"}, nil, []string{"--lease 300ms: must be at least 1s"}},
+		{[]string{"--output-ceiling-bytes", "-1"}, nil, []string{"--output-ceiling-bytes -1: must be at least 1024 (bytes; 0: the default)"}},
+		{nil, map[string]string{"LOGISTD_OUTPUT_CEILING_BYTES": "100"}, []string{"--output-ceiling-bytes 100 (env LOGISTD_OUTPUT_CEILING_BYTES): must be at least 1024"}},
 	} {
 		errb.Reset()
 		getenv := func(k string) string { return c.env[k] }

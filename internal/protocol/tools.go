@@ -267,7 +267,7 @@ func runCommand(ctx context.Context, dir, runDir string, argv []string, timeout 
 				out["truncated"] = true
 				putText(out, "stdout", ae.Partial)
 				putText(out, "stderr", []byte(ae.Stderr))
-				return out, -1, fmt.Sprintf("printed more than %d bytes; its process group was killed", limit), nil
+				return out, -1, ae.Printed + "; its process group was killed", nil
 			}
 			return out, -1, ae.Msg, nil
 		}

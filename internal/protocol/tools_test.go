@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/logist/logist/internal/agent"
 )
 
 func execTool(t *testing.T, ws string, store Store, p Policy, tool string, input map[string]any) (*ToolResult, map[string]any) {
@@ -104,6 +106,33 @@ func TestShellToolFailures(t *testing.T) {
 	res, out = execTool(t, ws, store, p, ToolShell, map[string]any{"command": "yes | head -c 100000"})
 	if res.OK || out["truncated"] != true || !strings.Contains(res.Error, "more than 1000 bytes") {
 		t.Errorf("output limit: %+v %v", res, out["truncated"])
+	}
+}
+
+// A tool's max_tool_output_bytes is held to the daemon's output ceiling,
+// which its executor carries, and the tool's error names the ceiling.
+func TestToolOutputUnderTheCeiling(t *testing.T) {
+	ws, store, p := toolSetup(t)
+	p.MaxToolOutputBytes = 1 << 40
+	ctx := agent.WithExecutor(context.Background(), agent.Direct{Ceiling: 2048})
+	res, err := Execute(ctx, ws, Intent{ID: "i", ProposalID: "p", Tool: ToolShell, Input: map[string]any{"command": "yes | head -c 100000"}, RiskClass: "low"}, store, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "printed more than 2048 bytes, this daemon's output ceiling (logistd --output-ceiling-bytes; the job asks 1099511627776); its process group was killed"
+	if res.OK || res.Error != want {
+		t.Errorf("error %q, want %q", res.Error, want)
+	}
+	b, err := store.Get(res.OutputArtifact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil || out["truncated"] != true {
+		t.Fatalf("output %s: %v", b, err)
+	}
+	if s, _ := out["stdout"].(string); len(s) > 2048 {
+		t.Errorf("kept %d bytes of stdout, over the ceiling", len(s))
 	}
 }
 

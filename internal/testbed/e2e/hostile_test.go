@@ -265,6 +265,15 @@ func hostileCases() []hostile {
 					t.Errorf("%s: recorded stderr is %d bytes, want it cut at 4 KiB", c.id, len(r.Stderr))
 				}
 			}},
+		{id: "H114", name: "p-flood-past-ceiling", input: "prints without end to stdout, max_output_bytes 1 TiB (past the daemon's 64 MiB ceiling)",
+			manifest: job(cmdW("", `, "max_output_bytes": 1099511627776`), optOut), files: agent(`echo $$ > agent.pid; exec yes 'spam spam spam spam spam spam spam spam spam'`),
+			want: string(lifecycle.InterventionRequired), code: "AGENT_OUTPUT_LIMIT", resp: "AGENT_OUTPUT_LIMIT",
+			reason: "more than 67108864 bytes, this daemon's output ceiling (logistd --output-ceiling-bytes; the job asks 1099511627776)",
+			check:  func(t *testing.T, h *hostileRun, c *hostile) { h.processGone(t, c, "agent.pid") }},
+		{id: "H115", name: "p-flood-past-ceiling-contained", input: "the same in the job's sandbox, on stderr",
+			manifest: job(cmdW("", `, "max_output_bytes": 1099511627776`)), files: agent(`exec yes 'err err err err err err' >&2`),
+			want: string(lifecycle.InterventionRequired), code: "AGENT_OUTPUT_LIMIT", resp: "AGENT_OUTPUT_LIMIT",
+			reason: "this daemon's output ceiling"},
 		{id: "H56", name: "p-never-exits", input: "never exits (timeout_seconds 0.5)",
 			manifest: job(cmdW(`"timeout_seconds": 0.5, `, ""), optOut), files: agent(`echo $$ > agent.pid; exec sleep 60`),
 			want: string(lifecycle.InterventionRequired), code: "AGENT_TIMEOUT", resp: "AGENT_TIMEOUT", reason: "timeout",
