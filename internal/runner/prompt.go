@@ -17,6 +17,13 @@ Answer with exactly one JSON object and nothing else:
 {"action": "COMPLETED" | "STUCK" | "RETRY", "evidence_files": ["relative/paths"], "summary_for_supervisor": "at most 500 characters"}
 `
 
+// MaxPromptBytes bounds a role's prompt file (prompts in the manifest), as
+// manifest.MaxSize bounds the manifest that names it: the prompt goes
+// whole into every request of the role (its record, its request file,
+// the view), so a file of 50 MiB took logistd to 1.7 GiB of memory for one
+// call; a megabyte is about a quarter of a million tokens.
+const MaxPromptBytes = 1 << 20
+
 // systemPrompt is the role's prompt: the manifest's override file (inside
 // the job folder), else the built-in one for the role, else a generic one.
 func systemPrompt(m *manifest.Manifest, jobDir, role string) (string, error) {
@@ -25,9 +32,12 @@ func systemPrompt(m *manifest.Manifest, jobDir, role string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("prompts.%s: %w", role, err)
 		}
-		b, err := regfile.ReadFile(p)
+		b, err := regfile.ReadLimited(p, MaxPromptBytes)
 		if err != nil {
 			return "", fmt.Errorf("prompts.%s: %w", role, err)
+		}
+		if len(b) > MaxPromptBytes {
+			return "", fmt.Errorf("prompts.%s: %s is larger than the %d bytes a prompt file may hold", role, rel, MaxPromptBytes)
 		}
 		return string(b), nil
 	}
