@@ -58,6 +58,9 @@ var cmdStatus = &command{
 		if m.Run.SnapshotError != "" {
 			r.Fields = append(r.Fields, Field{"snapshot_error", "Snapshot", "none at the last recovery point: " + m.Run.SnapshotError})
 		}
+		if m.Run.GitError != "" {
+			r.Fields = append(r.Fields, Field{"git_error", "Job branch", "no commit at the last recovery point: " + m.Run.GitError})
+		}
 		stall, stalled := e.store.ReadStall(id)
 		switch {
 		case stalled && stall.Refused:

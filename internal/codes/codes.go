@@ -247,7 +247,7 @@ var catalogue = []Code{
 	{SnapshotFailed, Error, false, "engine", "a recovery point's workspace snapshot failed; the job goes on, but cannot be rolled back to that point"},
 	{IllegalTransition, Error, true, "engine", "a status change the lifecycle table does not allow was refused (a bug)"},
 	{WorkspaceSource, Error, true, "engine", "the workspace the manifest names could not be made (git missing, a repository out of reach, a bad ref, no such folder); no agent ran"},
-	{GitCommitFailed, Error, false, "engine", "a recovery point's commit on the job branch failed; the job goes on, and its snapshot still restores the point"},
+	{GitCommitFailed, Error, false, "engine", "a recovery point's commit on the job branch failed, or the workspace's repository was refused (it sets what would run a program or lead git past the workspace: docs/security.md); the job goes on, its snapshot still restores the point, and logist status says why"},
 	{GitReconciled, Warning, false, "engine", "a commit made for a recovery point that a crash kept out of the history was undone; the point is committed again when it is reached"},
 
 	// The job's files.

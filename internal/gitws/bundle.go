@@ -13,7 +13,7 @@ import (
 // nodes store it with a recovery point, so that a git job moves with its
 // branch.
 func Bundle(ctx context.Context, dir string) ([]byte, error) {
-	if _, err := gitDir(dir); err != nil {
+	if _, _, err := workspace(ctx, dir); err != nil {
 		return nil, err
 	}
 	f, err := os.CreateTemp("", "logist-bundle-*")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -63,7 +64,7 @@ func head(ctx context.Context, dir string) string {
 // that is already Logist's commit of the same checkpoint and tree is kept
 // (a commit made again after a crash is the same commit).
 func Commit(ctx context.Context, dir, branch string, m Message) (string, error) {
-	gd, err := gitDir(dir)
+	_, gd, err := workspace(ctx, dir)
 	if err != nil {
 		return "", err
 	}
@@ -138,7 +139,7 @@ func logistCommit(ctx context.Context, dir, commit string) (cp, tree string, ok 
 // left), the index with it; the files stay as they are. It returns the
 // commit dropped ("" if none). The next recovery point commits again.
 func Reconcile(ctx context.Context, dir string, recorded func(commit string) bool) (string, error) {
-	if _, err := gitDir(dir); err != nil {
+	if _, _, err := workspace(ctx, dir); err != nil {
 		return "", err
 	}
 	tip := head(ctx, dir)
@@ -161,10 +162,10 @@ func Reconcile(ctx context.Context, dir string, recorded func(commit string) boo
 // Restore points branch, HEAD and the index at commit: a rollback, whose
 // files the workspace snapshot has already put back.
 func Restore(ctx context.Context, dir, branch, commit string) error {
-	if _, err := gitDir(dir); err != nil {
+	c, _, err := workspace(ctx, dir)
+	if err != nil {
 		return err
 	}
-	c := cmd{dir: dir}
 	for _, args := range [][]string{
 		{"update-ref", "-m", "logist: rollback", "refs/heads/" + branch, commit},
 		{"symbolic-ref", "HEAD", "refs/heads/" + branch},
@@ -179,17 +180,28 @@ func Restore(ctx context.Context, dir, branch, commit string) error {
 	return nil
 }
 
-// copyFile copies src to dst (dst removed if src does not exist).
+// copyFile copies src to dst, a new file (whatever was at dst is removed
+// first, never written through); a missing src leaves no dst. The copy is
+// streamed: an index is as large as its agent made it.
 func copyFile(src, dst string) error {
-	b, err := os.ReadFile(src)
+	if err := os.Remove(dst); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	in, err := os.Open(src)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.Remove(dst); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(dst, b, 0o644)
+	defer in.Close() //nolint:errcheck // read-only
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		_ = out.Close() // the copy has failed already
+		return err
+	}
+	return out.Close()
 }

@@ -9,12 +9,19 @@ import (
 
 // Tip is the commit branch points at in the workspace dir.
 func Tip(ctx context.Context, dir, branch string) (string, error) {
+	if _, _, err := workspace(ctx, dir); err != nil {
+		return "", err
+	}
 	return line(ctx, dir, "rev-parse", "--verify", "refs/heads/"+branch+"^{commit}")
 }
 
 // DiffStat is `git diff --stat` from one commit to another (renames found).
 func DiffStat(ctx context.Context, dir, from, to string) (string, error) {
-	out, err := (cmd{dir: dir}).run(ctx, "diff", "--no-ext-diff", "--no-textconv", "--stat", "-M", from, to, "--")
+	c, _, err := workspace(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	out, err := c.run(ctx, "diff", "--no-ext-diff", "--no-textconv", "--stat", "-M", from, to, "--")
 	return string(out), err
 }
 
@@ -22,13 +29,21 @@ func DiffStat(ctx context.Context, dir, from, to string) (string, error) {
 // apply` takes on a checkout of from: binary files included, renames as
 // renames, full object ids.
 func Patch(ctx context.Context, dir, from, to string) ([]byte, error) {
-	return (cmd{dir: dir}).run(ctx, "diff", "--no-ext-diff", "--no-textconv", "--binary", "--full-index", "-M", from, to, "--")
+	c, _, err := workspace(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	return c.run(ctx, "diff", "--no-ext-diff", "--no-textconv", "--binary", "--full-index", "-M", from, to, "--")
 }
 
 // SourceHead is the branch the source repository repo has checked out (""
 // when its HEAD is detached or it has none).
 func SourceHead(ctx context.Context, dir, repo string) (string, error) {
-	out, err := (cmd{dir: dir}).run(ctx, "ls-remote", "--symref", "--", repo, "HEAD")
+	c, _, err := workspace(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	out, err := c.run(ctx, "ls-remote", "--symref", "--", repo, "HEAD")
 	if err != nil {
 		return "", fmt.Errorf("cannot ask the source repository for its current branch: %w", err)
 	}
@@ -52,7 +67,7 @@ func (e *RefusedPushError) Error() string { return e.Reason }
 // like git, a push that is not a fast-forward of an existing branch. Into
 // a local repository, the source's hooks do not run.
 func Push(ctx context.Context, dir, repo, branch, name string) error {
-	if _, err := gitDir(dir); err != nil {
+	if _, _, err := workspace(ctx, dir); err != nil {
 		return err
 	}
 	if strings.HasPrefix(name, "-") {
@@ -83,6 +98,10 @@ func Push(ctx context.Context, dir, repo, branch, name string) error {
 // Diff is what a person reads of the change from one commit to another: a
 // diff stat, then the patch (binary files named, not shown).
 func Diff(ctx context.Context, dir, from, to string) (string, error) {
-	out, err := (cmd{dir: dir}).run(ctx, "diff", "--no-ext-diff", "--no-textconv", "--no-color", "--stat", "--patch", "-M", from, to, "--")
+	c, _, err := workspace(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	out, err := c.run(ctx, "diff", "--no-ext-diff", "--no-textconv", "--no-color", "--stat", "--patch", "-M", from, to, "--")
 	return string(out), err
 }

@@ -277,6 +277,10 @@ type RunState struct {
 	// SnapshotError is why the last recovery point has no workspace
 	// snapshot (its cap was hit, the disk refused), until one succeeds.
 	SnapshotError string `json:"snapshot_error,omitempty"`
+	// GitError is why the last recovery point of a git workspace has no
+	// commit on the job branch (git failed, or the workspace's repository
+	// was refused: gitws.UnsafeRepoError), until one succeeds.
+	GitError string `json:"git_error,omitempty"`
 	// WorkflowState is the workflow's own state (the protocol session
 	// state), where the workflow has one.
 	WorkflowState   string `json:"workflow_state,omitempty"`

@@ -142,8 +142,10 @@ func (e *Engine) commit(tx *jobtx.Tx, cp *history.RecoveryPoint) {
 	commit, err := gitws.Commit(ctx, ws, branch, gitws.Message{Job: tx.ID, Checkpoint: cp.CheckpointID, Phase: phase, Role: role, Summary: summary})
 	if err != nil {
 		tx.LogCode(codes.GitCommitFailed, "SYSTEM", 0, fmt.Sprintf("%s: %v", cp.CheckpointID, err))
+		tx.M.Run.GitError = err.Error() // for logist status, until one succeeds
 		return
 	}
+	tx.M.Run.GitError = ""
 	cp.Git = &history.GitPoint{Branch: branch, Commit: commit}
 }
 

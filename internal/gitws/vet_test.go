@@ -1,0 +1,164 @@
+package gitws_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/logist/logist/internal/gitws"
+	"github.com/logist/logist/internal/testkit"
+)
+
+// What an agent can leave in its workspace's repository to make git, run by
+// Logist outside the sandbox, run a program or write past the workspace:
+// every operation on the workspace refuses it, naming it, and nothing of it
+// runs or is written.
+func TestWorkspaceRepositoryIsVetted(t *testing.T) {
+	t.Parallel()
+	repo := testkit.GitRepo(t)
+	for _, tc := range []struct {
+		name  string
+		plant func(t *testing.T, ws, out string)
+		want  string
+	}{
+		{"a clean filter", func(t *testing.T, ws, out string) {
+			testkit.Git(t, ws, "config", "filter.x.clean", "sh -c 'echo ran > "+out+"; cat'")
+			write(t, ws, ".gitattributes", "* filter=x\n")
+		}, ".git/config sets filter.x.clean"},
+		{"a filter in an included file", func(t *testing.T, ws, out string) {
+			write(t, ws, "inc.cfg", "[filter \"x\"]\n\tclean = sh -c 'echo ran > "+out+"; cat'\n")
+			testkit.Git(t, ws, "config", "include.path", "../inc.cfg")
+			write(t, ws, ".gitattributes", "* filter=x\n")
+		}, ".git/config sets include.path"},
+		{"a URL rewritten to a program", func(t *testing.T, ws, out string) {
+			testkit.Git(t, ws, "config", "url.ext::sh -c 'echo ran > "+out+"'.insteadOf", repo)
+			testkit.Git(t, ws, "config", "protocol.ext.allow", "always")
+		}, "protocol.ext.allow"},
+		{"a work tree elsewhere", func(t *testing.T, ws, out string) {
+			testkit.Git(t, ws, "config", "core.worktree", filepath.Dir(out))
+		}, ".git/config sets core.worktree"},
+		{"an external diff", func(t *testing.T, ws, out string) {
+			testkit.Git(t, ws, "config", "diff.external", "sh -c 'echo ran > "+out+"'")
+		}, "diff.external"},
+		{"a reflog that is a symlink", func(t *testing.T, ws, out string) {
+			write(t, filepath.Dir(out), "victim", "")
+			p := filepath.Join(ws, ".git", "logs", "HEAD")
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Join(filepath.Dir(out), "victim"), p); err != nil {
+				t.Fatal(err)
+			}
+		}, ".git/logs/HEAD is a symlink"},
+		{"objects kept elsewhere", func(t *testing.T, ws, out string) {
+			write(t, ws, ".git/objects/info/alternates", filepath.Join(repo, ".git", "objects")+"\n")
+		}, ".git/objects/info/alternates"},
+		{"another repository's files", func(t *testing.T, ws, out string) {
+			write(t, ws, ".git/commondir", filepath.Join(repo, ".git")+"\n")
+		}, ".git/commondir"},
+		{"an index that is a named pipe", func(t *testing.T, ws, out string) {
+			p := filepath.Join(ws, ".git", "index")
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Mkfifo(p, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, ".git/index is not a regular file"},
+		{"Logist's own index made a symlink ahead", func(t *testing.T, ws, out string) {
+			write(t, filepath.Dir(out), "victim", "keep me")
+			if err := os.Symlink(filepath.Join(filepath.Dir(out), "victim"), filepath.Join(ws, ".git", "logist-index")); err != nil {
+				t.Fatal(err)
+			}
+		}, ".git/logist-index is a symlink"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws, base := prepare(t, repo, "main")
+			out := filepath.Join(t.TempDir(), "ran")
+			write(t, ws, "README.md", "# changed\n")
+			tc.plant(t, ws, out)
+			victim := filepath.Join(filepath.Dir(out), "victim")
+			before, _ := os.ReadFile(victim)
+			source := state(t, repo)
+			ops := map[string]func() error{
+				"Commit": func() error {
+					_, err := gitws.Commit(ctx, ws, "logist/job-1", gitws.Message{Job: "job-1", Checkpoint: "cp-1"})
+					return err
+				},
+				"Reconcile": func() error {
+					_, err := gitws.Reconcile(ctx, ws, func(string) bool { return false })
+					return err
+				},
+				"Restore": func() error { return gitws.Restore(ctx, ws, "logist/job-1", base.Commit) },
+				"Bundle": func() error {
+					_, err := gitws.Bundle(ctx, ws)
+					return err
+				},
+				"Tip": func() error {
+					_, err := gitws.Tip(ctx, ws, "logist/job-1")
+					return err
+				},
+				"Diff": func() error {
+					_, err := gitws.Diff(ctx, ws, base.Commit, "HEAD")
+					return err
+				},
+				"Patch": func() error {
+					_, err := gitws.Patch(ctx, ws, base.Commit, "HEAD")
+					return err
+				},
+				"Push": func() error { return gitws.Push(ctx, ws, repo, "logist/job-1", "from-job") },
+			}
+			for op, f := range ops {
+				c, cancel := context.WithTimeout(ctx, 20*time.Second)
+				done := make(chan error, 1)
+				go func() { done <- f() }()
+				var err error
+				select {
+				case err = <-done:
+				case <-c.Done():
+					t.Fatalf("%s: still running after 20 s", op)
+				}
+				cancel()
+				var ue *gitws.UnsafeRepoError
+				if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("%s: %v, want it refused naming %q", op, err, tc.want)
+				}
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Error("the planted program ran")
+			}
+			if after, _ := os.ReadFile(victim); string(after) != string(before) {
+				t.Errorf("a file outside the workspace was written: %q", after)
+			}
+			if state(t, repo) != source {
+				t.Error("the source repository changed")
+			}
+		})
+	}
+}
+
+// What agents commonly set is not refused: an identity, a remote, a
+// branch's upstream, colours, aliases.
+func TestWorkspaceRepositoryWithCommonSettings(t *testing.T) {
+	t.Parallel()
+	repo := testkit.GitRepo(t)
+	ws, _ := prepare(t, repo, "main")
+	for _, kv := range [][2]string{
+		{"user.name", "Agent"}, {"user.email", "agent@example.com"}, {"remote.origin.url", "https://example.com/x.git"},
+		{"remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"}, {"branch.main.remote", "origin"},
+		{"branch.main.merge", "refs/heads/main"}, {"color.diff.meta", "blue"}, {"alias.st", "status"},
+		{"core.autocrlf", "false"}, {"pull.rebase", "true"}, {"merge.conflictStyle", "diff3"},
+		{"core.hooksPath", ".githooks"}, {"init.defaultBranch", "main"},
+	} {
+		testkit.Git(t, ws, "config", kv[0], kv[1])
+	}
+	write(t, ws, "README.md", "# changed\n")
+	if _, err := gitws.Commit(ctx, ws, "logist/job-1", gitws.Message{Job: "job-1", Checkpoint: "cp-1"}); err != nil {
+		t.Fatal(err)
+	}
+}
