@@ -83,3 +83,34 @@ func TestCeiledTakesTheLower(t *testing.T) {
 		}
 	}
 }
+
+// A program that prints past its limit and ends at once, before the daemon
+// could kill it, fails the same way: its output is never taken cut short as
+// if it were whole (an answer cut so read as NOT_JSON, stderr silently cut).
+func TestOutputPastTheLimitFailsEvenWhenTheProgramEndsFirst(t *testing.T) {
+	for _, layer := range []sandbox.Layer{sandbox.LayerNone, sandbox.LayerBwrap} {
+		t.Run(string(layer), func(t *testing.T) {
+			cont := &Containment{Exec: &sandbox.Local{}, Status: sandbox.Probe()}
+			ex, err := cont.For(&manifest.Manifest{Sandbox: string(layer)})
+			if err != nil {
+				if os.Getenv("CI") == "true" {
+					t.Fatal(err)
+				}
+				t.Skip(err)
+			}
+			dir := t.TempDir()
+			runs := 40
+			if layer != sandbox.LayerNone {
+				runs = 40
+			}
+			for i := range runs {
+				stream := []string{"", " >&2"}[i%2]
+				_, err := ex.Run(context.Background(), ProcSpec{Argv: []string{"sh", "-c", "head -c 20000 /dev/zero" + stream}, Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}, Limit: 4096})
+				var ae *Error
+				if !errors.As(err, &ae) || ae.Code != codes.AgentOutputLimit {
+					t.Fatalf("run %d: err = %v, want %s", i, err, codes.AgentOutputLimit)
+				}
+			}
+		})
+	}
+}

@@ -257,6 +257,16 @@ func runDirect(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 		break
 	}
 	late.Stop()
+	if why == "" {
+		// It printed past the limit and exited before it could be
+		// killed for it: the same outcome (the readers are done, so
+		// the writers have seen everything).
+		select {
+		case <-over:
+			why = "over"
+		default:
+		}
+	}
 	switch why {
 	case "ctx":
 		return nil, ctx.Err()

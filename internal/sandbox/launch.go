@@ -305,6 +305,15 @@ func (l *launch) run(kill <-chan os.Signal) int {
 		}
 		<-drained // every reader returns once its pipe is closed
 	}
+	if why == "" {
+		// It printed past the limit and exited before it could be
+		// killed for it: the same outcome (the readers are done).
+		select {
+		case <-over:
+			why = OutcomeOutputLimit
+		default:
+		}
+	}
 	l.res.ExitCode = exitCode(cmd.ProcessState)
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		if p.Bwrap == "" {
