@@ -226,7 +226,7 @@ func clineSession(home string, since time.Time) string {
 		if strings.HasSuffix(f, ".messages.json") {
 			continue
 		}
-		b, err := os.ReadFile(f)
+		b, err := readInHome(home, f, maxHomeRecord)
 		if err != nil {
 			continue
 		}
@@ -273,7 +273,7 @@ func clineLogError(home string, since time.Time) *clineAPIError {
 	if home == "" {
 		return nil
 	}
-	f, err := os.Open(filepath.Join(home, ".cline", "data", "logs", "cline.log"))
+	f, err := openInHome(home, filepath.Join(home, ".cline", "data", "logs", "cline.log"))
 	if err != nil {
 		return nil
 	}

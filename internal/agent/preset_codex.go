@@ -1,12 +1,10 @@
 package agent
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -66,7 +64,7 @@ func buildCodex(inv *Invocation) error {
 		// would fail with "no rollout found".
 		if rollout := codexRollout(codexHome, inv.ResumeSession); rollout != "" {
 			inv.Args = append(inv.Args, "resume", inv.ResumeSession)
-			if u, ok := codexRolloutTotals(rollout); ok {
+			if u, ok := codexRolloutTotals(codexHome, rollout); ok {
 				b, _ := json.Marshal(codexUsageFile{Session: inv.ResumeSession, Usage: u})
 				if err := os.WriteFile(filepath.Join(inv.CallDir, codexUsageBefore), b, 0o600); err != nil {
 					return err
@@ -172,38 +170,35 @@ type codexUsageFile struct {
 
 // codexRolloutTotals is the last running token total in a session file
 // (event_msg token_count info.total_token_usage).
-func codexRolloutTotals(path string) (codexUsage, bool) {
-	f, err := os.Open(path)
+func codexRolloutTotals(codexHome, path string) (codexUsage, bool) {
+	f, err := openInHome(codexHome, path)
 	if err != nil {
 		return codexUsage{}, false
 	}
 	defer f.Close() //nolint:errcheck // read-only
 	var last codexUsage
 	found := false
-	r := bufio.NewReader(f)
-	for {
-		line, err := r.ReadBytes('\n')
-		if bytes.Contains(line, []byte(`"token_count"`)) {
-			var ev struct {
-				Type    string `json:"type"`
-				Payload struct {
-					Type string `json:"type"`
-					Info *struct {
-						Total *codexUsage `json:"total_token_usage"`
-					} `json:"info"`
-				} `json:"payload"`
-			}
-			if json.Unmarshal(line, &ev) == nil && ev.Payload.Type == "token_count" && ev.Payload.Info != nil && ev.Payload.Info.Total != nil {
-				last, found = *ev.Payload.Info.Total, true
-			}
+	err = eachLine(f, maxHomeLine, func(line []byte) {
+		if !bytes.Contains(line, []byte(`"token_count"`)) {
+			return
 		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return last, found
-			}
-			return codexUsage{}, false
+		var ev struct {
+			Type    string `json:"type"`
+			Payload struct {
+				Type string `json:"type"`
+				Info *struct {
+					Total *codexUsage `json:"total_token_usage"`
+				} `json:"info"`
+			} `json:"payload"`
 		}
+		if json.Unmarshal(line, &ev) == nil && ev.Payload.Type == "token_count" && ev.Payload.Info != nil && ev.Payload.Info.Total != nil {
+			last, found = *ev.Payload.Info.Total, true
+		}
+	})
+	if err != nil {
+		return codexUsage{}, false
 	}
+	return last, found
 }
 
 type codexEvent struct {

@@ -296,16 +296,16 @@ func TestCodexRolloutTotals(t *testing.T) {
 	if err := os.WriteFile(f, codexSample(t, "rollout.jsonl"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if u, ok := codexRolloutTotals(f); !ok || u != (codexUsage{Input: 3600, Cached: 600, Output: 240}) {
+	if u, ok := codexRolloutTotals(dir, f); !ok || u != (codexUsage{Input: 3600, Cached: 600, Output: 240}) {
 		t.Errorf("totals %+v %v", u, ok)
 	}
 	if err := os.WriteFile(f, []byte(`{"type":"session_meta","payload":{}}`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := codexRolloutTotals(f); ok {
+	if _, ok := codexRolloutTotals(dir, f); ok {
 		t.Error("totals found in a session without token counts")
 	}
-	if _, ok := codexRolloutTotals(filepath.Join(dir, "missing")); ok {
+	if _, ok := codexRolloutTotals(dir, filepath.Join(dir, "missing")); ok {
 		t.Error("totals of a missing file")
 	}
 }

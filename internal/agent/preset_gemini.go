@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -137,11 +138,11 @@ func geminiSessionExists(home, id string) bool {
 	}
 	files, _ := filepath.Glob(filepath.Join(home, ".gemini", "tmp", "*", "chats", "session-*-"+id[:8]+".json*"))
 	for _, f := range files {
-		fh, err := os.Open(f)
+		fh, err := openInHome(home, f)
 		if err != nil {
 			continue
 		}
-		line, _ := bufio.NewReader(fh).ReadString('\n')
+		line, _ := bufio.NewReader(io.LimitReader(fh, maxHomeLine)).ReadString('\n')
 		_ = fh.Close() // read-only
 		var head struct {
 			SessionID string `json:"sessionId"`

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -156,8 +155,13 @@ func opencodeSessionExists(home, id string) bool {
 	}
 	db := filepath.Join(home, ".local", "share", "opencode", "opencode.db")
 	for _, f := range []string{db, db + "-wal"} {
-		b, err := os.ReadFile(f)
-		if err == nil && bytes.Contains(b, []byte(id)) {
+		fh, err := openInHome(home, f)
+		if err != nil {
+			continue
+		}
+		found, _ := holds(fh, []byte(id))
+		_ = fh.Close() // read-only
+		if found {
 			return true
 		}
 	}
