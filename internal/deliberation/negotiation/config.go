@@ -10,7 +10,7 @@ import (
 	"io"
 	"maps"
 	"math"
-	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/logist/logist/internal/deliberation"
 	"github.com/logist/logist/internal/pathguard"
+	"github.com/logist/logist/internal/regfile"
 	"github.com/logist/logist/schemas"
 )
 
@@ -339,6 +340,21 @@ func checkStance(st *Stance, is Issue, at string) error {
 	return nil
 }
 
+// maxGameFile bounds a file the game reads (its scenario, the scenario's
+// assessment), read at every turn.
+const maxGameFile = 16 << 20
+
+// readGameFile reads a file of the game's, named relative to the job
+// folder and so perhaps in the agents' workspace: a named pipe there is
+// refused rather than waited on (regfile), a file past maxGameFile too.
+func readGameFile(path string) ([]byte, error) {
+	b, err := regfile.ReadLimited(path, maxGameFile)
+	if err == nil && len(b) > maxGameFile {
+		err = fmt.Errorf("%s is larger than %d bytes", filepath.Base(path), maxGameFile)
+	}
+	return b, err
+}
+
 // load reads the config and the scenario and derives the schedule.
 func load(env deliberation.Env) (*game, error) {
 	cfg, err := ParseConfig(env.Config)
@@ -349,7 +365,7 @@ func load(env deliberation.Env) (*game, error) {
 	if err != nil {
 		return nil, fmt.Errorf("game.scenario: %w", err)
 	}
-	data, err := os.ReadFile(path)
+	data, err := readGameFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("game.scenario: %w", err)
 	}
@@ -380,7 +396,7 @@ func checkExcerpts(dir, name string, sc *Scenario) error {
 	if err != nil {
 		return fmt.Errorf("%s: assessment.file: %w", name, err)
 	}
-	doc, err := os.ReadFile(path)
+	doc, err := readGameFile(path)
 	if err != nil {
 		return fmt.Errorf("%s: assessment.file: %w", name, err)
 	}

@@ -3,8 +3,11 @@ package negotiation
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/logist/logist/internal/deliberation"
 )
@@ -150,4 +153,27 @@ func FuzzNegotiationConfig(f *testing.F) {
 			t.Fatalf("re-encoded scenario rejected: %v", err)
 		}
 	})
+}
+
+// The scenario may be named in the agents' workspace: a named pipe there is
+// refused, naming the field, not waited on at every turn.
+func TestScenarioThatIsANamedPipe(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "pipe.json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := json.Marshal(map[string]any{"scenario": "pipe.json"})
+	done := make(chan error, 1)
+	go func() {
+		_, err := (Game{}).Load(deliberation.Env{Dir: dir, Config: cfg})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "game.scenario") || !strings.Contains(err.Error(), "named pipe") {
+			t.Errorf("Load: %v, want game.scenario refused as a named pipe", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Load still waiting on the named pipe after 10 s")
+	}
 }

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 
 	"github.com/logist/logist/internal/deliberation"
+	"github.com/logist/logist/internal/regfile"
 )
 
 // Config is the manifest's "game" section for "workflow": "parliament"
@@ -204,8 +204,10 @@ func speakerAgent(c *Config, dir string) string {
 	if dir == "" {
 		return ""
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "job.json"))
-	if err != nil {
+	// At most manifest.MaxSize (a package this one does not import):
+	// logist reads no larger manifest; a named pipe is refused.
+	b, err := regfile.ReadLimited(filepath.Join(dir, "job.json"), 1<<20)
+	if err != nil || len(b) > 1<<20 {
 		return ""
 	}
 	var m struct {

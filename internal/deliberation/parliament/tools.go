@@ -3,13 +3,14 @@ package parliament
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/logist/logist/internal/deliberation"
 	"github.com/logist/logist/internal/pathguard"
+	"github.com/logist/logist/internal/regfile"
 )
 
 // The Speaker's tools (seed 001), executed against the replayed session.
@@ -382,16 +383,16 @@ func (s *state) readDisk(p, clean string) (string, int, string) {
 	case err != nil || !exists:
 		return "", exitNotFound, fmt.Sprintf("File %s not found.", p)
 	}
-	fi, err := os.Stat(abs)
-	if err != nil || fi.IsDir() {
+	// The workspace is the agents': a named pipe there is refused, not
+	// waited on, and no more than the limit is read (regfile).
+	b, err := regfile.ReadLimited(abs, maxFileBytes)
+	switch {
+	case errors.Is(err, regfile.ErrNotRegular) || errors.Is(err, syscall.EISDIR):
 		return "", exitNotFound, fmt.Sprintf("File %s not found (not a regular file).", p)
-	}
-	if fi.Size() > maxFileBytes {
-		return "", exitInvalid, fmt.Sprintf("File %s is larger than %d bytes.", p, maxFileBytes)
-	}
-	b, err := os.ReadFile(abs)
-	if err != nil {
+	case err != nil:
 		return "", exitNotFound, fmt.Sprintf("File %s cannot be read.", p)
+	case len(b) > maxFileBytes:
+		return "", exitInvalid, fmt.Sprintf("File %s is larger than %d bytes.", p, maxFileBytes)
 	}
 	return string(b), exitOK, ""
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/logist/logist/internal/deliberation"
@@ -57,6 +58,12 @@ func TestToolsExitCodesAtOpening(t *testing.T) {
 	if err := os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(h.ws, "link.txt")); err != nil {
 		t.Skip(err)
 	}
+	// The workspace is the agents': a named pipe is refused, not waited
+	// on; a file past the limit is refused unread.
+	if err := syscall.Mkfifo(filepath.Join(h.ws, "pipe.md"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeWS(t, h, "huge.md", strings.Repeat("x", maxFileBytes+1))
 	h.step() // the House opens
 	st := h.load().st
 	if st.status != stOpening {
@@ -85,6 +92,8 @@ func TestToolsExitCodesAtOpening(t *testing.T) {
 		{"view dotdot", toolEdit, []string{"../job.json", "--view"}, exitDenied, "Permission denied"},
 		{"view absolute", toolEdit, []string{"/etc/passwd", "--view"}, exitDenied, "Permission denied"},
 		{"view symlink out", toolEdit, []string{"link.txt", "--view"}, exitDenied, "Permission denied"},
+		{"view a named pipe", toolEdit, []string{"pipe.md", "--view"}, exitNotFound, "not a regular file"},
+		{"view past the limit", toolEdit, []string{"huge.md", "--view"}, exitInvalid, "larger than 1048576 bytes"},
 		{"view no mode", toolEdit, []string{"README.md"}, exitInvalid, "Usage"},
 		{"bad mode", toolEdit, []string{"README.md", "--frob"}, exitInvalid, "Usage"},
 		{"view-amendment missing", toolEdit, []string{"--view-amendment", "AMDT-1"}, exitNotFound, "not found"},
