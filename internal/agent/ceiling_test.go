@@ -114,3 +114,33 @@ func TestOutputPastTheLimitFailsEvenWhenTheProgramEndsFirst(t *testing.T) {
 		})
 	}
 }
+
+// An answer file is read up to what the run was held to: the job's limit
+// under the operator's ceiling, not the job's alone.
+func TestAnswerFileUnderTheCeiling(t *testing.T) {
+	for _, layer := range []sandbox.Layer{sandbox.LayerNone, sandbox.LayerBwrap} {
+		t.Run(string(layer), func(t *testing.T) {
+			cont := &Containment{Exec: &sandbox.Local{}, Status: sandbox.Probe(), OutputCeiling: 4096}
+			ex, err := cont.For(&manifest.Manifest{Sandbox: string(layer)})
+			if err != nil {
+				if os.Getenv("CI") == "true" {
+					t.Fatal(err)
+				}
+				t.Skip(err)
+			}
+			jobDir := t.TempDir()
+			ws := filepath.Join(jobDir, "workspace")
+			if err := os.Mkdir(ws, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			c := &Command{Cfg: manifest.Command{Argv: []string{"sh", "-c", `head -c 10000 /dev/zero | tr '\0' x > "$1"`, "sh", "{answer_file}"},
+				Answer: "file", MaxOutputBytes: 1 << 40}, Getenv: pathOnly}
+			req := &Request{JobID: "j", Phase: "p", Role: "worker", Workspace: ws, JobDir: jobDir, Interaction: 1}
+			_, err = c.Call(WithExecutor(context.Background(), ex), req)
+			var ae *Error
+			if !errors.As(err, &ae) || ae.Code != codes.AgentExit || !strings.Contains(ae.Msg, "10000 bytes, more than 4096") {
+				t.Fatalf("err = %v, want the answer file refused past the ceiling", err)
+			}
+		})
+	}
+}

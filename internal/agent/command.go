@@ -19,6 +19,7 @@ import (
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/jsonindent"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/pathguard"
 	"github.com/logist/logist/internal/regfile"
 )
 
@@ -93,10 +94,23 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 	if pr.ExitCode != 0 {
 		return nil, &Error{Code: codes.AgentExit, Transient: true, Msg: pr.Ended(argv[0]) + ": " + lastLine(errText), Partial: pr.Stdout, Stderr: errText}
 	}
-	limit := spec.limit()
+	limit := pr.Limit // the job's, under the operator's ceiling
+	if limit <= 0 {
+		limit = spec.limit()
+	}
 	res := &Result{Raw: pr.Stdout, Stderr: errText}
 	if c.Cfg.Answer == "file" {
-		b, err := readCapped(f.ans, limit)
+		ans := f.ans
+		var err error
+		if f.ansDir != "" {
+			// The answer's folder is the contained agent's: its file
+			// must be its own, not a link to a file of the host's.
+			ans, _, err = pathguard.Resolve(f.ansDir, filepath.Base(f.ans))
+		}
+		var b []byte
+		if err == nil {
+			b, err = readCapped(ans, limit)
+		}
 		if err != nil {
 			return nil, &Error{Code: codes.AgentExit, Msg: fmt.Sprintf("answer file: %v", err), Partial: pr.Stdout, Stderr: errText}
 		}

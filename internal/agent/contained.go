@@ -223,7 +223,7 @@ func (c *Contained) Run(ctx context.Context, spec ProcSpec) (*ProcResult, error)
 	}
 	switch r.Outcome {
 	case sandbox.OutcomeExited:
-		pr := &ProcResult{Stdout: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode, Signal: r.Signal}
+		pr := &ProcResult{Stdout: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode, Signal: r.Signal, Limit: spec.limit()}
 		if r.SandboxSignal != "" {
 			pr.Signal, pr.Sandbox = r.SandboxSignal, true
 		}

@@ -516,3 +516,24 @@ func containedJob(t *testing.T, m *manifest.Manifest) (cont *Containment, ex Exe
 	}
 	return cont, ex, jobDir, ws
 }
+
+// A contained agent's answer file must be its own: a link from its answer
+// folder to a file of the host's is refused, and nothing of that file is
+// read into the call's record.
+func TestContainedAnswerFileLinkedOutIsRefused(t *testing.T) {
+	_, ex, jobDir, ws := containedJob(t, &manifest.Manifest{Sandbox: string(sandbox.LayerBwrap)})
+	secret := filepath.Join(t.TempDir(), "secret.json")
+	if err := os.WriteFile(secret, []byte(`{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"host secret"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &Command{Cfg: manifest.Command{Argv: []string{"sh", "-c", `ln -sf "$2" "$1"`, "sh", "{answer_file}", secret}, Answer: "file"}, Getenv: pathOnly}
+	req := &Request{JobID: "j", Phase: "p", Role: "worker", Workspace: ws, JobDir: jobDir, Interaction: 1}
+	res, err := c.Call(WithExecutor(context.Background(), ex), req)
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Code != codes.AgentExit || !strings.Contains(ae.Msg, "answer file") || !strings.Contains(ae.Msg, "outside") {
+		t.Fatalf("res %v, err = %v; want the linked answer refused", res, err)
+	}
+	if strings.Contains(string(ae.Partial), "host secret") || strings.Contains(ae.Msg, "host secret") {
+		t.Error("the host's file was read into the call")
+	}
+}

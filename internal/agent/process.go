@@ -115,6 +115,10 @@ type ProcResult struct {
 	// rather than the program.
 	Signal  string
 	Sandbox bool
+	// Limit is what the run was held to per stream (ProcSpec.limit under
+	// the executor's ceiling): the most a caller reads of what the
+	// program left behind it, such as an answer file.
+	Limit int64
 }
 
 // Ended says how a program that did not exit 0 ended, for a person: the
@@ -273,7 +277,7 @@ func runDirect(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 	case "over":
 		return nil, spec.overLimit(stdout.Bytes(), stderr.String())
 	}
-	res := &ProcResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	res := &ProcResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), Limit: limit}
 	if waitErr != nil {
 		res.ExitCode = -1
 		var ee *exec.ExitError
