@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/logist/logist/internal/pathguard"
 	"github.com/logist/logist/internal/regfile"
@@ -117,4 +119,144 @@ func holds(r io.Reader, needle []byte) (bool, error) {
 			return false, err
 		}
 	}
+}
+
+// What logistd writes there (a preset's config, the role's system prompt,
+// a long prompt, the answer's schema) is written the same way: without
+// following a link the agent left. An os.WriteFile of home/.gemini/GEMINI.md
+// where the last call's agent had made .gemini, or GEMINI.md, a symlink
+// wrote the role's prompt over whatever file of the host's it named.
+
+// realDirs makes every folder from root down to dir (a folder under root)
+// a real folder: one that is missing is made, and a link, a file or a pipe
+// in a folder's place (the agent's, never Logist's) is removed first. It
+// returns dir.
+func realDirs(root, dir string) (string, error) {
+	rel, err := filepath.Rel(root, dir)
+	if err != nil {
+		return "", err
+	}
+	if err := pathguard.Lexical(rel); err != nil {
+		return "", fmt.Errorf("%s: not under %s", dir, root)
+	}
+	// The root is Logist's (made with the call; the agent cannot replace
+	// it: it is the sandbox's mount point, or below a folder Landlock
+	// gives no right on).
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return "", err
+	}
+	cur := root
+	if rel == "." {
+		return cur, nil
+	}
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		switch {
+		case err == nil && fi.IsDir():
+			continue
+		case err == nil:
+			if err := os.Remove(cur); err != nil {
+				return "", err
+			}
+		case !errors.Is(err, fs.ErrNotExist):
+			return "", err
+		}
+		if err := os.Mkdir(cur, 0o700); err != nil {
+			return "", err
+		}
+	}
+	return cur, nil
+}
+
+// writeInHome writes data to path, a file under root, as a new file (mode
+// 0600) renamed over whatever was at path: a link there is replaced, its
+// target untouched, and the folders on the way are real ones (realDirs).
+// Nothing is fsync'd: these files are made again for every call.
+func writeInHome(root, path string, data []byte) error {
+	dir, err := realDirs(root, filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".logist-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, werr := f.Write(data)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp, path)
+	}
+	if werr != nil {
+		_ = os.Remove(tmp) // not renamed: nothing else names it
+	}
+	return werr
+}
+
+// removeInHome removes the file path under root, if its folders are real
+// ones (a link among them leads elsewhere: then there is nothing of
+// Logist's to remove).
+func removeInHome(root, path string) error {
+	rel, err := filepath.Rel(root, filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	cur := root
+	if rel != "." {
+		for _, part := range strings.Split(rel, string(filepath.Separator)) {
+			cur = filepath.Join(cur, part)
+			if fi, err := os.Lstat(cur); err != nil || !fi.IsDir() {
+				return nil
+			}
+		}
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// root is the folder of the agent's that path is under: the home or the
+// call's scratch folder.
+func (inv *Invocation) root(path string) (string, error) {
+	for _, r := range []string{inv.Home, inv.CallDir} {
+		if r != "" && pathguard.Within(r, path) {
+			return r, nil
+		}
+	}
+	return "", fmt.Errorf("%s is neither in the agent's home nor in its call's folder", path)
+}
+
+// writeFile writes a file of the call into the agent's home or scratch
+// folder (writeInHome).
+func (inv *Invocation) writeFile(path string, data []byte) error {
+	r, err := inv.root(path)
+	if err != nil {
+		return err
+	}
+	return writeInHome(r, path, data)
+}
+
+// mkdir makes dir, a folder of the agent's home or scratch folder, a real
+// one (realDirs).
+func (inv *Invocation) mkdir(dir string) error {
+	r, err := inv.root(dir)
+	if err != nil {
+		return err
+	}
+	_, err = realDirs(r, dir)
+	return err
+}
+
+// remove removes a file of the call from the agent's home or scratch
+// folder (removeInHome).
+func (inv *Invocation) remove(path string) error {
+	r, err := inv.root(path)
+	if err != nil {
+		return err
+	}
+	return removeInHome(r, path)
 }

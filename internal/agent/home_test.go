@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,6 +92,14 @@ func TestHomeFilesAnAgentPlanted(t *testing.T) {
 					t.Error("codex: totals read through a planted rollout")
 				}
 			})
+			// The call's scratch folder (its TMPDIR) is the agent's too.
+			callDir := t.TempDir()
+			plant(t, callDir, codexUsageBefore, kind, `{"session": "`+id+`", "usage": {"input_tokens": 5}}`)
+			quickly(t, "codex before", func() {
+				if _, ok := codexBefore(&RunOutput{Inv: &Invocation{CallDir: callDir}}, id); ok {
+					t.Error("codex: the total before read through a planted file")
+				}
+			})
 		})
 	}
 }
@@ -139,5 +148,101 @@ func TestEachLineSkipsLongLines(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("line %d: %.20q, want %.20q", i, got[i], want[i])
 		}
+	}
+}
+
+// Every preset's Build writes its files into the agent's home and the
+// call's scratch folder without following a link the agent planted there
+// in an earlier call: for each file it writes, and each folder on the
+// way, a symlink to a file or folder outside is replaced, and what it
+// named is untouched.
+func TestPresetBuildsDoNotWriteThroughPlantedLinks(t *testing.T) {
+	for name, p := range presets {
+		t.Run(name, func(t *testing.T) {
+			inv := func(root string) *Invocation {
+				return &Invocation{Program: "/bin/" + name, Model: "m", SystemPrompt: "the role's prompt",
+					Prompt: strings.Repeat("long prompt ", 20_000), Workspace: filepath.Join(root, "ws"),
+					Home: filepath.Join(root, "home"), CallDir: filepath.Join(root, "call"), BaseURL: "http://127.0.0.1:8788/v1",
+					Schema: []byte(`{}`), SchemaFile: filepath.Join(root, "call", "answer-schema.json"), Env: map[string]string{}}
+			}
+			// What it writes, on a clean home.
+			clean := t.TempDir()
+			for _, d := range []string{"ws", "home", "call"} {
+				if err := os.MkdirAll(filepath.Join(clean, d), 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := p.Build(inv(clean)); err != nil {
+				t.Skipf("%s's Build: %v", name, err)
+			}
+			var written []string
+			for _, d := range []string{"home", "call"} {
+				_ = filepath.WalkDir(filepath.Join(clean, d), func(path string, e os.DirEntry, err error) error {
+					if err == nil && e.Type().IsRegular() {
+						rel, _ := filepath.Rel(clean, path)
+						written = append(written, rel)
+					}
+					return nil
+				})
+			}
+			if len(written) == 0 {
+				return
+			}
+			for _, how := range []string{"file", "folder"} {
+				root := t.TempDir()
+				out := t.TempDir()
+				for _, d := range []string{"ws", "home", "call"} {
+					if err := os.MkdirAll(filepath.Join(root, d), 0o700); err != nil {
+						t.Fatal(err)
+					}
+				}
+				victims := map[string]string{}
+				for i, rel := range written {
+					victim := filepath.Join(out, fmt.Sprintf("victim-%d", i))
+					if err := os.WriteFile(victim, []byte("the host's"), 0o600); err != nil {
+						t.Fatal(err)
+					}
+					victims[victim] = "the host's"
+					link := filepath.Join(root, rel)
+					target := victim
+					if how == "folder" && filepath.Dir(rel) != "home" && filepath.Dir(rel) != "call" {
+						// The file's folder is a link to a folder outside
+						// holding a file of that name.
+						dir := filepath.Join(out, fmt.Sprintf("dir-%d", i))
+						if err := os.MkdirAll(dir, 0o700); err != nil {
+							t.Fatal(err)
+						}
+						v := filepath.Join(dir, filepath.Base(rel))
+						if err := os.WriteFile(v, []byte("the host's"), 0o600); err != nil {
+							t.Fatal(err)
+						}
+						victims[v] = "the host's"
+						link, target = filepath.Dir(link), dir
+					}
+					if _, err := os.Lstat(link); err == nil {
+						continue // its folder is linked already
+					}
+					if err := os.MkdirAll(filepath.Dir(link), 0o700); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Symlink(target, link); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := p.Build(inv(root)); err != nil {
+					t.Fatalf("%s, links at each %s: %v", name, how, err)
+				}
+				for v, want := range victims {
+					if b, _ := os.ReadFile(v); string(b) != want {
+						t.Errorf("%s, links at each %s: %s outside was written: %.40q", name, how, v, b)
+					}
+				}
+				for _, rel := range written {
+					if fi, err := os.Lstat(filepath.Join(root, rel)); err != nil || !fi.Mode().IsRegular() {
+						t.Errorf("%s, links at each %s: %s is not a file of the home's own: %v", name, how, rel, err)
+					}
+				}
+			}
+		})
 	}
 }

@@ -109,7 +109,7 @@ type Invocation struct {
 // program starts, as it does in the arguments and environment: a preset
 // that writes its base URL into a file reaches the proxy on every layer.
 func (inv *Invocation) WriteConfig(path string, data []byte) error {
-	if err := os.WriteFile(path, data, 0o600); err != nil {
+	if err := inv.writeFile(path, data); err != nil {
 		return err
 	}
 	if bytes.Contains(data, []byte(sandbox.ProxyAddr)) && !slices.Contains(inv.Fill, path) {
@@ -239,7 +239,7 @@ func (c *PresetCommand) Call(ctx context.Context, req *Request) (*Result, error)
 	}
 	schemaJSON, _ := json.Marshal(schema)
 	schemaFile := filepath.Join(callDir, "answer-schema.json")
-	if err := os.WriteFile(schemaFile, schemaJSON, 0o600); err != nil {
+	if err := writeInHome(callDir, schemaFile, schemaJSON); err != nil {
 		return nil, &Error{Code: codes.AgentStart, Msg: err.Error()}
 	}
 	inv := &Invocation{
@@ -535,7 +535,7 @@ func longPrompt(inv *Invocation, howToRead string) (prompt, file string, err err
 		return inv.Prompt, "", nil
 	}
 	file = filepath.Join(inv.CallDir, "prompt.md")
-	if err := os.WriteFile(file, []byte(inv.Prompt), 0o600); err != nil {
+	if err := inv.writeFile(file, []byte(inv.Prompt)); err != nil {
 		return "", "", err
 	}
 	return "Your full instructions are in the file " + file + ". " + howToRead, file, nil

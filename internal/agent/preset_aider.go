@@ -67,7 +67,7 @@ func aiderBuild(inv *Invocation) error {
 		// aider has no system prompt option; a read-only file in the chat
 		// is how it takes standing instructions (its "conventions").
 		f := filepath.Join(inv.CallDir, "logist-instructions.md")
-		if err := os.WriteFile(f, []byte(inv.SystemPrompt+"\n"), 0o600); err != nil {
+		if err := inv.writeFile(f, []byte(inv.SystemPrompt+"\n")); err != nil {
 			return err
 		}
 		args = append(args, "--read", f)
@@ -81,7 +81,7 @@ func aiderBuild(inv *Invocation) error {
 	// The message goes through a file: no argument length limit, and a
 	// message starting with "-" is not an option.
 	msg := filepath.Join(inv.CallDir, "message.md")
-	if err := os.WriteFile(msg, []byte(inv.Prompt), 0o600); err != nil {
+	if err := inv.writeFile(msg, []byte(inv.Prompt)); err != nil {
 		return err
 	}
 	args = append(args, "--message-file", msg)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -42,7 +41,7 @@ func clineBuild(inv *Invocation) error {
 		return errors.New("command.max_turns: the cline CLI has no turn limit (use limits.call_timeout_seconds)")
 	}
 	settings := filepath.Join(inv.Home, ".cline", "data", "settings")
-	if err := os.MkdirAll(settings, 0o700); err != nil {
+	if err := inv.mkdir(settings); err != nil {
 		return err
 	}
 	// No telemetry, no self-update.
@@ -79,13 +78,10 @@ func clineBuild(inv *Invocation) error {
 	rules := filepath.Join(inv.Home, "Documents", "Cline", "Rules")
 	rule := filepath.Join(rules, "logist.md")
 	if inv.SystemPrompt != "" {
-		if err := os.MkdirAll(rules, 0o700); err != nil {
+		if err := inv.writeFile(rule, []byte(inv.SystemPrompt+"\n")); err != nil {
 			return err
 		}
-		if err := os.WriteFile(rule, []byte(inv.SystemPrompt+"\n"), 0o600); err != nil {
-			return err
-		}
-	} else if err := os.Remove(rule); err != nil && !errors.Is(err, os.ErrNotExist) {
+	} else if err := inv.remove(rule); err != nil {
 		return err
 	}
 	inv.Args = args

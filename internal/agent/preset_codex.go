@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -42,7 +41,7 @@ const codexUsageBefore = "codex-usage-before.json"
 
 func buildCodex(inv *Invocation) error {
 	codexHome := filepath.Join(inv.Home, ".codex")
-	if err := os.MkdirAll(codexHome, 0o700); err != nil {
+	if err := inv.mkdir(codexHome); err != nil {
 		return err
 	}
 	if err := inv.WriteConfig(filepath.Join(codexHome, "config.toml"), []byte(codexConfig(inv))); err != nil {
@@ -66,7 +65,7 @@ func buildCodex(inv *Invocation) error {
 			inv.Args = append(inv.Args, "resume", inv.ResumeSession)
 			if u, ok := codexRolloutTotals(codexHome, rollout); ok {
 				b, _ := json.Marshal(codexUsageFile{Session: inv.ResumeSession, Usage: u})
-				if err := os.WriteFile(filepath.Join(inv.CallDir, codexUsageBefore), b, 0o600); err != nil {
+				if err := inv.writeFile(filepath.Join(inv.CallDir, codexUsageBefore), b); err != nil {
 					return err
 				}
 			}
@@ -293,7 +292,9 @@ func codexBefore(out *RunOutput, session string) (codexUsage, bool) {
 	if out.Inv == nil || out.Inv.CallDir == "" || session == "" {
 		return codexUsage{}, false
 	}
-	b, err := os.ReadFile(filepath.Join(out.Inv.CallDir, codexUsageBefore))
+	// The call's scratch folder is the agent's too (its TMPDIR): read as
+	// its home is (home.go).
+	b, err := readInHome(out.Inv.CallDir, filepath.Join(out.Inv.CallDir, codexUsageBefore), maxHomeRecord)
 	if err != nil {
 		return codexUsage{}, false
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -36,14 +35,14 @@ func init() {
 
 func geminiBuild(inv *Invocation) error {
 	dir := filepath.Join(inv.Home, ".gemini")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := inv.mkdir(dir); err != nil {
 		return err
 	}
 	settings, err := json.MarshalIndent(geminiSettings(inv.MaxTurns), "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "settings.json"), settings, 0o600); err != nil {
+	if err := inv.writeFile(filepath.Join(dir, "settings.json"), settings); err != nil {
 		return err
 	}
 	// The global context file is appended to the CLI's own system prompt
@@ -52,10 +51,10 @@ func geminiBuild(inv *Invocation) error {
 	// is the only thing in it.
 	memory := filepath.Join(dir, "GEMINI.md")
 	if inv.SystemPrompt != "" {
-		if err := os.WriteFile(memory, []byte(inv.SystemPrompt+"\n"), 0o600); err != nil {
+		if err := inv.writeFile(memory, []byte(inv.SystemPrompt+"\n")); err != nil {
 			return err
 		}
-	} else if err := os.Remove(memory); err != nil && !errors.Is(err, os.ErrNotExist) {
+	} else if err := inv.remove(memory); err != nil {
 		return err
 	}
 

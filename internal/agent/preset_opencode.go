@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -69,7 +68,7 @@ func opencodeBuild(inv *Invocation) error {
 		// agent prompt would replace it, and with it its rules for its
 		// tools).
 		f := filepath.Join(inv.CallDir, "system-prompt.md")
-		if err := os.WriteFile(f, []byte(inv.SystemPrompt+"\n"), 0o600); err != nil {
+		if err := inv.writeFile(f, []byte(inv.SystemPrompt+"\n")); err != nil {
 			return err
 		}
 		cfg["instructions"] = []string{f}
@@ -117,7 +116,7 @@ func opencodeBuild(inv *Invocation) error {
 	prompt := inv.Prompt
 	if len(prompt) > maxPromptArg {
 		f := filepath.Join(inv.CallDir, "prompt.md")
-		if err := os.WriteFile(f, []byte(prompt), 0o600); err != nil {
+		if err := inv.writeFile(f, []byte(prompt)); err != nil {
 			return err
 		}
 		// An attached file's text goes into the message itself (a file

@@ -3,7 +3,6 @@ package agent
 import (
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -32,14 +31,14 @@ func init() {
 
 func qwenBuild(inv *Invocation) error {
 	dir := filepath.Join(inv.Home, ".qwen")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := inv.mkdir(dir); err != nil {
 		return err
 	}
 	settings, err := json.MarshalIndent(qwenSettings(), "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "settings.json"), settings, 0o600); err != nil {
+	if err := inv.writeFile(filepath.Join(dir, "settings.json"), settings); err != nil {
 		return err
 	}
 
