@@ -69,7 +69,8 @@ func init() {
 		merge.conflictstyle merge.ff merge.log merge.renames merge.renamelimit merge.stat
 		merge.defaulttoupstream merge.autostash merge.directoryrenames merge.verbosity
 		push.default push.autosetupremote push.followtags
-		commit.gpgsign commit.verbose commit.cleanup commit.status tag.gpgsign tag.sort`) {
+		commit.gpgsign commit.verbose commit.cleanup commit.status tag.gpgsign tag.sort
+		lfs.repositoryformatversion`) {
 		safeKeys[k] = true
 	}
 }
@@ -82,7 +83,7 @@ var safeSections = map[string]bool{
 	"grep": true, "status": true, "rerere": true, "pull": true, "interactive": true, "gc": true,
 	"pack": true, "index": true, "feature": true, "rebase": true, "am": true, "apply": true,
 	"checkout": true, "clone": true, "fetch": true, "alias": true, "format": true, "notes": true,
-	"versionsort": true, "safe": true,
+	"versionsort": true, "safe": true, "maintenance": true,
 }
 
 // safeSubKeys are the keys a remote's or a branch's subsection may hold:
@@ -92,6 +93,10 @@ var safeSections = map[string]bool{
 var safeSubKeys = map[string][]string{
 	"remote": {"url", "pushurl", "fetch", "push", "tagopt", "prune", "mirror", "skipdefaultupdate", "skipfetchall"},
 	"branch": {"remote", "merge", "rebase", "description", "pushremote"},
+	// A submodule's name and place: Logist never updates submodules nor
+	// recurses into them (submodule.recurse and submodule.*.update, which
+	// may name a program, are not among these).
+	"submodule": {"url", "active", "branch", "path", "shallow", "ignore"},
 }
 
 // safeSetting says whether git may read the setting name (as `git config

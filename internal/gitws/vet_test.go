@@ -42,6 +42,10 @@ func TestWorkspaceRepositoryIsVetted(t *testing.T) {
 		{"a work tree elsewhere", func(t *testing.T, ws, out string) {
 			testkit.Git(t, ws, "config", "core.worktree", filepath.Dir(out))
 		}, ".git/config sets core.worktree"},
+		{"a submodule updated by a program", func(t *testing.T, ws, out string) {
+			testkit.Git(t, ws, "config", "submodule.lib.update", "!sh -c 'echo ran > "+out+"'")
+			testkit.Git(t, ws, "config", "submodule.recurse", "true")
+		}, "submodule.lib.update, submodule.recurse"},
 		{"an external diff", func(t *testing.T, ws, out string) {
 			testkit.Git(t, ws, "config", "diff.external", "sh -c 'echo ran > "+out+"'")
 		}, "diff.external"},
@@ -154,6 +158,8 @@ func TestWorkspaceRepositoryWithCommonSettings(t *testing.T) {
 		{"branch.main.merge", "refs/heads/main"}, {"color.diff.meta", "blue"}, {"alias.st", "status"},
 		{"core.autocrlf", "false"}, {"pull.rebase", "true"}, {"merge.conflictStyle", "diff3"},
 		{"core.hooksPath", ".githooks"}, {"init.defaultBranch", "main"},
+		{"submodule.lib.url", "https://example.com/lib.git"}, {"submodule.lib.active", "true"},
+		{"lfs.repositoryformatversion", "0"}, {"maintenance.auto", "false"},
 	} {
 		testkit.Git(t, ws, "config", kv[0], kv[1])
 	}
