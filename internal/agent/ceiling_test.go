@@ -21,19 +21,7 @@ func TestOutputCeilingHoldsEveryExecutor(t *testing.T) {
 	const ceiling = 4096
 	for _, layer := range []sandbox.Layer{sandbox.LayerNone, sandbox.LayerBwrap} {
 		t.Run(string(layer), func(t *testing.T) {
-			cont := &Containment{Exec: &sandbox.Local{}, Status: sandbox.Probe(), OutputCeiling: ceiling}
-			ex, err := cont.For(&manifest.Manifest{Sandbox: string(layer)})
-			if err != nil {
-				if os.Getenv("CI") == "true" {
-					t.Fatal(err)
-				}
-				t.Skip(err)
-			}
-			jobDir := t.TempDir()
-			ws := filepath.Join(jobDir, "workspace")
-			if err := os.Mkdir(ws, 0o700); err != nil {
-				t.Fatal(err)
-			}
+			ex, jobDir, ws := ceiledJob(t, layer, ceiling)
 			for _, tc := range []struct {
 				name   string
 				asks   int64
@@ -90,15 +78,7 @@ func TestCeiledTakesTheLower(t *testing.T) {
 func TestOutputPastTheLimitFailsEvenWhenTheProgramEndsFirst(t *testing.T) {
 	for _, layer := range []sandbox.Layer{sandbox.LayerNone, sandbox.LayerBwrap} {
 		t.Run(string(layer), func(t *testing.T) {
-			cont := &Containment{Exec: &sandbox.Local{}, Status: sandbox.Probe()}
-			ex, err := cont.For(&manifest.Manifest{Sandbox: string(layer)})
-			if err != nil {
-				if os.Getenv("CI") == "true" {
-					t.Fatal(err)
-				}
-				t.Skip(err)
-			}
-			dir := t.TempDir()
+			ex, dir, _ := ceiledJob(t, layer, 0)
 			runs := 40
 			if layer != sandbox.LayerNone {
 				runs = 40
@@ -120,27 +100,36 @@ func TestOutputPastTheLimitFailsEvenWhenTheProgramEndsFirst(t *testing.T) {
 func TestAnswerFileUnderTheCeiling(t *testing.T) {
 	for _, layer := range []sandbox.Layer{sandbox.LayerNone, sandbox.LayerBwrap} {
 		t.Run(string(layer), func(t *testing.T) {
-			cont := &Containment{Exec: &sandbox.Local{}, Status: sandbox.Probe(), OutputCeiling: 4096}
-			ex, err := cont.For(&manifest.Manifest{Sandbox: string(layer)})
-			if err != nil {
-				if os.Getenv("CI") == "true" {
-					t.Fatal(err)
-				}
-				t.Skip(err)
-			}
-			jobDir := t.TempDir()
-			ws := filepath.Join(jobDir, "workspace")
-			if err := os.Mkdir(ws, 0o700); err != nil {
-				t.Fatal(err)
-			}
+			ex, jobDir, ws := ceiledJob(t, layer, 4096)
 			c := &Command{Cfg: manifest.Command{Argv: []string{"sh", "-c", `head -c 10000 /dev/zero | tr '\0' x > "$1"`, "sh", "{answer_file}"},
 				Answer: "file", MaxOutputBytes: 1 << 40}, Getenv: pathOnly}
 			req := &Request{JobID: "j", Phase: "p", Role: "worker", Workspace: ws, JobDir: jobDir, Interaction: 1}
-			_, err = c.Call(WithExecutor(context.Background(), ex), req)
+			_, err := c.Call(WithExecutor(context.Background(), ex), req)
 			var ae *Error
 			if !errors.As(err, &ae) || ae.Code != codes.AgentExit || !strings.Contains(ae.Msg, "10000 bytes, more than 4096") {
 				t.Fatalf("err = %v, want the answer file refused past the ceiling", err)
 			}
 		})
 	}
+}
+
+// ceiledJob is the executor a Containment with the output ceiling gives a
+// job of layer (0: no ceiling), and a job folder with its workspace; a
+// layer this host lacks skips the test (fails it under CI=true).
+func ceiledJob(t *testing.T, layer sandbox.Layer, ceiling int64) (ex Executor, jobDir, ws string) {
+	t.Helper()
+	cont := &Containment{Exec: &sandbox.Local{}, Status: sandbox.Probe(), OutputCeiling: ceiling}
+	ex, err := cont.For(&manifest.Manifest{Sandbox: string(layer)})
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	jobDir = t.TempDir()
+	ws = filepath.Join(jobDir, "workspace")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return ex, jobDir, ws
 }

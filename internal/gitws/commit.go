@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/logist/logist/internal/regfile"
 )
 
 // Message is what a recovery point's commit says: the phase, the role and
@@ -187,21 +188,9 @@ func copyFile(src, dst string) error {
 	if err := os.Remove(dst); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	in, err := os.Open(src)
+	err := regfile.CopyNew(src, dst, 0o644)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	if err != nil {
-		return err
-	}
-	defer in.Close() //nolint:errcheck // read-only
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		_ = out.Close() // the copy has failed already
-		return err
-	}
-	return out.Close()
+	return err
 }

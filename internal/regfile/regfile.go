@@ -15,6 +15,7 @@ package regfile
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"syscall"
 
@@ -216,4 +217,25 @@ func Rename(oldpath, newpath string) error {
 			return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
 		}
 	}
+}
+
+// CopyNew copies the regular file src (opened as OpenRegular opens it) into
+// dst, a file made anew with perm: O_EXCL, so never one already there nor
+// one a link names. The copy is streamed, whatever src's size; nothing is
+// fsync'd. On an error a dst made is left for the caller to remove.
+func CopyNew(src, dst string, perm os.FileMode) error {
+	in, err := OpenRegular(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close() //nolint:errcheck // read-only
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		_ = out.Close() // the copy has failed already
+		return err
+	}
+	return out.Close()
 }

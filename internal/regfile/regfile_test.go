@@ -203,3 +203,41 @@ func TestOnlyHandedOutFilesAreMadeBlocking(t *testing.T) {
 		t.Errorf("OpenRegular: %d clears, flags %#x: want one clear and a blocking file", calls, fl)
 	}
 }
+
+// CopyNew copies a regular file into a file it makes; it never writes into
+// one already there (nor through a link), and refuses a named pipe unread.
+func TestCopyNew(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	body := strings.Repeat("copy ", 100_000)
+	if err := os.WriteFile(src, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := CopyNew(src, dst, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(dst); string(b) != body {
+		t.Errorf("copied %d bytes, want %d", len(b), len(body))
+	}
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(victim, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := CopyNew(src, link, 0o640); err == nil {
+		t.Error("copied through a link")
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep" {
+		t.Error("the link's target was written")
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := CopyNew(fifo, filepath.Join(dir, "out"), 0o640); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("named pipe: %v, want ErrNotRegular", err)
+	}
+}

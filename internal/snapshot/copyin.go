@@ -3,7 +3,6 @@ package snapshot
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -54,7 +53,10 @@ func CopyIn(src, workspace string) error {
 			}
 			return os.Symlink(target, dst)
 		case d.Type().IsRegular():
-			return copyRegular(p, dst, info.Mode().Perm())
+			// Streamed: a repository's files can be larger than the
+			// daemon's memory; one replaced by a named pipe since the
+			// folder was read is refused, not waited on.
+			return regfile.CopyNew(p, dst, info.Mode().Perm())
 		}
 		return nil
 	})
@@ -74,25 +76,4 @@ func CopyIn(src, workspace string) error {
 		return fmt.Errorf("workspace copy of %s: %w", src, err)
 	}
 	return atomicfile.SyncDir(filepath.Dir(workspace))
-}
-
-// copyRegular copies the regular file src to dst, a new file, streamed:
-// a repository's files can be larger than the daemon's memory, and one
-// replaced by a named pipe since the folder was read is refused (regfile)
-// rather than waited on.
-func copyRegular(src, dst string, perm os.FileMode) error {
-	in, err := regfile.OpenRegular(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close() //nolint:errcheck // read-only
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		_ = out.Close() // the copy has failed already
-		return err
-	}
-	return out.Close()
 }
