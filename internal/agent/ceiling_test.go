@@ -3,8 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -114,22 +112,9 @@ func TestAnswerFileUnderTheCeiling(t *testing.T) {
 }
 
 // ceiledJob is the executor a Containment with the output ceiling gives a
-// job of layer (0: no ceiling), and a job folder with its workspace; a
-// layer this host lacks skips the test (fails it under CI=true).
+// job of layer (0: no ceiling), and a job folder with its workspace.
 func ceiledJob(t *testing.T, layer sandbox.Layer, ceiling int64) (ex Executor, jobDir, ws string) {
 	t.Helper()
 	cont := &Containment{Exec: &sandbox.Local{}, Status: sandbox.Probe(), OutputCeiling: ceiling}
-	ex, err := cont.For(&manifest.Manifest{Sandbox: string(layer)})
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	jobDir = t.TempDir()
-	ws = filepath.Join(jobDir, "workspace")
-	if err := os.Mkdir(ws, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	return ex, jobDir, ws
+	return jobUnder(t, cont, &manifest.Manifest{Sandbox: string(layer)})
 }

@@ -502,6 +502,13 @@ func TestClearPredicted(t *testing.T) {
 func containedJob(t *testing.T, m *manifest.Manifest) (cont *Containment, ex Executor, jobDir, ws string) {
 	t.Helper()
 	cont = &Containment{Exec: &sandbox.Local{}, Status: sandbox.Probe()}
+	ex, jobDir, ws = jobUnder(t, cont, m)
+	return cont, ex, jobDir, ws
+}
+
+// jobUnder is cont's executor for m and a job folder with its workspace.
+func jobUnder(t *testing.T, cont *Containment, m *manifest.Manifest) (ex Executor, jobDir, ws string) {
+	t.Helper()
 	ex, err := cont.For(m)
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -514,7 +521,7 @@ func containedJob(t *testing.T, m *manifest.Manifest) (cont *Containment, ex Exe
 	if err := os.MkdirAll(ws, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	return cont, ex, jobDir, ws
+	return ex, jobDir, ws
 }
 
 // A contained agent's answer file must be its own: a link from its answer
