@@ -87,9 +87,10 @@ var safeSections = map[string]bool{
 }
 
 // safeSubKeys are the keys a remote's or a branch's subsection may hold:
-// names and refspecs. Logist fetches and pushes by path, never by a
-// remote's name, and a URL rewrite (url.*) or a transport's program
-// (remote.*.receivepack) is not among them.
+// names and refspecs (a remote's only under a nickname: remoteNick).
+// Logist fetches and pushes by path, never by a remote's name, and a URL
+// rewrite (url.*) or a transport's program (remote.*.receivepack) is not
+// among them.
 var safeSubKeys = map[string][]string{
 	"remote": {"url", "pushurl", "fetch", "push", "tagopt", "prune", "mirror", "skipdefaultupdate", "skipfetchall"},
 	"branch": {"remote", "merge", "rebase", "description", "pushremote"},
@@ -114,7 +115,20 @@ func safeSetting(name string) bool {
 	if i < 0 {
 		return safeKeys[section+"."+strings.ToLower(rest)]
 	}
+	if section == "remote" && !remoteNick(rest[:i]) {
+		return false
+	}
 	return slices.Contains(safeSubKeys[section], strings.ToLower(rest[i+1:]))
+}
+
+// remoteNick says whether name is a remote's nickname (origin), not a
+// URL or a path: git looks the repository a command names (a push's, an
+// ls-remote's) up among the remotes first, so a remote named after the
+// source's URL would send Logist's push to its pushurl. git itself takes
+// no slash in a nickname (remote.c, valid_remote_nick); a colon is in
+// every URL and scp-like address.
+func remoteNick(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\\:")
 }
 
 // vet refuses a workspace repository (its .git folder gd) that git, run

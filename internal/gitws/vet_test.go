@@ -168,3 +168,35 @@ func TestWorkspaceRepositoryWithCommonSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A remote named after the source repository's URL takes the push: git
+// looks the repository a push names up among the remotes first, so a
+// pushurl there sends logist result --push elsewhere, and into a local
+// repository of the agent's (in its workspace) whose hooks then run.
+func TestPushIsNotRedirectedByARemoteNamedAfterTheSource(t *testing.T) {
+	t.Parallel()
+	repo := testkit.GitRepo(t)
+	ws, _ := prepare(t, repo, "main")
+	out := filepath.Join(t.TempDir(), "ran")
+	evil := filepath.Join(ws, "evil.git")
+	testkit.Git(t, ws, "init", "-q", "--bare", evil)
+	hook := filepath.Join(evil, "hooks", "pre-receive")
+	if err := os.WriteFile(hook, []byte("#!/bin/sh\necho ran > "+out+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const source = "https://example.invalid/project.git"
+	testkit.Git(t, ws, "config", "remote."+source+".url", evil)
+	testkit.Git(t, ws, "config", "remote."+source+".pushurl", evil)
+	write(t, ws, "README.md", "# changed\n")
+	if _, err := gitws.Commit(ctx, ws, "logist/job-1", gitws.Message{Job: "job-1", Checkpoint: "cp-1"}); err == nil {
+		t.Error("Commit: a remote named after a URL was not refused")
+	}
+	err := gitws.Push(ctx, ws, source, "logist/job-1", "from-job")
+	var ue *gitws.UnsafeRepoError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "remote."+source) {
+		t.Errorf("Push: %v, want it refused naming the remote", err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("the hook of the repository the remote named ran")
+	}
+}
