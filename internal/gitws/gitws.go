@@ -52,7 +52,10 @@ var ErrNoGit = errors.New("git is not installed (not on PATH): a job with a git 
 // settings are passed to every git command: the user's hooks never run
 // (the source's are not cloned; an agent's are not Logist's business),
 // nothing signs or rewrites line endings, objects and refs are fsync'd
-// before a command returns, no background gc.
+// before a command returns, no background gc, and a diff names a
+// submodule's commits without opening its repository (whose settings,
+// unlike the workspace's, are not vetted: a promisor remote there runs a
+// program to fetch what is missing).
 var settings = []string{
 	"-c", "core.hooksPath=/dev/null",
 	"-c", "commit.gpgsign=false",
@@ -62,6 +65,7 @@ var settings = []string{
 	"-c", "core.fsync=objects,reference,index",
 	"-c", "core.fsyncMethod=fsync",
 	"-c", "gc.auto=0",
+	"-c", "diff.submodule=short",
 	"-c", "advice.detachedHead=false",
 	"-c", "init.defaultBranch=main",
 }

@@ -200,3 +200,39 @@ func TestPushIsNotRedirectedByARemoteNamedAfterTheSource(t *testing.T) {
 		t.Error("the hook of the repository the remote named ran")
 	}
 }
+
+// A submodule's repository is not vetted (its config is its own), so git,
+// run by Logist, must never open one: diff.submodule=log in the
+// workspace's settings made a diff read the submodule's history, and a
+// submodule set up as a partial clone fetched a missing commit through
+// the upload-pack program its config names.
+func TestDiffDoesNotOpenASubmodule(t *testing.T) {
+	t.Parallel()
+	up := testkit.GitRepo(t)
+	ws, _ := prepare(t, testkit.GitRepo(t), "main")
+	out := filepath.Join(t.TempDir(), "ran")
+	testkit.Git(t, ws, "-c", "protocol.file.allow=always", "submodule", "add", "-q", up, "sub")
+	testkit.Git(t, ws, "commit", "-q", "-m", "sub")
+	from := testkit.Git(t, ws, "rev-parse", "HEAD")
+	testkit.Git(t, ws, "update-index", "--cacheinfo", "160000,1111111111111111111111111111111111111111,sub")
+	testkit.Git(t, ws, "commit", "-q", "-m", "sub moved")
+	to := testkit.Git(t, ws, "rev-parse", "HEAD")
+	cfg := filepath.Join(ws, ".git", "modules", "sub", "config")
+	for _, kv := range [][2]string{
+		{"core.repositoryformatversion", "1"}, {"extensions.partialclone", "x"}, {"remote.x.url", up},
+		{"remote.x.promisor", "true"}, {"remote.x.uploadpack", "sh -c 'echo ran > " + out + "; exit 1'"},
+	} {
+		testkit.Git(t, ws, "config", "-f", cfg, kv[0], kv[1])
+	}
+	testkit.Git(t, ws, "config", "diff.submodule", "log")
+	for op, f := range map[string]func() error{
+		"Diff":     func() error { _, err := gitws.Diff(ctx, ws, from, to); return err },
+		"DiffStat": func() error { _, err := gitws.DiffStat(ctx, ws, from, to); return err },
+		"Patch":    func() error { _, err := gitws.Patch(ctx, ws, from, to); return err },
+	} {
+		_ = f() // refused or not: what counts is that nothing ran
+		if _, err := os.Stat(out); err == nil {
+			t.Fatalf("%s: the submodule's upload-pack ran", op)
+		}
+	}
+}
