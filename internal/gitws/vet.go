@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/logist/logist/internal/pathguard"
+	"github.com/logist/logist/internal/regfile"
 )
 
 // Logist runs git in a job's workspace outside the job's sandbox, with the
@@ -165,6 +168,11 @@ func vet(ctx context.Context, dir, gd string) error {
 	if err != nil {
 		return fmt.Errorf("git workspace %s: %w", dir, err)
 	}
+	if len(found) == 0 {
+		if found, err = vetWorkTree(dir, gd); err != nil {
+			return fmt.Errorf("git workspace %s: %w", dir, err)
+		}
+	}
 	if len(found) > 0 {
 		return &UnsafeRepoError{Dir: dir, Found: found}
 	}
@@ -188,6 +196,86 @@ func vet(ctx context.Context, dir, gd string) error {
 		return &UnsafeRepoError{Dir: dir, Found: []string{".git/config sets " + strings.Join(bad, ", ")}, Setting: true}
 	}
 	return nil
+}
+
+// gitOpens are the files git opens by name in every folder of a work
+// tree, with a plain open() that a named pipe blocks for ever (git add,
+// diff, log, reset, update-index, bundle create). A symlink there git
+// does not follow.
+var gitOpens = map[string]bool{".gitignore": true, ".gitattributes": true, ".mailmap": true, ".gitmodules": true}
+
+// vetWorkTree finds what, in the work tree of dir (outside its .git gd,
+// which vet walks), git would block on: one of gitOpens that is neither a
+// regular file nor a symlink, and a repository nested in the workspace
+// (whose HEAD and refs git add reads) holding other than regular files
+// and folders, or named by a .git file that leads elsewhere than into
+// gd (where git submodule keeps a submodule's repository).
+func vetWorkTree(dir, gd string) ([]string, error) {
+	var found []string
+	add := func(p, what string) error {
+		rel, _ := filepath.Rel(dir, p)
+		found = append(found, filepath.ToSlash(rel)+" "+what)
+		if len(found) >= 10 {
+			return fs.SkipAll
+		}
+		return nil
+	}
+	nested := ""
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == gd {
+			return filepath.SkipDir
+		}
+		t := d.Type()
+		if nested != "" && pathguard.Within(nested, p) {
+			if t != 0 && !t.IsDir() {
+				return add(p, "is "+kindOf(t)+" (in a repository nested in the workspace)")
+			}
+			return nil
+		}
+		switch {
+		case d.Name() == ".git" && d.IsDir():
+			nested = p
+		case d.Name() == ".git" && t == 0:
+			if !gitFileWithin(p, gd) {
+				return add(p, "names a repository outside the workspace's .git")
+			}
+		case d.Name() == ".git":
+			return add(p, "is "+kindOf(t))
+		case gitOpens[d.Name()] && t != 0 && !t.IsDir() && t&fs.ModeSymlink == 0:
+			return add(p, "is "+kindOf(t))
+		}
+		return nil
+	})
+	return found, err
+}
+
+// kindOf names a file's type that is not a regular file's.
+func kindOf(t fs.FileMode) string {
+	if t&fs.ModeSymlink != 0 {
+		return "a symlink"
+	}
+	return "not a regular file (" + t.String() + ")"
+}
+
+// gitFileWithin says whether the .git file p ("gitdir: PATH") names a
+// folder in gd, whose files vet has checked.
+func gitFileWithin(p, gd string) bool {
+	b, err := regfile.ReadLimited(p, 4096)
+	if err != nil || len(b) > 4096 {
+		return false
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	target, ok := strings.CutPrefix(strings.TrimSpace(first), "gitdir: ")
+	if !ok || target == "" {
+		return false
+	}
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(filepath.Dir(p), target)
+	}
+	return pathguard.Within(gd, filepath.Clean(target))
 }
 
 // workspace is cmd for the workspace dir, once its repository has been

@@ -236,3 +236,106 @@ func TestDiffDoesNotOpenASubmodule(t *testing.T) {
 		}
 	}
 }
+
+// What git opens by name in the work tree, outside .git, with a plain
+// open(): a named pipe there, or in a repository nested in the workspace,
+// blocked the git Logist ran for ever (a recovery point's commit at git
+// add, a rollback, a cluster's bundle, a diff; a deadline does not help:
+// the killed git's pack-objects kept its output open). Every operation
+// refuses it at once, naming it.
+func TestWorkTreeFilesGitWouldBlockOn(t *testing.T) {
+	t.Parallel()
+	repo := testkit.GitRepo(t)
+	for _, tc := range []struct {
+		name  string
+		plant func(t *testing.T, ws string, fifo func(string))
+		want  string
+	}{
+		{".gitignore", func(t *testing.T, ws string, fifo func(string)) { fifo(filepath.Join(ws, "src", ".gitignore")) },
+			"src/.gitignore is not a regular file"},
+		{".gitattributes", func(t *testing.T, ws string, fifo func(string)) { fifo(filepath.Join(ws, ".gitattributes")) },
+			".gitattributes is not a regular file"},
+		{".mailmap", func(t *testing.T, ws string, fifo func(string)) { fifo(filepath.Join(ws, ".mailmap")) },
+			".mailmap is not a regular file"},
+		{"a nested repository's HEAD", func(t *testing.T, ws string, fifo func(string)) {
+			write(t, ws, "lib/.git/objects/.keep", "")
+			write(t, ws, "lib/.git/refs/heads/.keep", "")
+			fifo(filepath.Join(ws, "lib", ".git", "HEAD"))
+		}, "lib/.git/HEAD is not a regular file"},
+		{"a nested repository elsewhere", func(t *testing.T, ws string, fifo func(string)) {
+			gd := filepath.Join(t.TempDir(), "gd")
+			write(t, gd, "objects/.keep", "")
+			write(t, gd, "refs/heads/.keep", "")
+			fifo(filepath.Join(gd, "HEAD"))
+			write(t, ws, "lib/.git", "gitdir: "+gd+"\n")
+		}, "lib/.git names a repository outside the workspace's .git"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws, base := prepare(t, repo, "main")
+			write(t, ws, "README.md", "# changed\n")
+			var fifos []string
+			tc.plant(t, ws, func(p string) {
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := syscall.Mkfifo(p, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				fifos = append(fifos, p)
+			})
+			// unblock lets a git blocked in opening a pipe go on (a writer
+			// that closes: the reader sees an empty file).
+			unblock := func() {
+				for _, p := range fifos {
+					if fd, err := syscall.Open(p, syscall.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+						_ = syscall.Close(fd)
+					}
+				}
+			}
+			ops := map[string]func() error{
+				"Commit": func() error {
+					_, err := gitws.Commit(ctx, ws, "logist/job-1", gitws.Message{Job: "job-1", Checkpoint: "cp-1"})
+					return err
+				},
+				"Reconcile": func() error {
+					_, err := gitws.Reconcile(ctx, ws, func(string) bool { return false })
+					return err
+				},
+				"Restore": func() error { return gitws.Restore(ctx, ws, "logist/job-1", base.Commit) },
+				"Bundle": func() error {
+					_, err := gitws.Bundle(ctx, ws)
+					return err
+				},
+				"Diff": func() error {
+					_, err := gitws.Diff(ctx, ws, base.Commit, "HEAD")
+					return err
+				},
+			}
+			for op, f := range ops {
+				done := make(chan error, 1)
+				go func() { done <- f() }()
+				var err error
+				select {
+				case err = <-done:
+				case <-time.After(3 * time.Second):
+					t.Errorf("%s: still running after 3 s", op)
+					for err == nil {
+						unblock()
+						select {
+						case err = <-done:
+							if err == nil {
+								err = errors.New("done")
+							}
+						case <-time.After(100 * time.Millisecond):
+						}
+					}
+					continue
+				}
+				var ue *gitws.UnsafeRepoError
+				if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("%s: %v, want it refused naming %q", op, err, tc.want)
+				}
+			}
+		})
+	}
+}
