@@ -49,7 +49,9 @@ func (e *UnsafeRepoError) Error() string {
 }
 
 // safeKeys are the settings (section.key, lower case, no subsection) git
-// may read in a workspace: none names a program or a path git writes.
+// may read in a workspace: none names a program or a path git writes, or
+// a file git reads (core.excludesFile, read at git add, reset and
+// update-index, may be a named pipe anywhere).
 // Those that settings overrides on every command line are among them:
 // what the file says of them does not count.
 var safeKeys = map[string]bool{}
@@ -60,7 +62,7 @@ func init() {
 		core.precomposeunicode core.symlinks core.autocrlf core.safecrlf core.eol core.quotepath
 		core.compression core.loosecompression core.bigfilethreshold core.abbrev core.untrackedcache
 		core.checkstat core.trustctime core.preloadindex core.commentchar core.commentstring
-		core.whitespace core.excludesfile core.splitindex core.commitgraph core.multipackindex
+		core.whitespace core.splitindex core.commitgraph core.multipackindex
 		core.protecthfs core.protectntfs core.warnambiguousrefs core.deltabasecachelimit
 		core.packedgitlimit core.packedgitwindowsize core.sparsecheckout core.sparsecheckoutcone
 		core.hookspath core.fsmonitor core.fsync core.fsyncmethod

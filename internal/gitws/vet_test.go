@@ -269,6 +269,11 @@ func TestWorkTreeFilesGitWouldBlockOn(t *testing.T) {
 			fifo(filepath.Join(gd, "HEAD"))
 			write(t, ws, "lib/.git", "gitdir: "+gd+"\n")
 		}, "lib/.git names a repository outside the workspace's .git"},
+		{"an excludes file", func(t *testing.T, ws string, fifo func(string)) {
+			p := filepath.Join(t.TempDir(), "ignore")
+			fifo(p)
+			testkit.Git(t, ws, "config", "core.excludesFile", p)
+		}, ".git/config sets core.excludesfile"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ws, base := prepare(t, repo, "main")
