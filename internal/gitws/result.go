@@ -84,7 +84,8 @@ func Push(ctx context.Context, dir, repo, branch, name string) error {
 	if cur != "" && cur == name {
 		return &RefusedPushError{fmt.Sprintf("%s is the source repository's current branch; push under another name and merge it yourself", name)}
 	}
-	args := []string{"push", "--quiet"}
+	// The branch only: no tag the agent made (push.followTags).
+	args := []string{"push", "--quiet", "--no-follow-tags"}
 	if filepath.IsAbs(repo) || strings.HasPrefix(repo, "file://") {
 		// A repository on this machine: its receive-pack is Logist's to
 		// start, without hooks.

@@ -344,3 +344,25 @@ func TestWorkTreeFilesGitWouldBlockOn(t *testing.T) {
 		})
 	}
 }
+
+// logist result --push pushes the job branch, and nothing else: an
+// agent's push.followTags made git push too every annotated tag of the
+// agent's that the branch reaches (a release tag, to a source whose CI
+// builds tags).
+func TestPushTakesNoTagOfTheAgents(t *testing.T) {
+	t.Parallel()
+	repo := testkit.GitRepo(t)
+	ws, _ := prepare(t, repo, "main")
+	write(t, ws, "result.txt", "the work\n")
+	if _, err := gitws.Commit(ctx, ws, "logist/job-1", gitws.Message{Job: "job-1", Checkpoint: "cp-1"}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Git(t, ws, "tag", "-a", "-m", "release", "v9.9.9", "logist/job-1")
+	testkit.Git(t, ws, "config", "push.followTags", "true")
+	if err := gitws.Push(ctx, ws, repo, "logist/job-1", "review/job-1"); err != nil {
+		t.Fatal(err)
+	}
+	if tags := testkit.Git(t, repo, "tag", "--list", "v9*"); tags != "" {
+		t.Errorf("the push took the agent's tag %s into the source", tags)
+	}
+}
