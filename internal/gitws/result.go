@@ -33,7 +33,10 @@ func Patch(ctx context.Context, dir, from, to string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.run(ctx, "diff", "--no-ext-diff", "--no-textconv", "--binary", "--full-index", "-M", from, to, "--")
+	// Git's default form whatever the repository's settings (diff.noprefix,
+	// diff.mnemonicPrefix, color.*): git apply strips a/ and b/.
+	return c.run(ctx, "diff", "--no-ext-diff", "--no-textconv", "--no-color", "--src-prefix=a/", "--dst-prefix=b/",
+		"--binary", "--full-index", "-M", from, to, "--")
 }
 
 // SourceHead is the branch the source repository repo has checked out (""

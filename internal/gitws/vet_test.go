@@ -1,6 +1,7 @@
 package gitws_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -364,5 +365,30 @@ func TestPushTakesNoTagOfTheAgents(t *testing.T) {
 	}
 	if tags := testkit.Git(t, repo, "tag", "--list", "v9*"); tags != "" {
 		t.Errorf("the push took the agent's tag %s into the source", tags)
+	}
+}
+
+// The patch logist result writes is what a steward applies to their own
+// checkout (git apply strips a/ and b/): settings the vet lets through
+// must not change where it puts files. With diff.noprefix an agent's
+// src/app/x.go was applied as app/x.go.
+func TestPatchIsGitsDefaultWhateverTheSettings(t *testing.T) {
+	t.Parallel()
+	repo := testkit.GitRepo(t)
+	ws, base := prepare(t, repo, "main")
+	write(t, ws, "src/app/x.go", "package app\n")
+	tip, err := gitws.Commit(ctx, ws, "logist/job-1", gitws.Message{Job: "job-1", Checkpoint: "cp-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range [][2]string{{"diff.noprefix", "true"}, {"diff.mnemonicPrefix", "true"}, {"color.ui", "always"}} {
+		testkit.Git(t, ws, "config", kv[0], kv[1])
+	}
+	patch, err := gitws.Patch(ctx, ws, base.Commit, tip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(patch, []byte("diff --git a/src/app/x.go b/src/app/x.go\n")) {
+		t.Errorf("patch not in git's default form:\n%q", patch)
 	}
 }
