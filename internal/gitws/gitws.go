@@ -55,7 +55,8 @@ var ErrNoGit = errors.New("git is not installed (not on PATH): a job with a git 
 // before a command returns, no background gc, and a diff names a
 // submodule's commits without opening its repository (whose settings,
 // unlike the workspace's, are not vetted: a promisor remote there runs a
-// program to fetch what is missing).
+// program to fetch what is missing), and git log checks no signature (the
+// host's gpg on an agent's bytes).
 var settings = []string{
 	"-c", "core.hooksPath=/dev/null",
 	"-c", "commit.gpgsign=false",
@@ -66,6 +67,7 @@ var settings = []string{
 	"-c", "core.fsyncMethod=fsync",
 	"-c", "gc.auto=0",
 	"-c", "diff.submodule=short",
+	"-c", "log.showSignature=false",
 	"-c", "advice.detachedHead=false",
 	"-c", "init.defaultBranch=main",
 }

@@ -392,3 +392,36 @@ func TestPatchIsGitsDefaultWhateverTheSettings(t *testing.T) {
 		t.Errorf("patch not in git's default form:\n%q", patch)
 	}
 }
+
+// log.showSignature (the log section is let through) had the git log
+// Logist runs on HEAD check the signature an agent put on its commit:
+// the host's gpg, run by the daemon on the agent's bytes.
+func TestLogRunsNoSignatureCheck(t *testing.T) {
+	repo := testkit.GitRepo(t)
+	ws, _ := prepare(t, repo, "main")
+	bin, out := t.TempDir(), filepath.Join(t.TempDir(), "ran")
+	if err := os.WriteFile(filepath.Join(bin, "gpg"), []byte("#!/bin/sh\necho ran > "+out+"\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	raw := testkit.Git(t, ws, "cat-file", "commit", "HEAD")
+	hdr, msg, _ := strings.Cut(raw, "\n\n")
+	signed := hdr + "\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n =abcd\n -----END PGP SIGNATURE-----\n\n" + msg + "\n"
+	p := filepath.Join(t.TempDir(), "commit")
+	if err := os.WriteFile(p, []byte(signed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := testkit.Git(t, ws, "hash-object", "-t", "commit", "-w", p)
+	testkit.Git(t, ws, "reset", "-q", "--soft", c)
+	testkit.Git(t, ws, "config", "log.showSignature", "true")
+	write(t, ws, "README.md", "# changed\n")
+	if _, err := gitws.Commit(ctx, ws, "logist/job-1", gitws.Message{Job: "job-1", Checkpoint: "cp-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gitws.Reconcile(ctx, ws, func(string) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("gpg ran on the agent's signature")
+	}
+}
