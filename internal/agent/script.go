@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -43,10 +42,9 @@ func (s *Script) Call(ctx context.Context, req *Request) (*Result, error) {
 		if err != nil {
 			return nil, &Error{Code: codes.AgentConfig, Msg: fmt.Sprintf("script file: %v", err)}
 		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return nil, &Error{Code: codes.AgentConfig, Msg: err.Error()}
-		}
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		// A new file renamed over whatever is at its name (the workspace
+		// is the other agents' too: a named pipe there is not opened).
+		if err := writeInHome(filepath.Dir(p), p, []byte(content)); err != nil {
 			return nil, &Error{Code: codes.AgentConfig, Msg: err.Error()}
 		}
 	}
