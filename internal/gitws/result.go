@@ -16,12 +16,14 @@ func Tip(ctx context.Context, dir, branch string) (string, error) {
 }
 
 // DiffStat is `git diff --stat` from one commit to another (renames found).
+// The diffs here show a submodule's change whatever the repository's
+// settings say to ignore: the push takes it.
 func DiffStat(ctx context.Context, dir, from, to string) (string, error) {
 	c, _, err := workspace(ctx, dir)
 	if err != nil {
 		return "", err
 	}
-	out, err := c.run(ctx, "diff", "--no-ext-diff", "--no-textconv", "--stat", "-M", from, to, "--")
+	out, err := c.run(ctx, "diff", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none", "--stat", "-M", from, to, "--")
 	return string(out), err
 }
 
@@ -35,7 +37,7 @@ func Patch(ctx context.Context, dir, from, to string) ([]byte, error) {
 	}
 	// Git's default form whatever the repository's settings (diff.noprefix,
 	// diff.mnemonicPrefix, color.*): git apply strips a/ and b/.
-	return c.run(ctx, "diff", "--no-ext-diff", "--no-textconv", "--no-color", "--src-prefix=a/", "--dst-prefix=b/",
+	return c.run(ctx, "diff", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none", "--no-color", "--src-prefix=a/", "--dst-prefix=b/",
 		"--binary", "--full-index", "-M", from, to, "--")
 }
 
@@ -106,6 +108,6 @@ func Diff(ctx context.Context, dir, from, to string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, err := c.run(ctx, "diff", "--no-ext-diff", "--no-textconv", "--no-color", "--stat", "--patch", "-M", from, to, "--")
+	out, err := c.run(ctx, "diff", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none", "--no-color", "--stat", "--patch", "-M", from, to, "--")
 	return string(out), err
 }

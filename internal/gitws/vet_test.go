@@ -425,3 +425,34 @@ func TestLogRunsNoSignatureCheck(t *testing.T) {
 		t.Error("gpg ran on the agent's signature")
 	}
 }
+
+// What logist diff and result show is all the branch changes: a
+// submodule's new commit is pushed with the branch, so settings the vet
+// lets through (diff.ignoreSubmodules, submodule.NAME.ignore) must not
+// hide it from the steward who reviews the change.
+func TestDiffShowsASubmoduleChangeWhateverTheSettings(t *testing.T) {
+	t.Parallel()
+	ws, _ := prepare(t, testkit.GitRepo(t), "main")
+	testkit.Git(t, ws, "update-index", "--add", "--cacheinfo", "160000,1111111111111111111111111111111111111111,lib")
+	write(t, ws, ".gitmodules", "[submodule \"lib\"]\n\tpath = lib\n\turl = https://example.com/lib.git\n")
+	testkit.Git(t, ws, "add", ".gitmodules")
+	testkit.Git(t, ws, "commit", "-q", "-m", "lib")
+	from := testkit.Git(t, ws, "rev-parse", "HEAD")
+	testkit.Git(t, ws, "update-index", "--cacheinfo", "160000,2222222222222222222222222222222222222222,lib")
+	testkit.Git(t, ws, "commit", "-q", "-m", "lib moved")
+	to := testkit.Git(t, ws, "rev-parse", "HEAD")
+	testkit.Git(t, ws, "config", "diff.ignoreSubmodules", "all")
+	testkit.Git(t, ws, "config", "submodule.lib.ignore", "all")
+	diff, err := gitws.Diff(ctx, ws, from, to)
+	if err != nil || !strings.Contains(diff, "2222222222") {
+		t.Errorf("Diff: %v, the submodule's change not shown:\n%s", err, diff)
+	}
+	stat, err := gitws.DiffStat(ctx, ws, from, to)
+	if err != nil || !strings.Contains(stat, "lib") {
+		t.Errorf("DiffStat: %v, the submodule's change not shown:\n%s", err, stat)
+	}
+	patch, err := gitws.Patch(ctx, ws, from, to)
+	if err != nil || !bytes.Contains(patch, []byte("+Subproject commit 2222222222222222222222222222222222222222")) {
+		t.Errorf("Patch: %v, the submodule's change not in it:\n%s", err, patch)
+	}
+}
