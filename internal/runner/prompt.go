@@ -7,6 +7,7 @@ import (
 
 	"github.com/logist/logist/internal/regfile"
 
+	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/pathguard"
 	"github.com/logist/logist/internal/workflow"
@@ -28,7 +29,8 @@ const MaxPromptBytes = 1 << 20
 // the job folder), else the built-in one for the role, else a generic one.
 func systemPrompt(m *manifest.Manifest, jobDir, role string) (string, error) {
 	if rel, ok := m.Prompts[role]; ok {
-		p, _, err := pathguard.Resolve(jobDir, rel)
+		root, sub := agentsFolder(jobDir, rel)
+		p, _, err := pathguard.Resolve(root, sub)
 		if err != nil {
 			return "", fmt.Errorf("prompts.%s: %w", role, err)
 		}
@@ -45,6 +47,26 @@ func systemPrompt(m *manifest.Manifest, jobDir, role string) (string, error) {
 		return s, nil
 	}
 	return fmt.Sprintf(genericPrompt, role), nil
+}
+
+// agentsFolder is the folder of the job's that rel (a path in jobDir) must
+// resolve in, and rel within it: a folder an agent writes (the workspace,
+// a role's private home, a call's folder in requests/) where rel lies in
+// one, since a link an agent made there must lead nowhere else in the
+// job's folder (another role's home, the history); else jobDir.
+func agentsFolder(jobDir, rel string) (root, sub string) {
+	parts := strings.Split(filepath.ToSlash(filepath.Clean(rel)), "/")
+	depth := 0
+	switch parts[0] {
+	case jobstore.WorkspaceDir:
+		depth = 1
+	case "agent-home", jobstore.RequestsDir:
+		depth = 2
+	}
+	if depth == 0 || len(parts) <= depth {
+		return jobDir, rel
+	}
+	return filepath.Join(jobDir, filepath.Join(parts[:depth]...)), filepath.Join(parts[depth:]...)
 }
 
 // renderPrompt is the complete text an LLM agent sees: system prompt, task,

@@ -35,3 +35,36 @@ func TestPromptFileIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// A prompt file the manifest names in the workspace (a repository's own
+// prompt) is the agents' to replace: one that made it a link to another
+// file of the job's folder, such as another role's private home or the
+// history, had that file read into the role's prompt, and so into the
+// request its agent reads.
+func TestPromptFileInTheWorkspaceStaysInIt(t *testing.T) {
+	dir := t.TempDir()
+	write := func(rel, s string) {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("agent-home/reviewer/.gemini/oauth_creds.json", "SECRET-TOKEN")
+	write("workspace/docs/other.md", "a prompt of the workspace's")
+	m := &manifest.Manifest{Prompts: map[string]string{"worker": "workspace/PROMPT.md", "tester": "workspace/docs/../PROMPT2.md"}}
+	if err := os.Symlink("../agent-home/reviewer/.gemini/oauth_creds.json", filepath.Join(dir, "workspace", "PROMPT.md")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("docs/other.md", filepath.Join(dir, "workspace", "PROMPT2.md")); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := systemPrompt(m, dir, "worker"); err == nil || strings.Contains(s, "SECRET") {
+		t.Errorf("prompt %q, %v: want the link out of the workspace refused", s, err)
+	}
+	if s, err := systemPrompt(m, dir, "tester"); err != nil || s != "a prompt of the workspace's" {
+		t.Errorf("prompt %q, %v: a link inside the workspace is followed", s, err)
+	}
+}
