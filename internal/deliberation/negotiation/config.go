@@ -344,6 +344,22 @@ func checkStance(st *Stance, is Issue, at string) error {
 // assessment), read at every turn.
 const maxGameFile = 16 << 20
 
+// gameFile resolves name, a file of the game's named relative to the job
+// folder, as a role's prompt file is resolved: inside the workspace when
+// it lies there (the agents' folder: a link they made must not lead to
+// another role's private home or the history), else inside the job
+// folder.
+func gameFile(env deliberation.Env, name string) (string, error) {
+	root, rel := env.Dir, name
+	if env.Workspace != "" && !filepath.IsAbs(name) {
+		if r, err := filepath.Rel(env.Workspace, filepath.Join(env.Dir, name)); err == nil && pathguard.Lexical(r) == nil {
+			root, rel = env.Workspace, r
+		}
+	}
+	p, _, err := pathguard.Resolve(root, rel)
+	return p, err
+}
+
 // readGameFile reads a file of the game's, named relative to the job
 // folder and so perhaps in the agents' workspace: a named pipe there is
 // refused rather than waited on (regfile), a file past maxGameFile too.
@@ -361,7 +377,7 @@ func load(env deliberation.Env) (*game, error) {
 	if err != nil {
 		return nil, err
 	}
-	path, _, err := pathguard.Resolve(env.Dir, cfg.Scenario)
+	path, err := gameFile(env, cfg.Scenario)
 	if err != nil {
 		return nil, fmt.Errorf("game.scenario: %w", err)
 	}
@@ -377,7 +393,7 @@ func load(env deliberation.Env) (*game, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := checkExcerpts(env.Dir, cfg.Scenario, parsed); err != nil {
+		if err := checkExcerpts(env, cfg.Scenario, parsed); err != nil {
 			return nil, err
 		}
 		sc, _ = scenarios.LoadOrStore(key, parsed)
@@ -388,11 +404,11 @@ func load(env deliberation.Env) (*game, error) {
 // checkExcerpts holds each approved excerpt to the assessment's file, if
 // the scenario names one: an excerpt is a passage of it, word for word
 // (white space aside). Nothing of the file is kept.
-func checkExcerpts(dir, name string, sc *Scenario) error {
+func checkExcerpts(env deliberation.Env, name string, sc *Scenario) error {
 	if sc.Assessment == nil || sc.Assessment.File == "" {
 		return nil
 	}
-	path, _, err := pathguard.Resolve(dir, sc.Assessment.File)
+	path, err := gameFile(env, sc.Assessment.File)
 	if err != nil {
 		return fmt.Errorf("%s: assessment.file: %w", name, err)
 	}

@@ -177,3 +177,40 @@ func TestScenarioThatIsANamedPipe(t *testing.T) {
 		t.Fatal("Load still waiting on the named pipe after 10 s")
 	}
 }
+
+// A scenario named in the workspace resolves inside it, as a role's prompt
+// file does: there it loads, and a link an agent made from there to
+// another role's private home is refused, not read.
+func TestScenarioInTheWorkspaceStaysInIt(t *testing.T) {
+	raw, err := os.ReadFile("../../../jobs/demo-negotiation/scenario.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "workspace")
+	home := filepath.Join(dir, "agent-home", "other")
+	for _, d := range []string{ws, home} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(ws, "scenario.json"), raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "secret.json"), raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../agent-home/other/secret.json", filepath.Join(ws, "linked.json")); err != nil {
+		t.Fatal(err)
+	}
+	env := func(name string) deliberation.Env {
+		cfg, _ := json.Marshal(map[string]any{"scenario": name})
+		return deliberation.Env{Dir: dir, Workspace: ws, Config: cfg}
+	}
+	if _, err := (Game{}).Load(env("workspace/scenario.json")); err != nil {
+		t.Fatalf("a scenario in the workspace: %v", err)
+	}
+	if _, err := (Game{}).Load(env("workspace/linked.json")); err == nil || !strings.Contains(err.Error(), "game.scenario") || !strings.Contains(err.Error(), "outside") {
+		t.Errorf("a scenario linked out of the workspace: %v, want it refused", err)
+	}
+}
