@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/logist/logist/internal/atomicfile"
 	"github.com/logist/logist/internal/pathguard"
 	"github.com/logist/logist/internal/regfile"
 )
@@ -170,30 +171,15 @@ func realDirs(root, dir string) (string, error) {
 }
 
 // writeInHome writes data to path, a file under root, as a new file (mode
-// 0600) renamed over whatever was at path: a link there is replaced, its
-// target untouched, and the folders on the way are real ones (realDirs).
-// Nothing is fsync'd: these files are made again for every call.
+// 0600) renamed over whatever was at path (atomicfile.WriteCopy): a link
+// there is replaced, its target untouched, and the folders on the way are
+// real ones (realDirs). Nothing is fsync'd: these files are made again
+// for every call.
 func writeInHome(root, path string, data []byte) error {
-	dir, err := realDirs(root, filepath.Dir(path))
-	if err != nil {
+	if _, err := realDirs(root, filepath.Dir(path)); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, ".logist-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, path)
-	}
-	if werr != nil {
-		_ = os.Remove(tmp) // not renamed: nothing else names it
-	}
-	return werr
+	return atomicfile.WriteCopy(path, data, 0o600, nil)
 }
 
 // removeInHome removes the file path under root, if its folders are real

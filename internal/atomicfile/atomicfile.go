@@ -7,6 +7,7 @@ package atomicfile
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -200,6 +201,21 @@ func writeAt(f *os.File, path string, data []byte, perm os.FileMode, old int64) 
 }
 
 func replace(path string, data []byte, perm os.FileMode, sync bool, before func(os.FileInfo)) error {
+	return replaceWith(path, func(f *os.File) error { _, err := f.Write(data); return err }, perm, sync, before)
+}
+
+// WriteFrom is WriteFile of what r yields, streamed into the temp file:
+// for content as large as a file an agent made (a snapshot's object put
+// back by a rollback), which is never held in memory whole.
+func WriteFrom(path string, r io.Reader, perm os.FileMode) error {
+	if err := replaceWith(path, func(f *os.File) error { _, err := io.Copy(f, r); return err }, perm, true, nil); err != nil {
+		return err
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
+// replaceWith is replace with the content written by write.
+func replaceWith(path string, write func(*os.File) error, perm os.FileMode, sync bool, before func(os.FileInfo)) error {
 	dir := filepath.Dir(path)
 	f, tmp, err := createTemp(dir, "."+filepath.Base(path)+".tmp-", perm)
 	if err != nil {
@@ -219,7 +235,7 @@ func replace(path string, data []byte, perm os.FileMode, sync bool, before func(
 			return fmt.Errorf("chmod %s: %w", tmp, err)
 		}
 	}
-	if _, err := f.Write(data); err != nil {
+	if err := write(f); err != nil {
 		return fmt.Errorf("write %s: %w", tmp, err)
 	}
 	if sync {

@@ -322,3 +322,35 @@ func TestWriteInPlaceNeverWritesThroughALink(t *testing.T) {
 		}
 	}
 }
+
+// WriteFrom replaces a file with what a reader yields, as WriteFile does
+// (fsync'd, renamed, the folder fsync'd): a link at the name is replaced,
+// its target untouched.
+func TestWriteFromReplacesWhatIsThere(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "f")
+	if err := os.Symlink(victim, p); err != nil {
+		t.Fatal(err)
+	}
+	files, dirs := FileSyncs.Load(), DirSyncs.Load()
+	body := strings.Repeat("streamed ", 200_000)
+	if err := WriteFrom(p, strings.NewReader(body), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("%s: %v %v, want a regular file of mode 0640", p, fi, err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != body {
+		t.Errorf("wrote %d bytes, want %d", len(b), len(body))
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep" {
+		t.Error("the link's target was written")
+	}
+	if FileSyncs.Load() == files || DirSyncs.Load() == dirs {
+		t.Error("the file or its folder was not fsync'd")
+	}
+}

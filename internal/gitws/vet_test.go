@@ -90,34 +90,7 @@ func TestWorkspaceRepositoryIsVetted(t *testing.T) {
 			victim := filepath.Join(filepath.Dir(out), "victim")
 			before, _ := os.ReadFile(victim)
 			source := state(t, repo)
-			ops := map[string]func() error{
-				"Commit": func() error {
-					_, err := gitws.Commit(ctx, ws, "logist/job-1", gitws.Message{Job: "job-1", Checkpoint: "cp-1"})
-					return err
-				},
-				"Reconcile": func() error {
-					_, err := gitws.Reconcile(ctx, ws, func(string) bool { return false })
-					return err
-				},
-				"Restore": func() error { return gitws.Restore(ctx, ws, "logist/job-1", base.Commit) },
-				"Bundle": func() error {
-					_, err := gitws.Bundle(ctx, ws)
-					return err
-				},
-				"Tip": func() error {
-					_, err := gitws.Tip(ctx, ws, "logist/job-1")
-					return err
-				},
-				"Diff": func() error {
-					_, err := gitws.Diff(ctx, ws, base.Commit, "HEAD")
-					return err
-				},
-				"Patch": func() error {
-					_, err := gitws.Patch(ctx, ws, base.Commit, "HEAD")
-					return err
-				},
-				"Push": func() error { return gitws.Push(ctx, ws, repo, "logist/job-1", "from-job") },
-			}
+			ops := operations(ws, repo, base.Commit)
 			for op, f := range ops {
 				c, cancel := context.WithTimeout(ctx, 20*time.Second)
 				done := make(chan error, 1)
@@ -298,24 +271,9 @@ func TestWorkTreeFilesGitWouldBlockOn(t *testing.T) {
 					}
 				}
 			}
-			ops := map[string]func() error{
-				"Commit": func() error {
-					_, err := gitws.Commit(ctx, ws, "logist/job-1", gitws.Message{Job: "job-1", Checkpoint: "cp-1"})
-					return err
-				},
-				"Reconcile": func() error {
-					_, err := gitws.Reconcile(ctx, ws, func(string) bool { return false })
-					return err
-				},
-				"Restore": func() error { return gitws.Restore(ctx, ws, "logist/job-1", base.Commit) },
-				"Bundle": func() error {
-					_, err := gitws.Bundle(ctx, ws)
-					return err
-				},
-				"Diff": func() error {
-					_, err := gitws.Diff(ctx, ws, base.Commit, "HEAD")
-					return err
-				},
+			ops := operations(ws, repo, base.Commit)
+			for _, op := range []string{"Tip", "Patch", "Push"} {
+				delete(ops, op) // they open no file of the work tree's
 			}
 			for op, f := range ops {
 				done := make(chan error, 1)
@@ -454,5 +412,38 @@ func TestDiffShowsASubmoduleChangeWhateverTheSettings(t *testing.T) {
 	patch, err := gitws.Patch(ctx, ws, from, to)
 	if err != nil || !bytes.Contains(patch, []byte("+Subproject commit 2222222222222222222222222222222222222222")) {
 		t.Errorf("Patch: %v, the submodule's change not in it:\n%s", err, patch)
+	}
+}
+
+// operations are gitws's operations on the workspace ws of a job whose
+// source is repo and base commit base, by name.
+func operations(ws, repo, base string) map[string]func() error {
+	return map[string]func() error{
+		"Commit": func() error {
+			_, err := gitws.Commit(ctx, ws, "logist/job-1", gitws.Message{Job: "job-1", Checkpoint: "cp-1"})
+			return err
+		},
+		"Reconcile": func() error {
+			_, err := gitws.Reconcile(ctx, ws, func(string) bool { return false })
+			return err
+		},
+		"Restore": func() error { return gitws.Restore(ctx, ws, "logist/job-1", base) },
+		"Bundle": func() error {
+			_, err := gitws.Bundle(ctx, ws)
+			return err
+		},
+		"Tip": func() error {
+			_, err := gitws.Tip(ctx, ws, "logist/job-1")
+			return err
+		},
+		"Diff": func() error {
+			_, err := gitws.Diff(ctx, ws, base, "HEAD")
+			return err
+		},
+		"Patch": func() error {
+			_, err := gitws.Patch(ctx, ws, base, "HEAD")
+			return err
+		},
+		"Push": func() error { return gitws.Push(ctx, ws, repo, "logist/job-1", "from-job") },
 	}
 }

@@ -449,39 +449,18 @@ func restore(workspace, jobDir, cp string, l *Listing) error {
 }
 
 // restoreFile puts the object obj back at dst as atomicfile.WriteFile
-// would (a temp file beside it with mode perm, fsync'd, renamed over
-// whatever is at dst, the folder fsync'd), streamed: an object is as large
-// as its agent made the file, up to the snapshot's cap.
+// would, streamed (atomicfile.WriteFrom): an object is as large as its
+// agent made the file, up to the snapshot's cap.
 func restoreFile(obj, dst string, perm fs.FileMode) error {
 	in, err := regfile.OpenRegular(obj)
 	if err != nil {
 		return err
 	}
 	defer in.Close() //nolint:errcheck // read-only
-	f, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-")
-	if err != nil {
-		return fmt.Errorf("create temp for %s: %w", dst, err)
-	}
-	tmp := f.Name()
-	err = f.Chmod(perm)
-	if err == nil {
-		_, err = io.Copy(f, in)
-	}
-	if err == nil {
-		err = f.Sync()
-		atomicfile.FileSyncs.Add(1)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, dst)
-	}
-	if err != nil {
-		_ = os.Remove(tmp) // not renamed: nothing else names it
+	if err := atomicfile.WriteFrom(dst, in, perm); err != nil {
 		return fmt.Errorf("restore %s: %w", dst, err)
 	}
-	return atomicfile.SyncDir(filepath.Dir(dst))
+	return nil
 }
 
 func checkObject(p, sum string) error {
