@@ -168,6 +168,35 @@ func TestPagesEscapeAgentText(t *testing.T) {
 	}
 }
 
+// Why the last recovery point has no snapshot or no commit on the job
+// branch (logist status's "Snapshot" and "Job branch") is on the job's
+// page too, as text: a refused repository's reason names what the agent
+// wrote in it.
+func TestJobPageSaysWhyThePointHasNoCommit(t *testing.T) {
+	w := newWorld(t)
+	w.k.WriteJob("branchless", map[string]any{"run": map[string]any{
+		"git_error":      "git workspace /j/workspace: .git/config sets filter." + hostile + ".clean",
+		"snapshot_error": "over the cap: " + hostile,
+	}})
+	cl := w.browser()
+	w.login(cl, viewerTok)
+	code, page := get(t, cl, w.srv.URL+"/jobs/branchless")
+	if code != 200 {
+		t.Fatalf("job page: %d", code)
+	}
+	for _, want := range []string{
+		`<dt>Job branch</dt><dd class="agent" id="git-error">no commit at the last recovery point: git workspace /j/workspace: .git/config sets filter.&lt;script&gt;`,
+		`<dt>Snapshot</dt><dd class="agent" id="snapshot-error">none at the last recovery point: over the cap: &lt;script&gt;`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the job page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "<script>alert") || strings.ContainsRune(page, 0x1b) || strings.ContainsRune(page, 0x07) {
+		t.Error("the reason is rendered raw")
+	}
+}
+
 func TestLoadTokens(t *testing.T) {
 	dir := t.TempDir()
 	tok, path, err := LoadTokens(dir, "", "")
