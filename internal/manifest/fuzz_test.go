@@ -23,6 +23,7 @@ func FuzzManifestDecode(f *testing.F) {
 		`{"task_description":"t","agents":{"worker":{"provider":"command","command":{"argv":["x","{answer_file}"],"answer":"file"}},"supervisor":{"provider":"script","script":[{"raw":"{}"}]}}}`,
 		`{"task_description":"t","agents":{"worker":{"provider":"script","script":[]},"supervisor":{"provider":"script","script":[{}]}}}`,
 		withFields(`"history":[{}]`),
+		withFields(`"cost_threshold":1e1000001,"limits":{"max_retries":1e999999,"call_timeout_seconds":-1e-1000001}`),
 		withFields(`"run":{"reason":"x","updated_at":"2025-01-29T10:00:00Z"}`),
 		`{"a":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`,
 	} {

@@ -32,6 +32,7 @@ var fuzzSeeds = []string{
 	`{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"\ud800"}`,
 	"{\"action\":\"COMPLETED\",\"evidence_files\":[],\"summary_for_supervisor\":\"\xff\xfe\"}",
 	`{"action":"COMPLETED","evidence_files":{},"summary_for_supervisor":5}`,
+	`{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"x","cost_usd":1e1000001,"tokens":[1e999999,-1e-1000001]}`,
 }
 
 func FuzzResponseExtract(f *testing.F) {
