@@ -144,7 +144,7 @@ func Validate(name string, doc any) error {
 	if err != nil {
 		return err
 	}
-	err = s.Validate(doc)
+	err = guarded(name, s, doc)
 	if err == nil {
 		return nil
 	}

@@ -3,6 +3,8 @@ package manifest
 import (
 	"strings"
 	"testing"
+
+	"github.com/logist/logist/schemas/schemastest"
 )
 
 func FuzzManifestDecode(f *testing.F) {
@@ -30,6 +32,7 @@ func FuzzManifestDecode(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		defer schemastest.NoFault(t)()
 		m, err := Decode("job.json", data)
 		if err != nil {
 			if m != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/schemas/schemastest"
 )
 
 // FuzzCheckEvent feeds arbitrary events, as decoded from a history line,
@@ -43,6 +44,7 @@ func FuzzCheckEvent(f *testing.F) {
 	f.Add([]byte(`null`), uint8(3))
 
 	f.Fuzz(func(t *testing.T, data []byte, k uint8) {
+		defer schemastest.NoFault(t)()
 		var e history.ProtocolEvent
 		if json.Unmarshal(data, &e) != nil {
 			return

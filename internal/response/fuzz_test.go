@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/schemas/schemastest"
 )
 
 var fuzzSeeds = []string{
@@ -88,6 +89,7 @@ func FuzzResponseValidate(f *testing.F) {
 	_ = os.Symlink(outside, filepath.Join(ws, "link"))
 
 	f.Fuzz(func(t *testing.T, raw []byte) {
+		defer schemastest.NoFault(t)()
 		a, warns, err := validate(raw, ws)
 		if err != nil {
 			if a != nil || warns != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/deliberation"
+	"github.com/logist/logist/schemas/schemastest"
 )
 
 func TestConfigErrorsNameTheField(t *testing.T) {
@@ -108,6 +109,7 @@ func FuzzNegotiationConfig(f *testing.F) {
 	f.Add(raw)
 	f.Add([]byte(`{"title":"t","chair":{"id":"c","name":"C"},"parties":[{"id":"a","name":"A","voting":true,"openings":[{"id":"1","text":"x"}],"stances":{}}],"issues":[]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		defer schemastest.NoFault(t)()
 		if c, err := ParseConfig(data); err == nil {
 			if c.Scenario == "" || c.MessagesPerSide < 1 || c.MessagesPerSide > 5 || c.Window < 1 {
 				t.Fatalf("accepted config %+v", c)
