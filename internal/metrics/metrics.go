@@ -18,6 +18,7 @@ import (
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/response"
 	"github.com/logist/logist/internal/steward"
+	"github.com/logist/logist/schemas"
 )
 
 // Known label values, initialised to 0 so that rates and alerts work before
@@ -139,7 +140,7 @@ func New(reg prometheus.Registerer, version, revision string) *Metrics {
 		waitTS:      waitHeap{at: map[string]int{}},
 		nowFunc:     time.Now,
 	}
-	reg.MustRegister(fsyncCollector{}, spareCollector{m})
+	reg.MustRegister(fsyncCollector{}, spareCollector{m}, faultCollector{})
 	for _, s := range lifecycle.All {
 		m.jobs.WithLabelValues(string(s))
 	}
@@ -481,4 +482,19 @@ func (fsyncCollector) Describe(ch chan<- *prometheus.Desc) { ch <- fsyncDesc }
 func (fsyncCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(fsyncDesc, prometheus.CounterValue, float64(atomicfile.FileSyncs.Load()), "file")
 	ch <- prometheus.MustNewConstMetric(fsyncDesc, prometheus.CounterValue, float64(atomicfile.DirSyncs.Load()), "folder")
+}
+
+// faultCollector exposes the documents the validator faulted on
+// (schemas.Faults): each was refused instead of stopping the daemon, and
+// each is a bug of Logist's to report.
+type faultCollector struct{}
+
+var faultDesc = prometheus.NewDesc("logistd_validator_faults_total",
+	"Documents (manifests, agents' answers) the schema validator panicked on: each was refused with the fault as its reason and the daemon carried on; each is a bug of Logist's.",
+	nil, nil)
+
+func (faultCollector) Describe(ch chan<- *prometheus.Desc) { ch <- faultDesc }
+
+func (faultCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(faultDesc, prometheus.CounterValue, float64(schemas.Faults.Load()))
 }
