@@ -279,7 +279,11 @@ func (n *Node) RunUntil(ctx context.Context, now <-chan struct{}) error {
 			defer func() { <-slots }()
 			defer n.Stats.add(func(s *Stats) { s.Running-- })
 			if err := n.runJob(ctx, kill, l); err != nil && kill.Err() == nil {
-				joblog.Log(n.Logger, "cluster run ended", joblog.Problem{Job: l.Job, Code: codes.ClusterRun}, "node", n.ID, "epoch", l.Epoch, "error", err.Error())
+				attrs := []any{"node", n.ID, "epoch", l.Epoch, "error", err.Error()}
+				if stack, ok := runner.FaultStack(err); ok {
+					attrs = append(attrs, "stack", string(stack))
+				}
+				joblog.Log(n.Logger, "cluster run ended", joblog.Problem{Job: l.Job, Code: codes.ClusterRun}, attrs...)
 			}
 		})
 	}
@@ -429,11 +433,22 @@ func (n *Node) runJob(ctx, kill context.Context, l *clusterstore.Lease) error {
 	n.mu.Lock()
 	fenced := r.fenced
 	n.mu.Unlock()
+	_, fault := runner.FaultStack(err)
 	if !fenced {
-		n.release(l, 0)
+		// A run that ended on a fault of Logist's would meet it again on
+		// whichever node claimed it next: given back with a backoff, as a
+		// folder that cannot be made is, not to every node in a loop.
+		var backoff time.Duration
+		if fault {
+			backoff = n.TTL
+		}
+		n.release(l, backoff)
 	}
 	if errors.Is(context.Cause(runCtx), errLeaseLost) {
 		return fmt.Errorf("job %s: %w", l.Job, errLeaseLost)
+	}
+	if fault {
+		return fmt.Errorf("%w (claimable again in %s)", err, n.TTL)
 	}
 	return err
 }

@@ -182,7 +182,11 @@ func (s *Scheduler) start(id string, l *jobstore.Loaded) {
 			}
 			code, retry := runErrorCode(err)
 			if !retry || ctx.Err() != nil {
-				joblog.Log(s.Logger, "job run failed", joblog.Problem{Job: id, Code: code, Attempt: attempt}, "err", err.Error())
+				attrs := []any{"err", err.Error()}
+				if stack, ok := FaultStack(err); ok {
+					attrs = append(attrs, "stack", string(stack))
+				}
+				joblog.Log(s.Logger, "job run failed", joblog.Problem{Job: id, Code: code, Attempt: attempt}, attrs...)
 				if ctx.Err() == nil {
 					// Not run again by itself: say why where logist
 					// status looks (its manifest still says RUNNING).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -26,6 +27,8 @@ type turnCall struct {
 	provider    string
 	prov        agent.Provider
 	perr        error
+	// fault: the turn's call panicked (guardedTurn); the run ends on it.
+	fault *runPanic
 	// outcome of the call
 	out     *agent.Result
 	err     error
@@ -108,7 +111,7 @@ func (e *Engine) playTurns(ctx context.Context, tx *jobtx.Tx, c *call) {
 		go func(tc *turnCall) {
 			defer fg.Done()
 			defer func() { <-sem }()
-			e.playTurn(ctx, m, tc)
+			e.guardedTurn(ctx, m, tc)
 		}(tc)
 	}
 	for _, tc := range c.turns {
@@ -121,7 +124,7 @@ func (e *Engine) playTurns(ctx context.Context, tx *jobtx.Tx, c *call) {
 			select {
 			case sem <- struct{}{}:
 				defer func() { <-sem }()
-				e.playTurn(bgctx, m, tc)
+				e.guardedTurn(bgctx, m, tc)
 			case <-bgctx.Done():
 			}
 			if tc.err == nil && tc.out != nil || ctx.Err() != nil {
@@ -136,6 +139,23 @@ func (e *Engine) playTurns(ctx context.Context, tx *jobtx.Tx, c *call) {
 	fg.Wait()
 	cut()
 	bg.Wait()
+	for _, tc := range c.turns {
+		if tc.fault != nil {
+			panic(tc.fault) // on the run's goroutine: keepFault ends the run on it
+		}
+	}
+}
+
+// guardedTurn is playTurn on a goroutine of its own, whose panic would
+// stop the daemon past RunFrom's keepFault: it is kept in tc.fault, with
+// its stack, for playTurns to raise on the run's goroutine.
+func (e *Engine) guardedTurn(ctx context.Context, m *manifest.Manifest, tc *turnCall) {
+	defer func() {
+		if p := recover(); p != nil {
+			tc.fault = &runPanic{value: p, stack: debug.Stack()}
+		}
+	}()
+	e.playTurn(ctx, m, tc)
 }
 
 // playTurn makes one turn's call, retrying transient failures.

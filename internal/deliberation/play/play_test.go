@@ -700,3 +700,33 @@ func TestTurnCostDisagreementWarns(t *testing.T) {
 		t.Errorf("COST_DISAGREEMENT not logged:\n%s", buf.String())
 	}
 }
+
+// A turn's call runs on a goroutine of its own; its panic ends the run
+// (RunFrom returns the fault, with the turn's stack) instead of the
+// process, after the other turns have come back. Run again without the
+// fault, the step's turns are asked again and the game goes on.
+func TestTurnPanicEndsTheRunNotTheProcess(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	f.write("j", map[string]any{"a": script(), "b": script()})
+	var faulty atomic.Bool
+	faulty.Store(true)
+	f.eng.NewProvider = func(cfg manifest.AgentConfig) (agent.Provider, error) {
+		return provider(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+			if req.Role == "b" && faulty.Load() {
+				var none map[string][]int
+				return answer(fmt.Sprint(none[req.Role][1])), nil
+			}
+			return answer(req.Role + " speaks"), nil
+		}), nil
+	}
+	err := f.eng.Run(context.Background(), "j")
+	if err == nil || !strings.Contains(err.Error(), "fault of Logist's (panic: runtime error: index out of range [1] with length 0)") {
+		t.Fatalf("Run: %v", err)
+	}
+	faulty.Store(false)
+	f.run(context.Background(), "j")
+	if got := f.ledger("j"); got != "OPEN:chair SPEECH:a SPEECH:b" {
+		t.Errorf("ledger %s", got)
+	}
+}
