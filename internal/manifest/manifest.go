@@ -215,6 +215,12 @@ func (m *Manifest) ScheduleState() string {
 // Spec returns the cron schedule, parsed in its time zone.
 func (s *Schedule) Spec() (cron.Schedule, error) {
 	spec := s.Cron
+	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
+		// robfig/cron reads a zone there, and one with no expression
+		// after it ("TZ=UTC") panics its parser (v3.0.1: it slices to
+		// the first space): the manifest stopped the daemon at intake.
+		return nil, fmt.Errorf("cron %q: a time zone goes in schedule.timezone, not in the expression", s.Cron)
+	}
 	if s.Timezone != "" {
 		if _, err := time.LoadLocation(s.Timezone); err != nil {
 			return nil, fmt.Errorf("timezone %q: %v", s.Timezone, err)

@@ -1,0 +1,46 @@
+package manifest
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// A zone written into the cron expression is refused, with a reason, where
+// robfig/cron v3.0.1 panicked on one with no expression after it ("TZ=UTC":
+// the daemon stopped at the manifest's intake). The zone has its field.
+func TestCronExpressionHoldsNoZone(t *testing.T) {
+	for _, c := range []string{"TZ=0", "CRON_TZ=UTC", "TZ=", "CRON_TZ=", "TZ=TZ=TZ=", "TZ=Europe/Rome 0 2 * * *"} {
+		m, err := Decode("job.json", []byte(`{"task_description":"t","agents":{"worker":{"provider":"script","script":[{}]},"supervisor":{"provider":"script","script":[{}]}},"schedule":{"cron":"`+c+`"}}`))
+		if err == nil || m != nil || !strings.Contains(err.Error(), "job.json: /schedule/cron: cron \""+c+"\": a time zone goes in schedule.timezone") {
+			t.Errorf("%q: %v", c, err)
+		}
+	}
+	s := &Schedule{Cron: "0 2 * * *", Timezone: "Europe/Rome"}
+	spec, err := s.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
+	if got, want := spec.Next(from), time.Date(2026, 7, 2, 0, 0, 0, 0, time.UTC); !got.Equal(want) {
+		t.Errorf("next 02:00 in Rome after %s: %s, want %s", from, got.UTC(), want) // 02:00 CEST is 00:00 UTC
+	}
+}
+
+// FuzzScheduleSpec: any expression and zone give a schedule or an error,
+// never a panic, and a schedule's next tick is later than now.
+func FuzzScheduleSpec(f *testing.F) {
+	for _, s := range [][2]string{{"0 2 * * *", ""}, {"@every 10m", "UTC"}, {"TZ=UTC", ""}, {"*/5 1-3 * JAN-MAR MON", "Asia/Tokyo"}, {"@daily", "../../etc/passwd"}, {"0 0 30 2 *", ""}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, expr, zone string) {
+		spec, err := (&Schedule{Cron: expr, Timezone: zone}).Spec()
+		if err != nil {
+			return
+		}
+		now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+		if next := spec.Next(now); !next.IsZero() && !next.After(now) {
+			t.Fatalf("%q in %q: next %s is not after %s", expr, zone, next, now)
+		}
+	})
+}
