@@ -16,10 +16,12 @@ import (
 // it, and the daemon's restart met the same manifest again. Validate keeps
 // such a fault to the document: it is refused with a FaultError, counted
 // (logistd_validator_faults_total, the LogistdValidatorFault alert), and
-// the daemon carries on. The fuzz targets of every decoder that validates
-// fail on a fault, so one is still found as the bug it is.
+// the daemon carries on. Guard is the same for a check of Logist's own
+// over a document (the manifest's decoder: its rules, its cron parser).
+// The fuzz targets of every decoder that validates fail on a fault
+// (schemastest.NoFault), so one is still found as the bug it is.
 
-// Faults counts the documents the validator panicked on in this process.
+// Faults counts the documents a check panicked on in this process.
 var Faults atomic.Int64
 
 var lastFault atomic.Pointer[FaultError]
@@ -27,37 +29,38 @@ var lastFault atomic.Pointer[FaultError]
 // LastFault is the latest fault of this process, or nil.
 func LastFault() *FaultError { return lastFault.Load() }
 
-// FaultError is a document the validator could not judge: it panicked.
+// FaultError is a document a check could not judge: it panicked.
 type FaultError struct {
-	Schema string
-	Value  any    // what it panicked with
-	Where  string // the innermost frames of Go code that panicked
+	Check string // the schema, or what Logist's own check was
+	Value any    // what it panicked with
+	Where string // the innermost frames of Go code that panicked
 }
 
 func (e *FaultError) Error() string {
-	return fmt.Sprintf("could not be checked against %s: the validator failed on it (%v at %s); this is a fault of Logist's, not of the document: report it with the document", e.Schema, e.Value, e.Where)
+	return fmt.Sprintf("could not be checked against %s: the check failed on it (%v at %s); this is a fault of Logist's, not of the document: report it with the document", e.Check, e.Value, e.Where)
 }
 
-// validateDoc is the validator's entry point (tests replace it to fault).
-var validateDoc = func(s *jsonschema.Schema, doc any) error { return s.Validate(doc) }
-
-// guarded runs validateDoc, turning a panic into a FaultError.
-func guarded(name string, s *jsonschema.Schema, doc any) (err error) {
+// Guard runs check, a check of a document from outside, and turns its
+// panic into a FaultError: the document's refusal, counted.
+func Guard(what string, check func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			fe := &FaultError{Schema: name, Value: p, Where: panicSite()}
+			fe := &FaultError{Check: what, Value: p, Where: panicSite()}
 			lastFault.Store(fe)
 			Faults.Add(1)
 			err = fe
 		}
 	}()
-	return validateDoc(s, doc)
+	return check()
 }
+
+// validateDoc is the validator's entry point (tests replace it to fault).
+var validateDoc = func(s *jsonschema.Schema, doc any) error { return s.Validate(doc) }
 
 // panicSite names the two innermost frames of Go code, outside the
 // runtime, where the panic began: after the last runtime.gopanic (a
 // deferred function that panics again, as the validator's does, comes
-// before it) and above guarded. Called from guarded's deferred recover.
+// before it) and above Guard. Called from Guard's deferred recover.
 func panicSite() string {
 	pcs := make([]uintptr, 64)
 	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
@@ -65,7 +68,7 @@ func panicSite() string {
 	for {
 		f, more := frames.Next()
 		switch {
-		case strings.HasSuffix(f.Function, "/schemas.guarded"):
+		case strings.HasSuffix(f.Function, "/schemas.Guard"):
 			more = false
 		case f.Function == "runtime.gopanic":
 			at = at[:0]

@@ -29,7 +29,7 @@ func TestValidatorFaultIsTheDocumentsRefusal(t *testing.T) {
 	if got := Faults.Load() - before; got != 1 {
 		t.Errorf("Faults grew by %d, want 1", got)
 	}
-	for _, want := range []string{"could not be checked against " + Response, "index out of range [1] with length 0", "fault_test.go:", "not of the document"} {
+	for _, want := range []string{"could not be checked against " + Response + ": the check failed on it (runtime error: index out of range [1] with length 0 at github.com/logist/logist/schemas.TestValidatorFaultIsTheDocumentsRefusal.func2 (fault_test.go:", "not of the document"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q does not say %q", err, want)
 		}

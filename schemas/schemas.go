@@ -144,7 +144,7 @@ func Validate(name string, doc any) error {
 	if err != nil {
 		return err
 	}
-	err = guarded(name, s, doc)
+	err = Guard(name, func() error { return validateDoc(s, doc) })
 	if err == nil {
 		return nil
 	}

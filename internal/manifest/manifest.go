@@ -397,7 +397,23 @@ func Check(file string, data []byte, m *Manifest) (*Manifest, error) {
 
 // decode is Decode, with data's strict decode already made (m) if not nil:
 // that decode cannot fail where DecodeTrusted's succeeded on the same bytes.
+// A panic of its checks (a fault of Logist's, or of a library it calls, as
+// robfig/cron's was) is the manifest's refusal, not the end of the daemon
+// whose intake read it, at every start (schemas.Guard).
 func decode(file string, data []byte, m *Manifest) (*Manifest, error) {
+	var out *Manifest
+	err := schemas.Guard("the manifest's rules", func() (err error) {
+		out, err = checks(file, data, m)
+		return err
+	})
+	if fe, ok := err.(*schemas.FaultError); ok {
+		return nil, &Error{File: file, Reason: fe.Error()}
+	}
+	return out, err
+}
+
+// checks is decode's work (a variable: tests make it fault).
+var checks = func(file string, data []byte, m *Manifest) (*Manifest, error) {
 	if len(data) > MaxSize {
 		return nil, &Error{File: file, Reason: fmt.Sprintf("file is larger than %d bytes", MaxSize)}
 	}

@@ -1,9 +1,12 @@
 package manifest
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/logist/logist/schemas"
 )
 
 // A zone written into the cron expression is refused, with a reason, where
@@ -43,4 +46,31 @@ func FuzzScheduleSpec(f *testing.F) {
 			t.Fatalf("%q in %q: next %s is not after %s", expr, zone, next, now)
 		}
 	})
+}
+
+// A panic of the manifest's checks (as robfig/cron's was) refuses that
+// manifest, naming its file, counted as a fault; the next one is checked.
+func TestCheckFaultRefusesTheManifest(t *testing.T) {
+	real := checks
+	t.Cleanup(func() { checks = real })
+	checks = func(file string, data []byte, m *Manifest) (*Manifest, error) {
+		if strings.Contains(string(data), "boom") {
+			var none []byte
+			return nil, errors.New(string(none[len(data)]))
+		}
+		return real(file, data, m)
+	}
+	before := schemas.Faults.Load()
+	m, err := Decode("jobs/a/job.json", []byte(`{"task_description":"boom"}`))
+	var me *Error
+	if m != nil || !errors.As(err, &me) || me.File != "jobs/a/job.json" ||
+		!strings.Contains(me.Reason, "could not be checked against the manifest's rules: the check failed on it (runtime error: index out of range [27] with length 0 at github.com/logist/logist/internal/manifest.TestCheckFaultRefusesTheManifest") {
+		t.Fatalf("%v, %v", m, err)
+	}
+	if schemas.Faults.Load() != before+1 {
+		t.Errorf("the fault was not counted")
+	}
+	if _, err := Decode("jobs/b/job.json", []byte(`{"task_description":"t","agents":{"worker":{"provider":"script","script":[{}]},"supervisor":{"provider":"script","script":[{}]}}}`)); err != nil {
+		t.Errorf("the next manifest: %v", err)
+	}
 }

@@ -490,7 +490,7 @@ func (fsyncCollector) Collect(ch chan<- prometheus.Metric) {
 type faultCollector struct{}
 
 var faultDesc = prometheus.NewDesc("logistd_validator_faults_total",
-	"Documents (manifests, agents' answers) the schema validator panicked on: each was refused with the fault as its reason and the daemon carried on; each is a bug of Logist's.",
+	"Documents (manifests, agents' answers) whose check panicked (the schema validator, a manifest's rules): each was refused with the fault as its reason and the daemon carried on; each is a bug of Logist's.",
 	nil, nil)
 
 func (faultCollector) Describe(ch chan<- *prometheus.Desc) { ch <- faultDesc }
