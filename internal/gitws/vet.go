@@ -280,6 +280,13 @@ func gitFileWithin(p, gd string) bool {
 	return pathguard.Within(gd, filepath.Clean(target))
 }
 
+// Vet checks the repository of workspace dir as every operation on it
+// does first: an *UnsafeRepoError names what an agent left there.
+func Vet(ctx context.Context, dir string) error {
+	_, _, err := workspace(ctx, dir)
+	return err
+}
+
 // workspace is cmd for the workspace dir, once its repository has been
 // vetted: every operation on a workspace's repository starts here.
 func workspace(ctx context.Context, dir string) (cmd, string, error) {

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/logist/logist/internal/gitws"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/response"
 	"github.com/logist/logist/internal/snapshot"
 	"github.com/logist/logist/internal/workflow"
@@ -147,6 +149,31 @@ func (e *Engine) commit(tx *jobtx.Tx, cp *history.RecoveryPoint) {
 	}
 	tx.M.Run.GitError = ""
 	cp.Git = &history.GitPoint{Branch: branch, Commit: commit}
+}
+
+// gitRefused stops the job for a steward when its last recovery point's
+// commit was refused because an agent left the workspace's repository
+// unsafe (a setting that would run a program, a link in .git: gitws's
+// vet) and it still is. The agent's work is in the point's snapshot, but
+// the job branch, what the job is for, lacks it, and an agent that
+// plants such a thing is one a person should look at: no agent runs
+// until a steward removes it and resumes; the next point commits the
+// work. Another commit failure (git missing, a full disk) leaves the job
+// going, as before; so does a refusal at the job's last point, after
+// which nothing runs (logist status and logist result say why).
+func (e *Engine) gitRefused(tx *jobtx.Tx) *outcome {
+	m := tx.M
+	if !m.IsGit() || m.Run.GitError == "" {
+		return nil
+	}
+	err := gitws.Vet(context.Background(), tx.Store().Workspace(tx.ID))
+	var unsafe *gitws.UnsafeRepoError
+	if !errors.As(err, &unsafe) {
+		return nil
+	}
+	reason := "the last recovery point has no commit on the job branch: " + err.Error() + "; then logist resume"
+	return &outcome{code: codes.GitUnsafe, logs: []logEntry{{code: codes.GitUnsafe, actor: "SYSTEM", msg: reason}},
+		transition: &transition{lifecycle.EvAgentFailed, lifecycle.InterventionRequired, "", "SYSTEM", reason}}
 }
 
 // reconcileGit undoes, in a git workspace, a recovery point's commit that

@@ -11,9 +11,11 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/steward"
 	"github.com/logist/logist/internal/testkit"
 )
 
@@ -203,5 +205,80 @@ func TestWorkspaceSourceWithoutGit(t *testing.T) {
 	}
 	if n := len(testkit.OfType(f.Records("nogit"), history.TypeIntent)); n != 0 {
 		t.Errorf("%d agent calls recorded", n)
+	}
+}
+
+// An agent that leaves the workspace's repository unsafe (a clean filter
+// in .git/config, which the daemon's git would run) has its point's
+// commit refused, and the job waits for a steward before any other agent
+// runs, saying what was found and how to remove it. Once removed and
+// resumed, the job goes on and the next point commits the agent's work.
+// Another commit failure, and a refusal after the job's last point, leave
+// the job going (TestGitWorkspaceCommitsEachPoint's siblings).
+func TestUnsafeGitWorkspaceWaitsForASteward(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	repo := testkit.GitRepo(t)
+	f.WriteJob("g", gitJob(repo, "", okSupervisor()))
+	ws := filepath.Join(f.Dir, "g", "workspace")
+	var supervisorCalls atomic.Int32
+	f.fake(func(_ context.Context, req *agent.Request) (*agent.Result, error) {
+		if req.Role == "supervisor" {
+			supervisorCalls.Add(1)
+			return answer("COMPLETED", "looks good"), nil
+		}
+		cfg, err := os.OpenFile(filepath.Join(ws, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return nil, err
+		}
+		_, err = cfg.WriteString("[filter \"x\"]\n\tclean = sh -c 'touch " + filepath.Join(f.Dir, "ran") + "; cat'\n")
+		if cerr := cfg.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hello, world\n"), 0o644)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return answer("COMPLETED", "said hello", "hello.txt"), nil
+	})
+	f.Run("g")
+	m := f.Load("g")
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.GitUnsafe ||
+		!strings.Contains(m.Run.Reason, "the last recovery point has no commit on the job branch: git workspace ") ||
+		!strings.Contains(m.Run.Reason, "sets filter.x.clean") || !strings.HasSuffix(m.Run.Reason, "; then logist resume") {
+		t.Fatalf("%s %s %q, want INTERVENTION_REQUIRED %s naming the filter", m.Status, m.Run.ErrorCode, m.Run.Reason, codes.GitUnsafe)
+	}
+	if n := supervisorCalls.Load(); n != 0 {
+		t.Errorf("the supervisor was called %d times before a steward looked", n)
+	}
+	if _, err := os.Stat(filepath.Join(f.Dir, "ran")); err == nil {
+		t.Fatal("the planted filter ran")
+	}
+
+	// Resumed as it is: it waits again, no agent called.
+	st := steward.New(f.Env, f.Engine.Effects)
+	if _, err := st.Resume("g", steward.ResumeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.Run("g")
+	if m := f.Load("g"); m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.GitUnsafe || supervisorCalls.Load() != 0 {
+		t.Fatalf("resumed with the filter still set: %s %s, %d supervisor calls", m.Status, m.Run.ErrorCode, supervisorCalls.Load())
+	}
+
+	testkit.Git(t, ws, "config", "--remove-section", "filter.x")
+	if _, err := st.Resume("g", steward.ResumeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.Run("g")
+	if m := f.Load("g"); m.Status != lifecycle.Success || m.Run.GitError != "" || supervisorCalls.Load() != 1 {
+		t.Fatalf("after the steward's fix: %s %q, git_error %q, %d supervisor calls", m.Status, m.Run.Reason, m.Run.GitError, supervisorCalls.Load())
+	}
+	if files := testkit.Git(t, ws, "show", "--name-only", "--format=", "logist/g"); !strings.Contains(files, "hello.txt") {
+		t.Errorf("the job branch's last commit changes %q, want the worker's hello.txt", files)
+	}
+	if _, err := os.Stat(filepath.Join(f.Dir, "ran")); err == nil {
+		t.Error("the planted filter ran")
 	}
 }

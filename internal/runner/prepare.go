@@ -43,6 +43,9 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		return stop(outcome{code: codes.WorkspaceUnsafe, logs: []logEntry{{code: codes.WorkspaceUnsafe, actor: "SYSTEM", msg: err.Error()}},
 			transition: &transition{lifecycle.EvAgentFailed, lifecycle.InterventionRequired, "", "SYSTEM", err.Error()}})
 	}
+	if o := e.gitRefused(tx); o != nil {
+		return stop(*o)
+	}
 	exec, o := e.containment(tx)
 	if o != nil {
 		return stop(*o)
