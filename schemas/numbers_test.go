@@ -32,6 +32,8 @@ func TestOutOfRangeNumbersAreRefusedNotParsed(t *testing.T) {
 		{`{"type":"integer"}`, `1.5e1`, true, ""},
 		{`{"type":"integer"}`, `1.5`, false, "expected integer, but got number"},
 		{`{"type":["integer","string"]}`, `1e1000001`, false, "out of range"},
+		{`{"type":["integer","number"]}`, `1e1000001`, true, ""},
+		{`{"type":["integer","null"]}`, `null`, true, ""},
 		{`{"type":"number"}`, `1e1000001`, true, ""},
 		{`{"minimum":1}`, `1e1000001`, false, "number out of range"},
 		{`{"exclusiveMinimum":1}`, `1e1000001`, false, "number out of range"},

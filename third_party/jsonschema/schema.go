@@ -234,6 +234,7 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 
 	if len(s.Types) > 0 {
 		vType := jsonType(v)
+		got := vType
 		matched := false
 		for _, t := range s.Types {
 			if vType == t {
@@ -241,7 +242,7 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 				break
 			} else if t == "integer" && vType == "number" {
 				if num := ratOf(v); num == nil {
-					vType = "a number " + outOfRange
+					got = "a number " + outOfRange
 				} else if num.IsInt() {
 					matched = true
 					break
@@ -249,7 +250,7 @@ func (s *Schema) validate(scope []schemaRef, vscope int, spath string, v interfa
 			}
 		}
 		if !matched {
-			return st.result, st.validationError("type", "expected %s, but got %s", strings.Join(s.Types, " or "), vType)
+			return st.result, st.validationError("type", "expected %s, but got %s", strings.Join(s.Types, " or "), got)
 		}
 	}
 
