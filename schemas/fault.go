@@ -15,7 +15,7 @@ import (
 // answer. A panic there on one document stopped logistd and every job with
 // it, and the daemon's restart met the same manifest again. Validate keeps
 // such a fault to the document: it is refused with a FaultError, counted
-// (logistd_validator_faults_total, the LogistdValidatorFault alert), and
+// (logistd_faults_total{in="check"}, the LogistdFault alert), and
 // the daemon carries on. Guard is the same for a check of Logist's own
 // over a document (the manifest's decoder: its rules, its cron parser).
 // The fuzz targets of every decoder that validates fail on a fault

@@ -21,6 +21,9 @@ type Observer interface {
 	Halt(reason string)
 	HistoryAppend(d time.Duration, err error)
 	TornTail()
+	// RunFault: a job's run ended on a fault of Logist's (it panicked and
+	// was kept to that run: runner's keepFault).
+	RunFault()
 }
 
 // Nop is an Observer that ignores everything.
@@ -35,3 +38,4 @@ func (Nop) Retry(string)                                             {}
 func (Nop) Halt(string)                                              {}
 func (Nop) HistoryAppend(time.Duration, error)                       {}
 func (Nop) TornTail()                                                {}
+func (Nop) RunFault()                                                {}

@@ -77,6 +77,8 @@ type Metrics struct {
 	nowFunc   func() time.Time
 
 	spares atomic.Pointer[func() SpareCounts] // CountSpares
+	// runFaults counts the runs ended on a fault (RunFault).
+	runFaults atomic.Int64
 }
 
 // Durations from 100 ms to hours.
@@ -140,7 +142,7 @@ func New(reg prometheus.Registerer, version, revision string) *Metrics {
 		waitTS:      waitHeap{at: map[string]int{}},
 		nowFunc:     time.Now,
 	}
-	reg.MustRegister(fsyncCollector{}, spareCollector{m}, faultCollector{})
+	reg.MustRegister(fsyncCollector{}, spareCollector{m}, faultCollector{m})
 	for _, s := range lifecycle.All {
 		m.jobs.WithLabelValues(string(s))
 	}
@@ -429,6 +431,9 @@ func (m *Metrics) HistoryWrite(bytes int, fsync time.Duration) {
 // TornTail counts a repaired torn history tail.
 func (m *Metrics) TornTail() { m.tornTails.Inc() }
 
+// RunFault counts a job's run ended on a fault of Logist's.
+func (m *Metrics) RunFault() { m.runFaults.Add(1) }
+
 // Steward counts a steward command the daemon saw applied or refused.
 func (m *Metrics) Steward(command, result string) { m.steward.WithLabelValues(command, result).Inc() }
 
@@ -484,17 +489,19 @@ func (fsyncCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(fsyncDesc, prometheus.CounterValue, float64(atomicfile.DirSyncs.Load()), "folder")
 }
 
-// faultCollector exposes the documents the validator faulted on
-// (schemas.Faults): each was refused instead of stopping the daemon, and
-// each is a bug of Logist's to report.
-type faultCollector struct{}
+// faultCollector exposes the faults of Logist's that were kept to what
+// met them instead of stopping the daemon: a document whose check panicked
+// (schemas.Faults: refused) and a job's run that panicked (RunFault: the
+// job refused). Each is a bug to report, and before, each stopped logistd.
+type faultCollector struct{ m *Metrics }
 
-var faultDesc = prometheus.NewDesc("logistd_validator_faults_total",
-	"Documents (manifests, agents' answers) whose check panicked (the schema validator, a manifest's rules): each was refused with the fault as its reason and the daemon carried on; each is a bug of Logist's.",
-	nil, nil)
+var faultDesc = prometheus.NewDesc("logistd_faults_total",
+	"Faults of Logist's kept to what met them, by where: check (a manifest or an agent's answer whose check panicked: refused with the fault as its reason) or run (a job's run that panicked: the job refused, RUN_FAILED). The daemon carried on; each is a bug of Logist's to report.",
+	[]string{"in"}, nil)
 
 func (faultCollector) Describe(ch chan<- *prometheus.Desc) { ch <- faultDesc }
 
-func (faultCollector) Collect(ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(faultDesc, prometheus.CounterValue, float64(schemas.Faults.Load()))
+func (c faultCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(faultDesc, prometheus.CounterValue, float64(schemas.Faults.Load()), "check")
+	ch <- prometheus.MustNewConstMetric(faultDesc, prometheus.CounterValue, float64(c.m.runFaults.Load()), "run")
 }

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/schemas"
 )
 
 func TestMetricsLint(t *testing.T) {
@@ -139,4 +141,39 @@ func TestSeenDoesNotUndoATransition(t *testing.T) {
 	if got := testutil.ToFloat64(m.jobs.WithLabelValues("PENDING")); got != 0 {
 		t.Errorf("jobs{PENDING} = %v, want 0", got)
 	}
+}
+
+// logistd_faults_total: a run's fault as the engine reports it, a
+// document's as schemas counts it (a guarded check that panicked).
+func TestFaultsByWhere(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg, "v1", "abc")
+	checks := schemas.Faults.Load()
+	m.RunFault()
+	m.RunFault()
+	_ = schemas.Guard("a test's check", func() error { var none []int; return fmt.Errorf("%d", none[len("x")]) })
+	want := fmt.Sprintf(`
+# HELP logistd_faults_total %s
+# TYPE logistd_faults_total counter
+logistd_faults_total{in="check"} %d
+logistd_faults_total{in="run"} 2
+`, faultHelp(t, reg), checks+1)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "logistd_faults_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+func faultHelp(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "logistd_faults_total" {
+			return mf.GetHelp()
+		}
+	}
+	t.Fatal("logistd_faults_total not exported")
+	return ""
 }

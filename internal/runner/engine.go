@@ -181,7 +181,7 @@ func (e *Engine) Run(ctx context.Context, id string) error { return e.RunFrom(ct
 // takes it rather than read job.json again, while the file is still the
 // one read (jobtx.Kept.Start).
 func (e *Engine) RunFrom(ctx context.Context, id string, l *jobstore.Loaded) (err error) {
-	defer keepFault(&err) // first deferred: runs after the run's own clean-ups
+	defer e.keepFault(&err) // first deferred: runs after the run's own clean-ups
 	// The history and the lock file stay open across the steps.
 	var keep jobtx.Kept
 	defer keep.Close()

@@ -28,12 +28,16 @@ func (p *runPanic) Error() string {
 }
 
 // keepFault, deferred first by Engine.RunFrom, turns the run's panic into
-// its error. A turn's call runs on a goroutine of its own: guardedTurn
-// keeps its panic, with its stack, for playTurns to raise on the run's.
-func keepFault(err *error) {
+// its error, and counts it (logistd_faults_total{in="run"}). A turn's
+// call runs on a goroutine of its own: guardedTurn keeps its panic, with
+// its stack, for playTurns to raise on the run's.
+func (e *Engine) keepFault(err *error) {
 	p := recover()
 	if p == nil {
 		return
+	}
+	if obs := e.Env.Obs; obs != nil {
+		obs.RunFault()
 	}
 	if rp, ok := p.(*runPanic); ok {
 		*err = rp

@@ -12,6 +12,7 @@ import (
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/testkit"
 )
@@ -24,6 +25,8 @@ import (
 func TestRunPanicEndsThatJobOnly(t *testing.T) {
 	t.Parallel()
 	f, s, lb := faultFixture(t)
+	obs := &faultCount{}
+	f.Env.Obs = obs
 	f.WriteJob("boom", job(okSupervisor(), okSupervisor()))
 	f.WriteJob("other", job(okSupervisor(), okSupervisor()))
 	var faulty atomic.Bool
@@ -45,6 +48,9 @@ func TestRunPanicEndsThatJobOnly(t *testing.T) {
 	}
 	if st, _ := line["stack"].(string); !strings.Contains(st, "fault_test.go") || !strings.Contains(st, "runner.(*Engine)") {
 		t.Errorf("logged stack does not show where:\n%s", st)
+	}
+	if n := obs.n.Load(); n != 1 {
+		t.Errorf("%d run faults observed, want 1", n)
 	}
 	stall, ok := f.Env.Store.ReadStall("boom")
 	if !ok || !stall.Refused || stall.Code != codes.RunFailed || !strings.Contains(stall.Reason, "panic") {
@@ -78,3 +84,11 @@ func (l *logBuffer) line(t *testing.T, id, code string) map[string]any {
 	t.Fatalf("no %s line for %s", code, id)
 	return nil
 }
+
+// faultCount is an observer that counts run faults.
+type faultCount struct {
+	jobtx.Nop
+	n atomic.Int32
+}
+
+func (c *faultCount) RunFault() { c.n.Add(1) }
