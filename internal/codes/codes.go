@@ -211,7 +211,7 @@ var catalogue = []Code{
 	{SchemaInvalid, Error, true, "answer", "the answer breaks the answer schema or the phase's own schema (a turn's answer that breaks its schema is recorded as a skipped turn instead)"},
 	{ActionInvalid, Error, true, "answer", "the action is not COMPLETED, STUCK or RETRY"},
 	{SummaryMissing, Error, true, "answer", "summary_for_supervisor is missing or empty"},
-	{ProtocolViolation, Error, true, "answer", "an evidence path leaves the workspace (absolute, .., a symlink out)"},
+	{ProtocolViolation, Error, true, "answer", "an evidence path leaves the workspace (absolute, .., a symlink out), or a COMPLETED answer leaves a git workspace's repository one Logist will not commit in (docs/security.md)"},
 	{EvidenceMissing, Warning, false, "answer", "an evidence file the answer names does not exist; the answer is accepted"},
 	{UndeclaredChanges, Warning, false, "answer", "the call changed workspace files the answer does not list as evidence; the answer is accepted"},
 
@@ -243,13 +243,13 @@ var catalogue = []Code{
 	{CostBudget, Error, true, "engine", "the job's cost reached cost_threshold (HALTED_COST)"},
 	{TimeBudget, Error, true, "engine", "the job's agent time reached time_threshold_minutes (HALTED_TIME)"},
 	{WorkspaceUnsafe, Error, true, "engine", "the job's workspace is not its own folder (a symlink out, a file); no agent runs in it"},
-	{GitUnsafe, Error, true, "engine", "an agent left the job's git repository set to run a program or to lead git past the workspace (docs/security.md): the last recovery point has no commit, and no agent runs until a steward removes it"},
+	{GitUnsafe, Error, true, "engine", "the job's git repository was left set to run a program or to lead git past the workspace after an answer was judged, or at a point no answer completes (docs/security.md): the last recovery point has no commit, and no agent runs until a steward removes it"},
 	{WorkflowEffect, Error, true, "engine", "a phase names an effect this logistd does not have, or its effect cannot play it"},
 	{AwaitingSteward, Info, true, "engine", "the workflow waits for a steward's decision (logist pm)"},
 	{SnapshotFailed, Error, false, "engine", "a recovery point's workspace snapshot failed; the job goes on, but cannot be rolled back to that point"},
 	{IllegalTransition, Error, true, "engine", "a status change the lifecycle table does not allow was refused (a bug)"},
 	{WorkspaceSource, Error, true, "engine", "the workspace the manifest names could not be made (git missing, a repository out of reach, a bad ref, no such folder); no agent ran"},
-	{GitCommitFailed, Error, false, "engine", "a recovery point's commit on the job branch failed, or the workspace's repository was refused (it sets what would run a program or lead git past the workspace: docs/security.md); the job goes on (a refused repository then stops it: GIT_WORKSPACE_UNSAFE), its snapshot still restores the point, and logist status says why"},
+	{GitCommitFailed, Error, false, "engine", "a recovery point's commit on the job branch failed, or the workspace's repository was refused (it sets what would run a program or lead git past the workspace: docs/security.md); the job goes on (a refused repository then stops it: GIT_WORKSPACE_UNSAFE; an answer that leaves one is refused first: PROTOCOL_VIOLATION), its snapshot still restores the point, and logist status says why"},
 	{GitReconciled, Warning, false, "engine", "a commit made for a recovery point that a crash kept out of the history was undone; the point is committed again when it is reached"},
 
 	// The job's files.

@@ -35,8 +35,41 @@ type Workspace interface {
 	Resolve(rel string) (exists bool, err error)
 }
 
+// Repository is a Workspace that can also say whether its git
+// repository, if it has one, is one Logist may commit in: a COMPLETED
+// answer completes its phase, and in a git workspace the phase's recovery
+// point is a commit on the job branch (docs/security.md). An answer that
+// leaves the repository so that Logist will not run git there is refused
+// (PROTOCOL_VIOLATION, decided by the workspace): accepted, its phase
+// would end, or the job would end SUCCESS, without its work on the branch.
+type Repository interface {
+	Workspace
+	// Repository is why the repository may not be used, nil if it may
+	// (or there is none).
+	Repository() error
+}
+
 // Dir is a workspace folder as it is now.
 type Dir string
+
+// Repo is a workspace folder and the check of its repository (gitws's:
+// this package runs no git).
+type Repo struct {
+	Dir
+	Check func(dir string) error
+}
+
+// In is the workspace folder dir an answer is judged in, its repository
+// held to check when there is one (gitws.AnswerCheck).
+func In(dir string, check func(dir string) error) Workspace {
+	if check == nil {
+		return Dir(dir)
+	}
+	return Repo{Dir: Dir(dir), Check: check}
+}
+
+// Repository runs the check on the folder.
+func (r Repo) Repository() error { return r.Check(string(r.Dir)) }
 
 // Resolve resolves rel inside the folder (pathguard.Resolve).
 func (d Dir) Resolve(rel string) (bool, error) {
@@ -51,7 +84,13 @@ func (d Dir) Resolve(rel string) (bool, error) {
 func Recorded(vs []history.Violation) Workspace {
 	r := recorded{}
 	for _, v := range vs {
-		if v.Workspace {
+		switch {
+		case !v.Workspace:
+		case v.Path == "" && strings.HasPrefix(v.Detail, repositoryField):
+			// The repository's verdict: no evidence path is empty
+			// (pathguard.Lexical refuses one before Resolve).
+			r[""] = strings.TrimPrefix(v.Detail, repositoryField)
+		default:
 			r[v.Path] = strings.TrimPrefix(v.Detail, evidenceField)
 		}
 	}
@@ -67,7 +106,17 @@ func (r recorded) Resolve(rel string) (bool, error) {
 	return true, nil
 }
 
-const evidenceField = "evidence_files: "
+func (r recorded) Repository() error {
+	if why, ok := r[""]; ok {
+		return errors.New(why)
+	}
+	return nil
+}
+
+const (
+	evidenceField   = "evidence_files: "
+	repositoryField = "workspace repository: "
+)
 
 // Verdict is what Judge made of an answer.
 type Verdict struct {
@@ -174,6 +223,9 @@ func Judge(raw []byte, c Contract) Verdict {
 		// and STUCK need only the base contract.
 		v.schema(c.Schema, obj)
 	}
+	if obj["action"] == workflow.ActionCompleted {
+		v.repository(c.Workspace)
+	}
 	v = v.settle()
 	if v.Err == nil {
 		v.Warnings = warns
@@ -207,6 +259,18 @@ func (v *Verdict) evidence(obj map[string]any, ws Workspace) []Warning {
 		}
 	}
 	return warns
+}
+
+// repository holds a COMPLETED answer to the workspace's repository
+// (Repository), where the workspace can say.
+func (v *Verdict) repository(ws Workspace) {
+	r, ok := ws.(Repository)
+	if !ok {
+		return
+	}
+	if err := r.Repository(); err != nil {
+		v.add(&Error{Code: codes.ProtocolViolation, Reason: repositoryField + err.Error(), Workspace: true})
+	}
 }
 
 // schema holds obj to a phase's or turn's own schema.

@@ -1,6 +1,7 @@
 package response
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -103,6 +104,67 @@ func TestJudgeWorkspaceFindings(t *testing.T) {
 	}
 	if v := Judge(ok, Contract{Workspace: Recorded(nil)}); v.Err != nil || v.Answer == nil {
 		t.Errorf("replayed accepted answer: %+v", v)
+	}
+}
+
+// A COMPLETED answer is held to the workspace's repository (Repository):
+// refused, as the workspace's finding with no path, when its check says the
+// repository may not be used; RETRY and STUCK complete nothing and are not
+// held to it. Replayed with what was recorded, the verdict is the same
+// whatever the repository is now; both findings, an evidence path's and
+// the repository's, replay side by side.
+func TestJudgeRepositoryFinding(t *testing.T) {
+	t.Parallel()
+	ws := workspace(t)
+	var checked []string
+	unsafe := Repo{Dir: Dir(ws), Check: func(dir string) error {
+		checked = append(checked, dir)
+		return errors.New(".git/config sets filter.x.clean")
+	}}
+	done := []byte(`{"action":"COMPLETED","evidence_files":["report.md"],"summary_for_supervisor":"x"}`)
+	v := Judge(done, Contract{Workspace: unsafe})
+	if v.Err == nil || v.Err.Code != codes.ProtocolViolation || !v.Err.Workspace || v.Err.Path != "" ||
+		v.Err.Reason != "workspace repository: .git/config sets filter.x.clean" || v.Answer != nil {
+		t.Fatalf("refused for %+v, want the repository's PROTOCOL_VIOLATION", v.Err)
+	}
+	if !slices.Equal(checked, []string{ws}) {
+		t.Errorf("checked %v, want the workspace once", checked)
+	}
+	for _, action := range []string{"RETRY", "STUCK"} {
+		raw := []byte(`{"action":"` + action + `","evidence_files":[],"summary_for_supervisor":"x"}`)
+		if v := Judge(raw, Contract{Workspace: unsafe}); v.Err != nil || v.Answer == nil {
+			t.Errorf("%s: %+v, want accepted", action, v.Err)
+		}
+	}
+	if len(checked) != 1 {
+		t.Errorf("checked %d times, want once (COMPLETED only)", len(checked))
+	}
+	if v := Judge(done, Contract{Workspace: In(ws, func(string) error { return nil })}); v.Err != nil {
+		t.Errorf("a repository that may be used: %+v", v.Err)
+	}
+	if _, ok := In(ws, nil).(Repository); ok {
+		t.Error("In without a check holds the answer to a repository")
+	}
+
+	again := Judge(done, Contract{Workspace: Recorded(v.Record())})
+	if again.Err == nil || again.Err.Reason != v.Err.Reason || !again.Err.Workspace {
+		t.Errorf("replayed: %+v, recorded %+v", again.Err, v.Err)
+	}
+	if v := Judge(done, Contract{Workspace: Recorded(nil)}); v.Err != nil {
+		t.Errorf("replayed with nothing recorded: %+v", v.Err)
+	}
+
+	if err := os.Symlink(t.TempDir(), filepath.Join(ws, "out")); err != nil {
+		t.Skipf("symlinks unavailable: %v", err)
+	}
+	both := []byte(`{"action":"COMPLETED","evidence_files":["out/x"],"summary_for_supervisor":"x"}`)
+	v = Judge(both, Contract{Workspace: unsafe})
+	if got := codesOf(v); !slices.Equal(got, []string{codes.ProtocolViolation, codes.ProtocolViolation}) || v.Err.Path != "out/x" {
+		t.Fatalf("violations %v, refused for %+v; want the evidence path's, then the repository's", got, v.Err)
+	}
+	again = Judge(both, Contract{Workspace: Recorded(v.Record())})
+	if len(again.Violations) != 2 || again.Violations[0].Path != "out/x" || again.Violations[1].Reason != v.Violations[1].Reason {
+		t.Errorf("replayed: %+v", again.Violations)
 	}
 }
 

@@ -3,7 +3,8 @@
 // logist validate and logist verify's replay, so that an answer is held to
 // the same rules wherever it is judged: seed 002's four layers (JSON
 // Schema, action enumeration, evidence paths inside the workspace, summary
-// constraints), then a phase's own schema for a COMPLETED answer; or, for a
+// constraints), then a phase's own schema and, in a git workspace, the
+// workspace's repository (Repository) for a COMPLETED answer; or, for a
 // turn of a deliberation, the turn's schema alone. What it tolerates around
 // the JSON is documented in docs/agents.md.
 package response
@@ -41,7 +42,8 @@ type Error struct {
 	Schema string
 	// Path is the evidence path a PROTOCOL_VIOLATION is about; Workspace
 	// marks one the workspace decided (a symlink out, a path that could
-	// not be resolved), not the path's own text.
+	// not be resolved, or with no Path its repository: Repository), not
+	// the answer's own text.
 	Path      string
 	Workspace bool
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/gitws"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
@@ -14,6 +15,10 @@ import (
 	"github.com/logist/logist/internal/response"
 	"github.com/logist/logist/internal/workflow"
 )
+
+// answerCheck is gitws.AnswerCheck; a test takes it away to leave an
+// unsafe repository to the recovery point's commit (gitRefused).
+var answerCheck = gitws.AnswerCheck
 
 // finish runs under the job lock after a call: account its cost and time
 // (unless it was cut off), judge its answer, and decide what follows
@@ -105,7 +110,7 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 	}
 
 	ph := wf.Phases[c.phase]
-	v := response.Judge(out.Raw, response.Contract{Schema: ph.Schema, Workspace: response.Dir(tx.Store().Workspace(tx.ID))})
+	v := response.Judge(out.Raw, response.Contract{Schema: ph.Schema, Workspace: response.In(tx.Store().Workspace(tx.ID), answerCheck(m.IsGit()))})
 	if v.Err != nil {
 		resp.Status, resp.ErrorCode, resp.Error = history.StatusError, v.Err.Code, v.Err.Reason
 		resp.Violations = v.Record()

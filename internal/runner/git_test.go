@@ -13,6 +13,7 @@ import (
 
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/gitws"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/steward"
@@ -208,15 +209,17 @@ func TestWorkspaceSourceWithoutGit(t *testing.T) {
 	}
 }
 
-// An agent that leaves the workspace's repository unsafe (a clean filter
-// in .git/config, which the daemon's git would run) has its point's
-// commit refused, and the job waits for a steward before any other agent
-// runs, saying what was found and how to remove it. Once removed and
-// resumed, the job goes on and the next point commits the agent's work.
-// Another commit failure, and a refusal after the job's last point, leave
-// the job going (TestGitWorkspaceCommitsEachPoint's siblings).
+// A repository made unsafe after its answer was judged (a process the
+// agent left behind; here the answer's check is taken away) has its
+// point's commit refused, and the job waits for a steward before any
+// other agent runs, saying what was found and how to remove it. Once
+// removed and resumed, the job goes on and the next point commits the
+// agent's work. Another commit failure leaves the job going
+// (TestGitWorkspaceCommitsEachPoint's siblings). Not parallel: it swaps
+// answerCheck.
 func TestUnsafeGitWorkspaceWaitsForASteward(t *testing.T) {
-	t.Parallel()
+	answerCheck = func(bool) func(string) error { return nil }
+	t.Cleanup(func() { answerCheck = gitws.AnswerCheck })
 	f := newFixture(t)
 	repo := testkit.GitRepo(t)
 	f.WriteJob("g", gitJob(repo, "", okSupervisor()))
@@ -227,18 +230,10 @@ func TestUnsafeGitWorkspaceWaitsForASteward(t *testing.T) {
 			supervisorCalls.Add(1)
 			return answer("COMPLETED", "looks good"), nil
 		}
-		cfg, err := os.OpenFile(filepath.Join(ws, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
+		if err := plantFilter(ws, filepath.Join(f.Dir, "ran")); err != nil {
 			return nil, err
 		}
-		_, err = cfg.WriteString("[filter \"x\"]\n\tclean = sh -c 'touch " + filepath.Join(f.Dir, "ran") + "; cat'\n")
-		if cerr := cfg.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hello, world\n"), 0o644)
-		}
-		if err != nil {
+		if err := os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hello, world\n"), 0o644); err != nil {
 			return nil, err
 		}
 		return answer("COMPLETED", "said hello", "hello.txt"), nil
@@ -281,4 +276,151 @@ func TestUnsafeGitWorkspaceWaitsForASteward(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(f.Dir, "ran")); err == nil {
 		t.Error("the planted filter ran")
 	}
+}
+
+// plantFilter sets a clean filter in the workspace's repository that the
+// daemon's git would run (it would create ran).
+func plantFilter(ws, ran string) error {
+	cfg, err := os.OpenFile(filepath.Join(ws, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = cfg.WriteString("[filter \"x\"]\n\tclean = sh -c 'touch " + ran + "; cat'\n")
+	if cerr := cfg.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// refusedForTheFilter asserts job id waits for a steward because an answer
+// that completed its phase left the filter: the answer refused as the
+// workspace's verdict (replayed as recorded), no filter run, the history
+// intact and verified.
+func refusedForTheFilter(t *testing.T, f *fixture, id, role string) {
+	t.Helper()
+	m := f.Load(id)
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.ProtocolViolation ||
+		!strings.Contains(m.Run.Reason, "workspace repository: git workspace ") || !strings.Contains(m.Run.Reason, "sets filter.x.clean") {
+		t.Fatalf("%s %s %q, want INTERVENTION_REQUIRED %s naming the filter", m.Status, m.Run.ErrorCode, m.Run.Reason, codes.ProtocolViolation)
+	}
+	resps := testkit.OfType(f.Records(id), history.TypeResponse)
+	last := resps[len(resps)-1].Response
+	if resps[len(resps)-1].Role != role || last.Status == history.StatusSuccess || len(last.Violations) != 1 ||
+		!last.Violations[0].Workspace || last.Violations[0].Path != "" {
+		t.Fatalf("%s's last response: %s %s %+v, want refused with the repository's verdict", role, last.Status, last.ErrorCode, last.Violations)
+	}
+	if _, err := os.Stat(filepath.Join(f.Dir, "ran")); err == nil {
+		t.Fatal("the planted filter ran")
+	}
+	checkIntact(t, f, id)
+}
+
+// An answer that completes its phase while the workspace's repository is
+// one Logist will not commit in (a filter in .git/config) is refused: its
+// phase would end without its work on the job branch. The job waits for a
+// steward with what was found and how to remove it; resumed as it is, the
+// agent is asked again and refused again; once the steward removes it, the
+// agent's next answer is committed and the job ends on the branch.
+func TestUnsafeRepositoryRefusesTheAnswer(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.WriteJob("g", gitJob(testkit.GitRepo(t), "", okSupervisor()))
+	ws := filepath.Join(f.Dir, "g", "workspace")
+	var workerCalls, supervisorCalls atomic.Int32
+	f.fake(func(_ context.Context, req *agent.Request) (*agent.Result, error) {
+		if req.Role == "supervisor" {
+			supervisorCalls.Add(1)
+			return answer("COMPLETED", "looks good"), nil
+		}
+		if workerCalls.Add(1) == 1 {
+			if err := plantFilter(ws, filepath.Join(f.Dir, "ran")); err != nil {
+				return nil, err
+			}
+		}
+		if err := os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hello, world\n"), 0o644); err != nil {
+			return nil, err
+		}
+		return answer("COMPLETED", "said hello", "hello.txt"), nil
+	})
+	f.Run("g")
+	refusedForTheFilter(t, f, "g", "worker")
+	if supervisorCalls.Load() != 0 || workerCalls.Load() != 1 {
+		t.Fatalf("%d worker and %d supervisor calls before a steward looked, want 1 and 0", workerCalls.Load(), supervisorCalls.Load())
+	}
+
+	st := steward.New(f.Env, f.Engine.Effects)
+	if _, err := st.Resume("g", steward.ResumeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.Run("g")
+	refusedForTheFilter(t, f, "g", "worker")
+	if supervisorCalls.Load() != 0 || workerCalls.Load() != 2 {
+		t.Fatalf("resumed as it was: %d worker and %d supervisor calls, want 2 and 0", workerCalls.Load(), supervisorCalls.Load())
+	}
+
+	testkit.Git(t, ws, "config", "--remove-section", "filter.x")
+	if _, err := st.Resume("g", steward.ResumeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.Run("g")
+	if m := f.Load("g"); m.Status != lifecycle.Success || m.Run.GitError != "" || workerCalls.Load() != 3 || supervisorCalls.Load() != 1 {
+		t.Fatalf("after the steward's fix: %s %q, git_error %q, %d worker and %d supervisor calls", m.Status, m.Run.Reason, m.Run.GitError, workerCalls.Load(), supervisorCalls.Load())
+	}
+	if files := testkit.Git(t, ws, "log", "--name-only", "--format=", "logist/g"); !strings.Contains(files, "hello.txt") {
+		t.Errorf("the job branch changes %q, want the worker's hello.txt", files)
+	}
+	checkIntact(t, f, "g")
+}
+
+// The same at the job's last phase: the supervisor's COMPLETED would end
+// the job SUCCESS, and SUCCESS means the job branch holds the final
+// commit; the answer is refused instead, and once the steward removes the
+// filter the job ends with its last recovery point's commit on the branch.
+func TestUnsafeRepositoryAtTheLastPhaseIsNoSuccess(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.WriteJob("g", gitJob(testkit.GitRepo(t), "", okSupervisor()))
+	ws := filepath.Join(f.Dir, "g", "workspace")
+	var supervisorCalls atomic.Int32
+	f.fake(func(_ context.Context, req *agent.Request) (*agent.Result, error) {
+		if req.Role == "worker" {
+			if err := os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hello, world\n"), 0o644); err != nil {
+				return nil, err
+			}
+			return answer("COMPLETED", "said hello", "hello.txt"), nil
+		}
+		if supervisorCalls.Add(1) == 1 {
+			if err := plantFilter(ws, filepath.Join(f.Dir, "ran")); err != nil {
+				return nil, err
+			}
+		}
+		if err := os.WriteFile(filepath.Join(ws, "review.txt"), []byte("reviewed\n"), 0o644); err != nil {
+			return nil, err
+		}
+		return answer("COMPLETED", "looks good", "review.txt"), nil
+	})
+	f.Run("g")
+	refusedForTheFilter(t, f, "g", "supervisor")
+
+	testkit.Git(t, ws, "config", "--remove-section", "filter.x")
+	if _, err := steward.New(f.Env, f.Engine.Effects).Resume("g", steward.ResumeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.Run("g")
+	m := f.Load("g")
+	if m.Status != lifecycle.Success || m.Run.GitError != "" || supervisorCalls.Load() != 2 {
+		t.Fatalf("after the steward's fix: %s %q, git_error %q, %d supervisor calls", m.Status, m.Run.Reason, m.Run.GitError, supervisorCalls.Load())
+	}
+	var lastPoint *history.RecoveryPoint
+	for _, r := range testkit.OfType(f.Records("g"), history.TypeRecoveryPoint) {
+		lastPoint = r.RecoveryPoint
+	}
+	head := strings.TrimSpace(testkit.Git(t, ws, "rev-parse", "logist/g"))
+	if lastPoint == nil || lastPoint.Git == nil || lastPoint.Git.Commit != head {
+		t.Fatalf("the job branch is at %s, want the last recovery point's commit (%+v)", head, lastPoint)
+	}
+	if files := testkit.Git(t, ws, "show", "--name-only", "--format=", head); !strings.Contains(files, "review.txt") {
+		t.Errorf("the job branch's last commit changes %q, want the supervisor's review.txt", files)
+	}
+	checkIntact(t, f, "g")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/deliberation"
 	"github.com/logist/logist/internal/effect"
+	"github.com/logist/logist/internal/gitws"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
@@ -54,7 +55,7 @@ func awaitingReply(id string, m *manifest.Manifest) error {
 // on; changes is the steward record's.
 func (s *Steward) fileReply(tx *jobtx.Tx, id string, in *history.Record, answer []byte, changes map[string]any, reason string) (*manifest.Manifest, error) {
 	meta := in.Request.Metadata
-	if err := validateReply(tx.Store().Workspace(id), meta, answer); err != nil {
+	if err := validateReply(response.In(tx.Store().Workspace(id), gitws.AnswerCheck(tx.M.IsGit())), meta, answer); err != nil {
 		return nil, &InvalidReplyError{Role: in.Role, Err: err}
 	}
 	p, err := agent.ReplyFile(tx.Dir, &agent.Request{Interaction: *in.Interaction, Metadata: meta})
@@ -139,10 +140,10 @@ func awaitedIntent(recs []history.Record, role string) *history.Record {
 // to (response.Judge): a turn's own schema, or the base contract (plus the
 // phase's schema for a COMPLETED answer) with its evidence in the job's
 // workspace.
-func validateReply(workspace string, meta map[string]any, raw []byte) error {
+func validateReply(workspace response.Workspace, meta map[string]any, raw []byte) error {
 	schema, _ := meta[history.MetaAnswerSchema].(string)
 	turn, _ := meta[history.MetaTurnKey].(string)
-	v := response.Judge(raw, response.Contract{Turn: turn != "", Schema: schema, Workspace: response.Dir(workspace)})
+	v := response.Judge(raw, response.Contract{Turn: turn != "", Schema: schema, Workspace: workspace})
 	if v.Err != nil {
 		return v.Err
 	}
