@@ -211,7 +211,7 @@ var catalogue = []Code{
 	{SchemaInvalid, Error, true, "answer", "the answer breaks the answer schema or the phase's own schema (a turn's answer that breaks its schema is recorded as a skipped turn instead)"},
 	{ActionInvalid, Error, true, "answer", "the action is not COMPLETED, STUCK or RETRY"},
 	{SummaryMissing, Error, true, "answer", "summary_for_supervisor is missing or empty"},
-	{ProtocolViolation, Error, true, "answer", "an evidence path leaves the workspace (absolute, .., a symlink out), or a COMPLETED answer leaves a git workspace's repository one Logist will not commit in (docs/security.md)"},
+	{ProtocolViolation, Error, true, "answer", "an evidence path leaves the workspace (absolute, .., a symlink out), or a COMPLETED answer leaves a git workspace's repository one Logist will not or cannot commit in, or not the job's (docs/security.md)"},
 	{EvidenceMissing, Warning, false, "answer", "an evidence file the answer names does not exist; the answer is accepted"},
 	{UndeclaredChanges, Warning, false, "answer", "the call changed workspace files the answer does not list as evidence; the answer is accepted"},
 

@@ -287,20 +287,9 @@ func Vet(ctx context.Context, dir string) error {
 	return err
 }
 
-// AnswerCheck is the check of a job's repository an answer that completes
-// its phase is held to (response.In): Unsafe in a git workspace, none in
-// another.
-func AnswerCheck(git bool) func(dir string) error {
-	if !git {
-		return nil
-	}
-	return Unsafe
-}
-
 // Unsafe is Vet's refusal alone (an *UnsafeRepoError), nil for a
 // repository git may run in or for any other failure (no repository, git
-// missing: not what an agent left). An answer that completes its phase is
-// held to it (response.Repo): the phase's commit would be refused.
+// missing).
 func Unsafe(dir string) error {
 	var unsafe *UnsafeRepoError
 	if err := Vet(context.Background(), dir); errors.As(err, &unsafe) {

@@ -39,9 +39,10 @@ type Workspace interface {
 // repository, if it has one, is one Logist may commit in: a COMPLETED
 // answer completes its phase, and in a git workspace the phase's recovery
 // point is a commit on the job branch (docs/security.md). An answer that
-// leaves the repository so that Logist will not run git there is refused
-// (PROTOCOL_VIOLATION, decided by the workspace): accepted, its phase
-// would end, or the job would end SUCCESS, without its work on the branch.
+// leaves the repository so that Logist will not run git there, or that
+// leaves one that is no longer the job's, is refused (PROTOCOL_VIOLATION,
+// decided by the workspace): accepted, its phase would end, or the job
+// would end SUCCESS, without its work on the branch.
 type Repository interface {
 	Workspace
 	// Repository is why the repository may not be used, nil if it may

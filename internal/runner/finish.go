@@ -110,7 +110,7 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 	}
 
 	ph := wf.Phases[c.phase]
-	v := response.Judge(out.Raw, response.Contract{Schema: ph.Schema, Workspace: response.In(tx.Store().Workspace(tx.ID), answerCheck(m.IsGit()))})
+	v := response.Judge(out.Raw, response.Contract{Schema: ph.Schema, Workspace: response.In(tx.Store().Workspace(tx.ID), answerCheck(m.IsGit(), tx.ID))})
 	if v.Err != nil {
 		resp.Status, resp.ErrorCode, resp.Error = history.StatusError, v.Err.Code, v.Err.Reason
 		resp.Violations = v.Record()

@@ -218,7 +218,7 @@ func TestWorkspaceSourceWithoutGit(t *testing.T) {
 // (TestGitWorkspaceCommitsEachPoint's siblings). Not parallel: it swaps
 // answerCheck.
 func TestUnsafeGitWorkspaceWaitsForASteward(t *testing.T) {
-	answerCheck = func(bool) func(string) error { return nil }
+	answerCheck = func(bool, string) func(string) error { return nil }
 	t.Cleanup(func() { answerCheck = gitws.AnswerCheck })
 	f := newFixture(t)
 	repo := testkit.GitRepo(t)
@@ -423,4 +423,62 @@ func TestUnsafeRepositoryAtTheLastPhaseIsNoSuccess(t *testing.T) {
 		t.Errorf("the job branch's last commit changes %q, want the supervisor's review.txt", files)
 	}
 	checkIntact(t, f, "g")
+}
+
+// An answer that leaves the workspace without the job's repository (.git
+// removed, or made again without the job branch), or with a lock Logist's
+// commit would stop at, is refused too: accepted, the job would go on, and
+// end SUCCESS, with no job branch, one that does not hold the source's
+// history, or one without its last commit. The job waits for a steward,
+// saying what was found; its history verifies.
+func TestUncommittableRepositoryRefusesTheAnswer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, role, want string
+		lose             func(t *testing.T, ws string)
+	}{
+		{"removed by the worker", "worker", "the workspace has no .git folder", func(t *testing.T, ws string) {
+			if err := os.RemoveAll(filepath.Join(ws, ".git")); err != nil {
+				t.Error(err)
+			}
+		}},
+		{"made again by the supervisor", "supervisor", "its repository has no branch logist/g", func(t *testing.T, ws string) {
+			if err := os.RemoveAll(filepath.Join(ws, ".git")); err != nil {
+				t.Error(err)
+			}
+			testkit.Git(t, ws, "init", "-q")
+			testkit.Git(t, ws, "add", "-A")
+			testkit.Git(t, ws, "-c", "user.name=a", "-c", "user.email=a@example.com", "commit", "-qm", "mine")
+		}},
+		{"HEAD locked by the supervisor", "supervisor", ".git/HEAD.lock is there", func(t *testing.T, ws string) {
+			if err := os.WriteFile(filepath.Join(ws, ".git", "HEAD.lock"), nil, 0o644); err != nil {
+				t.Error(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.WriteJob("g", gitJob(testkit.GitRepo(t), "", okSupervisor()))
+			ws := filepath.Join(f.Dir, "g", "workspace")
+			f.fake(func(_ context.Context, req *agent.Request) (*agent.Result, error) {
+				if req.Role == tc.role {
+					tc.lose(t, ws)
+				}
+				return answer("COMPLETED", "done"), nil
+			})
+			f.Run("g")
+			m := f.Load("g")
+			if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.ProtocolViolation ||
+				!strings.Contains(m.Run.Reason, "workspace repository: git workspace ") || !strings.Contains(m.Run.Reason, tc.want) ||
+				!strings.Contains(m.Run.Reason, "cannot be committed on its branch logist/g") {
+				t.Fatalf("%s %s %q, want INTERVENTION_REQUIRED %s: %s", m.Status, m.Run.ErrorCode, m.Run.Reason, codes.ProtocolViolation, tc.want)
+			}
+			resps := testkit.OfType(f.Records("g"), history.TypeResponse)
+			if last := resps[len(resps)-1]; last.Role != tc.role || last.Response.Status == history.StatusSuccess {
+				t.Fatalf("the last response is %s's, %s", last.Role, last.Response.Status)
+			}
+			checkIntact(t, f, "g")
+		})
+	}
 }

@@ -55,7 +55,7 @@ func awaitingReply(id string, m *manifest.Manifest) error {
 // on; changes is the steward record's.
 func (s *Steward) fileReply(tx *jobtx.Tx, id string, in *history.Record, answer []byte, changes map[string]any, reason string) (*manifest.Manifest, error) {
 	meta := in.Request.Metadata
-	if err := validateReply(response.In(tx.Store().Workspace(id), gitws.AnswerCheck(tx.M.IsGit())), meta, answer); err != nil {
+	if err := validateReply(response.In(tx.Store().Workspace(id), gitws.AnswerCheck(tx.M.IsGit(), id)), meta, answer); err != nil {
 		return nil, &InvalidReplyError{Role: in.Role, Err: err}
 	}
 	p, err := agent.ReplyFile(tx.Dir, &agent.Request{Interaction: *in.Interaction, Metadata: meta})

@@ -1,0 +1,79 @@
+package gitws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// What an answer that completes its phase is held to in a git workspace
+// (response.Repository): the phase's recovery point is a commit on the
+// job branch, and a job that ends SUCCESS hands that branch to a person.
+// An answer is refused, rather than accepted into a point whose commit
+// cannot be made or would not be on the job's branch, when the
+// repository is unsafe for Logist's git (Vet: an *UnsafeRepoError), is no
+// longer the job's (.git removed or not a folder, or the job branch gone:
+// deleted, or .git made again), or holds a lock that Logist's commit
+// would stop at (a git process running there, or one that ended without
+// removing it): an *UncommittableError. A failure of git itself (not
+// installed) is not the agent's doing and refuses nothing: the commit
+// fails as before and logist status says why.
+
+// UncommittableError is a workspace whose repository Logist cannot commit
+// the job's work in on its branch: Why says what is wrong.
+type UncommittableError struct {
+	Dir    string
+	Branch string
+	Why    string
+}
+
+func (e *UncommittableError) Error() string {
+	return fmt.Sprintf("git workspace %s: %s, so the job's work cannot be committed on its branch %s; a steward mends the repository (or halts the job)",
+		e.Dir, e.Why, e.Branch)
+}
+
+// AnswerCheck is the check a job's answers that complete their phase are
+// held to (response.In): answerCheck for the job branch of job id in a git
+// workspace, none in another.
+func AnswerCheck(git bool, id string) func(dir string) error {
+	if !git {
+		return nil
+	}
+	branch := Branch(id)
+	return func(dir string) error { return answerCheck(dir, branch) }
+}
+
+// answerCheck refuses the workspace dir's repository when Logist will not
+// run git there or it does not hold branch.
+func answerCheck(dir, branch string) error {
+	gd, err := gitDir(dir)
+	if err != nil {
+		return &UncommittableError{Dir: dir, Branch: branch, Why: err.Error()}
+	}
+	// The locks Logist's commit takes (commit.go, finish: the branch,
+	// then HEAD); its index is its own.
+	for _, rel := range []string{"refs/heads/" + branch + ".lock", "HEAD.lock"} {
+		if _, err := os.Lstat(filepath.Join(gd, rel)); err == nil {
+			return &UncommittableError{Dir: dir, Branch: branch,
+				Why: ".git/" + rel + " is there (a git process is running in the repository, or one ended without removing it): remove it once none runs"}
+		}
+	}
+	ctx := context.Background()
+	err = Vet(ctx, dir)
+	var unsafe *UnsafeRepoError
+	switch {
+	case errors.As(err, &unsafe):
+		return unsafe
+	case err != nil:
+		return nil // git's own failure: the commit says so
+	}
+	_, err = (cmd{dir: dir}).run(ctx, "rev-parse", "--verify", "--quiet", "refs/heads/"+branch+"^{commit}")
+	var gerr *Error
+	if errors.As(err, &gerr) && gerr.Stderr == "" {
+		// --quiet: git found no such branch (exit 1, nothing said).
+		return &UncommittableError{Dir: dir, Branch: branch, Why: "its repository has no branch " + branch + " (deleted, or .git made again)"}
+	}
+	return nil
+}
