@@ -243,7 +243,7 @@ var catalogue = []Code{
 	{CostBudget, Error, true, "engine", "the job's cost reached cost_threshold (HALTED_COST)"},
 	{TimeBudget, Error, true, "engine", "the job's agent time reached time_threshold_minutes (HALTED_TIME)"},
 	{WorkspaceUnsafe, Error, true, "engine", "the job's workspace is not its own folder (a symlink out, a file); no agent runs in it"},
-	{GitUnsafe, Error, true, "engine", "the job's git repository was left set to run a program or to lead git past the workspace after an answer was judged, or at a point no answer completes (docs/security.md): the last recovery point has no commit, and no agent runs until a steward removes it"},
+	{GitUnsafe, Error, true, "engine", "the job's git repository was left set to run a program or to lead git past the workspace, or so that Logist cannot commit in it (no repository of the job's, a lock), after an answer was judged or at a point no answer completes (docs/security.md): the last recovery point has no commit, and no agent runs until a steward mends it"},
 	{WorkflowEffect, Error, true, "engine", "a phase names an effect this logistd does not have, or its effect cannot play it"},
 	{AwaitingSteward, Info, true, "engine", "the workflow waits for a steward's decision (logist pm)"},
 	{SnapshotFailed, Error, false, "engine", "a recovery point's workspace snapshot failed; the job goes on, but cannot be rolled back to that point"},

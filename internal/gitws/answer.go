@@ -35,19 +35,22 @@ func (e *UncommittableError) Error() string {
 }
 
 // AnswerCheck is the check a job's answers that complete their phase are
-// held to (response.In): answerCheck for the job branch of job id in a git
-// workspace, none in another.
+// held to (response.In): Committable for job id in a git workspace, none
+// in another.
 func AnswerCheck(git bool, id string) func(dir string) error {
 	if !git {
 		return nil
 	}
-	branch := Branch(id)
-	return func(dir string) error { return answerCheck(dir, branch) }
+	return func(dir string) error { return Committable(dir, id) }
 }
 
-// answerCheck refuses the workspace dir's repository when Logist will not
-// run git there or it does not hold branch.
-func answerCheck(dir, branch string) error {
+// Committable refuses the workspace dir of job id when Logist will not run
+// git there, or cannot commit the job's work there on its branch (see the
+// top of this file); nil otherwise, git's own failures included. The
+// engine also asks it before a step after a point whose commit failed
+// (runner, gitRefused).
+func Committable(dir, id string) error {
+	branch := Branch(id)
 	gd, err := gitDir(dir)
 	if err != nil {
 		return &UncommittableError{Dir: dir, Branch: branch, Why: err.Error()}

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -152,23 +151,24 @@ func (e *Engine) commit(tx *jobtx.Tx, cp *history.RecoveryPoint) {
 }
 
 // gitRefused stops the job for a steward when its last recovery point's
-// commit was refused because an agent left the workspace's repository
-// unsafe (a setting that would run a program, a link in .git: gitws's
-// vet) and it still is. The agent's work is in the point's snapshot, but
-// the job branch, what the job is for, lacks it, and an agent that
-// plants such a thing is one a person should look at: no agent runs
-// until a steward removes it and resumes; the next point commits the
-// work. Another commit failure (git missing, a full disk) leaves the job
-// going, as before; so does a refusal at the job's last point, after
-// which nothing runs (logist status and logist result say why).
+// commit failed because of what was left in the workspace's repository
+// and it is still there: a setting that would run a program or a link in
+// .git (gitws's vet), no repository of the job's, a lock (gitws.
+// Committable, the rule an answer that completes its phase is held to).
+// An answer that leaves such a repository is refused (response.Judge); a
+// point's commit meets one only when the repository changed after its
+// answer was judged, or at a point no answer completes (a game's). The
+// agent's work is in the point's snapshot, but the job branch, what the
+// job is for, lacks it: no agent runs until a steward mends it and
+// resumes; the next point commits the work. Another commit failure (git
+// missing, a full disk) leaves the job going, as before.
 func (e *Engine) gitRefused(tx *jobtx.Tx) *outcome {
 	m := tx.M
 	if !m.IsGit() || m.Run.GitError == "" {
 		return nil
 	}
-	err := gitws.Vet(context.Background(), tx.Store().Workspace(tx.ID))
-	var unsafe *gitws.UnsafeRepoError
-	if !errors.As(err, &unsafe) {
+	err := gitws.Committable(tx.Store().Workspace(tx.ID), tx.ID)
+	if err == nil {
 		return nil
 	}
 	reason := "the last recovery point has no commit on the job branch: " + err.Error() + "; then logist resume"

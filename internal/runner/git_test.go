@@ -482,3 +482,35 @@ func TestUncommittableRepositoryRefusesTheAnswer(t *testing.T) {
 		})
 	}
 }
+
+// A point whose commit failed because the job's repository is gone (here
+// the answer's check is taken away, as for a repository lost after its
+// answer was judged) stops the job before the next agent too, with the
+// same rule as the answer's (gitws.Committable). Not parallel: it swaps
+// answerCheck.
+func TestLostRepositoryAtAPointWaitsForASteward(t *testing.T) {
+	answerCheck = func(bool, string) func(string) error { return nil }
+	t.Cleanup(func() { answerCheck = gitws.AnswerCheck })
+	f := newFixture(t)
+	f.WriteJob("g", gitJob(testkit.GitRepo(t), "", okSupervisor()))
+	ws := filepath.Join(f.Dir, "g", "workspace")
+	var supervisorCalls atomic.Int32
+	f.fake(func(_ context.Context, req *agent.Request) (*agent.Result, error) {
+		if req.Role == "supervisor" {
+			supervisorCalls.Add(1)
+			return answer("COMPLETED", "looks good"), nil
+		}
+		if err := os.RemoveAll(filepath.Join(ws, ".git")); err != nil {
+			return nil, err
+		}
+		return answer("COMPLETED", "done"), nil
+	})
+	f.Run("g")
+	m := f.Load("g")
+	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.GitUnsafe || supervisorCalls.Load() != 0 ||
+		!strings.Contains(m.Run.Reason, "the last recovery point has no commit on the job branch: git workspace ") ||
+		!strings.Contains(m.Run.Reason, "the workspace has no .git folder") || !strings.HasSuffix(m.Run.Reason, "; then logist resume") {
+		t.Fatalf("%s %s %q, %d supervisor calls; want INTERVENTION_REQUIRED %s before the supervisor", m.Status, m.Run.ErrorCode, m.Run.Reason, supervisorCalls.Load(), codes.GitUnsafe)
+	}
+	checkIntact(t, f, "g")
+}
