@@ -230,13 +230,7 @@ func TestUnsafeGitWorkspaceWaitsForASteward(t *testing.T) {
 			supervisorCalls.Add(1)
 			return answer("COMPLETED", "looks good"), nil
 		}
-		if err := plantFilter(ws, filepath.Join(f.Dir, "ran")); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hello, world\n"), 0o644); err != nil {
-			return nil, err
-		}
-		return answer("COMPLETED", "said hello", "hello.txt"), nil
+		return saysDone(ws, "hello.txt", "said hello", filepath.Join(f.Dir, "ran"), true)
 	})
 	f.Run("g")
 	m := f.Load("g")
@@ -278,6 +272,14 @@ func TestUnsafeGitWorkspaceWaitsForASteward(t *testing.T) {
 	}
 }
 
+// gitFixture is a fixture holding job g, a git workspace job on a new
+// repository (its agents are the test's to fake), and g's workspace.
+func gitFixture(t *testing.T) (*fixture, string) {
+	f := newFixture(t)
+	f.WriteJob("g", gitJob(testkit.GitRepo(t), "", okSupervisor()))
+	return f, filepath.Join(f.Dir, "g", "workspace")
+}
+
 // plantFilter sets a clean filter in the workspace's repository that the
 // daemon's git would run (it would create ran).
 func plantFilter(ws, ran string) error {
@@ -290,6 +292,20 @@ func plantFilter(ws, ran string) error {
 		err = cerr
 	}
 	return err
+}
+
+// saysDone writes file in the workspace ws, having first planted the
+// filter (plantFilter, ran) when plant, and answers COMPLETED naming it.
+func saysDone(ws, file, summary, ran string, plant bool) (*agent.Result, error) {
+	if plant {
+		if err := plantFilter(ws, ran); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(ws, file), []byte(summary+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	return answer("COMPLETED", summary, file), nil
 }
 
 // refusedForTheFilter asserts job id waits for a steward because an answer
@@ -323,24 +339,14 @@ func refusedForTheFilter(t *testing.T, f *fixture, id, role string) {
 // agent's next answer is committed and the job ends on the branch.
 func TestUnsafeRepositoryRefusesTheAnswer(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.WriteJob("g", gitJob(testkit.GitRepo(t), "", okSupervisor()))
-	ws := filepath.Join(f.Dir, "g", "workspace")
+	f, ws := gitFixture(t)
 	var workerCalls, supervisorCalls atomic.Int32
 	f.fake(func(_ context.Context, req *agent.Request) (*agent.Result, error) {
 		if req.Role == "supervisor" {
 			supervisorCalls.Add(1)
 			return answer("COMPLETED", "looks good"), nil
 		}
-		if workerCalls.Add(1) == 1 {
-			if err := plantFilter(ws, filepath.Join(f.Dir, "ran")); err != nil {
-				return nil, err
-			}
-		}
-		if err := os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hello, world\n"), 0o644); err != nil {
-			return nil, err
-		}
-		return answer("COMPLETED", "said hello", "hello.txt"), nil
+		return saysDone(ws, "hello.txt", "said hello", filepath.Join(f.Dir, "ran"), workerCalls.Add(1) == 1)
 	})
 	f.Run("g")
 	refusedForTheFilter(t, f, "g", "worker")
@@ -378,26 +384,13 @@ func TestUnsafeRepositoryRefusesTheAnswer(t *testing.T) {
 // filter the job ends with its last recovery point's commit on the branch.
 func TestUnsafeRepositoryAtTheLastPhaseIsNoSuccess(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.WriteJob("g", gitJob(testkit.GitRepo(t), "", okSupervisor()))
-	ws := filepath.Join(f.Dir, "g", "workspace")
+	f, ws := gitFixture(t)
 	var supervisorCalls atomic.Int32
 	f.fake(func(_ context.Context, req *agent.Request) (*agent.Result, error) {
 		if req.Role == "worker" {
-			if err := os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hello, world\n"), 0o644); err != nil {
-				return nil, err
-			}
-			return answer("COMPLETED", "said hello", "hello.txt"), nil
+			return saysDone(ws, "hello.txt", "said hello", "", false)
 		}
-		if supervisorCalls.Add(1) == 1 {
-			if err := plantFilter(ws, filepath.Join(f.Dir, "ran")); err != nil {
-				return nil, err
-			}
-		}
-		if err := os.WriteFile(filepath.Join(ws, "review.txt"), []byte("reviewed\n"), 0o644); err != nil {
-			return nil, err
-		}
-		return answer("COMPLETED", "looks good", "review.txt"), nil
+		return saysDone(ws, "review.txt", "looks good", filepath.Join(f.Dir, "ran"), supervisorCalls.Add(1) == 1)
 	})
 	f.Run("g")
 	refusedForTheFilter(t, f, "g", "supervisor")
@@ -458,9 +451,7 @@ func TestUncommittableRepositoryRefusesTheAnswer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t)
-			f.WriteJob("g", gitJob(testkit.GitRepo(t), "", okSupervisor()))
-			ws := filepath.Join(f.Dir, "g", "workspace")
+			f, ws := gitFixture(t)
 			f.fake(func(_ context.Context, req *agent.Request) (*agent.Result, error) {
 				if req.Role == tc.role {
 					tc.lose(t, ws)
@@ -491,9 +482,7 @@ func TestUncommittableRepositoryRefusesTheAnswer(t *testing.T) {
 func TestLostRepositoryAtAPointWaitsForASteward(t *testing.T) {
 	answerCheck = func(bool, string) func(string) error { return nil }
 	t.Cleanup(func() { answerCheck = gitws.AnswerCheck })
-	f := newFixture(t)
-	f.WriteJob("g", gitJob(testkit.GitRepo(t), "", okSupervisor()))
-	ws := filepath.Join(f.Dir, "g", "workspace")
+	f, ws := gitFixture(t)
 	var supervisorCalls atomic.Int32
 	f.fake(func(_ context.Context, req *agent.Request) (*agent.Result, error) {
 		if req.Role == "supervisor" {
