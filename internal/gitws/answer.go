@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // What an answer that completes its phase is held to in a git workspace
@@ -56,9 +57,11 @@ func Committable(dir, id string) error {
 		return &UncommittableError{Dir: dir, Branch: branch, Why: err.Error()}
 	}
 	// The locks Logist's commit takes (commit.go, finish: the branch,
-	// then HEAD); its index is its own.
+	// then HEAD); its index is its own. One a git process still holds
+	// (a gc the agent's commit started in the background) is waited for a
+	// moment, as git waits for a ref's lock itself.
 	for _, rel := range []string{"refs/heads/" + branch + ".lock", "HEAD.lock"} {
-		if _, err := os.Lstat(filepath.Join(gd, rel)); err == nil {
+		if locked(filepath.Join(gd, rel)) {
 			return &UncommittableError{Dir: dir, Branch: branch,
 				Why: ".git/" + rel + " is there (a git process is running in the repository, or one ended without removing it): remove it once none runs"}
 		}
@@ -79,4 +82,22 @@ func Committable(dir, id string) error {
 		return &UncommittableError{Dir: dir, Branch: branch, Why: "its repository has no branch " + branch + " (deleted, or .git made again)"}
 	}
 	return nil
+}
+
+// lockWait is how long locked waits for a lock to go.
+const lockWait = time.Second
+
+// locked says whether the lock file p is there and stays there for
+// lockWait.
+func locked(p string) bool {
+	deadline := time.Now().Add(lockWait)
+	for {
+		if _, err := os.Lstat(p); err != nil {
+			return false
+		}
+		if time.Now().After(deadline) {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

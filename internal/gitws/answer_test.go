@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/logist/logist/internal/gitws"
 	"github.com/logist/logist/internal/testkit"
@@ -93,4 +95,43 @@ func TestAnswerCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A lock a git process lets go of within a moment (a gc the agent's commit
+// started in the background) refuses nothing; one still there after the
+// wait does. In a synctest bubble: the wait's clock is the bubble's.
+func TestAnswerCheckWaitsForALockBeingLetGo(t *testing.T) {
+	t.Parallel()
+	ws, _ := prepare(t, testkit.GitRepo(t), "")
+	lock := filepath.Join(ws, ".git", "HEAD.lock")
+	synctest.Test(t, func(t *testing.T) {
+		write(t, ws, ".git/HEAD.lock", "")
+		gone := make(chan error, 1)
+		go func() {
+			time.Sleep(900 * time.Millisecond)
+			gone <- os.Remove(lock)
+		}()
+		start := time.Now()
+		if err := gitws.Committable(ws, "job-1"); err != nil {
+			t.Fatalf("refused: %v", err)
+		}
+		if err := <-gone; err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(start); waited < 900*time.Millisecond {
+			t.Errorf("passed after %v, before the lock went", waited)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		write(t, ws, ".git/HEAD.lock", "")
+		go func() {
+			time.Sleep(1100 * time.Millisecond)
+			_ = os.Remove(lock)
+		}()
+		var refused *gitws.UncommittableError
+		if err := gitws.Committable(ws, "job-1"); !errors.As(err, &refused) {
+			t.Fatalf("%v, want the lock refused after the wait", err)
+		}
+		time.Sleep(time.Second)
+	})
 }
