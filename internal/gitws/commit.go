@@ -103,10 +103,21 @@ func Commit(ctx context.Context, dir, branch string, m Message) (string, error) 
 	return commit, finish(ctx, dir, gd, idx, branch, commit)
 }
 
-// finish points branch at commit, HEAD at branch, and makes Logist's index
-// (which holds commit's tree) the workspace's.
+// KeepRefs is where a workspace's repository keeps every recovery point's
+// commit, under its own id (refs/logist/keep/COMMIT), whatever the agent
+// later does to its branches: a rollback to the point, logist diff
+// between points and a cluster's bundle need the commit, and git keeps
+// what a ref names through a reset, an expired reflog and a gc that
+// prunes. Only deleting the ref (or the repository) loses it; a rollback
+// then says so before it changes anything (Restorable).
+const KeepRefs = "refs/logist/keep/"
+
+// finish points branch at commit and keeps it (KeepRefs) in one ref
+// transaction, HEAD at branch, and makes Logist's index (which holds
+// commit's tree) the workspace's.
 func finish(ctx context.Context, dir, gd, idx, branch, commit string) error {
-	if _, err := (cmd{dir: dir}).run(ctx, "update-ref", "-m", "logist: recovery point", "refs/heads/"+branch, commit); err != nil {
+	refs := fmt.Sprintf("update refs/heads/%s %s\nupdate %s%s %s\n", branch, commit, KeepRefs, commit, commit)
+	if _, err := (cmd{dir: dir, stdin: []byte(refs)}).run(ctx, "update-ref", "-m", "logist: recovery point", "--stdin"); err != nil {
 		return err
 	}
 	if _, err := (cmd{dir: dir}).run(ctx, "symbolic-ref", "HEAD", "refs/heads/"+branch); err != nil {
@@ -157,16 +168,51 @@ func Reconcile(ctx context.Context, dir string, recorded func(commit string) boo
 	if _, err := (cmd{dir: dir}).run(ctx, "reset", "--quiet", "--mixed", parent); err != nil {
 		return "", err
 	}
+	// No point names it: nothing keeps it any longer.
+	if _, err := (cmd{dir: dir}).run(ctx, "update-ref", "-d", KeepRefs+tip); err != nil {
+		return "", err
+	}
 	return tip, nil
+}
+
+// MissingCommitError is a recovery point's commit that the workspace's
+// repository no longer has: the ref that kept it (KeepRefs, or BaseRef
+// for the base) was deleted and the commit pruned, or the repository was
+// made again.
+type MissingCommitError struct {
+	Dir, Commit string
+}
+
+func (e *MissingCommitError) Error() string {
+	return fmt.Sprintf("git workspace %s no longer has commit %s (the refs that kept it were deleted and it was pruned, or the repository was made again)",
+		e.Dir, e.Commit)
+}
+
+// Restorable says whether the job branch of the workspace dir can go back
+// to commit (nil), or why not: the repository is unsafe for Logist's git
+// or not a folder of the workspace's own (as Commit refuses it), or it
+// lacks the commit (a *MissingCommitError). A steward's rollback asks
+// before it changes anything.
+func Restorable(ctx context.Context, dir, commit string) error {
+	c, _, err := workspace(ctx, dir)
+	if err != nil {
+		return err
+	}
+	_, err = c.run(ctx, "rev-parse", "--verify", "--quiet", "--end-of-options", commit+"^{commit}")
+	var gerr *Error
+	if errors.As(err, &gerr) && gerr.Stderr == "" {
+		return &MissingCommitError{Dir: dir, Commit: commit}
+	}
+	return err
 }
 
 // Restore points branch, HEAD and the index at commit: a rollback, whose
 // files the workspace snapshot has already put back.
 func Restore(ctx context.Context, dir, branch, commit string) error {
-	c, _, err := workspace(ctx, dir)
-	if err != nil {
+	if err := Restorable(ctx, dir, commit); err != nil {
 		return err
 	}
+	c := cmd{dir: dir}
 	for _, args := range [][]string{
 		{"update-ref", "-m", "logist: rollback", "refs/heads/" + branch, commit},
 		{"symbolic-ref", "HEAD", "refs/heads/" + branch},

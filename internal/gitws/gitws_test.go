@@ -345,3 +345,84 @@ func TestRestoreAndPush(t *testing.T) {
 		t.Errorf("status after restore not clean:\n%s", st)
 	}
 }
+
+// A recovery point's commit is kept by a ref of its own: an agent that
+// resets the job branch below it, expires the reflog and prunes leaves it
+// in the repository, and the branch can go back to it. Once the agent
+// deletes that ref too and prunes, Restorable (and Restore) say the
+// commit is gone, and nothing moves. Reconcile lets go of the commit it
+// undoes.
+func TestPointCommitsOutliveTheAgentsRewrite(t *testing.T) {
+	t.Parallel()
+	repo := testkit.GitRepo(t)
+	ws, base := prepare(t, repo, "main")
+	write(t, ws, "work.txt", "work\n")
+	c, err := gitws.Commit(ctx, ws, "logist/job-1", gitws.Message{Job: "job-1", Checkpoint: "cp-0001-work", Phase: "work", Role: "worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := testkit.Git(t, ws, "rev-parse", gitws.KeepRefs+c); got != c {
+		t.Fatalf("keep ref at %q, want %s", got, c)
+	}
+	prune := func() {
+		testkit.Git(t, ws, "reflog", "expire", "--expire=now", "--all")
+		testkit.Git(t, ws, "gc", "-q", "--prune=now")
+	}
+	// The agent's rewrite: the branch back at the base, its own commit on
+	// top, the history pruned.
+	testkit.Git(t, ws, "reset", "-q", "--hard", base.Commit)
+	write(t, ws, "other.txt", "other\n")
+	testkit.Git(t, ws, "add", "other.txt")
+	testkit.Git(t, ws, "-c", "user.name=a", "-c", "user.email=a@example.com", "commit", "-qm", "rewrite")
+	prune()
+	if err := gitws.Restorable(ctx, ws, c); err != nil {
+		t.Fatalf("the point's commit after the agent's rewrite: %v", err)
+	}
+	if err := os.Remove(filepath.Join(ws, "other.txt")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, ws, "work.txt", "work\n")
+	if err := gitws.Restore(ctx, ws, "logist/job-1", c); err != nil {
+		t.Fatal(err)
+	}
+	if got := testkit.Git(t, ws, "rev-parse", "HEAD"); got != c {
+		t.Errorf("HEAD at %s after the restore, want %s", got, c)
+	}
+	if st := testkit.Git(t, ws, "status", "--porcelain"); st != "" {
+		t.Errorf("the workspace differs from the point's commit:\n%s", st)
+	}
+
+	// The keep ref deleted as well, and the commit pruned.
+	testkit.Git(t, ws, "checkout", "-q", "--detach", base.Commit)
+	testkit.Git(t, ws, "branch", "-q", "-D", "logist/job-1")
+	testkit.Git(t, ws, "update-ref", "-d", gitws.KeepRefs+c)
+	prune()
+	var missing *gitws.MissingCommitError
+	if err := gitws.Restorable(ctx, ws, c); !errors.As(err, &missing) || missing.Commit != c {
+		t.Fatalf("Restorable of a pruned commit: %v", err)
+	}
+	before := testkit.Git(t, ws, "rev-parse", "HEAD")
+	if err := gitws.Restore(ctx, ws, "logist/job-1", c); !errors.As(err, &missing) {
+		t.Fatalf("Restore to a pruned commit: %v", err)
+	}
+	if got := testkit.Git(t, ws, "rev-parse", "HEAD"); got != before {
+		t.Errorf("a refused Restore moved HEAD to %s", got)
+	}
+	if err := gitws.Restorable(ctx, ws, base.Commit); err != nil {
+		t.Errorf("the base, kept by %s: %v", gitws.BaseRef, err)
+	}
+
+	// Reconcile drops the keep ref of the commit it undoes.
+	testkit.Git(t, ws, "checkout", "-q", "-B", "logist/job-1", base.Commit)
+	write(t, ws, "late.txt", "late\n")
+	u, err := gitws.Commit(ctx, ws, "logist/job-1", gitws.Message{Job: "job-1", Checkpoint: "cp-0002-work", Phase: "work", Role: "worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := gitws.Reconcile(ctx, ws, func(string) bool { return false }); err != nil || d != u {
+		t.Fatalf("reconcile: %q %v, want %s dropped", d, err, u)
+	}
+	if refs := testkit.Git(t, ws, "for-each-ref", "--format=%(refname)", gitws.KeepRefs); refs != "" {
+		t.Errorf("keep refs after the undone commit: %q", refs)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/logist/logist/internal/gitws"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
@@ -145,5 +146,86 @@ func TestSubmitChecksTheWorkspaceSource(t *testing.T) {
 		if !errors.As(err, &es) || !strings.Contains(err.Error(), want) || es[0].Pointer != "/workspace/git" {
 			t.Errorf("ref %s: %v, want %q at /workspace/git", ref, err, want)
 		}
+	}
+}
+
+// A rollback finds a point's commit whatever the agent did to the job
+// branch afterwards: reset below it, the reflog expired and the commits
+// pruned (the point's keep ref holds it). With the keep refs deleted too,
+// the rollback is refused before anything is recorded or restored: the
+// manifest, the history and the workspace's files stay as they were.
+func TestRollbackAfterTheAgentRewroteTheBranch(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	key := f.Sign()
+	repo := testkit.GitRepo(t)
+	base := testkit.Git(t, repo, "rev-parse", "main")
+	f.WriteJob("j", map[string]any{
+		"workspace": map[string]any{"git": map[string]any{"repo": repo, "ref": "main"}},
+		"agents": map[string]any{
+			"worker":     map[string]any{"provider": "command", "command": map[string]any{"argv": []string{"sh", "-c", gitWorker}}},
+			"supervisor": testkit.Script(testkit.Step("COMPLETED", "fine")),
+		}})
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Success {
+		t.Fatalf("run: %s %s", m.Status, m.Run.Reason)
+	}
+	ws := filepath.Join(f.Dir, "j", "workspace")
+	var work *history.RecoveryPoint
+	for _, r := range testkit.OfType(f.Records("j"), history.TypeRecoveryPoint) {
+		if r.RecoveryPoint.CheckpointID == "cp-0001-work" {
+			work = r.RecoveryPoint
+		}
+	}
+	if work == nil || work.Git == nil {
+		t.Fatalf("no commit for cp-0001-work: %+v", work)
+	}
+	prune := func() {
+		testkit.Git(t, ws, "reflog", "expire", "--expire=now", "--all")
+		testkit.Git(t, ws, "gc", "-q", "--prune=now")
+	}
+	testkit.Git(t, ws, "reset", "-q", "--hard", base)
+	prune()
+	if _, _, err := f.St.Rollback("j", "cp-0001-work", steward.RollbackOptions{Reason: "back to the work"}); err != nil {
+		t.Fatalf("rollback after the agent's rewrite: %v", err)
+	}
+	if got := testkit.Git(t, ws, "rev-parse", "HEAD"); got != work.Git.Commit {
+		t.Errorf("HEAD at %s after the rollback, want the point's %s", got, work.Git.Commit)
+	}
+	if st := testkit.Git(t, ws, "status", "--porcelain"); st != "" {
+		t.Errorf("the workspace differs from the point's commit:\n%s", st)
+	}
+
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Success {
+		t.Fatalf("run after the rollback: %s %s", m.Status, m.Run.Reason)
+	}
+
+	// The keep refs deleted too: the commit is gone, and the rollback says
+	// so without changing anything.
+	testkit.Git(t, ws, "reset", "-q", "--hard", base)
+	// Every keep ref: a later point's commit sits on this one and keeps it.
+	for _, ref := range strings.Fields(testkit.Git(t, ws, "for-each-ref", "--format=%(refname)", gitws.KeepRefs)) {
+		testkit.Git(t, ws, "update-ref", "-d", ref)
+	}
+	prune()
+	if err := os.WriteFile(filepath.Join(ws, "mine.txt"), []byte("left by the agent\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, files := f.snapshot("j"), testkit.Git(t, ws, "status", "--porcelain")
+	_, _, err := f.St.Rollback("j", "cp-0001-work", steward.RollbackOptions{Reason: "again"})
+	ooo, ok := isOutOfOrder(err)
+	if !ok || !strings.Contains(ooo.Want, "cannot go back to cp-0001-work's commit") || !strings.Contains(err.Error(), "no longer has commit "+work.Git.Commit) {
+		t.Fatalf("rollback to a pruned commit: %v", err)
+	}
+	if f.snapshot("j") != before {
+		t.Error("a refused rollback changed the manifest or the history")
+	}
+	if got := testkit.Git(t, ws, "status", "--porcelain"); got != files {
+		t.Errorf("a refused rollback changed the workspace:\n%s\nwas:\n%s", got, files)
+	}
+	rep, err := verify.Job("j", filepath.Join(f.Dir, "j"), verify.Options{Public: key.Public(), Manifest: f.Load("j")})
+	if err != nil || !rep.OK() {
+		t.Fatalf("verify: %v %v", err, rep.Problems)
 	}
 }

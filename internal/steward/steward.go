@@ -329,6 +329,14 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 	if err := point.Restorable(); err != nil {
 		return nil, nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: err.Error()}
 	}
+	// The branch must be able to go back too: asked before anything is
+	// recorded or restored, so a refusal leaves the job as it was.
+	if g := point.Git; g != nil {
+		if err := gitws.Restorable(context.Background(), tx.Store().Workspace(id), g.Commit); err != nil {
+			return nil, nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status,
+				Want: fmt.Sprintf("its job branch cannot go back to %s's commit: %v; nothing was changed", cp, err)}
+		}
+	}
 	// The command is recorded before the workspace changes, so a crash in
 	// between leaves a trace of why files moved.
 	changes := map[string]any{"checkpoint_id": cp, "resume_phase": point.ResumePhase}
