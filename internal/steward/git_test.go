@@ -32,17 +32,13 @@ func lastPoint(t *testing.T, recs []history.Record) *history.RecoveryPoint {
 	return ps[len(ps)-1].RecoveryPoint
 }
 
-// A supervised job on a repository, with a RETRY and a rollback: the job
-// branch holds the agent's own commit under Logist's point commits, a
-// rollback to cp-start puts the files, the branch, HEAD and the index back
-// at the base, the job runs again, and at the end the branch's patch
-// applies cleanly to the base. The history verifies throughout.
-func TestGitJobWithRetryAndRollback(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	key := f.Sign()
-	repo := testkit.GitRepo(t)
-	base := testkit.Git(t, repo, "rev-parse", "main")
+// gitWorkerJob runs job j of f, a supervised job on a new repository whose
+// worker is gitWorker, to SUCCESS; it returns the source repository, its
+// base commit and the job's workspace.
+func gitWorkerJob(t *testing.T, f *fixture) (repo, base, ws string) {
+	t.Helper()
+	repo = testkit.GitRepo(t)
+	base = testkit.Git(t, repo, "rev-parse", "main")
 	f.WriteJob("j", map[string]any{
 		"workspace": map[string]any{"git": map[string]any{"repo": repo, "ref": "main"}},
 		"agents": map[string]any{
@@ -53,17 +49,33 @@ func TestGitJobWithRetryAndRollback(t *testing.T) {
 	if m := f.Load("j"); m.Status != lifecycle.Success {
 		t.Fatalf("first run: %s %s", m.Status, m.Run.Reason)
 	}
-	ws := filepath.Join(f.Dir, "j", "workspace")
-	recs := f.Records("j")
-	var work *history.RecoveryPoint
+	return repo, base, filepath.Join(f.Dir, "j", "workspace")
+}
+
+// gitPoint is recovery point cp of recs, which must have a commit.
+func gitPoint(t *testing.T, recs []history.Record, cp string) *history.RecoveryPoint {
+	t.Helper()
 	for _, r := range testkit.OfType(recs, history.TypeRecoveryPoint) {
-		if r.RecoveryPoint.CheckpointID == "cp-0001-work" {
-			work = r.RecoveryPoint
+		if p := r.RecoveryPoint; p.CheckpointID == cp && p.Git != nil {
+			return p
 		}
 	}
-	if work == nil || work.Git == nil {
-		t.Fatalf("no commit for cp-0001-work: %+v", work)
-	}
+	t.Fatalf("no commit for %s", cp)
+	return nil
+}
+
+// A supervised job on a repository, with a RETRY and a rollback: the job
+// branch holds the agent's own commit under Logist's point commits, a
+// rollback to cp-start puts the files, the branch, HEAD and the index back
+// at the base, the job runs again, and at the end the branch's patch
+// applies cleanly to the base. The history verifies throughout.
+func TestGitJobWithRetryAndRollback(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	key := f.Sign()
+	repo, base, ws := gitWorkerJob(t, f)
+	recs := f.Records("j")
+	work := gitPoint(t, recs, "cp-0001-work")
 	agents := testkit.Git(t, ws, "rev-parse", work.Git.Commit+"^1")
 	if testkit.Git(t, ws, "log", "-1", "--format=%s%n%ae", agents) != "agent: move, remove, add\nagent@example.com" {
 		t.Errorf("the work point's parent %s is not the agent's own commit", agents)
@@ -158,28 +170,8 @@ func TestRollbackAfterTheAgentRewroteTheBranch(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	key := f.Sign()
-	repo := testkit.GitRepo(t)
-	base := testkit.Git(t, repo, "rev-parse", "main")
-	f.WriteJob("j", map[string]any{
-		"workspace": map[string]any{"git": map[string]any{"repo": repo, "ref": "main"}},
-		"agents": map[string]any{
-			"worker":     map[string]any{"provider": "command", "command": map[string]any{"argv": []string{"sh", "-c", gitWorker}}},
-			"supervisor": testkit.Script(testkit.Step("COMPLETED", "fine")),
-		}})
-	f.Run("j")
-	if m := f.Load("j"); m.Status != lifecycle.Success {
-		t.Fatalf("run: %s %s", m.Status, m.Run.Reason)
-	}
-	ws := filepath.Join(f.Dir, "j", "workspace")
-	var work *history.RecoveryPoint
-	for _, r := range testkit.OfType(f.Records("j"), history.TypeRecoveryPoint) {
-		if r.RecoveryPoint.CheckpointID == "cp-0001-work" {
-			work = r.RecoveryPoint
-		}
-	}
-	if work == nil || work.Git == nil {
-		t.Fatalf("no commit for cp-0001-work: %+v", work)
-	}
+	_, base, ws := gitWorkerJob(t, f)
+	work := gitPoint(t, f.Records("j"), "cp-0001-work")
 	prune := func() {
 		testkit.Git(t, ws, "reflog", "expire", "--expire=now", "--all")
 		testkit.Git(t, ws, "gc", "-q", "--prune=now")
