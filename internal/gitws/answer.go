@@ -31,7 +31,7 @@ type UncommittableError struct {
 }
 
 func (e *UncommittableError) Error() string {
-	return fmt.Sprintf("git workspace %s: %s, so the job's work cannot be committed on its branch %s; a steward mends the repository (or halts the job)",
+	return fmt.Sprintf("git workspace %s: %s, so the job's work cannot be committed on its branch %s; a steward mends the repository, rolls the job back (logist rollback --to cp-start makes a lost repository again from the job's source) or halts it",
 		e.Dir, e.Why, e.Branch)
 }
 

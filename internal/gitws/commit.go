@@ -39,13 +39,21 @@ func gitDir(dir string) (string, error) {
 	g := filepath.Join(dir, ".git")
 	fi, err := os.Lstat(g)
 	if err != nil {
-		return "", fmt.Errorf("the workspace has no .git folder: %w", err)
+		return "", &NoRepoError{Dir: dir, Why: fmt.Sprintf("the workspace has no .git folder: %v", err)}
 	}
 	if !fi.IsDir() {
-		return "", fmt.Errorf("the workspace's .git is not a folder (%s); Logist commits only into the workspace's own repository", fi.Mode().Type())
+		return "", &NoRepoError{Dir: dir, Why: fmt.Sprintf("the workspace's .git is not a folder (%s); Logist commits only into the workspace's own repository", fi.Mode().Type())}
 	}
 	return g, nil
 }
+
+// NoRepoError is a workspace without a repository of its own: no .git,
+// or one that is not a folder. Why says which.
+type NoRepoError struct {
+	Dir, Why string
+}
+
+func (e *NoRepoError) Error() string { return e.Why }
 
 // head is the commit HEAD names ("" on an unborn branch).
 func head(ctx context.Context, dir string) string {

@@ -2,6 +2,7 @@ package steward_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -219,5 +220,68 @@ func TestRollbackAfterTheAgentRewroteTheBranch(t *testing.T) {
 	rep, err := verify.Job("j", filepath.Join(f.Dir, "j"), verify.Options{Public: key.Public(), Manifest: f.Load("j")})
 	if err != nil || !rep.OK() {
 		t.Fatalf("verify: %v %v", err, rep.Problems)
+	}
+}
+
+// A workspace whose repository the agent removed (or made again) has lost
+// every point's commit: a rollback to one of them is refused with nothing
+// changed, naming cp-start; the rollback to cp-start makes the repository
+// again from the job's source, the job branch at the base, the files the
+// base's, and records where it came from. The job then runs to SUCCESS
+// with its work on the branch, and its history verifies.
+func TestRollbackRemakesALostRepository(t *testing.T) {
+	t.Parallel()
+	for _, again := range []bool{false, true} {
+		t.Run(fmt.Sprintf("made again %v", again), func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			key := f.Sign()
+			_, base, ws := gitWorkerJob(t, f)
+			if err := os.RemoveAll(filepath.Join(ws, ".git")); err != nil {
+				t.Fatal(err)
+			}
+			if again {
+				testkit.Git(t, ws, "init", "-q")
+				testkit.Git(t, ws, "add", "-A")
+				testkit.Git(t, ws, "commit", "-qm", "mine")
+			}
+			before := f.snapshot("j")
+			_, _, err := f.St.Rollback("j", "cp-0001-work", steward.RollbackOptions{Reason: "back"})
+			if ooo, ok := isOutOfOrder(err); !ok || !strings.Contains(ooo.Hint, "--to cp-start makes the repository again") {
+				t.Fatalf("rollback to a point of the lost repository: %v", err)
+			}
+			if f.snapshot("j") != before {
+				t.Error("a refused rollback changed the manifest or the history")
+			}
+			if _, _, err := f.St.Rollback("j", "cp-start", steward.RollbackOptions{Reason: "start over"}); err != nil {
+				t.Fatalf("rollback to cp-start: %v", err)
+			}
+			if got := testkit.Git(t, ws, "rev-parse", "HEAD"); got != base {
+				t.Errorf("HEAD at %s, want the base %s", got, base)
+			}
+			if got := testkit.Git(t, ws, "symbolic-ref", "--short", "HEAD"); got != "logist/j" {
+				t.Errorf("HEAD on %s", got)
+			}
+			if st := testkit.Git(t, ws, "status", "--porcelain", "--ignored"); st != "" {
+				t.Errorf("the workspace differs from the base:\n%s", st)
+			}
+			rb := testkit.OfType(f.Records("j"), history.TypeSteward)
+			if ch := rb[len(rb)-1].Steward.Changes; ch["git_remade_from"] == nil || ch["git_commit"] != base {
+				t.Errorf("the rollback's changes: %v", ch)
+			}
+			f.Run("j")
+			if m := f.Load("j"); m.Status != lifecycle.Success {
+				t.Fatalf("run after the rollback: %s %s", m.Status, m.Run.Reason)
+			}
+			last := lastPoint(t, f.Records("j")).Git.Commit
+			if tip := testkit.Git(t, ws, "rev-parse", "logist/j"); tip != last {
+				t.Errorf("branch at %s, the last point at %s", tip, last)
+			}
+			testkit.Git(t, ws, "merge-base", "--is-ancestor", base, last)
+			rep, err := verify.Job("j", filepath.Join(f.Dir, "j"), verify.Options{Public: key.Public(), Manifest: f.Load("j")})
+			if err != nil || !rep.OK() {
+				t.Fatalf("verify: %v %v", err, rep.Problems)
+			}
+		})
 	}
 }

@@ -329,13 +329,12 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 	if err := point.Restorable(); err != nil {
 		return nil, nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: err.Error()}
 	}
-	// The branch must be able to go back too: asked before anything is
-	// recorded or restored, so a refusal leaves the job as it was.
-	if g := point.Git; g != nil {
-		if err := gitws.Restorable(context.Background(), tx.Store().Workspace(id), g.Commit); err != nil {
-			return nil, nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status,
-				Want: fmt.Sprintf("its job branch cannot go back to %s's commit: %v; nothing was changed", cp, err)}
-		}
+	remade, err := s.gitBack(tx, cp, point)
+	if err != nil {
+		return nil, nil, err
+	}
+	if remade != nil {
+		defer remade.Discard()
 	}
 	// The command is recorded before the workspace changes, so a crash in
 	// between leaves a trace of why files moved.
@@ -346,6 +345,9 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 		changes["git_commit"] = g.Commit
 		if tip, err := gitws.Tip(context.Background(), tx.Store().Workspace(id), g.Branch); err == nil {
 			changes["git_abandoned"] = tip
+		}
+		if remade != nil {
+			changes["git_remade_from"] = g.Repo
 		}
 	}
 	rec := s.command(tx, history.CommandRollback, o.Guidance, o.Reason, changes)
@@ -360,7 +362,12 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 		rerr := tx.RecordError(codes.RollbackFailed, "STEWARD", 0, err.Error())
 		return nil, nil, errors.Join(fmt.Errorf("restore %s: %w", cp, err), rerr)
 	}
-	if g := point.Git; g != nil {
+	if remade != nil {
+		if err := remade.Install(context.Background()); err != nil {
+			rerr := tx.RecordError(codes.RollbackFailed, "STEWARD", 0, err.Error())
+			return nil, nil, errors.Join(fmt.Errorf("make %s's repository again: %w", cp, err), rerr)
+		}
+	} else if g := point.Git; g != nil {
 		if err := gitws.Restore(context.Background(), tx.Store().Workspace(id), g.Branch, g.Commit); err != nil {
 			rerr := tx.RecordError(codes.RollbackFailed, "STEWARD", 0, err.Error())
 			return nil, nil, errors.Join(fmt.Errorf("restore %s's commit: %w", cp, err), rerr)
@@ -375,6 +382,40 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 		return nil, nil, err
 	}
 	return m, point, tx.Commit()
+}
+
+// gitBack says whether job tx's branch can go back to point's commit
+// (cp), before the rollback records or restores anything. A repository
+// that is lost (gitws.Lost: no .git of its own, or one without the
+// commit) is made again from the job's source when the point is where
+// the job began (cp-start names the source): the clone is returned, to
+// be installed once the files are back. Otherwise the rollback is
+// refused, and nothing has changed.
+func (s *Steward) gitBack(tx *jobtx.Tx, cp string, point *history.RecoveryPoint) (*gitws.Remade, error) {
+	g := point.Git
+	if g == nil {
+		return nil, nil
+	}
+	ctx, ws := context.Background(), tx.Store().Workspace(tx.ID)
+	err := gitws.Restorable(ctx, ws, g.Commit)
+	if err == nil {
+		return nil, nil
+	}
+	refuse := func(err error, hint string) error {
+		return &jobtx.OutOfOrderError{ID: tx.ID, Status: tx.M.Status, Hint: hint,
+			Want: fmt.Sprintf("its job branch cannot go back to %s's commit: %v; nothing was changed", cp, err)}
+	}
+	if !gitws.Lost(err) {
+		return nil, refuse(err, "")
+	}
+	if g.Repo == "" {
+		return nil, refuse(err, "logist rollback "+tx.ID+" --to cp-start makes the repository again from the job's source, at its base")
+	}
+	r, rerr := gitws.Remake(ctx, ws, g.Repo, g.Commit, g.Branch)
+	if rerr != nil {
+		return nil, refuse(fmt.Errorf("%v, and it cannot be made again from the source: %w", err, rerr), "")
+	}
+	return r, nil
 }
 
 // Activate moves a DRAFT job to PENDING.
