@@ -14,6 +14,7 @@ import (
 
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/builtins"
+	"github.com/logist/logist/internal/gitws"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/response"
@@ -30,7 +31,7 @@ var cmdValidate = &command{
 	example: "  logist validate jobs/*/job.json\n  logist validate --kind response answer.json --workspace jobs/x/workspace\n",
 	flags: func(fs *pflag.FlagSet) {
 		fs.String("kind", "auto", "auto, manifest or response")
-		fs.String("workspace", "", "for responses: workspace to resolve evidence files in (default: the file's folder)")
+		fs.String("workspace", "", "for responses: workspace to resolve evidence files in (default: the file's folder); a git job's workspace also holds a COMPLETED answer to its repository, as the engine does")
 	},
 	run: func(e *env, args []string) (*Result, error) {
 		if len(args) == 0 {
@@ -104,7 +105,7 @@ func validateFile(f, kind, ws string) (string, []string, []string) {
 		if ws == "" {
 			ws = filepath.Dir(f)
 		}
-		v := response.Judge(data, response.Contract{Workspace: response.Dir(ws)})
+		v := response.Judge(data, response.Contract{Workspace: answerWorkspace(ws)})
 		var ws2 []string
 		for _, w := range v.Warnings {
 			ws2 = append(ws2, w.Detail)
@@ -150,4 +151,24 @@ func validateFile(f, kind, ws string) (string, []string, []string) {
 		warns = append(warns, wf.Loops()...)
 	}
 	return kind, nil, warns
+}
+
+// answerWorkspace is the workspace an answer file is judged in: ws, held
+// to the job's repository as the engine holds an answer (gitws.
+// AnswerCheck) when ws is the workspace of a job folder whose manifest
+// names a git workspace.
+func answerWorkspace(ws string) response.Workspace {
+	jobDir := filepath.Dir(filepath.Clean(ws))
+	if filepath.Base(filepath.Clean(ws)) != jobstore.WorkspaceDir {
+		return response.Dir(ws)
+	}
+	data, err := os.ReadFile(filepath.Join(jobDir, jobstore.ManifestFile))
+	if err != nil {
+		return response.Dir(ws)
+	}
+	m, err := manifest.Decode(jobstore.ManifestFile, data)
+	if err != nil {
+		return response.Dir(ws)
+	}
+	return response.In(ws, gitws.AnswerCheck(m.IsGit(), filepath.Base(jobDir)))
 }

@@ -180,7 +180,12 @@ func vet(ctx context.Context, dir, gd string) error {
 	}
 	// The repository's own settings, as git reads them (no includes: an
 	// include is itself refused).
-	out, err := cmd{dir: dir}.run(ctx, "config", "--file", filepath.Join(gd, "config"), "--list", "-z", "--name-only")
+	// git runs in dir: the file's path must not be relative to here.
+	conf, err := filepath.Abs(filepath.Join(gd, "config"))
+	if err != nil {
+		return err
+	}
+	out, err := cmd{dir: dir}.run(ctx, "config", "--file", conf, "--list", "-z", "--name-only")
 	if err != nil {
 		var ge *Error
 		if errors.As(err, &ge) {

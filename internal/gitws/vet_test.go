@@ -447,3 +447,22 @@ func operations(ws, repo, base string) map[string]func() error {
 		"Push": func() error { return gitws.Push(ctx, ws, repo, "logist/job-1", "from-job") },
 	}
 }
+
+// A workspace named by a path relative to the caller's folder (logist
+// validate --workspace jobs/x/workspace) is vetted like any other: the
+// settings were read from a path git, running in the workspace, did not
+// find, and the failure to read them passed for git's own.
+func TestRelativeWorkspaceIsVetted(t *testing.T) {
+	repo := testkit.GitRepo(t)
+	ws, _ := prepare(t, repo, "main")
+	testkit.Git(t, ws, "config", "filter.x.clean", "cat")
+	t.Chdir(filepath.Dir(ws))
+	rel := filepath.Base(ws)
+	var unsafe *gitws.UnsafeRepoError
+	if err := gitws.Vet(ctx, rel); !errors.As(err, &unsafe) {
+		t.Errorf("Vet(%q): %v, want the filter refused", rel, err)
+	}
+	if err := gitws.Committable(rel, "job-1"); !errors.As(err, &unsafe) {
+		t.Errorf("Committable(%q): %v, want the filter refused", rel, err)
+	}
+}
