@@ -77,7 +77,11 @@ func Commit(ctx context.Context, dir, branch string, m Message) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	idx := filepath.Join(gd, "logist-index")
+	// Absolute: git runs in dir, and reads GIT_INDEX_FILE from there.
+	idx, err := filepath.Abs(filepath.Join(gd, "logist-index"))
+	if err != nil {
+		return "", err
+	}
 	if err := copyFile(filepath.Join(gd, "index"), idx); err != nil {
 		return "", err
 	}

@@ -451,7 +451,8 @@ func operations(ws, repo, base string) map[string]func() error {
 // A workspace named by a path relative to the caller's folder (logist
 // validate --workspace jobs/x/workspace) is vetted like any other: the
 // settings were read from a path git, running in the workspace, did not
-// find, and the failure to read them passed for git's own.
+// find, and the failure to read them passed for git's own. It commits
+// too (Logist's index was named by such a path).
 func TestRelativeWorkspaceIsVetted(t *testing.T) {
 	repo := testkit.GitRepo(t)
 	ws, _ := prepare(t, repo, "main")
@@ -464,5 +465,18 @@ func TestRelativeWorkspaceIsVetted(t *testing.T) {
 	}
 	if err := gitws.Committable(rel, "job-1"); !errors.As(err, &unsafe) {
 		t.Errorf("Committable(%q): %v, want the filter refused", rel, err)
+	}
+	// Mended, the relative workspace commits as an absolute one does.
+	testkit.Git(t, ws, "config", "--unset", "filter.x.clean")
+	write(t, ws, "work.txt", "work\n")
+	c, err := gitws.Commit(ctx, rel, "logist/job-1", gitws.Message{Job: "job-1", Checkpoint: "cp-0001-work"})
+	if err != nil {
+		t.Fatalf("Commit(%q): %v", rel, err)
+	}
+	if files := testkit.Git(t, ws, "show", "--name-only", "--format=", c); files != "work.txt" {
+		t.Errorf("the commit holds %q, want work.txt", files)
+	}
+	if st := testkit.Git(t, ws, "status", "--porcelain"); st != "" {
+		t.Errorf("the workspace after the commit:\n%s", st)
 	}
 }
