@@ -28,11 +28,47 @@ type UncommittableError struct {
 	Dir    string
 	Branch string
 	Why    string
+	// Fix is what a steward does about it ("" for the general advice).
+	Fix string
 }
 
 func (e *UncommittableError) Error() string {
-	return fmt.Sprintf("git workspace %s: %s, so the job's work cannot be committed on its branch %s; a steward mends the repository, rolls the job back (logist rollback --to cp-start makes a lost repository again from the job's source) or halts it",
-		e.Dir, e.Why, e.Branch)
+	fix := e.Fix
+	if fix == "" {
+		fix = "a steward mends the repository, rolls the job back (logist rollback --to cp-start makes a lost repository again from the job's source) or halts it"
+	}
+	return fmt.Sprintf("git workspace %s: %s, so the job's work cannot be committed on its branch %s: %s", e.Dir, e.Why, e.Branch, fix)
+}
+
+// LockedError is a lock in a workspace's repository that Logist's git
+// would stop at (heldLock): Lock is its path in .git.
+type LockedError struct {
+	Dir, Lock string
+}
+
+// lockWhy and lockFix say what a held lock is and what to do about it.
+const (
+	lockWhy = " is there (a git process is running in the repository, or one ended without removing it)"
+	lockFix = "remove it once no git process runs there"
+)
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("git workspace %s: .git/%s%s: %s", e.Dir, e.Lock, lockWhy, lockFix)
+}
+
+// heldLock is the first of the locks Logist's git takes to move the job
+// branch and HEAD that is held in .git folder gd ("" for none): the
+// branch's, then HEAD's (commit.go, finish; Restore). Its index is its
+// own, so the agent's index.lock stops neither. One a git process still
+// holds (a gc the agent's commit started in the background) is waited
+// for a moment, as git waits for a ref's lock itself.
+func heldLock(gd, branch string) string {
+	for _, rel := range []string{"refs/heads/" + branch + ".lock", "HEAD.lock"} {
+		if locked(filepath.Join(gd, rel)) {
+			return rel
+		}
+	}
+	return ""
 }
 
 // AnswerCheck is the check a job's answers that complete their phase are
@@ -56,15 +92,8 @@ func Committable(dir, id string) error {
 	if err != nil {
 		return &UncommittableError{Dir: dir, Branch: branch, Why: err.Error()}
 	}
-	// The locks Logist's commit takes (commit.go, finish: the branch,
-	// then HEAD); its index is its own. One a git process still holds
-	// (a gc the agent's commit started in the background) is waited for a
-	// moment, as git waits for a ref's lock itself.
-	for _, rel := range []string{"refs/heads/" + branch + ".lock", "HEAD.lock"} {
-		if locked(filepath.Join(gd, rel)) {
-			return &UncommittableError{Dir: dir, Branch: branch,
-				Why: ".git/" + rel + " is there (a git process is running in the repository, or one ended without removing it): remove it once none runs"}
-		}
+	if rel := heldLock(gd, branch); rel != "" {
+		return &UncommittableError{Dir: dir, Branch: branch, Why: ".git/" + rel + lockWhy, Fix: lockFix + ", then logist resume"}
 	}
 	ctx := context.Background()
 	err = Vet(ctx, dir)

@@ -202,13 +202,17 @@ func (e *MissingCommitError) Error() string {
 
 // Restorable says whether the job branch of the workspace dir can go back
 // to commit (nil), or why not: the repository is unsafe for Logist's git
-// or not a folder of the workspace's own (as Commit refuses it), or it
-// lacks the commit (a *MissingCommitError). A steward's rollback asks
-// before it changes anything.
-func Restorable(ctx context.Context, dir, commit string) error {
-	c, _, err := workspace(ctx, dir)
+// or not a folder of the workspace's own (as Commit refuses it), holds a
+// lock Restore would stop at (a *LockedError), or lacks the commit (a
+// *MissingCommitError). A steward's rollback asks before it changes
+// anything.
+func Restorable(ctx context.Context, dir, branch, commit string) error {
+	c, gd, err := workspace(ctx, dir)
 	if err != nil {
 		return err
+	}
+	if rel := heldLock(gd, branch); rel != "" {
+		return &LockedError{Dir: dir, Lock: rel}
 	}
 	_, err = c.run(ctx, "rev-parse", "--verify", "--quiet", "--end-of-options", commit+"^{commit}")
 	var gerr *Error
@@ -219,24 +223,39 @@ func Restorable(ctx context.Context, dir, commit string) error {
 }
 
 // Restore points branch, HEAD and the index at commit: a rollback, whose
-// files the workspace snapshot has already put back.
+// files the workspace snapshot has already put back. The index is built
+// first, in a file of Logist's own (as Commit's), so a failure leaves the
+// refs where they were, and an index.lock the agent left stops nothing;
+// it becomes the workspace's index last.
 func Restore(ctx context.Context, dir, branch, commit string) error {
-	if err := Restorable(ctx, dir, commit); err != nil {
+	if err := Restorable(ctx, dir, branch, commit); err != nil {
 		return err
 	}
+	_, gd, err := workspace(ctx, dir)
+	if err != nil {
+		return err
+	}
+	idx, err := filepath.Abs(filepath.Join(gd, "logist-index"))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.Remove(idx) }()
+	withIdx := cmd{dir: dir, env: []string{"GIT_INDEX_FILE=" + idx}}
+	if _, err := withIdx.run(ctx, "read-tree", commit); err != nil {
+		return err
+	}
+	// Exit status 1 only says some files need updating: the stat cache.
+	_, _ = withIdx.run(ctx, "update-index", "-q", "--refresh")
 	c := cmd{dir: dir}
 	for _, args := range [][]string{
 		{"update-ref", "-m", "logist: rollback", "refs/heads/" + branch, commit},
 		{"symbolic-ref", "HEAD", "refs/heads/" + branch},
-		{"read-tree", commit},
 	} {
 		if _, err := c.run(ctx, args...); err != nil {
 			return err
 		}
 	}
-	// Exit status 1 only says some files need updating: the stat cache.
-	_, _ = c.run(ctx, "update-index", "-q", "--refresh")
-	return nil
+	return os.Rename(idx, filepath.Join(gd, "index"))
 }
 
 // copyFile copies src to dst, a new file (whatever was at dst is removed

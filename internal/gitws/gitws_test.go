@@ -375,7 +375,7 @@ func TestPointCommitsOutliveTheAgentsRewrite(t *testing.T) {
 	testkit.Git(t, ws, "add", "other.txt")
 	testkit.Git(t, ws, "-c", "user.name=a", "-c", "user.email=a@example.com", "commit", "-qm", "rewrite")
 	prune()
-	if err := gitws.Restorable(ctx, ws, c); err != nil {
+	if err := gitws.Restorable(ctx, ws, "logist/job-1", c); err != nil {
 		t.Fatalf("the point's commit after the agent's rewrite: %v", err)
 	}
 	if err := os.Remove(filepath.Join(ws, "other.txt")); err != nil {
@@ -398,7 +398,7 @@ func TestPointCommitsOutliveTheAgentsRewrite(t *testing.T) {
 	testkit.Git(t, ws, "update-ref", "-d", gitws.KeepRefs+c)
 	prune()
 	var missing *gitws.MissingCommitError
-	if err := gitws.Restorable(ctx, ws, c); !errors.As(err, &missing) || missing.Commit != c {
+	if err := gitws.Restorable(ctx, ws, "logist/job-1", c); !errors.As(err, &missing) || missing.Commit != c {
 		t.Fatalf("Restorable of a pruned commit: %v", err)
 	}
 	before := testkit.Git(t, ws, "rev-parse", "HEAD")
@@ -408,7 +408,7 @@ func TestPointCommitsOutliveTheAgentsRewrite(t *testing.T) {
 	if got := testkit.Git(t, ws, "rev-parse", "HEAD"); got != before {
 		t.Errorf("a refused Restore moved HEAD to %s", got)
 	}
-	if err := gitws.Restorable(ctx, ws, base.Commit); err != nil {
+	if err := gitws.Restorable(ctx, ws, "logist/job-1", base.Commit); err != nil {
 		t.Errorf("the base, kept by %s: %v", gitws.BaseRef, err)
 	}
 
@@ -424,5 +424,55 @@ func TestPointCommitsOutliveTheAgentsRewrite(t *testing.T) {
 	}
 	if refs := testkit.Git(t, ws, "for-each-ref", "--format=%(refname)", gitws.KeepRefs); refs != "" {
 		t.Errorf("keep refs after the undone commit: %q", refs)
+	}
+}
+
+// A rollback's Restore builds the index in a file of Logist's own: an
+// index.lock the agent left stops nothing (it stopped read-tree after
+// the branch had moved). A lock on HEAD or the branch, which Restore
+// must take, is named before anything moves (a *LockedError).
+func TestRestoreAndTheAgentsLocks(t *testing.T) {
+	t.Parallel()
+	repo := testkit.GitRepo(t)
+	ws, base := prepare(t, repo, "main")
+	write(t, ws, "work.txt", "work\n")
+	c, err := gitws.Commit(ctx, ws, "logist/job-1", gitws.Message{Job: "job-1", Checkpoint: "cp-0001-work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gd := filepath.Join(ws, ".git")
+	write(t, gd, "index.lock", "")
+	if err := os.Remove(filepath.Join(ws, "work.txt")); err != nil { // the snapshot's part
+		t.Fatal(err)
+	}
+	if err := gitws.Restore(ctx, ws, "logist/job-1", base.Commit); err != nil {
+		t.Fatalf("Restore with the agent's index.lock: %v", err)
+	}
+	if got := testkit.Git(t, ws, "rev-parse", "HEAD"); got != base.Commit {
+		t.Errorf("HEAD at %s, want the base %s", got, base.Commit)
+	}
+	if err := os.Remove(filepath.Join(gd, "index.lock")); err != nil {
+		t.Fatalf("the agent's index.lock: %v", err)
+	}
+	if st := testkit.Git(t, ws, "status", "--porcelain"); st != "" {
+		t.Errorf("the index is not the base's:\n%s", st)
+	}
+
+	for _, lock := range []string{"HEAD.lock", "refs/heads/logist/job-1.lock"} {
+		write(t, gd, lock, "")
+		var locked *gitws.LockedError
+		if err := gitws.Restorable(ctx, ws, "logist/job-1", c); !errors.As(err, &locked) || locked.Lock != lock ||
+			!strings.Contains(err.Error(), "remove it once no git process runs there") {
+			t.Errorf("Restorable with %s: %v", lock, err)
+		}
+		if err := gitws.Restore(ctx, ws, "logist/job-1", c); !errors.As(err, &locked) {
+			t.Errorf("Restore with %s: %v", lock, err)
+		}
+		if got := testkit.Git(t, ws, "rev-parse", "logist/job-1"); got != base.Commit {
+			t.Errorf("the branch moved to %s past %s", got, lock)
+		}
+		if err := os.Remove(filepath.Join(gd, lock)); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

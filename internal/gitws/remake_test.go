@@ -55,7 +55,7 @@ func TestRemakeALostRepository(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.lose(t, ws)
-			err := gitws.Restorable(ctx, ws, base.Commit)
+			err := gitws.Restorable(ctx, ws, "logist/job-1", base.Commit)
 			if err == nil || !gitws.Lost(err) {
 				t.Fatalf("Restorable: %v, want a lost repository", err)
 			}
@@ -87,7 +87,7 @@ func TestRemakeALostRepository(t *testing.T) {
 			if st := testkit.Git(t, ws, "status", "--porcelain"); st != "" {
 				t.Errorf("the workspace differs from the base:\n%s", st)
 			}
-			if err := gitws.Restorable(ctx, ws, base.Commit); err != nil {
+			if err := gitws.Restorable(ctx, ws, "logist/job-1", base.Commit); err != nil {
 				t.Errorf("Restorable after the install: %v", err)
 			}
 			if _, err := os.Stat(ws + ".remade"); !errors.Is(err, os.ErrNotExist) {
@@ -104,7 +104,7 @@ func TestRemakeALostRepository(t *testing.T) {
 		ws, base := prepare(t, repo, "main")
 		testkit.Git(t, ws, "config", "filter.x.clean", "cat")
 		var unsafe *gitws.UnsafeRepoError
-		if err := gitws.Restorable(ctx, ws, base.Commit); !errors.As(err, &unsafe) || gitws.Lost(err) {
+		if err := gitws.Restorable(ctx, ws, "logist/job-1", base.Commit); !errors.As(err, &unsafe) || gitws.Lost(err) {
 			t.Errorf("Restorable of an unsafe repository: %v", err)
 		}
 	})

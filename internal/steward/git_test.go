@@ -164,7 +164,7 @@ func TestSubmitChecksTheWorkspaceSource(t *testing.T) {
 
 // A rollback finds a point's commit whatever the agent did to the job
 // branch afterwards: reset below it, the reflog expired and the commits
-// pruned (the point's keep ref holds it). With the keep refs deleted too,
+// pruned (the point's keep ref holds it), an index.lock left. With the keep refs deleted too,
 // the rollback is refused before anything is recorded or restored: the
 // manifest, the history and the workspace's files stay as they were.
 func TestRollbackAfterTheAgentRewroteTheBranch(t *testing.T) {
@@ -179,8 +179,16 @@ func TestRollbackAfterTheAgentRewroteTheBranch(t *testing.T) {
 	}
 	testkit.Git(t, ws, "reset", "-q", "--hard", base)
 	prune()
+	// The agent's own index lock stops nothing (hostile-inputs H139).
+	lock := filepath.Join(ws, ".git", "index.lock")
+	if err := os.WriteFile(lock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := f.St.Rollback("j", "cp-0001-work", steward.RollbackOptions{Reason: "back to the work"}); err != nil {
 		t.Fatalf("rollback after the agent's rewrite: %v", err)
+	}
+	if err := os.Remove(lock); err != nil {
+		t.Fatalf("the agent's index.lock: %v", err)
 	}
 	if got := testkit.Git(t, ws, "rev-parse", "HEAD"); got != work.Git.Commit {
 		t.Errorf("HEAD at %s after the rollback, want the point's %s", got, work.Git.Commit)

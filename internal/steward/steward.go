@@ -397,7 +397,7 @@ func (s *Steward) gitBack(tx *jobtx.Tx, cp string, point *history.RecoveryPoint)
 		return nil, nil
 	}
 	ctx, ws := context.Background(), tx.Store().Workspace(tx.ID)
-	err := gitws.Restorable(ctx, ws, g.Commit)
+	err := gitws.Restorable(ctx, ws, g.Branch, g.Commit)
 	if err == nil {
 		return nil, nil
 	}
