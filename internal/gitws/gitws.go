@@ -80,11 +80,27 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	msg := strings.TrimSpace(e.Stderr)
+	// git's lines as one (a reason is shown on one line), blank ones out.
+	var lines []string
+	for l := range strings.SplitSeq(e.Stderr, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	msg := strings.Join(lines, "; ")
 	if msg == "" {
 		msg = e.Err.Error()
 	}
 	return fmt.Sprintf("git %s: %s", strings.Join(e.Args, " "), msg)
+}
+
+// RefError is a ref that names no commit, branch or tag of Repo.
+type RefError struct {
+	Repo, Ref string
+}
+
+func (e *RefError) Error() string {
+	return fmt.Sprintf("ref %q is not a commit, branch or tag of %s", e.Ref, e.Repo)
 }
 
 func (e *Error) Unwrap() error { return e.Err }
@@ -203,7 +219,7 @@ func Prepare(ctx context.Context, repo, ref, dir, branch string) (*Base, error) 
 		_ = os.RemoveAll(tmp)
 		return nil, fmt.Errorf("cannot clone %s: %w", repo, err)
 	}
-	commit, err := resolve(ctx, tmp, ref)
+	commit, err := resolve(ctx, tmp, repo, ref)
 	if err != nil {
 		_ = os.RemoveAll(tmp)
 		return nil, err
@@ -247,7 +263,7 @@ func described(ctx context.Context, dir, repo, ref, branch string) (*Base, error
 
 // resolve finds ref in a fresh clone: a commit id, a tag, or a branch of
 // the source (which the clone has as source/NAME until the remote goes).
-func resolve(ctx context.Context, dir, ref string) (string, error) {
+func resolve(ctx context.Context, dir, repo, ref string) (string, error) {
 	if strings.HasPrefix(ref, "-") {
 		return "", fmt.Errorf("ref %q: a ref may not start with '-'", ref)
 	}
@@ -256,7 +272,7 @@ func resolve(ctx context.Context, dir, ref string) (string, error) {
 			return c, nil
 		}
 	}
-	return "", fmt.Errorf("ref %q is not a commit, branch or tag of the repository", ref)
+	return "", &RefError{Repo: repo, Ref: ref}
 }
 
 // Check says whether repo can be cloned and names ref (nil), or why not,
@@ -281,7 +297,7 @@ func Check(ctx context.Context, repo, ref string) error {
 				return nil
 			}
 		}
-		return fmt.Errorf("ref %q is not a commit, branch or tag of %s", ref, repo)
+		return &RefError{Repo: repo, Ref: ref}
 	}
 	if _, err := (cmd{}).run(ctx, "ls-remote", "--exit-code", "--", repo, "HEAD"); err != nil {
 		return fmt.Errorf("cannot reach repository %s: %w", repo, err)

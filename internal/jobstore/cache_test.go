@@ -1,6 +1,7 @@
 package jobstore
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -387,5 +388,22 @@ func TestScanChecksAStatusOutsideTheNine(t *testing.T) {
 	es, err = New(dir).ListSummaries(true)
 	if err != nil || len(es) != 1 || es[0].Err == nil || !strings.Contains(es[0].Err.Error(), "status") {
 		t.Fatalf("display: %+v %v", es, err)
+	}
+}
+
+// A git job whose manifest names no id takes its folder's, which must
+// make a job branch git will name.
+func TestGitJobFolderNameMakesABranch(t *testing.T) {
+	t.Parallel()
+	s := New(t.TempDir())
+	git := strings.Replace(validJob, `{"job_id": "a", `, `{"workspace": {"git": {"repo": "/r"}}, `, 1)
+	writeJob(t, s, "foo.lock", git)
+	var e *manifest.Error
+	if _, err := s.Load("foo.lock"); !errors.As(err, &e) || e.Pointer != "/job_id" || !strings.Contains(e.Reason, "the folder's name: job id \"foo.lock\" ends in \".lock\"") {
+		t.Errorf("git job in folder foo.lock: %v", err)
+	}
+	writeJob(t, s, "bar.lock", strings.Replace(validJob, `{"job_id": "a", `, `{`, 1))
+	if _, err := s.Load("bar.lock"); err != nil {
+		t.Errorf("a job without a git workspace in folder bar.lock: %v", err)
 	}
 }

@@ -525,6 +525,10 @@ func (s *Store) parse(id string, data []byte, trusted *manifest.Manifest) (*mani
 		return nil, err
 	}
 	if m.JobID == "" {
+		// The folder's name is the id (the manifest's own was checked).
+		if err := m.BranchableID(id); err != nil {
+			return nil, &manifest.Error{File: p, Pointer: "/job_id", Reason: "the folder's name: " + err.Error()}
+		}
 		m.JobID = id
 	} else if m.JobID != id {
 		return nil, &manifest.Error{File: p, Pointer: "/job_id", Reason: fmt.Sprintf("%q does not match its folder %q", m.JobID, id)}

@@ -569,6 +569,11 @@ func (m *Manifest) check(file string) error {
 		}
 	}
 	es = append(es, m.Workspace.check(file)...)
+	if m.JobID != "" {
+		if err := m.BranchableID(m.JobID); err != nil {
+			es = append(es, &Error{File: file, Pointer: "/job_id", Reason: err.Error()})
+		}
+	}
 	if len(es) > 0 {
 		return es
 	}
@@ -598,6 +603,23 @@ func (w *Workspace) check(file string) Errors {
 		es = append(es, &Error{File: file, Pointer: "/workspace/copy", Reason: fmt.Sprintf("%q: name the folder by its absolute path", w.Copy)})
 	}
 	return es
+}
+
+// BranchableID refuses, for a job with a git workspace, a job id that
+// makes a job branch (logist/ID) git will not name: one ending in "." or
+// ".lock" (git check-ref-format; ValidID already keeps out "..", '/',
+// and every character git refuses). The job could never start. Other
+// jobs may take any valid id.
+func (m *Manifest) BranchableID(id string) error {
+	if !m.IsGit() {
+		return nil
+	}
+	for _, end := range []string{".lock", "."} {
+		if strings.HasSuffix(id, end) {
+			return fmt.Errorf("job id %q ends in %q, so its job branch logist/%s would be a name git refuses: choose an id that does not", id, end, id)
+		}
+	}
+	return nil
 }
 
 // scpLike is git's user@host:path form of an ssh URL.

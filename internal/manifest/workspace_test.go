@@ -44,3 +44,20 @@ func TestWorkspaceSource(t *testing.T) {
 		t.Error("Clone shares or loses the workspace")
 	}
 }
+
+// A git job's id names its branch (logist/ID): an id git would refuse as
+// a branch name is refused with the job, not when its workspace is made.
+// Another job may take it.
+func TestGitJobIDMakesABranch(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"foo.lock", "x.", "v1.2.lock"} {
+		src := withFields(`"job_id": "` + id + `", "workspace": {"git": {"repo": "/r", "ref": "main"}}`)
+		_, err := Decode("job.json", []byte(src))
+		ps := problems(t, err)
+		if len(ps) != 1 || ps[0].Pointer != "/job_id" || !strings.Contains(ps[0].Reason, "logist/"+id+" would be a name git refuses") {
+			t.Errorf("job id %q: %v", id, err)
+		}
+		decodeOK(t, withFields(`"job_id": "`+id+`"`))
+	}
+	decodeOK(t, withFields(`"job_id": "v1.2_fix-login", "workspace": {"git": {"repo": "/r"}}`))
+}

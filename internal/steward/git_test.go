@@ -137,12 +137,19 @@ func TestGitJobWithRetryAndRollback(t *testing.T) {
 }
 
 // logist submit and validate check the source from the steward's shell:
-// a ref the repository does not have is refused before any job exists.
+// a ref the repository does not have, or a repository that is not one, is
+// refused before any job exists, at the field that is wrong.
 func TestSubmitChecksTheWorkspaceSource(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	repo := testkit.GitRepo(t)
-	for ref, want := range map[string]string{"nope": `ref "nope" is not a commit`, "feature": ""} {
+	missing := filepath.Join(t.TempDir(), "no-repo")
+	for _, tc := range []struct{ repo, ref, want, at string }{
+		{repo, "nope", `ref "nope" is not a commit, branch or tag of ` + repo, "/workspace/git/ref"},
+		{missing, "main", "cannot reach repository " + missing, "/workspace/git/repo"},
+		{repo, "feature", "", ""},
+	} {
+		repo, ref, want := tc.repo, tc.ref, tc.want
 		file := filepath.Join(t.TempDir(), "job-"+ref+".json")
 		b := testkit.ManifestJSON(t, "", map[string]any{"workspace": map[string]any{"git": map[string]any{"repo": repo, "ref": ref}}})
 		if err := os.WriteFile(file, b, 0o644); err != nil {
@@ -156,8 +163,8 @@ func TestSubmitChecksTheWorkspaceSource(t *testing.T) {
 			continue
 		}
 		var es manifest.Errors
-		if !errors.As(err, &es) || !strings.Contains(err.Error(), want) || es[0].Pointer != "/workspace/git" {
-			t.Errorf("ref %s: %v, want %q at /workspace/git", ref, err, want)
+		if !errors.As(err, &es) || !strings.Contains(err.Error(), want) || es[0].Pointer != tc.at {
+			t.Errorf("%s at %s: %v, want %q at %s", repo, ref, err, want, tc.at)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package steward
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -29,7 +30,12 @@ func CheckSource(file string, m *manifest.Manifest) manifest.Errors {
 		ctx, cancel := context.WithTimeout(context.Background(), sourceCheckTimeout)
 		defer cancel()
 		if err := gitws.Check(ctx, g.Repo, g.Ref); err != nil {
-			return manifest.Errors{{File: file, Pointer: "/workspace/git", Reason: err.Error() + where}}
+			ptr := "/workspace/git/repo"
+			var ref *gitws.RefError
+			if errors.As(err, &ref) {
+				ptr = "/workspace/git/ref"
+			}
+			return manifest.Errors{{File: file, Pointer: ptr, Reason: err.Error() + where}}
 		}
 	}
 	if w.Copy != "" {
