@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -110,6 +111,9 @@ func (s *Steward) Submit(file string) (string, *manifest.Manifest, error) {
 	if !m.Status.Valid() || (m.Status != lifecycle.Draft && m.Status != lifecycle.Pending) {
 		return "", nil, &manifest.Error{File: file, Pointer: "/status", Reason: fmt.Sprintf("a new job starts as DRAFT or PENDING, not %s", m.Status)}
 	}
+	if es := keptState(file, m); len(es) > 0 {
+		return "", nil, es
+	}
 	m.JobID = id
 	if err := os.MkdirAll(s.Env.Store.Dir, 0o700); err != nil {
 		return "", nil, err
@@ -121,6 +125,26 @@ func (s *Steward) Submit(file string) (string, *manifest.Manifest, error) {
 		return "", nil, err
 	}
 	return id, m, nil
+}
+
+// keptState refuses, in a manifest submitted as a new job, the state
+// Logist keeps (metrics, the audit history, the run's state): a new job
+// has none, and what it said would count (spending already at its budget
+// halts it before any call). A manifest copied from a job that ran says
+// so; the error names each field to remove.
+func keptState(file string, m *manifest.Manifest) manifest.Errors {
+	var es manifest.Errors
+	const why = "a new job starts without it (Logist keeps it as the job runs; copied from a job that ran?): remove it"
+	if m.Metrics != (manifest.Metrics{}) {
+		es = append(es, &manifest.Error{File: file, Pointer: "/metrics", Reason: why})
+	}
+	if len(m.History) > 0 {
+		es = append(es, &manifest.Error{File: file, Pointer: "/history", Reason: why})
+	}
+	if !reflect.DeepEqual(m.Run, manifest.RunState{}) {
+		es = append(es, &manifest.Error{File: file, Pointer: "/run", Reason: why})
+	}
+	return es
 }
 
 // ShellPrograms checks command agents' programs (agent.ProgramCheck) as a

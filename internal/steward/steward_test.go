@@ -425,6 +425,9 @@ func TestSubmitRefusesInvalidManifests(t *testing.T) {
 		"finished status":     nil, // filled below
 		"running status":      nil,
 		"invalid derived id":  nil,
+		"metrics spent":       nil,
+		"audit history":       nil,
+		"run state":           nil,
 		"bad workflow":        []byte(`{"task_description": "x", "workflow": "nope", "agents": {"worker": {"provider": "script", "script": []}}}`),
 		"context escapes":     []byte(`{"task_description": "x", "context_files": ["../secret"], "agents": {"worker": {"provider": "script", "script": []}, "supervisor": {"provider": "script", "script": []}}}`),
 		"wrong status string": []byte(`{"task_description": "x", "status": "DONE", "agents": {"worker": {"provider": "script", "script": []}, "supervisor": {"provider": "script", "script": []}}}`),
@@ -443,6 +446,12 @@ func TestSubmitRefusesInvalidManifests(t *testing.T) {
 			case "invalid derived id":
 				body = testkit.ManifestJSON(t, "", map[string]any{})
 				file = filepath.Join(src, "-bad name.json")
+			case "metrics spent": // it halted the job before any call
+				body = testkit.ManifestJSON(t, "", map[string]any{"metrics": map[string]any{"cumulative_cost": 999999}})
+			case "audit history":
+				body = testkit.ManifestJSON(t, "", map[string]any{"history": []any{map[string]any{"role": "Worker", "action": "COMPLETED"}}})
+			case "run state":
+				body = testkit.ManifestJSON(t, "", map[string]any{"run": map[string]any{"guidance": "from another job"}})
 			}
 			writeFile(t, file, body)
 			id, m, err := f.St.Submit(file)
@@ -453,6 +462,10 @@ func TestSubmitRefusesInvalidManifests(t *testing.T) {
 			var mes manifest.Errors
 			if !errors.As(err, &me) && !errors.As(err, &mes) {
 				t.Errorf("err = %T %v, want a manifest error", err, err)
+			}
+			if kept := map[string]string{"metrics spent": "/metrics", "audit history": "/history", "run state": "/run"}[name]; kept != "" &&
+				(len(mes) != 1 || mes[0].Pointer != kept || !strings.Contains(mes[0].Reason, "a new job starts without it")) {
+				t.Errorf("err = %v, want one problem at %s", err, kept)
 			}
 			ents, _ := os.ReadDir(f.Dir)
 			if len(ents) != 0 {
