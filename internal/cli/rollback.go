@@ -2,9 +2,12 @@ package cli
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"github.com/spf13/pflag"
 
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/snapshot"
 	"github.com/logist/logist/internal/steward"
 )
 
@@ -44,6 +47,36 @@ var cmdRollback = &command{
 			r.Fields = append(r.Fields, Field{"git_commit", "Branch " + cp.Git.Branch + " at", cp.Git.Commit})
 			r.Data["git_commit"] = cp.Git.Commit
 		}
+		discarded(e, id, r)
 		return r, nil
 	},
+}
+
+// discarded adds to r what the rollback of job id just recorded it kept
+// of the work it discarded (steward.keepDiscarded): the files changed
+// since the job's checkpoint and the snapshot that holds them.
+func discarded(e *env, id string, r *Result) {
+	recs, err := history.ReadAll(e.store.JobDir(id))
+	if err != nil {
+		return
+	}
+	for i := len(recs) - 1; i >= 0; i-- {
+		st := recs[i].Steward
+		if st == nil || st.Command != history.CommandRollback {
+			continue
+		}
+		if files, ok := st.Changes["discarded_files"].([]any); ok {
+			what := fmt.Sprintf("%d, not in any recovery point", len(files))
+			if snap, ok := st.Changes["discarded_snapshot"].(string); ok {
+				what += "; kept in " + filepath.Join(snapshot.Dir, snap+".json")
+			}
+			r.Fields = append(r.Fields, Field{"discarded_files", "Discarded changes", what})
+			r.Data["discarded_files"], r.Data["discarded_snapshot"] = files, st.Changes["discarded_snapshot"]
+		}
+		if why, ok := st.Changes["discarded_not_kept"].(string); ok {
+			r.Fields = append(r.Fields, Field{"discarded_not_kept", "Discarded changes not kept", why})
+			r.Data["discarded_not_kept"] = why
+		}
+		return
+	}
 }

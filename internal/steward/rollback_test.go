@@ -19,6 +19,7 @@ import (
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/snapshot"
 	"github.com/logist/logist/internal/steward"
 	"github.com/logist/logist/internal/testkit"
 )
@@ -243,5 +244,71 @@ func TestRollbackFilesAreWhatARollbackRestores(t *testing.T) {
 	if last.BaseCheckpoint != "cp-0000-work" || len(last.RollbackFiles) != 0 {
 		t.Errorf("after the rollback the next point %s counts from %q (rollback_files %v), want cp-0000-work and none",
 			last.CheckpointID, last.BaseCheckpoint, last.RollbackFiles)
+	}
+}
+
+// A rollback keeps what it discards that no recovery point holds: the
+// work an answer that stopped the job left (here a STUCK worker's file),
+// snapshotted before the files move, the record naming the files and the
+// snapshot, whose objects hold their content. A rollback that discards
+// nothing keeps no listing.
+func TestRollbackKeepsTheWorkItDiscards(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.WriteJob("j", map[string]any{"agents": map[string]any{
+		"worker": testkit.Script(
+			writing("COMPLETED", "first", map[string]string{"a.txt": "A"}, "a.txt"),
+			writing("STUCK", "half done", map[string]string{"important.txt": "PARTIAL", "a.txt": "A2"})),
+		"supervisor": testkit.Script(testkit.Step("RETRY", "again"), testkit.Step("COMPLETED", "fine")),
+	}})
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.InterventionRequired {
+		t.Fatalf("run: %s %s", m.Status, m.Run.Reason)
+	}
+	if _, _, err := f.St.Rollback("j", "cp-start", steward.RollbackOptions{Reason: "start over"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(f.Dir, "j", "workspace", "important.txt")); !os.IsNotExist(err) {
+		t.Fatalf("important.txt after the rollback: %v", err)
+	}
+	rb := testkit.OfType(f.Records("j"), history.TypeSteward)
+	ch := rb[len(rb)-1].Steward.Changes
+	files, _ := ch["discarded_files"].([]any)
+	got := fmt.Sprint(files)
+	if got != "[a.txt important.txt]" {
+		t.Errorf("discarded_files %v, want a.txt and important.txt (changed since cp-0001-work)", ch["discarded_files"])
+	}
+	snap, _ := ch["discarded_snapshot"].(string)
+	l, err := snapshot.Load(filepath.Join(f.Dir, "j"), snap)
+	if err != nil {
+		t.Fatalf("the discarded work's snapshot %q: %v", snap, err)
+	}
+	found := false
+	for _, e := range l.Entries {
+		if e.Path == "important.txt" {
+			b, err := os.ReadFile(filepath.Join(snapshot.ObjectDir(filepath.Join(f.Dir, "j")), e.SHA256))
+			found = err == nil && string(b) == "PARTIAL"
+		}
+	}
+	if !found {
+		t.Errorf("important.txt's content is not in snapshot %s: %+v", snap, l.Entries)
+	}
+
+	// A job that ended at its last point: nothing to discard, no listing.
+	f.WriteJob("k", map[string]any{"agents": map[string]any{
+		"worker":     testkit.Script(writing("COMPLETED", "first", map[string]string{"a.txt": "A"}, "a.txt")),
+		"supervisor": testkit.Script(testkit.Step("COMPLETED", "fine")),
+	}})
+	f.Run("k")
+	before, _ := os.ReadDir(filepath.Join(f.Dir, "k", snapshot.Dir))
+	if _, _, err := f.St.Rollback("k", "cp-start", steward.RollbackOptions{Reason: "again"}); err != nil {
+		t.Fatal(err)
+	}
+	rb = testkit.OfType(f.Records("k"), history.TypeSteward)
+	if ch := rb[len(rb)-1].Steward.Changes; ch["discarded_files"] != nil || ch["discarded_snapshot"] != nil || ch["discarded_not_kept"] != nil {
+		t.Errorf("a rollback that discards nothing recorded %v", ch)
+	}
+	if after, _ := os.ReadDir(filepath.Join(f.Dir, "k", snapshot.Dir)); len(after) != len(before) {
+		t.Errorf("snapshots/ went from %d to %d entries", len(before), len(after))
 	}
 }

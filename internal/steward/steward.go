@@ -375,6 +375,7 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 		}
 	}
 	rec := s.command(tx, history.CommandRollback, o.Guidance, o.Reason, changes)
+	keepDiscarded(tx, rec.Steward.CommandID, changes)
 	// The job's current checkpoint is now cp (history.Record.Checkpoint):
 	// what logs and records name from here on, and the base of the next
 	// recovery point's changes.
@@ -406,6 +407,43 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 		return nil, nil, err
 	}
 	return m, point, tx.Commit()
+}
+
+// keepDiscarded keeps, before a rollback restores an earlier point, what
+// it would discard that no recovery point holds: the workspace's changes
+// since the job's current checkpoint (an answer that stopped the job,
+// STUCK or refused, leaves its work there). The workspace is snapshotted
+// as "rollback-ID" (ID the command's; its objects are kept like every
+// listing's), and changes names the files (discarded_files) and the
+// snapshot (discarded_snapshot). Nothing changed: no listing is kept. A
+// snapshot that fails (the size cap) does not stop the rollback, which
+// the steward asked for: changes says why nothing was kept.
+func keepDiscarded(tx *jobtx.Tx, commandID string, changes map[string]any) {
+	name := "rollback-" + commandID
+	info, err := snapshot.Take(tx.Store().Workspace(tx.ID), tx.Dir, name)
+	if err != nil {
+		changes["discarded_not_kept"] = err.Error()
+		return
+	}
+	cur, ref := tx.CheckpointRef()
+	listing := ""
+	if ref != nil {
+		listing = ref.Listing
+	}
+	was, err := snapshot.Entries(tx.Dir, cur, listing)
+	if err != nil {
+		changes["discarded_not_kept"] = fmt.Sprintf("the changes since %s are not known: %v", cur, err)
+		return
+	}
+	ch := snapshot.Diff(was, info.Entries)
+	if ch.Empty() {
+		_ = os.Remove(snapshot.ListingPath(tx.Dir, name)) // its objects are the checkpoint's
+		return
+	}
+	changes["discarded_files"] = ch.Paths()
+	if info.Listing != "" {
+		changes["discarded_snapshot"] = name
+	}
 }
 
 // gitBack says whether job tx's branch can go back to point's commit
