@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,10 +37,23 @@ func jobID(r *http.Request) (string, error) {
 	return id, nil
 }
 
+// listParams are a listing's query parameters: status may be repeated,
+// the others are given at most once.
+var listParams = []string{"status", "workflow", "text", "since", "until", "offset", "limit"}
+
 // filterOf reads a listing's filter from the query: status (repeated or
-// comma-separated), workflow, text, since, until.
+// comma-separated), workflow, text, since, until. A parameter it does not
+// know, or one given twice, is refused, not ignored.
 func filterOf(q url.Values) (Filter, error) {
 	var f Filter
+	for k, vs := range q {
+		switch {
+		case !slices.Contains(listParams, k):
+			return f, fmt.Errorf("query parameter %q: not one of %s", k, strings.Join(listParams, ", "))
+		case k != "status" && len(vs) > 1:
+			return f, fmt.Errorf("query parameter %q given %d times", k, len(vs))
+		}
+	}
 	for _, s := range q["status"] {
 		for _, p := range strings.Split(s, ",") {
 			if p = strings.TrimSpace(p); p != "" {
@@ -215,8 +228,9 @@ func (c *Console) diff(ctx context.Context, id, from, to string) (map[string]any
 	return d, nil
 }
 
-// ActionBody is a POST's body, JSON or a form's fields of the same names:
-// the CLI's flags of the command.
+// ActionBody is a POST's body, the API's JSON or a page's form's fields of
+// the same names: the CLI's flags of the command (each command takes its
+// own: actionShapes, body.go).
 type ActionBody struct {
 	Reason               string          `json:"reason,omitempty"`
 	Guidance             string          `json:"guidance,omitempty"`
@@ -230,51 +244,6 @@ type ActionBody struct {
 	Decision             string          `json:"decision,omitempty"`   // pm's decision
 	Filter               *Filter         `json:"filter,omitempty"`     // bulk actions
 	All                  bool            `json:"all,omitempty"`        // bulk: every job
-}
-
-// readBody decodes a POST's body (at most 4 MiB, the CLI's reply limit).
-func readBody(w http.ResponseWriter, r *http.Request) (ActionBody, error) {
-	var b ActionBody
-	if isForm(r) {
-		// The guard may have parsed the form already (its CSRF field).
-		r.Body = http.MaxBytesReader(w, r.Body, 4<<20)
-		if err := r.ParseForm(); err != nil {
-			return b, usagef("form: %v", err)
-		}
-		f := r.PostForm
-		b.Reason, b.Guidance, b.Checkpoint, b.As, b.Decision = f.Get("reason"), f.Get("guidance"), f.Get("checkpoint"), f.Get("as"), f.Get("decision")
-		b.Move = f.Get("move")
-		if a := strings.TrimSpace(f.Get("answer")); a != "" {
-			b.Answer = json.RawMessage(a)
-		} else if a, err := answerFromForm(f); err != nil {
-			return b, usagef("%v", err)
-		} else if a != nil {
-			b.Answer = a
-		}
-		for name, dst := range map[string]**float64{"cost_threshold": &b.CostThreshold, "time_threshold_minutes": &b.TimeThresholdMinutes} {
-			if s := strings.TrimSpace(f.Get(name)); s != "" {
-				v, err := strconv.ParseFloat(s, 64)
-				if err != nil {
-					return b, usagef("%s: %q is not a number", name, s)
-				}
-				*dst = &v
-			}
-		}
-		if s := strings.TrimSpace(f.Get("max_agent_calls")); s != "" {
-			v, err := strconv.Atoi(s)
-			if err != nil {
-				return b, usagef("max_agent_calls: %q is not a whole number", s)
-			}
-			b.MaxAgentCalls = &v
-		}
-		return b, nil
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&b); err != nil && !errors.Is(err, io.EOF) {
-		return b, usagef("body: %v", err)
-	}
-	return b, nil
 }
 
 // act runs one steward command on job id: the CLI's, with the CLI's
@@ -399,49 +368,69 @@ func (c *Console) changed(id string) error {
 	return nil
 }
 
+// apiAction is POST /api/v1/jobs/{id}/ACTION: a JSON body (readJSON),
+// answered with JSON.
 func (c *Console) apiAction(action string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		id, err := jobID(r)
+		_, msg, data, err := c.runAction(r, action, func() (ActionBody, error) {
+			var b ActionBody
+			err := readJSON(w, r, actionShapes[action], &b)
+			return b, err
+		})
 		if err != nil {
 			c.failErr(w, r, err)
-			return
-		}
-		b, err := readBody(w, r)
-		if err != nil {
-			c.failErr(w, r, err)
-			return
-		}
-		key, err := requestKey(r)
-		if err != nil {
-			c.failErr(w, r, err)
-			return
-		}
-		msg, data, err := c.act(r.Context(), action, id, key, b)
-		if err != nil {
-			c.failErr(w, r, err)
-			return
-		}
-		c.o.Logger.Info("console steward command", "command", action, "job_id", id, "role", callerOf(r).role.String())
-		if isForm(r) {
-			// A page's form: back to the job's page (a player's, to its
-			// play page), which shows the news.
-			to := "/jobs/" + url.PathEscape(id) + "?done=" + url.QueryEscape(action)
-			if action == "play" {
-				to = "/jobs/" + url.PathEscape(id) + "/play?as=" + url.QueryEscape(b.As) + "&done=" + url.QueryEscape(b.Move)
-			}
-			http.Redirect(w, r, to, http.StatusSeeOther)
 			return
 		}
 		ok(w, msg, data)
 	}
 }
 
+// pageAction is POST /jobs/{id}/ACTION, a page's form (readForm): back to
+// the job's page (a player's, to its play page), which shows the news.
+func (c *Console) pageAction(action string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		b, _, _, err := c.runAction(r, action, func() (ActionBody, error) { return readForm(w, r, actionShapes[action]) })
+		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		id := r.PathValue("id")
+		to := "/jobs/" + url.PathEscape(id) + "?done=" + url.QueryEscape(action)
+		if action == "play" {
+			to = "/jobs/" + url.PathEscape(id) + "/play?as=" + url.QueryEscape(b.As) + "&done=" + url.QueryEscape(b.Move)
+		}
+		http.Redirect(w, r, to, http.StatusSeeOther)
+	}
+}
+
+// runAction runs action on the route's job with the body read: every
+// check of the request (the id, the body, the key) before the command.
+func (c *Console) runAction(r *http.Request, action string, read func() (ActionBody, error)) (b ActionBody, msg string, data map[string]any, err error) {
+	id, err := jobID(r)
+	if err != nil {
+		return b, "", nil, err
+	}
+	if b, err = read(); err != nil {
+		return b, "", nil, err
+	}
+	key, err := requestKey(r)
+	if err != nil {
+		return b, "", nil, err
+	}
+	msg, data, err = c.act(r.Context(), action, id, key, b)
+	if err != nil {
+		return b, "", nil, err
+	}
+	c.o.Logger.Info("console steward command", "command", action, "job_id", id, "role", callerOf(r).role.String())
+	return b, msg, data, nil
+}
+
 // apiBulk halts or resumes every job a filter selects (all: true for
 // every job; an empty filter is refused), one command per job.
 func (c *Console) apiBulk(action string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		b, err := readBody(w, r)
-		if err != nil {
+		var b ActionBody
+		if err := readJSON(w, r, bulkShapes[action], &b); err != nil {
 			c.failErr(w, r, err)
 			return
 		}
@@ -512,65 +501,77 @@ func (c *Console) schedules() ([]map[string]any, error) {
 	return items, nil
 }
 
+// apiSchedule is POST /api/v1/schedules/{id}/pause|resume: a JSON body.
 func (c *Console) apiSchedule(pause bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		id, err := jobID(r)
+		msg, data, err := c.schedule(r, pause, func() (ActionBody, error) {
+			var b ActionBody
+			err := readJSON(w, r, scheduleShape, &b)
+			return b, err
+		})
 		if err != nil {
 			c.failErr(w, r, err)
-			return
-		}
-		b, err := readBody(w, r)
-		if err != nil {
-			c.failErr(w, r, err)
-			return
-		}
-		key, err := requestKey(r)
-		if err != nil {
-			c.failErr(w, r, err)
-			return
-		}
-		event, verb := history.CommandSchedulePause, "paused"
-		if !pause {
-			event, verb = history.CommandScheduleResume, "resumed"
-		}
-		words := commandWords(string(event), id, b)
-		one := func() (msg string, data map[string]any, err error) {
-			var m *manifest.Manifest
-			do := func(st *steward.Steward) (err error) {
-				if pause {
-					m, err = st.PauseSchedule(id, b.Reason)
-				} else {
-					m, err = st.ResumeSchedule(id, b.Reason)
-				}
-				return err
-			}
-			if c.cl == nil {
-				err = do(c.o.Steward)
-			} else if err = c.cl.steer(r.Context(), id, key, words, "", do); errors.Is(err, errRepeat) {
-				return c.repeated(id)
-			}
-			steward.RecordEvent(c.o.Store.Dir, event, jobview.OutcomeName(jobview.ExitCode(err)))
-			if err != nil {
-				return "", nil, err
-			}
-			_ = c.changed(id)
-			return fmt.Sprintf("Schedule %s %s", id, verb), jobview.Changed(m, ""), nil
-		}
-		var msg string
-		var data map[string]any
-		if c.cl == nil && key != "" {
-			msg, data, err = c.keys.once(key, words, one)
-		} else {
-			msg, data, err = one()
-		}
-		if err != nil {
-			c.failErr(w, r, err)
-			return
-		}
-		if isForm(r) {
-			http.Redirect(w, r, "/schedules", http.StatusSeeOther)
 			return
 		}
 		ok(w, msg, data)
 	}
+}
+
+// pageSchedule is POST /schedules/{id}/pause|resume, the schedules
+// page's form: back to that page.
+func (c *Console) pageSchedule(pause bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, _, err := c.schedule(r, pause, func() (ActionBody, error) { return readForm(w, r, scheduleShape) }); err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		http.Redirect(w, r, "/schedules", http.StatusSeeOther)
+	}
+}
+
+// schedule pauses or resumes the route's schedule with the body read.
+func (c *Console) schedule(r *http.Request, pause bool, read func() (ActionBody, error)) (string, map[string]any, error) {
+	id, err := jobID(r)
+	if err != nil {
+		return "", nil, err
+	}
+	b, err := read()
+	if err != nil {
+		return "", nil, err
+	}
+	key, err := requestKey(r)
+	if err != nil {
+		return "", nil, err
+	}
+	event, verb := history.CommandSchedulePause, "paused"
+	if !pause {
+		event, verb = history.CommandScheduleResume, "resumed"
+	}
+	words := commandWords(string(event), id, b)
+	one := func() (msg string, data map[string]any, err error) {
+		var m *manifest.Manifest
+		do := func(st *steward.Steward) (err error) {
+			if pause {
+				m, err = st.PauseSchedule(id, b.Reason)
+			} else {
+				m, err = st.ResumeSchedule(id, b.Reason)
+			}
+			return err
+		}
+		if c.cl == nil {
+			err = do(c.o.Steward)
+		} else if err = c.cl.steer(r.Context(), id, key, words, "", do); errors.Is(err, errRepeat) {
+			return c.repeated(id)
+		}
+		steward.RecordEvent(c.o.Store.Dir, event, jobview.OutcomeName(jobview.ExitCode(err)))
+		if err != nil {
+			return "", nil, err
+		}
+		_ = c.changed(id)
+		return fmt.Sprintf("Schedule %s %s", id, verb), jobview.Changed(m, ""), nil
+	}
+	if c.cl == nil && key != "" {
+		return c.keys.once(key, words, one)
+	}
+	return one()
 }

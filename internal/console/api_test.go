@@ -462,7 +462,7 @@ func TestResumeFormRefusesABudgetThatIsNone(t *testing.T) {
 	cl := w.browser()
 	csrf := w.login(cl, stewardTok)
 	for _, v := range []string{"NaN", "+Inf", "-1"} {
-		resp, err := cl.PostForm(w.srv.URL+"/api/v1/jobs/stuck/resume", url.Values{"csrf": {csrf}, "cost_threshold": {v}})
+		resp, err := cl.PostForm(w.srv.URL+"/jobs/stuck/resume", url.Values{"csrf": {csrf}, "cost_threshold": {v}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -204,7 +204,13 @@ func (c *Console) guard(rt route) http.Handler {
 		who := c.who(r)
 		switch {
 		case who.role == Anonymous && !rt.API:
-			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			next := r.URL.RequestURI()
+			if r.Method != http.MethodGet {
+				// A form of a page whose session ended: back to that
+				// page after logging in (its action's path has no GET).
+				next = formPage(r)
+			}
+			http.Redirect(w, r, "/login?next="+url.QueryEscape(next), http.StatusSeeOther)
 			return
 		case who.role == Anonymous:
 			c.fail(w, r, http.StatusUnauthorized, "unauthorized", "a token is required: Authorization: Bearer TOKEN, or log in at /login")
@@ -237,6 +243,17 @@ func (c *Console) csrfOK(r *http.Request, se *session) bool {
 	return tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(se.csrf)) == 1
 }
 
+// formPage is the page of this server a form was posted from (its
+// Referer, which the console's Referrer-Policy keeps for its own
+// requests), else the jobs list.
+func formPage(r *http.Request) string {
+	u, err := url.Parse(r.Referer())
+	if err != nil || u.Host != r.Host || u.Path == "" {
+		return "/"
+	}
+	return safeNext(u.RequestURI())
+}
+
 // sameOrigin refuses a cross-site request a browser marked with its
 // Origin (SameSite=Strict already keeps the cookie off it).
 func sameOrigin(r *http.Request) bool {
@@ -246,10 +263,6 @@ func sameOrigin(r *http.Request) bool {
 	}
 	u, err := url.Parse(o)
 	return err == nil && u.Host == r.Host
-}
-
-func isForm(r *http.Request) bool {
-	return strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded")
 }
 
 func (c *Console) pageLogin(w http.ResponseWriter, r *http.Request) {

@@ -157,5 +157,12 @@ func (c *Console) routes() []route {
 	for _, a := range Actions {
 		rs = append(rs, route{Method: "POST", Pattern: "/api/v1/jobs/{id}/" + a, Need: StewardRole, API: true, Handler: c.apiAction(a)})
 	}
+	// The pages' forms post to pages' paths: the API reads JSON only.
+	for _, a := range Actions {
+		rs = append(rs, route{Method: "POST", Pattern: "/jobs/{id}/" + a, Need: StewardRole, Handler: c.pageAction(a)})
+	}
+	rs = append(rs,
+		route{Method: "POST", Pattern: "/schedules/{id}/pause", Need: StewardRole, Handler: c.pageSchedule(true)},
+		route{Method: "POST", Pattern: "/schedules/{id}/resume", Need: StewardRole, Handler: c.pageSchedule(false)})
 	return rs
 }

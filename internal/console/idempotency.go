@@ -31,7 +31,7 @@ const (
 )
 
 // requestKey is the request's idempotency key ("" for none). A form's
-// field is read from the form readBody parsed.
+// field is read from the form readForm parsed.
 func requestKey(r *http.Request) (string, error) {
 	k := r.Header.Get(keyHeader)
 	if k == "" && r.PostForm != nil {

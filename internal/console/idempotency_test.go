@@ -88,7 +88,7 @@ func TestPageFormsCarryKeys(t *testing.T) {
 	}
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	forms := regexp.MustCompile(`(?s)<form method="post" action="/api/[^"]*".*?</form>`).FindAllString(string(page), -1)
+	forms := regexp.MustCompile(`(?s)<form method="post" action="/(?:jobs|schedules)/[^"]*".*?</form>`).FindAllString(string(page), -1)
 	if len(forms) == 0 {
 		t.Fatal("the job page shows no action form")
 	}
@@ -103,12 +103,12 @@ func TestPageFormsCarryKeys(t *testing.T) {
 		}
 		keys[m[1]] = true
 	}
-	key := regexp.MustCompile(`action="/api/v1/jobs/waiting/halt"(?s:.*?)name="idempotency_key" value="([0-9a-f]{32})"`).FindStringSubmatch(string(page))
+	key := regexp.MustCompile(`action="/jobs/waiting/halt"(?s:.*?)name="idempotency_key" value="([0-9a-f]{32})"`).FindStringSubmatch(string(page))
 	if key == nil {
 		t.Fatal("no halt form on waiting's page")
 	}
 	for i := range 2 {
-		resp, err := cl.PostForm(w.srv.URL+"/api/v1/jobs/waiting/halt", url.Values{"csrf": {csrf}, "idempotency_key": {key[1]}, "reason": {"twice"}})
+		resp, err := cl.PostForm(w.srv.URL+"/jobs/waiting/halt", url.Values{"csrf": {csrf}, "idempotency_key": {key[1]}, "reason": {"twice"}})
 		if err != nil {
 			t.Fatal(err)
 		}

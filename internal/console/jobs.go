@@ -36,6 +36,11 @@ func (f Filter) empty() bool {
 }
 
 func (f Filter) check() error {
+	for _, s := range f.Status {
+		if !slices.Contains(statuses, s) {
+			return fmt.Errorf("status %q: not one of %s", s, strings.Join(statuses, ", "))
+		}
+	}
 	for _, t := range []string{f.Since, f.Until} {
 		if t == "" {
 			continue

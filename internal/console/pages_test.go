@@ -81,19 +81,19 @@ func TestSessionAndCSRF(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	if code := post("/api/v1/jobs/waiting/halt", url.Values{"reason": {"no csrf"}}, ""); code != http.StatusForbidden {
+	if code := post("/jobs/waiting/halt", url.Values{"reason": {"no csrf"}}, ""); code != http.StatusForbidden {
 		t.Errorf("post without CSRF: %d", code)
 	}
-	if code := post("/api/v1/jobs/waiting/halt", url.Values{"csrf": {"forged"}}, ""); code != http.StatusForbidden {
+	if code := post("/jobs/waiting/halt", url.Values{"csrf": {"forged"}}, ""); code != http.StatusForbidden {
 		t.Errorf("post with a wrong CSRF: %d", code)
 	}
-	if code := post("/api/v1/jobs/waiting/halt", url.Values{"csrf": {csrf}}, "http://evil.example"); code != http.StatusForbidden {
+	if code := post("/jobs/waiting/halt", url.Values{"csrf": {csrf}}, "http://evil.example"); code != http.StatusForbidden {
 		t.Errorf("cross-origin post: %d", code)
 	}
 	if st := w.k.Load("waiting").Status; st != "PENDING" {
 		t.Fatalf("a refused post changed the job: %s", st)
 	}
-	if code := post("/api/v1/jobs/waiting/halt", url.Values{"csrf": {csrf}, "reason": {"by form"}}, w.srv.URL); code != http.StatusSeeOther {
+	if code := post("/jobs/waiting/halt", url.Values{"csrf": {csrf}, "reason": {"by form"}}, w.srv.URL); code != http.StatusSeeOther {
 		t.Errorf("steward's form post: %d", code)
 	}
 	if st := w.k.Load("waiting").Status; st != "CANCELED" {
@@ -104,10 +104,10 @@ func TestSessionAndCSRF(t *testing.T) {
 	vc := w.browser()
 	vcsrf := w.login(vc, viewerTok)
 	code, page := get(t, vc, w.srv.URL+"/jobs/stuck")
-	if code != 200 || strings.Contains(page, "<form method=\"post\" action=\"/api/v1/jobs/") || !strings.Contains(page, "INTERVENTION_REQUIRED") {
+	if code != 200 || strings.Contains(page, "<form method=\"post\" action=\"/jobs/") || !strings.Contains(page, "INTERVENTION_REQUIRED") {
 		t.Errorf("viewer's job page: %d, action forms shown: %v", code, strings.Contains(page, "/resume"))
 	}
-	req, _ = http.NewRequest("POST", w.srv.URL+"/api/v1/jobs/stuck/resume", strings.NewReader(url.Values{"csrf": {vcsrf}, "guidance": {"forged"}}.Encode()))
+	req, _ = http.NewRequest("POST", w.srv.URL+"/jobs/stuck/resume", strings.NewReader(url.Values{"csrf": {vcsrf}, "guidance": {"forged"}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err = vc.Do(req)
 	if err != nil {

@@ -67,7 +67,7 @@ func TestReplyThroughTheForm(t *testing.T) {
 		}
 	}
 	answer := `{"action": "STUCK", "summary_for_supervisor": "A human says: stop here.", "evidence_files": []}`
-	resp, err := cl.PostForm(w.srv.URL+"/api/v1/jobs/human/reply", url.Values{"csrf": {csrf}, "as": {"worker"}, "answer": {answer}})
+	resp, err := cl.PostForm(w.srv.URL+"/jobs/human/reply", url.Values{"csrf": {csrf}, "as": {"worker"}, "answer": {answer}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,6 +66,11 @@ func (c *Console) failErr(w http.ResponseWriter, r *http.Request, err error) {
 		c.reply(w, r, http.StatusConflict, map[string]any{"code": "idempotency_conflict", "exit_code": jobview.ExitUsage, "message": err.Error()})
 		return
 	}
+	var media *mediaError
+	if errors.As(err, &media) {
+		c.reply(w, r, http.StatusUnsupportedMediaType, map[string]any{"code": "unsupported_media_type", "exit_code": jobview.ExitUsage, "message": err.Error()})
+		return
+	}
 	code := jobview.ExitCode(err)
 	status, known := httpStatus[code]
 	if !known {
@@ -94,10 +99,10 @@ func (c *Console) reply(w http.ResponseWriter, r *http.Request, status int, body
 }
 
 // wantsHTML: a form posted by a page, or a page's GET, is answered with
-// a page; the API's callers get JSON.
+// a page; the API's callers get JSON, whatever they sent.
 func wantsHTML(r *http.Request) bool {
-	if isForm(r) {
-		return true
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		return false
 	}
-	return !strings.HasPrefix(r.URL.Path, "/api/") && strings.Contains(r.Header.Get("Accept"), "text/html")
+	return isForm(r) || strings.Contains(r.Header.Get("Accept"), "text/html")
 }

@@ -1,0 +1,347 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/testkit"
+)
+
+// raw sends body as it is, with Content-Type ct ("" for none), by a
+// Bearer token or (cl set) a browser's session with its CSRF header.
+func (w *world) raw(cl *http.Client, csrf, method, path, tok, ct, body string) (*http.Response, []byte) {
+	w.t.Helper()
+	req, _ := http.NewRequest(method, w.srv.URL+path, strings.NewReader(body))
+	if body == "" {
+		req, _ = http.NewRequest(method, w.srv.URL+path, nil)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if ct != "" {
+		req.Header.Set("Content-Type", ct)
+	}
+	if csrf != "" {
+		req.Header.Set(csrfHeader, csrf)
+	}
+	if cl == nil {
+		cl = w.browser()
+	}
+	resp, err := cl.Do(req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+// keep notes job id's status, schedule state and records, and checks
+// they are still the same.
+func (w *world) keep(id string) func(why string) {
+	w.t.Helper()
+	m := w.k.Load(id)
+	st, sched, n := m.Status, m.ScheduleState(), len(w.k.Records(id))
+	return func(why string) {
+		w.t.Helper()
+		m := w.k.Load(id)
+		if m.Status != st || m.ScheduleState() != sched || len(w.k.Records(id)) != n {
+			w.t.Fatalf("%s changed %s: %s/%s and %d records, was %s/%s and %d", why, id, m.Status, m.ScheduleState(), len(w.k.Records(id)), st, sched, n)
+		}
+	}
+}
+
+// apiRefusal checks an API's refusal: status, the JSON error envelope
+// with code and a message holding msg, and no redirect.
+func apiRefusal(t *testing.T, why string, resp *http.Response, body []byte, status int, code, msg string) {
+	t.Helper()
+	var env map[string]any
+	if err := json.Unmarshal(body, &env); err != nil || env["ok"] != false {
+		t.Fatalf("%s: %d, not the JSON error envelope: %s", why, resp.StatusCode, body)
+	}
+	e, _ := env["error"].(map[string]any)
+	m, _ := e["message"].(string)
+	if resp.StatusCode != status || e["code"] != code || !strings.Contains(m, msg) {
+		t.Fatalf("%s: %d %s %q, want %d %s %q", why, resp.StatusCode, e["code"], m, status, code, msg)
+	}
+	if loc := resp.Header.Get("Location"); loc != "" || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		t.Fatalf("%s: Location %q, Content-Type %q", why, loc, resp.Header.Get("Content-Type"))
+	}
+}
+
+func multipartBody(fields map[string]string) (string, string) {
+	var b bytes.Buffer
+	mw := multipart.NewWriter(&b)
+	for k, v := range fields {
+		_ = mw.WriteField(k, v)
+	}
+	_ = mw.Close()
+	return mw.FormDataContentType(), b.String()
+}
+
+// TestAPITakesOnlyJSON: a body the API did not decode as JSON (curl's
+// default form encoding, a multipart form, text, no Content-Type) is 415
+// in the JSON envelope, never a redirect, and nothing is done: the audit
+// saw resume run and its guidance dropped.
+func TestAPITakesOnlyJSON(t *testing.T) {
+	w := newWorld(t)
+	mct, mbody := multipartBody(map[string]string{"guidance": "Use the staging DB"})
+	bodies := []struct{ ct, body, msg string }{
+		{"application/x-www-form-urlencoded", `{"guidance":"Use the staging DB"}`, "body: Content-Type application/x-www-form-urlencoded: the API takes application/json"},
+		{"application/x-www-form-urlencoded", "guidnce=typo", "body: Content-Type application/x-www-form-urlencoded: the API takes application/json"},
+		{"application/x-www-form-urlencoded", "guidance=Use+the+staging+DB", "the API takes application/json"},
+		{mct, mbody, "body: Content-Type multipart/form-data: the API takes application/json"},
+		{"text/plain", `{"guidance":"Use the staging DB"}`, "body: Content-Type text/plain: the API takes application/json"},
+		{"", `{"guidance":"Use the staging DB"}`, "body: no Content-Type: the API takes application/json"},
+		{"application/json; charset=latin1", `{"guidance":"Use the staging DB"}`, "charset"},
+		{"application/jsonx", `{}`, "the API takes application/json"},
+		{"application/x-www-form-urlencoded", "", "the API takes application/json"},
+	}
+	routes := []struct{ path, id string }{
+		{"/api/v1/jobs/stuck/resume", "stuck"},
+		{"/api/v1/jobs:resume", "stuck"},
+		{"/api/v1/jobs/waiting/halt", "waiting"},
+		{"/api/v1/schedules/tpl/pause", "tpl"},
+	}
+	for _, rt := range routes {
+		same := w.keep(rt.id)
+		for _, b := range bodies {
+			why := rt.path + " " + b.ct + " " + b.body
+			resp, body := w.raw(nil, "", "POST", rt.path, stewardTok, b.ct, b.body)
+			apiRefusal(t, why, resp, body, http.StatusUnsupportedMediaType, "unsupported_media_type", b.msg)
+			same(why)
+		}
+	}
+
+	// A browser's session posting a form to the API: JSON, not a page or
+	// a redirect, and nothing done.
+	cl := w.browser()
+	csrf := w.login(cl, stewardTok)
+	same := w.keep("stuck")
+	resp, body := w.raw(cl, csrf, "POST", "/api/v1/jobs/stuck/resume", "", "application/x-www-form-urlencoded", url.Values{"csrf": {csrf}, "guidance": {"x"}}.Encode())
+	apiRefusal(t, "a session's form to the API", resp, body, http.StatusUnsupportedMediaType, "unsupported_media_type", "the API takes application/json")
+	same("a session's form to the API")
+
+	// No body at all, or JSON, is what the API takes.
+	if resp, body := w.raw(nil, "", "POST", "/api/v1/jobs/waiting/halt", stewardTok, "", ""); resp.StatusCode != 200 {
+		t.Fatalf("halt without a body: %d %s", resp.StatusCode, body)
+	}
+	resp, body = w.raw(nil, "", "POST", "/api/v1/jobs/stuck/resume", stewardTok, "application/json; charset=UTF-8", `{"guidance":"Use the staging DB"}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("resume by JSON: %d %s", resp.StatusCode, body)
+	}
+	if g := lastSteward(t, w, "stuck", "resume"); g != "Use the staging DB" {
+		t.Fatalf("resume's guidance recorded %q", g)
+	}
+}
+
+// lastSteward is the guidance of job id's last steward command named cmd.
+func lastSteward(t *testing.T, w *world, id, cmd string) string {
+	t.Helper()
+	recs := w.k.Records(id)
+	for i := len(recs) - 1; i >= 0; i-- {
+		if s := recs[i].Steward; s != nil && s.Command == cmd {
+			return s.Guidance
+		}
+	}
+	t.Fatalf("%s has no %s", id, cmd)
+	return ""
+}
+
+// TestAPIRefusesWhatItWouldDrop: a field the command does not take (a
+// typo, another command's), a query string on a POST, and a non-object
+// body are 400, and nothing is done.
+func TestAPIRefusesWhatItWouldDrop(t *testing.T) {
+	w := newWorld(t)
+	cases := []struct{ path, id, body, msg string }{
+		{"/api/v1/jobs/stuck/resume", "stuck", `{"guidnce":"typo"}`, `body: resume takes no field "guidnce" (it takes guidance, cost_threshold, time_threshold_minutes, max_agent_calls)`},
+		{"/api/v1/jobs/stuck/resume", "stuck", `{"Guidance":"case"}`, `takes no field "Guidance"`},
+		{"/api/v1/jobs/waiting/halt", "waiting", `{"guidance":"halt takes none"}`, `body: halt takes no field "guidance" (it takes reason)`},
+		{"/api/v1/jobs/done/rollback", "done", `{"checkpoint":"cp-0000-work","as":"worker"}`, `rollback takes no field "as"`},
+		{"/api/v1/jobs:halt", "waiting", `{"all":true,"guidance":"x"}`, `jobs:halt takes no field "guidance"`},
+		{"/api/v1/jobs:halt", "waiting", `{"filter":{"stauts":["PENDING"]}}`, `unknown field "stauts"`},
+		{"/api/v1/schedules/tpl/pause", "tpl", `{"reason":"x","all":true}`, `takes no field "all"`},
+		{"/api/v1/jobs/stuck/resume", "stuck", `["guidance"]`, "body: a JSON object is required"},
+		{"/api/v1/jobs/stuck/resume", "stuck", `"guidance"`, "body: a JSON object is required"},
+		{"/api/v1/jobs/stuck/resume?guidance=x", "stuck", `{}`, `query "guidance=x": a POST takes its parameters in its body`},
+		{"/api/v1/jobs/waiting/halt?reason=x", "waiting", ``, `query "reason=x"`},
+	}
+	for _, c := range cases {
+		same := w.keep(c.id)
+		resp, body := w.raw(nil, "", "POST", c.path, stewardTok, "application/json", c.body)
+		apiRefusal(t, c.path+" "+c.body, resp, body, http.StatusBadRequest, "invalid", c.msg)
+		same(c.path + " " + c.body)
+	}
+}
+
+// TestAPIRefusesASecondJSONValue: whatever follows a body's JSON value is
+// refused (it was ignored), on a reply and every other body alike.
+func TestAPIRefusesASecondJSONValue(t *testing.T) {
+	w := newWorld(t)
+	w.k.WriteJob("human", map[string]any{"agents": map[string]any{
+		"worker":     map[string]any{"provider": "human"},
+		"supervisor": testkit.Script(testkit.Step("COMPLETED", "ok")),
+	}})
+	w.k.Run("human")
+	answer := `{"as": "worker", "answer": {"action": "STUCK", "summary_for_supervisor": "stop here", "evidence_files": []}}`
+	cases := []struct{ path, id, body, msg string }{
+		{"/api/v1/jobs/human/reply", "human", answer + ` {"as": "supervisor"}`, "body: more than one JSON value"},
+		{"/api/v1/jobs/human/reply", "human", answer + answer, "body: more than one JSON value"},
+		{"/api/v1/jobs/human/reply", "human", answer + ` x`, "body: after the JSON value"},
+		{"/api/v1/jobs/human/reply", "human", answer + ` }`, "body: after the JSON value"},
+		{"/api/v1/jobs/stuck/resume", "stuck", `{} {"guidance": "dropped"}`, "body: more than one JSON value"},
+		{"/api/v1/jobs:halt", "waiting", `{"all": true} null`, "body: more than one JSON value"},
+		{"/api/v1/schedules/tpl/pause", "tpl", `{} {}`, "body: more than one JSON value"},
+	}
+	for _, c := range cases {
+		same := w.keep(c.id)
+		resp, body := w.raw(nil, "", "POST", c.path, stewardTok, "application/json", c.body)
+		apiRefusal(t, c.path+" "+c.body, resp, body, http.StatusBadRequest, "invalid", c.msg)
+		same(c.path + " " + c.body)
+	}
+	if m := w.k.Load("human"); m.Run.ErrorCode != "AWAITING_REPLY" {
+		t.Fatalf("human is %s %s", m.Status, m.Run.ErrorCode)
+	}
+	// The one value alone is filed.
+	if resp, body := w.raw(nil, "", "POST", "/api/v1/jobs/human/reply", stewardTok, "application/json", answer+"\n"); resp.StatusCode != 200 {
+		t.Fatalf("the reply alone: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestPageFormsTakeOnlyTheirFields: the pages' forms post to the pages'
+// paths and are sent back to a page; a field the command does not take,
+// a field given twice, or a body that is not a form is refused there too,
+// and nothing is done.
+func TestPageFormsTakeOnlyTheirFields(t *testing.T) {
+	w := newWorld(t)
+	cl := w.browser()
+	csrf := w.login(cl, stewardTok)
+	form := func(v url.Values) string {
+		v.Set("csrf", csrf)
+		return v.Encode()
+	}
+	const ft = "application/x-www-form-urlencoded"
+	cases := []struct {
+		path, id, ct, body string
+		status             int
+		msg                string
+	}{
+		{"/jobs/stuck/resume", "stuck", ft, form(url.Values{"guidnce": {"typo"}}), 400, `resume takes no field &#34;guidnce&#34;`},
+		{"/jobs/stuck/resume", "stuck", ft, form(url.Values{"guidance": {"one", "two"}}), 400, `field &#34;guidance&#34; given 2 times`},
+		{"/jobs/stuck/resume", "stuck", ft, form(url.Values{"f.text.summary": {"no answer here"}}), 400, `resume takes no field &#34;f.text.summary&#34;`},
+		{"/jobs/waiting/halt", "waiting", ft, form(url.Values{"reason": {"r"}, "guidance": {"g"}}), 400, `halt takes no field &#34;guidance&#34;`},
+		{"/schedules/tpl/pause", "tpl", ft, form(url.Values{"reason": {"r"}, "all": {"true"}}), 400, `takes no field &#34;all&#34;`},
+		{"/jobs/stuck/resume?guidance=x", "stuck", ft, form(url.Values{}), 400, `a POST takes its parameters in its body`},
+		{"/jobs/stuck/resume", "stuck", "application/json", `{"guidance":"x"}`, 415, "form posts application/x-www-form-urlencoded"},
+	}
+	for _, c := range cases {
+		same := w.keep(c.id)
+		resp, page := w.raw(cl, csrf, "POST", c.path, "", c.ct, c.body)
+		if resp.StatusCode != c.status || !strings.Contains(string(page), c.msg) || resp.Header.Get("Location") != "" {
+			t.Fatalf("%s %s: %d %s, want %d %q", c.path, c.body, resp.StatusCode, page, c.status, c.msg)
+		}
+		same(c.path + " " + c.body)
+	}
+	// The page's own form still works: the guidance is the command's,
+	// and the browser goes back to the job's page.
+	resp, page := w.raw(cl, "", "POST", "/jobs/stuck/resume", "", ft, form(url.Values{"guidance": {"Use the staging DB"}, "cost_threshold": {""}, "idempotency_key": {"k-form"}}))
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/jobs/stuck?done=resume" {
+		t.Fatalf("the resume form: %d %s %s", resp.StatusCode, resp.Header.Get("Location"), page)
+	}
+	if g := lastSteward(t, w, "stuck", "resume"); g != "Use the staging DB" {
+		t.Fatalf("the form's guidance recorded %q", g)
+	}
+	// A form whose session ended: the login page, then back to the
+	// form's page (not to the action's path, which has no GET).
+	same := w.keep("waiting")
+	req, _ := http.NewRequest("POST", w.srv.URL+"/jobs/waiting/halt", strings.NewReader("reason=late"))
+	req.Header.Set("Content-Type", ft)
+	req.Header.Set("Referer", w.srv.URL+"/jobs/waiting")
+	if resp, err := w.browser().Do(req); err != nil || resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/login?next=%2Fjobs%2Fwaiting" {
+		t.Fatalf("an anonymous form: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	same("an anonymous form")
+	resp, _ = w.raw(cl, "", "POST", "/schedules/tpl/pause", "", ft, form(url.Values{"reason": {"maintenance"}}))
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/schedules" || w.k.Load("tpl").ScheduleState() != "paused" {
+		t.Fatalf("the pause form: %d %s, tpl %s", resp.StatusCode, resp.Header.Get("Location"), w.k.Load("tpl").ScheduleState())
+	}
+}
+
+// TestListRefusesWhatItWouldIgnore: a status that is none, a parameter
+// the listing does not know, or one given twice is 400 naming it (a
+// status that is none answered 200 with no items); a bulk action's
+// filter is held to the same statuses, and does nothing.
+func TestListRefusesWhatItWouldIgnore(t *testing.T) {
+	w := newWorld(t)
+	for q, msg := range map[string]string{
+		"status=BOGUS":                `status "BOGUS": not one of NEEDS_YOU, PENDING, RUNNING`,
+		"status=PENDING,bogus":        `status "BOGUS": not one of`,
+		"status=PENDING&status=NOPE":  `status "NOPE"`,
+		"stauts=PENDING":              `query parameter "stauts": not one of status, workflow, text, since, until, offset, limit`,
+		"limit=1&limit=2":             `query parameter "limit" given 2 times`,
+		"workflow=a&workflow=b":       `query parameter "workflow" given 2 times`,
+		"offset=x":                    `offset: "x" is not a count`,
+		"until=tomorrow":              `since/until "tomorrow"`,
+		"text=kittens&text=puppies":   `query parameter "text" given 2 times`,
+		"status=PENDING&sort=created": `query parameter "sort"`,
+	} {
+		resp, body := w.raw(nil, "", "GET", "/api/v1/jobs?"+q, viewerTok, "", "")
+		apiRefusal(t, q, resp, body, http.StatusBadRequest, "invalid", msg)
+	}
+	for _, st := range statuses {
+		if resp, body := w.raw(nil, "", "GET", "/api/v1/jobs?status="+strings.ToLower(st), viewerTok, "", ""); resp.StatusCode != 200 {
+			t.Fatalf("status=%s: %d %s", st, resp.StatusCode, body)
+		}
+	}
+	same := w.keep("waiting")
+	resp, body := w.raw(nil, "", "POST", "/api/v1/jobs:halt", stewardTok, "application/json", `{"filter": {"status": ["PENDING", "BOGUS"]}}`)
+	apiRefusal(t, "bulk halt of status BOGUS", resp, body, http.StatusBadRequest, "invalid", `status "BOGUS": not one of`)
+	same("bulk halt of status BOGUS")
+}
+
+// Every status a job has is one a filter takes.
+func TestFilterStatusesAreTheJobs(t *testing.T) {
+	for _, st := range lifecycle.All {
+		if !slices.Contains(statuses, string(st)) {
+			t.Errorf("status %s is missing from the filter's statuses", st)
+		}
+	}
+}
+
+// TestOpenAPIBodiesAreJSON: the document says what readJSON does: every
+// POST takes application/json alone and lists 415.
+func TestOpenAPIBodiesAreJSON(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]struct {
+			RequestBody *struct {
+				Content map[string]json.RawMessage `json:"content"`
+			} `json:"requestBody"`
+			Responses map[string]json.RawMessage `json:"responses"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(openapiDoc, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for p, ops := range doc.Paths {
+		op, isPost := ops["post"]
+		if !isPost {
+			continue
+		}
+		if op.RequestBody == nil || len(op.RequestBody.Content) != 1 || op.RequestBody.Content[jsonType] == nil {
+			t.Errorf("POST %s: its body is not application/json alone", p)
+		}
+		if op.Responses["415"] == nil || op.Responses["400"] == nil {
+			t.Errorf("POST %s: 415 or 400 is not listed", p)
+		}
+	}
+}
