@@ -363,3 +363,28 @@ func TestRescanForgetsWhatIsGone(t *testing.T) {
 		t.Errorf("after a rescan: jobs %v, %d invalid; want none", jobs, invalid)
 	}
 }
+
+// A job.json past the size logist reads, written into a new folder while
+// the daemon runs, is reported as invalid: it was read only up to one
+// byte past the limit, which is not JSON yet, and taken for a manifest
+// still being written, so nothing was said of it.
+func TestOversizedManifestInANewFolderIsReported(t *testing.T) {
+	dir := t.TempDir()
+	d, lb, _, _ := startDaemon(t, dir)
+	if err := os.Mkdir(filepath.Join(dir, "huge"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	big := `{"task_description": "` + strings.Repeat("x", manifest.MaxSize) + `"}`
+	if err := os.WriteFile(filepath.Join(dir, "huge", jobstore.ManifestFile), []byte(big), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "huge reported as invalid", func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		_, ok := d.invalid["huge"]
+		return ok
+	})
+	if n := lb.count("msg", "invalid manifest", "job_id", "huge"); n != 1 {
+		t.Errorf("%d invalid manifest lines for huge, want 1", n)
+	}
+}

@@ -251,7 +251,9 @@ func (d *Daemon) consider(id string, fromEvent bool, arrived time.Time, pre *job
 			return false
 		}
 		if fromEvent {
-			if data, rerr := d.store.ReadManifest(id); rerr == nil && manifest.Incomplete(data) {
+			// One past the size logist reads is not being written: it
+			// is too large, and the next write will not make it less so.
+			if data, rerr := d.store.ReadManifest(id); rerr == nil && len(data) <= manifest.MaxSize && manifest.Incomplete(data) {
 				return false
 			}
 		}
