@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -73,7 +74,10 @@ var cmdResult = &command{
 				return nil, err
 			}
 			if err := writeSynced(file, patch); err != nil {
-				return nil, err
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil, usagef("--patch %s: its folder does not exist: %v", file, err)
+				}
+				return nil, fmt.Errorf("--patch %s: %w", file, err)
 			}
 			r.Fields = append(r.Fields, Field{"patch", "Patch", fmt.Sprintf("%s (%d bytes; git apply it on %s)", file, len(patch), start.Commit)})
 			r.Data["patch"] = file

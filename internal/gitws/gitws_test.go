@@ -476,3 +476,37 @@ func TestRestoreAndTheAgentsLocks(t *testing.T) {
 		}
 	}
 }
+
+// A push onto a source branch that has moved on is refused with what to
+// do (git's own hint, git pull, has no use in a workspace without a
+// remote), and so is one under the name of a source's tag, which would
+// make the name ambiguous there. Nothing is pushed either way.
+func TestPushRefusesADivergedBranchAndATagsName(t *testing.T) {
+	t.Parallel()
+	repo := testkit.GitRepo(t)
+	ws, _ := prepare(t, repo, "main")
+	write(t, ws, "result.txt", "the work\n")
+	if _, err := gitws.Commit(ctx, ws, "logist/job-1", gitws.Message{Job: "job-1", Checkpoint: "cp-0001-work"}); err != nil {
+		t.Fatal(err)
+	}
+	// feature moves on in the source after the job began.
+	testkit.Git(t, repo, "branch", "-f", "feature", "main")
+	testkit.Git(t, repo, "checkout", "-q", "feature")
+	write(t, repo, "theirs.txt", "theirs\n")
+	testkit.Git(t, repo, "add", "theirs.txt")
+	testkit.Git(t, repo, "commit", "-qm", "theirs")
+	testkit.Git(t, repo, "checkout", "-q", "main") // the source has a tag v1 (testkit.GitRepo)
+	before := testkit.Git(t, repo, "for-each-ref")
+	var refused *gitws.RefusedPushError
+	err := gitws.Push(ctx, ws, repo, "logist/job-1", "feature")
+	if !errors.As(err, &refused) || !strings.Contains(err.Error(), "branch feature of the source repository has commits the job branch does not") || strings.Contains(err.Error(), "git pull") {
+		t.Errorf("push onto a diverged branch: %v", err)
+	}
+	err = gitws.Push(ctx, ws, repo, "logist/job-1", "v1")
+	if !errors.As(err, &refused) || !strings.Contains(err.Error(), "has a tag v1") {
+		t.Errorf("push under a tag's name: %v", err)
+	}
+	if after := testkit.Git(t, repo, "for-each-ref"); after != before {
+		t.Errorf("a refused push changed the source's refs:\n%s\nwas:\n%s", after, before)
+	}
+}

@@ -2,6 +2,7 @@ package gitws
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -89,6 +90,11 @@ func Push(ctx context.Context, dir, repo, branch, name string) error {
 	if cur != "" && cur == name {
 		return &RefusedPushError{fmt.Sprintf("%s is the source repository's current branch; push under another name and merge it yourself", name)}
 	}
+	// A branch named as one of the source's tags makes the name ambiguous
+	// there (git warns at every use of it).
+	if out, err := (cmd{dir: dir}).run(ctx, "ls-remote", "--tags", "--", repo, "refs/tags/"+name); err == nil && strings.TrimSpace(string(out)) != "" {
+		return &RefusedPushError{fmt.Sprintf("the source repository has a tag %s; a branch of the same name would make %s ambiguous there: push under another name", name, name)}
+	}
 	// The branch only: no tag the agent made (push.followTags).
 	args := []string{"push", "--quiet", "--no-follow-tags"}
 	if filepath.IsAbs(repo) || strings.HasPrefix(repo, "file://") {
@@ -98,6 +104,12 @@ func Push(ctx context.Context, dir, repo, branch, name string) error {
 	}
 	args = append(args, "--", repo, "refs/heads/"+branch+":refs/heads/"+name)
 	_, err = (cmd{dir: dir}).run(ctx, args...)
+	var gerr *Error
+	if errors.As(err, &gerr) && (strings.Contains(gerr.Stderr, "[rejected]") || strings.Contains(gerr.Stderr, "non-fast-forward")) {
+		// git's own hint (git pull) has no use here: the workspace keeps
+		// no remote, and the job branch is the job's record.
+		return &RefusedPushError{fmt.Sprintf("branch %s of the source repository has commits the job branch does not (it moved since the job began, or holds other work); nothing was pushed: push under another name and merge the two yourself", name)}
+	}
 	return err
 }
 
