@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -249,18 +250,65 @@ func leaves(ve *jsonschema.ValidationError) []Violation {
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) == 0 {
-			v := Violation{Pointer: e.InstanceLocation, Reason: explain(e.AbsoluteKeywordLocation, e.Message)}
+			v := Violation{Pointer: pointer(e.InstanceLocation), Reason: explain(e.AbsoluteKeywordLocation, e.Message)}
 			if !seen[v.String()] {
 				seen[v.String()] = true
 				out = append(out, v)
 			}
 			return
 		}
-		for _, c := range e.Causes {
+		for _, c := range alternatives(e) {
 			walk(c)
 		}
 	}
 	walk(ve)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Pointer < out[j].Pointer })
 	return out
+}
+
+// alternatives are the causes of e worth reporting: of a oneOf or anyOf
+// (a value that may be a string or an object), the branches whose type
+// the value has, when there are some: "expected string, but got object"
+// beside the object branch's own problems only misleads.
+func alternatives(e *jsonschema.ValidationError) []*jsonschema.ValidationError {
+	kw := e.KeywordLocation[strings.LastIndexByte(e.KeywordLocation, '/')+1:]
+	if kw != "oneOf" && kw != "anyOf" {
+		return e.Causes
+	}
+	var kept []*jsonschema.ValidationError
+	for _, c := range e.Causes {
+		if !typeOnly(c, e.InstanceLocation) {
+			kept = append(kept, c)
+		}
+	}
+	if len(kept) == 0 {
+		return e.Causes
+	}
+	return kept
+}
+
+// typeOnly says whether e only says the value at loc is of another type
+// (through a $ref or not).
+func typeOnly(e *jsonschema.ValidationError, loc string) bool {
+	if e.InstanceLocation != loc {
+		return false
+	}
+	if len(e.Causes) == 0 {
+		return strings.HasSuffix(e.KeywordLocation, "/type")
+	}
+	for _, c := range e.Causes {
+		if !typeOnly(c, loc) {
+			return false
+		}
+	}
+	return true
+}
+
+// pointer is a violation's JSON pointer as the document names it: the
+// validator escapes it as a URI fragment (a space as %20).
+func pointer(loc string) string {
+	if p, err := url.PathUnescape(loc); err == nil {
+		return p
+	}
+	return loc
 }
