@@ -204,20 +204,8 @@ func Prepare(ctx context.Context, repo, ref, dir, branch string) (*Base, error) 
 		return nil, fmt.Errorf("%s already holds files; a job whose workspace comes from a repository starts from an empty workspace", dir)
 	}
 	tmp := dir + ".clone"
-	if err := os.RemoveAll(tmp); err != nil {
+	if err := cloneAs(ctx, repo, tmp); err != nil {
 		return nil, err
-	}
-	src := repo
-	if fi, err := os.Stat(repo); err == nil && fi.IsDir() {
-		abs, err := filepath.Abs(repo)
-		if err != nil {
-			return nil, err
-		}
-		src = abs
-	}
-	if _, err := (cmd{dir: filepath.Dir(dir)}).run(ctx, "clone", "--quiet", "--no-local", "--no-checkout", "--origin", Remote, "--", src, tmp); err != nil {
-		_ = os.RemoveAll(tmp)
-		return nil, fmt.Errorf("cannot clone %s: %w", repo, err)
 	}
 	commit, err := resolve(ctx, tmp, repo, ref)
 	if err != nil {
@@ -250,6 +238,29 @@ func Prepare(ctx context.Context, repo, ref, dir, branch string) (*Base, error) 
 		return nil, err
 	}
 	return &Base{Repo: repo, Ref: ref, Commit: commit, Branch: branch}, nil
+}
+
+// cloneAs clones repo into tmp, a new folder (whatever was there is
+// removed first; nothing is left after a failure), with no checkout and
+// the source as remote Remote. A local repo is cloned with --no-local: no
+// object is shared with it by hard link.
+func cloneAs(ctx context.Context, repo, tmp string) error {
+	if err := os.RemoveAll(tmp); err != nil {
+		return err
+	}
+	src := repo
+	if fi, err := os.Stat(repo); err == nil && fi.IsDir() {
+		abs, err := filepath.Abs(repo)
+		if err != nil {
+			return err
+		}
+		src = abs
+	}
+	if _, err := (cmd{dir: filepath.Dir(tmp)}).run(ctx, "clone", "--quiet", "--no-local", "--no-checkout", "--origin", Remote, "--", src, tmp); err != nil {
+		_ = os.RemoveAll(tmp)
+		return fmt.Errorf("cannot clone %s: %w", repo, err)
+	}
+	return nil
 }
 
 // described is the base of a finished clone.

@@ -46,20 +46,8 @@ func Remake(ctx context.Context, dir, repo, commit, branch string) (*Remade, err
 		return nil, err
 	}
 	tmp := dir + ".remade"
-	if err := os.RemoveAll(tmp); err != nil {
+	if err := cloneAs(ctx, repo, tmp); err != nil {
 		return nil, err
-	}
-	src := repo
-	if fi, err := os.Stat(repo); err == nil && fi.IsDir() {
-		abs, err := filepath.Abs(repo)
-		if err != nil {
-			return nil, err
-		}
-		src = abs
-	}
-	if _, err := (cmd{dir: filepath.Dir(dir)}).run(ctx, "clone", "--quiet", "--no-local", "--no-checkout", "--origin", Remote, "--", src, tmp); err != nil {
-		_ = os.RemoveAll(tmp)
-		return nil, fmt.Errorf("cannot clone %s again: %w", repo, err)
 	}
 	r := &Remade{dir: dir, tmp: tmp, branch: branch, commit: commit}
 	c := cmd{dir: tmp}
