@@ -2,11 +2,9 @@ package cli
 
 import (
 	"bytes"
-	"fmt"
 	"math"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/logist/logist/internal/manifest"
@@ -73,33 +71,8 @@ func appendTime(dst []byte, m *manifest.Manifest) []byte {
 }
 
 // minutesText is a budget in minutes as the steward gave it, short and
-// exact: 90 is 1h30m, 0.5 is 30s, 2.25 is 2m15s, 0.001 is 0.06s (not
-// time.Duration's 1h30m0s).
-func minutesText(minutes float64) string {
-	d := manifest.Duration(math.Round(minutes*float64(time.Minute)), 1)
-	if d <= 0 {
-		return "0s"
-	}
-	if d == math.MaxInt64 {
-		// Longer than a duration holds (292 years): the number given.
-		return strconv.FormatFloat(minutes, 'g', 3, 64) + " minutes"
-	}
-	h := d / time.Hour
-	d -= h * time.Hour
-	m := d / time.Minute
-	d -= m * time.Minute
-	var b strings.Builder
-	if h > 0 {
-		fmt.Fprintf(&b, "%dh", h)
-	}
-	if m > 0 {
-		fmt.Fprintf(&b, "%dm", m)
-	}
-	if d > 0 {
-		b.WriteString(strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s")
-	}
-	return b.String()
-}
+// exact (manifest.MinutesText: 90 is 1h30m, 0.001 is 0.06s).
+func minutesText(minutes float64) string { return manifest.MinutesText(minutes) }
 
 // orDash shows an empty value as a dash.
 func orDash(s string) string {

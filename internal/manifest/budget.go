@@ -3,6 +3,8 @@ package manifest
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -90,15 +92,77 @@ func (b Budget) Flag() string {
 	return "--max-agent-calls"
 }
 
-// Raised is a limit worth suggesting to a steward: what was used doubled.
+// LimitText is the budget's limit for a message, in its flag's unit: a
+// cost in cents (2 decimals), a time in minutes as given with its length
+// (0.02 minutes (1.2s): never "0.0 minutes"), a number of calls.
+func (b Budget) LimitText() string {
+	switch b.Kind {
+	case BudgetCost:
+		return fmt.Sprintf("%.2f cents", b.Limit)
+	case BudgetTime:
+		return strconv.FormatFloat(b.Limit, 'g', -1, 64) + " minutes (" + MinutesText(b.Limit) + ")"
+	}
+	return fmt.Sprintf("%.0f", b.Limit)
+}
+
+// Raised is a limit worth suggesting to a steward, in the unit of its
+// resume flag (cents, minutes, calls): above what was used, so that the
+// resume it suggests is not refused as still at or over the budget. Cost:
+// what was used doubled, plus a dollar. Time and calls: the larger of the
+// limit and what was used, doubled; a time is rounded up to two
+// significant digits (0.0202 minutes used: 0.041, never 0.04 nor
+// 0.040400000000000005), so it is short and still above the time used.
 func (b Budget) Raised() string {
 	switch b.Kind {
 	case BudgetCost:
 		return fmt.Sprintf("%.0f", b.Used*2+100)
 	case BudgetTime:
-		return fmt.Sprintf("%g", b.Limit*2)
+		return strconv.FormatFloat(roundUp(max(b.Limit, b.Used)*2, 2), 'f', -1, 64)
 	}
-	return fmt.Sprintf("%.0f", b.Limit*2)
+	return fmt.Sprintf("%.0f", math.Max(max(b.Limit, b.Used)*2, 1))
+}
+
+// roundUp is v (> 0) rounded up to digits significant digits.
+func roundUp(v float64, digits int) float64 {
+	if !(v > 0) || math.IsInf(v, 0) {
+		return v
+	}
+	scale := math.Pow(10, float64(digits-1)-math.Floor(math.Log10(v)))
+	r := math.Ceil(v*scale) / scale
+	if r < v { // the division's rounding
+		r = math.Nextafter(r, math.Inf(1))
+	}
+	return r
+}
+
+// MinutesText is a number of minutes as a person reads it, short and
+// exact: 90 is 1h30m, 0.5 is 30s, 2.25 is 2m15s, 0.02 is 1.2s (not
+// "0.0 minutes", nor time.Duration's 1h30m0s). Every message that names a
+// time budget writes it so.
+func MinutesText(minutes float64) string {
+	d := Duration(math.Round(minutes*float64(time.Minute)), 1)
+	if d <= 0 {
+		return "0s"
+	}
+	if d == math.MaxInt64 {
+		// Longer than a duration holds (292 years): the number given.
+		return strconv.FormatFloat(minutes, 'g', 3, 64) + " minutes"
+	}
+	h := d / time.Hour
+	d -= h * time.Hour
+	m := d / time.Minute
+	d -= m * time.Minute
+	var b strings.Builder
+	if h > 0 {
+		fmt.Fprintf(&b, "%dh", h)
+	}
+	if m > 0 {
+		fmt.Fprintf(&b, "%dm", m)
+	}
+	if d > 0 {
+		b.WriteString(strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s")
+	}
+	return b.String()
 }
 
 // Unset returns the defaults of d for the budgets m does not set (nil when
@@ -155,12 +219,22 @@ func (m *Manifest) Budgets(d *Budgets) []Budget {
 // Exhausted returns the first budget of m (under the defaults d) that the
 // job has used up, or nil.
 func (m *Manifest) Exhausted(d *Budgets) *Budget {
-	for _, b := range m.Budgets(d) {
-		if m.spent(b) {
-			return &b
-		}
+	if s := m.Spent(d); len(s) > 0 {
+		return &s[0]
 	}
 	return nil
+}
+
+// Spent lists every budget of m (under the defaults d) that the job has
+// used up, cost, time and calls in that order: what a resume must raise.
+func (m *Manifest) Spent(d *Budgets) []Budget {
+	var out []Budget
+	for _, b := range m.Budgets(d) {
+		if m.spent(b) {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // over reports whether the budget of kind (under d) is used up.

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"math"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -123,5 +124,38 @@ func TestCentsToMicrosNeverWraps(t *testing.T) {
 	huge := 1e300
 	if m := (Manifest{CostThreshold: &huge}); m.OverCost() {
 		t.Error("a cost budget of 1e300 cents is spent with nothing spent")
+	}
+}
+
+// A suggested raise is above what was used, in its flag's unit, so the
+// resume it suggests is not refused again; a limit is written so that a
+// small one does not read as 0 (a time budget of 0.02 minutes is not
+// "0.0 minutes").
+func TestRaisedIsAboveWhatWasUsed(t *testing.T) {
+	for _, c := range []struct {
+		b           Budget
+		raised, lim string
+	}{
+		{Budget{Kind: BudgetTime, Limit: 0.01, Used: 0.02025}, "0.041", "0.01 minutes (0.6s)"},
+		{Budget{Kind: BudgetTime, Limit: 0.02, Used: 0.02025}, "0.041", "0.02 minutes (1.2s)"},
+		{Budget{Kind: BudgetTime, Limit: 60, Used: 60.5}, "130", "60 minutes (1h)"},
+		{Budget{Kind: BudgetTime, Limit: 1.5, Used: 0.2}, "3", "1.5 minutes (1m30s)"},
+		{Budget{Kind: BudgetCalls, Limit: 3, Used: 3}, "6", "3"},
+		{Budget{Kind: BudgetCalls, Limit: 2, Used: 3}, "6", "2"},
+		{Budget{Kind: BudgetCost, Limit: 50, Used: 60}, "220", "50.00 cents"},
+	} {
+		if got := c.b.Raised(); got != c.raised {
+			t.Errorf("%+v: Raised() = %s, want %s", c.b, got, c.raised)
+		}
+		if got := c.b.LimitText(); got != c.lim {
+			t.Errorf("%+v: LimitText() = %s, want %s", c.b, got, c.lim)
+		}
+	}
+	for _, used := range []float64{1e-9, 0.0202, 0.333333, 1, 7.77, 59.99, 1234.5, 1e12} {
+		b := Budget{Kind: BudgetTime, Limit: used / 2, Used: used}
+		v, err := strconv.ParseFloat(b.Raised(), 64)
+		if err != nil || !(v > used) || len(b.Raised()) > 8 && used >= 1e-3 && used < 1e6 {
+			t.Errorf("used %v: Raised() = %s, want a short number above it", used, b.Raised())
+		}
 	}
 }

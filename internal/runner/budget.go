@@ -56,7 +56,7 @@ func (e *Engine) overBudget(tx *jobtx.Tx) *outcome {
 		o := e.costHalted(tx)
 		return &o
 	case manifest.BudgetTime:
-		reason := fmt.Sprintf("time %.1fs reached the budget of %.1f minutes%s; raise it with logist resume %s --time-threshold-minutes M", m.Metrics.CumulativeTimeSeconds, b.Limit, from, tx.ID)
+		reason := fmt.Sprintf("time %.1fs reached the budget of %s%s; raise it with logist resume %s --time-threshold-minutes M", m.Metrics.CumulativeTimeSeconds, b.LimitText(), from, tx.ID)
 		return &outcome{code: codes.TimeBudget, transition: &transition{lifecycle.EvTimeExceeded, lifecycle.HaltedTime, "", "SYSTEM", reason}}
 	}
 	reason := fmt.Sprintf("%d agent calls reached the calls budget of %.0f%s; raise it with logist resume %s --max-agent-calls N", m.Metrics.AgentCalls, b.Limit, from, tx.ID)
@@ -68,9 +68,9 @@ func (e *Engine) overBudget(tx *jobtx.Tx) *outcome {
 func timeLimit(m *manifest.Manifest, d *manifest.Budgets) string {
 	for _, b := range m.Budgets(d) {
 		if b.Kind == manifest.BudgetTime && b.Default {
-			return fmt.Sprintf("%.1f minutes (logistd's default)", b.Limit)
+			return b.LimitText() + " (logistd's default)"
 		} else if b.Kind == manifest.BudgetTime {
-			return fmt.Sprintf("%.1f minutes", b.Limit)
+			return b.LimitText()
 		}
 	}
 	return "none"

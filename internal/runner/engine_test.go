@@ -871,6 +871,10 @@ func timeHaltOnce(t *testing.T) bool {
 	if m.Run.ErrorCode != "TIME_BUDGET" || m.Metrics.CumulativeTimeSeconds < 0.59 {
 		t.Errorf("run = %+v metrics = %+v", m.Run, m.Metrics)
 	}
+	// The budget as given, and its length: not "0.0 minutes".
+	if !strings.Contains(m.Run.Reason, "time budget of 0.01 minutes (0.6s) ran out") {
+		t.Errorf("reason %q does not name the budget", m.Run.Reason)
+	}
 	resps := testkit.OfType(f.Records("j"), history.TypeResponse)
 	if len(resps) != 1 || resps[0].Response.Status != history.StatusTimeout {
 		t.Fatalf("responses = %+v", resps)

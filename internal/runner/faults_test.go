@@ -578,6 +578,9 @@ func TestWallClockJumpsDoNotCorruptBudgetsOrOrder(t *testing.T) {
 	if m.Status != lifecycle.HaltedTime {
 		t.Fatalf("status %s (%s), want HALTED_TIME", m.Status, m.Run.Reason)
 	}
+	if !strings.Contains(m.Run.Reason, "budget of 0.00125 minutes (0.075s)") {
+		t.Errorf("reason %q does not name the budget", m.Run.Reason)
+	}
 	if n := m.Metrics.AgentCalls; n < 1 || n > 4 {
 		t.Errorf("%d calls, want the 75 ms to be spent on two or three 30 ms calls", n)
 	}
