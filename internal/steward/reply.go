@@ -45,7 +45,7 @@ func (s *Steward) Reply(id, role string, answer []byte) (*manifest.Manifest, err
 // awaitingReply refuses a job that waits for no human's reply.
 func awaitingReply(id string, m *manifest.Manifest) error {
 	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.AwaitingReply {
-		return &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "it is not waiting for a reply", Hint: hintFor(m.Status, id)}
+		return &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "it is not waiting for a reply", Hint: HintFor(m, id)}
 	}
 	return nil
 }
@@ -160,7 +160,7 @@ func (s *Steward) Decide(id string, in deliberation.Input) (*manifest.Manifest, 
 	defer tx.Close()
 	m := tx.M
 	if m.Status != lifecycle.InterventionRequired || m.Run.ErrorCode != codes.AwaitingSteward {
-		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "it is not waiting for a steward's decision", Hint: hintFor(m.Status, id)}
+		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "it is not waiting for a steward's decision", Hint: HintFor(m, id)}
 	}
 	if in.From == "" {
 		in.From = s.User

@@ -129,7 +129,7 @@ func (s *Steward) Set(id string, as []Assignment, reason string) (*manifest.Mani
 	case st == manifest.SchedulePaused:
 	case m.Status != lifecycle.Draft && !m.Status.Waiting():
 		return nil, nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status,
-			Want: "only a stopped job (INTERVENTION_REQUIRED, HALTED_COST, HALTED_TIME, DRAFT) or a paused schedule can be reconfigured", Hint: hintFor(m.Status, id)}
+			Want: "only a stopped job (INTERVENTION_REQUIRED, HALTED_COST, HALTED_TIME, DRAFT) or a paused schedule can be reconfigured", Hint: HintFor(m, id)}
 	}
 	doc, err := toDoc(m)
 	if err != nil {

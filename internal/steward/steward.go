@@ -19,9 +19,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"strings"
-	"sync"
 
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/codes"
@@ -202,7 +200,7 @@ func (s *Steward) Resume(id string, o ResumeOptions) (*manifest.Manifest, error)
 	defer tx.Close()
 	m := tx.M
 	if !m.Status.Waiting() {
-		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "only INTERVENTION_REQUIRED, HALTED_COST or HALTED_TIME jobs can be resumed", Hint: hintFor(m.Status, id)}
+		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "only INTERVENTION_REQUIRED, HALTED_COST or HALTED_TIME jobs can be resumed", Hint: HintFor(m, id)}
 	}
 	changes := map[string]any{}
 	if o.CostThreshold != nil {
@@ -223,8 +221,7 @@ func (s *Steward) Resume(id string, o ResumeOptions) (*manifest.Manifest, error)
 	// Every budget, the daemon's defaults included (as the engine last
 	// applied them), must leave room for another call.
 	if b := m.Exhausted(m.Run.DefaultBudgets); b != nil {
-		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: budgetText(b),
-			Hint: fmt.Sprintf("raise it: logist resume %s %s %s", id, b.Flag(), b.Raised())}
+		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: budgetText(b), Hint: budgetHint(m, id)}
 	}
 	// The manifest changes first, so the command's record is committed
 	// with its effect as one unit (jobtx): never one without the other.
@@ -256,7 +253,7 @@ func budgetText(b *manifest.Budget) string {
 	case manifest.BudgetCost:
 		return fmt.Sprintf("its cost %.2f cents is still at or over the budget of %.2f cents%s", b.Used, b.Limit, from)
 	case manifest.BudgetTime:
-		return fmt.Sprintf("its time %.1fs is still at or over the budget of %g minutes%s", b.Used*60, b.Limit, from)
+		return fmt.Sprintf("its time %.1fs is still at or over the budget of %s%s", b.Used*60, b.LimitText(), from)
 	}
 	return fmt.Sprintf("its %.0f agent calls are still at or over the calls budget of %.0f%s", b.Used, b.Limit, from)
 }
@@ -327,11 +324,7 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 	defer tx.Close()
 	m := tx.M
 	if !lifecycle.Allows(m.Status, lifecycle.EvRollback) {
-		hint := "halt it first: logist halt " + id
-		if m.Status.Terminal() {
-			hint = "a canceled job is final; submit it again"
-		}
-		return nil, nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "only a stopped job (INTERVENTION_REQUIRED, HALTED_*, SUCCESS) can be rolled back", Hint: hint}
+		return nil, nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "only a stopped job (INTERVENTION_REQUIRED, HALTED_*, SUCCESS) can be rolled back", Hint: HintFor(m, id)}
 	}
 	recs, err := history.ReadAll(tx.Dir)
 	if err != nil {
@@ -489,7 +482,7 @@ func (s *Steward) Activate(id string) (*manifest.Manifest, error) {
 	defer tx.Close()
 	m := tx.M
 	if m.Status != lifecycle.Draft {
-		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "only DRAFT jobs can be activated", Hint: hintFor(m.Status, id)}
+		return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: "only DRAFT jobs can be activated", Hint: HintFor(m, id)}
 	}
 	m.Audit(tx.Now(), "Steward", "ACTIVATE", "", nil)
 	if err := s.record(tx, history.CommandActivate, "", "", nil); err != nil {
@@ -535,76 +528,4 @@ func (s *Steward) recordOf(tx *jobtx.Tx, st *history.Steward) *history.Record {
 	st.CommandID, st.User = commandID(), s.User
 	return &history.Record{Type: history.TypeSteward, Phase: tx.M.Phase(), Role: "Steward",
 		StateBefore: string(tx.M.Status), Steward: st}
-}
-
-// hintFor says what a steward can do with a job in status st.
-func hintFor(st lifecycle.Status, id string) string {
-	switch st {
-	case lifecycle.Draft:
-		return "activate it first: logist activate " + id
-	case lifecycle.Pending, lifecycle.Running, lifecycle.Reviewing:
-		return "it is queued or running; logist halt " + id + " stops it"
-	case lifecycle.Success, lifecycle.Canceled:
-		return "it has finished"
-	case lifecycle.InterventionRequired:
-		return "continue it: logist resume " + id + " --guidance TEXT"
-	case lifecycle.HaltedCost:
-		return "raise the budget to continue: logist resume " + id + " --cost-threshold CENTS"
-	case lifecycle.HaltedTime:
-		return "raise the budget to continue: logist resume " + id + " --time-threshold-minutes M"
-	}
-	return ""
-}
-
-// Hint is hintFor for other packages.
-func Hint(st lifecycle.Status, id string) string { return hintFor(st, id) }
-
-// HintFor is Hint for a job: a job waiting for a human's reply or a
-// steward's decision says which command it waits for.
-func HintFor(m *manifest.Manifest, id string) string {
-	switch m.ScheduleState() {
-	case manifest.ScheduleActive:
-		return "a schedule: logist schedules pause " + id + " pauses it; logist halt " + id + " stops it for good"
-	case manifest.SchedulePaused:
-		return "a paused schedule: logist schedules resume " + id + " resumes it at its next tick; logist halt " + id + " stops it for good"
-	case manifest.ScheduleStopped:
-		return "a stopped schedule: it never fires again"
-	}
-	if m.Status == lifecycle.InterventionRequired {
-		switch m.Run.ErrorCode {
-		case codes.AwaitingReply:
-			return "answer for the waiting role: logist reply " + id + " --as ROLE --file ANSWER.json (the reason names the role)"
-		case codes.AwaitingSteward:
-			return "decide as the reason says (e.g. logist pm " + id + " approve|veto|amend_and_approve)"
-		case codes.AgentConfig, codes.AgentStart, codes.NotInstalled:
-			return configHint(m, id)
-		}
-	}
-	return hintFor(m.Status, id)
-}
-
-// roleInReason finds the role a reason names by its field
-// (/agents/ROLE/...), as the intake check writes it.
-var roleInReason = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`/agents/([^/\s:;]+)/`) })
-
-// configHint is what a steward does about an agent that cannot start or
-// is misconfigured: guidance cannot fix a configuration, logist set can.
-func configHint(m *manifest.Manifest, id string) string {
-	then := ", then logist resume " + id
-	role := "ROLE"
-	if r := roleInReason().FindStringSubmatch(m.Run.Reason); r != nil {
-		role = r[1]
-	} else if wf, err := m.ResolveWorkflow(); err == nil {
-		if ph, ok := wf.Phases[m.Phase()]; ok {
-			role = ph.Role
-		}
-	}
-	a := m.Agents[role]
-	switch {
-	case m.Run.ErrorCode == codes.AgentConfig && !strings.Contains(m.Run.Reason, "/command/argv"):
-		return "fix the configuration the reason names: logist set " + id + " FIELD=JSON (agents, prompts, limits; e.g. prompts." + role + `='"reviewer.md"')` + then
-	case a.Command != nil && a.Command.Preset != "":
-		return "install the program, or name it: logist set " + id + " agents." + role + `.command.program='"/path/to/program"'` + then
-	}
-	return "fix the agent's program (the reason says why it cannot start): logist set " + id + " agents." + role + `.command.argv='["PROGRAM","{request_file}"]'` + then
 }
