@@ -222,7 +222,7 @@ func shortDesc(s string) string {
 	if i := strings.IndexAny(s, ";("); i > 0 {
 		s = s[:i]
 	}
-	return strings.TrimSpace(firstLine(s, 70))
+	return strings.TrimSpace(oneLine(s, 70))
 }
 
 // --- bash ---

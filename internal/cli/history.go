@@ -89,7 +89,7 @@ var cmdHistory = &command{
 		r := &Result{Document: h, Message: fmt.Sprintf("%d interactions, %d recovery points", len(h.Interactions), len(h.RecoveryPoints)),
 			Columns: []string{"INTERACTION", "TIME", "ROLE", "PHASE", "STATUS", "ACTION", "COST", "SECONDS", "SUMMARY / ERROR"}}
 		for _, in := range h.Interactions {
-			row := []string{fmt.Sprint(in.Sequence), shortTime(in.Timestamp), in.Role, orDash(in.Phase), "IN FLIGHT", "-", "-", "-", firstLine(in.Request.Prompt, 60)}
+			row := []string{fmt.Sprint(in.Sequence), shortTime(in.Timestamp), in.Role, orDash(in.Phase), "IN FLIGHT", "-", "-", "-", oneLine(in.Request.Prompt, 60)}
 			if in.Response != nil {
 				rs := in.Response
 				note := rs.Summary
@@ -97,7 +97,7 @@ var cmdHistory = &command{
 					note = rs.ErrorCode + ": " + rs.Error
 				}
 				row = []string{fmt.Sprint(in.Sequence), shortTime(in.Timestamp), in.Role, orDash(in.Phase), rs.Status, orDash(rs.Action),
-					usd(rs.CostUSD), fmt.Sprintf("%.2f", rs.ExecutionTimeSeconds), firstLine(note, 80)}
+					usd(rs.CostUSD), fmt.Sprintf("%.2f", rs.ExecutionTimeSeconds), oneLine(note, 80)}
 			}
 			r.Rows = append(r.Rows, row)
 		}
@@ -113,7 +113,7 @@ var cmdHistory = &command{
 			if st.Guidance != "" {
 				note = "guidance: " + st.Guidance
 			}
-			r.Rows = append(r.Rows, []string{"cmd", shortTime(ev.Timestamp), "Steward", orDash(ev.Phase), "STEWARD", st.Command, "", "", firstLine(note, 80)})
+			r.Rows = append(r.Rows, []string{"cmd", shortTime(ev.Timestamp), "Steward", orDash(ev.Phase), "STEWARD", st.Command, "", "", oneLine(note, 80)})
 		}
 		if cmds > 0 {
 			r.Message += fmt.Sprintf(", %d steward commands", cmds)
@@ -126,7 +126,7 @@ var cmdHistory = &command{
 			if ev.Sig != "" {
 				what += " (signed " + ev.KeyID + ")"
 			}
-			r.Rows = append(r.Rows, []string{"ev", shortTime(ev.Timestamp), ev.Role, orDash(ev.Phase), "EVENT", ev.Type, "", "", firstLine(what, 80)})
+			r.Rows = append(r.Rows, []string{"ev", shortTime(ev.Timestamp), ev.Role, orDash(ev.Phase), "EVENT", ev.Type, "", "", oneLine(what, 80)})
 		}
 		if len(h.ProtocolEvents) > 0 {
 			r.Message += fmt.Sprintf(", %d protocol events", len(h.ProtocolEvents))
@@ -159,13 +159,13 @@ var cmdHistory = &command{
 			if len(m.Audience) > 0 {
 				note = fmt.Sprintf("(private to %s) %s", strings.Join(m.Audience, ", "), note)
 			}
-			r.Rows = append(r.Rows, []string{"msg", shortTime(rec.Time), m.From, orDash(rec.Phase), m.Type, m.ID, "", "", firstLine(note, 80)})
+			r.Rows = append(r.Rows, []string{"msg", shortTime(rec.Time), m.From, orDash(rec.Phase), m.Type, m.ID, "", "", oneLine(note, 80)})
 		}
 		if msgs > 0 {
 			r.Message += fmt.Sprintf(", %d ledger messages", msgs)
 		}
 		for _, cp := range h.RecoveryPoints {
-			desc := firstLine(cp.Description, 80)
+			desc := oneLine(cp.Description, 80)
 			if cp.Git != nil && len(cp.Git.Commit) >= 12 {
 				// In a git workspace: the point's commit on the job branch.
 				desc = "[" + cp.Git.Commit[:12] + "] " + desc

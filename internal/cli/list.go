@@ -104,7 +104,7 @@ func listTable(e *env, columns []string, entries []jobstore.Entry) *cellTable {
 			t.add("-")
 			t.add("-")
 			t.add("-")
-			t.add(firstLine(note, 120))
+			t.add(oneLine(note, 120))
 			continue
 		}
 		m := en.ViewInto(&view) // the listing holds summaries
@@ -137,7 +137,7 @@ func listTable(e *env, columns []string, entries []jobstore.Entry) *cellTable {
 		t.end()
 		t.buf = appendTime(t.buf, m)
 		t.end()
-		t.add(firstLine(note, 100))
+		t.add(oneLine(note, 100))
 	}
 	return t
 }

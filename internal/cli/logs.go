@@ -157,10 +157,10 @@ func recordText(r *history.Record) string {
 			}
 			fmt.Fprintf(&b, " %s %.2fs", usd(rs.CostUSD), rs.ExecutionTimeSeconds)
 			if rs.ErrorCode != "" {
-				fmt.Fprintf(&b, " %s: %s", rs.ErrorCode, firstLine(rs.Error, 160))
+				fmt.Fprintf(&b, " %s: %s", rs.ErrorCode, oneLine(rs.Error, 160))
 			}
 			if rs.Summary != "" {
-				fmt.Fprintf(&b, " %q", firstLine(rs.Summary, 160))
+				b.WriteString(" " + quoted(oneLine(rs.Summary, 160)))
 			}
 			if rs.NewStatus != "" {
 				b.WriteString(" → " + rs.NewStatus)
@@ -180,7 +180,7 @@ func recordText(r *history.Record) string {
 				b.WriteString(" at " + t.CheckpointID)
 			}
 			if t.Reason != "" {
-				fmt.Fprintf(&b, ": %s", firstLine(t.Reason, 160))
+				fmt.Fprintf(&b, ": %s", oneLine(t.Reason, 160))
 			}
 		}
 	case history.TypeSteward:
@@ -190,10 +190,10 @@ func recordText(r *history.Record) string {
 				b.WriteString(" by " + s.User)
 			}
 			if s.Guidance != "" {
-				fmt.Fprintf(&b, " guidance %q", firstLine(s.Guidance, 160))
+				b.WriteString(" guidance " + quoted(oneLine(s.Guidance, 160)))
 			}
 			if s.Reason != "" {
-				fmt.Fprintf(&b, " reason %q", firstLine(s.Reason, 160))
+				b.WriteString(" reason " + quoted(oneLine(s.Reason, 160)))
 			}
 			if len(s.Changes) > 0 {
 				c, _ := json.Marshal(s.Changes)
@@ -207,19 +207,19 @@ func recordText(r *history.Record) string {
 				fmt.Fprintf(&b, " %d files", cp.Snapshot.Files)
 			}
 			if cp.Description != "" {
-				fmt.Fprintf(&b, ": %s", firstLine(cp.Description, 120))
+				fmt.Fprintf(&b, ": %s", oneLine(cp.Description, 120))
 			}
 		}
 	case history.TypeError:
 		if e := r.Error; e != nil {
-			fmt.Fprintf(&b, " %s: %s", e.Code, firstLine(e.Message, 160))
+			fmt.Fprintf(&b, " %s: %s", e.Code, oneLine(e.Message, 160))
 		}
 	}
 	out.WriteString(textsafe.Line(b.String()) + "\n")
 	// Warnings: the answer was accepted, something in it is not right
 	// (an evidence file that is missing): not an error.
 	for _, w := range warnings {
-		out.WriteString("    warning: " + textsafe.Line(firstLine(w, 200)) + "\n")
+		out.WriteString("    warning: " + oneLine(w, 200) + "\n")
 	}
 	if stderr = strings.TrimRight(stderr, "\n"); stderr != "" {
 		lines := strings.Split(stderr, "\n")
@@ -228,7 +228,7 @@ func recordText(r *history.Record) string {
 			lines, more = lines[:3], len(lines)-3
 		}
 		for _, l := range lines {
-			out.WriteString("    stderr: " + textsafe.Line(firstLine(l, 200)) + "\n")
+			out.WriteString("    stderr: " + oneLine(l, 200) + "\n")
 		}
 		if more > 0 {
 			fmt.Fprintf(&out, "    stderr: … %d more lines (logist history JOB --record %d)\n", more, r.Seq)

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/textsafe"
 )
 
 // dollars shows an amount in cents as dollars (usd).
@@ -82,40 +83,45 @@ func orDash(s string) string {
 	return s
 }
 
-// firstLine is the first line of s, cut to n characters.
-func firstLine(s string, n int) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
+// oneLine is s for a one-line cell of at most n characters: every
+// character textsafe.Line escapes (newline, carriage return, tab, BEL and
+// every other control, bidi runes, bytes that are not UTF-8) shown as its
+// visible escape (\n, \r, \t, \x07, ...), so no line of a multi-line text
+// is hidden; longer than n characters, its first n and "…". One escaping
+// for every one-line cell of every command (list, logs, history, watch).
+func oneLine(s string, n int) string {
+	// Printable ASCII, most notes of a listing: nothing to escape, and
+	// more than n of it is cut at byte n without reading the rest.
+	i := 0
+	for i < len(s) && i <= n && s[i] >= 0x20 && s[i] < 0x7f {
+		i++
 	}
-	if len(s) <= n {
-		return s // (no more runes than bytes)
-	}
-	if ascii(s[:n+1]) {
-		// More than n runes, the first n of them n bytes: most notes
-		// of a listing, without counting the rest.
+	switch {
+	case i > n:
 		return s[:n] + "…"
-	}
-	if utf8.RuneCountInString(s) <= n {
+	case i == len(s):
 		return s
 	}
+	// Each rune or stray byte of s is at least one character of its
+	// escaped form and at most 4 bytes: n+1 of them decide the cut.
+	if most := 4 * (n + 1); len(s) > most {
+		s = s[:most]
+	}
+	l := textsafe.Line(s) // valid UTF-8
 	cut := 0
 	for range n {
-		_, size := utf8.DecodeRuneInString(s[cut:])
+		if cut == len(l) {
+			return l
+		}
+		_, size := utf8.DecodeRuneInString(l[cut:])
 		cut += size
 	}
-	if utf8.ValidString(s[:cut]) {
-		return s[:cut] + "…"
+	if cut == len(l) {
+		return l
 	}
-	// A rune conversion makes each invalid byte U+FFFD, as it always did.
-	return string([]rune(s)[:n]) + "…"
+	return l[:cut] + "…"
 }
 
-// ascii reports whether s is all ASCII.
-func ascii(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
-}
+// quoted is a one-line cell (oneLine) between double quotes, a quote in
+// it escaped, so that where the text ends shows.
+func quoted(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/textsafe"
 )
 
 // A time budget prints with the precision the steward gave it, no more.
@@ -107,24 +108,48 @@ func TestCostUnknownInStatusAndValidate(t *testing.T) {
 	}
 }
 
-// FuzzFirstLine holds firstLine to its first definition (a rune slice
-// each time, which most of logist list's CPU went to at 50,000 jobs).
-func FuzzFirstLine(f *testing.F) {
-	for _, s := range []string{"", "short", strings.Repeat("é", 30), "a\xffb" + strings.Repeat("x", 20), "line\nnext", strings.Repeat("中", 11) + "\xff"} {
+// FuzzOneLine holds oneLine to its definition: s with every character
+// textsafe.Line escapes as its visible escape (newlines, CR, tabs and
+// other controls, bidi runes, invalid bytes), its first n characters and
+// "…" when longer.
+func FuzzOneLine(f *testing.F) {
+	for _, s := range []string{"", "short", strings.Repeat("é", 30), "a\xffb" + strings.Repeat("x", 20), "line\nnext", strings.Repeat("中", 11) + "\xff",
+		"Done line1\nline2\rOVERWRITE", "tab\there\a", "\u202eevil", strings.Repeat("\xff", 40), strings.Repeat("x", 10) + "\n"} {
 		f.Add(s, uint8(10))
 	}
 	f.Fuzz(func(t *testing.T, s string, n uint8) {
-		want := s
-		if i := strings.IndexByte(want, '\n'); i >= 0 {
-			want = want[:i]
+		want := textsafe.Line(s)
+		if r := []rune(want); len(r) > int(n) {
+			want = string(r[:n]) + "…"
 		}
-		if len([]rune(want)) > int(n) {
-			want = string([]rune(want)[:n]) + "…"
-		}
-		if got := firstLine(s, int(n)); got != want {
-			t.Fatalf("firstLine(%q, %d) = %q, want %q", s, n, got, want)
+		if got := oneLine(s, int(n)); got != want {
+			t.Fatalf("oneLine(%q, %d) = %q, want %q", s, n, got, want)
 		}
 	})
+}
+
+// A multi-line text in a one-line cell shows every line, its newlines,
+// carriage returns and tabs as visible escapes, a cut with a marker; BEL
+// is \x07, as textsafe writes it everywhere.
+func TestOneLineShowsEveryLine(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"Done line1\nline2\rOVERWRITE", 80, `Done line1\nline2\rOVERWRITE`},
+		{"a\tb\x07", 80, `a\tb\x07`},
+		{"Done line1\nline2\rOVERWRITE", 13, `Done line1\nl…`},
+		{"plain", 5, "plain"},
+		{"plainer", 5, "plain…"},
+	} {
+		if got := oneLine(c.s, c.n); got != c.want {
+			t.Errorf("oneLine(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+		}
+	}
+	if got, want := quoted(oneLine(`say "hi"`+"\n", 80)), `"say \"hi\"\n"`; got != want {
+		t.Errorf("quoted = %s, want %s", got, want)
+	}
 }
 
 // FuzzNumberTexts holds the amounts and times a listing prints, formatted

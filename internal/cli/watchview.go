@@ -131,9 +131,9 @@ func watchNote(m *manifest.Manifest) string {
 
 func (v jobView) note() string {
 	if v.Error != "" {
-		return firstLine(v.Error, 100)
+		return oneLine(v.Error, 100)
 	}
-	return firstLine(v.Note, 100)
+	return oneLine(v.Note, 100)
 }
 
 // line is the plain one-line form: time id status phase elapsed cost
@@ -145,7 +145,7 @@ func (v jobView) line(now time.Time) string {
 	}
 	s := fmt.Sprintf("%s %s %s %s %s %s", ts.UTC().Format(time.RFC3339), v.ID, v.Status, orDash(v.Phase), v.elapsedText(now), v.costText())
 	if n := v.note(); n != "" {
-		s += fmt.Sprintf(" %q", n)
+		s += " " + quoted(n)
 	}
 	return s
 }
