@@ -28,6 +28,20 @@ var cmdList = &command{
 		}
 		r := &Result{Columns: []string{"JOB", "STATUS", "PHASE", "COST", "TIME", "NOTE"}}
 		r.Message = fmt.Sprintf("%d jobs in %s", len(entries), e.store.Dir)
+		if err := noneReadable(entries); err != nil {
+			// Every job refused this user: list them (UNREADABLE), and
+			// fail as permission denied, as status does for one.
+			r.Message = err.Error()
+			items := make([]map[string]any, 0, len(entries))
+			for _, en := range entries {
+				items = append(items, jobview.ListItem(e.store.Dir, en))
+			}
+			r.Items = items
+			if e.format != "json" {
+				r.table = listTable(e, r.Columns, entries)
+			}
+			return nil, &failedWith{r, err}
+		}
 		// JSON prints the items, text and markdown the rows: each is
 		// built only for the format that prints it (50,000 jobs).
 		switch e.format {
@@ -49,6 +63,22 @@ var cmdList = &command{
 		}
 		return r, nil
 	},
+}
+
+// noneReadable is the error of a listing none of whose jobs this user
+// may read (each UNREADABLE: jobview.LoadStatus), nil when any job was
+// read, or refused for another reason, or there are none. A listing with
+// some jobs unreadable lists the others and succeeds.
+func noneReadable(entries []jobstore.Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	for i := range entries {
+		if entries[i].Err == nil || jobview.LoadStatus(entries[i].Err) != jobview.StatusUnreadable {
+			return nil
+		}
+	}
+	return fmt.Errorf("none of the %d jobs could be read (run logist as the user that runs logistd): %w", len(entries), entries[0].Err)
 }
 
 // listJSON is the listing's JSON document as render prints a Result of
@@ -96,9 +126,9 @@ func listTable(e *env, columns []string, entries []jobstore.Entry) *cellTable {
 		if en.Err != nil {
 			// The folder already names the job; keep the note to the point.
 			note := jobview.InvalidNote(e.store.Dir, *en)
-			status := "INVALID"
+			status := jobview.LoadStatus(en.Err)
 			if en.Unplaced != "" {
-				status = "INVALID (unplaced)"
+				status += " (unplaced)"
 			}
 			t.add(status)
 			t.add("-")

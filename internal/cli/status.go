@@ -10,6 +10,7 @@ import (
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobview"
 	"github.com/logist/logist/internal/manifest"
 )
 
@@ -23,14 +24,17 @@ var cmdStatus = &command{
 		}
 		m, err := e.store.Load(id)
 		if err != nil {
-			if errors.Is(err, jobstore.ErrNotFound) {
+			if errors.Is(err, jobstore.ErrNotFound) || jobview.LoadStatus(err) == jobview.StatusUnreadable {
+				// Not there, or not this user's to read (exit 3, as
+				// resume, halt and verify): nothing says the manifest is
+				// invalid.
 				return nil, err
 			}
 			// Invalid manifest: show why, as status INVALID.
 			next := "fix " + filepath.Join(e.store.JobDir(id), jobstore.ManifestFile) + "; logistd picks it up when saved"
 			return &Result{Message: fmt.Sprintf("Job %s has an invalid manifest", id), Fields: []Field{
-				{"job_id", "Job", id}, {"status", "Status", "INVALID"}, {"error", "Error", err.Error()}, {"next", "Next", next},
-			}, Data: map[string]any{"job": map[string]any{"job_id": id, "status": "INVALID", "error": err.Error()}, "next": next}}, nil
+				{"job_id", "Job", id}, {"status", "Status", jobview.StatusInvalid}, {"error", "Error", err.Error()}, {"next", "Next", next},
+			}, Data: map[string]any{"job": map[string]any{"job_id": id, "status": jobview.StatusInvalid, "error": err.Error()}, "next": next}}, nil
 		}
 		m = e.opened(m)
 		wfName := manifest.DefaultWorkflow

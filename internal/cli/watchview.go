@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/logist/logist/internal/jobview"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
 )
@@ -32,7 +33,7 @@ type jobView struct {
 
 func viewOf(id string, m *manifest.Manifest, err error) jobView {
 	if err != nil {
-		return jobView{ID: id, Status: "INVALID", Error: err.Error()}
+		return jobView{ID: id, Status: jobview.LoadStatus(err), Error: err.Error()}
 	}
 	v := jobView{ID: id, Status: string(m.Status), Phase: m.Phase(), Cost: m.Metrics.CumulativeCost,
 		Budget: m.CostThreshold, Summary: m.Run.LastSummary, Reason: m.Run.Reason, Note: watchNote(m), done: finished(m.Status), final: m.Status.Terminal()}

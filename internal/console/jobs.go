@@ -191,8 +191,9 @@ func (c *Console) jobDetail(id string) (map[string]any, error) {
 	m, err := c.o.Store.Load(id)
 	if err != nil {
 		if !errorsIsNotFound(err) {
-			// An invalid manifest: shown as status INVALID, like logist status.
-			return map[string]any{"job": map[string]any{"job_id": id, "status": "INVALID", "error": err.Error()}}, nil
+			// An invalid (or unreadable) manifest: shown as status INVALID
+			// (UNREADABLE), as logist list shows it.
+			return map[string]any{"job": map[string]any{"job_id": id, "status": jobview.LoadStatus(err), "error": err.Error()}}, nil
 		}
 		return nil, err
 	}

@@ -79,7 +79,7 @@ func ErrorBody(err error) map[string]any {
 func ListItem(dir string, en jobstore.Entry) map[string]any {
 	item := map[string]any{"job_id": en.ID}
 	if en.Err != nil {
-		item["status"], item["error"] = "INVALID", InvalidNote(dir, en)
+		item["status"], item["error"] = LoadStatus(en.Err), InvalidNote(dir, en)
 		return item
 	}
 	m := en.View() // a Partial entry holds only its Summary
@@ -92,9 +92,41 @@ func ListItem(dir string, en jobstore.Entry) map[string]any {
 	return item
 }
 
-// InvalidNote is why an entry's manifest is invalid, without the paths
-// its folder already names.
+// A job whose manifest cannot be used is listed with one of these
+// statuses: UNREADABLE when its files refuse the reader (fs.ErrPermission:
+// logist run by another user than logistd's), which says nothing of the
+// manifest; INVALID when the manifest was read and is not a valid one.
+const (
+	StatusInvalid    = "INVALID"
+	StatusUnreadable = "UNREADABLE"
+)
+
+// LoadStatus is the status shown for a job whose manifest could not be
+// loaded with err (StatusInvalid or StatusUnreadable): the one decision,
+// for logist list, status and watch and the console.
+func LoadStatus(err error) string {
+	if errors.Is(err, fs.ErrPermission) {
+		return StatusUnreadable
+	}
+	return StatusInvalid
+}
+
+// InvalidNote is why an entry could not be listed, without the paths its
+// folder already names: why its manifest is invalid, or which of its
+// files could not be read (LoadStatus).
 func InvalidNote(dir string, en jobstore.Entry) string {
+	if LoadStatus(en.Err) == StatusUnreadable {
+		what := jobstore.ManifestFile
+		var pe *fs.PathError
+		if errors.As(en.Err, &pe) {
+			if rel, err := filepath.Rel(filepath.Join(dir, en.ID), pe.Path); err == nil && filepath.IsLocal(rel) {
+				what = rel
+			} else {
+				what = pe.Path
+			}
+		}
+		return "could not be read: permission denied on " + what + " (run logist as the user that runs logistd)"
+	}
 	note := strings.ReplaceAll(en.Err.Error(), filepath.Join(dir, en.ID, jobstore.ManifestFile)+": ", "")
 	if en.Unplaced != "" {
 		note = strings.ReplaceAll(note, en.Unplaced+": ", "")

@@ -1,7 +1,13 @@
 package jobview
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/logist/logist/internal/history"
@@ -37,5 +43,39 @@ func TestPMDecision(t *testing.T) {
 	}
 	if _, err := PMDecision("shrug", "", ""); err == nil {
 		t.Error("shrug taken")
+	}
+}
+
+// A job whose files refuse the reader (permission denied) is listed as
+// UNREADABLE, saying which file: not as an invalid manifest. The fast
+// JSON item says the same as ListItem.
+func TestUnreadableIsNotInvalid(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		err        error
+		status     string
+		noteHas    string
+		noteHasNot string
+	}{
+		{&fs.PathError{Op: "open", Path: filepath.Join(dir, "j", jobstore.ManifestFile), Err: syscall.EACCES}, StatusUnreadable,
+			"could not be read: permission denied on job.json", "invalid"},
+		{fmt.Errorf("read: %w", &fs.PathError{Op: "open", Path: "/elsewhere/x", Err: syscall.EPERM}), StatusUnreadable,
+			"permission denied on /elsewhere/x", "invalid"},
+		{errors.New(filepath.Join(dir, "j", jobstore.ManifestFile) + ": /agents: missing properties"), StatusInvalid, "/agents: missing properties", "permission"},
+	} {
+		en := jobstore.Entry{ID: "j", Err: c.err}
+		if got := LoadStatus(c.err); got != c.status {
+			t.Errorf("LoadStatus(%v) = %s, want %s", c.err, got, c.status)
+		}
+		item := ListItem(dir, en)
+		note, _ := item["error"].(string)
+		if item["status"] != c.status || !strings.Contains(note, c.noteHas) || strings.Contains(note, c.noteHasNot) {
+			t.Errorf("%v: item %v", c.err, item)
+		}
+		b, ok := AppendListItem(nil, dir, &en, nil, "")
+		var fast map[string]any
+		if !ok || json.Unmarshal(b, &fast) != nil || fast["status"] != item["status"] || fast["error"] != item["error"] {
+			t.Errorf("%v: AppendListItem %s, ListItem %v", c.err, b, item)
+		}
 	}
 }

@@ -32,7 +32,7 @@ func AppendListItem(dst []byte, dir string, en *jobstore.Entry, view *manifest.M
 		dst = appendJSONString(dst, en.ID)
 		dst = append(dst, ',')
 		key(`"status"`)
-		dst = append(dst, `"INVALID"`...)
+		dst = appendJSONString(dst, LoadStatus(en.Err))
 		return append(append(append(dst, '\n'), prefix...), '}'), true
 	}
 	m := en.ViewInto(view)
