@@ -205,6 +205,9 @@ func assign(doc map[string]any, a Assignment) (string, error) {
 	case why != "":
 		return "", &SetError{Path: a.Path, Reason: why}
 	}
+	if err := roleKnown(doc, segs, a.Path); err != nil {
+		return "", err
+	}
 	var v any
 	if err := decodeValue(a.Value, &v); err != nil {
 		return "", &SetError{Path: a.Path, Reason: fmt.Sprintf("the value is not JSON (%v); a string needs quotes: %s='\"text\"'", err, a.Path)}
@@ -246,6 +249,24 @@ func assign(doc map[string]any, a Assignment) (string, error) {
 		}
 	}
 	return top, nil
+}
+
+// roleKnown refuses a field inside an agent the job does not have
+// (agents.wrker.command.argv, a role misspelt): made up on the way, the
+// agent would fail the schema three ways (no provider, no script, no
+// http) and never say that the role is the mistake. A new role is set
+// whole (agents.ROLE={...}).
+func roleKnown(doc map[string]any, segs []string, path string) error {
+	if segs[0] != "agents" || len(segs) < 3 {
+		return nil
+	}
+	agents, _ := doc["agents"].(map[string]any)
+	if _, ok := agents[segs[1]]; ok {
+		return nil
+	}
+	roles := slices.Sorted(maps.Keys(agents))
+	return &SetError{Path: path, Reason: fmt.Sprintf("the job has no role %q (its roles: %s); a new role is set whole: agents.%s='{\"provider\": ...}'",
+		segs[1], strings.Join(roles, ", "), segs[1])}
 }
 
 // decodeValue decodes one JSON value, numbers kept exact.

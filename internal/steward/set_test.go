@@ -144,6 +144,8 @@ func TestSetRefuses(t *testing.T) {
 		{"unknown role of the workflow removed", "stuck", []steward.Assignment{set("agents.supervisor", "null")}, `needs an agent for role "supervisor"`, "manifest"},
 		{"nothing changes", "stuck", []steward.Assignment{set("agents.worker.provider", `"script"`)}, "already says so", "set"},
 		{"nothing given", "stuck", nil, "no FIELD=VALUE", "set"},
+		{"role misspelt", "stuck", []steward.Assignment{set("agents.wrker.command.argv", `["sh"]`)}, `the job has no role "wrker" (its roles: supervisor, worker)`, "set"},
+		{"role misspelt by pointer", "stuck", []steward.Assignment{set("/agents/wrker/provider", `"command"`)}, `no role "wrker"`, "set"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before := f.snapshot(c.id)
