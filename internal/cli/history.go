@@ -38,6 +38,12 @@ var cmdHistory = &command{
 		if err != nil {
 			return nil, err
 		}
+		for _, f := range []string{"record", "seq"} {
+			if n, _ := e.fs.GetInt64(f); n < 0 {
+				// Not a record that is missing: no record has such a number.
+				return nil, usagef("--%s %d: a record number is 0 or more (the #N of logist logs)", f, n)
+			}
+		}
 		dir := e.store.JobDir(id)
 		if _, err := os.Stat(filepath.Join(dir, jobstore.ManifestFile)); err != nil {
 			return nil, fmt.Errorf("job %s: %w", id, jobstore.ErrNotFound)
