@@ -236,6 +236,11 @@ func (e *env) steward() (*steward.Steward, error) {
 	keyDir := e.store.Dir
 	if e.keyDir != "" {
 		keyDir = e.keyDir
+	} else if err := e.store.CheckDir(); err != nil {
+		// A jobs folder that is not there has nothing to steer, and
+		// its key (made below if missing) would make the whole path:
+		// a mistyped --jobs-dir becomes a folder no logistd serves.
+		return nil, err
 	}
 	key, err := signing.LoadOrCreate(keyDir)
 	if err != nil {

@@ -42,7 +42,7 @@ func helpful(e *env, c *command, err error) error {
 			return &hinted{fmt.Sprintf("job %s not found in %s; logist list shows the jobs there (another folder? pass --jobs-dir DIR or set LOGIST_JOBS_DIR)", m[1], e.store.Dir), err}
 		}
 		if m := folderNotFound().FindStringSubmatch(msg); m != nil {
-			return &hinted{fmt.Sprintf("jobs folder %s does not exist; pass --jobs-dir DIR or set LOGIST_JOBS_DIR (logistd creates the folder when it starts)", m[1]), err}
+			return &hinted{fmt.Sprintf("jobs folder %s does not exist; make it (mkdir -p %s, or start logistd --jobs-dir %s, which creates it), or pass another --jobs-dir DIR or set LOGIST_JOBS_DIR", m[1], m[1], m[1]), err}
 		}
 	case errors.Is(err, fs.ErrPermission):
 		return &hinted{fmt.Sprintf("%s; run logist as the user that runs logistd on %s (it owns the jobs and the signing key)", msg, e.store.Dir), err}

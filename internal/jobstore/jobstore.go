@@ -310,6 +310,23 @@ func dropNonJobs(es []Entry) []Entry {
 	return out
 }
 
+// CheckDir says whether the jobs folder is there to take a job: an error
+// wrapping ErrNotFound ("jobs folder DIR: not found") when it does not
+// exist. A steward's command never makes it: a mistyped --jobs-dir would
+// make a folder no logistd serves (logistd makes its own when it starts).
+func (s *Store) CheckDir() error {
+	fi, err := os.Stat(s.Dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("jobs folder %s: %w", s.Dir, ErrNotFound)
+	case err != nil:
+		return fmt.Errorf("jobs folder: %w", err)
+	case !fi.IsDir():
+		return fmt.Errorf("jobs folder %s is not a folder", s.Dir)
+	}
+	return nil
+}
+
 // scanNames lists the job folders that hold a manifest and the bare
 // manifests, sorted by id, without reading them. The folder is read a
 // batch of names at a time (not os.ReadDir's 50,000 entries at once), and

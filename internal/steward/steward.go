@@ -113,7 +113,7 @@ func (s *Steward) Submit(file string) (string, *manifest.Manifest, error) {
 		return "", nil, es
 	}
 	m.JobID = id
-	if err := os.MkdirAll(s.Env.Store.Dir, 0o700); err != nil {
+	if err := s.Env.Store.CheckDir(); err != nil {
 		return "", nil, err
 	}
 	if err := s.Env.Store.Create(m); err != nil {
