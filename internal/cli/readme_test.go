@@ -2,6 +2,8 @@ package cli
 
 import (
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -47,5 +49,52 @@ func TestReadmeListsEveryFlag(t *testing.T) {
 				t.Errorf("README.md's row for logist %s lacks --%s", c.name, f.Name)
 			}
 		})
+	}
+}
+
+// Every command the README names (`logist NAME`, or an exception to what
+// cluster mode covers) is one logist has, shown in its help: the README
+// once named a checkpoints command that is only the hidden
+// __checkpoints of shell completion. What it says of cluster mode holds:
+// a command it names as without a cluster form has none, and one it does
+// not name has one.
+func TestReadmeNamesRealCommands(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	shown := map[string]*command{}
+	for _, c := range commands {
+		if !c.hidden {
+			shown[c.name] = c
+		}
+	}
+	words := map[string]bool{"help": true} // logist help [COMMAND]
+	for _, m := range regexp.MustCompile("`logist ([a-z_][a-z_-]*)").FindAllStringSubmatch(readme, -1) {
+		if _, ok := shown[m[1]]; !ok && !words[m[1]] {
+			t.Errorf("README.md names logist %s, which is not a command of logist help", m[1])
+		}
+	}
+	i := strings.Index(readme, "(or `LOGISTD_DATABASE_URL`: cluster mode) every command")
+	if i < 0 {
+		t.Fatal("README.md no longer says which commands cluster mode covers")
+	}
+	sentence, _, _ := strings.Cut(readme[i:], "reads and steers")
+	var except []string
+	if _, list, ok := strings.Cut(sentence, "every command but"); ok {
+		for _, m := range regexp.MustCompile("`([a-z_-]+)`").FindAllStringSubmatch(list, -1) {
+			except = append(except, m[1])
+		}
+	}
+	for _, name := range except {
+		if c, ok := shown[name]; !ok || c.cluster != nil {
+			t.Errorf("README.md says cluster mode lacks %s, which is not a command without a cluster form", name)
+		}
+	}
+	for name, c := range shown {
+		if c.cluster == nil && !slices.Contains(except, name) {
+			t.Errorf("logist %s has no cluster form, and README.md does not say so", name)
+		}
 	}
 }
