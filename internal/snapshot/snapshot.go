@@ -379,13 +379,24 @@ func RestoreRef(workspace, jobDir, cp, listing string) error {
 	return Restore(workspace, jobDir, cp)
 }
 
+// entryPath is the listing path p of snapshot cp as a path relative to
+// the workspace, or an error if it names a path outside it or one a
+// snapshot never holds (.git): a listing is read back as untrusted.
+func entryPath(cp, p string) (string, error) {
+	clean := filepath.Clean(filepath.FromSlash(p))
+	if filepath.IsAbs(clean) || clean == "." || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) || skip(clean) {
+		return "", fmt.Errorf("snapshot of %s names %q, outside the workspace", cp, p)
+	}
+	return clean, nil
+}
+
 func restore(workspace, jobDir, cp string, l *Listing) error {
 	objDir := ObjectDir(jobDir)
 	want := map[string]Entry{}
 	for _, e := range l.Entries {
-		clean := filepath.Clean(filepath.FromSlash(e.Path))
-		if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) || skip(clean) {
-			return fmt.Errorf("snapshot of %s names %q, outside the workspace", cp, e.Path)
+		clean, err := entryPath(cp, e.Path)
+		if err != nil {
+			return err
 		}
 		if e.SHA256 != "" {
 			if err := checkObject(filepath.Join(objDir, e.SHA256), e.SHA256); err != nil {
