@@ -106,7 +106,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdReply, cmdPlay, cmdPM, cmdSet, cmdValidate, cmdVerify, cmdRollback, cmdResult, cmdDiff, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs, cmdCheckpoints, cmdExport,
+		cmdSubmit, cmdList, cmdStatus, cmdHistory, cmdResume, cmdHalt, cmdActivate, cmdReply, cmdPlay, cmdPM, cmdSet, cmdValidate, cmdVerify, cmdRollback, cmdDiscarded, cmdResult, cmdDiff, cmdSchedules, cmdWatch, cmdLogs, cmdCompletion, cmdJobs, cmdCheckpoints, cmdExport,
 	}
 	for _, c := range commands {
 		c.steers = slices.Contains(steward.Commands, c.name)

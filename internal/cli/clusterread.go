@@ -84,6 +84,10 @@ func init() {
 	// workspace's diff needs its repository, which does not move).
 	cmdDiff.cluster = clusterRead(cmdDiff.run, oneID, nil)
 	cmdCheckpoints.cluster = clusterRead(cmdCheckpoints.run, oneID, nil)
+	// discarded lists from the records; a node's rollback keeps nothing
+	// of a workspace it does not hold (docs/cluster.md), so there is
+	// nothing to write out.
+	cmdDiscarded.cluster = clusterRead(cmdDiscarded.run, oneID, nil)
 	cmdJobs.cluster = clusterJobs
 	// validate reads the files it is given, never a job; completion
 	// prints a script (whose job ids come from __jobs).

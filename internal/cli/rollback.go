@@ -2,12 +2,11 @@ package cli
 
 import (
 	"fmt"
-	"path/filepath"
 
 	"github.com/spf13/pflag"
 
 	"github.com/logist/logist/internal/history"
-	"github.com/logist/logist/internal/snapshot"
+	"github.com/logist/logist/internal/jobview"
 	"github.com/logist/logist/internal/steward"
 )
 
@@ -54,29 +53,38 @@ var cmdRollback = &command{
 
 // discarded adds to r what the rollback of job id just recorded it kept
 // of the work it discarded (steward.keepDiscarded): the files changed
-// since the job's checkpoint and the snapshot that holds them.
+// since the job's checkpoint and the snapshot that holds them, which
+// logist discarded writes out.
 func discarded(e *env, id string, r *Result) {
 	recs, err := history.ReadAll(e.store.JobDir(id))
 	if err != nil {
 		return
 	}
-	for i := len(recs) - 1; i >= 0; i-- {
-		st := recs[i].Steward
-		if st == nil || st.Command != history.CommandRollback {
-			continue
+	last := ""
+	for i := len(recs) - 1; i >= 0 && last == ""; i-- {
+		if st := recs[i].Steward; st != nil && st.Command == history.CommandRollback {
+			last = st.CommandID
 		}
-		if files, ok := st.Changes["discarded_files"].([]any); ok {
-			what := fmt.Sprintf("%d, not in any recovery point", len(files))
-			if snap, ok := st.Changes["discarded_snapshot"].(string); ok {
-				what += "; kept in " + filepath.Join(snapshot.Dir, snap+".json")
-			}
-			r.Fields = append(r.Fields, Field{"discarded_files", "Discarded changes", what})
-			r.Data["discarded_files"], r.Data["discarded_snapshot"] = files, st.Changes["discarded_snapshot"]
-		}
-		if why, ok := st.Changes["discarded_not_kept"].(string); ok {
-			r.Fields = append(r.Fields, Field{"discarded_not_kept", "Discarded changes not kept", why})
-			r.Data["discarded_not_kept"] = why
-		}
+	}
+	ds := jobview.Discards(recs)
+	if len(ds) == 0 || ds[len(ds)-1].CommandID != last {
 		return
+	}
+	d := ds[len(ds)-1]
+	if len(d.Files) > 0 {
+		what := fmt.Sprintf("%d, not in any recovery point", len(d.Files))
+		if d.Snapshot != "" {
+			what += "; kept in " + keptIn(d) + " (logist discarded " + id + " --into DIR writes them out)"
+		}
+		r.Fields = append(r.Fields, Field{"discarded_files", "Discarded changes", what})
+		var snap any // null when nothing was kept: every change a deletion
+		if d.Snapshot != "" {
+			snap = d.Snapshot
+		}
+		r.Data["discarded_files"], r.Data["discarded_snapshot"] = d.Files, snap
+	}
+	if d.NotKept != "" {
+		r.Fields = append(r.Fields, Field{"discarded_not_kept", "Discarded changes not kept", d.NotKept})
+		r.Data["discarded_not_kept"] = d.NotKept
 	}
 }
