@@ -104,6 +104,9 @@ func Committable(dir, id string) error {
 	case err != nil:
 		return nil // git's own failure: the commit says so
 	}
+	if err := inProgress(ctx, dir, gd); err != nil {
+		return err
+	}
 	_, err = (cmd{dir: dir}).run(ctx, "rev-parse", "--verify", "--quiet", "refs/heads/"+branch+"^{commit}")
 	var gerr *Error
 	if errors.As(err, &gerr) && gerr.Stderr == "" {

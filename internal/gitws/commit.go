@@ -98,21 +98,40 @@ func Commit(ctx context.Context, dir, branch string, m Message) (string, error) 
 		return "", err
 	}
 	tree := strings.TrimSpace(string(out))
+	// A merge the agent resolved but did not commit is committed as the
+	// merge, as git commit would, and ended (inprogress.go).
+	merging, err := mergeHeads(ctx, dir, gd)
+	if err != nil {
+		return "", err
+	}
 	if parent != "" {
 		if cp, ptree, ok := logistCommit(ctx, dir, parent); ok && cp == m.Checkpoint && ptree == tree {
-			return parent, finish(ctx, dir, gd, idx, branch, parent)
+			return parent, finishMerge(ctx, dir, gd, idx, branch, parent, merging)
 		}
 	}
 	args := []string{"commit-tree", tree}
 	if parent != "" {
 		args = append(args, "-p", parent)
 	}
+	for _, h := range merging {
+		args = append(args, "-p", h)
+	}
 	out, err = (cmd{dir: dir, stdin: m.text()}).run(ctx, args...)
 	if err != nil {
 		return "", err
 	}
 	commit := strings.TrimSpace(string(out))
-	return commit, finish(ctx, dir, gd, idx, branch, commit)
+	return commit, finishMerge(ctx, dir, gd, idx, branch, commit, merging)
+}
+
+// finishMerge is finish, then the end of the merge that commit recorded
+// (merging: its other parents), whose state git would otherwise take for
+// one still in progress at the agent's next commit.
+func finishMerge(ctx context.Context, dir, gd, idx, branch, commit string, merging []string) error {
+	if err := finish(ctx, dir, gd, idx, branch, commit); err != nil || len(merging) == 0 {
+		return err
+	}
+	return clearInProgress(gd, true)
 }
 
 // KeepRefs is where a workspace's repository keeps every recovery point's
@@ -255,7 +274,13 @@ func Restore(ctx context.Context, dir, branch, commit string) error {
 			return err
 		}
 	}
-	return os.Rename(idx, filepath.Join(gd, "index"))
+	if err := os.Rename(idx, filepath.Join(gd, "index")); err != nil {
+		return err
+	}
+	// The point's state has no operation in progress: one the agent left
+	// (a merge, a rebase) would make its next commit a merge, or continue
+	// a rebase, over the rolled-back branch.
+	return clearInProgress(gd, false)
 }
 
 // copyFile copies src to dst, a new file (whatever was at dst is removed
