@@ -1308,3 +1308,27 @@ func TestRunKeepsThePidLogOpen(t *testing.T) {
 		t.Errorf("the pid log after two calls: %q, %v", b, err)
 	}
 }
+
+// Seed 002's request metadata carries the budgets the job runs under:
+// the manifest's own, else logistd's defaults, never nothing.
+func TestRequestMetadataNamesTheBudgets(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	cost, minutes := 250.0, 7.5
+	f.Engine.Defaults.CostThreshold, f.Engine.Defaults.TimeThresholdMinutes = &cost, &minutes
+	f.WriteJob("defaults", job(testkit.Script(testkit.Step("COMPLETED", "Done.")), okSupervisor()))
+	own := job(testkit.Script(testkit.Step("COMPLETED", "Done.")), okSupervisor())
+	own["cost_threshold"], own["time_threshold_minutes"] = 40, 2
+	f.WriteJob("own", own)
+	for id, want := range map[string][2]float64{"defaults": {250, 7.5}, "own": {40, 2}} {
+		f.Run(id)
+		intents := testkit.OfType(f.Records(id), history.TypeIntent)
+		if len(intents) == 0 || intents[0].Request == nil {
+			t.Fatalf("%s: no intent recorded", id)
+		}
+		meta := intents[0].Request.Metadata
+		if meta["cost_threshold"] != want[0] || meta["time_threshold_minutes"] != want[1] {
+			t.Errorf("%s: request metadata cost_threshold %v, time_threshold_minutes %v; want %v", id, meta["cost_threshold"], meta["time_threshold_minutes"], want)
+		}
+	}
+}

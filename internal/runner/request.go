@@ -4,6 +4,7 @@ import (
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
+	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/workflow"
 )
 
@@ -39,11 +40,15 @@ func newRequest(tx *jobtx.Tx, c *call, ph workflow.Phase, sys, extra string, par
 			meta[agent.MetaResumeSession] = sid
 		}
 	}
-	if m.CostThreshold != nil {
-		meta["cost_threshold"] = *m.CostThreshold
-	}
-	if m.TimeThresholdMinutes != nil {
-		meta["time_threshold_minutes"] = *m.TimeThresholdMinutes
+	// The budgets the job runs under, its own or logistd's defaults
+	// (manifest.Budgets, the one rule; seed 002's request metadata).
+	for _, b := range m.Budgets(m.Run.DefaultBudgets) {
+		switch b.Kind {
+		case manifest.BudgetCost:
+			meta["cost_threshold"] = b.Limit
+		case manifest.BudgetTime:
+			meta["time_threshold_minutes"] = b.Limit
+		}
 	}
 	if m.Seed != nil {
 		meta["seed"] = *m.Seed
