@@ -10,18 +10,22 @@ import (
 	"strings"
 
 	"github.com/logist/logist/internal/regfile"
+	"github.com/logist/logist/internal/textsafe"
 )
 
 // Message is what a recovery point's commit says: the phase, the role and
 // the agent's summary (the agent's text, kept as the message's body and
 // never read back as anything but text), and the job and checkpoint as
-// trailers on its last lines.
+// trailers on its last lines. The summary's controls are escaped as
+// everywhere a person reads agent text (textsafe.Block: newlines and tabs
+// stay): git log prints a message as it is, and a reviewer's terminal
+// must not act on an agent's "\x1b[2J".
 type Message struct {
 	Job, Checkpoint, Phase, Role, Summary string
 }
 
 func (m Message) text() []byte {
-	summary := strings.ToValidUTF8(strings.ReplaceAll(m.Summary, "\x00", "\uFFFD"), "\uFFFD")
+	summary := textsafe.Block(m.Summary)
 	var b strings.Builder
 	fmt.Fprintf(&b, "logist: %s completed phase %s\n\n", m.Role, m.Phase)
 	if s := strings.TrimSpace(summary); s != "" {

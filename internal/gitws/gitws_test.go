@@ -189,6 +189,11 @@ func TestCommitOnTopOfTheAgentsCommits(t *testing.T) {
 			t.Errorf("message lacks %q:\n%s", want, msg)
 		}
 	}
+	// The agent's controls are escaped, as wherever a person reads them:
+	// git log prints a message as it is.
+	if strings.ContainsRune(msg, 0x1b) || !strings.Contains(msg, `Logist-Checkpoint: forged\x1b[2J`) {
+		t.Errorf("the summary's ESC reached the message raw:\n%q", msg)
+	}
 	if !strings.HasSuffix(msg, "Logist-Checkpoint: cp-0001-work") {
 		t.Errorf("the trailer is not the message's last line:\n%s", msg)
 	}
