@@ -62,6 +62,10 @@ type Console struct {
 	cl       *clusterSide
 	sessions *sessions
 	mux      *http.ServeMux
+	// patterns are the mux's patterns, methods the methods they serve
+	// (apiNoRoute).
+	patterns map[string]bool
+	methods  []string
 	// keys: file mode's memory of idempotency keys.
 	keys keyBook
 }
@@ -81,10 +85,13 @@ func New(o Options) *Console {
 		st.User = "console"
 		o.Steward = &st
 	}
-	c := &Console{o: o, sessions: newSessions(), mux: http.NewServeMux()}
-	for _, r := range c.routes() {
+	c := &Console{o: o, sessions: newSessions(), mux: http.NewServeMux(), patterns: map[string]bool{}}
+	rs := c.routes()
+	for _, r := range rs {
 		c.mux.Handle(r.Method+" "+r.Pattern, c.guard(r))
+		c.patterns[r.Method+" "+r.Pattern] = true
 	}
+	c.methods = routeMethods(rs)
 	return c
 }
 
@@ -95,6 +102,9 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Referrer-Policy", "same-origin")
 	w.Header().Set("X-Frame-Options", "DENY")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+	if c.apiNoRoute(w, r) {
+		return
+	}
 	c.mux.ServeHTTP(w, r)
 }
 

@@ -79,11 +79,14 @@ func (c *Console) failErr(w http.ResponseWriter, r *http.Request, err error) {
 	c.reply(w, r, status, jobview.ErrorBody(err))
 }
 
-// fail answers a refusal of the console's own (401, 403, 400).
+// fail answers a refusal of the console's own (401, 403, 400, 404, 405).
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
 	exit := jobview.ExitUsage
-	if status == http.StatusUnauthorized || status == http.StatusForbidden {
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden:
 		exit = jobview.ExitPermission
+	case http.StatusNotFound:
+		exit = jobview.ExitNotFound
 	}
 	c.reply(w, r, status, map[string]any{"code": code, "exit_code": exit, "message": msg})
 }
