@@ -40,6 +40,22 @@ type mediaError struct{ msg string }
 
 func (e *mediaError) Error() string { return e.msg }
 
+// tooLargeError is a body over maxBody: 413.
+type tooLargeError struct{ msg string }
+
+func (e *tooLargeError) Error() string { return e.msg }
+
+// readError is the refusal of a body (where: "body" or "form") whose
+// reading failed with err: 413 naming the limit when it is over it,
+// else 400.
+func readError(where string, err error) error {
+	var big *http.MaxBytesError
+	if errors.As(err, &big) {
+		return &tooLargeError{fmt.Sprintf("%s: larger than the limit of %d MiB (%d bytes)", where, big.Limit>>20, big.Limit)}
+	}
+	return usagef("%s: %v", where, err)
+}
+
 // bodyShape is what a command's body may hold: its name (for messages)
 // and its fields, the CLI's flags of the command.
 type bodyShape struct {
@@ -106,7 +122,8 @@ func noQuery(r *http.Request) error {
 // object (an empty body is {}), of Content-Type application/json (charset
 // utf-8, if named), holding only the fields of shape, decoded into v; no
 // query string. A form, a multipart body, text, or a body without a
-// Content-Type is 415; anything after the object is 400.
+// Content-Type is 415; a body over maxBody is 413; anything after the
+// object is 400.
 func readJSON(w http.ResponseWriter, r *http.Request, shape bodyShape, v any) error {
 	if err := noQuery(r); err != nil {
 		return err
@@ -128,7 +145,7 @@ func readJSON(w http.ResponseWriter, r *http.Request, shape bodyShape, v any) er
 	}
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		return usagef("body: %v", err)
+		return readError("body", err)
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil
@@ -182,7 +199,7 @@ func readForm(w http.ResponseWriter, r *http.Request, shape bodyShape) (ActionBo
 	// The guard may have parsed the form already (its CSRF field).
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	if err := r.ParseForm(); err != nil {
-		return b, usagef("form: %v", err)
+		return b, readError("form", err)
 	}
 	f := r.PostForm
 	for k, vals := range f {

@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -319,7 +320,7 @@ func TestFilterStatusesAreTheJobs(t *testing.T) {
 }
 
 // TestOpenAPIBodiesAreJSON: the document says what readJSON does: every
-// POST takes application/json alone and lists 415.
+// POST takes application/json alone and lists 415 and 413.
 func TestOpenAPIBodiesAreJSON(t *testing.T) {
 	var doc struct {
 		Paths map[string]map[string]struct {
@@ -332,6 +333,9 @@ func TestOpenAPIBodiesAreJSON(t *testing.T) {
 	if err := json.Unmarshal(openapiDoc, &doc); err != nil {
 		t.Fatal(err)
 	}
+	if limit := fmt.Sprintf("body over %d MiB (%d bytes) is 413", maxBody>>20, maxBody); !strings.Contains(string(openapiDoc), limit) {
+		t.Errorf("openapi.json does not say %q", limit)
+	}
 	for p, ops := range doc.Paths {
 		op, isPost := ops["post"]
 		if !isPost {
@@ -340,8 +344,31 @@ func TestOpenAPIBodiesAreJSON(t *testing.T) {
 		if op.RequestBody == nil || len(op.RequestBody.Content) != 1 || op.RequestBody.Content[jsonType] == nil {
 			t.Errorf("POST %s: its body is not application/json alone", p)
 		}
-		if op.Responses["415"] == nil || op.Responses["400"] == nil {
-			t.Errorf("POST %s: 415 or 400 is not listed", p)
+		if op.Responses["415"] == nil || op.Responses["413"] == nil || op.Responses["400"] == nil {
+			t.Errorf("POST %s: 415, 413 or 400 is not listed", p)
 		}
+	}
+}
+
+// TestBodyOverTheLimitIs413: a body over the 4 MiB cap is 413 in the
+// JSON envelope naming the limit (it was 400 "http: request body too
+// large"), and nothing is done; a body of the cap is read. A page's
+// form is held to the same cap, answered with a page.
+func TestBodyOverTheLimitIs413(t *testing.T) {
+	w := newWorld(t)
+	pad := func(json string, size int) string { return json + strings.Repeat(" ", size-len(json)) }
+	same := w.keep("waiting")
+	for _, path := range []string{"/api/v1/jobs/waiting/halt", "/api/v1/jobs:halt", "/api/v1/schedules/tpl/pause"} {
+		resp, body := w.raw(nil, "", "POST", path, stewardTok, "application/json", pad(`{"reason": "too long"}`, maxBody+1))
+		apiRefusal(t, path+" over the limit", resp, body, http.StatusRequestEntityTooLarge, "request_too_large", "body: larger than the limit of 4 MiB (4194304 bytes)")
+	}
+	same("a body over the limit")
+	resp, body := w.raw(nil, "", "POST", "/jobs/waiting/halt", stewardTok, "application/x-www-form-urlencoded", pad("reason=too+long", maxBody+1))
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "form: larger than the limit of 4 MiB") {
+		t.Fatalf("a page's form over the limit: %d %s", resp.StatusCode, body)
+	}
+	same("a page's form over the limit")
+	if resp, body := w.raw(nil, "", "POST", "/api/v1/jobs/waiting/halt", stewardTok, "application/json", pad(`{"reason": "at the limit"}`, maxBody)); resp.StatusCode != 200 {
+		t.Fatalf("a body of the limit: %d %s", resp.StatusCode, body)
 	}
 }

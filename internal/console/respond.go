@@ -71,6 +71,11 @@ func (c *Console) failErr(w http.ResponseWriter, r *http.Request, err error) {
 		c.reply(w, r, http.StatusUnsupportedMediaType, map[string]any{"code": "unsupported_media_type", "exit_code": jobview.ExitUsage, "message": err.Error()})
 		return
 	}
+	var big *tooLargeError
+	if errors.As(err, &big) {
+		c.reply(w, r, http.StatusRequestEntityTooLarge, map[string]any{"code": "request_too_large", "exit_code": jobview.ExitUsage, "message": err.Error()})
+		return
+	}
 	code := jobview.ExitCode(err)
 	status, known := httpStatus[code]
 	if !known {
