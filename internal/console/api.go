@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -37,23 +36,11 @@ func jobID(r *http.Request) (string, error) {
 	return id, nil
 }
 
-// listParams are a listing's query parameters: status may be repeated,
-// the others are given at most once.
-var listParams = []string{"status", "workflow", "text", "since", "until", "offset", "limit"}
-
-// filterOf reads a listing's filter from the query: status (repeated or
-// comma-separated), workflow, text, since, until. A parameter it does not
-// know, or one given twice, is refused, not ignored.
+// filterOf reads a listing's filter from the query (held to listQuery):
+// status (repeated or comma-separated, any case), workflow, text, since,
+// until.
 func filterOf(q url.Values) (Filter, error) {
 	var f Filter
-	for k, vs := range q {
-		switch {
-		case !slices.Contains(listParams, k):
-			return f, fmt.Errorf("query parameter %q: not one of %s", k, strings.Join(listParams, ", "))
-		case k != "status" && len(vs) > 1:
-			return f, fmt.Errorf("query parameter %q given %d times", k, len(vs))
-		}
-	}
 	for _, s := range q["status"] {
 		for _, p := range strings.Split(s, ",") {
 			if p = strings.TrimSpace(p); p != "" {
@@ -122,7 +109,8 @@ func (c *Console) apiJob(w http.ResponseWriter, r *http.Request) {
 }
 
 // apiHistory pages a job's records (after=SEQ, limit=N), or with
-// follow=1 or Accept: text/event-stream streams them as they come (SSE).
+// follow=1 or Accept: text/event-stream streams them as they come (SSE):
+// historyQuery.
 func (c *Console) apiHistory(w http.ResponseWriter, r *http.Request) {
 	id, err := jobID(r)
 	if err != nil {

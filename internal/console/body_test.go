@@ -285,14 +285,14 @@ func TestPageFormsTakeOnlyTheirFields(t *testing.T) {
 func TestListRefusesWhatItWouldIgnore(t *testing.T) {
 	w := newWorld(t)
 	for q, msg := range map[string]string{
-		"status=BOGUS":                `status "BOGUS": not one of NEEDS_YOU, PENDING, RUNNING`,
-		"status=PENDING,bogus":        `status "BOGUS": not one of`,
-		"status=PENDING&status=NOPE":  `status "NOPE"`,
+		"status=BOGUS":                `query parameter "status": "BOGUS" is not one of NEEDS_YOU, PENDING, RUNNING`,
+		"status=PENDING,bogus":        `query parameter "status": "BOGUS" is not one of`,
+		"status=PENDING&status=NOPE":  `query parameter "status": "NOPE" is not one of`,
 		"stauts=PENDING":              `query parameter "stauts": not one of status, workflow, text, since, until, offset, limit`,
 		"limit=1&limit=2":             `query parameter "limit" given 2 times`,
 		"workflow=a&workflow=b":       `query parameter "workflow" given 2 times`,
-		"offset=x":                    `offset: "x" is not a count`,
-		"until=tomorrow":              `since/until "tomorrow"`,
+		"offset=x":                    `query parameter "offset": "x" is not a count`,
+		"until=tomorrow":              `query parameter "until": "tomorrow" is not an RFC 3339 time`,
 		"text=kittens&text=puppies":   `query parameter "text" given 2 times`,
 		"status=PENDING&sort=created": `query parameter "sort"`,
 	} {
@@ -306,7 +306,7 @@ func TestListRefusesWhatItWouldIgnore(t *testing.T) {
 	}
 	same := w.keep("waiting")
 	resp, body := w.raw(nil, "", "POST", "/api/v1/jobs:halt", stewardTok, "application/json", `{"filter": {"status": ["PENDING", "BOGUS"]}}`)
-	apiRefusal(t, "bulk halt of status BOGUS", resp, body, http.StatusBadRequest, "invalid", `status "BOGUS": not one of`)
+	apiRefusal(t, "bulk halt of status BOGUS", resp, body, http.StatusBadRequest, "invalid", `status: "BOGUS" is not one of`)
 	same("bulk halt of status BOGUS")
 }
 

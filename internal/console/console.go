@@ -88,6 +88,9 @@ func New(o Options) *Console {
 	c := &Console{o: o, sessions: newSessions(), mux: http.NewServeMux(), patterns: map[string]bool{}}
 	rs := c.routes()
 	for _, r := range rs {
+		if r.heldToQuery() {
+			r.Handler = c.queryChecked(r)
+		}
 		c.mux.Handle(r.Method+" "+r.Pattern, c.guard(r))
 		c.patterns[r.Method+" "+r.Pattern] = true
 	}
@@ -130,7 +133,10 @@ type route struct {
 	Need    Role
 	API     bool
 	// Public routes answer without a token (the login page, the assets).
-	Public  bool
+	Public bool
+	// Query are the query parameters a GET takes (query.go); an API GET
+	// without them takes none.
+	Query   queryParams
 	Handler http.HandlerFunc
 }
 
@@ -139,12 +145,12 @@ func (c *Console) routes() []route {
 	rs := []route{
 		{Method: "GET", Pattern: "/api/v1/openapi.json", Public: true, API: true, Handler: c.openAPI},
 		{Method: "GET", Pattern: "/api/v1/session", Need: Viewer, API: true, Handler: c.apiSession},
-		{Method: "GET", Pattern: "/api/v1/jobs", Need: Viewer, API: true, Handler: c.apiJobs},
+		{Method: "GET", Pattern: "/api/v1/jobs", Need: Viewer, API: true, Query: listQuery, Handler: c.apiJobs},
 		{Method: "GET", Pattern: "/api/v1/jobs/{id}", Need: Viewer, API: true, Handler: c.apiJob},
-		{Method: "GET", Pattern: "/api/v1/jobs/{id}/history", Need: Viewer, API: true, Handler: c.apiHistory},
-		{Method: "GET", Pattern: "/api/v1/jobs/{id}/diff", Need: Viewer, API: true, Handler: c.apiDiff},
+		{Method: "GET", Pattern: "/api/v1/jobs/{id}/history", Need: Viewer, API: true, Query: historyQuery, Handler: c.apiHistory},
+		{Method: "GET", Pattern: "/api/v1/jobs/{id}/diff", Need: Viewer, API: true, Query: diffQuery, Handler: c.apiDiff},
 		{Method: "GET", Pattern: "/api/v1/jobs/{id}/verify", Need: Viewer, API: true, Handler: c.apiVerify},
-		{Method: "GET", Pattern: "/api/v1/jobs/{id}/play", Need: Viewer, API: true, Handler: c.apiPlay},
+		{Method: "GET", Pattern: "/api/v1/jobs/{id}/play", Need: Viewer, API: true, Query: playQuery, Handler: c.apiPlay},
 		{Method: "POST", Pattern: "/api/v1/jobs:halt", Need: StewardRole, API: true, Handler: c.apiBulk("halt")},
 		{Method: "POST", Pattern: "/api/v1/jobs:resume", Need: StewardRole, API: true, Handler: c.apiBulk("resume")},
 		{Method: "GET", Pattern: "/api/v1/events", Need: Viewer, API: true, Handler: c.apiEvents},
@@ -156,7 +162,7 @@ func (c *Console) routes() []route {
 		{Method: "POST", Pattern: "/login", Public: true, Handler: c.postLogin},
 		{Method: "POST", Pattern: "/logout", Need: Viewer, Handler: c.postLogout},
 		{Method: "GET", Pattern: "/static/{file}", Public: true, Handler: c.static},
-		{Method: "GET", Pattern: "/{$}", Need: Viewer, Handler: c.pageJobs},
+		{Method: "GET", Pattern: "/{$}", Need: Viewer, Query: listQuery, Handler: c.pageJobs},
 		{Method: "GET", Pattern: "/needs", Need: Viewer, Handler: c.pageNeeds},
 		{Method: "GET", Pattern: "/schedules", Need: Viewer, Handler: c.pageSchedules},
 		{Method: "GET", Pattern: "/jobs/{id}", Need: Viewer, Handler: c.pageJob},

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
@@ -35,18 +34,21 @@ func (f Filter) empty() bool {
 	return len(f.Status) == 0 && f.Workflow == "" && f.Text == "" && f.Since == "" && f.Until == ""
 }
 
+// check refuses a status a filter does not take and a time that is not
+// RFC 3339, naming the field (the query's values are checked the same
+// way: listQuery).
 func (f Filter) check() error {
 	for _, s := range f.Status {
-		if !slices.Contains(statuses, s) {
-			return fmt.Errorf("status %q: not one of %s", s, strings.Join(statuses, ", "))
+		if err := checkStatus(s); err != nil {
+			return fmt.Errorf("status: %w", err)
 		}
 	}
-	for _, t := range []string{f.Since, f.Until} {
-		if t == "" {
+	for _, t := range [][2]string{{"since", f.Since}, {"until", f.Until}} {
+		if t[1] == "" {
 			continue
 		}
-		if _, err := time.Parse(time.RFC3339, t); err != nil {
-			return fmt.Errorf("since/until %q: use RFC 3339 (2026-01-02T15:04:05Z)", t)
+		if err := checkTime(t[1]); err != nil {
+			return fmt.Errorf("%s: %w", t[0], err)
 		}
 	}
 	return nil
