@@ -8,11 +8,9 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"testing"
 
-	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/testkit"
 )
 
@@ -308,15 +306,6 @@ func TestListRefusesWhatItWouldIgnore(t *testing.T) {
 	resp, body := w.raw(nil, "", "POST", "/api/v1/jobs:halt", stewardTok, "application/json", `{"filter": {"status": ["PENDING", "BOGUS"]}}`)
 	apiRefusal(t, "bulk halt of status BOGUS", resp, body, http.StatusBadRequest, "invalid", `status: "BOGUS" is not one of`)
 	same("bulk halt of status BOGUS")
-}
-
-// Every status a job has is one a filter takes.
-func TestFilterStatusesAreTheJobs(t *testing.T) {
-	for _, st := range lifecycle.All {
-		if !slices.Contains(statuses, string(st)) {
-			t.Errorf("status %s is missing from the filter's statuses", st)
-		}
-	}
 }
 
 // TestOpenAPIBodiesAreJSON: the document says what readJSON does: every

@@ -15,10 +15,23 @@ import (
 	"github.com/logist/logist/internal/steward"
 )
 
+// statuses are those a filter takes, in the order the jobs list offers
+// them: every status a job is shown with (the lifecycle's, and for a job
+// whose manifest could not be loaded jobview.LoadStatus's) and NEEDS_YOU.
+// openapi.json's Status schema lists the same (TestOpenAPIStatusesAreTheFilters).
+var statuses = []string{
+	"NEEDS_YOU",
+	string(lifecycle.Pending), string(lifecycle.Running), string(lifecycle.Reviewing),
+	string(lifecycle.InterventionRequired), string(lifecycle.HaltedCost), string(lifecycle.HaltedTime),
+	string(lifecycle.Success), string(lifecycle.Canceled), string(lifecycle.Draft),
+	jobview.StatusInvalid, jobview.StatusUnreadable,
+}
+
 // Filter selects jobs: a listing's query, and a bulk action's body.
 type Filter struct {
 	// Status is any of these statuses (INVALID for invalid manifests,
-	// NEEDS_YOU for those waiting for a steward: needsYou).
+	// UNREADABLE for jobs whose files the reader may not read, NEEDS_YOU
+	// for those waiting for a steward: needsYou).
 	Status []string `json:"status,omitempty"`
 	// Workflow is the job's workflow's name.
 	Workflow string `json:"workflow,omitempty"`
@@ -74,7 +87,7 @@ func workflowName(m *manifest.Manifest) string {
 
 func (f Filter) match(en jobstore.Entry) bool {
 	if en.Err != nil {
-		return (len(f.Status) == 0 || slices.Contains(f.Status, "INVALID")) && f.Workflow == "" &&
+		return (len(f.Status) == 0 || slices.Contains(f.Status, jobview.LoadStatus(en.Err))) && f.Workflow == "" &&
 			(f.Text == "" || strings.Contains(strings.ToLower(en.ID), strings.ToLower(f.Text))) && f.Since == "" && f.Until == ""
 	}
 	m := en.View() // a Partial entry holds only its Summary

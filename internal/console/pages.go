@@ -109,9 +109,6 @@ func (c *Console) static(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 }
 
-// statuses the jobs list filters by: the only ones a filter takes.
-var statuses = []string{"NEEDS_YOU", "PENDING", "RUNNING", "REVIEWING", "INTERVENTION_REQUIRED", "HALTED_COST", "HALTED_TIME", "SUCCESS", "CANCELED", "DRAFT", "INVALID"}
-
 func (c *Console) pageJobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	items, total, _, _, err := c.listing(q)
