@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 )
 
 // EscapeError says a path would leave its root.
@@ -19,7 +20,27 @@ type EscapeError struct {
 }
 
 func (e *EscapeError) Error() string {
-	return fmt.Sprintf("path %q escapes the workspace: %s", e.Path, e.Reason)
+	if e.Path == "" {
+		return "path \"\" names no file in the workspace: " + e.Reason
+	}
+	return fmt.Sprintf("path %s escapes the workspace: %s", Shown(e.Path), e.Reason)
+}
+
+// shownMax is how many bytes of a path Shown quotes.
+const shownMax = 160
+
+// Shown quotes path p for a message, cut after shownMax bytes (at a rune)
+// with its length: an agent's 2,000-byte path would otherwise fill the
+// steward's status line, several times over.
+func Shown(p string) string {
+	if len(p) <= shownMax {
+		return fmt.Sprintf("%q", p)
+	}
+	cut := shownMax
+	for cut > 0 && !utf8.RuneStart(p[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q… (%d bytes)", p[:cut], len(p))
 }
 
 // Resolve returns the absolute path of rel inside root and whether it
@@ -42,8 +63,13 @@ func Resolve(root, rel string) (abs string, exists bool, err error) {
 	for {
 		if _, err := os.Lstat(p); err == nil {
 			break
+		} else if errors.Is(err, syscall.ENAMETOOLONG) {
+			return "", false, fmt.Errorf("path %s: %w", Shown(rel), syscall.ENAMETOOLONG)
 		} else if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, os.ErrInvalid) && !errors.Is(err, syscall.ENOTDIR) {
-			return "", false, fmt.Errorf("stat %s: %w", rel, err)
+			if pe := (*os.PathError)(nil); errors.As(err, &pe) {
+				err = pe.Err // its path is the whole of full: rel is enough
+			}
+			return "", false, fmt.Errorf("stat %s: %w", Shown(rel), err)
 		}
 		if p == realRoot {
 			break

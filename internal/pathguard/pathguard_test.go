@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"unicode/utf8"
 )
 
 // realTemp returns a temp dir with symlinks resolved (macOS /var -> /private/var).
@@ -48,7 +50,7 @@ func wantEscape(t *testing.T, root, rel, reasonPart string) {
 	if reasonPart != "" && !strings.Contains(esc.Reason, reasonPart) {
 		t.Errorf("EscapeError.Reason = %q, want it to mention %q", esc.Reason, reasonPart)
 	}
-	if !strings.Contains(esc.Error(), "escapes the workspace") {
+	if rel != "" && !strings.Contains(esc.Error(), "escapes the workspace") {
 		t.Errorf("Error() = %q", esc.Error())
 	}
 	if abs != "" || exists {
@@ -190,5 +192,29 @@ func TestWithin(t *testing.T) {
 		if got := Within(c.root, c.path); got != c.want {
 			t.Errorf("Within(%q, %q) = %v, want %v", c.root, c.path, got, c.want)
 		}
+	}
+}
+
+// An agent's path is quoted, not copied whole, into what a steward reads:
+// a 2,000-byte evidence path once filled the status line three times over.
+func TestLongAndEmptyPathsAreShownShort(t *testing.T) {
+	root := t.TempDir()
+	long := strings.Repeat("a", 2000)
+	_, _, err := Resolve(root, long)
+	if err == nil || !errors.Is(err, syscall.ENAMETOOLONG) {
+		t.Fatalf("Resolve(2,000 bytes) = %v, want ENAMETOOLONG", err)
+	}
+	if len(err.Error()) > 400 || !strings.Contains(err.Error(), "(2000 bytes)") {
+		t.Errorf("the error is %d bytes: %.300s", len(err.Error()), err)
+	}
+	esc := &EscapeError{Path: "/" + long, Reason: "absolute path"}
+	if len(esc.Error()) > 400 || !strings.Contains(esc.Error(), "(2001 bytes)") {
+		t.Errorf("EscapeError of a long path: %.300s", esc.Error())
+	}
+	if got := Shown("ü" + strings.Repeat("é", 200)); !utf8.ValidString(got) {
+		t.Errorf("Shown cut a rune: %q", got)
+	}
+	if err := Lexical(""); err == nil || strings.Contains(err.Error(), "escapes") || !strings.Contains(err.Error(), "names no file") {
+		t.Errorf("the empty path: %v", err)
 	}
 }
