@@ -51,6 +51,41 @@ func (c ProgramCheck) Check(file string, m *manifest.Manifest) manifest.Errors {
 	return es
 }
 
+// PresetWarnings are warnings, one per command agent that runs a preset
+// whose program (command.program, else the preset's) is not found where
+// c looks: not errors, since logistd looks on its own PATH when it runs
+// the job, where the call reports NOT_INSTALLED. Each names file, the
+// field and what to install.
+func (c ProgramCheck) PresetWarnings(file string, m *manifest.Manifest) []string {
+	look := c.LookPath
+	if look == nil {
+		look = exec.LookPath
+	}
+	var out []string
+	for _, role := range slices.Sorted(maps.Keys(m.Agents)) {
+		a := m.Agents[role]
+		if a.Provider != "command" || a.Command == nil || a.Command.Preset == "" {
+			continue
+		}
+		p, ok := LookupPreset(a.Command.Preset)
+		if !ok {
+			continue // the manifest's check refuses an unknown preset
+		}
+		prog, field := p.Program, "/agents/"+role+"/command/preset"
+		if a.Command.Program != "" {
+			prog, field = a.Command.Program, "/agents/"+role+"/command/program"
+		}
+		if strings.Contains(prog, "{") {
+			continue // a placeholder: known only at the call
+		}
+		if _, err := look(prog); err != nil {
+			out = append(out, fmt.Sprintf("%s: %s: preset %s's program %q is not found on %s (install %s, or set command.program); the call would stop with NOT_INSTALLED",
+				file, field, p.Name, prog, c.Where, p.Package))
+		}
+	}
+	return out
+}
+
 // program says why prog cannot be started ("" if it can, or if it
 // cannot be told here).
 func (c ProgramCheck) program(prog string) string {

@@ -83,3 +83,24 @@ func TestValidateWarnsOfLoopWithNoExit(t *testing.T) {
 		t.Errorf("validate exit %d:\n%s%s", code, out, errOut)
 	}
 }
+
+// A preset whose program this shell cannot find is a warning at validate
+// (logistd looks on its own PATH), naming the field and what to install,
+// not an ok that the first call turns into NOT_INSTALLED.
+func TestValidateWarnsOfAPresetNotInstalled(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	f := filepath.Join(dir, "preset.json")
+	m := `{"task_description": "t", "agents": {
+		"worker": {"provider": "command", "command": {"preset": "claude-code", "program": "no-such-claude-xyz"}},
+		"supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`
+	if err := os.WriteFile(f, []byte(m), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runMain(t, nil, "validate", f)
+	for _, want := range []string{"ok (warning:", "/agents/worker/command/program", `preset claude-code's program "no-such-claude-xyz" is not found`, "NOT_INSTALLED"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("validate exit %d, output lacks %q:\n%s%s", code, want, out, errOut)
+		}
+	}
+}

@@ -103,8 +103,8 @@ func TestCostUnknownInStatusAndValidate(t *testing.T) {
 	if err := os.WriteFile(f, []byte(priced), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, out, _ = runMain(t, nil, "validate", f); strings.Contains(out, "warning") {
-		t.Errorf("a priced manifest warned:\n%s", out)
+	if _, out, _ = runMain(t, nil, "validate", f); strings.Contains(out, "cost unknown") {
+		t.Errorf("a priced manifest warned of its cost:\n%s", out)
 	}
 }
 
