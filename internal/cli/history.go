@@ -93,46 +93,15 @@ var cmdHistory = &command{
 		}
 		h := history.Materialise(id, created, e.store.Workspace(id), recs)
 		r := &Result{Document: h, Message: fmt.Sprintf("%d interactions, %d recovery points", len(h.Interactions), len(h.RecoveryPoints)),
-			Columns: []string{"INTERACTION", "TIME", "ROLE", "PHASE", "STATUS", "ACTION", "COST", "SECONDS", "SUMMARY / ERROR"}}
-		for _, in := range h.Interactions {
-			row := []string{fmt.Sprint(in.Sequence), shortTime(in.Timestamp), in.Role, orDash(in.Phase), "IN FLIGHT", "-", "-", "-", oneLine(in.Request.Prompt, 60)}
-			if in.Response != nil {
-				rs := in.Response
-				note := rs.Summary
-				if rs.ErrorCode != "" {
-					note = rs.ErrorCode + ": " + rs.Error
-				}
-				row = []string{fmt.Sprint(in.Sequence), shortTime(in.Timestamp), in.Role, orDash(in.Phase), rs.Status, orDash(rs.Action),
-					usd(rs.CostUSD), fmt.Sprintf("%.2f", rs.ExecutionTimeSeconds), oneLine(note, 80)}
-			}
-			r.Rows = append(r.Rows, row)
-		}
-		// Steward commands (events since jobHistory.json version 2).
+			Columns: historyColumns, Rows: historyRows(h, recs)}
 		cmds := 0
 		for _, ev := range h.Events {
-			st := ev.Steward
-			if st == nil {
-				continue
+			if ev.Steward != nil {
+				cmds++
 			}
-			cmds++
-			note := st.Reason
-			if st.Guidance != "" {
-				note = "guidance: " + st.Guidance
-			}
-			r.Rows = append(r.Rows, []string{"cmd", shortTime(ev.Timestamp), "Steward", orDash(ev.Phase), "STEWARD", st.Command, "", "", oneLine(note, 80)})
 		}
 		if cmds > 0 {
 			r.Message += fmt.Sprintf(", %d steward commands", cmds)
-		}
-		for _, ev := range h.ProtocolEvents {
-			what := ev.Subject
-			if what == "" {
-				what = "-"
-			}
-			if ev.Sig != "" {
-				what += " (signed " + ev.KeyID + ")"
-			}
-			r.Rows = append(r.Rows, []string{"ev", shortTime(ev.Timestamp), ev.Role, orDash(ev.Phase), "EVENT", ev.Type, "", "", oneLine(what, 80)})
 		}
 		if len(h.ProtocolEvents) > 0 {
 			r.Message += fmt.Sprintf(", %d protocol events", len(h.ProtocolEvents))
@@ -140,46 +109,144 @@ var cmdHistory = &command{
 		if !whole {
 			r.Message += fmt.Sprintf(" (the last %d interactions and what followed them: --last 0 shows all)", last)
 		}
-		// A deliberation's ledger messages.
 		msgs := 0
-		for _, rec := range recs {
-			if rec.Type != history.TypeMessage {
-				continue
+		for _, row := range r.Rows {
+			if row[0] == "msg" {
+				msgs++
 			}
-			var m struct {
-				ID       string         `json:"id"`
-				Type     string         `json:"type"`
-				From     string         `json:"from"`
-				Content  map[string]any `json:"content"`
-				Audience []string       `json:"audience"`
-			}
-			if json.Unmarshal(rec.Message, &m) != nil {
-				continue
-			}
-			msgs++
-			note, _ := m.Content["text"].(string)
-			if note == "" {
-				b, _ := json.Marshal(m.Content)
-				note = string(b)
-			}
-			if len(m.Audience) > 0 {
-				note = fmt.Sprintf("(private to %s) %s", strings.Join(m.Audience, ", "), note)
-			}
-			r.Rows = append(r.Rows, []string{"msg", shortTime(rec.Time), m.From, orDash(rec.Phase), m.Type, m.ID, "", "", oneLine(note, 80)})
 		}
 		if msgs > 0 {
 			r.Message += fmt.Sprintf(", %d ledger messages", msgs)
 		}
-		for _, cp := range h.RecoveryPoints {
-			desc := oneLine(cp.Description, 80)
-			if cp.Git != nil && len(cp.Git.Commit) >= 12 {
-				// In a git workspace: the point's commit on the job branch.
-				desc = "[" + cp.Git.Commit[:12] + "] " + desc
-			}
-			r.Rows = append(r.Rows, []string{"cp", "", "", cp.ResumePhase, "CHECKPOINT", cp.CheckpointID, "", "", desc})
-		}
 		return r, nil
 	},
+}
+
+// historyColumns are logist history's table's columns. PHASE is the phase
+// a row happened in: for a recovery point, the phase it was made in (the
+// phase whose end it marks); the phase it resumes at is in its note.
+var historyColumns = []string{"INTERACTION", "TIME", "ROLE", "PHASE", "STATUS", "ACTION", "COST", "SECONDS", "SUMMARY / ERROR"}
+
+// historyRows are the table's rows in the order of the history (recs, in
+// record order; h is their jobHistory.json): each interaction where its
+// request was made (its last attempt's, whose time it shows), each steward
+// command, recovery point, protocol event and ledger message where it was
+// recorded. So the table reads in time order, and a page (--last N) is the
+// end of it.
+func historyRows(h *history.JobHistory, recs []history.Record) [][]string {
+	// The record that makes each interaction's row: its last intent.
+	at := make(map[int]int, len(h.Interactions)) // interaction number -> index in recs
+	for i, rec := range recs {
+		if rec.Type == history.TypeIntent && rec.Interaction != nil {
+			at[*rec.Interaction] = i
+		}
+	}
+	interaction := make(map[int]*history.Interaction, len(h.Interactions))
+	for i := range h.Interactions {
+		interaction[h.Interactions[i].Sequence] = &h.Interactions[i]
+	}
+	var rows [][]string
+	for i := range recs {
+		rec := &recs[i]
+		switch rec.Type {
+		case history.TypeIntent:
+			if rec.Interaction == nil || at[*rec.Interaction] != i || interaction[*rec.Interaction] == nil {
+				continue
+			}
+			rows = append(rows, interactionRow(interaction[*rec.Interaction]))
+		case history.TypeSteward:
+			if st := rec.Steward; st != nil {
+				note := st.Reason
+				if st.Guidance != "" {
+					note = "guidance: " + st.Guidance
+				}
+				rows = append(rows, []string{"cmd", shortTime(rec.Time), "Steward", orDash(rec.Phase), "STEWARD", stewardAction(st), "", "", oneLine(note, 80)})
+			}
+		case history.TypeEvent:
+			if ev := rec.Event; ev != nil {
+				what := ev.Subject
+				if what == "" {
+					what = "-"
+				}
+				if ev.Sig != "" {
+					what += " (signed " + ev.KeyID + ")"
+				}
+				rows = append(rows, []string{"ev", shortTime(rec.Time), ev.Role, orDash(rec.Phase), "EVENT", ev.Type, "", "", oneLine(what, 80)})
+			}
+		case history.TypeMessage:
+			if row := messageRow(rec); row != nil {
+				rows = append(rows, row)
+			}
+		case history.TypeRecoveryPoint:
+			if cp := rec.RecoveryPoint; cp != nil {
+				rows = append(rows, []string{"cp", shortTime(rec.Time), "", orDash(rec.Phase), "CHECKPOINT", cp.CheckpointID, "", "", pointNote(cp)})
+			}
+		}
+	}
+	return rows
+}
+
+// interactionRow is an agent call's row: its answer, or IN FLIGHT and its
+// prompt while it has none.
+func interactionRow(in *history.Interaction) []string {
+	rs := in.Response
+	if rs == nil {
+		return []string{fmt.Sprint(in.Sequence), shortTime(in.Timestamp), in.Role, orDash(in.Phase), "IN FLIGHT", "-", "-", "-", oneLine(in.Request.Prompt, 60)}
+	}
+	note := rs.Summary
+	if rs.ErrorCode != "" {
+		note = rs.ErrorCode + ": " + rs.Error
+	}
+	return []string{fmt.Sprint(in.Sequence), shortTime(in.Timestamp), in.Role, orDash(in.Phase), rs.Status, orDash(rs.Action),
+		usd(rs.CostUSD), fmt.Sprintf("%.2f", rs.ExecutionTimeSeconds), oneLine(note, 80)}
+}
+
+// stewardAction is a steward command's ACTION cell: the command, and for
+// a rollback the checkpoint it returned to.
+func stewardAction(st *history.Steward) string {
+	if cp, _ := st.Changes["checkpoint_id"].(string); st.Command == history.CommandRollback && cp != "" {
+		return st.Command + " → " + oneLine(cp, 60)
+	}
+	return st.Command
+}
+
+// pointNote is a recovery point's note: its commit in a git workspace,
+// the phase a rollback to it resumes at (or that the job ended there), and
+// its description.
+func pointNote(cp *history.RecoveryPoint) string {
+	note := "resumes at " + cp.ResumePhase + "; " + cp.Description
+	if cp.ResumePhase == "" {
+		note = "the job ended here; " + cp.Description
+	}
+	if cp.Git != nil && len(cp.Git.Commit) >= 12 {
+		// In a git workspace: the point's commit on the job branch.
+		note = "[" + cp.Git.Commit[:12] + "] " + note
+	}
+	return oneLine(note, 100)
+}
+
+// messageRow is a deliberation's ledger message's row (nil if the record
+// holds none).
+func messageRow(rec *history.Record) []string {
+	var m struct {
+		ID       string         `json:"id"`
+		Type     string         `json:"type"`
+		From     string         `json:"from"`
+		Content  map[string]any `json:"content"`
+		Audience []string       `json:"audience"`
+	}
+	if json.Unmarshal(rec.Message, &m) != nil {
+		return nil
+	}
+	note, _ := m.Content["text"].(string)
+	if note == "" {
+		b, _ := json.Marshal(m.Content)
+		note = string(b)
+	}
+	if len(m.Audience) > 0 {
+		note = fmt.Sprintf("(private to %s) %s", strings.Join(m.Audience, ", "), note)
+	}
+	return []string{"msg", shortTime(rec.Time), m.From, orDash(rec.Phase), m.Type, m.ID, "", "", oneLine(note, 80)}
 }
 
 // historyPage is how many interactions `logist history` shows in text

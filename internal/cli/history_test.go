@@ -51,3 +51,83 @@ func TestHistoryFirstPageByDefault(t *testing.T) {
 		t.Errorf("--format json: %d interactions (%v), want %d:\n%.500s", len(doc.Interactions), err, calls, out)
 	}
 }
+
+// logist history reads in the history's order: each recovery point,
+// steward command and answer where it happened (not grouped by kind), a
+// rollback naming the checkpoint it returned to, a recovery point in the
+// phase it was made in with the phase it resumes at in its note; a page
+// (--last N) is the end of that same order.
+func TestHistoryInTimeOrder(t *testing.T) {
+	t.Parallel()
+	jobs := t.TempDir()
+	writeJob(t, jobs, "ordered", jobJSON("RUNNING", `"current_phase": "review"`))
+	l, _, err := history.OpenWith(jobstore.New(jobs).JobDir("ordered"), history.Options{MaxBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	call := func(n int, role, phase, summary string) []*history.Record {
+		in := n
+		return []*history.Record{
+			{Type: history.TypeIntent, Role: role, Phase: phase, Interaction: &in, Attempt: 1},
+			{Type: history.TypeResponse, Role: role, Phase: phase, Interaction: &in,
+				Response: &history.Response{Status: history.StatusSuccess, Action: "COMPLETED", Summary: summary}},
+		}
+	}
+	point := func(id, phase, resume string) *history.Record {
+		return &history.Record{Type: history.TypeRecoveryPoint, Role: "worker", Phase: phase,
+			RecoveryPoint: &history.RecoveryPoint{CheckpointID: id, ResumePhase: resume, CanResumeFrom: true, Description: "made in " + phase}}
+	}
+	units := [][]*history.Record{
+		append(call(0, "worker", "work", "first"), point("cp-0000-work", "work", "review")),
+		call(1, "supervisor", "review", "second"),
+		{{Type: history.TypeSteward, Role: "STEWARD", Phase: "work", Steward: &history.Steward{Command: history.CommandRollback,
+			CommandID: "c1", Reason: "again", Changes: map[string]any{"checkpoint_id": "cp-0000-work", "resume_phase": "review"}}}},
+		append(call(2, "supervisor", "review", "third"), point("cp-0002-review", "review", "")),
+	}
+	for _, u := range units {
+		if err := l.AppendBatch(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each row's first cells and its note's start, in the order printed.
+	rows := func(out string) []string {
+		var got []string
+		_, table, _ := strings.Cut(out, "SUMMARY / ERROR\n")
+		for _, line := range strings.Split(table, "\n") {
+			f := strings.Fields(line)
+			if len(f) < 7 {
+				continue
+			}
+			// f[1], f[2]: the time's date and clock.
+			got = append(got, strings.Join(f[3:7], " "))
+		}
+		return got
+	}
+	want := []string{
+		"worker work SUCCESS COMPLETED",
+		"work CHECKPOINT cp-0000-work resumes",
+		"supervisor review SUCCESS COMPLETED",
+		"Steward work STEWARD rollback",
+		"supervisor review SUCCESS COMPLETED",
+		"review CHECKPOINT cp-0002-review the",
+	}
+	code, out, errOut := runMain(t, nil, "history", "ordered", "--jobs-dir", jobs)
+	if got := rows(out); code != 0 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("history exit %d, rows\n%s\nwant\n%s\n%s%s", code, strings.Join(got, "\n"), strings.Join(want, "\n"), out, errOut)
+	}
+	for _, s := range []string{"rollback → cp-0000-work", "resumes at review; made in work", "the job ended here; made in review"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("history does not say %q:\n%s", s, out)
+		}
+	}
+	if !strings.Contains(out, "PHASE") || strings.Contains(out, "RESUMES") {
+		t.Errorf("history's columns:\n%s", out)
+	}
+	// The last two interactions: the rollback between them is shown where
+	// it happened, and nothing before the older one.
+	_, out, _ = runMain(t, nil, "history", "ordered", "--jobs-dir", jobs, "--last", "2")
+	if got := rows(out); strings.Join(got, "\n") != strings.Join(want[2:], "\n") {
+		t.Errorf("--last 2: rows\n%s\nwant\n%s\n%s", strings.Join(got, "\n"), strings.Join(want[2:], "\n"), out)
+	}
+}
