@@ -111,7 +111,7 @@ func render(out io.Writer, format string, r *Result, err error) {
 				for _, row := range r.Rows {
 					esc := make([]string, len(row))
 					for i, c := range row {
-						esc[i] = string(appendMarkdownCell(nil, []byte(textsafe.Line(c))))
+						esc[i] = mdCell(c)
 					}
 					fmt.Fprintf(w, "| %s |\n", strings.Join(esc, " | "))
 				}
@@ -239,7 +239,7 @@ func textValue(v any) string {
 	return strings.ReplaceAll(textsafe.Block(plainValue(v)), "\t", "    ")
 }
 
-// mdValue is a field's value on one markdown line, neutralised.
-func mdValue(v any) string {
-	return textsafe.Line(strings.ReplaceAll(plainValue(v), "\n", " "))
-}
+// mdValue is a field's value on one markdown line: its newlines, tabs
+// and controls shown as escapes and its | escaped, as a table cell's
+// (mdCell), so that a text of several lines reads as it is.
+func mdValue(v any) string { return mdCell(plainValue(v)) }

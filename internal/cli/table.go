@@ -125,15 +125,36 @@ func (t *cellTable) writeMarkdown(w io.Writer) {
 	_, _ = w.Write(line)
 }
 
-// appendMarkdownCell appends a neutralised cell with its | escaped.
+// appendMarkdownCell appends a neutralised cell (textsafe.Line: no
+// newline, carriage return or tab, each shown as its escape) with each |
+// escaped for a markdown table: the backslashes right before it doubled
+// and one more added, so that no renderer reads the pipe as the cell's
+// end, whether it counts the backslashes before a pipe (markdown-it) or
+// not (GitHub's).
 func appendMarkdownCell(dst, c []byte) []byte {
+	run := 0 // backslashes just appended
 	for _, b := range c {
-		if b == '|' {
-			dst = append(dst, '\\')
+		switch b {
+		case '|':
+			for range run + 1 {
+				dst = append(dst, '\\')
+			}
+			run = 0
+		case '\\':
+			run++
+		default:
+			run = 0
 		}
 		dst = append(dst, b)
 	}
 	return dst
+}
+
+// mdCell is s as one markdown cell or one line's value: escaped as a
+// one-line cell is (textsafe.Line, oneLine's rule without a cut) and as
+// markdown needs (appendMarkdownCell).
+func mdCell(s string) string {
+	return string(appendMarkdownCell(nil, []byte(textsafe.Line(s))))
 }
 
 // writeTable prints a text table of rows: each cell neutralised

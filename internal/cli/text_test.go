@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -179,4 +180,81 @@ func FuzzNumberTexts(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzMarkdownCell holds markdown's cells (a table's and a field's value)
+// to the one-line rule: one line each, whatever the text, every newline,
+// carriage return, tab and control shown as oneLine shows it
+// (textsafe.Line), and no | that a renderer could read as a cell's end.
+func FuzzMarkdownCell(f *testing.F) {
+	for _, s := range []string{"", "plain", "line one\nline two", "a|b", `a\|b`, `a\\|b`, "x\r\n|\t\\", "\u202e|\xff", `\`, "||"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var b bytes.Buffer
+		render(&b, "markdown", &Result{Fields: []Field{{"k", "L", s}}, Columns: []string{"C", "D"}, Rows: [][]string{{s, "x"}}}, nil)
+		lines := strings.Split(b.String(), "\n")
+		want := []string{"## Status: Success", "", "### Data", "- **L**: ", "", "| C | D |", "| --- | --- |", "| ", ""}
+		if len(lines) != len(want) {
+			t.Fatalf("markdown of %q: %d lines, want %d:\n%s", s, len(lines), len(want), b.String())
+		}
+		field, ok := strings.CutPrefix(lines[3], want[3])
+		if !ok {
+			t.Fatalf("markdown of %q: field line %q", s, lines[3])
+		}
+		value := s
+		if value == "" {
+			value = "-" // a field's value of nothing
+		}
+		if got := mdUnescape(t, field, 1); got[0] != textsafe.Line(value) {
+			t.Fatalf("field %q: %q reads as %q, want %q", s, field, got[0], textsafe.Line(value))
+		}
+		row, ok := strings.CutPrefix(lines[7], "| ")
+		row, ok2 := strings.CutSuffix(row, " |")
+		if !ok || !ok2 {
+			t.Fatalf("markdown of %q: row line %q", s, lines[7])
+		}
+		// Cut at each pipe no backslash escapes: two cells, the first s.
+		if got := mdUnescape(t, row, 2); got[0] != textsafe.Line(s) || got[1] != " x" {
+			t.Fatalf("row of %q: %q reads as %q, want [%q \" x\"]", s, lines[7], got, textsafe.Line(s))
+		}
+	})
+}
+
+// mdUnescape reads a markdown table row's text as a renderer that counts
+// the backslashes before a pipe does: cut at each pipe after an even
+// number of them (a cell's end), and an escaped pipe's escape taken off
+// (half its backslashes, less one). It wants n cells.
+func mdUnescape(t *testing.T, row string, n int) []string {
+	t.Helper()
+	if strings.ContainsAny(row, "\n\r") {
+		t.Fatalf("a raw line break in the cell %q", row)
+	}
+	var cells []string
+	var cur strings.Builder
+	run := 0
+	for i := 0; i < len(row); i++ {
+		c := row[i]
+		switch {
+		case c == '\\':
+			run++
+			continue
+		case c == '|' && run%2 == 0:
+			cur.WriteString(strings.Repeat(`\`, run))
+			cells = append(cells, strings.TrimSuffix(cur.String(), " "))
+			cur.Reset()
+		case c == '|':
+			cur.WriteString(strings.Repeat(`\`, (run-1)/2) + "|")
+		default:
+			cur.WriteString(strings.Repeat(`\`, run))
+			cur.WriteByte(c)
+		}
+		run = 0
+	}
+	cur.WriteString(strings.Repeat(`\`, run))
+	cells = append(cells, cur.String())
+	if len(cells) != n {
+		t.Fatalf("%q holds %d cells, want %d: an unescaped |", row, len(cells), n)
+	}
+	return cells
 }
