@@ -3,7 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -146,7 +145,7 @@ func listTable(e *env, columns []string, entries []jobstore.Entry) *cellTable {
 		}
 		note := m.Run.Reason
 		if en.Unplaced != "" {
-			note = "not yet placed by logistd: " + filepath.Base(en.Unplaced)
+			note = jobview.UnplacedNote(e.store.Dir, *en)
 		}
 		status := string(m.Status)
 		if m.Schedule != nil {

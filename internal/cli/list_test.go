@@ -3,6 +3,10 @@ package cli
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/logist/logist/internal/jobstore"
@@ -39,4 +43,53 @@ func TestListJSONIsTheEnvelope(t *testing.T) {
 	writeJob(t, jobs, "c-draft", jobJSON("DRAFT", `"time_threshold_minutes": 1e21`))
 	writeJob(t, jobs, "d-sched", jobJSON("DRAFT", `"schedule": {"cron": "*/5 * * * *", "timezone": "UTC"}`))
 	check()
+}
+
+// logist list says of a job folder whose name is no job id that the name
+// is the problem, the rule, and to rename it; of a bare manifest not yet
+// placed, its file and what becomes of it: placed by logistd as which
+// job, or why not and what to do.
+func TestListSaysWhatFolderAndBareFileNeed(t *testing.T) {
+	t.Parallel()
+	jobs := t.TempDir()
+	writeJob(t, jobs, "bad name", jobJSON("PENDING", ""))
+	writeJob(t, jobs, "taken", jobJSON("PENDING", ""))
+	for name, body := range map[string]string{
+		"x.json":      jobJSON("PENDING", `"job_id": "fresh"`),
+		"broken.json": `{"task_description": 3}`,
+		"half.json":   `{"task_descr`,
+		"dup.json":    jobJSON("PENDING", `"job_id": "taken"`),
+		"sp ace.json": jobJSON("PENDING", ""),
+	} {
+		if err := os.WriteFile(filepath.Join(jobs, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := filepath.Base(jobs)
+	code, out, errOut := runMain(t, nil, "list", "--jobs-dir", jobs)
+	if code != 0 {
+		t.Fatalf("list exit %d:\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		`bad name +INVALID +- +- +- +folder name is not a valid job id: rename the folder \(a job id uses letters, digits`,
+		`x +PENDING .* ` + base + `/x\.json: waiting for logistd to place it as job fresh$`,
+		`broken +INVALID \(unplaced\) .* ` + base + `/broken\.json: waiting for logistd to place it as job broken; its manifest is invalid: `,
+		`half +INVALID \(unplaced\) .* ` + base + `/half\.json: still being written`,
+		`dup +PENDING .* ` + base + `/dup\.json: not placed: job taken already exists; rename the file or change its job_id$`,
+		`sp ace +PENDING .* ` + base + `/sp ace\.json: not placed: job id "sp ace" is invalid: rename the file or set a valid job_id`,
+	} {
+		if !regexp.MustCompile(`(?m)^` + want).MatchString(out) {
+			t.Errorf("list does not match %s:\n%s", want, out)
+		}
+	}
+	// JSON says the same of an invalid one, whole.
+	_, out, _ = runMain(t, nil, "list", "--jobs-dir", jobs, "--format", "json")
+	for _, want := range []string{
+		`"error": "folder name is not a valid job id: rename the folder (a job id uses letters, digits, '.', '_' and '-', at most 128, no '..')"`,
+		`"error": "` + base + `/half.json: still being written`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("list --format json does not say %s:\n%s", want, out)
+		}
+	}
 }

@@ -67,31 +67,13 @@ func (s *Store) Place(bare string) (id string, placed bool, err error) {
 // a job's first transaction takes it while Unchanged), or nil when it
 // cannot vouch for it (the file changed meanwhile, or was copied).
 func (s *Store) PlaceRead(bare string) (id string, placed bool, r *FileRead, err error) {
-	f, err := os.Open(bare)
+	data, file, err := readBare(bare)
 	if err != nil {
-		return "", false, nil, fmt.Errorf("place %s: %w", bare, err)
-	}
-	file, err := f.Stat()
-	if err != nil {
-		_ = f.Close() // read-only
-		return "", false, nil, fmt.Errorf("place %s: %w", bare, err)
+		return "", false, nil, err
 	}
 	s.n.reads.Add(1)
-	data, err := io.ReadAll(io.LimitReader(f, manifest.MaxSize+1))
-	_ = f.Close() // read-only
-	if err != nil {
-		return "", false, nil, fmt.Errorf("place %s: %w", bare, err)
-	}
-	if len(data) > manifest.MaxSize {
-		// Not moved: a file this size is not a manifest, whatever it is.
-		return "", false, nil, &manifest.Error{File: bare, Reason: fmt.Sprintf("file is larger than %d bytes; not placed", manifest.MaxSize)}
-	}
-	if manifest.Incomplete(data) {
-		return "", false, nil, ErrIncomplete
-	}
-	id = placementID(bare, data)
-	if err := manifest.ValidID(id); err != nil {
-		return "", false, nil, fmt.Errorf("%s: %w", bare, err)
+	if id, err = placeID(bare, data); err != nil {
+		return "", false, nil, err
 	}
 	dir := s.JobDir(id)
 	mf := filepath.Join(dir, ManifestFile)
@@ -110,7 +92,7 @@ func (s *Store) PlaceRead(bare string) (id string, placed bool, r *FileRead, err
 			return id, false, nil, s.dropLeftover(id, bare, file)
 		}
 		if !errors.Is(serr, fs.ErrNotExist) {
-			return "", false, nil, fmt.Errorf("%s: job %s already exists; rename the file or change its job_id", bare, id)
+			return "", false, nil, errTaken(bare, id)
 		}
 	}
 	if err := s.moveIn(id, bare, mf, file, data); err != nil {
@@ -202,6 +184,73 @@ func placementID(bare string, data []byte) string {
 		id = probe.JobID
 	}
 	return id
+}
+
+// readBare reads the bare manifest bare (at most one byte more than a
+// manifest may hold) and says which file it read.
+func readBare(bare string) ([]byte, os.FileInfo, error) {
+	f, err := os.Open(bare)
+	if err != nil {
+		return nil, nil, fmt.Errorf("place %s: %w", bare, err)
+	}
+	defer f.Close() //nolint:errcheck // read-only
+	file, err := f.Stat()
+	if err != nil {
+		return nil, nil, fmt.Errorf("place %s: %w", bare, err)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, manifest.MaxSize+1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("place %s: %w", bare, err)
+	}
+	return data, file, nil
+}
+
+// placeID is the id of the job the bare manifest bare, whose bytes are
+// data, is placed as (placementID), or why it is not placed: not yet
+// (ErrIncomplete: its writer is still at work), or not as it is (too
+// large; neither its name nor its job_id a valid job id), the error
+// naming the file and what to do.
+func placeID(bare string, data []byte) (string, error) {
+	if len(data) > manifest.MaxSize {
+		// Not moved: a file this size is not a manifest, whatever it is.
+		return "", &manifest.Error{File: bare, Reason: fmt.Sprintf("file is larger than %d bytes; not placed", manifest.MaxSize)}
+	}
+	if manifest.Incomplete(data) {
+		return "", ErrIncomplete
+	}
+	id := placementID(bare, data)
+	if manifest.ValidID(id) != nil {
+		return "", &manifest.Error{File: bare, Reason: fmt.Sprintf("not placed: job id %q is invalid: rename the file or set a valid job_id (a job id uses %s)", id, manifest.IDRule)}
+	}
+	return id, nil
+}
+
+// errTaken is why bare is not placed: job id, which it would become, is
+// another's.
+func errTaken(bare, id string) error {
+	return &manifest.Error{File: bare, Reason: fmt.Sprintf("not placed: job %s already exists; rename the file or change its job_id", id)}
+}
+
+// Placement says what Place would do now with the bare manifest bare (a
+// listing's Entry.Unplaced): the id of the job it becomes, or why it is
+// not placed, as Place would say it (placeID; errTaken). It reads the file
+// and changes nothing.
+func (s *Store) Placement(bare string) (string, error) {
+	data, file, err := readBare(bare)
+	if err != nil {
+		return "", err
+	}
+	id, err := placeID(bare, data)
+	if err != nil {
+		return "", err
+	}
+	// As Place: a folder without a manifest is taken, one whose manifest
+	// is this file is its placement's, one with another is another job.
+	cur, err := os.Lstat(filepath.Join(s.JobDir(id), ManifestFile))
+	if err == nil && !os.SameFile(cur, file) || err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", errTaken(bare, id)
+	}
+	return id, nil
 }
 
 // dropBare removes the bare name placement p left of job id's manifest,

@@ -279,3 +279,37 @@ func TestSettlePlacedWaitsForTheCallbacksRemoval(t *testing.T) {
 		}
 	}
 }
+
+// Placement says what Place then does with each kind of bare manifest:
+// the job it becomes, or Place's own refusal; a file still being written
+// waits (ErrIncomplete). The one rule, told to a listing before logistd
+// acts.
+func TestPlacementIsPlacesVerdict(t *testing.T) {
+	dir := t.TempDir()
+	s := New(dir)
+	dropManifest(t, dir, "taken.json", `{"task_description": "t"}`)
+	if _, _, err := s.Place(filepath.Join(dir, "taken.json")); err != nil {
+		t.Fatal(err)
+	}
+	s.SettlePlaced("taken") //nolint:errcheck // the bare name's removal; checked below
+	for _, c := range []struct{ name, body, id, err string }{
+		{"new.json", `{"task_description": "t"}`, "new", ""},
+		{"named.json", `{"job_id": "other", "task_description": 3}`, "other", ""}, // an invalid manifest is placed all the same
+		{"half.json", `{"task_descr`, "", ErrIncomplete.Error()},
+		{"bad name.json", `{"task_description": "t"}`, "", `not placed: job id "bad name" is invalid: rename the file or set a valid job_id`},
+		{"dup.json", `{"job_id": "taken"}`, "", "not placed: job taken already exists; rename the file or change its job_id"},
+	} {
+		bare := dropManifest(t, dir, c.name, c.body)
+		id, err := s.Placement(bare)
+		if id != c.id || (err == nil) != (c.err == "") || err != nil && !strings.Contains(err.Error(), c.err) {
+			t.Errorf("Placement(%s) = %q, %v; want %q, %q", c.name, id, err, c.id, c.err)
+		}
+		if err != nil && c.err != ErrIncomplete.Error() && !strings.HasPrefix(err.Error(), bare+": ") {
+			t.Errorf("Placement(%s): %v does not name the file first", c.name, err)
+		}
+		placed, _, perr := s.Place(bare)
+		if placed != id || fmt.Sprint(perr) != fmt.Sprint(err) {
+			t.Errorf("Place(%s) = %q, %v; Placement said %q, %v", c.name, placed, perr, id, err)
+		}
+	}
+}

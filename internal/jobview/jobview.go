@@ -127,9 +127,37 @@ func InvalidNote(dir string, en jobstore.Entry) string {
 		}
 		return "could not be read: permission denied on " + what + " (run logist as the user that runs logistd)"
 	}
-	note := strings.ReplaceAll(en.Err.Error(), filepath.Join(dir, en.ID, jobstore.ManifestFile)+": ", "")
 	if en.Unplaced != "" {
-		note = strings.ReplaceAll(note, en.Unplaced+": ", "")
+		return UnplacedNote(dir, en)
+	}
+	if manifest.ValidID(en.ID) != nil {
+		// The folder's name is the job's id: nothing in it can fix it.
+		return fmt.Sprintf("folder name is not a valid job id: rename the folder (a job id uses %s)", manifest.IDRule)
+	}
+	return strings.ReplaceAll(en.Err.Error(), filepath.Join(dir, en.ID, jobstore.ManifestFile)+": ", "")
+}
+
+// UnplacedNote is what a listing says of a bare manifest in the jobs
+// folder dir that logistd has not placed in its folder (en.Unplaced): its
+// file, named from the jobs folder (jobs/x.json), and whether it waits
+// for logistd to place it, as which job, or why it cannot be placed
+// (jobstore's Placement: Place's own rule) and what to do; and when its
+// manifest is invalid, why (it is placed all the same, and listed
+// INVALID in its folder).
+func UnplacedNote(dir string, en jobstore.Entry) string {
+	file := filepath.Join(filepath.Base(dir), filepath.Base(en.Unplaced))
+	id, err := jobstore.New(dir).Placement(en.Unplaced)
+	var note string
+	switch {
+	case errors.Is(err, jobstore.ErrIncomplete):
+		note = file + ": still being written (not yet whole JSON); logistd places it once it is"
+	case err != nil:
+		note = file + ": " + strings.ReplaceAll(err.Error(), en.Unplaced+": ", "")
+	default:
+		note = file + ": waiting for logistd to place it as job " + id
+	}
+	if en.Err != nil && err == nil {
+		note += "; its manifest is invalid: " + strings.ReplaceAll(en.Err.Error(), en.Unplaced+": ", "")
 	}
 	return note
 }

@@ -362,11 +362,14 @@ func idChars(id string) bool {
 	return true
 }
 
+// IDRule is what a job id may hold (ValidID), as messages say it.
+const IDRule = "letters, digits, '.', '_' and '-', at most 128, no '..'"
+
 // ValidID reports whether id may name a job (and so a folder): no '/', no
 // '..', no control characters.
 func ValidID(id string) error {
 	if !idChars(id) || strings.Contains(id, "..") {
-		return fmt.Errorf("job id %q is invalid: use letters, digits, '.', '_' and '-' (at most 128, no '..')", id)
+		return fmt.Errorf("job id %q is invalid: use %s", id, IDRule)
 	}
 	return nil
 }
