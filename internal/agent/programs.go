@@ -127,3 +127,69 @@ func (c ProgramCheck) program(prog string) string {
 	}
 	return ""
 }
+
+// UncopiedFiles are the files the command agents of manifest file name
+// in their argv relative to the job's workspace (where the agent runs:
+// ProcSpec.Dir), that are not there: submitting a manifest copies the
+// manifest alone, so a script beside it (["sh", "../agent.sh"],
+// ["./agent.sh"]) is not beside the job. One problem per argument, naming
+// file, the field (/agents/ROLE/command/argv/N), where the path leads and
+// what to do; for a steward's warning, not a refusal: the file may still
+// be put there before the job runs. The one rule:
+//
+//   - an absolute path, a placeholder ({request_file}, ...), a flag and a
+//     program name without '/' (argv[0], found on PATH: ProgramCheck) are
+//     not files relative to the workspace;
+//   - any other argument with a '/' is such a file, and a name without
+//     one is when besideManifest finds it (what its author meant) — a word
+//     like "hello" is not;
+//   - it is there when it exists where it leads, or when it leads inside a
+//     workspace the job fills from a source (workspace.git or
+//     workspace.copy), which may hold it.
+func UncopiedFiles(file string, m *manifest.Manifest, workspace string) manifest.Errors {
+	var es manifest.Errors
+	beside := filepath.Dir(file)
+	for _, role := range slices.Sorted(maps.Keys(m.Agents)) {
+		a := m.Agents[role]
+		if a.Provider != "command" || a.Command == nil || a.Command.Preset != "" {
+			continue
+		}
+		for i, arg := range a.Command.Argv {
+			if arg == "" || strings.HasPrefix(arg, "-") || strings.Contains(arg, "{") || filepath.IsAbs(arg) {
+				continue
+			}
+			local := besideManifest(beside, filepath.Base(workspace), arg)
+			if !strings.ContainsRune(arg, '/') && (i == 0 || local == "") {
+				continue
+			}
+			p := filepath.Join(workspace, arg)
+			if _, err := os.Stat(p); err == nil {
+				continue
+			}
+			if m.Workspace != nil && (p == workspace || strings.HasPrefix(p, workspace+string(filepath.Separator))) {
+				continue // the workspace's source may hold it
+			}
+			why := fmt.Sprintf("%q is relative to the job's workspace, where the agent runs: it leads to %s, where nothing is", arg, p)
+			if local != "" {
+				why += fmt.Sprintf(" (%s, beside the manifest, is not copied: submit copies the manifest alone)", local)
+			}
+			es = append(es, &manifest.Error{File: file, Pointer: fmt.Sprintf("/agents/%s/command/argv/%d", role, i),
+				Reason: why + "; copy the file there before the job runs, or give its absolute path"})
+		}
+	}
+	return es
+}
+
+// besideManifest is the regular file arg names from the folder of the
+// manifest (beside), "" if none: read as from a job folder's workspace
+// (named ws) if the manifest's folder were the job's folder, as the
+// author of a job.json with its script beside it wrote it, else from the
+// manifest's folder itself.
+func besideManifest(beside, ws, arg string) string {
+	for _, p := range []string{filepath.Join(beside, ws, arg), filepath.Join(beside, arg)} {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
+}

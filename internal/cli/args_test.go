@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,5 +39,46 @@ func TestMissingJobsFolderIsNotMade(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, "typo")); !os.IsNotExist(err) {
 			t.Fatalf("%v made the jobs folder's path: %v", args, err)
 		}
+	}
+}
+
+// submit warns, on stderr and without failing, of each file an agent's
+// argv names relative to the workspace that submit does not copy there
+// (the script beside the manifest), naming the manifest, the field and
+// what to do; not of an absolute path or a program on PATH.
+func TestSubmitWarnsOfUncopiedAgentFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	jobs := filepath.Join(dir, "jobs")
+	if err := os.Mkdir(jobs, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "agent.sh"), []byte("#!/bin/sh\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	agents := `"agents": {"worker": {"provider": "command", "command": {"argv": ["sh", "../agent.sh", "{request_file}"]}},
+		"supervisor": {"provider": "command", "command": {"argv": ["sh", "` + filepath.Join(dir, "agent.sh") + `"]}}}`
+	file := filepath.Join(dir, "j.json")
+	if err := os.WriteFile(file, []byte(`{"task_description": "t", "status": "PENDING", `+agents+`}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runMain(t, nil, "submit", file, "--jobs-dir", jobs)
+	want := "logist: warning: " + file + `: /agents/worker/command/argv/1: "../agent.sh" is relative to the job's workspace, where the agent runs: it leads to ` +
+		filepath.Join(jobs, "j", "agent.sh") + ", where nothing is (" + filepath.Join(dir, "agent.sh") + ", beside the manifest, is not copied"
+	if code != 0 || out != "j\n" || !strings.Contains(errs, want) || strings.Count(errs, "warning") != 1 {
+		t.Fatalf("submit: exit %d, stdout %q, stderr\n%s\nwant one warning: %s", code, out, errs, want)
+	}
+	// JSON: the same warnings, under "warnings", and on stderr.
+	jobs2 := filepath.Join(dir, "jobs2")
+	if err := os.Mkdir(jobs2, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = runMain(t, nil, "submit", file, "--jobs-dir", jobs2, "--format", "json")
+	var doc struct {
+		Warnings []string `json:"warnings"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); code != 0 || err != nil || len(doc.Warnings) != 1 ||
+		!strings.Contains(doc.Warnings[0], "/agents/worker/command/argv/1") || !strings.Contains(errs, "warning") {
+		t.Errorf("submit --format json: exit %d, %v, warnings %q, stderr %s", code, err, doc.Warnings, errs)
 	}
 }

@@ -3,7 +3,9 @@ package cli
 import (
 	"fmt"
 
+	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/steward"
+	"github.com/logist/logist/internal/textsafe"
 )
 
 var cmdSubmit = &command{
@@ -31,6 +33,17 @@ var cmdSubmit = &command{
 			if e.format == "text" {
 				fmt.Fprintf(e.stderr, "logist: warning: %s\n", warning)
 			}
+		}
+		// Files the agents name that did not come with the manifest: a
+		// warning on stderr in every format (the job is placed all the
+		// same), and under "warnings" in JSON.
+		var files []string
+		for _, w := range agent.UncopiedFiles(args[0], m, e.store.Workspace(id)) {
+			files = append(files, w.Error())
+			fmt.Fprintf(e.stderr, "logist: warning: %s\n", textsafe.Block(w.Error()))
+		}
+		if len(files) > 0 {
+			r.Data["warnings"] = files
 		}
 		note := waitsForDaemon(e, m)
 		if note != "" {
