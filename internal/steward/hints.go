@@ -66,7 +66,10 @@ var byStatus = map[lifecycle.Status]func(m *manifest.Manifest, id string) string
 // nextByCode is what a steward does about a job stopped with an error
 // code that guidance alone does not mend (an empty hint: the status's).
 var nextByCode = map[string]func(m *manifest.Manifest, id string) string{
-	codes.AwaitingReply: func(_ *manifest.Manifest, id string) string {
+	codes.AwaitingReply: func(m *manifest.Manifest, id string) string {
+		if role := waitingRole(m); role != "" {
+			return "answer as " + role + ": logist reply " + id + " --as " + role + " --file ANSWER.json"
+		}
 		return "answer for the waiting role: logist reply " + id + " --as ROLE --file ANSWER.json (the reason names the role)"
 	},
 	codes.AwaitingSteward: func(_ *manifest.Manifest, id string) string {
@@ -156,4 +159,23 @@ func configHint(m *manifest.Manifest, id string) string {
 		return "install the program, or name it: logist set " + id + " agents." + role + `.command.program='"/path/to/program"'` + then
 	}
 	return "fix the agent's program (the reason says why it cannot start): logist set " + id + " agents." + role + `.command.argv='["PROGRAM","{request_file}"]'` + then
+}
+
+// waitingRole is the role a job waiting for a reply waits for when one
+// role can be: its phase's, played by a human. "" when it cannot be told
+// from the manifest (a game's turns, where several parties may wait: the
+// reason names them).
+func waitingRole(m *manifest.Manifest) string {
+	wf, err := m.ResolveWorkflow()
+	if err != nil {
+		return ""
+	}
+	ph, ok := wf.Phases[m.Phase()]
+	if !ok || ph.Role == "" {
+		return ""
+	}
+	if a, ok := m.Agents[ph.Role]; !ok || a.Provider != "human" {
+		return ""
+	}
+	return ph.Role
 }

@@ -196,3 +196,28 @@ func TestHintsByErrorCode(t *testing.T) {
 		})
 	}
 }
+
+// A job waiting for a human's reply is told the role to answer as, when
+// its phase's role is the human one; the placeholder stays where the
+// manifest cannot tell (a game's turns: the reason names the parties).
+func TestReplyHintNamesTheWaitingRole(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	waiting := func(workerProvider string) map[string]any {
+		worker := map[string]any{"provider": workerProvider}
+		if workerProvider == "script" {
+			worker["script"] = []any{map[string]any{"action": "COMPLETED", "summary": "ok"}}
+		}
+		return map[string]any{"status": "INTERVENTION_REQUIRED", "current_phase": "work",
+			"agents": map[string]any{"worker": worker, "supervisor": map[string]any{"provider": "human"}},
+			"run":    map[string]any{"error_code": codes.AwaitingReply, "reason": "waiting for logist reply j --as worker"}}
+	}
+	f.WriteJob("j", waiting("human"))
+	if hint := steward.HintFor(f.Load("j"), "j"); !strings.Contains(hint, "logist reply j --as worker --file ANSWER.json") || strings.Contains(hint, "ROLE") {
+		t.Errorf("hint %q does not name the worker", hint)
+	}
+	f.WriteJob("k", waiting("script"))
+	if hint := steward.HintFor(f.Load("k"), "k"); !strings.Contains(hint, "--as ROLE") {
+		t.Errorf("a phase whose role is no human's: hint %q", hint)
+	}
+}
