@@ -87,8 +87,10 @@ func orDash(s string) string {
 // character textsafe.Line escapes (newline, carriage return, tab, BEL and
 // every other control, bidi runes, bytes that are not UTF-8) shown as its
 // visible escape (\n, \r, \t, \x07, ...), so no line of a multi-line text
-// is hidden; longer than n characters, its first n and "…". One escaping
-// for every one-line cell of every command (list, logs, history, watch).
+// is hidden; longer than n characters, as many of s's characters as fit
+// whole in n and "…": an escape is never cut (a "\u2…" would read as
+// text the agent did not write). One escaping for every one-line cell of
+// every command (list, logs, history, watch).
 func oneLine(s string, n int) string {
 	// Printable ASCII, most notes of a listing: nothing to escape, and
 	// more than n of it is cut at byte n without reading the rest.
@@ -102,24 +104,24 @@ func oneLine(s string, n int) string {
 	case i == len(s):
 		return s
 	}
-	// Each rune or stray byte of s is at least one character of its
-	// escaped form and at most 4 bytes: n+1 of them decide the cut.
-	if most := 4 * (n + 1); len(s) > most {
-		s = s[:most]
-	}
-	l := textsafe.Line(s) // valid UTF-8
-	cut := 0
-	for range n {
-		if cut == len(l) {
-			return l
+	var b strings.Builder
+	b.WriteString(s[:i])
+	chars := i
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		piece := s[i : i+size]
+		if (r == utf8.RuneError && size == 1) || textsafe.Unsafe(r) {
+			piece = textsafe.Line(piece)
 		}
-		_, size := utf8.DecodeRuneInString(l[cut:])
-		cut += size
+		w := utf8.RuneCountInString(piece)
+		if chars+w > n {
+			return b.String() + "…"
+		}
+		b.WriteString(piece)
+		chars += w
+		i += size
 	}
-	if cut == len(l) {
-		return l
-	}
-	return l[:cut] + "…"
+	return b.String()
 }
 
 // quoted is a one-line cell (oneLine) between double quotes, a quote in

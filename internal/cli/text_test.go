@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/textsafe"
@@ -119,12 +120,30 @@ func FuzzOneLine(f *testing.F) {
 		f.Add(s, uint8(10))
 	}
 	f.Fuzz(func(t *testing.T, s string, n uint8) {
-		want := textsafe.Line(s)
-		if r := []rune(want); len(r) > int(n) {
-			want = string(r[:n]) + "…"
+		whole, got := textsafe.Line(s), oneLine(s, int(n))
+		if utf8.RuneCountInString(whole) <= int(n) {
+			if got != whole {
+				t.Fatalf("oneLine(%q, %d) = %q, want all of it, %q", s, n, got, whole)
+			}
+			return
 		}
-		if got := oneLine(s, int(n)); got != want {
-			t.Fatalf("oneLine(%q, %d) = %q, want %q", s, n, got, want)
+		// Cut: the escaped form of a prefix of s that ends between two of
+		// its characters, the longest within n, and the marker.
+		cut, ok := strings.CutSuffix(got, "…")
+		if !ok {
+			t.Fatalf("oneLine(%q, %d) = %q: cut without the marker", s, n, got)
+		}
+		want := ""
+		for i := 0; i < len(s); {
+			_, size := utf8.DecodeRuneInString(s[i:])
+			next := textsafe.Line(s[:i+size])
+			if utf8.RuneCountInString(next) > int(n) {
+				break
+			}
+			want, i = next, i+size
+		}
+		if cut != want {
+			t.Fatalf("oneLine(%q, %d) = %q, want %q…", s, n, got, want)
 		}
 	})
 }
@@ -143,6 +162,9 @@ func TestOneLineShowsEveryLine(t *testing.T) {
 		{"Done line1\nline2\rOVERWRITE", 13, `Done line1\nl…`},
 		{"plain", 5, "plain"},
 		{"plainer", 5, "plain…"},
+		// An escape is never cut: \u202e is whole or not there.
+		{"abc\u202eevil", 5, "abc…"},
+		{"abc\u202eevil", 9, `abc\u202e…`},
 	} {
 		if got := oneLine(c.s, c.n); got != c.want {
 			t.Errorf("oneLine(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
