@@ -34,6 +34,8 @@ var fuzzSeeds = []string{
 	"{\"action\":\"COMPLETED\",\"evidence_files\":[],\"summary_for_supervisor\":\"\xff\xfe\"}",
 	`{"action":"COMPLETED","evidence_files":{},"summary_for_supervisor":5}`,
 	`{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"x","cost_usd":1e1000001,"tokens":[1e999999,-1e-1000001]}`,
+	`{"action":"STUCK","action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"x"}`,
+	`{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"x","m":[{"a/b":{"k":1,"k":2}}]}`,
 }
 
 func FuzzResponseExtract(f *testing.F) {
@@ -59,6 +61,11 @@ func FuzzResponseExtract(f *testing.F) {
 		}
 		if obj == nil {
 			t.Fatal("nil object without error")
+		}
+		// Accepted, its keys are distinct: re-encoded, it has as many as
+		// the raw text's objects did (a duplicate would have been dropped).
+		if key, _ := duplicateKey(bytes.TrimSpace(bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf")))); key != "" && !bytes.Contains(raw, []byte("```")) {
+			t.Fatalf("accepted with key %q twice", key)
 		}
 		// Extraction is idempotent on its own output's shape: an accepted
 		// answer wrapped in a fence is still accepted.

@@ -423,3 +423,26 @@ func validate(raw []byte, ws string) (*Answer, []Warning, error) {
 	}
 	return v.Answer, v.Warnings, nil
 }
+
+// An answer with a key twice is refused: Go would act on the last
+// "action" while a person reading raw_response sees the first.
+func TestDuplicateKeysAreRefused(t *testing.T) {
+	for raw, want := range map[string]string{
+		`{"action":"STUCK","action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"x"}`:                  `key "action" appears twice in the object at /`,
+		`{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"x","\u0061ction":"STUCK"}`:             `key "action" appears twice`,
+		`{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"x","m":[{"a/b":{"k":1,"k":2}}]}`:       `key "k" appears twice in the object at /m/0/a~1b`,
+		`{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"x","m":[{"k":1},{"k":2}],"n":{"k":3}}`: "",
+	} {
+		_, err := Extract([]byte(raw))
+		if want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", raw, err)
+			}
+			continue
+		}
+		var e *Error
+		if !errors.As(err, &e) || e.Code != codes.NotJSON || !strings.Contains(e.Reason, want) {
+			t.Errorf("%s: %v, want NOT_JSON %q", raw, err, want)
+		}
+	}
+}
