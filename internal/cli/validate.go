@@ -124,7 +124,8 @@ func validateFile(f, kind, ws string) (string, []string, []string) {
 			ws = filepath.Join(filepath.Dir(f), jobstore.WorkspaceDir)
 		}
 		es := steward.ShellPrograms(ws).Check(f, m)
-		if es = append(es, steward.CheckSource(f, m)...); len(es) > 0 {
+		_, missing := steward.PromptFiles(f, m)
+		if es = append(append(es, steward.CheckSource(f, m)...), missing...); len(es) > 0 {
 			err = es
 		} else {
 			err = checkWorkflowConfig(f, m)

@@ -12,9 +12,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -852,16 +854,28 @@ func (s *Store) LockDaemon() (*Lock, error) {
 // Create makes a new job folder with the manifest and an empty workspace.
 // It fails with fs.ErrExist if the job exists.
 func (s *Store) Create(m *manifest.Manifest) error {
+	return s.CreateWith(m, nil)
+}
+
+// CreateWith is Create that first writes files (paths relative to the
+// job folder, such as the prompt files the manifest names) into the new
+// job's folder, each fsync'd with its folder: all there before the
+// manifest, so no run can start without them.
+func (s *Store) CreateWith(m *manifest.Manifest, files map[string][]byte) error {
 	b, err := m.Encode()
 	if err != nil {
 		return fmt.Errorf("encode manifest: %w", err)
 	}
-	return s.CreateFile(m.JobID, b)
+	return s.createFile(m.JobID, b, files)
 }
 
 // CreateFile is Create with the manifest file's bytes b as they are (an
 // encoded manifest, not checked here: a job is checked when it is loaded).
 func (s *Store) CreateFile(id string, b []byte) error {
+	return s.createFile(id, b, nil)
+}
+
+func (s *Store) createFile(id string, b []byte, files map[string][]byte) error {
 	dir := s.JobDir(id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return fmt.Errorf("create job %s: %w", id, err)
@@ -871,6 +885,19 @@ func (s *Store) CreateFile(id string, b []byte) error {
 	}
 	if err := s.EnsureWorkspace(id); err != nil {
 		return err
+	}
+	for _, rel := range slices.Sorted(maps.Keys(files)) {
+		clean := filepath.Clean(rel)
+		if !filepath.IsLocal(clean) || clean == ManifestFile {
+			return fmt.Errorf("create job %s: %q is no file of its folder", id, rel)
+		}
+		p := filepath.Join(dir, clean)
+		if err := atomicfile.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return fmt.Errorf("create job %s: %w", id, err)
+		}
+		if err := atomicfile.WriteFile(p, files[rel], 0o600); err != nil {
+			return fmt.Errorf("create job %s: %w", id, err)
+		}
 	}
 	return s.WriteManifest(id, b)
 }

@@ -41,6 +41,13 @@ const (
 	DefaultWorkflow        = "supervised"
 )
 
+// MaxPromptBytes bounds a role's prompt file (prompts), as MaxSize bounds
+// the manifest that names it: the prompt goes whole into every request of
+// the role (its record, its request file, the view), so a file of 50 MiB
+// took logistd to 1.7 GiB of memory for one call; a megabyte is about a
+// quarter of a million tokens.
+const MaxPromptBytes = 1 << 20
+
 // Manifest is a job's authoritative snapshot.
 type Manifest struct {
 	SchemaVersion        int                    `json:"schema_version"`

@@ -18,12 +18,8 @@ Answer with exactly one JSON object and nothing else:
 {"action": "COMPLETED" | "STUCK" | "RETRY", "evidence_files": ["relative/paths"], "summary_for_supervisor": "at most 500 characters"}
 `
 
-// MaxPromptBytes bounds a role's prompt file (prompts in the manifest), as
-// manifest.MaxSize bounds the manifest that names it: the prompt goes
-// whole into every request of the role (its record, its request file,
-// the view), so a file of 50 MiB took logistd to 1.7 GiB of memory for one
-// call; a megabyte is about a quarter of a million tokens.
-const MaxPromptBytes = 1 << 20
+// MaxPromptBytes is manifest.MaxPromptBytes.
+const MaxPromptBytes = manifest.MaxPromptBytes
 
 // systemPrompt is the role's prompt: the manifest's override file (inside
 // the job folder), else the built-in one for the role, else a generic one.

@@ -82,7 +82,8 @@ func (e *ExistsError) Error() string {
 }
 
 // Submit validates a manifest file and places it in the jobs folder as a
-// new job. It returns the job id.
+// new job, with the prompt files it names (PromptFiles). It returns the
+// job id.
 func (s *Steward) Submit(file string) (string, *manifest.Manifest, error) {
 	m, err := manifest.ReadFile(file)
 	if err != nil {
@@ -112,11 +113,15 @@ func (s *Steward) Submit(file string) (string, *manifest.Manifest, error) {
 	if es := keptState(file, m); len(es) > 0 {
 		return "", nil, es
 	}
+	prompts, es := PromptFiles(file, m)
+	if len(es) > 0 {
+		return "", nil, es
+	}
 	m.JobID = id
 	if err := s.Env.Store.CheckDir(); err != nil {
 		return "", nil, err
 	}
-	if err := s.Env.Store.Create(m); err != nil {
+	if err := s.Env.Store.CreateWith(m, prompts); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return "", nil, &ExistsError{ID: id}
 		}

@@ -716,3 +716,44 @@ func TestResumeRefusesABudgetThatIsNone(t *testing.T) {
 		t.Fatalf("finite budgets: %v", err)
 	}
 }
+
+// A manifest's prompt files come with it: submit copies each from beside
+// the manifest into the job's folder before the job can start, and the
+// job's agents get them; a prompt file that is not there is refused at
+// its field, and nothing is placed.
+func TestSubmitBringsThePromptFiles(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	src := t.TempDir()
+	writeFile(t, filepath.Join(src, "worker-prompt.md"), []byte("You are the careful worker."))
+	writeFile(t, filepath.Join(src, "prompts", "sup.md"), []byte("You review."))
+	p := writeFile(t, filepath.Join(src, "with-prompts.json"), testkit.ManifestJSON(t, "", map[string]any{
+		"prompts": map[string]any{"worker": "worker-prompt.md", "supervisor": "prompts/sup.md"}}))
+	id, _, err := f.St.Submit(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rel, want := range map[string]string{"worker-prompt.md": "You are the careful worker.", "prompts/sup.md": "You review."} {
+		if b, err := os.ReadFile(filepath.Join(f.Dir, id, rel)); err != nil || string(b) != want {
+			t.Errorf("%s in the job folder: %q, %v", rel, b, err)
+		}
+	}
+	f.Run(id)
+	if m := f.Load(id); m.Status != lifecycle.Success {
+		t.Fatalf("the job ended %s (%s)", m.Status, m.Run.Reason)
+	}
+	intents := testkit.OfType(f.Records(id), history.TypeIntent)
+	if len(intents) == 0 || intents[0].Request.SystemPrompt != "You are the careful worker." {
+		t.Errorf("the worker's system prompt is not its file's")
+	}
+
+	p2 := writeFile(t, filepath.Join(src, "missing-prompt.json"), testkit.ManifestJSON(t, "", map[string]any{
+		"prompts": map[string]any{"worker": "nowhere.md"}}))
+	_, _, err = f.St.Submit(p2)
+	if err == nil || !strings.Contains(err.Error(), "/prompts/worker") || !strings.Contains(err.Error(), `prompt file "nowhere.md", beside the manifest`) {
+		t.Errorf("a missing prompt file: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(f.Dir, "missing-prompt")); !errors.Is(err, os.ErrNotExist) {
+		t.Error("a refused submit placed its job")
+	}
+}
