@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/steward"
@@ -26,12 +27,19 @@ var cmdSubmit = &command{
 		r := &Result{Message: fmt.Sprintf("Job %s submitted", id), Fields: []Field{
 			{"job_id", "Job", id}, {"status", "Status", string(m.Status)}, {"path", "Folder", e.store.JobDir(id)},
 		}, Data: map[string]any{"job": m, "path": e.store.JobDir(id)}}
-		warning := steward.SourceWarning(m)
-		if warning != "" {
+		var warnings []string
+		if w := steward.SourceWarning(m); w != "" {
+			warnings = append(warnings, w)
+		}
+		warnings = append(warnings, envAllowWarnings(m)...)
+		if len(warnings) > 0 {
+			warning := strings.Join(warnings, "; ")
 			r.Fields = append(r.Fields, Field{"warning", "Warning", warning})
 			r.Data["warning"] = warning
 			if e.format == "text" {
-				fmt.Fprintf(e.stderr, "logist: warning: %s\n", warning)
+				for _, w := range warnings {
+					fmt.Fprintf(e.stderr, "logist: warning: %s\n", w)
+				}
 			}
 		}
 		// Files the agents name that did not come with the manifest: a

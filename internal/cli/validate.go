@@ -18,6 +18,7 @@ import (
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/response"
+	"github.com/logist/logist/internal/secrets"
 	"github.com/logist/logist/internal/steward"
 )
 
@@ -142,7 +143,7 @@ func validateFile(f, kind, ws string) (string, []string, []string) {
 		}
 		return kind, []string{err.Error()}, nil
 	}
-	var warns []string
+	warns := envAllowWarnings(m)
 	for _, w := range []string{agent.CostWarning(m), steward.SourceWarning(m)} {
 		if w != "" {
 			warns = append(warns, w)
@@ -173,4 +174,19 @@ func answerWorkspace(ws string) response.Workspace {
 		return response.Dir(ws)
 	}
 	return response.In(ws, gitws.AnswerCheck(m.IsGit(), filepath.Base(jobDir)))
+}
+
+// envAllowWarnings names each variable a command agent's env_allow lets
+// through whose name looks like a key's (secrets.LooksSecret) and that
+// secret_env does not list: the job's records redact its value anyway
+// (secrets.JobRedactor), but secret_env is where a key belongs.
+func envAllowWarnings(m *manifest.Manifest) []string {
+	var out []string
+	for _, e := range m.EnvAllowed() {
+		if secrets.LooksSecret(e.Name) && !slices.Contains(m.SecretEnv, e.Name) {
+			out = append(out, fmt.Sprintf("%s: %s looks like a secret: pass it with secret_env instead of env_allow "+
+				"(its value is redacted from the job's records either way)", e.Pointer, e.Name))
+		}
+	}
+	return out
 }

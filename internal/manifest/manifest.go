@@ -178,6 +178,33 @@ type GitSource struct {
 	Ref  string `json:"ref,omitempty"`
 }
 
+// EnvAllowed is one name a command agent's env_allow lets through from the
+// daemon's environment, with its JSON pointer in the manifest.
+type EnvAllowed struct{ Pointer, Name string }
+
+// EnvAllowed lists the names the command agents' env_allow let through, by
+// role (sorted), then in the order given.
+func (m *Manifest) EnvAllowed() []EnvAllowed {
+	var out []EnvAllowed
+	for _, role := range slices.Sorted(maps.Keys(m.Agents)) {
+		if c := m.Agents[role].Command; c != nil {
+			for i, n := range c.EnvAllow {
+				out = append(out, EnvAllowed{Pointer: fmt.Sprintf("/agents/%s/command/env_allow/%d", role, i), Name: n})
+			}
+		}
+	}
+	return out
+}
+
+// EnvAllowNames is the names of EnvAllowed.
+func (m *Manifest) EnvAllowNames() []string {
+	var out []string
+	for _, e := range m.EnvAllowed() {
+		out = append(out, e.Name)
+	}
+	return out
+}
+
 // IsGit says whether the job works in a git workspace.
 func (m *Manifest) IsGit() bool { return m.Workspace != nil && m.Workspace.Git != nil }
 

@@ -45,6 +45,78 @@ func NewRedactor(names []string, getenv func(string) string) *Redactor {
 	return &Redactor{strings.NewReplacer(args...)}
 }
 
+// secretWords are the words of an environment variable's name that say it
+// holds a credential (LooksSecret); secretSuffixes end a word that does
+// (PGPASSWORD, GITHUBTOKEN, CLIENTSECRET, OPENAIAPIKEY).
+var (
+	secretWords = map[string]bool{
+		"KEY": true, "KEYS": true, "APIKEY": true, "TOKEN": true, "TOKENS": true,
+		"SECRET": true, "SECRETS": true, "PASSWORD": true, "PASSWORDS": true, "PASSWD": true,
+		"PASSPHRASE": true, "CREDENTIAL": true, "CREDENTIALS": true, "CREDS": true, "AUTH": true,
+	}
+	secretSuffixes = []string{"APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIALS"}
+)
+
+// LooksSecret is the one rule for an environment variable a manifest lets
+// through by name (command.env_allow) without listing it in secret_env: its
+// name, upper-cased and split into words at every character that is not a
+// letter or digit, has a word that is KEY, KEYS, APIKEY, TOKEN, TOKENS,
+// SECRET, SECRETS, PASSWORD, PASSWORDS, PASSWD, PASSPHRASE, CREDENTIAL,
+// CREDENTIALS, CREDS or AUTH, or a word ending in APIKEY, TOKEN, SECRET,
+// PASSWORD, PASSWD, PASSPHRASE or CREDENTIALS. OPENAI_API_KEY,
+// ANTHROPIC_AUTH_TOKEN, AWS_SECRET_ACCESS_KEY, PGPASSWORD and GH_TOKEN look
+// secret; PATH, HOME, LANG, TOKENIZERS_PARALLELISM, KEYBOARD and
+// GIT_AUTHOR_NAME do not (words, not substrings).
+func LooksSecret(name string) bool {
+	words := strings.FieldsFunc(strings.ToUpper(name), func(r rune) bool {
+		return (r < 'A' || r > 'Z') && (r < '0' || r > '9')
+	})
+	for _, w := range words {
+		if secretWords[w] {
+			return true
+		}
+		for _, s := range secretSuffixes {
+			if strings.HasSuffix(w, s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// MinGuessedLen is the shortest value of a variable redacted because its
+// name LooksSecret (not listed in secret_env): a shorter one (1, true, on)
+// is a flag rather than a key, and replacing it would rewrite every "1" or
+// "true" in the job's records. A value listed in secret_env is redacted
+// whatever its length.
+const MinGuessedLen = 8
+
+// JobRedactor is the redactor of a job's records: the values of the
+// variables secretEnv names, and of those envAllow lets through to an agent
+// whose name LooksSecret (at least MinGuessedLen bytes long), each
+// replaced with [REDACTED:NAME] as NewRedactor does.
+func JobRedactor(secretEnv, envAllow []string, getenv func(string) string) *Redactor {
+	names := append([]string{}, secretEnv...)
+	listed := map[string]bool{}
+	for _, n := range secretEnv {
+		listed[n] = true
+	}
+	guessed := map[string]bool{}
+	for _, n := range envAllow {
+		if !listed[n] && !guessed[n] && LooksSecret(n) {
+			guessed[n] = true
+			names = append(names, n)
+		}
+	}
+	return NewRedactor(names, func(n string) string {
+		v := getenv(n)
+		if guessed[n] && len(v) < MinGuessedLen {
+			return ""
+		}
+		return v
+	})
+}
+
 // Redact replaces every secret value in s. A nil Redactor returns s.
 func (r *Redactor) Redact(s string) string {
 	if r == nil || s == "" {

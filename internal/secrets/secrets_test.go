@@ -200,3 +200,41 @@ func TestContentKeyAfterCrash(t *testing.T) {
 		}
 	})
 }
+
+// The name rule: words that say "credential", not substrings, so the
+// variables every agent gets and look-alikes are not taken for keys.
+func TestLooksSecret(t *testing.T) {
+	t.Parallel()
+	for _, n := range []string{"OPENAI_API_KEY", "ANTHROPIC_AUTH_TOKEN", "AWS_SECRET_ACCESS_KEY", "PGPASSWORD",
+		"GH_TOKEN", "GITHUBTOKEN", "DB_PASSWD", "GOOGLE_APPLICATION_CREDENTIALS", "openai_api_key", "OPENAI_APIKEY",
+		"MY_CREDS", "SSH_KEY_PASSPHRASE", "BASIC_AUTH", "CLIENT_SECRETS", "HF_TOKENS"} {
+		if !LooksSecret(n) {
+			t.Errorf("%s: not taken for a secret", n)
+		}
+	}
+	for _, n := range []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "PWD", "TOKENIZERS_PARALLELISM",
+		"KEYBOARD_LAYOUT", "MONKEY", "GIT_AUTHOR_NAME", "AUTHOR", "OPENAI_BASE_URL", "LOGIST_JOB_ID", "MY_AGENT_MODE", ""} {
+		if LooksSecret(n) {
+			t.Errorf("%s: taken for a secret", n)
+		}
+	}
+}
+
+// A job's redactor replaces secret_env values and the values of secret-
+// looking env_allow names alike; a guessed name's short value (a flag) and
+// a name that does not look secret are kept.
+func TestJobRedactor(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"LISTED": "listed-value", "OPENAI_API_KEY": "sk-real-xyz-0123",
+		"USE_AUTH": "1", "PIN_SECRET": "short", "SHORT_LISTED": "abc", "MY_LABEL": "plain-label-value"}
+	r := JobRedactor([]string{"LISTED", "SHORT_LISTED"}, []string{"OPENAI_API_KEY", "USE_AUTH", "PIN_SECRET", "MY_LABEL", "LISTED"},
+		func(k string) string { return env[k] })
+	got := r.Redact("listed-value sk-real-xyz-0123 1 short abc plain-label-value")
+	want := "[REDACTED:LISTED] [REDACTED:OPENAI_API_KEY] 1 short [REDACTED:SHORT_LISTED] plain-label-value"
+	if got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	if JobRedactor(nil, []string{"PATH", "HOME"}, func(k string) string { return "/usr/bin:/bin" }) != nil {
+		t.Fatal("PATH and HOME made a redactor")
+	}
+}
