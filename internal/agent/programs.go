@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/logist/logist/internal/egress"
 	"github.com/logist/logist/internal/manifest"
 )
 
@@ -36,9 +37,10 @@ type ProgramCheck struct {
 
 // Check returns one problem per command agent whose program cannot be
 // started, each naming file, the field (/agents/ROLE/command/argv/0) and
-// why; nil if there is none.
+// why, and those of the network allowlist (CheckNetworkAllow); nil if
+// there is none.
 func (c ProgramCheck) Check(file string, m *manifest.Manifest) manifest.Errors {
-	var es manifest.Errors
+	es := CheckNetworkAllow(file, m)
 	for _, role := range slices.Sorted(maps.Keys(m.Agents)) {
 		a := m.Agents[role]
 		if a.Provider != "command" || a.Command == nil || a.Command.Preset != "" || len(a.Command.Argv) == 0 {
@@ -175,6 +177,34 @@ func UncopiedFiles(file string, m *manifest.Manifest, workspace string) manifest
 			}
 			es = append(es, &manifest.Error{File: file, Pointer: fmt.Sprintf("/agents/%s/command/argv/%d", role, i),
 				Reason: why + "; copy the file there before the job runs, or give its absolute path"})
+		}
+	}
+	return es
+}
+
+// CheckNetworkAllow returns one problem per sandbox_network_allow entry a
+// call could not use, naming file, the field (/sandbox_network_allow/N) and
+// why: one egress.ParseAllow refuses, and a loopback destination. Inside
+// the sandbox the loopback is the call's own, where only the metering
+// proxy listens, and HTTP clients send a request for a loopback address
+// straight to it rather than through the egress proxy (the calls get
+// NO_PROXY=127.0.0.1 so that they reach the metering proxy directly; Go's
+// client never proxies loopback at all), so such an entry would validate
+// and then fail every request with a refused connection.
+func CheckNetworkAllow(file string, m *manifest.Manifest) manifest.Errors {
+	var es manifest.Errors
+	for i, a := range m.SandboxNetworkAllow {
+		ptr := fmt.Sprintf("/sandbox_network_allow/%d", i)
+		e, err := egress.ParseAllow([]string{a})
+		switch {
+		case err != nil:
+			es = append(es, &manifest.Error{File: file, Pointer: ptr, Reason: err.Error()})
+		case e[0].Loopback():
+			es = append(es, &manifest.Error{File: file, Pointer: ptr, Reason: fmt.Sprintf("%q is a loopback destination, "+
+				"which a sandboxed call cannot reach: in the sandbox 127.0.0.1 is the call's own loopback, and HTTP clients "+
+				"connect to it directly instead of through the egress proxy (NO_PROXY=127.0.0.1, the metering proxy). "+
+				"Reach a model server on this machine through the metering proxy (an http agent, or a CLI preset's "+
+				"command.base_url), or list an address it listens on that is not loopback (IP:port)", a)})
 		}
 	}
 	return es

@@ -80,6 +80,15 @@ func ParseAllow(list []string) ([]Entry, error) {
 	return out, nil
 }
 
+// Loopback says whether e names a loopback destination: an address of
+// 127.0.0.0/8 or ::1, or localhost (or a name under .localhost).
+func (e Entry) Loopback() bool {
+	if e.IP.IsValid() {
+		return e.IP.IsLoopback()
+	}
+	return e.Host == "localhost" || strings.HasSuffix(e.Host, ".localhost")
+}
+
 // Grant is what one call may reach.
 type Grant struct {
 	Job, Call, Role string

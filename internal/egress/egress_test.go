@@ -303,3 +303,19 @@ func TestParseAllow(t *testing.T) {
 		}
 	}
 }
+
+// Loopback destinations, which a manifest may not list (agent.
+// CheckNetworkAllow): addresses of 127/8 and ::1 (mapped too) and localhost.
+func TestEntryLoopback(t *testing.T) {
+	t.Parallel()
+	es, err := ParseAllow([]string{"127.0.0.1:18080", "127.1.2.3:80", "[::1]:11434", "[::ffff:127.0.0.1]:80", "localhost:11434",
+		"LocalHost.", "api.localhost:8080", "10.0.0.5:11434", "api.openai.com", "localhost.example.com", "[::2]:80"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, true, true, true, true, true, true, false, false, false, false} {
+		if got := es[i].Loopback(); got != want {
+			t.Errorf("%+v: Loopback %v, want %v", es[i], got, want)
+		}
+	}
+}
