@@ -186,6 +186,9 @@ func upstreamBase(api, base string) string {
 type meterCall struct {
 	m     Meter
 	token string
+	// priceField is where a steward prices the agent's model
+	// (http.price, command.price), for a refusal's message.
+	priceField string
 }
 
 // openMeter opens a grant for a call that speaks g.API (g holds the
@@ -203,6 +206,14 @@ func openMeter(ctx context.Context, req *Request, g MeterGrant) (*meterCall, err
 		return nil, &Error{Code: codes.AgentStart, Msg: "metering proxy: " + err.Error()}
 	}
 	return &meterCall{m: mt.meter, token: tok}, nil
+}
+
+// field is where a steward prices the call's model.
+func (mc *meterCall) field() string {
+	if mc.priceField == "" {
+		return "command.price"
+	}
+	return mc.priceField
 }
 
 // settle closes the grant and makes the proxy's figures the call's cost of
@@ -234,7 +245,7 @@ func (mc *meterCall) settle(res *Result, err error, reported *float64) (*Result,
 		e.Msg = fmt.Sprintf("the metering proxy stopped the call: the job's cost budget is spent (metered $%.6f in %d requests; the agent said: %s)", t.USD, t.Requests, truncateText(ae.Msg, 300))
 	} else if n := t.Refused[codes.ModelUnpriced]; n > 0 && ae.Code != codes.ModelUnpriced {
 		e.Code, e.Transient = codes.ModelUnpriced, false
-		e.Msg = "the metering proxy refused the model: no price is known for it (set command.price or logistd --prices); the agent said: " + truncateText(ae.Msg, 300)
+		e.Msg = "the metering proxy refused the model: no price is known for it (set " + mc.field() + " or logistd --prices); the agent said: " + truncateText(ae.Msg, 300)
 	}
 	return nil, &e
 }

@@ -121,3 +121,17 @@ func TestBudget(t *testing.T) {
 		t.Fatal("a give-back does not reopen the budget")
 	}
 }
+
+// A refusal for an unpriced model tells the steward the field that
+// prices the agent: http.price for the http provider, command.price for a
+// preset.
+func TestMeterRefusalNamesThePriceField(t *testing.T) {
+	for _, c := range []struct{ field, want string }{{"http.price", "set http.price "}, {"", "set command.price "}} {
+		mc := &meterCall{m: &fakeMeter{totals: MeterTotals{Refused: map[string]int{codes.ModelUnpriced: 1}}}, token: "t", priceField: c.field}
+		_, err := mc.settle(nil, &Error{Code: codes.APIError, Msg: "HTTP 400"}, nil)
+		ae, ok := AsError(err)
+		if !ok || ae.Code != codes.ModelUnpriced || !strings.Contains(ae.Msg, c.want) {
+			t.Errorf("%q: %+v", c.field, err)
+		}
+	}
+}

@@ -84,6 +84,7 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (*Result, error) {
 		return nil, err
 	}
 	if mc != nil {
+		mc.priceField = "http.price"
 		secrets = append(secrets, mc.token)
 		res, err := o.send(ctx, req, mc.m.BaseURL(mc.m.Root(), APIOpenAI), mc.token, http.Header{}, nil, redact)
 		return mc.settle(res, err, nil)

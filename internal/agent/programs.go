@@ -33,14 +33,22 @@ type ProgramCheck struct {
 	// Workspace is the job's workspace, where relative paths start; ""
 	// leaves relative paths unchecked (a manifest not yet in a job folder).
 	Workspace string
+	// Metered: the calls go through the metering proxy (logistd's, which
+	// a steward's command checks for), so a model it would refuse is a
+	// problem too (CheckPrices).
+	Metered bool
 }
 
 // Check returns one problem per command agent whose program cannot be
 // started, each naming file, the field (/agents/ROLE/command/argv/0) and
-// why, and those of the network allowlist (CheckNetworkAllow); nil if
+// why, and those of the network allowlist (CheckNetworkAllow) and, when
+// Metered, of models the metering proxy would refuse (CheckPrices); nil if
 // there is none.
 func (c ProgramCheck) Check(file string, m *manifest.Manifest) manifest.Errors {
 	es := CheckNetworkAllow(file, m)
+	if c.Metered {
+		es = append(es, CheckPrices(file, m)...)
+	}
 	for _, role := range slices.Sorted(maps.Keys(m.Agents)) {
 		a := m.Agents[role]
 		if a.Provider != "command" || a.Command == nil || a.Command.Preset != "" || len(a.Command.Argv) == 0 {

@@ -39,15 +39,25 @@ func TestUnpricedAgents(t *testing.T) {
 		t.Fatalf("UnpricedAgents = %+v\nwant %+v", got, want)
 	}
 	w := CostWarning(m)
-	for _, s := range []string{"cost unknown: budget not enforceable (", `worker: qwen-code model "qwen3-coder-plus" has no price`,
-		`local: http model "llama3.2" has no price`, "nomodel: gemini-cli names no model", "set command.price"} {
+	for _, s := range []string{"cost unknown: the metering proxy refuses a model it cannot price", `worker: qwen-code model "qwen3-coder-plus" has no price: set /agents/worker/command/price`,
+		"nomodel: gemini-cli names no model, so its price is unknown: set /agents/nomodel/command/price"} {
 		if !strings.Contains(w, s) {
 			t.Errorf("warning %q lacks %q", w, s)
 		}
 	}
-	m.CostThreshold = nil
-	if w := CostWarning(m); !strings.Contains(w, "cost unknown (") || strings.Contains(w, "budget") {
-		t.Errorf("without a budget: %q", w)
+	// An http agent sends its model as named: the proxy's refusal is
+	// certain, so it is an error naming http.price, not a warning.
+	if strings.Contains(w, "local") {
+		t.Errorf("the unpriced http agent is only warned about: %q", w)
+	}
+	es := CheckPrices("job.json", m)
+	if len(es) != 1 || es[0].Pointer != "/agents/local/http/price" || es[0].File != "job.json" ||
+		!strings.Contains(es[0].Reason, `http model "llama3.2" has no price`) || !strings.Contains(es[0].Reason, "set http.price") {
+		t.Fatalf("CheckPrices = %v", es)
+	}
+	found := func(string) (string, error) { return "/bin/true", nil }
+	if es := (ProgramCheck{LookPath: found, Metered: true}).Check("job.json", m); len(es) != 1 || es[0].Pointer != "/agents/local/http/price" {
+		t.Fatalf("ProgramCheck.Check does not hold the prices: %v", es)
 	}
 	m.Agents = map[string]manifest.AgentConfig{"worker": preset("qwen-code", "gpt-4o-mini", "http://127.0.0.1:8000/v1", nil)}
 	if w := CostWarning(m); w != "" {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/builtins"
 	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/codes"
@@ -166,6 +167,13 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		addIdempotencyFlag(fs)
 	}
 	e := &env{ctx: ctx, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr, fs: fs}
+	// The daemon's prices, where logist can know them: what validate,
+	// submit, set and status say of an unpriced model is what the run does.
+	if p := config.PricesFile(getenv); p != "" {
+		if prices, err := agent.LoadPrices(p); err == nil {
+			agent.SetPriceOverrides(prices)
+		}
+	}
 	if err := fs.Parse(rest); err != nil {
 		renderError(stdout, stderr, "text", usagef("%s\n%s", suggest.FlagError(fs, err), commandHelp(c)))
 		return ExitUsage

@@ -75,7 +75,7 @@ const qwenJob = `{"task_description": "t", "status": "PENDING", "cost_threshold"
 func TestCostUnknownInStatusAndValidate(t *testing.T) {
 	jobs := t.TempDir()
 	writeJob(t, jobs, "qwen", qwenJob)
-	const want = `cost unknown: budget not enforceable (worker: qwen-code model "qwen3-coder-plus" has no price`
+	const want = `cost unknown: the metering proxy refuses a model it cannot price, so the job stops at the first call (MODEL_UNPRICED) unless the program asks for a priced one (worker: qwen-code model "qwen3-coder-plus" has no price: set /agents/worker/command/price`
 	code, out, errs := runMain(t, nil, "status", "qwen", "--jobs-dir", jobs)
 	if code != 0 || !regexp.MustCompile(`\nCost warning: +`+regexp.QuoteMeta(want)).MatchString(out) {
 		t.Fatalf("exit %d, stderr %s, status:\n%s", code, errs, out)

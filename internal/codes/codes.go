@@ -267,7 +267,7 @@ var catalogue = []Code{
 	// The steward, the daemon, the schedules.
 	{RollbackFailed, Error, false, "steward", "restoring a checkpoint's workspace failed; the job stays as it was"},
 	{ManifestInvalid, Error, true, "daemon", "a job's manifest is invalid; the job shows INVALID until the file is fixed"},
-	{CostUnknown, Warning, false, "daemon", "a job has an agent whose calls Logist cannot price (no price set, the model not in the table): they count as costing nothing, so its cost budget cannot stop it"},
+	{CostUnknown, Warning, false, "daemon", "a job has a CLI preset whose model Logist cannot price (no command.price, the model not in the table or logistd's --prices): the metering proxy refuses such a model, so the job stops at that call (MODEL_UNPRICED) unless the program asks for a priced one (an unpriced http model is refused ahead instead: logist validate and the daemon's intake name http.price)"},
 	{Place, Error, true, "daemon", "a manifest dropped in the jobs folder could not be moved into its job folder"},
 	{Scan, Error, false, "daemon", "the jobs folder could not be scanned"},
 	{Watcher, Error, false, "daemon", "watching the jobs folder failed; changes are found by rescans"},
@@ -296,7 +296,7 @@ var catalogue = []Code{
 	{RequestTooLarge, Warning, false, "meter", "413: a request body over the proxy's limit"},
 	{EncodingUnsupported, Warning, false, "meter", "415: a request body encoding other than gzip or deflate"},
 	{ModelNotAllowed, Warning, false, "meter", "403: a model the call's grant does not list"},
-	{ModelUnpriced, Warning, false, "meter", "400: a model with no known price (never metered as free)"},
+	{ModelUnpriced, Error, true, "meter", "400: the metering proxy refuses a model with no known price (never metered as free, whatever the budget); the call fails and the job stops in INTERVENTION_REQUIRED until a steward prices the model (http.price or command.price, or logistd --prices) and resumes it"},
 	{BudgetSpent, Warning, false, "meter", "the call's budget is spent: refused before forwarding (402), or the stream cut"},
 	{UpstreamFailed, Warning, false, "meter", "502/504: the provider could not be reached or broke off"},
 	{UpstreamRefused, Warning, false, "meter", "the provider refused the request (its status in http_status); its answer is passed on"},

@@ -172,6 +172,26 @@ func DatabaseURL(getenv func(string) string) string {
 	return ""
 }
 
+// PricesFile is logistd's --prices file as logist can know it: $LOGISTD_PRICES
+// (logistd's own setting), else the config file's prices, else none. (A
+// --prices given on logistd's command line alone is not seen.)
+func PricesFile(getenv func(string) string) string {
+	if p := getenv(EnvName("prices")); p != "" {
+		return p
+	}
+	if p := Path("", getenv); p != "" {
+		if b, err := os.ReadFile(p); err == nil {
+			var c struct {
+				Prices string `json:"prices"`
+			}
+			if json.Unmarshal(b, &c) == nil {
+				return c.Prices
+			}
+		}
+	}
+	return ""
+}
+
 // JobsDir is logist's default jobs folder: $LOGIST_JOBS_DIR, else the
 // config file's jobs_dir, else ./jobs.
 func JobsDir(getenv func(string) string) string {

@@ -13,11 +13,14 @@ import (
 
 // checkPrograms stops a job that is being taken up (PENDING: new, resumed
 // or rolled back) whose command agents name a program the daemon cannot
-// start: INTERVENTION_REQUIRED with AGENT_CONFIG and a reason naming the
+// start, or whose agents the metering proxy would refuse (an unpriced http
+// model, agent.CheckPrices), or whose network allowlist names a loopback
+// destination: INTERVENTION_REQUIRED with AGENT_CONFIG and a reason naming the
 // field, before any call is recorded or paid for. A steward fixes it with
 // logist set and resumes. It returns nil when every program is there.
 func (e *Engine) checkPrograms(tx *jobtx.Tx) *outcome {
-	c := agent.ProgramCheck{LookPath: e.LookPath, Where: "logistd's PATH (" + os.Getenv("PATH") + ")", Workspace: tx.Store().Workspace(tx.ID)}
+	c := agent.ProgramCheck{LookPath: e.LookPath, Where: "logistd's PATH (" + os.Getenv("PATH") + ")", Workspace: tx.Store().Workspace(tx.ID),
+		Metered: e.Meter != nil}
 	es := c.Check("", tx.M)
 	if len(es) == 0 {
 		return nil

@@ -154,9 +154,10 @@ func keptState(file string, m *manifest.Manifest) manifest.Errors {
 // steward's command can before logistd runs the job: on the PATH of the
 // shell it runs in, which may not be logistd's (the messages say so;
 // logistd checks again with its own before any call). workspace resolves
-// relative program paths ("" leaves them to logistd).
+// relative program paths ("" leaves them to logistd). logistd meters every
+// call, so a model its proxy would refuse is checked too.
 func ShellPrograms(workspace string) agent.ProgramCheck {
-	return agent.ProgramCheck{Workspace: workspace,
+	return agent.ProgramCheck{Workspace: workspace, Metered: true,
 		Where: "the PATH of this shell (logistd looks on its own PATH when it runs the job)"}
 }
 
