@@ -19,6 +19,7 @@ import (
 	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/sandbox"
+	"github.com/logist/logist/internal/schedule"
 	"github.com/logist/logist/internal/suggest"
 	"github.com/logist/logist/internal/textsafe"
 )
@@ -67,6 +68,9 @@ type Options struct {
 	// Getenv is the daemon's environment (LOGIST_CONTENT_KEY_FILE: where
 	// the content key of encrypted histories is kept); nil: the process's.
 	Getenv func(string) string
+
+	// cronClock is the schedules' clock (nil: real time), for tests.
+	cronClock schedule.Clock
 }
 
 // ConsoleOptions are the console's flags.

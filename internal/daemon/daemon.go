@@ -157,6 +157,9 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	d.engine.Meter = mp.agents
 	d.engine.Contain = containment(o.Sandbox, o.outputCeiling(), d.log, mp, d.metrics)
 	d.cron = schedule.New(env, logger, d.metrics, effects)
+	if o.cronClock != nil {
+		d.cron.Clock = o.cronClock
+	}
 	d.cron.Created = func(id string) {
 		d.watchJob(id)
 		d.consider(id, false, time.Time{}, nil)

@@ -267,7 +267,7 @@ func TestFilesArePrivate(t *testing.T) {
 
 func TestScheduleCreatesRunsAndMetrics(t *testing.T) {
 	dir := t.TempDir()
-	tpl := `{"task_description": "t", "schedule": {"cron": "@every 1s", "concurrency_policy": "Forbid"},
+	tpl := `{"task_description": "t", "schedule": {"cron": "@every 1m", "concurrency_policy": "Forbid"},
 	  "agents": {"worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done"}]}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`
 	if err := os.WriteFile(filepath.Join(dir, "tick.json"), []byte(tpl), 0o600); err != nil {
 		t.Fatal(err)
@@ -276,7 +276,7 @@ func TestScheduleCreatesRunsAndMetrics(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Options{JobsDir: dir, MaxParallel: 2, Listen: addr, Grace: time.Second}, discard())
+		done <- Run(ctx, Options{JobsDir: dir, MaxParallel: 2, Listen: addr, Grace: time.Second, cronClock: newFastClock()}, discard())
 	}()
 	store := jobstore.New(dir)
 	var run string
@@ -329,7 +329,7 @@ func TestScheduleCreatesRunsAndMetrics(t *testing.T) {
 // restart too.
 func TestStewardPausesAndHaltsAScheduleAcrossRestarts(t *testing.T) {
 	dir := t.TempDir()
-	tpl := `{"task_description": "t", "schedule": {"cron": "@every 1s"},
+	tpl := `{"task_description": "t", "schedule": {"cron": "@every 1m"},
 	  "agents": {"worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done"}]}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`
 	if err := os.WriteFile(filepath.Join(dir, "tick.json"), []byte(tpl), 0o600); err != nil {
 		t.Fatal(err)
@@ -345,10 +345,13 @@ func TestStewardPausesAndHaltsAScheduleAcrossRestarts(t *testing.T) {
 		}
 		return n
 	}
+	clock := newFastClock() // one, across the restarts
 	start := func() (stop func()) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- Run(ctx, Options{JobsDir: dir, MaxParallel: 2, Grace: time.Second}, discard()) }()
+		go func() {
+			done <- Run(ctx, Options{JobsDir: dir, MaxParallel: 2, Grace: time.Second, cronClock: clock}, discard())
+		}()
 		waitFor(t, "the daemon lock", func() bool { return store.DaemonPID() > 0 })
 		return func() {
 			cancel()
@@ -394,4 +397,15 @@ func TestStewardPausesAndHaltsAScheduleAcrossRestarts(t *testing.T) {
 	stop = start()
 	still("halted, after a restart")
 	stop()
+}
+
+// fastClock is the schedules' time running 60 times faster than real
+// time: an @every 1m schedule (the shortest there is) fires every second.
+type fastClock struct{ base time.Time }
+
+func newFastClock() fastClock { return fastClock{base: time.Now()} }
+
+func (c fastClock) Now() time.Time { return c.base.Add(60 * time.Since(c.base)) }
+func (c fastClock) After(d time.Duration) <-chan time.Time {
+	return time.After(d / 60)
 }

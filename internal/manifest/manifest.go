@@ -246,7 +246,9 @@ func (m *Manifest) ScheduleState() string {
 	return ScheduleActive
 }
 
-// Spec returns the cron schedule, parsed in its time zone.
+// Spec returns the cron schedule, parsed in its time zone: the one check of
+// an expression (validation, the scheduler and the CLI alike). One that never
+// matches, or an @every interval under MinEvery, is refused.
 func (s *Schedule) Spec() (cron.Schedule, error) {
 	spec := s.Cron
 	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
@@ -265,8 +267,24 @@ func (s *Schedule) Spec() (cron.Schedule, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cron %q: %v", s.Cron, err)
 	}
+	if d, ok := sch.(cron.ConstantDelaySchedule); ok && d.Delay < MinEvery {
+		return nil, fmt.Errorf("cron %q: an @every interval must be at least %s (a 5-field expression ticks at most once a minute)", s.Cron, minEveryText)
+	}
+	// robfig/cron's Next searches five years ahead and gives the zero
+	// time when nothing there matches (February 30th): such a schedule
+	// never fires.
+	if sch.Next(time.Now()).IsZero() {
+		return nil, fmt.Errorf("cron %q: never matches (no time in the next five years fits it)", s.Cron)
+	}
 	return sch, nil
 }
+
+// MinEvery is the shortest @every interval a schedule may have: a
+// 5-field cron expression ticks at most once a minute, and @every no more
+// often (each tick makes a job folder, and runs that fail are kept).
+const MinEvery = time.Minute
+
+const minEveryText = "1m"
 
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 

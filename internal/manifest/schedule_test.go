@@ -74,3 +74,33 @@ func TestCheckFaultRefusesTheManifest(t *testing.T) {
 		t.Errorf("the next manifest: %v", err)
 	}
 }
+
+// An expression no time fits (February 30th: robfig/cron's Next gives the
+// zero time, which fired at once as 0001-01-01) and an @every interval
+// under a minute (@every 0s made a job a second) are refused at intake,
+// naming the file, the field and why; a minute, and February 29th, pass.
+func TestScheduleRefusesNeverAndTooOften(t *testing.T) {
+	decode := func(c string) error {
+		_, err := Decode("job.json", []byte(`{"task_description":"t","agents":{"worker":{"provider":"script","script":[{}]},"supervisor":{"provider":"script","script":[{}]}},"schedule":{"cron":"`+c+`"}}`))
+		return err
+	}
+	for c, want := range map[string]string{
+		"0 0 30 2 *":   `job.json: /schedule/cron: cron "0 0 30 2 *": never matches`,
+		"0 0 31 4,6 *": "never matches",
+		"@every 0s":    `job.json: /schedule/cron: cron "@every 0s": an @every interval must be at least 1m`,
+		"@every 59s":   "must be at least 1m",
+		"@every 500ms": "must be at least 1m",
+	} {
+		if err := decode(c); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", c, err, want)
+		}
+	}
+	for _, c := range []string{"@every 1m", "@every 10m", "0 0 29 2 *", "* * * * *"} {
+		if err := decode(c); err != nil {
+			t.Errorf("%q: %v", c, err)
+		}
+	}
+	if MinEvery.String() != "1m0s" || minEveryText != "1m" {
+		t.Errorf("MinEvery %s, its text %s", MinEvery, minEveryText)
+	}
+}
