@@ -69,7 +69,9 @@ func pauseSchedule(e *env, verb, id string) (*Result, error) {
 		Data: map[string]any{"job": m, "state": m.ScheduleState(), "next_run": next}}, nil
 }
 
-// nextRun is when template m fires next, or its state if it does not.
+// nextRun is when template m fires next (as the daemon's scheduler counts
+// it: schedule.Next), its state if it does not, or "never" when nothing
+// matches its expression.
 func nextRun(m *manifest.Manifest, now time.Time) string {
 	if st := m.ScheduleState(); st != manifest.ScheduleActive {
 		return st
@@ -78,7 +80,11 @@ func nextRun(m *manifest.Manifest, now time.Time) string {
 	if err != nil {
 		return "-"
 	}
-	return spec.Next(now).UTC().Format(time.RFC3339)
+	next := schedule.Next(spec, schedule.Since(m), now)
+	if next.IsZero() {
+		return "never"
+	}
+	return next.UTC().Format(time.RFC3339)
 }
 
 func listSchedules(e *env) (*Result, error) {

@@ -134,6 +134,7 @@ const (
 	DaemonKey       = "DAEMON_KEY"
 	JobsDirGone     = "JOBS_DIR_GONE"
 	CronFailed      = "CRON_FAILED"
+	CronMissed      = "CRON_MISSED"
 )
 
 // Workflows: the protocol (internal/protocol/phases) and the deliberations
@@ -277,6 +278,7 @@ var catalogue = []Code{
 	{DaemonKey, Error, false, "daemon", "the jobs folder came back but its signing key could not be set up; tried again"},
 	{JobsDirGone, Error, false, "daemon", "the jobs folder was removed or moved away; logistd waits for it to come back"},
 	{CronFailed, Error, false, "schedule", "a scheduled run could not be created"},
+	{CronMissed, Warning, false, "schedule", "ticks of a schedule due while logistd was down were past its starting deadline: no run was made for them"},
 
 	// Workflows.
 	{ProtocolFailed, Error, true, "protocol", "the protocol session cannot go on (it failed, was aborted, or broke its integrity rules)"},

@@ -23,6 +23,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/robfig/cron/v3"
+
 	"github.com/logist/logist/internal/atomicfile"
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/effect"
@@ -94,11 +96,12 @@ func New(env *jobtx.Env, logger *slog.Logger, obs Observer, effects effect.Regis
 }
 
 // Sync adds, updates or (m nil, without schedule, or stopped) removes
-// template id. A template seen for the first time catches up: the latest
-// tick missed since its last run or, if later, since a steward resumed it
-// (at most its starting deadline old) runs now, older ones are counted as
-// missed. A paused template is kept, firing nothing; resumed, it fires at
-// its next tick: ticks while it was paused are never caught up.
+// template id. A template seen for the first time catches up (CatchUp):
+// the latest tick due since its last run or, if later, since a steward
+// resumed it runs now, unless it is past its starting deadline. A paused
+// template is kept, firing nothing; resumed, it fires at its next tick:
+// ticks while it was paused are never caught up. A schedule with no next
+// tick (nothing matches) fires nothing.
 func (s *Scheduler) Sync(id string, m *manifest.Manifest) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -124,42 +127,174 @@ func (s *Scheduler) Sync(id string, m *manifest.Manifest) {
 	case !known:
 		e = &entry{id: id}
 		s.templates[id] = e
-		e.next = spec.Next(now)
-		since, err := time.Parse(time.RFC3339Nano, m.Run.LastScheduledAt)
-		if resumed, rerr := time.Parse(time.RFC3339Nano, m.Run.ScheduleResumedAt); rerr == nil && (err != nil || resumed.After(since)) {
-			since, err = resumed, nil
+		c := CatchUp(m, spec, now)
+		e.next = c.Next
+		if !c.Due.IsZero() {
+			e.next = c.Due // due now
 		}
-		if err == nil {
-			// Ticks between the last run (or the resume) and now were missed.
-			var missed []time.Time
-			for t := spec.Next(since); !t.After(now) && len(missed) < maxMissed; t = spec.Next(t) {
-				missed = append(missed, t)
-			}
-			if n := len(missed); n > 0 {
-				latest := missed[n-1]
-				for range missed[:n-1] {
-					s.Obs.Cron("missed")
-				}
-				dl := m.Schedule.StartingDeadlineSeconds
-				if dl != nil && now.Sub(latest) > manifest.Duration(*dl, time.Second) {
-					s.Obs.Cron("missed")
-					s.Logger.Warn("scheduled run missed: past its starting deadline", "job_id", id, "tick", latest.UTC().Format(time.RFC3339), "missed", n)
-				} else {
-					e.next = latest // due now
-				}
-			}
-		}
+		s.logCatchUp(id, c)
 	case e.paused:
 		// Resumed while this scheduler watched it: the next tick, no
 		// catch-up.
 		e.paused, e.next = false, spec.Next(now)
 	default:
 		// The expression may have changed; keep a due tick due.
-		if n := spec.Next(now); n.Before(e.next) || e.next.IsZero() {
+		if n := Next(spec, Since(m), now); !n.IsZero() && (n.Before(e.next) || e.next.IsZero()) {
 			e.next = n
 		}
 	}
 	s.poke()
+}
+
+// Since is when template m's schedule last fired, or a steward last
+// resumed it, whichever is later (zero: neither).
+func Since(m *manifest.Manifest) time.Time {
+	since, err := time.Parse(time.RFC3339Nano, m.Run.LastScheduledAt)
+	if err != nil {
+		since = time.Time{}
+	}
+	if resumed, err := time.Parse(time.RFC3339Nano, m.Run.ScheduleResumedAt); err == nil && resumed.After(since) {
+		since = resumed
+	}
+	return since
+}
+
+// Next is spec's first tick after now, counted from since (the template's
+// last run or resume; zero: none) where the schedule is an interval:
+// @every 1h that last ran at 10:20 next fires at 11:20, whenever the
+// daemon started, not an hour after its start. A cron expression's ticks
+// are fixed times. Zero: never (nothing matches).
+func Next(spec cron.Schedule, since, now time.Time) time.Time {
+	d, ok := spec.(cron.ConstantDelaySchedule)
+	if !ok || since.IsZero() || d.Delay <= 0 {
+		return spec.Next(now)
+	}
+	if since.After(now) {
+		return spec.Next(since)
+	}
+	// Whole intervals from since, without walking each.
+	t := since.Add(now.Sub(since) / d.Delay * d.Delay)
+	for !t.After(now) {
+		t = spec.Next(t)
+	}
+	return t
+}
+
+// Catch is what a template owes after time the scheduler did not watch
+// it (the daemon down): one rule, the file-mode scheduler's.
+type Catch struct {
+	// Due is the tick to run now: the latest tick due since the last run
+	// (or resume), within the starting deadline. Zero: none.
+	Due time.Time
+	// CaughtUp counts the due ticks before Due, within the deadline: Due's
+	// run does their work (one run for the downtime), they are not missed.
+	CaughtUp int
+	// Missed counts the due ticks past the starting deadline: no run is
+	// made for them. Without a deadline no tick is missed.
+	Missed int
+	// First and Last are the earliest and latest due ticks (zero: none).
+	First, Last time.Time
+	// Capped: there were more due ticks than maxMissed; the counts stop
+	// there.
+	Capped bool
+	// Next is the tick after now (zero: never).
+	Next time.Time
+}
+
+// CatchUp is what template m (schedule spec) owes at now for the ticks due
+// since it last fired or was resumed (none if neither: a new template
+// starts at its next tick).
+func CatchUp(m *manifest.Manifest, spec cron.Schedule, now time.Time) Catch {
+	since := Since(m)
+	c := Catch{Next: Next(spec, since, now)}
+	if since.IsZero() {
+		return c
+	}
+	var deadline time.Duration = -1
+	if dl := m.Schedule.StartingDeadlineSeconds; dl != nil {
+		deadline = manifest.Duration(*dl, time.Second)
+	}
+	late := func(t time.Time) bool { return deadline >= 0 && now.Sub(t) > deadline }
+	n := 0
+	for t := spec.Next(since); !t.IsZero() && !t.After(now); t = spec.Next(t) {
+		if n == maxMissed {
+			c.Capped = true
+			break
+		}
+		if n == 0 {
+			c.First = t
+		}
+		c.Last = t
+		n++
+		if late(t) {
+			c.Missed++
+		} else {
+			c.CaughtUp++
+		}
+	}
+	if n == 0 {
+		return c
+	}
+	if c.Capped {
+		// The latest due tick, found back from now rather than walked to
+		// (not counted: the counts stop at maxMissed).
+		c.Last = latestDue(spec, c.Last, now)
+	}
+	if !late(c.Last) {
+		c.Due = c.Last
+		if !c.Capped {
+			c.CaughtUp-- // Due itself
+		}
+	}
+	return c
+}
+
+// latestDue is spec's latest tick in (after, now], given there is one:
+// searched in windows back from now that double.
+func latestDue(spec cron.Schedule, after, now time.Time) time.Time {
+	for w := time.Minute; ; w *= 2 {
+		from := now.Add(-w)
+		if !from.After(after) {
+			from = after
+		}
+		if t := spec.Next(from); !t.IsZero() && !t.After(now) {
+			for n := spec.Next(t); !n.IsZero() && !n.After(now); n = spec.Next(n) {
+				t = n
+			}
+			return t
+		}
+		if from.Equal(after) {
+			return after
+		}
+	}
+}
+
+// logCatchUp logs template id's ticks due while the scheduler did not
+// watch it: one line for them all, bounded whatever the downtime.
+func (s *Scheduler) logCatchUp(id string, c Catch) {
+	for range c.Missed {
+		s.Obs.Cron("missed")
+	}
+	if c.First.IsZero() {
+		return
+	}
+	attrs := []any{"template", id, "first_tick", c.First.UTC().Format(time.RFC3339), "last_tick", c.Last.UTC().Format(time.RFC3339),
+		"missed", c.Missed, "caught_up", c.CaughtUp, "capped", c.Capped}
+	if !c.Due.IsZero() {
+		attrs = append(attrs, "tick", c.Due.UTC().Format(time.RFC3339))
+	}
+	if c.Missed > 0 {
+		msg := fmt.Sprintf("scheduled ticks missed while logistd was down: %d past the starting deadline, no run for them", c.Missed)
+		if !c.Due.IsZero() {
+			msg += "; the latest runs now"
+		}
+		joblog.Log(s.Logger, msg, joblog.Problem{Job: id, Code: codes.CronMissed}, attrs...)
+		return
+	}
+	if c.CaughtUp > 0 {
+		s.Logger.Info(fmt.Sprintf("scheduled ticks due while logistd was down: the latest runs now for them and %d before it", c.CaughtUp),
+			append([]any{"job_id", id}, attrs...)...)
+	}
 }
 
 func (s *Scheduler) poke() {
@@ -172,22 +307,8 @@ func (s *Scheduler) poke() {
 // Run fires due templates until ctx ends.
 func (s *Scheduler) Run(ctx context.Context) {
 	for {
-		s.mu.Lock()
-		var due []string
-		var soonest time.Time
 		now := s.Clock.Now()
-		for id, e := range s.templates {
-			if e.paused {
-				continue
-			}
-			if !e.next.After(now) {
-				due = append(due, id)
-			} else if soonest.IsZero() || e.next.Before(soonest) {
-				soonest = e.next
-			}
-		}
-		s.mu.Unlock()
-		sort.Strings(due)
+		due, soonest := s.dueAt(now)
 		for _, id := range due {
 			s.fire(id)
 		}
@@ -205,6 +326,26 @@ func (s *Scheduler) Run(ctx context.Context) {
 		case <-timer:
 		}
 	}
+}
+
+// dueAt lists the templates due at now, sorted, and the soonest tick of
+// the others (zero: none). A paused template, or one with no next tick
+// (robfig/cron's zero time: nothing matches), is never due.
+func (s *Scheduler) dueAt(now time.Time) (due []string, soonest time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, e := range s.templates {
+		if e.paused || e.next.IsZero() {
+			continue
+		}
+		if !e.next.After(now) {
+			due = append(due, id)
+		} else if soonest.IsZero() || e.next.Before(soonest) {
+			soonest = e.next
+		}
+	}
+	sort.Strings(due)
+	return due, soonest
 }
 
 // fire creates the run for template id's due tick and schedules the next.
@@ -225,7 +366,7 @@ func (s *Scheduler) fire(id string) {
 			// Do not spin on a broken template: try again at the next tick.
 			if m, lerr := s.Env.Store.Load(id); lerr == nil && m.Schedule != nil && m.ScheduleState() != manifest.ScheduleStopped {
 				if spec, perr := m.Schedule.Spec(); perr == nil {
-					next = spec.Next(s.Clock.Now())
+					next = Next(spec, tick, s.Clock.Now())
 				}
 			}
 		}
@@ -252,7 +393,12 @@ func (s *Scheduler) fireAt(id string, tick time.Time) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
-	next := spec.Next(tick)
+	// The tick after this one and after now: a tick caught up late is not
+	// followed by the ones it caught up.
+	next := Next(spec, tick, s.Clock.Now())
+	if tick.IsZero() {
+		return time.Time{}, nil // nothing matches: it never fires
+	}
 	if tpl.ScheduleState() == manifest.SchedulePaused {
 		return next, nil
 	}

@@ -176,11 +176,13 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 		wantCreated int
 		wantMissed  int
 	}{
-		{"no deadline: latest missed tick runs", ``, 1, 2},
+		// Missed is a tick past the starting deadline (docs/runbook.md):
+		// without one, the latest tick's run catches the others up.
+		{"no deadline: latest due tick runs", ``, 1, 0},
 		{"deadline covers the latest", `, "starting_deadline_seconds": 120`, 1, 2},
 		{"deadline passed", `, "starting_deadline_seconds": 10`, 0, 3},
 		// Longer than a duration holds: no deadline, not one always passed.
-		{"deadline of 1e10 s", `, "starting_deadline_seconds": 1e10`, 1, 2},
+		{"deadline of 1e10 s", `, "starting_deadline_seconds": 1e10`, 1, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, _, cnt, store := setup(t, `{"cron": "*/5 * * * *"`+c.deadline+`}`)
@@ -326,5 +328,144 @@ func TestFailedRunIsLoggedWithTheSeedsFields(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no CRON_FAILED line:\n%s", logs.String())
+	}
+}
+
+// A schedule whose next tick robfig/cron cannot find (its Next gives the
+// zero time: February 29th seen from 2097, 2100 being no leap year) is
+// never due: it made run nightly-00010101-000000Z at once, counted 99
+// ticks missed, and failed on "run exists already" at every start.
+func TestNoNextTickNeverFires(t *testing.T) {
+	s, clk, c, store := setup(t, `{"cron": "0 0 29 2 *"}`)
+	clk.set(time.Date(2097, 3, 1, 0, 0, 0, 0, time.UTC))
+	m := load(t, store, "nightly")
+	m.Run.LastScheduledAt = "2096-02-29T00:00:00Z"
+	if err := store.Save(m); err != nil {
+		t.Fatal(err)
+	}
+	s.Sync("nightly", load(t, store, "nightly"))
+	if due, soonest := s.dueAt(clk.Now()); len(due) != 0 || !soonest.IsZero() {
+		t.Fatalf("due %v, soonest %s: want nothing", due, soonest)
+	}
+	s.Sync("nightly", load(t, store, "nightly")) // a change heard: still nothing
+	if due, _ := s.dueAt(clk.Now()); len(due) != 0 {
+		t.Fatalf("due %v after a second sync", due)
+	}
+	if len(c.n) != 0 {
+		t.Fatalf("counted %v", c.n)
+	}
+	if runs, _ := Runs(store, "nightly"); len(runs) != 0 {
+		t.Fatalf("runs %v", runs)
+	}
+}
+
+// An @every schedule's interval counts from its last run, not from the
+// daemon's start: @every 1h last run 10:20 is next due at 11:20 whenever
+// the daemon starts; after downtime the next tick is a whole number of
+// intervals from it.
+func TestEveryCountsFromTheLastRun(t *testing.T) {
+	spec, err := (&manifest.Schedule{Cron: "@every 1h"}).Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := time.Date(2026, 11, 21, 10, 20, 0, 0, time.UTC)
+	for _, c := range []struct{ now, want string }{
+		{"10:50:00", "11:20:00"},
+		{"11:20:00", "12:20:00"},
+		{"13:05:30", "13:20:00"},
+	} {
+		now, _ := time.Parse(time.DateTime, "2026-11-21 "+c.now)
+		if got := Next(spec, last, now).Format(time.TimeOnly); got != c.want {
+			t.Errorf("last 10:20, now %s: next %s, want %s", c.now, got, c.want)
+		}
+	}
+	if got := Next(spec, time.Time{}, last); !got.Equal(last.Add(time.Hour)) {
+		t.Errorf("never ran: next %s, want an hour from now", got)
+	}
+
+	s, clk, _, store := setup(t, `{"cron": "@every 1h"}`)
+	clk.set(time.Date(2026, 11, 21, 10, 50, 0, 0, time.UTC))
+	m := load(t, store, "nightly")
+	m.Run.LastScheduledAt = last.Format(time.RFC3339Nano)
+	if err := store.Save(m); err != nil {
+		t.Fatal(err)
+	}
+	s.Sync("nightly", load(t, store, "nightly"))
+	if got := s.templates["nightly"].next; !got.Equal(last.Add(time.Hour)) {
+		t.Errorf("the daemon's next tick %s, want 11:20 (an hour after the last run)", got)
+	}
+}
+
+// After downtime longer than maxMissed ticks, the latest due tick runs
+// once and the next tick is after now: the catch-up is one run, not one
+// per tick walked from where the count stopped.
+func TestLongDowntimeCatchesUpOnce(t *testing.T) {
+	s, clk, c, store := setup(t, `{"cron": "* * * * *"}`)
+	now := time.Date(2026, 11, 21, 10, 0, 30, 0, time.UTC)
+	clk.set(now)
+	m := load(t, store, "nightly")
+	m.Run.LastScheduledAt = now.Add(-24 * time.Hour).Format(time.RFC3339Nano)
+	if err := store.Save(m); err != nil {
+		t.Fatal(err)
+	}
+	s.Sync("nightly", load(t, store, "nightly"))
+	for range 5 {
+		due, _ := s.dueAt(clk.Now())
+		if len(due) == 0 {
+			break
+		}
+		s.fire("nightly")
+	}
+	runs, _ := Runs(store, "nightly")
+	if len(runs) != 1 || runs[0].ID != "nightly-20261121-100000Z" {
+		t.Fatalf("runs %v, want the 10:00 tick's only", runs)
+	}
+	if next := s.templates["nightly"].next; !next.Equal(now.Add(30 * time.Second)) {
+		t.Errorf("next %s, want 10:01", next)
+	}
+	if c.get("missed") != 0 || c.get("created") != 1 {
+		t.Errorf("counts %v", c.n)
+	}
+}
+
+// Ticks past the starting deadline are logged once per schedule, a
+// warning with seed 004's fields naming how many and the first and last,
+// and counted; without a deadline the ticks the latest run catches up are
+// logged at INFO and not counted as missed.
+func TestMissedTicksAreLoggedOnce(t *testing.T) {
+	for _, c := range []struct {
+		deadline string
+		missed   int
+		level    string
+	}{
+		{`, "starting_deadline_seconds": 120`, 2, "WARN"},
+		{``, 0, "INFO"},
+	} {
+		s, _, cnt, store := setup(t, `{"cron": "*/5 * * * *"`+c.deadline+`}`)
+		var logs bytes.Buffer
+		s.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+		m := load(t, store, "nightly")
+		m.Run.LastScheduledAt = "2026-11-21T09:45:00Z" // down through 09:50, 09:55, 10:00; now 10:00:30
+		if err := store.Save(m); err != nil {
+			t.Fatal(err)
+		}
+		s.Sync("nightly", load(t, store, "nightly"))
+		lines := joblog.Lines(logs.Bytes())
+		if len(lines) != 1 {
+			t.Fatalf("%s: %d lines:\n%s", c.deadline, len(lines), logs.String())
+		}
+		l := lines[0]
+		if l["level"] != c.level || l["first_tick"] != "2026-11-21T09:50:00Z" || l["last_tick"] != "2026-11-21T10:00:00Z" ||
+			l["tick"] != "2026-11-21T10:00:00Z" || l["missed"] != float64(c.missed) {
+			t.Errorf("%s: %v", c.deadline, l)
+		}
+		if c.missed > 0 {
+			if err := joblog.Check(l); err != nil || l["error_code"] != codes.CronMissed || l["job_id"] != "nightly" {
+				t.Errorf("%v: %v", err, l)
+			}
+		}
+		if cnt.get("missed") != c.missed {
+			t.Errorf("%s: counts %v", c.deadline, cnt.n)
+		}
 	}
 }
