@@ -136,7 +136,25 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	if *checkSandbox {
 		return sandbox.CheckHost(stdout)
 	}
-	sources, err := config.Apply(fs, config.Path(*configFile, getenv), getenv, "config", "print-config", "version", "check-sandbox", "help")
+	file := config.Path(*configFile, getenv)
+	if *printConfig {
+		// Which file was read, on stderr: stdout is the settings' JSON.
+		if file == "" {
+			fmt.Fprintf(stderr, "logistd: no config file (none given by --config or $LOGISTD_CONFIG, and no %s)\n", config.DefaultFile)
+		} else {
+			fmt.Fprintf(stderr, "logistd: config file %s\n", file)
+		}
+	}
+	sources, err := config.Apply(fs, file, getenv, "config", "print-config", "version", "check-sandbox", "help")
+	if err != nil {
+		fmt.Fprintf(stderr, "logistd: %v\n", err)
+		return 1
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "logistd: unexpected argument %q\n", fs.Arg(0))
+		return 1
+	}
+	logger, priceTable, err := o.settle(sources, stderr, *prices)
 	if err != nil {
 		fmt.Fprintf(stderr, "logistd: %v\n", err)
 		return 1
@@ -146,34 +164,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		fmt.Fprintln(stdout, string(b))
 		return 0
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "logistd: unexpected argument %q\n", fs.Arg(0))
-		return 1
-	}
-	logger, err := newLogger(stderr, o.LogFormat, o.LogLevel)
-	if err != nil {
-		fmt.Fprintf(stderr, "logistd: %v\n", err)
-		return 1
-	}
-	if err := o.Budgets.Check(); err != nil {
-		fmt.Fprintf(stderr, "logistd: %v\n", err)
-		return 1
-	}
-	if err := o.check(sources); err != nil {
-		fmt.Fprintf(stderr, "logistd: %v\n", err)
-		return 1
-	}
-	if _, err := sandbox.ParseLayer(o.Sandbox); err != nil {
-		fmt.Fprintf(stderr, "logistd: --%v\n", err)
-		return 1
-	}
-	if *prices != "" {
-		p, err := agent.LoadPrices(*prices)
-		if err != nil {
-			fmt.Fprintf(stderr, "logistd: %v\n", err)
-			return 1
-		}
-		agent.SetPriceOverrides(p)
+	if priceTable != nil {
+		agent.SetPriceOverrides(priceTable)
 	}
 	run := Run
 	if o.DatabaseURL != "" {
@@ -185,6 +177,33 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		return 1
 	}
 	return 0
+}
+
+// settle checks every setting a start needs and makes what they make
+// (the logger, the price table of --prices: nil for none): the one check,
+// so --print-config refuses what a start would, with the same message.
+func (o *Options) settle(sources map[string]config.Source, stderr io.Writer, prices string) (*slog.Logger, map[string]manifest.Price, error) {
+	logger, err := newLogger(stderr, o.LogFormat, o.LogLevel)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := o.Budgets.Check(); err != nil {
+		return nil, nil, err
+	}
+	if err := o.check(sources); err != nil {
+		return nil, nil, err
+	}
+	if _, err := sandbox.ParseLayer(o.Sandbox); err != nil {
+		return nil, nil, fmt.Errorf("--%v", err)
+	}
+	if prices == "" {
+		return logger, nil, nil
+	}
+	p, err := agent.LoadPrices(prices)
+	if err != nil {
+		return nil, nil, err
+	}
+	return logger, p, nil
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

@@ -1,0 +1,48 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// --print-config runs the start's own check of the settings: a value that
+// would stop logistd starting makes it exit 1 with the start's message
+// (it printed them and exited 0), and it names the config file it read.
+func TestPrintConfigRefusesWhatAStartRefuses(t *testing.T) {
+	dir := t.TempDir()
+	none := func(string) string { return "" }
+	main := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := Main(context.Background(), append([]string{"logistd", "--jobs-dir", filepath.Join(dir, "jobs")}, args...), none, &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	for _, c := range []struct{ body, want string }{
+		{`{"max_parallel": 0}`, "--max-parallel 0 (config FILE): must be at least 1"},
+		{`{"grace": "-1s"}`, "--grace -1s (config FILE): must not be negative"},
+		{`{"log_level": "verbose"}`, `--log-level "verbose": use debug, info, warn or error`},
+	} {
+		file := filepath.Join(dir, "e.json")
+		if err := os.WriteFile(file, []byte(c.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		want := "logistd: " + strings.ReplaceAll(c.want, "FILE", file) + "\n"
+		code, out, errs := main("--config", file, "--print-config")
+		if code != 1 || out != "" || errs != "logistd: config file "+file+"\n"+want {
+			t.Errorf("%s --print-config: exit %d, stdout %q, stderr %q; want exit 1 and %q", c.body, code, out, errs, want)
+		}
+		if code, _, errs := main("--config", file); code != 1 || errs != want {
+			t.Errorf("%s start: exit %d, stderr %q; want %q", c.body, code, errs, want)
+		}
+	}
+	file := filepath.Join(dir, "ok.json")
+	if err := os.WriteFile(file, []byte(`{"max_parallel": 2}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := main("--config", file, "--print-config"); code != 0 || !strings.Contains(out, `"max-parallel"`) || errs != "logistd: config file "+file+"\n" {
+		t.Errorf("a good file: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
