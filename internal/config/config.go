@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"regexp"
@@ -102,10 +103,9 @@ func readFile(file string, flags *pflag.FlagSet, skipped map[string]bool) (map[s
 	if err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
 	}
-	var raw map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("config file %s: invalid JSON: %v", file, err)
+	raw, err := decodeObject(b)
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", file, err)
 	}
 	out := map[string]string{}
 	var unknown []string
@@ -126,6 +126,64 @@ func readFile(file string, flags *pflag.FlagSet, skipped map[string]bool) (map[s
 		return nil, fmt.Errorf("config file %s: unknown setting(s) %s", file, strings.Join(unknown, ", "))
 	}
 	return out, nil
+}
+
+// decodeObject reads b as one JSON object: a key given twice, anything
+// after the object, or invalid JSON (at its line and column) is an error.
+func decodeObject(b []byte) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	// read is the index of the last byte the decoder took (a token's).
+	read := func() int64 { return dec.InputOffset() - 1 }
+	invalid := func(err error) error {
+		at := read()
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			at = se.Offset // the offending byte, or blanks before it
+			for at < int64(len(b)) && strings.ContainsRune(" \t\r\n", rune(b[at])) {
+				at++
+			}
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			at, err = int64(len(b)), errors.New("unexpected end of the file")
+		}
+		return fmt.Errorf("invalid JSON at %s: %v", lineCol(b, at), err)
+	}
+	if tok, err := dec.Token(); err != nil {
+		return nil, invalid(err)
+	} else if tok != json.Delim('{') {
+		return nil, fmt.Errorf("invalid JSON at %s: want an object ({...}), not %v", lineCol(b, read()), tok)
+	}
+	raw := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, invalid(err)
+		}
+		key, _ := tok.(string)
+		if _, dup := raw[key]; dup {
+			return nil, fmt.Errorf("setting %s given twice (again at %s)", key, lineCol(b, read()-int64(len(key))-1))
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, invalid(err)
+		}
+		raw[key] = v
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, invalid(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("data after the JSON object at %s: the file holds one object", lineCol(b, read()))
+	}
+	return raw, nil
+}
+
+// lineCol is where byte i of b is: "line 3, column 7", both from 1.
+func lineCol(b []byte, i int64) string {
+	before := b[:min(max(i, 0), int64(len(b)))]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := len(before) - bytes.LastIndexByte(before, '\n')
+	return fmt.Sprintf("line %d, column %d", line, col)
 }
 
 var secretName = sync.OnceValue(func() *regexp.Regexp {

@@ -54,10 +54,15 @@ func TestBadFilesAreClearErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	for name, c := range map[string]struct{ body, want string }{
-		"unknown": {`{"max_paralel": 8}`, "unknown setting(s) max_paralel"}, //nolint:misspell // the typo is the test
-		"json":    {`{"max_parallel": `, "invalid JSON"},
-		"type":    {`{"max_parallel": "lots"}`, "max_parallel"},
-		"config":  {`{"config": "x"}`, "unknown setting(s) config"},
+		"unknown":  {`{"max_paralel": 8}`, "unknown setting(s) max_paralel"}, //nolint:misspell // the typo is the test
+		"json":     {`{"max_parallel": `, "invalid JSON"},
+		"where":    {"{\n  \"max_parallel\": 8,\n  \"grace\": 5s\n}", "invalid JSON at line 3, column 13"},
+		"trailing": {`{"max_parallel": 8} {"grace": "1s"}`, "data after the JSON object at line 1, column 21"},
+		"twice":    {`{"max_parallel": 8, "max_parallel": 0}`, "setting max_parallel given twice"},
+		"array":    {`[1]`, "want an object"},
+		"eof":      {`{"max_parallel": 8`, "unexpected end of the file"},
+		"type":     {`{"max_parallel": "lots"}`, "max_parallel"},
+		"config":   {`{"config": "x"}`, "unknown setting(s) config"},
 	} {
 		file := filepath.Join(dir, name+".json")
 		if err := os.WriteFile(file, []byte(c.body), 0o600); err != nil {
