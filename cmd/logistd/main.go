@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/logist/logist/internal/daemon"
 	"github.com/logist/logist/internal/sandbox"
@@ -28,7 +26,9 @@ func main() {
 
 // run is main's body, so that its deferred stop runs before os.Exit.
 func run() int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	// SIGTERM, SIGINT and SIGHUP stop it gracefully; a second one during
+	// the grace period stops waiting (daemon.StopSignals).
+	ctx, stop := daemon.SignalContext(context.Background())
 	defer stop()
 	return daemon.Main(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr)
 }

@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,7 +25,7 @@ import (
 // o.JobsDir; /metrics carries the node's and the cluster's series,
 // /readyz the database's reachability. When ctx ends (SIGTERM) the node
 // stops gracefully (cluster.Node.RunUntil): its calls in flight may answer
-// for --grace, and a second signal kills them at once; it returns once its
+// for --grace, and a second stop signal kills them at once; it returns once its
 // runs ended and their leases were given back.
 func RunCluster(ctx context.Context, o Options, logger *slog.Logger) error {
 	if o.Once {
@@ -97,36 +95,10 @@ func RunCluster(ctx context.Context, o Options, logger *slog.Logger) error {
 		logger.Info("listening", "addr", ln.Addr().String())
 	}
 	logger.Info("cluster node started", "node", id, "lease", o.Lease.String())
-	now, stopSignals := secondSignal()
-	defer stopSignals()
-	err = n.RunUntil(ctx, now)
-	logger.Info("cluster node stopped", "node", id)
+	// A second stop signal (SignalContext) ends the grace at once.
+	err = n.RunUntil(ctx, hurried(ctx))
+	logger.Info("cluster node stopped", "node", id, "signal", stopCause(ctx))
 	return err
-}
-
-// secondSignal is closed at the second SIGTERM or SIGINT this process
-// receives: the first ends Main's context (cmd/logistd), which starts a
-// node's graceful stop (--grace); the second stops it at once. Every
-// signal reaches every channel registered for it, so counting on a
-// channel of its own is exact.
-func secondSignal() (<-chan struct{}, func()) {
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	now, quit := make(chan struct{}), make(chan struct{})
-	go func() {
-		for seen := 0; ; {
-			select {
-			case <-sig:
-				if seen++; seen == 2 {
-					close(now)
-					return
-				}
-			case <-quit:
-				return
-			}
-		}
-	}()
-	return now, func() { signal.Stop(sig); close(quit) }
 }
 
 // nodeObserver is a node's engine observer: the file mode's metrics of

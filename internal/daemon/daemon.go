@@ -272,7 +272,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 		case <-ctx.Done():
 			// A job waiting for disk space (or a long call) must not keep
 			// a signalled --once daemon alive.
-			err := d.shutdown()
+			err := d.shutdown(ctx)
 			stopped()
 			return err
 		}
@@ -284,7 +284,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 		return nil
 	}
 	lerr := d.loop(ctx)
-	serr := d.shutdown()
+	serr := d.shutdown(ctx)
 	stopped()
 	return errors.Join(serr, lerr)
 }
@@ -359,16 +359,21 @@ func (d *Daemon) logErr(id, code string, err error) {
 }
 
 // shutdown stops taking work, lets calls in flight finish within the grace
-// period, then kills them; the interrupted turns are recorded and resumed
-// at the next start.
-func (d *Daemon) shutdown() error {
-	d.log.Info("shutting down: no new work; waiting for calls in flight", "grace", d.opts.Grace.String())
+// period (or until the process asks again: a second stop signal), then
+// kills them; the interrupted turns are recorded and resumed at the next
+// start.
+func (d *Daemon) shutdown(ctx context.Context) error {
+	d.log.Info("shutting down: no new work; waiting for calls in flight", "grace", d.opts.Grace.String(), "signal", stopCause(ctx))
 	d.sched.Close()
 	d.engine.Draining.Store(true)
+	grace := time.NewTimer(d.opts.Grace)
+	defer grace.Stop()
 	select {
 	case <-d.sched.Idle():
-	case <-time.After(d.opts.Grace):
+	case <-grace.C:
 		d.log.Warn("grace period over; killing calls in flight")
+	case <-hurried(ctx):
+		d.log.Warn("stop signal again: not waiting for the grace period; killing calls in flight")
 	}
 	d.sched.Stop(runner.ErrShutdown)
 	d.settlePlacements()

@@ -2,10 +2,11 @@ package e2e
 
 import (
 	"context"
-	"os/signal"
-	"syscall"
+
+	"github.com/logist/logist/internal/daemon"
 )
 
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+// signalContext is logistd's own (TERM, INT, HUP; a second one hurries).
+func signalContext() (context.Context, func()) {
+	return daemon.SignalContext(context.Background())
 }
