@@ -302,6 +302,14 @@ func CallDir(jobDir string, n int) string {
 	return filepath.Join(jobDir, "requests", fmt.Sprintf("%06d.call", n))
 }
 
+// Adopts says whether job jobDir's call n outlived the daemon that made it
+// and will be adopted, not asked again: a contained call still running
+// under its launcher, or one whose answer its launcher kept (Contained.Run
+// decides the same from the same files).
+func Adopts(jobDir string, n int) bool {
+	return sandbox.Adoptable(CallDir(jobDir, n))
+}
+
 // ForgetCall removes call n's kept output once its outcome is in the
 // job's history: a later run of the same call number starts afresh.
 func ForgetCall(jobDir string, n int) error {

@@ -1332,3 +1332,59 @@ func TestRequestMetadataNamesTheBudgets(t *testing.T) {
 		}
 	}
 }
+
+// The notice of an interrupted call says what the next run does with it:
+// asks the agent again, or adopts the call that outlived the daemon under
+// its launcher (its answer kept: not asked again, not paid twice). It said
+// "re-attempting" for both.
+func TestInterruptedCallNoticeSaysAdoptedOrAskedAgain(t *testing.T) {
+	t.Parallel()
+	for _, adopted := range []bool{false, true} {
+		f := newFixture(t)
+		f.WriteJob("j", job(okSupervisor(), okSupervisor()))
+		var blocked atomic.Bool
+		started := make(chan struct{})
+		f.fake(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+			if req.Role == "worker" && blocked.CompareAndSwap(false, true) {
+				close(started)
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			return answer("COMPLETED", req.Role+" finished"), nil
+		})
+		ctx, cancel := context.WithCancelCause(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- f.Engine.Run(ctx, "j") }()
+		<-started
+		cancel(ErrShutdown)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		n := *testkit.OfType(f.Records("j"), history.TypeIntent)[0].Interaction
+		if adopted {
+			// What a contained call's launcher leaves when the call ended
+			// after its daemon: its record (the launcher gone) and result.
+			call := agent.CallDir(filepath.Join(f.Dir, "j"), n)
+			if err := os.MkdirAll(call, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			for name, body := range map[string]string{"launcher.pid": "999999999 1\n", "result.json": "{}"} {
+				if err := os.WriteFile(filepath.Join(call, name), []byte(body), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		f.Run("j")
+		errs := testkit.OfType(f.Records("j"), history.TypeError)
+		if len(errs) != 2 {
+			t.Fatalf("%d error records", len(errs))
+		}
+		msg, want := errs[1].Error.Message, "asking the agent again with its stored request"
+		if adopted {
+			want = "is adopted: its answer is taken, the agent is not asked again"
+		}
+		if !strings.Contains(msg, want) || strings.Contains(msg, "re-attempting") {
+			t.Errorf("adopted %v: notice %q, want %q", adopted, msg, want)
+		}
+	}
+}

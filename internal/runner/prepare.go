@@ -142,8 +142,11 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		// history seals it, byte for byte (history lists are never null).
 		c.req = requestFromHistory(tx, c, stored.Request)
 		c.req.Next = e.nextCall(tx, wf, c)
-		o.logs = append(o.logs, logEntry{code: codes.AgentInterrupted, actor: c.role, attempt: c.attempt, record: true,
-			msg: fmt.Sprintf("re-attempting interrupted interaction %d with its stored request", c.interaction)})
+		msg := fmt.Sprintf("interrupted interaction %d: asking the agent again with its stored request", c.interaction)
+		if agent.Adopts(tx.Dir, c.interaction) {
+			msg = fmt.Sprintf("interrupted interaction %d: its call outlived the previous daemon under its launcher and is adopted: its answer is taken, the agent is not asked again", c.interaction)
+		}
+		o.logs = append(o.logs, logEntry{code: codes.AgentInterrupted, actor: c.role, attempt: c.attempt, record: true, msg: msg})
 		o.hold = true // nothing changed but the record, written at once
 		if _, err := e.apply(tx, o); err != nil {
 			return nil, done, err

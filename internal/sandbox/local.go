@@ -271,6 +271,22 @@ func (l *Local) Adopt(dir string) (Call, error) {
 	return nil, fmt.Errorf("%w (%s)", ErrLost, dir)
 }
 
+// Adoptable says whether Adopt(dir) would take a call over (one running
+// under its launcher, or one whose result its launcher kept) rather than
+// find none or a lost one, which is asked again. It changes nothing: what
+// a daemon tells before it runs the call.
+func Adoptable(dir string) bool {
+	_, alive, err := readPid(filepath.Join(dir, fileLauncher))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	if alive {
+		return true
+	}
+	_, err = os.Stat(filepath.Join(dir, fileResult))
+	return err == nil
+}
+
 // adoptRunning follows a launcher that is not this process's child,
 // through a pidfd (which names that very process, whatever later reuses
 // its pid).
