@@ -97,21 +97,26 @@ func (n *Node) fireDue(ctx context.Context, now time.Time) error {
 		if tick.IsZero() || tick.After(now) {
 			continue
 		}
-		// Due ticks before the latest were missed.
-		passed := 0
+		// Due ticks before the latest are caught up by its run, as in
+		// file mode (schedule.CatchUp): missed only past the starting
+		// deadline (none: never), like the latest itself.
+		deadline := time.Duration(-1)
+		if dl := tpl.Schedule.StartingDeadlineSeconds; dl != nil {
+			deadline = manifest.Duration(*dl, time.Second)
+		}
+		late := func(t time.Time) bool { return deadline >= 0 && now.Sub(t)-cronEvery > deadline }
+		passedLate := 0
 		for i := 0; i < 1000; i++ { // the latest due tick
 			next := spec.Next(tick)
 			if next.IsZero() || next.After(now) {
 				break
 			}
+			if late(tick) {
+				passedLate++
+			}
 			tick = next
-			passed++
 		}
-		missed := false
-		if dl := tpl.Schedule.StartingDeadlineSeconds; dl != nil {
-			missed = now.Sub(tick)-cronEvery > manifest.Duration(*dl, time.Second)
-		}
-		if err := n.fire(ctx, j.ID, tpl, tick, now, js, missed, passed); err != nil {
+		if err := n.fire(ctx, j.ID, tpl, tick, now, js, late(tick), passedLate); err != nil {
 			return err
 		}
 	}
@@ -120,7 +125,7 @@ func (n *Node) fireDue(ctx context.Context, now time.Time) error {
 
 // fire fires template id's tick: a run of it, or none when the tick was
 // missed (past its starting deadline) or Forbid skips it. passed due
-// ticks before it were missed (caught up by this one); the node that
+// ticks before it were missed (past the deadline too); the node that
 // fires the tick counts them, so each is counted once cluster-wide.
 func (n *Node) fire(ctx context.Context, id string, tpl *manifest.Manifest, tick, now time.Time, js []clusterstore.Job, missed bool, passed int) error {
 	t := clusterstore.Tick{Template: id, At: tick, Node: n.ID}
@@ -158,7 +163,11 @@ func (n *Node) fire(ctx context.Context, id string, tpl *manifest.Manifest, tick
 		return err
 	}
 	at := tick.UTC().Format(time.RFC3339)
-	n.cronCount("missed", passed)
+	if passed > 0 {
+		n.cronCount("missed", passed)
+		joblog.Log(n.Logger, fmt.Sprintf("scheduled ticks missed while no node ran: %d past the starting deadline, no run for them", passed),
+			joblog.Problem{Job: id, Code: codes.CronMissed}, "template", id, "missed", passed, "tick", at, "node", n.ID)
+	}
 	switch {
 	case missed:
 		n.cronCount("missed", 1)
