@@ -72,6 +72,9 @@ type env struct {
 	// the store is the cluster's job in folder form (clustersteer.go).
 	keyDir  string
 	cluster bool
+	// argv is the command line, for a message that says how to run it
+	// again (as the jobs folder's owner).
+	argv []string
 }
 
 type command struct {
@@ -166,7 +169,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	if c.steers || c == cmdSchedules {
 		addIdempotencyFlag(fs)
 	}
-	e := &env{ctx: ctx, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr, fs: fs}
+	e := &env{ctx: ctx, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr, fs: fs, argv: args}
 	// The daemon's prices, where logist can know them: what validate,
 	// submit, set and status say of an unpriced model is what the run does.
 	if p := config.PricesFile(getenv); p != "" {
@@ -191,6 +194,14 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	e.format = *format
 	e.store = jobstore.New(*jobsDir)
 	e.store.Committed = committedBySignature(e.store.Dir)
+	if c.steers && *databaseURL == "" {
+		// Refused before anything is written, the command's event too.
+		if err := e.checkWriter(); err != nil {
+			err = helpful(e, c, err)
+			renderError(stdout, stderr, e.format, err)
+			return ExitCode(err)
+		}
+	}
 	var res *Result
 	var err error
 	if *databaseURL != "" {
@@ -244,7 +255,7 @@ func (e *env) steward() (*steward.Steward, error) {
 	keyDir := e.store.Dir
 	if e.keyDir != "" {
 		keyDir = e.keyDir
-	} else if err := e.store.CheckDir(); err != nil {
+	} else if err := e.checkWriter(); err != nil {
 		// A jobs folder that is not there has nothing to steer, and
 		// its key (made below if missing) would make the whole path:
 		// a mistyped --jobs-dir becomes a folder no logistd serves.
@@ -260,6 +271,31 @@ func (e *env) steward() (*steward.Steward, error) {
 	}
 	return steward.New(&jobtx.Env{Store: e.store, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		History: opts}, builtins.Effects()), nil
+}
+
+// checkWriter refuses a command that would write into the jobs folder
+// when this user does not own it (jobstore.CheckWriter, the one rule),
+// saying how to run it as the owner.
+func (e *env) checkWriter() error {
+	err := e.store.CheckWriter()
+	var no *jobstore.NotOwnerError
+	if errors.As(err, &no) {
+		no.Command = shellWords(append([]string{"logist"}, e.argv[1:]...))
+	}
+	return err
+}
+
+// shellWords joins words into a command line a shell reads back as them.
+func shellWords(words []string) string {
+	out := make([]string, len(words))
+	for i, w := range words {
+		if w != "" && strings.Trim(w, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,@%+") == "" {
+			out[i] = w
+			continue
+		}
+		out[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
 }
 
 func mainHelp() string {

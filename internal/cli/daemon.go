@@ -44,6 +44,13 @@ func noDaemon(dir string) string {
 func nextStep(e *env, m *manifest.Manifest, id string, pid int) string {
 	hint := steward.HintFor(m, id)
 	if pid != 0 {
+		if st, ok := e.store.ReadStall(id); ok && m.Status.Active() {
+			// Not queued nor running: the daemon cannot go on with it.
+			if st.Refused {
+				return "logistd does not run it until what Refused names is repaired (" + st.Code + ")"
+			}
+			return "logistd retries it by itself once its storage lets it: repair what Stalled names (" + st.Code + ")"
+		}
 		return hint
 	}
 	switch {

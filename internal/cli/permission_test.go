@@ -6,9 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/logist/logist/internal/jobstore"
 )
 
 // runAsOther runs logist as a user the jobs folder's files refuse: this
@@ -119,5 +122,113 @@ func TestUnreadableJobIsPermissionDenied(t *testing.T) {
 	code, out, _ = runAsOther(t, "--jobs-dir", jobs, "list", "--format", "json")
 	if code != 3 || !strings.Contains(out, `"code": "permission_denied"`) || strings.Count(out, `"status": "UNREADABLE"`) != 2 {
 		t.Errorf("list --format json with none readable: exit %d\n%s", code, out)
+	}
+}
+
+// asRootOrSkip skips (loudly; never under CI=true, which runs as root)
+// a test that needs root to make a folder another user owns.
+func asRootOrSkip(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("this test needs root (to give a jobs folder to another user), and CI=true may not skip it")
+	}
+	t.Skip("SKIP: needs root to give a jobs folder to another user; not tested")
+}
+
+// A command that writes into a jobs folder its user does not own (root's
+// resume on the daemon's folder) is refused before it writes anything,
+// naming the folder, its owner and how to run it; the daemon would not
+// be able to read what it wrote, and the job would never run.
+func TestSteeringAsNotTheOwnerIsRefused(t *testing.T) {
+	asRootOrSkip(t)
+	jobs := t.TempDir()
+	writeJob(t, jobs, "stuck", jobJSON("INTERVENTION_REQUIRED", `"current_phase": "work"`))
+	before, err := os.ReadFile(filepath.Join(jobs, "stuck", "job.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	listing := func() []string {
+		var names []string
+		_ = filepath.WalkDir(jobs, func(p string, _ os.DirEntry, _ error) error {
+			names = append(names, p)
+			return nil
+		})
+		return names
+	}
+	files := listing()
+	if err := os.Chown(jobs, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"resume", "stuck", "--guidance", "x y"},
+		{"halt", "stuck"},
+		{"schedules", "pause", "stuck", "--reason", "r"},
+	} {
+		code, out, errs := runMain(t, nil, append([]string{"--jobs-dir", jobs}, args...)...)
+		owner := jobstore.UserName(65534)
+		if code != ExitPermission || !strings.Contains(errs, "jobs folder "+jobs+" belongs to "+owner+" (uid 65534)") ||
+			!strings.Contains(errs, "sudo -u "+owner+" logist --jobs-dir "+jobs+" "+args[0]) {
+			t.Errorf("%v: exit %d, want %d naming the owner and the command to run\n%s%s", args, code, ExitPermission, out, errs)
+		}
+	}
+	code, out, errs := runMain(t, nil, "--jobs-dir", jobs, "resume", "stuck", "--guidance", "it's", "--format", "json")
+	if code != ExitPermission || !strings.Contains(out, `"code": "permission_denied"`) || !strings.Contains(out, `--guidance 'it'\\''s'`) {
+		t.Errorf("resume --format json: exit %d\n%s%s", code, out, errs)
+	}
+	after, err := os.ReadFile(filepath.Join(jobs, "stuck", "job.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(after) != string(before) || !slices.Equal(listing(), files) {
+		t.Errorf("a refused command wrote into the jobs folder: files %v (were %v), job.json changed: %v",
+			listing(), files, string(after) != string(before))
+	}
+	// Reading stays open to anyone the files let read.
+	if code, out, errs := runMain(t, nil, "--jobs-dir", jobs, "status", "stuck"); code != 0 {
+		t.Errorf("status as root on another user's folder: exit %d\n%s%s", code, out, errs)
+	}
+	// The owner steers.
+	if err := os.Chown(jobs, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := runMain(t, nil, "--jobs-dir", jobs, "resume", "stuck", "--guidance", "x"); code != 0 {
+		t.Errorf("resume as the owner: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// A job the daemon does not move (its storage refused it) is not "queued
+// or running: wait": status says what stops it, stalled or refused.
+func TestStatusOfAStalledJobSaysWhatStopsIt(t *testing.T) {
+	jobs := t.TempDir()
+	writeJob(t, jobs, "stuck", jobJSON("PENDING", ""))
+	store := jobstore.New(jobs)
+	lock, err := store.LockDaemon() // a daemon serves the folder
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release() //nolint:errcheck // the test's own lock
+	code, out, _ := runMain(t, nil, "--jobs-dir", jobs, "status", "stuck")
+	if code != 0 || !strings.Contains(out, "queued or running") {
+		t.Fatalf("status of a job not stalled: exit %d\n%s", code, out)
+	}
+	for _, c := range []struct {
+		st   jobstore.Stall
+		want string
+	}{
+		{jobstore.Stall{Code: "STORAGE_DENIED", Reason: "open job.json: permission denied", Since: "x", Refused: true},
+			"logistd does not run it until what Refused names is repaired (STORAGE_DENIED)"},
+		{jobstore.Stall{Code: "HISTORY_WRITE", Reason: "append history: no space left on device", Since: "x", RetryAt: "y", Attempt: 2},
+			"logistd retries it by itself once its storage lets it: repair what Stalled names (HISTORY_WRITE)"},
+	} {
+		if err := store.WriteStall("stuck", c.st); err != nil {
+			t.Fatal(err)
+		}
+		code, out, _ := runMain(t, nil, "--jobs-dir", jobs, "status", "stuck")
+		if code != 0 || strings.Contains(out, "queued or running") || !strings.Contains(out, c.want) || !strings.Contains(out, c.st.Reason) {
+			t.Errorf("status of a job stalled with %s: exit %d, want %q\n%s", c.st.Code, code, c.want, out)
+		}
 	}
 }

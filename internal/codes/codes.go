@@ -318,7 +318,7 @@ var catalogue = []Code{
 	{ManifestEdited, Warning, false, "sandbox", "job.json was edited while its job runs by no steward command: the committed budgets, agents, workflow and sandbox were put back (the rest of the edit is kept)"},
 	{SandboxLost, Warning, false, "sandbox", "a contained call's launcher ended without a result (killed, machine restart); nothing of it runs any more and the call is asked again"},
 	// Hostile input and broken storage (issue 18).
-	{StorageDenied, Error, false, "storage", "a job's file or folder refused access (EACCES, EPERM): the job is stalled and runs again with backoff; logist status shows why"},
+	{StorageDenied, Error, false, "storage", "a job's file or folder refused access (EACCES, EPERM): the job is stalled and runs again with backoff (a job.json the daemon may not read: once it is given back to the daemon's user); logist status shows why"},
 	{ManifestTooLarge, Error, false, "storage", "a change would make the manifest larger than the 1 MiB logist reads: it is not written (nor its history unit)"},
 	{CallBudget, Error, true, "engine", "the job's agent calls reached its calls budget (limits.max_agent_calls, else logistd's --default-max-agent-calls): INTERVENTION_REQUIRED until a steward raises it (logist resume --max-agent-calls)"},
 	// Human players of a game (issue 20).

@@ -59,6 +59,7 @@ type Daemon struct {
 
 	mu      sync.Mutex
 	invalid map[string]string    // job or file -> last reported error
+	denied  map[string]string    // job -> why its manifest cannot be read (reportDenied)
 	seen    map[string]time.Time // runnable jobs not yet called: when first seen
 	// arrivals holds, for the jobs the event loop handed over, when their
 	// folder or file arrived, until their run begins (intake latency).
@@ -128,7 +129,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	d := &Daemon{opts: o, log: logger, store: store, metrics: metrics.New(reg, Version, Revision),
-		invalid: map[string]string{}, watched: map[string]bool{}, placed: map[string]time.Time{}, seen: map[string]time.Time{}, arrivals: map[string]time.Time{}, costWarned: map[string]string{}, lock: lock, key: &keyHolder{}}
+		invalid: map[string]string{}, denied: map[string]string{}, watched: map[string]bool{}, placed: map[string]time.Time{}, seen: map[string]time.Time{}, arrivals: map[string]time.Time{}, costWarned: map[string]string{}, lock: lock, key: &keyHolder{}}
 	// The lock may be replaced (the folder recreated): release whichever is held.
 	// Closing the descriptor releases it whatever flock(LOCK_UN) says.
 	defer func() { _ = d.lock.Unlock() }()

@@ -2,11 +2,14 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/logist/logist/internal/agent"
@@ -310,6 +313,10 @@ func (d *Daemon) warnCost(id string, m *manifest.Manifest) {
 // instead of its job: id is the job, or the file name of a manifest not
 // placed.
 func (d *Daemon) reportInvalid(id string, err error) {
+	if errors.Is(err, fs.ErrPermission) {
+		d.reportDenied(id, err)
+		return
+	}
 	d.metrics.Forget(id)
 	d.mu.Lock()
 	same := d.invalid[id] == err.Error()
@@ -323,7 +330,67 @@ func (d *Daemon) reportInvalid(id string, err error) {
 
 func (d *Daemon) clearInvalid(id string) {
 	d.mu.Lock()
+	denied := d.denied[id] != ""
+	delete(d.denied, id)
 	delete(d.invalid, id)
 	d.metrics.SetInvalid(len(d.invalid))
 	d.mu.Unlock()
+	if denied {
+		if err := d.store.ClearStall(id); err != nil {
+			d.log.Warn("cannot clear the job's stall note", "job_id", id, "err", err.Error())
+		}
+		d.metrics.Stalled(id, "")
+	}
+}
+
+// reportDenied reports a job whose manifest the daemon may not read (a
+// file another user wrote, a mode changed by hand): not an invalid
+// manifest but a storage problem, STORAGE_DENIED, logged once per reason,
+// counted among the stalled jobs and noted for logist status with what to
+// repair. The job runs once its manifest is readable again: a chown or
+// chmod of job.json wakes the daemon (watch.go), as a restart does.
+func (d *Daemon) reportDenied(id string, err error) {
+	fix := deniedFix(d.store.JobDir(id))
+	reason := err.Error() + "; " + fix
+	d.mu.Lock()
+	same := d.denied[id] == reason
+	d.denied[id] = reason
+	_, wasInvalid := d.invalid[id]
+	delete(d.invalid, id)
+	d.metrics.SetInvalid(len(d.invalid))
+	d.mu.Unlock()
+	if wasInvalid {
+		d.metrics.Forget(id)
+	}
+	d.metrics.Stalled(id, codes.StorageDenied)
+	if same {
+		return
+	}
+	joblog.Log(d.log, "cannot read the job's manifest", joblog.Problem{Job: id, Status: "UNREADABLE", Code: codes.StorageDenied},
+		"err", err.Error(), "fix", fix)
+	since := time.Now().UTC().Format(time.RFC3339)
+	if prev, ok := d.store.ReadStall(id); ok && prev.Code == codes.StorageDenied {
+		since = prev.Since
+	}
+	if werr := d.store.WriteStall(id, jobstore.Stall{Code: codes.StorageDenied, Reason: reason, Since: since, Refused: true}); werr != nil {
+		d.log.Warn("cannot note the job's stall", "job_id", id, "err", werr.Error())
+	}
+}
+
+// deniedFix says who owns a job's manifest, who the daemon runs as, and
+// how to give the file back to the daemon.
+func deniedFix(jobDir string) string {
+	file := filepath.Join(jobDir, jobstore.ManifestFile)
+	me := jobstore.UserName(uint32(os.Geteuid()))
+	fi, err := os.Stat(file)
+	if err != nil {
+		return fmt.Sprintf("logistd runs as %s: give the job's files back to it (chown -R %s %s)", me, me, jobDir)
+	}
+	owner := "?"
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		owner = jobstore.UserName(st.Uid)
+	}
+	return fmt.Sprintf("%s is %s's with mode %04o, and logistd runs as %s: give the job's files back to it "+
+		"(chown -R %s %s; steer jobs as the jobs folder's owner: sudo -u %s logist ...); the job runs once it can be read",
+		file, owner, fi.Mode().Perm(), me, me, jobDir, me)
 }

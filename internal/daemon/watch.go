@@ -213,8 +213,21 @@ func (d *Daemon) fileEvent(ev fsnotify.Event) {
 			// so the placement is settled now, not at a later crash.
 			d.settleIfPlacing(parts[0])
 			d.consider(parts[0], true, time.Time{}, nil)
+			return
+		}
+		if base == jobstore.ManifestFile && ev.Op&fsnotify.Chmod != 0 && d.isDenied(parts[0]) {
+			// A manifest the daemon could not read, given back to it
+			// (chown, chmod): read it again (reportDenied).
+			d.consider(parts[0], true, time.Time{}, nil)
 		}
 	}
+}
+
+// isDenied reports whether job id's manifest was last found unreadable.
+func (d *Daemon) isDenied(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.denied[id] != ""
 }
 
 // rootLost handles the jobs folder itself being removed or moved away: its
