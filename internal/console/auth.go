@@ -230,6 +230,15 @@ func (c *Console) guard(rt route) http.Handler {
 	})
 }
 
+// Guard serves h to the steward only, by the rule of the console's
+// actions (guard): no token or session is 401, a viewer's 403, a POST by
+// cookie needs the CSRF token. Loopback is no exception, as it is none for
+// the console. The daemon's --pprof handlers go through it: a profile or
+// the command line is the steward's to read.
+func (c *Console) Guard(h http.Handler) http.Handler {
+	return c.guard(route{API: true, Need: StewardRole, Handler: h.ServeHTTP})
+}
+
 // csrfOK checks the session's CSRF token in the header (fetch) or the
 // form field (a form post); the body is read at most 1 MiB.
 func (c *Console) csrfOK(r *http.Request, se *session) bool {

@@ -91,7 +91,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs.BoolVar(&o.Once, "once", false, "run every runnable job, then exit 0 when none is runnable")
 	fs.IntVar(&o.MaxParallel, "max-parallel", 4, "jobs run at the same time")
 	fs.StringVar(&o.Listen, "listen", "", "address for /metrics, /healthz and /readyz (e.g. 127.0.0.1:9464); empty: off")
-	fs.BoolVar(&o.Pprof, "pprof", false, "also serve Go profiling (net/http/pprof) under /debug/pprof/ on --listen")
+	fs.BoolVar(&o.Pprof, "pprof", false, "also serve Go profiling (net/http/pprof) under /debug/pprof/ on --listen, to the console's steward token only")
 	fs.StringVar(&o.Console.TokenFile, "console-token-file", "", "file holding the console's steward token (may act); with neither token file, logistd makes JOBS/.logist/console-token")
 	fs.StringVar(&o.Console.ViewerTokenFile, "console-viewer-token-file", "", "file holding the console's viewer token (read-only)")
 	fs.StringVar(&o.Console.TLSCert, "tls-cert", "", "TLS certificate (PEM) for --listen; with --tls-key, the server speaks HTTPS")

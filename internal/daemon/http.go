@@ -64,16 +64,19 @@ func (d *Daemon) serve(addr string, reg *prometheus.Registry, st *steward.Stewar
 		}
 		fmt.Fprintln(w, "ready: watcher running, history writable; "+scan)
 	})
-	if d.opts.Pprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	mux.Handle("/", console.New(console.Options{Store: d.store, Steward: st, Logger: d.log, Tokens: tokens,
+	cons := console.New(console.Options{Store: d.store, Steward: st, Logger: d.log, Tokens: tokens,
 		Disabled: co.Disable, Secure: useTLS, Changed: func(id string) { d.sched.Nudge(id) },
-		ContentKey: secrets.KeyPath(d.store.Dir, signing.Dir, d.opts.Getenv)}))
+		ContentKey: secrets.KeyPath(d.store.Dir, signing.Dir, d.opts.Getenv)})
+	if d.opts.Pprof {
+		// The daemon's command line, memory and traces: the steward's
+		// alone, as the console's actions are (console.Guard).
+		mux.Handle("/debug/pprof/", cons.Guard(http.HandlerFunc(pprof.Index)))
+		mux.Handle("/debug/pprof/cmdline", cons.Guard(http.HandlerFunc(pprof.Cmdline)))
+		mux.Handle("/debug/pprof/profile", cons.Guard(http.HandlerFunc(pprof.Profile)))
+		mux.Handle("/debug/pprof/symbol", cons.Guard(http.HandlerFunc(pprof.Symbol)))
+		mux.Handle("/debug/pprof/trace", cons.Guard(http.HandlerFunc(pprof.Trace)))
+	}
+	mux.Handle("/", cons)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		// Serve ends with ErrServerClosed when the daemon closes it;
