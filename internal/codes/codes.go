@@ -133,6 +133,9 @@ const (
 	Daemon          = "DAEMON"
 	DaemonKey       = "DAEMON_KEY"
 	JobsDirGone     = "JOBS_DIR_GONE"
+	RunsAsRoot      = "RUNS_AS_ROOT"
+	JobsDirExposed  = "JOBS_DIR_EXPOSED"
+	TokenExposed    = "TOKEN_FILE_EXPOSED"
 	CronFailed      = "CRON_FAILED"
 	CronMissed      = "CRON_MISSED"
 )
@@ -277,6 +280,9 @@ var catalogue = []Code{
 	{Daemon, Error, true, "daemon", "logistd stopped with an error"},
 	{DaemonKey, Error, false, "daemon", "the jobs folder came back but its signing key could not be set up; tried again"},
 	{JobsDirGone, Error, false, "daemon", "the jobs folder was removed or moved away; logistd waits for it to come back"},
+	{RunsAsRoot, Warning, false, "daemon", "logistd runs as root: RLIMIT_NPROC does not bound its calls and whatever lands in its jobs folder runs with root's reach; run it as an unprivileged user (docs/security.md)"},
+	{JobsDirExposed, Warning, false, "daemon", "the jobs folder lets other users write into it (writable by group or others and not owned by logistd's user, or world-writable without the sticky bit): they can drop manifests logistd runs; chown it to logistd's user, chmod 0700"},
+	{TokenExposed, Warning, false, "daemon", "a console token file is readable by group or others: whoever reads it may act as that token's role; chmod 0600"},
 	{CronFailed, Error, false, "schedule", "a scheduled run could not be created"},
 	{CronMissed, Warning, false, "schedule", "ticks of a schedule due while logistd was down were past its starting deadline: no run was made for them"},
 

@@ -198,6 +198,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 		defer srv.Close() //nolint:errcheck // at exit; nothing to do about it
 	}
 	logger.Info("logistd starting", "jobs_dir", store.Dir, "version", Version, "once", o.Once, "max_parallel", o.MaxParallel, "signing_key", key.ID())
+	warnExposure(logger, store.Dir, consoleTokenFiles(o, store.Dir))
 
 	if !o.Once {
 		w, err := fsnotify.NewWatcher()

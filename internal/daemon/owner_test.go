@@ -131,6 +131,11 @@ func TestUnreadableManifestIsStorageDenied(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := jobstore.New(jobs)
+	for _, code := range []string{codes.RunsAsRoot, codes.JobsDirExposed} {
+		if strings.Contains(log.String(), code) {
+			t.Errorf("logistd as nobody on nobody's 0700 folder warned %s:\n%s", code, log.String())
+		}
+	}
 	waitLog(t, log, "the STORAGE_DENIED line", func(s string) bool { return strings.Contains(s, codes.StorageDenied) })
 	if strings.Contains(log.String(), codes.ManifestInvalid) {
 		t.Errorf("an unreadable manifest was logged as invalid:\n%s", log.String())
