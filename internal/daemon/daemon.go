@@ -188,6 +188,10 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 	d.sched.OnEnd = d.runEnded
 	d.sched.OnIdle = func() { collectWhileIdle() }
 	_ = store.ClearStalls() // notes a previous daemon left; failing, they are only stale
+	if err := store.ReserveStallSpace(); err != nil {
+		logger.Warn("cannot reserve space for stall notes: a job stalled on a full disk may not show as Stalled in logist status",
+			"path", store.Dir, "err", err.Error())
+	}
 
 	if o.Listen != "" {
 		// The console's steward signs as the engine does.

@@ -6,10 +6,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/logist/logist/internal/atomicfile"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/regfile"
+	"golang.org/x/sys/unix"
 )
 
 // A job the daemon cannot run for now because its storage refuses it (a
@@ -42,6 +44,10 @@ func (s *Store) stallPath(id string) string { return filepath.Join(s.Dir, stallD
 
 // WriteStall notes that job id is stalled. Not durable: a crash forgets
 // it, and the restarted daemon finds out again.
+//
+// A full disk is the very stall it most often reports: a write that the
+// disk refuses gives back part of the stall folder's reserve
+// (ReserveStallSpace) and is tried again, until none is left.
 func (s *Store) WriteStall(id string, st Stall) error {
 	if err := manifest.ValidID(id); err != nil {
 		return err
@@ -50,7 +56,52 @@ func (s *Store) WriteStall(id string, st Stall) error {
 		return err
 	}
 	b, _ := json.Marshal(st) // plain fields: cannot fail
-	return atomicfile.WriteCopy(s.stallPath(id), b, 0o600, nil)
+	for {
+		err := atomicfile.WriteCopy(s.stallPath(id), b, 0o600, nil)
+		if err == nil || !(errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) || !s.releaseReserve() {
+			return err
+		}
+	}
+}
+
+// The stall folder's reserve: a file of reserveBytes allocated while
+// there is space, so that the notes of jobs stalled on a full disk can
+// still be written (reserveStep at a time is given back for them).
+const (
+	reserveFile  = ".reserve" // no job id starts with a dot
+	reserveBytes = 64 << 10
+	reserveStep  = 4 << 10 // a block or page: about what a note takes
+)
+
+// ReserveStallSpace allocates the stall folder's reserve, or tops it up
+// (the daemon at start, and as a stall ends). On a full disk it fails,
+// keeping what it had.
+func (s *Store) ReserveStallSpace() error {
+	if err := os.MkdirAll(filepath.Join(s.Dir, stallDir), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(s.Dir, stallDir, reserveFile), os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close() //nolint:errcheck // nothing written to lose: the blocks are allocated or not
+	err = unix.Fallocate(int(f.Fd()), 0, 0, reserveBytes)
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		// No fallocate (some file systems): blocks written are allocated.
+		_, err = f.WriteAt(make([]byte, reserveBytes), 0)
+	}
+	return err
+}
+
+// releaseReserve gives reserveStep bytes of the reserve back to the file
+// system; false when there were none to give.
+func (s *Store) releaseReserve() bool {
+	p := filepath.Join(s.Dir, stallDir, reserveFile)
+	fi, err := os.Stat(p)
+	if err != nil || fi.Size() == 0 {
+		return false
+	}
+	return os.Truncate(p, max(fi.Size()-reserveStep, 0)) == nil
 }
 
 // ClearStall removes job id's stall note, if any.
@@ -58,6 +109,11 @@ func (s *Store) ClearStall(id string) error {
 	err := os.Remove(s.stallPath(id))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
+	}
+	if err == nil {
+		if fi, serr := os.Stat(filepath.Join(s.Dir, stallDir, reserveFile)); serr == nil && fi.Size() < reserveBytes {
+			_ = s.ReserveStallSpace() // best effort: the space may not be back yet
+		}
 	}
 	return err
 }

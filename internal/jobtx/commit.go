@@ -169,6 +169,11 @@ func (t *Tx) commit() error {
 		t.keep.m, t.keep.compact = t.M.Clone(), compact
 	}
 	t.baseStatus, t.baseTemplate = t.M.Status, t.M.Schedule != nil
+	after := t.afterCommit
+	t.afterCommit = nil
+	for _, f := range after {
+		f()
+	}
 	return nil
 }
 

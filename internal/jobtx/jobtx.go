@@ -91,18 +91,20 @@ type Witness interface {
 
 // Tx is an open transaction on one job.
 type Tx struct {
-	env     *Env
-	ID      string
-	Dir     string
-	M       *manifest.Manifest
-	Log     *history.Log
-	lock    *jobstore.Lock
-	keep    *Kept
-	ownLog  bool
-	parked  bool // the job left the active statuses: materialise jobHistory.json
-	changed bool
-	redact  *secrets.Redactor
-	seal    *secrets.Cipher
+	// afterCommit waits for the next commit (AfterCommit).
+	afterCommit []func()
+	env         *Env
+	ID          string
+	Dir         string
+	M           *manifest.Manifest
+	Log         *history.Log
+	lock        *jobstore.Lock
+	keep        *Kept
+	ownLog      bool
+	parked      bool // the job left the active statuses: materialise jobHistory.json
+	changed     bool
+	redact      *secrets.Redactor
+	seal        *secrets.Cipher
 	// saved is the manifest as on disk, encoded compact (json.Marshal).
 	// Once M differs from it, appended
 	// records wait in queue for Commit, which writes them and the manifest
@@ -303,6 +305,19 @@ func (t *Tx) remember(raw []byte) {
 	}
 }
 
+// AfterCommit calls f once what the transaction holds so far is durable:
+// at once when nothing waits for a commit, else after the next commit
+// succeeds; never if the transaction ends first (a commit the storage
+// refused: the step is taken again). For what is counted once per thing
+// recorded (the daemon's metrics of calls).
+func (t *Tx) AfterCommit(f func()) {
+	if len(t.queue) == 0 && !t.manifestChanged() {
+		f()
+		return
+	}
+	t.afterCommit = append(t.afterCommit, f)
+}
+
 // Close releases the lock (and the history if the transaction opened it).
 // Uncommitted manifest changes, and the records waiting for them, are
 // dropped.
@@ -311,6 +326,7 @@ func (t *Tx) Close() {
 		t.env.Logger.Warn("uncommitted history records dropped", "job_id", t.ID, "records", len(t.queue))
 		t.queue = nil
 	}
+	t.afterCommit = nil // what they waited for was never recorded
 	if t.env.Witness != nil {
 		t.env.Witness.Ended(t)
 	}

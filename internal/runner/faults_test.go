@@ -252,6 +252,8 @@ func TestAccessDeniedStallsJobAndResumes(t *testing.T) {
 func TestDiskFullAfterCallReasksWithSameRequest(t *testing.T) {
 	t.Parallel()
 	f, s, lb := faultFixture(t)
+	obs := &obsCalls{}
+	f.Env.Obs = obs
 	f.WriteJob("j", job(okSupervisor(), okSupervisor()))
 	var (
 		mu   sync.Mutex
@@ -298,6 +300,14 @@ func TestDiskFullAfterCallReasksWithSameRequest(t *testing.T) {
 	}
 	responsesOnce(t, f, "j", 2)
 	checkIntact(t, f, "j")
+	// The metrics count each call once, as recorded: the answers the full
+	// disk lost are the storage's retries, not the agents' calls (nor
+	// their errors).
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if strings.Join(obs.outcomes, ",") != "worker:ok,supervisor:ok" {
+		t.Errorf("agent calls counted %v, want worker:ok,supervisor:ok", obs.outcomes)
+	}
 }
 
 // H88: the same, on a real file system that is full: a 512 KiB tmpfs. Skipped
@@ -316,6 +326,11 @@ func TestDiskFullOnRealTmpfs(t *testing.T) {
 	f.Dir = dir
 	f.Env.Store.Dir = dir
 	f.WriteJob("j", job(okSupervisor(), okSupervisor()))
+	// As logistd does at start: the stall notes' reserve, made while
+	// there is space.
+	if err := f.Env.Store.ReserveStallSpace(); err != nil {
+		t.Fatal(err)
+	}
 	filler := filepath.Join(dir, "filler")
 	fill, err := os.Create(filler)
 	if err != nil {
@@ -338,6 +353,13 @@ func TestDiskFullOnRealTmpfs(t *testing.T) {
 	})
 	if m := f.Load("j"); m.Status != lifecycle.Pending {
 		t.Errorf("status %s while the disk is full, want PENDING (nothing could be recorded)", m.Status)
+	}
+	// logist status learns of the stall although the disk is full.
+	if st, ok := f.Env.Store.ReadStall("j"); !ok || st.Refused || !strings.Contains(st.Reason, "no space left on device") {
+		t.Errorf("stall note on the full disk: %+v, %v; log:\n%s", st, ok, string(lb.bytes()))
+	}
+	if strings.Contains(string(lb.bytes()), "cannot note the job's stall") {
+		t.Errorf("a stall note was refused by the full disk:\n%s", string(lb.bytes()))
 	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)

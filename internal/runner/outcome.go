@@ -142,15 +142,6 @@ func (e *Engine) apply(tx *jobtx.Tx, o outcome) (stepResult, error) {
 	m := tx.M
 	done := stepResult{done: true}
 	obs := e.Env.Obs
-	for _, c := range o.calls {
-		obs.AgentCall(c.role, c.provider, c.result, c.elapsed, c.cost)
-	}
-	for _, code := range o.violations {
-		obs.Violation(code)
-	}
-	if o.retry != "" {
-		obs.Retry(o.retry)
-	}
 	for _, l := range o.logs {
 		if !l.record {
 			tx.LogCode(l.code, l.actor, l.attempt, l.msg)
@@ -255,6 +246,24 @@ func (e *Engine) apply(tx *jobtx.Tx, o outcome) (stepResult, error) {
 	}
 	if err != nil {
 		return done, err
+	}
+	// The calls, invalid answers and retries are counted once recorded:
+	// a unit the storage refused (a full disk) is not, and its step is
+	// taken again, the call re-asked or adopted, and counted then, once,
+	// not as an agent's error per try. A held outcome is counted with the
+	// unit that takes it (the next intent's).
+	if len(o.calls) > 0 || len(o.violations) > 0 || o.retry != "" {
+		tx.AfterCommit(func() {
+			for _, c := range o.calls {
+				obs.AgentCall(c.role, c.provider, c.result, c.elapsed, c.cost)
+			}
+			for _, code := range o.violations {
+				obs.Violation(code)
+			}
+			if o.retry != "" {
+				obs.Retry(o.retry)
+			}
+		})
 	}
 	return stepResult{done: !o.more, backoff: o.backoff}, nil
 }
