@@ -34,7 +34,10 @@ func helpful(e *env, c *command, err error) error {
 	}
 	msg := err.Error()
 	var ue *usageError
+	var no *jobstore.NotOwnerError
 	switch {
+	case errors.As(err, &no):
+		return err // it says whom to run it as
 	case errors.As(err, &ue):
 		return &hinted{fmt.Sprintf("%s\nusage: logist %s %s (logist help %s shows examples)", msg, c.name, strings.TrimSpace(c.args), c.name), err}
 	case errors.Is(err, jobstore.ErrNotFound):

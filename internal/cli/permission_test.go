@@ -173,6 +173,9 @@ func TestSteeringAsNotTheOwnerIsRefused(t *testing.T) {
 			!strings.Contains(errs, "sudo -u "+owner+" logist --jobs-dir "+jobs+" "+args[0]) {
 			t.Errorf("%v: exit %d, want %d naming the owner and the command to run\n%s%s", args, code, ExitPermission, out, errs)
 		}
+		if strings.Count(errs, "run logist as") > 0 {
+			t.Errorf("%v: the refusal says twice whom to run it as:\n%s", args, errs)
+		}
 	}
 	code, out, errs := runMain(t, nil, "--jobs-dir", jobs, "resume", "stuck", "--guidance", "it's", "--format", "json")
 	if code != ExitPermission || !strings.Contains(out, `"code": "permission_denied"`) || !strings.Contains(out, `--guidance 'it'\\''s'`) {
