@@ -74,7 +74,7 @@ func TestListSaysWhatFolderAndBareFileNeed(t *testing.T) {
 		`bad name +INVALID +- +- +- +folder name is not a valid job id: rename the folder \(a job id uses letters, digits`,
 		`x +PENDING .* ` + base + `/x\.json: waiting for logistd to place it as job fresh$`,
 		`broken +INVALID \(unplaced\) .* ` + base + `/broken\.json: waiting for logistd to place it as job broken; its manifest is invalid: `,
-		`half +INVALID \(unplaced\) .* ` + base + `/half\.json: still being written`,
+		`half +INVALID \(unplaced\) .* ` + base + `/half\.json: invalid JSON, cut short: logistd places it once its writer finishes it`,
 		`dup +PENDING .* ` + base + `/dup\.json: not placed: job taken already exists; rename the file or change its job_id$`,
 		`sp ace +PENDING .* ` + base + `/sp ace\.json: not placed: job id "sp ace" is invalid: rename the file or set a valid job_id`,
 	} {
@@ -86,7 +86,7 @@ func TestListSaysWhatFolderAndBareFileNeed(t *testing.T) {
 	_, out, _ = runMain(t, nil, "list", "--jobs-dir", jobs, "--format", "json")
 	for _, want := range []string{
 		`"error": "folder name is not a valid job id: rename the folder (a job id uses letters, digits, '.', '_' and '-', at most 128, no '..')"`,
-		`"error": "` + base + `/half.json: still being written`,
+		`"error": "` + base + `/half.json: invalid JSON, cut short`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("list --format json does not say %s:\n%s", want, out)

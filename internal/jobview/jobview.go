@@ -150,7 +150,7 @@ func UnplacedNote(dir string, en jobstore.Entry) string {
 	var note string
 	switch {
 	case errors.Is(err, jobstore.ErrIncomplete):
-		note = file + ": still being written (not yet whole JSON); logistd places it once it is"
+		note = file + ": invalid JSON, cut short: logistd places it once its writer finishes it; if nothing is writing it, complete or remove it"
 	case err != nil:
 		note = file + ": " + strings.ReplaceAll(err.Error(), en.Unplaced+": ", "")
 	default:
