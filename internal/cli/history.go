@@ -145,6 +145,7 @@ func historyRows(h *history.JobHistory, recs []history.Record) [][]string {
 	for i := range h.Interactions {
 		interaction[h.Interactions[i].Sequence] = &h.Interactions[i]
 	}
+	sentBack := sentBackReasons(recs)
 	var rows [][]string
 	for i := range recs {
 		rec := &recs[i]
@@ -153,7 +154,7 @@ func historyRows(h *history.JobHistory, recs []history.Record) [][]string {
 			if rec.Interaction == nil || at[*rec.Interaction] != i || interaction[*rec.Interaction] == nil {
 				continue
 			}
-			rows = append(rows, interactionRow(interaction[*rec.Interaction]))
+			rows = append(rows, interactionRow(interaction[*rec.Interaction], sentBack))
 		case history.TypeSteward:
 			if st := rec.Steward; st != nil {
 				note := st.Reason
@@ -188,16 +189,24 @@ func historyRows(h *history.JobHistory, recs []history.Record) [][]string {
 
 // interactionRow is an agent call's row: its answer, or IN FLIGHT and its
 // prompt while it has none.
-func interactionRow(in *history.Interaction) []string {
+func interactionRow(in *history.Interaction, sentBack map[int]string) []string {
 	rs := in.Response
 	if rs == nil {
 		return []string{fmt.Sprint(in.Sequence), shortTime(in.Timestamp), in.Role, orDash(in.Phase), "IN FLIGHT", "-", "-", "-", oneLine(in.Request.Prompt, 60)}
 	}
-	note := rs.Summary
+	note, action := rs.Summary, orDash(rs.Action)
 	if rs.ErrorCode != "" {
 		note = rs.ErrorCode + ": " + rs.Error
 	}
-	return []string{fmt.Sprint(in.Sequence), shortTime(in.Timestamp), in.Role, orDash(in.Phase), rs.Status, orDash(rs.Action),
+	if rs.Outcome != "" {
+		// What the phase's effect made of the answer, and why it sent
+		// the work back (a guard's message).
+		action += "→" + rs.Outcome
+		if why := sentBack[in.Sequence]; rs.SentBack && why != "" {
+			note = why
+		}
+	}
+	return []string{fmt.Sprint(in.Sequence), shortTime(in.Timestamp), in.Role, orDash(in.Phase), rs.Status, action,
 		usd(rs.CostUSD), fmt.Sprintf("%.2f", rs.ExecutionTimeSeconds), oneLine(note, 80)}
 }
 
@@ -247,6 +256,27 @@ func messageRow(rec *history.Record) []string {
 		note = fmt.Sprintf("(private to %s) %s", strings.Join(m.Audience, ", "), note)
 	}
 	return []string{"msg", shortTime(rec.Time), m.From, orDash(rec.Phase), m.Type, m.ID, "", "", oneLine(note, 80)}
+}
+
+// sentBackReasons maps each interaction whose answer sent the work back
+// to the reason of the transition that did (workflow.Decide's: the
+// effect's outcome and feedback, such as a guard's message).
+func sentBackReasons(recs []history.Record) map[int]string {
+	out := map[int]string{}
+	last := -1 // the interaction of the response just read
+	for i := range recs {
+		r := &recs[i]
+		switch {
+		case r.Type == history.TypeResponse && r.Interaction != nil && r.Response != nil && r.Response.SentBack:
+			last = *r.Interaction
+		case r.Type == history.TypeTransition && r.Transition != nil && last >= 0:
+			out[last] = r.Transition.Reason
+			last = -1
+		case r.Type == history.TypeIntent || r.Type == history.TypeResponse:
+			last = -1
+		}
+	}
+	return out
 }
 
 // historyPage is how many interactions `logist history` shows in text

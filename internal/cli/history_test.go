@@ -131,3 +131,40 @@ func TestHistoryInTimeOrder(t *testing.T) {
 		t.Errorf("--last 2: rows\n%s\nwant\n%s\n%s", strings.Join(got, "\n"), strings.Join(want[2:], "\n"), out)
 	}
 }
+
+// An answer a phase's effect sent back (a guard refused it) shows in
+// logist history and logist logs with its outcome and why: the reason of
+// the transition that sent it back, escaped as all agent text is.
+func TestHistoryAndLogsSayWhyAnAnswerWasSentBack(t *testing.T) {
+	t.Parallel()
+	jobs := t.TempDir()
+	writeJob(t, jobs, "g", jobJSON("REVIEWING", `"current_phase": "review"`))
+	l, _, err := history.OpenWith(jobstore.New(jobs).JobDir("g"), history.Options{MaxBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	in := 1
+	why := "VIOLATION: ordering guard: critic reviews unknown proposal \"p9\x1b[2J\""
+	if err := l.AppendBatch([]*history.Record{
+		{Type: history.TypeIntent, Role: "supervisor", Phase: "review", Interaction: &in, Attempt: 1},
+		{Type: history.TypeResponse, Role: "supervisor", Phase: "review", Interaction: &in,
+			Response: &history.Response{Status: history.StatusSuccess, Action: "COMPLETED", Summary: "p1 is low risk",
+				Outcome: "VIOLATION", SentBack: true, NewStatus: "REVIEWING"}},
+		{Type: history.TypeTransition, Phase: "review", Transition: &history.Transition{From: "REVIEWING", To: "REVIEWING",
+			FromPhase: "review", ToPhase: "review", Event: "phase_retry", Actor: "supervisor", Reason: why}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runMain(t, nil, "history", "g", "--jobs-dir", jobs)
+	if code != 0 || !strings.Contains(out, "COMPLETED→VIOLATION") || !strings.Contains(out, `unknown proposal "p9\x1b[2J"`) {
+		t.Errorf("history exit %d, want the outcome and the guard's message:\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runMain(t, nil, "logs", "g", "--jobs-dir", jobs)
+	if code != 0 || !strings.Contains(out, "outcome VIOLATION (sent back)") || !strings.Contains(out, `phase_retry by supervisor: VIOLATION: ordering guard`) {
+		t.Errorf("logs exit %d, want the outcome and the guard's message:\n%s%s", code, out, errOut)
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Errorf("an escape reached the terminal:\n%q", out)
+	}
+}

@@ -162,6 +162,14 @@ func recordText(r *history.Record) string {
 			if rs.Summary != "" {
 				b.WriteString(" " + quoted(oneLine(rs.Summary, 160)))
 			}
+			if rs.Outcome != "" {
+				// What the phase's effect made of the answer (the
+				// transition after it says why).
+				b.WriteString(" outcome " + rs.Outcome)
+				if rs.SentBack {
+					b.WriteString(" (sent back)")
+				}
+			}
 			if rs.NewStatus != "" {
 				b.WriteString(" → " + rs.NewStatus)
 			}

@@ -80,7 +80,9 @@ type Decision struct {
 	Phase string
 	// Code is the error code the job stops with ("" = none).
 	Code string
-	// Reason is what the steward is told ("" when the job goes on).
+	// Reason is what the steward is told: why the job stops, or why an
+	// effect's outcome sent the work back ("" when the job goes on
+	// otherwise).
 	Reason string
 	// Retries and APIFailures are the counters after this call: Retries
 	// grows by one when the answer sends the work back.
@@ -126,12 +128,24 @@ func Decide(w *Workflow, c Case) (Decision, error) {
 		d.Event, d.To = lifecycle.EvSucceed, lifecycle.Success
 	case retry:
 		d.Retries++
+		// An effect's outcome that sent the work back (a guard that refused
+		// what the agent said, a rejection) says why in its feedback: the
+		// transition carries it, so that a steward reading the log sees
+		// why the phase was asked again, and so does the RETRY limit's
+		// reason when it was the last straw.
+		why := ""
+		if c.SentBack && c.Feedback != "" {
+			why = fmt.Sprintf("%s: %s", name, c.Feedback)
+		}
 		if d.Retries > c.MaxRetries {
 			d.Event, d.To = lifecycle.EvRetryLimit, lifecycle.InterventionRequired
 			d.Code = codes.RetryLimit
 			d.Reason = fmt.Sprintf("RETRY limit of %d reached in phase %s; last summary: %s", c.MaxRetries, c.Phase, c.Summary)
+			if why != "" {
+				d.Reason = fmt.Sprintf("RETRY limit of %d reached in phase %s; last sent back with %s; last summary: %s", c.MaxRetries, c.Phase, why, c.Summary)
+			}
 		} else {
-			d.Event, d.To, d.Phase = lifecycle.EvRetry, w.Phases[target].Status, target
+			d.Event, d.To, d.Phase, d.Reason = lifecycle.EvRetry, w.Phases[target].Status, target, why
 		}
 	default:
 		d.Event, d.To, d.Phase = lifecycle.EvAdvance, w.Phases[target].Status, target

@@ -683,3 +683,33 @@ func TestToolEvidenceOfAFailedRunIsRefused(t *testing.T) {
 		t.Errorf("phases: %s", got)
 	}
 }
+
+// A guard's refusal reaches the steward: the transition that sends the
+// phase back says why (the guard's message), and when the Critic keeps
+// reviewing a proposal that does not exist until the RETRY limit, the
+// job's reason names the guard, not only the Critic's summary.
+func TestGuardsMessageIsTheTransitionsReason(t *testing.T) {
+	t.Parallel()
+	f := newFx(t)
+	a := happy()
+	ghost := done(map[string]any{"reviews": []any{map[string]any{"proposal_id": "p9", "decision": "approved", "reason": "safe"}}})
+	a["critic"] = testkit.Script(ghost, ghost, ghost, ghost)
+	f.write("j", a, map[string]any{"limits": map[string]any{"max_retries": 1}})
+	m := f.run("j")
+	requireStatus(t, m, lifecycle.InterventionRequired, "reviewing")
+	if !strings.Contains(m.Run.Reason, "RETRY limit of 1") || !strings.Contains(m.Run.Reason, `"p9"`) || !strings.Contains(m.Run.Reason, "VIOLATION") {
+		t.Errorf("the job's reason does not name the guard: %s", m.Run.Reason)
+	}
+	var retries []string
+	for _, r := range f.Records("j") {
+		if r.Transition != nil && r.Transition.Event == string(lifecycle.EvRetry) {
+			retries = append(retries, r.Transition.Reason)
+		}
+	}
+	if len(retries) != 1 || !strings.HasPrefix(retries[0], "VIOLATION: ") || !strings.Contains(retries[0], `"p9"`) {
+		t.Errorf("the phase_retry transitions' reasons: %q, want the guard's message", retries)
+	}
+	if rep := f.verify("j"); !rep.OK() {
+		t.Errorf("verify: %+v", rep.Problems)
+	}
+}
