@@ -108,6 +108,16 @@ func CompileAll() error {
 // Raw returns the text of an embedded schema.
 func Raw(name string) ([]byte, error) { return files.ReadFile(name) }
 
+// Names lists the schema files, sorted.
+func Names() []string {
+	entries, _ := files.ReadDir(".") // embedded: cannot fail
+	out := make([]string, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
 // Violation is one reason a document does not conform: where (JSON pointer
 // into the document) and why.
 type Violation struct {

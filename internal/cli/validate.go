@@ -150,9 +150,7 @@ func validateFile(f, kind, ws string) (string, []string, []string) {
 		}
 	}
 	warns = append(warns, steward.ShellPrograms("").PresetWarnings(f, m)...)
-	if wf, err := m.ResolveWorkflow(); err == nil {
-		warns = append(warns, wf.Loops()...)
-	}
+	warns = append(warns, m.Warnings()...)
 	return kind, nil, warns
 }
 

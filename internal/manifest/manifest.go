@@ -575,8 +575,22 @@ func (m *Manifest) check(file string) error {
 	var es Errors
 	wf, err := m.ResolveWorkflow()
 	if err != nil {
-		es = append(es, &Error{File: file, Pointer: "/workflow", Reason: err.Error()})
+		e := &Error{File: file, Pointer: "/workflow", Reason: err.Error()}
+		var p *workflow.Problem
+		if errors.As(err, &p) && m.InlineWorkflow() {
+			e.Pointer, e.Reason = "/workflow"+p.Pointer, p.Reason
+		}
+		es = append(es, e)
 	} else {
+		if m.InlineWorkflow() {
+			// What can never be right (a built-in workflow is held to it
+			// by its tests); ResolveWorkflow still reads it, so that a
+			// history recorded on it replays.
+			refused, _ := wf.Routes()
+			for _, p := range refused {
+				es = append(es, &Error{File: file, Pointer: "/workflow" + p.Pointer, Reason: p.Reason})
+			}
+		}
 		for _, role := range wf.Roles() {
 			if _, ok := m.Agents[role]; !ok {
 				es = append(es, &Error{File: file, Pointer: "/agents", Reason: fmt.Sprintf("workflow %s needs an agent for role %q", wf.Name, role)})
@@ -687,6 +701,41 @@ func hasPlaceholder(argv []string, ph string) bool {
 		}
 	}
 	return false
+}
+
+// InlineWorkflow reports whether the manifest defines its workflow
+// itself rather than naming a built-in one.
+func (m *Manifest) InlineWorkflow() bool {
+	raw := bytes.TrimSpace(m.Workflow)
+	return len(raw) > 0 && raw[0] == '{'
+}
+
+// Warnings are what the manifest's check lets pass but is likely a
+// mistake in its workflow and prompts, each naming its field: an inline
+// workflow's (workflow.Warnings), and a prompt for a role no phase of the
+// workflow plays (it would never be used).
+func (m *Manifest) Warnings() []string {
+	wf, err := m.ResolveWorkflow()
+	if err != nil {
+		return nil // the check reports it
+	}
+	var out []string
+	if m.InlineWorkflow() {
+		for _, p := range wf.Warnings() {
+			if p.Pointer != "" {
+				p.Pointer = "/workflow" + p.Pointer
+			}
+			out = append(out, p.Error())
+		}
+	}
+	roles := wf.Roles()
+	for _, role := range slices.Sorted(maps.Keys(m.Prompts)) {
+		if !slices.Contains(roles, role) {
+			out = append(out, fmt.Sprintf("/prompts/%s: workflow %s has no role %q (its roles: %s): this prompt is never used",
+				role, wf.Name, role, strings.Join(roles, ", ")))
+		}
+	}
+	return out
 }
 
 // ResolveWorkflow returns the job's workflow: a built-in by name (default

@@ -325,10 +325,10 @@ func TestDecodeSemanticChecks(t *testing.T) {
 		_ = wantProblem(t, withFields(`"workflow": "nonexistent"`), "/workflow", "nonexistent")
 	})
 	t.Run("inline target missing", func(t *testing.T) {
-		_ = wantProblem(t, withFields(`"workflow": {"name": "w", "start": "a", "phases": {"a": {"role": "worker", "on": {"COMPLETED": "b", "RETRY": "a", "STUCK": "INTERVENTION_REQUIRED"}}}}`), "/workflow", `"b"`)
+		_ = wantProblem(t, withFields(`"workflow": {"name": "w", "start": "a", "phases": {"a": {"role": "worker", "on": {"COMPLETED": "b", "RETRY": "a", "STUCK": "INTERVENTION_REQUIRED"}}}}`), "/workflow/phases/a/on/COMPLETED", `"b"`)
 	})
 	t.Run("inline start missing", func(t *testing.T) {
-		_ = wantProblem(t, withFields(`"workflow": {"name": "w", "start": "zzz", "phases": {"a": {"role": "worker", "on": {"COMPLETED": "SUCCESS", "RETRY": "a", "STUCK": "a"}}}}`), "/workflow", "zzz")
+		_ = wantProblem(t, withFields(`"workflow": {"name": "w", "start": "zzz", "phases": {"a": {"role": "worker", "on": {"COMPLETED": "SUCCESS", "RETRY": "a", "STUCK": "a"}}}}`), "/workflow/start", "zzz")
 	})
 	t.Run("role without agent", func(t *testing.T) {
 		_ = wantProblem(t, `{"task_description": "t", "agents": {"worker": {"provider": "script", "script": [{}]}}}`, "/agents", `"supervisor"`)

@@ -154,23 +154,85 @@ func DefaultPrompt(role string) string {
 	return string(b)
 }
 
-// Check verifies the graph: the start phase exists, every target is a phase
-// or a terminal, every phase declares all three answers.
+// Problem is what is wrong (an error of Check) or doubtful (a warning of
+// Warnings) in a workflow's definition: Pointer is the JSON pointer of the
+// field within the workflow ("/phases/a/on/COMPLETED"; a manifest puts its
+// own "/workflow" before it), Reason says what and why.
+type Problem struct {
+	Pointer string
+	Reason  string
+}
+
+func (p *Problem) Error() string {
+	if p.Pointer == "" {
+		return p.Reason
+	}
+	return p.Pointer + ": " + p.Reason
+}
+
+// PhasePointer is the JSON pointer, within a workflow, of phase name or
+// of field (a path of names) below it.
+func PhasePointer(name string, field ...string) string {
+	p := "/phases/" + pointerToken(name)
+	for _, f := range field {
+		p += "/" + pointerToken(f)
+	}
+	return p
+}
+
+// pointerToken escapes a JSON pointer's reference token (RFC 6901).
+func pointerToken(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// Terminals are the ends an answer can lead to instead of a phase.
+var Terminals = []string{TargetSuccess, TargetIntervention}
+
+// Routing is the one rule of where an answer may lead (seed 002: STUCK
+// means a human is needed; RETRY, that the work is not done yet), for
+// the refusals and the warnings alike (Routes). It returns what is wrong with action (or an
+// effect's outcome) of a phase leading to target, and whether that is
+// refused ("" when nothing is): STUCK or RETRY can never end a job in
+// SUCCESS (refused), and STUCK led to a phase asks an agent again what
+// its agent said needs a person (a warning: the built-in workflows send
+// STUCK to INTERVENTION_REQUIRED, and a workflow may hand it to a role of
+// its own on purpose, but a phase that leads back to itself on STUCK asks
+// the same agent until a budget stops the job).
+func Routing(action, target string) (reason string, refused bool) {
+	switch {
+	case (action == ActionStuck || action == ActionRetry) && target == TargetSuccess:
+		what := "the work is not done yet"
+		if action == ActionStuck {
+			what = "a human is needed"
+		}
+		return fmt.Sprintf("%s leads to SUCCESS, but an agent answers %s when %s: lead it to a phase or to %s", action, action, what, TargetIntervention), true
+	case action == ActionStuck && target != TargetIntervention:
+		return fmt.Sprintf("STUCK leads to phase %q, not to %s: an agent answers STUCK when a human is needed, and the job goes on without one (a phase that leads to itself asks the same agent again until a budget stops the job)", target, TargetIntervention), false
+	}
+	return "", false
+}
+
+// Check verifies the graph as the engine needs it to play a job: the
+// start phase exists, every target is a phase or a terminal, every phase
+// declares all three answers. The error is a *Problem naming the field.
+// Where answers may lead (Routing) is a manifest's validation's to refuse
+// (Routes), not Check's: a history recorded on a workflow since refused
+// must still be replayed with it.
 func (w *Workflow) Check() error {
 	if _, ok := w.Phases[w.Start]; !ok {
-		return fmt.Errorf("start phase %q is not defined", w.Start)
+		return &Problem{"/start", fmt.Sprintf("start phase %q is not defined (phases: %s)", w.Start, strings.Join(w.PhaseNames(), ", "))}
 	}
 	for _, name := range w.PhaseNames() {
 		p := w.Phases[name]
 		if p.Role == "" {
-			return fmt.Errorf("phase %q: role is empty", name)
+			return &Problem{PhasePointer(name, "role"), fmt.Sprintf("phase %q: role is empty", name)}
 		}
 		if p.Role == RoleLogist && p.Effect == "" {
-			return fmt.Errorf("phase %q: role %s (Logist itself) needs an effect", name, RoleLogist)
+			return &Problem{PhasePointer(name, "effect"), fmt.Sprintf("phase %q: role %s (Logist itself) needs an effect", name, RoleLogist)}
 		}
 		if p.Schema != "" {
-			if _, err := schemas.Raw(p.Schema); err != nil {
-				return fmt.Errorf("phase %q: schema %q is not one of Logist's schemas", name, p.Schema)
+			if !slices.Contains(AnswerSchemas(), p.Schema) {
+				return &Problem{PhasePointer(name, "schema"), fmt.Sprintf("phase %q: schema %q is not one of Logist's answer schemas (%s)", name, p.Schema, strings.Join(AnswerSchemas(), ", "))}
 			}
 		}
 		switch p.Status {
@@ -179,33 +241,67 @@ func (w *Workflow) Check() error {
 			w.Phases[name] = p
 		case lifecycle.Running, lifecycle.Reviewing:
 		default:
-			return fmt.Errorf("phase %q: status must be RUNNING or REVIEWING, not %q", name, p.Status)
+			return &Problem{PhasePointer(name, "status"), fmt.Sprintf("phase %q: status must be RUNNING or REVIEWING, not %q", name, p.Status)}
 		}
 		for _, a := range Actions {
-			t, ok := p.On[a]
-			if !ok {
-				return fmt.Errorf("phase %q: no target for %s", name, a)
-			}
-			if t == TargetSuccess || t == TargetIntervention {
-				continue
-			}
-			if _, ok := w.Phases[t]; !ok {
-				return fmt.Errorf("phase %q: %s leads to unknown phase %q", name, a, t)
+			if _, ok := p.On[a]; !ok {
+				return &Problem{PhasePointer(name, "on"), fmt.Sprintf("phase %q: no target for %s (every phase says where COMPLETED, STUCK and RETRY lead)", name, a)}
 			}
 		}
-		for o, t := range p.On {
+		for _, o := range slices.Sorted(maps.Keys(p.On)) {
+			t := p.On[o]
 			if !outcomeName(o) {
-				return fmt.Errorf("phase %q: outcome %q is not an upper-case name", name, o)
+				return &Problem{PhasePointer(name, "on", o), fmt.Sprintf("phase %q: outcome %q is not an upper-case name", name, o)}
 			}
-			if t == TargetSuccess || t == TargetIntervention {
-				continue
-			}
-			if _, ok := w.Phases[t]; !ok {
-				return fmt.Errorf("phase %q: %s leads to unknown phase %q", name, o, t)
+			if _, ok := w.Phases[t]; !ok && !slices.Contains(Terminals, t) {
+				return &Problem{PhasePointer(name, "on", o), fmt.Sprintf("phase %q: %s leads to unknown phase %q: name a phase (%s) or an end (%s)",
+					name, o, t, strings.Join(w.PhaseNames(), ", "), strings.Join(Terminals, ", "))}
 			}
 		}
 	}
 	return nil
+}
+
+// Routes holds every answer of w to Routing: what it refuses, and what it
+// warns of, each naming its field.
+func (w *Workflow) Routes() (refused, warned []Problem) {
+	for _, name := range w.PhaseNames() {
+		p := w.Phases[name]
+		for _, o := range slices.Sorted(maps.Keys(p.On)) {
+			why, refuse := Routing(o, p.On[o])
+			switch {
+			case why == "":
+			case refuse:
+				refused = append(refused, Problem{PhasePointer(name, "on", o), fmt.Sprintf("phase %q: %s", name, why)})
+			default:
+				warned = append(warned, Problem{PhasePointer(name, "on", o), fmt.Sprintf("phase %q: %s", name, why)})
+			}
+		}
+	}
+	return refused, warned
+}
+
+// Warnings are what a manifest's validation lets pass but is likely a
+// mistake: answers Routing warns of, and cycles with no exit (Loops).
+func (w *Workflow) Warnings() []Problem {
+	_, out := w.Routes()
+	for _, l := range w.Loops() {
+		// A cycle is of several phases' fields: it names them itself.
+		out = append(out, Problem{Reason: l})
+	}
+	return out
+}
+
+// AnswerSchemas are the schemas (files in schemas/) a phase may hold its
+// COMPLETED answers to: Logist's answer schemas, "*-answer-*.json".
+func AnswerSchemas() []string {
+	var out []string
+	for _, n := range schemas.Names() {
+		if strings.Contains(n, "-answer-") {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Loops warns of cycles with no exit: phases from which answering

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -143,4 +144,81 @@ func FuzzOutcomeName(f *testing.F) {
 			t.Fatalf("outcomeName(%q) = %v, the expression says %v", o, got, want)
 		}
 	})
+}
+
+// Seed 002: STUCK means a human is needed, RETRY that the work is not
+// done. Routing is the one rule: neither may lead to SUCCESS (Routes
+// refuses it, naming the field; the manifest's validation applies it),
+// and STUCK led to a phase is warned of (Warnings, naming the field). The
+// built-in workflows keep to it.
+func TestRoutingOfStuckAndRetry(t *testing.T) {
+	t.Parallel()
+	on := func(c, r, s string) map[string]string {
+		return map[string]string{ActionCompleted: c, ActionRetry: r, ActionStuck: s}
+	}
+	for _, c := range []struct{ name, ptr string }{{ActionRetry, "/phases/a/on/RETRY"}, {ActionStuck, "/phases/a/on/STUCK"}} {
+		o := on("SUCCESS", "a", TargetIntervention)
+		o[c.name] = TargetSuccess
+		w := Workflow{Name: "x", Start: "a", Phases: map[string]Phase{"a": {Role: "r", On: o}}}
+		if err := w.Check(); err != nil {
+			t.Errorf("%s to SUCCESS: Check = %v; the engine reads it (a history recorded on it replays)", c.name, err)
+		}
+		refused, _ := w.Routes()
+		if len(refused) != 1 || refused[0].Pointer != c.ptr || !strings.Contains(refused[0].Reason, c.name+" leads to SUCCESS") {
+			t.Errorf("%s to SUCCESS: refused %+v, want one at %s", c.name, refused, c.ptr)
+		}
+	}
+	self := Workflow{Name: "x", Start: "a", Phases: map[string]Phase{"a": {Role: "r", On: on("SUCCESS", "a", "a")}}}
+	if err := self.Check(); err != nil {
+		t.Fatal(err)
+	}
+	refused, _ := self.Routes()
+	ws := self.Warnings()
+	if len(refused) != 0 || len(ws) != 1 || ws[0].Pointer != "/phases/a/on/STUCK" || !strings.Contains(ws[0].Reason, "not to INTERVENTION_REQUIRED") {
+		t.Errorf("refused %+v, Warnings = %+v, want one warning at /phases/a/on/STUCK", refused, ws)
+	}
+	for _, name := range BuiltinNames() {
+		b, _ := Builtin(name)
+		if refused, ws := b.Routes(); len(refused)+len(ws) != 0 || len(b.Warnings()) != 0 {
+			t.Errorf("built-in %s: refused %+v, warned %+v", name, refused, ws)
+		}
+	}
+}
+
+// Check's problems name the field (a JSON pointer within the workflow)
+// and what would be right: the ends a target may be, the answer schemas
+// a phase may name.
+func TestCheckNamesTheFieldAndTheChoices(t *testing.T) {
+	t.Parallel()
+	on := func(c string) map[string]string {
+		return map[string]string{ActionCompleted: c, ActionRetry: "a", ActionStuck: TargetIntervention}
+	}
+	cases := []struct {
+		name string
+		w    Workflow
+		ptr  string
+		want []string
+	}{
+		{"unknown end", Workflow{Start: "a", Phases: map[string]Phase{"a": {Role: "r", On: on("CANCELED")}}},
+			"/phases/a/on/COMPLETED", []string{`unknown phase "CANCELED"`, "SUCCESS, INTERVENTION_REQUIRED", "(a)"}},
+		{"bad schema", Workflow{Start: "a", Phases: map[string]Phase{"a": {Role: "r", Schema: "job-manifest-schema.json", On: on("SUCCESS")}}},
+			"/phases/a/schema", []string{"protocol-answer-planner.json", "not one of Logist's answer schemas"}},
+		{"missing start", Workflow{Start: "b", Phases: map[string]Phase{"a": {Role: "r", On: on("SUCCESS")}}},
+			"/start", []string{`"b"`, "(phases: a)"}},
+		{"a slash in a phase name", Workflow{Start: "a/b", Phases: map[string]Phase{"a/b": {Role: "", On: on("SUCCESS")}}},
+			"/phases/a~1b/role", []string{"role is empty"}},
+	}
+	for _, c := range cases {
+		var p *Problem
+		err := c.w.Check()
+		if !errors.As(err, &p) || p.Pointer != c.ptr {
+			t.Errorf("%s: Check = %v, want a problem at %s", c.name, err, c.ptr)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(p.Reason, w) {
+				t.Errorf("%s: %q lacks %q", c.name, p.Reason, w)
+			}
+		}
+	}
 }
