@@ -126,7 +126,8 @@ func validateFile(f, kind, ws string) (string, []string, []string) {
 		}
 		es := steward.ShellPrograms(ws).Check(f, m)
 		_, missing := steward.PromptFiles(f, m)
-		if es = append(append(es, steward.CheckSource(f, m)...), missing...); len(es) > 0 {
+		es = append(append(es, steward.CheckSource(f, m)...), missing...)
+		if es = append(es, steward.CheckEffects(f, m, builtins.Effects())...); len(es) > 0 {
 			err = es
 		} else {
 			err = checkWorkflowConfig(f, m)

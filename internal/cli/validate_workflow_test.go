@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// A first-time workflow author's mistakes, as logist validate reports
-// them: each names the file, the field (a JSON pointer into the
-// manifest) and what would be right.
+// A first-time workflow author's mistakes, as logist validate (and
+// submit, which validates) report them: each names the file, the field
+// (a JSON pointer into the manifest) and what would be right.
 func TestValidateNamesWorkflowMistakes(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -23,6 +23,8 @@ func TestValidateNamesWorkflowMistakes(t *testing.T) {
 		invalid        bool
 		want           []string
 	}{
+		{"bad-effect", inline(fine, `, "effect": "bogus.effect"`), true,
+			[]string{"bad-effect.json: /workflow/phases/a/effect: ", `effect "bogus.effect" is not known`, "protocol.plan", "deliberation.parliament"}},
 		{"stuck-to-success", inline(`"COMPLETED": "SUCCESS", "RETRY": "a", "STUCK": "SUCCESS"`, ""), true,
 			[]string{"stuck-to-success.json: /workflow/phases/a/on/STUCK: ", "STUCK leads to SUCCESS"}},
 		{"retry-to-success", inline(`"COMPLETED": "INTERVENTION_REQUIRED", "RETRY": "SUCCESS", "STUCK": "INTERVENTION_REQUIRED"`, ""), true,
@@ -50,5 +52,15 @@ func TestValidateNamesWorkflowMistakes(t *testing.T) {
 				t.Errorf("%s: validate does not say %q:\n%s%s", c.name, w, out, errs)
 			}
 		}
+	}
+	// submit validates with the same registry: the unknown effect is
+	// refused there too, and no job is placed.
+	jobs := t.TempDir()
+	code, out, errs := runMain(t, nil, "submit", filepath.Join(dir, "bad-effect.json"), "--jobs-dir", jobs)
+	if code == 0 || !strings.Contains(out+errs, "/workflow/phases/a/effect") {
+		t.Errorf("submit of an unknown effect: exit %d\n%s%s", code, out, errs)
+	}
+	if _, err := os.Stat(filepath.Join(jobs, "bad-effect")); err == nil {
+		t.Error("submit placed a job whose effect is unknown")
 	}
 }

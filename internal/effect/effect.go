@@ -13,7 +13,9 @@ package effect
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	"github.com/logist/logist/internal/deliberation"
 	"github.com/logist/logist/internal/history"
@@ -102,6 +104,30 @@ func (r Registry) CheckConfig(wf *workflow.Workflow, game json.RawMessage, seed 
 // Registry maps effect names to effects. Its zero value is an empty
 // registry to Add to.
 type Registry map[string]Effect
+
+// Lookup returns the effect registered as name, or an error that names
+// the effects r has: the engine's, when a phase is played, and Check's,
+// when a manifest is validated, are one message.
+func (r Registry) Lookup(name string) (Effect, error) {
+	if e, ok := r[name]; ok {
+		return e, nil
+	}
+	return nil, fmt.Errorf("effect %q is not known to this Logist (its effects: %s)", name, strings.Join(slices.Sorted(maps.Keys(r)), ", "))
+}
+
+// Check refuses a workflow with a phase whose effect r does not have: a
+// job on it would stop when it reached that phase. It returns the first
+// such phase, by name, and why ("", nil when r has every one).
+func (r Registry) Check(wf *workflow.Workflow) (phase string, err error) {
+	for _, name := range wf.PhaseNames() {
+		if e := wf.Phases[name].Effect; e != "" {
+			if _, err := r.Lookup(e); err != nil {
+				return name, err
+			}
+		}
+	}
+	return "", nil
+}
 
 // Add registers effects under their names. Two effects with one name are
 // a wiring mistake, caught when the registry is built: Add panics.

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/effect"
@@ -26,11 +25,7 @@ func (e *Engine) effectFor(ph workflow.Phase) (effect.Effect, error) {
 	if ph.Effect == "" {
 		return nil, nil
 	}
-	eff, ok := e.Effects[ph.Effect]
-	if !ok {
-		return nil, fmt.Errorf("effect %q is not known to this logistd", ph.Effect)
-	}
-	return eff, nil
+	return e.Effects.Lookup(ph.Effect)
 }
 
 // workflowFailed stops a workflow that cannot go on: the job waits for a

@@ -95,6 +95,9 @@ func (s *Steward) Submit(file string) (string, *manifest.Manifest, error) {
 	if es := CheckSource(file, m); len(es) > 0 {
 		return "", nil, es
 	}
+	if es := CheckEffects(file, m, s.Effects); len(es) > 0 {
+		return "", nil, es
+	}
 	id := m.JobID
 	if id == "" {
 		base := filepath.Base(file)
@@ -128,6 +131,27 @@ func (s *Steward) Submit(file string) (string, *manifest.Manifest, error) {
 		return "", nil, err
 	}
 	return id, m, nil
+}
+
+// CheckEffects refuses a manifest whose workflow has a phase with an
+// effect the registry (the composition root's, internal/builtins) does
+// not have, naming the phase's field: the job would stop when it reached
+// the phase. logist validate and submit apply it with the registry the
+// daemon runs.
+func CheckEffects(file string, m *manifest.Manifest, effects effect.Registry) manifest.Errors {
+	wf, err := m.ResolveWorkflow()
+	if err != nil {
+		return nil // the manifest's own check reports it
+	}
+	phase, err := effects.Check(wf)
+	if err == nil {
+		return nil
+	}
+	ptr := "/workflow"
+	if m.InlineWorkflow() {
+		ptr += workflow.PhasePointer(phase, "effect")
+	}
+	return manifest.Errors{{File: file, Pointer: ptr, Reason: fmt.Sprintf("phase %q: %v", phase, err)}}
 }
 
 // keptState refuses, in a manifest submitted as a new job, the state
