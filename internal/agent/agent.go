@@ -61,6 +61,13 @@ type Result struct {
 	Tokens    *history.Tokens
 	SessionID string
 	Stderr    string
+	// Stdout is what a program that answers in a file (answer "file")
+	// printed besides: kept for the record, never read as its answer.
+	Stdout []byte
+	// NoAnswer says why a program that answers in a file has no answer
+	// (it wrote no file Logist may read; Raw is empty): the reason a
+	// steward is given beside AGENT_EMPTY's.
+	NoAnswer string
 	// Metered, when the call went through the metering proxy: CostUSD
 	// and Tokens are the proxy's figures, this the rest of them.
 	Metered *Metered

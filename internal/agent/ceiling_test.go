@@ -104,7 +104,7 @@ func TestAnswerFileUnderTheCeiling(t *testing.T) {
 			req := &Request{JobID: "j", Phase: "p", Role: "worker", Workspace: ws, JobDir: jobDir, Interaction: 1}
 			_, err := c.Call(WithExecutor(context.Background(), ex), req)
 			var ae *Error
-			if !errors.As(err, &ae) || ae.Code != codes.AgentExit || !strings.Contains(ae.Msg, "10000 bytes, more than 4096") {
+			if !errors.As(err, &ae) || ae.Code != codes.AgentOutputLimit || ae.Transient || !strings.Contains(ae.Msg, "10000 bytes, more than 4096") {
 				t.Fatalf("err = %v, want the answer file refused past the ceiling", err)
 			}
 		})

@@ -111,10 +111,17 @@ func (c *Command) Call(ctx context.Context, req *Request) (*Result, error) {
 		if err == nil {
 			b, err = readCapped(ans, limit)
 		}
-		if err != nil {
-			return nil, &Error{Code: codes.AgentExit, Msg: fmt.Sprintf("answer file: %v", err), Partial: pr.Stdout, Stderr: errText}
+		res.Raw, res.Stdout = b, pr.Stdout
+		var big *tooLarge
+		switch {
+		case errors.As(err, &big):
+			return nil, &Error{Code: codes.AgentOutputLimit, Msg: "answer file: " + big.Error(), Partial: pr.Stdout, Stderr: errText}
+		case err != nil:
+			// The program ended well but left no answer Logist may read:
+			// it answered nothing (AGENT_EMPTY, as an empty file is), and
+			// the steward is told why.
+			res.Raw, res.NoAnswer = nil, noAnswerFile(err, pr.Stdout)
 		}
-		res.Raw = b
 	}
 	// Agents that know what they cost may say so in the answer.
 	var meta struct {
@@ -325,7 +332,8 @@ func killGroups(pidLog string, n int) bool {
 }
 
 // readCapped reads an answer file the agent wrote: a regular file only (a
-// FIFO would block the call for ever), at most limit bytes.
+// FIFO would block the call for ever), at most limit bytes (more is a
+// *tooLarge).
 func readCapped(p string, limit int64) ([]byte, error) {
 	f, err := regfile.OpenRegular(p)
 	if err != nil {
@@ -337,13 +345,32 @@ func readCapped(p string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	if fi.Size() > limit {
-		return nil, fmt.Errorf("%d bytes, more than %d", fi.Size(), limit)
+		return nil, &tooLarge{fmt.Sprintf("%d bytes, more than %d", fi.Size(), limit)}
 	}
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err == nil && int64(len(b)) > limit {
-		err = fmt.Errorf("more than %d bytes", limit)
+		err = &tooLarge{fmt.Sprintf("more than %d bytes", limit)}
 	}
 	return b, err
+}
+
+// tooLarge is an answer file larger than the call's output limit.
+type tooLarge struct{ what string }
+
+func (e *tooLarge) Error() string { return e.what }
+
+// noAnswerFile says why a program that answers in a file has no answer:
+// err is why its file could not be read; stdout, what it printed, which
+// is named when it looks like the answer that belonged in the file.
+func noAnswerFile(err error, stdout []byte) string {
+	why := fmt.Sprintf("the agent wrote no answer file (%v)", err)
+	if !errors.Is(err, fs.ErrNotExist) {
+		why = fmt.Sprintf("the agent left no answer file Logist may read (%v)", err)
+	}
+	if s := bytes.TrimSpace(stdout); (bytes.HasPrefix(s, []byte("{")) || bytes.HasPrefix(s, []byte("```"))) && bytes.Contains(s, []byte(`"action"`)) {
+		why += "; its stdout holds what looks like a JSON answer, which must go to the file {answer_file} names (also in LOGIST_ANSWER_FILE), not to stdout"
+	}
+	return why
 }
 
 func lastLine(s string) string {

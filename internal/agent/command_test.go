@@ -201,8 +201,8 @@ func TestStaleAnswerIsRemovedBeforeTheCall(t *testing.T) {
 	}
 	c := &Command{Cfg: manifest.Command{Argv: []string{"true"}, Answer: "file"}}
 	res, err := c.Call(context.Background(), req)
-	if err == nil {
-		t.Fatalf("answer %q read from a file this call's agent never wrote", res.Raw)
+	if err != nil || len(res.Raw) != 0 || res.NoAnswer == "" {
+		t.Fatalf("answer %q (%v) read from a file this call's agent never wrote", res.Raw, err)
 	}
 	if _, err := os.Lstat(stale); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("stale answer still there: %v", err)
@@ -375,5 +375,37 @@ func TestOutputPipeEnds(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close of the read end did not wake the read blocked on it")
+	}
+}
+
+// An agent that answers in a file but prints its answer on stdout, and
+// exits 0, answered nothing (no error of the call: AGENT_EMPTY is the
+// answer's, judged like an empty file's), and is told why: no answer file,
+// and its stdout looks like the answer that belonged in it. What it
+// printed is kept, whichever way it answered.
+func TestAnswerFileAgentThatPrintsItsAnswer(t *testing.T) {
+	answer := `{"action": "COMPLETED", "evidence_files": [], "summary_for_supervisor": "done"}`
+	c := &Command{Cfg: manifest.Command{Argv: []string{"sh", "-c", `echo "$1"`, "agent", answer, "{answer_file}"}, Answer: "file"}}
+	res, err := c.Call(context.Background(), request(t, 6))
+	if err != nil || len(res.Raw) != 0 {
+		t.Fatalf("res %+v, err %v; want no answer and no call error", res, err)
+	}
+	for _, w := range []string{"the agent wrote no answer file", "its stdout holds what looks like a JSON answer", "{answer_file}"} {
+		if !strings.Contains(res.NoAnswer, w) {
+			t.Errorf("NoAnswer %q lacks %q", res.NoAnswer, w)
+		}
+	}
+	if !strings.Contains(string(res.Stdout), `"summary_for_supervisor": "done"`) {
+		t.Errorf("stdout not kept: %q", res.Stdout)
+	}
+	// Prose on stdout is not taken for an answer.
+	c = &Command{Cfg: manifest.Command{Argv: []string{"sh", "-c", `echo working`, "agent", "{answer_file}"}, Answer: "file"}}
+	if res, err = c.Call(context.Background(), request(t, 7)); err != nil || strings.Contains(res.NoAnswer, "stdout") || !strings.Contains(res.NoAnswer, "no answer file") {
+		t.Errorf("res %+v, err %v; want no answer file, nothing said of stdout", res, err)
+	}
+	// Both: the file is the answer, stdout is kept beside it.
+	c = &Command{Cfg: manifest.Command{Argv: []string{"sh", "-c", `echo "$1" > "$2"; echo from stdout`, "agent", answer, "{answer_file}"}, Answer: "file"}}
+	if res, err = c.Call(context.Background(), request(t, 8)); err != nil || !strings.Contains(string(res.Raw), `"done"`) || string(res.Stdout) != "from stdout\n" || res.NoAnswer != "" {
+		t.Errorf("res %+v (raw %q, stdout %q), err %v; want the file's answer and stdout kept", res, res.Raw, res.Stdout, err)
 	}
 }

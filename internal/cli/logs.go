@@ -137,7 +137,7 @@ func recordText(r *history.Record) string {
 	if who != "" && r.Type != history.TypeTransition {
 		b.WriteString(" " + who)
 	}
-	var stderr string
+	var stdout, stderr string
 	var warnings []string
 	switch r.Type {
 	case history.TypeIntent:
@@ -173,7 +173,7 @@ func recordText(r *history.Record) string {
 			if rs.NewStatus != "" {
 				b.WriteString(" → " + rs.NewStatus)
 			}
-			stderr, warnings = rs.Stderr, rs.Warnings
+			stdout, stderr, warnings = rs.Stdout, rs.Stderr, rs.Warnings
 		}
 	case history.TypeTransition:
 		if t := r.Transition; t != nil {
@@ -229,18 +229,27 @@ func recordText(r *history.Record) string {
 	for _, w := range warnings {
 		out.WriteString("    warning: " + oneLine(w, 200) + "\n")
 	}
-	if stderr = strings.TrimRight(stderr, "\n"); stderr != "" {
-		lines := strings.Split(stderr, "\n")
-		more := 0
-		if len(lines) > 3 {
-			lines, more = lines[:3], len(lines)-3
-		}
-		for _, l := range lines {
-			out.WriteString("    stderr: " + oneLine(l, 200) + "\n")
-		}
-		if more > 0 {
-			fmt.Fprintf(&out, "    stderr: … %d more lines (logist history JOB --record %d)\n", more, r.Seq)
-		}
-	}
+	stream(&out, "stdout", stdout, r.Seq)
+	stream(&out, "stderr", stderr, r.Seq)
 	return out.String()
+}
+
+// stream writes the first lines of what an agent printed on a stream
+// (stdout: an agent that answers in a file; stderr), escaped, under its
+// record's line.
+func stream(out *strings.Builder, name, text string, seq int64) {
+	if text = strings.TrimRight(text, "\n"); text == "" {
+		return
+	}
+	lines := strings.Split(text, "\n")
+	more := 0
+	if len(lines) > 3 {
+		lines, more = lines[:3], len(lines)-3
+	}
+	for _, l := range lines {
+		out.WriteString("    " + name + ": " + oneLine(l, 200) + "\n")
+	}
+	if more > 0 {
+		fmt.Fprintf(out, "    %s: … %d more lines (logist history JOB --record %d)\n", name, more, seq)
+	}
 }

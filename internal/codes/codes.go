@@ -209,7 +209,7 @@ const (
 // catalogue is every code, by area; docs/codes.md renders it.
 var catalogue = []Code{
 	// An agent's answer, held to its contract (seed 002's layers).
-	{AgentEmpty, Error, true, "answer", "the agent answered nothing"},
+	{AgentEmpty, Error, true, "answer", "the agent answered nothing (one that answers in a file wrote none Logist may read: the reason says so, and whether its stdout holds what looks like the answer)"},
 	{NotJSON, Error, true, "answer", "the answer holds no JSON object"},
 	{SeveralObjects, Error, true, "answer", "the answer holds more than one JSON object"},
 	{SchemaInvalid, Error, true, "answer", "the answer breaks the answer schema or the phase's own schema (a turn's answer that breaks its schema is recorded as a skipped turn instead)"},
@@ -223,7 +223,7 @@ var catalogue = []Code{
 	{APIError, Error, true, "call", "the model API or the transport failed; retried with backoff up to limits.max_api_retries, then the job stops"},
 	{AgentExit, Error, true, "call", "the agent program exited with a non-zero status; retried like an API error"},
 	{AgentStart, Error, true, "call", "the agent program could not be started (or its request file written)"},
-	{AgentOutputLimit, Error, true, "call", "the agent printed more than its output limit"},
+	{AgentOutputLimit, Error, true, "call", "the agent printed more than its output limit (or wrote an answer file larger than it)"},
 	{AgentTimeout, Error, true, "call", "the call exceeded its timeout; the agent's process group was killed"},
 	{AgentCanceled, Info, false, "call", "a steward halted or moved the job during the call; what the call produced is recorded, not used"},
 	{AgentInterrupted, Warning, false, "call", "the call was cut off by a shutdown or a crash; it is asked again with the same stored request"},

@@ -172,6 +172,11 @@ type Response struct {
 	Outcome  string `json:"outcome,omitempty"`
 	SentBack bool   `json:"sent_back,omitempty"`
 	Stderr   string `json:"stderr,omitempty"`
+	// Stdout is what an agent that answers in a file printed besides
+	// (bounded as Stderr is); absent for one that answers on stdout,
+	// whose stdout is RawResponse, and in records written before Logist
+	// kept it.
+	Stdout string `json:"stdout,omitempty"`
 	// Violations lists every way a refused answer broke its contract, in
 	// seed 002's layer order (ErrorCode names the one it was refused for).
 	// Absent in records written before Logist listed them.

@@ -103,7 +103,7 @@ func (r *Record) Content(f func(string) string) {
 		q.Prompt, q.SystemPrompt, q.TaskDescription = f(q.Prompt), f(q.SystemPrompt), f(q.TaskDescription)
 	}
 	if p := r.Response; p != nil {
-		p.RawResponse, p.Summary, p.Stderr = f(p.RawResponse), f(p.Summary), f(p.Stderr)
+		p.RawResponse, p.Summary, p.Stderr, p.Stdout = f(p.RawResponse), f(p.Summary), f(p.Stderr), f(p.Stdout)
 	}
 	if s := r.Steward; s != nil {
 		s.Guidance = f(s.Guidance)

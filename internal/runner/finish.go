@@ -47,6 +47,7 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 	if out != nil {
 		resp.RawResponse = string(out.Raw)
 		resp.SessionID, resp.Tokens, resp.Stderr = out.SessionID, out.Tokens, truncate(out.Stderr, 4096)
+		resp.Stdout = truncate(string(out.Stdout), 4096)
 	}
 	recordMetered(resp, out, callErr)
 	ch, compared := callChanges(tx, c)
@@ -113,6 +114,11 @@ func (e *Engine) finish(ctx context.Context, tx *jobtx.Tx, c *call, out *agent.R
 	v := response.Judge(out.Raw, response.Contract{Schema: ph.Schema, Workspace: response.In(tx.Store().Workspace(tx.ID), answerCheck(m.IsGit(), tx.ID))})
 	if v.Err != nil {
 		resp.Status, resp.ErrorCode, resp.Error = history.StatusError, v.Err.Code, v.Err.Reason
+		if v.Err.Code == codes.AgentEmpty && out.NoAnswer != "" {
+			// An agent that answers in a file and wrote none: why.
+			v.Err.Reason += ": " + out.NoAnswer
+			resp.Error = v.Err.Reason
+		}
 		resp.Violations = v.Record()
 		o := outcome{calls: seen("invalid"), violations: []string{v.Err.Code}}
 		for _, x := range v.Violations {

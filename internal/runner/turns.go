@@ -320,6 +320,7 @@ func (e *Engine) turnResponse(c *call, tc *turnCall, status, code, msg string, o
 	resp := &history.Response{Status: status, EvidenceFiles: []string{}, ExecutionTimeSeconds: round3(tc.elapsed.Seconds()), ErrorCode: code, Error: msg}
 	if out != nil {
 		resp.RawResponse, resp.SessionID, resp.Tokens, resp.Stderr = string(out.Raw), out.SessionID, out.Tokens, truncate(out.Stderr, 4096)
+		resp.Stdout = truncate(string(out.Stdout), 4096)
 		cost = out.CostUSD
 		if out.Tokens != nil && e.Timings != nil {
 			e.Timings.Tokens(tc.provider, out.Tokens.Input, out.Tokens.Output, out.Tokens.Cache)

@@ -79,6 +79,7 @@ var nextByCode = map[string]func(m *manifest.Manifest, id string) string{
 	codes.AgentStart:   configHint,
 	codes.NotInstalled: configHint,
 	codes.AgentExit:    exitHint,
+	codes.AgentEmpty:   emptyHint,
 	codes.CostBudget:   budgetHint,
 	codes.TimeBudget:   budgetHint,
 	codes.CallBudget:   budgetHint,
@@ -124,8 +125,31 @@ func resumeCmd(m *manifest.Manifest, id string) string {
 // (its stderr) says whether the program could not run as configured
 // (logist set mends that) or failed at the task (guidance may).
 func exitHint(m *manifest.Manifest, id string) string {
+	role := agentRole(m)
 	return "if the agent's program could not run as configured (the reason says why it exited), fix it: logist set " + id + " agents." +
-		agentRole(m) + `.command.argv='["PROGRAM","{request_file}"]', then ` + resumeCmd(m, id) + "; else " + guidanceHint(m, id)
+		role + ".command.argv=" + argvExample(m, role) + ", then " + resumeCmd(m, id) + "; else " + guidanceHint(m, id)
+}
+
+// emptyHint is for an agent that answered nothing: one that answers in a
+// file and wrote none is mended by logist set (its program must write
+// the file argv names), else guidance may help.
+func emptyHint(m *manifest.Manifest, id string) string {
+	role := agentRole(m)
+	if a := m.Agents[role]; a.Command == nil || a.Command.Answer != "file" {
+		return ""
+	}
+	return "if the agent's program does not write its answer to {answer_file} (the reason says what it did), fix it: logist set " + id + " agents." +
+		role + ".command.argv=" + argvExample(m, role) + ", then " + resumeCmd(m, id) + "; else " + guidanceHint(m, id)
+}
+
+// argvExample is a command argv for role's agent in a hint, quoted for
+// the shell: with {answer_file} when the agent answers in a file, which
+// argv must then name (the manifest's check).
+func argvExample(m *manifest.Manifest, role string) string {
+	if a := m.Agents[role]; a.Command != nil && a.Command.Answer == "file" {
+		return `'["PROGRAM","{request_file}","{answer_file}"]'`
+	}
+	return `'["PROGRAM","{request_file}"]'`
 }
 
 // roleInReason finds the role a reason names by its field
@@ -158,7 +182,7 @@ func configHint(m *manifest.Manifest, id string) string {
 	case a.Command != nil && a.Command.Preset != "":
 		return "install the program, or name it: logist set " + id + " agents." + role + `.command.program='"/path/to/program"'` + then
 	}
-	return "fix the agent's program (the reason says why it cannot start): logist set " + id + " agents." + role + `.command.argv='["PROGRAM","{request_file}"]'` + then
+	return "fix the agent's program (the reason says why it cannot start): logist set " + id + " agents." + role + ".command.argv=" + argvExample(m, role) + then
 }
 
 // waitingRole is the role a job waiting for a reply waits for when one

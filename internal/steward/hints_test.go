@@ -221,3 +221,25 @@ func TestReplyHintNamesTheWaitingRole(t *testing.T) {
 		t.Errorf("a phase whose role is no human's: hint %q", hint)
 	}
 }
+
+// The argv a hint shows for an agent that answers in a file names
+// {answer_file}, which such an argv must name: whether its program exited
+// with an error or wrote no answer file.
+func TestHintsArgvForAnAgentThatAnswersInAFile(t *testing.T) {
+	t.Parallel()
+	for _, code := range []string{codes.AgentExit, codes.AgentEmpty} {
+		t.Run(code, func(t *testing.T) {
+			f := newFixture(t)
+			f.WriteJob("j", map[string]any{"status": "INTERVENTION_REQUIRED", "current_phase": "work",
+				"agents": map[string]any{
+					"worker":     map[string]any{"provider": "command", "command": map[string]any{"argv": []string{"agent", "{answer_file}"}, "answer": "file"}},
+					"supervisor": map[string]any{"provider": "script", "script": []any{map[string]any{"action": "COMPLETED", "summary": "ok"}}}},
+				"run": map[string]any{"error_code": code, "reason": "the agent wrote no answer file"}})
+			hint := steward.HintFor(f.Load("j"), "j")
+			if !strings.Contains(hint, `logist set j agents.worker.command.argv='["PROGRAM","{request_file}","{answer_file}"]', then logist resume j`) ||
+				!strings.Contains(hint, "logist resume j --guidance TEXT") {
+				t.Errorf("hint %q: want an argv with {answer_file}, and guidance", hint)
+			}
+		})
+	}
+}
