@@ -38,6 +38,11 @@ func TestValidateNamesWorkflowMistakes(t *testing.T) {
 		{"prompt-for-nobody", `{"task_description": "t", ` + agents + `, "prompts": {"reviewer": "p.md"}}`, false,
 			[]string{"ok (warning: /prompts/reviewer: ", `no role "reviewer"`, "supervisor, worker"}},
 	}
+	// The prompt file the prompt-for-nobody case names is there: what is
+	// warned of is its role, not a missing file (PromptFiles refuses one).
+	if err := os.WriteFile(filepath.Join(dir, "p.md"), []byte("You review."), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range cases {
 		f := filepath.Join(dir, c.name+".json")
 		if err := os.WriteFile(f, []byte(c.manifest), 0o600); err != nil {
