@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/testkit"
 )
 
 // runAsOther runs logist as a user the jobs folder's files refuse: this
@@ -23,37 +23,14 @@ func runAsOther(t *testing.T, args ...string) (int, string, string) {
 		return runMain(t, nil, args...)
 	}
 	// nobody must reach the binary: a copy in a folder it may enter.
-	bin, err := os.MkdirTemp("", "logist-cli-perm-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(bin) }) // best effort: a temporary folder
-	self, err := os.Open(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer self.Close()
-	exe := filepath.Join(bin, "logist")
-	out, err := os.OpenFile(exe, os.O_CREATE|os.O_WRONLY, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, self); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	exe := testkit.SelfCopy(t, "logist")
 	cmd := exec.Command(exe, args...)
 	cmd.Env = []string{"LOGIST_CLI_TEST_MAIN=1", "HOME=/"}
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
+	err := cmd.Run()
 	if ee, ok := err.(*exec.ExitError); ok {
 		return ee.ExitCode(), stdout.String(), stderr.String()
 	} else if err != nil {

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,30 +49,7 @@ func nobodysFolder(t *testing.T) string {
 func runAsNobody(t *testing.T, args ...string) *testkit.SyncBuffer {
 	t.Helper()
 	asRootOrSkip(t)
-	bin, err := os.MkdirTemp("", "logistd-bin-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(bin) }) // best effort: a temporary folder
-	self, err := os.Open(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer self.Close()
-	exe := filepath.Join(bin, "logistd")
-	out, err := os.OpenFile(exe, os.O_CREATE|os.O_WRONLY, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, self); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	exe := testkit.SelfCopy(t, "logistd")
 	log := &testkit.SyncBuffer{}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = []string{"LOGISTD_TEST_MAIN=1", "HOME=/", "PATH=/usr/bin:/bin"}

@@ -263,3 +263,36 @@ func (f *Fixture) BenchScriptJobs(b *testing.B) {
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/job")
 	b.ReportMetric(float64(user.Microseconds())/float64(b.N), "user-us/job")
 }
+
+// SelfCopy copies this test binary into a new folder that every user may
+// enter, as name, and returns its path: a test that runs it as another
+// user (nobody) cannot reach the go tool's own folder. Removed when the
+// test ends.
+func SelfCopy(t testing.TB, name string) string {
+	t.Helper()
+	bin, err := os.MkdirTemp("", "logist-self-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(bin) }) // best effort: a temporary folder
+	self, err := os.Open(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer self.Close() //nolint:errcheck // read-only
+	exe := filepath.Join(bin, name)
+	out, err := os.OpenFile(exe, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, self); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
