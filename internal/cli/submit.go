@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/logist/logist/internal/agent"
-	"github.com/logist/logist/internal/steward"
 	"github.com/logist/logist/internal/textsafe"
 )
 
@@ -27,18 +26,13 @@ var cmdSubmit = &command{
 		r := &Result{Message: fmt.Sprintf("Job %s submitted", id), Fields: []Field{
 			{"job_id", "Job", id}, {"status", "Status", string(m.Status)}, {"path", "Folder", e.store.JobDir(id)},
 		}, Data: map[string]any{"job": m, "path": e.store.JobDir(id)}}
-		var warnings []string
-		if w := steward.SourceWarning(m); w != "" {
-			warnings = append(warnings, w)
-		}
-		warnings = append(warnings, envAllowWarnings(m)...)
-		if len(warnings) > 0 {
+		if warnings := manifestWarnings(args[0], m); len(warnings) > 0 {
 			warning := strings.Join(warnings, "; ")
 			r.Fields = append(r.Fields, Field{"warning", "Warning", warning})
 			r.Data["warning"] = warning
 			if e.format == "text" {
 				for _, w := range warnings {
-					fmt.Fprintf(e.stderr, "logist: warning: %s\n", w)
+					fmt.Fprintf(e.stderr, "logist: warning: %s\n", textsafe.Block(w))
 				}
 			}
 		}

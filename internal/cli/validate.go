@@ -144,6 +144,15 @@ func validateFile(f, kind, ws string) (string, []string, []string) {
 		}
 		return kind, []string{err.Error()}, nil
 	}
+	return kind, nil, manifestWarnings(f, m)
+}
+
+// manifestWarnings are what a valid manifest file's m is warned of, the
+// same for logist validate and logist submit: keys in env_allow, a cost
+// it cannot count, a git source with uncommitted changes, a preset's
+// program not installed here, and the workflow's (loops, STUCK led to a
+// phase, prompts for roles it has not).
+func manifestWarnings(f string, m *manifest.Manifest) []string {
 	warns := envAllowWarnings(m)
 	for _, w := range []string{agent.CostWarning(m), steward.SourceWarning(m)} {
 		if w != "" {
@@ -151,8 +160,7 @@ func validateFile(f, kind, ws string) (string, []string, []string) {
 		}
 	}
 	warns = append(warns, steward.ShellPrograms("").PresetWarnings(f, m)...)
-	warns = append(warns, m.Warnings()...)
-	return kind, nil, warns
+	return append(warns, m.Warnings()...)
 }
 
 // answerWorkspace is the workspace an answer file is judged in: ws, held

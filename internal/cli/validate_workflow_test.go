@@ -58,10 +58,16 @@ func TestValidateNamesWorkflowMistakes(t *testing.T) {
 			}
 		}
 	}
+	// submit warns of what validate warns of (one rule,
+	// manifestWarnings), and places the job.
+	jobs := t.TempDir()
+	code, out, errs := runMain(t, nil, "submit", filepath.Join(dir, "stuck-to-self.json"), "--jobs-dir", jobs)
+	if code != 0 || !strings.Contains(errs, "logist: warning: /workflow/phases/a/on/STUCK: ") {
+		t.Errorf("submit of a workflow with a warning: exit %d\n%s%s", code, out, errs)
+	}
 	// submit validates with the same registry: the unknown effect is
 	// refused there too, and no job is placed.
-	jobs := t.TempDir()
-	code, out, errs := runMain(t, nil, "submit", filepath.Join(dir, "bad-effect.json"), "--jobs-dir", jobs)
+	code, out, errs = runMain(t, nil, "submit", filepath.Join(dir, "bad-effect.json"), "--jobs-dir", jobs)
 	if code == 0 || !strings.Contains(out+errs, "/workflow/phases/a/effect") {
 		t.Errorf("submit of an unknown effect: exit %d\n%s%s", code, out, errs)
 	}
