@@ -7,8 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -105,10 +107,25 @@ type keyHolder struct{ k atomic.Pointer[signing.Key] }
 func (h *keyHolder) ID() string             { return h.k.Load().ID() }
 func (h *keyHolder) Sign(msg []byte) []byte { return h.k.Load().Sign(msg) }
 
+// makeJobsDir makes the jobs folder dir if it is not there, but not the
+// folders above it: a mistyped --jobs-dir (/srv/jbos/jobs) would
+// otherwise be made whole and served, empty, while the jobs wait in the
+// real one.
+func makeJobsDir(dir string) error {
+	err := os.Mkdir(dir, 0o700)
+	switch {
+	case err == nil, errors.Is(err, fs.ErrExist):
+		return nil
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("jobs folder %s: its parent folder %s does not exist: logistd makes the jobs folder, not the folders above it (a mistyped --jobs-dir?)", dir, filepath.Dir(filepath.Clean(dir)))
+	}
+	return fmt.Errorf("jobs folder: %w", err)
+}
+
 // Run serves the jobs folder until ctx ends or, with Once, until idle.
 func Run(ctx context.Context, o Options, logger *slog.Logger) error {
-	if err := os.MkdirAll(o.JobsDir, 0o700); err != nil {
-		return fmt.Errorf("jobs folder: %w", err)
+	if err := makeJobsDir(o.JobsDir); err != nil {
+		return err
 	}
 	store := jobstore.New(o.JobsDir)
 	// The engine's saves overwrite manifests in place: a new file per

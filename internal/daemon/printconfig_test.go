@@ -46,3 +46,24 @@ func TestPrintConfigRefusesWhatAStartRefuses(t *testing.T) {
 		t.Errorf("a good file: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 }
+
+// logistd makes its jobs folder, not the folders above it: a mistyped
+// --jobs-dir is refused, naming the missing parent, instead of being made
+// whole and served empty.
+func TestMistypedJobsDirIsNotMade(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	jobs := filepath.Join(dir, "srv", "jbos", "jobs")
+	code := Main(context.Background(), []string{"logistd", "--once", "--jobs-dir", jobs}, func(string) string { return "" }, &out, &errb)
+	if code == 0 || !strings.Contains(errb.String(), "its parent folder "+filepath.Join(dir, "srv", "jbos")+" does not exist") {
+		t.Errorf("exit %d, stderr %q", code, errb.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "srv")); !os.IsNotExist(err) {
+		t.Errorf("a folder above the jobs folder was made: %v", err)
+	}
+	// The jobs folder itself is made.
+	code = Main(context.Background(), []string{"logistd", "--once", "--jobs-dir", filepath.Join(dir, "jobs")}, func(string) string { return "" }, &out, &errb)
+	if fi, err := os.Stat(filepath.Join(dir, "jobs")); code != 0 || err != nil || !fi.IsDir() {
+		t.Errorf("a new jobs folder: exit %d, %v\n%s", code, err, errb.String())
+	}
+}
