@@ -199,16 +199,14 @@ func (e *Engine) RunFrom(ctx context.Context, id string, l *jobstore.Loaded) (er
 	// With spares, what a daemon that died made for a predicted call goes
 	// first (agent.ClearPredicted).
 	e.prune(id, spares)
+	pr := &pruner{e: e, id: id} // a long run is pruned as it goes, not only at its start
 	for steps := 1; ; steps++ {
 		if ctx.Err() != nil || e.Draining.Load() {
 			return nil
 		}
-		next, err := e.step(ctx, id, &keep, steps == 1)
+		next, err := e.step(ctx, id, &keep, pr, steps == 1)
 		if err != nil {
 			return err
-		}
-		if steps%agent.KeepRequests == 0 {
-			e.prune(id, false) // a long run is pruned as it goes, not only at its start
 		}
 		if next.done {
 			return nil
@@ -278,7 +276,7 @@ func (c *call) contained(ctx context.Context) context.Context {
 // intent of call n+1 are one durable unit; a crash before it leaves call
 // n's intent open, asked again with its stored request, exactly as a crash
 // just before the response's own commit did).
-func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept, first bool) (stepResult, error) {
+func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept, pr *pruner, first bool) (stepResult, error) {
 	gh := &gateHold{g: e.gate}
 	defer gh.leave()
 	if first {
@@ -301,11 +299,11 @@ func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept, first bo
 			return res, err
 		}
 		if len(c.turns) > 0 {
-			return e.stepTurns(ctx, id, keep, tx, c, gh)
+			return e.stepTurns(ctx, id, keep, pr, tx, c, gh)
 		}
 		var o outcome
 		var out *agent.Result
-		tx, o, out, err = e.callAndFinish(ctx, id, keep, tx, c, gh)
+		tx, o, out, err = e.callAndFinish(ctx, id, keep, pr, tx, c, gh)
 		if err != nil {
 			return stepResult{done: true}, err
 		}
@@ -336,10 +334,12 @@ func (e *Engine) step(ctx context.Context, id string, keep *jobtx.Kept, first bo
 }
 
 // stepTurns plays a turn step's calls and records their outcome.
-func (e *Engine) stepTurns(ctx context.Context, id string, keep *jobtx.Kept, tx *jobtx.Tx, c *call, gh *gateHold) (stepResult, error) {
+func (e *Engine) stepTurns(ctx context.Context, id string, keep *jobtx.Kept, pr *pruner, tx *jobtx.Tx, c *call, gh *gateHold) (stepResult, error) {
 	gh.leave()
 	e.markPhase(id, c)
+	pruned := pr.beside(len(c.turns))
 	e.playTurns(c.contained(ctx), tx, c)
+	pruned()
 	gh.enter(prioNext)
 	tx, err := jobtx.Begin(e.Env, id, keep)
 	if err != nil {
@@ -366,7 +366,7 @@ func (e *Engine) stepTurns(ctx context.Context, id string, keep *jobtx.Kept, tx 
 // callAndFinish makes call c (prepared by tx, now closed) without the
 // job's lock, then begins the transaction that judges it and returns it
 // open with the outcome finish decided.
-func (e *Engine) callAndFinish(ctx context.Context, id string, keep *jobtx.Kept, tx *jobtx.Tx, c *call, gh *gateHold) (*jobtx.Tx, outcome, *agent.Result, error) {
+func (e *Engine) callAndFinish(ctx context.Context, id string, keep *jobtx.Kept, pr *pruner, tx *jobtx.Tx, c *call, gh *gateHold) (*jobtx.Tx, outcome, *agent.Result, error) {
 	prov, perr := c.prov, c.perr
 	if c.work != nil {
 		prov, perr = c.work, nil
@@ -382,12 +382,14 @@ func (e *Engine) callAndFinish(ctx context.Context, id string, keep *jobtx.Kept,
 	var out *agent.Result
 	var callErr error
 	cctx, cancel := context.WithTimeout(c.contained(ctx), c.deadline)
+	pruned := pr.beside(1)
 	if perr != nil {
 		callErr = perr
 	} else {
 		out, callErr = prov.Call(cctx, c.req)
 	}
 	elapsed := time.Since(start)
+	pruned()
 	// An answer that arrived just as the deadline passed still counts.
 	timedOut := callErr != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 	cancel()

@@ -1,0 +1,73 @@
+package runner
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/logist/logist/internal/agent"
+	"github.com/logist/logist/internal/builtins"
+	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/testkit"
+)
+
+// A run whose calls follow one another in one step (each outcome held for
+// the next call's intent) is pruned as it goes, every agent.KeepRequests
+// calls: its requests/ folder stays bounded, and the files of calls it
+// drops are recycled for later calls (requests/.free/), not left behind
+// while new inodes are made for every call.
+func TestALongChainIsPrunedAsItGoes(t *testing.T) {
+	const calls = 5*agent.KeepRequests + 7
+	k := testkit.New(t)
+	e := NewEngine(k.Env, builtins.Effects())
+	k.Runner = e
+	var maxFiles int
+	dir := k.Env.Store.JobDir("long")
+	e.NewProvider = func(manifest.AgentConfig) (agent.Provider, error) {
+		return providerFunc(func(_ context.Context, req *agent.Request) (*agent.Result, error) {
+			maxFiles = max(maxFiles, countRequestFiles(t, dir))
+			if req.Role == "supervisor" && req.Interaction < calls-1 {
+				return answer("RETRY", "again"), nil
+			}
+			return answer("COMPLETED", "done"), nil
+		}), nil
+	}
+	j := job(map[string]any{"provider": "command", "command": map[string]any{"argv": []string{"true"}}},
+		map[string]any{"provider": "command", "command": map[string]any{"argv": []string{"true"}}})
+	j["limits"] = map[string]any{"max_retries": 1000}
+	k.WriteJob("long", j)
+	if err := e.Run(context.Background(), "long"); err != nil {
+		t.Fatal(err)
+	}
+	m := k.Load("long")
+	if m.Status != "SUCCESS" || m.Metrics.AgentCalls < calls {
+		t.Fatalf("%s after %d calls (%s)", m.Status, m.Metrics.AgentCalls, m.Run.Reason)
+	}
+	if maxFiles > 2*agent.KeepRequests+1 {
+		t.Errorf("requests/ held %d request files during the run of %d calls; want at most %d (pruned every %d calls)",
+			maxFiles, m.Metrics.AgentCalls, 2*agent.KeepRequests+1, agent.KeepRequests)
+	}
+	pool, err := os.ReadDir(filepath.Join(dir, "requests", agent.FreeDir))
+	if err != nil || len(pool) == 0 || len(pool) > agent.KeepRequests {
+		t.Errorf("requests/%s: %d files (%v); want 1 to %d: dropped request files recycled", agent.FreeDir, len(pool), err, agent.KeepRequests)
+	}
+}
+
+var requestFileName = regexp.MustCompile(`^\d{6,}\.json$`)
+
+func countRequestFiles(t *testing.T, jobDir string) int {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(jobDir, "requests"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if requestFileName.MatchString(e.Name()) {
+			n++
+		}
+	}
+	return n
+}
