@@ -20,12 +20,16 @@ import (
 // again by the re-attempt anyway).
 const KeepRequests = 32
 
-var requestName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\d{6,})(?:\.answer)?\.json$`) })
+// requestName matches a call's files in requests/: its request file
+// (NNNNNN.json), an uncontained call's answer file (NNNNNN.answer.json)
+// and a contained call's answer folder (NNNNNN.answer/, bound into its
+// sandbox); the second group is the suffix.
+var requestName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\d{6,})(\.json|\.answer\.json|\.answer)$`) })
 
-// PruneRequests removes the request and answer files of all but the
-// KeepRequests newest calls in the job folder jobDir's requests/ folder
-// (a request file emptied into the pool, reqpool.go). It returns how
-// many files it removed.
+// PruneRequests removes the request and answer files and the contained
+// answer folders of all but the KeepRequests newest calls in the job
+// folder jobDir's requests/ folder (a request file emptied into the
+// pool, reqpool.go). It returns how many entries it removed.
 func PruneRequests(jobDir string) (int, error) { return TidyRequests(jobDir, false) }
 
 // readDir is os.ReadDir; tests count the folder reads.
@@ -56,7 +60,7 @@ func pruneRequests(jobDir string, ents []os.DirEntry) (int, error) {
 	byCall := map[int][]string{}
 	for _, e := range ents {
 		m := requestName().FindStringSubmatch(e.Name())
-		if m == nil || !e.Type().IsRegular() {
+		if m == nil || (m[2] == ".answer") != e.IsDir() || (!e.IsDir() && !e.Type().IsRegular()) {
 			continue
 		}
 		n, _ := strconv.Atoi(m[1])
@@ -68,9 +72,12 @@ func pruneRequests(jobDir string, ents []os.DirEntry) (int, error) {
 		for _, name := range byCall[n] {
 			p := filepath.Join(dir, name)
 			var err error
-			if name == filepath.Base(RequestFile(jobDir, n)) {
+			switch {
+			case name == filepath.Base(RequestFile(jobDir, n)):
 				err = poolRequest(jobDir, p, n) // emptied for a later call
-			} else {
+			case name == filepath.Base(answerDir(jobDir, n)):
+				err = os.RemoveAll(p) // what the agent left in it goes too
+			default:
 				err = os.Remove(p)
 			}
 			if err != nil && !os.IsNotExist(err) {

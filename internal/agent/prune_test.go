@@ -99,3 +99,46 @@ func TestTidyRequestsReadsTheFolderOnce(t *testing.T) {
 		t.Errorf("no requests folder: %d, %v, %d reads", n, err, reads)
 	}
 }
+
+// A contained call answers in a folder of its own (requests/NNNNNN.answer/,
+// bound into its sandbox), made for every call: the pruning drops those
+// of old calls, whatever the agent left in them, as it drops their
+// request files. A file or link by that name is not a call's folder and
+// stays.
+func TestPruneRequestsDropsOldAnswerFolders(t *testing.T) {
+	t.Parallel()
+	job := t.TempDir()
+	dir := filepath.Join(job, "requests")
+	const calls = KeepRequests + 3
+	for n := range calls {
+		ans := answerDir(job, n)
+		if err := os.MkdirAll(filepath.Join(ans, "sub"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ans, "answer.json"), []byte("{}"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(RequestFile(job, n), []byte("{}"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outside := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(dir, "000001.answer.json")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := PruneRequests(job); err != nil {
+		t.Fatal(err)
+	}
+	for n := range calls {
+		_, err := os.Stat(answerDir(job, n))
+		if kept := err == nil; kept != (n >= calls-KeepRequests) {
+			t.Errorf("call %d's answer folder kept: %v, want %v (%v)", n, kept, n >= calls-KeepRequests, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "000001.answer.json")); err != nil {
+		t.Errorf("a link in requests/ was removed: %v", err)
+	}
+	if _, err := os.Stat(outside); err != nil {
+		t.Errorf("the link's target was touched: %v", err)
+	}
+}
