@@ -194,7 +194,8 @@ func (c *Console) who(r *http.Request) caller {
 
 // guard checks a route's caller: anonymous 401 (a page sends the browser
 // to log in), a role short of the route's 403, and for a POST by cookie a
-// CSRF token and a same-origin Origin.
+// CSRF token and a same-origin Origin (a form too large to read for its
+// token is 413, as any body over the cap is).
 func (c *Console) guard(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if rt.Public {
@@ -217,8 +218,23 @@ func (c *Console) guard(rt route) http.Handler {
 			return
 		}
 		if r.Method == http.MethodPost && who.session != nil {
-			if !sameOrigin(r) || !c.csrfOK(r, who.session) {
+			csrfRefused := func() {
 				c.fail(w, r, http.StatusForbidden, "permission_denied", "missing or wrong CSRF token: reload the page")
+			}
+			if !sameOrigin(r) {
+				csrfRefused()
+				return
+			}
+			tok, err := csrfToken(w, r)
+			if err != nil {
+				// A form too large to read for its token (413) or
+				// that does not parse (400) is refused as such: its
+				// token is not known to be wrong, and nothing is done.
+				c.failErr(w, r, err)
+				return
+			}
+			if !csrfMatch(tok, who.session) {
+				csrfRefused()
 				return
 			}
 		}
@@ -239,16 +255,21 @@ func (c *Console) Guard(h http.Handler) http.Handler {
 	return c.guard(route{API: true, Need: StewardRole, Handler: h.ServeHTTP})
 }
 
-// csrfOK checks the session's CSRF token in the header (fetch) or the
-// form field (a form post); the body is read at most 1 MiB.
-func (c *Console) csrfOK(r *http.Request, se *session) bool {
-	tok := r.Header.Get(csrfHeader)
-	if tok == "" && isForm(r) {
-		r.Body = http.MaxBytesReader(nil, r.Body, 1<<20)
-		if r.ParseForm() == nil {
-			tok = r.PostForm.Get(csrfField)
-		}
+// csrfToken is the CSRF token a POST carries: in its header (fetch), or
+// else in its form's field (a form post), the form read by parseForm
+// under the cap every body has (a form it could not read is its error).
+func csrfToken(w http.ResponseWriter, r *http.Request) (string, error) {
+	if tok := r.Header.Get(csrfHeader); tok != "" || !isForm(r) {
+		return tok, nil
 	}
+	if err := parseForm(w, r); err != nil {
+		return "", err
+	}
+	return r.PostForm.Get(csrfField), nil
+}
+
+// csrfMatch says whether tok is the session's CSRF token.
+func csrfMatch(tok string, se *session) bool {
 	return tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(se.csrf)) == 1
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -181,6 +182,28 @@ func readJSON(w http.ResponseWriter, r *http.Request, shape bodyShape, v any) er
 	return nil
 }
 
+// parseForm reads a form body (application/x-www-form-urlencoded) into
+// r.PostForm, under the API's cap: a body over maxBody is 413 naming the
+// limit (readError), one that does not parse 400. It is the one read of a
+// form, whoever reads it first: the guard, for a session's CSRF field
+// (csrfToken), or readForm, for the command's fields. A form read already
+// is not read again (the guard answers when its read fails).
+func parseForm(w http.ResponseWriter, r *http.Request) error {
+	if r.PostForm != nil {
+		return nil
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		return readError("form", err)
+	}
+	f, err := url.ParseQuery(string(raw))
+	if err != nil {
+		return usagef("form: %v", err)
+	}
+	r.PostForm = f
+	return nil
+}
+
 // readForm is a page's form (application/x-www-form-urlencoded): the
 // fields of shape, each at most once, besides the form's CSRF token and
 // idempotency key (and, for an answer, the f.KIND.NAME fields). Any
@@ -196,10 +219,8 @@ func readForm(w http.ResponseWriter, r *http.Request, shape bodyShape) (ActionBo
 		}
 		return b, &mediaError{fmt.Sprintf("body: Content-Type %s: a page's form posts %s (scripts use the API, /api/v1/, with %s)", mt, formType, jsonType)}
 	}
-	// The guard may have parsed the form already (its CSRF field).
-	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-	if err := r.ParseForm(); err != nil {
-		return b, readError("form", err)
+	if err := parseForm(w, r); err != nil {
+		return b, err
 	}
 	f := r.PostForm
 	for k, vals := range f {

@@ -361,3 +361,66 @@ func TestBodyOverTheLimitIs413(t *testing.T) {
 		t.Fatalf("a body of the limit: %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestSessionFormHeldToTheBodyCap: a browser's form (a session, its CSRF
+// token in the form) is read for its token under the cap every body has:
+// a reply of 2 MiB is taken (the token's read stopped at 1 MiB, and the
+// guard said 403 "wrong CSRF token"), a form over 4 MiB is 413 naming the
+// limit, as a Bearer form and the API are, one that does not parse 400,
+// and nothing is done; a wrong token or another origin is still 403.
+func TestSessionFormHeldToTheBodyCap(t *testing.T) {
+	w := newWorld(t)
+	w.k.WriteJob("human", map[string]any{"agents": map[string]any{
+		"worker":     map[string]any{"provider": "human"},
+		"supervisor": testkit.Script(testkit.Step("COMPLETED", "ok")),
+	}})
+	w.k.Run("human")
+	cl := w.browser()
+	csrf := w.login(cl, stewardTok)
+	// A reply whose answer holds size bytes (JSON's whitespace), the
+	// token last.
+	form := func(tok string, size int) string {
+		answer := `{"action": "STUCK", "summary_for_supervisor": "A human says: stop here.",` + strings.Repeat(" ", size) + `"evidence_files": []}`
+		return url.Values{"as": {"worker"}, "answer": {answer}}.Encode() + "&csrf=" + tok
+	}
+	post := func(body, origin string) (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", w.srv.URL+"/jobs/human/reply", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := cl.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, b
+	}
+	same := w.keep("human")
+	resp, page := post(form(csrf, maxBody), "")
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(page), "form: larger than the limit of 4 MiB (4194304 bytes)") {
+		t.Fatalf("a session's form over the limit: %d %s", resp.StatusCode, page)
+	}
+	resp, page = post(form("forged", 2<<20), "")
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(page), "missing or wrong CSRF token") {
+		t.Fatalf("a 2 MiB form with a wrong token: %d %s", resp.StatusCode, page)
+	}
+	if resp, page := post(form(csrf, 2<<20), "http://evil.example"); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a 2 MiB form from another origin: %d %s", resp.StatusCode, page)
+	}
+	// A form that does not parse is refused as such, not as forged.
+	resp, page = post("as=worker&answer=%zz&csrf="+csrf, "")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(page), "form: invalid URL escape") {
+		t.Fatalf("a form that does not parse: %d %s", resp.StatusCode, page)
+	}
+	same("a refused form")
+	resp, page = post(form(csrf, 2<<20), w.srv.URL)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/jobs/human?done=reply" {
+		t.Fatalf("a 2 MiB reply with its token: %d %s", resp.StatusCode, page)
+	}
+	if m := w.k.Load("human"); m.Status != "PENDING" {
+		t.Fatalf("human is %s %s after the reply", m.Status, m.Run.ErrorCode)
+	}
+}
