@@ -134,7 +134,7 @@ type route struct {
 	API     bool
 	// Public routes answer without a token (the login page, the assets).
 	Public bool
-	// Query are the query parameters a GET takes (query.go); an API GET
+	// Query are the query parameters a GET takes (query.go); a GET
 	// without them takes none.
 	Query   queryParams
 	Handler http.HandlerFunc
@@ -158,17 +158,17 @@ func (c *Console) routes() []route {
 		{Method: "POST", Pattern: "/api/v1/schedules/{id}/pause", Need: StewardRole, API: true, Handler: c.apiSchedule(true)},
 		{Method: "POST", Pattern: "/api/v1/schedules/{id}/resume", Need: StewardRole, API: true, Handler: c.apiSchedule(false)},
 
-		{Method: "GET", Pattern: "/login", Public: true, Handler: c.pageLogin},
+		{Method: "GET", Pattern: "/login", Public: true, Query: loginQuery, Handler: c.pageLogin},
 		{Method: "POST", Pattern: "/login", Public: true, Handler: c.postLogin},
 		{Method: "POST", Pattern: "/logout", Need: Viewer, Handler: c.postLogout},
 		{Method: "GET", Pattern: "/static/{file}", Public: true, Handler: c.static},
 		{Method: "GET", Pattern: "/{$}", Need: Viewer, Query: listQuery, Handler: c.pageJobs},
 		{Method: "GET", Pattern: "/needs", Need: Viewer, Handler: c.pageNeeds},
 		{Method: "GET", Pattern: "/schedules", Need: Viewer, Handler: c.pageSchedules},
-		{Method: "GET", Pattern: "/jobs/{id}", Need: Viewer, Handler: c.pageJob},
-		{Method: "GET", Pattern: "/jobs/{id}/diff", Need: Viewer, Handler: c.pageDiff},
+		{Method: "GET", Pattern: "/jobs/{id}", Need: Viewer, Query: jobPageQuery, Handler: c.pageJob},
+		{Method: "GET", Pattern: "/jobs/{id}/diff", Need: Viewer, Query: diffQuery, Handler: c.pageDiff},
 		{Method: "GET", Pattern: "/jobs/{id}/ledger", Need: Viewer, Handler: c.pageLedger},
-		{Method: "GET", Pattern: "/jobs/{id}/play", Need: Viewer, Handler: c.pagePlay},
+		{Method: "GET", Pattern: "/jobs/{id}/play", Need: Viewer, Query: playPageQuery, Handler: c.pagePlay},
 	}
 	for _, a := range Actions {
 		rs = append(rs, route{Method: "POST", Pattern: "/api/v1/jobs/{id}/" + a, Need: StewardRole, API: true, Handler: c.apiAction(a)})

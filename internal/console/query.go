@@ -15,9 +15,13 @@ import (
 // (route.Query) and no other: a parameter it does not take, one given
 // twice (but a repeat one), a value its check refuses or a required one
 // missing is 400 naming the parameter, before the handler runs; the
-// handler then reads values that are what it takes. An API GET without a
-// table takes none. The OpenAPI document lists the same parameters
-// (TestOpenAPIQueryIsTheRoutes).
+// handler then reads values that are what it takes. A GET without a
+// table takes none. So it is for the API and the pages alike (a page's
+// 400 is a page naming the parameter, escaped as every value): a link
+// with a typo or a forged value says so, rather than showing a page that
+// is not what it asked for. The OpenAPI document lists the API's
+// parameters (TestOpenAPIQueryIsTheRoutes); the pages take those of the
+// links, forms and redirects they make (TestPagesTakeTheirOwnLinks).
 
 // queryParam is one query parameter of a route.
 type queryParam struct {
@@ -56,6 +60,13 @@ var (
 		{name: "to", about: "the checkpoint to diff to", required: true},
 	}
 	playQuery = queryParams{{name: "as", about: "the party you play", required: true}}
+
+	// The pages' own: the login page's next (the page to go to, which
+	// the guard puts when it sends a browser to log in), and the news
+	// of the action or move a form just did (pageAction's redirect).
+	loginQuery    = queryParams{{name: "next", check: checkNext}}
+	jobPageQuery  = queryParams{{name: "done", check: checkDone}}
+	playPageQuery = append(slices.Clone(playQuery), queryParam{name: "done", check: checkMove})
 )
 
 func (ps queryParams) names() []string {
@@ -100,10 +111,10 @@ func (ps queryParams) check(route, raw string) error {
 	return nil
 }
 
-// heldToQuery says whether a route's query is checked: every API GET's
-// (with no table, it takes none), and a page's that has a table.
+// heldToQuery says whether a route's query is checked: every GET's (with
+// no table, it takes none).
 func (rt route) heldToQuery() bool {
-	return rt.Query != nil || (rt.API && rt.Method == http.MethodGet)
+	return rt.Method == http.MethodGet
 }
 
 // queryChecked is the route's handler behind the check of its query.
@@ -156,6 +167,35 @@ func checkStatuses(s string) error {
 func checkStatus(s string) error {
 	if !slices.Contains(statuses, s) {
 		return fmt.Errorf("%q is not one of %s", s, strings.Join(statuses, ", "))
+	}
+	return nil
+}
+
+// checkNext refuses a page to go to after logging in that is not a path
+// of this server (safeNext would send the browser to / instead).
+func checkNext(s string) error {
+	if safeNext(s) != s {
+		return fmt.Errorf("%q is not a path of this server", s)
+	}
+	return nil
+}
+
+// checkDone refuses news of an action that is none of Actions.
+func checkDone(s string) error {
+	if !slices.Contains(Actions, s) {
+		return fmt.Errorf("%q is not one of %s", s, strings.Join(Actions, ", "))
+	}
+	return nil
+}
+
+// checkMove refuses news of a move that is no move's name: a control
+// (steward.ControlAnswer, ControlSkip) or a game's input, such as
+// end_conversation: a lower case letter, then letters, digits and _.
+func checkMove(s string) error {
+	for i, r := range s {
+		if !(r >= 'a' && r <= 'z' || i > 0 && (r == '_' || r >= '0' && r <= '9')) {
+			return fmt.Errorf("%q is not a move's name (answer, skip, or a game's input such as end_conversation)", s)
+		}
 	}
 	return nil
 }

@@ -2,8 +2,11 @@ package console
 
 import (
 	"encoding/json"
+	"html"
+	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -102,5 +105,217 @@ func TestOpenAPIQueryIsTheRoutes(t *testing.T) {
 		if !slices.Equal(inDoc, served) {
 			t.Errorf("GET %s: openapi.json's query %v, the route's %v", rt.Pattern, inDoc, served)
 		}
+	}
+}
+
+// page GETs path as a browser's page does (Accept: text/html), with cl's
+// session, and returns the status, the Location and the body.
+func (w *world) page(cl *http.Client, path string) (int, string, string) {
+	w.t.Helper()
+	req, _ := http.NewRequest("GET", w.srv.URL+path, nil)
+	req.Header.Set("Accept", "text/html")
+	resp, err := cl.Do(req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Location"), string(b)
+}
+
+// TestPagesRefuseQueryTheyWouldIgnore: every page, as every API GET,
+// refuses a query parameter it does not take (they ignored it), one
+// given twice, a value that is none (the job page's done=, the play
+// page's, the login page's next=//elsewhere, which it replaced with /)
+// and a required one missing, with a 400 page naming the parameter and
+// why, the parameter escaped.
+func TestPagesRefuseQueryTheyWouldIgnore(t *testing.T) {
+	w := newWorld(t)
+	cl := w.browser()
+	w.login(cl, viewerTok)
+	for _, c := range []struct{ path, msg string }{
+		{"/needs?sort=id", `query parameter &#34;sort&#34;: GET /needs takes none`},
+		{"/jobs/done?verbose=1", `query parameter &#34;verbose&#34;: not one of done`},
+		{"/jobs/done?done=<script>", `query parameter &#34;done&#34;: &#34;&lt;script&gt;&#34; is not one of halt, resume, rollback, reply, pm, play`},
+		{"/jobs/done?done=halt&done=halt", `query parameter &#34;done&#34; given 2 times`},
+		{"/jobs/done?done=%zz", `query: invalid URL escape &#34;%zz&#34;`},
+		{"/jobs/done/diff?from=A", `query parameter &#34;to&#34; is required: the checkpoint to diff to`},
+		{"/jobs/done/diff?from=A&to=B&context=3", `query parameter &#34;context&#34;: not one of from, to`},
+		{"/jobs/done/play", `query parameter &#34;as&#34; is required: the party you play`},
+		{"/jobs/done/play?as=worker&done=Shout!", `query parameter &#34;done&#34;: &#34;Shout!&#34; is not a move&#39;s name`},
+		{"/?status=BOGUS", `query parameter &#34;status&#34;: &#34;BOGUS&#34; is not one of`},
+		{"/login?next=//evil.example/", `query parameter &#34;next&#34;: &#34;//evil.example/&#34; is not a path of this server`},
+		{"/login?next=/&next=/needs", `query parameter &#34;next&#34; given 2 times`},
+	} {
+		code, _, body := w.page(cl, c.path)
+		if code != http.StatusBadRequest || !strings.Contains(body, c.msg) || !strings.Contains(body, `<h1>400: invalid</h1>`) {
+			t.Errorf("%s: %d, want a 400 page saying %s:\n%s", c.path, code, c.msg, body)
+		}
+	}
+	// Every page (and asset): a parameter it does not take, its name
+	// markup.
+	for _, rt := range w.c.routes() {
+		if rt.API || rt.Method != http.MethodGet {
+			continue
+		}
+		q := url.Values{"<b>x</b>": {"1"}}
+		for _, p := range rt.Query {
+			if p.required {
+				q.Set(p.name, "A")
+			}
+		}
+		path := strings.NewReplacer("{id}", "done", "{file}", "console.css", "{$}", "").Replace(rt.Pattern) + "?" + q.Encode()
+		code, _, body := w.page(cl, path)
+		if code != http.StatusBadRequest || !strings.Contains(body, `query parameter &#34;&lt;b&gt;x&lt;/b&gt;&#34;`) || strings.Contains(body, "<b>x") {
+			t.Errorf("%s: %d, want a 400 page naming the parameter, escaped:\n%s", path, code, body)
+		}
+	}
+}
+
+// TestPagesTakeTheirOwnLinks: every link and GET form the pages render
+// (for a steward, with a job of each kind: checkpoints, a ledger, a party
+// to play), and every page the console sends a browser to (after an
+// action, a move, to log in and back), is taken: 200, where a page that
+// checks its query could refuse what the console itself produces.
+func TestPagesTakeTheirOwnLinks(t *testing.T) {
+	defer func(n int) { timelineCalls = n }(timelineCalls)
+	timelineCalls = 1 // the job page links older records (the API)
+	w := newWorld(t)
+	writeHumanMercury(t, w.k.Dir, "m")
+	w.k.Run("m")
+	cl := w.browser()
+	csrf := w.login(cl, stewardTok)
+
+	var (
+		hrefRe   = regexp.MustCompile(`\b(?:href|src)="([^"]*)"`)
+		formRe   = regexp.MustCompile(`(?s)<form method="get" action="([^"]*)"[^>]*>(.*?)</form>`)
+		fieldRe  = regexp.MustCompile(`<(input|select|textarea)\b([^>]*)>`)
+		attrRe   = func(a string) *regexp.Regexp { return regexp.MustCompile(`\b` + a + `="([^"]*)"`) }
+		nameRe   = attrRe("name")
+		valueRe  = attrRe("value")
+		listRe   = attrRe("list")
+		optionRe = regexp.MustCompile(`<option value="([^"]*)"`)
+	)
+	// links are the URLs of this server a page links: its hrefs and
+	// sources, and its GET forms as a browser submits them, once with
+	// each value their select or list offers.
+	links := func(body string) []string {
+		var out []string
+		for _, m := range hrefRe.FindAllStringSubmatch(body, -1) {
+			if u := html.UnescapeString(m[1]); strings.HasPrefix(u, "/") && !strings.HasPrefix(u, "//") {
+				out = append(out, u)
+			}
+		}
+		for _, f := range formRe.FindAllStringSubmatch(body, -1) {
+			var names []string
+			choice := ""
+			fixed := url.Values{}
+			for _, fl := range fieldRe.FindAllStringSubmatch(f[2], -1) {
+				n := nameRe.FindStringSubmatch(fl[2])
+				if n == nil {
+					continue
+				}
+				names = append(names, n[1])
+				if fl[1] == "select" || listRe.MatchString(fl[2]) {
+					choice = n[1]
+				} else if v := valueRe.FindStringSubmatch(fl[2]); v != nil {
+					fixed.Set(n[1], html.UnescapeString(v[1]))
+				} else {
+					fixed.Set(n[1], "")
+				}
+			}
+			var options []string
+			for _, o := range optionRe.FindAllStringSubmatch(f[2], -1) {
+				options = append(options, html.UnescapeString(o[1]))
+			}
+			if len(options) == 0 {
+				options = []string{""}
+			}
+			for _, o := range options {
+				q := url.Values{}
+				for _, n := range names {
+					if n == choice {
+						q.Set(n, o)
+					} else {
+						q.Set(n, fixed.Get(n))
+					}
+				}
+				out = append(out, html.UnescapeString(f[1])+"?"+q.Encode())
+			}
+		}
+		return out
+	}
+	seen := map[string]bool{}
+	var crawl func(path string)
+	crawl = func(path string) {
+		if seen[path] {
+			return
+		}
+		seen[path] = true
+		code, _, body := w.page(cl, path)
+		if code != http.StatusOK {
+			t.Errorf("%s, a link the console renders: %d\n%s", path, code, body)
+			return
+		}
+		if strings.Contains(body, "<html") {
+			for _, l := range links(body) {
+				crawl(l)
+			}
+		}
+	}
+	crawl("/")
+	// The crawl reached what checks its query, with a query.
+	for _, want := range []string{"/?status=NEEDS_YOU&text=&workflow=", "/jobs/m/play?as=estoria", "/jobs/m/ledger", "/api/v1/jobs/done/history", "/static/console.js"} {
+		if !seen[want] {
+			t.Errorf("the crawl did not reach %s", want)
+		}
+	}
+	var diff string
+	for p := range seen {
+		if strings.HasPrefix(p, "/jobs/done/diff?from=") {
+			diff = p
+		}
+	}
+	if diff == "" {
+		t.Fatal("the crawl reached no diff")
+	}
+
+	// Where the console sends a browser: after an action, after a move,
+	// to log in (naming the page it asked for) and back.
+	post := func(path string, v url.Values) string {
+		t.Helper()
+		v.Set("csrf", csrf)
+		resp, err := cl.PostForm(w.srv.URL+path, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("POST %s: %d", path, resp.StatusCode)
+		}
+		return resp.Header.Get("Location")
+	}
+	sent := []string{
+		post("/jobs/waiting/halt", url.Values{"reason": {"r"}}),
+		post("/jobs/m/play", url.Values{"as": {"estoria"}, "move": {"end_conversation"}}),
+	}
+	anon := w.browser()
+	_, login, _ := w.page(anon, diff)
+	sent = append(sent, login)
+	resp, err := anon.PostForm(w.srv.URL+"/login", url.Values{"token": {viewerTok}, "next": {diff}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Header.Get("Location") != diff {
+		t.Errorf("after logging in: to %q, want %q", resp.Header.Get("Location"), diff)
+	}
+	for _, to := range sent {
+		if code, _, body := w.page(cl, to); code != http.StatusOK {
+			t.Errorf("%s, where the console sends a browser: %d\n%s", to, code, body)
+		}
+	}
+	if !slices.Contains(sent, "/jobs/waiting?done=halt") || !slices.Contains(sent, "/jobs/m/play?as=estoria&done=end_conversation") {
+		t.Errorf("sent to %v", sent)
 	}
 }
