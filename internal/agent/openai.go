@@ -23,6 +23,7 @@ import (
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/secrets"
 )
 
 // MaxRetryAfter bounds how long a server's Retry-After is honoured.
@@ -45,14 +46,14 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (*Result, error) {
 	if get == nil {
 		get = os.Getenv
 	}
-	var secrets []string
+	var hidden []string
 	key := ""
 	if o.Cfg.APIKeyEnv != "" {
 		key = get(o.Cfg.APIKeyEnv)
 		if key == "" {
 			return nil, &Error{Code: codes.AgentConfig, Msg: fmt.Sprintf("environment variable %s (api_key_env) is not set", o.Cfg.APIKeyEnv)}
 		}
-		secrets = append(secrets, key)
+		hidden = append(hidden, key)
 	}
 	headers := http.Header{}
 	for _, name := range slices.Sorted(maps.Keys(o.Cfg.HeadersEnv)) {
@@ -62,11 +63,15 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (*Result, error) {
 			return nil, &Error{Code: codes.AgentConfig, Msg: fmt.Sprintf("environment variable %s (headers_env %s) is not set", env, name)}
 		}
 		headers.Set(name, v)
-		secrets = append(secrets, v)
+		hidden = append(hidden, v)
 	}
+	// A short value (a local server's dummy key) is not redacted: it
+	// would rewrite the error text around it (secrets.Redactable).
 	redact := func(s string) string {
-		for _, v := range secrets {
-			s = strings.ReplaceAll(s, v, "[REDACTED]")
+		for _, v := range hidden {
+			if secrets.Redactable(v) {
+				s = strings.ReplaceAll(s, v, "[REDACTED]")
+			}
 		}
 		return s
 	}
@@ -85,7 +90,7 @@ func (o *OpenAI) Call(ctx context.Context, req *Request) (*Result, error) {
 	}
 	if mc != nil {
 		mc.priceField = "http.price"
-		secrets = append(secrets, mc.token)
+		hidden = append(hidden, mc.token)
 		res, err := o.send(ctx, req, mc.m.BaseURL(mc.m.Root(), APIOpenAI), mc.token, http.Header{}, nil, redact)
 		return mc.settle(res, err, nil)
 	}

@@ -305,6 +305,27 @@ func TestOpenAIAuthFailedHidesKey(t *testing.T) {
 	}
 }
 
+// A key too short to redact (secrets.Redactable; a local server's dummy
+// key) is not used to rewrite the error text, while a long header value
+// the server echoes is still redacted.
+func TestOpenAIShortKeyLeavesErrorText(t *testing.T) {
+	const header = "org-0123456789abcdef"
+	_, srv := newStub(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprintf(w, `{"error":{"message":"model none-such not found for %s"}}`, r.Header.Get("X-Org"))
+	})
+	p := provider(srv, func(c *manifest.HTTP) {
+		c.APIKeyEnv, c.HeadersEnv = "SHORT_KEY", map[string]string{"X-Org": "ORG_ID"}
+	})
+	p.Getenv = func(k string) string { return map[string]string{"SHORT_KEY": "none", "ORG_ID": header}[k] }
+	_, err := p.Call(context.Background(), testRequest())
+	ae := wantErr(t, err, codes.APIError, false)
+	if want := "HTTP 404: model none-such not found for [REDACTED]"; ae.Msg != want {
+		t.Errorf("Msg = %q, want %q", ae.Msg, want)
+	}
+}
+
 func TestOpenAIMissingKeyEnv(t *testing.T) {
 	_, srv := newStub(t, answerStream)
 	p := provider(srv, func(c *manifest.HTTP) { c.APIKeyEnv = "NOT_SET_ANYWHERE" })

@@ -19,6 +19,7 @@ import (
 
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/secrets"
 )
 
 // upstreamRequest builds the request to the provider.
@@ -40,7 +41,7 @@ func upstreamRequest(ctx context.Context, r *http.Request, rt route, up Upstream
 
 // forwardFree forwards a request that costs nothing (a model list, a token
 // count, a probe): its response is passed on within the size bound.
-func (p *Proxy) forwardFree(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call, rt route, up Upstream, body []byte, query url.Values, secrets []string) {
+func (p *Proxy) forwardFree(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call, rt route, up Upstream, body []byte, query url.Values, hidden []string) {
 	req, err := upstreamRequest(ctx, r, rt, up, body, query)
 	if err == nil {
 		var resp *http.Response
@@ -51,7 +52,7 @@ func (p *Proxy) forwardFree(ctx context.Context, w http.ResponseWriter, r *http.
 		}
 	}
 	if ctx.Err() == nil {
-		p.fail(w, c, rt.family, http.StatusBadGateway, codes.UpstreamFailed, "", "the provider could not be reached: "+redact(err.Error(), secrets))
+		p.fail(w, c, rt.family, http.StatusBadGateway, codes.UpstreamFailed, "", "the provider could not be reached: "+redact(err.Error(), hidden))
 	}
 }
 
@@ -74,7 +75,7 @@ func (p *Proxy) copyResponse(w http.ResponseWriter, c *call, f Family, resp *htt
 // stream event by event (cut once the budget is spent), a whole response
 // when it arrives. It reports whether the client's connection must be
 // broken off (a stream that was cut, broke, or whose call was revoked).
-func (p *Proxy) forwardMetered(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, r *http.Request, c *call, rt route, up Upstream, x *exchange, price manifest.Price, secrets []string) (abort bool) {
+func (p *Proxy) forwardMetered(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, r *http.Request, c *call, rt route, up Upstream, x *exchange, price manifest.Price, hidden []string) (abort bool) {
 	started := time.Now()
 	outcome, logged := "", false // logged: fail already logged the outcome
 	refused := 0                 // the provider's status when it refused the request
@@ -88,7 +89,7 @@ func (p *Proxy) forwardMetered(ctx context.Context, w http.ResponseWriter, rc *h
 	req, err := upstreamRequest(upCtx, r, rt, up, x.body, x.query)
 	if err != nil {
 		logged = true
-		p.fail(w, c, rt.family, http.StatusBadGateway, codes.UpstreamFailed, x.model, redact(err.Error(), secrets))
+		p.fail(w, c, rt.family, http.StatusBadGateway, codes.UpstreamFailed, x.model, redact(err.Error(), hidden))
 		return false
 	}
 	c.started(x.model)
@@ -109,7 +110,7 @@ func (p *Proxy) forwardMetered(ctx context.Context, w http.ResponseWriter, rc *h
 		if errors.As(err, &ne) && ne.Timeout() {
 			status = http.StatusGatewayTimeout
 		}
-		p.fail(w, c, rt.family, status, codes.UpstreamFailed, x.model, "the provider could not be reached: "+redact(err.Error(), secrets))
+		p.fail(w, c, rt.family, status, codes.UpstreamFailed, x.model, "the provider could not be reached: "+redact(err.Error(), hidden))
 		return false
 	}
 	defer resp.Body.Close() //nolint:errcheck // a response body, read only
@@ -168,10 +169,11 @@ func decodedBody(resp *http.Response) (io.Reader, error) {
 }
 
 // redact removes secrets (the real key, the agent's credentials) from a
-// message before it is logged or shown.
-func redact(s string, secrets []string) string {
-	for _, v := range secrets {
-		if len(v) >= 4 {
+// message before it is logged or shown; a value too short to redact
+// (secrets.Redactable) is left, as it would rewrite the text around it.
+func redact(s string, values []string) string {
+	for _, v := range values {
+		if secrets.Redactable(v) {
 			s = strings.ReplaceAll(s, v, "[REDACTED]")
 		}
 	}

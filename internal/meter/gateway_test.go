@@ -133,3 +133,13 @@ func TestAgentCannotOverrideUpstreamHeaders(t *testing.T) {
 		t.Errorf("upstream header %v", out)
 	}
 }
+
+// TestErrorRedactionSkipsShortValues: the proxy's error text loses the
+// secrets long enough to redact (secrets.Redactable); a short one (a local
+// server's dummy key) is not used to rewrite it.
+func TestErrorRedactionSkipsShortValues(t *testing.T) {
+	got := redact("dial tcp: lookup none.internal for "+gatewaySecret, []string{"none", gatewaySecret})
+	if want := "dial tcp: lookup none.internal for [REDACTED]"; got != want {
+		t.Errorf("redact = %q, want %q", got, want)
+	}
+}

@@ -82,12 +82,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	query := r.URL.Query()
 	query.Del("key")
-	secrets := append([]string{up.Key}, creds...)
+	hidden := append([]string{up.Key}, creds...)
 	for _, vs := range up.Header {
-		secrets = append(secrets, vs...)
+		hidden = append(hidden, vs...)
 	}
 	if rt.api == nil {
-		p.forwardFree(ctx, w, r, c, rt, up, body, query, secrets)
+		p.forwardFree(ctx, w, r, c, rt, up, body, query, hidden)
 		return
 	}
 
@@ -110,7 +110,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, c, fam, http.StatusPaymentRequired, codes.BudgetSpent, x.model, "the job's cost budget is spent")
 		return
 	}
-	if abort := p.forwardMetered(ctx, w, rc, r, c, rt, up, x, price, secrets); abort {
+	if abort := p.forwardMetered(ctx, w, rc, r, c, rt, up, x, price, hidden); abort {
 		// The client must see a broken response, not a complete one.
 		panic(http.ErrAbortHandler)
 	}

@@ -84,17 +84,24 @@ func LooksSecret(name string) bool {
 	return false
 }
 
-// MinGuessedLen is the shortest value of a variable redacted because its
-// name LooksSecret (not listed in secret_env): a shorter one (1, true, on)
-// is a flag rather than a key, and replacing it would rewrite every "1" or
-// "true" in the job's records. A value listed in secret_env is redacted
-// whatever its length.
-const MinGuessedLen = 8
+// MinRedactLen is the shortest value Redactable accepts.
+const MinRedactLen = 8
+
+// Redactable is the one rule for whether a credential's value is long
+// enough to be replaced wherever it occurs in text Logist records: at least
+// MinRedactLen bytes. A shorter one (1, true, on, a local server's dummy
+// key) is a flag or a placeholder rather than a key, and replacing it would
+// rewrite every "1" or "true" in the records. It applies to every value not
+// listed in secret_env: env_allow variables whose name LooksSecret
+// (JobRedactor), and the keys and headers the http provider and the
+// metering proxy redact from error text. A value listed in secret_env is
+// redacted whatever its length (the manifest says it is a secret).
+func Redactable(v string) bool { return len(v) >= MinRedactLen }
 
 // JobRedactor is the redactor of a job's records: the values of the
 // variables secretEnv names, and of those envAllow lets through to an agent
-// whose name LooksSecret (at least MinGuessedLen bytes long), each
-// replaced with [REDACTED:NAME] as NewRedactor does.
+// whose name LooksSecret (those that are Redactable), each replaced with
+// [REDACTED:NAME] as NewRedactor does.
 func JobRedactor(secretEnv, envAllow []string, getenv func(string) string) *Redactor {
 	names := append([]string{}, secretEnv...)
 	listed := map[string]bool{}
@@ -110,7 +117,7 @@ func JobRedactor(secretEnv, envAllow []string, getenv func(string) string) *Reda
 	}
 	return NewRedactor(names, func(n string) string {
 		v := getenv(n)
-		if guessed[n] && len(v) < MinGuessedLen {
+		if guessed[n] && !Redactable(v) {
 			return ""
 		}
 		return v

@@ -220,6 +220,16 @@ func TestLooksSecret(t *testing.T) {
 	}
 }
 
+// Redactable draws the line at MinRedactLen bytes.
+func TestRedactable(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]bool{"": false, "1": false, "true": false, "1234567": false, "12345678": true, "sk-real-xyz-0123": true} {
+		if got := Redactable(v); got != want {
+			t.Errorf("Redactable(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
 // A job's redactor replaces secret_env values and the values of secret-
 // looking env_allow names alike; a guessed name's short value (a flag) and
 // a name that does not look secret are kept.
