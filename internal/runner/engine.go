@@ -53,6 +53,10 @@ type Engine struct {
 	// (exec.LookPath unless a test swaps it): checked as a job is taken
 	// up, before any call (programs.go).
 	LookPath func(string) (string, error)
+	// WriteRequest writes a command agent's request file
+	// (agent.WriteRequest unless a test swaps it: it injects errors such
+	// as ENOSPC).
+	WriteRequest func(jobDir string, n int, body []byte) error
 
 	// Meter, if set, meters the model traffic of the calls that talk to a
 	// model API themselves (CLI presets, the http provider) through the
@@ -154,7 +158,7 @@ func NewEngine(env *jobtx.Env, effects effect.Registry) *Engine {
 	if env.Obs == nil {
 		env.Obs = jobtx.Nop{}
 	}
-	e := &Engine{Env: env, NewProvider: agent.New, Sleep: sleepCtx, Effects: effects, Defaults: manifest.DefaultBudgets(), rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
+	e := &Engine{Env: env, NewProvider: agent.New, WriteRequest: agent.WriteRequest, Sleep: sleepCtx, Effects: effects, Defaults: manifest.DefaultBudgets(), rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))}
 	e.gate = newCPUGate(gateSize())
 	return e
 }

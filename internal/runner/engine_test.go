@@ -182,6 +182,13 @@ type obsCalls struct {
 	mu         sync.Mutex
 	outcomes   []string
 	violations []string
+	retries    []string
+}
+
+func (o *obsCalls) Retry(cause string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.retries = append(o.retries, cause)
 }
 
 func (o *obsCalls) AgentCall(role, _, outcome string, _ time.Duration, _ float64) {

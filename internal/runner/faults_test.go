@@ -27,6 +27,7 @@ import (
 	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/testkit"
 	"github.com/logist/logist/internal/verify"
 )
@@ -310,17 +311,114 @@ func TestDiskFullAfterCallReasksWithSameRequest(t *testing.T) {
 	}
 }
 
+// The disk refuses a command agent's request file (requests/NNNNNN.json).
+// That is the job's storage failing, not its agent: the job stalls with
+// STORAGE_WRITE and is run again with backoff like any write the disk
+// refuses; the agent is not started, and no call, agent error or retry is
+// counted, while the disk refuses it. Once it takes the file, the agent is
+// asked once, with the request the intent recorded.
+func TestDiskFullWritingRequestFileStallsJob(t *testing.T) {
+	t.Parallel()
+	f, s, lb := faultFixture(t)
+	obs := &obsCalls{}
+	f.Env.Obs = obs
+	var full atomic.Bool
+	full.Store(true)
+	var refused atomic.Int32
+	f.Engine.WriteRequest = func(jobDir string, n int, body []byte) error {
+		if full.Load() {
+			refused.Add(1)
+			return &os.PathError{Op: "open", Path: agent.RequestFile(jobDir, n), Err: syscall.ENOSPC}
+		}
+		return agent.WriteRequest(jobDir, n, body)
+	}
+	var asked atomic.Int32
+	f.Engine.NewProvider = func(cfg manifest.AgentConfig) (agent.Provider, error) {
+		p, err := agent.New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return providerFunc(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+			if cfg.Provider == "command" {
+				asked.Add(1)
+			}
+			return p.Call(ctx, req)
+		}), nil
+	}
+	var mu sync.Mutex
+	var heard []string
+	s.OnStall = func(id, code string) {
+		mu.Lock()
+		defer mu.Unlock()
+		heard = append(heard, id+":"+code)
+	}
+	answer := `{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"ok"}`
+	f.WriteJob("j", job(command(0, "sh", "-c", `cat "$1" >/dev/null && echo "$2"`, "agent", "{request_file}", answer), okSupervisor()))
+	s.Nudge("j")
+
+	// (Or the agent asked: it would not be again.)
+	testkit.WaitFor(t, "three stalled attempts", 10*time.Second, func() bool {
+		return lb.count("j", codes.StorageWrite, pausedMsg) >= 3 || asked.Load() > 0
+	})
+	if n := asked.Load(); n != 0 {
+		t.Errorf("the agent was asked %d times while the disk refused its request file", n)
+	}
+	st, ok := f.Env.Store.ReadStall("j")
+	if !ok || st.Code != codes.StorageWrite || st.Refused || !strings.Contains(st.Reason, "request file") ||
+		!strings.Contains(st.Reason, "no space left on device") {
+		t.Errorf("stall note %+v, %v", st, ok)
+	}
+	if m := f.Load("j"); m.Run.APIFailures != 0 || m.Run.ErrorCode != "" || m.Metrics.AgentCalls != 0 || !m.Status.Active() {
+		t.Errorf("while stalled: %s, error code %q, api failures %d, agent calls %d", m.Status, m.Run.ErrorCode, m.Run.APIFailures, m.Metrics.AgentCalls)
+	}
+	if n := len(testkit.OfType(f.Records("j"), history.TypeIntent)); n != 1 {
+		t.Errorf("%d intents while stalled, want 1: a retry asks again with the stored request", n)
+	}
+
+	full.Store(false)
+	testkit.WaitFor(t, "the job to succeed once the disk takes the file", 10*time.Second, func() bool { return f.Load("j").Status == lifecycle.Success })
+	waitIdle(t, s, 5*time.Second)
+	if n := asked.Load(); n != 1 {
+		t.Errorf("the agent was asked %d times, want once", n)
+	}
+	for _, code := range []string{codes.AgentStart, codes.RunFailed} {
+		if n := lb.count("j", code, ""); n != 0 {
+			t.Errorf("%s logged %d times", code, n)
+		}
+	}
+	for _, r := range f.Records("j") {
+		if r.Response != nil && r.Response.Status == history.StatusError {
+			t.Errorf("an error response was recorded: %s %s", r.Response.ErrorCode, r.Response.Error)
+		}
+	}
+	if m := f.Load("j"); m.Run.APIFailures != 0 || m.Metrics.AgentCalls != 2 {
+		t.Errorf("api failures %d, agent calls %d; want 0 and 2", m.Run.APIFailures, m.Metrics.AgentCalls)
+	}
+	if _, ok := f.Env.Store.ReadStall("j"); ok {
+		t.Error("the stall note outlived the stall")
+	}
+	responsesOnce(t, f, "j", 2)
+	checkIntact(t, f, "j")
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if strings.Join(obs.outcomes, ",") != "worker:ok,supervisor:ok" || len(obs.retries) != 0 {
+		t.Errorf("agent calls counted %v and retries %v, want worker:ok,supervisor:ok and none", obs.outcomes, obs.retries)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(heard) < 2 || heard[0] != "j:"+codes.StorageWrite || heard[len(heard)-1] != "j:" {
+		t.Errorf("OnStall heard %v", heard)
+	}
+	if refused.Load() < 3 {
+		t.Errorf("the disk refused %d writes", refused.Load())
+	}
+}
+
 // H88: the same, on a real file system that is full: a 512 KiB tmpfs. Skipped
 // where mounting is not allowed (not root, no CAP_SYS_ADMIN).
 func TestDiskFullOnRealTmpfs(t *testing.T) {
 	dir := t.TempDir()
-	if err := exec.Command("mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", dir).Run(); err != nil {
-		if os.Getenv("CI") == "true" && os.Geteuid() == 0 {
-			t.Fatalf("CI runs as root but cannot mount a tmpfs: %v", err)
-		}
-		t.Skipf("SKIPPED: cannot mount a tmpfs here (%v); TestDiskFullPausesJobAndResumes covers ENOSPC by injection", err)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	mountTmpfs(t, dir, "TestDiskFullPausesJobAndResumes")
 
 	f, s, lb := faultFixture(t)
 	f.Dir = dir
@@ -331,21 +429,7 @@ func TestDiskFullOnRealTmpfs(t *testing.T) {
 	if err := f.Env.Store.ReserveStallSpace(); err != nil {
 		t.Fatal(err)
 	}
-	filler := filepath.Join(dir, "filler")
-	fill, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 4096)
-	for {
-		if _, err := fill.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
-	fill.Close()
+	filler := fillDisk(t, dir)
 
 	s.Nudge("j")
 	testkit.WaitFor(t, "two paused attempts", 10*time.Second, func() bool {
@@ -368,6 +452,93 @@ func TestDiskFullOnRealTmpfs(t *testing.T) {
 	waitIdle(t, s, 5*time.Second)
 	responsesOnce(t, f, "j", 2)
 	checkIntact(t, f, "j")
+}
+
+// mountTmpfs mounts a 512 KiB tmpfs on dir until the test ends, or skips
+// the test where mounting is not allowed (not root, no CAP_SYS_ADMIN);
+// injected names the test that covers the same by injection.
+func mountTmpfs(t *testing.T, dir, injected string) {
+	t.Helper()
+	if err := exec.Command("mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", dir).Run(); err != nil {
+		if os.Getenv("CI") == "true" && os.Geteuid() == 0 {
+			t.Fatalf("CI runs as root but cannot mount a tmpfs: %v", err)
+		}
+		t.Skipf("SKIPPED: cannot mount a tmpfs here (%v); %s covers ENOSPC by injection", err, injected)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+}
+
+// fillDisk fills the file system of dir with a file, which it returns:
+// removing it gives the space back.
+func fillDisk(t *testing.T, dir string) string {
+	t.Helper()
+	filler := filepath.Join(dir, "filler")
+	fill, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fill.Close()
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := fill.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			return filler
+		}
+	}
+}
+
+// The same as TestDiskFullWritingRequestFileStallsJob, on a real file
+// system that is full: the job's requests/ folder is a full 512 KiB tmpfs,
+// while its history and manifest have space. The job stalls on the
+// request file; it is not the agent's failure (AGENT_START, counted and
+// retried as the agent's), as it was.
+func TestDiskFullForRequestFileOnRealTmpfs(t *testing.T) {
+	f, s, lb := faultFixture(t)
+	obs := &obsCalls{}
+	f.Env.Obs = obs
+	answer := `{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"ok"}`
+	f.WriteJob("j", job(command(0, "sh", "-c", `cat "$1" >/dev/null && echo "$2"`, "agent", "{request_file}", answer), okSupervisor()))
+	requests := filepath.Join(f.Dir, "j", "requests")
+	if err := os.Mkdir(requests, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	mountTmpfs(t, requests, "TestDiskFullWritingRequestFileStallsJob")
+	filler := fillDisk(t, requests)
+
+	s.Nudge("j")
+	// (Or the agent's failure: the agent is not to blame.)
+	testkit.WaitFor(t, "two stalled attempts", 10*time.Second, func() bool {
+		return lb.count("j", codes.StorageWrite, pausedMsg) >= 2 || lb.count("j", codes.AgentStart, "") > 0
+	})
+	if n := lb.count("j", codes.AgentStart, ""); n != 0 {
+		t.Fatalf("AGENT_START logged %d times: the full disk was blamed on the agent", n)
+	}
+	if st, ok := f.Env.Store.ReadStall("j"); !ok || st.Code != codes.StorageWrite || !strings.Contains(st.Reason, "no space left on device") {
+		t.Errorf("stall note %+v, %v", st, ok)
+	}
+	if m := f.Load("j"); m.Run.APIFailures != 0 || m.Run.ErrorCode != "" || m.Metrics.AgentCalls != 0 {
+		t.Errorf("while stalled: error code %q, api failures %d, agent calls %d", m.Run.ErrorCode, m.Run.APIFailures, m.Metrics.AgentCalls)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "the job to succeed once space is back", 10*time.Second, func() bool { return f.Load("j").Status == lifecycle.Success })
+	waitIdle(t, s, 5*time.Second)
+	if n := lb.count("j", codes.AgentStart, ""); n != 0 {
+		t.Errorf("AGENT_START logged %d times:\n%s", n, lb.bytes())
+	}
+	if m := f.Load("j"); m.Run.APIFailures != 0 || m.Metrics.AgentCalls != 2 {
+		t.Errorf("api failures %d, agent calls %d; want 0 and 2", m.Run.APIFailures, m.Metrics.AgentCalls)
+	}
+	responsesOnce(t, f, "j", 2)
+	checkIntact(t, f, "j")
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if strings.Join(obs.outcomes, ",") != "worker:ok,supervisor:ok" || len(obs.retries) != 0 {
+		t.Errorf("agent calls counted %v and retries %v, want worker:ok,supervisor:ok and none", obs.outcomes, obs.retries)
+	}
 }
 
 // blockingAgent answers COMPLETED, except that the call named by block

@@ -133,19 +133,27 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		if c.work == nil {
 			c.prov, c.perr = e.providerFor(m, c.role)
 		}
-		var o outcome
 		if agent.KillOrphan(tx.Dir, c.interaction) {
-			o.logs = append(o.logs, logEntry{code: codes.AgentOrphanKilled, actor: c.role, attempt: c.attempt,
-				msg: fmt.Sprintf("killed the agent of interaction %d left running by a previous daemon", c.interaction)})
+			// Logged now: a run the disk stalls below has none to kill
+			// the next time.
+			tx.LogCode(codes.AgentOrphanKilled, c.role, c.attempt,
+				fmt.Sprintf("killed the agent of interaction %d left running by a previous daemon", c.interaction))
 		}
 		// The agent gets the request as first sent: opened where the
 		// history seals it, byte for byte (history lists are never null).
 		c.req = requestFromHistory(tx, c, stored.Request)
 		c.req.Next = e.nextCall(tx, wf, c)
+		// Its request file is written again before anything is recorded:
+		// a disk that still refuses it stalls the run with nothing added
+		// to the history (writeRequestFile).
+		if err := e.writeRequestFile(tx, c)(); err != nil {
+			return nil, done, err
+		}
 		msg := fmt.Sprintf("interrupted interaction %d: asking the agent again with its stored request", c.interaction)
 		if agent.Adopts(tx.Dir, c.interaction) {
 			msg = fmt.Sprintf("interrupted interaction %d: its call outlived the previous daemon under its launcher and is adopted: its answer is taken, the agent is not asked again", c.interaction)
 		}
+		var o outcome
 		o.logs = append(o.logs, logEntry{code: codes.AgentInterrupted, actor: c.role, attempt: c.attempt, record: true, msg: msg})
 		o.hold = true // nothing changed but the record, written at once
 		if _, err := e.apply(tx, o); err != nil {
@@ -181,9 +189,13 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 	if eff == nil {
 		c.before = e.takeScan(tx) // a snapshot in this transaction walked it (changes.go)
 	}
-	wait := writeRequestFile(tx, c)
+	wait := e.writeRequestFile(tx, c)
 	_, err = e.apply(tx, outcome{intent: c.intent(), more: true})
-	wait()
+	if werr := wait(); err == nil {
+		// The intent is recorded and its call not made: the run asks
+		// again with the stored request once the disk takes the file.
+		err = werr
+	}
 	if err != nil {
 		return nil, done, err
 	}

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"fmt"
+
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobtx"
@@ -83,17 +85,31 @@ func (c *call) intent() *history.Record {
 // writeRequestFile starts writing a command agent's request file, if the
 // agent reads one Logist writes, and returns what waits for it: the file
 // is written while the intent's fsync runs (neither needs the other, and
-// the agent starts after both). On failure the provider writes it again
-// and reports why.
-func writeRequestFile(tx *jobtx.Tx, c *call) (wait func()) {
+// the agent starts after both). A write the disk refused (storageFull: a
+// full disk or quota, a read-only file system, an I/O error) is the job's
+// storage failing, not its agent: wait returns it, the step ends with it
+// before the agent is called (nothing asked, counted or paid), and the
+// scheduler stalls the job and runs it again as for any write the disk
+// refuses (STORAGE_WRITE). On another failure the provider writes the
+// file again and reports why.
+func (e *Engine) writeRequestFile(tx *jobtx.Tx, c *call) (wait func() error) {
 	cfg := tx.M.Agents[c.role]
 	if c.work != nil || cfg.Provider != "command" || cfg.Command == nil || cfg.Command.Preset != "" {
-		return func() {}
+		return func() error { return nil }
 	}
 	body := agent.RequestBody(c.req)
 	written := make(chan error, 1)
-	go func() { written <- agent.WriteRequest(tx.Dir, c.interaction, body) }()
-	return func() { c.req.FileWritten = <-written == nil }
+	go func() { written <- e.WriteRequest(tx.Dir, c.interaction, body) }()
+	return func() error {
+		err := <-written
+		c.req.FileWritten = err == nil
+		if storageFull(err) {
+			// Named before the first colon for runErrorCode: no history
+			// or manifest write, so STORAGE_WRITE.
+			return fmt.Errorf("write the request file of interaction %d: %w", c.interaction, err)
+		}
+		return nil
+	}
 }
 
 func dedupe(in []string) []string {
