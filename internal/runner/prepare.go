@@ -143,15 +143,16 @@ func (e *Engine) prepare(tx *jobtx.Tx) (*call, stepResult, error) {
 		// history seals it, byte for byte (history lists are never null).
 		c.req = requestFromHistory(tx, c, stored.Request)
 		c.req.Next = e.nextCall(tx, wf, c)
-		// Its request file is written again before anything is recorded:
-		// a disk that still refuses it stalls the run with nothing added
-		// to the history (writeRequestFile).
-		if err := e.writeRequestFile(tx, c)(); err != nil {
-			return nil, done, err
-		}
 		msg := fmt.Sprintf("interrupted interaction %d: asking the agent again with its stored request", c.interaction)
 		if agent.Adopts(tx.Dir, c.interaction) {
+			// Its request file is left as it is: the adopted agent may
+			// still be reading it, and a rewrite truncates it first.
 			msg = fmt.Sprintf("interrupted interaction %d: its call outlived the previous daemon under its launcher and is adopted: its answer is taken, the agent is not asked again", c.interaction)
+		} else if err := e.writeRequestFile(tx, c)(); err != nil {
+			// Written again before anything is recorded: a disk that
+			// still refuses it stalls the run with nothing added to the
+			// history (writeRequestFile).
+			return nil, done, err
 		}
 		var o outcome
 		o.logs = append(o.logs, logEntry{code: codes.AgentInterrupted, actor: c.role, attempt: c.attempt, record: true, msg: msg})
