@@ -15,6 +15,7 @@ import (
 
 	"github.com/logist/logist/internal/builtins"
 	"github.com/logist/logist/internal/cluster"
+	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/metrics"
 	"github.com/logist/logist/internal/pgstore"
@@ -62,6 +63,9 @@ func RunCluster(ctx context.Context, o Options, logger *slog.Logger) error {
 	if err := n.Start(ctx); err != nil {
 		return err
 	}
+	// The start-up checks' (below) working folder, absolute as file
+	// mode's (jobstore.New), and token files: the console's, if served.
+	workDir, tokenFiles := jobstore.New(o.JobsDir).Dir, []string(nil)
 	if o.Listen != "" {
 		reg.MustRegister(newClusterCollector(n))
 		ln, err := net.Listen("tcp", o.Listen)
@@ -84,6 +88,7 @@ func RunCluster(ctx context.Context, o Options, logger *slog.Logger) error {
 			return err
 		} else if h != nil {
 			mux.Handle("/", h)
+			tokenFiles = consoleTokenFiles(o, workDir)
 		}
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() {
@@ -95,6 +100,9 @@ func RunCluster(ctx context.Context, o Options, logger *slog.Logger) error {
 		logger.Info("listening", "addr", ln.Addr().String())
 	}
 	logger.Info("cluster node started", "node", id, "lease", o.Lease.String())
+	// The working folder is an intake folder, and runs what lands in it,
+	// as file mode's jobs folder does: the same checks (exposure.go).
+	warnExposure(logger, workDir, tokenFiles)
 	// A second stop signal (SignalContext) ends the grace at once.
 	err = n.RunUntil(ctx, hurried(ctx))
 	logger.Info("cluster node stopped", "node", id, "signal", stopCause(ctx))

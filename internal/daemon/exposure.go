@@ -20,7 +20,9 @@ import (
 // the console's token files. Warnings, not refusals: the docs promise none,
 // and a setup an operator chose (a root daemon in a throwaway container, a
 // token file shared with a group on purpose) must still start; each line
-// says what to change.
+// says what to change. A cluster node (RunCluster) is checked the same:
+// jobsDir is then its working folder, which is also its intake folder,
+// and tokenFiles those of the console it serves.
 func warnExposure(log *slog.Logger, jobsDir string, tokenFiles []string) {
 	euid := os.Geteuid()
 	me := jobstore.UserName(uint32(euid))
