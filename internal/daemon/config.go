@@ -71,6 +71,9 @@ type Options struct {
 
 	// cronClock is the schedules' clock (nil: real time), for tests.
 	cronClock schedule.Clock
+	// pollTicks are the polled job folders' looks (nil: one every
+	// unwatchedPoll), for tests, which may also look themselves (pollOnce).
+	pollTicks <-chan time.Time
 }
 
 // ConsoleOptions are the console's flags.

@@ -88,6 +88,12 @@ func (l *logBuffer) seedLine(t *testing.T, code string) map[string]any {
 // daemon (through the test hook) and its log.
 func startDaemon(t *testing.T, dir string) (*Daemon, *logBuffer, context.CancelFunc, <-chan error) {
 	t.Helper()
+	return startDaemonWith(t, Options{JobsDir: dir, MaxParallel: 2, Grace: time.Second})
+}
+
+// startDaemonWith is startDaemon with the options given.
+func startDaemonWith(t *testing.T, o Options) (*Daemon, *logBuffer, context.CancelFunc, <-chan error) {
+	t.Helper()
 	got := make(chan *Daemon, 1)
 	testHookStarted = func(d *Daemon) { got <- d }
 	t.Cleanup(func() { testHookStarted = nil })
@@ -95,7 +101,7 @@ func startDaemon(t *testing.T, dir string) (*Daemon, *logBuffer, context.CancelF
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Options{JobsDir: dir, MaxParallel: 2, Grace: time.Second}, slog.New(slog.NewJSONHandler(lb, nil)))
+		done <- Run(ctx, o, slog.New(slog.NewJSONHandler(lb, nil)))
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -26,8 +26,11 @@ import (
 // which only an overflow or the folder's return brings. Now the first
 // refusal is reported once, with the setting to raise, and the folders
 // over the limit are polled: each poll compares their manifest's and
-// history's identity (inode, size, modification time) with the last
-// seen, and a change is handled as the watcher's event would have been.
+// history's identity (inode, size, modification time) and their
+// manifest's attributes (mode, owner, inode change time) with the last
+// seen, and a change is handled as the watcher's event would have been:
+// a new identity as a write, new attributes alone as IN_ATTRIB's chmod,
+// which has a manifest the daemon could not read looked at again.
 // A poll also tries to watch one polled folder again, so watches freed
 // by removed jobs are taken up.
 
@@ -48,10 +51,23 @@ type polledDir struct {
 	manifest, history fileID
 }
 
-// fileID is what tells a file changed between two looks without reading it.
+// fileID is what tells a file changed between two looks without reading
+// it: its identity (a new file or new content) and its attributes, which
+// change alone when a chmod or chown gives it back to the daemon (or takes
+// it away). The inode change time is among them: a mode changed and
+// changed back between two looks (chmod 000, then 0600) still shows, as
+// inotify's two IN_ATTRIB events would, unless both fell within one tick
+// of the clock the file system stamps inodes with.
 type fileID struct {
 	ino, size, mtime int64
 	exists           bool
+	attrs            fileAttrs
+}
+
+type fileAttrs struct {
+	mode     os.FileMode
+	uid, gid uint32
+	ctime    int64
 }
 
 func idOf(path string) fileID {
@@ -59,12 +75,21 @@ func idOf(path string) fileID {
 	if err != nil {
 		return fileID{}
 	}
-	st, _ := fi.Sys().(*syscall.Stat_t)
-	var ino int64
-	if st != nil {
-		ino = int64(st.Ino)
+	id := fileID{size: fi.Size(), mtime: fi.ModTime().UnixNano(), exists: true, attrs: fileAttrs{mode: fi.Mode()}}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		id.ino = int64(st.Ino)
+		id.attrs.uid, id.attrs.gid = st.Uid, st.Gid
+		id.attrs.ctime = st.Ctim.Nano()
 	}
-	return fileID{ino: ino, size: fi.Size(), mtime: fi.ModTime().UnixNano(), exists: true}
+	return id
+}
+
+// sameFile says whether a and b are the same file with the same content
+// as far as a look tells (identity, size, modification time), whatever
+// their attributes.
+func (a fileID) sameFile(b fileID) bool {
+	a.attrs, b.attrs = fileAttrs{}, fileAttrs{}
+	return a == b
 }
 
 // isWatchLimit says whether a watcher's Add failed for inotify's limit
@@ -95,13 +120,17 @@ func (d *Daemon) pollInstead(id, dir string, err error) {
 		d.scans.Add(1)
 		go func() {
 			defer d.scans.Done()
-			t := time.NewTicker(unwatchedPoll)
-			defer t.Stop()
+			ticks := d.opts.pollTicks
+			if ticks == nil {
+				t := time.NewTicker(unwatchedPoll)
+				defer t.Stop()
+				ticks = t.C
+			}
 			for {
 				select {
 				case <-d.scanCtx.Done():
 					return
-				case <-t.C:
+				case <-ticks:
 					d.pollOnce()
 				}
 			}
@@ -148,8 +177,8 @@ func (d *Daemon) pollOnce() {
 	}
 
 	type change struct {
-		id, dir                            string
-		gone, manifest, manifestGone, hist bool
+		id, dir                                   string
+		gone, manifest, manifestGone, attrs, hist bool
 	}
 	var changes []change
 	p.mu.Lock()
@@ -159,9 +188,10 @@ func (d *Daemon) pollOnce() {
 			continue
 		}
 		m, h := idOf(filepath.Join(pd.dir, jobstore.ManifestFile)), idOf(history.Path(pd.dir))
-		c := change{id: id, dir: pd.dir, manifest: m != pd.manifest, manifestGone: pd.manifest.exists && !m.exists, hist: h != pd.history}
+		c := change{id: id, dir: pd.dir, manifest: !m.sameFile(pd.manifest), manifestGone: pd.manifest.exists && !m.exists,
+			attrs: m.exists && m != pd.manifest, hist: !h.sameFile(pd.history)}
 		pd.manifest, pd.history = m, h
-		if c.manifest || c.hist {
+		if c.manifest || c.attrs || c.hist {
 			changes = append(changes, c)
 		}
 	}
@@ -185,6 +215,8 @@ func (d *Daemon) pollOnce() {
 			d.fileEvent(fsnotify.Event{Name: filepath.Join(c.dir, jobstore.ManifestFile), Op: fsnotify.Remove})
 		case c.manifest:
 			d.fileEvent(fsnotify.Event{Name: filepath.Join(c.dir, jobstore.ManifestFile), Op: fsnotify.Write})
+		case c.attrs:
+			d.fileEvent(fsnotify.Event{Name: filepath.Join(c.dir, jobstore.ManifestFile), Op: fsnotify.Chmod})
 		}
 	}
 }
