@@ -68,7 +68,7 @@ var cmdVerify = &command{
 				for _, p := range rep.Problems {
 					parts = append(parts, p.String())
 				}
-				res = "FAILED: first bad record " + rep.First().String()
+				res = "FAILED: first bad " + rep.First().String() // "record N: CLASS: ..."
 				if len(parts) > 1 {
 					res += fmt.Sprintf(" (%d problems in all: %s)", len(parts), strings.Join(parts[1:], "; "))
 				}
