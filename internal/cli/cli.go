@@ -212,6 +212,10 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	if c.steers && *databaseURL == "" {
 		steward.RecordEvent(e.store.Dir, c.name, eventResult(err))
 	}
+	var pr *printed
+	if errors.As(err, &pr) {
+		return ExitCode(pr.err)
+	}
 	var fw *failedWith
 	if errors.As(err, &fw) {
 		render(stdout, e.format, fw.res, fw.err) // the details say what failed

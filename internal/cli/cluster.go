@@ -175,6 +175,9 @@ var cmdExport = &command{
 // clusterVerify exports each job into a temporary jobs folder and verifies
 // it there, with the nodes' keys from the database (or --key).
 func clusterVerify(e *env, s clusterstore.Store, args []string) (*Result, error) {
+	if all, _ := e.fs.GetBool("all"); all {
+		return nil, usagef("--all walks a jobs folder: in cluster mode name the jobs (logist list shows them), or verify the folder logist export writes")
+	}
 	if len(args) == 0 {
 		return nil, usagef("expected at least one JOB")
 	}

@@ -203,6 +203,14 @@ type failedWith struct {
 func (f *failedWith) Error() string { return f.err.Error() }
 func (f *failedWith) Unwrap() error { return f.err }
 
+// printed is a failure the command has printed already, with its details
+// (verify --all, whose output is a stream): Main only exits with err's
+// code.
+type printed struct{ err error }
+
+func (p *printed) Error() string { return p.err.Error() }
+func (p *printed) Unwrap() error { return p.err }
+
 // renderError prints a failed command's error: on stderr for text, as the
 // result on stdout for json and markdown (seed 001).
 func renderError(stdout, stderr io.Writer, format string, err error) {

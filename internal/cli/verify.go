@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/ed25519"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,33 +11,47 @@ import (
 
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/verify"
 )
 
-// verifyFailed is a verification that found problems; the report is printed.
-type verifyFailed struct{ n int }
+// verifyFailed is a verification that found problems; the report is
+// printed. unread counts the jobs --all could not read.
+type verifyFailed struct{ n, unread int }
 
-func (v *verifyFailed) Error() string { return fmt.Sprintf("%d job(s) failed verification", v.n) }
+func (v *verifyFailed) Error() string {
+	s := fmt.Sprintf("%d job(s) failed verification", v.n)
+	if v.unread > 0 {
+		s += fmt.Sprintf(", %d could not be read", v.unread)
+	}
+	return s
+}
 
 var cmdVerify = &command{
-	name: "verify", args: "JOB... [--key FILE]",
-	summary: "check a job's history offline: hash chain, signatures, and a replay of every answer and transition; exit 0 only when intact",
-	example: "  logist verify fix-login\n  logist verify fix-login --key /secure/copy/signing.pub --format json\n",
+	name: "verify", args: "JOB... | --all [--key FILE]",
+	summary: "check a job's history offline (--all: every job's): hash chain, signatures, and a replay of every answer and transition; exit 0 only when intact",
+	example: "  logist verify fix-login\n  logist verify fix-login --key /secure/copy/signing.pub --format json\n  logist verify --all     # one line per job, then how many are intact, failed, unreadable\n",
 	flags: func(fs *pflag.FlagSet) {
 		fs.String("key", "", "trusted public key (default: <jobs>/.logist/signing.pub; keep a copy elsewhere to detect a replaced key)")
+		fs.Bool("all", false, "verify every job in the jobs folder (the jobs logist list shows), one line each as it goes, and a count")
 	},
 	run: func(e *env, args []string) (*Result, error) {
-		if len(args) == 0 {
-			return nil, usagef("expected at least one JOB")
+		all, _ := e.fs.GetBool("all")
+		switch {
+		case all && len(args) > 0:
+			return nil, usagef("name jobs or give --all, not both")
+		case all && e.format == "markdown":
+			return nil, usagef("--all prints text or json: markdown opens with the outcome, which a walk of every job knows only at its end")
+		case len(args) == 0 && !all:
+			return nil, usagef("expected at least one JOB, or --all")
 		}
-		keyFile, _ := e.fs.GetString("key")
-		if keyFile == "" {
-			keyFile = filepath.Join(e.store.Dir, signing.Dir, signing.PublicFile)
-		}
-		keys, err := signing.LoadKeyring(keyFile) // several: an export of a cluster's job
+		keys, err := verifyKeys(e)
 		if err != nil {
-			return nil, fmt.Errorf("%w (pass --key FILE)", err)
+			return nil, err
+		}
+		if all {
+			return nil, verifyAll(e, keys)
 		}
 		r := &Result{Columns: []string{"JOB", "RECORDS", "RESULT"}}
 		var reports []*verify.Report
@@ -50,25 +65,19 @@ var cmdVerify = &command{
 				return nil, fmt.Errorf("job %s: %w", id, jobstore.ErrNotFound)
 			}
 			m, _ := e.store.Load(id) // an invalid manifest replays with the default workflow
-			rep, err := verify.Job(id, dir, verify.Options{Public: keys[0], Keyring: keys[1:], Manifest: m, Reveal: e.revealer(id)})
+			rep, err := verify.Job(id, dir, verifyOptions(keys, m, e.revealer(id)))
 			if err != nil {
 				return nil, err
 			}
 			reports = append(reports, rep)
-			res := fmt.Sprintf("intact: chain, signatures (key %s) and replay of %d answers, %d transitions", rep.KeyID, rep.Responses, rep.Transitions)
-			if rep.Encrypted > 0 {
-				res += fmt.Sprintf("; %d encrypted answers not re-validated (no readable content key)", rep.Encrypted)
-			}
-			if rep.Legacy > 0 {
-				res += fmt.Sprintf("; %d version 1 records before the chain are unprotected", rep.Legacy)
-			}
+			res := "intact: " + intactText(rep)
 			if !rep.OK() {
 				bad++
 				var parts []string
 				for _, p := range rep.Problems {
 					parts = append(parts, p.String())
 				}
-				res = "FAILED: first bad " + rep.First().String() // "record N: CLASS: ..."
+				res = "FAILED: " + firstBadText(rep)
 				if len(parts) > 1 {
 					res += fmt.Sprintf(" (%d problems in all: %s)", len(parts), strings.Join(parts[1:], "; "))
 				}
@@ -77,10 +86,48 @@ var cmdVerify = &command{
 		}
 		r.Items = reports
 		if bad > 0 {
-			return nil, &failedWith{r, &verifyFailed{bad}}
+			return nil, &failedWith{r, &verifyFailed{n: bad}}
 		}
 		return r, nil
 	},
+}
+
+// verifyKeys is the keyring verify trusts: --key, else the jobs folder's
+// (several: an export of a cluster's job).
+func verifyKeys(e *env) ([]ed25519.PublicKey, error) {
+	keyFile, _ := e.fs.GetString("key")
+	if keyFile == "" {
+		keyFile = filepath.Join(e.store.Dir, signing.Dir, signing.PublicFile)
+	}
+	keys, err := signing.LoadKeyring(keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w (pass --key FILE)", err)
+	}
+	return keys, nil
+}
+
+// verifyOptions verifies with keys, replaying with manifest m (nil: the
+// default workflow) and opening sealed content with reveal (nil: none).
+func verifyOptions(keys []ed25519.PublicKey, m *manifest.Manifest, reveal func(*history.Record)) verify.Options {
+	return verify.Options{Public: keys[0], Keyring: keys[1:], Manifest: m, Reveal: reveal}
+}
+
+// intactText says what an intact report checked.
+func intactText(rep *verify.Report) string {
+	s := fmt.Sprintf("chain, signatures (key %s) and replay of %d answers, %d transitions", rep.KeyID, rep.Responses, rep.Transitions)
+	if rep.Encrypted > 0 {
+		s += fmt.Sprintf("; %d encrypted answers not re-validated (no readable content key)", rep.Encrypted)
+	}
+	if rep.Legacy > 0 {
+		s += fmt.Sprintf("; %d version 1 records before the chain are unprotected", rep.Legacy)
+	}
+	return s
+}
+
+// firstBadText names a failed report's first problem ("first bad record
+// 3: HASH_MISMATCH: ...").
+func firstBadText(rep *verify.Report) string {
+	return "first bad " + rep.First().String()
 }
 
 // revealer decrypts a job's encrypted history content for someone who can

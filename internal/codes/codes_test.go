@@ -77,6 +77,8 @@ var notCodes = []string{
 	"HASH_MISMATCH", "CHAIN_BREAK", "SEQUENCE_GAP", "SIGNATURE_INVALID", "SIGNATURE_MISSING", "REPLAY_DIVERGENCE",
 	"UNREADABLE", "TAIL_MISSING", "ROLE_POLICY_VIOLATION", "MISSING_ARTIFACT", "ORDERING_VIOLATION", "FINALIZATION_VIOLATION",
 	"CHECK_FAILED",
+	// logist verify --all's word for a history that fails (beside OK, UNREADABLE)
+	"FAILED",
 	// the protocol's outcome names
 	"REJECTED", "BLOCKED",
 	// deliberation message types and outcomes

@@ -302,6 +302,37 @@ func (s *Store) List() ([]Entry, error) {
 	return dropNonJobs(out), nil
 }
 
+// EachJob calls each for every job folder a listing shows, one at a
+// time in id order: not a dot-folder, nor a folder without a manifest,
+// nor a bare manifest (no folder yet). The entry is loaded as List loads
+// it (its Manifest, or Err: why it is invalid or could not be read) and
+// only lent for the call. The folder's names are read first (what sorts
+// them); each job's manifest is read at its turn and let go after it, so
+// a walk of 50,000 jobs holds their names, not their manifests. An error
+// from each stops the walk and is returned.
+func (s *Store) EachJob(each func(*Entry) error) error {
+	es, err := s.scanNames()
+	if err != nil {
+		return err
+	}
+	for i := range es {
+		e := &es[i]
+		if e.Dir == "" {
+			continue // a bare manifest
+		}
+		s.loadEntry(e)
+		if e.Dir == "" {
+			continue // not a job folder (loadEntry)
+		}
+		err := each(e)
+		*e = Entry{}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func dropNonJobs(es []Entry) []Entry {
 	out := es[:0]
 	for _, e := range es {

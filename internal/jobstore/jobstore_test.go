@@ -1,6 +1,7 @@
 package jobstore
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -162,5 +163,77 @@ func TestDirOfSharedIsDirOf(t *testing.T) {
 				t.Fatalf("dirOfShared(%q) = %q, want %q", n, got[i], want)
 			}
 		}
+	}
+}
+
+// EachJob walks the job folders logist list shows (ListSummaries), in
+// the same order: not a dot-folder, a folder without a manifest, a file,
+// a link or a bare manifest; an invalid manifest and a folder name that
+// is no job id are walked, with their error.
+func TestEachJobIsTheListingsFolders(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := New(dir)
+	valid := strings.Replace(validJob, `"job_id": "a", `, "", 1)
+	write := func(p, body string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"b", "a", "c-1"} {
+		write(filepath.Join(dir, id, ManifestFile), valid)
+	}
+	write(filepath.Join(dir, "broken", ManifestFile), `{"task_description": `)
+	write(filepath.Join(dir, "not a job id", ManifestFile), valid)
+	write(filepath.Join(dir, ".hidden", ManifestFile), valid)
+	write(filepath.Join(dir, "empty", "history.jsonl"), "")
+	write(filepath.Join(dir, "bare.json"), valid)
+	write(filepath.Join(dir, "notes.txt"), "x")
+	if err := os.Symlink(filepath.Join(dir, "a"), filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+
+	var walked []string
+	errs := map[string]bool{}
+	err := s.EachJob(func(e *Entry) error {
+		walked = append(walked, e.ID)
+		if e.Dir != s.JobDir(e.ID) || (e.Err == nil) == (e.Manifest == nil) {
+			t.Errorf("entry %s: dir %q, manifest %v, err %v", e.ID, e.Dir, e.Manifest != nil, e.Err)
+		}
+		errs[e.ID] = e.Err != nil
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, err := s.ListSummaries(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var folders []string
+	for _, e := range listed {
+		if e.Unplaced == "" {
+			folders = append(folders, e.ID)
+		}
+	}
+	want := []string{"a", "b", "broken", "c-1", "not a job id"}
+	if strings.Join(walked, "|") != strings.Join(want, "|") || strings.Join(folders, "|") != strings.Join(want, "|") {
+		t.Errorf("EachJob walked %q, the listing's folders are %q; want %q", walked, folders, want)
+	}
+	if !errs["broken"] || !errs["not a job id"] || errs["a"] {
+		t.Errorf("errors: %v", errs)
+	}
+
+	stop := fmt.Errorf("stop")
+	n := 0
+	if err := s.EachJob(func(*Entry) error { n++; return stop }); err != stop || n != 1 {
+		t.Errorf("an error from each: walked %d, returned %v", n, err)
+	}
+	if err := New(filepath.Join(dir, "missing")).EachJob(func(*Entry) error { return nil }); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a jobs folder that is not there: %v", err)
 	}
 }

@@ -19,7 +19,9 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 
@@ -77,6 +79,24 @@ type Report struct {
 	// fail) for a job with protocol events.
 	Protocol string    `json:"protocol,omitempty"`
 	Problems []Problem `json:"problems"`
+	// ReadErr is the first error met reading the history's files (its
+	// head, index, archives, log), nil when they were read; an UNREADABLE
+	// problem says it too (Unreadable).
+	ReadErr error `json:"-"`
+}
+
+// Unreadable reports whether the history could not be read at all, as
+// against content that fails its checks: a file this user may not read,
+// one that is not a regular file (a folder, a FIFO), a failed read, or a
+// log that kept rotating under the read (history.ErrBusy). A missing
+// archive, a corrupt record or a corrupt head or index is not: the
+// history was read, and its content fails (records lost or edited).
+func (r *Report) Unreadable() bool {
+	if r.ReadErr == nil {
+		return false
+	}
+	var pe *fs.PathError
+	return errors.Is(r.ReadErr, history.ErrBusy) || errors.As(r.ReadErr, &pe) && !errors.Is(pe, fs.ErrNotExist)
 }
 
 // OK reports an intact, replayable history.
@@ -115,10 +135,14 @@ func Job(jobID, jobDir string, o Options) (*Report, error) {
 	entries, err := history.ReadEntries(jobDir)
 	r := &Report{JobID: jobID, Records: len(entries), Problems: []Problem{}}
 	if herr != nil {
+		r.ReadErr = herr
 		r.add(Problem{Seq: int64(len(entries)), Class: ClassUnreadable, Detail: herr.Error()})
 	}
 	checkHead(r, jobDir, head, entries, o.Public)
 	if err != nil {
+		if r.ReadErr == nil {
+			r.ReadErr = err
+		}
 		next := int64(len(entries))
 		if len(entries) > 0 {
 			next = entries[len(entries)-1].Seq + 1

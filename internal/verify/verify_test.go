@@ -316,3 +316,76 @@ func TestCutTailIsDetected(t *testing.T) {
 		})
 	}
 }
+
+// A history that cannot be read at all (its log a folder, a file this
+// user may not read) is Unreadable; one whose content fails (a corrupt
+// record, a lost archive, a corrupt head) was read, and is not.
+func TestUnreadableIsNotTampered(t *testing.T) {
+	t.Parallel()
+	dir, key := runExample(t, "demo-retry-success")
+	jd := filepath.Join(dir, "demo-retry-success")
+	file := history.Path(jd)
+	intact, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	headFile := filepath.Join(jd, history.HeadFile)
+	head, err := os.ReadFile(headFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(jd, history.IndexFile)); err == nil {
+		t.Fatal("the example's history rotated: the cases below replace its index")
+	}
+	restore := func() {
+		t.Helper()
+		if err := os.RemoveAll(file); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, intact, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(headFile, head, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name       string
+		damage     func() error
+		unreadable bool
+	}{
+		{"intact", func() error { return nil }, false},
+		{"log is a folder", func() error {
+			if err := os.Remove(file); err != nil {
+				return err
+			}
+			return os.Mkdir(file, 0o700)
+		}, true},
+		{"head is a folder", func() error {
+			if err := os.Remove(headFile); err != nil {
+				return err
+			}
+			return os.Mkdir(headFile, 0o700)
+		}, true},
+		{"corrupt record", func() error {
+			return os.WriteFile(file, append([]byte("{not json\n"), intact...), 0o600)
+		}, false},
+		{"corrupt head", func() error { return os.WriteFile(headFile, []byte("{"), 0o600) }, false},
+		{"lost archive", func() error {
+			return os.WriteFile(filepath.Join(jd, history.IndexFile), []byte(`{"archives": [{"file": "history-000001.jsonl.gz"}]}`), 0o600)
+		}, false},
+	} {
+		if err := c.damage(); err != nil {
+			t.Fatal(err)
+		}
+		r := verifyDir(t, dir, "demo-retry-success", key.Public())
+		if r.Unreadable() != c.unreadable || (c.name == "intact") != r.OK() || (c.name == "intact") != (r.ReadErr == nil) {
+			t.Errorf("%s: Unreadable %v, want %v (read error %v, problems %v)", c.name, r.Unreadable(), c.unreadable, r.ReadErr, r.Problems)
+		}
+		if err := os.RemoveAll(headFile); err != nil {
+			t.Fatal(err)
+		}
+		_ = os.Remove(filepath.Join(jd, history.IndexFile)) // made by one case only
+		restore()
+	}
+}

@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/logist/logist/internal/builtins"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/runner"
+	"github.com/logist/logist/internal/signing"
+	"github.com/logist/logist/internal/testkit"
+)
+
+// verifiedJobs runs jobs ids to their end, signed, and copies them with
+// the public key (not the private one) into a jobs folder other users
+// may read: what logist verify reads as whoever runs it.
+func verifiedJobs(t *testing.T, ids ...string) string {
+	t.Helper()
+	f := testkit.New(t)
+	f.Sign()
+	f.Runner = runner.NewEngine(f.Env, builtins.Effects())
+	for _, id := range ids {
+		f.WriteJob(id, map[string]any{})
+		f.Run(id)
+	}
+	jobs, err := os.MkdirTemp("", "logist-cli-verify-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(jobs) }) // best effort: a temporary folder
+	for _, id := range ids {
+		if err := os.CopyFS(filepath.Join(jobs, id), os.DirFS(filepath.Join(f.Dir, id))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub, err := os.ReadFile(filepath.Join(f.Dir, signing.Dir, signing.PublicFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(jobs, "signing.pub"), pub, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(jobs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return jobs
+}
+
+// verify --all reports a job whose files this user may not read, and
+// counts it, without stopping: the jobs after it are verified, and it
+// exits 1 as a failed verification does (not 3: the others could be
+// read). A manifest it may not read is not verified (its workflow
+// unknown); a history it may not read is not a failed one.
+func TestVerifyAllGoesOnPastUnreadableJobs(t *testing.T) {
+	jobs := verifiedJobs(t, "a", "b", "c", "d")
+	deny := []string{
+		filepath.Join(jobs, "b", jobstore.ManifestFile),
+		filepath.Join(jobs, "b", history.FileName),
+		filepath.Join(jobs, "c", history.FileName),
+	}
+	for _, p := range deny {
+		if err := os.Chmod(p, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, p := range deny {
+			os.Chmod(p, 0o600) //nolint:errcheck // best effort: RemoveAll follows
+		}
+	})
+	key := filepath.Join(jobs, "signing.pub")
+
+	code, out, errs := runAsOther(t, "--jobs-dir", jobs, "verify", "--all", "--key", key)
+	for _, want := range []string{
+		`^OK +a +\d+ records; chain, signatures`,
+		`^UNREADABLE +b +could not be read: permission denied on job.json \(run logist as the user that runs logistd\)$`,
+		`^UNREADABLE +c +could not be read: read history: open history.jsonl: permission denied \(run logist as the user that runs logistd\)$`,
+		`^OK +d +\d+ records; chain, signatures`,
+		`^4 jobs in \S+: 2 verified intact, 0 failed verification, 2 could not be read$`,
+	} {
+		if !regexp.MustCompile("(?m)" + want).MatchString(out) {
+			t.Errorf("verify --all: no line %s", want)
+		}
+	}
+	if code != ExitUsage || errs != "" || strings.Count(out, "\n") != 5 {
+		t.Errorf("verify --all: exit %d (want %d), %d lines\n%s%s", code, ExitUsage, strings.Count(out, "\n"), out, errs)
+	}
+
+	code, out, _ = runAsOther(t, "--jobs-dir", jobs, "verify", "--all", "--key", key, "--format", "json")
+	var doc struct {
+		OK    bool `json:"ok"`
+		Items []struct {
+			JobID   string `json:"job_id"`
+			Result  string `json:"result"`
+			Error   string `json:"error"`
+			Records *int   `json:"records"`
+		} `json:"items"`
+		Summary map[string]int `json:"summary"`
+		Error   struct {
+			Code     string `json:"code"`
+			ExitCode int    `json:"exit_code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("verify --all --format json: not one JSON document: %v\n%s", err, out)
+	}
+	var got []string
+	for _, it := range doc.Items {
+		got = append(got, it.JobID+":"+it.Result)
+	}
+	if code != ExitUsage || doc.OK || doc.Error.Code != "invalid" || doc.Error.ExitCode != ExitUsage ||
+		strings.Join(got, " ") != "a:intact b:unreadable c:unreadable d:intact" ||
+		doc.Summary["jobs"] != 4 || doc.Summary["intact"] != 2 || doc.Summary["unreadable"] != 2 || doc.Summary["failed"] != 0 ||
+		doc.Items[1].Records != nil || doc.Items[2].Records == nil || !strings.Contains(doc.Items[2].Error, "permission denied") {
+		t.Errorf("verify --all --format json: exit %d, items %v, summary %v, error %+v\n%s", code, got, doc.Summary, doc.Error, out)
+	}
+}
