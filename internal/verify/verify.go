@@ -139,6 +139,7 @@ func Job(jobID, jobDir string, o Options) (*Report, error) {
 		r.add(Problem{Seq: int64(len(entries)), Class: ClassUnreadable, Detail: herr.Error()})
 	}
 	checkHead(r, jobDir, head, entries, o.Public)
+	checkGone(r, head, entries, o.Manifest)
 	if err != nil {
 		if r.ReadErr == nil {
 			r.ReadErr = err
@@ -222,6 +223,19 @@ func committedConfig(c *history.Commit) (string, bool) {
 	}
 	sum, err := m.ConfigHash()
 	return sum, err == nil
+}
+
+// checkGone finds a history removed whole: no record, no head, and a
+// manifest that a transaction saved (run.updated_at is set only by a
+// commit, which writes its records first). The head catches a log cut
+// or emptied; with the head gone too, only job.json tells that records
+// were there.
+func checkGone(r *Report, head *history.Head, es []history.Entry, m *manifest.Manifest) {
+	if len(es) > 0 || head != nil || r.ReadErr != nil || m == nil || m.Run.UpdatedAt == "" {
+		return
+	}
+	r.add(Problem{0, ClassTailMissing, fmt.Sprintf("no history (no %s, no head), but job.json was saved by a transaction at %s (status %s): its records were removed",
+		history.FileName, m.Run.UpdatedAt, m.Status)})
 }
 
 // checkHead compares the signed head with the log's last record

@@ -273,7 +273,7 @@ func relink(t *testing.T, ls [][]byte, key history.Signer) [][]byte {
 // with the tail, without the key, does not verify.
 func TestCutTailIsDetected(t *testing.T) {
 	t.Parallel()
-	for _, c := range []string{"cut", "empty", "forged head"} {
+	for _, c := range []string{"cut", "empty", "forged head", "all gone"} {
 		t.Run(c, func(t *testing.T) {
 			t.Parallel()
 			dir, key := runExample(t, "demo-retry-success")
@@ -305,6 +305,13 @@ func TestCutTailIsDetected(t *testing.T) {
 					t.Fatal(err)
 				}
 				wantSeq, wantClass = e.Seq, ClassSignatureInvalid
+			case "all gone": // its log, head and mark: only job.json says it ran
+				for _, f := range []string{file, filepath.Join(jd, history.HeadFile), filepath.Join(jd, "history-mark.json")} {
+					if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+						t.Fatal(err)
+					}
+				}
+				wantSeq = 0
 			}
 			r := verifyDir(t, dir, "demo-retry-success", key.Public())
 			if r.OK() {
