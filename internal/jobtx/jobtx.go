@@ -251,6 +251,13 @@ func Begin(env *Env, id string, keep *Kept) (*Tx, error) {
 		t.Close()
 		return nil, err
 	}
+	if err == nil && t.Log.Size() == 0 {
+		err = HistoryGone(t.Dir, m)
+	}
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
 	t.M, t.base = m, sha256.Sum256(raw)
 	t.remember(raw)
 	t.baseStatus, t.baseTemplate = m.Status, m.Schedule != nil

@@ -26,6 +26,7 @@ import (
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/testkit"
@@ -848,7 +849,7 @@ func TestRunErrorCode(t *testing.T) {
 		{fmt.Errorf("save manifest: %w", &os.PathError{Op: "write", Path: "m", Err: syscall.EDQUOT}), "MANIFEST_WRITE", true},
 		{fmt.Errorf("mkdir /srv/history/manifest/ws: %w", syscall.EROFS), "STORAGE_WRITE", true},
 		{fmt.Errorf("stat history: %w", &os.PathError{Op: "stat", Path: "h", Err: syscall.ENOENT}), "HISTORY_MISSING", false},
-		{&historyMissingError{"gone"}, "HISTORY_MISSING", false},
+		{jobtx.HistoryGone(t.TempDir(), &manifest.Manifest{Run: manifest.RunState{UpdatedAt: "2026-01-01T00:00:00Z"}}), "HISTORY_MISSING", false},
 		{errors.New("history /x: record at byte 10 is corrupt: bad"), "HISTORY_CORRUPT", false},
 		{errors.New("history /x: record version 3 is newer than this logist supports (2); upgrade logist"), "HISTORY_TOO_NEW", false},
 		{errors.New(`job j: phase "" is not in workflow supervised`), "RUN_FAILED", false},

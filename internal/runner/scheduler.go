@@ -4,7 +4,6 @@ import (
 	"container/list"
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
@@ -17,7 +16,7 @@ import (
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/jobstore"
-	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/jobtx"
 )
 
 // Defaults for StorageRetryInitial and StorageRetryMax.
@@ -280,7 +279,7 @@ func (s *Scheduler) runOnce(ctx context.Context, id string, l *jobstore.Loaded) 
 		l, _ = s.Engine.Env.Store.LoadFile(id)
 	}
 	if l != nil {
-		if err := historyGone(s.Engine.Env.Store.JobDir(id), l.M); err != nil {
+		if err := jobtx.HistoryGone(s.Engine.Env.Store.JobDir(id), l.M); err != nil {
 			return err
 		}
 	}
@@ -349,16 +348,10 @@ func storageFull(err error) bool {
 	return false
 }
 
-// historyMissingError is a job whose manifest says Logist has recorded its
-// history but whose history file is gone.
-type historyMissingError struct{ msg string }
-
-func (e *historyMissingError) Error() string { return e.msg }
-
 // runErrorCode names why a run failed, for the log, and whether the
 // scheduler runs the job again by itself.
 func runErrorCode(err error) (code string, retry bool) {
-	var missing *historyMissingError
+	var missing *jobtx.HistoryMissingError
 	msg := err.Error()
 	switch {
 	case errors.As(err, &missing), errors.Is(err, history.ErrMissing):
@@ -395,22 +388,6 @@ func runErrorCode(err error) (code string, retry bool) {
 		return codes.HistoryCorrupt, false
 	}
 	return codes.RunFailed, false
-}
-
-// historyGone refuses to run a job whose history has been deleted or
-// emptied while its manifest shows Logist recorded work (run.updated_at is
-// set by every commit, and every commit follows a history record): opening
-// it would start a new, empty history and silently drop the old one.
-// Restoring the file lets the job go on.
-func historyGone(jobDir string, m *manifest.Manifest) error {
-	if m.Run.UpdatedAt == "" {
-		return nil
-	}
-	if ok, err := history.Present(jobDir); ok || err != nil {
-		return nil // an error: let the run report what it cannot read
-	}
-	return &historyMissingError{fmt.Sprintf("history %s is missing or empty, but the manifest shows recorded work (last updated %s); "+
-		"not starting a new history over it: restore the file", history.Path(jobDir), m.Run.UpdatedAt)}
 }
 
 func (s *Scheduler) end(id string, r *run) {

@@ -757,3 +757,50 @@ func TestSubmitBringsThePromptFiles(t *testing.T) {
 		t.Error("a refused submit placed its job")
 	}
 }
+
+// A steward's command on a job whose history was removed whole (its log,
+// head and mark) while job.json shows recorded work is refused, as a run
+// is: its record would start a new history and drop the old one for
+// good, after which the run would go on and verify would find nothing
+// wrong. Nothing is written; restoring the files lets the job go on.
+func TestCommandOnAJobWhoseHistoryIsGoneIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.WriteJob("j", map[string]any{"agents": map[string]any{
+		"worker":     testkit.Script(testkit.Step("STUCK", "Needs a human."), testkit.Step("COMPLETED", "Done.")),
+		"supervisor": testkit.Script(testkit.Step("COMPLETED", "Fine.")),
+	}})
+	f.Run("j")
+	dir := f.Env.Store.JobDir("j")
+	moved := t.TempDir()
+	files := []string{history.FileName, history.HeadFile, "history-mark.json"}
+	for _, name := range files {
+		if err := os.Rename(filepath.Join(dir, name), filepath.Join(moved, name)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	before, _ := os.ReadFile(filepath.Join(dir, jobstore.ManifestFile))
+	_, err := f.St.Resume("j", steward.ResumeOptions{Guidance: "go on"})
+	var missing *jobtx.HistoryMissingError
+	if !errors.As(err, &missing) || !strings.Contains(err.Error(), "restore the file") {
+		t.Fatalf("resume with the history gone: %v; want a HistoryMissingError", err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, history.FileName)); err == nil && fi.Size() > 0 {
+		t.Errorf("a new history was started: %d bytes", fi.Size())
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, jobstore.ManifestFile)); string(after) != string(before) {
+		t.Errorf("job.json changed")
+	}
+	for _, name := range files {
+		if err := os.Rename(filepath.Join(moved, name), filepath.Join(dir, name)); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.St.Resume("j", steward.ResumeOptions{Guidance: "go on"}); err != nil {
+		t.Fatalf("resume once the history is back: %v", err)
+	}
+	f.Run("j")
+	if m := f.Load("j"); m.Status != lifecycle.Success {
+		t.Fatalf("after the history's return: %s", m.Status)
+	}
+}
