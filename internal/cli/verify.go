@@ -77,7 +77,7 @@ var cmdVerify = &command{
 				for _, p := range rep.Problems {
 					parts = append(parts, p.String())
 				}
-				res = "FAILED: " + firstBadText(rep)
+				res = "FAILED: " + rep.FirstBad()
 				if len(parts) > 1 {
 					res += fmt.Sprintf(" (%d problems in all: %s)", len(parts), strings.Join(parts[1:], "; "))
 				}
@@ -122,12 +122,6 @@ func intactText(rep *verify.Report) string {
 		s += fmt.Sprintf("; %d version 1 records before the chain are unprotected", rep.Legacy)
 	}
 	return s
-}
-
-// firstBadText names a failed report's first problem ("first bad record
-// 3: HASH_MISMATCH: ...").
-func firstBadText(rep *verify.Report) string {
-	return "first bad " + rep.First().String()
 }
 
 // revealer decrypts a job's encrypted history content for someone who can

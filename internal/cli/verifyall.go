@@ -159,7 +159,7 @@ func (p *verifyPrinter) item(it verifyItem) {
 	case resultIntact:
 		word, detail = "OK", fmt.Sprintf("%d records; %s", it.Records, intactText(it.Report))
 	case resultFailed:
-		detail = fmt.Sprintf("%d records; %s", it.Records, firstBadText(it.Report))
+		detail = fmt.Sprintf("%d records; %s", it.Records, it.FirstBad())
 		if len(it.Problems) > 1 {
 			detail += fmt.Sprintf(" (%d problems in all: logist verify %s lists them)", len(it.Problems), it.JobID)
 		}

@@ -44,7 +44,7 @@ func (c *Console) apiVerify(w http.ResponseWriter, r *http.Request) {
 // verdict is a report in one line.
 func verdict(rep *verify.Report) string {
 	if !rep.OK() {
-		return "FAILED: first bad record " + rep.First().String()
+		return "FAILED: " + rep.FirstBad()
 	}
 	s := fmt.Sprintf("intact: chain, signatures (key %s) and replay of %d answers, %d transitions", rep.KeyID, rep.Responses, rep.Transitions)
 	if rep.Encrypted > 0 {

@@ -110,6 +110,13 @@ func (r *Report) First() *Problem {
 	return &r.Problems[0]
 }
 
+// FirstBad names a failed report's first problem, as every reader of a
+// report shows it ("first bad record 3: HASH_MISMATCH: ..."; the
+// problem's own text says "record").
+func (r *Report) FirstBad() string {
+	return "first bad " + r.First().String()
+}
+
 // Options for a verification.
 type Options struct {
 	// Public is the trusted key; nil skips signature checks (and says so).
