@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/manifest"
 )
 
 // hinted is an error rewritten to say what to do next; its cause (and so
@@ -48,9 +51,45 @@ func helpful(e *env, c *command, err error) error {
 			return &hinted{fmt.Sprintf("jobs folder %s does not exist; make it (mkdir -p %s, or start logistd --jobs-dir %s, which creates it), or pass another --jobs-dir DIR or set LOGIST_JOBS_DIR", m[1], m[1], m[1]), err}
 		}
 	case errors.Is(err, fs.ErrPermission):
+		if id, path, ok := refusedJob(e, err); ok {
+			return &hinted{fmt.Sprintf("job %s could not be read by %s: permission denied on %s (the job may well be there); %s",
+				id, jobstore.UserName(uint32(os.Geteuid())), path, runAsDaemonUser(e)), err}
+		}
 		return &hinted{fmt.Sprintf("%s; run logist as the user that runs logistd on %s (it owns the jobs and the signing key)", msg, e.store.Dir), err}
 	case errors.Is(err, fs.ErrNotExist) && (c.name == "submit" || c.name == "validate"):
 		return &hinted{msg + "; check the file's path (relative paths start at the current folder)", err}
 	}
 	return err
+}
+
+// refusedJob is the job, and the path in its folder, whose permission
+// error err is: a job this user may not read, which every command about
+// one job reports so (exit 3), whichever of its files refused first.
+func refusedJob(e *env, err error) (id, path string, ok bool) {
+	var pe *fs.PathError
+	if !errors.As(err, &pe) || e.store == nil {
+		return "", "", false
+	}
+	rel, rerr := filepath.Rel(e.store.Dir, pe.Path)
+	if rerr != nil || !filepath.IsLocal(rel) {
+		return "", "", false
+	}
+	id, _, _ = strings.Cut(rel, string(filepath.Separator))
+	if manifest.ValidID(id) != nil {
+		return "", "", false // the folder's own files (.logist), not a job's
+	}
+	return id, pe.Path, true
+}
+
+// runAsDaemonUser says whom to run logist as to read the jobs folder: its
+// owner, with the command to run, when that is another user.
+func runAsDaemonUser(e *env) string {
+	if err := e.store.CheckWriter(); err != nil {
+		var no *jobstore.NotOwnerError
+		if errors.As(err, &no) {
+			return fmt.Sprintf("run logist as the user that runs logistd, who owns the jobs folder: sudo -u %s %s",
+				no.OwnerName, shellWords(append([]string{"logist"}, e.argv[1:]...)))
+		}
+	}
+	return fmt.Sprintf("run logist as the user that runs logistd on %s (it owns the jobs and the signing key)", e.store.Dir)
 }

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -44,9 +42,9 @@ var cmdHistory = &command{
 				return nil, usagef("--%s %d: a record number is 0 or more (the #N of logist logs)", f, n)
 			}
 		}
-		dir := e.store.JobDir(id)
-		if _, err := os.Stat(filepath.Join(dir, jobstore.ManifestFile)); err != nil {
-			return nil, fmt.Errorf("job %s: %w", id, jobstore.ErrNotFound)
+		dir, err := e.jobDir(id)
+		if err != nil {
+			return nil, err
 		}
 		if e.fs.Changed("record") || e.fs.Changed("seq") {
 			seq, _ := e.fs.GetInt64("record")

@@ -1,6 +1,13 @@
 package cli
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobview"
 	"github.com/logist/logist/internal/manifest"
 )
@@ -14,6 +21,24 @@ func oneJob(args []string) (string, error) {
 		return "", usagef("%v", err)
 	}
 	return args[0], nil
+}
+
+// jobDir is job id's folder, for a command that reads its files without
+// loading its manifest (history, logs, verify): a job is there when its
+// manifest is. A manifest or folder this user may not look at is the
+// permission error itself (exit 3; helpful says the job could not be read
+// and whom to run logist as), never "not found": the job may well be
+// there, readable by the user that runs logistd.
+func (e *env) jobDir(id string) (string, error) {
+	dir := e.store.JobDir(id)
+	_, err := os.Stat(filepath.Join(dir, jobstore.ManifestFile))
+	switch {
+	case err == nil:
+		return dir, nil
+	case errors.Is(err, fs.ErrPermission):
+		return "", err
+	}
+	return "", fmt.Errorf("job %s: %w", id, jobstore.ErrNotFound)
 }
 
 // changed is the result of a command that changed job m: its status and

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -37,9 +35,9 @@ var cmdLogs = &command{
 		}
 		follow, _ := e.fs.GetBool("follow")
 		exitOnFinish, _ := e.fs.GetBool("exit-on-finish")
-		dir := e.store.JobDir(id)
-		if _, err := os.Stat(filepath.Join(dir, jobstore.ManifestFile)); err != nil {
-			return nil, fmt.Errorf("job %s: %w", id, jobstore.ErrNotFound)
+		dir, err := e.jobDir(id)
+		if err != nil {
+			return nil, err
 		}
 		p := &recordPrinter{w: e.stdout, json: e.format == "json", reveal: e.revealer(id)}
 		fl := history.NewFollower(dir)

@@ -2,15 +2,15 @@ package cli
 
 import (
 	"crypto/ed25519"
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/logist/logist/internal/history"
-	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/signing"
 	"github.com/logist/logist/internal/verify"
@@ -60,14 +60,24 @@ var cmdVerify = &command{
 			if _, err := oneJob([]string{id}); err != nil {
 				return nil, err
 			}
-			dir := e.store.JobDir(id)
-			if _, err := os.Stat(filepath.Join(dir, jobstore.ManifestFile)); err != nil {
-				return nil, fmt.Errorf("job %s: %w", id, jobstore.ErrNotFound)
+			dir, err := e.jobDir(id)
+			if err != nil {
+				return nil, err
 			}
-			m, _ := e.store.Load(id) // an invalid manifest replays with the default workflow
+			// An invalid manifest replays with the default workflow; one
+			// this user may not read is a job it cannot verify (exit 3).
+			m, err := e.store.Load(id)
+			if errors.Is(err, fs.ErrPermission) {
+				return nil, err
+			}
 			rep, err := verify.Job(id, dir, verifyOptions(keys, m, e.revealer(id)))
 			if err != nil {
 				return nil, err
+			}
+			if rep.Unreadable() && errors.Is(rep.ReadErr, fs.ErrPermission) {
+				// Not a history that fails its checks: one this user may
+				// not read (verify --all's UNREADABLE).
+				return nil, rep.ReadErr
 			}
 			reports = append(reports, rep)
 			res := "intact: " + intactText(rep)

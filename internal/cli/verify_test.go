@@ -120,3 +120,66 @@ func TestVerifyAllGoesOnPastUnreadableJobs(t *testing.T) {
 		t.Errorf("verify --all --format json: exit %d, items %v, summary %v, error %+v\n%s", code, got, doc.Summary, doc.Error, out)
 	}
 }
+
+// A job this user may not read is reported so by every command about one
+// job, whichever of its files refused first (its folder, as root's 0700
+// one refuses another user; its manifest; its history): the job and the
+// path named, whom to run logist as, exit 3 (permission_denied), never
+// "not found": the job may well be there, readable by logistd's user. A
+// job that is not there is still not found.
+func TestSingleJobCommandsReportAnUnreadableJob(t *testing.T) {
+	jobs := verifiedJobs(t, "a", "b", "c")
+	folder := os.FileMode(0o700) // root's job folder: nobody may not enter it
+	if os.Geteuid() != 0 {
+		folder = 0 // this user owns it: only a mode binds it
+	}
+	deny := map[string]os.FileMode{
+		filepath.Join(jobs, "a"):                        folder,
+		filepath.Join(jobs, "b", jobstore.ManifestFile): 0,
+		filepath.Join(jobs, "c", history.FileName):      0,
+	}
+	for p, mode := range deny {
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for p := range deny {
+			os.Chmod(p, 0o700) //nolint:errcheck // best effort: RemoveAll follows
+		}
+	})
+	key := filepath.Join(jobs, "signing.pub")
+	refused := map[string]string{
+		"a": filepath.Join(jobs, "a", jobstore.ManifestFile),
+		"b": filepath.Join(jobs, "b", jobstore.ManifestFile),
+		"c": filepath.Join(jobs, "c", history.FileName),
+	}
+	for _, c := range []struct {
+		job  string
+		args []string
+	}{
+		{"a", []string{"status"}}, {"a", []string{"history"}}, {"a", []string{"logs"}},
+		{"a", []string{"verify", "--key", key}}, {"a", []string{"result"}}, {"a", []string{"discarded"}},
+		{"a", []string{"diff"}}, {"a", []string{"history", "--record", "1"}},
+		{"b", []string{"verify", "--key", key}}, {"b", []string{"status"}}, {"b", []string{"result"}},
+		{"c", []string{"verify", "--key", key}}, {"c", []string{"history"}}, {"c", []string{"logs"}},
+	} {
+		args := append([]string{"--jobs-dir", jobs, c.args[0], c.job}, c.args[1:]...)
+		code, out, errs := runAsOther(t, args...)
+		if code != ExitPermission || !strings.Contains(errs, "job "+c.job+" could not be read by ") ||
+			!strings.Contains(errs, "permission denied on "+refused[c.job]) ||
+			!strings.Contains(errs, "run logist as the user that runs logistd") || strings.Contains(out+errs, "not found") {
+			t.Errorf("%v: exit %d, want %d saying job %s could not be read (%s)\n%s%s", c.args, code, ExitPermission, c.job, refused[c.job], out, errs)
+		}
+	}
+	code, out, _ := runAsOther(t, "--jobs-dir", jobs, "verify", "a", "--key", key, "--format", "json")
+	if code != ExitPermission || !strings.Contains(out, `"code": "permission_denied"`) || !strings.Contains(out, "job a could not be read") {
+		t.Errorf("verify --format json: exit %d\n%s", code, out)
+	}
+	for _, args := range [][]string{{"status", "zz"}, {"history", "zz"}, {"logs", "zz"}, {"verify", "zz", "--key", key}} {
+		code, out, errs := runAsOther(t, append([]string{"--jobs-dir", jobs}, args...)...)
+		if code != ExitNotFound || !strings.Contains(errs, "job zz not found") {
+			t.Errorf("%v: exit %d, want %d (not found)\n%s%s", args, code, ExitNotFound, out, errs)
+		}
+	}
+}
