@@ -312,14 +312,29 @@ func TestDiskFullAfterCallReasksWithSameRequest(t *testing.T) {
 	}
 }
 
-// The disk refuses a command agent's request file (requests/NNNNNN.json).
-// That is the job's storage failing, not its agent: the job stalls with
-// STORAGE_WRITE and is run again with backoff like any write the disk
-// refuses; the agent is not started, and no call, agent error or retry is
-// counted, while the disk refuses it. Once it takes the file, the agent is
-// asked once, with the request the intent recorded.
-func TestDiskFullWritingRequestFileStallsJob(t *testing.T) {
+// The disk refuses a command agent's request file (requests/NNNNNN.json),
+// or access to it is denied (EACCES, EPERM: requests/ made read-only, an
+// ownership being fixed). That is the job's storage failing, not its
+// agent: the job stalls with STORAGE_WRITE (STORAGE_DENIED) and is run
+// again with backoff like any write the storage refuses; the agent is not
+// started, and no call, agent error or retry is counted, while the
+// storage refuses it. Once it takes the file, the agent is asked once,
+// with the request the intent recorded. (A denied write went to the
+// provider, which failed with AGENT_START.)
+func TestRequestFileRefusedStallsJob(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		errno syscall.Errno
+		code  string
+	}{{syscall.ENOSPC, codes.StorageWrite}, {syscall.EACCES, codes.StorageDenied}, {syscall.EPERM, codes.StorageDenied}} {
+		t.Run(tc.errno.Error(), func(t *testing.T) {
+			t.Parallel()
+			requestFileRefused(t, tc.errno, tc.code)
+		})
+	}
+}
+
+func requestFileRefused(t *testing.T, errno syscall.Errno, code string) {
 	f, s, lb := faultFixture(t)
 	obs := &obsCalls{}
 	f.Env.Obs = obs
@@ -329,7 +344,7 @@ func TestDiskFullWritingRequestFileStallsJob(t *testing.T) {
 	f.Engine.WriteRequest = func(jobDir string, n int, body []byte) error {
 		if full.Load() {
 			refused.Add(1)
-			return &os.PathError{Op: "open", Path: agent.RequestFile(jobDir, n), Err: syscall.ENOSPC}
+			return &os.PathError{Op: "open", Path: agent.RequestFile(jobDir, n), Err: errno}
 		}
 		return agent.WriteRequest(jobDir, n, body)
 	}
@@ -359,14 +374,14 @@ func TestDiskFullWritingRequestFileStallsJob(t *testing.T) {
 
 	// (Or the agent asked: it would not be again.)
 	testkit.WaitFor(t, "three stalled attempts", 10*time.Second, func() bool {
-		return lb.count("j", codes.StorageWrite, pausedMsg) >= 3 || asked.Load() > 0
+		return lb.count("j", code, pausedMsg) >= 3 || asked.Load() > 0
 	})
 	if n := asked.Load(); n != 0 {
-		t.Errorf("the agent was asked %d times while the disk refused its request file", n)
+		t.Errorf("the agent was asked %d times while the storage refused its request file", n)
 	}
 	st, ok := f.Env.Store.ReadStall("j")
-	if !ok || st.Code != codes.StorageWrite || st.Refused || !strings.Contains(st.Reason, "request file") ||
-		!strings.Contains(st.Reason, "no space left on device") {
+	if !ok || st.Code != code || st.Refused || !strings.Contains(st.Reason, "request file") ||
+		!strings.Contains(st.Reason, errno.Error()) {
 		t.Errorf("stall note %+v, %v", st, ok)
 	}
 	if m := f.Load("j"); m.Run.APIFailures != 0 || m.Run.ErrorCode != "" || m.Metrics.AgentCalls != 0 || !m.Status.Active() {
@@ -407,11 +422,11 @@ func TestDiskFullWritingRequestFileStallsJob(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(heard) < 2 || heard[0] != "j:"+codes.StorageWrite || heard[len(heard)-1] != "j:" {
+	if len(heard) < 2 || heard[0] != "j:"+code || heard[len(heard)-1] != "j:" {
 		t.Errorf("OnStall heard %v", heard)
 	}
 	if refused.Load() < 3 {
-		t.Errorf("the disk refused %d writes", refused.Load())
+		t.Errorf("the storage refused %d writes", refused.Load())
 	}
 }
 
@@ -490,7 +505,7 @@ func fillDisk(t *testing.T, dir string) string {
 	}
 }
 
-// The same as TestDiskFullWritingRequestFileStallsJob, on a real file
+// The same as TestRequestFileRefusedStallsJob, on a real file
 // system that is full: the job's requests/ folder is a full 512 KiB tmpfs,
 // while its history and manifest have space. The job stalls on the
 // request file; it is not the agent's failure (AGENT_START, counted and
@@ -505,7 +520,7 @@ func TestDiskFullForRequestFileOnRealTmpfs(t *testing.T) {
 	if err := os.Mkdir(requests, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	mountTmpfs(t, requests, "TestDiskFullWritingRequestFileStallsJob")
+	mountTmpfs(t, requests, "TestRequestFileRefusedStallsJob")
 	filler := fillDisk(t, requests)
 
 	s.Nudge("j")
@@ -526,6 +541,88 @@ func TestDiskFullForRequestFileOnRealTmpfs(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "the job to succeed once space is back", 10*time.Second, func() bool { return f.Load("j").Status == lifecycle.Success })
+	waitIdle(t, s, 5*time.Second)
+	if n := lb.count("j", codes.AgentStart, ""); n != 0 {
+		t.Errorf("AGENT_START logged %d times:\n%s", n, lb.bytes())
+	}
+	if m := f.Load("j"); m.Run.APIFailures != 0 || m.Metrics.AgentCalls != 2 {
+		t.Errorf("api failures %d, agent calls %d; want 0 and 2", m.Run.APIFailures, m.Metrics.AgentCalls)
+	}
+	responsesOnce(t, f, "j", 2)
+	checkIntact(t, f, "j")
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if strings.Join(obs.outcomes, ",") != "worker:ok,supervisor:ok" || len(obs.retries) != 0 {
+		t.Errorf("agent calls counted %v and retries %v, want worker:ok,supervisor:ok and none", obs.outcomes, obs.retries)
+	}
+}
+
+// readOnlyRequestsChild marks the test binary re-run in a user namespace
+// of its own as a user other than root there (uid 1000, this user
+// outside): a folder's mode holds it back, as it does logistd's user.
+const readOnlyRequestsChild = "LOGIST_TEST_READONLY_REQUESTS_CHILD"
+
+// The same as TestRequestFileRefusedStallsJob's EACCES, really: the job's
+// requests/ folder is made read-only (mode 0500) for a user the mode holds
+// back, while its history and manifest may be written. The job stalls
+// with STORAGE_DENIED before the agent starts (it was AGENT_START, the
+// agent's error, counted and retried as the agent's), and runs on once
+// the folder is writable again.
+func TestReadOnlyRequestsFolderStallsJob(t *testing.T) {
+	if os.Getenv(readOnlyRequestsChild) == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestReadOnlyRequestsFolderStallsJob$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), readOnlyRequestsChild+"=1")
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Cloneflags:  syscall.CLONE_NEWUSER,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 1000, HostID: os.Getuid(), Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 1000, HostID: os.Getgid(), Size: 1}},
+			Credential:  &syscall.Credential{Uid: 1000, Gid: 1000, NoSetGroups: true},
+		}
+		out, err := cmd.CombinedOutput()
+		var start *os.PathError // fork/exec: no user namespace to be had
+		if errors.As(err, &start) {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("a user namespace is needed for this test: %v", err)
+			}
+			t.Skipf("SKIPPED: no user namespace to run as a user a folder's mode holds back (%v); TestRequestFileRefusedStallsJob covers EACCES by injection", err)
+		}
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestReadOnlyRequestsFolderStallsJob") {
+			t.Fatalf("in a user namespace: %v\n%s", err, out)
+		}
+		return
+	}
+	f, s, lb := faultFixture(t)
+	obs := &obsCalls{}
+	f.Env.Obs = obs
+	answer := `{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"ok"}`
+	f.WriteJob("j", job(command(0, "sh", "-c", `cat "$1" >/dev/null && echo "$2"`, "agent", "{request_file}", answer), okSupervisor()))
+	requests := filepath.Join(f.Dir, "j", "requests")
+	if err := os.Mkdir(requests, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(requests, "probe"), nil, 0o600); !errors.Is(err, syscall.EACCES) {
+		t.Fatalf("a file made in the read-only folder: %v, want EACCES (is the mode ignored?)", err)
+	}
+
+	s.Nudge("j")
+	// (Or the agent's failure: the agent is not to blame.)
+	testkit.WaitFor(t, "two stalled attempts", 10*time.Second, func() bool {
+		return lb.count("j", codes.StorageDenied, pausedMsg) >= 2 || lb.count("j", codes.AgentStart, "") > 0
+	})
+	if n := lb.count("j", codes.AgentStart, ""); n != 0 {
+		t.Fatalf("AGENT_START logged %d times: the read-only folder was blamed on the agent", n)
+	}
+	if st, ok := f.Env.Store.ReadStall("j"); !ok || st.Code != codes.StorageDenied || !strings.Contains(st.Reason, "request file") ||
+		!strings.Contains(st.Reason, "permission denied") {
+		t.Errorf("stall note %+v, %v", st, ok)
+	}
+	if m := f.Load("j"); m.Run.APIFailures != 0 || m.Run.ErrorCode != "" || m.Metrics.AgentCalls != 0 {
+		t.Errorf("while stalled: error code %q, api failures %d, agent calls %d", m.Run.ErrorCode, m.Run.APIFailures, m.Metrics.AgentCalls)
+	}
+	if err := os.Chmod(requests, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "the job to succeed once the folder is writable", 10*time.Second, func() bool { return f.Load("j").Status == lifecycle.Success })
 	waitIdle(t, s, 5*time.Second)
 	if n := lb.count("j", codes.AgentStart, ""); n != 0 {
 		t.Errorf("AGENT_START logged %d times:\n%s", n, lb.bytes())

@@ -85,28 +85,38 @@ func (c *call) intent() *history.Record {
 // writeRequestFile starts writing a command agent's request file, if the
 // agent reads one Logist writes, and returns what waits for it: the file
 // is written while the intent's fsync runs (neither needs the other, and
-// the agent starts after both). A write the disk refused (storageFull: a
-// full disk or quota, a read-only file system, an I/O error) is the job's
-// storage failing, not its agent: wait returns it, the step ends with it
-// before the agent is called (nothing asked, counted or paid), and the
-// scheduler stalls the job and runs it again as for any write the disk
-// refuses (STORAGE_WRITE). On another failure the provider writes the
-// file again and reports why.
+// the agent starts after both). A write the job's storage refused
+// (storageRefused: a full disk or quota, a read-only file system, an I/O
+// error, access denied) is the job's storage failing, not its agent: wait
+// returns it, the step ends with it before the agent is called (nothing
+// asked, counted or paid), and the scheduler stalls the job and runs it
+// again as for any write the storage refuses (STORAGE_WRITE,
+// STORAGE_DENIED). On another failure the provider writes the file again
+// and reports why.
 func (e *Engine) writeRequestFile(tx *jobtx.Tx, c *call) (wait func() error) {
-	cfg := tx.M.Agents[c.role]
-	if c.work != nil || cfg.Provider != "command" || cfg.Command == nil || cfg.Command.Preset != "" {
+	if c.work != nil {
 		return func() error { return nil }
 	}
-	body := agent.RequestBody(c.req)
+	return e.writeRequest(tx, c.role, c.req)
+}
+
+// writeRequest is writeRequestFile for request req of role (a call's, or
+// a turn's), through the one seam (Engine.WriteRequest).
+func (e *Engine) writeRequest(tx *jobtx.Tx, role string, req *agent.Request) (wait func() error) {
+	cfg := tx.M.Agents[role]
+	if cfg.Provider != "command" || cfg.Command == nil || cfg.Command.Preset != "" {
+		return func() error { return nil }
+	}
+	body := agent.RequestBody(req)
 	written := make(chan error, 1)
-	go func() { written <- e.WriteRequest(tx.Dir, c.interaction, body) }()
+	go func() { written <- e.WriteRequest(tx.Dir, req.Interaction, body) }()
 	return func() error {
 		err := <-written
-		c.req.FileWritten = err == nil
-		if storageFull(err) {
+		req.FileWritten = err == nil
+		if storageRefused(err) {
 			// Named before the first colon for runErrorCode: no history
-			// or manifest write, so STORAGE_WRITE.
-			return fmt.Errorf("write the request file of interaction %d: %w", c.interaction, err)
+			// or manifest write, so STORAGE_WRITE (or STORAGE_DENIED).
+			return fmt.Errorf("write the request file of interaction %d: %w", req.Interaction, err)
 		}
 		return nil
 	}

@@ -337,6 +337,17 @@ func (s *Scheduler) storageBackoff(attempt int) time.Duration {
 	return min(d, limit)
 }
 
+// storageRefused reports a write the job's storage refused, which may
+// succeed later: the disk (storageFull) or access to the job's files
+// (storageDenied). runErrorCode tells the two apart.
+func storageRefused(err error) bool { return storageDenied(err) || storageFull(err) }
+
+// storageDenied reports a job's file or folder that refused access: made
+// read-only for a moment, an ownership being fixed. It may pass.
+func storageDenied(err error) bool {
+	return errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM)
+}
+
 // storageFull reports a write the disk refused: it may succeed later,
 // once space (or the file system) is back.
 func storageFull(err error) bool {
@@ -356,9 +367,8 @@ func runErrorCode(err error) (code string, retry bool) {
 	switch {
 	case errors.As(err, &missing), errors.Is(err, history.ErrMissing):
 		return codes.HistoryMissing, false
-	case errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM):
-		// A job's file or folder refused access: made read-only for a
-		// moment, an ownership being fixed. It may pass: retried.
+	case storageDenied(err):
+		// It may pass: retried.
 		return codes.StorageDenied, true
 	case storageFull(err):
 		// What failed is named before the first colon ("append history:
