@@ -49,7 +49,11 @@ type failedAttempt struct {
 }
 
 // prepareTurns records an intent per turn (after abandoning cut-off ones)
-// and returns the call that plays them.
+// and returns the call that plays them. The turns' request files are
+// written first (writeRequest): one the job's storage refuses ends the
+// step before any intent is recorded or agent started, stalled as a plain
+// call's is, and the run after makes the same turns again. Recorded,
+// the intents would be abandoned and made anew at every stalled run.
 func (e *Engine) prepareTurns(tx *jobtx.Tx, c *call, prep *workflow.Prep) error {
 	m := tx.M
 	for _, n := range prep.Abandon {
@@ -64,6 +68,8 @@ func (e *Engine) prepareTurns(tx *jobtx.Tx, c *call, prep *workflow.Prep) error 
 		return err
 	}
 	next := tx.State().NextInteraction
+	intents := make([]*history.Record, 0, len(prep.Turns))
+	waits := make([]func() error, 0, len(prep.Turns))
 	for i, t := range prep.Turns {
 		n := next + i
 		cfg, ok := m.Agents[t.Role]
@@ -78,14 +84,30 @@ func (e *Engine) prepareTurns(tx *jobtx.Tx, c *call, prep *workflow.Prep) error 
 		}
 		hreq := &history.Request{Prompt: t.Prompt, FilesContext: []string{}, Metadata: meta,
 			TaskDescription: m.TaskDescription, WorkspacePath: tx.Store().Workspace(tx.ID)}
-		if err := tx.Append(&history.Record{Type: history.TypeIntent, Interaction: &n, Phase: c.phase, Role: t.Role,
-			Attempt: 1, StateBefore: string(m.Status), Request: hreq}); err != nil {
-			return err
-		}
+		intents = append(intents, &history.Record{Type: history.TypeIntent, Interaction: &n, Phase: c.phase, Role: t.Role,
+			Attempt: 1, StateBefore: string(m.Status), Request: hreq})
 		req := &agent.Request{JobID: tx.ID, Phase: c.phase, Role: t.Role, ContextFiles: []string{}, Prompt: t.Prompt,
 			TaskDescription: m.TaskDescription, Metadata: meta, Workspace: tx.Store().Workspace(tx.ID), JobDir: tx.Dir,
 			Interaction: n, CallIndex: tx.State().Responses[t.Role], ReadOnly: t.ReadOnly}
+		if perr == nil {
+			waits = append(waits, e.writeRequest(tx, t.Role, req))
+		}
 		c.turns = append(c.turns, &turnCall{turn: t, interaction: n, req: req, provider: cfg.Provider, prov: prov, perr: perr})
+	}
+	var refused error
+	for _, wait := range waits {
+		if err := wait(); refused == nil {
+			refused = err
+		}
+	}
+	if refused != nil {
+		c.turns = nil
+		return refused
+	}
+	for _, rec := range intents {
+		if err := tx.Append(rec); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -728,5 +729,137 @@ func TestTurnPanicEndsTheRunNotTheProcess(t *testing.T) {
 	f.run(context.Background(), "j")
 	if got := f.ledger("j"); got != "OPEN:chair SPEECH:a SPEECH:b" {
 		t.Errorf("ledger %s", got)
+	}
+}
+
+// H140: the storage refuses a turn's request file (requests/NNNNNN.json of
+// a command agent): a full disk, or access denied. It is the job's storage
+// failing, not the turn's agent: no agent is started, no turn is skipped
+// or recorded as failed, and the job stalls (STORAGE_WRITE,
+// STORAGE_DENIED) and is run again with backoff; once the file is taken,
+// every turn is asked once and the game goes on. Before, the provider
+// wrote the file itself and the turn ended in AGENT_START, skipped.
+func TestTurnRequestFileRefusedStallsJob(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		errno syscall.Errno
+		code  string
+	}{{syscall.ENOSPC, codes.StorageWrite}, {syscall.EACCES, codes.StorageDenied}} {
+		t.Run(tc.code, func(t *testing.T) {
+			t.Parallel()
+			f := newFx(t)
+			var buf testkit.SyncBuffer
+			f.Env.Logger = slog.New(slog.NewJSONHandler(&buf, nil))
+			speak := func(role string) map[string]any {
+				ans := fmt.Sprintf(`{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"%s speaks"}`, role)
+				return map[string]any{"provider": "command", "command": map[string]any{
+					"argv": []string{"sh", "-c", `cat "$1" >/dev/null && echo "$2"`, "agent", "{request_file}", ans}}}
+			}
+			f.write("j", map[string]any{"a": speak("a"), "b": speak("b")})
+			var refusing atomic.Bool
+			refusing.Store(true)
+			var refused atomic.Int32
+			f.eng.WriteRequest = func(jobDir string, n int, body []byte) error {
+				// b's file only: a's is taken, and a is not asked either.
+				if refusing.Load() && strings.Contains(string(body), `"role": "b"`) {
+					refused.Add(1)
+					return &os.PathError{Op: "open", Path: agent.RequestFile(jobDir, n), Err: tc.errno}
+				}
+				return agent.WriteRequest(jobDir, n, body)
+			}
+			var asked sync.Map
+			f.eng.NewProvider = func(cfg manifest.AgentConfig) (agent.Provider, error) {
+				p, err := agent.New(cfg)
+				if err != nil {
+					return nil, err
+				}
+				return provider(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+					c, _ := asked.LoadOrStore(req.Role, new(atomic.Int32))
+					c.(*atomic.Int32).Add(1)
+					return p.Call(ctx, req)
+				}), nil
+			}
+			timesAsked := func(role string) int32 {
+				if c, ok := asked.Load(role); ok {
+					return c.(*atomic.Int32).Load()
+				}
+				return 0
+			}
+			stalled := func() int {
+				n := 0
+				for _, l := range logLines(t, &buf) {
+					if l["job_id"] == "j" && l["error_code"] == tc.code && l["msg"] == "storage error: job paused, will run again" {
+						n++
+					}
+				}
+				return n
+			}
+			s := runner.NewScheduler(context.Background(), f.eng, 4, f.Env.Logger)
+			s.StorageRetryInitial, s.StorageRetryMax = 10*time.Millisecond, 40*time.Millisecond
+			t.Cleanup(func() { s.Stop(runner.ErrShutdown) })
+			s.Nudge("j")
+
+			// (Or an agent asked: it would not be again.)
+			testkit.WaitFor(t, "three stalled attempts", 10*time.Second, func() bool {
+				return stalled() >= 3 || timesAsked("a")+timesAsked("b") > 0
+			})
+			if a, b := timesAsked("a"), timesAsked("b"); a+b != 0 {
+				t.Errorf("agents asked while the storage refused b's request file: a %d, b %d", a, b)
+			}
+			if st, ok := f.Env.Store.ReadStall("j"); !ok || st.Code != tc.code || st.Refused || !strings.Contains(st.Reason, "request file") ||
+				!strings.Contains(st.Reason, tc.errno.Error()) {
+				t.Errorf("stall note %+v, %v", st, ok)
+			}
+			if m := f.Load("j"); !m.Status.Active() || m.Run.ErrorCode != "" || m.Run.APIFailures != 0 || m.Metrics.AgentCalls != 0 {
+				t.Errorf("while stalled: %s, error code %q, api failures %d, agent calls %d", m.Status, m.Run.ErrorCode, m.Run.APIFailures, m.Metrics.AgentCalls)
+			}
+			// Nothing recorded for the turns while it stalls: no intent to
+			// abandon and make again at every attempt.
+			for _, r := range f.Records("j") {
+				if r.Type == history.TypeIntent || r.Type == history.TypeResponse {
+					t.Errorf("recorded while stalled: %s of %s (interaction %v)", r.Type, r.Role, *r.Interaction)
+				}
+			}
+			if l := f.ledger("j"); l != "OPEN:chair" {
+				t.Errorf("ledger while stalled %s", l)
+			}
+
+			refusing.Store(false)
+			testkit.WaitFor(t, "the turns played once the file is taken", 10*time.Second, func() bool {
+				return f.Load("j").Run.ErrorCode == codes.AwaitingSteward
+			})
+			if l := f.ledger("j"); l != "OPEN:chair SPEECH:a SPEECH:b" {
+				t.Errorf("ledger %s, want both turns played", l)
+			}
+			if a, b := timesAsked("a"), timesAsked("b"); a != 1 || b != 1 {
+				t.Errorf("a asked %d times, b %d; want once each", a, b)
+			}
+			intents := 0
+			for _, r := range f.Records("j") {
+				if r.Type == history.TypeIntent {
+					intents++
+				}
+				if r.Response != nil && r.Response.Status == history.StatusError {
+					t.Errorf("an error response was recorded: %s %s", r.Response.ErrorCode, r.Response.Error)
+				}
+			}
+			if intents != 2 {
+				t.Errorf("%d intents, want 2", intents)
+			}
+			for _, l := range logLines(t, &buf) {
+				if c := l["error_code"]; c == codes.AgentStart || c == codes.TurnSkipped || c == codes.RunFailed {
+					t.Errorf("logged %s: %v", c, l)
+				}
+			}
+			if m := f.Load("j"); m.Run.APIFailures != 0 || m.Metrics.AgentCalls != 2 {
+				t.Errorf("api failures %d, agent calls %d; want 0 and 2", m.Run.APIFailures, m.Metrics.AgentCalls)
+			}
+			if _, ok := f.Env.Store.ReadStall("j"); ok {
+				t.Error("the stall note outlived the stall")
+			}
+			if refused.Load() < 3 {
+				t.Errorf("the storage refused %d writes", refused.Load())
+			}
+		})
 	}
 }
