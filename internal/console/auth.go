@@ -299,10 +299,19 @@ func (c *Console) pageLogin(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, "login", map[string]any{"Next": safeNext(r.URL.Query().Get("next")), "Error": ""})
 }
 
+// postLogin reads the login's form under its own small cap (the route is
+// public): a form over it is 413 naming the limit, one that does not
+// parse 400, as any form is (parseFormUnder); a body of another type is
+// read as no form (no token).
 func (c *Console) postLogin(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	if err := r.ParseForm(); err != nil || !sameOrigin(r) {
+	if !sameOrigin(r) {
 		http.Error(w, "bad login form", http.StatusBadRequest)
+		return
+	}
+	if !isForm(r) {
+		r.PostForm = url.Values{}
+	} else if err := parseFormUnder(w, r, maxLoginForm); err != nil {
+		c.failErr(w, r, err)
 		return
 	}
 	next := safeNext(r.PostForm.Get("next"))

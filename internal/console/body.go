@@ -30,6 +30,10 @@ import (
 // maxBody bounds a POST's body (the CLI's reply limit).
 const maxBody = 4 << 20
 
+// maxLoginForm bounds the login's form: a token and the page to go to,
+// read before anyone is known (the route is public), so far below maxBody.
+const maxLoginForm = 64 << 10
+
 // Media types of the bodies the console reads.
 const (
 	jsonType = "application/json"
@@ -52,9 +56,22 @@ func (e *tooLargeError) Error() string { return e.msg }
 func readError(where string, err error) error {
 	var big *http.MaxBytesError
 	if errors.As(err, &big) {
-		return &tooLargeError{fmt.Sprintf("%s: larger than the limit of %d MiB (%d bytes)", where, big.Limit>>20, big.Limit)}
+		return &tooLargeError{fmt.Sprintf("%s: larger than the limit of %s", where, sizeText(big.Limit))}
 	}
 	return usagef("%s: %v", where, err)
+}
+
+// sizeText states a limit of n bytes: in the largest of MiB and KiB that
+// divides it, with the bytes ("4 MiB (4194304 bytes)", "64 KiB (65536
+// bytes)"), else in bytes alone ("1000 bytes"); never a rounded figure.
+func sizeText(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB (%d bytes)", n>>20, n)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB (%d bytes)", n>>10, n)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // bodyShape is what a command's body may hold: its name (for messages)
@@ -189,10 +206,16 @@ func readJSON(w http.ResponseWriter, r *http.Request, shape bodyShape, v any) er
 // (csrfToken), or readForm, for the command's fields. A form read already
 // is not read again (the guard answers when its read fails).
 func parseForm(w http.ResponseWriter, r *http.Request) error {
+	return parseFormUnder(w, r, maxBody)
+}
+
+// parseFormUnder is parseForm under a cap of limit bytes (the login's
+// form: maxLoginForm).
+func parseFormUnder(w http.ResponseWriter, r *http.Request, limit int64) error {
 	if r.PostForm != nil {
 		return nil
 	}
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		return readError("form", err)
 	}

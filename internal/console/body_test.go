@@ -424,3 +424,57 @@ func TestSessionFormHeldToTheBodyCap(t *testing.T) {
 		t.Fatalf("human is %s %s after the reply", m.Status, m.Run.ErrorCode)
 	}
 }
+
+// TestSizeText: a limit is stated as it is, whatever its size (the 413
+// of a 64 KiB cap said "0 MiB").
+func TestSizeText(t *testing.T) {
+	for n, want := range map[int64]string{
+		maxBody:      "4 MiB (4194304 bytes)",
+		maxLoginForm: "64 KiB (65536 bytes)",
+		3 << 19:      "1536 KiB (1572864 bytes)",
+		1000:         "1000 bytes",
+		1<<20 + 1:    "1048577 bytes",
+		512:          "512 bytes",
+		1 << 10:      "1 KiB (1024 bytes)",
+	} {
+		if got := sizeText(n); got != want {
+			t.Errorf("sizeText(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// TestLoginFormOverItsCapIs413: the login's form keeps its small cap (the
+// route is public) and is refused over it as every body over its cap is:
+// 413 naming the limit, not 400 "bad login form"; a form of the cap is
+// read, and one that does not parse is 400.
+func TestLoginFormOverItsCapIs413(t *testing.T) {
+	w := newWorld(t)
+	post := func(body string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", w.srv.URL+"/login", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	form := url.Values{"token": {stewardTok}, "next": {"/jobs/waiting"}}.Encode() + "&pad="
+	resp, page := post(form + strings.Repeat("x", maxLoginForm-len(form)+1))
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(page, "form: larger than the limit of 64 KiB (65536 bytes)") {
+		t.Fatalf("a login form over its cap: %d %s", resp.StatusCode, page)
+	}
+	if resp.Header.Get("Set-Cookie") != "" {
+		t.Fatalf("a login form over its cap logged in: %q", resp.Header.Get("Set-Cookie"))
+	}
+	resp, page = post("token=%zz")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, "form: invalid URL escape") {
+		t.Fatalf("a login form that does not parse: %d %s", resp.StatusCode, page)
+	}
+	resp, page = post(form + strings.Repeat("x", maxLoginForm-len(form)))
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/jobs/waiting" || resp.Header.Get("Set-Cookie") == "" {
+		t.Fatalf("a login form of its cap: %d %q %s", resp.StatusCode, resp.Header.Get("Location"), page)
+	}
+}
