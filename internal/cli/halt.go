@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/logist/logist/internal/schedule"
+	"github.com/logist/logist/internal/steward"
 )
 
 var cmdHalt = &command{
@@ -20,6 +21,9 @@ var cmdHalt = &command{
 			return nil, err
 		}
 		reason, _ := e.fs.GetString("reason")
+		if err := steward.CheckText("reason", reason); err != nil {
+			return nil, flagError(err)
+		}
 		st, err := e.steward()
 		if err != nil {
 			return nil, err

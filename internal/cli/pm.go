@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/logist/logist/internal/jobview"
+	"github.com/logist/logist/internal/steward"
 	"github.com/spf13/pflag"
 )
 
@@ -23,6 +24,9 @@ var cmdPM = &command{
 		id, decision := args[0], args[1]
 		reason, _ := e.fs.GetString("reason")
 		guidance, _ := e.fs.GetString("guidance")
+		if err := steward.CheckTexts(reason, guidance); err != nil {
+			return nil, flagError(err)
+		}
 		in, err := jobview.PMDecision(decision, reason, guidance)
 		if err != nil {
 			return nil, usagef("%v", err)

@@ -39,9 +39,8 @@ var cmdResume = &command{
 			n, _ := e.fs.GetInt("max-agent-calls")
 			o.MaxAgentCalls = &n
 		}
-		var bad *steward.OptionError
-		if err := o.Check(); errors.As(err, &bad) {
-			return nil, usagef("--%s %s", strings.ReplaceAll(bad.Field, "_", "-"), bad.Reason)
+		if err := o.Check(); err != nil {
+			return nil, flagError(err)
 		}
 		st, err := e.steward()
 		if err != nil {
@@ -53,4 +52,15 @@ var cmdResume = &command{
 		}
 		return changed(e, m, fmt.Sprintf("Job %s resumed at phase %s", id, orDash(m.Phase()))), nil
 	},
+}
+
+// flagError names a steward's refused option (steward.OptionError) by its
+// flag, --cost-threshold for cost_threshold: a usage error (exit 1).
+// Any other error is returned as it is.
+func flagError(err error) error {
+	var bad *steward.OptionError
+	if errors.As(err, &bad) {
+		return usagef("--%s %s", strings.ReplaceAll(bad.Field, "_", "-"), bad.Reason)
+	}
+	return err
 }

@@ -31,6 +31,9 @@ var cmdRollback = &command{
 		var o steward.RollbackOptions
 		o.Guidance, _ = e.fs.GetString("guidance")
 		o.Reason, _ = e.fs.GetString("reason")
+		if err := o.Check(); err != nil {
+			return nil, flagError(err)
+		}
 		st, err := e.steward()
 		if err != nil {
 			return nil, err

@@ -48,6 +48,9 @@ func pauseSchedule(e *env, verb, id string) (*Result, error) {
 		return nil, err
 	}
 	reason, _ := e.fs.GetString("reason")
+	if err := steward.CheckText("reason", reason); err != nil {
+		return nil, flagError(err)
+	}
 	st, err := e.steward()
 	if err != nil {
 		return nil, err

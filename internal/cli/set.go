@@ -39,6 +39,9 @@ var cmdSet = &command{
 			as = append(as, steward.Assignment{Path: path, Value: json.RawMessage(value)})
 		}
 		reason, _ := e.fs.GetString("reason")
+		if err := steward.CheckText("reason", reason); err != nil {
+			return nil, flagError(err)
+		}
 		st, err := e.steward()
 		if err != nil {
 			return nil, err

@@ -234,6 +234,17 @@ type ActionBody struct {
 	All                  bool            `json:"all,omitempty"`        // bulk: every job
 }
 
+// checkTexts refuses a reason or guidance over its limit (the steward's
+// rule, steward.CheckTexts, which every command applies again) before
+// anything is done, a bulk action's first job included: 400 naming the
+// field, its length and the limit.
+func (b ActionBody) checkTexts() error {
+	if err := steward.CheckTexts(b.Reason, b.Guidance); err != nil {
+		return usagef("%v", err)
+	}
+	return nil
+}
+
 // act runs one steward command on job id: the CLI's, with the CLI's
 // checks of its flags. It records the command's event for the daemon's
 // metrics, as the CLI does. In cluster mode the command runs through the
@@ -401,6 +412,9 @@ func (c *Console) runAction(r *http.Request, action string, read func() (ActionB
 	if b, err = read(); err != nil {
 		return b, "", nil, err
 	}
+	if err = b.checkTexts(); err != nil {
+		return b, "", nil, err
+	}
 	key, err := requestKey(r)
 	if err != nil {
 		return b, "", nil, err
@@ -419,6 +433,10 @@ func (c *Console) apiBulk(action string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var b ActionBody
 		if err := readJSON(w, r, bulkShapes[action], &b); err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		if err := b.checkTexts(); err != nil {
 			c.failErr(w, r, err)
 			return
 		}
@@ -525,6 +543,9 @@ func (c *Console) schedule(r *http.Request, pause bool, read func() (ActionBody,
 	}
 	b, err := read()
 	if err != nil {
+		return "", nil, err
+	}
+	if err := b.checkTexts(); err != nil {
 		return "", nil, err
 	}
 	key, err := requestKey(r)

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/robfig/cron/v3"
 
@@ -884,11 +885,14 @@ func (m *Manifest) OverCost() bool { return m.over(BudgetCost, nil) }
 func (m *Manifest) OverTime() bool { return m.over(BudgetTime, nil) }
 
 // Audit appends a short entry to the manifest's history. It keeps at most
-// MaxAuditEvidence of the evidence paths (history.jsonl has them all).
+// MaxAuditEvidence of the evidence paths and the first MaxAuditNote bytes
+// of the note (history.jsonl has them all): a steward's text is in the
+// manifest once (run.reason, run.guidance), not again in each entry.
 func (m *Manifest) Audit(now time.Time, role, action, note string, evidence []string) {
 	if len(evidence) > MaxAuditEvidence {
 		evidence = evidence[:MaxAuditEvidence:MaxAuditEvidence]
 	}
+	note = auditNote(note)
 	e := AuditEntry{Timestamp: now.UTC().Format(time.RFC3339Nano), Role: role, Action: action, Note: note, EvidenceFiles: evidence}
 	if m.CurrentPhase != nil {
 		p := *m.CurrentPhase
@@ -905,6 +909,27 @@ func (m *Manifest) Audit(now time.Time, role, action, note string, evidence []st
 
 // MaxAuditEntries bounds the manifest's audit trail to its newest entries.
 const MaxAuditEntries = 50
+
+// MaxAuditNote bounds an audit entry's note, in bytes (the text cut at a
+// character's start, then auditCut): with MaxAuditEntries entries, a few
+// tens of KiB at most, whatever the notes were.
+const MaxAuditNote = 1024
+
+// auditCut ends a note Audit cut (as the engine's own excerpts end).
+const auditCut = "…[truncated]"
+
+// auditNote is note as an audit entry keeps it: whole up to MaxAuditNote
+// bytes, else its first bytes up to a character's start, and auditCut.
+func auditNote(note string) string {
+	if len(note) <= MaxAuditNote {
+		return note
+	}
+	n := MaxAuditNote
+	for n > 0 && !utf8.RuneStart(note[n]) {
+		n--
+	}
+	return note[:n] + auditCut
+}
 
 // MaxAuditEvidence bounds the evidence paths an audit entry keeps: with
 // MaxAuditEntries entries and the answer schema's bounds (100 paths of at

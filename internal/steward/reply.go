@@ -153,6 +153,11 @@ func validateReply(workspace response.Workspace, meta map[string]any, raw []byte
 // Decide applies the steward's decision to the job's deliberation (the
 // Prime Minister's approve / veto / amend_and_approve) and lets it go on.
 func (s *Steward) Decide(id string, in deliberation.Input) (*manifest.Manifest, error) {
+	reason, _ := in.Content["reason"].(string)
+	guidance, _ := in.Content["guidance"].(string)
+	if err := CheckTexts(reason, guidance); err != nil {
+		return nil, err
+	}
 	tx, err := jobtx.Begin(s.Env, id, nil)
 	if err != nil {
 		return nil, err

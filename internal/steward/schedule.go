@@ -30,6 +30,9 @@ func (s *Steward) ResumeSchedule(id, reason string) (*manifest.Manifest, error) 
 }
 
 func (s *Steward) pause(id string, pause bool, reason string) (*manifest.Manifest, error) {
+	if err := CheckText("reason", reason); err != nil {
+		return nil, err
+	}
 	tx, err := jobtx.Begin(s.Env, id, nil)
 	if err != nil {
 		return nil, err

@@ -116,6 +116,9 @@ func (s *Steward) Set(id string, as []Assignment, reason string) (*manifest.Mani
 	if len(as) == 0 {
 		return nil, nil, &SetError{Reason: "no FIELD=VALUE given"}
 	}
+	if err := CheckText("reason", reason); err != nil {
+		return nil, nil, err
+	}
 	tx, err := jobtx.Begin(s.Env, id, nil)
 	if err != nil {
 		return nil, nil, err

@@ -201,11 +201,15 @@ type OptionError struct{ Field, Reason string }
 
 func (e *OptionError) Error() string { return e.Field + " " + e.Reason }
 
-// Check is the one rule for a resume's new budgets, whoever asks (logist,
-// the console, a cluster node): each a finite number (an infinite one
-// would turn the budget off), a cost of at least 0 cents, a time of more
-// than 0 minutes, at least 1 call.
+// Check is the one rule for a resume's options, whoever asks (logist,
+// the console, a cluster node): guidance within its limit (CheckText);
+// each new budget a finite number (an infinite one would turn the budget
+// off), a cost of at least 0 cents, a time of more than 0 minutes, at
+// least 1 call.
 func (o ResumeOptions) Check() error {
+	if err := CheckText("guidance", o.Guidance); err != nil {
+		return err
+	}
 	switch {
 	case o.CostThreshold != nil && !(*o.CostThreshold >= 0 && *o.CostThreshold <= math.MaxFloat64):
 		return &OptionError{Field: "cost_threshold", Reason: "must be a finite number of cents, at least 0"}
@@ -290,6 +294,9 @@ func budgetText(b *manifest.Budget) string {
 
 // Halt cancels a job; the daemon kills its call in flight.
 func (s *Steward) Halt(id, reason string) (*manifest.Manifest, error) {
+	if err := CheckText("reason", reason); err != nil {
+		return nil, err
+	}
 	tx, err := jobtx.Begin(s.Env, id, nil)
 	if err != nil {
 		return nil, err
@@ -343,10 +350,17 @@ type RollbackOptions struct {
 	Reason   string
 }
 
+// Check refuses a rollback's reason or guidance over its limit
+// (CheckText).
+func (o RollbackOptions) Check() error { return CheckTexts(o.Reason, o.Guidance) }
+
 // Rollback restores the workspace of checkpoint cp and makes the job
 // PENDING at the phase that checkpoint resumes. The history keeps
 // everything that happened after cp (append-only) and records the rollback.
 func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest, *history.RecoveryPoint, error) {
+	if err := o.Check(); err != nil {
+		return nil, nil, err
+	}
 	tx, err := jobtx.Begin(s.Env, id, nil)
 	if err != nil {
 		return nil, nil, err
