@@ -20,7 +20,22 @@ func TestAuditNoteIsAnExcerpt(t *testing.T) {
 		t.Errorf("a note of the limit: %d bytes kept", len(got))
 	}
 	got := m.History[1].Note
-	if !strings.HasSuffix(got, auditCut) || !utf8.ValidString(got) || !strings.HasPrefix(long, strings.TrimSuffix(got, auditCut)) || len(got) > MaxAuditNote+len(auditCut) {
+	if !strings.HasSuffix(got, excerptCut) || !utf8.ValidString(got) || !strings.HasPrefix(long, strings.TrimSuffix(got, excerptCut)) || len(got) > MaxAuditNote+len(excerptCut) {
 		t.Errorf("a long note kept as %d bytes %q...", len(got), got[:20])
+	}
+}
+
+// Excerpt is the engine's cut too (stderr, stdout, summaries): at every
+// length around a multi-byte character it keeps valid UTF-8.
+func TestExcerptNeverSplitsACharacter(t *testing.T) {
+	s := strings.Repeat("ab€", 10) // € is 3 bytes
+	for n := 0; n < len(s); n++ {
+		got := Excerpt(s, n)
+		if !utf8.ValidString(got) || !strings.HasSuffix(got, excerptCut) || len(got) > n+len(excerptCut) {
+			t.Errorf("Excerpt(%d) = %q", n, got)
+		}
+	}
+	if Excerpt(s, len(s)) != s {
+		t.Error("a text of the limit is not kept whole")
 	}
 }

@@ -911,24 +911,28 @@ func (m *Manifest) Audit(now time.Time, role, action, note string, evidence []st
 const MaxAuditEntries = 50
 
 // MaxAuditNote bounds an audit entry's note, in bytes (the text cut at a
-// character's start, then auditCut): with MaxAuditEntries entries, a few
+// character's start, then excerptCut): with MaxAuditEntries entries, a few
 // tens of KiB at most, whatever the notes were.
 const MaxAuditNote = 1024
 
-// auditCut ends a note Audit cut (as the engine's own excerpts end).
-const auditCut = "…[truncated]"
+// excerptCut ends a text Excerpt cut.
+const excerptCut = "…[truncated]"
 
-// auditNote is note as an audit entry keeps it: whole up to MaxAuditNote
-// bytes, else its first bytes up to a character's start, and auditCut.
-func auditNote(note string) string {
-	if len(note) <= MaxAuditNote {
-		return note
+// auditNote is note as an audit entry keeps it (Excerpt, MaxAuditNote).
+func auditNote(note string) string { return Excerpt(note, MaxAuditNote) }
+
+// Excerpt is s whole up to n bytes, else its first bytes up to a
+// character's start (never half a UTF-8 sequence) and "…[truncated]": the
+// one way Logist shortens a text it keeps (audit notes, the engine's
+// excerpts of an agent's output and summaries).
+func Excerpt(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	n := MaxAuditNote
-	for n > 0 && !utf8.RuneStart(note[n]) {
+	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return note[:n] + auditCut
+	return s[:n] + excerptCut
 }
 
 // MaxAuditEvidence bounds the evidence paths an audit entry keeps: with

@@ -511,9 +511,4 @@ func (e *Engine) backoff(initial time.Duration, n int) time.Duration {
 
 func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…[truncated]"
-}
+func truncate(s string, n int) string { return manifest.Excerpt(s, n) }
