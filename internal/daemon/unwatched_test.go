@@ -1,13 +1,11 @@
 package daemon
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/testkit"
 )
 
 // watchLimitChild marks the test binary re-run in its own user namespace,
@@ -103,12 +102,6 @@ func TestWatchLimitPollsFoldersPastIt(t *testing.T) {
 	t.Logf("%d of %d job folders polled", polledN, jobs)
 }
 
-// pollChmodChild marks the test binary re-run in a user namespace of its
-// own as a user other than root there (uid 1000, this user outside): it
-// may lower inotify's watch limit (CAP_SYS_RESOURCE, kept) but not read a
-// file whatever its mode (no CAP_DAC_OVERRIDE), as logistd's user cannot.
-const pollChmodChild = "LOGIST_TEST_POLL_CHMOD_CHILD"
-
 // A polled job folder's manifest the daemon may not read is read again
 // once a chmod gives it back, as inotify's IN_ATTRIB has a watched one
 // read again (watch.go): the poll notices a change of mode, not only of
@@ -117,27 +110,11 @@ const pollChmodChild = "LOGIST_TEST_POLL_CHMOD_CHILD"
 // manifest is a real file made unreadable by its mode; the test looks
 // at the folders itself (pollOnce; the poller's own ticks never come).
 func TestPolledManifestReadAgainOnChmod(t *testing.T) {
-	if os.Getenv(pollChmodChild) == "" {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestPolledManifestReadAgainOnChmod$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), pollChmodChild+"=1")
-		cmd.SysProcAttr = &syscall.SysProcAttr{
-			Cloneflags:  syscall.CLONE_NEWUSER,
-			UidMappings: []syscall.SysProcIDMap{{ContainerID: 1000, HostID: os.Getuid(), Size: 1}},
-			GidMappings: []syscall.SysProcIDMap{{ContainerID: 1000, HostID: os.Getgid(), Size: 1}},
-			Credential:  &syscall.Credential{Uid: 1000, Gid: 1000, NoSetGroups: true},
-			AmbientCaps: []uintptr{unix.CAP_SYS_RESOURCE},
-		}
-		out, err := cmd.CombinedOutput()
-		var start *os.PathError // fork/exec: no user namespace to be had
-		if errors.As(err, &start) {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("a user namespace is needed for this test: %v", err)
-			}
-			t.Skipf("SKIP (loud): no user namespace for a private inotify limit: %v", err)
-		}
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestPolledManifestReadAgainOnChmod") {
-			t.Fatalf("in a user namespace: %v\n%s", err, out)
-		}
+	// As a user other than root in a user namespace of its own (uid
+	// 1000, this user outside): it may lower inotify's watch limit
+	// (CAP_SYS_RESOURCE, kept) but not read a file whatever its mode (no
+	// CAP_DAC_OVERRIDE), as logistd's user cannot.
+	if !testkit.InUserNamespace(t, "a private inotify limit, a user a file's mode holds back", unix.CAP_SYS_RESOURCE) {
 		return
 	}
 

@@ -16,10 +16,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -295,4 +298,45 @@ func SelfCopy(t testing.TB, name string) string {
 		t.Fatal(err)
 	}
 	return exe
+}
+
+// userNSChild is set in the environment of a test re-run by
+// InUserNamespace: the run that plays the test's body.
+const userNSChild = "LOGIST_TEST_USERNS_CHILD"
+
+// InUserNamespace re-runs the calling test (t.Name(), a top-level test) in
+// a user namespace of its own as uid and gid 1000 there (this user
+// outside), keeping only the capabilities caps: a user a file's or
+// folder's mode holds back, as it does logistd's user, although the
+// machine runs the tests as root. It reports whether this run is that
+// child, which then plays the test's body; the parent waits for it and
+// passes, fails with its output, or, where no user namespace can be made,
+// skips loudly (fails under CI=true). why says what the test needs the
+// namespace for, for the skip.
+func InUserNamespace(t *testing.T, why string, caps ...uintptr) (child bool) {
+	t.Helper()
+	if os.Getenv(userNSChild) == t.Name() {
+		return true
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+regexp.QuoteMeta(t.Name())+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), userNSChild+"="+t.Name())
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 1000, HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 1000, HostID: os.Getgid(), Size: 1}},
+		Credential:  &syscall.Credential{Uid: 1000, Gid: 1000, NoSetGroups: true},
+		AmbientCaps: caps,
+	}
+	out, err := cmd.CombinedOutput()
+	var start *os.PathError // fork/exec: no user namespace to be had
+	if errors.As(err, &start) {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("a user namespace is needed for this test (%s): %v", why, err)
+		}
+		t.Skipf("SKIPPED (loud): no user namespace (%s): %v", why, err)
+	}
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("in a user namespace: %v\n%s", err, out)
+	}
+	return false
 }
