@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -146,7 +147,7 @@ func Job(jobID, jobDir string, o Options) (*Report, error) {
 		r.add(Problem{Seq: int64(len(entries)), Class: ClassUnreadable, Detail: herr.Error()})
 	}
 	checkHead(r, jobDir, head, entries, o.Public)
-	checkGone(r, head, entries, o.Manifest)
+	checkGone(r, jobDir, head, entries, o.Manifest)
 	if err != nil {
 		if r.ReadErr == nil {
 			r.ReadErr = err
@@ -237,12 +238,12 @@ func committedConfig(c *history.Commit) (string, bool) {
 // commit, which writes its records first). The head catches a log cut
 // or emptied; with the head gone too, only job.json tells that records
 // were there.
-func checkGone(r *Report, head *history.Head, es []history.Entry, m *manifest.Manifest) {
+func checkGone(r *Report, jobDir string, head *history.Head, es []history.Entry, m *manifest.Manifest) {
 	if len(es) > 0 || head != nil || r.ReadErr != nil || m == nil || m.Run.UpdatedAt == "" {
 		return
 	}
 	r.add(Problem{0, ClassTailMissing, fmt.Sprintf("no history (no %s, no head), but job.json was saved by a transaction at %s (status %s): its records were removed",
-		history.FileName, m.Run.UpdatedAt, m.Status)})
+		filepath.Base(history.Path(jobDir)), m.Run.UpdatedAt, m.Status)})
 }
 
 // checkHead compares the signed head with the log's last record
