@@ -117,8 +117,15 @@ func preparedStartDirSyncs(t *testing.T, again bool) int64 {
 	s.Nudge("b") // waits for a's slot
 	dir := f.Engine.Env.Store.JobDir("b")
 	deadline := time.Now().Add(30 * time.Second)
+	prepared := []string{history.Path(dir), filepath.Join(dir, history.HeadFile), f.Engine.Env.Store.Workspace("b")}
 	for {
-		_, err := os.Stat(history.Path(dir))
+		// All of its files, made one after the other, and settled.
+		var err error
+		for _, p := range prepared {
+			if _, err = os.Stat(p); err != nil {
+				break
+			}
+		}
 		if err == nil && !atomicfile.Dirty(dir) && !atomicfile.Dirty(f.Engine.Env.Store.Dir) {
 			break
 		}
@@ -127,7 +134,7 @@ func preparedStartDirSyncs(t *testing.T, again bool) int64 {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	for _, p := range []string{history.Path(dir), filepath.Join(dir, history.HeadFile), f.Engine.Env.Store.Workspace("b")} {
+	for _, p := range prepared {
 		fi, err := os.Stat(p)
 		if err != nil {
 			t.Fatalf("not prepared: %v", err)
