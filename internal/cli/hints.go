@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/manifest"
@@ -53,7 +54,7 @@ func helpful(e *env, c *command, err error) error {
 	case errors.Is(err, fs.ErrPermission):
 		if id, path, ok := refusedJob(e, err); ok {
 			return &hinted{fmt.Sprintf("job %s could not be read by %s: permission denied on %s (the job may well be there); %s",
-				id, jobstore.UserName(uint32(os.Geteuid())), path, runAsDaemonUser(e)), err}
+				id, jobstore.UserName(uint32(os.Geteuid())), path, unreadableFix(e, id, path)), err}
 		}
 		return &hinted{fmt.Sprintf("%s; run logist as the user that runs logistd on %s (it owns the jobs and the signing key)", msg, e.store.Dir), err}
 	case errors.Is(err, fs.ErrNotExist) && (c.name == "submit" || c.name == "validate"):
@@ -79,6 +80,54 @@ func refusedJob(e *env, err error) (id, path string, ok bool) {
 		return "", "", false // the folder's own files (.logist), not a job's
 	}
 	return id, pe.Path, true
+}
+
+// unreadableFix says how to read job id, whose path refused this user:
+// run logist as the jobs folder's owner when that is another user;
+// when this user owns the jobs folder (as logistd's user does), the job's
+// own files are what is wrong (a folder copied in as root, a chmod), and
+// it names the first of them on the way to path that another user owns
+// or its owner may not read, and how to give the job back.
+func unreadableFix(e *env, id, path string) string {
+	if err := e.store.CheckWriter(); err != nil {
+		return runAsDaemonUser(e)
+	}
+	me := uint32(os.Geteuid())
+	dir := filepath.Join(e.store.Dir, id)
+	rel, err := filepath.Rel(dir, path)
+	if err != nil || !filepath.IsLocal(rel) {
+		return runAsDaemonUser(e)
+	}
+	parts := []string{"."} // the job's folder, then each name on the way to path
+	if rel != "." {
+		parts = append(parts, strings.Split(rel, string(filepath.Separator))...)
+	}
+	p := dir
+	for _, part := range parts {
+		p = filepath.Join(p, part)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			break // refused on the way: the step before named it
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			break
+		}
+		need := os.FileMode(0o400)
+		if fi.IsDir() {
+			need = 0o500 // a folder is read and entered
+		}
+		if st.Uid != me {
+			return fmt.Sprintf("%s belongs to %s (uid %d), not to %s, who owns the jobs folder (logistd's user): "+
+				"give the job's files back (sudo chown -R %s %s)",
+				p, jobstore.UserName(st.Uid), st.Uid, jobstore.UserName(me), jobstore.UserName(me), dir)
+		}
+		if fi.Mode().Perm()&need != need {
+			return fmt.Sprintf("%s has mode %04o, which its owner %s may not read: give the job's files back (chmod -R u+rwX %s)",
+				p, fi.Mode().Perm(), jobstore.UserName(me), dir)
+		}
+	}
+	return runAsDaemonUser(e)
 }
 
 // runAsDaemonUser says whom to run logist as to read the jobs folder: its

@@ -22,19 +22,26 @@ func runAsOther(t *testing.T, args ...string) (int, string, string) {
 	if os.Geteuid() != 0 {
 		return runMain(t, nil, args...)
 	}
+	return runAsUID(t, 65534, args...)
+}
+
+// runAsUID runs logist as uid (root only), the test binary copied where
+// that user may run it.
+func runAsUID(t *testing.T, uid uint32, args ...string) (int, string, string) {
+	t.Helper()
 	// nobody must reach the binary: a copy in a folder it may enter.
 	exe := testkit.SelfCopy(t, "logist")
 	cmd := exec.Command(exe, args...)
 	cmd.Env = []string{"LOGIST_CLI_TEST_MAIN=1", "HOME=/"}
 	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	if ee, ok := err.(*exec.ExitError); ok {
 		return ee.ExitCode(), stdout.String(), stderr.String()
 	} else if err != nil {
-		t.Skipf("cannot run logist as nobody: %v", err)
+		t.Skipf("cannot run logist as uid %d: %v", uid, err)
 	}
 	return 0, stdout.String(), stderr.String()
 }
@@ -99,6 +106,50 @@ func TestUnreadableJobIsPermissionDenied(t *testing.T) {
 	code, out, _ = runAsOther(t, "--jobs-dir", jobs, "list", "--format", "json")
 	if code != 3 || !strings.Contains(out, `"code": "permission_denied"`) || strings.Count(out, `"status": "UNREADABLE"`) != 2 {
 		t.Errorf("list --format json with none readable: exit %d\n%s", code, out)
+	}
+}
+
+// A job that the jobs folder's owner (logistd's user) may not read
+// because of its own files, a folder copied in as root or a chmod, is
+// not "run logist as logistd's user": its owner already is that user.
+// The hint names the file that refuses and how to give the job back.
+func TestUnreadableJobOfTheOwnerSaysHowToGiveItBack(t *testing.T) {
+	asRootOrSkip(t)
+	const uid = 1000 // the jobs folder's owner, logistd's user
+	jobs, err := os.MkdirTemp("", "logist-cli-owner-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(jobs) }) // best effort: a temporary folder
+	writeJob(t, jobs, "rooted", jobJSON("INTERVENTION_REQUIRED", `"current_phase": "work"`))
+	writeJob(t, jobs, "chmodded", jobJSON("INTERVENTION_REQUIRED", `"current_phase": "work"`))
+	for _, p := range []string{jobs, filepath.Join(jobs, "chmodded"), filepath.Join(jobs, "chmodded", "job.json")} {
+		if err := os.Chown(p, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// rooted: root's folder, as a cp -r by root leaves it.
+	if err := os.Chmod(filepath.Join(jobs, "rooted"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(jobs, "chmodded", "job.json"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(jobs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	me := jobstore.UserName(uid)
+	code, out, errs := runAsUID(t, uid, "--jobs-dir", jobs, "status", "rooted")
+	want := filepath.Join(jobs, "rooted") + " belongs to root (uid 0), not to " + me +
+		", who owns the jobs folder (logistd's user): give the job's files back (sudo chown -R " + me + " " + filepath.Join(jobs, "rooted") + ")"
+	if code != ExitPermission || !strings.Contains(errs, want) || strings.Contains(errs, "run logist as") {
+		t.Errorf("status of root's job folder: exit %d, want %d and\n%s\n%s%s", code, ExitPermission, want, out, errs)
+	}
+	code, out, errs = runAsUID(t, uid, "--jobs-dir", jobs, "status", "chmodded")
+	want = filepath.Join(jobs, "chmodded", "job.json") + " has mode 0000, which its owner " + me +
+		" may not read: give the job's files back (chmod -R u+rwX " + filepath.Join(jobs, "chmodded") + ")"
+	if code != ExitPermission || !strings.Contains(errs, want) || strings.Contains(errs, "run logist as") {
+		t.Errorf("status of a chmodded job.json: exit %d, want %d and\n%s\n%s%s", code, ExitPermission, want, out, errs)
 	}
 }
 
