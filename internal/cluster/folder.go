@@ -51,10 +51,11 @@ func readJob(ctx context.Context, s clusterstore.Store, id string) (*clusterstor
 // depend on (Store.Files: replies, the protocol's artifacts and role
 // keys), the recovery points' snapshots and the workspace restored from
 // the current checkpoint (restoreWorkspace, with the objects of the
-// points also names), replacing whatever was there. Everything is
-// fsync'd. It returns the job and the snapshot objects written (those the
-// store holds).
-func writeFolder(ctx context.Context, s clusterstore.Store, jobsDir, id string, also func(cp string) bool) (*clusterstore.Job, map[string]bool, error) {
+// points also names; the workspace the job's last stop parked when
+// parked says so and it is newer), replacing whatever was there.
+// Everything is fsync'd. It returns the job and the snapshot objects
+// written (those the store holds).
+func writeFolder(ctx context.Context, s clusterstore.Store, jobsDir, id string, also func(cp string) bool, parked bool) (*clusterstore.Job, map[string]bool, error) {
 	j, lines, err := readJob(ctx, s, id)
 	if err != nil {
 		return nil, nil, err
@@ -72,7 +73,7 @@ func writeFolder(ctx context.Context, s clusterstore.Store, jobsDir, id string, 
 	if err := atomicfile.MkdirAll(filepath.Join(dir, jobstore.WorkspaceDir), 0o700); err != nil {
 		return nil, nil, err
 	}
-	known, err := restoreWorkspace(ctx, s, dir, id, lines, also)
+	known, err := restoreWorkspace(ctx, s, dir, id, lines, also, parked)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -112,7 +113,7 @@ func Export(ctx context.Context, s clusterstore.Store, id, jobsDir string) error
 	if err := atomicfile.MkdirAll(jobsDir, 0o700); err != nil {
 		return err
 	}
-	j, _, err := writeFolder(ctx, s, jobsDir, id, func(string) bool { return true })
+	j, _, err := writeFolder(ctx, s, jobsDir, id, func(string) bool { return true }, true)
 	if err != nil {
 		return err
 	}

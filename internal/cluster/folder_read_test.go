@@ -40,7 +40,7 @@ func TestWriteFolderReadsAJobThatMovedAgain(t *testing.T) {
 	m := &movingStore{Store: s}
 	m.moves.Store(2)
 	dir := t.TempDir()
-	if _, _, err := writeFolder(ctx, m, dir, id, nil); err != nil {
+	if _, _, err := writeFolder(ctx, m, dir, id, nil, true); err != nil {
 		t.Fatalf("a history that moved twice while read: %v", err)
 	}
 	if got := m.reads.Load(); got != 3 {
@@ -51,7 +51,7 @@ func TestWriteFolderReadsAJobThatMovedAgain(t *testing.T) {
 	}
 	m = &movingStore{Store: s}
 	m.moves.Store(readTries)
-	if _, _, err := writeFolder(ctx, m, filepath.Join(dir, "again"), id, nil); err == nil {
+	if _, _, err := writeFolder(ctx, m, filepath.Join(dir, "again"), id, nil, true); err == nil {
 		t.Fatalf("a history that moved at each of %d reads was written", readTries)
 	}
 }

@@ -90,7 +90,7 @@ func (m *Mirror) syncJobs(ctx context.Context, ids []string) error {
 func (m *Mirror) syncJob(ctx context.Context, id string) error {
 	had, ok := m.seen[id]
 	if !ok {
-		j, _, err := writeFolder(ctx, m.Store, m.Dir, id, nil)
+		j, _, err := writeFolder(ctx, m.Store, m.Dir, id, nil, true)
 		if err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -489,7 +490,7 @@ func (n *Node) prepare(ctx context.Context, id string) (*clusterstore.Job, map[s
 		// that could not be stopped (it runs on to its own timeout).
 		joblog.Log(n.Logger, "orphaned call not stopped: "+err.Error(), joblog.Problem{Job: id, Code: codes.ClusterRun}, "node", n.ID)
 	}
-	j, known, err := writeFolder(ctx, n.Store, n.Dir, id, nil)
+	j, known, err := writeFolder(ctx, n.Store, n.Dir, id, nil, true)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -634,6 +635,16 @@ func (n *Node) commit(hu history.Unit) error {
 	if err := committed(n.env, id, hu.Records, &u); err != nil {
 		return err
 	}
+	if u.Point == nil && u.Status.Waiting() {
+		// The run stops for a steward: its workspace goes with the stop
+		// (park). Without it (a snapshot over its cap) the job is
+		// still stopped; its next node starts from the last recovery
+		// point, or from an earlier stop's workspace.
+		if u.Point, u.Objects, err = park(dir, hu.Records[len(hu.Records)-1], snapshotCap(u.Manifest), r.known); err != nil {
+			joblog.Log(n.Logger, "the stopped run's workspace does not go with the job: "+err.Error(), joblog.Problem{Job: id, Code: codes.SnapshotFailed}, "node", n.ID)
+			u.Point, u.Objects = nil, nil
+		}
+	}
 	newCost := r.costMicros
 	if u.Manifest != nil {
 		newCost = clusterstore.CostMicros(u.Manifest)
@@ -644,10 +655,14 @@ func (n *Node) commit(hu history.Unit) error {
 	c, cancel := context.WithTimeout(context.Background(), n.TTL)
 	defer cancel()
 	err = n.Store.Commit(c, r.lease, u)
-	if errors.Is(err, clusterstore.ErrMissingObject) {
+	if errors.Is(err, clusterstore.ErrMissingObject) && u.Point != nil && u.Point.Snapshot != nil {
 		// An object r.known holds was collected meanwhile (its point
-		// was replaced): send every object of the point.
-		if _, u.Objects, err = pointOf(dir, hu.Records, nil); err == nil {
+		// was replaced): send every object of the point (with those the
+		// unit carries already, a git job's bundle).
+		var all map[string][]byte
+		if all, err = withListing(dir, u.Point, nil); err == nil {
+			maps.Copy(all, u.Objects)
+			u.Objects = all
 			err = n.Store.Commit(c, r.lease, u)
 		}
 	}

@@ -88,7 +88,11 @@ func steerOnce(ctx context.Context, s clusterstore.Store, st Steering) (*Steered
 		return nil, err
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
-	j, _, err := writeFolder(ctx, s, tmp, st.Job, func(cp string) bool { return cp == st.Restore })
+	// The workspace is the current checkpoint's, not what the job's last
+	// stop parked: a steering stores no snapshot, so a rollback's file
+	// form would name a snapshot of the discarded work (keepDiscarded)
+	// that no store holds. The parked work is what a rollback discards.
+	j, _, err := writeFolder(ctx, s, tmp, st.Job, func(cp string) bool { return cp == st.Restore }, false)
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,11 @@ import (
 // listings and objects back into its job folder and restores the
 // workspace from the job's current checkpoint (restoreWorkspace): the
 // newest recovery point, or the one a rollback returned to. Rollback on
-// any node then finds every point's snapshot in its own job folder.
+// any node then finds every point's snapshot in its own job folder. A run
+// that stops for a steward (STUCK, a budget's halt) leaves work no point
+// holds, which file mode keeps in its folder for the resumed run: the
+// stopping unit carries it too (park), and a claim after the stop
+// restores it instead of the checkpoint, unless a rollback came since.
 
 // pointOf is the recovery point that recs (a unit's records) hold, if any, as the
 // store keeps it, with the objects of its listing not in known (objects
@@ -46,13 +50,23 @@ func pointOf(dir string, recs []*history.Record, known map[string]bool) (*cluste
 		// No point; a point without a snapshot; an empty workspace.
 		return p, nil, nil
 	}
-	b, err := os.ReadFile(snapshot.ListingPath(dir, p.ID))
+	objects, err := withListing(dir, p, known)
 	if err != nil {
 		return nil, nil, err
 	}
+	return p, objects, nil
+}
+
+// withListing sets p's snapshot to its listing in job folder dir and
+// returns the objects the listing names that are not in known.
+func withListing(dir string, p *clusterstore.RecoveryPoint, known map[string]bool) (map[string][]byte, error) {
+	b, err := os.ReadFile(snapshot.ListingPath(dir, p.ID))
+	if err != nil {
+		return nil, err
+	}
 	var l snapshot.Listing
 	if err := json.Unmarshal(b, &l); err != nil {
-		return nil, nil, fmt.Errorf("snapshot of %s: %w", p.ID, err)
+		return nil, fmt.Errorf("snapshot of %s: %w", p.ID, err)
 	}
 	p.Snapshot = b
 	objects := map[string][]byte{}
@@ -62,38 +76,97 @@ func pointOf(dir string, recs []*history.Record, known map[string]bool) (*cluste
 		}
 		c, err := os.ReadFile(filepath.Join(snapshot.ObjectDir(dir), en.SHA256))
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		objects[en.SHA256] = c
 	}
+	return objects, nil
+}
+
+// parkedPoint is the id under which the store keeps the workspace a run
+// left when it stopped for a steward (park). No recovery point of the
+// engine's is named so (theirs are cp-…), and no history record names
+// it: it is no place to roll back to, only where a resumed run goes on.
+const parkedPoint = "parked"
+
+// park is the workspace of the job in folder dir as its run leaves it,
+// stopping for a steward at the unit whose last record is last (a status
+// a steward resumes: lifecycle.Status.Waiting): snapshotted as the store's
+// parkedPoint, at last's sequence, with the objects not in known. In
+// file mode the workspace stays where the worker left it and the resumed
+// run finds it; a node's folder is only a cache, so the work since the
+// last recovery point goes to the store with the stop. maxBytes caps the
+// snapshot as the manifest caps a recovery point's (0: the default).
+func park(dir string, last *history.Record, maxBytes int64, known map[string]bool) (*clusterstore.RecoveryPoint, map[string][]byte, error) {
+	info, err := snapshot.TakeWith(filepath.Join(dir, jobstore.WorkspaceDir), dir, parkedPoint, snapshot.Options{MaxBytes: maxBytes})
+	if err != nil {
+		return nil, nil, err
+	}
+	p := &clusterstore.RecoveryPoint{ID: parkedPoint, Seq: last.Seq}
+	if info.Listing == "" {
+		return p, nil, nil // an empty workspace: no listing
+	}
+	objects, err := withListing(dir, p, known)
+	if err != nil {
+		return nil, nil, err
+	}
 	return p, objects, nil
+}
+
+// snapshotCap is the cap a committed manifest file sets on a snapshot's
+// size (limits.max_snapshot_bytes; 0: the default), as the engine reads
+// it for a recovery point's.
+func snapshotCap(manifestFile []byte) int64 {
+	var m struct {
+		Limits *struct {
+			MaxSnapshotBytes *int64 `json:"max_snapshot_bytes"`
+		} `json:"limits"`
+	}
+	if json.Unmarshal(manifestFile, &m) != nil || m.Limits == nil || m.Limits.MaxSnapshotBytes == nil {
+		return 0
+	}
+	return *m.Limits.MaxSnapshotBytes
 }
 
 // restoreWorkspace writes the job's recovery points' listings (from s)
 // into job folder dir and makes its workspace what the job's current
 // checkpoint holds (the last record naming a checkpoint with a snapshot:
-// history.Record.Checkpoint, the rule the history's state applies). Only
+// history.Record.Checkpoint, the rule the history's state applies) — or,
+// when parked says so, what the job's run left when it last stopped for
+// a steward (park), if that stop came after the record: a resumed job
+// goes on from its work as in file mode, while a rollback since (or a
+// recovery point a later run took) names the checkpoint again. Only
 // the objects that needs are read from the store, with those of the
 // points also names (a rollback's target; nil: none; every point when it
 // says so): a claim reads one point's objects, not every point's. It
 // returns the objects it wrote. A job without a point gets an empty
 // workspace (the engine prepares it).
-func restoreWorkspace(ctx context.Context, s clusterstore.Store, dir, id string, lines [][]byte, also func(cp string) bool) (map[string]bool, error) {
+func restoreWorkspace(ctx context.Context, s clusterstore.Store, dir, id string, lines [][]byte, also func(cp string) bool, parked bool) (map[string]bool, error) {
 	ws := filepath.Join(dir, jobstore.WorkspaceDir)
-	var cp string
-	var ref *history.SnapshotRef
+	var cp, listing string
+	cpSeq := int64(-1)
 	for _, line := range lines {
 		e, err := history.ParseLine(line)
 		if err != nil {
 			return nil, err
 		}
 		if c, snap, ok := e.Checkpoint(); ok && snap != nil {
-			cp, ref = c, snap
+			cp, listing, cpSeq = c, snap.Listing, e.Seq
 		}
 	}
 	points, err := s.Points(ctx, id)
 	if err != nil {
 		return nil, err
+	}
+	if parked {
+		for _, p := range points {
+			if p.ID == parkedPoint && p.Seq > cpSeq {
+				cp, listing = parkedPoint, ""
+				if p.Snapshot != nil {
+					listing = snapshot.ListingPath("", parkedPoint)
+				}
+			}
+		}
 	}
 	var sums []string
 	for _, p := range points {
@@ -139,7 +212,7 @@ func restoreWorkspace(ctx context.Context, s clusterstore.Store, dir, id string,
 	if cp == "" {
 		return known, nil
 	}
-	if err := snapshot.RestoreRef(ws, dir, cp, ref.Listing); err != nil {
+	if err := snapshot.RestoreRef(ws, dir, cp, listing); err != nil {
 		return nil, fmt.Errorf("job %s: restore the workspace of %s: %w", id, cp, err)
 	}
 	return known, nil

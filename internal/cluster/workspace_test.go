@@ -143,7 +143,7 @@ func TestWorkspaceMovesWithJob(t *testing.T) {
 	// A claim reads the objects of the current checkpoint only, not
 	// every point's.
 	cs := &countingStore{Store: s}
-	if _, _, err := writeFolder(ctx, cs, filepath.Join(t.TempDir(), "c"), "moving", nil); err != nil {
+	if _, _, err := writeFolder(ctx, cs, filepath.Join(t.TempDir(), "c"), "moving", nil, true); err != nil {
 		t.Fatal(err)
 	}
 	v1, v2 := sumOf("v1"), sumOf("v2")
@@ -155,7 +155,7 @@ func TestWorkspaceMovesWithJob(t *testing.T) {
 	// rollback holds the snapshot of the point it returns to; the
 	// steward's rollback restores it.
 	dir := filepath.Join(t.TempDir(), "b")
-	if _, _, err := writeFolder(ctx, s, dir, "moving", func(cp string) bool { return cp == first }); err != nil {
+	if _, _, err := writeFolder(ctx, s, dir, "moving", func(cp string) bool { return cp == first }, true); err != nil {
 		t.Fatal(err)
 	}
 	if got := readFile(t, filepath.Join(dir, "moving", jobstore.WorkspaceDir, "greet.py")); got != "v2" {
@@ -184,7 +184,7 @@ func TestWorkspaceMovesWithJob(t *testing.T) {
 		}
 	}
 	next := filepath.Join(t.TempDir(), "moving")
-	if _, err := restoreWorkspace(ctx, s, next, "moving", lines, nil); err != nil {
+	if _, err := restoreWorkspace(ctx, s, next, "moving", lines, nil, true); err != nil {
 		t.Fatal(err)
 	}
 	if got := readFile(t, filepath.Join(next, jobstore.WorkspaceDir, "greet.py")); got != "v1" {

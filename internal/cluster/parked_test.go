@@ -1,0 +1,140 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/logist/logist/internal/clusterstore"
+	"github.com/logist/logist/internal/history"
+	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/steward"
+)
+
+// stoppingJob: the worker writes notes.txt and stops the job for a
+// steward before its phase completes (no recovery point holds the file):
+// STUCK, or a RETRY whose cost spends the budget (HALTED_COST). Resumed,
+// it answers COMPLETED naming notes.txt; the supervisor accepts.
+func stoppingJob(id, stop string) []byte {
+	first, budget := `{"action": "STUCK", "summary": "Which greeting?", "files": {"notes.txt": "draft"}, "cost_usd": 0.01}`, 100.0
+	if stop == "cost" {
+		first, budget = `{"action": "RETRY", "summary": "Half done.", "files": {"notes.txt": "draft"}, "cost_usd": 0.10}`, 0.05
+	}
+	return fmt.Appendf(nil, `{
+  "schema_version": 1,
+  "job_id": %q,
+  "task_description": "Write greet.py.",
+  "agents": {
+    "worker": {"provider": "script", "script": [
+      %s,
+      {"action": "COMPLETED", "summary": "Finished from my notes.", "evidence_files": ["notes.txt"], "files": {"greet.py": "hello"}, "cost_usd": 0.01}]},
+    "supervisor": {"provider": "script", "script": [
+      {"action": "COMPLETED", "summary": "Good.", "evidence_files": ["notes.txt", "greet.py"], "cost_usd": 0.01}]}
+  },
+  "cost_threshold": %v,
+  "metrics": {"cumulative_cost": 0, "cumulative_time_seconds": 0}
+}`, id, first, budget)
+}
+
+// TestStoppedJobsWorkspaceMovesWithIt: node A runs a job whose worker
+// writes notes.txt and stops it for a steward (STUCK, or a budget halt)
+// before any recovery point holds the file; A shuts down. A steward
+// resumes the job; a node claims it — node B, or A started again on its
+// working folder — and the resumed worker goes on from the workspace it
+// left, as in file mode: notes.txt is there. A rollback instead returns
+// to a recovery point: the parked work is what it discards.
+func TestStoppedJobsWorkspaceMovesWithIt(t *testing.T) {
+	for _, stop := range []string{"stuck", "cost"} {
+		for _, next := range []string{"other", "same"} {
+			t.Run(stop+"-"+next, func(t *testing.T) { stoppedJobResumes(t, stop, next) })
+		}
+	}
+	t.Run("stuck-rollback", func(t *testing.T) { stoppedJobResumes(t, "stuck", "rollback") })
+}
+
+func stoppedJobResumes(t *testing.T, stop, next string) {
+	s, _ := openStore(t)
+	ctx := context.Background()
+	id := "park-" + stop
+	if _, err := Submit(ctx, s, stoppingJob(id, stop)); err != nil {
+		t.Fatal(err)
+	}
+	want := lifecycle.InterventionRequired
+	if stop == "cost" {
+		want = lifecycle.HaltedCost
+	}
+	actx, stopA := context.WithCancel(ctx)
+	defer stopA()
+	a := newNode(t, s, "a", 5*time.Second)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = a.Run(actx) })
+	waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == want }, 60*time.Second)
+	stopA()
+	wg.Wait()
+	if got := readFile(t, filepath.Join(a.Dir, id, jobstore.WorkspaceDir, "notes.txt")); got != "draft" {
+		t.Fatalf("a's notes.txt %q", got)
+	}
+
+	st := stewardOf(t, s)
+	o := steward.ResumeOptions{Guidance: "Go on from your notes."}
+	if stop == "cost" {
+		more := 100.0
+		o.CostThreshold = &more
+	}
+	steering := Steering{Job: id, Key: "r1", Command: "resume " + id, Apply: func(dir string) error {
+		_, err := st(dir).Resume(id, o)
+		return err
+	}}
+	if next == "rollback" {
+		steering = Steering{Job: id, Key: "r1", Command: "rollback " + id, Restore: "cp-start", Apply: func(dir string) error {
+			_, _, err := st(dir).Rollback(id, "cp-start", steward.RollbackOptions{Reason: "start over"})
+			return err
+		}}
+	}
+	out, err := Steer(ctx, s, steering)
+	if err != nil || out.Status != lifecycle.Pending {
+		t.Fatalf("%s: %+v %v", steering.Command, out, err)
+	}
+
+	n := newNode(t, s, "b", 5*time.Second)
+	if next == "same" {
+		n = newNode(t, s, "a", 5*time.Second)
+		n.Dir = a.Dir
+	}
+	nctx, stopN := context.WithCancel(ctx)
+	defer stopN()
+	wg.Go(func() { _ = n.Run(nctx) })
+	waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == lifecycle.Success }, 60*time.Second)
+	stopN()
+	wg.Wait()
+
+	if next == "rollback" {
+		// Back at cp-start: the next node's workspace is the point's,
+		// without the parked notes.txt.
+		if _, err := os.Stat(filepath.Join(n.Dir, id, jobstore.WorkspaceDir, "notes.txt")); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("notes.txt after a rollback to cp-start: %v", err)
+		}
+		verifyExport(t, s, id)
+		return
+	}
+	// The resumed worker's answer named notes.txt: it was there.
+	for _, e := range records(t, s, id) {
+		if e.Type == history.TypeResponse && e.Response != nil {
+			if w := strings.Join(e.Response.Warnings, " | "); strings.Contains(w, `"notes.txt" does not exist`) {
+				t.Errorf("%s's answer on node %s: %s", e.Role, n.ID, w)
+			}
+		}
+	}
+	if got := readFile(t, filepath.Join(n.Dir, id, jobstore.WorkspaceDir, "notes.txt")); got != "draft" {
+		t.Fatalf("notes.txt on node %s %q, want the worker's draft", n.ID, got)
+	}
+	verifyExport(t, s, id)
+}
