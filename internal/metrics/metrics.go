@@ -1,11 +1,16 @@
 // Package metrics exposes the daemon's Prometheus metrics on a registry the
 // caller passes in. Names follow Prometheus conventions: prefix logistd_,
 // base units (seconds, bytes, USD), _total for counters, no job ids or free
-// text as labels, and every known label value present from the start.
+// text as labels, and every known label value present from the start. A
+// label fed from a job or a steward (a role, a steward command) is held to
+// a fixed set of values by Bound: jobs are anyone's input, and a series per
+// name they make up would grow the daemon's and Prometheus's memory without
+// end.
 package metrics
 
 import (
 	"container/heap"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +23,7 @@ import (
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/response"
 	"github.com/logist/logist/internal/steward"
+	"github.com/logist/logist/internal/workflow"
 	"github.com/logist/logist/schemas"
 )
 
@@ -35,6 +41,35 @@ var (
 	StewardResults = []string{"ok", "out_of_order", "not_found", "invalid", "error"}
 	CronOutcomes   = []string{"created", "skipped", "replaced", "missed", "failed"}
 )
+
+// Other is the value a bounded label takes for any value outside its set.
+const Other = "other"
+
+// KnownRoles are the values the role label keeps: the roles the built-in
+// workflows define, Logist's own included. A role an inline workflow or a
+// game's agents name is the job's own word, counted as Other.
+var KnownRoles = builtinRoles()
+
+func builtinRoles() []string {
+	out := []string{workflow.RoleLogist}
+	for _, name := range workflow.BuiltinNames() {
+		if wf, err := workflow.Builtin(name); err == nil {
+			out = append(out, wf.Roles()...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Bound is the one rule for labels fed from input: v if it is one of
+// known, else Other. Every such label goes through it, so no input makes
+// more than len(known)+1 series.
+func Bound(v string, known []string) string {
+	if slices.Contains(known, v) {
+		return v
+	}
+	return Other
+}
 
 // Metrics implements the engine's and the daemon's observers.
 type Metrics struct {
@@ -100,16 +135,16 @@ func New(reg prometheus.Registerer, version, revision string) *Metrics {
 			Help: "Job starts and restarts by the containment their processes run under (bwrap+landlock, landlock; none is the steward's explicit opt-out)."}, []string{"sandbox"}),
 		finished: f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_jobs_finished_total",
 			Help: "Times a job stopped, by the status it went to: finished (success, canceled) or waiting for a steward (intervention_required, halted_cost, halted_time). A job resumed and stopped again counts again; a waiting job or a draft that a steward halts counts as canceled."}, []string{"outcome"}),
-		agentCalls: f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_agent_calls_total", Help: "Agent calls by role, provider and outcome."},
+		agentCalls: f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_agent_calls_total", Help: "Agent calls by role, provider and outcome. role is one of the built-in workflows' roles, or other (an inline workflow's or a game's own role names)."},
 			[]string{"role", "provider", "outcome"}),
-		agentDuration: f.NewHistogramVec(prometheus.HistogramOpts{Name: "logistd_agent_call_duration_seconds", Help: "Agent call duration.",
+		agentDuration: f.NewHistogramVec(prometheus.HistogramOpts{Name: "logistd_agent_call_duration_seconds", Help: "Agent call duration, by role (the built-in workflows' roles, or other) and provider.",
 			Buckets: callBuckets}, []string{"role", "provider"}),
 		pickup: f.NewHistogram(prometheus.HistogramOpts{Name: "logistd_pickup_latency_seconds", Help: "From a manifest seen by the daemon to its first agent call starting.",
 			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}}),
 		intake: f.NewHistogram(prometheus.HistogramOpts{Name: "logistd_intake_latency_seconds",
 			Help:    "From a job folder or manifest file arriving in the jobs folder (its change time) to its run beginning, before the run waits for a free slot (--max-parallel).",
 			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}}),
-		phase: f.NewHistogramVec(prometheus.HistogramOpts{Name: "logistd_phase_duration_seconds", Help: "Time from entering a phase to leaving it, by the role that plays it.",
+		phase: f.NewHistogramVec(prometheus.HistogramOpts{Name: "logistd_phase_duration_seconds", Help: "Time from entering a phase to leaving it, by the role that plays it: one of the built-in workflows' roles, or other.",
 			Buckets: callBuckets}, []string{"role"}),
 		costUSD:    f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_agent_cost_usd_total", Help: "Agent cost in USD by provider."}, []string{"provider"}),
 		tokens:     f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_agent_tokens_total", Help: "Model tokens by provider and kind."}, []string{"provider", "kind"}),
@@ -126,7 +161,7 @@ func New(reg prometheus.Registerer, version, revision string) *Metrics {
 		appendBytes:   f.NewCounter(prometheus.CounterOpts{Name: "logistd_history_appended_bytes_total", Help: "Bytes appended to histories."}),
 		writeFailures: f.NewCounter(prometheus.CounterOpts{Name: "logistd_history_write_failures_total", Help: "Failed history appends."}),
 		tornTails:     f.NewCounter(prometheus.CounterOpts{Name: "logistd_history_torn_tails_total", Help: "Incomplete last records cut off a history when it was opened."}),
-		steward:       f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_steward_commands_total", Help: "Steward commands seen by the daemon, by command and result."}, []string{"command", "result"}),
+		steward:       f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_steward_commands_total", Help: "Steward commands seen by the daemon, by command and result (a command or result this logistd does not know: other)."}, []string{"command", "result"}),
 		cron:          f.NewCounterVec(prometheus.CounterOpts{Name: "logistd_cron_runs_total", Help: "Scheduled runs by outcome."}, []string{"outcome"}),
 		invalid: f.NewGauge(prometheus.GaugeOpts{Name: "logistd_invalid_manifests",
 			Help: "Job folders whose manifest is invalid, and manifest files in the jobs folder that cannot be placed (logist list: INVALID)."}),
@@ -378,6 +413,7 @@ func (m *Metrics) SetInvalid(n int) { m.invalid.Set(float64(n)) }
 
 // AgentCall counts a call.
 func (m *Metrics) AgentCall(role, provider, outcome string, d time.Duration, costUSD float64) {
+	role = Bound(role, KnownRoles)
 	m.agentCalls.WithLabelValues(role, provider, outcome).Inc()
 	m.agentDuration.WithLabelValues(role, provider).Observe(d.Seconds())
 	m.costUSD.WithLabelValues(provider).Add(costUSD)
@@ -401,7 +437,7 @@ func (m *Metrics) Intake(d time.Duration) { m.intake.Observe(max(d, 0).Seconds()
 
 // Phase observes how long a phase took.
 func (m *Metrics) Phase(role string, d time.Duration) {
-	m.phase.WithLabelValues(role).Observe(d.Seconds())
+	m.phase.WithLabelValues(Bound(role, KnownRoles)).Observe(d.Seconds())
 }
 
 // Violation counts an invalid answer.
@@ -434,8 +470,11 @@ func (m *Metrics) TornTail() { m.tornTails.Inc() }
 // RunFault counts a job's run ended on a fault of Logist's.
 func (m *Metrics) RunFault() { m.runFaults.Add(1) }
 
-// Steward counts a steward command the daemon saw applied or refused.
-func (m *Metrics) Steward(command, result string) { m.steward.WithLabelValues(command, result).Inc() }
+// Steward counts a steward command the daemon saw applied or refused: read
+// from the steward events file, which any steward's logist writes.
+func (m *Metrics) Steward(command, result string) {
+	m.steward.WithLabelValues(Bound(command, steward.Commands), Bound(result, StewardResults)).Inc()
+}
 
 // Cron counts a scheduled run outcome.
 func (m *Metrics) Cron(outcome string) { m.cron.WithLabelValues(outcome).Inc() }

@@ -177,3 +177,54 @@ func faultHelp(t *testing.T, reg *prometheus.Registry) string {
 	t.Fatal("logistd_faults_total not exported")
 	return ""
 }
+
+// Labels fed from jobs and stewards are held to fixed sets (Bound): a
+// thousand jobs each naming its own role, or a steward events file full of
+// made-up commands, add one series (other), never one per name.
+func TestInputLabelsStayBounded(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg, "v1", "abc")
+	series := func() map[string]int {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := map[string]int{}
+		for _, mf := range mfs {
+			n[mf.GetName()] = len(mf.GetMetric())
+		}
+		return n
+	}
+	m.AgentCall("worker", "script", "ok", time.Second, 0)
+	m.AgentCall("planner", "script", "ok", time.Second, 0)
+	m.Phase("critic", time.Second)
+	m.AgentCall("someone", "script", "ok", time.Second, 0)
+	m.Phase("someone", time.Second)
+	m.Steward("no-such-command", "no-such-result")
+	before := series()
+	for i := range 1000 {
+		role := fmt.Sprintf("role-%d", i)
+		m.AgentCall(role, "script", "ok", time.Second, 0)
+		m.Phase(role, time.Second)
+		m.Steward("cmd-"+role, "res-"+role)
+	}
+	after := series()
+	for _, name := range []string{"logistd_agent_calls_total", "logistd_agent_call_duration_seconds", "logistd_phase_duration_seconds", "logistd_steward_commands_total"} {
+		if after[name] != before[name] {
+			t.Errorf("%s: %d series after 1000 roles, %d before", name, after[name], before[name])
+		}
+	}
+	for role, want := range map[string]float64{"planner": 1, Other: 1001} {
+		if got := testutil.ToFloat64(m.agentCalls.WithLabelValues(role, "script", "ok")); got != want {
+			t.Errorf("agent calls{role=%s} = %v, want %v", role, got, want)
+		}
+	}
+	if got := testutil.ToFloat64(m.steward.WithLabelValues(Other, Other)); got != 1001 {
+		t.Errorf("steward{other,other} = %v, want 1001", got)
+	}
+	for _, r := range []string{"worker", "supervisor", "planner", "executor", "critic", "auditor", "logist"} {
+		if Bound(r, KnownRoles) != r {
+			t.Errorf("built-in role %s folded to %s", r, Bound(r, KnownRoles))
+		}
+	}
+}
