@@ -44,6 +44,18 @@ func helpful(e *env, c *command, err error) error {
 		return err // it says whom to run it as
 	case errors.As(err, &ue):
 		return &hinted{fmt.Sprintf("%s\nusage: logist %s %s (logist help %s shows examples)", msg, c.name, strings.TrimSpace(c.args), c.name), err}
+	case errors.Is(err, fs.ErrNotExist) && !errors.Is(err, jobstore.ErrNotFound) && (c.name == "submit" || c.name == "validate"):
+		return &hinted{msg + "; check the file's path (relative paths start at the current folder)", err}
+	}
+	return jobHint(e, err)
+}
+
+// jobHint is helpful's part for an error about a job or the jobs folder:
+// one not found, one this user may not read. A command that goes on past
+// a job (verify JOB...) says each job's error so.
+func jobHint(e *env, err error) error {
+	msg := err.Error()
+	switch {
 	case errors.Is(err, jobstore.ErrNotFound):
 		if m := jobNotFound().FindStringSubmatch(msg); m != nil {
 			return &hinted{fmt.Sprintf("job %s not found in %s; logist list shows the jobs there (another folder? pass --jobs-dir DIR or set LOGIST_JOBS_DIR)", m[1], e.store.Dir), err}
@@ -57,8 +69,6 @@ func helpful(e *env, c *command, err error) error {
 				id, jobstore.UserName(uint32(os.Geteuid())), path, unreadableFix(e, id, path)), err}
 		}
 		return &hinted{fmt.Sprintf("%s; run logist as the user that runs logistd on %s (it owns the jobs and the signing key)", msg, e.store.Dir), err}
-	case errors.Is(err, fs.ErrNotExist) && (c.name == "submit" || c.name == "validate"):
-		return &hinted{msg + "; check the file's path (relative paths start at the current folder)", err}
 	}
 	return err
 }

@@ -53,31 +53,31 @@ var cmdVerify = &command{
 		if all {
 			return nil, verifyAll(e, keys)
 		}
-		r := &Result{Columns: []string{"JOB", "RECORDS", "RESULT"}}
-		var reports []*verify.Report
-		bad := 0
 		for _, id := range args {
 			if _, err := oneJob([]string{id}); err != nil {
-				return nil, err
+				return nil, err // a mistyped id: nothing verified
 			}
-			dir, err := e.jobDir(id)
+		}
+		r := &Result{Columns: []string{"JOB", "RECORDS", "RESULT"}}
+		var reports []*verify.Report
+		var unread []error
+		bad := 0
+		for _, id := range args {
+			rep, err := verifyNamed(e, keys, id)
 			if err != nil {
-				return nil, err
-			}
-			// An invalid manifest replays with the default workflow; one
-			// this user may not read is a job it cannot verify (exit 3).
-			m, err := e.store.Load(id)
-			if errors.Is(err, fs.ErrPermission) {
-				return nil, err
-			}
-			rep, err := verify.Job(id, dir, verifyOptions(keys, m, e.revealer(id)))
-			if err != nil {
-				return nil, err
-			}
-			if rep.Unreadable() && errors.Is(rep.ReadErr, fs.ErrPermission) {
-				// Not a history that fails its checks: one this user may
-				// not read (verify --all's UNREADABLE).
-				return nil, rep.ReadErr
+				if len(args) == 1 {
+					return nil, err // the command's error, as for any one job
+				}
+				// As verify --all does: the job's line, and on to the
+				// next; its error joins the command's exit code.
+				err = jobHint(e, err)
+				unread = append(unread, err)
+				res := "UNREADABLE: "
+				if ExitCode(err) == ExitNotFound {
+					res = "NOT FOUND: "
+				}
+				r.Rows = append(r.Rows, []string{id, "-", res + err.Error()})
+				continue
 			}
 			reports = append(reports, rep)
 			res := "intact: " + intactText(rep)
@@ -95,11 +95,40 @@ var cmdVerify = &command{
 			r.Rows = append(r.Rows, []string{id, fmt.Sprint(rep.Records), res})
 		}
 		r.Items = reports
-		if bad > 0 {
-			return nil, &failedWith{r, &verifyFailed{n: bad}}
+		if bad+len(unread) > 0 {
+			// The exit code is ExitCode's of them all joined: its order
+			// of precedence (permission denied, then not found, then a
+			// failed verification) is the one place that decides.
+			return nil, &failedWith{r, errors.Join(append([]error{&verifyFailed{n: bad, unread: len(unread)}}, unread...)...)}
 		}
 		return r, nil
 	},
+}
+
+// verifyNamed verifies job id, named on the command line: its report, or
+// why it could not be read (not found, permission denied, unreadable
+// files); a report of checks that failed is not an error.
+func verifyNamed(e *env, keys []ed25519.PublicKey, id string) (*verify.Report, error) {
+	dir, err := e.jobDir(id)
+	if err != nil {
+		return nil, err
+	}
+	// An invalid manifest replays with the default workflow; one this
+	// user may not read is a job it cannot verify (exit 3).
+	m, err := e.store.Load(id)
+	if errors.Is(err, fs.ErrPermission) {
+		return nil, err
+	}
+	rep, err := verify.Job(id, dir, verifyOptions(keys, m, e.revealer(id)))
+	if err != nil {
+		return nil, err
+	}
+	if rep.Unreadable() && errors.Is(rep.ReadErr, fs.ErrPermission) {
+		// Not a history that fails its checks: one this user may not
+		// read (verify --all's UNREADABLE).
+		return nil, rep.ReadErr
+	}
+	return rep, nil
 }
 
 // verifyKeys is the keyring verify trusts: --key, else the jobs folder's

@@ -183,3 +183,76 @@ func TestSingleJobCommandsReportAnUnreadableJob(t *testing.T) {
 		}
 	}
 }
+
+// verify JOB... goes on past a job it cannot read or find, as verify
+// --all does: each job has its line, and the exit code is ExitCode's of
+// all the jobs' errors joined (permission denied before not found before
+// a failed verification).
+func TestVerifyNamedJobsGoOnPastUnreadableJobs(t *testing.T) {
+	jobs := verifiedJobs(t, "a", "b", "c", "d")
+	deny := filepath.Join(jobs, "b", history.FileName)
+	if err := os.Chmod(deny, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(deny, 0o600) }) //nolint:errcheck // best effort: RemoveAll follows
+	hist := filepath.Join(jobs, "d", history.FileName)
+	b, err := os.ReadFile(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"SYSTEM"`) {
+		t.Fatalf("d's history has no SYSTEM record to tamper with:\n%s", b)
+	}
+	if err := os.WriteFile(hist, []byte(strings.Replace(string(b), `"SYSTEM"`, `"SYSTEX"`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(jobs, "signing.pub")
+
+	for _, c := range []struct {
+		jobs  []string
+		code  int
+		lines []string
+	}{
+		{[]string{"a", "b", "zz", "c", "d"}, ExitPermission, []string{
+			`^a +\d+ +intact: chain, signatures`,
+			`^b +- +UNREADABLE: job b could not be read by \S+: permission denied on \S+history.jsonl`,
+			`^zz +- +NOT FOUND: job zz not found in `,
+			`^c +\d+ +intact: chain, signatures`,
+			`^d +\d+ +FAILED: `,
+		}},
+		{[]string{"zz", "a", "d"}, ExitNotFound, []string{`^zz +- +NOT FOUND: `, `^a +\d+ +intact`, `^d +\d+ +FAILED: `}},
+		{[]string{"d", "a"}, ExitUsage, []string{`^d +\d+ +FAILED: `, `^a +\d+ +intact`}},
+		{[]string{"a", "c"}, ExitOK, []string{`^a +\d+ +intact`, `^c +\d+ +intact`}},
+	} {
+		args := append([]string{"--jobs-dir", jobs, "verify", "--key", key}, c.jobs...)
+		code, out, errs := runAsOther(t, args...)
+		for _, want := range c.lines {
+			if !regexp.MustCompile("(?m)" + want).MatchString(out) {
+				t.Errorf("verify %v: no line %s", c.jobs, want)
+			}
+		}
+		if code != c.code || strings.Count(out, "\n") != len(c.jobs)+1 {
+			t.Errorf("verify %v: exit %d (want %d), %d lines\n%s%s", c.jobs, code, c.code, strings.Count(out, "\n"), out, errs)
+		}
+	}
+
+	code, out, _ := runAsOther(t, "--jobs-dir", jobs, "verify", "--key", key, "a", "b", "zz", "--format", "json")
+	var doc struct {
+		OK    bool `json:"ok"`
+		Items []struct {
+			JobID string `json:"job_id"`
+		} `json:"items"`
+		Error struct {
+			Code     string `json:"code"`
+			ExitCode int    `json:"exit_code"`
+			Message  string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("verify --format json: not one JSON document: %v\n%s", err, out)
+	}
+	if code != ExitPermission || doc.OK || doc.Error.Code != "permission_denied" || doc.Error.ExitCode != ExitPermission ||
+		len(doc.Items) != 1 || !strings.Contains(doc.Error.Message, "job b could not be read") || !strings.Contains(doc.Error.Message, "job zz not found") {
+		t.Errorf("verify --format json: exit %d, %+v\n%s", code, doc, out)
+	}
+}
