@@ -41,6 +41,7 @@ func TestStewardTextLimits(t *testing.T) {
 		{"w", "guidance", []string{"pm", "w", "veto"}},
 		{"tpl", "reason", []string{"schedules", "pause", "tpl"}},
 		{"stuck", "reason", []string{"set", "stuck", "limits.max_retries=5"}},
+		{"w", "reason", []string{"play", "w", "--as", "estoria", "--vote", "YES"}},
 	} {
 		m, n := k.Load(c.id), len(k.Records(c.id))
 		args := append(slices.Clone(c.args), "--"+c.field, text(c.field, 1))

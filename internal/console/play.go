@@ -121,6 +121,9 @@ func playMove(b ActionBody) (steward.Move, error) {
 	case mv.Control != steward.ControlAnswer && len(mv.Answer) > 0:
 		return mv, usagef("an answer goes with move %q only", steward.ControlAnswer)
 	}
+	if err := mv.Check(); err != nil {
+		return mv, usagef("%v", err) // as checkTexts says a reason over its limit
+	}
 	return mv, nil
 }
 

@@ -51,8 +51,16 @@ func TestStewardTextLimits(t *testing.T) {
 		}
 		same(c.path + " over the limit")
 	}
-	// A page's form, by the same rule.
+	// A play move's reason (a vote's), in its answer, by the same rule.
 	same := w.keep("waiting")
+	vcode, vout := w.call("POST", "/api/v1/jobs/waiting/play", stewardTok, map[string]any{"as": "estoria",
+		"answer": map[string]any{"vote": "YES", "reason": over("reason")}})
+	if e, _ := vout["error"].(map[string]any); vcode != http.StatusBadRequest || e["message"] != want("reason") {
+		t.Fatalf("a vote with a reason over the limit: %d %v", vcode, vout)
+	}
+	same("a vote over the limit")
+	// A page's form, by the same rule.
+	same = w.keep("waiting")
 	resp, page := w.raw(nil, "", "POST", "/jobs/waiting/halt", stewardTok, formType, url.Values{"reason": {over("reason")}}.Encode())
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(page), want("reason")) {
 		t.Fatalf("a page's halt with a reason over the limit: %d %s", resp.StatusCode, page)

@@ -1,6 +1,7 @@
 package steward
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -45,6 +46,24 @@ const (
 type Move struct {
 	Control string
 	Answer  []byte
+}
+
+// Check is the one rule for a move's free text, whoever sends it (logist
+// play --vote --reason, the console's play form and API): an answer's
+// reason (a vote's public reason) is a steward's reason, held to its
+// limit by CheckText before the game's schema sees it. An answer that is
+// no object, or whose reason is no string, is left to that schema.
+func (mv Move) Check() error {
+	if mv.Control != ControlAnswer {
+		return nil
+	}
+	var a struct {
+		Reason *string `json:"reason"`
+	}
+	if json.Unmarshal(mv.Answer, &a) != nil || a.Reason == nil {
+		return nil
+	}
+	return CheckText("reason", *a.Reason)
 }
 
 // News is what a person is told of move mv made by participant.
@@ -170,6 +189,9 @@ func closeTurn(tx *jobtx.Tx, in *history.Record, code, msg string) error {
 // point of logist play's moves and the console's (answer, skip, or one of
 // the game's inputs such as end_conversation).
 func (s *Steward) Play(id, participant string, mv Move) (*manifest.Manifest, error) {
+	if err := mv.Check(); err != nil {
+		return nil, err
+	}
 	switch mv.Control {
 	case ControlAnswer:
 		return s.answerTurn(id, participant, mv.Answer)

@@ -338,3 +338,25 @@ func TestVerifyFlagsAnUnrecordedConfigChange(t *testing.T) {
 		}
 	}
 }
+
+// A play move's answer's reason (a vote's) is a steward's reason, held to
+// its limit (Move.Check) by Play whoever calls it: refused naming the
+// field before the job is read. Other moves and answers without a string
+// reason are left to the game.
+func TestPlayMoveReasonLimit(t *testing.T) {
+	over := `{"vote":"YES","reason":"` + strings.Repeat("x", steward.MaxReasonChars+1) + `"}`
+	var oe *steward.OptionError
+	if _, err := (&steward.Steward{}).Play("any", "estoria", steward.Move{Control: steward.ControlAnswer, Answer: []byte(over)}); !errors.As(err, &oe) || oe.Field != "reason" {
+		t.Errorf("Play with a reason over the limit: %v", err)
+	}
+	for _, mv := range []steward.Move{
+		{Control: steward.ControlAnswer, Answer: []byte(`{"vote":"YES","reason":"` + strings.Repeat("é", steward.MaxReasonChars) + `"}`)},
+		{Control: steward.ControlAnswer, Answer: []byte(`{"reason":4}`)},
+		{Control: steward.ControlAnswer, Answer: []byte(`[1]`)},
+		{Control: steward.ControlSkip},
+	} {
+		if err := mv.Check(); err != nil {
+			t.Errorf("%s %.40s: %v", mv.Control, mv.Answer, err)
+		}
+	}
+}
