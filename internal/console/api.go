@@ -173,11 +173,10 @@ func (c *Console) apiDiff(w http.ResponseWriter, r *http.Request) {
 
 // diff is the workspace diff between two checkpoints of job id, as
 // logist diff finds it: the files their snapshots differ in, and in a git
-// workspace the commits' diff (stat and patch) too.
+// workspace the commits' diff (stat and patch) too. from and to are the
+// query's, there and given once as its routes' table (diffQuery) holds
+// them before the handler runs.
 func (c *Console) diff(ctx context.Context, id, from, to string) (map[string]any, error) {
-	if from == "" || to == "" {
-		return nil, usagef("from and to (checkpoint ids) are both required")
-	}
 	if _, err := c.o.Store.Load(id); errorsIsNotFound(err) {
 		return nil, fmt.Errorf("job %s: %w", id, err)
 	}

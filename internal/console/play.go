@@ -33,14 +33,9 @@ type playControl struct {
 	Fields  []formField // the answer's form (ControlAnswer)
 }
 
-// party is the ?as= of a play request.
-func party(r *http.Request) (string, error) {
-	p := r.URL.Query().Get("as")
-	if p == "" {
-		return "", usagef("as (the party you play) is required")
-	}
-	return p, nil
-}
+// party is the ?as= of a play request: there and given once, as its
+// routes' query table (playQuery) holds it before the handler runs.
+func party(r *http.Request) string { return r.URL.Query().Get("as") }
 
 // playView is the job id and the party's view a play request (API or
 // page) asks for.
@@ -49,11 +44,7 @@ func (c *Console) playView(r *http.Request) (string, *steward.PlayView, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	p, err := party(r)
-	if err != nil {
-		return "", nil, err
-	}
-	v, err := c.o.Steward.PlayView(id, p)
+	v, err := c.o.Steward.PlayView(id, party(r))
 	return id, v, err
 }
 

@@ -5,6 +5,7 @@ import (
 	"html"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"slices"
@@ -317,5 +318,27 @@ func TestPagesTakeTheirOwnLinks(t *testing.T) {
 	}
 	if !slices.Contains(sent, "/jobs/waiting?done=halt") || !slices.Contains(sent, "/jobs/m/play?as=estoria&done=end_conversation") {
 		t.Errorf("sent to %v", sent)
+	}
+}
+
+// The query table is the one place a route's parameters are decided
+// (missing, repeated, bad): the diff and play handlers read as, from and
+// to as the table passed them and check none again. Run without the
+// table, they have no message of their own for a missing one (they had:
+// "from and to (checkpoint ids) are both required", "as (the party you
+// play) is required", never seen behind the table, and a second rule).
+func TestHandlersLeaveTheQueryToTheTable(t *testing.T) {
+	w := newWorld(t)
+	for _, rt := range w.c.routes() {
+		if !slices.ContainsFunc(rt.Query, func(p queryParam) bool { return p.name == "as" || p.name == "from" || p.name == "to" }) {
+			continue
+		}
+		r := httptest.NewRequest(rt.Method, strings.Replace(rt.Pattern, "{id}", "done", 1), nil)
+		r.SetPathValue("id", "done")
+		rec := httptest.NewRecorder()
+		rt.Handler(rec, r)
+		if body := html.UnescapeString(rec.Body.String()); strings.Contains(body, "required") {
+			t.Errorf("%s %s checks its query itself: %d %s", rt.Method, rt.Pattern, rec.Code, body)
+		}
 	}
 }
