@@ -95,11 +95,16 @@ var cmdVerify = &command{
 			r.Rows = append(r.Rows, []string{id, fmt.Sprint(rep.Records), res})
 		}
 		r.Items = reports
-		if bad+len(unread) > 0 {
-			// The exit code is ExitCode's of them all joined: its order
-			// of precedence (permission denied, then not found, then a
-			// failed verification) is the one place that decides.
-			return nil, &failedWith{r, errors.Join(append([]error{&verifyFailed{n: bad, unread: len(unread)}}, unread...)...)}
+		switch {
+		case bad > 0:
+			// A history that failed its checks is what verify is for: it
+			// decides the exit code (1) over jobs that could not be read,
+			// which the message counts, as verify --all does.
+			return nil, &failedWith{r, &verifyFailed{n: bad, unread: len(unread)}}
+		case len(unread) > 0:
+			// None failed: ExitCode's of the jobs' errors joined (its
+			// order: permission denied, then not found).
+			return nil, &failedWith{r, errors.Join(append([]error{&verifyFailed{unread: len(unread)}}, unread...)...)}
 		}
 		return r, nil
 	},

@@ -185,9 +185,9 @@ func TestSingleJobCommandsReportAnUnreadableJob(t *testing.T) {
 }
 
 // verify JOB... goes on past a job it cannot read or find, as verify
-// --all does: each job has its line, and the exit code is ExitCode's of
-// all the jobs' errors joined (permission denied before not found before
-// a failed verification).
+// --all does: each job has its line. A history that failed its checks
+// decides the exit code (1, as for --all); with none, it is ExitCode's of
+// the jobs' errors joined (permission denied before not found).
 func TestVerifyNamedJobsGoOnPastUnreadableJobs(t *testing.T) {
 	jobs := verifiedJobs(t, "a", "b", "c", "d")
 	deny := filepath.Join(jobs, "b", history.FileName)
@@ -213,14 +213,16 @@ func TestVerifyNamedJobsGoOnPastUnreadableJobs(t *testing.T) {
 		code  int
 		lines []string
 	}{
-		{[]string{"a", "b", "zz", "c", "d"}, ExitPermission, []string{
+		{[]string{"a", "b", "zz", "c", "d"}, ExitUsage, []string{
 			`^a +\d+ +intact: chain, signatures`,
 			`^b +- +UNREADABLE: job b could not be read by \S+: permission denied on \S+history.jsonl`,
 			`^zz +- +NOT FOUND: job zz not found in `,
 			`^c +\d+ +intact: chain, signatures`,
 			`^d +\d+ +FAILED: `,
 		}},
-		{[]string{"zz", "a", "d"}, ExitNotFound, []string{`^zz +- +NOT FOUND: `, `^a +\d+ +intact`, `^d +\d+ +FAILED: `}},
+		{[]string{"zz", "a", "d"}, ExitUsage, []string{`^zz +- +NOT FOUND: `, `^a +\d+ +intact`, `^d +\d+ +FAILED: `}},
+		{[]string{"zz", "a", "b"}, ExitPermission, []string{`^zz +- +NOT FOUND: `, `^a +\d+ +intact`, `^b +- +UNREADABLE: `}},
+		{[]string{"zz", "a"}, ExitNotFound, []string{`^zz +- +NOT FOUND: `, `^a +\d+ +intact`}},
 		{[]string{"d", "a"}, ExitUsage, []string{`^d +\d+ +FAILED: `, `^a +\d+ +intact`}},
 		{[]string{"a", "c"}, ExitOK, []string{`^a +\d+ +intact`, `^c +\d+ +intact`}},
 	} {
