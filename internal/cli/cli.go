@@ -97,14 +97,9 @@ type command struct {
 // of a steward command in the daemon's metrics.
 func outcomeName(code int) string { return jobview.OutcomeName(code) }
 
-// eventResult classifies a steward command's outcome for metrics, whose
-// results are ok, out_of_order, not_found, invalid and error.
-func eventResult(err error) string {
-	if n := outcomeName(ExitCode(err)); n != "permission_denied" {
-		return n
-	}
-	return "error"
-}
+// eventResult classifies a steward command's outcome for metrics by its
+// exit code's name, as the console does (metrics.StewardResults).
+func eventResult(err error) string { return outcomeName(ExitCode(err)) }
 
 var commands []*command
 

@@ -38,7 +38,7 @@ var (
 	HaltReasons    = []string{"cost", "time"}
 	FinishOutcomes = []string{"success", "canceled", "intervention_required", "halted_cost", "halted_time"}
 	TokenKinds     = []string{"input", "output", "cache"}
-	StewardResults = []string{"ok", "out_of_order", "not_found", "invalid", "error"}
+	StewardResults = []string{"ok", "out_of_order", "not_found", "invalid", "permission_denied", "error"}
 	CronOutcomes   = []string{"created", "skipped", "replaced", "missed", "failed"}
 )
 

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/logist/logist/internal/jobview"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/schemas"
 )
@@ -225,6 +226,19 @@ func TestInputLabelsStayBounded(t *testing.T) {
 	for _, r := range []string{"worker", "supervisor", "planner", "executor", "critic", "auditor", "logist"} {
 		if Bound(r, KnownRoles) != r {
 			t.Errorf("built-in role %s folded to %s", r, Bound(r, KnownRoles))
+		}
+	}
+}
+
+// Every result a steward command can end with (its exit code's name, as
+// the CLI and the console record it) is a result of its own, not other:
+// the console's refusals (a viewer acting, a CSRF failure) are
+// permission_denied, which the CLI once recorded as error.
+func TestStewardResultsNameEveryExitCode(t *testing.T) {
+	for _, code := range []int{jobview.ExitOK, jobview.ExitUsage, jobview.ExitOutOfOrder, jobview.ExitPermission, jobview.ExitNotFound, 99} {
+		name := jobview.OutcomeName(code)
+		if got := Bound(name, StewardResults); got != name {
+			t.Errorf("exit code %d (%s) is counted as %s", code, name, got)
 		}
 	}
 }
