@@ -316,9 +316,8 @@ func killGroups(pidLog string, n int) bool {
 	}
 	killed := false
 	for _, line := range strings.Split(string(b), "\n") {
-		var in, pid int
-		var start string
-		if _, err := fmt.Sscanf(line, "%d %d %s", &in, &pid, &start); err != nil || in != n || pid <= 1 {
+		in, pid, start, ok := parsePidLine(line)
+		if !ok || in != n {
 			continue // another call's, or a line a crash cut short
 		}
 		if cur, ok := procStart(pid); !ok || cur != start {

@@ -221,8 +221,9 @@ func runDirect(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 	pgid := cmd.Process.Pid
 	// Remember the group, so that a daemon restarted after a crash can stop
 	// an agent its predecessor left running (KillOrphan).
+	reaped := func() {}
 	if spec.PidLog != "" {
-		recordPid(ctx, spec.PidLog, spec.Interaction, pgid)
+		reaped = recordPid(ctx, spec.PidLog, spec.Interaction, pgid)
 	}
 	// exited says the agent has exited; it is reaped (cmd.Wait) only after
 	// its group is killed, so that the group's id cannot have been taken
@@ -246,6 +247,7 @@ func runDirect(ctx context.Context, spec ProcSpec) (*ProcResult, error) {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL) // what it forked meanwhile
 	}
 	waitErr := cmd.Wait()
+	reaped() // its group is gone: the pid log may drop its line
 	late := time.NewTimer(5 * time.Second)
 	for n := 0; n < 2; {
 		select {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/logist/logist/internal/agent"
@@ -70,4 +71,58 @@ func countRequestFiles(t *testing.T, jobDir string) int {
 		}
 	}
 	return n
+}
+
+// A long chain of uncontained calls (a RETRY loop up to its calls budget)
+// keeps its job's pid log bounded: the run's agent.PidFile compacts it
+// as it passes agent.PidLogMax bytes, dropping the lines of calls whose
+// agent has ended. It grew by a line per call, never rewritten.
+func TestALongChainKeepsThePidLogBounded(t *testing.T) {
+	const calls = 5*agent.KeepRequests + 7
+	k := testkit.New(t)
+	e := NewEngine(k.Env, builtins.Effects())
+	k.Runner = e
+	log := filepath.Join(k.Env.Store.JobDir("long"), "requests", agent.PidLog)
+	e.NewProvider = func(manifest.AgentConfig) (agent.Provider, error) {
+		return providerFunc(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+			if err := os.MkdirAll(filepath.Dir(log), 0o700); err != nil {
+				return nil, err
+			}
+			spec := agent.ProcSpec{Argv: []string{"true"}, Dir: req.Workspace, PidLog: filepath.Join(req.JobDir, "requests", agent.PidLog), Interaction: req.Interaction}
+			if _, err := agent.RunProcess(ctx, spec); err != nil {
+				return nil, err
+			}
+			if req.Role == "supervisor" && req.Interaction < calls-1 {
+				return answer("RETRY", "again"), nil
+			}
+			return answer("COMPLETED", "done"), nil
+		}), nil
+	}
+	j := job(map[string]any{"provider": "command", "command": map[string]any{"argv": []string{"true"}}},
+		map[string]any{"provider": "command", "command": map[string]any{"argv": []string{"true"}}})
+	j["limits"] = map[string]any{"max_retries": 1000}
+	k.WriteJob("long", j)
+	if err := e.Run(context.Background(), "long"); err != nil {
+		t.Fatal(err)
+	}
+	m := k.Load("long")
+	if m.Status != "SUCCESS" || m.Metrics.AgentCalls < calls {
+		t.Fatalf("%s after %d calls (%s)", m.Status, m.Metrics.AgentCalls, m.Run.Reason)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.TrimSpace(l) != "" {
+			lines++
+		}
+	}
+	t.Logf("the pid log after %d calls: %d lines, %d bytes", m.Metrics.AgentCalls, lines, len(b))
+	// Its lines are 14 bytes or more (pids of 3 digits, start times of 5).
+	if lines == 0 || lines > calls/2 || len(b) > agent.PidLogMax+64 {
+		t.Errorf("the pid log after %d calls: %d lines, %d bytes; want 1 to %d lines, at most %d bytes and a line",
+			m.Metrics.AgentCalls, lines, len(b), calls/2, agent.PidLogMax)
+	}
 }
