@@ -316,7 +316,7 @@ func killGroups(pidLog string, n int) bool {
 	}
 	killed := false
 	for _, line := range strings.Split(string(b), "\n") {
-		in, pid, start, ok := parsePidLine(line)
+		in, pid, start, ok := ParsePidLine(line)
 		if !ok || in != n {
 			continue // another call's, or a line a crash cut short
 		}

@@ -182,7 +182,7 @@ func (p *PidFile) compact() {
 // yet reaped (a call reaps its agent only after killing its group). A
 // line a crash cut short, or one naming a pid now someone else's, is not.
 func liveLine(line string) bool {
-	_, pid, start, ok := parsePidLine(line)
+	_, pid, start, ok := ParsePidLine(line)
 	if !ok {
 		return false
 	}
@@ -190,9 +190,9 @@ func liveLine(line string) bool {
 	return ok && cur == start
 }
 
-// parsePidLine parses a pid log line "INTERACTION PGID START"; false for
+// ParsePidLine parses a pid log line "INTERACTION PGID START"; false for
 // one that is not whole (a crash cut it short) or names no process group.
-func parsePidLine(line string) (n, pid int, start string, ok bool) {
+func ParsePidLine(line string) (n, pid int, start string, ok bool) {
 	_, err := fmt.Sscanf(line, "%d %d %s", &n, &pid, &start)
 	return n, pid, start, err == nil && pid > 1
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -98,9 +97,7 @@ func callNumbers(dir string) []int {
 	}
 	if b, err := os.ReadFile(filepath.Join(reqs, agent.PidLog)); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
-			var n, pid int
-			var start string
-			if _, err := fmt.Sscanf(line, "%d %d %s", &n, &pid, &start); err == nil && pid > 1 && agent.Alive(pid, start) {
+			if n, pid, start, ok := agent.ParsePidLine(line); ok && agent.Alive(pid, start) {
 				add(n)
 			}
 		}
