@@ -9,8 +9,10 @@
 // name cannot rebind between the check and the connection; it refuses
 // loopback, link-local (cloud metadata), private, unspecified and
 // multicast addresses unless the list names that literal IP, and the
-// daemon's own listeners always. Each refusal is logged with the job and
-// the call (seed 004 §7) and kept for the call's record (Revoke).
+// daemon's own listeners always. Each refusal is kept for the call's
+// record (Revoke) and logged with the job and the call (seed 004 §7),
+// bounded: what an agent looping on refused connections leaves in the
+// daemon's memory and log must not grow with its loop (Refused).
 //
 // A call proves who it is with a token of its own in the proxy URL's
 // password (HTTPS_PROXY=http://logist:TOKEN@127.0.0.1:PORT), sent as
@@ -95,11 +97,75 @@ type Grant struct {
 	Allow           []Entry
 }
 
-// Refusal is one destination a call was refused.
+// Refusal is one destination a call was refused: the first reason it
+// was given and how many times it was refused.
 type Refusal struct {
 	Host   string `json:"host"`
 	Port   int    `json:"port"`
 	Reason string `json:"reason"`
+	Count  int    `json:"count"`
+}
+
+// MaxRefusals is how many destinations a call's Refused keeps.
+const MaxRefusals = 16
+
+// maxText is the most of a host name or a reason a Refusal keeps: both
+// come from the agent's request (a DNS name has at most 253 bytes).
+const maxText = 512
+
+// Refused is what a call was refused, bounded whatever the agent does:
+// the first MaxRefusals distinct destinations (in the order they were
+// first refused), each with its first reason and its count, and Total,
+// every refused attempt, to those destinations or others.
+type Refused struct {
+	Kept  []Refusal `json:"kept"`
+	Total int       `json:"total"`
+}
+
+// add counts one refusal and says whether it is the first of a
+// destination Kept (new: logged; any other is counted only).
+func (r *Refused) add(f Refusal) (kept bool) {
+	r.Total += f.Count
+	for i := range r.Kept {
+		if r.Kept[i].Host == f.Host && r.Kept[i].Port == f.Port {
+			r.Kept[i].Count += f.Count
+			return false
+		}
+	}
+	if len(r.Kept) >= MaxRefusals {
+		return false
+	}
+	f.Host, f.Reason = clip(f.Host), clip(f.Reason)
+	r.Kept = append(r.Kept, f)
+	return true
+}
+
+// Merge adds what o counts to r, under the same bound: the refusals of
+// the several runs of one call (its program, its tools).
+func (r *Refused) Merge(o Refused) {
+	kept := 0
+	for _, f := range o.Kept {
+		r.add(f)
+		kept += f.Count
+	}
+	r.Total += o.Total - kept // attempts o counted without keeping them
+}
+
+// Dropped is how many refused attempts were to destinations Kept does
+// not name (past MaxRefusals).
+func (r Refused) Dropped() int {
+	n := r.Total
+	for _, f := range r.Kept {
+		n -= f.Count
+	}
+	return n
+}
+
+func clip(s string) string {
+	if len(s) <= maxText {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxText], "") + "…"
 }
 
 // Resolver finds a name's addresses (net.DefaultResolver; tests give
@@ -131,7 +197,7 @@ type Proxy struct {
 type call struct {
 	g       Grant
 	mu      sync.Mutex
-	refused []Refusal
+	refused Refused
 }
 
 // New makes a Proxy.
@@ -168,18 +234,26 @@ func (p *Proxy) Issue(g Grant) (string, error) {
 	return tok, nil
 }
 
-// Revoke ends a call's token and returns what it was refused.
-func (p *Proxy) Revoke(token string) []Refusal {
+// Revoke ends a call's token and returns what it was refused. When more
+// was refused than was logged (a destination's first refusal each), it
+// logs the call's summary.
+func (p *Proxy) Revoke(token string) Refused {
 	p.mu.Lock()
 	c := p.calls[token]
 	delete(p.calls, token)
 	p.mu.Unlock()
 	if c == nil {
-		return nil
+		return Refused{}
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]Refusal(nil), c.refused...)
+	r := Refused{Kept: slices.Clone(c.refused.Kept), Total: c.refused.Total}
+	c.mu.Unlock()
+	if r.Total > len(r.Kept) {
+		joblog.Log(p.cfg.Logger, fmt.Sprintf("egress refused %d connections during the call; the first to each of %d destinations was logged",
+			r.Total, len(r.Kept)), joblog.Problem{Job: c.g.Job, Actor: c.g.Role, Code: codes.EgressRefused},
+			"call", c.g.Call, "refused", r.Total)
+	}
+	return r
 }
 
 // ProxyURL is the proxy URL a call is given (HTTPS_PROXY, HTTP_PROXY,
@@ -321,13 +395,17 @@ func internal(a netip.Addr) bool {
 		a.IsMulticast() || a.IsPrivate() || a.IsUnspecified() || cgnat.Contains(a) || thisNet.Contains(a)
 }
 
-// refuse answers 403, logs the refusal with the job and call, and keeps it.
+// refuse answers 403 and counts the refusal; the first of a destination
+// the call keeps is logged with the job and call (Revoke sums up the
+// rest).
 func (p *Proxy) refuse(w http.ResponseWriter, c *call, host string, port int, err error) {
 	c.mu.Lock()
-	c.refused = append(c.refused, Refusal{Host: host, Port: port, Reason: err.Error()})
+	first := c.refused.add(Refusal{Host: host, Port: port, Reason: err.Error(), Count: 1})
 	c.mu.Unlock()
-	joblog.Log(p.cfg.Logger, "egress refused: "+err.Error(), joblog.Problem{Job: c.g.Job, Actor: c.g.Role, Code: codes.EgressRefused},
-		"call", c.g.Call, "host", host, "port", port)
+	if first {
+		joblog.Log(p.cfg.Logger, "egress refused: "+clip(err.Error()), joblog.Problem{Job: c.g.Job, Actor: c.g.Role, Code: codes.EgressRefused},
+			"call", c.g.Call, "host", clip(host), "port", port)
+	}
 	http.Error(w, codes.EgressRefused+": "+err.Error(), http.StatusForbidden)
 }
 

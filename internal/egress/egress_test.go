@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
@@ -226,15 +227,17 @@ func TestUnlistedRefused(t *testing.T) {
 	if code, _ := w.get(tok, "http://other.test:"+port+"/"); code != http.StatusForbidden {
 		t.Errorf("GET unlisted: %d", code)
 	}
-	// Each refusal is kept for the call's record and logged with the job
-	// and the call (seed 004 §7).
+	// Each refusal is kept for the call's record, a destination once with
+	// its count, and its first logged with the job and the call (seed 004
+	// §7); the summary says how many were refused in all.
 	refused := w.p.Revoke(tok)
-	if len(refused) != 4 || refused[0].Host != "example.test" || refused[0].Port != 22 {
+	if len(refused.Kept) != 3 || refused.Total != 4 || refused.Kept[0].Host != "example.test" || refused.Kept[0].Port != 22 ||
+		refused.Kept[0].Count != 1 || refused.Kept[1].Host != "other.test" || refused.Kept[1].Count != 2 {
 		t.Errorf("refusals %+v", refused)
 	}
 	lines := joblog.Lines([]byte(w.logs.String()))
-	if len(lines) != 4 {
-		t.Fatalf("%d log lines, want 4:\n%s", len(lines), w.logs.String())
+	if len(lines) != 4 || !strings.Contains(fmt.Sprint(lines[3]["msg"]), "refused 4 connections") {
+		t.Fatalf("%d log lines, want 3 and a summary:\n%s", len(lines), w.logs.String())
 	}
 	for _, l := range lines {
 		if err := joblog.Check(l); err != nil {
@@ -317,5 +320,80 @@ func TestEntryLoopback(t *testing.T) {
 		if got := es[i].Loopback(); got != want {
 			t.Errorf("%+v: Loopback %v, want %v", es[i], got, want)
 		}
+	}
+}
+
+// TestRefusalsBounded: an agent looping on refused connections, to a few
+// destinations again and again and to ever new ones, leaves the proxy at
+// most MaxRefusals destinations to hold and as many log lines plus one
+// summary, and every attempt counted.
+func TestRefusalsBounded(t *testing.T) {
+	w := newWorld(t)
+	tok := w.issue("example.test:" + strconv.Itoa(w.port))
+	pu, _ := url.Parse(ProxyURL(w.root, tok))
+	pw, _ := pu.User.Password()
+	c, err := net.Dial("tcp", strings.TrimPrefix(w.root, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	const n = 5000
+	long := strings.Repeat("a", 4000) + ".test:443" // a host no DNS name is
+	for i := range n {
+		hp := fmt.Sprintf("again%d.test:443", i%3) // three, over and over
+		switch {
+		case i%2 == 1:
+			hp = fmt.Sprintf("new%d.test:443", i) // a new one each time
+		case i == 10:
+			hp = long
+		}
+		// One keep-alive connection: a 403 leaves it open for the next.
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n", hp, hp,
+			base64.StdEncoding.EncodeToString([]byte("logist:"+pw)))
+		resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+		if err != nil {
+			t.Fatalf("CONNECT %d: %v", i, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("CONNECT %s: %d, want refused", hp, resp.StatusCode)
+		}
+	}
+	w.p.mu.Lock()
+	held := len(w.p.calls[tok].refused.Kept)
+	w.p.mu.Unlock()
+	if held > MaxRefusals {
+		t.Errorf("the call holds %d refusals, more than %d", held, MaxRefusals)
+	}
+	r := w.p.Revoke(tok)
+	if r.Total != n || len(r.Kept) != MaxRefusals {
+		t.Fatalf("total %d, %d kept; want %d, %d", r.Total, len(r.Kept), n, MaxRefusals)
+	}
+	counted := 0
+	for _, f := range r.Kept {
+		counted += f.Count
+		if len(f.Host) > maxText+len("…") || len(f.Reason) > maxText+len("…") {
+			t.Errorf("a kept refusal of %d, %d bytes", len(f.Host), len(f.Reason))
+		}
+	}
+	if r.Kept[0].Host != "again0.test" || r.Kept[0].Count != 834 || r.Dropped() != n-counted {
+		t.Errorf("first kept %+v, dropped %d", r.Kept[0], r.Dropped())
+	}
+	lines := joblog.Lines([]byte(w.logs.String()))
+	if len(lines) != MaxRefusals+1 {
+		t.Fatalf("%d log lines, want one per kept destination and a summary", len(lines))
+	}
+	if last := lines[len(lines)-1]; !strings.Contains(fmt.Sprint(last["msg"]), "refused 5000 connections") {
+		t.Errorf("summary %v", last)
+	}
+
+	// The refusals of a call's several runs add up under the same bound.
+	var sum Refused
+	sum.Merge(r)
+	sum.Merge(Refused{Kept: []Refusal{{Host: "again0.test", Port: 443, Reason: "x", Count: 2}, {Host: "other.test", Port: 80, Count: 1}}, Total: 7})
+	if sum.Total != n+7 || len(sum.Kept) != MaxRefusals || sum.Kept[0].Count != 836 || sum.Dropped() != r.Dropped()+5 {
+		t.Errorf("merged: total %d, first %+v, dropped %d", sum.Total, sum.Kept[0], sum.Dropped())
 	}
 }
