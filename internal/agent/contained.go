@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/logist/logist/internal/codes"
@@ -54,8 +55,57 @@ type Containment struct {
 // only the listed hosts through it.
 type Egress interface {
 	Open(job, call string, allow []egress.Entry) (token string, err error)
-	// Close ends the token (the proxy has logged each refusal).
-	Close(token string)
+	// Close ends the token and returns what the call was refused (the
+	// proxy keeps it bounded, and has logged it).
+	Close(token string) egress.Refused
+}
+
+// EgressLog gathers what the egress proxy refused one call's runs (its
+// program's, a tool's), for the call's record in the job's history: the
+// engine gives each call of a job with an allowlist a log of its own
+// (WithEgressLog) and records what it holds with the call's response.
+// It is carried by ctx, not by Result, because a call ends in many ways
+// that make no Result (a timeout, a kill, a crash) and refusals are
+// often why. Safe for concurrent use.
+type EgressLog struct {
+	mu      sync.Mutex
+	refused egress.Refused
+}
+
+type egressKey struct{}
+
+// WithEgressLog returns ctx whose contained runs add their refusals to a
+// log of the call's own, and that log. When ctx's executor gives the
+// runs no egress proxy (no allowlist, or not contained) it returns ctx
+// as it is and nil: a call without one costs nothing more.
+func WithEgressLog(ctx context.Context) (context.Context, *EgressLog) {
+	if c, ok := ExecutorFrom(ctx).(*Contained); !ok || len(c.Allow) == 0 {
+		return ctx, nil
+	}
+	l := &EgressLog{}
+	return context.WithValue(ctx, egressKey{}, l), l
+}
+
+// Refused is what the call's runs were refused so far (nothing for a nil
+// log).
+func (l *EgressLog) Refused() egress.Refused {
+	if l == nil {
+		return egress.Refused{}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return egress.Refused{Kept: slices.Clone(l.refused.Kept), Total: l.refused.Total}
+}
+
+// add adds one run's refusals to ctx's log, if it carries one.
+func addRefused(ctx context.Context, r egress.Refused) {
+	l, _ := ctx.Value(egressKey{}).(*EgressLog)
+	if l == nil || r.Total == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.refused.Merge(r)
 }
 
 // For resolves a job's sandbox setting ("" takes the default) to its
@@ -178,7 +228,10 @@ func (c *Contained) Run(ctx context.Context, spec ProcSpec) (*ProcResult, error)
 			if err != nil {
 				return nil, &Error{Code: codes.AgentStart, Msg: "egress proxy: " + err.Error()}
 			}
-			defer c.Egress.Close(tok)
+			// What the run was refused goes to the call's record. A call
+			// adopted from a previous daemon (call != nil) reports none:
+			// its token, and what it was refused, ended with that daemon.
+			defer func() { addRefused(ctx, c.Egress.Close(tok)) }()
 			spec.Env = egressEnv(spec.Env, egress.ProxyURL(c.ProxyRoot(), tok))
 		}
 		call, err = c.Exec.Start(c.spec(spec, callDir))

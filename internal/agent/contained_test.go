@@ -214,7 +214,7 @@ type testEgress struct{ p *egress.Proxy }
 func (e testEgress) Open(job, call string, allow []egress.Entry) (string, error) {
 	return e.p.Issue(egress.Grant{Job: job, Call: call, Allow: allow})
 }
-func (e testEgress) Close(token string) { e.p.Revoke(token) }
+func (e testEgress) Close(token string) egress.Refused { return e.p.Revoke(token) }
 
 // TestContainedEgressAllowlist: a contained call of a job with a network
 // allowlist reaches a listed destination through the egress proxy (its
@@ -255,6 +255,7 @@ func TestContainedEgressAllowlist(t *testing.T) {
 			t.Logf("SKIP (loud): %s: %v", layer, err)
 			continue
 		}
+		var refused egress.Refused // the last fetch's, as the call's log has it
 		fetch := func(allow []string, url string) string {
 			t.Helper()
 			es, err := egress.ParseAllow(allow)
@@ -264,19 +265,26 @@ func TestContainedEgressAllowlist(t *testing.T) {
 			c := &Contained{Exec: &sandbox.Local{}, Mode: layer, Name: string(layer), Job: "j", Allow: es, Egress: testEgress{eg},
 				Network: sandbox.Network{Mode: sandbox.NetProxy, Socket: sock}}
 			ws := t.TempDir()
-			r, err := c.Run(context.Background(), ProcSpec{Argv: []string{curl, "-s", "-m", "20", "-w", " %{http_code}", url}, Dir: ws,
+			ctx, log := WithEgressLog(WithExecutor(context.Background(), c))
+			r, err := c.Run(ctx, ProcSpec{Argv: []string{curl, "-s", "-m", "20", "-w", " %{http_code}", url}, Dir: ws,
 				Env: []string{"PATH=/usr/bin:/bin"}})
 			if err != nil {
 				t.Fatal(err)
 			}
+			refused = log.Refused()
 			return strings.TrimSpace(string(r.Stdout))
 		}
 		p, dp := strconv.Itoa(port), strconv.Itoa(daemonPort)
-		if got := fetch([]string{"localhost:" + p, "127.0.0.1:" + p}, "http://localhost:"+p+"/"); got != "listed 200" {
-			t.Errorf("%s: a listed destination: %q", layer, got)
+		if got := fetch([]string{"localhost:" + p, "127.0.0.1:" + p}, "http://localhost:"+p+"/"); got != "listed 200" || refused.Total != 0 {
+			t.Errorf("%s: a listed destination: %q, refused %+v", layer, got, refused)
 		}
 		if got := fetch([]string{"localhost:" + p}, "http://localhost:"+p+"/"); !strings.HasSuffix(got, " 403") || !strings.Contains(got, codes.EgressRefused) {
 			t.Errorf("%s: a listed name resolving to loopback, its address unlisted: %q", layer, got)
+		}
+		// The run's refusals reach the call's log when the run ends.
+		if refused.Total != 1 || len(refused.Kept) != 1 || refused.Kept[0].Host != "localhost" || refused.Kept[0].Port != port ||
+			!strings.Contains(refused.Kept[0].Reason, "private network") {
+			t.Errorf("%s: the call's log has %+v", layer, refused)
 		}
 		if got := fetch([]string{"localhost:" + p, "127.0.0.1:" + p}, "http://localhost:"+dp+"/"); !strings.HasSuffix(got, " 403") {
 			t.Errorf("%s: an unlisted port: %q", layer, got)

@@ -40,7 +40,7 @@ func (e egressForAgents) Open(job, call string, allow []egress.Entry) (string, e
 	return e.p.Issue(egress.Grant{Job: job, Call: call, Allow: allow})
 }
 
-func (e egressForAgents) Close(token string) { e.p.Revoke(token) }
+func (e egressForAgents) Close(token string) egress.Refused { return e.p.Revoke(token) }
 
 // startMeter starts the proxy. Its grants bring their own upstreams (the
 // agent's base URL or the provider's public API, with the steward's key),

@@ -354,6 +354,9 @@ func (e *Engine) stepTurns(ctx context.Context, id string, keep *jobtx.Kept, pr 
 	if err != nil {
 		return stepResult{done: true}, err
 	}
+	for _, tc := range c.turns {
+		o.logs = append(o.logs, refusedLogs(tc.refused, tc.turn.Role, tc.attempt(), tc.interaction)...)
+	}
 	if !o.more {
 		leaveSlot(ctx)
 		gh.leave()
@@ -386,6 +389,7 @@ func (e *Engine) callAndFinish(ctx context.Context, id string, keep *jobtx.Kept,
 	var out *agent.Result
 	var callErr error
 	cctx, cancel := context.WithTimeout(c.contained(ctx), c.deadline)
+	cctx, refused := agent.WithEgressLog(cctx)
 	pruned := pr.beside(1)
 	if perr != nil {
 		callErr = perr
@@ -408,6 +412,7 @@ func (e *Engine) callAndFinish(ctx context.Context, id string, keep *jobtx.Kept,
 		tx.Close()
 		return nil, outcome{}, nil, err
 	}
+	o.logs = append(o.logs, refusedLogs(refused, c.role, c.attempt, c.interaction)...)
 	return tx, o, out, nil
 }
 

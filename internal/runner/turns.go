@@ -39,6 +39,9 @@ type turnCall struct {
 	attempts int
 	// late: a background turn cut because the step's other turns ended.
 	late bool
+	// refused is what the egress proxy refused the turn's attempts (nil:
+	// the job has no allowlist).
+	refused *agent.EgressLog
 }
 
 // failedAttempt is an attempt of a turn that failed and was retried: it is
@@ -188,6 +191,7 @@ func (e *Engine) playTurn(ctx context.Context, m *manifest.Manifest, tc *turnCal
 		return
 	}
 	deadline, _ := callDeadline(m, e.defaults(m), tc.turn.Role)
+	ctx, tc.refused = agent.WithEgressLog(ctx)
 	start := time.Now()
 	defer func() { tc.elapsed = time.Since(start) }()
 	for attempt := 1; ; attempt++ {
