@@ -540,17 +540,8 @@ func (s *FolderStore) Commit(_ context.Context, l *Lease, u Unit) error {
 					}
 				}
 			}
-			// Objects first: a row never names content the store lacks.
-			// An object a failed commit leaves is content no point
-			// names, as harmless as a copy of it (collected).
-			for sum, b := range u.Objects {
-				p := filepath.Join(s.dir, clusterDir, "objects", sum)
-				if _, err := os.Stat(p); err == nil {
-					continue
-				}
-				if err := atomicfile.WriteFile(p, b, 0o600); err != nil {
-					return err
-				}
+			if err := s.writeObjects(u.Objects); err != nil {
+				return err
 			}
 			if err := s.appendLines(fr, u.Lines); err != nil {
 				return err
@@ -581,6 +572,23 @@ func (s *FolderStore) Commit(_ context.Context, l *Lease, u Unit) error {
 		err = u.Write()
 	}
 	return err
+}
+
+// writeObjects stores objects, those the store lacks, before the row
+// that names them: a row never names content the store lacks. An object
+// a failed commit leaves is content no point names, as harmless as a
+// copy of it (collected).
+func (s *FolderStore) writeObjects(objects map[string][]byte) error {
+	for sum, b := range objects {
+		p := filepath.Join(s.dir, clusterDir, "objects", sum)
+		if _, err := os.Stat(p); err == nil {
+			continue
+		}
+		if err := atomicfile.WriteFile(p, b, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pointObjects checks that every object p's listing names is in objects
@@ -736,6 +744,21 @@ func (s *FolderStore) Steer(_ context.Context, st Steering) (*Job, error) {
 					return err
 				}
 			}
+			if st.Point != nil {
+				had := make([]string, 0, len(fr.Points))
+				for _, p := range fr.Points {
+					had = append(had, p.ID)
+				}
+				if err := NewPoint(j.ID, st.Point, had); err != nil {
+					return err
+				}
+				if err := s.pointObjects(j.ID, st.Point, st.Objects); err != nil {
+					return err
+				}
+			}
+			if err := s.writeObjects(st.Objects); err != nil {
+				return err
+			}
 			if err := s.appendLines(fr, st.Lines); err != nil {
 				return err
 			}
@@ -748,6 +771,9 @@ func (s *FolderStore) Steer(_ context.Context, st Steering) (*Job, error) {
 				}
 			}
 			fr.Job = j
+			if st.Point != nil {
+				fr.Points = append(fr.Points, *st.Point)
+			}
 			if err := s.writeRow(fr); err != nil {
 				return err
 			}

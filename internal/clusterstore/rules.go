@@ -336,11 +336,13 @@ func ValidPointID(id string) bool {
 // CheckPoint is the rule of a unit's recovery point and objects: a point
 // named as a file may be, each object stored under the hash of its
 // content (content-addressed: one SHA-256, one content, for every job).
-func CheckPoint(job string, u *Unit) error {
-	if u.Point != nil && !ValidPointID(u.Point.ID) {
-		return fmt.Errorf("job %s: invalid recovery point id %q", job, u.Point.ID)
+func CheckPoint(job string, u *Unit) error { return checkPoint(job, u.Point, u.Objects) }
+
+func checkPoint(job string, p *RecoveryPoint, objects map[string][]byte) error {
+	if p != nil && !ValidPointID(p.ID) {
+		return fmt.Errorf("job %s: invalid recovery point id %q", job, p.ID)
 	}
-	for sum, b := range u.Objects {
+	for sum, b := range objects {
 		got := sha256.Sum256(b)
 		if !ValidSum(sum) || hex.EncodeToString(got[:]) != sum {
 			return fmt.Errorf("job %s: object %q does not hold the content of its hash", job, short(sum))
@@ -352,7 +354,10 @@ func CheckPoint(job string, u *Unit) error {
 // Steered is the one rule of a steward's change: legal from the status
 // the job is in, the epoch bumped (whoever ran the job is fenced out), the
 // lease released, the steward's records continuing the history, the
-// manifest replaced when the change carries one.
+// manifest replaced when the change carries one, the snapshot it keeps
+// (Steering.Point) validly named, at one of its records, with each object
+// under its content's hash. (That the point's id is new to the job, and
+// its objects stored, the store checks against its points: NewPoint.)
 func Steered(j Job, st *Steering) (Job, error) {
 	if st.Key == "" {
 		return j, fmt.Errorf("job %s: a steward's change needs an idempotency key", j.ID)
@@ -366,9 +371,15 @@ func Steered(j Job, st *Steering) (Job, error) {
 	if err := CheckFiles(j.ID, st.Files); err != nil {
 		return j, err
 	}
+	if err := checkPoint(j.ID, st.Point, st.Objects); err != nil {
+		return j, err
+	}
 	next, last, err := Continue(&j, st.Lines)
 	if err != nil {
 		return j, err
+	}
+	if p := st.Point; p != nil && (p.Seq < j.NextSeq || p.Seq >= next) {
+		return j, fmt.Errorf("job %s: the change's point %s is at record %d, not one of its own (%d to %d)", j.ID, p.ID, p.Seq, j.NextSeq, next-1)
 	}
 	j.NextSeq, j.LastHash = next, last
 	j.Status = st.To
@@ -379,6 +390,16 @@ func Steered(j Job, st *Steering) (Job, error) {
 	// A steward's change is claimable at once, whatever backoff it ends.
 	j.Owner, j.LeaseUntil, j.ClaimAfter = "", time.Time{}, time.Time{}
 	return j, nil
+}
+
+// NewPoint is the rule of a steering's point against the job's points
+// (had, their ids): a change keeps a snapshot beside them, it replaces
+// none.
+func NewPoint(job string, p *RecoveryPoint, had []string) error {
+	if p != nil && slices.Contains(had, p.ID) {
+		return fmt.Errorf("job %s has a point %s already; a steward's change replaces none", job, p.ID)
+	}
+	return nil
 }
 
 // SteerCommand is what an idempotency key is bound to when the steering

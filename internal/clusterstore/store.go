@@ -209,6 +209,15 @@ type Steering struct {
 	// by path relative to the folder; every node writes them with the
 	// folder (Store.Files).
 	Files map[string][]byte
+	// Point, if set, is a snapshot the change keeps, stored as a point of
+	// the job beside its recovery points: a rollback's discarded work
+	// (steward.keepDiscarded, whose record names it). Its id is new to
+	// the job (a change replaces no point) and its Seq is one of Lines'
+	// records (the one naming it).
+	Point *RecoveryPoint
+	// Objects are Point's objects the store may not hold yet, as a
+	// unit's (Unit.Objects).
+	Objects map[string][]byte
 }
 
 // KeyUse is what an idempotency key was used for: the command and its
@@ -263,7 +272,8 @@ type Store interface {
 	RegisterSteward(ctx context.Context, id string, pub ed25519.PublicKey) error
 	// Steer applies a steward's change, outside any lease: it bumps the
 	// epoch (fencing out whoever ran the job) and releases the lease,
-	// appending the steward's records (Steered). A repeated key returns
+	// appending the steward's records and storing the snapshot it keeps,
+	// in one transaction (Steered). A repeated key returns
 	// the job as it is, changing nothing; a different command with it is
 	// ErrIdempotency.
 	Steer(ctx context.Context, st Steering) (*Job, error)
@@ -289,8 +299,10 @@ type Store interface {
 	// first one missing).
 	Objects(ctx context.Context, sums []string) (map[string][]byte, error)
 	// CollectObjects deletes, of sums (nil: every stored object), the
-	// objects no recovery point's listing and no job's BundleFile names
-	// (FileObject), and says how many it deleted. It never runs while a unit carrying a point commits, so
+	// objects no point's listing (a recovery point's, a stop's, a
+	// steering's) and no job's BundleFile names (FileObject), and says
+	// how many it deleted. It never runs while a unit or a steering
+	// carrying a point commits, so
 	// an object such a unit names is never collected under it; a unit
 	// naming an object collected before it is ErrMissingObject.
 	CollectObjects(ctx context.Context, sums []string) (int, error)

@@ -334,11 +334,8 @@ func (s *Store) commit(ctx context.Context, l *clusterstore.Lease, u clusterstor
 		}
 		// Objects in the same transaction as the fence: a fenced
 		// node's snapshot stores nothing.
-		for sum, b := range u.Objects {
-			if _, err := tx.Exec(ctx, "INSERT INTO logist_objects (sha256, content, size) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING",
-				sum, b, len(b)); err != nil {
-				return err
-			}
+		if err := insertObjects(ctx, tx, u.Objects); err != nil {
+			return err
 		}
 		if u.Point != nil {
 			if err := pointObjects(ctx, tx, j.ID, u.Point, u.Objects); err != nil {
@@ -387,6 +384,9 @@ func (s *Store) Steer(ctx context.Context, st clusterstore.Steering) (*clusterst
 		if err := storeFiles(ctx, tx, j.ID, st.Files); err != nil {
 			return err
 		}
+		if err := steerPoint(ctx, tx, j, &st); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, "INSERT INTO logist_idempotency (key, command, job_id, epoch, status) VALUES ($1, $2, $3, $4, $5)",
 			st.Key, clusterstore.SteerCommand(&st), j.ID, j.Epoch, string(j.Status)); err != nil {
 			var pe *pgconn.PgError
@@ -402,6 +402,52 @@ func (s *Store) Steer(ctx context.Context, st clusterstore.Steering) (*clusterst
 		return saveJob(ctx, tx, &j)
 	})
 	return out, err
+}
+
+// steerPoint stores the snapshot steering st keeps (its point, its
+// objects) in the steering's transaction, as commit stores a unit's: a
+// point of a new id (clusterstore.NewPoint), never collected under it.
+func steerPoint(ctx context.Context, tx pgx.Tx, j clusterstore.Job, st *clusterstore.Steering) error {
+	if st.Point != nil {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock_shared($1)", objectsLock); err != nil {
+			return err
+		}
+		var had []string
+		rows, err := tx.Query(ctx, "SELECT id FROM logist_points WHERE job_id = $1", j.ID)
+		if err != nil {
+			return err
+		}
+		if had, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return err
+		}
+		if err := clusterstore.NewPoint(j.ID, st.Point, had); err != nil {
+			return err
+		}
+	}
+	if err := insertObjects(ctx, tx, st.Objects); err != nil {
+		return err
+	}
+	if st.Point == nil {
+		return nil
+	}
+	if err := pointObjects(ctx, tx, j.ID, st.Point, st.Objects); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, "INSERT INTO logist_points (job_id, id, seq, snapshot, epoch) VALUES ($1, $2, $3, $4, $5)",
+		j.ID, st.Point.ID, st.Point.Seq, st.Point.Snapshot, j.Epoch)
+	return err
+}
+
+// insertObjects stores objects, content-addressed: one already stored
+// is kept.
+func insertObjects(ctx context.Context, tx pgx.Tx, objects map[string][]byte) error {
+	for sum, b := range objects {
+		if _, err := tx.Exec(ctx, "INSERT INTO logist_objects (sha256, content, size) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING",
+			sum, b, len(b)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pointObjects checks, after the unit's objects are inserted, that every

@@ -250,3 +250,111 @@ func testCollectKeepsBundles(t *testing.T, s clusterstore.Store) {
 		}
 	}
 }
+
+// testSteerKeepsSnapshot: a steering that keeps a snapshot (a rollback's
+// discarded work) stores it as a point of the job, with its objects, in
+// the steering's transaction: a refused steering stores neither, a
+// repeat nothing more; the point must be at one of the steering's own
+// records, of a new id, and its listing's objects stored or sent; a sweep
+// keeps what it names.
+func testSteerKeepsSnapshot(t *testing.T, s clusterstore.Store) {
+	submit(t, s, "a", 0)
+	l := claim(t, s, "n1", time.Minute)
+	if err := s.Commit(ctx, l, clusterstore.Unit{Lines: seal(t, s, "a", 1), Status: lifecycle.InterventionRequired,
+		Point: &clusterstore.RecoveryPoint{ID: "cp-start", Snapshot: listing()}}); err != nil {
+		t.Fatal(err)
+	}
+	work, wb := object("the worker's notes")
+	old, ob := object("kept by another point")
+	submit(t, s, "b", 0)
+	lb := claim(t, s, "n1", time.Minute)
+	if err := s.Commit(ctx, lb, clusterstore.Unit{Point: &clusterstore.RecoveryPoint{ID: "cp-old", Snapshot: listing(old)}, Objects: map[string][]byte{old: ob}}); err != nil {
+		t.Fatal(err)
+	}
+	kept := func(lines [][]byte, seq int64) clusterstore.Steering {
+		return clusterstore.Steering{Job: "a", Key: "rb-1", Command: "rollback a", From: lifecycle.InterventionRequired, To: lifecycle.Pending,
+			Lines: lines, Point: &clusterstore.RecoveryPoint{ID: "rollback-1", Seq: seq, Snapshot: listing(work, old)},
+			Objects: map[string][]byte{work: wb}}
+	}
+	j := job(t, s, "a")
+	points := func() []clusterstore.RecoveryPoint {
+		t.Helper()
+		ps, err := s.Points(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ps
+	}
+	// Refused: a point at no record of its own, of an invalid id, with
+	// a forged object, naming an object neither stored nor sent, or
+	// replacing a point. None stores its records, point, objects or key.
+	for name, st := range map[string]clusterstore.Steering{
+		"a point at an earlier record": kept(seal(t, s, "a", 1), j.NextSeq-1),
+		"a point past its records":     kept(seal(t, s, "a", 1), j.NextSeq+1),
+		"an invalid id": func() clusterstore.Steering {
+			st := kept(seal(t, s, "a", 1), j.NextSeq)
+			st.Point.ID = "../x"
+			return st
+		}(),
+		"a forged object": func() clusterstore.Steering {
+			st := kept(seal(t, s, "a", 1), j.NextSeq)
+			st.Objects = map[string][]byte{work: []byte("not the notes")}
+			return st
+		}(),
+		"an object neither stored nor sent": func() clusterstore.Steering {
+			st := kept(seal(t, s, "a", 1), j.NextSeq)
+			st.Objects = nil
+			return st
+		}(),
+		"a point replacing one": func() clusterstore.Steering {
+			st := kept(seal(t, s, "a", 1), j.NextSeq)
+			st.Point.ID = "cp-start"
+			return st
+		}(),
+	} {
+		if _, err := s.Steer(ctx, st); err == nil {
+			t.Fatalf("%s: stored", name)
+		}
+		if ps := points(); len(ps) != 1 || ps[0].ID != "cp-start" {
+			t.Fatalf("%s: points %+v", name, ps)
+		}
+		if got := job(t, s, "a"); got.NextSeq != j.NextSeq || got.Epoch != j.Epoch {
+			t.Fatalf("%s: the job changed: %+v", name, got)
+		}
+		if use, _ := s.SteerKey(ctx, "rb-1"); use != nil {
+			t.Fatalf("%s: used its key", name)
+		}
+	}
+	if _, err := s.Objects(ctx, []string{work}); !errors.Is(err, clusterstore.ErrNotFound) {
+		t.Fatalf("a refused steering's object: %v, want ErrNotFound", err)
+	}
+	// Stored with the steering: the point, at its record, and its
+	// objects (the one sent, the one another point holds).
+	st := kept(seal(t, s, "a", 2), j.NextSeq)
+	out, err := s.Steer(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != lifecycle.Pending || out.NextSeq != j.NextSeq+2 {
+		t.Fatalf("after the steering: %+v", out)
+	}
+	ps := points()
+	if len(ps) != 2 || ps[1].ID != "rollback-1" || ps[1].Seq != j.NextSeq || string(ps[1].Snapshot) != string(st.Point.Snapshot) {
+		t.Fatalf("points after the steering: %+v", ps)
+	}
+	// Repeated: the first outcome, nothing more.
+	if again, err := s.Steer(ctx, st); err != nil || again.NextSeq != out.NextSeq || len(points()) != 2 {
+		t.Fatalf("repeat: %+v %v, points %+v", again, err, points())
+	}
+	// A sweep keeps the kept snapshot's objects, job b's point gone.
+	if err := s.Commit(ctx, lb, clusterstore.Unit{Point: &clusterstore.RecoveryPoint{ID: "cp-old", Snapshot: listing()}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CollectObjects(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Objects(ctx, []string{work, old})
+	if err != nil || string(got[work]) != string(wb) || string(got[old]) != string(ob) {
+		t.Fatalf("the kept snapshot's objects after a sweep: %q %v", got, err)
+	}
+}

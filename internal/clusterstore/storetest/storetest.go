@@ -4,7 +4,7 @@
 // node that wakes after its lease was taken), budgets debited under the
 // fence, history continuity, recovery points and their content-addressed
 // objects, a job waiting for a human holding no lease,
-// and idempotent steward commands. The folder store and the PostgreSQL store
+// and idempotent steward commands (and the snapshot a rollback keeps). The folder store and the PostgreSQL store
 // run the same tests (each package's own test calls Run).
 package storetest
 
@@ -48,6 +48,7 @@ func Run(t *testing.T, open Open) {
 		{"RecoveryPointUnderFence", testRecoveryPoint},
 		{"SteerIdempotent", testSteerIdempotent},
 		{"SteerStaleRefused", testSteerStale},
+		{"SteerKeepsSnapshot", testSteerKeepsSnapshot},
 		{"CommitFilesUnderFence", testCommitFiles},
 		{"TemplateTickFiresOnce", testTemplates},
 		{"NodeKeys", testNodes},
