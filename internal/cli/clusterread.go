@@ -10,6 +10,7 @@ import (
 	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/steward"
 )
 
 // Reading commands in cluster mode: the file form runs, as it is, on the
@@ -23,6 +24,13 @@ import (
 // run; jobsOf names the jobs it reads (nil: every job), follows whether
 // it follows them.
 func clusterRead(run func(*env, []string) (*Result, error), jobsOf func([]string) ([]string, error), follows func(*env) bool) func(*env, clusterstore.Store, []string) (*Result, error) {
+	return clusterReadAlso(run, jobsOf, follows, nil)
+}
+
+// clusterReadAlso is clusterRead whose folder holds, besides the
+// objects of each job's current checkpoint, those of the points also
+// names for the command (cluster.Mirror.Also; nil: none).
+func clusterReadAlso(run func(*env, []string) (*Result, error), jobsOf func([]string) ([]string, error), follows func(*env) bool, also func(*env) func(cp string) bool) func(*env, clusterstore.Store, []string) (*Result, error) {
 	return func(e *env, s clusterstore.Store, args []string) (*Result, error) {
 		ids, err := jobsOf(args)
 		if err != nil {
@@ -39,6 +47,9 @@ func clusterRead(run func(*env, []string) (*Result, error), jobsOf func([]string
 		}
 		defer func() { _ = os.RemoveAll(tmp) }()
 		m := &cluster.Mirror{Store: s, Dir: tmp, Jobs: ids}
+		if also != nil {
+			m.Also = also(e)
+		}
 		if err := m.Sync(e.ctx); err != nil {
 			return nil, err
 		}
@@ -84,10 +95,16 @@ func init() {
 	// workspace's diff needs its repository, which does not move).
 	cmdDiff.cluster = clusterRead(cmdDiff.run, oneID, nil)
 	cmdCheckpoints.cluster = clusterRead(cmdCheckpoints.run, oneID, nil)
-	// discarded lists from the records; a node's rollback keeps nothing
-	// of a workspace it does not hold (docs/cluster.md), so there is
-	// nothing to write out.
-	cmdDiscarded.cluster = clusterRead(cmdDiscarded.run, oneID, nil)
+	// discarded lists from the records; the snapshot a rollback kept of
+	// the work it discarded is a point of the job's in the database (the
+	// steering stored it), whose listing every folder gets and whose
+	// objects --into reads.
+	cmdDiscarded.cluster = clusterReadAlso(cmdDiscarded.run, oneID, nil, func(e *env) func(string) bool {
+		if into, _ := e.fs.GetString("into"); into == "" {
+			return nil
+		}
+		return func(cp string) bool { return strings.HasPrefix(cp, steward.DiscardedPrefix) }
+	})
 	cmdJobs.cluster = clusterJobs
 	// validate reads the files it is given, never a job; completion
 	// prints a script (whose job ids come from __jobs).

@@ -26,6 +26,10 @@ type Mirror struct {
 	Store clusterstore.Store
 	Dir   string
 	Jobs  []string
+	// Also names the points whose objects a job's folder gets besides
+	// its current checkpoint's (writeFolder; nil: none), for a reader of
+	// their snapshots' files (logist discarded --into).
+	Also func(cp string) bool
 	// mu serialises syncs (a follower's and its owner's own).
 	mu   sync.Mutex
 	seen map[string]mirrored
@@ -90,7 +94,7 @@ func (m *Mirror) syncJobs(ctx context.Context, ids []string) error {
 func (m *Mirror) syncJob(ctx context.Context, id string) error {
 	had, ok := m.seen[id]
 	if !ok {
-		j, _, err := writeFolder(ctx, m.Store, m.Dir, id, nil, true)
+		j, _, err := writeFolder(ctx, m.Store, m.Dir, id, m.Also, true)
 		if err != nil {
 			return err
 		}

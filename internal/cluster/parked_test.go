@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +16,9 @@ import (
 	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobview"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/snapshot"
 	"github.com/logist/logist/internal/steward"
 )
 
@@ -122,6 +125,7 @@ func stoppedJobResumes(t *testing.T, stop, next string) {
 		if _, err := os.Stat(filepath.Join(n.Dir, id, jobstore.WorkspaceDir, "notes.txt")); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("notes.txt after a rollback to cp-start: %v", err)
 		}
+		keptDiscarded(t, s, id, "notes.txt", "draft")
 		verifyExport(t, s, id)
 		return
 	}
@@ -137,4 +141,42 @@ func stoppedJobResumes(t *testing.T, stop, next string) {
 		t.Fatalf("notes.txt on node %s %q, want the worker's draft", n.ID, got)
 	}
 	verifyExport(t, s, id)
+}
+
+// keptDiscarded: the rollback of job id kept the work it discarded, as
+// in file mode: its record names file and a snapshot, which the store
+// holds as a point of the job (its objects survive a sweep), and which
+// the job written in folder form (logist discarded, --into: the
+// snapshot's objects too) lists and writes out with file's content want.
+func keptDiscarded(t *testing.T, s clusterstore.Store, id, file, want string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.CollectObjects(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	m := &Mirror{Store: s, Dir: dir, Jobs: []string{id}, Also: func(cp string) bool { return strings.HasPrefix(cp, steward.DiscardedPrefix) }}
+	if err := m.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := history.ReadAll(filepath.Join(dir, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := jobview.Discards(recs)
+	if len(ds) != 1 || !slices.Contains(ds[0].Files, file) || ds[0].Snapshot == "" || ds[0].NotKept != "" {
+		t.Fatalf("discarded work of %s: %+v, want %s kept in a snapshot", id, ds, file)
+	}
+	ps, err := s.Points(ctx, id)
+	if err != nil || !slices.ContainsFunc(ps, func(p clusterstore.RecoveryPoint) bool { return p.ID == ds[0].Snapshot && p.Snapshot != nil }) {
+		t.Fatalf("the store's points %+v %v, want %s", ps, err, ds[0].Snapshot)
+	}
+	into := filepath.Join(t.TempDir(), "into")
+	x, err := snapshot.Extract(filepath.Join(dir, id), ds[0].Snapshot, ds[0].Files, into)
+	if err != nil || !slices.Contains(x.Written, file) {
+		t.Fatalf("extract %s: %+v %v", ds[0].Snapshot, x, err)
+	}
+	if got := readFile(t, filepath.Join(into, file)); got != want {
+		t.Fatalf("discarded %s %q, want %q", file, got, want)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/jobview"
 	"github.com/logist/logist/internal/lifecycle"
 )
 
@@ -88,11 +89,11 @@ func steerOnce(ctx context.Context, s clusterstore.Store, st Steering) (*Steered
 		return nil, err
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
-	// The workspace is the current checkpoint's, not what the job's last
-	// stop parked: a steering stores no snapshot, so a rollback's file
-	// form would name a snapshot of the discarded work (keepDiscarded)
-	// that no store holds. The parked work is what a rollback discards.
-	j, _, err := writeFolder(ctx, s, tmp, st.Job, func(cp string) bool { return cp == st.Restore }, false)
+	// The workspace is the one the job would resume with — what its last
+	// stop parked, when newer than its checkpoint — as file mode's
+	// command finds it: a rollback keeps what it discards of it
+	// (steward.keepDiscarded), which the steering stores (kept).
+	j, known, err := writeFolder(ctx, s, tmp, st.Job, func(cp string) bool { return cp == st.Restore }, true)
 	if err != nil {
 		return nil, err
 	}
@@ -143,14 +144,51 @@ func steerOnce(ctx context.Context, s clusterstore.Store, st Steering) (*Steered
 	if err != nil {
 		return nil, err
 	}
+	point, objects, err := kept(dir, lines, known)
+	if err != nil {
+		return nil, fmt.Errorf("job %s: %w", st.Job, err)
+	}
 	out, err := s.Steer(ctx, clusterstore.Steering{Job: st.Job, Key: st.Key, Command: st.Command,
-		From: j.Status, To: head.Status, Lines: lines, Manifest: file, Files: files})
+		From: j.Status, To: head.Status, Lines: lines, Manifest: file, Files: files,
+		Point: point, Objects: objects})
 	if err != nil {
 		return nil, err
 	}
 	// A steering racing this one under the same key stored its own
 	// records first (the store then answers the job as it is): a repeat.
 	return &Steered{Repeat: out.LastHash != last, Status: out.Status, Epoch: out.Epoch}, nil
+}
+
+// kept is the snapshot a steward's records (lines, of job folder dir)
+// name as the work a rollback discarded (jobview.Discards: the listing
+// steward.keepDiscarded wrote into the folder's snapshots), as the point
+// the steering stores, at the record naming it, with its objects not in
+// known; nil when none does. A steering keeps at most one.
+func kept(dir string, lines [][]byte, known map[string]bool) (*clusterstore.RecoveryPoint, map[string][]byte, error) {
+	var p *clusterstore.RecoveryPoint
+	for _, line := range lines {
+		e, err := history.ParseLine(line)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, d := range jobview.Discards([]history.Record{e.Record}) {
+			if d.Snapshot == "" {
+				continue
+			}
+			if p != nil {
+				return nil, nil, fmt.Errorf("a steering keeps two snapshots (%s, %s)", p.ID, d.Snapshot)
+			}
+			p = &clusterstore.RecoveryPoint{ID: d.Snapshot, Seq: e.Seq}
+		}
+	}
+	if p == nil {
+		return nil, nil, nil
+	}
+	objects, err := withListing(dir, p, known)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, objects, nil
 }
 
 // newLines are the records of dir's history from sequence next on.

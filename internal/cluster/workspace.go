@@ -27,7 +27,9 @@ import (
 // that stops for a steward (STUCK, a budget's halt) leaves work no point
 // holds, which file mode keeps in its folder for the resumed run: the
 // stopping unit carries it too (park), and a claim after the stop
-// restores it instead of the checkpoint, unless a rollback came since.
+// restores it instead of the checkpoint, unless a rollback came since. A
+// steward's command runs on the same workspace; the snapshot a rollback
+// keeps of what it discards goes to the store with the steering (kept).
 
 // pointOf is the recovery point that recs (a unit's records) hold, if any, as the
 // store keeps it, with the objects of its listing not in known (objects

@@ -6,6 +6,7 @@ import (
 
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/steward"
 )
 
 // Discard is what one rollback took out of the workspace that no
@@ -64,7 +65,7 @@ func DiscardNamed(id string, ds []Discard, name string) (*Discard, error) {
 	if name == "" {
 		return &ds[len(ds)-1], nil
 	}
-	name = strings.TrimPrefix(name, "rollback-")
+	name = strings.TrimPrefix(name, steward.DiscardedPrefix)
 	known := make([]string, 0, len(ds))
 	for i := range ds {
 		if ds[i].CommandID == name {

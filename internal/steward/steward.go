@@ -446,6 +446,10 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 	return m, point, tx.Commit()
 }
 
+// DiscardedPrefix begins the name of every snapshot a rollback keeps of
+// the work it discards (keepDiscarded: rollback-ID, ID the command's).
+const DiscardedPrefix = "rollback-"
+
 // keepDiscarded keeps, before a rollback restores an earlier point, what
 // it would discard that no recovery point holds: the workspace's changes
 // since the job's current checkpoint (an answer that stopped the job,
@@ -456,7 +460,7 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 // snapshot that fails (the size cap) does not stop the rollback, which
 // the steward asked for: changes says why nothing was kept.
 func keepDiscarded(tx *jobtx.Tx, commandID string, changes map[string]any) {
-	name := "rollback-" + commandID
+	name := DiscardedPrefix + commandID
 	info, err := snapshot.Take(tx.Store().Workspace(tx.ID), tx.Dir, name)
 	if err != nil {
 		changes["discarded_not_kept"] = err.Error()
