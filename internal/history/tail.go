@@ -198,13 +198,20 @@ func lastResponse(dir string, match func(warnings []string) bool, hints ...[]byt
 	return &e.Record, true
 }
 
-// ReadLast reads the end of the history in dir: the records from the
-// calls-th newest intent on (calls > 0), archives only if the active file
-// does not hold that many; whole says they are the entire history. Its
+// ReadLast reads the end of the history in dir: the records of its calls
+// newest interactions and what followed them (calls > 0; 0 or less: all),
+// archives only if the active file does not hold that many; whole says
+// they are the entire history. A page starts at the first intent of its
+// oldest interaction (page.intent), so an interrupted call's records
+// (AGENT_INTERRUPTED) are on the page of the call they interrupted. Its
 // cost is that of the records it returns, not of the history, so `logist
 // history` shows its last page at once at any size. A torn final line or
 // an unfinished unit is left out, as ReadAll does.
 func ReadLast(dir string, calls int) (recs []Record, whole bool, err error) {
+	if calls <= 0 {
+		recs, err = ReadAll(dir)
+		return recs, true, err
+	}
 	f, err := regfile.OpenFile(Path(dir), os.O_RDONLY, 0)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, false, err
@@ -228,21 +235,63 @@ func ReadLast(dir string, calls int) (recs []Record, whole bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
-	seen := 0
+	p, start := newPage(calls), -1
 	for i := len(all) - 1; i >= 0; i-- {
-		if all[i].Type == TypeIntent {
-			if seen++; seen == calls {
-				return all[i:], i == 0, nil
-			}
+		if all[i].Type != TypeIntent {
+			continue
+		}
+		in, stop := p.intent(&all[i])
+		if in {
+			start = i
+		}
+		if stop {
+			break
 		}
 	}
-	return all, true, nil
+	if !p.full() {
+		return all, true, nil
+	}
+	return all[start:], start == 0, nil
 }
 
-// lastCalls reads f backwards in blocks until it holds calls intents;
-// done false if it reached the start of the file first. Lines are parsed
-// from the newest back, each once, and no further than the calls-th
-// newest intent: its cost is that of the page, not of the blocks read.
+// page tells, reading a history's intents from the newest back, where the
+// page of its calls newest interactions starts: at the first intent of
+// the oldest (an interrupted call is asked again under the same
+// interaction number, attempt 2 and on, after the records of its cut).
+type page struct {
+	calls, n int          // interactions wanted, and seen
+	seen     map[int]bool // the interactions seen (an intent without a number is one of its own)
+}
+
+func newPage(calls int) *page { return &page{calls: calls, seen: map[int]bool{}} }
+
+func (p *page) full() bool { return p.n >= p.calls }
+
+// intent is what intent r, the next older one, is to the page: in it (the
+// page starts at r or before), and whether no older record is in it. Once
+// the page holds its calls interactions, reading goes on only past an
+// intent of attempt 2 or more (a call asked again; or the first after
+// failed ones, numbered on), as far as its interaction's first attempt
+// or an intent of another interaction: at most one call's records more.
+func (p *page) intent(r *Record) (in, stop bool) {
+	if r.Interaction == nil || !p.seen[*r.Interaction] {
+		if p.full() {
+			return false, true
+		}
+		p.n++
+		if r.Interaction != nil {
+			p.seen[*r.Interaction] = true
+		}
+	}
+	return true, p.full() && r.Attempt <= 1
+}
+
+// lastCalls reads f backwards in blocks until it holds the page of calls
+// interactions (page); done false if it reached the start of the file
+// first. Lines are parsed from the newest back, each once, and no further
+// than the page's first intent (or the intent before it, when the page
+// starts with a re-attempt): its cost is that of the page, not of the
+// blocks read.
 func lastCalls(f *os.File, calls int) (es []Entry, done bool, err error) {
 	fi, err := f.Stat()
 	if err != nil {
@@ -253,7 +302,14 @@ func lastCalls(f *os.File, calls int) (es []Entry, done bool, err error) {
 	var rev []Entry   // entries parsed, newest first
 	trimmed := false  // the bytes after the last newline (a torn line) are dropped
 	unitDone := false // past the newest unit's last record (an unfinished unit is not history)
-	seen := 0
+	// The page's interactions, and its first intent's index in rev; cut
+	// is the page: rev up to that intent, oldest first.
+	p, first := newPage(calls), -1
+	cut := func() []Entry {
+		rev = rev[:first+1]
+		slices.Reverse(rev)
+		return rev
+	}
 	block := int64(64 << 10)
 	for off > 0 {
 		n := min(block, off)
@@ -290,13 +346,20 @@ func lastCalls(f *os.File, calls int) (es []Entry, done bool, err error) {
 			unitDone = true
 			rev = append(rev, e)
 			if e.Type == TypeIntent {
-				if seen++; seen == calls {
-					slices.Reverse(rev)
-					return rev, true, nil
+				in, stop := p.intent(&e.Record)
+				if in {
+					first = len(rev) - 1
+				}
+				if stop {
+					return cut(), true, nil
 				}
 			}
 		}
 		rest = buf
+	}
+	if p.full() {
+		// The file starts within the page's oldest interaction's attempts.
+		return cut(), true, nil
 	}
 	return nil, false, nil
 }

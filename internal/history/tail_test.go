@@ -252,3 +252,68 @@ func appendRaw(t *testing.T, dir string, line []byte) {
 		t.Fatal(err)
 	}
 }
+
+// ReadLast counts interactions, not intents: an interrupted call asked
+// again (a second intent, attempt 2, under the same interaction number)
+// is one interaction, and its page starts at its first attempt, so the
+// records of its cut (AGENT_INTERRUPTED) are on the page that shows it,
+// from the active file and from the whole history alike; a new call of
+// attempt 2 (after a failed one) starts its own page.
+func TestReadLastKeepsAnInterruptedCallWhole(t *testing.T) {
+	t.Parallel()
+	for _, maxBytes := range []int64{-1, 2 << 10} { // one active file; archives
+		dir := t.TempDir()
+		l, _, err := OpenWith(dir, Options{MaxBytes: maxBytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cut := func(n int) []*Record {
+			return []*Record{intent(n, "worker"),
+				{Type: TypeError, Role: "worker", Phase: "work", Error: &ErrorInfo{Code: "AGENT_INTERRUPTED", Message: "cut"}}}
+		}
+		again := func(n int) *Record { r := intent(n, "worker"); r.Attempt = 2; return r }
+		for n := range 8 {
+			switch n {
+			case 3, 5: // interrupted, asked again
+				appendAll(t, l, cut(n)...)
+				appendAll(t, l, again(n))
+			case 6: // the first call after a failed one: attempt 2, its own interaction
+				appendAll(t, l, again(n))
+			default:
+				appendAll(t, l, intent(n, "worker"))
+			}
+			appendAll(t, l, response(n, "worker", "RETRY"))
+		}
+		l.Close()
+		all, err := ReadAll(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Interaction k's first intent, for the page of the last 8-k.
+		firstOf := map[int]int64{}
+		for _, r := range all {
+			if r.Type != TypeIntent {
+				continue
+			}
+			if _, ok := firstOf[*r.Interaction]; !ok {
+				firstOf[*r.Interaction] = r.Seq
+			}
+		}
+		for calls := 1; calls <= 9; calls++ {
+			got, whole, err := ReadLast(dir, calls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			from, wantWhole := int64(0), calls > 8
+			if calls < 8 {
+				from = firstOf[8-calls]
+			}
+			// (A page of every interaction found in the active file says
+			// whole false, as ReadLast always has.)
+			if got[0].Seq != from || (whole != wantWhole && calls != 8) || got[len(got)-1].Seq != all[len(all)-1].Seq {
+				t.Errorf("MaxBytes %d, calls %d: seq %d to %d (whole %v), want from %d (whole %v)",
+					maxBytes, calls, got[0].Seq, got[len(got)-1].Seq, whole, from, wantWhole)
+			}
+		}
+	}
+}
