@@ -19,7 +19,7 @@ import (
 // logs), which --record shows whole.
 var cmdHistory = &command{
 	name: "history", args: "JOB [--record N] [--last N]",
-	summary: "show a job's interactions, steward actions and recovery points; --record N: history record N whole (--format json: jobHistory.json)",
+	summary: "show a job's interactions, steward actions, recovery points and errors; --record N: history record N whole (--format json: jobHistory.json)",
 	example: "  logist history fix-login\n" +
 		"  logist history fix-login --record 12      # record #12, as logist logs numbers them\n" +
 		"  logist history fix-login --last 20        # the last 20 interactions and what came after them\n" +
@@ -107,14 +107,20 @@ var cmdHistory = &command{
 		if !whole {
 			r.Message += fmt.Sprintf(" (the last %d interactions and what followed them: --last 0 shows all)", last)
 		}
-		msgs := 0
+		msgs, errs := 0, 0
 		for _, row := range r.Rows {
-			if row[0] == "msg" {
+			switch row[0] {
+			case "msg":
 				msgs++
+			case "err":
+				errs++
 			}
 		}
 		if msgs > 0 {
 			r.Message += fmt.Sprintf(", %d ledger messages", msgs)
+		}
+		if errs > 0 {
+			r.Message += fmt.Sprintf(", %d errors", errs)
 		}
 		return r, nil
 	},
@@ -128,8 +134,8 @@ var historyColumns = []string{"INTERACTION", "TIME", "ROLE", "PHASE", "STATUS", 
 // historyRows are the table's rows in the order of the history (recs, in
 // record order; h is their jobHistory.json): each interaction where its
 // request was made (its last attempt's, whose time it shows), each steward
-// command, recovery point, protocol event and ledger message where it was
-// recorded. So the table reads in time order, and a page (--last N) is the
+// command, recovery point, protocol event, ledger message and error record
+// where it was recorded. So the table reads in time order, and a page (--last N) is the
 // end of it.
 func historyRows(h *history.JobHistory, recs []history.Record) [][]string {
 	// The record that makes each interaction's row: its last intent.
@@ -179,6 +185,14 @@ func historyRows(h *history.JobHistory, recs []history.Record) [][]string {
 		case history.TypeRecoveryPoint:
 			if cp := rec.RecoveryPoint; cp != nil {
 				rows = append(rows, []string{"cp", shortTime(rec.Time), "", orDash(rec.Phase), "CHECKPOINT", cp.CheckpointID, "", "", pointNote(cp)})
+			}
+		case history.TypeError:
+			// Recorded after the intent of the call it is about (a call
+			// cut by a stop, the egress it was refused), so it is on that
+			// call's page. Its message may hold agent text (a hostname);
+			// cut at 160 characters as logist logs cuts it.
+			if e := rec.Error; e != nil {
+				rows = append(rows, []string{"err", shortTime(rec.Time), orDash(rec.Role), orDash(rec.Phase), "ERROR", oneLine(e.Code, 40), "", "", oneLine(e.Message, 160)})
 			}
 		}
 	}

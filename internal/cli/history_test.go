@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -166,5 +167,126 @@ func TestHistoryAndLogsSayWhyAnAnswerWasSentBack(t *testing.T) {
 	}
 	if strings.Contains(out, "\x1b") {
 		t.Errorf("an escape reached the terminal:\n%q", out)
+	}
+}
+
+// logist history shows error records (a call cut by a stop, the egress
+// its agent was refused) as rows where they were recorded, their message
+// escaped as all agent text is (a hostname is the agent's), in text,
+// markdown and json; and each on the page of the interaction it was
+// recorded with: a page (--last N) that shows an interaction shows its
+// errors once, one that does not shows none of them.
+func TestHistoryShowsErrorRecords(t *testing.T) {
+	t.Parallel()
+	jobs := t.TempDir()
+	writeJob(t, jobs, "errs", jobJSON("RUNNING", `"current_phase": "work"`))
+	l, _, err := history.OpenWith(jobstore.New(jobs).JobDir("errs"), history.Options{MaxBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	intent := func(n, attempt int) *history.Record {
+		return &history.Record{Type: history.TypeIntent, Role: "worker", Phase: "work", Interaction: &n, Attempt: attempt}
+	}
+	answer := func(n int) *history.Record {
+		return &history.Record{Type: history.TypeResponse, Role: "worker", Phase: "work", Interaction: &n,
+			Response: &history.Response{Status: history.StatusSuccess, Action: "COMPLETED", Summary: fmt.Sprintf("answer %d", n)}}
+	}
+	failure := func(code, msg string) *history.Record {
+		return &history.Record{Type: history.TypeError, Role: "worker", Phase: "work", Error: &history.ErrorInfo{Code: code, Message: msg}}
+	}
+	hostile := "call 000002: the network allowlist refused 1 connection to evil.example\x1b[31m:443 ×1\nerr 9 FAKE\r\x1b[2J"
+	units := [][]*history.Record{
+		{intent(0, 1)}, {answer(0)},
+		// Interaction 1 cut by a daemon stop, then asked again.
+		{intent(1, 1)}, {failure("AGENT_INTERRUPTED", "agent call interrupted by shutdown; it will be re-attempted with the same request")},
+		{intent(1, 2)}, {answer(1)},
+		// Interaction 2's refusals, in the unit of its answer.
+		{intent(2, 1)}, {answer(2), failure("EGRESS_REFUSED", hostile)},
+		{intent(3, 1)}, {answer(3)},
+	}
+	for _, u := range units {
+		if err := l.AppendBatch(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each row's first cell, role, phase, status and action, in order.
+	rows := func(out string) []string {
+		var got []string
+		_, table, _ := strings.Cut(out, "SUMMARY / ERROR\n")
+		for _, line := range strings.Split(table, "\n") {
+			if f := strings.Fields(line); len(f) >= 7 {
+				got = append(got, f[0]+" "+strings.Join(f[3:7], " "))
+			}
+		}
+		return got
+	}
+	want := []string{
+		"0 worker work SUCCESS COMPLETED",
+		"err worker work ERROR AGENT_INTERRUPTED",
+		"1 worker work SUCCESS COMPLETED",
+		"2 worker work SUCCESS COMPLETED",
+		"err worker work ERROR EGRESS_REFUSED",
+		"3 worker work SUCCESS COMPLETED",
+	}
+	code, out, errOut := runMain(t, nil, "history", "errs", "--jobs-dir", jobs)
+	if got := rows(out); code != 0 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("history exit %d, rows\n%s\nwant\n%s\n%s%s", code, strings.Join(got, "\n"), strings.Join(want, "\n"), out, errOut)
+	}
+	if !strings.Contains(out, "4 interactions, 0 recovery points, 2 errors") {
+		t.Errorf("history does not count the errors:\n%s", out)
+	}
+	if !strings.Contains(out, `EGRESS_REFUSED                     call 000002: the network allowlist refused 1 connection to evil.example\x1b[31m:443 ×1\nerr 9 FAKE\r\x1b[2J`+"\n") {
+		t.Errorf("history does not show the refusal escaped:\n%s", out)
+	}
+	if strings.ContainsAny(out, "\x1b\r") {
+		t.Errorf("an escape reached the terminal:\n%q", out)
+	}
+
+	_, out, _ = runMain(t, nil, "history", "errs", "--jobs-dir", jobs, "--format", "markdown")
+	var md []string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "| err |") {
+			md = append(md, line)
+		}
+	}
+	if len(md) != 2 || !strings.Contains(md[0], "| ERROR | AGENT_INTERRUPTED |") || !strings.Contains(md[1], "| ERROR | EGRESS_REFUSED |") ||
+		!strings.Contains(md[1], "err 9 FAKE") || strings.ContainsAny(out, "\x1b\r") {
+		t.Errorf("markdown: error rows %q in\n%q", md, out)
+	}
+
+	// --format json: jobHistory.json's events, the message as recorded.
+	_, out, _ = runMain(t, nil, "history", "errs", "--jobs-dir", jobs, "--format", "json")
+	var doc struct {
+		Events []struct {
+			Type  string             `json:"type"`
+			Error *history.ErrorInfo `json:"error"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("--format json: %v\n%s", err, out)
+	}
+	var codes []string
+	for _, ev := range doc.Events {
+		if ev.Type == history.TypeError && ev.Error != nil {
+			codes = append(codes, ev.Error.Code)
+			if ev.Error.Code == "EGRESS_REFUSED" && ev.Error.Message != hostile {
+				t.Errorf("--format json: message %q, want %q", ev.Error.Message, hostile)
+			}
+		}
+	}
+	if strings.Join(codes, " ") != "AGENT_INTERRUPTED EGRESS_REFUSED" {
+		t.Errorf("--format json: error events %v\n%s", codes, out)
+	}
+
+	// Every page (--last N) is the end of the same rows, from the row of
+	// its oldest interaction's first attempt: each error with the row of
+	// its interaction, once, or neither.
+	from := map[int]int{1: 5, 2: 3, 3: 1, 4: 0, 5: 0} // --last N: want[from[N]:]
+	for last := 1; last <= 5; last++ {
+		_, out, _ := runMain(t, nil, "history", "errs", "--jobs-dir", jobs, "--last", fmt.Sprint(last))
+		if got := rows(out); strings.Join(got, "\n") != strings.Join(want[from[last]:], "\n") {
+			t.Errorf("--last %d: rows\n%s\nwant\n%s\n%s", last, strings.Join(got, "\n"), strings.Join(want[from[last]:], "\n"), out)
+		}
 	}
 }
