@@ -667,12 +667,15 @@ func (s *FolderStore) collect(sums []string) (int, error) {
 	}
 	named := map[string]bool{}
 	for _, fr := range jobs {
-		if slices.Contains(fr.Files, BundleFile) {
-			b, err := os.ReadFile(filepath.Join(s.dir, fr.Job.ID, BundleFile))
+		for _, f := range BundleFiles {
+			if !slices.Contains(fr.Files, f) {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(s.dir, fr.Job.ID, f))
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return 0, err
 			}
-			if sum, ok := FileObject(BundleFile, b); ok {
+			if sum, ok := FileObject(f, b); ok {
 				named[sum] = true
 			}
 		}

@@ -274,16 +274,24 @@ func ListingSums(listing []byte) ([]string, error) {
 
 // BundleFile is the file of a job's folder (outside its workspace) that
 // names, by its sum, the object holding the git bundle of the job's latest
-// recovery point (internal/cluster moves a git workspace so). Besides the
-// points' listings it is the one reference to an object: a sweep
-// (Store.CollectObjects) keeps every object a listing or a job's
-// BundleFile names (FileObject).
-const BundleFile = ".git-bundle.sha256"
+// recovery point (internal/cluster moves a git workspace so); and
+// ParkedBundleFile the one holding the bundle of the repository as the
+// job's last stop for a steward left it (its "parked" point's, replaced
+// with it). Besides the points' listings they are the one reference to
+// an object: a sweep (Store.CollectObjects) keeps every object a listing
+// or one of a job's BundleFiles names (FileObject).
+const (
+	BundleFile       = ".git-bundle.sha256"
+	ParkedBundleFile = ".git-parked-bundle.sha256"
+)
 
-// FileObject is the object a job's file names, if it names one: a
-// BundleFile's content (surrounding white space aside) when it is a sum.
+// BundleFiles are the files of a job's folder that name an object.
+var BundleFiles = []string{BundleFile, ParkedBundleFile}
+
+// FileObject is the object a job's file names, if it names one: one of
+// BundleFiles' content (surrounding white space aside) when it is a sum.
 func FileObject(path string, content []byte) (string, bool) {
-	if path != BundleFile {
+	if !slices.Contains(BundleFiles, path) {
 		return "", false
 	}
 	sum := strings.TrimSpace(string(content))

@@ -300,7 +300,7 @@ type Store interface {
 	Objects(ctx context.Context, sums []string) (map[string][]byte, error)
 	// CollectObjects deletes, of sums (nil: every stored object), the
 	// objects no point's listing (a recovery point's, a stop's, a
-	// steering's) and no job's BundleFile names (FileObject), and says
+	// steering's) and no job's BundleFiles name (FileObject), and says
 	// how many it deleted. It never runs while a unit or a steering
 	// carrying a point commits, so
 	// an object such a unit names is never collected under it; a unit

@@ -470,7 +470,7 @@ func pointObjects(ctx context.Context, tx pgx.Tx, job string, p *clusterstore.Re
 // CollectObjects implements clusterstore.Store: a mark and sweep under
 // the exclusive advisory lock every commit of a point shares, so it never
 // runs beside one; an object is named when a point's listing (JSON) has
-// an entry with its sum, or a job's bundle file (clusterstore.FileObject)
+// an entry with its sum, or one of a job's bundle files (clusterstore.FileObject)
 // holds its sum.
 func (s *Store) CollectObjects(ctx context.Context, sums []string) (int, error) {
 	var n int64
@@ -481,8 +481,8 @@ func (s *Store) CollectObjects(ctx context.Context, sums []string) (int, error) 
 		tag, err := tx.Exec(ctx, `DELETE FROM logist_objects o WHERE ($1::text[] IS NULL OR o.sha256 = ANY($1))
 			AND NOT EXISTS (SELECT 1 FROM logist_points p WHERE p.snapshot IS NOT NULL
 				AND convert_from(p.snapshot, 'UTF8')::jsonb -> 'entries' @> jsonb_build_array(jsonb_build_object('sha256', o.sha256)))
-			AND NOT EXISTS (SELECT 1 FROM logist_files f WHERE f.path = $2
-				AND btrim(convert_from(f.content, 'UTF8'), E' \t\r\n') = o.sha256)`, sums, clusterstore.BundleFile)
+			AND NOT EXISTS (SELECT 1 FROM logist_files f WHERE f.path = ANY($2)
+				AND btrim(convert_from(f.content, 'UTF8'), E' \t\r\n') = o.sha256)`, sums, clusterstore.BundleFiles)
 		n = tag.RowsAffected()
 		return err
 	})

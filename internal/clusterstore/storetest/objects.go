@@ -251,6 +251,47 @@ func testCollectKeepsBundles(t *testing.T, s clusterstore.Store) {
 	}
 }
 
+// testCollectKeepsParkedBundle: a git job stopped for a steward keeps
+// the bundle of its repository as the stop left it, named by the job's
+// ParkedBundleFile beside its point's BundleFile: a sweep keeps both,
+// and collects the parked bundle a later stop replaced.
+func testCollectKeepsParkedBundle(t *testing.T, s clusterstore.Store) {
+	submit(t, s, "g", 0)
+	l := claim(t, s, "n1", time.Minute)
+	file, fb := object("a workspace file")
+	point, pb := object("the point's bundle")
+	if err := s.Commit(ctx, l, clusterstore.Unit{Point: &clusterstore.RecoveryPoint{ID: "cp-1", Snapshot: listing(file)},
+		Objects: map[string][]byte{file: fb, point: pb}, Files: map[string][]byte{clusterstore.BundleFile: []byte(point)}}); err != nil {
+		t.Fatal(err)
+	}
+	parked, kb := object("the bundle the first stop parked")
+	if err := s.Commit(ctx, l, clusterstore.Unit{Point: &clusterstore.RecoveryPoint{ID: "parked", Snapshot: listing(file)},
+		Objects: map[string][]byte{parked: kb}, Files: map[string][]byte{clusterstore.ParkedBundleFile: []byte(parked)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CollectObjects(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Objects(ctx, []string{file, point, parked}); err != nil {
+		t.Fatalf("a sweep of every object collected one a job names: %v", err)
+	}
+	again, ab := object("the bundle the next stop parked")
+	if err := s.Commit(ctx, l, clusterstore.Unit{Point: &clusterstore.RecoveryPoint{ID: "parked", Snapshot: listing(file)},
+		Objects: map[string][]byte{again: ab}, Files: map[string][]byte{clusterstore.ParkedBundleFile: []byte(again + "\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.CollectObjects(ctx, nil)
+	if err != nil || n != 1 {
+		t.Fatalf("sweep: %d collected, %v; want 1 (the replaced parked bundle)", n, err)
+	}
+	if _, err := s.Objects(ctx, []string{file, point, again}); err != nil {
+		t.Fatalf("the job's bundles or point object after a sweep: %v", err)
+	}
+	if _, err := s.Objects(ctx, []string{parked}); !errors.Is(err, clusterstore.ErrNotFound) {
+		t.Fatalf("a parked bundle a later stop replaced, after a sweep: %v, want collected", err)
+	}
+}
+
 // testSteerKeepsSnapshot: a steering that keeps a snapshot (a rollback's
 // discarded work) stores it as a point of the job, with its objects, in
 // the steering's transaction: a refused steering stores neither, a

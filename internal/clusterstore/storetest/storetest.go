@@ -56,6 +56,7 @@ func Run(t *testing.T, open Open) {
 		{"SubmittedFiles", testSubmittedFiles},
 		{"CollectObjects", testCollectObjects},
 		{"CollectKeepsBundles", testCollectKeepsBundles},
+		{"CollectKeepsParkedBundle", testCollectKeepsParkedBundle},
 		{"ReleaseBackoff", testReleaseBackoff},
 		{"LeaseEndedIsNotAFence", testLeaseEnded},
 		{"TakeBackOwnLeases", testTakeBack},
