@@ -53,54 +53,54 @@ func readJob(ctx context.Context, s clusterstore.Store, id string) (*clusterstor
 // the current checkpoint (restoreWorkspace, with the objects of the
 // points also names; the workspace the job's last stop parked when
 // parked says so and it is newer), replacing whatever was there.
-// Everything is fsync'd. It returns the job and the snapshot objects
-// written (those the store holds).
-func writeFolder(ctx context.Context, s clusterstore.Store, jobsDir, id string, also func(cp string) bool, parked bool) (*clusterstore.Job, map[string]bool, error) {
+// Everything is fsync'd. It returns the job and what restoreWorkspace
+// made of its workspace (the snapshot objects written, which workspace).
+func writeFolder(ctx context.Context, s clusterstore.Store, jobsDir, id string, also func(cp string) bool, parked bool) (*clusterstore.Job, restored, error) {
 	j, lines, err := readJob(ctx, s, id)
 	if err != nil {
-		return nil, nil, err
+		return nil, restored{}, err
 	}
 	dir := filepath.Join(jobsDir, id)
 	// The manifest goes first and comes back last: a folder of the node's
 	// with a job.json always has its history, which a job's folder dropped
 	// into the intake (the same folder) has not.
 	if err := os.Remove(filepath.Join(dir, jobstore.ManifestFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, err
+		return nil, restored{}, err
 	}
 	if err := os.RemoveAll(dir); err != nil {
-		return nil, nil, err
+		return nil, restored{}, err
 	}
 	if err := atomicfile.MkdirAll(filepath.Join(dir, jobstore.WorkspaceDir), 0o700); err != nil {
-		return nil, nil, err
+		return nil, restored{}, err
 	}
-	known, err := restoreWorkspace(ctx, s, dir, id, lines, also, parked)
+	w, err := restoreWorkspace(ctx, s, dir, id, lines, also, parked)
 	if err != nil {
-		return nil, nil, err
+		return nil, restored{}, err
 	}
 	if err := atomicfile.WriteFile(history.Path(dir), bytes.Join(lines, nil), 0o600); err != nil {
-		return nil, nil, err
+		return nil, restored{}, err
 	}
 	files, err := s.Files(ctx, id)
 	if err != nil {
-		return nil, nil, err
+		return nil, restored{}, err
 	}
 	for p, b := range files {
 		if !filepath.IsLocal(p) {
-			return nil, nil, fmt.Errorf("job %s: stored file %q is not inside the job's folder", id, p)
+			return nil, restored{}, fmt.Errorf("job %s: stored file %q is not inside the job's folder", id, p)
 		}
 		if err := atomicfile.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o700); err != nil {
-			return nil, nil, err
+			return nil, restored{}, err
 		}
 		if err := atomicfile.WriteFile(filepath.Join(dir, p), b, 0o600); err != nil {
-			return nil, nil, err
+			return nil, restored{}, err
 		}
 	}
 	err = atomicfile.WriteFile(filepath.Join(dir, jobstore.ManifestFile), j.Manifest, 0o600)
 	jobstore.New(jobsDir).NoteChanged(id) // for listings of the folder
 	if err != nil {
-		return nil, nil, err
+		return nil, restored{}, err
 	}
-	return j, known, atomicfile.SyncDir(jobsDir)
+	return j, w, atomicfile.SyncDir(jobsDir)
 }
 
 // Export writes job id in folder form under jobsDir (its workspace as

@@ -30,23 +30,60 @@ import (
 // the job continues its branch on any node and ends with it. A rollback
 // (Steer with Restore) is given the repository too, so that its file
 // form moves the branch as in file mode and records the commit it leaves.
+// A stop for a steward (park) carries the repository as the worker left
+// it — its own commits, branches and HEAD — in a bundle of its own
+// (bundleParked), which a claim restoring the parked workspace restores
+// with it (restoreWorkspace decides which, once).
 
 // gitBundleFile names, in a job's folder (outside its workspace), the
-// object holding the bundle of the job's latest recovery point: the
-// store's one file naming an object, which its sweeps keep.
-const gitBundleFile = clusterstore.BundleFile
+// object holding the bundle of the job's latest recovery point;
+// parkedBundleFile the one of its last stop's (park), and parkedHeadFile
+// holds that stop's HEAD (gitws.Head). The store's sweeps keep the
+// objects the bundle files name.
+const (
+	gitBundleFile    = clusterstore.BundleFile
+	parkedBundleFile = clusterstore.ParkedBundleFile
+	parkedHeadFile   = ".git-parked-head"
+)
 
 // bundlePoint adds to u, a unit recording a recovery point of the job in
 // folder dir, the bundle of its workspace's repository, if it has one
 // (the object only if known lacks it).
 func bundlePoint(ctx context.Context, dir string, known map[string]bool, u *clusterstore.Unit) error {
+	_, err := bundleInto(ctx, dir, known, u, gitBundleFile)
+	return err
+}
+
+// bundleParked adds to u, a unit stopping the job in folder dir for a
+// steward (its point the parked one), the bundle of its workspace's
+// repository as the worker left it and its HEAD, if it has one.
+func bundleParked(ctx context.Context, dir string, known map[string]bool, u *clusterstore.Unit) error {
 	ws := filepath.Join(dir, jobstore.WorkspaceDir)
-	if fi, err := os.Lstat(filepath.Join(ws, ".git")); err != nil || !fi.IsDir() {
-		return nil // not a git workspace (or not one Logist may read)
+	if !isGit(ws) {
+		return nil
+	}
+	head, err := gitws.Head(ctx, ws)
+	if err != nil {
+		return fmt.Errorf("git HEAD: %w", err)
+	}
+	if ok, err := bundleInto(ctx, dir, known, u, parkedBundleFile); err != nil || !ok {
+		return err
+	}
+	u.Files[parkedHeadFile] = []byte(head + "\n")
+	return nil
+}
+
+// bundleInto adds to u the bundle of the repository of the workspace of
+// job folder dir, if it has one (the object only if known lacks it),
+// named by u's file name; false when it has none.
+func bundleInto(ctx context.Context, dir string, known map[string]bool, u *clusterstore.Unit, name string) (bool, error) {
+	ws := filepath.Join(dir, jobstore.WorkspaceDir)
+	if !isGit(ws) {
+		return false, nil
 	}
 	b, err := gitws.Bundle(ctx, ws)
 	if err != nil {
-		return fmt.Errorf("git bundle: %w", err)
+		return false, fmt.Errorf("git bundle: %w", err)
 	}
 	s := sha256.Sum256(b)
 	sum := hex.EncodeToString(s[:])
@@ -56,18 +93,41 @@ func bundlePoint(ctx context.Context, dir string, known map[string]bool, u *clus
 		}
 		u.Objects[sum] = b
 	}
-	u.Files[gitBundleFile] = []byte(sum)
-	return nil
+	u.Files[name] = []byte(sum)
+	return true, nil
+}
+
+// isGit says whether workspace ws is a git workspace (one Logist may
+// read: its .git a folder).
+func isGit(ws string) bool {
+	fi, err := os.Lstat(filepath.Join(ws, ".git"))
+	return err == nil && fi.IsDir()
 }
 
 // restoreGit makes the repository of job id's workspace in folder dir
 // again from the bundle its folder names (writeFolder wrote the file, the
-// history and the workspace's files), its branch at the commit of the
-// job's current checkpoint, adding the bundle's object to known. A job
+// history and the workspace's files), adding the bundle's object to
+// known. When the workspace is the one the job's last stop parked
+// (parked: writeFolder's choice), that is the stop's bundle, with HEAD
+// and every branch as the worker left them; otherwise the latest point's,
+// its branch at the commit of the job's current checkpoint. A job
 // without one has nothing to restore.
-func restoreGit(ctx context.Context, s clusterstore.Store, dir, id string, known map[string]bool) error {
-	b, err := os.ReadFile(filepath.Join(dir, gitBundleFile))
-	if errors.Is(err, fs.ErrNotExist) {
+func restoreGit(ctx context.Context, s clusterstore.Store, dir, id string, known map[string]bool, parked bool) error {
+	name, head := gitBundleFile, ""
+	if parked {
+		h, err := os.ReadFile(filepath.Join(dir, parkedHeadFile))
+		switch {
+		case err == nil:
+			name, head = parkedBundleFile, strings.TrimSpace(string(h))
+		case !errors.Is(err, fs.ErrNotExist):
+			return err
+		}
+		// No HEAD: a stop stored without its repository (a job that is
+		// not a git one, or one parked before stops carried it): the
+		// point's bundle, as then.
+	}
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if errors.Is(err, fs.ErrNotExist) && head == "" {
 		return nil
 	}
 	if err != nil {
@@ -85,6 +145,14 @@ func restoreGit(ctx context.Context, s clusterstore.Store, dir, id string, known
 		return fmt.Errorf("job %s: git bundle %s is not in the store", id, sum)
 	}
 	ws, branch := filepath.Join(dir, jobstore.WorkspaceDir), gitws.Branch(id)
+	if head != "" {
+		// The worker's repository as it left it: nothing moves.
+		if err := gitws.UnbundleHead(ctx, ws, objs[sum], head); err != nil {
+			return fmt.Errorf("job %s: restore the stopped workspace's repository: %w", id, err)
+		}
+		known[sum] = true
+		return nil
+	}
 	if err := gitws.Unbundle(ctx, ws, objs[sum], branch); err != nil {
 		return fmt.Errorf("job %s: restore the workspace's repository: %w", id, err)
 	}

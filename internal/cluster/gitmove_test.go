@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -255,4 +256,156 @@ func TestGitRollbackMovesWithJob(t *testing.T) {
 	if st := git(t, ws, "status", "--porcelain"); st != "" {
 		t.Errorf("the workspace differs from its branch: %s", st)
 	}
+}
+
+// committingWorker is the worker of a git job that makes a commit of its
+// own: on its first call it commits mine.txt, creates a branch and
+// answers STUCK; called again with mine.txt in its workspace, it writes
+// what `git log` of its HEAD shows into seen.txt and answers COMPLETED.
+const committingWorker = `set -e
+g() { git -c user.name=worker -c user.email=worker@example.com "$@"; }
+if [ -f mine.txt ]; then
+  g log --format=%s HEAD > seen.txt
+  echo '{"action": "COMPLETED", "evidence_files": ["mine.txt", "seen.txt"], "summary_for_supervisor": "Done."}'
+else
+  echo mine > mine.txt
+  g add mine.txt
+  g commit -q -m "worker: my own commit"
+  g branch worker-side
+  echo '{"action": "STUCK", "evidence_files": [], "summary_for_supervisor": "Which greeting?"}'
+fi`
+
+// TestStoppedGitJobKeepsItsCommits: the worker of a git job commits a
+// file of its own and answers STUCK on node A; a steward resumes the job
+// and node B claims it. In file mode the repository stays as the worker
+// left it, so the resumed worker sees its commit in `git log`, and so it
+// does in cluster mode: the stop carries the repository as it is then.
+// A rollback to cp-start instead puts the branch back at the point's
+// commit, records the worker's commit as the one it leaves, and keeps
+// the discarded file as a rollback does.
+func TestStoppedGitJobKeepsItsCommits(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("git is not installed")
+		}
+		t.Skip("SKIP (loud): git is not installed")
+	}
+	for _, next := range []string{"resume", "rollback"} {
+		t.Run(next, func(t *testing.T) { stoppedGitJob(t, next) })
+	}
+}
+
+func stoppedGitJob(t *testing.T, next string) {
+	src := t.TempDir()
+	git(t, src, "init", "-q")
+	if err := os.WriteFile(filepath.Join(src, "README"), []byte("base\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, src, "add", "README")
+	git(t, src, "commit", "-q", "-m", "base")
+	base := git(t, src, "rev-parse", "HEAD")
+
+	id := "park-git-" + next
+	script, err := json.Marshal(committingWorker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := fmt.Sprintf(`{"schema_version": 1, "job_id": %q, "task_description": "Write mine.txt.", "sandbox": "none",
+ "workspace": {"git": {"repo": %q}},
+ "agents": {
+  "worker": {"provider": "command", "command": {"argv": ["sh", "-c", %s]}},
+  "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "Good.", "evidence_files": ["mine.txt"]}]}},
+ "metrics": {"cumulative_cost": 0, "cumulative_time_seconds": 0}}`, id, src, script)
+	s, _ := openStore(t)
+	ctx := context.Background()
+	if _, err := Submit(ctx, s, []byte(job)); err != nil {
+		t.Fatal(err)
+	}
+	actx, stopA := context.WithCancel(ctx)
+	defer stopA()
+	a := newNode(t, s, "a", 5*time.Second)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = a.Run(actx) })
+	waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == lifecycle.InterventionRequired }, 60*time.Second)
+	stopA()
+	wg.Wait()
+	branch := "refs/heads/logist/" + id
+	mine := git(t, filepath.Join(a.Dir, id, jobstore.WorkspaceDir), "rev-parse", branch)
+	if mine == base {
+		t.Fatalf("a's branch is at the base: the worker committed nothing")
+	}
+
+	st := stewardOf(t, s)
+	steering := Steering{Job: id, Key: "r1", Command: "resume " + id, Apply: func(dir string) error {
+		_, err := st(dir).Resume(id, steward.ResumeOptions{Guidance: "Go on."})
+		return err
+	}}
+	if next == "rollback" {
+		steering = Steering{Job: id, Key: "r1", Command: "rollback " + id, Restore: "cp-start", Apply: func(dir string) error {
+			_, _, err := st(dir).Rollback(id, "cp-start", steward.RollbackOptions{Reason: "start over"})
+			return err
+		}}
+	}
+	out, err := Steer(ctx, s, steering)
+	if err != nil || out.Status != lifecycle.Pending {
+		t.Fatalf("%s: %+v %v", steering.Command, out, err)
+	}
+	steered, err := s.Job(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	b := newNode(t, s, "b", 5*time.Second)
+	bctx, stopB := context.WithCancel(ctx)
+	defer stopB()
+	wg.Go(func() { _ = b.Run(bctx) })
+	ws := filepath.Join(b.Dir, id, jobstore.WorkspaceDir)
+
+	if next == "rollback" {
+		var rb *history.Steward
+		for _, e := range records(t, s, id) {
+			if e.Steward != nil && e.Steward.Command == history.CommandRollback {
+				rb = e.Steward
+			}
+		}
+		if rb == nil || rb.Changes["git_commit"] != base || rb.Changes["git_abandoned"] != mine {
+			t.Fatalf("rollback record %+v, want git_commit %s (cp-start's) and git_abandoned %s (the worker's)", rb, base, mine)
+		}
+		// B's worker starts over from cp-start: it commits again on
+		// the point's commit and stops again.
+		waitAll(t, s, 1, func(j *clusterstore.Job) bool {
+			return j.Status == lifecycle.InterventionRequired && j.NextSeq > steered.NextSeq
+		}, 60*time.Second)
+		stopB()
+		wg.Wait()
+		tip := git(t, ws, "rev-parse", branch)
+		if parent := git(t, ws, "rev-parse", tip+"^"); tip == mine || parent != base {
+			t.Errorf("b's branch at %s (parent %s), want a new commit on cp-start's %s", tip, parent, base)
+		}
+		keptDiscarded(t, s, id, "mine.txt", "mine\n")
+		verifyExport(t, s, id)
+		return
+	}
+	waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == lifecycle.Success }, 60*time.Second)
+	stopB()
+	wg.Wait()
+	// The resumed worker saw its commit in the branch's log.
+	if seen := readFile(t, filepath.Join(ws, "seen.txt")); !strings.Contains(seen, "worker: my own commit") {
+		t.Errorf("the resumed worker's git log:\n%s\nwant its own commit", seen)
+	}
+	tip := git(t, ws, "rev-parse", branch)
+	git(t, ws, "merge-base", "--is-ancestor", mine, tip) // fails the test if not
+	if got := git(t, ws, "show", mine+":mine.txt"); got != "mine" {
+		t.Errorf("mine.txt in the worker's commit %q", got)
+	}
+	if got := git(t, ws, "rev-parse", "refs/heads/worker-side"); got != mine {
+		t.Errorf("the worker's branch worker-side at %s, want %s", got, mine)
+	}
+	if got := git(t, ws, "symbolic-ref", "HEAD"); got != branch {
+		t.Errorf("HEAD %s, want %s", got, branch)
+	}
+	if st := git(t, ws, "status", "--porcelain"); st != "" {
+		t.Errorf("the workspace differs from its branch: %s", st)
+	}
+	verifyExport(t, s, id)
 }

@@ -136,8 +136,10 @@ func folderOwnFiles(dir string) (map[string][]byte, error) {
 func runDir(rel string) bool { return rel == jobstore.WorkspaceDir || rel == snapshot.Dir }
 
 // runFile says whether rel, a file of a job's folder, is its manifest or
-// a file of its run (the folder's lock, the history's files, the name of
-// its repository's bundle), which the job's own records carry.
+// a file of its run (the folder's lock, the history's files, the names of
+// its repository's bundles and its stop's HEAD), which the job's own
+// records carry.
 func runFile(rel string) bool {
-	return rel == jobstore.ManifestFile || rel == ".lock" || rel == gitBundleFile || history.IsFile(rel)
+	return rel == jobstore.ManifestFile || rel == ".lock" || rel == gitBundleFile ||
+		rel == parkedBundleFile || rel == parkedHeadFile || history.IsFile(rel)
 }

@@ -490,11 +490,12 @@ func (n *Node) prepare(ctx context.Context, id string) (*clusterstore.Job, map[s
 		// that could not be stopped (it runs on to its own timeout).
 		joblog.Log(n.Logger, "orphaned call not stopped: "+err.Error(), joblog.Problem{Job: id, Code: codes.ClusterRun}, "node", n.ID)
 	}
-	j, known, err := writeFolder(ctx, n.Store, n.Dir, id, nil, true)
+	j, w, err := writeFolder(ctx, n.Store, n.Dir, id, nil, true)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if err := restoreGit(ctx, n.Store, dir, id, known); err != nil {
+	known := w.known
+	if err := restoreGit(ctx, n.Store, dir, id, known, w.parked); err != nil {
 		return nil, nil, nil, err
 	}
 	shipped := map[string]bool{}
@@ -637,10 +638,14 @@ func (n *Node) commit(hu history.Unit) error {
 	}
 	if u.Point == nil && u.Status.Waiting() {
 		// The run stops for a steward: its workspace goes with the stop
-		// (park). Without it (a snapshot over its cap) the job is
-		// still stopped; its next node starts from the last recovery
-		// point, or from an earlier stop's workspace.
-		if u.Point, u.Objects, err = park(dir, hu.Records[len(hu.Records)-1], snapshotCap(u.Manifest), r.known); err != nil {
+		// (park), a git job's repository as the worker left it with it
+		// (bundleParked). Without them (a snapshot over its cap) the
+		// job is still stopped; its next node starts from the last
+		// recovery point, or from an earlier stop's workspace.
+		if u.Point, u.Objects, err = park(dir, hu.Records[len(hu.Records)-1], snapshotCap(u.Manifest), r.known); err == nil {
+			err = bundleParked(context.Background(), dir, r.known, &u)
+		}
+		if err != nil {
 			joblog.Log(n.Logger, "the stopped run's workspace does not go with the job: "+err.Error(), joblog.Problem{Job: id, Code: codes.SnapshotFailed}, "node", n.ID)
 			u.Point, u.Objects = nil, nil
 		}

@@ -93,16 +93,18 @@ func steerOnce(ctx context.Context, s clusterstore.Store, st Steering) (*Steered
 	// stop parked, when newer than its checkpoint — as file mode's
 	// command finds it: a rollback keeps what it discards of it
 	// (steward.keepDiscarded), which the steering stores (kept).
-	j, known, err := writeFolder(ctx, s, tmp, st.Job, func(cp string) bool { return cp == st.Restore }, true)
+	j, w, err := writeFolder(ctx, s, tmp, st.Job, func(cp string) bool { return cp == st.Restore }, true)
 	if err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(tmp, st.Job)
 	if st.Restore != "" {
 		// A rollback moves a git job's branch: its file form needs the
-		// repository (the steering stores none: the next claim puts the
-		// branch at the checkpoint's commit, restoreGit).
-		if err := restoreGit(ctx, s, dir, st.Job, map[string]bool{}); err != nil {
+		// repository, the one the workspace goes with (a stop's, as the
+		// worker left it: the commit the rollback leaves is its tip).
+		// The steering stores none: the next claim puts the branch at
+		// the checkpoint's commit (restoreGit).
+		if err := restoreGit(ctx, s, dir, st.Job, map[string]bool{}, w.parked); err != nil {
 			return nil, err
 		}
 	}
@@ -144,7 +146,7 @@ func steerOnce(ctx context.Context, s clusterstore.Store, st Steering) (*Steered
 	if err != nil {
 		return nil, err
 	}
-	point, objects, err := kept(dir, lines, known)
+	point, objects, err := kept(dir, lines, w.known)
 	if err != nil {
 		return nil, fmt.Errorf("job %s: %w", st.Job, err)
 	}

@@ -26,8 +26,10 @@ import (
 // any node then finds every point's snapshot in its own job folder. A run
 // that stops for a steward (STUCK, a budget's halt) leaves work no point
 // holds, which file mode keeps in its folder for the resumed run: the
-// stopping unit carries it too (park), and a claim after the stop
-// restores it instead of the checkpoint, unless a rollback came since. A
+// stopping unit carries it too (park; a git job's repository with it,
+// bundleParked), and a claim after the stop restores it instead of the
+// checkpoint, unless a rollback came since (one choice, restored.parked,
+// which the repository follows: restoreGit). A
 // steward's command runs on the same workspace; the snapshot a rollback
 // keeps of what it discards goes to the store with the steering (kept).
 
@@ -141,16 +143,17 @@ func snapshotCap(manifestFile []byte) int64 {
 // the objects that needs are read from the store, with those of the
 // points also names (a rollback's target; nil: none; every point when it
 // says so): a claim reads one point's objects, not every point's. It
-// returns the objects it wrote. A job without a point gets an empty
-// workspace (the engine prepares it).
-func restoreWorkspace(ctx context.Context, s clusterstore.Store, dir, id string, lines [][]byte, also func(cp string) bool, parked bool) (map[string]bool, error) {
+// returns the objects it wrote and which workspace it chose: the one
+// rule, which a git job's repository follows (restoreGit). A job without
+// a point gets an empty workspace (the engine prepares it).
+func restoreWorkspace(ctx context.Context, s clusterstore.Store, dir, id string, lines [][]byte, also func(cp string) bool, parked bool) (restored, error) {
 	ws := filepath.Join(dir, jobstore.WorkspaceDir)
 	var cp, listing string
 	cpSeq := int64(-1)
 	for _, line := range lines {
 		e, err := history.ParseLine(line)
 		if err != nil {
-			return nil, err
+			return restored{}, err
 		}
 		if c, snap, ok := e.Checkpoint(); ok && snap != nil {
 			cp, listing, cpSeq = c, snap.Listing, e.Seq
@@ -158,7 +161,7 @@ func restoreWorkspace(ctx context.Context, s clusterstore.Store, dir, id string,
 	}
 	points, err := s.Points(ctx, id)
 	if err != nil {
-		return nil, err
+		return restored{}, err
 	}
 	if parked {
 		for _, p := range points {
@@ -176,20 +179,20 @@ func restoreWorkspace(ctx context.Context, s clusterstore.Store, dir, id string,
 			continue
 		}
 		if !clusterstore.ValidPointID(p.ID) {
-			return nil, fmt.Errorf("job %s: invalid recovery point id %q in the store", id, p.ID)
+			return restored{}, fmt.Errorf("job %s: invalid recovery point id %q in the store", id, p.ID)
 		}
 		ps, err := clusterstore.ListingSums(p.Snapshot)
 		if err != nil {
-			return nil, fmt.Errorf("job %s: snapshot of %s: %w", id, p.ID, err)
+			return restored{}, fmt.Errorf("job %s: snapshot of %s: %w", id, p.ID, err)
 		}
 		if p.ID == cp || (also != nil && also(p.ID)) {
 			sums = append(sums, ps...)
 		}
 		if err := atomicfile.MkdirAll(filepath.Join(dir, snapshot.Dir), 0o700); err != nil {
-			return nil, err
+			return restored{}, err
 		}
 		if err := atomicfile.WriteFile(snapshot.ListingPath(dir, p.ID), p.Snapshot, 0o600); err != nil {
-			return nil, err
+			return restored{}, err
 		}
 	}
 	slices.Sort(sums)
@@ -198,24 +201,33 @@ func restoreWorkspace(ctx context.Context, s clusterstore.Store, dir, id string,
 	if len(sums) > 0 {
 		objects, err := s.Objects(ctx, sums)
 		if err != nil {
-			return nil, fmt.Errorf("job %s: %w", id, err)
+			return restored{}, fmt.Errorf("job %s: %w", id, err)
 		}
 		objDir := snapshot.ObjectDir(dir)
 		if err := atomicfile.MkdirAll(objDir, 0o700); err != nil {
-			return nil, err
+			return restored{}, err
 		}
 		for sum, b := range objects {
 			if err := atomicfile.WriteFile(filepath.Join(objDir, sum), b, 0o600); err != nil {
-				return nil, err
+				return restored{}, err
 			}
 			known[sum] = true
 		}
 	}
+	out := restored{known: known, parked: cp == parkedPoint}
 	if cp == "" {
-		return known, nil
+		return out, nil
 	}
 	if err := snapshot.RestoreRef(ws, dir, cp, listing); err != nil {
-		return nil, fmt.Errorf("job %s: restore the workspace of %s: %w", id, cp, err)
+		return restored{}, fmt.Errorf("job %s: restore the workspace of %s: %w", id, cp, err)
 	}
-	return known, nil
+	return out, nil
+}
+
+// restored is what restoreWorkspace made of a job's workspace: the
+// objects it wrote (those the store holds), and whether it is the one
+// the job's last stop parked rather than its checkpoint's.
+type restored struct {
+	known  map[string]bool
+	parked bool
 }
