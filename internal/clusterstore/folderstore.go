@@ -529,11 +529,11 @@ func (s *FolderStore) Commit(_ context.Context, l *Lease, u Unit) error {
 					return err
 				}
 			}
+			if err := s.heldObjects(j.ID, u.Point, u.Files, u.Objects); err != nil {
+				return err
+			}
 			var dropped []string
 			if u.Point != nil {
-				if err := s.pointObjects(j.ID, u.Point, u.Objects); err != nil {
-					return err
-				}
 				for _, p := range fr.Points {
 					if p.ID == u.Point.ID {
 						dropped = Dropped(p.Snapshot, u.Point.Snapshot)
@@ -591,19 +591,20 @@ func (s *FolderStore) writeObjects(objects map[string][]byte) error {
 	return nil
 }
 
-// pointObjects checks that every object p's listing names is in objects
-// or stored (ErrMissingObject).
-func (s *FolderStore) pointObjects(job string, p *RecoveryPoint, objects map[string][]byte) error {
-	sums, err := ListingSums(p.Snapshot)
+// heldObjects checks that every object a change names (NamedObjects:
+// its point's, its files') is in objects, which it carries, or stored
+// (ErrMissingObject). Under the store's lock: no sweep runs beside it.
+func (s *FolderStore) heldObjects(job string, p *RecoveryPoint, files map[string][]byte, objects map[string][]byte) error {
+	sums, err := NamedObjects(p, files)
 	if err != nil {
-		return fmt.Errorf("job %s: point %s: %w", job, p.ID, err)
+		return fmt.Errorf("job %s: %w", job, err)
 	}
 	for _, sum := range sums {
 		if objects[sum] != nil {
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(s.dir, clusterDir, "objects", sum)); err != nil {
-			return fmt.Errorf("job %s: point %s: object %s: %w", job, p.ID, short(sum), ErrMissingObject)
+			return fmt.Errorf("job %s: object %s: %w", job, short(sum), ErrMissingObject)
 		}
 	}
 	return nil
@@ -755,9 +756,9 @@ func (s *FolderStore) Steer(_ context.Context, st Steering) (*Job, error) {
 				if err := NewPoint(j.ID, st.Point, had); err != nil {
 					return err
 				}
-				if err := s.pointObjects(j.ID, st.Point, st.Objects); err != nil {
-					return err
-				}
+			}
+			if err := s.heldObjects(j.ID, st.Point, st.Files, st.Objects); err != nil {
+				return err
 			}
 			if err := s.writeObjects(st.Objects); err != nil {
 				return err

@@ -298,6 +298,30 @@ func FileObject(path string, content []byte) (string, bool) {
 	return sum, ValidSum(sum)
 }
 
+// NamedObjects is the one rule of what a change (a unit, a steering)
+// needs stored: the objects its point's listing names (ListingSums) and
+// those its BundleFiles name (FileObject), sorted and unique. Each must
+// be carried by the change or held by the store when it commits, checked
+// under the lock its sweeps (CollectObjects) take, else the change is
+// refused whole with ErrMissingObject: no row names an object a sweep
+// collected before it (the node sends the objects again).
+func NamedObjects(p *RecoveryPoint, files map[string][]byte) ([]string, error) {
+	var sums []string
+	if p != nil {
+		var err error
+		if sums, err = ListingSums(p.Snapshot); err != nil {
+			return nil, fmt.Errorf("point %s: %w", p.ID, err)
+		}
+	}
+	for path, b := range files {
+		if sum, ok := FileObject(path, b); ok {
+			sums = append(sums, sum)
+		}
+	}
+	slices.Sort(sums)
+	return slices.Compact(sums), nil
+}
+
 // Dropped are the objects a replaced point's listing (old) named that
 // its replacement (new) does not: those the replacement may leave
 // unreferenced, for Store.CollectObjects.

@@ -49,10 +49,11 @@ var (
 	ErrNewerSchema = errors.New("the store's schema is newer than this logist knows; upgrade logist")
 	// ErrIdempotency: a different command was sent with a key already used.
 	ErrIdempotency = errors.New("idempotency key already used by a different command")
-	// ErrMissingObject: a recovery point's listing names an object the
-	// store does not hold and the unit does not carry (collected since
-	// the node last saw it): send the point's objects again.
-	ErrMissingObject = errors.New("a recovery point names a snapshot object the store does not hold")
+	// ErrMissingObject: a recovery point's listing or a bundle file
+	// (NamedObjects) names an object the store does not hold and the
+	// unit does not carry (collected since the node last saw it): send
+	// the objects again.
+	ErrMissingObject = errors.New("a unit names an object the store does not hold")
 )
 
 // Lease is a node's ownership of a job for one epoch. Every write that
@@ -302,9 +303,9 @@ type Store interface {
 	// objects no point's listing (a recovery point's, a stop's, a
 	// steering's) and no job's BundleFiles name (FileObject), and says
 	// how many it deleted. It never runs while a unit or a steering
-	// carrying a point commits, so
-	// an object such a unit names is never collected under it; a unit
-	// naming an object collected before it is ErrMissingObject.
+	// naming an object (NamedObjects) commits, so an object such a unit
+	// names is never collected under it; a unit naming an object
+	// collected before it is ErrMissingObject.
 	CollectObjects(ctx context.Context, sums []string) (int, error)
 	Close()
 }

@@ -319,12 +319,18 @@ func (s *Store) commit(ctx context.Context, l *clusterstore.Lease, u clusterstor
 		if err := storeFiles(ctx, tx, j.ID, u.Files); err != nil {
 			return err
 		}
-		if u.Point != nil {
+		named, err := clusterstore.NamedObjects(u.Point, u.Files)
+		if err != nil {
+			return fmt.Errorf("job %s: %w", j.ID, err)
+		}
+		if u.Point != nil || len(named) > 0 {
 			// Shared with other commits, exclusive of CollectObjects: no
 			// object this unit names is collected under it.
 			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock_shared($1)", objectsLock); err != nil {
 				return err
 			}
+		}
+		if u.Point != nil {
 			var old []byte
 			err := tx.QueryRow(ctx, "SELECT snapshot FROM logist_points WHERE job_id = $1 AND id = $2", j.ID, u.Point.ID).Scan(&old)
 			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -337,10 +343,10 @@ func (s *Store) commit(ctx context.Context, l *clusterstore.Lease, u clusterstor
 		if err := insertObjects(ctx, tx, u.Objects); err != nil {
 			return err
 		}
+		if err := heldObjects(ctx, tx, j.ID, named); err != nil {
+			return err
+		}
 		if u.Point != nil {
-			if err := pointObjects(ctx, tx, j.ID, u.Point, u.Objects); err != nil {
-				return err
-			}
 			if _, err := tx.Exec(ctx, `INSERT INTO logist_points (job_id, id, seq, snapshot, epoch) VALUES ($1, $2, $3, $4, $5)
 				ON CONFLICT (job_id, id) DO UPDATE SET seq = excluded.seq, snapshot = excluded.snapshot, epoch = excluded.epoch`,
 				j.ID, u.Point.ID, u.Point.Seq, u.Point.Snapshot, j.Epoch); err != nil {
@@ -406,12 +412,19 @@ func (s *Store) Steer(ctx context.Context, st clusterstore.Steering) (*clusterst
 
 // steerPoint stores the snapshot steering st keeps (its point, its
 // objects) in the steering's transaction, as commit stores a unit's: a
-// point of a new id (clusterstore.NewPoint), never collected under it.
+// point of a new id (clusterstore.NewPoint), never collected under it;
+// every object the steering names (its point's, its bundle files') held.
 func steerPoint(ctx context.Context, tx pgx.Tx, j clusterstore.Job, st *clusterstore.Steering) error {
-	if st.Point != nil {
+	named, err := clusterstore.NamedObjects(st.Point, st.Files)
+	if err != nil {
+		return fmt.Errorf("job %s: %w", j.ID, err)
+	}
+	if st.Point != nil || len(named) > 0 {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock_shared($1)", objectsLock); err != nil {
 			return err
 		}
+	}
+	if st.Point != nil {
 		var had []string
 		rows, err := tx.Query(ctx, "SELECT id FROM logist_points WHERE job_id = $1", j.ID)
 		if err != nil {
@@ -427,13 +440,13 @@ func steerPoint(ctx context.Context, tx pgx.Tx, j clusterstore.Job, st *clusters
 	if err := insertObjects(ctx, tx, st.Objects); err != nil {
 		return err
 	}
+	if err := heldObjects(ctx, tx, j.ID, named); err != nil {
+		return err
+	}
 	if st.Point == nil {
 		return nil
 	}
-	if err := pointObjects(ctx, tx, j.ID, st.Point, st.Objects); err != nil {
-		return err
-	}
-	_, err := tx.Exec(ctx, "INSERT INTO logist_points (job_id, id, seq, snapshot, epoch) VALUES ($1, $2, $3, $4, $5)",
+	_, err = tx.Exec(ctx, "INSERT INTO logist_points (job_id, id, seq, snapshot, epoch) VALUES ($1, $2, $3, $4, $5)",
 		j.ID, st.Point.ID, st.Point.Seq, st.Point.Snapshot, j.Epoch)
 	return err
 }
@@ -450,19 +463,19 @@ func insertObjects(ctx context.Context, tx pgx.Tx, objects map[string][]byte) er
 	return nil
 }
 
-// pointObjects checks, after the unit's objects are inserted, that every
-// object p's listing names is stored (clusterstore.ErrMissingObject).
-func pointObjects(ctx context.Context, tx pgx.Tx, job string, p *clusterstore.RecoveryPoint, objects map[string][]byte) error {
-	sums, err := clusterstore.ListingSums(p.Snapshot)
-	if err != nil || len(sums) == 0 {
-		return err
+// heldObjects checks, after the change's objects are inserted, that
+// every object it names (clusterstore.NamedObjects: sums) is stored
+// (clusterstore.ErrMissingObject).
+func heldObjects(ctx context.Context, tx pgx.Tx, job string, sums []string) error {
+	if len(sums) == 0 {
+		return nil
 	}
 	var have int
 	if err := tx.QueryRow(ctx, "SELECT count(*) FROM logist_objects WHERE sha256 = ANY($1)", sums).Scan(&have); err != nil {
 		return err
 	}
 	if have != len(sums) {
-		return fmt.Errorf("job %s: point %s: %d of its %d objects: %w", job, p.ID, have, len(sums), clusterstore.ErrMissingObject)
+		return fmt.Errorf("job %s: %d of the %d objects it names: %w", job, have, len(sums), clusterstore.ErrMissingObject)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -289,6 +290,90 @@ func testCollectKeepsParkedBundle(t *testing.T, s clusterstore.Store) {
 	}
 	if _, err := s.Objects(ctx, []string{parked}); !errors.Is(err, clusterstore.ErrNotFound) {
 		t.Fatalf("a parked bundle a later stop replaced, after a sweep: %v, want collected", err)
+	}
+}
+
+// testBundleMustBeStored: a unit whose bundle file (BundleFile or
+// ParkedBundleFile) names an object the store does not hold (collected
+// since the node stored it) and the unit does not carry is refused with
+// ErrMissingObject and stores nothing — records, files, point, objects —
+// with a point or without one; the same unit carrying the object goes
+// through, and a later one naming it stored, not carried, too. A
+// steering's files are held to the same rule.
+func testBundleMustBeStored(t *testing.T, s clusterstore.Store) {
+	submit(t, s, "g", 0)
+	l := claim(t, s, "n1", time.Minute)
+	file, fb := object("a workspace file")
+	for i, name := range clusterstore.BundleFiles {
+		bundle, bb := object("the bundle named by " + name)
+		for _, withPoint := range []bool{true, false} {
+			before := job(t, s, "g")
+			u := func() clusterstore.Unit {
+				u := clusterstore.Unit{Lines: seal(t, s, "g", 1), Objects: map[string][]byte{file: fb},
+					Files: map[string][]byte{name: []byte(bundle + "\n")}}
+				if withPoint {
+					u.Point = &clusterstore.RecoveryPoint{ID: fmt.Sprintf("cp-%d", i), Seq: before.NextSeq, Snapshot: listing(file)}
+				}
+				return u
+			}
+			err := s.Commit(ctx, l, u())
+			if !errors.Is(err, clusterstore.ErrMissingObject) {
+				t.Fatalf("%s naming an object neither stored nor sent (point %v): %v, want ErrMissingObject", name, withPoint, err)
+			}
+			if j := job(t, s, "g"); j.NextSeq != before.NextSeq {
+				t.Fatalf("a unit refused for its %s stored its records", name)
+			}
+			if fs, err := s.Files(ctx, "g"); err != nil || fs[name] != nil {
+				t.Fatalf("a unit refused for its %s stored it: %q, %v", name, fs[name], err)
+			}
+			if ps, err := s.Points(ctx, "g"); err != nil || len(ps) != 0 {
+				t.Fatalf("a unit refused for its %s stored its point: %v, %v", name, ps, err)
+			}
+			if _, err := s.Objects(ctx, []string{file}); !errors.Is(err, clusterstore.ErrNotFound) {
+				t.Fatalf("a unit refused for its %s stored the objects it carried: %v", name, err)
+			}
+		}
+		// Carried, it goes through; named again, stored, it needs no
+		// sending.
+		before := job(t, s, "g")
+		ok := clusterstore.Unit{Lines: seal(t, s, "g", 1), Objects: map[string][]byte{bundle: bb},
+			Files: map[string][]byte{name: []byte(bundle)}}
+		if err := s.Commit(ctx, l, ok); err != nil {
+			t.Fatalf("%s naming an object sent with it: %v", name, err)
+		}
+		if j := job(t, s, "g"); j.NextSeq != before.NextSeq+1 {
+			t.Fatalf("the unit sending its %s's object: next %d, want %d", name, j.NextSeq, before.NextSeq+1)
+		}
+		if err := s.Commit(ctx, l, clusterstore.Unit{Lines: seal(t, s, "g", 1), Files: map[string][]byte{name: []byte(bundle + "\n")}}); err != nil {
+			t.Fatalf("%s naming a stored object, not sent: %v", name, err)
+		}
+		if fs, err := s.Files(ctx, "g"); err != nil || strings.TrimSpace(string(fs[name])) != bundle {
+			t.Fatalf("%s after the commits: %q, %v", name, fs[name], err)
+		}
+		if _, err := s.Objects(ctx, []string{bundle}); err != nil {
+			t.Fatalf("the object %s names: %v", name, err)
+		}
+	}
+	// A steering's files: the same rule.
+	missing, mb := object("a bundle a steering names")
+	j := job(t, s, "g")
+	st := clusterstore.Steering{Job: "g", Key: "k", From: j.Status, To: lifecycle.Canceled, Lines: seal(t, s, "g", 1),
+		Files: map[string][]byte{clusterstore.BundleFile: []byte(missing)}}
+	if _, err := s.Steer(ctx, st); !errors.Is(err, clusterstore.ErrMissingObject) {
+		t.Fatalf("a steering naming an object neither stored nor sent: %v, want ErrMissingObject", err)
+	}
+	if after := job(t, s, "g"); after.Status != j.Status || after.Epoch != j.Epoch || after.NextSeq != j.NextSeq {
+		t.Fatalf("a refused steering changed the job: %+v", after)
+	}
+	if use, err := s.SteerKey(ctx, "k"); err != nil || use != nil {
+		t.Fatalf("a refused steering used its key: %+v, %v", use, err)
+	}
+	st.Objects = map[string][]byte{missing: mb}
+	if _, err := s.Steer(ctx, st); err != nil {
+		t.Fatalf("a steering sending the object its file names: %v", err)
+	}
+	if _, err := s.Objects(ctx, []string{missing}); err != nil {
+		t.Fatalf("the object a steering sent: %v", err)
 	}
 }
 

@@ -57,6 +57,7 @@ func Run(t *testing.T, open Open) {
 		{"CollectObjects", testCollectObjects},
 		{"CollectKeepsBundles", testCollectKeepsBundles},
 		{"CollectKeepsParkedBundle", testCollectKeepsParkedBundle},
+		{"BundleMustBeStored", testBundleMustBeStored},
 		{"ReleaseBackoff", testReleaseBackoff},
 		{"LeaseEndedIsNotAFence", testLeaseEnded},
 		{"TakeBackOwnLeases", testTakeBack},
