@@ -48,16 +48,17 @@ const (
 
 // bundlePoint adds to u, a unit recording a recovery point of the job in
 // folder dir, the bundle of its workspace's repository, if it has one
-// (the object only if known lacks it).
-func bundlePoint(ctx context.Context, dir string, known map[string]bool, u *clusterstore.Unit) error {
-	_, err := bundleInto(ctx, dir, known, u, gitBundleFile)
+// (the object only if known lacks it; into bundles whatever known says).
+func bundlePoint(ctx context.Context, dir string, known map[string]bool, u *clusterstore.Unit, bundles map[string][]byte) error {
+	_, err := bundleInto(ctx, dir, known, u, gitBundleFile, bundles)
 	return err
 }
 
 // bundleParked adds to u, a unit stopping the job in folder dir for a
 // steward (its point the parked one), the bundle of its workspace's
-// repository as the worker left it and its HEAD, if it has one.
-func bundleParked(ctx context.Context, dir string, known map[string]bool, u *clusterstore.Unit) error {
+// repository as the worker left it and its HEAD, if it has one (the
+// object as bundlePoint adds it).
+func bundleParked(ctx context.Context, dir string, known map[string]bool, u *clusterstore.Unit, bundles map[string][]byte) error {
 	ws := filepath.Join(dir, jobstore.WorkspaceDir)
 	if !isGit(ws) {
 		return nil
@@ -66,7 +67,7 @@ func bundleParked(ctx context.Context, dir string, known map[string]bool, u *clu
 	if err != nil {
 		return fmt.Errorf("git HEAD: %w", err)
 	}
-	if ok, err := bundleInto(ctx, dir, known, u, parkedBundleFile); err != nil || !ok {
+	if ok, err := bundleInto(ctx, dir, known, u, parkedBundleFile, bundles); err != nil || !ok {
 		return err
 	}
 	u.Files[parkedHeadFile] = []byte(head + "\n")
@@ -75,8 +76,11 @@ func bundleParked(ctx context.Context, dir string, known map[string]bool, u *clu
 
 // bundleInto adds to u the bundle of the repository of the workspace of
 // job folder dir, if it has one (the object only if known lacks it),
-// named by u's file name; false when it has none.
-func bundleInto(ctx context.Context, dir string, known map[string]bool, u *clusterstore.Unit, name string) (bool, error) {
+// named by u's file name; false when it has none. bundles gets the
+// object whether u carries it or not: a unit refused because a sweep
+// collected a bundle known took as stored (clusterstore.ErrMissingObject)
+// sends it again from there, the bytes its file names.
+func bundleInto(ctx context.Context, dir string, known map[string]bool, u *clusterstore.Unit, name string, bundles map[string][]byte) (bool, error) {
 	ws := filepath.Join(dir, jobstore.WorkspaceDir)
 	if !isGit(ws) {
 		return false, nil
@@ -87,6 +91,7 @@ func bundleInto(ctx context.Context, dir string, known map[string]bool, u *clust
 	}
 	s := sha256.Sum256(b)
 	sum := hex.EncodeToString(s[:])
+	bundles[sum] = b
 	if !known[sum] {
 		if u.Objects == nil {
 			u.Objects = map[string][]byte{}

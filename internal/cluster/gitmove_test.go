@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/pgstore"
 	"github.com/logist/logist/internal/steward"
 )
 
@@ -408,4 +410,110 @@ func stoppedGitJob(t *testing.T, next string) {
 		t.Errorf("the workspace differs from its branch: %s", st)
 	}
 	verifyExport(t, s, id)
+}
+
+// dropBundle makes each unit that carries a bundle its bundle file names
+// into one that does not, once per bundle, and deletes that bundle from
+// the store: a sweep that collected it between the node learning it and
+// the commit. It deletes the bundle from the unit's objects in place,
+// the node's map too: the unit is as bundleInto makes it when the node's
+// known holds the bundle, and what the node sends again is its own.
+type dropBundle struct {
+	*pgstore.Store
+	mu      sync.Mutex
+	dropped []string
+}
+
+func (d *dropBundle) Commit(ctx context.Context, l *clusterstore.Lease, u clusterstore.Unit) error {
+	d.mu.Lock()
+	if u.Point != nil {
+		for _, name := range clusterstore.BundleFiles {
+			sum, ok := clusterstore.FileObject(name, u.Files[name])
+			if !ok || u.Objects[sum] == nil || slices.Contains(d.dropped, sum) {
+				continue
+			}
+			if _, err := d.Pool().Exec(ctx, "DELETE FROM logist_objects WHERE sha256 = $1", sum); err == nil {
+				delete(u.Objects, sum)
+				d.dropped = append(d.dropped, sum)
+			}
+		}
+	}
+	d.mu.Unlock()
+	return d.Store.Commit(ctx, l, u)
+}
+
+// TestCollectedBundleSentAgain: a git job's unit whose bundle file names
+// a bundle the node took as stored, collected meanwhile, is refused
+// (ErrMissingObject) and sent again with the bundle: the job ends as it
+// would have, every such bundle is in the store, and the job's
+// repository restores from the last one as a claiming node restores it.
+func TestCollectedBundleSentAgain(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("git is not installed")
+		}
+		t.Skip("SKIP (loud): git is not installed")
+	}
+	src := t.TempDir()
+	git(t, src, "init", "-q")
+	if err := os.WriteFile(filepath.Join(src, "README"), []byte("base\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, src, "add", "README")
+	git(t, src, "commit", "-q", "-m", "base")
+
+	s, _ := openStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const id = "bundle-again"
+	job := strings.Replace(strings.ReplaceAll(movingJob, `"moving"`, `"`+id+`"`), `"cost_threshold": 100,`,
+		fmt.Sprintf(`"cost_threshold": 100, "workspace": {"git": {"repo": %q}},`, src), 1)
+	if _, err := Submit(ctx, s, []byte(job)); err != nil {
+		t.Fatal(err)
+	}
+	d := &dropBundle{Store: s}
+	a := newNode(t, d, "a", 5*time.Second)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = a.Run(ctx) })
+	js := waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == lifecycle.Success }, 60*time.Second)
+	cancel()
+	wg.Wait()
+	d.mu.Lock()
+	dropped := d.dropped
+	d.mu.Unlock()
+	if len(dropped) == 0 {
+		t.Fatal("no unit named a bundle it did not send: the test dropped nothing")
+	}
+	if js[0].SpentMicros != 40_000 {
+		t.Errorf("spent %d µ$, want 40000 (no call asked again)", js[0].SpentMicros)
+	}
+	if _, err := s.Objects(context.Background(), dropped); err != nil {
+		t.Fatalf("the dropped bundle was not sent again: %v", err)
+	}
+	files, err := s.Files(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum, _ := clusterstore.FileObject(clusterstore.BundleFile, files[clusterstore.BundleFile]); !slices.Contains(dropped, sum) {
+		t.Fatalf("the job's last bundle %s was not dropped (dropped %v)", sum, dropped)
+	}
+	// Another node's folder: the workspace and its repository as a claim
+	// restores them.
+	bctx := context.Background()
+	jobs := t.TempDir()
+	_, w, err := writeFolder(bctx, s, jobs, id, func(string) bool { return false }, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := restoreGit(bctx, s, filepath.Join(jobs, id), id, map[string]bool{}, w.parked); err != nil {
+		t.Fatalf("restore the job's repository: %v", err)
+	}
+	commits, order := pointCommits(t, s, id)
+	ws := filepath.Join(jobs, id, jobstore.WorkspaceDir)
+	if tip := git(t, ws, "rev-parse", "refs/heads/logist/"+id); tip != commits[order[len(order)-1]] {
+		t.Errorf("the restored branch's tip %s, want the last point's commit %s", tip, commits[order[len(order)-1]])
+	}
+	if got := git(t, ws, "show", "HEAD:greet.py"); got != "v2" {
+		t.Errorf("greet.py at HEAD %q, want v2", got)
+	}
 }

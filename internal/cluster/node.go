@@ -628,8 +628,10 @@ func (n *Node) commit(hu history.Unit) error {
 		return fmt.Errorf("job %s: recovery point: %w", id, err)
 	}
 	u.Point, u.Objects = point, objects
+	// The bundles u's files name, carried or not (sent again below).
+	bundles := map[string][]byte{}
 	if point != nil {
-		if err := bundlePoint(context.Background(), dir, r.known, &u); err != nil {
+		if err := bundlePoint(context.Background(), dir, r.known, &u, bundles); err != nil {
 			return fmt.Errorf("job %s: recovery point: %w", id, err)
 		}
 	}
@@ -643,7 +645,7 @@ func (n *Node) commit(hu history.Unit) error {
 		// job is still stopped; its next node starts from the last
 		// recovery point, or from an earlier stop's workspace.
 		if u.Point, u.Objects, err = park(dir, hu.Records[len(hu.Records)-1], snapshotCap(u.Manifest), r.known); err == nil {
-			err = bundleParked(context.Background(), dir, r.known, &u)
+			err = bundleParked(context.Background(), dir, r.known, &u, bundles)
 		}
 		if err != nil {
 			joblog.Log(n.Logger, "the stopped run's workspace does not go with the job: "+err.Error(), joblog.Problem{Job: id, Code: codes.SnapshotFailed}, "node", n.ID)
@@ -660,14 +662,12 @@ func (n *Node) commit(hu history.Unit) error {
 	c, cancel := context.WithTimeout(context.Background(), n.TTL)
 	defer cancel()
 	err = n.Store.Commit(c, r.lease, u)
-	if errors.Is(err, clusterstore.ErrMissingObject) && u.Point != nil && u.Point.Snapshot != nil {
+	if errors.Is(err, clusterstore.ErrMissingObject) {
 		// An object r.known holds was collected meanwhile (its point
-		// was replaced): send every object of the point (with those the
-		// unit carries already, a git job's bundle).
-		var all map[string][]byte
-		if all, err = withListing(dir, u.Point, nil); err == nil {
-			maps.Copy(all, u.Objects)
-			u.Objects = all
+		// was replaced, or the bundle a git job's file names no longer
+		// named): send every object the unit names (NamedObjects) —
+		// its point's, its bundles — with those it carries already.
+		if u.Objects, err = allObjects(dir, &u, bundles); err == nil {
 			err = n.Store.Commit(c, r.lease, u)
 		}
 	}
@@ -687,6 +687,27 @@ func (n *Node) commit(hu history.Unit) error {
 		return fmt.Errorf("cluster store: %w", err)
 	}
 	return nil
+}
+
+// allObjects are the objects unit u of the job in folder dir names
+// (clusterstore.NamedObjects), whatever the node's known says: its
+// point's listing's, read from the folder's snapshot, and the bundles its
+// files name (bundles: bundleInto's), with those u carries.
+func allObjects(dir string, u *clusterstore.Unit, bundles map[string][]byte) (map[string][]byte, error) {
+	all := map[string][]byte{}
+	if u.Point != nil && u.Point.Snapshot != nil {
+		var err error
+		if all, err = withListing(dir, u.Point, nil); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range clusterstore.BundleFiles {
+		if sum, ok := clusterstore.FileObject(name, u.Files[name]); ok && bundles[sum] != nil {
+			all[sum] = bundles[sum]
+		}
+	}
+	maps.Copy(all, u.Objects)
+	return all, nil
 }
 
 // shippedDirs are the folders of a job's folder, outside its workspace,
