@@ -79,7 +79,15 @@ func TestDaemonServesMetricsAndHealth(t *testing.T) {
 		m, err := manifest.ReadFile(filepath.Join(dir, "one", "job.json"))
 		return err == nil && m.Status == "SUCCESS"
 	})
-	_, body := get(t, "http://"+addr+"/metrics")
+	// The calls are counted just after their unit's commit (AfterCommit):
+	// job.json reads SUCCESS a moment before the supervisor's is.
+	var body string
+	waitFor(t, "both agent calls counted in /metrics", func() bool {
+		_, body = get(t, "http://"+addr+"/metrics")
+		w, _ := sample(body, `logistd_agent_calls_total{outcome="ok",provider="script",role="worker"}`)
+		s, _ := sample(body, `logistd_agent_calls_total{outcome="ok",provider="script",role="supervisor"}`)
+		return w > 0 && s > 0
+	})
 	for _, want := range []string{
 		`logistd_jobs{status="SUCCESS"} 1`,
 		`logistd_jobs{status="RUNNING"} 0`,
