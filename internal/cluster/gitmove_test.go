@@ -264,6 +264,8 @@ func TestGitRollbackMovesWithJob(t *testing.T) {
 // own: on its first call it commits mine.txt, creates a branch and
 // answers STUCK; called again with mine.txt in its workspace, it writes
 // what `git log` of its HEAD shows into seen.txt and answers COMPLETED.
+// The commit's body is the time to the nanosecond: the same commit made
+// again (after a rollback) within the same second is another commit.
 const committingWorker = `set -e
 g() { git -c user.name=worker -c user.email=worker@example.com "$@"; }
 if [ -f mine.txt ]; then
@@ -272,7 +274,7 @@ if [ -f mine.txt ]; then
 else
   echo mine > mine.txt
   g add mine.txt
-  g commit -q -m "worker: my own commit"
+  g commit -q -m "worker: my own commit" -m "made at $(date +%s.%N)"
   g branch worker-side
   echo '{"action": "STUCK", "evidence_files": [], "summary_for_supervisor": "Which greeting?"}'
 fi`
