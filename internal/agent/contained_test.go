@@ -346,8 +346,8 @@ echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"call '
 		t.Fatal("no spare sandbox for call 3 after call 2")
 	}
 	cont.EndJob("spare-job")
-	for i := 0; spareLauncher(t, answerDir(jobDir, 3)) != 0; i++ {
-		if i == 100 {
+	for i := 0; spareLauncherNow(answerDir(jobDir, 3)) != 0; i++ {
+		if i == 1000 { // 10 s
 			t.Fatal("the spare for call 3 outlived its job's end")
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -409,10 +409,17 @@ func TestSpareForTheNextRolesProgram(t *testing.T) {
 }
 
 // spareLauncher is the launcher of the running bwrap sandbox that binds
-// dir (0: none), waiting a while for it to start.
+// dir (0: none), waiting up to 10 s for it to start (a loaded machine
+// starts a sandbox late); spareLauncherNow looks once.
 func spareLauncher(t *testing.T, dir string) int {
 	t.Helper()
-	for i := 0; i < 200; i++ {
+	return findSpareLauncher(dir, 10*time.Second)
+}
+
+func spareLauncherNow(dir string) int { return findSpareLauncher(dir, 0) }
+
+func findSpareLauncher(dir string, wait time.Duration) int {
+	for deadline := time.Now().Add(wait); ; {
 		ents, _ := os.ReadDir("/proc")
 		for _, e := range ents {
 			b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
@@ -427,9 +434,11 @@ func spareLauncher(t *testing.T, dir string) int {
 				}
 			}
 		}
+		if time.Now().After(deadline) {
+			return 0
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return 0
 }
 
 // An uncontained command agent (sandbox none) predicts nothing: no spare
