@@ -41,19 +41,7 @@ func git(t *testing.T, dir string, args ...string) string {
 // point), B's points commit on top of A's, and the job ends with one
 // branch holding the base, A's commit and B's.
 func TestGitWorkspaceMovesWithJob(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("git is not installed")
-		}
-		t.Skip("SKIP (loud): git is not installed")
-	}
-	src := t.TempDir()
-	git(t, src, "init", "-q")
-	if err := os.WriteFile(filepath.Join(src, "README"), []byte("base\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	git(t, src, "add", "README")
-	git(t, src, "commit", "-q", "-m", "base")
+	src := baseRepo(t)
 	base := git(t, src, "rev-parse", "HEAD")
 
 	s, _ := openStore(t)
@@ -170,19 +158,7 @@ func pointCommits(t *testing.T, s clusterstore.Store, id string) (map[string]str
 // rollback left (issue 23: a cluster rollback of a git job failed,
 // changing nothing).
 func TestGitRollbackMovesWithJob(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("git is not installed")
-		}
-		t.Skip("SKIP (loud): git is not installed")
-	}
-	src := t.TempDir()
-	git(t, src, "init", "-q")
-	if err := os.WriteFile(filepath.Join(src, "README"), []byte("base\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	git(t, src, "add", "README")
-	git(t, src, "commit", "-q", "-m", "base")
+	src := baseRepo(t)
 
 	s, _ := openStore(t)
 	ctx := context.Background()
@@ -288,25 +264,14 @@ fi`
 // commit, records the worker's commit as the one it leaves, and keeps
 // the discarded file as a rollback does.
 func TestStoppedGitJobKeepsItsCommits(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("git is not installed")
-		}
-		t.Skip("SKIP (loud): git is not installed")
-	}
+	needGit(t)
 	for _, next := range []string{"resume", "rollback"} {
 		t.Run(next, func(t *testing.T) { stoppedGitJob(t, next) })
 	}
 }
 
 func stoppedGitJob(t *testing.T, next string) {
-	src := t.TempDir()
-	git(t, src, "init", "-q")
-	if err := os.WriteFile(filepath.Join(src, "README"), []byte("base\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	git(t, src, "add", "README")
-	git(t, src, "commit", "-q", "-m", "base")
+	src := baseRepo(t)
 	base := git(t, src, "rev-parse", "HEAD")
 
 	id := "park-git-" + next
@@ -450,19 +415,7 @@ func (d *dropBundle) Commit(ctx context.Context, l *clusterstore.Lease, u cluste
 // would have, every such bundle is in the store, and the job's
 // repository restores from the last one as a claiming node restores it.
 func TestCollectedBundleSentAgain(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("git is not installed")
-		}
-		t.Skip("SKIP (loud): git is not installed")
-	}
-	src := t.TempDir()
-	git(t, src, "init", "-q")
-	if err := os.WriteFile(filepath.Join(src, "README"), []byte("base\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	git(t, src, "add", "README")
-	git(t, src, "commit", "-q", "-m", "base")
+	src := baseRepo(t)
 
 	s, _ := openStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -518,4 +471,31 @@ func TestCollectedBundleSentAgain(t *testing.T) {
 	if got := git(t, ws, "show", "HEAD:greet.py"); got != "v2" {
 		t.Errorf("greet.py at HEAD %q, want v2", got)
 	}
+}
+
+// needGit fails under CI=true, and skips loudly elsewhere, where git is
+// not installed.
+func needGit(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("git is not installed")
+		}
+		t.Skip("SKIP (loud): git is not installed")
+	}
+}
+
+// baseRepo is a new repository holding one commit, "base" (README), the
+// source of a git workspace; it needs git (needGit).
+func baseRepo(t *testing.T) string {
+	t.Helper()
+	needGit(t)
+	src := t.TempDir()
+	git(t, src, "init", "-q")
+	if err := os.WriteFile(filepath.Join(src, "README"), []byte("base\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, src, "add", "README")
+	git(t, src, "commit", "-q", "-m", "base")
+	return src
 }
