@@ -21,31 +21,13 @@ import (
 // while new inodes are made for every call.
 func TestALongChainIsPrunedAsItGoes(t *testing.T) {
 	const calls = 5*agent.KeepRequests + 7
-	k := testkit.New(t)
-	e := NewEngine(k.Env, builtins.Effects())
-	k.Runner = e
 	var maxFiles int
-	dir := k.Env.Store.JobDir("long")
-	e.NewProvider = func(manifest.AgentConfig) (agent.Provider, error) {
-		return providerFunc(func(_ context.Context, req *agent.Request) (*agent.Result, error) {
-			maxFiles = max(maxFiles, countRequestFiles(t, dir))
-			if req.Role == "supervisor" && req.Interaction < calls-1 {
-				return answer("RETRY", "again"), nil
-			}
-			return answer("COMPLETED", "done"), nil
-		}), nil
-	}
-	j := job(map[string]any{"provider": "command", "command": map[string]any{"argv": []string{"true"}}},
-		map[string]any{"provider": "command", "command": map[string]any{"argv": []string{"true"}}})
-	j["limits"] = map[string]any{"max_retries": 1000}
-	k.WriteJob("long", j)
-	if err := e.Run(context.Background(), "long"); err != nil {
-		t.Fatal(err)
-	}
-	m := k.Load("long")
-	if m.Status != "SUCCESS" || m.Metrics.AgentCalls < calls {
-		t.Fatalf("%s after %d calls (%s)", m.Status, m.Metrics.AgentCalls, m.Run.Reason)
-	}
+	var dir string
+	m := longChain(t, calls, func(_ context.Context, req *agent.Request) error {
+		dir = req.JobDir
+		maxFiles = max(maxFiles, countRequestFiles(t, dir))
+		return nil
+	})
 	if maxFiles > 2*agent.KeepRequests+1 {
 		t.Errorf("requests/ held %d request files during the run of %d calls; want at most %d (pruned every %d calls)",
 			maxFiles, m.Metrics.AgentCalls, 2*agent.KeepRequests+1, agent.KeepRequests)
@@ -79,17 +61,46 @@ func countRequestFiles(t *testing.T, jobDir string) int {
 // agent has ended. It grew by a line per call, never rewritten.
 func TestALongChainKeepsThePidLogBounded(t *testing.T) {
 	const calls = 5*agent.KeepRequests + 7
+	var log string
+	m := longChain(t, calls, func(ctx context.Context, req *agent.Request) error {
+		log = filepath.Join(req.JobDir, "requests", agent.PidLog)
+		if err := os.MkdirAll(filepath.Dir(log), 0o700); err != nil {
+			return err
+		}
+		spec := agent.ProcSpec{Argv: []string{"true"}, Dir: req.Workspace, PidLog: log, Interaction: req.Interaction}
+		_, err := agent.RunProcess(ctx, spec)
+		return err
+	})
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := 0
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.TrimSpace(l) != "" {
+			lines++
+		}
+	}
+	t.Logf("the pid log after %d calls: %d lines, %d bytes", m.Metrics.AgentCalls, lines, len(b))
+	// Its lines are 14 bytes or more (pids of 3 digits, start times of 5).
+	if lines == 0 || lines > calls/2 || len(b) > agent.PidLogMax+64 {
+		t.Errorf("the pid log after %d calls: %d lines, %d bytes; want 1 to %d lines, at most %d bytes and a line",
+			m.Metrics.AgentCalls, lines, len(b), calls/2, agent.PidLogMax)
+	}
+}
+
+// longChain runs job "long", whose supervisor answers RETRY until the job
+// has made calls calls, each call's agent doing onCall first; it fails
+// the test unless the job ends SUCCESS after them, and returns its
+// manifest.
+func longChain(t *testing.T, calls int, onCall func(context.Context, *agent.Request) error) *manifest.Manifest {
+	t.Helper()
 	k := testkit.New(t)
 	e := NewEngine(k.Env, builtins.Effects())
 	k.Runner = e
-	log := filepath.Join(k.Env.Store.JobDir("long"), "requests", agent.PidLog)
 	e.NewProvider = func(manifest.AgentConfig) (agent.Provider, error) {
 		return providerFunc(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
-			if err := os.MkdirAll(filepath.Dir(log), 0o700); err != nil {
-				return nil, err
-			}
-			spec := agent.ProcSpec{Argv: []string{"true"}, Dir: req.Workspace, PidLog: filepath.Join(req.JobDir, "requests", agent.PidLog), Interaction: req.Interaction}
-			if _, err := agent.RunProcess(ctx, spec); err != nil {
+			if err := onCall(ctx, req); err != nil {
 				return nil, err
 			}
 			if req.Role == "supervisor" && req.Interaction < calls-1 {
@@ -109,20 +120,5 @@ func TestALongChainKeepsThePidLogBounded(t *testing.T) {
 	if m.Status != "SUCCESS" || m.Metrics.AgentCalls < calls {
 		t.Fatalf("%s after %d calls (%s)", m.Status, m.Metrics.AgentCalls, m.Run.Reason)
 	}
-	b, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := 0
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.TrimSpace(l) != "" {
-			lines++
-		}
-	}
-	t.Logf("the pid log after %d calls: %d lines, %d bytes", m.Metrics.AgentCalls, lines, len(b))
-	// Its lines are 14 bytes or more (pids of 3 digits, start times of 5).
-	if lines == 0 || lines > calls/2 || len(b) > agent.PidLogMax+64 {
-		t.Errorf("the pid log after %d calls: %d lines, %d bytes; want 1 to %d lines, at most %d bytes and a line",
-			m.Metrics.AgentCalls, lines, len(b), calls/2, agent.PidLogMax)
-	}
+	return m
 }
