@@ -164,7 +164,7 @@ echo '{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"tried"
 func TestContainmentNetwork(t *testing.T) {
 	st := &sandbox.Status{Bwrap: sandbox.Check{OK: true}, Landlock: sandbox.Check{OK: true}, LandlockABI: 7}
 	proxy := sandbox.Network{Mode: sandbox.NetProxy, Socket: "/run/meter.sock"}
-	cont := &Containment{Exec: &sandbox.Local{Status: st}, Status: st, Network: proxy, ProxyPort: 4242, Egress: testEgress{}}
+	cont := &Containment{Exec: &sandbox.Local{Status: st}, Status: st, Network: proxy, ProxyPort: 4242, Egress: egress.Agents{}}
 	allow := []egress.Entry{{Host: "api.github.com", Port: 443}, {Host: "pypi.org", Port: 443}, {IP: netip.MustParseAddr("10.0.0.5"), Port: 8080}}
 	for _, c := range []struct {
 		name   string
@@ -208,13 +208,6 @@ func TestContainmentNetwork(t *testing.T) {
 		t.Errorf("without egress: %v", err)
 	}
 }
-
-type testEgress struct{ p *egress.Proxy }
-
-func (e testEgress) Open(job, call string, allow []egress.Entry) (string, error) {
-	return e.p.Issue(egress.Grant{Job: job, Call: call, Allow: allow})
-}
-func (e testEgress) Close(token string) egress.Refused { return e.p.Revoke(token) }
 
 // TestContainedEgressAllowlist: a contained call of a job with a network
 // allowlist reaches a listed destination through the egress proxy (its
@@ -262,7 +255,7 @@ func TestContainedEgressAllowlist(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := &Contained{Exec: &sandbox.Local{}, Mode: layer, Name: string(layer), Job: "j", Allow: es, Egress: testEgress{eg},
+			c := &Contained{Exec: &sandbox.Local{}, Mode: layer, Name: string(layer), Job: "j", Allow: es, Egress: egress.Agents{P: eg},
 				Network: sandbox.Network{Mode: sandbox.NetProxy, Socket: sock}}
 			ws := t.TempDir()
 			ctx, log := WithEgressLog(WithExecutor(context.Background(), c))
@@ -294,7 +287,7 @@ func TestContainedEgressAllowlist(t *testing.T) {
 		}
 		// Around the proxy (curl --noproxy): the sandbox has no route.
 		es, _ := egress.ParseAllow([]string{"127.0.0.1:" + p})
-		c := &Contained{Exec: &sandbox.Local{}, Mode: layer, Name: string(layer), Job: "j", Allow: es, Egress: testEgress{eg},
+		c := &Contained{Exec: &sandbox.Local{}, Mode: layer, Name: string(layer), Job: "j", Allow: es, Egress: egress.Agents{P: eg},
 			Network: sandbox.Network{Mode: sandbox.NetProxy, Socket: sock}}
 		r, err := c.Run(context.Background(), ProcSpec{Argv: []string{curl, "-s", "-m", "20", "--noproxy", "*", "-w", " %{http_code}", "http://127.0.0.1:" + p + "/"},
 			Dir: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"}})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/egress"
 	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/metrics"
@@ -26,7 +27,7 @@ func containment(sandboxFlag string, outputCeiling int64, log *slog.Logger, mp *
 	def, _ := sandbox.ParseLayer(sandboxFlag) // checked with the flags
 	// One launcher is kept started ahead of the next call (Prefork).
 	c := &agent.Containment{Exec: &sandbox.Local{Prefork: true}, Status: sandbox.Probe(), Default: def,
-		Network: sandbox.Network{Mode: sandbox.NetProxy, Socket: mp.socket}, ProxyPort: mp.port, Egress: egressForAgents{mp.egress},
+		Network: sandbox.Network{Mode: sandbox.NetProxy, Socket: mp.socket}, ProxyPort: mp.port, Egress: egress.Agents{P: mp.egress},
 		OutputCeiling: outputCeiling}
 	if _, err := c.For(&manifest.Manifest{}); err != nil {
 		joblog.Log(log, fmt.Sprintf("jobs without a sandbox setting will not start: %v (logistd --check-sandbox)", err),

@@ -33,15 +33,6 @@ type meterProxy struct {
 	egress *egress.Proxy
 }
 
-// egressForAgents is the egress proxy as the engine's executors use it.
-type egressForAgents struct{ p *egress.Proxy }
-
-func (e egressForAgents) Open(job, call string, allow []egress.Entry) (string, error) {
-	return e.p.Issue(egress.Grant{Job: job, Call: call, Allow: allow})
-}
-
-func (e egressForAgents) Close(token string) egress.Refused { return e.p.Revoke(token) }
-
 // startMeter starts the proxy. Its grants bring their own upstreams (the
 // agent's base URL or the provider's public API, with the steward's key),
 // priced by the table the daemon loaded (--prices).

@@ -256,6 +256,19 @@ func (p *Proxy) Revoke(token string) Refused {
 	return r
 }
 
+// Agents is the proxy as the agent package's executors use it
+// (agent.Egress): a token opened for each run of a call, with the job's
+// allowlist, and closed with what it was refused.
+type Agents struct{ P *Proxy }
+
+// Open issues a token for call of job with allow.
+func (a Agents) Open(job, call string, allow []Entry) (string, error) {
+	return a.P.Issue(Grant{Job: job, Call: call, Allow: allow})
+}
+
+// Close revokes token and returns what its call was refused.
+func (a Agents) Close(token string) Refused { return a.P.Revoke(token) }
+
 // ProxyURL is the proxy URL a call is given (HTTPS_PROXY, HTTP_PROXY,
 // ALL_PROXY) when the proxy is reached at root (http://127.0.0.1:PORT, or
 // the sandbox's http://{proxy_addr} placeholder, which is no valid URL

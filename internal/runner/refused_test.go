@@ -18,14 +18,6 @@ import (
 	"github.com/logist/logist/internal/testkit"
 )
 
-// egressProxy is the egress proxy as the daemon hands it to the engine.
-type egressProxy struct{ p *egress.Proxy }
-
-func (e egressProxy) Open(job, call string, allow []egress.Entry) (string, error) {
-	return e.p.Issue(egress.Grant{Job: job, Call: call, Allow: allow})
-}
-func (e egressProxy) Close(token string) egress.Refused { return e.p.Revoke(token) }
-
 // TestEgressRefusalsRecorded: a contained call of a job with a network
 // allowlist whose agent tries destinations the list lacks ends with an
 // error record EGRESS_REFUSED in the job's history, in the unit of the
@@ -58,7 +50,7 @@ func TestEgressRefusalsRecorded(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 
 	f := newFixture(t)
-	f.Engine.Contain = &agent.Containment{Exec: &sandbox.Local{}, Status: st, Egress: egressProxy{srv.Handler.(*egress.Proxy)},
+	f.Engine.Contain = &agent.Containment{Exec: &sandbox.Local{}, Status: st, Egress: egress.Agents{P: srv.Handler.(*egress.Proxy)},
 		Network: sandbox.Network{Mode: sandbox.NetProxy, Socket: sock}}
 	answer := `{"action":"COMPLETED","evidence_files":[],"summary_for_supervisor":"ok"}`
 	tries := curl + ` -s -m 20 -o /dev/null http://not-listed.test/a; ` + curl + ` -s -m 20 -o /dev/null http://not-listed.test/b; ` +
