@@ -304,21 +304,7 @@ func stoppedGitJob(t *testing.T, next string) {
 		t.Fatalf("a's branch is at the base: the worker committed nothing")
 	}
 
-	st := stewardOf(t, s)
-	steering := Steering{Job: id, Key: "r1", Command: "resume " + id, Apply: func(dir string) error {
-		_, err := st(dir).Resume(id, steward.ResumeOptions{Guidance: "Go on."})
-		return err
-	}}
-	if next == "rollback" {
-		steering = Steering{Job: id, Key: "r1", Command: "rollback " + id, Restore: "cp-start", Apply: func(dir string) error {
-			_, _, err := st(dir).Rollback(id, "cp-start", steward.RollbackOptions{Reason: "start over"})
-			return err
-		}}
-	}
-	out, err := Steer(ctx, s, steering)
-	if err != nil || out.Status != lifecycle.Pending {
-		t.Fatalf("%s: %+v %v", steering.Command, out, err)
-	}
+	steerStopped(ctx, t, s, id, next, steward.ResumeOptions{Guidance: "Go on."})
 	steered, err := s.Job(ctx, id)
 	if err != nil {
 		t.Fatal(err)

@@ -86,26 +86,12 @@ func stoppedJobResumes(t *testing.T, stop, next string) {
 		t.Fatalf("a's notes.txt %q", got)
 	}
 
-	st := stewardOf(t, s)
 	o := steward.ResumeOptions{Guidance: "Go on from your notes."}
 	if stop == "cost" {
 		more := 100.0
 		o.CostThreshold = &more
 	}
-	steering := Steering{Job: id, Key: "r1", Command: "resume " + id, Apply: func(dir string) error {
-		_, err := st(dir).Resume(id, o)
-		return err
-	}}
-	if next == "rollback" {
-		steering = Steering{Job: id, Key: "r1", Command: "rollback " + id, Restore: "cp-start", Apply: func(dir string) error {
-			_, _, err := st(dir).Rollback(id, "cp-start", steward.RollbackOptions{Reason: "start over"})
-			return err
-		}}
-	}
-	out, err := Steer(ctx, s, steering)
-	if err != nil || out.Status != lifecycle.Pending {
-		t.Fatalf("%s: %+v %v", steering.Command, out, err)
-	}
+	steerStopped(ctx, t, s, id, next, o)
 
 	n := newNode(t, s, "b", 5*time.Second)
 	if next == "same" {
@@ -178,5 +164,27 @@ func keptDiscarded(t *testing.T, s clusterstore.Store, id, file, want string) {
 	}
 	if got := readFile(t, filepath.Join(into, file)); got != want {
 		t.Fatalf("discarded %s %q, want %q", file, got, want)
+	}
+}
+
+// steerStopped steers stopped job id as a steward would: next "rollback"
+// rolls it back to cp-start, anything else resumes it with o; the job is
+// then PENDING, or the test fails.
+func steerStopped(ctx context.Context, t *testing.T, s clusterstore.Store, id, next string, o steward.ResumeOptions) {
+	t.Helper()
+	st := stewardOf(t, s)
+	steering := Steering{Job: id, Key: "r1", Command: "resume " + id, Apply: func(dir string) error {
+		_, err := st(dir).Resume(id, o)
+		return err
+	}}
+	if next == "rollback" {
+		steering = Steering{Job: id, Key: "r1", Command: "rollback " + id, Restore: "cp-start", Apply: func(dir string) error {
+			_, _, err := st(dir).Rollback(id, "cp-start", steward.RollbackOptions{Reason: "start over"})
+			return err
+		}}
+	}
+	out, err := Steer(ctx, s, steering)
+	if err != nil || out.Status != lifecycle.Pending {
+		t.Fatalf("%s: %+v %v", steering.Command, out, err)
 	}
 }
