@@ -661,16 +661,10 @@ func (n *Node) commit(hu history.Unit) error {
 	}
 	c, cancel := context.WithTimeout(context.Background(), n.TTL)
 	defer cancel()
-	err = n.Store.Commit(c, r.lease, u)
-	if errors.Is(err, clusterstore.ErrMissingObject) {
-		// An object r.known holds was collected meanwhile (its point
-		// was replaced, or the bundle a git job's file names no longer
-		// named): send every object the unit names (NamedObjects) —
-		// its point's, its bundles — with those it carries already.
-		if u.Objects, err = allObjects(dir, &u, bundles); err == nil {
-			err = n.Store.Commit(c, r.lease, u)
-		}
-	}
+	err = sendNamed(dir, u.Point, u.Files, u.Objects, bundles, func(objects map[string][]byte) error {
+		u.Objects = objects
+		return n.Store.Commit(c, r.lease, u)
+	})
 	if errors.Is(err, clusterstore.ErrFenced) {
 		n.fence(r, err)
 	}
@@ -689,25 +683,34 @@ func (n *Node) commit(hu history.Unit) error {
 	return nil
 }
 
-// allObjects are the objects unit u of the job in folder dir names
-// (clusterstore.NamedObjects), whatever the node's known says: its
-// point's listing's, read from the folder's snapshot, and the bundles its
-// files name (bundles: bundleInto's), with those u carries.
-func allObjects(dir string, u *clusterstore.Unit, bundles map[string][]byte) (map[string][]byte, error) {
+// sendNamed sends a change (a node's unit, a steward's steering) of the
+// job in folder dir that names point p and files and carries objects:
+// send stores it with the objects it is given. The one rule of a refusal
+// for a missing object (clusterstore.ErrMissingObject: an object the
+// sender took as stored was collected meanwhile — its point was
+// replaced, or the bundle a git job's file names no longer named) is to
+// send the change once more with every object it names
+// (clusterstore.NamedObjects): its point's listing's, read from the
+// folder's snapshot, and the bundles its files name (bundles, whatever
+// the sender took as stored: bundleInto's), with those it carried.
+func sendNamed(dir string, p *clusterstore.RecoveryPoint, files, objects, bundles map[string][]byte, send func(objects map[string][]byte) error) error {
+	err := send(objects)
+	if !errors.Is(err, clusterstore.ErrMissingObject) {
+		return err
+	}
 	all := map[string][]byte{}
-	if u.Point != nil && u.Point.Snapshot != nil {
-		var err error
-		if all, err = withListing(dir, u.Point, nil); err != nil {
-			return nil, err
+	if p != nil && p.Snapshot != nil {
+		if all, err = withListing(dir, p, nil); err != nil {
+			return err
 		}
 	}
 	for _, name := range clusterstore.BundleFiles {
-		if sum, ok := clusterstore.FileObject(name, u.Files[name]); ok && bundles[sum] != nil {
+		if sum, ok := clusterstore.FileObject(name, files[name]); ok && bundles[sum] != nil {
 			all[sum] = bundles[sum]
 		}
 	}
-	maps.Copy(all, u.Objects)
-	return all, nil
+	maps.Copy(all, objects)
+	return send(all)
 }
 
 // shippedDirs are the folders of a job's folder, outside its workspace,

@@ -18,6 +18,7 @@ import (
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobview"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/pgstore"
 	"github.com/logist/logist/internal/snapshot"
 	"github.com/logist/logist/internal/steward"
 )
@@ -187,4 +188,69 @@ func steerStopped(ctx context.Context, t *testing.T, s clusterstore.Store, id, n
 	if err != nil || out.Status != lifecycle.Pending {
 		t.Fatalf("%s: %+v %v", steering.Command, out, err)
 	}
+}
+
+// dropNamed deletes from the store, once, the objects a steering names
+// (clusterstore.NamedObjects) but does not carry: a sweep that collected
+// them between the steering's read of the job and its write.
+type dropNamed struct {
+	*pgstore.Store
+	mu      sync.Mutex
+	dropped []string
+}
+
+func (d *dropNamed) Steer(ctx context.Context, st clusterstore.Steering) (*clusterstore.Job, error) {
+	d.mu.Lock()
+	if d.dropped == nil {
+		named, err := clusterstore.NamedObjects(st.Point, st.Files)
+		if err != nil {
+			d.mu.Unlock()
+			return nil, err
+		}
+		for _, sum := range named {
+			if st.Objects[sum] != nil {
+				continue
+			}
+			if _, err := d.Pool().Exec(ctx, "DELETE FROM logist_objects WHERE sha256 = $1", sum); err != nil {
+				d.mu.Unlock()
+				return nil, err
+			}
+			d.dropped = append(d.dropped, sum)
+		}
+	}
+	d.mu.Unlock()
+	return d.Store.Steer(ctx, st)
+}
+
+// TestSteeringSendsCollectedObjectsAgain: a rollback of a stopped job
+// keeps the work it discards as a snapshot whose objects the steward took
+// as stored (the parked workspace's); a sweep collects them before the
+// steering commits. The store refuses it (ErrMissingObject) and Steer
+// sends it again with every object it names, as a node's unit is sent:
+// the rollback succeeds and the discarded work is kept.
+func TestSteeringSendsCollectedObjectsAgain(t *testing.T) {
+	s, _ := openStore(t)
+	ctx := context.Background()
+	const id = "park-sweep"
+	if _, err := Submit(ctx, s, stoppingJob(id, "stuck")); err != nil {
+		t.Fatal(err)
+	}
+	actx, stopA := context.WithCancel(ctx)
+	defer stopA()
+	a := newNode(t, s, "a", 5*time.Second)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = a.Run(actx) })
+	waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == lifecycle.InterventionRequired }, 60*time.Second)
+	stopA()
+	wg.Wait()
+
+	d := &dropNamed{Store: s}
+	steerStopped(ctx, t, d, id, "rollback", steward.ResumeOptions{})
+	if len(d.dropped) == 0 {
+		t.Fatal("the steering named no object it did not carry: the test dropped nothing")
+	}
+	if _, err := s.Objects(ctx, d.dropped); err != nil {
+		t.Fatalf("the collected objects were not sent again: %v", err)
+	}
+	keptDiscarded(t, s, id, "notes.txt", "draft")
 }

@@ -150,9 +150,17 @@ func steerOnce(ctx context.Context, s clusterstore.Store, st Steering) (*Steered
 	if err != nil {
 		return nil, fmt.Errorf("job %s: %w", st.Job, err)
 	}
-	out, err := s.Steer(ctx, clusterstore.Steering{Job: st.Job, Key: st.Key, Command: st.Command,
-		From: j.Status, To: head.Status, Lines: lines, Manifest: file, Files: files,
-		Point: point, Objects: objects})
+	// A steering names no bundle (runFile: its files are none of them),
+	// but its point's objects may have been collected since the folder
+	// was written: it is sent again with them as a node's unit is.
+	var out *clusterstore.Job
+	err = sendNamed(dir, point, files, objects, nil, func(objects map[string][]byte) error {
+		var err error
+		out, err = s.Steer(ctx, clusterstore.Steering{Job: st.Job, Key: st.Key, Command: st.Command,
+			From: j.Status, To: head.Status, Lines: lines, Manifest: file, Files: files,
+			Point: point, Objects: objects})
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
