@@ -367,10 +367,11 @@ func ValidPointID(id string) bool {
 
 // CheckPoint is the rule of a unit's recovery point and objects: a point
 // named as a file may be, each object stored under the hash of its
-// content (content-addressed: one SHA-256, one content, for every job).
-func CheckPoint(job string, u *Unit) error { return checkPoint(job, u.Point, u.Objects) }
+// content (content-addressed: one SHA-256, one content, for every job),
+// and each one its files name as a git bundle a git bundle (checkBundles).
+func CheckPoint(job string, u *Unit) error { return checkPoint(job, u.Point, u.Files, u.Objects) }
 
-func checkPoint(job string, p *RecoveryPoint, objects map[string][]byte) error {
+func checkPoint(job string, p *RecoveryPoint, files, objects map[string][]byte) error {
 	if p != nil && !ValidPointID(p.ID) {
 		return fmt.Errorf("job %s: invalid recovery point id %q", job, p.ID)
 	}
@@ -380,7 +381,7 @@ func checkPoint(job string, p *RecoveryPoint, objects map[string][]byte) error {
 			return fmt.Errorf("job %s: object %q does not hold the content of its hash", job, short(sum))
 		}
 	}
-	return nil
+	return checkBundles(job, files, objects)
 }
 
 // Steered is the one rule of a steward's change: legal from the status
@@ -388,7 +389,8 @@ func checkPoint(job string, p *RecoveryPoint, objects map[string][]byte) error {
 // lease released, the steward's records continuing the history, the
 // manifest replaced when the change carries one, the snapshot it keeps
 // (Steering.Point) validly named, at one of its records, with each object
-// under its content's hash. (That the point's id is new to the job, and
+// under its content's hash and each bundle it carries a git bundle
+// (checkBundles). (That the point's id is new to the job, and
 // its objects stored, the store checks against its points: NewPoint.)
 func Steered(j Job, st *Steering) (Job, error) {
 	if st.Key == "" {
@@ -403,7 +405,7 @@ func Steered(j Job, st *Steering) (Job, error) {
 	if err := CheckFiles(j.ID, st.Files); err != nil {
 		return j, err
 	}
-	if err := checkPoint(j.ID, st.Point, st.Objects); err != nil {
+	if err := checkPoint(j.ID, st.Point, st.Files, st.Objects); err != nil {
 		return j, err
 	}
 	next, last, err := Continue(&j, st.Lines)

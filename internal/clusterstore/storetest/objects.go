@@ -221,7 +221,7 @@ func testCollectKeepsBundles(t *testing.T, s clusterstore.Store) {
 	submit(t, s, "g", 0)
 	l := claim(t, s, "n1", time.Minute)
 	file, fb := object("a workspace file")
-	old, ob := object("the first point's bundle")
+	old, ob := bundleObject("the first point's bundle")
 	if err := s.Commit(ctx, l, clusterstore.Unit{Point: &clusterstore.RecoveryPoint{ID: "cp-1", Snapshot: listing(file)},
 		Objects: map[string][]byte{file: fb, old: ob}, Files: map[string][]byte{clusterstore.BundleFile: []byte(old)}}); err != nil {
 		t.Fatal(err)
@@ -232,7 +232,7 @@ func testCollectKeepsBundles(t *testing.T, s clusterstore.Store) {
 	if _, err := s.Objects(ctx, []string{file, old}); err != nil {
 		t.Fatalf("a sweep of every object collected one a job names: %v", err)
 	}
-	bundle, bb := object("the second point's bundle")
+	bundle, bb := bundleObject("the second point's bundle")
 	loose, lb := object("named by nothing")
 	if err := s.Commit(ctx, l, clusterstore.Unit{Point: &clusterstore.RecoveryPoint{ID: "cp-2", Snapshot: listing(file)},
 		Objects: map[string][]byte{bundle: bb, loose: lb}, Files: map[string][]byte{clusterstore.BundleFile: []byte(bundle + "\n")}}); err != nil {
@@ -260,12 +260,12 @@ func testCollectKeepsParkedBundle(t *testing.T, s clusterstore.Store) {
 	submit(t, s, "g", 0)
 	l := claim(t, s, "n1", time.Minute)
 	file, fb := object("a workspace file")
-	point, pb := object("the point's bundle")
+	point, pb := bundleObject("the point's bundle")
 	if err := s.Commit(ctx, l, clusterstore.Unit{Point: &clusterstore.RecoveryPoint{ID: "cp-1", Snapshot: listing(file)},
 		Objects: map[string][]byte{file: fb, point: pb}, Files: map[string][]byte{clusterstore.BundleFile: []byte(point)}}); err != nil {
 		t.Fatal(err)
 	}
-	parked, kb := object("the bundle the first stop parked")
+	parked, kb := bundleObject("the bundle the first stop parked")
 	if err := s.Commit(ctx, l, clusterstore.Unit{Point: &clusterstore.RecoveryPoint{ID: "parked", Snapshot: listing(file)},
 		Objects: map[string][]byte{parked: kb}, Files: map[string][]byte{clusterstore.ParkedBundleFile: []byte(parked)}}); err != nil {
 		t.Fatal(err)
@@ -276,7 +276,7 @@ func testCollectKeepsParkedBundle(t *testing.T, s clusterstore.Store) {
 	if _, err := s.Objects(ctx, []string{file, point, parked}); err != nil {
 		t.Fatalf("a sweep of every object collected one a job names: %v", err)
 	}
-	again, ab := object("the bundle the next stop parked")
+	again, ab := bundleObject("the bundle the next stop parked")
 	if err := s.Commit(ctx, l, clusterstore.Unit{Point: &clusterstore.RecoveryPoint{ID: "parked", Snapshot: listing(file)},
 		Objects: map[string][]byte{again: ab}, Files: map[string][]byte{clusterstore.ParkedBundleFile: []byte(again + "\n")}}); err != nil {
 		t.Fatal(err)
@@ -305,7 +305,7 @@ func testBundleMustBeStored(t *testing.T, s clusterstore.Store) {
 	l := claim(t, s, "n1", time.Minute)
 	file, fb := object("a workspace file")
 	for i, name := range clusterstore.BundleFiles {
-		bundle, bb := object("the bundle named by " + name)
+		bundle, bb := bundleObject("the bundle named by " + name)
 		for _, withPoint := range []bool{true, false} {
 			before := job(t, s, "g")
 			u := func() clusterstore.Unit {
@@ -355,7 +355,7 @@ func testBundleMustBeStored(t *testing.T, s clusterstore.Store) {
 		}
 	}
 	// A steering's files: the same rule.
-	missing, mb := object("a bundle a steering names")
+	missing, mb := bundleObject("a bundle a steering names")
 	j := job(t, s, "g")
 	st := clusterstore.Steering{Job: "g", Key: "k", From: j.Status, To: lifecycle.Canceled, Lines: seal(t, s, "g", 1),
 		Files: map[string][]byte{clusterstore.BundleFile: []byte(missing)}}
@@ -482,5 +482,80 @@ func testSteerKeepsSnapshot(t *testing.T, s clusterstore.Store) {
 	got, err := s.Objects(ctx, []string{work, old})
 	if err != nil || string(got[work]) != string(wb) || string(got[old]) != string(ob) {
 		t.Fatalf("the kept snapshot's objects after a sweep: %q %v", got, err)
+	}
+}
+
+// testBundleMustBeGit: an object a unit's or a steering's bundle file
+// (BundleFile, ParkedBundleFile) names and the change carries must be a
+// git bundle (clusterstore.CheckBundle): one that is not — another
+// signature, a header without its end or a reference, a truncated pack —
+// is refused with the whole change, with an error naming the file, the
+// object and what is wrong, storing nothing; the same object named by no
+// bundle file (a snapshot's, as a listing names it) is any content; a
+// bundle goes through.
+func testBundleMustBeGit(t *testing.T, s clusterstore.Store) {
+	submit(t, s, "g", 0)
+	l := claim(t, s, "n1", time.Minute)
+	trunc := packOf(1, "an object's bytes")
+	head := "# v2 git bundle\n" + fmt.Sprintf("%040x", 1) + " refs/heads/main\n\n"
+	bad := []struct{ name, content, reason string }{
+		{"not a bundle", "just some bytes\n", "signature line"},
+		{"v4", "# v4 git bundle\n" + head[16:], "signature line"},
+		{"no header end", "# v2 git bundle\n" + fmt.Sprintf("%040x", 1) + " refs/heads/main\n", "no empty line"},
+		{"no reference", "# v2 git bundle\n-" + fmt.Sprintf("%040x", 1) + "\n\n" + string(packOf(0, "")), "no reference"},
+		{"bad reference", "# v2 git bundle\nmain refs/heads/main\n\n" + string(packOf(0, "")), "not a reference"},
+		{"no pack", head, "no pack"},
+		{"truncated pack", head + string(trunc[:len(trunc)-1]), "checksum"},
+		{"altered pack", head + string(packOf(0, "")[:8]) + "\x00\x00\x00\x01" + string(packOf(0, "")[12:]), "checksum"},
+		{"capability in v2", "# v2 git bundle\n@object-format=sha1\n" + head[16:] + string(packOf(0, "")), "capability"},
+	}
+	for _, name := range clusterstore.BundleFiles {
+		for _, c := range bad {
+			sum, b := object(c.content)
+			before := job(t, s, "g")
+			err := s.Commit(ctx, l, clusterstore.Unit{Lines: seal(t, s, "g", 1),
+				Point:   &clusterstore.RecoveryPoint{ID: "cp-bad", Seq: before.NextSeq, Snapshot: listing()},
+				Objects: map[string][]byte{sum: b}, Files: map[string][]byte{name: []byte(sum + "\n")}})
+			if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), sum) || !strings.Contains(err.Error(), c.reason) {
+				t.Fatalf("%s naming %s: %v; want refused naming the file, object %s and %q", name, c.name, err, sum, c.reason)
+			}
+			if errors.Is(err, clusterstore.ErrMissingObject) {
+				t.Fatalf("%s naming %s: %v; a bad bundle is not a missing one (the node would send it again)", name, c.name, err)
+			}
+			if j := job(t, s, "g"); j.NextSeq != before.NextSeq {
+				t.Fatalf("a unit refused for its %s (%s) stored its records", name, c.name)
+			}
+			if fs, err := s.Files(ctx, "g"); err != nil || fs[name] != nil {
+				t.Fatalf("a unit refused for its %s (%s) stored it: %q, %v", name, c.name, fs[name], err)
+			}
+			if ps, err := s.Points(ctx, "g"); err != nil || len(ps) != 0 {
+				t.Fatalf("a unit refused for its %s (%s) stored its point: %v, %v", name, c.name, ps, err)
+			}
+			if _, err := s.Objects(ctx, []string{sum}); !errors.Is(err, clusterstore.ErrNotFound) {
+				t.Fatalf("a unit refused for its %s (%s) stored the object: %v", name, c.name, err)
+			}
+		}
+	}
+	// Not named as a bundle, the same content is a snapshot's object.
+	loose, lb := object(bad[0].content)
+	if err := s.Commit(ctx, l, clusterstore.Unit{Lines: seal(t, s, "g", 1), Point: &clusterstore.RecoveryPoint{ID: "cp-1", Snapshot: listing(loose)},
+		Objects: map[string][]byte{loose: lb}}); err != nil {
+		t.Fatalf("a snapshot's object: %v", err)
+	}
+	// A steering's bundle files: the same rule.
+	sum, b := object(bad[0].content)
+	j := job(t, s, "g")
+	st := clusterstore.Steering{Job: "g", Key: "k", From: j.Status, To: lifecycle.Canceled, Lines: seal(t, s, "g", 1),
+		Objects: map[string][]byte{sum: b}, Files: map[string][]byte{clusterstore.ParkedBundleFile: []byte(sum)}}
+	if _, err := s.Steer(ctx, st); err == nil || !strings.Contains(err.Error(), sum) || !strings.Contains(err.Error(), "not a git bundle") {
+		t.Fatalf("a steering carrying a bad bundle: %v, want refused naming object %s", err, sum)
+	}
+	if after := job(t, s, "g"); after.Status != j.Status || after.Epoch != j.Epoch || after.NextSeq != j.NextSeq {
+		t.Fatalf("a refused steering changed the job: %+v", after)
+	}
+	gsum, gb := bundleObject("a steering's bundle")
+	st.Objects, st.Files = map[string][]byte{gsum: gb}, map[string][]byte{clusterstore.ParkedBundleFile: []byte(gsum)}
+	if _, err := s.Steer(ctx, st); err != nil {
+		t.Fatalf("a steering carrying a bundle: %v", err)
 	}
 }

@@ -12,7 +12,9 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha1" //nolint:gosec // git's object ids and pack checksums
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -58,6 +60,7 @@ func Run(t *testing.T, open Open) {
 		{"CollectKeepsBundles", testCollectKeepsBundles},
 		{"CollectKeepsParkedBundle", testCollectKeepsParkedBundle},
 		{"BundleMustBeStored", testBundleMustBeStored},
+		{"BundleMustBeGit", testBundleMustBeGit},
 		{"ReleaseBackoff", testReleaseBackoff},
 		{"LeaseEndedIsNotAFence", testLeaseEnded},
 		{"TakeBackOwnLeases", testTakeBack},
@@ -455,6 +458,26 @@ func testContinuity(t *testing.T, s clusterstore.Store) {
 func object(content string) (string, []byte) {
 	sum := sha256.Sum256([]byte(content))
 	return hex.EncodeToString(sum[:]), []byte(content)
+}
+
+// bundleObject is an object holding a git bundle (as
+// clusterstore.CheckBundle reads one), of its own for each label: a v2
+// header naming one reference, whose object id is label's SHA-1, and an
+// empty pack with its checksum.
+func bundleObject(label string) (string, []byte) {
+	oid := sha1.Sum([]byte(label)) //nolint:gosec // an object id, as git's
+	b := fmt.Appendf(nil, "# v2 git bundle\n%x refs/heads/main\n\n", oid)
+	b = append(b, packOf(0, "")...)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), b
+}
+
+// packOf is a pack of version 2 saying it holds n objects, data its
+// body, with its SHA-1 checksum.
+func packOf(n uint32, data string) []byte {
+	p := append(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32([]byte("PACK"), 2), n), data...)
+	sum := sha1.Sum(p) //nolint:gosec // git's pack checksum
+	return append(p, sum[:]...)
 }
 
 // testRecoveryPoint: a recovery point's listing and its objects are
