@@ -642,14 +642,20 @@ func (n *Node) commit(hu history.Unit) error {
 		// The run stops for a steward: its workspace goes with the stop
 		// (park), a git job's repository as the worker left it with it
 		// (bundleParked). Without them (a snapshot over its cap) the
-		// job is still stopped; its next node starts from the last
-		// recovery point, or from an earlier stop's workspace.
-		if u.Point, u.Objects, err = park(dir, hu.Records[len(hu.Records)-1], snapshotCap(u.Manifest), r.known); err == nil {
+		// job is still stopped; its next node starts from its current
+		// checkpoint: the stop stores unparkedPoint, after which an
+		// earlier stop's parked workspace, older than the work lost
+		// here, no longer counts.
+		last := hu.Records[len(hu.Records)-1]
+		if u.Point, u.Objects, err = park(dir, last, snapshotCap(u.Manifest), r.known); err == nil {
 			err = bundleParked(context.Background(), dir, r.known, &u, bundles)
 		}
 		if err != nil {
-			joblog.Log(n.Logger, "the stopped run's workspace does not go with the job: "+err.Error(), joblog.Problem{Job: id, Code: codes.SnapshotFailed}, "node", n.ID)
-			u.Point, u.Objects = nil, nil
+			joblog.Log(n.Logger, "the stopped run's workspace does not go with the job, and an earlier stop's no longer counts: the job's next run starts from its current checkpoint: "+err.Error(),
+				joblog.Problem{Job: id, Code: codes.SnapshotFailed}, "node", n.ID, "point", unparkedPoint)
+			u.Point, u.Objects = &clusterstore.RecoveryPoint{ID: unparkedPoint, Seq: last.Seq}, nil
+			delete(u.Files, parkedBundleFile)
+			delete(u.Files, parkedHeadFile)
 		}
 	}
 	newCost := r.costMicros

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +22,7 @@ import (
 	"github.com/logist/logist/internal/pgstore"
 	"github.com/logist/logist/internal/snapshot"
 	"github.com/logist/logist/internal/steward"
+	"github.com/logist/logist/internal/testkit"
 )
 
 // stoppingJob: the worker writes notes.txt and stops the job for a
@@ -253,4 +255,109 @@ func TestSteeringSendsCollectedObjectsAgain(t *testing.T) {
 		t.Fatalf("the collected objects were not sent again: %v", err)
 	}
 	keptDiscarded(t, s, id, "notes.txt", "draft")
+}
+
+// twiceStoppingJob: the worker writes notes.txt and stops the job
+// (STUCK); resumed, it rewrites notes.txt, writes big.txt, over the
+// job's max_snapshot_bytes, and stops it again; resumed again, it ends.
+func twiceStoppingJob(id string) []byte {
+	big := strings.Repeat("x", 400)
+	return fmt.Appendf(nil, `{
+  "schema_version": 1,
+  "job_id": %q,
+  "task_description": "Write greet.py.",
+  "limits": {"max_snapshot_bytes": 200},
+  "agents": {
+    "worker": {"provider": "script", "script": [
+      {"action": "STUCK", "summary": "Which greeting?", "files": {"notes.txt": "draft"}, "cost_usd": 0.01},
+      {"action": "STUCK", "summary": "Which size?", "files": {"notes.txt": "second", "big.txt": %q}, "cost_usd": 0.01},
+      {"action": "COMPLETED", "summary": "Finished.", "evidence_files": ["greet.py"], "files": {"greet.py": "hello"}, "cost_usd": 0.01}]},
+    "supervisor": {"provider": "script", "script": [
+      {"action": "COMPLETED", "summary": "Good.", "evidence_files": ["greet.py"], "cost_usd": 0.01}]}
+  },
+  "cost_threshold": 100,
+  "metrics": {"cumulative_cost": 0, "cumulative_time_seconds": 0}
+}`, id, big)
+}
+
+// TestFailedStopSupersedesParked: a job stops for a steward (its
+// workspace parked), is resumed, and stops again with a workspace over
+// its max_snapshot_bytes: that stop's snapshot fails. The earlier stop's
+// parked workspace is older than the work the failed stop lost, and no
+// longer where the job goes on: the job written from the store (as a
+// claim writes it) restores its current checkpoint, and the node logs
+// why (SNAPSHOT_FAILED).
+func TestFailedStopSupersedesParked(t *testing.T) {
+	s, _ := openStore(t)
+	ctx := context.Background()
+	const id = "park-twice"
+	if _, err := Submit(ctx, s, twiceStoppingJob(id)); err != nil {
+		t.Fatal(err)
+	}
+	var logs testkit.SyncBuffer
+	run := func(node string, until func(*clusterstore.Job) bool) {
+		t.Helper()
+		nctx, stop := context.WithCancel(ctx)
+		defer stop()
+		n := newNode(t, s, node, 5*time.Second)
+		n.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = n.Run(nctx) })
+		waitAll(t, s, 1, until, 60*time.Second)
+		stop()
+		wg.Wait()
+	}
+	stuck := func(j *clusterstore.Job) bool { return j.Status == lifecycle.InterventionRequired }
+	st := stewardOf(t, s)
+	resume := func(key string) {
+		t.Helper()
+		out, err := Steer(ctx, s, Steering{Job: id, Key: key, Command: "resume " + id + " " + key, Apply: func(dir string) error {
+			_, err := st(dir).Resume(id, steward.ResumeOptions{Guidance: "Go on."})
+			return err
+		}})
+		if err != nil || out.Status != lifecycle.Pending {
+			t.Fatalf("resume: %+v %v", out, err)
+		}
+	}
+	run("a", stuck)
+	resume("r1")
+	run("b", func(j *clusterstore.Job) bool { return stuck(j) && len(stops(t, s, id)) == 2 })
+	second := stops(t, s, id)[1]
+	ps, err := s.Points(ctx, id)
+	if err != nil || !slices.ContainsFunc(ps, func(p clusterstore.RecoveryPoint) bool {
+		return p.ID == unparkedPoint && p.Seq == second && p.Snapshot == nil
+	}) {
+		t.Fatalf("the store's points %+v %v, want %s at the failed stop's record %d", ps, err, unparkedPoint, second)
+	}
+	if l := logs.String(); !strings.Contains(l, `"error_code":"SNAPSHOT_FAILED"`) || !strings.Contains(l, "starts from its current checkpoint") || !strings.Contains(l, "max_snapshot_bytes") {
+		t.Fatalf("the node did not log why the stop parked nothing:\n%s", l)
+	}
+	// As a claim writes the job: its current checkpoint's workspace
+	// (cp-start: empty), not the first stop's notes.txt.
+	jobs := t.TempDir()
+	_, w, err := writeFolder(ctx, s, jobs, id, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"notes.txt", "big.txt"} {
+		if b, err := os.ReadFile(filepath.Join(jobs, id, jobstore.WorkspaceDir, f)); err == nil || w.parked {
+			t.Errorf("%s %q (parked %v): an earlier stop's parked workspace, after a stop that parked nothing", f, b, w.parked)
+		}
+	}
+	// The job goes on from there and ends.
+	resume("r2")
+	run("c", func(j *clusterstore.Job) bool { return j.Status == lifecycle.Success })
+	verifyExport(t, s, id)
+}
+
+// stops are the sequences of job id's records that stopped it for a
+// steward (INTERVENTION_REQUIRED).
+func stops(t *testing.T, s clusterstore.Store, id string) []int64 {
+	var out []int64
+	for _, e := range records(t, s, id) {
+		if e.Type == history.TypeTransition && e.Transition != nil && e.Transition.To == string(lifecycle.InterventionRequired) {
+			out = append(out, e.Seq)
+		}
+	}
+	return out
 }

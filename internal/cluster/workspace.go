@@ -93,6 +93,15 @@ func withListing(dir string, p *clusterstore.RecoveryPoint, known map[string]boo
 // it: it is no place to roll back to, only where a resumed run goes on.
 const parkedPoint = "parked"
 
+// unparkedPoint is the point, without a snapshot, a stop whose workspace
+// could not be parked (park or bundleParked failed: a snapshot over its
+// cap) stores at its last record instead: a parked point before it holds
+// the workspace of an earlier stop, older than the work the failed stop
+// lost, and no longer counts (restoreWorkspace): the job goes on from
+// its current checkpoint. Replaced by the next failed stop, it outlives
+// the parked point's next replacement, which is after it.
+const unparkedPoint = "parked-failed"
+
 // park is the workspace of the job in folder dir as its run leaves it,
 // stopping for a steward at the unit whose last record is last (a status
 // a steward resumes: lifecycle.Status.Waiting): snapshotted as the store's
@@ -137,7 +146,8 @@ func snapshotCap(manifestFile []byte) int64 {
 // checkpoint holds (the last record naming a checkpoint with a snapshot:
 // history.Record.Checkpoint, the rule the history's state applies) — or,
 // when parked says so, what the job's run left when it last stopped for
-// a steward (park), if that stop came after the record: a resumed job
+// a steward (park), if that stop came after the record and no later
+// stop failed to park its own (unparkedPoint): a resumed job
 // goes on from its work as in file mode, while a rollback since (or a
 // recovery point a later run took) names the checkpoint again. Only
 // the objects that needs are read from the store, with those of the
@@ -164,8 +174,14 @@ func restoreWorkspace(ctx context.Context, s clusterstore.Store, dir, id string,
 		return restored{}, err
 	}
 	if parked {
+		unparked := int64(-1) // the last stop that parked nothing
 		for _, p := range points {
-			if p.ID == parkedPoint && p.Seq > cpSeq {
+			if p.ID == unparkedPoint {
+				unparked = p.Seq
+			}
+		}
+		for _, p := range points {
+			if p.ID == parkedPoint && p.Seq > cpSeq && p.Seq > unparked {
 				cp, listing = parkedPoint, ""
 				if p.Snapshot != nil {
 					listing = snapshot.ListingPath("", parkedPoint)
