@@ -105,7 +105,7 @@ func playAction(fs *pflag.FlagSet) ([]byte, string, error) {
 		if v != "YES" && v != "NO" {
 			return nil, "", usagef("--vote %q: YES or NO", vote)
 		}
-		if err := steward.CheckText("reason", reason); err != nil {
+		if err := steward.CheckVoteReason(reason); err != nil {
 			return nil, "", flagError(err)
 		}
 		ans := map[string]any{"vote": v}

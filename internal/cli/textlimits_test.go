@@ -16,7 +16,9 @@ import (
 // limit (characters, steward.TextLimits) with exit 1, naming the flag, its
 // length and the limit, before it touches the job; one of the limit is
 // taken. Before, any length was taken, and a long one failed as "manifest
-// too large" after the command had begun.
+// too large" after the command had begun. A play vote's --reason has the
+// game's limit, its schema's (steward.MaxVoteReasonChars): before, it had
+// a steward's 4000, and one over the schema's 2000 was refused late.
 func TestStewardTextLimits(t *testing.T) {
 	k := testkit.New(t)
 	k.Runner = runner.NewEngine(k.Env, builtins.Effects())
@@ -41,13 +43,17 @@ func TestStewardTextLimits(t *testing.T) {
 		{"w", "guidance", []string{"pm", "w", "veto"}},
 		{"tpl", "reason", []string{"schedules", "pause", "tpl"}},
 		{"stuck", "reason", []string{"set", "stuck", "limits.max_retries=5"}},
-		{"w", "reason", []string{"play", "w", "--as", "estoria", "--vote", "YES"}},
+		// A vote's reason: the game's limit (its schema's), not a steward's.
+		{"w", "vote reason", []string{"play", "w", "--as", "estoria", "--vote", "YES"}},
 	} {
 		m, n := k.Load(c.id), len(k.Records(c.id))
-		args := append(slices.Clone(c.args), "--"+c.field, text(c.field, 1))
+		field, limit := c.field, steward.TextLimits[c.field]
+		if c.field == "vote reason" {
+			field, limit = "reason", steward.MaxVoteReasonChars
+		}
+		args := append(slices.Clone(c.args), "--"+field, strings.Repeat("<", limit+1))
 		code, _, errs := runMain(t, env, args...)
-		limit := steward.TextLimits[c.field]
-		want := fmt.Sprintf("--%s is %d characters long, more than the limit of %d", c.field, limit+1, limit)
+		want := fmt.Sprintf("--%s is %d characters long, more than the limit of %d", field, limit+1, limit)
 		if code != ExitUsage || !strings.Contains(errs, want) {
 			t.Errorf("%s --%s over the limit: exit %d, stderr %q, want %q", c.args[0], c.field, code, errs, want)
 		}

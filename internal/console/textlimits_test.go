@@ -51,11 +51,14 @@ func TestStewardTextLimits(t *testing.T) {
 		}
 		same(c.path + " over the limit")
 	}
-	// A play move's reason (a vote's), in its answer, by the same rule.
+	// A play move's reason (a vote's), in its answer, by the same rule
+	// with the game's limit, its vote schema's (before, a steward's 4000:
+	// one of 2001 passed, to be refused late by the schema's 2000).
 	same := w.keep("waiting")
+	vl := steward.MaxVoteReasonChars
 	vcode, vout := w.call("POST", "/api/v1/jobs/waiting/play", stewardTok, map[string]any{"as": "estoria",
-		"answer": map[string]any{"vote": "YES", "reason": over("reason")}})
-	if e, _ := vout["error"].(map[string]any); vcode != http.StatusBadRequest || e["message"] != want("reason") {
+		"answer": map[string]any{"vote": "YES", "reason": strings.Repeat("<", vl+1)}})
+	if e, _ := vout["error"].(map[string]any); vcode != http.StatusBadRequest || e["message"] != fmt.Sprintf("reason is %d characters long, more than the limit of %d", vl+1, vl) {
 		t.Fatalf("a vote with a reason over the limit: %d %v", vcode, vout)
 	}
 	same("a vote over the limit")

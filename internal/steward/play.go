@@ -50,9 +50,11 @@ type Move struct {
 
 // Check is the one rule for a move's free text, whoever sends it (logist
 // play --vote --reason, the console's play form and API): an answer's
-// reason (a vote's public reason) is a steward's reason, held to its
-// limit by CheckText before the game's schema sees it. An answer that is
-// no object, or whose reason is no string, is left to that schema.
+// reason (a vote's public reason) is held to the game's limit by
+// CheckVoteReason before the job is read, so a reason the vote's schema
+// would refuse is refused up front, naming the field, its length and the
+// limit. An answer that is no object, or whose reason is no string, is
+// left to that schema.
 func (mv Move) Check() error {
 	if mv.Control != ControlAnswer {
 		return nil
@@ -63,7 +65,7 @@ func (mv Move) Check() error {
 	if json.Unmarshal(mv.Answer, &a) != nil || a.Reason == nil {
 		return nil
 	}
-	return CheckText("reason", *a.Reason)
+	return CheckVoteReason(*a.Reason)
 }
 
 // News is what a person is told of move mv made by participant.

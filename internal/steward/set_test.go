@@ -3,6 +3,7 @@ package steward_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/deliberation/negotiation"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/lifecycle"
@@ -18,6 +20,7 @@ import (
 	"github.com/logist/logist/internal/steward"
 	"github.com/logist/logist/internal/testkit"
 	"github.com/logist/logist/internal/verify"
+	"github.com/logist/logist/schemas"
 )
 
 func set(path, value string) steward.Assignment {
@@ -339,18 +342,40 @@ func TestVerifyFlagsAnUnrecordedConfigChange(t *testing.T) {
 	}
 }
 
-// A play move's answer's reason (a vote's) is a steward's reason, held to
-// its limit (Move.Check) by Play whoever calls it: refused naming the
-// field before the job is read. Other moves and answers without a string
-// reason are left to the game.
+// A play move's answer's reason (a vote's) is held to the game's limit
+// (Move.Check) by Play whoever calls it: refused naming the field, its
+// length and the limit before the job is read. The limit is the vote
+// schema's: a reason Check takes the schema takes, and one over it Check
+// refuses (before, Check allowed a steward's 4000 characters, and a
+// reason of 2001 passed it to be refused late by the schema's 2000).
+// Other moves and answers without a string reason are left to the game.
 func TestPlayMoveReasonLimit(t *testing.T) {
-	over := `{"vote":"YES","reason":"` + strings.Repeat("x", steward.MaxReasonChars+1) + `"}`
+	vote := func(n int) []byte { return []byte(`{"vote":"YES","reason":"` + strings.Repeat("é", n) + `"}`) }
+	limit := steward.MaxVoteReasonChars
+	var doc struct {
+		Properties struct {
+			Reason struct {
+				MaxLength int `json:"maxLength"`
+			} `json:"reason"`
+		} `json:"properties"`
+	}
+	if raw, err := schemas.Raw(negotiation.SchemaVote); err != nil || json.Unmarshal(raw, &doc) != nil || doc.Properties.Reason.MaxLength != limit {
+		t.Errorf("%s: reason's maxLength %d, the steward's MaxVoteReasonChars %d (%v)", negotiation.SchemaVote, doc.Properties.Reason.MaxLength, limit, err)
+	}
+	for _, n := range []int{limit - 1, limit, limit + 1, steward.MaxReasonChars} {
+		checked := steward.Move{Control: steward.ControlAnswer, Answer: vote(n)}.Check()
+		valid := schemas.ValidateJSON(negotiation.SchemaVote, vote(n))
+		if (checked == nil) != (valid == nil) {
+			t.Errorf("a reason of %d characters: Check %v, the vote's schema %v", n, checked, valid)
+		}
+	}
 	var oe *steward.OptionError
-	if _, err := (&steward.Steward{}).Play("any", "estoria", steward.Move{Control: steward.ControlAnswer, Answer: []byte(over)}); !errors.As(err, &oe) || oe.Field != "reason" {
-		t.Errorf("Play with a reason over the limit: %v", err)
+	want := fmt.Sprintf("is %d characters long, more than the limit of %d", limit+1, limit)
+	if _, err := (&steward.Steward{}).Play("any", "estoria", steward.Move{Control: steward.ControlAnswer, Answer: vote(limit + 1)}); !errors.As(err, &oe) || oe.Field != "reason" || oe.Reason != want {
+		t.Errorf("Play with a reason over the limit: %v, want reason %s", err, want)
 	}
 	for _, mv := range []steward.Move{
-		{Control: steward.ControlAnswer, Answer: []byte(`{"vote":"YES","reason":"` + strings.Repeat("é", steward.MaxReasonChars) + `"}`)},
+		{Control: steward.ControlAnswer, Answer: vote(limit)},
 		{Control: steward.ControlAnswer, Answer: []byte(`{"reason":4}`)},
 		{Control: steward.ControlAnswer, Answer: []byte(`[1]`)},
 		{Control: steward.ControlSkip},

@@ -30,11 +30,36 @@ const (
 // documentation states them.
 var TextLimits = map[string]int{"reason": MaxReasonChars, "guidance": MaxGuidanceChars}
 
+// MaxVoteReasonChars is the limit of a play vote's public reason (logist
+// play --vote --reason, the console's play form and API): the game's own,
+// its vote schema's maxLength (schemas/negotiation-vote.json), which
+// TestPlayMoveReasonLimit holds this to, so that a reason this check takes
+// the schema takes too and no longer one is refused late by the schema.
+// (The steward imports no game nor schema: the package map.) It is under
+// MaxReasonChars: the game records the reason in its ledger, the manifest
+// never holds it.
+const MaxVoteReasonChars = 2000
+
 // CheckText refuses text over field's limit (TextLimits; a field without
 // one is not checked).
 func CheckText(field, text string) error {
 	limit, ok := TextLimits[field]
-	if !ok || len(text) <= limit {
+	if !ok {
+		return nil
+	}
+	return checkLimit(field, text, limit)
+}
+
+// CheckVoteReason refuses a play vote's reason over MaxVoteReasonChars,
+// as CheckText does a steward's reason over its limit.
+func CheckVoteReason(reason string) error {
+	return checkLimit("reason", reason, MaxVoteReasonChars)
+}
+
+// checkLimit refuses text of more than limit characters, naming field,
+// the text's length and the limit.
+func checkLimit(field, text string, limit int) error {
+	if len(text) <= limit {
 		return nil // at most a byte a character
 	}
 	if n := utf8.RuneCountInString(text); n > limit {
