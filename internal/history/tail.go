@@ -218,7 +218,7 @@ func ReadLast(dir string, calls int) (recs []Record, whole bool, err error) {
 	}
 	if err == nil {
 		defer f.Close() //nolint:errcheck // read-only
-		es, done, err := lastCalls(f, calls)
+		es, done, atStart, err := lastCalls(f, calls)
 		if err != nil {
 			return nil, false, err
 		}
@@ -227,7 +227,15 @@ func ReadLast(dir string, calls int) (recs []Record, whole bool, err error) {
 			for i := range es {
 				out[i] = es[i].Record
 			}
-			return out, false, nil
+			// A page from the active file's first record is the whole
+			// history unless older records are stored apart. Asked after
+			// the file was read: a rotation since leaves archives, so the
+			// answer errs only towards "not whole".
+			if !atStart {
+				return out, false, nil
+			}
+			older, err := hasArchives(dir)
+			return out, !older, err
 		}
 	}
 	// The active file holds fewer calls: the whole history.
@@ -286,16 +294,28 @@ func (p *page) intent(r *Record) (in, stop bool) {
 	return true, p.full() && r.Attempt <= 1
 }
 
+// hasArchives reports whether the history in dir has records older than
+// its active file's: archives in its index, or a plain one a rotation has
+// not sealed yet.
+func hasArchives(dir string) (bool, error) {
+	idx, err := readIndex(dir)
+	if err != nil {
+		return false, err
+	}
+	return len(idx.Archives) > 0 || rotating(dir), nil
+}
+
 // lastCalls reads f backwards in blocks until it holds the page of calls
 // interactions (page); done false if it reached the start of the file
-// first. Lines are parsed from the newest back, each once, and no further
-// than the page's first intent (or the intent before it, when the page
-// starts with a re-attempt): its cost is that of the page, not of the
-// blocks read.
-func lastCalls(f *os.File, calls int) (es []Entry, done bool, err error) {
+// first. atStart says the page begins with the file's first record (no
+// older record is in the file). Lines are parsed from the newest back,
+// each once, and no further than the page's first intent (or the intent
+// before it, when the page starts with a re-attempt): its cost is that of
+// the page, not of the blocks read.
+func lastCalls(f *os.File, calls int) (es []Entry, done, atStart bool, err error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	off := fi.Size()
 	var rest []byte   // the bytes from off not yet parsed: the start of a line
@@ -316,7 +336,7 @@ func lastCalls(f *os.File, calls int) (es []Entry, done bool, err error) {
 		off -= n
 		buf := make([]byte, n, n+int64(len(rest)))
 		if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
-			return nil, false, fmt.Errorf("read history: %w", err)
+			return nil, false, false, fmt.Errorf("read history: %w", err)
 		}
 		buf = append(buf, rest...)
 		block = min(block*2, 8<<20)
@@ -337,7 +357,7 @@ func lastCalls(f *os.File, calls int) (es []Entry, done bool, err error) {
 			}
 			e, err := ParseLine(buf[start : len(buf)-1])
 			if err != nil {
-				return nil, false, fmt.Errorf("history record at byte %d is corrupt: %w", off+int64(start), err)
+				return nil, false, false, fmt.Errorf("history record at byte %d is corrupt: %w", off+int64(start), err)
 			}
 			buf = buf[:start]
 			if !unitDone && e.More {
@@ -351,7 +371,9 @@ func lastCalls(f *os.File, calls int) (es []Entry, done bool, err error) {
 					first = len(rev) - 1
 				}
 				if stop {
-					return cut(), true, nil
+					// The page's first intent is the file's first line
+					// when it is this one and nothing is left before it.
+					return cut(), true, in && off == 0 && start == 0, nil
 				}
 			}
 		}
@@ -359,7 +381,8 @@ func lastCalls(f *os.File, calls int) (es []Entry, done bool, err error) {
 	}
 	if p.full() {
 		// The file starts within the page's oldest interaction's attempts.
-		return cut(), true, nil
+		whole := first == len(rev)-1
+		return cut(), true, whole, nil
 	}
-	return nil, false, nil
+	return nil, false, false, nil
 }

@@ -158,9 +158,7 @@ func TestReadLastLongFile(t *testing.T) {
 					}
 				}
 			}
-			// (A page found in the active file says whole false even when
-			// it starts at the history's first record, as before.)
-			if (whole && !wantWhole) || (calls > seen && !whole) || len(got) != len(want) {
+			if whole != wantWhole || len(got) != len(want) {
 				t.Fatalf("%s, calls %d: %d records (whole %v), want %d (whole %v)", label, calls, len(got), whole, len(want), wantWhole)
 			}
 			for i := range got {
@@ -304,16 +302,74 @@ func TestReadLastKeepsAnInterruptedCallWhole(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			from, wantWhole := int64(0), calls > 8
+			from, wantWhole := int64(0), calls >= 8
 			if calls < 8 {
 				from = firstOf[8-calls]
 			}
-			// (A page of every interaction found in the active file says
-			// whole false, as ReadLast always has.)
-			if got[0].Seq != from || (whole != wantWhole && calls != 8) || got[len(got)-1].Seq != all[len(all)-1].Seq {
+			if got[0].Seq != from || whole != wantWhole || got[len(got)-1].Seq != all[len(all)-1].Seq {
 				t.Errorf("MaxBytes %d, calls %d: seq %d to %d (whole %v), want from %d (whole %v)",
 					maxBytes, calls, got[0].Seq, got[len(got)-1].Seq, whole, from, wantWhole)
 			}
 		}
+	}
+}
+
+// A page that starts at the active file's first record is the whole
+// history only when no older record is stored apart (an archive, or one
+// a rotation has not sealed): before, such a page always said it was not
+// whole, and logist history offered --last 0 for nothing more.
+func TestReadLastWholeFromTheActiveFile(t *testing.T) {
+	t.Parallel()
+	// One active file, no archives: its first record starts the history.
+	dir := t.TempDir()
+	l, _, err := OpenWith(dir, Options{MaxBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range 5 {
+		appendAll(t, l, intent(n, "worker"), response(n, "worker", "RETRY"))
+	}
+	l.Close()
+	for calls, want := range map[int]bool{4: false, 5: true, 6: true} {
+		got, whole, err := ReadLast(dir, calls)
+		if err != nil || whole != want || len(got) == 0 || (want && got[0].Seq != 0) {
+			t.Errorf("one file, calls %d: %d records, whole %v, %v; want whole %v", calls, len(got), whole, err, want)
+		}
+	}
+
+	// Archives, and an active file that starts with an intent: a page
+	// from that intent is not the whole history.
+	dir = t.TempDir()
+	l, _, err = OpenWith(dir, Options{MaxBytes: 2 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var active []Entry
+	for n := 0; ; n++ {
+		if n > 200 {
+			t.Fatal("no rotation left an active file that starts with an intent")
+		}
+		appendAll(t, l, intent(n, "worker"), response(n, "worker", "RETRY"))
+		data, err := os.ReadFile(Path(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if active, err = parseLines(data, 0); err != nil {
+			t.Fatal(err)
+		}
+		if len(active) > 2 && active[0].Type == TypeIntent && active[0].Seq > 0 {
+			break
+		}
+	}
+	l.Close()
+	calls := 0
+	for _, e := range active {
+		if e.Type == TypeIntent {
+			calls++
+		}
+	}
+	got, whole, err := ReadLast(dir, calls)
+	if err != nil || whole || len(got) == 0 || got[0].Seq != active[0].Seq {
+		t.Errorf("archives, calls %d: %d records, whole %v, %v; want from seq %d, not whole", calls, len(got), whole, err, active[0].Seq)
 	}
 }
