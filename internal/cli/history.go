@@ -90,7 +90,7 @@ var cmdHistory = &command{
 			created = m.CreatedAt
 		}
 		h := history.Materialise(id, created, e.store.Workspace(id), recs)
-		r := &Result{Document: h, Message: fmt.Sprintf("%d interactions, %d recovery points", len(h.Interactions), len(h.RecoveryPoints)),
+		r := &Result{Document: h, Message: counted(len(h.Interactions), "interaction") + ", " + counted(len(h.RecoveryPoints), "recovery point"),
 			Columns: historyColumns, Rows: historyRows(h, recs)}
 		cmds := 0
 		for _, ev := range h.Events {
@@ -99,13 +99,13 @@ var cmdHistory = &command{
 			}
 		}
 		if cmds > 0 {
-			r.Message += fmt.Sprintf(", %d steward commands", cmds)
+			r.Message += ", " + counted(cmds, "steward command")
 		}
 		if len(h.ProtocolEvents) > 0 {
-			r.Message += fmt.Sprintf(", %d protocol events", len(h.ProtocolEvents))
+			r.Message += ", " + counted(len(h.ProtocolEvents), "protocol event")
 		}
 		if !whole {
-			r.Message += fmt.Sprintf(" (the last %d interactions and what followed them: --last 0 shows all)", last)
+			r.Message += " (the last " + counted(last, "interaction") + " and what followed: --last 0 shows all)"
 		}
 		msgs, errs := 0, 0
 		for _, row := range r.Rows {
@@ -117,13 +117,23 @@ var cmdHistory = &command{
 			}
 		}
 		if msgs > 0 {
-			r.Message += fmt.Sprintf(", %d ledger messages", msgs)
+			r.Message += ", " + counted(msgs, "ledger message")
 		}
 		if errs > 0 {
-			r.Message += fmt.Sprintf(", %d errors", errs)
+			r.Message += ", " + counted(errs, "error")
 		}
 		return r, nil
 	},
+}
+
+// counted is n of a noun for logist history's summary line: "1 error",
+// "0 errors", "2 errors" (noun is the singular; each of the line's nouns
+// takes an s).
+func counted(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // historyColumns are logist history's table's columns. PHASE is the phase

@@ -282,11 +282,25 @@ func TestHistoryShowsErrorRecords(t *testing.T) {
 	// Every page (--last N) is the end of the same rows, from the row of
 	// its oldest interaction's first attempt: each error with the row of
 	// its interaction, once, or neither.
+	// Its summary counts each kind in the singular or the plural, and
+	// says it is a page only when older records exist: --last 4 starts at
+	// the history's first record (before, "--last 0 shows all" was offered
+	// for it too, and one error was "1 errors").
 	from := map[int]int{1: 5, 2: 3, 3: 1, 4: 0, 5: 0} // --last N: want[from[N]:]
+	summary := map[int]string{
+		1: "1 interaction, 0 recovery points (the last 1 interaction and what followed: --last 0 shows all)\n",
+		2: "2 interactions, 0 recovery points (the last 2 interactions and what followed: --last 0 shows all), 1 error\n",
+		3: "3 interactions, 0 recovery points (the last 3 interactions and what followed: --last 0 shows all), 2 errors\n",
+		4: "4 interactions, 0 recovery points, 2 errors\n",
+		5: "4 interactions, 0 recovery points, 2 errors\n",
+	}
 	for last := 1; last <= 5; last++ {
 		_, out, _ := runMain(t, nil, "history", "errs", "--jobs-dir", jobs, "--last", fmt.Sprint(last))
 		if got := rows(out); strings.Join(got, "\n") != strings.Join(want[from[last]:], "\n") {
 			t.Errorf("--last %d: rows\n%s\nwant\n%s\n%s", last, strings.Join(got, "\n"), strings.Join(want[from[last]:], "\n"), out)
+		}
+		if !strings.HasPrefix(out, summary[last]) {
+			t.Errorf("--last %d: summary, want %q:\n%s", last, summary[last], out)
 		}
 	}
 }
