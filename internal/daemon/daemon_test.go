@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -334,13 +335,20 @@ func TestScheduleCreatesRunsAndMetrics(t *testing.T) {
 
 // A schedule a steward pauses creates no runs, across a restart of
 // logistd, until resumed; one a steward halts never fires again, across a
-// restart too.
+// restart too. The schedules' time moves only when the test steps it, a
+// minute (a tick of @every 1m) at a time; a witness, a schedule nobody
+// steers, shows that the scheduler has looked at each step's time: it
+// fires the templates due at one time in order of name, tick before
+// witness, so once the witness has its run, tick's tick came and was
+// fired or skipped.
 func TestStewardPausesAndHaltsAScheduleAcrossRestarts(t *testing.T) {
 	dir := t.TempDir()
 	tpl := `{"task_description": "t", "schedule": {"cron": "@every 1m"},
 	  "agents": {"worker": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "done"}]}, "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "ok"}]}}}`
-	if err := os.WriteFile(filepath.Join(dir, "tick.json"), []byte(tpl), 0o600); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"tick.json", "witness.json"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(tpl), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	store := jobstore.New(dir)
 	runs := func() int {
@@ -353,7 +361,25 @@ func TestStewardPausesAndHaltsAScheduleAcrossRestarts(t *testing.T) {
 		}
 		return n
 	}
-	clock := newFastClock() // one, across the restarts
+	clock := newStepClock() // one, across the restarts
+	// settled: the scheduler has fired what was due at the schedules'
+	// time (the witness has its run for it).
+	settled := func() bool {
+		clock.wake()
+		m, err := store.Load("witness")
+		if err != nil {
+			return false
+		}
+		last, err := time.Parse(time.RFC3339Nano, m.Run.LastScheduledAt)
+		return err == nil && last.After(clock.Now().Add(-time.Minute))
+	}
+	// step moves the schedules' time a minute on and returns once the
+	// scheduler has fired what was due by then.
+	step := func() {
+		t.Helper()
+		clock.step(time.Minute)
+		waitFor(t, "the witness's run at "+clock.Now().Format(time.RFC3339), settled)
+	}
 	start := func() (stop func()) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -370,7 +396,22 @@ func TestStewardPausesAndHaltsAScheduleAcrossRestarts(t *testing.T) {
 	}
 	// Steering needs the folder's signing key, which the daemon makes.
 	stop := start()
-	waitFor(t, "a first run", func() bool { return runs() > 0 })
+	// A template the daemon has not seen yet starts at its next tick
+	// after the time it is first seen at: a step taken before the daemon
+	// saw both makes no run of the one it had not, and the next one does.
+	for i := 0; ; i++ {
+		clock.step(time.Minute)
+		deadline := time.Now().Add(time.Second)
+		for !settled() && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if settled() && runs() > 0 {
+			break
+		}
+		if i == 10 {
+			t.Fatal("no first runs of the schedules")
+		}
+	}
 	key, err := signing.LoadOrCreate(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -378,11 +419,12 @@ func TestStewardPausesAndHaltsAScheduleAcrossRestarts(t *testing.T) {
 	st := steward.New(&jobtx.Env{Store: store, Logger: discard(), History: history.Options{Signer: key}}, builtins.Effects())
 	still := func(what string) {
 		t.Helper()
-		time.Sleep(300 * time.Millisecond) // a tick being fired as the command came
 		n := runs()
-		time.Sleep(2200 * time.Millisecond)
-		if m := runs(); m != n {
-			t.Fatalf("%s: %d runs became %d", what, n, m)
+		for range 2 {
+			step()
+			if m := runs(); m != n {
+				t.Fatalf("%s: %d runs became %d", what, n, m)
+			}
 		}
 	}
 	if _, err := st.PauseSchedule("tick", ""); err != nil {
@@ -396,7 +438,13 @@ func TestStewardPausesAndHaltsAScheduleAcrossRestarts(t *testing.T) {
 	if _, err := st.ResumeSchedule("tick", ""); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a run after the resume", func() bool { return runs() > n })
+	// The resume takes at the next tick the daemon sees it by.
+	for i := 0; runs() == n; i++ {
+		if i == 3 {
+			t.Fatalf("no run in %d ticks after the resume", i)
+		}
+		step()
+	}
 	if _, err := st.Halt("tick", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -405,6 +453,48 @@ func TestStewardPausesAndHaltsAScheduleAcrossRestarts(t *testing.T) {
 	stop = start()
 	still("halted, after a restart")
 	stop()
+}
+
+// stepClock is the schedules' time, moved only by step. The scheduler
+// waits (After) for a wake, however long it asked to wait, and then looks
+// at the time again: a wake before its tick finds nothing due.
+type stepClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiting []chan time.Time
+}
+
+func newStepClock() *stepClock { return &stepClock{now: time.Now()} }
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *stepClock) After(time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	c.waiting = append(c.waiting, ch)
+	return ch
+}
+
+func (c *stepClock) step(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	return c.now
+}
+
+// wake ends every wait begun so far.
+func (c *stepClock) wake() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ch := range c.waiting {
+		ch <- c.now
+	}
+	c.waiting = nil
 }
 
 // fastClock is the schedules' time running 60 times faster than real
