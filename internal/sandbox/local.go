@@ -102,7 +102,7 @@ type launcher struct {
 func (l *Local) startLauncher(self string) (*launcher, error) {
 	cmd := exec.Command(self, verbLaunch)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: l.cred}
-	cmd.Env = []string{} // the plan carries the call's environment; the launcher needs none
+	cmd.Env = launcherEnv() // none: the plan carries the call's environment (race.go: a race build's)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
