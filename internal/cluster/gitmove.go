@@ -56,30 +56,31 @@ func bundlePoint(ctx context.Context, dir string, known map[string]bool, u *clus
 
 // bundleParked adds to u, a unit stopping the job in folder dir for a
 // steward (its point the parked one), the bundle of its workspace's
-// repository as the worker left it and its HEAD, if it has one (the
-// object as bundlePoint adds it).
-func bundleParked(ctx context.Context, dir string, known map[string]bool, u *clusterstore.Unit, bundles map[string][]byte) error {
+// repository as the worker left it — what it staged too
+// (gitws.BundleParked) — and its HEAD, if it has one (the object as
+// bundlePoint adds it). unkept says why what the worker staged does not
+// go with it ("" when it does, or there is none).
+func bundleParked(ctx context.Context, dir string, known map[string]bool, u *clusterstore.Unit, bundles map[string][]byte) (unkept string, err error) {
 	ws := filepath.Join(dir, jobstore.WorkspaceDir)
 	if !isGit(ws) {
-		return nil
+		return "", nil
 	}
 	head, err := gitws.Head(ctx, ws)
 	if err != nil {
-		return fmt.Errorf("git HEAD: %w", err)
+		return "", fmt.Errorf("git HEAD: %w", err)
 	}
-	if ok, err := bundleInto(ctx, dir, known, u, parkedBundleFile, bundles); err != nil || !ok {
-		return err
+	b, unkept, err := gitws.BundleParked(ctx, ws)
+	if err != nil {
+		return "", fmt.Errorf("git bundle: %w", err)
 	}
+	addBundle(b, known, u, parkedBundleFile, bundles)
 	u.Files[parkedHeadFile] = []byte(head + "\n")
-	return nil
+	return unkept, nil
 }
 
 // bundleInto adds to u the bundle of the repository of the workspace of
-// job folder dir, if it has one (the object only if known lacks it),
-// named by u's file name; false when it has none. bundles gets the
-// object whether u carries it or not: a unit refused because a sweep
-// collected a bundle known took as stored (clusterstore.ErrMissingObject)
-// sends it again from there, the bytes its file names.
+// job folder dir, if it has one (addBundle), named by u's file name;
+// false when it has none.
 func bundleInto(ctx context.Context, dir string, known map[string]bool, u *clusterstore.Unit, name string, bundles map[string][]byte) (bool, error) {
 	ws := filepath.Join(dir, jobstore.WorkspaceDir)
 	if !isGit(ws) {
@@ -89,6 +90,16 @@ func bundleInto(ctx context.Context, dir string, known map[string]bool, u *clust
 	if err != nil {
 		return false, fmt.Errorf("git bundle: %w", err)
 	}
+	addBundle(b, known, u, name, bundles)
+	return true, nil
+}
+
+// addBundle adds bundle b to u as the object its file name names (the
+// object only if known lacks it). bundles gets the object whether u
+// carries it or not: a unit refused because a sweep collected a bundle
+// known took as stored (clusterstore.ErrMissingObject) sends it again
+// from there, the bytes its file names.
+func addBundle(b []byte, known map[string]bool, u *clusterstore.Unit, name string, bundles map[string][]byte) {
 	s := sha256.Sum256(b)
 	sum := hex.EncodeToString(s[:])
 	bundles[sum] = b
@@ -99,7 +110,6 @@ func bundleInto(ctx context.Context, dir string, known map[string]bool, u *clust
 		u.Objects[sum] = b
 	}
 	u.Files[name] = []byte(sum)
-	return true, nil
 }
 
 // isGit says whether workspace ws is a git workspace (one Logist may

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/clusterstore"
+	"github.com/logist/logist/internal/gitws"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/jobtx"
@@ -237,29 +238,41 @@ func TestGitRollbackMovesWithJob(t *testing.T) {
 }
 
 // committingWorker is the worker of a git job that makes a commit of its
-// own: on its first call it commits mine.txt, creates a branch and
+// own: on its first call it commits mine.txt, creates a branch, stages a
+// new file and a change to README that it then changes again, and
 // answers STUCK; called again with mine.txt in its workspace, it writes
-// what `git log` of its HEAD shows into seen.txt and answers COMPLETED.
+// what `git log` of its HEAD shows into seen.txt, what `git status` and
+// `git diff --cached` show (before it writes anything) into status.txt
+// and cached.txt, and answers COMPLETED.
 // The commit's body is the time to the nanosecond: the same commit made
 // again (after a rollback) within the same second is another commit.
 const committingWorker = `set -e
 g() { git -c user.name=worker -c user.email=worker@example.com "$@"; }
 if [ -f mine.txt ]; then
+  st=$(git status --porcelain); cached=$(git diff --cached)
   g log --format=%s HEAD > seen.txt
+  printf '%s\n' "$st" > status.txt
+  printf '%s\n' "$cached" > cached.txt
   echo '{"action": "COMPLETED", "evidence_files": ["mine.txt", "seen.txt"], "summary_for_supervisor": "Done."}'
 else
   echo mine > mine.txt
   g add mine.txt
   g commit -q -m "worker: my own commit" -m "made at $(date +%s.%N)"
   g branch worker-side
+  echo staged > staged.txt
+  echo "staged line" >> README
+  g add staged.txt README
+  echo "unstaged line" >> README
   echo '{"action": "STUCK", "evidence_files": [], "summary_for_supervisor": "Which greeting?"}'
 fi`
 
 // TestStoppedGitJobKeepsItsCommits: the worker of a git job commits a
 // file of its own and answers STUCK on node A; a steward resumes the job
 // and node B claims it. In file mode the repository stays as the worker
-// left it, so the resumed worker sees its commit in `git log`, and so it
-// does in cluster mode: the stop carries the repository as it is then.
+// left it, so the resumed worker sees its commit in `git log`, and what
+// it staged still staged (git status and git diff --cached as it left
+// them), and so it does in cluster mode: the stop carries the
+// repository as it is then, its index too.
 // A rollback to cp-start instead puts the branch back at the point's
 // commit, records the worker's commit as the one it leaves, and keeps
 // the discarded file as a rollback does.
@@ -302,6 +315,15 @@ func stoppedGitJob(t *testing.T, next string) {
 	mine := git(t, filepath.Join(a.Dir, id, jobstore.WorkspaceDir), "rev-parse", branch)
 	if mine == base {
 		t.Fatalf("a's branch is at the base: the worker committed nothing")
+	}
+	// What the worker staged and did not commit, as it left it on A.
+	wsA := filepath.Join(a.Dir, id, jobstore.WorkspaceDir)
+	statusA, cachedA := git(t, wsA, "status", "--porcelain"), git(t, wsA, "diff", "--cached")
+	if !strings.Contains(statusA, "A  staged.txt") || !strings.Contains(statusA, "MM README") {
+		t.Fatalf("a's status %q, want staged.txt staged and README staged and changed again", statusA)
+	}
+	if refs := git(t, wsA, "for-each-ref", gitws.ParkedIndexRef); refs != "" {
+		t.Errorf("the stop left %s in the worker's repository", refs)
 	}
 
 	steerStopped(ctx, t, s, id, next, steward.ResumeOptions{Guidance: "Go on."})
@@ -361,6 +383,17 @@ func stoppedGitJob(t *testing.T, next string) {
 	}
 	if st := git(t, ws, "status", "--porcelain"); st != "" {
 		t.Errorf("the workspace differs from its branch: %s", st)
+	}
+	// The resumed worker found its index as it left it: what it staged
+	// still staged (cached.txt), status as on A.
+	if got := strings.TrimSpace(readFile(t, filepath.Join(ws, "status.txt"))); got != statusA {
+		t.Errorf("the resumed worker's git status:\n%s\nwant as it left it on a:\n%s", got, statusA)
+	}
+	if got := strings.TrimSpace(readFile(t, filepath.Join(ws, "cached.txt"))); got != cachedA {
+		t.Errorf("the resumed worker's git diff --cached:\n%s\nwant as it left it on a:\n%s", got, cachedA)
+	}
+	if refs := git(t, ws, "for-each-ref", gitws.ParkedIndexRef); refs != "" {
+		t.Errorf("the restore left %s in the worker's repository", refs)
 	}
 	verifyExport(t, s, id)
 }

@@ -648,7 +648,10 @@ func (n *Node) commit(hu history.Unit) error {
 		// here, no longer counts.
 		last := hu.Records[len(hu.Records)-1]
 		if u.Point, u.Objects, err = park(dir, last, snapshotCap(u.Manifest), r.known); err == nil {
-			err = bundleParked(context.Background(), dir, r.known, &u, bundles)
+			var unkept string
+			if unkept, err = bundleParked(context.Background(), dir, r.known, &u, bundles); err == nil && unkept != "" {
+				n.Logger.Warn("the stopped git job's index does not go with it: "+unkept, "job_id", id, "node", n.ID)
+			}
 		}
 		if err != nil {
 			joblog.Log(n.Logger, "the stopped run's workspace does not go with the job, and an earlier stop's no longer counts: the job's next run starts from its current checkpoint: "+err.Error(),

@@ -1,6 +1,7 @@
 package gitws
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,11 +14,108 @@ import (
 // branch, the base ref, the source's branches): what another machine
 // needs to make the workspace's repository again (Unbundle). Cluster
 // nodes store it with a recovery point, so that a git job moves with its
-// branch.
+// branch. It never carries ParkedIndexRef (only BundleParked's does).
 func Bundle(ctx context.Context, dir string) ([]byte, error) {
-	if _, _, err := workspace(ctx, dir); err != nil {
+	c, _, err := workspace(ctx, dir)
+	if err != nil {
 		return nil, err
 	}
+	return bundle(ctx, c, false)
+}
+
+// ParkedIndexRef names, in the bundle of a stopped worker's repository
+// (BundleParked), the commit that records its index when the index is not
+// HEAD's tree: what the worker staged (git add) but did not commit. As git
+// stash records an index, the commit's tree is the index's (git
+// write-tree: every blob it names is in the bundle, and no node's stat
+// data is) and its parent HEAD. No repository an agent sees keeps the
+// ref: BundleParked deletes it once the bundle is written, UnbundleHead
+// once the index is read back from it.
+const ParkedIndexRef = "refs/logist/parked-index"
+
+// BundleParked is Bundle of the repository of the workspace dir as a
+// stopped worker leaves it, its index too (ParkedIndexRef), so that
+// UnbundleHead makes it again with what the worker staged still staged.
+// An index that is HEAD's tree adds nothing. One whose tree cannot be
+// recorded — unmerged entries (a conflict the worker left), or git
+// failing — is not carried: the bundle is Bundle's (the index comes back
+// as HEAD's tree, the files as the worker left them), and unkept says why.
+func BundleParked(ctx context.Context, dir string) (b []byte, unkept string, err error) {
+	c, gd, err := workspace(ctx, dir)
+	if err != nil {
+		return nil, "", err
+	}
+	// Made for this bundle only; one a crash left is not today's index.
+	defer func() { _, _ = c.run(ctx, "update-ref", "-d", ParkedIndexRef) }()
+	unkept, err = parkIndex(ctx, c, gd)
+	if err != nil {
+		return nil, "", err
+	}
+	b, err = bundle(ctx, c, unkept == "")
+	return b, unkept, err
+}
+
+// parkIndex points ParkedIndexRef at a commit of the index of repository
+// c (git dir gd), as BundleParked says, or deletes the ref: when the index
+// is HEAD's tree ("" returned), or cannot be recorded (why returned).
+func parkIndex(ctx context.Context, c cmd, gd string) (string, error) {
+	if _, err := c.run(ctx, "update-ref", "-d", ParkedIndexRef); err != nil {
+		return "", err
+	}
+	// A copy of the index, as Commit's: the worker's is not written (a
+	// write-tree may), and an index.lock it left stops nothing.
+	idx, err := filepath.Abs(filepath.Join(gd, "logist-park-index"))
+	if err != nil {
+		return "", err
+	}
+	if err := copyFile(filepath.Join(gd, "index"), idx); err != nil {
+		return "", err
+	}
+	defer func() { _ = os.Remove(idx) }()
+	withIdx := cmd{dir: c.dir, env: []string{"GIT_INDEX_FILE=" + idx}}
+	notKept := "what the worker staged does not go with its repository (it comes back unstaged, its files as the worker left them): "
+	out, err := withIdx.run(ctx, "ls-files", "--unmerged")
+	if err != nil {
+		return notKept + err.Error(), nil
+	}
+	if len(bytes.TrimSpace(out)) > 0 {
+		return notKept + "the index has unmerged entries (a conflict in progress), which no tree can record", nil
+	}
+	out, err = withIdx.run(ctx, "write-tree")
+	if err != nil {
+		return notKept + err.Error(), nil
+	}
+	tree := strings.TrimSpace(string(out))
+	parent := head(ctx, c.dir)
+	var headTree []byte
+	if parent != "" {
+		headTree, err = c.run(ctx, "rev-parse", "--verify", parent+"^{tree}")
+	} else { // an unborn branch: the empty tree
+		headTree, err = (cmd{dir: c.dir, stdin: []byte{}}).run(ctx, "hash-object", "-t", "tree", "--stdin")
+	}
+	if err != nil {
+		return notKept + err.Error(), nil
+	}
+	if strings.TrimSpace(string(headTree)) == tree {
+		return "", nil // nothing staged
+	}
+	args := []string{"commit-tree", tree, "-m", "logist: the index of a stopped worker"}
+	if parent != "" {
+		args = append(args, "-p", parent)
+	}
+	out, err = c.run(ctx, args...)
+	if err == nil {
+		_, err = c.run(ctx, "update-ref", ParkedIndexRef, strings.TrimSpace(string(out)))
+	}
+	if err != nil {
+		return notKept + err.Error(), nil
+	}
+	return "", nil
+}
+
+// bundle is a git bundle of every ref of repository c, ParkedIndexRef
+// only if withIndex.
+func bundle(ctx context.Context, c cmd, withIndex bool) ([]byte, error) {
 	f, err := os.CreateTemp("", "logist-bundle-*")
 	if err != nil {
 		return nil, err
@@ -25,7 +123,11 @@ func Bundle(ctx context.Context, dir string) ([]byte, error) {
 	p := f.Name()
 	_ = f.Close()
 	defer func() { _ = os.Remove(p) }()
-	if _, err := (cmd{dir: dir}).run(ctx, "bundle", "create", "--quiet", p, "--all"); err != nil {
+	args := []string{"bundle", "create", "--quiet", p}
+	if !withIndex {
+		args = append(args, "--exclude="+ParkedIndexRef)
+	}
+	if _, err := c.run(ctx, append(args, "--all")...); err != nil {
 		return nil, err
 	}
 	return os.ReadFile(p)
@@ -55,7 +157,8 @@ func Head(ctx context.Context, dir string) (string, error) {
 // Unbundle makes dir, whose files are already the workspace as a
 // recovery point holds them (its snapshot: no .git), the repository
 // bundle holds again: its refs fetched, HEAD on branch at the branch's
-// tip, the index at HEAD (the files are left as they are). A dir that
+// tip, the index at HEAD (the files are left as they are), or what the
+// bundle's ParkedIndexRef records. A dir that
 // already has a .git is refused.
 func Unbundle(ctx context.Context, dir string, bundle []byte, branch string) error {
 	return UnbundleHead(ctx, dir, bundle, "refs/heads/"+branch)
@@ -63,7 +166,9 @@ func Unbundle(ctx context.Context, dir string, bundle []byte, branch string) err
 
 // UnbundleHead is Unbundle with HEAD at head, as Head said it: on a
 // branch ("refs/heads/NAME"), or detached at a commit the bundle holds
-// (its HEAD). The index is HEAD's tree, empty on an unborn branch.
+// (its HEAD). The index is what the worker staged when the bundle is
+// BundleParked's and carries it (ParkedIndexRef, deleted once read),
+// otherwise HEAD's tree, empty on an unborn branch.
 func UnbundleHead(ctx context.Context, dir string, bundle []byte, head string) error {
 	if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
 		return fmt.Errorf("%s already has a .git", dir)
@@ -106,15 +211,37 @@ func UnbundleHead(ctx context.Context, dir string, bundle []byte, head string) e
 		}
 	}
 	tree := []string{"read-tree", "HEAD"}
-	if _, err := line(ctx, dir, "rev-parse", "--verify", "--quiet", "HEAD^{commit}"); err != nil {
-		tree = []string{"read-tree", "--empty"} // an unborn branch
+	staged, err := line(ctx, dir, "rev-parse", "--verify", "--quiet", ParkedIndexRef+"^{tree}")
+	switch {
+	case err == nil:
+		tree = []string{"read-tree", staged} // what the worker staged (BundleParked)
+	case !isRevParseMiss(err):
+		return err
+	default:
+		if _, err := line(ctx, dir, "rev-parse", "--verify", "--quiet", "HEAD^{commit}"); err != nil {
+			tree = []string{"read-tree", "--empty"} // an unborn branch
+		}
 	}
 	if _, err := c.run(ctx, tree...); err != nil {
 		return err
 	}
+	if staged != "" {
+		// Read back: no agent sees the ref.
+		if _, err := c.run(ctx, "update-ref", "-d", ParkedIndexRef); err != nil {
+			return err
+		}
+	}
 	// Exit status 1 only says some files need updating: the stat cache.
 	_, _ = c.run(ctx, "update-index", "-q", "--refresh")
 	return nil
+}
+
+// isRevParseMiss says whether err, of a `git rev-parse --verify
+// --quiet`, only says the name names nothing (exit status 1, nothing
+// said).
+func isRevParseMiss(err error) bool {
+	var gerr *Error
+	return errors.As(err, &gerr) && gerr.Stderr == ""
 }
 
 // commitID says whether s is a commit's full object name (SHA-1 or

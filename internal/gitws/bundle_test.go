@@ -2,7 +2,9 @@ package gitws_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/logist/logist/internal/gitws"
@@ -108,5 +110,126 @@ func TestUnbundleHeadAsTheAgentLeftIt(t *testing.T) {
 		if err := gitws.UnbundleHead(ctx, copyFiles(t, ws), b, head); err == nil {
 			t.Errorf("HEAD %q: no error", head)
 		}
+	}
+}
+
+// A stopped worker's index moves with its repository (BundleParked): what
+// it staged but did not commit — a new file, a change staged then changed
+// again, a removal — is staged again where UnbundleHead makes the
+// repository, so `git diff --cached` and `git status` are as the worker
+// left them; the ref that carried the index is in neither repository
+// afterwards. An index that is HEAD's adds no ref; one with a conflict in
+// it is not carried, and says why: it comes back as HEAD's tree.
+func TestUnbundleParkedKeepsTheIndex(t *testing.T) {
+	t.Parallel()
+	repo := testkit.GitRepo(t)
+	noRef := func(t *testing.T, dir string) {
+		t.Helper()
+		if refs := testkit.Git(t, dir, "for-each-ref", gitws.ParkedIndexRef); refs != "" {
+			t.Errorf("%s keeps %s", dir, refs)
+		}
+	}
+	moved := func(t *testing.T, ws string, wantUnkept bool) string {
+		t.Helper()
+		head, err := gitws.Head(ctx, ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, unkept, err := gitws.BundleParked(ctx, ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (unkept != "") != wantUnkept {
+			t.Fatalf("unkept %q, want it said: %v", unkept, wantUnkept)
+		}
+		noRef(t, ws)
+		dst := copyFiles(t, ws)
+		if err := gitws.UnbundleHead(ctx, dst, b, head); err != nil {
+			t.Fatal(err)
+		}
+		noRef(t, dst)
+		return dst
+	}
+
+	t.Run("staged", func(t *testing.T) {
+		t.Parallel()
+		ws, _ := prepare(t, repo, "main")
+		write(t, ws, "staged.txt", "staged\n")
+		write(t, ws, "README.md", "# staged\n")
+		testkit.Git(t, ws, "add", "staged.txt", "README.md")
+		testkit.Git(t, ws, "rm", "-q", "--cached", "new-name.txt")
+		write(t, ws, "README.md", "# staged, then changed again\n")
+		write(t, ws, "untracked.txt", "not added\n")
+		dst := moved(t, ws, false)
+		for _, args := range [][]string{{"diff", "--cached"}, {"diff"}, {"status", "--porcelain"}} {
+			if got, want := testkit.Git(t, dst, args...), testkit.Git(t, ws, args...); got != want {
+				t.Errorf("git %s:\n%s\nwant the worker's\n%s", strings.Join(args, " "), got, want)
+			}
+		}
+		if st := testkit.Git(t, dst, "status", "--porcelain"); !strings.Contains(st, "A  staged.txt") || !strings.Contains(st, "MM README.md") {
+			t.Errorf("status %q, want staged.txt added and README.md staged and changed", st)
+		}
+	})
+	t.Run("nothing staged", func(t *testing.T) {
+		t.Parallel()
+		ws, _ := prepare(t, repo, "main")
+		write(t, ws, "README.md", "# changed, not staged\n")
+		b, unkept, err := gitws.BundleParked(ctx, ws)
+		if err != nil || unkept != "" {
+			t.Fatalf("%q %v", unkept, err)
+		}
+		p := filepath.Join(t.TempDir(), "b")
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if heads := testkit.Git(t, ws, "bundle", "list-heads", p); strings.Contains(heads, gitws.ParkedIndexRef) {
+			t.Errorf("an index that is HEAD's is carried:\n%s", heads)
+		}
+		dst := moved(t, ws, false)
+		if c, w := testkit.Git(t, dst, "diff", "--cached", "--name-only"), testkit.Git(t, dst, "diff", "--name-only"); c != "" || w != "README.md" {
+			t.Errorf("staged %q, changed %q: want README.md changed, nothing staged", c, w)
+		}
+	})
+	t.Run("conflict", func(t *testing.T) {
+		t.Parallel()
+		ws, _ := prepare(t, repo, "main")
+		id := []string{"-c", "user.name=a", "-c", "user.email=a@example.com"}
+		testkit.Git(t, ws, "checkout", "-q", "-b", "other")
+		write(t, ws, "README.md", "# other\n")
+		testkit.Git(t, ws, append(id, "commit", "-qam", "other")...)
+		testkit.Git(t, ws, "checkout", "-q", "-")
+		write(t, ws, "README.md", "# mine\n")
+		testkit.Git(t, ws, append(id, "commit", "-qam", "mine")...)
+		c := exec.Command("git", append(id, "merge", "-q", "other")...)
+		c.Dir = ws
+		if out, err := c.CombinedOutput(); err == nil {
+			t.Fatalf("the merge did not conflict: %s", out)
+		}
+		write(t, ws, "staged.txt", "staged\n")
+		testkit.Git(t, ws, "add", "staged.txt")
+		dst := moved(t, ws, true)
+		if st := testkit.Git(t, dst, "diff", "--cached"); st != "" {
+			t.Errorf("a conflicted index came back as %q, want HEAD's", st)
+		}
+	})
+}
+
+// Bundle never carries the index's ref, not even one a crash left.
+func TestBundleLeavesTheIndexRef(t *testing.T) {
+	t.Parallel()
+	ws, _ := prepare(t, testkit.GitRepo(t), "main")
+	write(t, ws, "README.md", "# staged\n")
+	testkit.Git(t, ws, "add", "README.md")
+	testkit.Git(t, ws, "update-ref", gitws.ParkedIndexRef, "HEAD")
+	b, err := gitws.Bundle(ctx, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := copyFiles(t, ws)
+	if err := gitws.Unbundle(ctx, dst, b, gitws.Branch("job-1")); err != nil {
+		t.Fatal(err)
+	}
+	if c, w := testkit.Git(t, dst, "diff", "--cached", "--name-only"), testkit.Git(t, dst, "diff", "--name-only"); c != "" || w != "README.md" {
+		t.Errorf("staged %q, changed %q: want README.md changed, not staged", c, w)
 	}
 }
