@@ -258,7 +258,7 @@ else
   echo mine > mine.txt
   g add mine.txt
   g commit -q -m "worker: my own commit" -m "made at $(date +%s.%N)"
-  g branch worker-side
+  g branch -f worker-side
   echo staged > staged.txt
   echo "staged line" >> README
   g add staged.txt README
@@ -326,7 +326,8 @@ func stoppedGitJob(t *testing.T, next string) {
 		t.Errorf("the stop left %s in the worker's repository", refs)
 	}
 
-	steerStopped(ctx, t, s, id, next, steward.ResumeOptions{Guidance: "Go on."})
+	st := stewardOf(t, s)
+	steerStoppedBy(ctx, t, s, st, "r1", id, next, steward.ResumeOptions{Guidance: "Go on."})
 	steered, err := s.Job(ctx, id)
 	if err != nil {
 		t.Fatal(err)
@@ -360,6 +361,32 @@ func stoppedGitJob(t *testing.T, next string) {
 			t.Errorf("b's branch at %s (parent %s), want a new commit on cp-start's %s", tip, parent, base)
 		}
 		keptDiscarded(t, s, id, "mine.txt", "mine\n")
+		// The commit the rollback left is kept by its ref, which every
+		// bundle carries: B's stop's too, so node C, resuming the job,
+		// still has it.
+		ref := gitws.AbandonedRef(rb.CommandID)
+		if rb.Changes["git_abandoned_ref"] != ref {
+			t.Errorf("rollback record's git_abandoned_ref %v, want %s", rb.Changes["git_abandoned_ref"], ref)
+		}
+		if got := git(t, ws, "rev-parse", ref); got != mine {
+			t.Errorf("b's %s at %s, want the abandoned %s", ref, got, mine)
+		}
+		steerStoppedBy(ctx, t, s, st, "r2", id, "resume", steward.ResumeOptions{Guidance: "Go on."})
+		c := newNode(t, s, "c", 5*time.Second)
+		cctx, stopC := context.WithCancel(ctx)
+		defer stopC()
+		wg.Go(func() { _ = c.Run(cctx) })
+		waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == lifecycle.Success }, 60*time.Second)
+		stopC()
+		wg.Wait()
+		wsC := filepath.Join(c.Dir, id, jobstore.WorkspaceDir)
+		git(t, wsC, "cat-file", "-e", mine+"^{commit}") // fails the test if gone
+		if got := git(t, wsC, "rev-parse", ref); got != mine {
+			t.Errorf("c's %s at %s, want the abandoned %s", ref, got, mine)
+		}
+		if err := exec.Command("git", "-C", wsC, "merge-base", "--is-ancestor", mine, branch).Run(); err == nil {
+			t.Errorf("the job's branch holds the abandoned commit %s", mine)
+		}
 		verifyExport(t, s, id)
 		return
 	}

@@ -175,13 +175,19 @@ func keptDiscarded(t *testing.T, s clusterstore.Store, id, file, want string) {
 // then PENDING, or the test fails.
 func steerStopped(ctx context.Context, t *testing.T, s clusterstore.Store, id, next string, o steward.ResumeOptions) {
 	t.Helper()
-	st := stewardOf(t, s)
-	steering := Steering{Job: id, Key: "r1", Command: "resume " + id, Apply: func(dir string) error {
+	steerStoppedBy(ctx, t, s, stewardOf(t, s), "r1", id, next, o)
+}
+
+// steerStoppedBy is steerStopped by steward st (stewardOf) with
+// idempotency key key.
+func steerStoppedBy(ctx context.Context, t *testing.T, s clusterstore.Store, st func(jobsDir string) *steward.Steward, key, id, next string, o steward.ResumeOptions) {
+	t.Helper()
+	steering := Steering{Job: id, Key: key, Command: "resume " + id, Apply: func(dir string) error {
 		_, err := st(dir).Resume(id, o)
 		return err
 	}}
 	if next == "rollback" {
-		steering = Steering{Job: id, Key: "r1", Command: "rollback " + id, Restore: "cp-start", Apply: func(dir string) error {
+		steering = Steering{Job: id, Key: key, Command: "rollback " + id, Restore: "cp-start", Apply: func(dir string) error {
 			_, _, err := st(dir).Rollback(id, "cp-start", steward.RollbackOptions{Reason: "start over"})
 			return err
 		}}

@@ -102,8 +102,7 @@ func steerOnce(ctx context.Context, s clusterstore.Store, st Steering) (*Steered
 		// A rollback moves a git job's branch: its file form needs the
 		// repository, the one the workspace goes with (a stop's, as the
 		// worker left it: the commit the rollback leaves is its tip).
-		// The steering stores none: the next claim puts the branch at
-		// the checkpoint's commit (restoreGit).
+		// The steering stores it as the rollback leaves it (below).
 		if err := restoreGit(ctx, s, dir, st.Job, map[string]bool{}, w.parked); err != nil {
 			return nil, err
 		}
@@ -150,11 +149,25 @@ func steerOnce(ctx context.Context, s clusterstore.Store, st Steering) (*Steered
 	if err != nil {
 		return nil, fmt.Errorf("job %s: %w", st.Job, err)
 	}
-	// A steering names no bundle (runFile: its files are none of them),
-	// but its point's objects may have been collected since the folder
-	// was written: it is sent again with them as a node's unit is.
+	bundles := map[string][]byte{}
+	if st.Restore != "" {
+		// The repository as the rollback left it — the branch at the
+		// checkpoint's commit, the commit it left kept by its ref
+		// (gitws.AbandonedRef), the worker's commits and branches — is
+		// the job's bundle from here on (restoreGit), so every later
+		// bundle carries the abandoned commit, as file mode's repository
+		// keeps it.
+		u := clusterstore.Unit{Files: files, Objects: objects}
+		if _, err := bundleInto(ctx, dir, w.known, &u, gitBundleFile, bundles); err != nil {
+			return nil, fmt.Errorf("job %s: the rolled-back repository: %w", st.Job, err)
+		}
+		objects = u.Objects
+	}
+	// The point's objects and the bundle may have been collected since
+	// the folder was written: the steering is sent again with them as a
+	// node's unit is.
 	var out *clusterstore.Job
-	err = sendNamed(dir, point, files, objects, nil, func(objects map[string][]byte) error {
+	err = sendNamed(dir, point, files, objects, bundles, func(objects map[string][]byte) error {
 		var err error
 		out, err = s.Steer(ctx, clusterstore.Steering{Job: st.Job, Key: st.Key, Command: st.Command,
 			From: j.Status, To: head.Status, Lines: lines, Manifest: file, Files: files,

@@ -147,6 +147,37 @@ func finishMerge(ctx context.Context, dir, gd, idx, branch, commit string, mergi
 // then says so before it changes anything (Restorable).
 const KeepRefs = "refs/logist/keep/"
 
+// AbandonedRefs is where a workspace's repository keeps the commit each
+// steward's rollback leaves (the job branch's tip it moved away from, the
+// rollback record's git_abandoned), under the command's id
+// (AbandonedRef): git keeps what a ref names through an expired reflog
+// and a gc that prunes, and a bundle of every ref (Bundle, BundleParked)
+// carries it, so it moves with a cluster's job as the branch does. Push
+// pushes the job branch only: none of these refs leaves the workspace.
+const AbandonedRefs = "refs/logist/abandoned/"
+
+// AbandonedRef is the ref keeping the commit the rollback with command id
+// commandID leaves: the one name of it, in file mode and a cluster's.
+func AbandonedRef(commandID string) string { return AbandonedRefs + commandID }
+
+// KeepAbandoned points AbandonedRef(commandID) at commit in the
+// workspace dir: a rollback keeps so the commit it leaves, before it
+// moves the branch (Restore).
+func KeepAbandoned(ctx context.Context, dir, commandID, commit string) error {
+	c, _, err := workspace(ctx, dir)
+	if err != nil {
+		return err
+	}
+	ref := AbandonedRef(commandID)
+	if _, err := c.run(ctx, "check-ref-format", ref); err != nil {
+		return fmt.Errorf("command id %q makes no ref name: %w", commandID, err)
+	}
+	if _, err := c.run(ctx, "update-ref", "-m", "logist: rollback leaves it", ref, commit+"^{commit}"); err != nil {
+		return fmt.Errorf("keep the commit the rollback leaves (%s) as %s: %w", commit, ref, err)
+	}
+	return nil
+}
+
 // finish points branch at commit and keeps it (KeepRefs) in one ref
 // transaction, HEAD at branch, and makes Logist's index (which holds
 // commit's tree) the workspace's.

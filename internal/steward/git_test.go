@@ -1,6 +1,7 @@
 package steward_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -102,8 +103,18 @@ func TestGitJobWithRetryAndRollback(t *testing.T) {
 		t.Errorf("workspace differs from the base after the rollback:\n%s", st)
 	}
 	rb := testkit.OfType(f.Records("j"), history.TypeSteward)
-	if ch := rb[len(rb)-1].Steward.Changes; ch["git_commit"] != base || ch["git_abandoned"] != lastPoint(t, recs).Git.Commit {
+	abandoned := lastPoint(t, recs).Git.Commit
+	if ch := rb[len(rb)-1].Steward.Changes; ch["git_commit"] != base || ch["git_abandoned"] != abandoned {
 		t.Errorf("rollback record's changes %v", ch)
+	}
+	// The commit the rollback left is kept by a ref of its own, named in
+	// the record, whatever becomes of the point's ref.
+	ref := gitws.AbandonedRef(rb[len(rb)-1].Steward.CommandID)
+	if got := rb[len(rb)-1].Steward.Changes["git_abandoned_ref"]; got != ref {
+		t.Errorf("rollback record's git_abandoned_ref %v, want %s", got, ref)
+	}
+	if got := testkit.Git(t, ws, "rev-parse", ref); got != abandoned {
+		t.Errorf("%s at %s, want the abandoned %s", ref, got, abandoned)
 	}
 
 	f.Run("j")
@@ -129,6 +140,19 @@ func TestGitJobWithRetryAndRollback(t *testing.T) {
 	}
 	if !strings.Contains(out, "rename from new-name.txt") || !strings.Contains(out, "GIT binary patch") || !strings.Contains(out, "deleted file mode") {
 		t.Errorf("patch lacks the rename, the binary file or the deletion:\n%s", out)
+	}
+	// Only the abandoned ref keeps the commit once its point's ref is
+	// gone: a gc that prunes everything unreachable keeps it. A push
+	// publishes the branch, none of Logist's refs.
+	testkit.Git(t, ws, "update-ref", "-d", gitws.KeepRefs+abandoned)
+	testkit.Git(t, ws, "reflog", "expire", "--expire=now", "--all")
+	testkit.Git(t, ws, "gc", "-q", "--prune=now")
+	testkit.Git(t, ws, "cat-file", "-e", abandoned+"^{commit}")
+	if err := gitws.Push(context.Background(), ws, repo, "logist/j", "result-j"); err != nil {
+		t.Fatal(err)
+	}
+	if refs := testkit.Git(t, repo, "for-each-ref", "--format=%(refname)", "refs/logist/", "refs/heads/logist/"); refs != "" {
+		t.Errorf("the push published %s", refs)
 	}
 	rep, err := verify.Job("j", filepath.Join(f.Dir, "j"), verify.Options{Public: key.Public(), Manifest: f.Load("j")})
 	if err != nil || !rep.OK() {

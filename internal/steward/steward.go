@@ -400,18 +400,23 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 	// The command is recorded before the workspace changes, so a crash in
 	// between leaves a trace of why files moved.
 	changes := map[string]any{"checkpoint_id": cp, "resume_phase": point.ResumePhase}
+	abandoned := ""
 	if g := point.Git; g != nil {
 		// The job branch goes back to the point's commit; the commit it
-		// leaves stays named here (and in git's reflog).
+		// leaves stays named here, and kept by a ref of its own
+		// (git_abandoned_ref, below) that moves with the repository.
 		changes["git_commit"] = g.Commit
 		if tip, err := gitws.Tip(context.Background(), tx.Store().Workspace(id), g.Branch); err == nil {
-			changes["git_abandoned"] = tip
+			changes["git_abandoned"], abandoned = tip, tip
 		}
 		if remade != nil {
 			changes["git_remade_from"] = g.Repo
 		}
 	}
 	rec := s.command(tx, history.CommandRollback, o.Guidance, o.Reason, changes)
+	if abandoned != "" && remade == nil {
+		changes["git_abandoned_ref"] = gitws.AbandonedRef(rec.Steward.CommandID)
+	}
 	keepDiscarded(tx, rec.Steward.CommandID, changes)
 	// The job's current checkpoint is now cp (history.Record.Checkpoint):
 	// what logs and records name from here on, and the base of the next
@@ -430,6 +435,12 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 			return nil, nil, errors.Join(fmt.Errorf("make %s's repository again: %w", cp, err), rerr)
 		}
 	} else if g := point.Git; g != nil {
+		if abandoned != "" {
+			if err := gitws.KeepAbandoned(context.Background(), tx.Store().Workspace(id), rec.Steward.CommandID, abandoned); err != nil {
+				rerr := tx.RecordError(codes.RollbackFailed, "STEWARD", 0, err.Error())
+				return nil, nil, errors.Join(fmt.Errorf("rollback to %s: %w", cp, err), rerr)
+			}
+		}
 		if err := gitws.Restore(context.Background(), tx.Store().Workspace(id), g.Branch, g.Commit); err != nil {
 			rerr := tx.RecordError(codes.RollbackFailed, "STEWARD", 0, err.Error())
 			return nil, nil, errors.Join(fmt.Errorf("restore %s's commit: %w", cp, err), rerr)
