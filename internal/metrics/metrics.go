@@ -31,15 +31,19 @@ import (
 // the first event. Steward commands are steward.Commands, and violation
 // codes response.Codes: the lists their owners keep.
 var (
-	Outcomes       = []string{"ok", "invalid", "error", "timeout", "canceled", "interrupted"}
-	Roles          = []string{"worker", "supervisor"}
-	Providers      = []string{"script", "command"}
-	RetryCauses    = []string{"api_error", "agent_retry"}
-	HaltReasons    = []string{"cost", "time"}
-	FinishOutcomes = []string{"success", "canceled", "intervention_required", "halted_cost", "halted_time"}
-	TokenKinds     = []string{"input", "output", "cache"}
-	StewardResults = []string{"ok", "out_of_order", "not_found", "invalid", "permission_denied", "error"}
-	CronOutcomes   = []string{"created", "skipped", "replaced", "missed", "failed"}
+	Outcomes  = []string{"ok", "invalid", "error", "timeout", "canceled", "interrupted"}
+	Roles     = []string{"worker", "supervisor"}
+	Providers = []string{"script", "command"}
+	// MeteredProviders are the providers whose calls report cost and
+	// tokens: besides Providers, an OpenAI-compatible endpoint (http),
+	// the main source of tokens. A human's answers cost nothing.
+	MeteredProviders = []string{"script", "command", "http"}
+	RetryCauses      = []string{"api_error", "agent_retry"}
+	HaltReasons      = []string{"cost", "time"}
+	FinishOutcomes   = []string{"success", "canceled", "intervention_required", "halted_cost", "halted_time"}
+	TokenKinds       = []string{"input", "output", "cache"}
+	StewardResults   = []string{"ok", "out_of_order", "not_found", "invalid", "permission_denied", "error"}
+	CronOutcomes     = []string{"created", "skipped", "replaced", "missed", "failed"}
 )
 
 // Other is the value a bounded label takes for any value outside its set.
@@ -190,7 +194,7 @@ func New(reg prometheus.Registerer, version, revision string) *Metrics {
 		}
 		m.phase.WithLabelValues(r)
 	}
-	for _, p := range Providers {
+	for _, p := range MeteredProviders {
 		m.costUSD.WithLabelValues(p)
 		for _, k := range TokenKinds {
 			m.tokens.WithLabelValues(p, k)
