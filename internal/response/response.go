@@ -132,6 +132,11 @@ func duplicateKey(s []byte) (key, at string) {
 	return key, at
 }
 
+// pointerEscaper escapes a key as a JSON pointer's segment (RFC 6901). Made
+// once: a Replacer is safe for concurrent use, and making one per key was
+// most of duplicateKey's cost.
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
 // duplicateIn reads the next value of dec, at pointer ptr, and finds a
 // duplicate key in it (duplicateKey).
 func duplicateIn(dec *json.Decoder, ptr string) (key, at string, err error) {
@@ -152,8 +157,7 @@ func duplicateIn(dec *json.Decoder, ptr string) (key, at string, err error) {
 				return k, ptr, nil
 			}
 			seen[k] = true
-			esc := strings.NewReplacer("~", "~0", "/", "~1").Replace(k)
-			if key, at, err := duplicateIn(dec, ptr+"/"+esc); key != "" || err != nil {
+			if key, at, err := duplicateIn(dec, ptr+"/"+pointerEscaper.Replace(k)); key != "" || err != nil {
 				return key, at, err
 			}
 		}
