@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/clusterstore"
+	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/gitws"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobstore"
@@ -21,6 +23,7 @@ import (
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/pgstore"
 	"github.com/logist/logist/internal/steward"
+	"github.com/logist/logist/internal/testkit"
 )
 
 func git(t *testing.T, dir string, args ...string) string {
@@ -544,4 +547,64 @@ func baseRepo(t *testing.T) string {
 	git(t, src, "add", "README")
 	git(t, src, "commit", "-q", "-m", "base")
 	return src
+}
+
+// conflictingWorker leaves its repository in a merge conflict (an index
+// with unmerged entries) and answers STUCK.
+const conflictingWorker = `set -e
+g() { git -c user.name=worker -c user.email=worker@example.com "$@"; }
+g checkout -q -b side
+echo side > README
+g commit -q -am side
+g checkout -q -
+echo mine > README
+g commit -q -am mine
+g merge -q side >/dev/null 2>&1 || true
+echo '{"action": "STUCK", "evidence_files": [], "summary_for_supervisor": "A conflict."}'`
+
+// TestStopWithAConflictSaysItsIndexStays: a git job stopped in a merge
+// conflict cannot carry its index staged (gitws.BundleParked gives the
+// reason), and the node says so in a job log line with its code, so an
+// operator can tell why the resumed worker finds the files unstaged.
+func TestStopWithAConflictSaysItsIndexStays(t *testing.T) {
+	src := baseRepo(t)
+	script, err := json.Marshal(conflictingWorker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "park-conflict"
+	job := fmt.Sprintf(`{"schema_version": 1, "job_id": %q, "task_description": "Merge.", "sandbox": "none",
+ "workspace": {"git": {"repo": %q}},
+ "agents": {
+  "worker": {"provider": "command", "command": {"argv": ["sh", "-c", %s]}},
+  "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "Good."}]}},
+ "metrics": {"cumulative_cost": 0, "cumulative_time_seconds": 0}}`, id, src, script)
+	s, _ := openStore(t)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	if _, err := Submit(ctx, s, []byte(job)); err != nil {
+		t.Fatal(err)
+	}
+	var logs testkit.SyncBuffer
+	a := newNode(t, s, "a", 5*time.Second)
+	a.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = a.Run(ctx) })
+	waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == lifecycle.InterventionRequired }, 60*time.Second)
+	stop()
+	wg.Wait()
+	if st := git(t, filepath.Join(a.Dir, id, jobstore.WorkspaceDir), "status", "--porcelain"); !strings.Contains(st, "UU README") {
+		t.Fatalf("the worker left no conflict: %q", st)
+	}
+	var line map[string]any
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, codes.ClusterIndex) {
+			if err := json.Unmarshal([]byte(l), &line); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if line == nil || line["error_code"] != codes.ClusterIndex || line["job_id"] != id || line["type"] != "warning" || line["level"] != "WARN" {
+		t.Fatalf("no %s warning for the job in the node's log (%v):\n%s", codes.ClusterIndex, line, logs.String())
+	}
 }

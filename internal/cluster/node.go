@@ -650,7 +650,7 @@ func (n *Node) commit(hu history.Unit) error {
 		if u.Point, u.Objects, err = park(dir, last, snapshotCap(u.Manifest), r.known); err == nil {
 			var unkept string
 			if unkept, err = bundleParked(context.Background(), dir, r.known, &u, bundles); err == nil && unkept != "" {
-				n.Logger.Warn("the stopped git job's index does not go with it: "+unkept, "job_id", id, "node", n.ID)
+				joblog.Log(n.Logger, "the stopped git job's staged changes do not go with it staged: "+unkept, joblog.Problem{Job: id, Code: codes.ClusterIndex}, "node", n.ID)
 			}
 		}
 		if err != nil {

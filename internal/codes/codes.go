@@ -194,6 +194,7 @@ const (
 	ClusterLeaseLost = "CLUSTER_LEASE_LOST"
 	ClusterClaim     = "CLUSTER_CLAIM"
 	ClusterRun       = "CLUSTER_RUN"
+	ClusterIndex     = "CLUSTER_INDEX_NOT_KEPT"
 	// ContentKeyMismatch: a node lacks the content key an encrypt_history
 	// job's records are sealed with (cluster/contentkey.go).
 	ContentKeyMismatch = "CONTENT_KEY_MISMATCH"
@@ -319,6 +320,7 @@ var catalogue = []Code{
 	{ClusterLeaseLost, Warning, false, "cluster", "this node could not renew a job's lease in time (paused, or cut off from the database): it stopped the job before another node may take it"},
 	{ClusterClaim, Error, false, "cluster", "claiming work from the cluster's database failed; tried again"},
 	{ClusterRun, Error, false, "cluster", "a job's run on this node ended with an error; its lease is released (or expires) and any node may take it up"},
+	{ClusterIndex, Warning, false, "cluster", "a git job stopped for a steward had staged changes that do not go with it (a conflict in its index, or git failed to record it): the node that resumes it has the files, unstaged"},
 	// Containment of agent processes (internal/sandbox).
 	{SandboxUnavailable, Error, true, "sandbox", "no sandbox layer the job asks for works on this host (the reason names what is missing: bwrap, user namespaces, Landlock); the job does not start, never runs uncontained; install it, or a steward opts the job out with sandbox \"none\""},
 	{ManifestEdited, Warning, false, "sandbox", "job.json was edited while its job runs by no steward command: the committed budgets, agents, workflow and sandbox were put back (the rest of the edit is kept)"},
