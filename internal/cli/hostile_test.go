@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/logist/logist/internal/jobstore"
 )
@@ -102,5 +104,32 @@ func TestValidateWarnsOfAPresetNotInstalled(t *testing.T) {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("validate exit %d, output lacks %q:\n%s%s", code, want, out, errOut)
 		}
+	}
+}
+
+// logist validate refuses a FILE that is not a regular file, naming it,
+// as submit does: a named pipe no one writes to made it wait for ever,
+// and /dev/zero made it read without end.
+func TestValidateRefusesNonRegularFile(t *testing.T) {
+	t.Parallel()
+	fifo := filepath.Join(t.TempDir(), "answer.json")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no named pipes here:", err)
+	}
+	done := make(chan struct{})
+	var code int
+	var out string
+	go func() {
+		defer close(done)
+		code, out, _ = runMain(t, nil, "validate", fifo, "/dev/zero")
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("logist validate of a named pipe and /dev/zero did not return")
+	}
+	if code != 1 || !strings.Contains(out, fifo+": not a regular file: it is a named pipe") ||
+		!strings.Contains(out, "/dev/zero: not a regular file") {
+		t.Fatalf("validate exit %d:\n%s", code, out)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/logist/logist/internal/gitws"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/regfile"
 	"github.com/logist/logist/internal/response"
 	"github.com/logist/logist/internal/secrets"
 	"github.com/logist/logist/internal/steward"
@@ -87,7 +88,8 @@ func checkWorkflowConfig(f string, m *manifest.Manifest) error {
 }
 
 func validateFile(f, kind, ws string) (string, []string, []string) {
-	data, err := os.ReadFile(f)
+	data, err := regfile.ReadFile(f) // never blocks on a FIFO, nor reads a device without end
+
 	if err != nil {
 		return kind, []string{err.Error()}, nil
 	}
