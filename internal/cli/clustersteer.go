@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/logist/logist/internal/clusterstore"
 	"github.com/logist/logist/internal/jobstore"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/regfile"
 	"github.com/logist/logist/internal/signing"
 )
 
@@ -135,7 +135,7 @@ func commandWords(e *env, args []string, stdin []byte) (string, error) {
 			b := stdin
 			if v := f.Value.String(); v != "-" {
 				var err error
-				if b, err = os.ReadFile(v); err != nil {
+				if b, err = regfile.ReadFile(v); err != nil {
 					ferr = err
 				}
 			}

@@ -133,3 +133,32 @@ func TestValidateRefusesNonRegularFile(t *testing.T) {
 		t.Fatalf("validate exit %d:\n%s", code, out)
 	}
 }
+
+// logist reply --file refuses a file that is not a regular file, naming
+// it, before it looks at the job: a named pipe no one writes to made it
+// wait for ever.
+func TestReplyRefusesNonRegularFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	jobs := filepath.Join(dir, "jobs")
+	writeJob(t, jobs, "j", jobJSON("INTERVENTION_REQUIRED", ""))
+	fifo := filepath.Join(dir, "answer.json")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no named pipes here:", err)
+	}
+	done := make(chan struct{})
+	var code int
+	var errOut string
+	go func() {
+		defer close(done)
+		code, _, errOut = runMain(t, nil, "reply", "j", "--as", "worker", "--file", fifo, "--jobs-dir", jobs)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("logist reply --file of a named pipe did not return")
+	}
+	if code != 1 || !strings.Contains(errOut, fifo+": not a regular file: it is a named pipe") {
+		t.Fatalf("reply exit %d:\n%s", code, errOut)
+	}
+}

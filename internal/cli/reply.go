@@ -3,9 +3,10 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/pflag"
+
+	"github.com/logist/logist/internal/regfile"
 )
 
 // logist reply: the answer of a role the steward plays (provider "human").
@@ -36,7 +37,7 @@ var cmdReply = &command{
 		case file == "-":
 			b, err = io.ReadAll(io.LimitReader(e.stdin, 4<<20))
 		case file != "":
-			b, err = os.ReadFile(file)
+			b, err = regfile.ReadFile(file) // never blocks on a FIFO, nor reads a device without end
 		case text != "":
 			b = []byte(text)
 		default:
