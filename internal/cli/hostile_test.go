@@ -162,3 +162,33 @@ func TestReplyRefusesNonRegularFile(t *testing.T) {
 		t.Fatalf("reply exit %d:\n%s", code, errOut)
 	}
 }
+
+// logist verify --key refuses a key file that is not a regular file,
+// naming it: a named pipe no one writes to made it wait for ever.
+func TestVerifyRefusesNonRegularKey(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	jobs := filepath.Join(dir, "jobs")
+	writeJob(t, jobs, "j", jobJSON("PENDING", ""))
+	fifo := filepath.Join(dir, "signing.pub")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no named pipes here:", err)
+	}
+	for _, args := range [][]string{{"verify", "j"}, {"verify", "--all"}} {
+		done := make(chan struct{})
+		var code int
+		var errOut string
+		go func() {
+			defer close(done)
+			code, _, errOut = runMain(t, nil, append(args, "--key", fifo, "--jobs-dir", jobs)...)
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("logist %v --key of a named pipe did not return", args)
+		}
+		if code != 1 || !strings.Contains(errOut, fifo+": not a regular file: it is a named pipe") {
+			t.Fatalf("%v exit %d:\n%s", args, code, errOut)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/logist/logist/internal/atomicfile"
+	"github.com/logist/logist/internal/regfile"
 )
 
 // Dir is the folder, inside the jobs folder, that holds Logist's keys.
@@ -128,7 +129,7 @@ func LoadPublic(file string) (ed25519.PublicKey, error) {
 // LoadKeyring reads a file of public keys, one a line (a single key is a
 // keyring of one).
 func LoadKeyring(file string) ([]ed25519.PublicKey, error) {
-	b, err := os.ReadFile(file)
+	b, err := regfile.ReadFile(file) // never blocks on a FIFO, nor reads a device without end
 	if err != nil {
 		return nil, fmt.Errorf("public key: %w", err)
 	}
