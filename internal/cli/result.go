@@ -12,6 +12,7 @@ import (
 	"github.com/logist/logist/internal/gitws"
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
+	"github.com/logist/logist/internal/regfile"
 )
 
 var cmdResult = &command{
@@ -103,7 +104,17 @@ func lastLine(s string) string {
 }
 
 // writeSynced writes b to file and fsyncs it before saying it is done.
+// A file already there must be a regular file: opening a named pipe to
+// write waits for a reader for ever.
 func writeSynced(file string, b []byte) error {
+	if fi, err := os.Stat(file); err == nil && !fi.Mode().IsRegular() {
+		f, err := regfile.OpenRegular(file) // the error names what it is
+		if err == nil {
+			_ = f.Close() // it turned regular in between: read only, nothing to lose
+			return fmt.Errorf("%s changed while it was checked; try again", file)
+		}
+		return err
+	}
 	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err

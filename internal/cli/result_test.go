@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/logist/logist/internal/builtins"
 	"github.com/logist/logist/internal/runner"
@@ -98,5 +100,32 @@ func TestResultDiffPatchAndPush(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(repo, ".git", "refs", "heads", "logist")); err == nil {
 		t.Error("the job branch leaked into the source repository")
+	}
+}
+
+// logist result --patch refuses a FILE that is there and is not a regular
+// file, naming what it is: opening a named pipe to write waited for a
+// reader for ever.
+func TestResultPatchRefusesNonRegularFile(t *testing.T) {
+	t.Parallel()
+	jobs, _ := runGitJob(t)
+	fifo := filepath.Join(t.TempDir(), "g.patch")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no named pipes here:", err)
+	}
+	done := make(chan struct{})
+	var code int
+	var errb string
+	go func() {
+		defer close(done)
+		code, _, errb = runMain(t, nil, "result", "g", "--jobs-dir", jobs, "--patch", fifo)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("logist result --patch of a named pipe did not return")
+	}
+	if code != ExitUsage || !strings.Contains(errb, fifo+": not a regular file: it is a named pipe") {
+		t.Fatalf("result --patch FIFO: exit %d:\n%s", code, errb)
 	}
 }
