@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -189,6 +190,16 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	e.format = *format
 	e.store = jobstore.New(*jobsDir)
 	e.store.Committed = committedBySignature(e.store.Dir)
+	if *databaseURL == "" && c != cmdValidate && c != cmdCompletion {
+		// A jobs folder that is a file, a named pipe or a device: reading
+		// it as a folder waited for ever on a pipe, and a job "in" a file
+		// showed as INVALID with exit 0. One that is missing is each
+		// command's to report (exit 4).
+		if fi, err := os.Stat(e.store.Dir); err == nil && !fi.IsDir() {
+			renderError(stdout, stderr, e.format, fmt.Errorf("jobs folder %s is not a folder; pass another --jobs-dir DIR or set LOGIST_JOBS_DIR", e.store.Dir))
+			return ExitUsage
+		}
+	}
 	if c.steers && *databaseURL == "" {
 		// Refused before anything is written, the command's event too.
 		if err := e.checkWriter(); err != nil {

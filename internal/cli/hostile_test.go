@@ -192,3 +192,47 @@ func TestVerifyRefusesNonRegularKey(t *testing.T) {
 		}
 	}
 }
+
+// A --jobs-dir that is there but is not a folder is refused by every
+// command that reads the jobs folder, naming it (exit 1): list, watch
+// and schedules waited for ever on a named pipe, and status showed a job
+// "in" a regular file as INVALID with exit 0. validate reads no jobs
+// folder and still works.
+func TestJobsDirNotAFolder(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "jobs-file")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "jobs-fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no named pipes here:", err)
+	}
+	for _, jobs := range []string{file, fifo} {
+		for _, args := range [][]string{{"list"}, {"status", "x"}, {"watch", "--once"}, {"schedules"}, {"halt", "x"}} {
+			done := make(chan struct{})
+			var code int
+			var errOut string
+			go func() {
+				defer close(done)
+				code, _, errOut = runMain(t, nil, append(args, "--jobs-dir", jobs)...)
+			}()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("logist %v --jobs-dir %s did not return", args, jobs)
+			}
+			if code != ExitUsage || !strings.Contains(errOut, "jobs folder "+jobs+" is not a folder") {
+				t.Errorf("%v --jobs-dir %s: exit %d:\n%s", args, jobs, code, errOut)
+			}
+		}
+	}
+	manifest := filepath.Join(dir, "m.json")
+	if err := os.WriteFile(manifest, []byte(jobJSON("PENDING", "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runMain(t, nil, "validate", manifest, "--jobs-dir", file); code != 0 {
+		t.Errorf("validate with a jobs folder that is a file: exit %d:\n%s%s", code, out, errOut)
+	}
+}
