@@ -98,3 +98,32 @@ func TestReadmeNamesRealCommands(t *testing.T) {
 		}
 	}
 }
+
+// Each command's synopsis in its help (logist CMD --help, and the usage
+// line of its errors) is the one its row in the README's command table
+// shows: reply's help offered a bare "-" for stdin, which reply refused
+// ("expected one JOB argument, got 2"); --file - is the way.
+func TestReadmeSynopsisIsHelps(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	synopsis := map[string]string{}
+	row := regexp.MustCompile("^\\| `(logist ([a-z_-]+)(?:[^`\\\\]|\\\\.)*)`")
+	for _, line := range strings.Split(string(b), "\n") {
+		if m := row.FindStringSubmatch(line); m != nil {
+			if _, dup := synopsis[m[2]]; !dup {
+				synopsis[m[2]] = strings.ReplaceAll(m[1], `\|`, "|")
+			}
+		}
+	}
+	for _, c := range commands {
+		want, ok := synopsis[c.name]
+		if c.hidden || !ok {
+			continue // TestReadmeListsEveryFlag reports a missing row
+		}
+		if got := strings.TrimSpace("logist " + c.name + " " + c.args); got != want {
+			t.Errorf("logist %s --help shows %q; README.md's command table shows %q", c.name, got, want)
+		}
+	}
+}

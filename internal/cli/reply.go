@@ -11,7 +11,7 @@ import (
 
 // logist reply: the answer of a role the steward plays (provider "human").
 var cmdReply = &command{
-	name: "reply", args: "JOB --as ROLE (--file ANSWER.json | --answer JSON | -)",
+	name: "reply", args: "JOB --as ROLE (--file F | --answer JSON)",
 	summary: "answer for a role played by a human (provider human); validated like an agent's answer, then the job goes on",
 	example: "  logist reply parl-7 --as rep_2 --file answer.json\n  logist reply talks --as usa --answer '{\"speech\": \"We can accept option B.\"}'\n",
 	flags: func(fs *pflag.FlagSet) {
