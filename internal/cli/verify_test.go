@@ -258,3 +258,25 @@ func TestVerifyNamedJobsGoOnPastUnreadableJobs(t *testing.T) {
 		t.Errorf("verify --format json: exit %d, %+v\n%s", code, doc, out)
 	}
 }
+
+// verify --all over a jobs folder logistd has not run over yet (no key,
+// no job) reports 0 jobs and exits 0: a check set up before the daemon's
+// first start is not an alarm. With a job there, or a --key named, a
+// missing key is still an error (exit 4).
+func TestVerifyAllOnAJobsFolderWithNoJobYet(t *testing.T) {
+	jobs := t.TempDir()
+	code, out, errs := runMain(t, nil, "--jobs-dir", jobs, "verify", "--all")
+	if code != 0 || !strings.Contains(out, "0 jobs in ") || errs != "" {
+		t.Errorf("verify --all on an empty jobs folder: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = runMain(t, nil, "--jobs-dir", jobs, "verify", "--all", "--key", filepath.Join(jobs, "none.pub"))
+	if code != ExitNotFound {
+		t.Errorf("verify --all --key MISSING: exit %d, want %d\n%s%s", code, ExitNotFound, out, errs)
+	}
+	f := testkit.New(t)
+	f.WriteJob("a", map[string]any{})
+	code, out, errs = runMain(t, nil, "--jobs-dir", f.Dir, "verify", "--all")
+	if code != ExitNotFound || !strings.Contains(errs+out, "signing.pub") {
+		t.Errorf("verify --all with a job and no key: exit %d, want %d\n%s%s", code, ExitNotFound, out, errs)
+	}
+}
