@@ -88,22 +88,36 @@ func keptIn(d jobview.Discard) string {
 	return filepath.Join(snapshot.Dir, d.Snapshot+".json")
 }
 
+// outsideJobs is path (given as flag's value) made absolute, or a usage
+// error when it is the jobs folder or inside it: logistd takes a folder
+// there for a job, and job id's workspace is its own (what is written
+// into it would go into the job's next recovery point). The one rule of
+// where a command writes a file the steward asked for (discarded --into,
+// result --patch).
+func outsideJobs(e *env, flag, path, id string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", usagef("%s %s: %v", flag, path, err)
+	}
+	jobs, err := filepath.Abs(e.store.Dir)
+	if err != nil {
+		return "", err
+	}
+	abs, jobs = resolved(abs), resolved(jobs)
+	if abs == jobs || strings.HasPrefix(abs, jobs+string(filepath.Separator)) {
+		return "", usagef("%s %s is inside the jobs folder %s; name a path outside it (logistd takes a folder there for a job, and job %s's workspace is its own: copy what you want back once it is not running)", flag, path, jobs, id)
+	}
+	return abs, nil
+}
+
 // discardWritten writes rollback d's discarded files into the folder into.
 func discardWritten(e *env, id string, d *jobview.Discard, into string) (*Result, error) {
 	if d.NotKept != "" {
 		return nil, fmt.Errorf("rollback %s of job %s kept none of the %d files it discarded: %s", d.CommandID, id, len(d.Files), d.NotKept)
 	}
-	abs, err := filepath.Abs(into)
-	if err != nil {
-		return nil, usagef("--into %s: %v", into, err)
-	}
-	jobs, err := filepath.Abs(e.store.Dir)
+	abs, err := outsideJobs(e, "--into", into, id)
 	if err != nil {
 		return nil, err
-	}
-	abs, jobs = resolved(abs), resolved(jobs)
-	if abs == jobs || strings.HasPrefix(abs, jobs+string(filepath.Separator)) {
-		return nil, usagef("--into %s is inside the jobs folder %s; name a folder outside it (logistd takes a folder there for a job, and job %s's workspace is its own: copy what you want back once it is not running)", into, jobs, id)
 	}
 	x := &snapshot.Extracted{Written: []string{}, Absent: slices.Clone(d.Files)}
 	if d.Snapshot != "" {

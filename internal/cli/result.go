@@ -70,6 +70,9 @@ var cmdResult = &command{
 		r.Data = map[string]any{"job_id": id, "job_status": string(m.Status), "branch": start.Branch, "head_commit": tip, "base_commit": start.Commit,
 			"repo": start.Repo, "ref": start.Ref, "workspace": ws, "diffstat": stat}
 		if file, _ := e.fs.GetString("patch"); file != "" {
+			if _, err := outsideJobs(e, "--patch", file, id); err != nil {
+				return nil, err
+			}
 			patch, err := gitws.Patch(e.ctx, ws, start.Commit, tip)
 			if err != nil {
 				return nil, err

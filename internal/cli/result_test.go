@@ -129,3 +129,24 @@ func TestResultPatchRefusesNonRegularFile(t *testing.T) {
 		t.Fatalf("result --patch FIFO: exit %d:\n%s", code, errb)
 	}
 }
+
+// result --patch writes no file into the jobs folder: one in the job's
+// workspace would go into its next recovery point (and its branch), one
+// beside the jobs would be taken for a job's folder. The same rule as
+// discarded --into (outsideJobs).
+func TestResultPatchRefusesTheJobsFolder(t *testing.T) {
+	t.Parallel()
+	jobs, _ := runGitJob(t)
+	for _, p := range []string{
+		filepath.Join(jobs, "g", "workspace", "g.patch"),
+		filepath.Join(jobs, "g.patch"),
+	} {
+		code, _, errb := runMain(t, nil, "result", "g", "--jobs-dir", jobs, "--patch", p)
+		if code != ExitUsage || !strings.Contains(errb, "inside the jobs folder") {
+			t.Errorf("result --patch %s: exit %d:\n%s", p, code, errb)
+		}
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("result --patch %s wrote the file", p)
+		}
+	}
+}
