@@ -131,7 +131,7 @@ func (c *Console) apiHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := c.o.Store.Load(id); errorsIsNotFound(err) {
-		c.failErr(w, r, fmt.Errorf("job %s: %w", id, err))
+		c.failErr(w, r, err) // "job ID: not found"
 		return
 	}
 	dir := c.o.Store.JobDir(id)
@@ -178,7 +178,7 @@ func (c *Console) apiDiff(w http.ResponseWriter, r *http.Request) {
 // them before the handler runs.
 func (c *Console) diff(ctx context.Context, id, from, to string) (map[string]any, error) {
 	if _, err := c.o.Store.Load(id); errorsIsNotFound(err) {
-		return nil, fmt.Errorf("job %s: %w", id, err)
+		return nil, err // "job ID: not found"
 	}
 	dir := c.o.Store.JobDir(id)
 	recs, err := history.ReadAll(dir)

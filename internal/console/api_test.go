@@ -477,3 +477,17 @@ func TestResumeFormRefusesABudgetThatIsNone(t *testing.T) {
 		t.Fatalf("stuck resumed by a refused form: %s", m.Status)
 	}
 }
+
+// TestNotFoundNamesTheJobOnce: every route of a job that does not exist
+// answers 404 saying so once, as GET /api/v1/jobs/{id} does (history,
+// diff and verify said "job nope: job nope: not found").
+func TestNotFoundNamesTheJobOnce(t *testing.T) {
+	w := newWorld(t)
+	for _, p := range []string{"", "/history", "/diff?from=a&to=b", "/verify"} {
+		code, body := w.call("GET", "/api/v1/jobs/nope"+p, viewerTok, nil)
+		e, _ := body["error"].(map[string]any)
+		if code != http.StatusNotFound || e["message"] != "job nope: not found" {
+			t.Errorf("GET /api/v1/jobs/nope%s: %d %v, want 404 \"job nope: not found\"", p, code, e)
+		}
+	}
+}

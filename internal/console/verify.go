@@ -13,7 +13,7 @@ import (
 // the signatures with the jobs folder's public key, the replay.
 func (c *Console) verifyJob(id string) (*verify.Report, error) {
 	if _, err := c.o.Store.Load(id); errorsIsNotFound(err) {
-		return nil, fmt.Errorf("job %s: %w", id, err)
+		return nil, err // "job ID: not found"
 	}
 	// A keyring: one key in file mode, the nodes' and stewards' in
 	// cluster mode (cluster.Mirror writes them), as logist verify reads.
