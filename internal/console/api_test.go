@@ -100,6 +100,25 @@ func TestAuthEveryRoute(t *testing.T) {
 	if code, _ := w.call("GET", "/api/v1/jobs", "nope-nope-nope-nope", nil); code != http.StatusUnauthorized {
 		t.Errorf("wrong token: %d", code)
 	}
+	// A 401 names its scheme, and tells a wrong token from none.
+	for tok, want := range map[string]string{"": `Bearer realm="logist"`, "nope-nope-nope-nope": `Bearer realm="logist", error="invalid_token"`} {
+		req, _ := http.NewRequest("GET", w.srv.URL+"/api/v1/jobs", nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		e, _ := body["error"].(map[string]any)
+		msg, _ := e["message"].(string)
+		if got := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusUnauthorized || got != want || strings.Contains(msg, "required") == (tok != "") {
+			t.Errorf("token %q: %d WWW-Authenticate %q (want %q), %q", tok, resp.StatusCode, got, want, msg)
+		}
+	}
 	if code, body := w.call("GET", "/api/v1/session", viewerTok, nil); code != 200 || body["role"] != "viewer" {
 		t.Errorf("viewer session: %d %v", code, body)
 	}

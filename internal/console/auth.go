@@ -214,7 +214,14 @@ func (c *Console) guard(rt route) http.Handler {
 			http.Redirect(w, r, "/login?next="+url.QueryEscape(next), http.StatusSeeOther)
 			return
 		case who.role == Anonymous:
-			c.fail(w, r, http.StatusUnauthorized, "unauthorized", "a token is required: Authorization: Bearer TOKEN, or log in at /login")
+			// A 401 names its scheme (RFC 9110 15.5.2), and a token
+			// that opens nothing is told from none (RFC 6750 3.1).
+			msg, challenge := "a token is required: Authorization: Bearer TOKEN, or log in at /login", `Bearer realm="logist"`
+			if r.Header.Get("Authorization") != "" {
+				msg, challenge = "the Authorization header's token opens nothing here: Authorization: Bearer TOKEN (the steward's or a viewer's token)", `Bearer realm="logist", error="invalid_token"`
+			}
+			w.Header().Set("WWW-Authenticate", challenge)
+			c.fail(w, r, http.StatusUnauthorized, "unauthorized", msg)
 			return
 		}
 		if r.Method == http.MethodPost && who.session != nil {
