@@ -205,6 +205,17 @@ func TestJobDetailAndHistory(t *testing.T) {
 	if code, _ := w.call("GET", "/api/v1/jobs/done/history?after=x", viewerTok, nil); code != 400 {
 		t.Errorf("history after=x: %d", code)
 	}
+	// A page of 0 records would never move on: a client paging by
+	// next_after while more is true would ask for it forever.
+	if code, body := w.call("GET", "/api/v1/jobs/done/history?limit=0", viewerTok, nil); code != 400 || !strings.Contains(errMessage(body), `"limit"`) {
+		t.Errorf("history limit=0: %d %v, want 400 naming limit", code, body)
+	}
+}
+
+func errMessage(body map[string]any) string {
+	e, _ := body["error"].(map[string]any)
+	s, _ := e["message"].(string)
+	return s
 }
 
 func jsonNum(n int64) string { b, _ := json.Marshal(n); return string(b) }

@@ -52,7 +52,7 @@ var (
 	}
 	historyQuery = queryParams{
 		{name: "after", check: checkRecordNumber},
-		{name: "limit", check: checkCount},
+		{name: "limit", check: checkPageSize},
 		{name: "follow", check: checkFollow},
 	}
 	diffQuery = queryParams{
@@ -134,6 +134,18 @@ func (c *Console) queryChecked(rt route) http.HandlerFunc {
 func checkCount(s string) error {
 	_, err := atoiDefault(s, 0, 0)
 	return err
+}
+
+// checkPageSize refuses a count of records to page by that is none or 0:
+// a page of none would never move on (next_after stays, more stays true).
+func checkPageSize(s string) error {
+	if err := checkCount(s); err != nil {
+		return err
+	}
+	if n, _ := strconv.Atoi(s); n == 0 {
+		return fmt.Errorf("%q: a page has at least 1 record", s)
+	}
+	return nil
 }
 
 func checkRecordNumber(s string) error {
