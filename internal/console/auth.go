@@ -324,8 +324,7 @@ func (c *Console) postLogin(w http.ResponseWriter, r *http.Request) {
 	next := safeNext(r.PostForm.Get("next"))
 	role := c.o.Tokens.role(strings.TrimSpace(r.PostForm.Get("token")))
 	if role == Anonymous {
-		w.WriteHeader(http.StatusUnauthorized)
-		c.render(w, r, "login", map[string]any{"Next": next, "Error": "That token opens nothing here."})
+		c.renderStatus(w, r, http.StatusUnauthorized, "login", map[string]any{"Next": next, "Error": "That token opens nothing here."})
 		return
 	}
 	id, _ := c.sessions.create(role)

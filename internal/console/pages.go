@@ -76,6 +76,12 @@ var pages = sync.OnceValue(func() map[string]*template.Template {
 // render writes page name with data; the layout adds the session's role
 // and CSRF token.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, name string, data map[string]any) {
+	c.renderStatus(w, r, http.StatusOK, name, data)
+}
+
+// renderStatus is render answering status: its headers are set before
+// the status is written (after it, net/http drops them).
+func (c *Console) renderStatus(w http.ResponseWriter, r *http.Request, status int, name string, data map[string]any) {
 	who := c.who(r)
 	data["Role"] = who.role.String()
 	data["Steward"] = who.role == StewardRole
@@ -91,6 +97,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, name string, da
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
 	_, _ = w.Write(b.Bytes())
 }
 

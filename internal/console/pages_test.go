@@ -316,3 +316,32 @@ func TestSealedJobShownOpened(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorPagesAreNotStored: a page answering an error (a missing job's
+// 404, a login's 401) has the headers every page has: no-store (it
+// carries the session's CSRF token), and its type said, not sniffed.
+// They were set after the status was written, which drops them.
+func TestErrorPagesAreNotStored(t *testing.T) {
+	w := newWorld(t)
+	cl := w.browser()
+	w.login(cl, stewardTok)
+	check := func(what string, resp *http.Response, status int) {
+		t.Helper()
+		resp.Body.Close()
+		if resp.StatusCode != status || resp.Header.Get("Cache-Control") != "no-store" || resp.Header.Get("Content-Type") != "text/html; charset=utf-8" {
+			t.Errorf("%s: %d Cache-Control %q Content-Type %q, want %d no-store text/html; charset=utf-8", what, resp.StatusCode, resp.Header.Get("Cache-Control"), resp.Header.Get("Content-Type"), status)
+		}
+	}
+	req, _ := http.NewRequest("GET", w.srv.URL+"/jobs/nope", nil)
+	req.Header.Set("Accept", "text/html")
+	resp, err := cl.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("missing job page", resp, http.StatusNotFound)
+	resp, err = w.browser().PostForm(w.srv.URL+"/login", url.Values{"token": {"nope-nope-nope-nope"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("login with a wrong token", resp, http.StatusUnauthorized)
+}

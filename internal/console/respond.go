@@ -98,9 +98,8 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, code,
 
 func (c *Console) reply(w http.ResponseWriter, r *http.Request, status int, body map[string]any) {
 	if wantsHTML(r) {
-		w.WriteHeader(status)
 		msg, _ := body["message"].(string)
-		c.render(w, r, "error", map[string]any{"Status": status, "Code": body["code"], "Message": msg})
+		c.renderStatus(w, r, status, "error", map[string]any{"Status": status, "Code": body["code"], "Message": msg})
 		return
 	}
 	writeJSON(w, status, map[string]any{"ok": false, "error": body})
