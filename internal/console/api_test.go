@@ -122,6 +122,19 @@ func TestAuthEveryRoute(t *testing.T) {
 	if code, body := w.call("GET", "/api/v1/session", viewerTok, nil); code != 200 || body["role"] != "viewer" {
 		t.Errorf("viewer session: %d %v", code, body)
 	}
+	// The scheme is case-insensitive (RFC 9110 11.1); another is none.
+	for h, want := range map[string]int{"bearer " + viewerTok: 200, "BEARER " + viewerTok: 200, "Basic " + viewerTok: 401, "Bearer" + viewerTok: 401} {
+		req, _ := http.NewRequest("GET", w.srv.URL+"/api/v1/session", nil)
+		req.Header.Set("Authorization", h)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Authorization %q: %d, want %d", h, resp.StatusCode, want)
+		}
+	}
 }
 
 func TestListJobs(t *testing.T) {

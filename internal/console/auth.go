@@ -178,8 +178,9 @@ type caller struct {
 
 func (c *Console) who(r *http.Request) caller {
 	if h := r.Header.Get("Authorization"); h != "" {
-		tok, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok {
+		// The scheme is case-insensitive (RFC 9110 11.1): "bearer" too.
+		scheme, tok, ok := strings.Cut(h, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			return caller{}
 		}
 		return caller{role: c.o.Tokens.role(strings.TrimSpace(tok))}
