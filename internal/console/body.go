@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/logist/logist/internal/response"
 )
 
 // A steward action's parameters come one of two ways, never both:
@@ -185,6 +187,12 @@ func readJSON(w http.ResponseWriter, r *http.Request, shape bodyShape, v any) er
 	var fields map[string]json.RawMessage
 	if bytes.TrimSpace(first)[0] != '{' || json.Unmarshal(first, &fields) != nil {
 		return usagef("body: a JSON object is required")
+	}
+	// Go keeps a key's last value: a key given twice is refused, as a
+	// form's field given twice is (first decoded, so nested at most as
+	// deep as encoding/json takes).
+	if key, at := response.DuplicateKey(first); key != "" {
+		return usagef("body: key %q given twice in the object at %s", key, at)
 	}
 	for k := range fields {
 		if !slices.Contains(shape.fields, k) {

@@ -172,6 +172,10 @@ func TestAPIRefusesWhatItWouldDrop(t *testing.T) {
 		{"/api/v1/jobs/stuck/resume", "stuck", `"guidance"`, "body: a JSON object is required"},
 		{"/api/v1/jobs/stuck/resume?guidance=x", "stuck", `{}`, `query "guidance=x": a POST takes its parameters in its body`},
 		{"/api/v1/jobs/waiting/halt?reason=x", "waiting", ``, `query "reason=x"`},
+		// A key given twice: Go kept the last value, another reader
+		// the first (a form's field given twice is refused too).
+		{"/api/v1/jobs/waiting/halt", "waiting", `{"reason":"a","reason":"b"}`, `body: key "reason" given twice in the object at /`},
+		{"/api/v1/jobs:halt", "waiting", `{"filter":{"text":"kittens","text":"nothing"}}`, `body: key "text" given twice in the object at /filter`},
 	}
 	for _, c := range cases {
 		same := w.keep(c.id)

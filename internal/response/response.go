@@ -115,6 +115,10 @@ func Extract(raw []byte) (map[string]any, error) {
 	return obj, nil
 }
 
+// DuplicateKey is duplicateKey for the other readers of JSON that take
+// each key once (the console's request bodies).
+func DuplicateKey(s []byte) (key, at string) { return duplicateKey(s) }
+
 // duplicateKey is the first key that appears twice in one object of the
 // JSON value s (already decoded once, so well formed) and the JSON
 // pointer of that object ("/" for the answer itself); "" when every
