@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"slices"
@@ -531,6 +532,42 @@ func TestNotFoundNamesTheJobOnce(t *testing.T) {
 		e, _ := body["error"].(map[string]any)
 		if code != http.StatusNotFound || e["message"] != "job nope: not found" {
 			t.Errorf("GET /api/v1/jobs/nope%s: %d %v, want 404 \"job nope: not found\"", p, code, e)
+		}
+	}
+}
+
+// TestHistoryStreamWritesOneAtATime: the history stream's pings
+// (keepAlive, its own goroutine) and records are written one at a time:
+// they shared the ResponseWriter unlocked, a data race that -race
+// reports and that could cut an event with a ping.
+func TestHistoryStreamWritesOneAtATime(t *testing.T) {
+	w := newWorld(t)
+	c := New(w.c.o)
+	c.keepAlive = 50 * time.Microsecond
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	for i := range 20 {
+		if code, _ := w.call("POST", "/api/v1/schedules/tpl/"+[]string{"pause", "resume"}[i%2], stewardTok, map[string]any{}); code != 200 {
+			t.Fatalf("schedule %d: %d", i, code)
+		}
+	}
+	want := len(w.k.Records("tpl"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/v1/jobs/tpl/history?follow=1", nil)
+	req.Header.Set("Authorization", "Bearer "+viewerTok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	ch := make(chan [2]string, 64)
+	go sseEvents(resp.Body, ch)
+	for got := 0; got < want; got++ {
+		ev, open := <-ch
+		var r history.Record
+		if !open || ev[0] != "record" || json.Unmarshal([]byte(ev[1]), &r) != nil || r.Seq != int64(got) {
+			t.Fatalf("event %d of %d: %v (open %v)", got, want, ev, open)
 		}
 	}
 }

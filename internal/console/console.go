@@ -68,6 +68,8 @@ type Console struct {
 	methods  []string
 	// keys: file mode's memory of idempotency keys.
 	keys keyBook
+	// keepAlive is how often a history's stream pings (15 s).
+	keepAlive time.Duration
 }
 
 // New makes the console; mount it at "/" (it answers /api/v1/ too).
@@ -85,7 +87,7 @@ func New(o Options) *Console {
 		st.User = "console"
 		o.Steward = &st
 	}
-	c := &Console{o: o, sessions: newSessions(), mux: http.NewServeMux(), patterns: map[string]bool{}}
+	c := &Console{o: o, sessions: newSessions(), mux: http.NewServeMux(), patterns: map[string]bool{}, keepAlive: 15 * time.Second}
 	rs := c.routes()
 	for _, r := range rs {
 		if r.heldToQuery() {

@@ -5,16 +5,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/textsafe"
 )
 
-// sse is a Server-Sent Events stream.
+// sse is a Server-Sent Events stream. Its events and pings are written
+// one at a time (mu): a history's stream pings from keepAlive while it
+// sends records, and a ResponseWriter is not safe for concurrent use.
 type sse struct {
-	w http.ResponseWriter
-	f http.Flusher
+	mu sync.Mutex
+	w  http.ResponseWriter
+	f  http.Flusher
 }
 
 func startSSE(w http.ResponseWriter) (*sse, bool) {
@@ -38,6 +42,8 @@ func (s *sse) send(event, id string, v any) error {
 	if err != nil {
 		return err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if id != "" {
 		if _, err := fmt.Fprintf(s.w, "id: %s\n", id); err != nil {
 			return err
@@ -51,6 +57,8 @@ func (s *sse) send(event, id string, v any) error {
 }
 
 func (s *sse) ping() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if _, err := fmt.Fprint(s.w, ": ping\n\n"); err != nil {
 		return err
 	}
@@ -77,8 +85,14 @@ func (c *Console) followHistory(w http.ResponseWriter, r *http.Request, id, dir 
 		f = history.NewFollowerAfter(dir, after)
 	}
 	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	go keepAlive(ctx, s, cancel)
+	pinged := make(chan struct{})
+	go func() {
+		defer close(pinged)
+		keepAlive(ctx, s, cancel, c.keepAlive)
+	}()
+	// The pings end before the handler does: net/http finishes the
+	// response when it returns.
+	defer func() { cancel(); <-pinged }()
 	reveal := c.opener().Reveal(id)
 	_ = f.Follow(ctx, func(e history.Entry) error {
 		if reveal != nil {
@@ -88,10 +102,10 @@ func (c *Console) followHistory(w http.ResponseWriter, r *http.Request, id, dir 
 	}, history.FollowOptions{})
 }
 
-// keepAlive pings every 15 s, so proxies keep the stream open and a gone
-// client is noticed (cancel).
-func keepAlive(ctx context.Context, s *sse, cancel func()) {
-	t := time.NewTicker(15 * time.Second)
+// keepAlive pings every period (15 s, Console.keepAlive), so proxies keep
+// the stream open and a gone client is noticed (cancel).
+func keepAlive(ctx context.Context, s *sse, cancel func(), period time.Duration) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
