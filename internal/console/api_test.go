@@ -166,12 +166,39 @@ func TestListJobs(t *testing.T) {
 		"text=KITTENS":                            {"waiting"},
 		"limit=2&offset=1":                        {"stuck", "tpl"},
 		"since=2999-01-01T00:00:00Z":              nil,
+		"until=2999-01-01T00:00:00Z":              {"done", "stuck", "tpl", "waiting"}, // tpl and waiting never updated
 		"workflow=no-such-workflow":               nil,
 		"status=INTERVENTION_REQUIRED&text=human": {"stuck"},
 	} {
 		code, body := w.call("GET", "/api/v1/jobs?"+q, viewerTok, nil)
 		if code != 200 || !slices.Equal(ids(body), want) {
 			t.Errorf("%s: %d %v, want %v", q, code, ids(body), want)
+		}
+	}
+	// since and until compare as times, whatever their form: done was
+	// updated within the second t0 begins (its time has a fraction), and
+	// t0 in another offset is the same time.
+	up, err := time.Parse(time.RFC3339Nano, w.k.Load("done").Run.UpdatedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := up.Truncate(time.Second)
+	if t0.Equal(up) {
+		up = up.Add(time.Nanosecond) // not seen: jobtx writes nanoseconds
+	}
+	plus1 := time.FixedZone("", 3600)
+	for q, want := range map[string][]string{
+		"since=" + t0.UTC().Format(time.RFC3339):                {"done"},
+		"since=" + t0.In(plus1).Format(time.RFC3339):            {"done"},
+		"until=" + t0.UTC().Format(time.RFC3339):                nil,
+		"until=" + t0.Add(time.Second).Format(time.RFC3339):     {"done"},
+		"since=" + up.Add(time.Second).Format(time.RFC3339Nano): nil,
+	} {
+		k, val, _ := strings.Cut(q, "=")
+		v := url.Values{k: {val}, "status": {"SUCCESS"}}
+		code, body := w.call("GET", "/api/v1/jobs?"+v.Encode(), viewerTok, nil)
+		if code != 200 || !slices.Equal(ids(body), want) {
+			t.Errorf("%s (done updated %s): %d %v, want %v", q, up.Format(time.RFC3339Nano), code, ids(body), want)
 		}
 	}
 	if code, body := w.call("GET", "/api/v1/jobs?since=yesterday", viewerTok, nil); code != 400 || errCode(body) != "invalid" {

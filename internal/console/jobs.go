@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/history"
@@ -103,11 +104,31 @@ func (f Filter) match(en jobstore.Entry) bool {
 			return false
 		}
 	}
-	// RFC 3339 UTC times compare as text.
-	if f.Since != "" && m.Run.UpdatedAt < f.Since {
+	return updatedWithin(m.Run.UpdatedAt, f.Since, f.Until)
+}
+
+// updatedWithin says whether a job's last update (RFC 3339, as jobtx
+// writes it) is at or after since and at or before until (RFC 3339, as
+// check holds them; "" bounds nothing), compared as times: as text, a
+// fractional second sorted before "Z" and an offset was not one. A job
+// never updated is before every time.
+func updatedWithin(updated, since, until string) bool {
+	if since == "" && until == "" {
+		return true
+	}
+	if updated == "" {
+		// Never updated (a job not yet run, a template): before any
+		// time, as it sorted as text.
+		return since == ""
+	}
+	u, err := time.Parse(time.RFC3339Nano, updated)
+	if err != nil {
 		return false
 	}
-	if f.Until != "" && m.Run.UpdatedAt > f.Until {
+	if s, err := time.Parse(time.RFC3339, since); since != "" && (err != nil || u.Before(s)) {
+		return false
+	}
+	if e, err := time.Parse(time.RFC3339, until); until != "" && (err != nil || u.After(e)) {
 		return false
 	}
 	return true
