@@ -598,3 +598,31 @@ func TestHistoryStreamWritesOneAtATime(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryFollowLastEventID: a reconnect's Last-Event-ID goes on
+// after that record; one that is no record's seq leaves the query's
+// after (it sent the history again from its first record).
+func TestHistoryFollowLastEventID(t *testing.T) {
+	w := newWorld(t)
+	recs := w.k.Records("stuck")
+	last := recs[len(recs)-1].Seq
+	for lastID, want := range map[string]int64{"junk": last, jsonNum(last - 2): last - 1} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, "GET", w.srv.URL+"/api/v1/jobs/stuck/history?follow=1&after="+jsonNum(last-1), nil)
+		req.Header.Set("Authorization", "Bearer "+viewerTok)
+		req.Header.Set("Last-Event-ID", lastID)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := make(chan [2]string, 64)
+		go sseEvents(resp.Body, ch)
+		ev := <-ch
+		var r history.Record
+		if err := json.Unmarshal([]byte(ev[1]), &r); err != nil || r.Seq != want {
+			t.Errorf("Last-Event-ID %q: first record %v, want seq %d", lastID, ev, want)
+		}
+		cancel()
+		resp.Body.Close()
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -70,10 +71,10 @@ func (s *sse) ping() error {
 // committed (history.Follower), event "record", id the record's seq; a
 // browser reconnecting sends Last-Event-ID and goes on from there.
 func (c *Console) followHistory(w http.ResponseWriter, r *http.Request, id, dir string, after int64) {
-	if last := r.Header.Get("Last-Event-ID"); last != "" {
-		if _, err := fmt.Sscan(last, &after); err != nil {
-			after = -1
-		}
+	// A reconnecting browser's Last-Event-ID is a record's seq (the ids
+	// sent); one that is none leaves the query's after as it is.
+	if seq, err := strconv.ParseInt(r.Header.Get("Last-Event-ID"), 10, 64); err == nil {
+		after = seq
 	}
 	s, ok := startSSE(w)
 	if !ok {
