@@ -258,8 +258,8 @@ func (c *Console) act(ctx context.Context, action, id, key string, b ActionBody)
 			steward.RecordEvent(c.o.Store.Dir, action, jobview.OutcomeName(jobview.ExitCode(err)))
 		}
 	}()
-	if c.disabled(action) {
-		return "", nil, fmt.Errorf("%s is switched off on this server (--console-disable %s): %w", action, action, errDisabled)
+	if err := c.enabled(action); err != nil {
+		return "", nil, err
 	}
 	var m *manifest.Manifest
 	run := func(do func(st *steward.Steward) error) error {
@@ -359,6 +359,14 @@ func (c *Console) act(ctx context.Context, action, id, key string, b ActionBody)
 // errDisabled is an action the server switched off: 403.
 var errDisabled = fs.ErrPermission
 
+// enabled refuses an action switched off on this server (403).
+func (c *Console) enabled(action string) error {
+	if c.disabled(action) {
+		return fmt.Errorf("%s is switched off on this server (--console-disable %s): %w", action, action, errDisabled)
+	}
+	return nil
+}
+
 func (c *Console) changed(id string) error {
 	if c.o.Changed != nil {
 		c.o.Changed(id)
@@ -441,6 +449,12 @@ func (c *Console) apiBulk(action string) http.HandlerFunc {
 		}
 		key, err := requestKey(r)
 		if err != nil {
+			c.failErr(w, r, err)
+			return
+		}
+		// Switched off, the action is 403 as a job's is, not 200 with
+		// each selected job refused.
+		if err := c.enabled(action); err != nil {
 			c.failErr(w, r, err)
 			return
 		}

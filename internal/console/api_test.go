@@ -626,3 +626,16 @@ func TestHistoryFollowLastEventID(t *testing.T) {
 		resp.Body.Close()
 	}
 }
+
+// TestBulkSwitchedOff: a bulk action switched off is 403, as one job's
+// is, and does nothing (it was 200 with each selected job refused).
+func TestBulkSwitchedOff(t *testing.T) {
+	w := newWorld(t, "halt")
+	code, body := w.call("POST", "/api/v1/jobs:halt", stewardTok, map[string]any{"all": true})
+	if code != http.StatusForbidden || errCode(body) != "permission_denied" || !strings.Contains(errMessage(body), "--console-disable halt") {
+		t.Errorf("jobs:halt switched off: %d %v, want 403 permission_denied", code, body)
+	}
+	if m := w.k.Load("waiting"); m.Status != "PENDING" {
+		t.Errorf("waiting is %s", m.Status)
+	}
+}
