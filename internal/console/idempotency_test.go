@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/logist/logist/internal/jobview"
 )
 
 // keyed posts body to path with an Idempotency-Key header.
@@ -56,6 +58,10 @@ func TestIdempotencyKeyFileMode(t *testing.T) {
 	code, body := w.keyed("/api/v1/jobs/waiting/halt", "k-1", map[string]any{"reason": "another reason"})
 	if code != http.StatusConflict || errCode(body) != "idempotency_conflict" {
 		t.Fatalf("another command with the key: %d %v", code, body)
+	}
+	// Its exit_code is the CLI's for the same refusal (out of order, 2).
+	if e, _ := body["error"].(map[string]any); e["exit_code"] != float64(jobview.ExitOutOfOrder) {
+		t.Errorf("idempotency_conflict's exit_code %v, want %d as logist's", e["exit_code"], jobview.ExitOutOfOrder)
 	}
 	if code, body := w.keyed("/api/v1/jobs/stuck/resume", "k-1", map[string]any{}); code != http.StatusConflict || errCode(body) != "idempotency_conflict" {
 		t.Fatalf("another job's command with the key: %d %v", code, body)

@@ -62,8 +62,8 @@ func ok(w http.ResponseWriter, msg string, data map[string]any) {
 func (c *Console) failErr(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, clusterstore.ErrIdempotency) {
 		// A key reused by another command: a conflict, not the
-		// caller's syntax (the CLI's exit 2).
-		c.reply(w, r, http.StatusConflict, map[string]any{"code": "idempotency_conflict", "exit_code": jobview.ExitUsage, "message": err.Error()})
+		// caller's syntax (the CLI's exit 2, cli.clusterExit).
+		c.reply(w, r, http.StatusConflict, map[string]any{"code": "idempotency_conflict", "exit_code": jobview.ExitOutOfOrder, "message": err.Error()})
 		return
 	}
 	var media *mediaError
