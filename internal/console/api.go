@@ -136,6 +136,11 @@ func (c *Console) apiHistory(w http.ResponseWriter, r *http.Request) {
 	}
 	dir := c.o.Store.JobDir(id)
 	if q.Get("follow") == "1" || strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		if q.Get("limit") != "" {
+			// A stream sends every record: a limit it would ignore.
+			c.failErr(w, r, usagef("query parameter \"limit\": a page's, not a stream's (follow=1 or Accept: text/event-stream sends every record after after)"))
+			return
+		}
 		c.followHistory(w, r, id, dir, after)
 		return
 	}

@@ -599,6 +599,33 @@ func TestHistoryStreamWritesOneAtATime(t *testing.T) {
 	}
 }
 
+// TestHistoryStreamRefusesALimit: a stream sends every record, so a
+// limit it would ignore is 400 (it streamed them all).
+func TestHistoryStreamRefusesALimit(t *testing.T) {
+	w := newWorld(t)
+	for _, accept := range []string{"", "text/event-stream"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		u := "/api/v1/jobs/done/history?limit=1"
+		if accept == "" {
+			u += "&follow=1"
+		}
+		req, _ := http.NewRequestWithContext(ctx, "GET", w.srv.URL+u, nil)
+		req.Header.Set("Authorization", "Bearer "+viewerTok)
+		req.Header.Set("Accept", accept)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		cancel()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(errMessage(body), `"limit": a page's, not a stream's`) {
+			t.Errorf("%s (Accept %q): %d %s, want 400 naming limit", u, accept, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+	}
+}
+
 // TestHistoryFollowLastEventID: a reconnect's Last-Event-ID goes on
 // after that record; one that is no record's seq leaves the query's
 // after (it sent the history again from its first record).
