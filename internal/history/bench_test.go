@@ -23,7 +23,7 @@ func benchRecord(i int) *Record {
 
 // seedHistory writes n chained, signed records straight into dir's active
 // file (no fsync per record: setup only).
-func seedHistory(b *testing.B, dir string, signer Signer, n int) {
+func seedHistory(b testing.TB, dir string, signer Signer, n int) {
 	b.Helper()
 	f, err := os.Create(filepath.Join(dir, FileName))
 	if err != nil {
