@@ -144,21 +144,17 @@ func (c *Console) apiHistory(w http.ResponseWriter, r *http.Request) {
 		c.followHistory(w, r, id, dir, after)
 		return
 	}
-	recs, err := history.ReadAll(dir)
+	// The page alone is read, not the whole history (history.ReadAfter).
+	items, more, err := history.ReadAfter(dir, after, limit)
 	if err != nil {
 		c.failErr(w, r, err)
 		return
 	}
-	c.opener().Records(id, recs)
-	items := []history.Record{}
+	c.opener().Records(id, items)
 	next := after
-	for _, rec := range recs {
-		if rec.Seq > after && len(items) < limit {
-			items = append(items, rec)
-			next = rec.Seq
-		}
+	if len(items) > 0 {
+		next = items[len(items)-1].Seq
 	}
-	more := len(recs) > 0 && recs[len(recs)-1].Seq > next
 	ok(w, "", map[string]any{"job_id": id, "items": items, "next_after": next, "more": more})
 }
 
