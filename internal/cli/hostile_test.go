@@ -7,9 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/logist/logist/internal/jobstore"
 )
@@ -112,22 +110,8 @@ func TestValidateWarnsOfAPresetNotInstalled(t *testing.T) {
 // and /dev/zero made it read without end.
 func TestValidateRefusesNonRegularFile(t *testing.T) {
 	t.Parallel()
-	fifo := filepath.Join(t.TempDir(), "answer.json")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skip("no named pipes here:", err)
-	}
-	done := make(chan struct{})
-	var code int
-	var out string
-	go func() {
-		defer close(done)
-		code, out, _ = runMain(t, nil, "validate", fifo, "/dev/zero")
-	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("logist validate of a named pipe and /dev/zero did not return")
-	}
+	fifo := mkfifo(t, filepath.Join(t.TempDir(), "answer.json"))
+	code, out, _ := runMainWithin(t, "validate", fifo, "/dev/zero")
 	if code != 1 || !strings.Contains(out, fifo+": not a regular file: it is a named pipe") ||
 		!strings.Contains(out, "/dev/zero: not a regular file") {
 		t.Fatalf("validate exit %d:\n%s", code, out)
@@ -142,22 +126,8 @@ func TestReplyRefusesNonRegularFile(t *testing.T) {
 	dir := t.TempDir()
 	jobs := filepath.Join(dir, "jobs")
 	writeJob(t, jobs, "j", jobJSON("INTERVENTION_REQUIRED", ""))
-	fifo := filepath.Join(dir, "answer.json")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skip("no named pipes here:", err)
-	}
-	done := make(chan struct{})
-	var code int
-	var errOut string
-	go func() {
-		defer close(done)
-		code, _, errOut = runMain(t, nil, "reply", "j", "--as", "worker", "--file", fifo, "--jobs-dir", jobs)
-	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("logist reply --file of a named pipe did not return")
-	}
+	fifo := mkfifo(t, filepath.Join(dir, "answer.json"))
+	code, _, errOut := runMainWithin(t, "reply", "j", "--as", "worker", "--file", fifo, "--jobs-dir", jobs)
 	if code != 1 || !strings.Contains(errOut, fifo+": not a regular file: it is a named pipe") {
 		t.Fatalf("reply exit %d:\n%s", code, errOut)
 	}
@@ -170,23 +140,9 @@ func TestVerifyRefusesNonRegularKey(t *testing.T) {
 	dir := t.TempDir()
 	jobs := filepath.Join(dir, "jobs")
 	writeJob(t, jobs, "j", jobJSON("PENDING", ""))
-	fifo := filepath.Join(dir, "signing.pub")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skip("no named pipes here:", err)
-	}
+	fifo := mkfifo(t, filepath.Join(dir, "signing.pub"))
 	for _, args := range [][]string{{"verify", "j"}, {"verify", "--all"}} {
-		done := make(chan struct{})
-		var code int
-		var errOut string
-		go func() {
-			defer close(done)
-			code, _, errOut = runMain(t, nil, append(args, "--key", fifo, "--jobs-dir", jobs)...)
-		}()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("logist %v --key of a named pipe did not return", args)
-		}
+		code, _, errOut := runMainWithin(t, append(args, "--key", fifo, "--jobs-dir", jobs)...)
 		if code != 1 || !strings.Contains(errOut, fifo+": not a regular file: it is a named pipe") {
 			t.Fatalf("%v exit %d:\n%s", args, code, errOut)
 		}
@@ -205,24 +161,10 @@ func TestJobsDirNotAFolder(t *testing.T) {
 	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	fifo := filepath.Join(dir, "jobs-fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skip("no named pipes here:", err)
-	}
+	fifo := mkfifo(t, filepath.Join(dir, "jobs-fifo"))
 	for _, jobs := range []string{file, fifo} {
 		for _, args := range [][]string{{"list"}, {"status", "x"}, {"watch", "--once"}, {"schedules"}, {"halt", "x"}} {
-			done := make(chan struct{})
-			var code int
-			var errOut string
-			go func() {
-				defer close(done)
-				code, _, errOut = runMain(t, nil, append(args, "--jobs-dir", jobs)...)
-			}()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				t.Fatalf("logist %v --jobs-dir %s did not return", args, jobs)
-			}
+			code, _, errOut := runMainWithin(t, append(args, "--jobs-dir", jobs)...)
 			if code != ExitUsage || !strings.Contains(errOut, "jobs folder "+jobs+" is not a folder") {
 				t.Errorf("%v --jobs-dir %s: exit %d:\n%s", args, jobs, code, errOut)
 			}

@@ -5,9 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/logist/logist/internal/builtins"
 	"github.com/logist/logist/internal/runner"
@@ -109,22 +107,8 @@ func TestResultDiffPatchAndPush(t *testing.T) {
 func TestResultPatchRefusesNonRegularFile(t *testing.T) {
 	t.Parallel()
 	jobs, _ := runGitJob(t)
-	fifo := filepath.Join(t.TempDir(), "g.patch")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skip("no named pipes here:", err)
-	}
-	done := make(chan struct{})
-	var code int
-	var errb string
-	go func() {
-		defer close(done)
-		code, _, errb = runMain(t, nil, "result", "g", "--jobs-dir", jobs, "--patch", fifo)
-	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("logist result --patch of a named pipe did not return")
-	}
+	fifo := mkfifo(t, filepath.Join(t.TempDir(), "g.patch"))
+	code, _, errb := runMainWithin(t, "result", "g", "--jobs-dir", jobs, "--patch", fifo)
 	if code != ExitUsage || !strings.Contains(errb, fifo+": not a regular file: it is a named pipe") {
 		t.Fatalf("result --patch FIFO: exit %d:\n%s", code, errb)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -61,4 +62,40 @@ func runMain(t *testing.T, env map[string]string, args ...string) (int, string, 
 	var out, errb bytes.Buffer
 	code := Main(context.Background(), append([]string{"logist"}, args...), func(k string) string { return env[k] }, strings.NewReader(""), &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// runMainWithin runs logist in-process as runMain does, and fails the
+// test if it has not returned within 10 s: the commands that read a named
+// pipe no one writes to waited for ever.
+func runMainWithin(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	type ran struct {
+		code     int
+		out, err string
+	}
+	done := make(chan ran, 1)
+	go func() {
+		var r ran
+		var out, errb bytes.Buffer
+		r.code = Main(context.Background(), append([]string{"logist"}, args...), func(string) string { return "" }, strings.NewReader(""), &out, &errb)
+		r.out, r.err = out.String(), errb.String()
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		return r.code, r.out, r.err
+	case <-time.After(10 * time.Second):
+		t.Fatalf("logist %q did not return", args)
+		return 0, "", ""
+	}
+}
+
+// mkfifo makes a named pipe at path (a test that needs one is skipped,
+// loudly, where there are none).
+func mkfifo(t *testing.T, path string) string {
+	t.Helper()
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skip("SKIP (loud): no named pipes here:", err)
+	}
+	return path
 }

@@ -306,14 +306,9 @@ func stoppedGitJob(t *testing.T, next string) {
 	if _, err := Submit(ctx, s, []byte(job)); err != nil {
 		t.Fatal(err)
 	}
-	actx, stopA := context.WithCancel(ctx)
-	defer stopA()
 	a := newNode(t, s, "a", 5*time.Second)
+	runUntil(t, s, a, stuck)
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = a.Run(actx) })
-	waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == lifecycle.InterventionRequired }, 60*time.Second)
-	stopA()
-	wg.Wait()
 	branch := "refs/heads/logist/" + id
 	mine := git(t, filepath.Join(a.Dir, id, jobstore.WorkspaceDir), "rev-parse", branch)
 	if mine == base {
@@ -580,19 +575,13 @@ func TestStopWithAConflictSaysItsIndexStays(t *testing.T) {
   "supervisor": {"provider": "script", "script": [{"action": "COMPLETED", "summary": "Good."}]}},
  "metrics": {"cumulative_cost": 0, "cumulative_time_seconds": 0}}`, id, src, script)
 	s, _ := openStore(t)
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	if _, err := Submit(ctx, s, []byte(job)); err != nil {
+	if _, err := Submit(context.Background(), s, []byte(job)); err != nil {
 		t.Fatal(err)
 	}
 	var logs testkit.SyncBuffer
 	a := newNode(t, s, "a", 5*time.Second)
 	a.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = a.Run(ctx) })
-	waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == lifecycle.InterventionRequired }, 60*time.Second)
-	stop()
-	wg.Wait()
+	runUntil(t, s, a, stuck)
 	if st := git(t, filepath.Join(a.Dir, id, jobstore.WorkspaceDir), "status", "--porcelain"); !strings.Contains(st, "UU README") {
 		t.Fatalf("the worker left no conflict: %q", st)
 	}

@@ -56,6 +56,22 @@ func newNode(t *testing.T, s clusterstore.Store, id string, ttl time.Duration) *
 		MaxParallel: 4, Effects: builtins.Effects(), Logger: slog.New(slog.DiscardHandler)}
 }
 
+// runUntil runs node n (newNode's) until the store's one job is done, then
+// stops it and waits for its end: a node that ran a job to a stop.
+func runUntil(t *testing.T, s clusterstore.Store, n *Node, done func(*clusterstore.Job) bool) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = n.Run(ctx) })
+	defer wg.Wait()
+	defer stop()
+	waitAll(t, s, 1, done, 60*time.Second)
+}
+
+// stuck says a job waits for a steward.
+func stuck(j *clusterstore.Job) bool { return j.Status == lifecycle.InterventionRequired }
+
 func waitAll(t *testing.T, s clusterstore.Store, n int, done func(*clusterstore.Job) bool, within time.Duration) []clusterstore.Job {
 	t.Helper()
 	deadline := time.Now().Add(within)

@@ -243,14 +243,7 @@ func TestSteeringSendsCollectedObjectsAgain(t *testing.T) {
 	if _, err := Submit(ctx, s, stoppingJob(id, "stuck")); err != nil {
 		t.Fatal(err)
 	}
-	actx, stopA := context.WithCancel(ctx)
-	defer stopA()
-	a := newNode(t, s, "a", 5*time.Second)
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = a.Run(actx) })
-	waitAll(t, s, 1, func(j *clusterstore.Job) bool { return j.Status == lifecycle.InterventionRequired }, 60*time.Second)
-	stopA()
-	wg.Wait()
+	runUntil(t, s, newNode(t, s, "a", 5*time.Second), stuck)
 
 	d := &dropNamed{Store: s}
 	steerStopped(ctx, t, d, id, "rollback", steward.ResumeOptions{})
