@@ -267,20 +267,10 @@ func TestHistoryFollow(t *testing.T) {
 	w := newWorld(t)
 	recs := w.k.Records("stuck")
 	last := recs[len(recs)-1].Seq
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", w.srv.URL+"/api/v1/jobs/stuck/history?follow=1&after="+jsonNum(last-1), nil)
-	req.Header.Set("Authorization", "Bearer "+viewerTok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp, ch, _ := stream(t, w.srv.URL+"/api/v1/jobs/stuck/history?follow=1&after="+jsonNum(last-1))
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
 	}
-	ch := make(chan [2]string, 64)
-	go sseEvents(resp.Body, ch)
 	next := func() history.Record {
 		t.Helper()
 		select {
@@ -450,17 +440,7 @@ func TestSchedules(t *testing.T) {
 // TestEvents: the stream says ready, then a job's transition.
 func TestEvents(t *testing.T) {
 	w := newWorld(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", w.srv.URL+"/api/v1/events", nil)
-	req.Header.Set("Authorization", "Bearer "+viewerTok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	ch := make(chan [2]string, 64)
-	go sseEvents(resp.Body, ch)
+	_, ch, _ := stream(t, w.srv.URL+"/api/v1/events")
 	if ev := <-ch; ev[0] != "ready" {
 		t.Fatalf("first event %v", ev)
 	}
@@ -579,17 +559,7 @@ func TestHistoryStreamWritesOneAtATime(t *testing.T) {
 		}
 	}
 	want := len(w.k.Records("tpl"))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/v1/jobs/tpl/history?follow=1", nil)
-	req.Header.Set("Authorization", "Bearer "+viewerTok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	ch := make(chan [2]string, 64)
-	go sseEvents(resp.Body, ch)
+	_, ch, _ := stream(t, srv.URL+"/api/v1/jobs/tpl/history?follow=1")
 	for got := 0; got < want; got++ {
 		ev, open := <-ch
 		var r history.Record
@@ -634,23 +604,13 @@ func TestHistoryFollowLastEventID(t *testing.T) {
 	recs := w.k.Records("stuck")
 	last := recs[len(recs)-1].Seq
 	for lastID, want := range map[string]int64{"junk": last, jsonNum(last - 2): last - 1} {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		req, _ := http.NewRequestWithContext(ctx, "GET", w.srv.URL+"/api/v1/jobs/stuck/history?follow=1&after="+jsonNum(last-1), nil)
-		req.Header.Set("Authorization", "Bearer "+viewerTok)
-		req.Header.Set("Last-Event-ID", lastID)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ch := make(chan [2]string, 64)
-		go sseEvents(resp.Body, ch)
+		_, ch, end := stream(t, w.srv.URL+"/api/v1/jobs/stuck/history?follow=1&after="+jsonNum(last-1), "Last-Event-ID", lastID)
 		ev := <-ch
 		var r history.Record
 		if err := json.Unmarshal([]byte(ev[1]), &r); err != nil || r.Seq != want {
 			t.Errorf("Last-Event-ID %q: first record %v, want seq %d", lastID, ev, want)
 		}
-		cancel()
-		resp.Body.Close()
+		end()
 	}
 }
 

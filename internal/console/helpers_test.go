@@ -166,3 +166,27 @@ func writeAll(t *testing.T, p, s string) {
 		t.Fatal(err)
 	}
 }
+
+// stream opens the event stream at url as the viewer, with the request
+// headers kv (name, value, ...), and reads its events into the channel it
+// returns (sseEvents) for 10 s at most; end closes it, as the test's end
+// does.
+func stream(t *testing.T, url string, kv ...string) (resp *http.Response, events <-chan [2]string, end func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+viewerTok)
+	for i := 0; i+1 < len(kv); i += 2 {
+		req.Header.Set(kv[i], kv[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	end = func() { cancel(); resp.Body.Close() }
+	t.Cleanup(end)
+	ch := make(chan [2]string, 64)
+	go sseEvents(resp.Body, ch)
+	return resp, ch, end
+}
