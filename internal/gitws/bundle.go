@@ -63,16 +63,12 @@ func parkIndex(ctx context.Context, c cmd, gd string) (string, error) {
 		return "", err
 	}
 	// A copy of the index, as Commit's: the worker's is not written (a
-	// write-tree may), and an index.lock it left stops nothing.
-	idx, err := filepath.Abs(filepath.Join(gd, "logist-park-index"))
+	// write-tree may).
+	idx, withIdx, err := scratchIndex(c.dir, gd, "logist-park-index", true)
 	if err != nil {
 		return "", err
 	}
-	if err := copyFile(filepath.Join(gd, "index"), idx); err != nil {
-		return "", err
-	}
 	defer func() { _ = os.Remove(idx) }()
-	withIdx := cmd{dir: c.dir, env: []string{"GIT_INDEX_FILE=" + idx}}
 	notKept := "what the worker staged does not go with its repository (it comes back unstaged, its files as the worker left them): "
 	out, err := withIdx.run(ctx, "ls-files", "--unmerged")
 	if err != nil {

@@ -81,18 +81,13 @@ func Commit(ctx context.Context, dir, branch string, m Message) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	// Absolute: git runs in dir, and reads GIT_INDEX_FILE from there.
-	idx, err := filepath.Abs(filepath.Join(gd, "logist-index"))
+	// Gone once renamed into place; after a failure, a leftover that the
+	// next commit overwrites first.
+	idx, withIdx, err := scratchIndex(dir, gd, "logist-index", true)
 	if err != nil {
 		return "", err
 	}
-	if err := copyFile(filepath.Join(gd, "index"), idx); err != nil {
-		return "", err
-	}
-	// Gone once renamed into place; after a failure, a leftover that the
-	// next commit overwrites first.
 	defer func() { _ = os.Remove(idx) }()
-	withIdx := cmd{dir: dir, env: []string{"GIT_INDEX_FILE=" + idx}}
 	parent := head(ctx, dir)
 	if _, err := withIdx.run(ctx, "add", "--all", "--", "."); err != nil {
 		return "", err
@@ -289,12 +284,11 @@ func Restore(ctx context.Context, dir, branch, commit string) error {
 	if err != nil {
 		return err
 	}
-	idx, err := filepath.Abs(filepath.Join(gd, "logist-index"))
+	idx, withIdx, err := scratchIndex(dir, gd, "logist-index", false)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = os.Remove(idx) }()
-	withIdx := cmd{dir: dir, env: []string{"GIT_INDEX_FILE=" + idx}}
 	if _, err := withIdx.run(ctx, "read-tree", commit); err != nil {
 		return err
 	}
@@ -316,6 +310,26 @@ func Restore(ctx context.Context, dir, branch, commit string) error {
 	// (a merge, a rebase) would make its next commit a merge, or continue
 	// a rebase, over the rolled-back branch.
 	return clearInProgress(gd, false)
+}
+
+// scratchIndex is an index file of Logist's own, name in the repository's
+// git folder gd, and a cmd in dir that uses it (GIT_INDEX_FILE, absolute:
+// git runs in dir and reads it from there): a copy of the worker's index
+// when copied, else none yet (a read-tree makes it). Logist builds an
+// index there so that the worker's is not written until it is whole (it
+// may become the index by a rename), and an index.lock the agent left
+// stops nothing. The caller removes it.
+func scratchIndex(dir, gd, name string, copied bool) (string, cmd, error) {
+	idx, err := filepath.Abs(filepath.Join(gd, name))
+	if err != nil {
+		return "", cmd{}, err
+	}
+	if copied {
+		if err := copyFile(filepath.Join(gd, "index"), idx); err != nil {
+			return "", cmd{}, err
+		}
+	}
+	return idx, cmd{dir: dir, env: []string{"GIT_INDEX_FILE=" + idx}}, nil
 }
 
 // copyFile copies src to dst, a new file (whatever was at dst is removed
