@@ -2,10 +2,12 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -181,4 +183,52 @@ func TestRemovedWaitingJobForgetsItsFilesMadeAhead(t *testing.T) {
 	waitFor(t, "the removed job's notes forgotten", func() bool {
 		return !atomicfile.Noted(next) && !atomicfile.Noted(history.Path(next))
 	})
+}
+
+// A symlink or a named pipe dropped as <name>.json while the daemon runs
+// is reported once, as not placed with what it is, and left where it is:
+// the pipe is never opened for a read that would wait for a writer, the
+// link's target is not taken, and a job dropped after them runs.
+func TestNotARegularFileIsReportedNotPlaced(t *testing.T) {
+	dir := t.TempDir()
+	_, logs, _, _ := startDaemon(t, dir)
+	target := filepath.Join(t.TempDir(), "m.json")
+	if err := os.WriteFile(target, []byte(quick), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pipe, link := filepath.Join(dir, "pipe.json"), filepath.Join(dir, "link.json")
+	if err := syscall.Mkfifo(pipe, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	said := map[string]string{
+		pipe: pipe + ": it is a named pipe (FIFO), not a regular file; not placed: write the manifest to a regular file and move it in",
+		link: fmt.Sprintf("%s: it is a symlink (to %q), not a regular file; not placed: copy the manifest into the jobs folder (logistd does not follow links out of it)", link, target),
+	}
+	for p, err := range said {
+		waitFor(t, p+" reported", func() bool { return logs.has("msg", "invalid manifest", "err", err) })
+	}
+	putFile(t, filepath.Join(dir, "after.json"), quick)
+	waitFor(t, "the job dropped after them to end", func() bool {
+		m, err := manifest.ReadFile(filepath.Join(dir, "after", jobstore.ManifestFile))
+		return err == nil && m.Status == lifecycle.Success
+	})
+	for _, p := range []string{pipe, link} {
+		if fi, err := os.Lstat(p); err != nil || fi.Mode().IsRegular() {
+			t.Errorf("%s was moved or replaced: %v %v", p, fi, err)
+		}
+		if _, err := os.Lstat(strings.TrimSuffix(p, ".json")); !os.IsNotExist(err) {
+			t.Errorf("%s: a job folder was made: %v", p, err)
+		}
+	}
+	for p, err := range said {
+		if n := logs.count("msg", "invalid manifest", "err", err); n != 1 {
+			t.Errorf("%s reported %d times, want once", p, n)
+		}
+	}
+	if got, err := os.ReadFile(target); err != nil || string(got) != quick {
+		t.Fatalf("the link's target changed: %v", err)
+	}
 }

@@ -181,7 +181,9 @@ func (d *Daemon) fileEvent(ev fsnotify.Event) {
 			}
 			d.watchJob(base)
 			d.consider(base, true, arrival(fi), nil)
-		case fi.Mode().IsRegular() && strings.HasSuffix(base, ".json"):
+		case strings.HasSuffix(base, ".json"):
+			// A symlink or a pipe too: Place reports it, and reads
+			// nothing that could block.
 			d.place(ev.Name, false, arrival(fi))
 		}
 	case 2:

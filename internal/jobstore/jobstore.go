@@ -390,7 +390,9 @@ func (s *Store) scanNames() ([]Entry, error) {
 				out = append(out, Entry{ID: name, Dir: dir})
 				continue
 			}
-			if strings.HasSuffix(name, ".json") && e.Type().IsRegular() {
+			// Not only regular files: a symlink or a pipe named so is
+			// listed, and reported as not placed (readBare).
+			if strings.HasSuffix(name, ".json") {
 				out = append(out, Entry{ID: strings.TrimSuffix(name, ".json"), Unplaced: filepath.Join(s.Dir, name)})
 			}
 		}
@@ -429,7 +431,13 @@ func (s *Store) loadEntryFrom(e *Entry, r *read) {
 		s.n.reads.Add(1)
 		s.n.decodes.Add(1)
 		s.n.checks.Add(1)
-		e.Manifest, e.Err = manifest.ReadFile(e.Unplaced)
+		// As Place reads it: a symlink is not followed.
+		data, _, err := readBare(e.Unplaced)
+		if err != nil {
+			e.Err = err
+			return
+		}
+		e.Manifest, e.Err = manifest.Decode(e.Unplaced, data)
 		return
 	}
 	var l *Loaded

@@ -187,9 +187,14 @@ func placementID(bare string, data []byte) string {
 }
 
 // readBare reads the bare manifest bare (at most one byte more than a
-// manifest may hold) and says which file it read.
+// manifest may hold) and says which file it read. Only a regular file is
+// read (notPlaceable): a named pipe never blocks the daemon, and a
+// symlink is not followed out of the jobs folder.
 func readBare(bare string) ([]byte, os.FileInfo, error) {
-	f, err := os.Open(bare)
+	f, err := regfile.OpenRegularHere(bare)
+	if errors.Is(err, regfile.ErrNotRegular) {
+		return nil, nil, notPlaceable(bare)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("place %s: %w", bare, err)
 	}
@@ -203,6 +208,35 @@ func readBare(bare string) ([]byte, os.FileInfo, error) {
 		return nil, nil, fmt.Errorf("place %s: %w", bare, err)
 	}
 	return data, file, nil
+}
+
+// notPlaceable is why the bare name bare, a <name>.json in the jobs
+// folder that is not a regular file, is not placed: what it is, and what
+// to do. A symlink is not followed: the job's folder and its manifest
+// are the daemon's to write, and a link would make its first save write
+// where the link points, or a copy the link's owner does not expect.
+func notPlaceable(bare string) error {
+	fi, err := os.Lstat(bare)
+	if err != nil {
+		return fmt.Errorf("place %s: %w", bare, err)
+	}
+	var what, fix string
+	switch t := fi.Mode().Type(); {
+	case t&fs.ModeSymlink != 0:
+		what, fix = "a symlink", "copy the manifest into the jobs folder (logistd does not follow links out of it)"
+		if to, err := os.Readlink(bare); err == nil {
+			what = fmt.Sprintf("a symlink (to %q)", to)
+		}
+	case t&fs.ModeNamedPipe != 0:
+		what, fix = "a named pipe (FIFO)", "write the manifest to a regular file and move it in"
+	case t&fs.ModeSocket != 0:
+		what, fix = "a socket", "write the manifest to a regular file and move it in"
+	case t&fs.ModeDevice != 0:
+		what, fix = "a device", "write the manifest to a regular file and move it in"
+	default:
+		what, fix = "not a regular file", "write the manifest to a regular file and move it in"
+	}
+	return &manifest.Error{File: bare, Reason: fmt.Sprintf("it is %s, not a regular file; not placed: %s", what, fix)}
 }
 
 // placeID is the id of the job the bare manifest bare, whose bytes are

@@ -313,3 +313,72 @@ func TestPlacementIsPlacesVerdict(t *testing.T) {
 		}
 	}
 }
+
+// A <name>.json in the jobs folder that is not a regular file is not
+// placed, and the refusal says what it is and what to do: a symlink is
+// not followed (its target is left alone, no job folder is made), and a
+// named pipe is not opened for a read that would wait for a writer. A
+// listing shows each as unplaced, with the same reason.
+func TestPlaceRefusesWhatIsNotARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	s := New(dir)
+	target := filepath.Join(t.TempDir(), "m.json")
+	body := `{"task_description": "t"}`
+	if err := os.WriteFile(target, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mk := map[string]func(string) error{
+		"link.json":     func(p string) error { return os.Symlink(target, p) },
+		"dangling.json": func(p string) error { return os.Symlink(filepath.Join(dir, "none.json"), p) },
+		"pipe.json":     func(p string) error { return syscall.Mkfifo(p, 0o600) },
+	}
+	want := map[string]string{
+		"link.json":     fmt.Sprintf("it is a symlink (to %q), not a regular file; not placed: copy the manifest into the jobs folder", target),
+		"dangling.json": "it is a symlink (to ",
+		"pipe.json":     "it is a named pipe (FIFO), not a regular file; not placed: write the manifest to a regular file",
+	}
+	for name, f := range mk {
+		bare := filepath.Join(dir, name)
+		if err := f(bare); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { _, _, err := s.Place(bare); done <- err }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Place(%s) blocked", name)
+		}
+		if err == nil || !strings.HasPrefix(err.Error(), bare+": "+want[name]) {
+			t.Errorf("Place(%s) = %v; want %s: %s…", name, err, bare, want[name])
+		}
+		if _, perr := s.Placement(bare); fmt.Sprint(perr) != fmt.Sprint(err) {
+			t.Errorf("Placement(%s) = %v; Place said %v", name, perr, err)
+		}
+		if _, err := os.Lstat(filepath.Join(dir, strings.TrimSuffix(name, ".json"))); !os.IsNotExist(err) {
+			t.Errorf("%s: a job folder was made: %v", name, err)
+		}
+		if fi, err := os.Lstat(bare); err != nil || fi.Mode().IsRegular() {
+			t.Errorf("%s: the name was moved or replaced: %v %v", name, fi, err)
+		}
+	}
+	if got, err := os.ReadFile(target); err != nil || string(got) != body {
+		t.Fatalf("the link's target changed: %q %v", got, err)
+	}
+	es, err := s.ScanSummaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, e := range es {
+		if e.Unplaced != "" {
+			listed[filepath.Base(e.Unplaced)] = true
+		}
+	}
+	for name := range mk {
+		if !listed[name] {
+			t.Errorf("%s is not listed as unplaced (listed: %v)", name, listed)
+		}
+	}
+}
