@@ -163,7 +163,7 @@ func readJSON(w http.ResponseWriter, r *http.Request, shape bodyShape, v any) er
 			}
 		}
 	}
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	raw, err := io.ReadAll(http.MaxBytesReader(rawWriter(w), r.Body, maxBody))
 	if err != nil {
 		return readError("body", err)
 	}
@@ -223,7 +223,7 @@ func parseFormUnder(w http.ResponseWriter, r *http.Request, limit int64) error {
 	if r.PostForm != nil {
 		return nil
 	}
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	raw, err := io.ReadAll(http.MaxBytesReader(rawWriter(w), r.Body, limit))
 	if err != nil {
 		return readError("form", err)
 	}

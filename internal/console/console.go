@@ -100,7 +100,9 @@ func New(o Options) *Console {
 	return c
 }
 
-func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (c *Console) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	w := &watchedWriter{ResponseWriter: rw}
+	defer c.recovered(w, r) // a handler's panic: recover.go
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	// same-origin, not no-referrer: with no-referrer a browser sends
 	// "Origin: null" on its own form posts, which sameOrigin refuses.
