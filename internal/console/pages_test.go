@@ -345,3 +345,31 @@ func TestErrorPagesAreNotStored(t *testing.T) {
 	}
 	check("login with a wrong token", resp, http.StatusUnauthorized)
 }
+
+// TestVerifyOpensSealedAnswers: the verify API re-validates an
+// encrypt_history job's answers when the console has the content key, as
+// logist verify does (it replayed them sealed, unchecked, whatever the
+// key); without the key it says how many it could not.
+func TestVerifyOpensSealedAnswers(t *testing.T) {
+	w := newWorld(t)
+	w.k.WriteJob("sealed", map[string]any{"encrypt_history": true, "agents": map[string]any{
+		"worker":     testkit.Script(testkit.Step("COMPLETED", "drafted")),
+		"supervisor": testkit.Script(testkit.Step("COMPLETED", "approved")),
+	}})
+	w.k.Run("sealed")
+	for _, key := range []string{"", secrets.KeyPath(w.k.Dir, signing.Dir, nil)} {
+		c := New(Options{Store: w.k.Env.Store, Logger: testkit.Logger(), Tokens: Tokens{Steward: stewardTok, Viewer: viewerTok}, ContentKey: key})
+		srv := httptest.NewServer(c)
+		code, body := (&world{t: t, k: w.k, c: c, srv: srv}).call("GET", "/api/v1/jobs/sealed/verify", viewerTok, nil)
+		srv.Close()
+		msg, _ := body["message"].(string)
+		items, _ := body["items"].([]any)
+		rep, _ := items[0].(map[string]any)
+		if code != 200 || body["intact"] != true {
+			t.Fatalf("key %q: %d %v", key, code, body)
+		}
+		if sealed := strings.Contains(msg, "encrypted answers not re-validated"); sealed != (key == "") {
+			t.Errorf("key %q: message %q, report %v", key, msg, rep)
+		}
+	}
+}

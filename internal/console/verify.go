@@ -9,10 +9,13 @@ import (
 	"github.com/logist/logist/internal/verify"
 )
 
-// verifyJob checks job id's history as logist verify does: the chain,
-// the signatures with the jobs folder's public key, the replay.
+// verifyJob checks job id's history as logist verify does: the chain, the
+// signatures with the jobs folder's keyring, the replay (with the job's
+// manifest; an invalid one replays with the default workflow), sealed
+// answers opened with the content key when the console has it.
 func (c *Console) verifyJob(id string) (*verify.Report, error) {
-	if _, err := c.o.Store.Load(id); errorsIsNotFound(err) {
+	m, err := c.o.Store.Load(id)
+	if errorsIsNotFound(err) {
 		return nil, err // "job ID: not found"
 	}
 	// A keyring: one key in file mode, the nodes' and stewards' in
@@ -21,12 +24,14 @@ func (c *Console) verifyJob(id string) (*verify.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, _ := c.o.Store.Load(id) // an invalid manifest replays with the default workflow
-	return verify.Job(id, c.o.Store.JobDir(id), verify.Options{Public: keys[0], Keyring: keys[1:], Manifest: m})
+	return verify.Job(id, c.o.Store.JobDir(id), verify.Options{Public: keys[0], Keyring: keys[1:], Manifest: m, Reveal: c.opener().Reveal(id)})
 }
 
-// apiVerify is logist verify JOB --format json: the report under items,
-// ok false with the first problem when the history is not intact.
+// apiVerify is logist verify JOB --format json's report under items, with
+// intact (whether the history passed) beside it. A history that failed
+// its checks is not an error of the request: the answer is 200 and ok
+// true, intact false, the message "FAILED: " and the first problem
+// (logist verify exits 1 on it).
 func (c *Console) apiVerify(w http.ResponseWriter, r *http.Request) {
 	id, err := jobID(r)
 	if err != nil {
