@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/logist/logist/internal/gitws"
 	"github.com/logist/logist/internal/history"
@@ -91,7 +92,9 @@ func (c *Console) apiJobs(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
-	ok(w, fmt.Sprintf("%d jobs in %s", total, c.o.Store.Dir), map[string]any{"items": items, "total": total, "offset": offset, "limit": limit})
+	// logist list's message names the jobs folder's path; the server's
+	// is not told to a viewer.
+	ok(w, fmt.Sprintf("%d jobs in the jobs folder", total), map[string]any{"items": items, "total": total, "offset": offset, "limit": limit})
 }
 
 func (c *Console) apiJob(w http.ResponseWriter, r *http.Request) {
@@ -108,8 +111,8 @@ func (c *Console) apiJob(w http.ResponseWriter, r *http.Request) {
 	ok(w, "", d)
 }
 
-// apiHistory pages a job's records (after=SEQ, limit=N), or with
-// follow=1 or Accept: text/event-stream streams them as they come (SSE):
+// apiHistory pages a job's records (after=SEQ, limit=N), or streams them
+// as they come (SSE) when the request asks for a stream (streamsHistory):
 // historyQuery.
 func (c *Console) apiHistory(w http.ResponseWriter, r *http.Request) {
 	id, err := jobID(r)
@@ -135,10 +138,10 @@ func (c *Console) apiHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	dir := c.o.Store.JobDir(id)
-	if q.Get("follow") == "1" || strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+	if streamsHistory(r) {
 		if q.Get("limit") != "" {
 			// A stream sends every record: a limit it would ignore.
-			c.failErr(w, r, usagef("query parameter \"limit\": a page's, not a stream's (follow=1 or Accept: text/event-stream sends every record after after)"))
+			c.failErr(w, r, usagef("query parameter \"limit\": a page's, not a stream's (follow=1, or Accept: text/event-stream without follow, sends every record after after; follow=0 asks for a page)"))
 			return
 		}
 		c.followHistory(w, r, id, dir, after)
@@ -156,6 +159,21 @@ func (c *Console) apiHistory(w http.ResponseWriter, r *http.Request) {
 		next = items[len(items)-1].Seq
 	}
 	ok(w, "", map[string]any{"job_id": id, "items": items, "next_after": next, "more": more})
+}
+
+// streamsHistory says whether a history request asks for the stream:
+// follow decides when given (1 streams, 0 is a page whatever Accept
+// says); without it (or empty: no value, query.go), Accept:
+// text/event-stream streams. The query is held to historyQuery, whose
+// checkFollow takes 0 and 1 only. openapi.json says the same rule.
+func streamsHistory(r *http.Request) bool {
+	switch r.URL.Query().Get("follow") {
+	case "1":
+		return true
+	case "0":
+		return false
+	}
+	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
 
 func (c *Console) apiDiff(w http.ResponseWriter, r *http.Request) {
@@ -211,9 +229,35 @@ func (c *Console) diff(ctx context.Context, id, from, to string) (map[string]any
 		if err != nil {
 			return nil, err
 		}
-		d["from_commit"], d["to_commit"], d["diff"] = fp.Git.Commit, tp.Git.Commit, text
+		shown, cut := cutDiff(text, maxDiffText)
+		d["from_commit"], d["to_commit"], d["diff"] = fp.Git.Commit, tp.Git.Commit, shown
+		d["diff_truncated"], d["diff_bytes"] = cut, len(text)
 	}
 	return d, nil
+}
+
+// maxDiffText is the most of a git workspace's diff (stat and patch) the
+// console answers, the API's and the page's (diff): 1 MiB. A longer one
+// is cut at the last line that fits, and says so (diff_truncated true,
+// diff_bytes its whole size); logist diff prints it whole. openapi.json
+// says the limit (TestDiffCut).
+const maxDiffText = 1 << 20
+
+// cutDiff is text cut to at most max bytes: at the end of the last line
+// that fits, or, when the first line alone is longer, at the last rune
+// that fits; cut says whether anything was left out.
+func cutDiff(text string, max int) (shown string, cut bool) {
+	if len(text) <= max {
+		return text, false
+	}
+	if i := strings.LastIndexByte(text[:max], '\n'); i >= 0 {
+		return text[:i+1], true
+	}
+	n := max
+	for n > 0 && !utf8.RuneStart(text[n]) {
+		n--
+	}
+	return text[:n], true
 }
 
 // ActionBody is a POST's body, the API's JSON or a page's form's fields of

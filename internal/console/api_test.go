@@ -3,10 +3,12 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -624,5 +626,152 @@ func TestBulkSwitchedOff(t *testing.T) {
 	}
 	if m := w.k.Load("waiting"); m.Status != "PENDING" {
 		t.Errorf("waiting is %s", m.Status)
+	}
+}
+
+// TestHistoryFollowDecides: follow, when given, decides between the page
+// and the stream whatever Accept says (follow=0 with Accept:
+// text/event-stream streamed); without it, Accept does.
+func TestHistoryFollowDecides(t *testing.T) {
+	w := newWorld(t)
+	for _, tc := range []struct {
+		query, accept string
+		stream        bool
+	}{
+		{"?follow=0", "text/event-stream", false},
+		{"?follow=0&limit=1", "text/event-stream", false},
+		{"?follow=0", "", false},
+		{"?follow=", "text/event-stream", true}, // empty: no value
+		{"", "text/event-stream", true},
+		{"", "", false},
+		{"?follow=1", "", true},
+		{"?follow=1", "application/json", true},
+	} {
+		u := w.srv.URL + "/api/v1/jobs/done/history" + tc.query
+		if tc.stream {
+			resp, ch, end := stream(t, u, "Accept", tc.accept)
+			ev := <-ch
+			if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" || ev[0] != "record" {
+				t.Errorf("%s (Accept %q): %d %q, first event %v, want a stream", tc.query, tc.accept, resp.StatusCode, ct, ev)
+			}
+			end()
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
+		req.Header.Set("Authorization", "Bearer "+viewerTok)
+		if tc.accept != "" {
+			req.Header.Set("Accept", tc.accept)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s (Accept %q): %v (a stream that did not end?)", tc.query, tc.accept, err)
+		}
+		var body map[string]any
+		derr := json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		cancel()
+		items, _ := body["items"].([]any)
+		want := len(w.k.Records("done"))
+		if strings.Contains(tc.query, "limit=1") {
+			want = 1
+		}
+		if derr != nil || resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") || body["ok"] != true || len(items) != want {
+			t.Errorf("%s (Accept %q): %d %q %d items (%v), want a JSON page of %d", tc.query, tc.accept, resp.StatusCode, resp.Header.Get("Content-Type"), len(items), derr, want)
+		}
+	}
+}
+
+// TestListNamesNoServerPath: the listing's message tells a viewer how
+// many jobs there are, not where the server keeps them (it named the
+// jobs folder's path, as logist list does on the server's own machine).
+func TestListNamesNoServerPath(t *testing.T) {
+	w := newWorld(t)
+	for _, tok := range []string{viewerTok, stewardTok} {
+		code, body := w.call("GET", "/api/v1/jobs", tok, nil)
+		msg, _ := body["message"].(string)
+		if code != 200 || msg != "4 jobs in the jobs folder" {
+			t.Errorf("message %q (%d), want \"4 jobs in the jobs folder\"", msg, code)
+		}
+		b, _ := json.Marshal(body)
+		if strings.Contains(string(b), w.k.Dir) || strings.Contains(string(b), w.c.o.Store.Dir) {
+			t.Errorf("the listing names the server's jobs folder %s: %s", w.k.Dir, b)
+		}
+	}
+}
+
+// TestDiffCut: a git workspace's diff over maxDiffText is cut at the end
+// of the last line that fits, and the API says so (diff_truncated, the
+// whole size in diff_bytes), as the page does; a smaller one is whole.
+// openapi.json says the limit.
+func TestDiffCut(t *testing.T) {
+	w := newWorld(t)
+	repo := testkit.GitRepo(t)
+	var big strings.Builder
+	for i := 0; big.Len() <= maxDiffText+maxDiffText/2; i++ {
+		fmt.Fprintf(&big, "line %d of a file the worker rewrites whole\n", i)
+	}
+	writeAll(t, filepath.Join(repo, "big.txt"), big.String())
+	testkit.Git(t, repo, "add", "big.txt")
+	testkit.Git(t, repo, "commit", "-q", "-m", "big")
+	step := testkit.Step("COMPLETED", "rewrote big.txt", "big.txt")
+	step["files"] = map[string]string{"big.txt": "small now\n"}
+	w.k.WriteJob("g", map[string]any{
+		"workspace": map[string]any{"git": map[string]any{"repo": repo}},
+		"agents":    map[string]any{"worker": testkit.Script(step), "supervisor": testkit.Script(testkit.Step("COMPLETED", "fine"))},
+	})
+	w.k.Run("g")
+	cps := jobview.Checkpoints(w.k.Records("g"))
+	if len(cps) < 2 {
+		t.Fatalf("checkpoints %v", cps)
+	}
+	diff := func(from, to string) (int, map[string]any) {
+		return w.call("GET", "/api/v1/jobs/g/diff?"+url.Values{"from": {from}, "to": {to}}.Encode(), viewerTok, nil)
+	}
+	code, body := diff(cps[0].ID, cps[len(cps)-1].ID)
+	text, _ := body["diff"].(string)
+	whole, _ := body["diff_bytes"].(float64)
+	if code != 200 || body["diff_truncated"] != true || len(text) > maxDiffText || len(text) < maxDiffText-200 || !strings.HasSuffix(text, "\n") || int(whole) <= maxDiffText+maxDiffText/2 {
+		t.Fatalf("big diff: %d, %d bytes shown, truncated %v, diff_bytes %v", code, len(text), body["diff_truncated"], body["diff_bytes"])
+	}
+	if !strings.Contains(text, "big.txt") || !strings.Contains(text, "-line 0 of a file") {
+		t.Errorf("the cut diff does not begin as the diff does: %.300s", text)
+	}
+	// The page says it is cut, and how to see it whole.
+	cl := w.browser()
+	w.login(cl, viewerTok)
+	_, page := get(t, cl, w.srv.URL+"/jobs/g/diff?"+url.Values{"from": {cps[0].ID}, "to": {cps[len(cps)-1].ID}}.Encode())
+	if !strings.Contains(page, `id="patch-cut"`) || !strings.Contains(page, fmt.Sprintf("cut at %d bytes (it has %d)", maxDiffText, int(whole))) || len(page) > maxDiffText+maxDiffText/4 {
+		t.Errorf("the page of a cut diff (%d bytes) does not say so: %.2000s", len(page), page)
+	}
+	// A diff under the limit is whole.
+	code, body = diff(cps[0].ID, cps[0].ID)
+	if code != 200 || body["diff_truncated"] != false || body["diff_bytes"] != float64(len(body["diff"].(string))) {
+		t.Errorf("small diff: %d truncated %v diff_bytes %v", code, body["diff_truncated"], body["diff_bytes"])
+	}
+	if limit := fmt.Sprintf("at most 1 MiB (%d bytes)", maxDiffText); maxDiffText != 1<<20 || !strings.Contains(string(openapiDoc), limit) {
+		t.Errorf("openapi.json does not say %q", limit)
+	}
+}
+
+// TestCutDiff: a diff is cut at a line's end, or, a first line longer
+// than the limit, at a rune's start.
+func TestCutDiff(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		max  int
+		want string
+		cut  bool
+	}{
+		{"a\nb\n", 4, "a\nb\n", false},
+		{"a\nbc\n", 4, "a\n", true},
+		{"abcdef", 4, "abcd", true},
+		{"ab€def", 4, "ab", true}, // € is 3 bytes: not split
+		{"", 0, "", false},
+	} {
+		got, cut := cutDiff(tc.in, tc.max)
+		if got != tc.want || cut != tc.cut {
+			t.Errorf("cutDiff(%q, %d) = %q %v, want %q %v", tc.in, tc.max, got, cut, tc.want, tc.cut)
+		}
 	}
 }

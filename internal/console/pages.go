@@ -209,7 +209,7 @@ func (c *Console) pageDiff(w http.ResponseWriter, r *http.Request) {
 		c.failErr(w, r, err)
 		return
 	}
-	d["ID"] = id
+	d["ID"], d["DiffLimit"] = id, maxDiffText
 	c.render(w, r, "diff", d)
 }
 
