@@ -69,11 +69,8 @@ func (c *Console) listing(q url.Values) (items []map[string]any, total, offset, 
 	if err != nil {
 		return nil, 0, 0, 0, usagef("%v", err)
 	}
-	if offset, err = atoiDefault(q.Get("offset"), 0, 1<<30); err != nil {
-		return nil, 0, 0, 0, usagef("offset: %v", err)
-	}
-	if limit, err = atoiDefault(q.Get("limit"), 100, 1000); err != nil {
-		return nil, 0, 0, 0, usagef("limit: %v", err)
+	if offset, limit, err = pageOf(q); err != nil {
+		return nil, 0, 0, 0, err
 	}
 	ens, err := c.jobs(f)
 	if err != nil {
@@ -84,6 +81,19 @@ func (c *Console) listing(q url.Values) (items []map[string]any, total, offset, 
 		items = append(items, c.item(ens[i]))
 	}
 	return items, len(ens), offset, limit, nil
+}
+
+// pageOf reads a listing's page from the query: offset (default 0),
+// limit (default 100, at most 1000). GET /api/v1/jobs and
+// /api/v1/schedules page so.
+func pageOf(q url.Values) (offset, limit int, err error) {
+	if offset, err = atoiDefault(q.Get("offset"), 0, 1<<30); err != nil {
+		return 0, 0, usagef("offset: %v", err)
+	}
+	if limit, err = atoiDefault(q.Get("limit"), 100, 1000); err != nil {
+		return 0, 0, usagef("limit: %v", err)
+	}
+	return offset, limit, nil
 }
 
 func (c *Console) apiJobs(w http.ResponseWriter, r *http.Request) {
@@ -542,13 +552,22 @@ func (c *Console) apiBulk(action string) http.HandlerFunc {
 	}
 }
 
+// apiSchedules lists the schedule templates, paged as GET /api/v1/jobs
+// is (offset, limit; total counts them all).
 func (c *Console) apiSchedules(w http.ResponseWriter, r *http.Request) {
+	offset, limit, err := pageOf(r.URL.Query())
+	if err != nil {
+		c.failErr(w, r, err)
+		return
+	}
 	items, err := c.schedules()
 	if err != nil {
 		c.failErr(w, r, err)
 		return
 	}
-	ok(w, "", map[string]any{"items": items})
+	total := len(items)
+	items = items[min(offset, total):min(offset+limit, total)]
+	ok(w, "", map[string]any{"items": items, "total": total, "offset": offset, "limit": limit})
 }
 
 func (c *Console) schedules() ([]map[string]any, error) {

@@ -775,3 +775,41 @@ func TestCutDiff(t *testing.T) {
 		}
 	}
 }
+
+// TestSchedulesPaged: GET /api/v1/schedules pages as GET /api/v1/jobs
+// does (offset, limit, total), and refuses what the listing refuses.
+func TestSchedulesPaged(t *testing.T) {
+	w := newWorld(t)
+	for _, id := range []string{"tpl2", "tpl3"} {
+		w.k.WriteJob(id, map[string]any{"schedule": map[string]any{"cron": "@daily"}})
+	}
+	ids := func(body map[string]any) []string {
+		var out []string
+		items, _ := body["items"].([]any)
+		for _, it := range items {
+			out = append(out, it.(map[string]any)["job_id"].(string))
+		}
+		return out
+	}
+	for q, want := range map[string][]string{
+		"":                  {"tpl", "tpl2", "tpl3"},
+		"?limit=2":          {"tpl", "tpl2"},
+		"?offset=1&limit=1": {"tpl2"},
+		"?offset=9":         nil,
+		"?limit=0":          nil,
+	} {
+		code, body := w.call("GET", "/api/v1/schedules"+q, viewerTok, nil)
+		if code != 200 || !slices.Equal(ids(body), want) || body["total"] != 3.0 {
+			t.Errorf("%q: %d %v total %v, want %v of 3", q, code, ids(body), body["total"], want)
+		}
+	}
+	code, body := w.call("GET", "/api/v1/schedules", viewerTok, nil)
+	if body["offset"] != 0.0 || body["limit"] != 100.0 {
+		t.Errorf("defaults: %d offset %v limit %v, want 0 and 100", code, body["offset"], body["limit"])
+	}
+	for _, q := range []string{"?limit=x", "?offset=-1", "?status=PENDING", "?limit=1&limit=2"} {
+		if code, body := w.call("GET", "/api/v1/schedules"+q, viewerTok, nil); code != 400 || errCode(body) != "invalid" {
+			t.Errorf("%q: %d %v, want 400", q, code, body)
+		}
+	}
+}

@@ -158,7 +158,7 @@ func (c *Console) routes() []route {
 		{Method: "POST", Pattern: "/api/v1/jobs:halt", Need: StewardRole, API: true, Handler: c.apiBulk("halt")},
 		{Method: "POST", Pattern: "/api/v1/jobs:resume", Need: StewardRole, API: true, Handler: c.apiBulk("resume")},
 		{Method: "GET", Pattern: "/api/v1/events", Need: Viewer, API: true, Handler: c.apiEvents},
-		{Method: "GET", Pattern: "/api/v1/schedules", Need: Viewer, API: true, Handler: c.apiSchedules},
+		{Method: "GET", Pattern: "/api/v1/schedules", Need: Viewer, API: true, Query: schedulesQuery, Handler: c.apiSchedules},
 		{Method: "POST", Pattern: "/api/v1/schedules/{id}/pause", Need: StewardRole, API: true, Handler: c.apiSchedule(true)},
 		{Method: "POST", Pattern: "/api/v1/schedules/{id}/resume", Need: StewardRole, API: true, Handler: c.apiSchedule(false)},
 

@@ -50,6 +50,12 @@ var (
 		{name: "offset", check: checkCount},
 		{name: "limit", check: checkCount},
 	}
+	// schedulesQuery is GET /api/v1/schedules's: a listing's paging
+	// (pageOf).
+	schedulesQuery = queryParams{
+		{name: "offset", check: checkCount},
+		{name: "limit", check: checkCount},
+	}
 	historyQuery = queryParams{
 		{name: "after", check: checkRecordNumber},
 		{name: "limit", check: checkPageSize},
