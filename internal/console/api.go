@@ -235,13 +235,15 @@ func (c *Console) diff(ctx context.Context, id, from, to string) (map[string]any
 	}
 	d := map[string]any{"job_id": id, "from": from, "to": to, "added": nz(ch.Added), "modified": nz(ch.Modified), "deleted": nz(ch.Deleted)}
 	if fp.Git != nil && tp.Git != nil {
-		text, err := gitws.Diff(ctx, c.o.Store.Workspace(id), fp.Git.Commit, tp.Git.Commit)
+		// Only what is shown is kept: a diff of gigabytes costs the
+		// server its first megabyte (and git's time), not its size.
+		head, total, err := gitws.DiffHead(ctx, c.o.Store.Workspace(id), fp.Git.Commit, tp.Git.Commit, maxDiffText)
 		if err != nil {
 			return nil, err
 		}
-		shown, cut := cutDiff(text, maxDiffText)
+		shown, cut := cutDiff(head, maxDiffText)
 		d["from_commit"], d["to_commit"], d["diff"] = fp.Git.Commit, tp.Git.Commit, shown
-		d["diff_truncated"], d["diff_bytes"] = cut, len(text)
+		d["diff_truncated"], d["diff_bytes"] = cut, total
 	}
 	return d, nil
 }

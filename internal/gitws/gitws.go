@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -137,8 +138,15 @@ type cmd struct {
 }
 
 func (c cmd) run(ctx context.Context, args ...string) ([]byte, error) {
+	var out bytes.Buffer
+	err := c.runTo(ctx, &out, args...)
+	return out.Bytes(), err
+}
+
+// runTo is run with git's output written to out as it comes.
+func (c cmd) runTo(ctx context.Context, out io.Writer, args ...string) error {
 	if err := Available(); err != nil {
-		return nil, err
+		return err
 	}
 	full := append(append([]string{}, settings...), args...)
 	x := exec.CommandContext(ctx, "git", full...)
@@ -147,12 +155,12 @@ func (c cmd) run(ctx context.Context, args ...string) ([]byte, error) {
 	if c.stdin != nil {
 		x.Stdin = bytes.NewReader(c.stdin)
 	}
-	var out, errb bytes.Buffer
-	x.Stdout, x.Stderr = &out, &errb
+	var errb bytes.Buffer
+	x.Stdout, x.Stderr = out, &errb
 	if err := x.Run(); err != nil {
-		return out.Bytes(), &Error{Args: args, Stderr: errb.String(), Err: err}
+		return &Error{Args: args, Stderr: errb.String(), Err: err}
 	}
-	return out.Bytes(), nil
+	return nil
 }
 
 // line runs git in dir and returns its output's first line.

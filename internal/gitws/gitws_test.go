@@ -515,3 +515,28 @@ func TestPushRefusesADivergedBranchAndATagsName(t *testing.T) {
 		t.Errorf("a refused push changed the source's refs:\n%s\nwas:\n%s", after, before)
 	}
 }
+
+// DiffHead keeps the first max bytes of Diff and one more, and counts the
+// whole: what the console shows of a diff costs it no more than that.
+func TestDiffHeadIsDiffsHead(t *testing.T) {
+	t.Parallel()
+	ws, base := prepare(t, testkit.GitRepo(t), "main")
+	write(t, ws, "big.txt", strings.Repeat("a line of the job's work\n", 4000))
+	tip, err := gitws.Commit(ctx, ws, "logist/job-1", gitws.Message{Job: "job-1", Checkpoint: "cp-0001-work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := gitws.Diff(ctx, ws, base.Commit, tip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, max := range []int{0, 1, 1000, len(whole) - 1, len(whole), len(whole) + 10} {
+		head, total, err := gitws.DiffHead(ctx, ws, base.Commit, tip, max)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := whole[:min(max+1, len(whole))]; head != want || total != int64(len(whole)) {
+			t.Errorf("max %d: %d bytes kept of %d counted; want %d of %d", max, len(head), total, len(want), len(whole))
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package gitws
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -120,6 +121,41 @@ func Diff(ctx context.Context, dir, from, to string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, err := c.run(ctx, "diff", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none", "--no-color", "--stat", "--patch", "-M", from, to, "--")
-	return string(out), err
+	var out bytes.Buffer
+	err = c.runTo(ctx, &out, diffArgs(from, to)...)
+	return out.String(), err
+}
+
+// DiffHead is Diff held to its first max bytes (and one more, so that a
+// reader sees it goes on), for a reader that shows no more than that
+// (the console): the rest is counted as git writes it, not kept. total
+// is the whole diff's size.
+func DiffHead(ctx context.Context, dir, from, to string, max int) (head string, total int64, err error) {
+	c, _, err := workspace(ctx, dir)
+	if err != nil {
+		return "", 0, err
+	}
+	w := &headWriter{room: max + 1}
+	err = c.runTo(ctx, w, diffArgs(from, to)...)
+	return w.buf.String(), w.total, err
+}
+
+// diffArgs are the arguments of Diff's git diff.
+func diffArgs(from, to string) []string {
+	return []string{"diff", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none", "--no-color", "--stat", "--patch", "-M", from, to, "--"}
+}
+
+// headWriter keeps the first room bytes written to it and counts all.
+type headWriter struct {
+	buf   bytes.Buffer
+	room  int
+	total int64
+}
+
+func (w *headWriter) Write(p []byte) (int, error) {
+	w.total += int64(len(p))
+	if keep := min(len(p), w.room-w.buf.Len()); keep > 0 {
+		w.buf.Write(p[:keep])
+	}
+	return len(p), nil
 }

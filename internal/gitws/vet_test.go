@@ -202,6 +202,7 @@ func TestDiffDoesNotOpenASubmodule(t *testing.T) {
 	for op, f := range map[string]func() error{
 		"Diff":     func() error { _, err := gitws.Diff(ctx, ws, from, to); return err },
 		"DiffStat": func() error { _, err := gitws.DiffStat(ctx, ws, from, to); return err },
+		"DiffHead": func() error { _, _, err := gitws.DiffHead(ctx, ws, from, to, 100); return err },
 		"Patch":    func() error { _, err := gitws.Patch(ctx, ws, from, to); return err },
 	} {
 		_ = f() // refused or not: what counts is that nothing ran
