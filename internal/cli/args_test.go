@@ -82,3 +82,22 @@ func TestSubmitWarnsOfUncopiedAgentFiles(t *testing.T) {
 		t.Errorf("submit --format json: exit %d, %v, warnings %q, stderr %s", code, err, doc.Warnings, errs)
 	}
 }
+
+// Every command's help lists --database-url, the global flag of cluster
+// mode, wherever it lists --jobs-dir: none did, though every command takes
+// it (Main parses it before the command's own flags).
+func TestHelpListsDatabaseURLWithJobsDir(t *testing.T) {
+	for _, c := range commands {
+		h := commandHelp(c)
+		if strings.Contains(h, "--jobs-dir") != strings.Contains(h, "--database-url") {
+			t.Errorf("logist %s --help lists --jobs-dir and --database-url unlike:\n%s", c.name, h)
+		}
+	}
+	code, out, _ := runMain(t, nil, "status", "--help")
+	if code != 0 || !strings.Contains(out, "--database-url string") || !strings.Contains(out, "--jobs-dir string") {
+		t.Errorf("logist status --help: %d\n%s", code, out)
+	}
+	if _, out, _ := runMain(t, nil, "help"); !strings.Contains(out, "--database-url URL") {
+		t.Errorf("logist help lists no --database-url among the global flags:\n%s", out)
+	}
+}

@@ -326,10 +326,14 @@ func mainHelp() string {
   version    print the version
 
 Global flags (any command):
-  --jobs-dir DIR   jobs folder (else $LOGIST_JOBS_DIR, else ./jobs)
-  --format F       text, json or markdown. JSON is one object: {"ok": true, ...}
-                   or {"ok": false, "error": {"code", "exit_code", "message"}};
-                   a job is under "job" (.job.status), a listing under "items"
+  --jobs-dir DIR         jobs folder (else $LOGIST_JOBS_DIR, else ./jobs)
+  --database-url URL     cluster mode: a logistd cluster's PostgreSQL database
+                         (else $LOGISTD_DATABASE_URL, else the config file's
+                         database_url)
+  --format F             text, json or markdown. JSON is one object:
+                         {"ok": true, ...} or
+                         {"ok": false, "error": {"code", "exit_code", "message"}};
+                         a job is under "job" (.job.status), a listing under "items"
 
 Agent text (summaries, reasons, stderr) is shown with control and bidi
 characters as visible escapes (\x1b, \u202e); JSON keeps it exact.
@@ -344,6 +348,7 @@ func commandHelp(c *command) string {
 	fs := pflag.NewFlagSet(c.name, pflag.ContinueOnError)
 	fs.String("jobs-dir", "./jobs", "jobs folder (env LOGIST_JOBS_DIR)")
 	fs.String("format", "text", "output format: text, json or markdown")
+	databaseURLFlag(fs, "") // a global flag, as Main takes it
 	if c.flags != nil {
 		c.flags(fs)
 	}

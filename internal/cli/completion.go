@@ -170,6 +170,7 @@ func complCommands() []complCommand {
 func globalFlags(fs *pflag.FlagSet) {
 	fs.String("jobs-dir", "", "jobs folder (else $LOGIST_JOBS_DIR, else ./jobs)")
 	fs.String("format", "text", "output format: text, json or markdown")
+	fs.String("database-url", "", "cluster mode: a logistd cluster's PostgreSQL database (else $LOGISTD_DATABASE_URL)")
 	fs.BoolP("help", "h", false, "show help")
 }
 
@@ -304,7 +305,7 @@ _logist() {
     cmd=""
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${COMP_WORDS[i]}" in
-            --jobs-dir | --format) _logist_skip ;;
+            --jobs-dir | --format | --database-url) _logist_skip ;;
             -*) ;;
             *) cmd="${COMP_WORDS[i]}"; break ;;
         esac
@@ -332,7 +333,7 @@ _logist() {
 
     if [[ -z "$cmd" ]]; then
         if [[ "$cur" == -* ]]; then
-            COMPREPLY=($(compgen -W '--jobs-dir --format --help --version' -- "$cur"))
+            COMPREPLY=($(compgen -W '--jobs-dir --format --database-url --help --version' -- "$cur"))
         else
             COMPREPLY=($(compgen -W '` + strings.Join(commandNames(), " ") + `' -- "$cur"))
         fi
@@ -484,6 +485,7 @@ _logist() {
     _arguments -C \
         '--jobs-dir=[jobs folder]:folder:_files -/' \
         '--format=[output format]:format:(text json markdown)' \
+        '--database-url=[cluster mode database]:url: ' \
         '(-h --help)'{-h,--help}'[show help]' \
         '--version[print the version]' \
         '(-)1: :->command' \
@@ -615,7 +617,7 @@ function __logist_needs_command
             continue
         end
         switch $t
-            case --jobs-dir --format
+            case --jobs-dir --format --database-url
                 set skip 1
             case '-*'
             case '*'
@@ -628,6 +630,7 @@ end
 complete -c logist -f
 complete -c logist -l jobs-dir -r -a '(__fish_complete_directories)' -d 'jobs folder'
 complete -c logist -l format -x -a 'text json markdown' -d 'output format'
+complete -c logist -l database-url -x -d 'cluster mode database'
 complete -c logist -s h -l help -d 'show help'
 complete -c logist -n __logist_needs_command -l version -d 'print the version'
 `, "VALUEFLAGS", strings.Join(valueFlagNames(), " ")))
@@ -648,7 +651,7 @@ complete -c logist -n __logist_needs_command -l version -d 'print the version'
 		}
 		for _, f := range c.flags {
 			switch f.Name {
-			case "jobs-dir", "format", "help":
+			case "jobs-dir", "format", "database-url", "help":
 				continue // global, above
 			}
 			spec := "-l " + f.Name

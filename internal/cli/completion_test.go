@@ -166,8 +166,10 @@ func TestBashCompletion(t *testing.T) {
 		{[]string{"logist", "status", "alpha", ""}, ""},
 		{[]string{"logist", "verify", "alpha", ""}, "alpha beta"},
 		{[]string{"logist", "--jobs-dir", other, "logs", ""}, "gamma"},
+		// A global flag's value before the command word is not the command.
+		{[]string{"logist", "--database-url", "postgres://h/db", "st"}, "status"},
 		{[]string{"logist", "logs", "--jobs-dir", "=", other, ""}, "gamma"},
-		{[]string{"logist", "logs", "--"}, "--exit-on-finish --follow --format --help --jobs-dir"},
+		{[]string{"logist", "logs", "--"}, "--database-url --exit-on-finish --follow --format --help --jobs-dir"},
 		{[]string{"logist", "watch", "--e"}, "--exit-on-finish"},
 		{[]string{"logist", "status", "--format", ""}, "json markdown text"},
 		{[]string{"logist", "validate", "--kind", "r"}, "response"},
@@ -274,7 +276,7 @@ func TestCompletionOffersWhatTheCommandTakes(t *testing.T) {
 		{[]string{"logist", "rollback", "--guidance", "g", "stuck", "--to", "cp-0"}, "cp-0000-work"},
 		{[]string{"logist", "rollback", "stuck", "--to", "=", ""}, "cp-0000-work cp-start"},
 		{[]string{"logist", "rollback", "--to", ""}, ""},
-		{[]string{"logist", "history", "stuck", "--"}, "--format --help --jobs-dir --last --record"},
+		{[]string{"logist", "history", "stuck", "--"}, "--database-url --format --help --jobs-dir --last --record"},
 	}
 	var words [][]string
 	for _, c := range cases {

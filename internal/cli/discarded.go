@@ -29,6 +29,10 @@ var cmdDiscarded = &command{
 		if err != nil {
 			return nil, err
 		}
+		into, err := pathFlag(e.fs, "into", "DIR to write the files into")
+		if err != nil {
+			return nil, err
+		}
 		if _, err := e.store.Load(id); err != nil {
 			return nil, err
 		}
@@ -38,7 +42,6 @@ var cmdDiscarded = &command{
 		}
 		ds := jobview.Discards(recs)
 		name, _ := e.fs.GetString("rollback")
-		into, _ := e.fs.GetString("into")
 		if into == "" && name == "" {
 			return discardList(id, ds), nil
 		}
@@ -86,6 +89,22 @@ func keptIn(d jobview.Discard) string {
 		return "nothing to keep: every change was a deletion"
 	}
 	return filepath.Join(snapshot.Dir, d.Snapshot+".json")
+}
+
+// pathFlag is the value of the path flag name (what names it in a
+// message: the FILE to write…), "" when it was not given. One given as
+// an empty string is a usage error (fs.Changed tells it from absent):
+// taken as absent, result --patch and discarded --into given an empty
+// path quietly did their other thing (no patch written, the list shown).
+func pathFlag(fs *pflag.FlagSet, name, what string) (string, error) {
+	v, err := fs.GetString(name)
+	if err != nil {
+		return "", err
+	}
+	if v == "" && fs.Changed(name) {
+		return "", usagef("--%s: empty path; name the %s", name, what)
+	}
+	return v, nil
 }
 
 // outsideJobs is path (given as flag's value) made absolute, or a usage

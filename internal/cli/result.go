@@ -30,12 +30,21 @@ var cmdResult = &command{
 		if err != nil {
 			return nil, err
 		}
+		file, err := pathFlag(e.fs, "patch", "FILE to write the patch into")
+		if err != nil {
+			return nil, err
+		}
 		m, err := e.store.Load(id)
 		if err != nil {
 			return nil, err
 		}
 		if !m.IsGit() {
-			return nil, usagef("job %s has no git workspace (its manifest names no workspace.git); logist diff %s shows what changed between its checkpoints", id, id)
+			// Not a mistake of the command line: the job is not of the
+			// kind result reads (out of order, as a schedule command on
+			// a job that is no schedule).
+			return nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status,
+				Want: "it works in a plain folder, not a git workspace (its manifest names no workspace.git): it has no branch nor base commit to show",
+				Hint: fmt.Sprintf("logist diff %s shows its changes between checkpoints", id)}
 		}
 		ps, err := e.jobPoints(id)
 		if err != nil {
@@ -69,7 +78,7 @@ var cmdResult = &command{
 		}}
 		r.Data = map[string]any{"job_id": id, "job_status": string(m.Status), "branch": start.Branch, "head_commit": tip, "base_commit": start.Commit,
 			"repo": start.Repo, "ref": start.Ref, "workspace": ws, "diffstat": stat}
-		if file, _ := e.fs.GetString("patch"); file != "" {
+		if file != "" {
 			if _, err := outsideJobs(e, "--patch", file, id); err != nil {
 				return nil, err
 			}

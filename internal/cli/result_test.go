@@ -93,7 +93,11 @@ func TestResultDiffPatchAndPush(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "added") || !strings.Contains(out, "result.txt") || !strings.Contains(out, "new-name.txt") {
 		t.Errorf("diff of a plain workspace: %d %s", code, out)
 	}
-	if code, _, errb := runMain(t, nil, "result", "plain", "--jobs-dir", jobs); code != ExitUsage || !strings.Contains(errb, "no git workspace") {
+	// A job without git is not a mistake of the command line: out of
+	// order (the job is not of result's kind), no usage line, and the
+	// command that shows its changes.
+	if code, _, errb := runMain(t, nil, "result", "plain", "--jobs-dir", jobs); code != ExitOutOfOrder ||
+		!strings.Contains(errb, "plain folder, not a git workspace") || !strings.Contains(errb, "logist diff plain shows its changes") || strings.Contains(errb, "usage:") {
 		t.Errorf("result of a plain workspace: %d %s", code, errb)
 	}
 	if _, err := os.Stat(filepath.Join(repo, ".git", "refs", "heads", "logist")); err == nil {
@@ -132,5 +136,32 @@ func TestResultPatchRefusesTheJobsFolder(t *testing.T) {
 		if _, err := os.Lstat(p); err == nil {
 			t.Errorf("result --patch %s wrote the file", p)
 		}
+	}
+}
+
+// An explicitly empty path (result --patch "", discarded --into "") is
+// refused as a usage error naming the flag: taken as absent, result
+// wrote no patch and discarded listed the rollbacks, and both said
+// nothing of it. Absent flags are still fine.
+func TestEmptyPathFlagsRefused(t *testing.T) {
+	t.Parallel()
+	jobs := t.TempDir()
+	writeJob(t, jobs, "j", jobJSON("PENDING", ""))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"result", "j", "--patch", ""}, "--patch: empty path"},
+		{[]string{"result", "j", "--patch="}, "--patch: empty path"},
+		{[]string{"discarded", "j", "--into", ""}, "--into: empty path"},
+		{[]string{"discarded", "j", "--rollback", "x", "--into="}, "--into: empty path"},
+	} {
+		code, out, errb := runMain(t, nil, append(c.args, "--jobs-dir", jobs)...)
+		if code != ExitUsage || !strings.Contains(errb, c.want) || !strings.Contains(errb, "usage: logist "+c.args[0]) {
+			t.Errorf("logist %q: exit %d, stdout %q, stderr %q; want exit %d and %q", c.args, code, out, errb, ExitUsage, c.want)
+		}
+	}
+	if code, out, errb := runMain(t, nil, "discarded", "j", "--jobs-dir", jobs); code != 0 || !strings.Contains(out, "no rollback discarded") {
+		t.Errorf("discarded without --into: exit %d %s %s", code, out, errb)
 	}
 }

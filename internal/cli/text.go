@@ -17,8 +17,8 @@ func dollars(cents float64) string { return usd(cents / 100) }
 // usd shows an amount of US dollars, the one way every printer does:
 // two decimals, and below ten cents as many more as its first two
 // significant digits need, so that a small cost never reads as $0.00
-// ($0.004, $0.012, $0.40, $12.35); from a million billion dollars up, its
-// exponent ($1e+298).
+// ($0.004, $0.012, $0.40, $12.35); never an exponent, however large (a
+// cost_threshold has no maximum: 1e20 cents is $1000000000000000000.00).
 func usd(v float64) string { return string(appendUSD(nil, v)) }
 
 // appendUSD appends usd(v) to dst, without a string of its own (a
@@ -27,10 +27,18 @@ func appendUSD(dst []byte, v float64) []byte {
 	if v < 0 {
 		dst, v = append(dst, '-'), -v
 	}
-	if v >= 1e15 {
+	if v >= 1e15 && !math.IsInf(v, 0) {
 		// Beyond any real bill (a budget of 1e300 cents, meaning none):
-		// its exponent, not three hundred digits.
-		return strconv.AppendFloat(append(dst, '$'), v, 'g', 3, 64)
+		// the digits the number holds and zeros after them, not the
+		// exact binary expansion %.2f would print, nor an exponent
+		// ($1e+18) a person may misread as 1.
+		num := strconv.AppendFloat(append(dst, '$'), v, 'f', -1, 64)
+		if i := bytes.IndexByte(num[len(dst):], '.'); i < 0 {
+			return append(num, ".00"...)
+		} else if d := len(num) - len(dst) - i - 1; d < 2 {
+			return append(num, "0"...)
+		}
+		return num
 	}
 	if v == 0 || v >= 0.1 {
 		return strconv.AppendFloat(append(dst, '$'), v, 'f', 2, 64) // as %.2f, without fmt

@@ -580,3 +580,72 @@ func TestWatchLoopRedrawsOnResize(t *testing.T) {
 		}
 	}
 }
+
+// A tiny terminal (20 columns and 5 rows, and smaller) gets no line wider
+// than its width less its last column, by display cells (wide characters
+// count two), and no more lines than its height less its last row; what
+// was left out is counted on the last line.
+func TestWatchScreenFitsATinyTerminal(t *testing.T) {
+	views := map[string]jobView{}
+	for i := range 3 {
+		m := man(lifecycle.Running, "実装フェーズ", 1234.5, fptr(1e20), "漢字の要約 "+strings.Repeat("長い", 20), t0)
+		id := fmt.Sprintf("job-%d", i)
+		views[id] = viewOf(id, m, nil)
+	}
+	head := []string{"logist watch: all jobs in /srv/jobs/漢字, 10:01:30 (Ctrl-C to quit)", "logistd running (pid 42)"}
+	check := func(screen string, width, height int) []string {
+		t.Helper()
+		lines := strings.Split(strings.TrimSuffix(screen, "\n"), "\n")
+		if len(lines) > max(height-1, 1) {
+			t.Errorf("%dx%d: %d lines:\n%s", width, height, len(lines), screen)
+		}
+		for _, l := range lines {
+			if w := textsafe.Width(l); w > max(width-1, 1) {
+				t.Errorf("%dx%d: a line %d cells wide: %q", width, height, w, l)
+			}
+		}
+		return lines
+	}
+	for _, size := range [][2]int{{20, 5}, {20, 6}, {20, 7}, {10, 3}, {1, 1}, {2, 2}, {40, 4}, {5, 24}} {
+		for _, vs := range []map[string]jobView{views, {}} {
+			check(watchScreen(head, vs, t0.Add(90*time.Second), size[0], size[1]), size[0], size[1])
+		}
+	}
+	// 20x5: the head lines, cut, and the count of the jobs no row had
+	// room for.
+	lines := check(watchScreen(head, views, t0.Add(90*time.Second), 20, 5), 20, 5)
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "logist watch") || !strings.HasPrefix(lines[2], "… 3 jobs") {
+		t.Errorf("20x5:\n%s", strings.Join(lines, "\n"))
+	}
+	// 20x7: the table with one row, and the others counted.
+	lines = check(watchScreen(head, views, t0.Add(90*time.Second), 20, 7), 20, 7)
+	if len(lines) != 6 || !strings.Contains(lines[3], "STATUS") || !strings.Contains(lines[4], "RUNNING") || !strings.HasPrefix(lines[5], "… and 2 more") {
+		t.Errorf("20x7:\n%s", strings.Join(lines, "\n"))
+	}
+	// 20x2: one line, and that the others were left out.
+	lines = check(watchScreen(head, views, t0.Add(90*time.Second), 20, 2), 20, 2)
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "… 3 more lines") {
+		t.Errorf("20x2:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
+// The watch loop draws to the terminal's size as it reports it: a fake
+// 20x5 terminal gets a screen that fits it.
+func TestWatchLoopFitsATinyTerminal(t *testing.T) {
+	src := newFakeSource()
+	src.set("job-a", man(lifecycle.Running, "work", 40, fptr(1e20), "漢字 "+strings.Repeat("a long summary ", 6), t0))
+	src.set("job-b", man(lifecycle.Running, "work", 40, fptr(100), "short", t0))
+	r := startLoop(t, src, watchConfig{format: "text", tty: true, dir: "/srv/a/long/jobs/folder",
+		size: func() (int, int) { return 20, 5 }})
+	waitFor(t, "first draw", 5*time.Second, func() bool { return strings.Contains(r.out.String(), "\n") })
+	screen := strings.TrimPrefix(r.out.String(), ansiRedraw)
+	lines := strings.Split(strings.TrimSuffix(screen, "\n"), "\n")
+	if len(lines) > 4 {
+		t.Errorf("%d lines on a 5-row terminal:\n%s", len(lines), screen)
+	}
+	for _, l := range lines {
+		if w := textsafe.Width(l); w >= 20 {
+			t.Errorf("a line %d cells wide on a 20-column terminal: %q", w, l)
+		}
+	}
+}

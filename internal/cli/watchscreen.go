@@ -9,31 +9,39 @@ import (
 	"github.com/logist/logist/internal/textsafe"
 )
 
-// The terminal view of logist watch fits the screen: no line wraps (cells
-// are cut with "…", by display width), and the rows that do not fit below
-// the header are left out and counted, so the header never scrolls away.
+// The terminal view of logist watch fits the screen, however small: no
+// line wraps (cells and lines are cut with "…", by display width: agent
+// text may hold wide characters), and the rows that do not fit below the
+// header are left out and counted, so the header never scrolls away.
 
 // watchScreen is the view for a terminal of width columns and height rows:
 // the head lines, a blank line, the table, and a last line saying how many
 // jobs did not fit. It leaves the terminal's last row empty (the cursor
-// stays there; writing on it would scroll the screen).
+// stays there; writing on it would scroll the screen). On a terminal too
+// short for the table, the head lines that fit and a line counting the
+// jobs; too short for those, the lines that fit and one counting the rest.
 func watchScreen(head []string, views map[string]jobView, now time.Time, width, height int) string {
-	width = max(width-1, 20) // the last column: some terminals wrap on it
-	height = max(height, len(head)+4)
+	width = max(width-1, 1)   // the last column: some terminals wrap on it
+	lines := max(height-1, 1) // the last row stays empty
 	var b strings.Builder
 	for _, h := range head {
 		b.WriteString(textsafe.Fit(textsafe.Line(h), width) + "\n")
 	}
-	b.WriteString("\n")
 	if len(views) == 0 {
-		b.WriteString(textsafe.Fit("(no jobs yet; logist submit FILE adds one)", width) + "\n")
-		return b.String()
+		b.WriteString("\n" + textsafe.Fit("(no jobs yet; logist submit FILE adds one)", width) + "\n")
+		return keepRows(b.String(), lines, width)
 	}
 	// Rows: when not all fit, the finished ones (SUCCESS, CANCELED) give
 	// way first.
 	ids := sortedIDs(views)
-	room := height - len(head) - 3 // blank line, column header, last row
+	room := lines - len(head) - 2 // blank line, column header
 	more := 0
+	if room < 2 && len(ids) > room {
+		// Not one row and the line that counts the others: no table.
+		b.WriteString(textsafe.Fit(fmt.Sprintf("… %d jobs: the terminal is too small to list them (logist list shows all)", len(ids)), width) + "\n")
+		return keepRows(b.String(), lines, width)
+	}
+	b.WriteString("\n")
 	if len(ids) > room {
 		room-- // the line that counts the others
 		sort.SliceStable(ids, func(i, j int) bool { return !views[ids[i]].final && views[ids[j]].final })
@@ -102,7 +110,22 @@ func watchScreen(head []string, views map[string]jobView, now time.Time, width, 
 	if more > 0 {
 		b.WriteString(textsafe.Fit(fmt.Sprintf("… and %d more jobs (logist watch JOB shows one; logist list shows all)", more), width) + "\n")
 	}
-	return b.String()
+	return keepRows(b.String(), lines, width)
+}
+
+// keepRows is screen (whole lines, each no wider than width) in at most
+// n lines: when it has more, the first n-1 and a line saying how many
+// were left out (head lines on a terminal shorter than they are).
+func keepRows(screen string, n, width int) string {
+	all := strings.SplitAfter(screen, "\n")
+	if all[len(all)-1] == "" {
+		all = all[:len(all)-1]
+	}
+	if len(all) <= n {
+		return screen
+	}
+	kept := all[:n-1]
+	return strings.Join(kept, "") + textsafe.Fit(fmt.Sprintf("… %d more lines (a taller terminal shows them)", len(all)-len(kept)), width) + "\n"
 }
 
 // columnWidths is the display width of each column's widest cell.

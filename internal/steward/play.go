@@ -137,6 +137,9 @@ func (s *Steward) PlayView(id, participant string) (*PlayView, error) {
 // if none), for a job whose phase plays a game.
 func (s *Steward) playerTurn(tx *jobtx.Tx, id, participant string) (*deliberation.View, *history.Record, error) {
 	m := tx.M
+	if err := s.playsGame(id, m); err != nil {
+		return nil, nil, err
+	}
 	eff, wf, err := s.phaseEffect(id, m)
 	if err != nil {
 		return nil, nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: err.Error()}
@@ -159,11 +162,36 @@ func (s *Steward) playerTurn(tx *jobtx.Tx, id, participant string) (*deliberatio
 	return v, awaitedIntent(recs, v.Role), nil
 }
 
+// playsGame refuses, out of order, a job whose workflow has no phase
+// whose effect shows a party's view (effect.Viewer): it plays no game at
+// any status, so it is not a matter of waiting (a PENDING job's "in no
+// phase", a running one's "not waiting for a reply" misled). The command
+// line is fine: the job is not of the kind logist play acts on, as a
+// schedule command on a job that is no schedule. A workflow that does
+// not resolve is phaseEffect's to report.
+func (s *Steward) playsGame(id string, m *manifest.Manifest) error {
+	wf, err := m.ResolveWorkflow()
+	if err != nil {
+		return nil
+	}
+	for _, ph := range wf.Phases {
+		if _, ok := s.Effects[ph.Effect].(effect.Viewer); ok {
+			return nil
+		}
+	}
+	return &jobtx.OutOfOrderError{ID: id, Status: m.Status,
+		Want: fmt.Sprintf("it plays no game: its workflow %s has no game with parties to play", wf.Name),
+		Hint: "logist play is for the human players of a game"}
+}
+
 // waitingTurn is participant's view and its waiting turn, which the
 // controls act on: a job that does not wait for that participant's reply
 // is out of order.
 func (s *Steward) waitingTurn(tx *jobtx.Tx, id, participant string) (*deliberation.View, *history.Record, error) {
 	m := tx.M
+	if err := s.playsGame(id, m); err != nil {
+		return nil, nil, err
+	}
 	if err := awaitingReply(id, m); err != nil {
 		return nil, nil, err
 	}
