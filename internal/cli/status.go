@@ -155,6 +155,9 @@ func budgetText(m *manifest.Manifest, kind manifest.BudgetKind, used string) str
 		if b.Kind != kind {
 			continue
 		}
+		if kind == manifest.BudgetCost && manifest.CostUnbounded(b.Limit) {
+			return used + " (" + noCostLimit + ")"
+		}
 		limit := fmt.Sprintf("%.0f", b.Limit)
 		switch kind {
 		case manifest.BudgetCost:

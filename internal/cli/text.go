@@ -14,6 +14,10 @@ import (
 // dollars shows an amount in cents as dollars (usd).
 func dollars(cents float64) string { return usd(cents / 100) }
 
+// noCostLimit is what a cost budget past the largest Logist counts
+// (manifest.CostUnbounded) shows as.
+var noCostLimit = "no limit: the manifest's cost_threshold is past the largest budget Logist counts, " + dollars(manifest.MaxCostCents)
+
 // usd shows an amount of US dollars, the one way every printer does:
 // two decimals, and below ten cents as many more as its first two
 // significant digits need, so that a small cost never reads as $0.00

@@ -294,3 +294,29 @@ func mdUnescape(t *testing.T, row string, n int) []string {
 	}
 	return cells
 }
+
+// A cost budget past the largest Logist counts (manifest.CostUnbounded:
+// the engine runs the job with no limit) shows as no limit wherever logist
+// shows a budget, not as three hundred digits or an exponent; a large one
+// it counts still shows in dollars.
+func TestCostBudgetPastTheLargestShowsNoLimit(t *testing.T) {
+	t.Parallel()
+	jobs := filepath.Join(t.TempDir(), "jobs")
+	writeJob(t, jobs, "huge", jobJSON("PENDING", `"cost_threshold": 1e300`))
+	writeJob(t, jobs, "edge", jobJSON("PENDING", `"cost_threshold": 9e14`))
+	code, out, errOut := runMain(t, nil, "status", "huge", "--jobs-dir", jobs)
+	if code != 0 || !strings.Contains(out, "$0.00 (no limit: the manifest's cost_threshold is past the largest budget Logist counts, $9223372036854.78)") || strings.Contains(out, "0000000000") {
+		t.Fatalf("status exit %d:\n%s%s", code, out, errOut)
+	}
+	if _, out, _ = runMain(t, nil, "status", "edge", "--jobs-dir", jobs); !strings.Contains(out, "$0.00 of $9000000000000.00") {
+		t.Errorf("a budget Logist counts:\n%s", out)
+	}
+	huge := 1e300
+	v := jobView{Cost: 12, Budget: &huge}
+	if got := v.costText(); got != "$0.12/no limit" {
+		t.Errorf("watch's cost = %q", got)
+	}
+	if got := progressBar(12, &huge, 10); got != "" {
+		t.Errorf("watch's bar for no limit = %q, want none", got)
+	}
+}

@@ -76,10 +76,15 @@ func (v jobView) elapsedText(now time.Time) string {
 	return d.Round(time.Second).String()
 }
 
-// costText is "$0.40/$1.00", or "$0.40" without a budget.
+// costText is "$0.40/$1.00", or "$0.40" without a budget, "$0.40/no
+// limit" with one past what Logist counts.
 func (v jobView) costText() string {
 	s := dollars(v.Cost)
-	if v.Budget != nil {
+	switch {
+	case v.Budget == nil:
+	case manifest.CostUnbounded(*v.Budget):
+		s += "/no limit"
+	default:
 		s += "/" + dollars(*v.Budget)
 	}
 	return s
@@ -88,7 +93,7 @@ func (v jobView) costText() string {
 // progressBar is "[#####-----]" for the share of the budget spent, or ""
 // without a budget.
 func progressBar(cost float64, budget *float64, width int) string {
-	if budget == nil {
+	if budget == nil || manifest.CostUnbounded(*budget) {
 		return ""
 	}
 	filled := width

@@ -19,6 +19,7 @@ import (
 
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/jobview"
+	"github.com/logist/logist/internal/manifest"
 	"github.com/logist/logist/internal/textsafe"
 )
 
@@ -40,9 +41,17 @@ var pages = sync.OnceValue(func() map[string]*template.Template {
 		"line":  func(s string) string { return textsafe.Line(s) },
 		"usd":   func(v float64) string { return "$" + trimFloat(v, 4) },
 		"cents": func(v float64) string { return "$" + trimFloat(v/100, 2) },
-		"secs":  func(v float64) string { return trimFloat(v, 2) + " s" },
-		"ptr":   func(p *float64) float64 { return deref(p) },
-		"has":   func(list []string, s string) bool { return contains(list, s) },
+		// budget is a cost budget: "no limit" past the largest Logist
+		// counts (manifest.CostUnbounded), not its hundreds of digits.
+		"budget": func(v float64) string {
+			if manifest.CostUnbounded(v) {
+				return "no limit"
+			}
+			return "$" + trimFloat(v/100, 2)
+		},
+		"secs": func(v float64) string { return trimFloat(v, 2) + " s" },
+		"ptr":  func(p *float64) float64 { return deref(p) },
+		"has":  func(list []string, s string) bool { return contains(list, s) },
 		// actionKey is a new idempotency key for a form of a steward's
 		// action: a double submit of the form is one command.
 		"actionKey": func() string {

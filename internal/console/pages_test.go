@@ -373,3 +373,21 @@ func TestVerifyOpensSealedAnswers(t *testing.T) {
 		}
 	}
 }
+
+// A cost budget past the largest Logist counts shows as no limit on the
+// job's page and in the list, not as its three hundred digits.
+func TestPagesShowABudgetPastTheLargestAsNoLimit(t *testing.T) {
+	w := newWorld(t)
+	w.k.WriteJob("huge", map[string]any{"cost_threshold": 1e300})
+	cl := w.browser()
+	w.login(cl, viewerTok)
+	for _, c := range []struct{ path, want string }{
+		{"/jobs/huge", "$0.00 of no limit</dd>"},
+		{"/", "of no limit</td>"},
+	} {
+		code, page := get(t, cl, w.srv.URL+c.path)
+		if code != 200 || !strings.Contains(page, c.want) || strings.Contains(page, "0000000000") {
+			t.Errorf("%s (%d) lacks %q or shows the digits", c.path, code, c.want)
+		}
+	}
+}

@@ -279,6 +279,15 @@ func CentsToMicros(c float64) int64 {
 	return int64(m)
 }
 
+// CostUnbounded says whether a cost budget of cents is past the largest
+// one Logist counts (CentsToMicros saturates): no limit, which is what
+// the engine and the store make of it. Every reader that shows a budget
+// says so rather than print its three hundred digits.
+func CostUnbounded(cents float64) bool { return CentsToMicros(cents) == math.MaxInt64 }
+
+// MaxCostCents is the largest cost budget Logist counts, in cents.
+const MaxCostCents = float64(math.MaxInt64) / 1e4
+
 // TimeBudgetUnder returns the job's time budget under the defaults d, or
 // 0 when it has none.
 func (m *Manifest) TimeBudgetUnder(d *Budgets) time.Duration {
