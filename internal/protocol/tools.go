@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -159,8 +161,9 @@ func ExecuteAt(ctx context.Context, workspace, runDir string, in Intent, store S
 // RunDir is where the run of tool intent id of the job in jobDir keeps
 // what outlives a daemon while it runs: its sandboxed call (launcher,
 // sandbox pid, output) in requests/tool-HASH.call, beside the agents'
-// calls, and, uncontained, its process group in requests/tool-HASH.call.pids.
-// The name is a hash: intent ids are the Executor's.
+// calls, and, uncontained, its process group in requests/tool-HASH.call.pids;
+// its scratch home is beside them (toolHomePrefix). The name is a hash:
+// intent ids are the Executor's.
 func RunDir(jobDir, intentID string) string {
 	h := sha256Hex([]byte(intentID))
 	return filepath.Join(jobDir, "requests", "tool-"+h[:16]+".call")
@@ -220,8 +223,46 @@ func toolEnv(home string) []string {
 	return []string{"PATH=" + path, "HOME=" + home, "TMPDIR=" + home, "LANG=C.UTF-8"}
 }
 
+// toolHomePrefix names a tool run's scratch home (HOME and TMPDIR): in
+// the job's requests folder, beside the run's call folder (RunDir) and
+// outside the workspace, so nothing of it shows in the job's diffs or
+// evidence; in the temporary folder for a run given no run folder.
+const toolHomePrefix = "logist-tool-home-"
+
+// removeToolHomes removes the tool homes left in dir by runs a daemon
+// killed before they ended (best effort: one that cannot be removed is
+// tried again at the next run; it is the job's, in its folder).
+func removeToolHomes(dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if e.IsDir() && strings.HasPrefix(e.Name(), toolHomePrefix) {
+			removeToolHome(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// removeToolHome removes a tool run's home, whatever the run left in it:
+// a folder it made unwritable or unreadable (chmod 0) is opened up first,
+// as os.RemoveAll would fail on it. Links are removed, never followed.
+func removeToolHome(home string) {
+	if os.RemoveAll(home) == nil {
+		return
+	}
+	_ = filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700) // before WalkDir reads it
+		}
+		return nil
+	})
+	_ = os.RemoveAll(home)
+}
+
 // runCommand runs argv in dir as its own process group with the scrubbed
-// environment, a timeout and an output cap. It returns an error only when
+// environment, a timeout and an output cap, and a scratch home of its
+// own (toolHomePrefix) that goes with the run. It returns an error only when
 // ctx itself ended.
 func runCommand(ctx context.Context, dir, runDir string, argv []string, timeout time.Duration, limit int64) (out map[string]any, code int, errMsg string, err error) {
 	// A caller that has already stopped gets its error, never a run (a
@@ -229,21 +270,31 @@ func runCommand(ctx context.Context, dir, runDir string, argv []string, timeout 
 	if err := ctx.Err(); err != nil {
 		return nil, -1, "", err
 	}
-	home, err := os.MkdirTemp("", "logist-tool-home-")
-	if err != nil {
-		return nil, -1, "", err
-	}
-	defer os.RemoveAll(home) //nolint:errcheck // a scratch home in the temp folder
-	tctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	spec := agent.ProcSpec{Argv: argv, Dir: dir, Env: toolEnv(home), Limit: limit}
+	homeDir := "" // the temporary folder
 	if runDir != "" {
 		if err := StopRun(runDir); err != nil { // a stale one of the same intent
 			return nil, -1, "", err
 		}
-		if err := atomicfile.MkdirAll(filepath.Dir(runDir), 0o700); err != nil {
+		homeDir = filepath.Dir(runDir)
+		if err := atomicfile.MkdirAll(homeDir, 0o700); err != nil {
 			return nil, -1, "", err
 		}
+		// A daemon killed mid-run left its run's home behind: the job's
+		// tool runs are one at a time, so every home here is stale.
+		removeToolHomes(homeDir)
+	}
+	home, err := os.MkdirTemp(homeDir, toolHomePrefix)
+	if err != nil {
+		return nil, -1, "", err
+	}
+	defer removeToolHome(home) // after StopRun below: nothing of the run writes in it any more
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// Home is read-write inside a sandbox (a contained run sees only its
+	// workspace, its home and what it is granted), and HOME and TMPDIR
+	// name it there as outside.
+	spec := agent.ProcSpec{Argv: argv, Dir: dir, Env: toolEnv(home), Home: home, Limit: limit}
+	if runDir != "" {
 		spec.CallDir, spec.PidLog = runDir, runDir+pidsSuffix
 		// Its output is read below; the next run of the intent starts afresh.
 		defer func() {
