@@ -242,8 +242,8 @@ func TestGitRollbackMovesWithJob(t *testing.T) {
 
 // committingWorker is the worker of a git job that makes a commit of its
 // own: on its first call it commits mine.txt, creates a branch, stages a
-// new file and a change to README that it then changes again, and
-// answers STUCK; called again with mine.txt in its workspace, it writes
+// new file and a change to README that it then changes again, marks a
+// new file intent-to-add (git add -N), and answers STUCK; called again with mine.txt in its workspace, it writes
 // what `git log` of its HEAD shows into seen.txt, what `git status` and
 // `git diff --cached` show (before it writes anything) into status.txt
 // and cached.txt, and answers COMPLETED.
@@ -266,6 +266,8 @@ else
   echo "staged line" >> README
   g add staged.txt README
   echo "unstaged line" >> README
+  echo intent > intent.txt
+  g add -N intent.txt
   echo '{"action": "STUCK", "evidence_files": [], "summary_for_supervisor": "Which greeting?"}'
 fi`
 
@@ -274,8 +276,8 @@ fi`
 // and node B claims it. In file mode the repository stays as the worker
 // left it, so the resumed worker sees its commit in `git log`, and what
 // it staged still staged (git status and git diff --cached as it left
-// them), and so it does in cluster mode: the stop carries the
-// repository as it is then, its index too.
+// them, an intent-to-add entry too), and so it does in cluster mode: the
+// stop carries the repository as it is then, its index too.
 // A rollback to cp-start instead puts the branch back at the point's
 // commit, records the worker's commit as the one it leaves, and keeps
 // the discarded file as a rollback does.
@@ -317,8 +319,8 @@ func stoppedGitJob(t *testing.T, next string) {
 	// What the worker staged and did not commit, as it left it on A.
 	wsA := filepath.Join(a.Dir, id, jobstore.WorkspaceDir)
 	statusA, cachedA := git(t, wsA, "status", "--porcelain"), git(t, wsA, "diff", "--cached")
-	if !strings.Contains(statusA, "A  staged.txt") || !strings.Contains(statusA, "MM README") {
-		t.Fatalf("a's status %q, want staged.txt staged and README staged and changed again", statusA)
+	if !strings.Contains(statusA, "A  staged.txt") || !strings.Contains(statusA, "MM README") || !strings.Contains(statusA, " A intent.txt") {
+		t.Fatalf("a's status %q, want staged.txt staged, README staged and changed again, intent.txt intent-to-add", statusA)
 	}
 	if refs := git(t, wsA, "for-each-ref", gitws.ParkedIndexRef); refs != "" {
 		t.Errorf("the stop left %s in the worker's repository", refs)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -28,10 +30,126 @@ func Bundle(ctx context.Context, dir string) ([]byte, error) {
 // HEAD's tree: what the worker staged (git add) but did not commit. As git
 // stash records an index, the commit's tree is the index's (git
 // write-tree: every blob it names is in the bundle, and no node's stat
-// data is) and its parent HEAD. No repository an agent sees keeps the
+// data is) and its parent HEAD. No tree holds an intent-to-add entry
+// (git add -N: a path in the index with no content yet), so the commit's
+// message lists them (parkedMessage), and an index whose only change is
+// such entries is recorded too. No repository an agent sees keeps the
 // ref: BundleParked deletes it once the bundle is written, UnbundleHead
 // once the index is read back from it.
 const ParkedIndexRef = "refs/logist/parked-index"
+
+// The parked index's commit message: its subject, then trailers, one a
+// line: the format (parkedFormatKey; a commit without one is of format 1,
+// before intent-to-add entries were carried) and each intent-to-add path
+// (parkedITAKey), Go-quoted in ASCII (a path may hold a newline, or bytes
+// that are not UTF-8). A reader takes the lines it knows and ignores
+// the others, so a later format may add lines; a line it cannot read is
+// skipped (that path comes back untracked, as before format 2).
+const (
+	parkedSubject   = "logist: the index of a stopped worker"
+	parkedFormatKey = "Logist-Parked-Index-Format: "
+	parkedITAKey    = "Logist-Intent-To-Add: "
+	parkedFormat    = 2
+)
+
+// parkedMessage is the parked index's commit message for its intent-to-add
+// paths.
+func parkedMessage(ita []string) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n\n%s%d\n", parkedSubject, parkedFormatKey, parkedFormat)
+	for _, p := range ita {
+		b.WriteString(parkedITAKey + strconv.QuoteToASCII(p) + "\n")
+	}
+	return []byte(b.String())
+}
+
+// parkedITA reads the intent-to-add paths from the raw commit object
+// (git cat-file commit) of a parked index: none from a format-1 one.
+// Only a path that names a file inside the repository is taken.
+func parkedITA(raw []byte) []string {
+	_, msg, ok := bytes.Cut(raw, []byte("\n\n"))
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(string(msg), "\n") {
+		q, ok := strings.CutPrefix(l, parkedITAKey)
+		if !ok {
+			continue
+		}
+		p, err := strconv.Unquote(q)
+		if err != nil || !repoPath(p) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// repoPath says whether p is a path git's index may hold: relative,
+// slash-separated, no empty, "." or ".." component, nothing in .git.
+func repoPath(p string) bool {
+	if p == "" || strings.ContainsRune(p, 0) {
+		return false
+	}
+	for _, c := range strings.Split(p, "/") {
+		if c == "" || c == "." || c == ".." || strings.EqualFold(c, ".git") {
+			return false
+		}
+	}
+	return true
+}
+
+// intentToAdd lists the intent-to-add entries of the index withIdx
+// reads, tree being what git write-tree made of it: the paths of the
+// index no tree holds (write-tree leaves out those entries, and only
+// those once unmerged ones are refused).
+func intentToAdd(ctx context.Context, c, withIdx cmd, tree string) ([]string, error) {
+	inIndex, err := withIdx.run(ctx, "ls-files", "-z", "--full-name")
+	if err != nil {
+		return nil, err
+	}
+	inTree, err := c.run(ctx, "ls-tree", "-r", "-z", "--full-tree", "--name-only", tree)
+	if err != nil {
+		return nil, err
+	}
+	held := map[string]bool{}
+	for _, p := range strings.Split(string(inTree), "\x00") {
+		held[p] = true
+	}
+	var out []string
+	for _, p := range strings.Split(string(inIndex), "\x00") {
+		if p != "" && !held[p] {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// addIntentToAdd makes paths intent-to-add entries of the index of
+// repository c (git add -N), as a parked index lists them: those whose
+// file is in the workspace (git add -N needs one; a worker may have
+// removed it since). A path git refuses (beyond a link, say) is left out,
+// the others added.
+func addIntentToAdd(ctx context.Context, c cmd, paths []string) {
+	var present []string
+	for _, p := range paths {
+		if fi, err := os.Lstat(filepath.Join(c.dir, filepath.FromSlash(p))); err == nil && !fi.IsDir() {
+			present = append(present, p)
+		}
+	}
+	add := func(ps []string) error {
+		a := cmd{dir: c.dir, env: append(slices.Clone(c.env), "GIT_LITERAL_PATHSPECS=1"), stdin: []byte(strings.Join(ps, "\x00"))}
+		_, err := a.run(ctx, "add", "--intent-to-add", "--force", "--pathspec-from-file=-", "--pathspec-file-nul")
+		return err
+	}
+	if len(present) == 0 || add(present) == nil {
+		return
+	}
+	for _, p := range present { // all or nothing: one at a time
+		_ = add([]string{p})
+	}
+}
 
 // BundleParked is Bundle of the repository of the workspace dir as a
 // stopped worker leaves it, its index too (ParkedIndexRef), so that
@@ -92,14 +210,18 @@ func parkIndex(ctx context.Context, c cmd, gd string) (string, error) {
 	if err != nil {
 		return notKept + err.Error(), nil
 	}
-	if strings.TrimSpace(string(headTree)) == tree {
+	ita, err := intentToAdd(ctx, c, withIdx, tree)
+	if err != nil {
+		return notKept + err.Error(), nil
+	}
+	if strings.TrimSpace(string(headTree)) == tree && len(ita) == 0 {
 		return "", nil // nothing staged
 	}
-	args := []string{"commit-tree", tree, "-m", "logist: the index of a stopped worker"}
+	args := []string{"commit-tree", tree, "-F", "-"}
 	if parent != "" {
 		args = append(args, "-p", parent)
 	}
-	out, err = c.run(ctx, args...)
+	out, err = (cmd{dir: c.dir, env: c.env, stdin: parkedMessage(ita)}).run(ctx, args...)
 	if err == nil {
 		_, err = c.run(ctx, "update-ref", ParkedIndexRef, strings.TrimSpace(string(out)))
 	}
@@ -154,7 +276,8 @@ func Head(ctx context.Context, dir string) (string, error) {
 // recovery point holds them (its snapshot: no .git), the repository
 // bundle holds again: its refs fetched, HEAD on branch at the branch's
 // tip, the index at HEAD (the files are left as they are), or what the
-// bundle's ParkedIndexRef records. A dir that
+// bundle's ParkedIndexRef records (its intent-to-add entries too, for
+// the files the workspace holds). A dir that
 // already has a .git is refused.
 func Unbundle(ctx context.Context, dir string, bundle []byte, branch string) error {
 	return UnbundleHead(ctx, dir, bundle, "refs/heads/"+branch)
@@ -222,6 +345,11 @@ func UnbundleHead(ctx context.Context, dir string, bundle []byte, head string) e
 		return err
 	}
 	if staged != "" {
+		raw, err := c.run(ctx, "cat-file", "commit", ParkedIndexRef)
+		if err != nil {
+			return err
+		}
+		addIntentToAdd(ctx, c, parkedITA(raw))
 		// Read back: no agent sees the ref.
 		if _, err := c.run(ctx, "update-ref", "-d", ParkedIndexRef); err != nil {
 			return err

@@ -190,6 +190,87 @@ func TestUnbundleParkedKeepsTheIndex(t *testing.T) {
 			t.Errorf("staged %q, changed %q: want README.md changed, nothing staged", c, w)
 		}
 	})
+	// Intent-to-add entries (git add -N), which no tree holds, come back
+	// as such: alone (the index's tree is HEAD's), or beside staged
+	// changes; an ignored file's and an odd name's too. One whose file
+	// the worker removed since cannot be added again (git add -N needs
+	// the file): it alone is left out.
+	status := func(t *testing.T, dir string) string {
+		t.Helper()
+		return testkit.Git(t, dir, "status", "--porcelain", "--no-renames")
+	}
+	t.Run("intent to add alone", func(t *testing.T) {
+		t.Parallel()
+		ws, _ := prepare(t, repo, "main")
+		write(t, ws, "new.txt", "new\n")
+		testkit.Git(t, ws, "add", "-N", "new.txt")
+		if st := status(t, ws); st != "A new.txt" { // testkit trims the line's lead
+			t.Fatalf("status %q, want new.txt intent-to-add", st)
+		}
+		dst := moved(t, ws, false)
+		if got, want := status(t, dst), status(t, ws); got != want {
+			t.Errorf("status %q, want the worker's %q", got, want)
+		}
+	})
+	t.Run("intent to add", func(t *testing.T) {
+		t.Parallel()
+		ws, _ := prepare(t, repo, "main")
+		write(t, ws, "staged.txt", "staged\n")
+		testkit.Git(t, ws, "add", "staged.txt")
+		write(t, ws, ".gitignore", "*.log\n")
+		for _, f := range []string{"new.txt", "dir/deep.txt", "odd\nname \"q\".txt", "caf\xe9.txt", "ignored.log", "gone.txt"} {
+			write(t, ws, f, "content of "+f+"\n")
+		}
+		testkit.Git(t, ws, "add", "-N", "new.txt", "dir/deep.txt", "odd\nname \"q\".txt", "caf\xe9.txt", "gone.txt")
+		testkit.Git(t, ws, "add", "-N", "-f", "ignored.log")
+		if err := os.Remove(filepath.Join(ws, "gone.txt")); err != nil {
+			t.Fatal(err)
+		}
+		dst := moved(t, ws, false)
+		var want []string
+		for _, l := range strings.Split(status(t, ws), "\n") {
+			if !strings.Contains(l, "gone.txt") {
+				want = append(want, l)
+			}
+		}
+		if got := status(t, dst); got != strings.Join(want, "\n") {
+			t.Errorf("status\n%s\nwant the worker's, gone.txt left out\n%s", got, strings.Join(want, "\n"))
+		}
+		if got, want := testkit.Git(t, dst, "diff", "--cached"), testkit.Git(t, ws, "diff", "--cached"); got != want {
+			t.Errorf("git diff --cached:\n%s\nwant the worker's\n%s", got, want)
+		}
+	})
+	// A parked index of format 1 (no intent-to-add lines: a bundle from
+	// before they were carried) still comes back, staged.
+	t.Run("format 1", func(t *testing.T) {
+		t.Parallel()
+		ws, _ := prepare(t, repo, "main")
+		write(t, ws, "staged.txt", "staged\n")
+		testkit.Git(t, ws, "add", "staged.txt")
+		tree := testkit.Git(t, ws, "write-tree")
+		c := testkit.Git(t, ws, "-c", "user.name=a", "-c", "user.email=a@example.com",
+			"commit-tree", tree, "-p", "HEAD", "-m", "logist: the index of a stopped worker")
+		testkit.Git(t, ws, "update-ref", gitws.ParkedIndexRef, c)
+		p := filepath.Join(t.TempDir(), "b")
+		testkit.Git(t, ws, "bundle", "create", "--quiet", p, "--all")
+		testkit.Git(t, ws, "update-ref", "-d", gitws.ParkedIndexRef)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, err := gitws.Head(ctx, ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := copyFiles(t, ws)
+		if err := gitws.UnbundleHead(ctx, dst, b, head); err != nil {
+			t.Fatal(err)
+		}
+		noRef(t, dst)
+		if got, want := status(t, dst), status(t, ws); got != want {
+			t.Errorf("status %q, want the worker's %q", got, want)
+		}
+	})
 	t.Run("conflict", func(t *testing.T) {
 		t.Parallel()
 		ws, _ := prepare(t, repo, "main")
