@@ -70,6 +70,41 @@ func Remake(ctx context.Context, dir, repo, commit, branch string) (*Remade, err
 	return r, nil
 }
 
+// KeepAbandoned keeps, in the remade repository, commit of the
+// workspace's lost one (the tip of its job branch, which the rollback
+// leaves: a repository made again without the job's commits may have
+// one) under AbandonedRef(commandID), as KeepAbandoned does in a
+// repository that is not lost: its objects are fetched from the lost
+// repository, vetted first as every workspace's is, before Install
+// removes it. A lost repository without the commit, or one the vet
+// refuses, keeps nothing: the error says why.
+func (r *Remade) KeepAbandoned(ctx context.Context, commandID, commit string) error {
+	ref := AbandonedRef(commandID)
+	c := cmd{dir: r.tmp}
+	if _, err := c.run(ctx, "check-ref-format", ref); err != nil {
+		return fmt.Errorf("command id %q makes no ref name: %w", commandID, err)
+	}
+	if !commitID(commit) {
+		return fmt.Errorf("%q is not a commit's name", commit)
+	}
+	if _, _, err := workspace(ctx, r.dir); err != nil {
+		return err
+	}
+	lost, err := filepath.Abs(r.dir) // git runs in the clone
+	if err != nil {
+		return err
+	}
+	// Only the commit and what it reaches; none of the lost repository's
+	// refs or tags, and no FETCH_HEAD.
+	if _, err := c.run(ctx, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--end-of-options", lost, commit+":"+ref); err != nil {
+		return err
+	}
+	if got, err := line(ctx, r.tmp, "rev-parse", "--verify", ref+"^{commit}"); err != nil || got != commit {
+		return fmt.Errorf("%s is at %q, not %s (%v)", ref, got, commit, err)
+	}
+	return nil
+}
+
 // Install puts the remade repository in the workspace's place (whatever
 // .git is there, folder, link or file, is removed; nothing is followed)
 // and its index at the base: the workspace's files are the base's by then

@@ -128,3 +128,60 @@ func TestRemakeALostRepository(t *testing.T) {
 		}
 	})
 }
+
+// A repository made again on the job branch still has a tip the rollback
+// leaves: KeepAbandoned carries it (and what it reaches, nothing else of
+// the lost repository) into the remade one under its ref, which Install
+// keeps. One whose repository the agent made unsafe since keeps nothing,
+// and says why.
+func TestRemadeKeepsTheAbandonedCommit(t *testing.T) {
+	t.Parallel()
+	repo := testkit.GitRepo(t)
+	lose := func(t *testing.T) (ws, mine string, r *gitws.Remade) {
+		t.Helper()
+		ws, base := prepare(t, repo, "main")
+		if err := os.RemoveAll(filepath.Join(ws, ".git")); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Git(t, ws, "init", "-q", "-b", "logist/job-1")
+		testkit.Git(t, ws, "add", "-A")
+		testkit.Git(t, ws, "-c", "user.name=a", "-c", "user.email=a@example.com", "commit", "-qm", "mine")
+		testkit.Git(t, ws, "tag", "agents-tag")
+		mine = testkit.Git(t, ws, "rev-parse", "HEAD")
+		r, err := gitws.Remake(ctx, ws, repo, base.Commit, "logist/job-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Discard)
+		return ws, mine, r
+	}
+	t.Run("kept", func(t *testing.T) {
+		t.Parallel()
+		ws, mine, r := lose(t)
+		if err := r.KeepAbandoned(ctx, "no ref..name", mine); err == nil {
+			t.Error("a command id that makes no ref name was taken")
+		}
+		if err := r.KeepAbandoned(ctx, "cmd-1", mine); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Install(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ref := gitws.AbandonedRef("cmd-1")
+		if got := testkit.Git(t, ws, "rev-parse", ref); got != mine {
+			t.Errorf("%s at %s, want the lost repository's %s", ref, got, mine)
+		}
+		if got := testkit.Git(t, ws, "for-each-ref", "--format=%(refname)", "--points-at", mine); got != ref {
+			t.Errorf("refs at the kept commit %q, want only %s", got, ref)
+		}
+	})
+	t.Run("unsafe", func(t *testing.T) {
+		t.Parallel()
+		ws, mine, r := lose(t)
+		testkit.Git(t, ws, "config", "filter.x.clean", "cat")
+		var unsafe *gitws.UnsafeRepoError
+		if err := r.KeepAbandoned(ctx, "cmd-1", mine); !errors.As(err, &unsafe) {
+			t.Fatalf("KeepAbandoned from an unsafe repository: %v", err)
+		}
+	})
+}

@@ -3,7 +3,6 @@ package steward_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -268,10 +267,15 @@ func TestRollbackAfterTheAgentRewroteTheBranch(t *testing.T) {
 // again from the job's source, the job branch at the base, the files the
 // base's, and records where it came from. The job then runs to SUCCESS
 // with its work on the branch, and its history verifies.
+// The commit the rollback leaves is kept when there is one: a repository
+// made again on the job branch has its tip, which moves into the remade
+// repository under its ref (git_abandoned, git_abandoned_ref); a
+// repository removed, or made again without the job branch, has none,
+// and the record says so (git_abandoned_not_kept) rather than nothing.
 func TestRollbackRemakesALostRepository(t *testing.T) {
 	t.Parallel()
-	for _, again := range []bool{false, true} {
-		t.Run(fmt.Sprintf("made again %v", again), func(t *testing.T) {
+	for _, again := range []string{"removed", "made again", "made again on the job branch"} {
+		t.Run(again, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
 			key := f.Sign()
@@ -279,10 +283,15 @@ func TestRollbackRemakesALostRepository(t *testing.T) {
 			if err := os.RemoveAll(filepath.Join(ws, ".git")); err != nil {
 				t.Fatal(err)
 			}
-			if again {
+			mine := ""
+			if again != "removed" {
 				testkit.Git(t, ws, "init", "-q")
+				if again == "made again on the job branch" {
+					testkit.Git(t, ws, "checkout", "-q", "-b", "logist/j")
+				}
 				testkit.Git(t, ws, "add", "-A")
 				testkit.Git(t, ws, "commit", "-qm", "mine")
+				mine = testkit.Git(t, ws, "rev-parse", "HEAD")
 			}
 			before := f.snapshot("j")
 			_, _, err := f.St.Rollback("j", "cp-0001-work", steward.RollbackOptions{Reason: "back"})
@@ -305,8 +314,30 @@ func TestRollbackRemakesALostRepository(t *testing.T) {
 				t.Errorf("the workspace differs from the base:\n%s", st)
 			}
 			rb := testkit.OfType(f.Records("j"), history.TypeSteward)
-			if ch := rb[len(rb)-1].Steward.Changes; ch["git_remade_from"] == nil || ch["git_commit"] != base {
+			cmd := rb[len(rb)-1].Steward
+			ch := cmd.Changes
+			if ch["git_remade_from"] == nil || ch["git_commit"] != base {
 				t.Errorf("the rollback's changes: %v", ch)
+			}
+			if again == "made again on the job branch" {
+				ref := gitws.AbandonedRef(cmd.CommandID)
+				if ch["git_abandoned"] != mine || ch["git_abandoned_ref"] != ref || ch["git_abandoned_not_kept"] != nil {
+					t.Errorf("the rollback's changes %v, want git_abandoned %s kept by %s", ch, mine, ref)
+				}
+				if got := testkit.Git(t, ws, "rev-parse", ref); got != mine {
+					t.Errorf("%s at %s in the remade repository, want the lost one's %s", ref, got, mine)
+				}
+				if got := testkit.Git(t, ws, "for-each-ref", "--format=%(refname)", "--points-at", mine); got != ref {
+					t.Errorf("refs at the lost repository's commit %q, want only %s: none of the lost one's came along", got, ref)
+				}
+			} else {
+				why, _ := ch["git_abandoned_not_kept"].(string)
+				if ch["git_abandoned"] != nil || ch["git_abandoned_ref"] != nil || !strings.Contains(why, "was lost") {
+					t.Errorf("the rollback's changes %v, want no abandoned commit and git_abandoned_not_kept saying why", ch)
+				}
+				if refs := testkit.Git(t, ws, "for-each-ref", gitws.AbandonedRefs); refs != "" {
+					t.Errorf("the remade repository has %s", refs)
+				}
 			}
 			f.Run("j")
 			if m := f.Load("j"); m.Status != lifecycle.Success {

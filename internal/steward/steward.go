@@ -390,7 +390,7 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 	if err := point.Restorable(); err != nil {
 		return nil, nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: err.Error()}
 	}
-	remade, err := s.gitBack(tx, cp, point)
+	remade, lost, err := s.gitBack(tx, cp, point)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -414,8 +414,22 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 		}
 	}
 	rec := s.command(tx, history.CommandRollback, o.Guidance, o.Reason, changes)
-	if abandoned != "" && remade == nil {
+	switch {
+	case abandoned != "" && remade == nil:
 		changes["git_abandoned_ref"] = gitws.AbandonedRef(rec.Steward.CommandID)
+	case abandoned != "":
+		// A repository made again without the job's commits may still
+		// have a job branch: its tip moves into the remade repository
+		// under its ref, before the lost one goes (Install).
+		if err := remade.KeepAbandoned(context.Background(), rec.Steward.CommandID, abandoned); err != nil {
+			changes["git_abandoned_not_kept"] = fmt.Sprintf("the commit the rollback leaves (%s), in the lost repository, could not be kept: %v", abandoned, err)
+		} else {
+			changes["git_abandoned_ref"] = gitws.AbandonedRef(rec.Steward.CommandID)
+		}
+	case remade != nil:
+		// The job's commits went with the repository: nothing is left
+		// to keep, and the record says so rather than naming nothing.
+		changes["git_abandoned_not_kept"] = fmt.Sprintf("the workspace's repository was lost (%s) and has no job branch: no commit the rollback leaves is left to keep", lost)
 	}
 	keepDiscarded(tx, rec.Steward.CommandID, changes)
 	// The job's current checkpoint is now cp (history.Record.Checkpoint):
@@ -503,33 +517,33 @@ func keepDiscarded(tx *jobtx.Tx, commandID string, changes map[string]any) {
 // that is lost (gitws.Lost: no .git of its own, or one without the
 // commit) is made again from the job's source when the point is where
 // the job began (cp-start names the source): the clone is returned, to
-// be installed once the files are back. Otherwise the rollback is
-// refused, and nothing has changed.
-func (s *Steward) gitBack(tx *jobtx.Tx, cp string, point *history.RecoveryPoint) (*gitws.Remade, error) {
+// be installed once the files are back, with how the repository was lost.
+// Otherwise the rollback is refused, and nothing has changed.
+func (s *Steward) gitBack(tx *jobtx.Tx, cp string, point *history.RecoveryPoint) (remade *gitws.Remade, lost string, err error) {
 	g := point.Git
 	if g == nil {
-		return nil, nil
+		return nil, "", nil
 	}
 	ctx, ws := context.Background(), tx.Store().Workspace(tx.ID)
-	err := gitws.Restorable(ctx, ws, g.Branch, g.Commit)
+	err = gitws.Restorable(ctx, ws, g.Branch, g.Commit)
 	if err == nil {
-		return nil, nil
+		return nil, "", nil
 	}
 	refuse := func(err error, hint string) error {
 		return &jobtx.OutOfOrderError{ID: tx.ID, Status: tx.M.Status, Hint: hint,
 			Want: fmt.Sprintf("its job branch cannot go back to %s's commit: %v; nothing was changed", cp, err)}
 	}
 	if !gitws.Lost(err) {
-		return nil, refuse(err, "")
+		return nil, "", refuse(err, "")
 	}
 	if g.Repo == "" {
-		return nil, refuse(err, "logist rollback "+tx.ID+" --to cp-start makes the repository again from the job's source, at its base")
+		return nil, "", refuse(err, "logist rollback "+tx.ID+" --to cp-start makes the repository again from the job's source, at its base")
 	}
 	r, rerr := gitws.Remake(ctx, ws, g.Repo, g.Commit, g.Branch)
 	if rerr != nil {
-		return nil, refuse(fmt.Errorf("%v, and it cannot be made again from the source: %w", err, rerr), "")
+		return nil, "", refuse(fmt.Errorf("%v, and it cannot be made again from the source: %w", err, rerr), "")
 	}
-	return r, nil
+	return r, err.Error(), nil
 }
 
 // Activate moves a DRAFT job to PENDING.
