@@ -7,6 +7,7 @@ package config
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -115,9 +116,9 @@ func readFile(file string, flags *pflag.FlagSet, skipped map[string]bool) (map[s
 			unknown = append(unknown, k)
 			continue
 		}
-		var s string
-		if json.Unmarshal(v, &s) != nil {
-			s = strings.TrimSpace(string(v)) // a number or a boolean
+		s, err := flagText(flags.Lookup(name), v)
+		if err != nil {
+			return nil, fmt.Errorf("config file %s: %s: %w", file, k, err)
 		}
 		out[name] = s
 	}
@@ -126,6 +127,31 @@ func readFile(file string, flags *pflag.FlagSet, skipped map[string]bool) (map[s
 		return nil, fmt.Errorf("config file %s: unknown setting(s) %s", file, strings.Join(unknown, ", "))
 	}
 	return out, nil
+}
+
+// flagText is a config file's value as its flag's command-line text: a
+// string as it is, a number or a boolean as written, and a list of
+// strings (a list flag's: "console_disable": ["rollback", "play"]) as
+// its items comma-separated, as the flag and its variable take them.
+func flagText(f *pflag.Flag, v json.RawMessage) (string, error) {
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s, nil
+	}
+	var list []string
+	if json.Unmarshal(v, &list) != nil {
+		return strings.TrimSpace(string(v)), nil // a number or a boolean
+	}
+	if _, ok := f.Value.(pflag.SliceValue); !ok {
+		return "", fmt.Errorf("a list, but --%s takes one value", f.Name)
+	}
+	var b strings.Builder
+	w := csv.NewWriter(&b) // pflag reads a list flag's value as CSV
+	if err := w.Write(list); err != nil {
+		return "", err
+	}
+	w.Flush()
+	return strings.TrimSuffix(b.String(), "\n"), w.Error()
 }
 
 // decodeObject reads b as one JSON object: a key given twice, anything

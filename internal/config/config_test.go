@@ -63,6 +63,7 @@ func TestBadFilesAreClearErrors(t *testing.T) {
 		"eof":      {`{"max_parallel": 8`, "unexpected end of the file"},
 		"type":     {`{"max_parallel": "lots"}`, "max_parallel"},
 		"config":   {`{"config": "x"}`, "unknown setting(s) config"},
+		"list":     {`{"grace": ["5s"]}`, "grace: a list, but --grace takes one value"},
 	} {
 		file := filepath.Join(dir, name+".json")
 		if err := os.WriteFile(file, []byte(c.body), 0o600); err != nil {
@@ -123,5 +124,32 @@ func TestRedactedURLPassword(t *testing.T) {
 	env["LOGISTD_DATABASE_URL"] = "postgres://env/db"
 	if got := DatabaseURL(func(k string) string { return env[k] }); got != "postgres://env/db" {
 		t.Fatalf("from the environment: %q", got)
+	}
+}
+
+// A list setting is a JSON list in the config file, as it is a
+// comma-separated list on the command line and in its variable.
+func TestListSettingFromFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for body, want := range map[string][]string{
+		`{"console_disable": ["rollback", "play"]}`: {"rollback", "play"},
+		`{"console_disable": "rollback,play"}`:      {"rollback", "play"},
+		`{"console_disable": ["a,b"]}`:              {"a,b"},
+		`{"console_disable": []}`:                   {},
+	} {
+		file := filepath.Join(dir, "c.json")
+		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+		got := fs.StringSlice("console-disable", nil, "")
+		if _, err := Apply(fs, file, func(string) string { return "" }); err != nil {
+			t.Errorf("%s: %v", body, err)
+			continue
+		}
+		if strings.Join(*got, "|") != strings.Join(want, "|") {
+			t.Errorf("%s: console-disable %q, want %q", body, *got, want)
+		}
 	}
 }
