@@ -23,7 +23,7 @@ func clusterConsole(ctx context.Context, o Options, store *pgstore.Store, logger
 		logger.Info("console not served: " + err.Error())
 		return nil, nil
 	}
-	if err := console.CheckDisabled(co.Disable); err != nil {
+	if err := o.checkListen(); err != nil {
 		return nil, err
 	}
 	tokens, generated, err := console.LoadTokens(o.JobsDir, co.TokenFile, co.ViewerTokenFile)

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/logist/logist/internal/agent"
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/config"
+	"github.com/logist/logist/internal/console"
 	"github.com/logist/logist/internal/history"
 	"github.com/logist/logist/internal/joblog"
 	"github.com/logist/logist/internal/manifest"
@@ -199,6 +201,9 @@ func (o *Options) settle(sources map[string]config.Source, stderr io.Writer, pri
 	if _, err := sandbox.ParseLayer(o.Sandbox); err != nil {
 		return nil, nil, fmt.Errorf("--%v", err)
 	}
+	if err := o.checkListen(); err != nil {
+		return nil, nil, err
+	}
 	if prices == "" {
 		return logger, nil, nil
 	}
@@ -278,4 +283,45 @@ func (o *Options) check(sources map[string]config.Source) error {
 		errs = append(errs, bad("lease", "must be at least "+minLease.String()))
 	}
 	return errors.Join(errs...)
+}
+
+// checkListen is the one check of --listen's console settings, made by
+// settle (so --print-config refuses what a start would) and by the
+// server itself: TLS's certificate and key together and readable, a
+// loopback address unless TLS or --insecure-listen, --console-disable
+// naming console actions, and the token files given readable and fit.
+// A cluster node serves no TLS and leaves its console out on another
+// address instead of refusing to start (clusterConsole); a console it
+// serves is checked for the rest.
+func (o *Options) checkListen() error {
+	if o.Listen == "" {
+		return nil
+	}
+	co := o.Console
+	if o.DatabaseURL != "" {
+		if console.CheckListen(o.Listen, false, co.InsecureListen) != nil {
+			return nil // no console served: nothing more to check
+		}
+	} else {
+		useTLS := co.TLSCert != "" || co.TLSKey != ""
+		if useTLS {
+			if co.TLSCert == "" || co.TLSKey == "" {
+				return errors.New("--tls-cert and --tls-key go together")
+			}
+			if _, err := tls.LoadX509KeyPair(co.TLSCert, co.TLSKey); err != nil {
+				return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+			}
+		}
+		if err := console.CheckListen(o.Listen, useTLS, co.InsecureListen); err != nil {
+			return err
+		}
+	}
+	if err := console.CheckDisabled(co.Disable); err != nil {
+		return err
+	}
+	if co.TokenFile == "" && co.ViewerTokenFile == "" {
+		return nil // the server makes JOBS/.logist/console-token
+	}
+	_, _, err := console.LoadTokens(o.JobsDir, co.TokenFile, co.ViewerTokenFile)
+	return err
 }

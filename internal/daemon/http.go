@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -23,18 +22,7 @@ import (
 func (d *Daemon) serve(addr string, reg *prometheus.Registry, st *steward.Steward) (*http.Server, error) {
 	co := d.opts.Console
 	useTLS := co.TLSCert != "" || co.TLSKey != ""
-	if useTLS {
-		if co.TLSCert == "" || co.TLSKey == "" {
-			return nil, errors.New("--tls-cert and --tls-key go together")
-		}
-		if _, err := tls.LoadX509KeyPair(co.TLSCert, co.TLSKey); err != nil {
-			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
-		}
-	}
-	if err := console.CheckListen(addr, useTLS, co.InsecureListen); err != nil {
-		return nil, err
-	}
-	if err := console.CheckDisabled(co.Disable); err != nil {
+	if err := d.opts.checkListen(); err != nil {
 		return nil, err
 	}
 	tokens, generated, err := console.LoadTokens(d.store.Dir, co.TokenFile, co.ViewerTokenFile)
