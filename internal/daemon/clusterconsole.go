@@ -31,7 +31,7 @@ func clusterConsole(ctx context.Context, o Options, store *pgstore.Store, logger
 		return nil, err
 	}
 	if generated != "" {
-		logger.Info("console steward token generated; log in with the token this file holds", "token_file", generated)
+		logger.Info(tokenFileLine, "token_file", generated)
 	}
 	key, err := signing.LoadOrCreate(o.JobsDir) // the node's key, registered by its Start
 	if err != nil {

@@ -17,6 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
+// tokenFileLine logs the console token file logistd keeps when no token
+// file is given: made at the first start, read at the next ones.
+const tokenFileLine = "console steward token: log in with the token this file holds (made once, kept across restarts)"
+
 // serve answers on addr: /metrics, /healthz, /readyz, with --pprof
 // /debug/pprof/, and the steward console at / and /api/v1/.
 func (d *Daemon) serve(addr string, reg *prometheus.Registry, st *steward.Steward) (*http.Server, error) {
@@ -30,7 +34,7 @@ func (d *Daemon) serve(addr string, reg *prometheus.Registry, st *steward.Stewar
 		return nil, err
 	}
 	if generated != "" {
-		d.log.Info("console steward token generated; log in with the token this file holds", "token_file", generated)
+		d.log.Info(tokenFileLine, "token_file", generated)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
