@@ -192,9 +192,6 @@ func (o *Options) settle(sources map[string]config.Source, stderr io.Writer, pri
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := o.Budgets.Check(); err != nil {
-		return nil, nil, err
-	}
 	if err := o.check(sources); err != nil {
 		return nil, nil, err
 	}
@@ -254,6 +251,13 @@ const minOutputCeiling = 1024
 // of it, and a renewal is a database round trip that must fit.
 const minLease = time.Second
 
+// budgetFlags are the flags of the default budgets, by manifest key.
+var budgetFlags = map[string]string{
+	"cost_threshold":         "default-cost-threshold",
+	"time_threshold_minutes": "default-time-threshold-minutes",
+	"limits.max_agent_calls": "default-max-agent-calls",
+}
+
 // check is the one rule for logistd's settings that pflag's types do not
 // hold: each refused value is named with where it came from (sources:
 // a flag, the environment or the config file) and why.
@@ -281,6 +285,12 @@ func (o *Options) check(sources map[string]config.Source) error {
 	}
 	if o.DatabaseURL != "" && o.Lease < minLease {
 		errs = append(errs, bad("lease", "must be at least "+minLease.String()))
+	}
+	var budget *manifest.DefaultError
+	if err := o.Budgets.Check(); errors.As(err, &budget) {
+		errs = append(errs, bad(budgetFlags[budget.Key], budget.Why))
+	} else if err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -24,6 +24,8 @@ func TestPrintConfigRefusesWhatAStartRefuses(t *testing.T) {
 		{`{"max_parallel": 0}`, "--max-parallel 0 (config FILE): must be at least 1"},
 		{`{"grace": "-1s"}`, "--grace -1s (config FILE): must not be negative"},
 		{`{"log_level": "verbose"}`, `--log-level "verbose": use debug, info, warn or error`},
+		{`{"default_max_agent_calls": 0}`, "--default-max-agent-calls 0 (config FILE): must be at least 1"},
+		{`{"default_cost_threshold": -1}`, "--default-cost-threshold -1 (config FILE): must be a finite number of cents, more than 0"},
 		// The console's settings, checked when --listen serves it.
 		{`{"listen": "0.0.0.0:9464"}`, "--listen 0.0.0.0:9464 is not a loopback address"},
 		{`{"listen": "127.0.0.1:0", "tls_cert": "c.pem"}`, "--tls-cert and --tls-key go together"},

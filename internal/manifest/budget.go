@@ -40,17 +40,26 @@ func DefaultBudgets() Budgets {
 }
 
 // Check says what is wrong with a set of defaults: each must be a finite
-// positive limit (a default cannot turn a budget off).
+// positive limit (a default cannot turn a budget off). The error is a
+// *DefaultError, naming the budget by its manifest key.
 func (d Budgets) Check() error {
 	switch {
 	case d.CostThreshold != nil && !(*d.CostThreshold > 0 && *d.CostThreshold <= math.MaxFloat64):
-		return fmt.Errorf("default cost threshold %g: must be a finite number of cents, more than 0", *d.CostThreshold)
+		return &DefaultError{"cost_threshold", fmt.Sprint(*d.CostThreshold), "must be a finite number of cents, more than 0"}
 	case d.TimeThresholdMinutes != nil && !(*d.TimeThresholdMinutes > 0 && *d.TimeThresholdMinutes <= math.MaxFloat64):
-		return fmt.Errorf("default time threshold %g: must be a finite number of minutes, more than 0", *d.TimeThresholdMinutes)
+		return &DefaultError{"time_threshold_minutes", fmt.Sprint(*d.TimeThresholdMinutes), "must be a finite number of minutes, more than 0"}
 	case d.MaxAgentCalls != nil && *d.MaxAgentCalls < 1:
-		return fmt.Errorf("default max agent calls %d: must be at least 1", *d.MaxAgentCalls)
+		return &DefaultError{"limits.max_agent_calls", fmt.Sprint(*d.MaxAgentCalls), "must be at least 1"}
 	}
 	return nil
+}
+
+// DefaultError is a default budget Check refuses: Key is the budget's
+// manifest key, for the caller to name the setting it came from.
+type DefaultError struct{ Key, Value, Why string }
+
+func (e *DefaultError) Error() string {
+	return fmt.Sprintf("default %s %s: %s", e.Key, e.Value, e.Why)
 }
 
 // BudgetKind names a budget.
