@@ -199,7 +199,7 @@ func (f *Follower) waitEvent(ctx context.Context, w *fsnotify.Watcher, wake []st
 // readIndexFile returns the archive index's content ("" if there is none):
 // a rotation always rewrites it.
 func (f *Follower) readIndexFile() (string, error) {
-	b, err := os.ReadFile(filepath.Join(f.dir, IndexFile))
+	b, err := readOwn(filepath.Join(f.dir, IndexFile), -1)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
@@ -220,7 +220,7 @@ func (f *Follower) tail(emit func(Entry) error) (bool, error) {
 	if idx != f.index {
 		return false, nil // rotated: the records may be in a new archive
 	}
-	file, err := os.Open(Path(f.dir))
+	file, err := openOwn(Path(f.dir), os.O_RDONLY)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil // in the middle of a rotation

@@ -25,8 +25,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-
-	"github.com/logist/logist/internal/regfile"
 )
 
 // Head is the content of HeadFile.
@@ -94,7 +92,7 @@ func CheckHead(path string, h *Head, lastSeq int64, lastHash string) error {
 // it is never taken for no head, which would let a cut log through.
 func ReadHead(dir string) (*Head, error) {
 	p := filepath.Join(dir, HeadFile)
-	b, err := regfile.ReadLimited(p, 4096)
+	b, err := readOwn(p, 4096)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -143,7 +141,7 @@ func (l *Log) writeHead(seq int64, hash string) {
 		p := filepath.Join(l.dir, HeadFile)
 		// Its entry in the folder is not fsync'd either: a crash may lose
 		// a new head file, and a history with no head is not checked.
-		f, err := regfile.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+		f, err := openOwn(p, os.O_RDWR|os.O_CREATE)
 		if err != nil {
 			return
 		}

@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/logist/logist/internal/atomicfile"
-	"github.com/logist/logist/internal/regfile"
 )
 
 // DefaultMaxBytes is the size past which the active file is rotated.
@@ -226,7 +225,7 @@ func OpenWith(dir string, opts Options) (*Log, *TornTail, error) {
 		return nil, nil, err
 	}
 	fi0, statErr := os.Stat(l.path)
-	f, err := regfile.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := openOwn(l.path, os.O_RDWR|os.O_CREATE|os.O_APPEND)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open history: %w", err)
 	}
@@ -867,7 +866,7 @@ func ReadEntries(dir string) ([]Entry, error) {
 			}
 			out = append(out, es...)
 		}
-		data, err := regfile.ReadFile(Path(dir))
+		data, err := readOwn(Path(dir), -1)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return out, fmt.Errorf("read history: %w", err)
 		}

@@ -7,8 +7,6 @@ import (
 	"io"
 	"os"
 	"time"
-
-	"github.com/logist/logist/internal/regfile"
 )
 
 // ReadAfter is a page of dir's history: its records with Seq > after, at
@@ -124,7 +122,7 @@ var pageLine func()
 var pageScan int64 = 16 << 10
 
 func (p *pager) readActive(dir string) error {
-	f, err := regfile.OpenFile(Path(dir), os.O_RDONLY, 0)
+	f, err := openOwn(Path(dir), os.O_RDONLY)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

@@ -13,7 +13,6 @@ import (
 	"sort"
 
 	"github.com/logist/logist/internal/atomicfile"
-	"github.com/logist/logist/internal/regfile"
 )
 
 // Index describes the archives, oldest first, and the state at the end of
@@ -38,7 +37,7 @@ type Archive struct {
 }
 
 func readIndex(dir string) (*Index, error) {
-	b, err := regfile.ReadFile(filepath.Join(dir, IndexFile))
+	b, err := readOwn(filepath.Join(dir, IndexFile), -1)
 	if errors.Is(err, os.ErrNotExist) {
 		return &Index{State: State{Responses: map[string]int{}}}, nil
 	}
@@ -296,7 +295,7 @@ func ReadSeq(dir string, seq int64) (*Entry, error) {
 			return findSeq(es, seq)
 		}
 	}
-	data, err := os.ReadFile(Path(dir))
+	data, err := readOwn(Path(dir), -1)
 	if err != nil {
 		return nil, fmt.Errorf("read history: %w", err)
 	}

@@ -8,8 +8,6 @@ import (
 	"io"
 	"os"
 	"slices"
-
-	"github.com/logist/logist/internal/regfile"
 )
 
 // Readers that want the newest record of some kind (status, the CLI's
@@ -89,7 +87,7 @@ func peekLine(line []byte) (p peek, env envelope, err error) {
 
 // lastLine is lastEntry's search: the line found, its peek and envelope.
 func lastLine(dir string, match func(*peek) bool, hints ...[]byte) (line []byte, p peek, env envelope, ok bool) {
-	f, err := regfile.OpenFile(Path(dir), os.O_RDONLY, 0)
+	f, err := openOwn(Path(dir), os.O_RDONLY)
 	if err != nil {
 		return nil, peek{}, envelope{}, false
 	}
@@ -212,7 +210,7 @@ func ReadLast(dir string, calls int) (recs []Record, whole bool, err error) {
 		recs, err = ReadAll(dir)
 		return recs, true, err
 	}
-	f, err := regfile.OpenFile(Path(dir), os.O_RDONLY, 0)
+	f, err := openOwn(Path(dir), os.O_RDONLY)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, false, err
 	}

@@ -147,6 +147,46 @@ func OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 	}
 }
 
+// OpenFileHere is OpenFile for a file Logist keeps in a folder of its own
+// (a job's history, its head, its index), which someone may have replaced:
+// it never follows a symlink at name (a dangling one is not created
+// through, a write never lands in the file it names), never blocks on a
+// FIFO there, and refuses anything fstat does not call a regular file, a
+// folder included, as ErrNotRegular ("it is a symlink"). The file it
+// returns does blocking reads and writes.
+func OpenFileHere(name string, flag int, perm os.FileMode) (*os.File, error) {
+	var fd int
+	var err error
+	for {
+		fd, err = syscall.Open(name, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_CLOEXEC, uint32(perm.Perm()))
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	var st syscall.Stat_t
+	if err != nil {
+		// ELOOP for a symlink, EISDIR for a folder opened to write, ENXIO
+		// for a socket: told as what the path is.
+		if lerr := syscall.Lstat(name, &st); lerr == nil && st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+			return nil, notRegular(name, st.Mode)
+		}
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	if err := syscall.Fstat(fd, &st); err != nil {
+		_ = syscall.Close(fd)
+		return nil, &os.PathError{Op: "stat", Path: name, Err: err}
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		_ = syscall.Close(fd)
+		return nil, notRegular(name, st.Mode)
+	}
+	if err := clearNonblock(fd); err != nil {
+		_ = syscall.Close(fd)
+		return nil, &os.PathError{Op: "fcntl", Path: name, Err: err}
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
 // ReadFile is os.ReadFile without an *os.File: open, fstat for the size,
 // read, close. Only regular files are read (see OpenRegular).
 func ReadFile(name string) ([]byte, error) {

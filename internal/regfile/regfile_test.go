@@ -241,3 +241,49 @@ func TestCopyNew(t *testing.T) {
 		t.Errorf("named pipe: %v, want ErrNotRegular", err)
 	}
 }
+
+// OpenFileHere never follows a symlink (a dangling one is not created
+// through), never blocks on a FIFO, and refuses a folder, naming each.
+func TestOpenFileHere(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "target")
+	mk := map[string]func(p string) error{
+		"a symlink":           func(p string) error { return os.Symlink(outside, p) },
+		"a named pipe (FIFO)": func(p string) error { return syscall.Mkfifo(p, 0o600) },
+		"a folder":            func(p string) error { return os.Mkdir(p, 0o700) },
+	}
+	for kind, plant := range mk {
+		p := filepath.Join(dir, strings.Fields(kind)[1])
+		if err := plant(p); err != nil {
+			t.Fatal(err)
+		}
+		for _, flag := range []int{os.O_RDONLY, os.O_RDWR | os.O_CREATE | os.O_APPEND} {
+			f, err := OpenFileHere(p, flag, 0o600)
+			if err == nil {
+				_ = f.Close()
+			}
+			if !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), "it is "+kind) {
+				t.Errorf("%s, flags %#x: %v", kind, flag, err)
+			}
+		}
+	}
+	if _, err := os.Lstat(outside); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the link's target was made: %v", err)
+	}
+	p := filepath.Join(dir, "new")
+	f, err := OpenFileHere(p, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("x"); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	if b, err := os.ReadFile(p); err != nil || string(b) != "x" {
+		t.Errorf("a regular file: %q, %v", b, err)
+	}
+	if _, err := OpenFileHere(filepath.Join(dir, "none"), os.O_RDONLY, 0); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing file: %v", err)
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/logist/logist/internal/jobtx"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/manifest"
+	"github.com/logist/logist/internal/regfile"
 	"github.com/logist/logist/internal/testkit"
 	"github.com/logist/logist/internal/verify"
 )
@@ -928,6 +929,7 @@ func TestRunErrorCode(t *testing.T) {
 		{fmt.Errorf("stat history: %w", &os.PathError{Op: "stat", Path: "h", Err: syscall.ENOENT}), "HISTORY_MISSING", false},
 		{jobtx.HistoryGone(t.TempDir(), &manifest.Manifest{Run: manifest.RunState{UpdatedAt: "2026-01-01T00:00:00Z"}}), "HISTORY_MISSING", false},
 		{errors.New("history /x: record at byte 10 is corrupt: bad"), "HISTORY_CORRUPT", false},
+		{fmt.Errorf("open history: %w", &history.NotFileError{Path: "h", Err: regfile.ErrNotRegular}), "HISTORY_CORRUPT", false},
 		{errors.New("history /x: record version 3 is newer than this logist supports (2); upgrade logist"), "HISTORY_TOO_NEW", false},
 		{errors.New(`job j: phase "" is not in workflow supervised`), "RUN_FAILED", false},
 	} {

@@ -363,6 +363,7 @@ func storageFull(err error) bool {
 // scheduler runs the job again by itself.
 func runErrorCode(err error) (code string, retry bool) {
 	var missing *jobtx.HistoryMissingError
+	var notFile *history.NotFileError
 	msg := err.Error()
 	switch {
 	case errors.As(err, &missing), errors.Is(err, history.ErrMissing):
@@ -388,6 +389,9 @@ func runErrorCode(err error) (code string, retry bool) {
 			return codes.ManifestWrite, true
 		}
 		return codes.StorageWrite, true
+	case errors.As(err, &notFile):
+		// A symlink, a FIFO or a folder where the history's file is.
+		return codes.HistoryCorrupt, false
 	case errors.Is(err, fs.ErrNotExist) && strings.Contains(msg, "stat history"):
 		// Deleted under a run in progress: never start a new one.
 		return codes.HistoryMissing, false
