@@ -14,6 +14,9 @@ func DecodeTrusted(file string, data []byte) (*Manifest, error) {
 	strict := json.NewDecoder(bytes.NewReader(data))
 	strict.DisallowUnknownFields()
 	if err := strict.Decode(&m); err != nil {
+		if te := typeError(file, data, err); te != nil {
+			return nil, te
+		}
 		return nil, &Error{File: file, Reason: err.Error()}
 	}
 	m.normalise()
