@@ -191,7 +191,7 @@ func placementID(bare string, data []byte) string {
 // read (notPlaceable): a named pipe never blocks the daemon, and a
 // symlink is not followed out of the jobs folder.
 func readBare(bare string) ([]byte, os.FileInfo, error) {
-	f, err := regfile.OpenRegularHere(bare)
+	f, err := regfile.OpenFileHere(bare, os.O_RDONLY, 0)
 	if errors.Is(err, regfile.ErrNotRegular) {
 		return nil, nil, notPlaceable(bare)
 	}

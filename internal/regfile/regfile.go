@@ -53,19 +53,8 @@ var clearNonblock = func(fd int) error { return syscall.SetNonblock(fd, false) }
 // closed is left as it is, since O_NONBLOCK does nothing to reads of a
 // regular file (open(2): "no effect for regular files").
 func openRegular(name string, st *syscall.Stat_t, handOut bool) (int, error) {
-	return openRegularFlags(name, 0, st, handOut)
-}
-
-// openRegularFlags is openRegular with more open flags (O_NOFOLLOW: a
-// symlink's ELOOP is told as what it is).
-func openRegularFlags(name string, flags int, st *syscall.Stat_t, handOut bool) (int, error) {
-	fd, err := open(name, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|flags)
+	fd, err := open(name, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY)
 	if err != nil {
-		if flags&syscall.O_NOFOLLOW != 0 && errors.Is(err, syscall.ELOOP) {
-			if lerr := syscall.Lstat(name, st); lerr == nil && st.Mode&syscall.S_IFMT == syscall.S_IFLNK {
-				return -1, notRegular(name, st.Mode)
-			}
-		}
 		return -1, err
 	}
 	if err := syscall.Fstat(fd, st); err != nil {
@@ -94,19 +83,6 @@ func openRegularFlags(name string, flags int, st *syscall.Stat_t, handOut bool) 
 func OpenRegular(name string) (*os.File, error) {
 	var st syscall.Stat_t
 	fd, err := openRegular(name, &st, true)
-	if err != nil {
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), name), nil
-}
-
-// OpenRegularHere is OpenRegular that does not follow a symlink named
-// name (its last component): a symlink is refused as ErrNotRegular ("it
-// is a symlink"), as a FIFO is. For a name the daemon will move or link
-// (a bare manifest), so that what it read is the file it moves.
-func OpenRegularHere(name string) (*os.File, error) {
-	var st syscall.Stat_t
-	fd, err := openRegularFlags(name, syscall.O_NOFOLLOW, &st, true)
 	if err != nil {
 		return nil, err
 	}
