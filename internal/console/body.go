@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/logist/logist/internal/response"
+	"github.com/logist/logist/internal/jsonkeys"
 )
 
 // A steward action's parameters come one of two ways, never both:
@@ -191,7 +191,7 @@ func readJSON(w http.ResponseWriter, r *http.Request, shape bodyShape, v any) er
 	// Go keeps a key's last value: a key given twice is refused, as a
 	// form's field given twice is (first decoded, so nested at most as
 	// deep as encoding/json takes).
-	if key, at := response.DuplicateKey(first); key != "" {
+	if key, at := jsonkeys.Duplicate(first); key != "" {
 		return usagef("body: key %q given twice in the object at %s", key, at)
 	}
 	for k := range fields {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/logist/logist/internal/jsonkeys"
 	"github.com/logist/logist/internal/lifecycle"
 	"github.com/logist/logist/internal/regfile"
 	"github.com/logist/logist/internal/workflow"
@@ -485,6 +486,11 @@ var checks = func(file string, data []byte, m *Manifest) (*Manifest, error) {
 	obj, ok := doc.(map[string]any)
 	if !ok {
 		return nil, &Error{File: file, Reason: "manifest must be a JSON object"}
+	}
+	if key, at := jsonkeys.DuplicateIn(data, doc); key != "" {
+		// The schema and the engine would see the last of the two, a
+		// person or another reader perhaps the first.
+		return nil, &Error{File: file, Pointer: at, Reason: fmt.Sprintf("key %q is given twice in this object; give each key once (readers differ on which one counts)", key)}
 	}
 	if v, ok := obj["schema_version"]; ok {
 		n, isNum := v.(json.Number)

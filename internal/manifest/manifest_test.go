@@ -631,3 +631,25 @@ func TestEncodeRefusesWhatDecodeWouldRefuse(t *testing.T) {
 		t.Errorf("a manifest at every cap is %d bytes: too close to MaxSize", len(b))
 	}
 }
+
+// A key given twice in one object of a manifest is refused, naming the
+// key and the object: the schema and the engine would act on the last
+// value, a person or another reader perhaps on the first.
+func TestDecodeRefusesAKeyGivenTwice(t *testing.T) {
+	for _, c := range []struct{ body, want string }{
+		{`{"task_description": "t", "cost_threshold": 100, "cost_threshold": 0.0001}`,
+			`job.json: /: key "cost_threshold" is given twice in this object; give each key once`},
+		{`{"task_description": "t", "agents": {"worker": {"provider": "script", "provider": "command"}}}`,
+			`job.json: /agents/worker: key "provider" is given twice`},
+		{`{"task_description": "t", "\u0074ask_description": "u"}`,
+			`job.json: /: key "task_description" is given twice`},
+	} {
+		_, err := Decode("job.json", []byte(c.body))
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("Decode(%s) = %v; want %s…", c.body, err, c.want)
+		}
+	}
+	if _, err := Decode("job.json", []byte(`{"task_description": "t", "limits": {"max_retries": 1}, "metrics": {"agent_calls": 1}}`)); err != nil && strings.Contains(err.Error(), "given twice") {
+		t.Errorf("distinct keys refused: %v", err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/jsonkeys"
 	"github.com/logist/logist/schemas/schemastest"
 )
 
@@ -64,7 +65,7 @@ func FuzzResponseExtract(f *testing.F) {
 		}
 		// Accepted, its keys are distinct: re-encoded, it has as many as
 		// the raw text's objects did (a duplicate would have been dropped).
-		if key, _ := duplicateKey(bytes.TrimSpace(bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf")))); key != "" && !bytes.Contains(raw, []byte("```")) {
+		if key, _ := jsonkeys.Duplicate(bytes.TrimSpace(bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf")))); key != "" && !bytes.Contains(raw, []byte("```")) {
 			t.Fatalf("accepted with key %q twice", key)
 		}
 		// Extraction is idempotent on its own output's shape: an accepted

@@ -14,10 +14,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"github.com/logist/logist/internal/codes"
+	"github.com/logist/logist/internal/jsonkeys"
 )
 
 // MaxSummary is the seed's summary limit in characters.
@@ -107,75 +107,12 @@ func Extract(raw []byte) (map[string]any, error) {
 	if !ok {
 		return nil, &Error{Code: codes.NotJSON, Reason: fmt.Sprintf("the answer is a JSON %s, not an object", kind(v))}
 	}
-	if key, at := duplicateKey(s); key != "" {
+	if key, at := jsonkeys.DuplicateIn(s, v); key != "" {
 		// Go keeps the last, other readers the first: the answer acted on
 		// and the one a person reads in raw_response would differ.
 		return nil, &Error{Code: codes.NotJSON, Reason: fmt.Sprintf("key %q appears twice in the object at %s; give each key once", key, at)}
 	}
 	return obj, nil
-}
-
-// DuplicateKey is duplicateKey for the other readers of JSON that take
-// each key once (the console's request bodies).
-func DuplicateKey(s []byte) (key, at string) { return duplicateKey(s) }
-
-// duplicateKey is the first key that appears twice in one object of the
-// JSON value s (already decoded once, so well formed) and the JSON
-// pointer of that object ("/" for the answer itself); "" when every
-// object's keys are distinct.
-func duplicateKey(s []byte) (key, at string) {
-	dec := json.NewDecoder(bytes.NewReader(s))
-	dec.UseNumber()
-	key, at, _ = duplicateIn(dec, "")
-	if at == "" {
-		at = "/"
-	}
-	if len(key) > 64 {
-		key = strings.ToValidUTF8(key[:64], "") + "…"
-	}
-	return key, at
-}
-
-// pointerEscaper escapes a key as a JSON pointer's segment (RFC 6901). Made
-// once: a Replacer is safe for concurrent use, and making one per key was
-// most of duplicateKey's cost.
-var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
-
-// duplicateIn reads the next value of dec, at pointer ptr, and finds a
-// duplicate key in it (duplicateKey).
-func duplicateIn(dec *json.Decoder, ptr string) (key, at string, err error) {
-	t, err := dec.Token()
-	if err != nil {
-		return "", "", err
-	}
-	switch t {
-	case json.Delim('{'):
-		seen := map[string]bool{}
-		for dec.More() {
-			kt, err := dec.Token()
-			if err != nil {
-				return "", "", err
-			}
-			k, _ := kt.(string)
-			if seen[k] {
-				return k, ptr, nil
-			}
-			seen[k] = true
-			if key, at, err := duplicateIn(dec, ptr+"/"+pointerEscaper.Replace(k)); key != "" || err != nil {
-				return key, at, err
-			}
-		}
-	case json.Delim('['):
-		for i := 0; dec.More(); i++ {
-			if key, at, err := duplicateIn(dec, ptr+"/"+strconv.Itoa(i)); key != "" || err != nil {
-				return key, at, err
-			}
-		}
-	default:
-		return "", "", nil // a scalar
-	}
-	_, err = dec.Token() // the closing delimiter
-	return "", "", err
 }
 
 func unfence(s []byte) ([]byte, bool) {
