@@ -57,8 +57,13 @@ func (p *Proxy) forwardFree(ctx context.Context, w http.ResponseWriter, r *http.
 }
 
 // copyResponse passes a response on as it is (decoded), within the size
-// bound: an error status, or a free endpoint's answer.
+// bound: an error status, or a free endpoint's answer. A redirect is not
+// passed on (redirected).
 func (p *Proxy) copyResponse(w http.ResponseWriter, c *call, f Family, resp *http.Response) {
+	if resp.StatusCode/100 == 3 {
+		p.fail(w, c, f, http.StatusBadGateway, codes.UpstreamFailed, "", redirected(resp))
+		return
+	}
 	body, err := decodedBody(resp)
 	if err != nil {
 		p.fail(w, c, f, http.StatusBadGateway, codes.ResponseUnmeterable, "", err.Error())
@@ -151,6 +156,26 @@ func (p *Proxy) forwardMetered(ctx context.Context, w http.ResponseWriter, rc *h
 		outcome = codes.UpstreamIdleTimeout
 	}
 	return abort
+}
+
+// redirected says why a provider's redirect is refused. The agent's HTTP
+// client would follow it (Go's, Node's, Python's do) to wherever Location
+// points: its request, prompt and all, would go past the proxy to a host
+// the steward never named, and whatever answered there would reach the
+// job unmetered. The steward points the base URL at the API instead.
+func redirected(resp *http.Response) string {
+	where := "no Location"
+	if loc := resp.Header.Get("Location"); loc != "" {
+		if u, err := url.Parse(loc); err == nil {
+			loc = u.Redacted()
+		}
+		if len(loc) > 120 {
+			loc = loc[:120] + "…"
+		}
+		where = fmt.Sprintf("Location %q", loc)
+	}
+	return fmt.Sprintf("the provider answered HTTP %d, a redirect (%s), not passed on (it leads past the metering): "+
+		"set the base URL to the API's own address", resp.StatusCode, where)
 }
 
 // decodedBody is a response's body with its content encoding undone (the

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -264,5 +265,41 @@ func TestSilentUpstreamTimesOut(t *testing.T) {
 	}
 	if !strings.Contains(h.logs.String(), codes.UpstreamIdleTimeout) {
 		t.Errorf("the log does not say why:\n%s", h.logs.String())
+	}
+}
+
+// TestRedirectIsNotPassedOn: a provider that answers a model request (or a
+// free one, a model list) with a redirect to another host gets a 502
+// naming it; the agent's client, which follows redirects, never reaches
+// that host (before, it sent its request there, past the proxy, and the
+// answer from there was taken unmetered).
+func TestRedirectIsNotPassedOn(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"choices":[{"index":0,"message":{"content":"free"},"finish_reason":"stop"}]}`))
+	}))
+	t.Cleanup(other.Close)
+	for _, status := range []int{http.StatusFound, http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, other.URL+r.URL.Path, status)
+		}))
+		t.Cleanup(up.Close)
+		h := newHarnessFor(t, nil, stubUpstreams(up.URL), nil)
+		tok := h.issue("job", nil)
+		models, _ := http.NewRequest("GET", h.root+"/v1/models", nil)
+		models.Header.Set("Authorization", "Bearer "+tok)
+		for _, r := range []*http.Request{apiCases[1].request(h.root, tok, apiCases[1].model, false), models} {
+			resp, got, _ := do(t, r)
+			if resp.StatusCode != http.StatusBadGateway || !strings.Contains(got, codes.UpstreamFailed) ||
+				!strings.Contains(got, fmt.Sprintf(`answered HTTP %d, a redirect (Location \"%s`, status, other.URL)) {
+				t.Errorf("%d, %s %s: got %d %s", status, r.Method, r.URL.Path, resp.StatusCode, got)
+			}
+		}
+		_, _ = h.proxy.Revoke(tok)
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Errorf("the redirect's target was sent %d requests", n)
 	}
 }
