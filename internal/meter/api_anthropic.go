@@ -51,13 +51,13 @@ func (u *anthropicUsage) report(x *exchange) {
 	if u.InputTokens != nil || u.CacheCreation != nil || u.CacheRead != nil {
 		set := func(dst *int64, v *int64) {
 			if v != nil {
-				*dst = clampTokens(*v)
+				*dst = tokens(*v)
 			}
 		}
 		set(&in.uncached, u.InputTokens)
 		set(&in.cacheRead, u.CacheRead)
 		set(&in.cacheWrite, u.CacheCreation)
-		x.tally.reportInput(in.uncached+in.cacheRead+in.cacheWrite, in.cacheRead, in.cacheWrite)
+		x.tally.reportInput(tokens(in.uncached, in.cacheRead, in.cacheWrite), in.cacheRead, in.cacheWrite)
 	}
 	if u.OutputTokens != nil {
 		x.tally.reportOutput(*u.OutputTokens)

@@ -56,7 +56,7 @@ func val(p *int64) int64 {
 	if p == nil {
 		return 0
 	}
-	return clampTokens(*p)
+	return *p
 }
 
 // read counts one response (or chunk): its parts as output streamed, then
@@ -80,10 +80,10 @@ func (g *geminiResponse) read(t *tally, final bool) bool {
 		return false
 	}
 	if final || u.Prompt != nil || u.ToolUse != nil {
-		t.reportInput(val(u.Prompt)+val(u.ToolUse), val(u.Cached), 0)
+		t.reportInput(tokens(val(u.Prompt), val(u.ToolUse)), val(u.Cached), 0)
 	}
 	if final || u.Candidates != nil || u.Thoughts != nil {
-		t.reportOutput(val(u.Candidates) + val(u.Thoughts))
+		t.reportOutput(tokens(val(u.Candidates), val(u.Thoughts)))
 	}
 	return final
 }

@@ -303,3 +303,44 @@ func TestRedirectIsNotPassedOn(t *testing.T) {
 		t.Errorf("the redirect's target was sent %d requests", n)
 	}
 }
+
+// TestNegativeUsageIsNotBelieved: a provider that reports a negative count
+// in any API is charged the estimate, and the totals say so (before, the
+// count was taken as 0: the call was free and no budget stopped it).
+func TestNegativeUsageIsNotBelieved(t *testing.T) {
+	text := strings.Repeat("x", 400)
+	ev := func(typ, rest string) string {
+		return fmt.Sprintf("event: %s\ndata: {\"type\":%q,%s}", typ, typ, rest)
+	}
+	bodies := []string{
+		sseBody(
+			ev("message_start", `"message":{"model":"claude-sonnet-4-5","usage":{"input_tokens":-5,"output_tokens":-1}}`),
+			ev("content_block_delta", `"index":0,"delta":{"type":"text_delta","text":"`+text+`"}`),
+			ev("message_delta", `"delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":-7}`),
+			ev("message_stop", `"x":0`)),
+		sseBody(
+			`data: {"choices":[{"index":0,"delta":{"content":"`+text+`"},"finish_reason":"stop"}]}`,
+			`data: {"choices":[],"usage":{"prompt_tokens":-5,"completion_tokens":-7}}`,
+			`data: [DONE]`),
+		sseBody(
+			ev("response.output_text.delta", `"sequence_number":1,"delta":"`+text+`"`),
+			ev("response.completed", `"sequence_number":2,"response":{"status":"completed","usage":{"input_tokens":-5,"output_tokens":-7}}`)),
+		sseBody(
+			`data: {"candidates":[{"content":{"parts":[{"text":"` + text + `"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":-5,"candidatesTokenCount":-7}}`),
+	}
+	for i, ac := range apiCases {
+		_, _, tot := through(t, ac, true, sseHeader, bodies[i])
+		if !tot.Estimated || tot.Tokens.Output < 100 || tot.Tokens.Input <= 0 || tot.USD <= 0 {
+			t.Errorf("%s: totals %+v: want an estimate of 100 output tokens and the request's input", ac.name, tot)
+		}
+	}
+	// A negative cache count is no count either; a count past the bound is
+	// the bound.
+	_, _, tot := through(t, apiCases[1], true, sseHeader, sseBody(
+		`data: {"choices":[{"index":0,"delta":{"content":"`+text+`"},"finish_reason":"stop"}]}`,
+		`data: {"choices":[],"usage":{"prompt_tokens":50,"completion_tokens":9223372036854775807,"prompt_tokens_details":{"cached_tokens":-40}}}`,
+		`data: [DONE]`))
+	if tot.Tokens.Input == 50 || tot.Tokens.Output != maxTokens || !tot.Estimated {
+		t.Errorf("totals %+v: want the input estimated and the output at the bound", tot)
+	}
+}

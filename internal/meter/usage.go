@@ -47,7 +47,21 @@ const bytesPerToken = 4
 // upstream cannot overflow the sums (the cost is capped anyway).
 const maxTokens = 1 << 40
 
-func clampTokens(n int64) int64 { return min(max(n, 0), maxTokens) }
+// tokens is the sum of counts a provider reported, each bounded by
+// maxTokens; -1 if any is negative. A negative count is no count: a
+// report holding one is ignored (reportInput, reportOutput), and the
+// estimate stands. (Taken as 0, it made a call free: a server that said
+// -5 tokens was never charged, and no budget stopped it.)
+func tokens(counts ...int64) int64 {
+	sum := int64(0)
+	for _, n := range counts {
+		if n < 0 {
+			return -1
+		}
+		sum += min(n, maxTokens)
+	}
+	return min(sum, maxTokens)
+}
 
 func estimateTokens(bytes int64) int64 { return (bytes + bytesPerToken - 1) / bytesPerToken }
 
@@ -71,20 +85,26 @@ func newTally(requestBytes int) *tally {
 }
 
 // reportInput records the provider's input count (every input token, the
-// cache's included).
+// cache's included). A report with a negative count is ignored (tokens).
 func (t *tally) reportInput(input, cacheRead, cacheWrite int64) {
+	if input < 0 || cacheRead < 0 || cacheWrite < 0 {
+		return
+	}
 	t.haveInput = true
-	t.input = clampTokens(input)
-	t.cacheRead = min(clampTokens(cacheRead), t.input)
-	t.cacheWrite = min(clampTokens(cacheWrite), t.input-t.cacheRead)
+	t.input = tokens(input)
+	t.cacheRead = min(tokens(cacheRead), t.input)
+	t.cacheWrite = min(tokens(cacheWrite), t.input-t.cacheRead)
 }
 
 // reportOutput records the provider's output count so far (counts are
 // cumulative in every API): the estimate of what streamed before it is
-// dropped.
+// dropped. A negative count is ignored (tokens).
 func (t *tally) reportOutput(output int64) {
+	if output < 0 {
+		return
+	}
 	t.haveOutput = true
-	t.output = clampTokens(output)
+	t.output = tokens(output)
 	t.since = 0
 }
 
