@@ -128,7 +128,7 @@ func TestCellTableNeutralisesBuiltCells(t *testing.T) {
 		t.Errorf("text:\n%q\nwant\n%q", text.String(), want)
 	}
 	tb.writeMarkdown(&md)
-	if want := "| a | x\\x1b[2J\\|\\xffy |\n"; md.String() != want {
+	if want := "| a | x\\x1b\\[2J\\|\\xffy |\n"; md.String() != want {
 		t.Errorf("markdown: %q, want %q", md.String(), want)
 	}
 }

@@ -126,16 +126,19 @@ func (t *cellTable) writeMarkdown(w io.Writer) {
 }
 
 // appendMarkdownCell appends a neutralised cell (textsafe.Line: no
-// newline, carriage return or tab, each shown as its escape) with each |
-// escaped for a markdown table: the backslashes right before it doubled
-// and one more added, so that no renderer reads the pipe as the cell's
-// end, whether it counts the backslashes before a pipe (markdown-it) or
-// not (GitHub's).
+// newline, carriage return or tab, each shown as its escape) with each
+// character that markdown would act on escaped: the backslashes right
+// before it doubled and one more added, so that no renderer reads a | as
+// the cell's end, whether it counts the backslashes before a pipe
+// (markdown-it) or not (GitHub's), and agent text renders as the text it
+// is, not as a link or an image ([), raw HTML or an autolink (<), or a
+// character reference (&, which would spell back the controls and bidi
+// overrides textsafe shows as escapes).
 func appendMarkdownCell(dst, c []byte) []byte {
 	run := 0 // backslashes just appended
 	for _, b := range c {
 		switch b {
-		case '|':
+		case '|', '[', '<', '&':
 			for range run + 1 {
 				dst = append(dst, '\\')
 			}

@@ -211,9 +211,13 @@ func FuzzNumberTexts(f *testing.F) {
 // FuzzMarkdownCell holds markdown's cells (a table's and a field's value)
 // to the one-line rule: one line each, whatever the text, every newline,
 // carriage return, tab and control shown as oneLine shows it
-// (textsafe.Line), and no | that a renderer could read as a cell's end.
+// (textsafe.Line), no | that a renderer could read as a cell's end, and
+// no link, image, HTML or character reference a renderer would act on
+// (an agent's summary rendered as a link to javascript:, an image that
+// loads from its host, a &#x202e; that overrides the text's direction).
 func FuzzMarkdownCell(f *testing.F) {
-	for _, s := range []string{"", "plain", "line one\nline two", "a|b", `a\|b`, `a\\|b`, "x\r\n|\t\\", "\u202e|\xff", `\`, "||"} {
+	for _, s := range []string{"", "plain", "line one\nline two", "a|b", `a\|b`, `a\\|b`, "x\r\n|\t\\", "\u202e|\xff", `\`, "||",
+		"[click](javascript:alert(1)) ![i](http://evil.example/t.png) <img src=x onerror=alert(1)> <http://evil.example> &#x202e;gnp.exe", `\[x](y) \\<b> \&amp;`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -250,7 +254,8 @@ func FuzzMarkdownCell(f *testing.F) {
 // mdUnescape reads a markdown table row's text as a renderer that counts
 // the backslashes before a pipe does: cut at each pipe after an even
 // number of them (a cell's end), and an escaped pipe's escape taken off
-// (half its backslashes, less one). It wants n cells.
+// (half its backslashes, less one); so too a [, < or &, which must be
+// escaped. It wants n cells.
 func mdUnescape(t *testing.T, row string, n int) []string {
 	t.Helper()
 	if strings.ContainsAny(row, "\n\r") {
@@ -269,8 +274,10 @@ func mdUnescape(t *testing.T, row string, n int) []string {
 			cur.WriteString(strings.Repeat(`\`, run))
 			cells = append(cells, strings.TrimSuffix(cur.String(), " "))
 			cur.Reset()
-		case c == '|':
-			cur.WriteString(strings.Repeat(`\`, (run-1)/2) + "|")
+		case strings.IndexByte("[<&", c) >= 0 && run%2 == 0:
+			t.Fatalf("%q: a %c that a renderer acts on", row, c)
+		case c == '|' || strings.IndexByte("[<&", c) >= 0:
+			cur.WriteString(strings.Repeat(`\`, (run-1)/2) + string(c))
 		default:
 			cur.WriteString(strings.Repeat(`\`, run))
 			cur.WriteByte(c)
