@@ -146,6 +146,12 @@ func (o *OpenAI) send(ctx context.Context, req *Request, base, key string, heade
 		return nil, ae
 	}
 	tokens, cost, note := o.usage(st.usage)
+	if st.unread != "" {
+		// The answer is whole: a usage out of range (1e308 tokens) or of
+		// the wrong type is no reason to ask (and pay) again. Metered, the
+		// proxy's figures are the cost of record anyway.
+		note = strings.TrimSpace(note + "\nlogist: the server's usage could not be read: " + st.unread)
+	}
 	switch st.finish {
 	case "length":
 		return nil, &Error{Code: codes.MaxTokens, Msg: "the answer was cut off by max_tokens (finish_reason length); raise http.max_tokens", Partial: st.answer(), CostUSD: cost}
@@ -350,7 +356,9 @@ type chunk struct {
 		Message      *message `json:"message"`
 		FinishReason *string  `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *usage          `json:"usage"`
+	// Usage is read apart (stream.add): a usage the answer does not need
+	// cannot fail it.
+	Usage json.RawMessage `json:"usage"`
 	Error json.RawMessage `json:"error"`
 }
 
@@ -361,6 +369,9 @@ type stream struct {
 	args    bytes.Buffer
 	finish  string
 	usage   *usage
+	// unread is why a usage the server sent could not be read ("" when
+	// it could, or sent none).
+	unread string
 }
 
 // answer is the tool call's arguments if there was one, else the content.
@@ -446,8 +457,13 @@ func (s *stream) add(data []byte, whole bool) error {
 	if c.ID != "" && s.id == "" {
 		s.id = c.ID
 	}
-	if c.Usage != nil {
-		s.usage = c.Usage
+	if len(c.Usage) > 0 && string(c.Usage) != "null" {
+		var u usage
+		if err := json.Unmarshal(c.Usage, &u); err != nil {
+			s.unread = truncateText(err.Error(), 200)
+		} else {
+			s.usage, s.unread = &u, ""
+		}
 	}
 	for _, ch := range c.Choices {
 		if ch.Index != 0 {

@@ -594,3 +594,23 @@ func TestNewHTTPProvider(t *testing.T) {
 	_, err = p.Call(context.Background(), testRequest())
 	_ = wantErr(t, err, codes.APIError, true)
 }
+
+// TestOpenAIUnreadableUsageKeepsTheAnswer: a whole answer whose usage
+// chunk holds counts no integer holds (1e308), or of the wrong type, is
+// taken, the usage said to be unread (before, the whole stream was
+// refused as API_MALFORMED "a chunk that is not JSON", retried and paid
+// for again each time).
+func TestOpenAIUnreadableUsageKeepsTheAnswer(t *testing.T) {
+	for _, u := range []string{`{"prompt_tokens":1e308,"completion_tokens":1e308}`, `{"prompt_tokens":"many"}`, `[]`} {
+		_, srv := newStub(t, func(w http.ResponseWriter, r *http.Request) {
+			sse(w, contentChunk(answer), finishChunk("stop"), `{"id":"x","choices":[],"usage":`+u+`}`, "[DONE]")
+		})
+		res, err := provider(srv).Call(context.Background(), testRequest())
+		if err != nil {
+			t.Fatalf("usage %s: %v", u, err)
+		}
+		if string(res.Raw) != answer || res.CostUSD != 0 || res.Tokens != nil || !strings.Contains(res.Stderr, "the server's usage could not be read: json: cannot unmarshal") {
+			t.Errorf("usage %s: raw %q cost %v tokens %v stderr %q", u, res.Raw, res.CostUSD, res.Tokens, res.Stderr)
+		}
+	}
+}
