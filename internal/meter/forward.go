@@ -47,7 +47,7 @@ func (p *Proxy) forwardFree(ctx context.Context, w http.ResponseWriter, r *http.
 		var resp *http.Response
 		if resp, err = c.transport(p.cfg.Transport, up).RoundTrip(req); err == nil {
 			defer resp.Body.Close() //nolint:errcheck // a response body, read only
-			p.copyResponse(w, c, rt.family, resp)
+			p.copyResponse(w, c, rt.family, resp, hidden)
 			return
 		}
 	}
@@ -58,8 +58,11 @@ func (p *Proxy) forwardFree(ctx context.Context, w http.ResponseWriter, r *http.
 
 // copyResponse passes a response on as it is (decoded), within the size
 // bound: an error status, or a free endpoint's answer. A redirect is not
-// passed on (redirected).
-func (p *Proxy) copyResponse(w http.ResponseWriter, c *call, f Family, resp *http.Response) {
+// passed on (redirected). The secrets the proxy sent upstream (hidden: the
+// real key, headers_env's values) are redacted from its headers and body:
+// a provider's 401 that quotes the key it was given ("Incorrect API key
+// provided: sk-…") handed the agent the key it must never see.
+func (p *Proxy) copyResponse(w http.ResponseWriter, c *call, f Family, resp *http.Response, hidden []string) {
 	if resp.StatusCode/100 == 3 {
 		p.fail(w, c, f, http.StatusBadGateway, codes.UpstreamFailed, "", redirected(resp))
 		return
@@ -69,11 +72,18 @@ func (p *Proxy) copyResponse(w http.ResponseWriter, c *call, f Family, resp *htt
 		p.fail(w, c, f, http.StatusBadGateway, codes.ResponseUnmeterable, "", err.Error())
 		return
 	}
-	clientHeader(w.Header(), resp.Header)
+	// Not metered: a provider gone midway leaves what it sent.
+	data, _ := io.ReadAll(io.LimitReader(body, p.cfg.MaxResponseBytes))
+	h := w.Header()
+	clientHeader(h, resp.Header)
+	for _, vs := range h {
+		for i, v := range vs {
+			vs[i] = redact(v, hidden)
+		}
+	}
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(p.cfg.WriteTimeout)) // the server's writers support it
 	w.WriteHeader(resp.StatusCode)
-	// Not metered: a client or provider gone midway leaves nobody to tell.
-	_, _ = io.Copy(w, io.LimitReader(body, p.cfg.MaxResponseBytes))
+	_, _ = w.Write([]byte(redact(string(data), hidden))) // a client gone midway leaves nobody to tell
 }
 
 // forwardMetered sends a metered request and meters its response: a
@@ -123,7 +133,7 @@ func (p *Proxy) forwardMetered(ctx context.Context, w http.ResponseWriter, rc *h
 		// Providers do not bill a request they refused.
 		c.upstreamError()
 		outcome, refused = codes.UpstreamRefused, resp.StatusCode
-		p.copyResponse(w, c, rt.family, resp)
+		p.copyResponse(w, c, rt.family, resp, hidden)
 		return false
 	}
 	body, err := decodedBody(resp)

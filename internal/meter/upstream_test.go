@@ -344,3 +344,41 @@ func TestNegativeUsageIsNotBelieved(t *testing.T) {
 		t.Errorf("totals %+v: want the input estimated and the output at the bound", tot)
 	}
 }
+
+// TestRefusalQuotingTheKeyIsRedacted: a provider's refusal (or a free
+// endpoint's answer) that quotes the real key the proxy sent it, in its
+// body or a header, reaches the agent with the key redacted (before, the
+// agent read the key it must never hold in a 401's "Incorrect API key
+// provided: …").
+func TestRefusalQuotingTheKeyIsRedacted(t *testing.T) {
+	for _, ac := range apiCases {
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			got := ac.upstreamKey(r.Header)
+			w.Header().Set("X-Echo", "key="+got)
+			w.Header().Set("Content-Type", "application/json")
+			status := http.StatusUnauthorized
+			if r.Method == http.MethodGet {
+				status = http.StatusOK
+			}
+			w.WriteHeader(status)
+			_, _ = fmt.Fprintf(w, `{"error":{"message":"Incorrect API key provided: %s"}}`, got)
+		}))
+		t.Cleanup(up.Close)
+		h := newHarnessFor(t, nil, stubUpstreams(up.URL), nil)
+		tok := h.issue("job", nil)
+		models := ac.request(h.root, tok, ac.model, false)
+		models.Method, models.Body, models.ContentLength = http.MethodGet, http.NoBody, 0
+		models.URL.Path, models.URL.RawQuery = "/v1/models", ""
+		if ac.family == Gemini {
+			models.URL.Path = "/v1beta/models"
+		}
+		for _, r := range []*http.Request{ac.request(h.root, tok, ac.model, true), models} {
+			resp, got, _ := do(t, r)
+			if strings.Contains(got, ac.realKey) || strings.Contains(resp.Header.Get("X-Echo"), ac.realKey) ||
+				!strings.Contains(got, "Incorrect API key provided: [REDACTED]") || resp.Header.Get("X-Echo") != "key=[REDACTED]" {
+				t.Errorf("%s %s %s: %d %q, X-Echo %q: want the key redacted", ac.name, r.Method, r.URL.Path, resp.StatusCode, got, resp.Header.Get("X-Echo"))
+			}
+		}
+		_, _ = h.proxy.Revoke(tok)
+	}
+}
