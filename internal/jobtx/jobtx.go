@@ -266,7 +266,7 @@ func Begin(env *Env, id string, keep *Kept) (*Tx, error) {
 			Code: codes.HistoryTornTail, Checkpoint: t.Log.State().LastCheckpoint}, "offset", torn.Offset, "bytes", torn.Bytes)
 		env.obs().TornTail()
 	}
-	t.redact = secrets.JobRedactor(m.SecretEnv, m.EnvAllowNames(), env.getenv)
+	t.redact = secrets.JobRedactor(m.SecretEnv, m.EnvAllowNames(), m.KeyEnvNames(), env.getenv)
 	if m.EncryptHistory {
 		c, err := env.Cipher()
 		if err != nil {

@@ -207,6 +207,24 @@ func (m *Manifest) EnvAllowNames() []string {
 	return out
 }
 
+// KeyEnvNames is the daemon variables an http agent's configuration names
+// as its credentials (api_key_env, headers_env's values): secrets by what
+// the manifest says they hold, whatever they are called.
+func (m *Manifest) KeyEnvNames() []string {
+	var out []string
+	for _, role := range slices.Sorted(maps.Keys(m.Agents)) {
+		if h := m.Agents[role].HTTP; h != nil {
+			if h.APIKeyEnv != "" {
+				out = append(out, h.APIKeyEnv)
+			}
+			for _, name := range slices.Sorted(maps.Keys(h.HeadersEnv)) {
+				out = append(out, h.HeadersEnv[name])
+			}
+		}
+	}
+	return out
+}
+
 // IsGit says whether the job works in a git workspace.
 func (m *Manifest) IsGit() bool { return m.Workspace != nil && m.Workspace.Git != nil }
 

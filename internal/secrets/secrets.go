@@ -99,10 +99,11 @@ const MinRedactLen = 8
 func Redactable(v string) bool { return len(v) >= MinRedactLen }
 
 // JobRedactor is the redactor of a job's records: the values of the
-// variables secretEnv names, and of those envAllow lets through to an agent
-// whose name LooksSecret (those that are Redactable), each replaced with
-// [REDACTED:NAME] as NewRedactor does.
-func JobRedactor(secretEnv, envAllow []string, getenv func(string) string) *Redactor {
+// variables secretEnv names, of those envAllow lets through to an agent
+// whose name LooksSecret, and of those keyEnv names (an http agent's key
+// and headers: credentials whatever their names), the last two when they
+// are Redactable, each replaced with [REDACTED:NAME] as NewRedactor does.
+func JobRedactor(secretEnv, envAllow, keyEnv []string, getenv func(string) string) *Redactor {
 	names := append([]string{}, secretEnv...)
 	listed := map[string]bool{}
 	for _, n := range secretEnv {
@@ -111,6 +112,12 @@ func JobRedactor(secretEnv, envAllow []string, getenv func(string) string) *Reda
 	guessed := map[string]bool{}
 	for _, n := range envAllow {
 		if !listed[n] && !guessed[n] && LooksSecret(n) {
+			guessed[n] = true
+			names = append(names, n)
+		}
+	}
+	for _, n := range keyEnv {
+		if !listed[n] && !guessed[n] {
 			guessed[n] = true
 			names = append(names, n)
 		}

@@ -237,14 +237,14 @@ func TestJobRedactor(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"LISTED": "listed-value", "OPENAI_API_KEY": "sk-real-xyz-0123",
 		"USE_AUTH": "1", "PIN_SECRET": "short", "SHORT_LISTED": "abc", "MY_LABEL": "plain-label-value"}
-	r := JobRedactor([]string{"LISTED", "SHORT_LISTED"}, []string{"OPENAI_API_KEY", "USE_AUTH", "PIN_SECRET", "MY_LABEL", "LISTED"},
+	r := JobRedactor([]string{"LISTED", "SHORT_LISTED"}, []string{"OPENAI_API_KEY", "USE_AUTH", "PIN_SECRET", "MY_LABEL", "LISTED"}, nil,
 		func(k string) string { return env[k] })
 	got := r.Redact("listed-value sk-real-xyz-0123 1 short abc plain-label-value")
 	want := "[REDACTED:LISTED] [REDACTED:OPENAI_API_KEY] 1 short [REDACTED:SHORT_LISTED] plain-label-value"
 	if got != want {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}
-	if JobRedactor(nil, []string{"PATH", "HOME"}, func(k string) string { return "/usr/bin:/bin" }) != nil {
+	if JobRedactor(nil, []string{"PATH", "HOME"}, nil, func(k string) string { return "/usr/bin:/bin" }) != nil {
 		t.Fatal("PATH and HOME made a redactor")
 	}
 }
