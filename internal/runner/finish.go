@@ -199,18 +199,23 @@ func (e *Engine) failed(m *manifest.Manifest, c *call, resp *history.Response, w
 	o.counters = &counters{d.Retries, d.APIFailures}
 	if d.Backoff {
 		o.retry = "api_error"
+		// A server that said when to come back (HTTP Retry-After) is not
+		// asked sooner. The wait is said: a Retry-After holds the job,
+		// RUNNING, up to five minutes with nothing else to show for it.
+		o.more, o.backoff = true, max(e.backoff(m.BackoffInitial(), d.APIFailures), min(ae.RetryAfter, 5*time.Minute))
+		wait := "; asked again in " + o.backoff.Round(time.Millisecond).String()
+		if ae.RetryAfter > 0 && ae.RetryAfter >= o.backoff {
+			wait += " (the server's Retry-After, waited up to 5m0s)"
+		}
 		if ae.Retake {
 			// A cut stream: no partial text is written as a response; the
 			// intent stays open, so the next step asks the same turn again
 			// with the same stored request.
-			o.logs = append(o.logs, logEntry{code: codes.AgentStreamFail, actor: c.role, attempt: c.attempt, msg: ae.Code + ": " + ae.Msg, record: true})
+			o.logs = append(o.logs, logEntry{code: codes.AgentStreamFail, actor: c.role, attempt: c.attempt, msg: ae.Code + ": " + ae.Msg + wait, record: true})
 		} else {
 			o.responses = []*history.Record{c.response(resp)}
-			o.logs = append(o.logs, logEntry{code: ae.Code, actor: c.role, attempt: c.attempt, msg: ae.Msg})
+			o.logs = append(o.logs, logEntry{code: ae.Code, actor: c.role, attempt: c.attempt, msg: ae.Msg + wait})
 		}
-		// A server that said when to come back (HTTP Retry-After) is not
-		// asked sooner.
-		o.more, o.backoff = true, max(e.backoff(m.BackoffInitial(), d.APIFailures), min(ae.RetryAfter, 5*time.Minute))
 		return o, nil
 	}
 	o.responses = []*history.Record{c.response(resp)}
