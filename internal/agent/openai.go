@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"mime"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -128,7 +129,8 @@ func (o *OpenAI) send(ctx context.Context, req *Request, base, key string, heade
 		return nil, httpError(resp, redact)
 	}
 	var st stream
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+	// A media type is case-insensitive (Text/Event-Stream is a stream).
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
 		err = st.read(resp.Body)
 	} else {
 		err = st.readWhole(resp.Body)

@@ -614,3 +614,24 @@ func TestOpenAIUnreadableUsageKeepsTheAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAIMediaTypeIsCaseInsensitive: a stream whose Content-Type is
+// spelled in capitals (media types are case-insensitive, and the metering
+// proxy reads them so) is read as a stream (before, it was read as one
+// JSON document and refused as API_MALFORMED, retried and paid for again).
+func TestOpenAIMediaTypeIsCaseInsensitive(t *testing.T) {
+	_, srv := newStub(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "Text/Event-Stream; charset=UTF-8")
+		w.WriteHeader(http.StatusOK)
+		for _, e := range []string{contentChunk(answer), finishChunk("stop"), usageChunk, "[DONE]"} {
+			fmt.Fprintf(w, "data: %s\n\n", e)
+		}
+	})
+	res, err := provider(srv).Call(context.Background(), testRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Raw) != answer {
+		t.Errorf("raw %q", res.Raw)
+	}
+}
