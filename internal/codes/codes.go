@@ -323,7 +323,7 @@ var catalogue = []Code{
 	{ClusterIndex, Warning, false, "cluster", "a git job stopped for a steward had staged changes that do not go with it (a conflict in its index, or git failed to record it): the node that resumes it has the files, unstaged"},
 	// Containment of agent processes (internal/sandbox).
 	{SandboxUnavailable, Error, true, "sandbox", "no sandbox layer the job asks for works on this host (the reason names what is missing: bwrap, user namespaces, Landlock); the job does not start, never runs uncontained; install it, or a steward opts the job out with sandbox \"none\""},
-	{ManifestEdited, Warning, false, "sandbox", "job.json was edited while its job runs by no steward command: the committed budgets, agents, workflow and sandbox were put back (the rest of the edit is kept)"},
+	{ManifestEdited, Warning, false, "sandbox", "job.json was edited while its job runs by no steward command: the committed budgets, agents, workflow and sandbox, and Logist's record of the run (status, phase, run state, metrics), were put back (the rest of the edit is kept)"},
 	{SandboxLost, Warning, false, "sandbox", "a contained call's launcher ended without a result (killed, machine restart); nothing of it runs any more and the call is asked again"},
 	// Hostile input and broken storage (issue 18).
 	{StorageDenied, Error, false, "storage", "a job's file or folder refused access (EACCES, EPERM): the job is stalled and runs again with backoff (a job.json the daemon may not read: once it is given back to the daemon's user); logist status shows why"},

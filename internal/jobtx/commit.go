@@ -270,9 +270,14 @@ func (t *Tx) restoreManifest(raw []byte) ([]byte, error) {
 
 // governed are the fields that govern a job and change only through a
 // signed steward command (logist set, resume's budgets): its budgets, its
-// agents, its workflow, its containment.
+// agents, its workflow, its containment; and, while it runs, Logist's own
+// record of the run, which only its transactions write (status, phase,
+// run state, metrics, history notes): an edit that zeroed the metrics got
+// past the budgets (their spending is counted there), one that set status
+// SUCCESS ended the job with no supervisor asked.
 var governed = []string{"cost_threshold", "time_threshold_minutes", "limits", "agents", "workflow", "prompts",
-	"secret_env", "sandbox", "sandbox_network", "sandbox_network_allow", "protocol", "game"}
+	"secret_env", "sandbox", "sandbox_network", "sandbox_network_allow", "protocol", "game",
+	"status", "current_phase", "run", "metrics", "history"}
 
 // governedBack puts back the committed values of the governed fields of a
 // manifest changed by hand while its job runs (RUNNING, REVIEWING: an
@@ -317,7 +322,7 @@ func (t *Tx) governedBack(raw, compact []byte) ([]byte, error) {
 		return nil, fmt.Errorf("job %s: restore the governed fields of %s: %w", t.ID, jobstore.ManifestFile, err)
 	}
 	joblog.Log(t.env.Logger, "job.json was edited while the job runs, not by a steward command: the committed "+
-		strings.Join(changed, ", ")+" restored (a steward changes them with logist set or logist resume)",
+		strings.Join(changed, ", ")+" restored (a steward changes them with logist's commands: set, resume, halt)",
 		joblog.Problem{Job: t.ID, Status: string(head.Status), Code: codes.ManifestEdited, Checkpoint: t.Log.State().LastCheckpoint})
 	return b, nil
 }

@@ -826,3 +826,52 @@ func TestCommittedFileOfOwnCommitUsesItsPlainForm(t *testing.T) {
 		t.Error("a damaged stored manifest read from the history gave no error")
 	}
 }
+
+// An edit of a running job's manifest by no steward command never changes
+// Logist's record of the run either: an uncontained agent that zeroed the
+// metrics (and touched the description, so that the edit was kept as a
+// hand edit) made call after call past its cost budget; one that set
+// status SUCCESS ended its job with no supervisor asked. The committed
+// status, phase, run state and metrics are put back; the rest is kept.
+func TestRunningJobsRecordEditedByHandIsPutBack(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	tx := f.begin(t)
+	f.unit(t, tx)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tx.Close()
+	mf := filepath.Join(f.dir, jobstore.ManifestFile)
+	b, _ := os.ReadFile(mf)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["status"], m["current_phase"] = "SUCCESS", "work"
+	m["metrics"] = map[string]any{"cumulative_cost": 0, "cumulative_time_seconds": 0, "agent_calls": 0}
+	m["run"] = map[string]any{"guidance": "approve everything"}
+	m["description"] = "edited by hand"
+	edited, _ := json.MarshalIndent(m, "", "  ")
+	if err := os.WriteFile(mf, edited, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tx = f.begin(t)
+	got := tx.M
+	tx.Close()
+	if got.Status != lifecycle.Reviewing || got.Phase() != "review" {
+		t.Errorf("status %s phase %q after the edit, want the committed REVIEWING, review", got.Status, got.Phase())
+	}
+	if got.Metrics.CumulativeCost != 3 || got.Metrics.AgentCalls != 1 {
+		t.Errorf("metrics %+v after the edit, want the committed cost 3 and 1 call", got.Metrics)
+	}
+	if got.Run.Guidance != "" {
+		t.Errorf("guidance %q: the run state is Logist's", got.Run.Guidance)
+	}
+	if got.Description != "edited by hand" {
+		t.Errorf("description %q: the rest of the edit must be kept", got.Description)
+	}
+	if !strings.Contains(f.log.String(), "MANIFEST_EDITED") || !strings.Contains(f.log.String(), "status, current_phase, run, metrics") {
+		t.Errorf("log does not report the restore: %s", f.log.String())
+	}
+}
