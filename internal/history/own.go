@@ -57,9 +57,33 @@ func readOwn(p string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close() //nolint:errcheck // read-only
-	var r io.Reader = f
-	if limit >= 0 {
-		r = io.LimitReader(f, limit+1)
+	// One buffer of the file's size (and a byte more, to see its end in
+	// the same read), as regfile.ReadFile made: io.ReadAll's growth from
+	// 512 bytes copied a long history many times over.
+	want := int64(512)
+	if fi, err := f.Stat(); err == nil {
+		want = fi.Size() + 1
 	}
-	return io.ReadAll(r)
+	if limit >= 0 {
+		want = min(want, limit+1)
+	}
+	buf := make([]byte, 0, want)
+	for limit < 0 || int64(len(buf)) <= limit {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // the file grew since the fstat
+		}
+		room := buf[len(buf):cap(buf)]
+		if limit >= 0 {
+			room = room[:min(int64(len(room)), limit+1-int64(len(buf)))]
+		}
+		n, err := f.Read(room)
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return buf, nil
 }

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -88,6 +89,28 @@ func TestHistoryFilesThatAreNotFilesAreRefused(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// readOwn reads the whole file, or its first limit bytes and one more,
+// whatever the file's size against its first buffer (the file's fstat).
+func TestReadOwnReadsToItsLimit(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	for _, n := range []int{0, 1, 511, 512, 513, 4096, 100000} {
+		data := bytes.Repeat([]byte("x"), n)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, limit := range []int64{-1, 0, 1, 511, 4095, 4096, 200000} {
+			got, err := readOwn(p, limit)
+			want := data
+			if limit >= 0 && int64(len(want)) > limit+1 {
+				want = want[:limit+1]
+			}
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("%d bytes, limit %d: read %d, %v; want %d", n, limit, len(got), err, len(want))
+			}
 		}
 	}
 }
