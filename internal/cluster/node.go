@@ -369,10 +369,19 @@ func (n *Node) runJob(ctx, kill context.Context, l *clusterstore.Lease) error {
 	// before the folder is rewritten.
 	n.mu.Lock()
 	old := n.runs[l.Job]
+	lost := old != nil && !old.fenced
 	if old != nil {
 		old.fenced = true
 	}
 	n.mu.Unlock()
+	if lost {
+		// Its lease ended before its run noticed (the renewal's own
+		// check, which counts it, had not come round yet): counted and
+		// said as that check would.
+		n.Stats.add(func(s *Stats) { s.LostLease++ })
+		joblog.Log(n.Logger, "lease expired while the job ran here; this node claimed it again: stopping the old run", joblog.Problem{Job: l.Job, Code: codes.ClusterLeaseLost},
+			"node", n.ID, "epoch", old.lease.Epoch)
+	}
 	if old != nil {
 		old.cancel(errLeaseLost)
 		<-old.done
