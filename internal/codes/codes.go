@@ -118,6 +118,7 @@ const (
 	CommitFinished  = "COMMIT_FINISHED"
 	JobHistoryWrite = "JOBHISTORY_WRITE"
 	RunFailed       = "RUN_FAILED"
+	JobGone         = "JOB_GONE"
 )
 
 // The steward's commands, the daemon and the schedules.
@@ -268,6 +269,7 @@ var catalogue = []Code{
 	{CommitFinished, Warning, false, "storage", "a change a crash interrupted was finished: the manifest was restored from the history"},
 	{JobHistoryWrite, Warning, false, "storage", "jobHistory.json could not be written; the job's history, the record, is intact"},
 	{RunFailed, Error, true, "storage", "a job's run stopped with an error the log names; it is not run again by itself"},
+	{JobGone, Warning, true, "storage", "a job's folder (or its job.json) was removed or renamed while its run was in progress: the run stopped, what it had not recorded is dropped, nothing is written in its place; a folder renamed shows INVALID (its job_id names the old folder) until job_id is set to the new name"},
 
 	// The steward, the daemon, the schedules.
 	{RollbackFailed, Error, false, "steward", "restoring a checkpoint's workspace failed; the job stays as it was"},

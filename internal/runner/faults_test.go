@@ -986,3 +986,48 @@ func TestWorkspaceSeenIsNotLookedAtAgain(t *testing.T) {
 		}
 	}
 }
+
+// H150: a job's folder renamed (or removed) while its agent runs. The run
+// stops with JOB_GONE logged; nothing is written at the old path or into
+// the folder's new place; no refusal note is left in the stall folder for
+// a job that is not there (it used to be RUN_FAILED with a note that
+// outlived the job); the other job is not affected.
+func TestJobFolderRenamedUnderRunningJob(t *testing.T) {
+	t.Parallel()
+	f, s, lb := faultFixture(t)
+	f.WriteJob("victim", job(okSupervisor(), okSupervisor()))
+	f.WriteJob("other", job(okSupervisor(), okSupervisor()))
+	ag := newBlockingAgent("worker")
+	f.fake(ag.call)
+	s.Nudge("victim")
+	ag.waitEntered(t)
+
+	old, moved := filepath.Join(f.Dir, "victim"), filepath.Join(f.Dir, "victim2")
+	if err := os.Rename(old, moved); err != nil {
+		t.Fatal(err)
+	}
+	hp := history.Path(moved)
+	before, err := os.ReadFile(hp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(ag.release)
+	testkit.WaitFor(t, "the run to stop", 10*time.Second, func() bool { return lb.count("victim", codes.JobGone, "job run failed") >= 1 })
+	waitIdle(t, s, 5*time.Second)
+	s.Nudge("other")
+	testkit.WaitFor(t, "the other job to succeed", 10*time.Second, func() bool { return f.Load("other").Status == lifecycle.Success })
+	waitIdle(t, s, 5*time.Second)
+
+	if _, err := os.Lstat(old); err == nil {
+		t.Error("the old folder was made again")
+	}
+	if after, _ := os.ReadFile(hp); !bytes.Equal(before, after) {
+		t.Error("the run wrote into the renamed folder's history")
+	}
+	if st, ok := f.Env.Store.ReadStall("victim"); ok {
+		t.Errorf("a stall note was left for a job that is gone: %+v", st)
+	}
+	if n := lb.count("victim", codes.RunFailed, ""); n != 0 {
+		t.Errorf("%d RUN_FAILED lines for a job whose folder went away", n)
+	}
+}

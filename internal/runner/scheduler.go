@@ -186,7 +186,14 @@ func (s *Scheduler) start(id string, l *jobstore.Loaded) {
 					attrs = append(attrs, "stack", string(stack))
 				}
 				joblog.Log(s.Logger, "job run failed", joblog.Problem{Job: id, Code: code, Attempt: attempt}, attrs...)
-				if ctx.Err() == nil {
+				switch {
+				case ctx.Err() != nil:
+				case code == codes.JobGone:
+					// No job is left to say why: a note would name
+					// nothing and outlive it. One an earlier run left
+					// goes.
+					stalled = true
+				default:
 					// Not run again by itself: say why where logist
 					// status looks (its manifest still says RUNNING).
 					s.refused(id, code, err)
@@ -366,6 +373,11 @@ func runErrorCode(err error) (code string, retry bool) {
 	var notFile *history.NotFileError
 	msg := err.Error()
 	switch {
+	case errors.Is(err, jobstore.ErrNotFound):
+		// The job's folder or manifest went away under its run (removed,
+		// renamed): no job is left to note a refusal for, and a note
+		// would outlive it in the stall folder.
+		return codes.JobGone, false
 	case errors.As(err, &missing), errors.Is(err, history.ErrMissing):
 		return codes.HistoryMissing, false
 	case storageDenied(err):
