@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/logist/logist/internal/atomicfile"
 	"github.com/logist/logist/internal/regfile"
@@ -49,6 +50,49 @@ type Entry struct {
 	SHA256 string      `json:"sha256,omitempty"`
 	Size   int64       `json:"size,omitempty"`
 	Link   string      `json:"link,omitempty"` // symlink target, stored as is
+}
+
+// entryJSON is Entry as a listing stores it. A path (or a symlink's target)
+// that is not valid UTF-8 is no JSON string as it is: encoding/json stores
+// U+FFFD for each bad byte, and a rollback brought the file back under
+// another name. Such a name is stored whole in path_bytes (link_bytes),
+// base64 of its bytes, next to the readable path that older readers take.
+type entryJSON struct {
+	Path      string      `json:"path"`
+	PathBytes []byte      `json:"path_bytes,omitempty"`
+	Mode      fs.FileMode `json:"mode"`
+	SHA256    string      `json:"sha256,omitempty"`
+	Size      int64       `json:"size,omitempty"`
+	Link      string      `json:"link,omitempty"`
+	LinkBytes []byte      `json:"link_bytes,omitempty"`
+}
+
+// MarshalJSON stores e with its names whole (entryJSON).
+func (e Entry) MarshalJSON() ([]byte, error) {
+	j := entryJSON{Path: e.Path, Mode: e.Mode, SHA256: e.SHA256, Size: e.Size, Link: e.Link}
+	if !utf8.ValidString(e.Path) {
+		j.PathBytes = []byte(e.Path)
+	}
+	if !utf8.ValidString(e.Link) {
+		j.LinkBytes = []byte(e.Link)
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads an entry as MarshalJSON stored it.
+func (e *Entry) UnmarshalJSON(b []byte) error {
+	var j entryJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*e = Entry{Path: j.Path, Mode: j.Mode, SHA256: j.SHA256, Size: j.Size, Link: j.Link}
+	if j.PathBytes != nil {
+		e.Path = string(j.PathBytes)
+	}
+	if j.LinkBytes != nil {
+		e.Link = string(j.LinkBytes)
+	}
+	return nil
 }
 
 // Listing is one checkpoint's snapshot.

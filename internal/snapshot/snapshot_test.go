@@ -289,3 +289,68 @@ func TestPruneRemovesOnlyUnlistedObjects(t *testing.T) {
 		t.Errorf("restore after prune: %v", err)
 	}
 }
+
+// H151: names that are not valid UTF-8 (a file, a folder, a symlink and
+// its target) come back under their own bytes at a restore; the listing
+// used to store U+FFFD for each bad byte, and a rollback brought the file
+// back under another name. Valid names are stored as before (no
+// path_bytes), which older readers take as they did.
+func TestNamesThatAreNotUTF8SurviveARestore(t *testing.T) {
+	t.Parallel()
+	job := t.TempDir()
+	ws := filepath.Join(job, "workspace")
+	bad, dir, link, target := "bad\xff\xfe.txt", "d\xc3", "ln\xfe", "t\xff"
+	write(t, filepath.Join(ws, bad), "bad")
+	write(t, filepath.Join(ws, dir, "in.txt"), "in")
+	write(t, filepath.Join(ws, "ok.txt"), "ok")
+	if err := os.Symlink(target, filepath.Join(ws, link)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Take(ws, job, "cp-1"); err != nil {
+		t.Fatal(err)
+	}
+	raw := read(t, listingPath(job, "cp-1"))
+	if strings.Count(raw, "path_bytes") != 4 || strings.Count(raw, "link_bytes") != 1 {
+		t.Errorf("listing does not keep the names whole:\n%s", raw)
+	}
+	l, err := Load(job, "cp-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, e := range l.Entries {
+		paths = append(paths, e.Path)
+	}
+	want := []string{bad, dir, dir + "/in.txt", link, "ok.txt"}
+	if strings.Join(paths, "|") != strings.Join(want, "|") {
+		t.Errorf("loaded paths %q, want %q", paths, want)
+	}
+
+	if err := os.RemoveAll(ws); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(ws, "later.txt"), "later")
+	if err := Restore(ws, job, "cp-1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, filepath.Join(ws, bad)); got != "bad" {
+		t.Errorf("%q holds %q", bad, got)
+	}
+	if got := read(t, filepath.Join(ws, dir, "in.txt")); got != "in" {
+		t.Errorf("in.txt holds %q", got)
+	}
+	if got, err := os.Readlink(filepath.Join(ws, link)); err != nil || got != target {
+		t.Errorf("link points to %q (%v), want %q", got, err, target)
+	}
+	ents, _ := os.ReadDir(ws)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, "|") != strings.Join([]string{bad, dir, link, "ok.txt"}, "|") {
+		t.Errorf("workspace holds %q after the restore", names)
+	}
+}
