@@ -417,10 +417,11 @@ func Restore(workspace, jobDir, cp string) error {
 // (history.SnapshotRef.Listing): "" is Take's empty workspace, restored by
 // emptying the workspace.
 func RestoreRef(workspace, jobDir, cp, listing string) error {
-	if listing == "" {
-		return restore(workspace, jobDir, cp, &Listing{CheckpointID: cp})
+	c, err := Check(jobDir, cp, listing)
+	if err != nil {
+		return err
 	}
-	return Restore(workspace, jobDir, cp)
+	return c.Restore(workspace)
 }
 
 // entryPath is the listing path p of snapshot cp as a path relative to
@@ -434,21 +435,60 @@ func entryPath(cp, p string) (string, error) {
 	return clean, nil
 }
 
-func restore(workspace, jobDir, cp string, l *Listing) error {
+// Checked is a checkpoint's snapshot whose listing names only paths inside
+// the workspace and whose every object was found intact (Check): what a
+// restore writes back. A caller that records a restore before it makes
+// it (a rollback) checks first, so that a damaged snapshot is refused
+// before anything is recorded.
+type Checked struct {
+	jobDir, cp string
+	want       map[string]Entry
+}
+
+// Check reads checkpoint cp's snapshot (listing as RestoreRef takes it)
+// and checks every object against its hash; the error names the path and
+// the object of the first that does not match or cannot be read.
+func Check(jobDir, cp, listing string) (*Checked, error) {
+	l := &Listing{CheckpointID: cp}
+	if listing != "" {
+		var err error
+		if l, err = Load(jobDir, cp); err != nil {
+			return nil, err
+		}
+	}
+	return check(jobDir, cp, l)
+}
+
+func check(jobDir, cp string, l *Listing) (*Checked, error) {
 	objDir := ObjectDir(jobDir)
 	want := map[string]Entry{}
 	for _, e := range l.Entries {
 		clean, err := entryPath(cp, e.Path)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if e.SHA256 != "" {
-			if err := checkObject(filepath.Join(objDir, e.SHA256), e.SHA256); err != nil {
-				return fmt.Errorf("snapshot of %s: %s: %w", cp, e.Path, err)
+			obj := filepath.Join(objDir, e.SHA256)
+			if err := checkObject(obj, e.SHA256); err != nil {
+				return nil, fmt.Errorf("snapshot of %s: %q, object %s: %w", cp, e.Path, filepath.Join(Dir, "objects", e.SHA256), err)
 			}
 		}
 		want[clean] = e
 	}
+	return &Checked{jobDir: jobDir, cp: cp, want: want}, nil
+}
+
+func restore(workspace, jobDir, cp string, l *Listing) error {
+	c, err := check(jobDir, cp, l)
+	if err != nil {
+		return err
+	}
+	return c.Restore(workspace)
+}
+
+// Restore makes workspace look as c's checkpoint had it (see Restore).
+func (c *Checked) Restore(workspace string) error {
+	objDir, cp, want := ObjectDir(c.jobDir), c.cp, c.want
 	if err := atomicfile.MkdirAll(workspace, 0o700); err != nil {
 		return err
 	}

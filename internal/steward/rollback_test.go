@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -310,5 +312,73 @@ func TestRollbackKeepsTheWorkItDiscards(t *testing.T) {
 	}
 	if after, _ := os.ReadDir(filepath.Join(f.Dir, "k", snapshot.Dir)); len(after) != len(before) {
 		t.Errorf("snapshots/ went from %d to %d entries", len(before), len(after))
+	}
+}
+
+// H152: a rollback to a checkpoint whose snapshot object was damaged (a
+// byte flipped) is refused before anything is recorded but its
+// ROLLBACK_FAILED error, which names the file and the object: the job
+// keeps its status and its checkpoint, the workspace is untouched, no
+// discarded work is claimed, and a later rollback to a sound checkpoint
+// works. It used to record the rollback command first: the job's
+// checkpoint became the damaged one although its files never came back,
+// and a second attempt listed the current files as discarded.
+func TestRollbackToADamagedSnapshotIsRefusedBeforeItIsRecorded(t *testing.T) {
+	f := newFixture(t)
+	f.WriteJob("j", map[string]any{"agents": map[string]any{
+		"worker": testkit.Script(
+			writing("COMPLETED", "one", map[string]string{"a.txt": "one"}, "a.txt"),
+			writing("COMPLETED", "two", map[string]string{"a.txt": "two", "c.txt": "c"}, "a.txt", "c.txt")),
+		"supervisor": testkit.Script(testkit.Step("RETRY", "again"), testkit.Step("COMPLETED", "fine")),
+	}})
+	f.Run("j")
+	before := f.Load("j")
+	if before.Status != lifecycle.Success {
+		t.Fatalf("run: %s", before.Status)
+	}
+	obj := filepath.Join(snapshot.ObjectDir(f.Env.Store.JobDir("j")), fmt.Sprintf("%x", sha256.Sum256([]byte("one"))))
+	if err := os.WriteFile(obj, []byte("onX"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ws := f.Env.Store.Workspace("j")
+	wsBefore := workspaceState(t, ws)
+	nrecs := len(f.Records("j"))
+
+	for range 2 {
+		_, _, err := f.St.Rollback("j", "cp-0000-work", steward.RollbackOptions{Reason: "back"})
+		if err == nil || !strings.Contains(err.Error(), "does not match its hash") || !strings.Contains(err.Error(), filepath.Base(obj)) || !strings.Contains(err.Error(), `"a.txt"`) {
+			t.Fatalf("rollback to a damaged snapshot: %v (want a refusal naming a.txt and the object)", err)
+		}
+	}
+	recs := f.Records("j")
+	for _, r := range recs[nrecs:] {
+		if r.Type != history.TypeError || r.Error.Code != "ROLLBACK_FAILED" {
+			t.Errorf("recorded %s after the refused rollbacks, want only ROLLBACK_FAILED errors", r.Type)
+		}
+	}
+	if len(recs) != nrecs+2 {
+		t.Errorf("%d records after two refused rollbacks, want %d", len(recs), nrecs+2)
+	}
+	after := f.Load("j")
+	if after.Status != before.Status || after.Run.CheckpointID != before.Run.CheckpointID {
+		t.Errorf("job now %s at %s, was %s at %s", after.Status, after.Run.CheckpointID, before.Status, before.Run.CheckpointID)
+	}
+	if got := workspaceState(t, ws); fmt.Sprint(got) != fmt.Sprint(wsBefore) {
+		t.Errorf("workspace changed: %v, was %v", got, wsBefore)
+	}
+	tx, err := jobtx.Begin(f.Env, "j", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := tx.CheckpointRef(); id != before.Run.CheckpointID {
+		t.Errorf("the history's current checkpoint is %q, want %q", id, before.Run.CheckpointID)
+	}
+	tx.Close()
+
+	if _, _, err := f.St.Rollback("j", "cp-start", steward.RollbackOptions{Reason: "from the start"}); err != nil {
+		t.Fatalf("rollback to a sound checkpoint: %v", err)
+	}
+	if got := workspaceState(t, ws); len(got) != 0 {
+		t.Errorf("workspace after the rollback to cp-start: %v", got)
 	}
 }

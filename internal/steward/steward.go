@@ -390,6 +390,14 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 	if err := point.Restorable(); err != nil {
 		return nil, nil, &jobtx.OutOfOrderError{ID: id, Status: m.Status, Want: err.Error()}
 	}
+	// A damaged snapshot (an object that no longer matches its hash) is
+	// refused before the command is recorded: recorded, the command makes
+	// cp the job's checkpoint although its files never came back.
+	checked, err := snapshot.Check(tx.Dir, cp, point.Snapshot.Listing)
+	if err != nil {
+		rerr := tx.RecordError(codes.RollbackFailed, "STEWARD", 0, err.Error())
+		return nil, nil, errors.Join(fmt.Errorf("restore %s: %w", cp, err), rerr)
+	}
 	remade, lost, err := s.gitBack(tx, cp, point)
 	if err != nil {
 		return nil, nil, err
@@ -439,7 +447,7 @@ func (s *Steward) Rollback(id, cp string, o RollbackOptions) (*manifest.Manifest
 	if err := tx.Append(rec); err != nil {
 		return nil, nil, err
 	}
-	if err := snapshot.RestoreRef(tx.Store().Workspace(id), tx.Dir, cp, point.Snapshot.Listing); err != nil {
+	if err := checked.Restore(tx.Store().Workspace(id)); err != nil {
 		rerr := tx.RecordError(codes.RollbackFailed, "STEWARD", 0, err.Error())
 		return nil, nil, errors.Join(fmt.Errorf("restore %s: %w", cp, err), rerr)
 	}
