@@ -3,6 +3,7 @@ package jobstore
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -136,4 +137,42 @@ func (s *Store) ReadStall(id string) (*Stall, bool) {
 		return nil, false
 	}
 	return &st, true
+}
+
+// probeBytes is what ProbeSpace asks of the file system: more than an
+// answer's history records and the manifest take, so that a disk with
+// less free does not make a job's next attempt call its agent only to
+// drop the answer.
+const probeBytes = 64 << 10
+
+// ProbeSpace says whether the jobs folder's storage takes a write again
+// after refusing one (full, over quota, read-only): it allocates
+// probeBytes in a file of the stall folder, syncs it and removes it. A
+// job stalled on a full disk is run again (its agent asked again) only
+// once the probe passes.
+func (s *Store) ProbeSpace() error {
+	if err := os.MkdirAll(filepath.Join(s.Dir, stallDir), 0o700); err != nil {
+		return err
+	}
+	p := filepath.Join(s.Dir, stallDir, ".probe")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(p) //nolint:errcheck // a probe left is removed by the next
+	err = unix.Fallocate(int(f.Fd()), 0, 0, probeBytes)
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		// No fallocate (some file systems): blocks written are allocated.
+		_, err = f.WriteAt(make([]byte, probeBytes), 0)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("storage probe: %w", err)
+	}
+	return nil
 }

@@ -1031,3 +1031,45 @@ func TestJobFolderRenamedUnderRunningJob(t *testing.T) {
 		t.Errorf("%d RUN_FAILED lines for a job whose folder went away", n)
 	}
 }
+
+// H153: the disk fills up while a job's agent runs (jobs folder on a
+// real 512 KiB tmpfs). The answer cannot be recorded; while the disk stays
+// full the job's retries ask the storage first (jobstore.ProbeSpace) and
+// call no agent: each would drop its answer, its cost not counted. It
+// used to call the agent again at every retry (1 s, 2 s, 4 s … 1 min) for
+// as long as the disk stayed full. Once space is back the interrupted
+// call is asked again once and the job succeeds, its history intact.
+func TestDiskFullingDuringACallDoesNotReaskUntilSpaceIsBack(t *testing.T) {
+	dir := t.TempDir()
+	mountTmpfs(t, dir, "TestDiskFullPausesJobAndResumes")
+	f, s, lb := faultFixture(t)
+	f.Dir = dir
+	f.Env.Store.Dir = dir
+	f.WriteJob("j", job(okSupervisor(), okSupervisor()))
+	if err := f.Env.Store.ReserveStallSpace(); err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	var filler atomic.Value
+	f.fake(func(ctx context.Context, req *agent.Request) (*agent.Result, error) {
+		if calls.Add(1) == 1 {
+			filler.Store(fillDisk(t, dir))
+		}
+		return answer("COMPLETED", "done"), nil
+	})
+	s.Nudge("j")
+	paused := func() int {
+		return lb.count("j", "HISTORY_WRITE", pausedMsg) + lb.count("j", "MANIFEST_WRITE", pausedMsg) + lb.count("j", "STORAGE_WRITE", pausedMsg)
+	}
+	testkit.WaitFor(t, "three paused attempts", 10*time.Second, func() bool { return paused() >= 3 })
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the agent was called %d times while the disk stayed full, want 1", n)
+	}
+	if err := os.Remove(filler.Load().(string)); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "the job to succeed once space is back", 10*time.Second, func() bool { return f.Load("j").Status == lifecycle.Success })
+	waitIdle(t, s, 5*time.Second)
+	responsesOnce(t, f, "j", 2)
+	checkIntact(t, f, "j")
+}

@@ -169,17 +169,38 @@ func (s *Scheduler) start(id string, l *jobstore.Loaded) {
 				s.stall(id, nil)
 			}
 		}()
+		full := "" // the code of the last attempt's write the disk refused
 		for attempt := 1; ; attempt++ {
-			if !s.acquire(ctx, r) {
-				return
+			// A disk still full would take the next attempt's agent call
+			// and drop its answer (not recorded, its cost not counted),
+			// at every retry: the storage is asked first. Only its
+			// refusal holds the job back; the run finds out the rest.
+			var probe error
+			if full != "" {
+				if perr := s.Engine.Env.Store.ProbeSpace(); perr != nil && storageRefused(perr) {
+					probe = perr
+				}
 			}
-			sl := &slot{s: s}
-			err := s.runOnce(context.WithValue(ctx, slotKey{}, sl), id, s.takeSeed(r)) // nil for a later attempt: read again
-			sl.end()
-			if err == nil {
-				return
+			err := probe
+			if probe == nil {
+				if !s.acquire(ctx, r) {
+					return
+				}
+				sl := &slot{s: s}
+				err = s.runOnce(context.WithValue(ctx, slotKey{}, sl), id, s.takeSeed(r)) // nil for a later attempt: read again
+				sl.end()
+				if err == nil {
+					return
+				}
 			}
 			code, retry := runErrorCode(err)
+			if probe != nil && storageFull(probe) {
+				code = full // still what the job waits for
+			}
+			full = ""
+			if retry && storageFull(err) {
+				full = code
+			}
 			if !retry || ctx.Err() != nil {
 				attrs := []any{"err", err.Error()}
 				if stack, ok := FaultStack(err); ok {
