@@ -75,7 +75,10 @@ type Daemon struct {
 	polled polled
 	// placed holds the folders place made, until the watcher reports their
 	// creation: that event is the daemon's own and carries no news.
-	placed  map[string]time.Time
+	placed map[string]time.Time
+	// quiet holds a timer per bare manifest not yet complete JSON
+	// (placeWhenQuiet).
+	quiet   map[string]*time.Timer
 	watcher *fsnotify.Watcher
 	// fresh, while a scan runs, holds the jobs an event read meanwhile.
 	fresh map[string]bool
@@ -146,7 +149,7 @@ func Run(ctx context.Context, o Options, logger *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	d := &Daemon{opts: o, log: logger, store: store, metrics: metrics.New(reg, Version, Revision),
-		invalid: map[string]string{}, denied: map[string]string{}, watched: map[string]bool{}, placed: map[string]time.Time{}, seen: map[string]time.Time{}, arrivals: map[string]time.Time{}, costWarned: map[string]string{}, lock: lock, key: &keyHolder{}}
+		invalid: map[string]string{}, denied: map[string]string{}, watched: map[string]bool{}, placed: map[string]time.Time{}, quiet: map[string]*time.Timer{}, seen: map[string]time.Time{}, arrivals: map[string]time.Time{}, costWarned: map[string]string{}, lock: lock, key: &keyHolder{}}
 	// The lock may be replaced (the folder recreated): release whichever is held.
 	// Closing the descriptor releases it whatever flock(LOCK_UN) says.
 	defer func() { _ = d.lock.Unlock() }()

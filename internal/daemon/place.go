@@ -9,7 +9,37 @@ import (
 
 	"github.com/logist/logist/internal/codes"
 	"github.com/logist/logist/internal/jobstore"
+	"github.com/logist/logist/internal/manifest"
 )
+
+// incompleteQuiet is how long a bare manifest that is not yet complete
+// JSON may go unwritten before a running daemon reports it as a scan
+// does: its writer has stopped or died. Until then each write event
+// brings it back (place).
+var incompleteQuiet = 10 * time.Second
+
+// placeWhenQuiet looks at the bare manifest again, as a scan would (place
+// with atStart), once incompleteQuiet has passed without a write event
+// for it: one timer a file, reset by each event. A file cut short by its
+// writer was never reported while the daemon ran (logist list showed it,
+// the log and logistd_invalid_manifests did not).
+func (d *Daemon) placeWhenQuiet(bare string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if t, ok := d.quiet[bare]; ok {
+		t.Reset(incompleteQuiet)
+		return
+	}
+	d.quiet[bare] = time.AfterFunc(incompleteQuiet, func() {
+		d.mu.Lock()
+		delete(d.quiet, bare)
+		d.mu.Unlock()
+		if d.scanCtx != nil && d.scanCtx.Err() != nil {
+			return // stopping
+		}
+		d.place(bare, true, time.Time{})
+	})
+}
 
 // place moves a bare manifest into its folder. At a scan (atStart) a file
 // still incomplete is reported; on a watcher event it is being written and
@@ -24,9 +54,13 @@ func (d *Daemon) place(bare string, atStart bool, arrived time.Time) {
 		return
 	}
 	id, placed, read, err := d.store.PlaceRead(bare)
-	if errors.Is(err, jobstore.ErrIncomplete) && !atStart {
-		d.log.Debug("manifest still being written", "file", filepath.Base(bare))
-		return
+	if errors.Is(err, jobstore.ErrIncomplete) {
+		if !atStart {
+			d.log.Debug("manifest still being written", "file", filepath.Base(bare))
+			d.placeWhenQuiet(bare)
+			return
+		}
+		err = &manifest.Error{File: bare, Reason: "invalid JSON, cut short, and not written to since: not placed: complete it (logistd places it then) or remove it"}
 	}
 	if err != nil {
 		if _, serr := os.Lstat(bare); errors.Is(serr, fs.ErrNotExist) {

@@ -232,3 +232,58 @@ func TestNotARegularFileIsReportedNotPlaced(t *testing.T) {
 		t.Fatalf("the link's target changed: %v", err)
 	}
 }
+
+// H154: a bare manifest cut short (not complete JSON) dropped into a
+// running daemon and not written to again is reported once it has been
+// quiet for incompleteQuiet, as a scan reports it: MANIFEST_INVALID naming
+// the file, counted among the invalid manifests; one still being written
+// (each write within the quiet time) is not, and is placed once complete.
+// A running daemon used to say nothing of it for as long as it ran.
+func TestBareManifestCutShortIsReportedOnceQuiet(t *testing.T) {
+	old := incompleteQuiet
+	incompleteQuiet = 300 * time.Millisecond
+	t.Cleanup(func() { incompleteQuiet = old })
+	dir := t.TempDir()
+	d, logs, _, _ := startDaemon(t, dir)
+
+	cut := filepath.Join(dir, "cut.json")
+	putFile(t, cut, quick[:40])
+	grow := filepath.Join(dir, "grow.json")
+	f, err := os.OpenFile(grow, os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(quick); i += len(quick) / 5 {
+		if _, err := f.WriteString(quick[i:min(i+len(quick)/5, len(quick))]); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := cut + ": invalid JSON, cut short, and not written to since: not placed: complete it (logistd places it then) or remove it"
+	waitFor(t, "cut.json reported", func() bool { return logs.has("msg", "invalid manifest", "job_id", "cut.json", "err", want) })
+	waitFor(t, "the job written bit by bit to end", func() bool { return status(dir, "grow") == string(lifecycle.Success) })
+	time.Sleep(3 * incompleteQuiet)
+	if n := logs.count("msg", "invalid manifest", "job_id", "cut.json"); n != 1 {
+		t.Errorf("cut.json reported %d times, want once", n)
+	}
+	if n := logs.count("msg", "invalid manifest", "job_id", "grow.json") + logs.count("msg", "invalid manifest", "job_id", "grow"); n != 0 {
+		t.Errorf("grow.json, written bit by bit, reported %d times", n)
+	}
+	d.mu.Lock()
+	_, counted := d.invalid["cut.json"]
+	left := len(d.quiet)
+	d.mu.Unlock()
+	if !counted || left != 0 {
+		t.Errorf("cut.json counted as invalid: %v; timers left: %d", counted, left)
+	}
+	if _, err := os.Lstat(cut); err != nil {
+		t.Errorf("cut.json was moved: %v", err)
+	}
+
+	// Completed in place, it is placed and runs.
+	putFile(t, cut, quick)
+	waitFor(t, "cut.json, completed, to end", func() bool { return status(dir, "cut") == string(lifecycle.Success) })
+}
