@@ -75,7 +75,7 @@ func Extract(jobDir, name string, paths []string, dir string) (*Extracted, error
 		}
 		if e.Link == "" {
 			if err := checkObject(filepath.Join(objDir, e.SHA256), e.SHA256); err != nil {
-				return nil, fmt.Errorf("snapshot of %s: %s: %w", name, e.Path, err)
+				return nil, objectError(name, e, err)
 			}
 		}
 		e.Path = filepath.ToSlash(clean)

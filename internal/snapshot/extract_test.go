@@ -107,8 +107,8 @@ func TestExtractOfADamagedSnapshotWritesNothing(t *testing.T) {
 	}
 	into := filepath.Join(t.TempDir(), "out")
 	_, err := Extract(job, "rollback-c1", nil, into)
-	if err == nil || !strings.Contains(err.Error(), "does not match its hash") {
-		t.Fatalf("err = %v", err)
+	if err == nil || !strings.Contains(err.Error(), "does not match its hash") || !strings.Contains(err.Error(), filepath.Join(Dir, "objects", filepath.Base(objs[len(objs)-1]))) {
+		t.Fatalf("err = %v (want it to name the object)", err)
 	}
 	if _, err := os.Lstat(into); !os.IsNotExist(err) {
 		t.Error("a failed extract made its folder")

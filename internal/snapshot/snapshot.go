@@ -470,12 +470,18 @@ func check(jobDir, cp string, l *Listing) (*Checked, error) {
 		if e.SHA256 != "" {
 			obj := filepath.Join(objDir, e.SHA256)
 			if err := checkObject(obj, e.SHA256); err != nil {
-				return nil, fmt.Errorf("snapshot of %s: %q, object %s: %w", cp, e.Path, filepath.Join(Dir, "objects", e.SHA256), err)
+				return nil, objectError(cp, e, err)
 			}
 		}
 		want[clean] = e
 	}
 	return &Checked{jobDir: jobDir, cp: cp, want: want}, nil
+}
+
+// objectError says that the object of entry e of snapshot cp failed its
+// check (err), naming the path and the object's file in the job folder.
+func objectError(cp string, e Entry, err error) error {
+	return fmt.Errorf("snapshot of %s: %q, object %s: %w", cp, e.Path, filepath.Join(Dir, "objects", e.SHA256), err)
 }
 
 func restore(workspace, jobDir, cp string, l *Listing) error {
