@@ -875,3 +875,35 @@ func TestRunningJobsRecordEditedByHandIsPutBack(t *testing.T) {
 		t.Errorf("log does not report the restore: %s", f.log.String())
 	}
 }
+
+// H155: a transition whose commit the storage (or the manifest's size)
+// refuses is not logged, nor counted in the status metrics: it never
+// happened. It used to be logged as it was staged ("transition RUNNING →
+// REVIEWING" in the daemon's log each time a full disk made the job's
+// commit fail, the job still RUNNING); once the commit succeeds it is.
+func TestTransitionLoggedOnlyOnceCommitted(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	tx := f.begin(t)
+	f.unit(t, tx)
+	if strings.Contains(f.log.String(), `"event":"phase_advance"`) {
+		t.Errorf("a transition was logged before its commit:\n%s", f.log.String())
+	}
+	tx.M.Run.Feedback = strings.Repeat("x", manifest.MaxSize)
+	if err := tx.Commit(); !errors.Is(err, manifest.ErrTooLarge) {
+		t.Fatalf("Commit: %v, want ErrTooLarge", err)
+	}
+	tx.Close()
+	if strings.Contains(f.log.String(), `"event":"phase_advance"`) {
+		t.Errorf("a transition whose commit failed was logged:\n%s", f.log.String())
+	}
+	tx = f.begin(t)
+	f.unit(t, tx)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tx.Close()
+	if n := strings.Count(f.log.String(), `"event":"phase_advance"`); n != 1 {
+		t.Errorf("%d transition lines once committed, want 1:\n%s", n, f.log.String())
+	}
+}

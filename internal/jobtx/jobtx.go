@@ -556,8 +556,13 @@ func (t *Tx) Transition(ev lifecycle.Event, to lifecycle.Status, toPhase, actor,
 		t.parked = true
 	}
 	t.changed = true
-	joblog.LogTransition(t.env.Logger, TransitionLine(t.ID, tr, t.Redact(reason)))
-	t.env.obs().JobStatus(t.ID, from, to)
+	// Said once recorded: a commit the storage refuses leaves the job as
+	// it was, and a line or a metric for it would tell otherwise.
+	line := TransitionLine(t.ID, tr, t.Redact(reason))
+	t.AfterCommit(func() {
+		joblog.LogTransition(t.env.Logger, line)
+		t.env.obs().JobStatus(t.ID, from, to)
+	})
 	return nil
 }
 

@@ -20,6 +20,9 @@ func TestTransactionLogLinesCarryTheSeedsFields(t *testing.T) {
 	if err := tx.Transition(lifecycle.EvActivate, lifecycle.Pending, "", "STEWARD", ""); err == nil {
 		t.Fatal("REVIEWING -(activate)-> PENDING was allowed")
 	}
+	if err := tx.Commit(); err != nil { // a transition is logged once committed
+		t.Fatal(err)
+	}
 	tx.Close()
 
 	seen := map[string]map[string]any{}
