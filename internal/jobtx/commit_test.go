@@ -273,15 +273,7 @@ func TestCommitInterruptedAnywhereIsFinishedOnce(t *testing.T) {
 // changed by someone else since (a steward's hand edit): kept as is.
 func TestManifestEditedAfterACommitIsKept(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	tx := f.begin(t)
-	f.unit(t, tx)
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	tx.Close()
-	mf := filepath.Join(f.dir, jobstore.ManifestFile)
-	b, _ := os.ReadFile(mf)
+	f, mf, b := committedOnce(t)
 	edited := bytes.Replace(b, []byte(`"task_description": "t"`), []byte(`"task_description": "edited by hand"`), 1)
 	if bytes.Equal(edited, b) {
 		t.Fatal("edit did not apply")
@@ -289,7 +281,7 @@ func TestManifestEditedAfterACommitIsKept(t *testing.T) {
 	if err := os.WriteFile(mf, edited, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tx = f.begin(t)
+	tx := f.begin(t)
 	tx.Close()
 	if got, _ := os.ReadFile(mf); !bytes.Equal(got, edited) {
 		t.Errorf("hand edit replaced:\n%s", got)
@@ -835,15 +827,7 @@ func TestCommittedFileOfOwnCommitUsesItsPlainForm(t *testing.T) {
 // status, phase, run state and metrics are put back; the rest is kept.
 func TestRunningJobsRecordEditedByHandIsPutBack(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	tx := f.begin(t)
-	f.unit(t, tx)
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	tx.Close()
-	mf := filepath.Join(f.dir, jobstore.ManifestFile)
-	b, _ := os.ReadFile(mf)
+	f, mf, b := committedOnce(t)
 	var m map[string]any
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
@@ -856,7 +840,7 @@ func TestRunningJobsRecordEditedByHandIsPutBack(t *testing.T) {
 	if err := os.WriteFile(mf, edited, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tx = f.begin(t)
+	tx := f.begin(t)
 	got := tx.M
 	tx.Close()
 	if got.Status != lifecycle.Reviewing || got.Phase() != "review" {
@@ -906,4 +890,23 @@ func TestTransitionLoggedOnlyOnceCommitted(t *testing.T) {
 	if n := strings.Count(f.log.String(), `"event":"phase_advance"`); n != 1 {
 		t.Errorf("%d transition lines once committed, want 1:\n%s", n, f.log.String())
 	}
+}
+
+// committedOnce is a fixture whose job committed one unit, with its
+// manifest file and that file's bytes as the commit left them.
+func committedOnce(t *testing.T) (f *fixture, mf string, b []byte) {
+	t.Helper()
+	f = newFixture(t)
+	tx := f.begin(t)
+	f.unit(t, tx)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	tx.Close()
+	mf = filepath.Join(f.dir, jobstore.ManifestFile)
+	b, err := os.ReadFile(mf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, mf, b
 }

@@ -630,6 +630,21 @@ type blockingAgent struct {
 	once    sync.Once
 }
 
+// victimMidCall is a fault fixture with two jobs, victim and other, and
+// victim's run held in its agent's call for role (released by closing
+// ag.release); other is not started yet.
+func victimMidCall(t *testing.T, role string) (*fixture, *Scheduler, *logBuffer, *blockingAgent) {
+	t.Helper()
+	f, s, lb := faultFixture(t)
+	f.WriteJob("victim", job(okSupervisor(), okSupervisor()))
+	f.WriteJob("other", job(okSupervisor(), okSupervisor()))
+	ag := newBlockingAgent(role)
+	f.fake(ag.call)
+	s.Nudge("victim")
+	ag.waitEntered(t)
+	return f, s, lb, ag
+}
+
 func newBlockingAgent(role string) *blockingAgent {
 	return &blockingAgent{block: role, entered: make(chan struct{}), release: make(chan struct{})}
 }
@@ -668,13 +683,7 @@ func (b *blockingAgent) waitEntered(t *testing.T) {
 // the file is restored, and then goes on with the same request.
 func TestHistoryDeletedUnderRunningJob(t *testing.T) {
 	t.Parallel()
-	f, s, lb := faultFixture(t)
-	f.WriteJob("victim", job(okSupervisor(), okSupervisor()))
-	f.WriteJob("other", job(okSupervisor(), okSupervisor()))
-	ag := newBlockingAgent("worker")
-	f.fake(ag.call)
-	s.Nudge("victim")
-	ag.waitEntered(t)
+	f, s, lb, ag := victimMidCall(t, "worker")
 
 	hp := history.Path(filepath.Join(f.Dir, "victim"))
 	saved, err := os.ReadFile(hp)
@@ -725,13 +734,7 @@ func TestHistoryDeletedUnderRunningJob(t *testing.T) {
 // refused the same way, and the other job is not affected.
 func TestHistoryCorruptedUnderRunningJob(t *testing.T) {
 	t.Parallel()
-	f, s, lb := faultFixture(t)
-	f.WriteJob("victim", job(okSupervisor(), okSupervisor()))
-	f.WriteJob("other", job(okSupervisor(), okSupervisor()))
-	ag := newBlockingAgent("supervisor")
-	f.fake(ag.call)
-	s.Nudge("victim")
-	ag.waitEntered(t)
+	f, s, lb, ag := victimMidCall(t, "supervisor")
 
 	hp := history.Path(filepath.Join(f.Dir, "victim"))
 	b, err := os.ReadFile(hp)
@@ -994,13 +997,7 @@ func TestWorkspaceSeenIsNotLookedAtAgain(t *testing.T) {
 // outlived the job); the other job is not affected.
 func TestJobFolderRenamedUnderRunningJob(t *testing.T) {
 	t.Parallel()
-	f, s, lb := faultFixture(t)
-	f.WriteJob("victim", job(okSupervisor(), okSupervisor()))
-	f.WriteJob("other", job(okSupervisor(), okSupervisor()))
-	ag := newBlockingAgent("worker")
-	f.fake(ag.call)
-	s.Nudge("victim")
-	ag.waitEntered(t)
+	f, s, lb, ag := victimMidCall(t, "worker")
 
 	old, moved := filepath.Join(f.Dir, "victim"), filepath.Join(f.Dir, "victim2")
 	if err := os.Rename(old, moved); err != nil {
